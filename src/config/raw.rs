@@ -1,0 +1,495 @@
+//! The cluster file exactly as written. Every struct denies unknown fields;
+//! addresses stay strings here and are checked in `validate`, so one bad value
+//! is reported together with all the others.
+
+use super::Dur;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterFile {
+    /// Cluster name: the first label of `<name>.<baseDomain>`.
+    pub name: String,
+    pub base_domain: String,
+    pub network: Network,
+    pub nodes: Vec<Node>,
+    #[serde(default)]
+    pub dns: Dns,
+    #[serde(default)]
+    pub dhcp: Dhcp,
+    #[serde(default)]
+    pub load_balancer: LoadBalancer,
+    #[serde(default)]
+    pub http: Http,
+    #[serde(default)]
+    pub admin: Admin,
+    #[serde(default)]
+    pub libvirt: Option<Libvirt>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Network {
+    /// Machine network, e.g. `192.168.131.0/24`.
+    pub cidr: String,
+    /// Default router handed out by DHCP.
+    pub gateway: String,
+    /// The appliance's own address: DNS server, LB and HTTP address by default.
+    #[serde(rename = "applianceIP")]
+    pub appliance_ip: String,
+    /// Address `api`/`api-int` resolve to (default: applianceIP).
+    #[serde(rename = "apiVIP", default)]
+    pub api_vip: Option<String>,
+    /// Address `*.apps` resolves to (default: applianceIP).
+    #[serde(rename = "ingressVIP", default)]
+    pub ingress_vip: Option<String>,
+    /// Interface DHCP binds to (SO_BINDTODEVICE), e.g. `virbr-ocp`.
+    #[serde(default)]
+    pub interface: Option<String>,
+    /// Resolvers for names outside the cluster zones: `ip` or `ip:port`.
+    #[serde(rename = "upstreamDNS", default)]
+    pub upstream_dns: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Node {
+    pub name: String,
+    /// `bootstrap`, `master` or `worker`.
+    pub role: String,
+    pub mac: String,
+    pub ip: String,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Dns {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// UDP+TCP listen addresses (default `<applianceIP>:53`).
+    #[serde(default)]
+    pub listen: Option<Vec<String>>,
+    #[serde(default = "dns_ttl")]
+    pub ttl: Dur,
+    /// SOA minimum: how long resolvers may cache NXDOMAIN/NODATA.
+    #[serde(default = "dns_ttl")]
+    pub negative_ttl: Dur,
+    /// Timeout for one forwarded query.
+    #[serde(default = "forward_timeout")]
+    pub forward_timeout: Dur,
+    /// Extra records inside the cluster zone (or its reverse zones).
+    #[serde(default)]
+    pub records: Vec<ExtraRecord>,
+}
+
+impl Default for Dns {
+    fn default() -> Self {
+        Dns {
+            enabled: true,
+            listen: None,
+            ttl: dns_ttl(),
+            negative_ttl: dns_ttl(),
+            forward_timeout: forward_timeout(),
+            records: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExtraRecord {
+    /// Relative to the cluster zone (`registry`) or absolute with a trailing dot.
+    pub name: String,
+    /// A, AAAA, CNAME, TXT, SRV or PTR.
+    #[serde(rename = "type")]
+    pub rtype: String,
+    /// Record data in zone-file syntax (`10.0.0.5`, `0 10 443 host.`, ...).
+    pub value: String,
+    #[serde(default)]
+    pub ttl: Option<Dur>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Dhcp {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// UDP listen address (default `0.0.0.0:67`).
+    #[serde(default)]
+    pub listen: Option<String>,
+    #[serde(default = "lease_time")]
+    pub lease_time: Dur,
+    /// Dynamic range for unknown MACs; without it unknown MACs are ignored.
+    #[serde(default)]
+    pub pool: Option<Pool>,
+    /// Where leases are persisted (default `/var/lib/crc-appliance/<name>-leases.json`).
+    #[serde(default)]
+    pub lease_file: Option<String>,
+    /// Optional network boot options.
+    #[serde(default)]
+    pub pxe: Option<Pxe>,
+}
+
+impl Default for Dhcp {
+    fn default() -> Self {
+        Dhcp {
+            enabled: true,
+            listen: None,
+            lease_time: lease_time(),
+            pool: None,
+            lease_file: None,
+            pxe: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pool {
+    pub start: String,
+    pub end: String,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pxe {
+    /// siaddr / TFTP server (default: applianceIP).
+    #[serde(default)]
+    pub next_server: Option<String>,
+    /// Boot file for BIOS/UEFI PXE firmware (option 67), e.g. `undionly.kpxe`.
+    #[serde(default)]
+    pub boot_file: Option<String>,
+    /// Script URL handed to clients that identify as iPXE (user class `iPXE`).
+    #[serde(default)]
+    pub ipxe_script_url: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoadBalancer {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub listen: LbListen,
+    #[serde(default)]
+    pub health_check: HealthCheck,
+    /// PEM CA bundle to verify API/MCS certificates; unverified when absent.
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    /// Concurrent client connections per frontend.
+    #[serde(default = "max_connections")]
+    pub max_connections: usize,
+    /// Close a proxied connection idle this long in both directions.
+    #[serde(default = "idle_timeout")]
+    pub idle_timeout: Dur,
+    #[serde(default = "connect_timeout")]
+    pub connect_timeout: Dur,
+    /// Ports the backends listen on (defaults 6443, 22623, 80, 443); lets a lab
+    /// or a test run backends on unprivileged ports.
+    #[serde(default)]
+    pub backend_ports: BackendPorts,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BackendPorts {
+    #[serde(default = "p6443")]
+    pub api: u16,
+    #[serde(default = "p22623")]
+    pub machine_config: u16,
+    #[serde(default = "p80")]
+    pub ingress_http: u16,
+    #[serde(default = "p443")]
+    pub ingress_https: u16,
+}
+
+impl Default for BackendPorts {
+    fn default() -> Self {
+        BackendPorts {
+            api: 6443,
+            machine_config: 22623,
+            ingress_http: 80,
+            ingress_https: 443,
+        }
+    }
+}
+
+fn p6443() -> u16 {
+    6443
+}
+fn p22623() -> u16 {
+    22623
+}
+fn p80() -> u16 {
+    80
+}
+fn p443() -> u16 {
+    443
+}
+
+impl Default for LoadBalancer {
+    fn default() -> Self {
+        LoadBalancer {
+            enabled: true,
+            listen: LbListen::default(),
+            health_check: HealthCheck::default(),
+            ca_file: None,
+            max_connections: max_connections(),
+            idle_timeout: idle_timeout(),
+            connect_timeout: connect_timeout(),
+            backend_ports: BackendPorts::default(),
+        }
+    }
+}
+
+/// Frontend listen addresses; each defaults to `<apiVIP or ingressVIP>:<port>`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LbListen {
+    /// Kubernetes API, 6443.
+    #[serde(default)]
+    pub api: Option<String>,
+    /// Machine Config Server, 22623.
+    #[serde(default)]
+    pub machine_config: Option<String>,
+    /// Ingress HTTP, 80.
+    #[serde(default)]
+    pub ingress_http: Option<String>,
+    /// Ingress HTTPS, 443.
+    #[serde(default)]
+    pub ingress_https: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HealthCheck {
+    #[serde(default = "hc_interval")]
+    pub interval: Dur,
+    #[serde(default = "hc_timeout")]
+    pub timeout: Dur,
+    /// Consecutive successes before a backend becomes healthy.
+    #[serde(default = "hc_rise")]
+    pub rise: u32,
+    /// Consecutive failures before a backend becomes unhealthy.
+    #[serde(default = "hc_fall")]
+    pub fall: u32,
+}
+
+impl Default for HealthCheck {
+    fn default() -> Self {
+        HealthCheck {
+            interval: hc_interval(),
+            timeout: hc_timeout(),
+            rise: hc_rise(),
+            fall: hc_fall(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Http {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Default `<applianceIP>:8080`.
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// RHCOS images (ISO, kernel, initramfs, rootfs), served under /images/.
+    #[serde(default = "images_dir")]
+    pub images_dir: String,
+    /// `<role>.ign` and optional `<node>.ign` files, served under /ignition/.
+    #[serde(default = "ignition_dir")]
+    pub ignition_dir: String,
+}
+
+impl Default for Http {
+    fn default() -> Self {
+        Http {
+            enabled: true,
+            listen: None,
+            images_dir: images_dir(),
+            ignition_dir: ignition_dir(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Admin {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Status, metrics and control API (default `127.0.0.1:9180`).
+    #[serde(default = "admin_listen")]
+    pub listen: String,
+}
+
+impl Default for Admin {
+    fn default() -> Self {
+        Admin {
+            enabled: true,
+            listen: admin_listen(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Libvirt {
+    /// Connection URI (default `qemu:///system`).
+    #[serde(default = "libvirt_uri")]
+    pub uri: String,
+    /// RHCOS live ISO on the hypervisor host.
+    pub iso: String,
+    #[serde(default)]
+    pub pool: LibvirtPool,
+    #[serde(default)]
+    pub network: LibvirtNetwork,
+    #[serde(default)]
+    pub resources: Resources,
+    /// Install disk inside the guest (default `/dev/vda`).
+    #[serde(default = "install_dev")]
+    pub install_dev: String,
+    /// Start the VMs when `serve` starts.
+    #[serde(default)]
+    pub start_on_serve: bool,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LibvirtPool {
+    #[serde(default = "pool_name")]
+    pub name: String,
+    /// Directory of the pool (default `/var/lib/libvirt/images/crc-appliance`).
+    #[serde(default = "pool_path")]
+    pub path: String,
+}
+
+impl Default for LibvirtPool {
+    fn default() -> Self {
+        LibvirtPool {
+            name: pool_name(),
+            path: pool_path(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LibvirtNetwork {
+    /// Network name (default: the cluster name).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Bridge device (default `crc-<name>`, at most 15 characters).
+    #[serde(default)]
+    pub bridge: Option<String>,
+    /// `appliance` (no libvirt DHCP/DNS; the appliance serves both) or
+    /// `forwarder` (libvirt's dnsmasq forwards the cluster domain to the appliance).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Add `<forward mode='nat'/>` (default false: an isolated network).
+    #[serde(default)]
+    pub nat: bool,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Resources {
+    #[serde(default = "res_bootstrap")]
+    pub bootstrap: Resource,
+    #[serde(default = "res_master")]
+    pub master: Resource,
+    #[serde(default = "res_worker")]
+    pub worker: Resource,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Resources {
+            bootstrap: res_bootstrap(),
+            master: res_master(),
+            worker: res_worker(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Resource {
+    pub cpus: u32,
+    /// MiB.
+    pub memory_mib: u64,
+    /// GiB.
+    pub disk_gib: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+fn dns_ttl() -> Dur {
+    Dur::secs(30)
+}
+fn forward_timeout() -> Dur {
+    Dur::secs(2)
+}
+fn lease_time() -> Dur {
+    Dur::secs(3600)
+}
+fn max_connections() -> usize {
+    10_000
+}
+fn idle_timeout() -> Dur {
+    Dur::secs(3600)
+}
+fn connect_timeout() -> Dur {
+    Dur::secs(3)
+}
+fn hc_interval() -> Dur {
+    Dur::secs(5)
+}
+fn hc_timeout() -> Dur {
+    Dur::secs(3)
+}
+fn hc_rise() -> u32 {
+    2
+}
+fn hc_fall() -> u32 {
+    3
+}
+fn images_dir() -> String {
+    "images".into()
+}
+fn ignition_dir() -> String {
+    "ignition".into()
+}
+fn admin_listen() -> String {
+    "127.0.0.1:9180".into()
+}
+fn libvirt_uri() -> String {
+    "qemu:///system".into()
+}
+fn install_dev() -> String {
+    "/dev/vda".into()
+}
+fn pool_name() -> String {
+    "crc-appliance".into()
+}
+fn pool_path() -> String {
+    "/var/lib/libvirt/images/crc-appliance".into()
+}
+fn res_bootstrap() -> Resource {
+    Resource {
+        cpus: 4,
+        memory_mib: 16384,
+        disk_gib: 100,
+    }
+}
+fn res_master() -> Resource {
+    res_bootstrap()
+}
+fn res_worker() -> Resource {
+    Resource {
+        cpus: 2,
+        memory_mib: 8192,
+        disk_gib: 100,
+    }
+}

@@ -1,0 +1,374 @@
+//! The validated cluster: typed, defaults filled in, every cross-field rule checked.
+
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cluster {
+    pub name: String,
+    pub base_domain: String,
+    /// `<name>.<baseDomain>`, lower case, no trailing dot.
+    pub domain: String,
+    pub network: NetworkCfg,
+    pub nodes: Vec<NodeCfg>,
+    pub dns: DnsCfg,
+    pub dhcp: DhcpCfg,
+    pub lb: LbCfg,
+    pub http: HttpCfg,
+    pub admin: AdminCfg,
+    pub libvirt: Option<LibvirtCfg>,
+}
+
+impl Cluster {
+    pub fn nodes_with_role(&self, role: Role) -> impl Iterator<Item = &NodeCfg> {
+        self.nodes.iter().filter(move |n| n.role == role)
+    }
+    pub fn node(&self, name: &str) -> Option<&NodeCfg> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+    /// Fully qualified node name, no trailing dot.
+    pub fn fqdn(&self, label: &str) -> String {
+        format!("{label}.{}", self.domain)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetworkCfg {
+    pub cidr: Ipv4Net,
+    pub gateway: Ipv4Addr,
+    pub appliance_ip: Ipv4Addr,
+    pub api_vip: Ipv4Addr,
+    pub ingress_vip: Ipv4Addr,
+    pub interface: Option<String>,
+    pub upstream_dns: Vec<SocketAddr>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Bootstrap,
+    Master,
+    Worker,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Bootstrap, Role::Master, Role::Worker];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Bootstrap => "bootstrap",
+            Role::Master => "master",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bootstrap" => Ok(Role::Bootstrap),
+            "master" | "control-plane" => Ok(Role::Master),
+            "worker" | "compute" => Ok(Role::Worker),
+            other => Err(format!(
+                "unknown role {other:?} (expected bootstrap, master or worker)"
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeCfg {
+    pub name: String,
+    pub role: Role,
+    pub mac: MacAddr,
+    pub ip: Ipv4Addr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DnsCfg {
+    pub enabled: bool,
+    pub listen: Vec<SocketAddr>,
+    pub ttl: u32,
+    pub negative_ttl: u32,
+    pub forward_timeout: Duration,
+    pub records: Vec<crate::plan::Record>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DhcpCfg {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+    pub lease_time: Duration,
+    /// Inclusive range for unknown MACs.
+    pub pool: Option<(Ipv4Addr, Ipv4Addr)>,
+    pub lease_file: PathBuf,
+    pub pxe: Option<PxeCfg>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PxeCfg {
+    pub next_server: Ipv4Addr,
+    pub boot_file: Option<String>,
+    pub ipxe_script_url: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LbCfg {
+    pub enabled: bool,
+    pub api: SocketAddr,
+    pub machine_config: SocketAddr,
+    pub ingress_http: SocketAddr,
+    pub ingress_https: SocketAddr,
+    pub backend_ports: BackendPortsCfg,
+    pub health: HealthCfg,
+    pub ca_file: Option<PathBuf>,
+    pub max_connections: usize,
+    pub idle_timeout: Duration,
+    pub connect_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BackendPortsCfg {
+    pub api: u16,
+    pub machine_config: u16,
+    pub ingress_http: u16,
+    pub ingress_https: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HealthCfg {
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub rise: u32,
+    pub fall: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HttpCfg {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+    pub images_dir: PathBuf,
+    pub ignition_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AdminCfg {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetMode {
+    /// libvirt runs no DHCP/DNS on the network; the appliance serves both.
+    Appliance,
+    /// libvirt's dnsmasq keeps DNS and forwards the cluster domain to the appliance.
+    Forwarder,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LibvirtCfg {
+    pub uri: String,
+    pub iso: PathBuf,
+    pub pool_name: String,
+    pub pool_path: PathBuf,
+    pub network_name: String,
+    pub bridge: String,
+    pub mode: NetMode,
+    pub nat: bool,
+    pub bootstrap: ResourceCfg,
+    pub master: ResourceCfg,
+    pub worker: ResourceCfg,
+    pub install_dev: String,
+    pub start_on_serve: bool,
+}
+
+impl LibvirtCfg {
+    pub fn resources(&self, role: Role) -> &ResourceCfg {
+        match role {
+            Role::Bootstrap => &self.bootstrap,
+            Role::Master => &self.master,
+            Role::Worker => &self.worker,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ResourceCfg {
+    pub cpus: u32,
+    pub memory_mib: u64,
+    pub disk_gib: u64,
+}
+
+/// An IPv4 network in CIDR form; the address is stored masked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv4Net {
+    addr: Ipv4Addr,
+    prefix: u8,
+}
+
+impl Ipv4Net {
+    pub fn new(addr: Ipv4Addr, prefix: u8) -> Option<Self> {
+        (prefix <= 32).then(|| {
+            let mask = Self::mask_bits(prefix);
+            Ipv4Net {
+                addr: Ipv4Addr::from(u32::from(addr) & mask),
+                prefix,
+            }
+        })
+    }
+    fn mask_bits(prefix: u8) -> u32 {
+        if prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(prefix))
+        }
+    }
+    pub fn network(&self) -> Ipv4Addr {
+        self.addr
+    }
+    pub fn prefix(&self) -> u8 {
+        self.prefix
+    }
+    pub fn netmask(&self) -> Ipv4Addr {
+        Ipv4Addr::from(Self::mask_bits(self.prefix))
+    }
+    pub fn broadcast(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.addr) | !Self::mask_bits(self.prefix))
+    }
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        u32::from(ip) & Self::mask_bits(self.prefix) == u32::from(self.addr)
+    }
+    /// True for the network and broadcast addresses of a /0../30.
+    pub fn is_reserved(&self, ip: Ipv4Addr) -> bool {
+        self.prefix <= 30 && (ip == self.network() || ip == self.broadcast())
+    }
+}
+
+impl fmt::Display for Ipv4Net {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+impl Serialize for Ipv4Net {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl FromStr for Ipv4Net {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, p) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?} is not in CIDR form (a.b.c.d/prefix)"))?;
+        let addr: Ipv4Addr = a
+            .parse()
+            .map_err(|_| format!("{a:?} is not an IPv4 address"))?;
+        let prefix: u8 = p
+            .parse()
+            .ok()
+            .filter(|p| *p <= 32)
+            .ok_or_else(|| format!("prefix {p:?} is not 0..32"))?;
+        let net = Ipv4Net::new(addr, prefix).expect("prefix checked");
+        if net.addr != addr {
+            return Err(format!("{s} has host bits set; the network is {net}"));
+        }
+        Ok(net)
+    }
+}
+
+/// A 48-bit Ethernet address; displayed lower case with colons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl MacAddr {
+    pub fn octets(&self) -> [u8; 6] {
+        self.0
+    }
+    pub fn is_multicast(&self) -> bool {
+        self.0[0] & 1 == 1
+    }
+}
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            o[0], o[1], o[2], o[3], o[4], o[5]
+        )
+    }
+}
+
+impl Serialize for MacAddr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl FromStr for MacAddr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = s.split([':', '-']).collect();
+        let bad = || format!("{s:?} is not a MAC address (expected 52:54:00:xx:xx:xx)");
+        if parts.len() != 6 {
+            return Err(bad());
+        }
+        let mut out = [0u8; 6];
+        for (o, p) in out.iter_mut().zip(&parts) {
+            if p.len() != 2 {
+                return Err(bad());
+            }
+            *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+        }
+        Ok(MacAddr(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr() {
+        let n: Ipv4Net = "192.168.131.0/24".parse().unwrap();
+        assert!(n.contains("192.168.131.77".parse().unwrap()));
+        assert!(!n.contains("192.168.132.1".parse().unwrap()));
+        assert_eq!(n.broadcast(), Ipv4Addr::new(192, 168, 131, 255));
+        assert_eq!(n.netmask(), Ipv4Addr::new(255, 255, 255, 0));
+        assert!("192.168.131.1/24".parse::<Ipv4Net>().is_err());
+        assert!("192.168.131.0/33".parse::<Ipv4Net>().is_err());
+        assert!("192.168.131.0".parse::<Ipv4Net>().is_err());
+        let all: Ipv4Net = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains(Ipv4Addr::new(8, 8, 8, 8)));
+    }
+
+    #[test]
+    fn mac() {
+        let m: MacAddr = "52:54:00:AB:cd:01".parse().unwrap();
+        assert_eq!(m.to_string(), "52:54:00:ab:cd:01");
+        assert_eq!("52-54-00-ab-cd-01".parse::<MacAddr>().unwrap(), m);
+        assert!("52:54:00:ab:cd".parse::<MacAddr>().is_err());
+        assert!("52:54:00:ab:cd:0g".parse::<MacAddr>().is_err());
+        assert!(
+            "01:00:5e:00:00:01"
+                .parse::<MacAddr>()
+                .unwrap()
+                .is_multicast()
+        );
+    }
+}

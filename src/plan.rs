@@ -1,0 +1,504 @@
+//! The plan: everything the services serve, derived purely from a validated
+//! [`Cluster`]. No I/O here; `render` prints it and the services consume it.
+//!
+//! - DNS: the cluster zone `<name>.<baseDomain>` (SOA, NS, api, api-int,
+//!   `*.apps`, nodes, etcd-N, `_etcd-server-ssl._tcp` SRV, extra records) and
+//!   reverse zones with PTRs for every node, api and api-int.
+//! - DHCP: one reservation per node.
+//! - LB: four pools; 6443/22623 → bootstrap + masters, 80/443 → workers, or
+//!   masters when there are no workers.
+
+use std::collections::BTreeSet;
+use std::fmt::{self, Write as _};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use serde::Serialize;
+
+use crate::config::{Cluster, Ipv4Net, MacAddr, Role};
+
+/// One resource record. `name` is absolute, lower case, with a trailing dot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Record {
+    pub name: String,
+    pub ttl: u32,
+    pub data: RData,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum RData {
+    A(Ipv4Addr),
+    Aaaa(Ipv6Addr),
+    Cname(String),
+    Ns(String),
+    Ptr(String),
+    Srv {
+        priority: u16,
+        weight: u16,
+        port: u16,
+        target: String,
+    },
+    Txt(String),
+    Soa {
+        mname: String,
+        rname: String,
+        serial: u32,
+        refresh: u32,
+        retry: u32,
+        expire: u32,
+        minimum: u32,
+    },
+}
+
+impl RData {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            RData::A(_) => "A",
+            RData::Aaaa(_) => "AAAA",
+            RData::Cname(_) => "CNAME",
+            RData::Ns(_) => "NS",
+            RData::Ptr(_) => "PTR",
+            RData::Srv { .. } => "SRV",
+            RData::Txt(_) => "TXT",
+            RData::Soa { .. } => "SOA",
+        }
+    }
+}
+
+impl fmt::Display for RData {
+    /// Zone-file (RFC 1035) presentation of the data.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RData::A(ip) => write!(f, "{ip}"),
+            RData::Aaaa(ip) => write!(f, "{ip}"),
+            RData::Cname(n) | RData::Ns(n) | RData::Ptr(n) => f.write_str(n),
+            RData::Srv {
+                priority,
+                weight,
+                port,
+                target,
+            } => write!(f, "{priority} {weight} {port} {target}"),
+            RData::Txt(t) => {
+                f.write_char('"')?;
+                for c in t.chars() {
+                    if c == '"' || c == '\\' {
+                        f.write_char('\\')?;
+                    }
+                    f.write_char(c)?;
+                }
+                f.write_char('"')
+            }
+            RData::Soa {
+                mname,
+                rname,
+                serial,
+                refresh,
+                retry,
+                expire,
+                minimum,
+            } => write!(
+                f,
+                "{mname} {rname} {serial} {refresh} {retry} {expire} {minimum}"
+            ),
+        }
+    }
+}
+
+/// A zone: its origin (absolute, trailing dot) and records; SOA first, then NS.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Zone {
+    pub origin: String,
+    pub records: Vec<Record>,
+}
+
+impl Zone {
+    /// Owner names with a wildcard record (`*.apps.x.` → `apps.x.`).
+    pub fn wildcard_parents(&self) -> BTreeSet<String> {
+        self.records
+            .iter()
+            .filter_map(|r| r.name.strip_prefix("*.").map(str::to_string))
+            .collect()
+    }
+
+    /// The zone in BIND master-file format.
+    pub fn to_bind(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "$ORIGIN {}", self.origin);
+        let ttl = self.records.first().map(|r| r.ttl).unwrap_or(30);
+        let _ = writeln!(out, "$TTL {ttl}");
+        for r in &self.records {
+            let _ = writeln!(
+                out,
+                "{:<40} {:>6} IN {:<5} {}",
+                r.name,
+                r.ttl,
+                r.data.type_name(),
+                r.data
+            );
+        }
+        out
+    }
+}
+
+/// A DHCP reservation derived from a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reservation {
+    pub mac: MacAddr,
+    pub ip: Ipv4Addr,
+    /// Short host name (option 12).
+    pub hostname: String,
+    pub fqdn: String,
+    pub role: Role,
+}
+
+/// How a pool's backends are probed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Check {
+    /// HTTPS GET of `path`, healthy on 2xx.
+    Https { path: String },
+    /// TCP connect.
+    Tcp,
+    /// TLS handshake.
+    Tls,
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Check::Https { path } => write!(f, "https GET {path}"),
+            Check::Tcp => f.write_str("tcp connect"),
+            Check::Tls => f.write_str("tls handshake"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Backend {
+    /// Node name.
+    pub name: String,
+    pub role: Role,
+    pub addr: SocketAddr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LbPool {
+    /// `api`, `machine-config`, `ingress-http` or `ingress-https`.
+    pub name: &'static str,
+    pub frontend: SocketAddr,
+    pub check: Check,
+    pub backends: Vec<Backend>,
+}
+
+/// Everything the services serve.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub cluster: Cluster,
+    /// The cluster zone first, then the reverse zones.
+    pub zones: Vec<Zone>,
+    pub reservations: Vec<Reservation>,
+    pub pools: Vec<LbPool>,
+}
+
+impl Plan {
+    pub fn new(cluster: Cluster) -> Plan {
+        Plan {
+            zones: zones(&cluster),
+            reservations: reservations(&cluster),
+            pools: pools(&cluster),
+            cluster,
+        }
+    }
+    pub fn reservation_for(&self, mac: &MacAddr) -> Option<&Reservation> {
+        self.reservations.iter().find(|r| &r.mac == mac)
+    }
+    pub fn pool(&self, name: &str) -> Option<&LbPool> {
+        self.pools.iter().find(|p| p.name == name)
+    }
+}
+
+/// `name` made absolute: kept if it ends with a dot, else `name.domain.`;
+/// `@` is the domain itself.
+pub fn absolute(name: &str, domain: &str) -> String {
+    let name = name.trim();
+    if name == "@" || name.is_empty() {
+        format!("{domain}.")
+    } else if name.ends_with('.') {
+        name.to_string()
+    } else {
+        format!("{name}.{domain}.")
+    }
+}
+
+/// The reverse zones (absolute) for a network: one zone for an
+/// octet-aligned /16 or /24, otherwise one zone per /24 the network touches.
+pub fn reverse_zones(cidr: Ipv4Net) -> Vec<String> {
+    let o = cidr.network().octets();
+    match cidr.prefix() {
+        16 => vec![format!("{}.{}.in-addr.arpa.", o[1], o[0])],
+        p if p >= 24 => vec![format!("{}.{}.{}.in-addr.arpa.", o[2], o[1], o[0])],
+        p => {
+            let count = 1u32 << (24 - u32::from(p));
+            let base = u32::from(cidr.network()) >> 8;
+            (0..count)
+                .map(|i| {
+                    let b = ((base + i) << 8).to_be_bytes();
+                    format!("{}.{}.{}.in-addr.arpa.", b[2], b[1], b[0])
+                })
+                .collect()
+        }
+    }
+}
+
+/// `d.c.b.a.in-addr.arpa.` for an address.
+pub fn ptr_name(ip: Ipv4Addr) -> String {
+    let o = ip.octets();
+    format!("{}.{}.{}.{}.in-addr.arpa.", o[3], o[2], o[1], o[0])
+}
+
+/// FNV-1a over the zone content, folded to a nonzero u32 serial, so that a
+/// changed zone gets a new serial and the same zone keeps its serial.
+fn serial_of(records: &[Record]) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for r in records {
+        for b in format!("{} {} {}\n", r.name, r.ttl, r.data).bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    ((h >> 32) as u32 ^ h as u32).max(1)
+}
+
+fn finish_zone(origin: String, c: &Cluster, mut body: Vec<Record>) -> Zone {
+    let ns = format!("ns1.{}.", c.domain);
+    let mut head = vec![Record {
+        name: origin.clone(),
+        ttl: c.dns.ttl,
+        data: RData::Ns(ns.clone()),
+    }];
+    head.append(&mut body);
+    let serial = serial_of(&head);
+    head.insert(
+        0,
+        Record {
+            name: origin.clone(),
+            ttl: c.dns.ttl,
+            data: RData::Soa {
+                mname: ns,
+                rname: format!("hostmaster.{}.", c.domain),
+                serial,
+                refresh: 3600,
+                retry: 600,
+                expire: 86_400,
+                minimum: c.dns.negative_ttl,
+            },
+        },
+    );
+    Zone {
+        origin,
+        records: head,
+    }
+}
+
+fn zones(c: &Cluster) -> Vec<Zone> {
+    let origin = format!("{}.", c.domain);
+    let ttl = c.dns.ttl;
+    let n = |label: &str| format!("{label}.{}.", c.domain);
+    let a = |name: String, ip: Ipv4Addr| Record {
+        name,
+        ttl,
+        data: RData::A(ip),
+    };
+    let net = &c.network;
+    let mut fwd = vec![
+        a(n("ns1"), net.appliance_ip),
+        a(n("api"), net.api_vip),
+        a(n("api-int"), net.api_vip),
+        a(n("*.apps"), net.ingress_vip),
+    ];
+    for node in &c.nodes {
+        fwd.push(a(n(&node.name), node.ip));
+    }
+    let masters: Vec<_> = c.nodes_with_role(Role::Master).collect();
+    for (i, m) in masters.iter().enumerate() {
+        fwd.push(a(n(&format!("etcd-{i}")), m.ip));
+    }
+    for i in 0..masters.len() {
+        fwd.push(Record {
+            name: n("_etcd-server-ssl._tcp"),
+            ttl,
+            data: RData::Srv {
+                priority: 0,
+                weight: 10,
+                port: 2380,
+                target: n(&format!("etcd-{i}")),
+            },
+        });
+    }
+    let rev_origins = reverse_zones(net.cidr);
+    let mut rev_body: Vec<Vec<Record>> = vec![Vec::new(); rev_origins.len()];
+    let mut ptrs: Vec<(Ipv4Addr, String)> =
+        vec![(net.api_vip, n("api")), (net.api_vip, n("api-int"))];
+    ptrs.extend(c.nodes.iter().map(|node| (node.ip, n(&node.name))));
+    for (ip, target) in ptrs {
+        let name = ptr_name(ip);
+        if let Some(i) = rev_origins
+            .iter()
+            .position(|z| name.ends_with(&format!(".{z}")))
+        {
+            rev_body[i].push(Record {
+                name,
+                ttl,
+                data: RData::Ptr(target),
+            });
+        }
+    }
+    for r in &c.dns.records {
+        match rev_origins
+            .iter()
+            .position(|z| r.name == *z || r.name.ends_with(&format!(".{z}")))
+        {
+            Some(i) => rev_body[i].push(r.clone()),
+            None => fwd.push(r.clone()),
+        }
+    }
+    let mut out = vec![finish_zone(origin, c, fwd)];
+    for (z, body) in rev_origins.into_iter().zip(rev_body) {
+        out.push(finish_zone(z, c, body));
+    }
+    out
+}
+
+fn reservations(c: &Cluster) -> Vec<Reservation> {
+    c.nodes
+        .iter()
+        .map(|n| Reservation {
+            mac: n.mac,
+            ip: n.ip,
+            hostname: n.name.clone(),
+            fqdn: c.fqdn(&n.name),
+            role: n.role,
+        })
+        .collect()
+}
+
+fn pools(c: &Cluster) -> Vec<LbPool> {
+    let lb = &c.lb;
+    let control: Vec<_> = c
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.role, Role::Bootstrap | Role::Master))
+        .collect();
+    let workers: Vec<_> = c.nodes_with_role(Role::Worker).collect();
+    let ingress = if workers.is_empty() {
+        c.nodes_with_role(Role::Master).collect()
+    } else {
+        workers
+    };
+    let backends = |nodes: &[&crate::config::NodeCfg], port: u16| {
+        nodes
+            .iter()
+            .map(|n| Backend {
+                name: n.name.clone(),
+                role: n.role,
+                addr: SocketAddr::new(n.ip.into(), port),
+            })
+            .collect::<Vec<_>>()
+    };
+    let p = lb.backend_ports;
+    vec![
+        LbPool {
+            name: "api",
+            frontend: lb.api,
+            check: Check::Https {
+                path: "/readyz".into(),
+            },
+            backends: backends(&control, p.api),
+        },
+        LbPool {
+            name: "machine-config",
+            frontend: lb.machine_config,
+            check: Check::Https {
+                path: "/healthz".into(),
+            },
+            backends: backends(&control, p.machine_config),
+        },
+        LbPool {
+            name: "ingress-http",
+            frontend: lb.ingress_http,
+            check: Check::Tcp,
+            backends: backends(&ingress, p.ingress_http),
+        },
+        LbPool {
+            name: "ingress-https",
+            frontend: lb.ingress_https,
+            check: Check::Tls,
+            backends: backends(&ingress, p.ingress_https),
+        },
+    ]
+}
+
+/// `render dhcp`: reservations as a table.
+pub fn render_dhcp(plan: &Plan) -> String {
+    let c = &plan.cluster;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# subnet {} mask {} router {} dns {} domain {} lease {}s",
+        c.network.cidr,
+        c.network.cidr.netmask(),
+        c.network.gateway,
+        c.network.appliance_ip,
+        c.domain,
+        c.dhcp.lease_time.as_secs()
+    );
+    match c.dhcp.pool {
+        Some((s, e)) => {
+            let _ = writeln!(out, "# pool {s}-{e} for unknown clients");
+        }
+        None => {
+            let _ = writeln!(out, "# no pool: unknown MACs are ignored");
+        }
+    }
+    let _ = writeln!(out, "{:<19} {:<15} {:<10} hostname", "mac", "ip", "role");
+    for r in &plan.reservations {
+        let _ = writeln!(
+            out,
+            "{:<19} {:<15} {:<10} {}",
+            r.mac.to_string(),
+            r.ip.to_string(),
+            r.role.as_str(),
+            r.hostname
+        );
+    }
+    out
+}
+
+/// `render lb`: frontends, checks and backends.
+pub fn render_lb(plan: &Plan) -> String {
+    let h = &plan.cluster.lb.health;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# health: interval {:?} timeout {:?} rise {} fall {}; backends start unhealthy",
+        h.interval, h.timeout, h.rise, h.fall
+    );
+    for p in &plan.pools {
+        let _ = writeln!(out, "frontend {} {} check {}", p.name, p.frontend, p.check);
+        for b in &p.backends {
+            let _ = writeln!(out, "  backend {:<16} {:<21} {}", b.name, b.addr, b.role);
+        }
+        if p.backends.is_empty() {
+            let _ = writeln!(out, "  (no backends)");
+        }
+    }
+    out
+}
+
+/// `render zone`: every zone in BIND format.
+pub fn render_zones(plan: &Plan) -> String {
+    plan.zones
+        .iter()
+        .map(Zone::to_bind)
+        .collect::<Vec<_>>()
+        .join("\n")
+}

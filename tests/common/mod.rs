@@ -1,0 +1,255 @@
+//! Shared test harness: start the real `crc-appliance` binary on a cluster
+//! file, learn its bound addresses from the `listening for <what> on <addr>`
+//! log lines, and stop it (SIGTERM, then SIGKILL) on drop, printing its log
+//! when the test failed.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_crc-appliance");
+
+/// True when `tool` is on PATH.
+pub fn have(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false)
+        || Path::new(tool).is_file()
+}
+
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Skip the current test with a clear message unless `cond` holds.
+#[macro_export]
+macro_rules! require {
+    ($cond:expr, $why:expr) => {
+        if !$cond {
+            eprintln!("SKIPPED {}: {}", module_path!(), $why);
+            return;
+        }
+    };
+}
+
+/// Skip unless every tool is installed.
+#[macro_export]
+macro_rules! require_tools {
+    ($($tool:expr),+) => {
+        $( $crate::require!($crate::common::have($tool), format!("{} is not installed", $tool)); )+
+    };
+}
+
+pub struct Appliance {
+    child: Option<Child>,
+    /// `what` → address, from `listening for <what> on <addr>`.
+    pub addrs: HashMap<String, SocketAddr>,
+    log: Arc<Mutex<Vec<String>>>,
+    pub dir: tempfile::TempDir,
+    pub cluster_file: PathBuf,
+}
+
+impl Appliance {
+    /// Write `yaml` to a temp dir as `cluster.yaml` and run `serve` on it.
+    /// `{dir}` in the YAML is replaced with the temp dir's path.
+    pub fn start(yaml: &str) -> Appliance {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = yaml.replace("{dir}", &dir.path().display().to_string());
+        let cluster_file = dir.path().join("cluster.yaml");
+        std::fs::write(&cluster_file, text).expect("write cluster file");
+        Self::start_file(dir, cluster_file)
+    }
+
+    pub fn start_file(dir: tempfile::TempDir, cluster_file: PathBuf) -> Appliance {
+        let mut child = Command::new(BIN)
+            .arg("serve")
+            .arg("--cluster")
+            .arg(&cluster_file)
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn crc-appliance");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel::<String>();
+        for stream in [
+            Box::new(child.stderr.take().expect("stderr")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stdout.take().expect("stdout")),
+        ] {
+            let log = log.clone();
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    log.lock().unwrap().push(line.clone());
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        drop(tx);
+        let mut app = Appliance {
+            child: Some(child),
+            addrs: HashMap::new(),
+            log,
+            dir,
+            cluster_file,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some((what, addr)) = parse_listening(&line) {
+                        app.addrs.insert(what, addr);
+                    }
+                    if line.contains("crc-appliance ready") {
+                        break;
+                    }
+                }
+                Err(_) => {
+                    let status = app.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+                    panic!(
+                        "crc-appliance did not become ready (exit status {status:?}); log:\n{}",
+                        app.log()
+                    );
+                }
+            }
+        }
+        app
+    }
+
+    /// Address logged as `listening for <what> on ...`.
+    pub fn addr(&self, what: &str) -> SocketAddr {
+        *self.addrs.get(what).unwrap_or_else(|| {
+            panic!(
+                "no `listening for {what}` line; have {:?}; log:\n{}",
+                self.addrs.keys().collect::<Vec<_>>(),
+                self.log()
+            )
+        })
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// Wait until the log contains `needle` (or panic after `timeout`).
+    pub fn wait_log(&self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.log().contains(needle) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("log never contained {needle:?}; log:\n{}", self.log());
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status();
+    }
+
+    /// SIGTERM and wait (≤15 s); returns the exit status code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = child.try_wait() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+}
+
+impl Drop for Appliance {
+    fn drop(&mut self) {
+        let _ = self.stop();
+        if std::thread::panicking() {
+            for l in self.log().lines() {
+                eprintln!("SRV: {l}");
+            }
+        }
+    }
+}
+
+fn parse_listening(line: &str) -> Option<(String, SocketAddr)> {
+    let rest = &line[line.find("listening for ")? + "listening for ".len()..];
+    let (what, rest) = rest.split_once(" on ")?;
+    let addr = rest.split_whitespace().next()?.trim_end_matches(',');
+    Some((what.to_string(), addr.parse().ok()?))
+}
+
+/// Run a command, return (exit code, stdout, stderr).
+pub fn run(cmd: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A minimal valid cluster file on loopback with every listener on port 0
+/// and every service disabled; tests enable what they need by appending
+/// YAML via [`loopback_cluster_with`].
+pub fn loopback_cluster_with(sections: &str) -> String {
+    format!(
+        r#"name: test
+baseDomain: crc.testing
+network:
+  cidr: 127.0.20.0/24
+  gateway: 127.0.20.1
+  applianceIP: 127.0.20.1
+nodes:
+  - {{ name: bootstrap, role: bootstrap, mac: "52:54:00:14:00:05", ip: 127.0.20.5 }}
+  - {{ name: master-0, role: master, mac: "52:54:00:14:00:0a", ip: 127.0.20.10 }}
+  - {{ name: master-1, role: master, mac: "52:54:00:14:00:0b", ip: 127.0.20.11 }}
+  - {{ name: master-2, role: master, mac: "52:54:00:14:00:0c", ip: 127.0.20.12 }}
+  - {{ name: worker-0, role: worker, mac: "52:54:00:14:00:14", ip: 127.0.20.20 }}
+{sections}"#
+    )
+}
+
+/// Like [`loopback_cluster_with`], but every service section not present in
+/// `sections` (`dns`, `dhcp`, `loadBalancer`, `http`, `admin`) is disabled.
+pub fn only(sections: &str) -> String {
+    let mut s = sections.to_string();
+    if !s.is_empty() && !s.ends_with('\n') {
+        s.push('\n');
+    }
+    for name in ["dns", "dhcp", "loadBalancer", "http", "admin"] {
+        let present = s.starts_with(&format!("{name}:")) || s.contains(&format!("\n{name}:"));
+        if !present {
+            s.push_str(&format!("{name}:\n  enabled: false\n"));
+        }
+    }
+    loopback_cluster_with(&s)
+}

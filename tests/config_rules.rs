@@ -1,0 +1,314 @@
+//! Every validation rule of the cluster file, each with its exact field path.
+
+use std::path::Path;
+
+use crc_appliance::config::{self, ConfigError};
+
+const BASE: &str = r#"name: ocp4
+baseDomain: example.com
+network:
+  cidr: 192.168.131.0/24
+  gateway: 192.168.131.1
+  applianceIP: 192.168.131.2
+nodes:
+  - { name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 192.168.131.5 }
+  - { name: master-0, role: master, mac: "52:54:00:00:00:0a", ip: 192.168.131.10 }
+  - { name: worker-0, role: worker, mac: "52:54:00:00:00:14", ip: 192.168.131.20 }
+"#;
+
+fn load(text: &str) -> Result<config::Cluster, ConfigError> {
+    config::from_str(text, Path::new("/base"), Path::new("test.yaml"))
+}
+
+/// Validation errors as `path: message` lines.
+fn errors(text: &str) -> Vec<String> {
+    match load(text) {
+        Ok(_) => panic!("expected errors for:\n{text}"),
+        Err(e) => {
+            let list: Vec<String> = e.field_errors().iter().map(|f| f.to_string()).collect();
+            assert!(!list.is_empty(), "expected field errors, got: {e}");
+            list
+        }
+    }
+}
+
+/// Assert one error at `path` whose message contains `needle`.
+fn expect(text: &str, path: &str, needle: &str) {
+    let errs = errors(text);
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with(&format!("{path}: ")) && e.contains(needle)),
+        "no error `{path}: ...{needle}...` in {errs:#?}"
+    );
+}
+
+fn with_nodes(nodes: &str) -> String {
+    let head = BASE.split("nodes:").next().unwrap();
+    format!("{head}nodes:\n{nodes}")
+}
+
+#[test]
+fn base_is_valid() {
+    let c = load(BASE).unwrap();
+    assert_eq!(c.domain, "ocp4.example.com");
+    assert_eq!(c.network.api_vip.to_string(), "192.168.131.2");
+    assert_eq!(
+        c.dhcp.lease_file,
+        Path::new("/var/lib/crc-appliance/ocp4-leases.json")
+    );
+    assert_eq!(c.dns.listen[0].to_string(), "192.168.131.2:53");
+    assert_eq!(c.lb.api.to_string(), "192.168.131.2:6443");
+    assert_eq!(c.http.images_dir, Path::new("/base/images"));
+}
+
+#[test]
+fn unknown_field_is_a_parse_error_with_location() {
+    let text = format!("{BASE}bogus: 1\n");
+    let e = load(&text).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, ConfigError::Parse { .. }), "{msg}");
+    assert!(msg.contains("bogus"), "{msg}");
+    let nested = BASE.replace("  gateway:", "  gatway: x\n  gateway:");
+    let msg = load(&nested).unwrap_err().to_string();
+    assert!(msg.contains("gatway"), "{msg}");
+}
+
+#[test]
+fn duplicate_mac_ip_and_name() {
+    let t = with_nodes(
+        r#"  - { name: master-0, role: master, mac: "52:54:00:00:00:0a", ip: 192.168.131.10 }
+  - { name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 192.168.131.10 }
+"#,
+    );
+    expect(
+        &t,
+        "nodes[1].name",
+        "duplicate node name \"master-0\" (also nodes[0].name)",
+    );
+    expect(
+        &t,
+        "nodes[1].mac",
+        "duplicate MAC 52:54:00:00:00:0a (also nodes[0].mac)",
+    );
+    expect(
+        &t,
+        "nodes[1].ip",
+        "duplicate IP 192.168.131.10 (also nodes[0].ip)",
+    );
+}
+
+#[test]
+fn ip_outside_cidr_and_reserved() {
+    let t = with_nodes(
+        r#"  - { name: master-0, role: master, mac: "52:54:00:00:00:0a", ip: 10.0.0.1 }
+  - { name: master-1, role: master, mac: "52:54:00:00:00:0b", ip: 192.168.131.255 }
+  - { name: master-2, role: master, mac: "52:54:00:00:00:0c", ip: 192.168.131.2 }
+"#,
+    );
+    expect(
+        &t,
+        "nodes[0].ip",
+        "10.0.0.1 is outside network.cidr 192.168.131.0/24",
+    );
+    expect(&t, "nodes[1].ip", "broadcast");
+    expect(&t, "nodes[2].ip", "already used by network.applianceIP");
+    let g = BASE.replace("gateway: 192.168.131.1", "gateway: 192.168.9.1");
+    expect(&g, "network.gateway", "outside network.cidr");
+}
+
+#[test]
+fn invalid_labels() {
+    let t = with_nodes(
+        r#"  - { name: Master_0, role: master, mac: "52:54:00:00:00:0a", ip: 192.168.131.10 }
+  - { name: -m1, role: master, mac: "52:54:00:00:00:0b", ip: 192.168.131.11 }
+  - { name: api, role: worker, mac: "52:54:00:00:00:0c", ip: 192.168.131.12 }
+  - { name: etcd-0, role: worker, mac: "52:54:00:00:00:0d", ip: 192.168.131.13 }
+"#,
+    );
+    expect(&t, "nodes[0].name", "must be lower case");
+    expect(&t, "nodes[1].name", "not a valid DNS label");
+    expect(&t, "nodes[2].name", "reserved");
+    expect(&t, "nodes[3].name", "reserved");
+    expect(
+        &BASE.replace("name: ocp4", "name: ocp_4"),
+        "name",
+        "not a valid DNS label",
+    );
+    expect(
+        &BASE.replace("baseDomain: example.com", "baseDomain: exa mple..com"),
+        "baseDomain",
+        "not a valid",
+    );
+}
+
+#[test]
+fn no_master_and_two_bootstraps() {
+    let t = with_nodes(
+        r#"  - { name: b1, role: bootstrap, mac: "52:54:00:00:00:01", ip: 192.168.131.21 }
+  - { name: b2, role: bootstrap, mac: "52:54:00:00:00:02", ip: 192.168.131.22 }
+  - { name: w1, role: worker, mac: "52:54:00:00:00:03", ip: 192.168.131.23 }
+"#,
+    );
+    expect(&t, "nodes", "at least one node with role master");
+    expect(&t, "nodes", "at most one node may have role bootstrap");
+    expect(
+        &with_nodes("  []\n").replace("nodes:\n  []", "nodes: []"),
+        "nodes",
+        "at least one node",
+    );
+}
+
+#[test]
+fn bad_role_mac_and_ip_syntax() {
+    let t = with_nodes(
+        r#"  - { name: master-0, role: boss, mac: "52:54:00:00:0a", ip: 192.168.131.300 }
+  - { name: master-1, role: master, mac: "01:00:5e:00:00:01", ip: 192.168.131.11 }
+"#,
+    );
+    expect(&t, "nodes[0].role", "unknown role \"boss\"");
+    expect(&t, "nodes[0].mac", "is not a valid MAC address");
+    expect(&t, "nodes[0].ip", "is not a valid IPv4 address");
+    expect(&t, "nodes[1].mac", "multicast");
+}
+
+#[test]
+fn network_fields() {
+    let t = BASE
+        .replace("cidr: 192.168.131.0/24", "cidr: 192.168.131.7/24")
+        .replace("applianceIP: 192.168.131.2", "applianceIP: nope");
+    expect(&t, "network.cidr", "host bits set");
+    expect(&t, "network.applianceIP", "not a valid IPv4 address");
+    let t = BASE.replace(
+        "applianceIP: 192.168.131.2",
+        "applianceIP: 192.168.131.2\n  apiVIP: 10.1.1.1\n  upstreamDNS: [\"192.168.131.2\", \"x\"]",
+    );
+    expect(&t, "network.apiVIP", "outside network.cidr");
+    expect(&t, "network.upstreamDNS[0]", "forwarding loop");
+    expect(&t, "network.upstreamDNS[1]", "not a valid address");
+    expect(&BASE.replace("/24", "/8"), "network.cidr", "not supported");
+}
+
+#[test]
+fn dhcp_pool_rules() {
+    let t = format!("{BASE}dhcp:\n  pool: {{ start: 192.168.131.100, end: 192.168.131.50 }}\n");
+    expect(
+        &t,
+        "dhcp.pool",
+        "start 192.168.131.100 is after end 192.168.131.50",
+    );
+    let t = format!(
+        "{BASE}dhcp:\n  pool: {{ start: 192.168.131.3, end: 192.168.131.30 }}\n  leaseTime: 10s\n"
+    );
+    expect(
+        &t,
+        "dhcp.pool",
+        "contains reserved address 192.168.131.10 of nodes[1] (master-0)",
+    );
+    expect(&t, "dhcp.leaseTime", "at least 60s");
+    let t = format!("{BASE}dhcp:\n  pool: {{ start: 192.168.132.3, end: 192.168.131.30 }}\n");
+    expect(&t, "dhcp.pool.start", "outside network.cidr");
+}
+
+#[test]
+fn health_check_rules() {
+    let t = format!(
+        "{BASE}loadBalancer:\n  healthCheck: {{ interval: 1s, timeout: 5s, rise: 0, fall: 101 }}\n  maxConnections: 0\n"
+    );
+    expect(
+        &t,
+        "loadBalancer.healthCheck.timeout",
+        "longer than interval",
+    );
+    expect(&t, "loadBalancer.healthCheck.rise", "1..100");
+    expect(&t, "loadBalancer.healthCheck.fall", "1..100");
+    expect(&t, "loadBalancer.maxConnections", "greater than zero");
+    let t = format!("{BASE}loadBalancer:\n  healthCheck: {{ interval: 5x }}\n");
+    let msg = load(&t).unwrap_err().to_string();
+    assert!(msg.contains("unknown unit"), "{msg}");
+}
+
+#[test]
+fn listener_collisions() {
+    let t = format!(
+        "{BASE}dns:\n  listen: [\"127.0.0.1:8080\"]\nhttp:\n  listen: 127.0.0.1:8080\nadmin:\n  listen: 0.0.0.0:8080\n"
+    );
+    expect(
+        &t,
+        "http.listen",
+        "TCP 127.0.0.1:8080 collides with dns.listen[0]",
+    );
+    expect(&t, "admin.listen", "collides with");
+    expect(
+        &format!("{BASE}admin:\n  listen: localhost\n"),
+        "admin.listen",
+        "not a valid address",
+    );
+}
+
+#[test]
+fn extra_records() {
+    let t = format!(
+        r#"{BASE}dns:
+  records:
+    - {{ name: registry, type: A, value: 192.168.131.3 }}
+    - {{ name: bad, type: A, value: nope }}
+    - {{ name: www.other.org., type: A, value: 1.2.3.4 }}
+    - {{ name: x, type: MX, value: "10 mail" }}
+    - {{ name: _svc._tcp, type: SRV, value: "0 10" }}
+"#
+    );
+    expect(&t, "dns.records[1]", "not an IPv4 address");
+    expect(&t, "dns.records[2]", "outside the zones served");
+    expect(&t, "dns.records[3]", "not supported");
+    expect(&t, "dns.records[4]", "priority weight port target");
+    let ok = format!(
+        "{BASE}dns:\n  records:\n    - {{ name: registry, type: A, value: 192.168.131.3 }}\n    - {{ name: 3.131.168.192.in-addr.arpa., type: PTR, value: registry }}\n"
+    );
+    let c = load(&ok).unwrap();
+    assert_eq!(c.dns.records.len(), 2);
+    assert_eq!(c.dns.records[1].name, "3.131.168.192.in-addr.arpa.");
+}
+
+#[test]
+fn libvirt_rules() {
+    let t = format!(
+        "{BASE}libvirt:\n  iso: \"\"\n  installDev: vda\n  network: {{ mode: bridge, bridge: this-name-is-too-long }}\n  resources:\n    master: {{ cpus: 0, memoryMib: 100, diskGib: 0 }}\n"
+    );
+    expect(&t, "libvirt.iso", "must not be empty");
+    expect(&t, "libvirt.installDev", "must be a /dev/ path");
+    expect(&t, "libvirt.network.mode", "unknown mode \"bridge\"");
+    expect(&t, "libvirt.network.bridge", "not a valid bridge name");
+    expect(&t, "libvirt.resources.master.cpus", "1..256");
+    expect(&t, "libvirt.resources.master.memoryMib", "at least 512");
+    expect(&t, "libvirt.resources.master.diskGib", "greater than zero");
+}
+
+#[test]
+fn all_errors_reported_at_once() {
+    let t = with_nodes(
+        r#"  - { name: master-0, role: master, mac: "bad", ip: 10.0.0.1 }
+"#,
+    )
+    .replace("gateway: 192.168.131.1", "gateway: 1.1.1.1");
+    let errs = errors(&t);
+    assert!(errs.len() >= 3, "{errs:#?}");
+    let msg = load(&t).unwrap_err().to_string();
+    assert!(
+        msg.contains(&format!("has {} error(s)", errs.len())),
+        "{msg}"
+    );
+}
+
+#[test]
+fn shipped_configs_validate() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "yaml") {
+            config::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            n += 1;
+        }
+    }
+    assert!(n >= 2, "found only {n} configs in {}", dir.display());
+}
