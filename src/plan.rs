@@ -502,3 +502,113 @@ pub fn render_zones(plan: &Plan) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(nodes: &str, cidr: &str) -> Cluster {
+        let text = format!(
+            "name: c\nbaseDomain: example.com\nnetwork: {{ cidr: {cidr}, gateway: {gw}, applianceIP: {gw} }}\nnodes:\n{nodes}",
+            gw = {
+                let n: Ipv4Net = cidr.parse().unwrap();
+                Ipv4Addr::from(u32::from(n.network()) + 1)
+            }
+        );
+        crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .unwrap()
+    }
+
+    #[test]
+    fn reverse_zone_shapes() {
+        let z = |c: &str| reverse_zones(c.parse().unwrap());
+        assert_eq!(z("10.1.0.0/16"), vec!["1.10.in-addr.arpa."]);
+        assert_eq!(z("10.1.2.0/24"), vec!["2.1.10.in-addr.arpa."]);
+        assert_eq!(z("10.1.2.64/26"), vec!["2.1.10.in-addr.arpa."]);
+        assert_eq!(
+            z("10.1.4.0/22"),
+            vec![
+                "4.1.10.in-addr.arpa.",
+                "5.1.10.in-addr.arpa.",
+                "6.1.10.in-addr.arpa.",
+                "7.1.10.in-addr.arpa."
+            ]
+        );
+        assert_eq!(z("10.1.0.0/20").len(), 16);
+    }
+
+    #[test]
+    fn compact_cluster_sends_ingress_to_masters() {
+        let c = cluster(
+            "  - { name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10 }\n  - { name: m1, role: master, mac: '52:54:00:00:00:02', ip: 10.0.0.11 }\n",
+            "10.0.0.0/24",
+        );
+        let p = Plan::new(c);
+        let names = |pool: &str| {
+            p.pool(pool)
+                .unwrap()
+                .backends
+                .iter()
+                .map(|b| b.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names("ingress-https"), ["m0", "m1"]);
+        assert_eq!(names("api"), ["m0", "m1"]);
+    }
+
+    #[test]
+    fn ptrs_land_in_their_reverse_zone_for_wide_networks() {
+        let c = cluster(
+            "  - { name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.5.10 }\n  - { name: w0, role: worker, mac: '52:54:00:00:00:02', ip: 10.0.6.11 }\n",
+            "10.0.4.0/22",
+        );
+        let p = Plan::new(c);
+        assert_eq!(p.zones.len(), 5);
+        let zone = |o: &str| p.zones.iter().find(|z| z.origin == o).unwrap();
+        assert!(
+            zone("5.0.10.in-addr.arpa.")
+                .records
+                .iter()
+                .any(|r| r.name == "10.5.0.10.in-addr.arpa."
+                    && r.data == RData::Ptr("m0.c.example.com.".into()))
+        );
+        assert!(
+            zone("6.0.10.in-addr.arpa.")
+                .records
+                .iter()
+                .any(|r| r.name == "11.6.0.10.in-addr.arpa.")
+        );
+        // api/api-int PTRs point at the appliance (default apiVIP) in 10.0.4.0/24.
+        assert_eq!(
+            zone("4.0.10.in-addr.arpa.")
+                .records
+                .iter()
+                .filter(|r| matches!(r.data, RData::Ptr(_)))
+                .count(),
+            2
+        );
+    }
+
+    #[test]
+    fn serial_is_stable_and_changes_with_content() {
+        let n = "  - { name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10 }\n";
+        let a = Plan::new(cluster(n, "10.0.0.0/24"));
+        let b = Plan::new(cluster(n, "10.0.0.0/24"));
+        assert_eq!(a.zones, b.zones);
+        let c = Plan::new(cluster(&n.replace("10.0.0.10", "10.0.0.11"), "10.0.0.0/24"));
+        assert_ne!(a.zones[0].records[0], c.zones[0].records[0]);
+    }
+
+    #[test]
+    fn etcd_records_follow_master_order() {
+        let n = "  - { name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10 }\n  - { name: m1, role: master, mac: '52:54:00:00:00:02', ip: 10.0.0.11 }\n";
+        let p = Plan::new(cluster(n, "10.0.0.0/24"));
+        let text = p.zones[0].to_bind();
+        assert!(text.contains("etcd-1.c.example.com.") && text.contains("10.0.0.11"));
+        assert_eq!(
+            text.matches("IN SRV   0 10 2380 etcd-").count(),
+            2,
+            "{text}"
+        );
+    }
+}

@@ -117,6 +117,7 @@ async fn run_generation(
     let mut outcome: anyhow::Result<Outcome> = Ok(Outcome::Shutdown);
     loop {
         tokio::select! {
+            biased;
             _ = root.cancelled() => break,
             _ = hup.recv() => {
                 info!("SIGHUP: reloading {}", path.display());
@@ -129,6 +130,13 @@ async fn run_generation(
                 }
             }
             joined = set.join_next() => {
+                if root.is_cancelled() {
+                    // Services end on their own once shutdown was requested.
+                    if let Some(Ok((name, Err(e)))) = joined {
+                        warn!("service {name} stopped with an error: {e:#}");
+                    }
+                    break;
+                }
                 match joined {
                     None => {
                         outcome = Err(anyhow::anyhow!("no services are enabled"));

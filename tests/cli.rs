@@ -1,0 +1,208 @@
+//! The command line and the `serve` lifecycle, through the real binary.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Appliance, BIN, run};
+
+fn configs(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("configs")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn check_accepts_shipped_configs() {
+    for f in ["demo.yaml", "example.yaml"] {
+        let (code, out, err) = run(BIN, &["check", "--cluster", &configs(f)]);
+        assert_eq!(code, 0, "{f}: {out}{err}");
+        assert!(out.contains("is valid"), "{out}");
+    }
+}
+
+#[test]
+fn check_reports_all_errors_with_exit_78() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.yaml");
+    std::fs::write(
+        &f,
+        r#"name: Bad_Name
+baseDomain: example.com
+network: { cidr: 10.0.0.0/24, gateway: 10.0.1.1, applianceIP: 10.0.0.2 }
+nodes:
+  - { name: w, role: worker, mac: "52:54:00:00:00:01", ip: 10.0.0.9 }
+  - { name: w, role: worker, mac: "52:54:00:00:00:01", ip: 10.0.0.9 }
+"#,
+    )
+    .unwrap();
+    let (code, out, err) = run(BIN, &["check", "--cluster", f.to_str().unwrap()]);
+    assert_eq!(code, 78, "{out}{err}");
+    for needle in [
+        "name: \"Bad_Name\"",
+        "network.gateway: 10.0.1.1 is outside network.cidr 10.0.0.0/24",
+        "nodes[1].name: duplicate node name",
+        "nodes[1].mac: duplicate MAC",
+        "nodes[1].ip: duplicate IP",
+        "nodes: at least one node with role master",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+}
+
+#[test]
+fn check_missing_file_and_yaml_errors() {
+    let (code, _, err) = run(BIN, &["check", "--cluster", "/nonexistent/x.yaml"]);
+    assert_eq!(code, 78);
+    assert!(
+        err.contains("cannot read cluster file /nonexistent/x.yaml"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.yaml");
+    std::fs::write(&f, "name: [unclosed\n").unwrap();
+    let (code, _, err) = run(BIN, &["check", "--cluster", f.to_str().unwrap()]);
+    assert_eq!(code, 78, "{err}");
+    assert!(err.contains("not valid YAML"), "{err}");
+}
+
+#[test]
+fn render_zone_matches_golden_file() {
+    let (code, out, err) = run(
+        BIN,
+        &["render", "--cluster", &configs("example.yaml"), "zone"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/example.zone");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden, &out).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden).expect("golden file (UPDATE_GOLDEN=1 to create)");
+    assert_eq!(
+        out, want,
+        "render zone changed; rerun with UPDATE_GOLDEN=1 if intended"
+    );
+}
+
+#[test]
+fn render_dhcp_and_lb() {
+    let (code, out, _) = run(
+        BIN,
+        &["render", "--cluster", &configs("example.yaml"), "dhcp"],
+    );
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("52:54:00:a1:31:0a   192.168.131.10  master     master-0"),
+        "{out}"
+    );
+    let (code, out, _) = run(
+        BIN,
+        &["render", "--cluster", &configs("example.yaml"), "lb"],
+    );
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("frontend api 192.168.131.1:6443 check https GET /readyz"),
+        "{out}"
+    );
+    assert!(
+        out.contains("backend bootstrap        192.168.131.5:22623"),
+        "{out}"
+    );
+    assert!(
+        out.contains("frontend ingress-https 192.168.131.1:443 check tls handshake"),
+        "{out}"
+    );
+}
+
+/// A cluster with every service on loopback port 0 (DHCP on a high port).
+fn serve_yaml() -> String {
+    common::loopback_cluster_with(
+        r#"dns:
+  listen: ["127.0.0.1:0"]
+dhcp:
+  listen: 127.0.0.1:0
+  leaseFile: "{dir}/leases.json"
+loadBalancer:
+  listen: { api: 127.0.0.1:0, machineConfig: 127.0.0.1:0, ingressHttp: 127.0.0.1:0, ingressHttps: 127.0.0.1:0 }
+http:
+  listen: 127.0.0.1:0
+  imagesDir: "{dir}"
+  ignitionDir: "{dir}"
+admin:
+  listen: 127.0.0.1:0
+"#,
+    )
+}
+
+#[test]
+fn serve_stops_gracefully_on_sigterm() {
+    let mut app = Appliance::start(&serve_yaml());
+    assert_eq!(app.stop(), Some(0), "log:\n{}", app.log());
+    assert!(
+        app.log().contains("SIGTERM: shutting down"),
+        "{}",
+        app.log()
+    );
+    assert!(app.log().contains("stopped"), "{}", app.log());
+}
+
+#[test]
+fn serve_reload_rejects_invalid_file_and_applies_valid_one() {
+    let app = Appliance::start(&serve_yaml());
+    let good = std::fs::read_to_string(&app.cluster_file).unwrap();
+    std::fs::write(&app.cluster_file, good.replace("name: test", "name: BAD")).unwrap();
+    app.signal("HUP");
+    app.wait_log("reload rejected", Duration::from_secs(20));
+    std::fs::write(
+        &app.cluster_file,
+        good.replace("name: test", "name: reloaded"),
+    )
+    .unwrap();
+    app.signal("HUP");
+    app.wait_log("configuration reloaded", Duration::from_secs(30));
+    app.wait_log("cluster=reloaded.crc.testing", Duration::from_secs(10));
+}
+
+#[test]
+fn serve_refuses_invalid_file_before_binding() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("c.yaml");
+    std::fs::write(
+        &f,
+        serve_yaml()
+            .replace("{dir}", "/tmp")
+            .replace("gateway: 127.0.20.1", "gateway: 10.9.9.9"),
+    )
+    .unwrap();
+    let (code, _, err) = run(
+        "timeout",
+        &["30", BIN, "serve", "--cluster", f.to_str().unwrap()],
+    );
+    assert_eq!(code, 78, "{err}");
+    assert!(err.contains("network.gateway"), "{err}");
+    assert!(
+        !err.contains("listening for"),
+        "bound before validating:\n{err}"
+    );
+}
+
+#[test]
+fn serve_fails_cleanly_on_port_conflict() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("c.yaml");
+    let yaml = common::only(&format!("admin:\n  listen: 127.0.0.1:{port}\n"));
+    std::fs::write(&f, yaml).unwrap();
+    // `timeout` turns a server that wrongly keeps running into a failure (124).
+    let (code, _, err) = run(
+        "timeout",
+        &["30", BIN, "serve", "--cluster", f.to_str().unwrap()],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("admin"), "{err}");
+    drop(busy);
+}
