@@ -185,7 +185,11 @@ fn network_fields() {
     expect(&t, "network.apiVIP", "outside network.cidr");
     expect(&t, "network.upstreamDNS[0]", "forwarding loop");
     expect(&t, "network.upstreamDNS[1]", "not a valid address");
-    expect(&BASE.replace("/24", "/8"), "network.cidr", "not supported");
+    expect(
+        &BASE.replace("cidr: 192.168.131.0/24", "cidr: 192.0.0.0/8"),
+        "network.cidr",
+        "not supported",
+    );
 }
 
 #[test]
