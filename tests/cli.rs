@@ -206,3 +206,54 @@ fn serve_fails_cleanly_on_port_conflict() {
     assert!(err.contains("admin"), "{err}");
     drop(busy);
 }
+
+#[test]
+fn admin_serves_status_metrics_and_lb_api() {
+    require_tools!("curl");
+    let app = Appliance::start(&common::only("admin:\n  listen: 127.0.0.1:0\n"));
+    let base = format!("http://{}", app.addr("admin"));
+    let (code, out, err) = run(
+        "curl",
+        &["-sS", "--max-time", "10", &format!("{base}/status")],
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("status is JSON");
+    assert_eq!(v["cluster"], "test.crc.testing");
+    assert_eq!(v["nodes"].as_array().map(Vec::len), Some(5), "{out}");
+    assert_eq!(v["nodes"][1]["mac"], "52:54:00:14:00:0a");
+    let (_, out, _) = run(
+        "curl",
+        &["-sS", "--max-time", "10", &format!("{base}/metrics")],
+    );
+    assert!(
+        out.contains("crc_appliance_info{version=") && out.contains("cluster=\"test.crc.testing\""),
+        "{out}"
+    );
+    // The LB is disabled in this cluster: the control API says so, and the CLI fails.
+    let (_, out, _) = run(
+        "curl",
+        &[
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "POST",
+            &format!("{base}/api/lb/backends/bootstrap/disable"),
+        ],
+    );
+    assert_eq!(out, "503");
+    let (_, out, _) = run(
+        "curl",
+        &[
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("{base}/nope"),
+        ],
+    );
+    assert_eq!(out, "404");
+}
