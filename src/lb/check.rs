@@ -213,7 +213,10 @@ mod tests {
     #[test]
     fn parses_status_lines() {
         assert_eq!(status_code(b"HTTP/1.1 200 OK\r\n"), Ok(200));
-        assert_eq!(status_code(b"HTTP/1.0 503 Service Unavailable\r\nX: y"), Ok(503));
+        assert_eq!(
+            status_code(b"HTTP/1.0 503 Service Unavailable\r\nX: y"),
+            Ok(503)
+        );
         assert!(status_code(b"").is_err());
         assert!(status_code(b"SSH-2.0-OpenSSH\r\n").is_err());
         assert!(status_code(b"HTTP/1.1 abc\r\n").is_err());

@@ -259,12 +259,7 @@ impl StatusSource for Lb {
         };
         let per_backend = |f: &dyn Fn(&BackendState) -> u64| {
             self.backends()
-                .map(|(p, b)| {
-                    (
-                        format!("pool=\"{}\",backend=\"{}\"", p.name, b.node),
-                        f(b),
-                    )
-                })
+                .map(|(p, b)| (format!("pool=\"{}\",backend=\"{}\"", p.name, b.node), f(b)))
                 .collect::<Vec<_>>()
         };
         let per_pool = |f: &dyn Fn(&PoolState) -> u64| {
@@ -382,11 +377,7 @@ pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
     let lb = Arc::new(Lb {
         pools,
         marker: plan.cluster.http.ignition_dir.join("bootstrap-complete"),
-        has_bootstrap: plan
-            .cluster
-            .nodes
-            .iter()
-            .any(|n| n.role == Role::Bootstrap),
+        has_bootstrap: plan.cluster.nodes.iter().any(|n| n.role == Role::Bootstrap),
         cfg,
     });
     Ok(Bound {
@@ -575,7 +566,10 @@ async fn connect_backend(lb: &Lb, pool: &PoolState) -> Option<(usize, TcpStream)
             Ok(Ok(s)) => return Some((i, s)),
             Ok(Err(e)) => {
                 b.connect_failures.fetch_add(1, Ordering::Relaxed);
-                debug!("lb {}: connect {} {}: {e}; trying the next", pool.name, b.node, b.addr);
+                debug!(
+                    "lb {}: connect {} {}: {e}; trying the next",
+                    pool.name, b.node, b.addr
+                );
             }
             Err(_) => {
                 b.connect_failures.fetch_add(1, Ordering::Relaxed);

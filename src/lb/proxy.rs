@@ -80,9 +80,7 @@ pub async fn splice(client: &mut TcpStream, backend: &mut TcpStream, idle: Durat
     };
     let (cr, cw) = client.split();
     let (br, bw) = backend.split();
-    let both = async {
-        tokio::try_join!(pump(cr, bw, &act), pump(br, cw, &act))
-    };
+    let both = async { tokio::try_join!(pump(cr, bw, &act), pump(br, cw, &act)) };
     let watchdog = async {
         loop {
             let deadline = act.deadline(idle);
@@ -118,7 +116,12 @@ mod tests {
         let (mut client_outer, mut client_inner) = pair().await;
         let (mut backend_inner, mut backend_outer) = pair().await;
         let lb = tokio::spawn(async move {
-            splice(&mut client_inner, &mut backend_inner, Duration::from_secs(5)).await
+            splice(
+                &mut client_inner,
+                &mut backend_inner,
+                Duration::from_secs(5),
+            )
+            .await
         });
         client_outer.write_all(b"request").await.unwrap();
         client_outer.shutdown().await.unwrap();
@@ -144,7 +147,11 @@ mod tests {
         let (mut backend_inner, _backend_outer) = pair().await;
         let end = tokio::time::timeout(
             Duration::from_secs(10),
-            splice(&mut client_inner, &mut backend_inner, Duration::from_millis(200)),
+            splice(
+                &mut client_inner,
+                &mut backend_inner,
+                Duration::from_millis(200),
+            ),
         )
         .await
         .unwrap();

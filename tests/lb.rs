@@ -1,0 +1,707 @@
+//! The load balancer end to end: the real binary in front of real nginx
+//! backends (HTTP and TLS) on 127.0.20.x, driven by curl, openssl s_client,
+//! the `crc-appliance lb` CLI and plain TCP sockets.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{Read as _, Write as _};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Appliance, BIN, run};
+use serde_json::Value;
+
+const NODES: [(&str, &str); 6] = [
+    ("bootstrap", "127.0.20.5"),
+    ("master-0", "127.0.20.10"),
+    ("master-1", "127.0.20.11"),
+    ("master-2", "127.0.20.12"),
+    ("worker-0", "127.0.20.20"),
+    ("worker-1", "127.0.20.21"),
+];
+const INTERVAL_MS: u64 = 200;
+const FALL: u64 = 2;
+
+/// A port free on every node address (and 127.0.0.1), found by binding.
+fn free_port() -> u16 {
+    for _ in 0..200 {
+        let Ok(l) = TcpListener::bind("127.0.0.1:0") else {
+            continue;
+        };
+        let port = l.local_addr().unwrap().port();
+        let all_free = NODES
+            .iter()
+            .all(|(_, ip)| TcpListener::bind(format!("{ip}:{port}")).is_ok());
+        if all_free {
+            return port;
+        }
+    }
+    panic!("no free port found");
+}
+
+struct Ports {
+    api: u16,
+    mc: u16,
+    http: u16,
+    https: u16,
+}
+
+impl Ports {
+    fn new() -> Ports {
+        let mut seen = BTreeSet::new();
+        let mut next = || loop {
+            let p = free_port();
+            if seen.insert(p) {
+                return p;
+            }
+        };
+        Ports {
+            api: next(),
+            mc: next(),
+            http: next(),
+            https: next(),
+        }
+    }
+}
+
+/// Generate a TLS key and certificate in `dir`. With `ca`, a CA and a leaf
+/// (SAN api-int.test.crc.testing) signed by it: returns (cert, key, ca).
+fn make_certs(dir: &Path, ca: bool) -> (PathBuf, PathBuf, Option<PathBuf>) {
+    let key = dir.join("key.pem");
+    let cert = dir.join("cert.pem");
+    let s = |p: &Path| p.display().to_string();
+    if !ca {
+        let (code, out, err) = run(
+            "openssl",
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                &s(&key),
+                "-out",
+                &s(&cert),
+                "-days",
+                "2",
+                "-subj",
+                "/CN=crc-lb-test",
+            ],
+        );
+        assert_eq!(code, 0, "openssl req: {out}{err}");
+        return (cert, key, None);
+    }
+    let ca_key = dir.join("ca-key.pem");
+    let ca_cert = dir.join("ca.pem");
+    let csr = dir.join("leaf.csr");
+    let ext = dir.join("leaf.ext");
+    std::fs::write(
+        &ext,
+        "subjectAltName=DNS:api-int.test.crc.testing\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    for args in [
+        vec![
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &s(&ca_key),
+            "-out",
+            &s(&ca_cert),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=crc-lb-test-ca",
+        ],
+        vec![
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &s(&key),
+            "-out",
+            &s(&csr),
+            "-subj",
+            "/CN=api-int",
+        ],
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            &s(&csr),
+            "-CA",
+            &s(&ca_cert),
+            "-CAkey",
+            &s(&ca_key),
+            "-CAcreateserial",
+            "-out",
+            &s(&cert),
+            "-days",
+            "2",
+            "-extfile",
+            &s(&ext),
+        ],
+    ] {
+        let (code, out, err) = run("openssl", &args);
+        assert_eq!(code, 0, "openssl {args:?}: {out}{err}");
+    }
+    (cert, key, Some(ca_cert))
+}
+
+/// One nginx per node: plain HTTP on `ports.http`, TLS on the api,
+/// machine-config and ingress-https ports. `/` answers the node name,
+/// `/healthz` 200, `/readyz` 200 only while `<dir>/<node>.ready` exists,
+/// `/files/big.bin` is 1 MiB.
+struct Backends {
+    dir: tempfile::TempDir,
+    procs: Vec<(String, Child)>,
+}
+
+impl Backends {
+    fn start(ports: &Ports, not_ready: &[&str], ca: bool) -> Backends {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (cert, key, _) = make_certs(d, ca);
+        std::fs::create_dir_all(d.join("www")).unwrap();
+        let big: Vec<u8> = (0..1024 * 1024).map(|i| (i % 251) as u8).collect();
+        std::fs::write(d.join("www/big.bin"), big).unwrap();
+        let mut b = Backends {
+            dir,
+            procs: Vec::new(),
+        };
+        for (name, ip) in NODES {
+            if !not_ready.contains(&name) {
+                b.set_ready(name, true);
+            }
+            b.spawn(name, ip, ports, &cert, &key);
+        }
+        b
+    }
+
+    fn set_ready(&self, node: &str, ready: bool) {
+        let f = self.dir.path().join(format!("{node}.ready"));
+        if ready {
+            std::fs::write(f, "").unwrap();
+        } else {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+
+    fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    fn spawn(&mut self, name: &str, ip: &str, p: &Ports, cert: &Path, key: &Path) {
+        let d = self.dir.path().display().to_string();
+        let conf = format!(
+            r#"daemon off;
+master_process off;
+worker_processes 1;
+pid {d}/{name}.pid;
+error_log stderr error;
+events {{ worker_connections 512; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/tmp-{name}; proxy_temp_path {d}/tmp-{name};
+  fastcgi_temp_path {d}/tmp-{name}; uwsgi_temp_path {d}/tmp-{name}; scgi_temp_path {d}/tmp-{name};
+  default_type text/plain;
+  server {{
+    listen {ip}:{http};
+    location /files/ {{ alias {d}/www/; }}
+    location / {{ return 200 "{name}\n"; }}
+  }}
+  server {{
+    listen {ip}:{api} ssl; listen {ip}:{mc} ssl; listen {ip}:{https} ssl;
+    ssl_certificate {cert}; ssl_certificate_key {key};
+    location = /readyz {{ if (-f {d}/{name}.ready) {{ return 200 "ok\n"; }} return 500 "not ready\n"; }}
+    location = /healthz {{ return 200 "ok\n"; }}
+    location / {{ return 200 "{name}\n"; }}
+  }}
+}}
+"#,
+            http = p.http,
+            api = p.api,
+            mc = p.mc,
+            https = p.https,
+            cert = cert.display(),
+            key = key.display(),
+        );
+        let conf_path = self.dir.path().join(format!("{name}.conf"));
+        std::fs::write(&conf_path, conf).unwrap();
+        let child = Command::new("nginx")
+            .args(["-e", "stderr", "-p"])
+            .arg(self.dir.path())
+            .arg("-c")
+            .arg(&conf_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn nginx");
+        self.procs.push((name.to_string(), child));
+        let addr: SocketAddr = format!("{ip}:{}", p.http).parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            assert!(Instant::now() < deadline, "nginx for {name} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL one backend's nginx (by PID).
+    fn kill(&mut self, node: &str) {
+        let i = self.procs.iter().position(|(n, _)| n == node).unwrap();
+        let (_, mut child) = self.procs.remove(i);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Backends {
+    fn drop(&mut self) {
+        for (_, c) in &mut self.procs {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Cluster file: the loopback test cluster plus worker-1, every frontend on
+/// 127.0.0.1:0, short health checks.
+fn cluster(ports: &Ports, admin_port: u16, extra_lb: &str) -> String {
+    format!(
+        r#"name: test
+baseDomain: crc.testing
+network:
+  cidr: 127.0.20.0/24
+  gateway: 127.0.20.1
+  applianceIP: 127.0.20.1
+nodes:
+  - {{ name: bootstrap, role: bootstrap, mac: "52:54:00:14:00:05", ip: 127.0.20.5 }}
+  - {{ name: master-0, role: master, mac: "52:54:00:14:00:0a", ip: 127.0.20.10 }}
+  - {{ name: master-1, role: master, mac: "52:54:00:14:00:0b", ip: 127.0.20.11 }}
+  - {{ name: master-2, role: master, mac: "52:54:00:14:00:0c", ip: 127.0.20.12 }}
+  - {{ name: worker-0, role: worker, mac: "52:54:00:14:00:14", ip: 127.0.20.20 }}
+  - {{ name: worker-1, role: worker, mac: "52:54:00:14:00:15", ip: 127.0.20.21 }}
+dns: {{ enabled: false }}
+dhcp: {{ enabled: false }}
+http: {{ enabled: false }}
+admin:
+  listen: 127.0.0.1:{admin_port}
+loadBalancer:
+  listen: {{ api: "127.0.0.1:0", machineConfig: "127.0.0.1:0", ingressHttp: "127.0.0.1:0", ingressHttps: "127.0.0.1:0" }}
+  backendPorts: {{ api: {}, machineConfig: {}, ingressHttp: {}, ingressHttps: {} }}
+  healthCheck: {{ interval: {INTERVAL_MS}ms, timeout: {INTERVAL_MS}ms, rise: 1, fall: {FALL} }}
+  connectTimeout: 1s
+{extra_lb}"#,
+        ports.api, ports.mc, ports.http, ports.https
+    )
+}
+
+fn admin_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn status(app: &Appliance) -> Value {
+    let url = format!("http://{}/api/lb/backends", app.addr("admin"));
+    let (code, out, err) = run("curl", &["-sS", "--max-time", "5", &url]);
+    assert_eq!(code, 0, "curl {url}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON {e}: {out}"))
+}
+
+fn backend<'a>(st: &'a Value, pool: &str, node: &str) -> &'a Value {
+    st["pools"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == pool))
+        .and_then(|p| p["backends"].as_array())
+        .and_then(|bs| bs.iter().find(|b| b["node"] == node))
+        .unwrap_or_else(|| panic!("no backend {pool}/{node} in {st}"))
+}
+
+fn pool<'a>(st: &'a Value, pool: &str) -> &'a Value {
+    st["pools"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == pool))
+        .unwrap_or_else(|| panic!("no pool {pool} in {st}"))
+}
+
+/// Poll the status until `pred` holds (panics after 20 s).
+fn wait_status(app: &Appliance, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let st = status(app);
+        if pred(&st) {
+            return st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {st:#}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn healthy(st: &Value, pool: &str, node: &str) -> bool {
+    backend(st, pool, node)["healthy"] == true
+}
+
+/// GET `/` through a frontend with curl; (exit code, body).
+fn curl(url: &str) -> (i32, String) {
+    let (code, out, _) = run("curl", &["-sSk", "--max-time", "5", url]);
+    (code, out.trim().to_string())
+}
+
+fn names_seen(url: &str, n: usize) -> BTreeSet<String> {
+    (0..n)
+        .map(|_| {
+            let (code, body) = curl(url);
+            assert_eq!(code, 0, "curl {url} failed");
+            body
+        })
+        .collect()
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+fn lb_cli(app: &Appliance, args: &[&str]) -> (i32, String, String) {
+    let f = app.cluster_file.display().to_string();
+    let mut v = vec!["lb", "--cluster", &f];
+    v.extend_from_slice(args);
+    run(BIN, &v)
+}
+
+#[test]
+fn closed_until_healthy_then_round_robin_with_https_checks() {
+    require_tools!("nginx", "curl", "openssl");
+    let ports = Ports::new();
+    let app = Appliance::start(&cluster(&ports, admin_port(), ""));
+    let http = format!("http://{}/", app.addr("lb ingress-http"));
+    let api = format!("https://{}/", app.addr("lb api"));
+    // No backend is healthy yet: the connection is closed, no answer.
+    let (code, body) = curl(&http);
+    assert_ne!(code, 0, "expected a closed connection, got {body:?}");
+    assert!(body.is_empty(), "{body:?}");
+    let st = status(&app);
+    assert!(
+        pool(&st, "ingress-http")["closedNoBackend"].as_u64() >= Some(1),
+        "{st:#}"
+    );
+
+    // master-2 answers /readyz with 500: out of the api pool only.
+    let _b = Backends::start(&ports, &["master-2"], false);
+    let st = wait_status(&app, "backends healthy", |st| {
+        ["worker-0", "worker-1"]
+            .iter()
+            .all(|n| healthy(st, "ingress-http", n) && healthy(st, "ingress-https", n))
+            && ["bootstrap", "master-0", "master-1", "master-2"]
+                .iter()
+                .all(|n| healthy(st, "machine-config", n))
+            && ["bootstrap", "master-0", "master-1"]
+                .iter()
+                .all(|n| healthy(st, "api", n))
+    });
+    let m2 = backend(&st, "api", "master-2");
+    assert_eq!(m2["healthy"], false, "{m2}");
+    assert!(
+        m2["lastCheckError"]
+            .as_str()
+            .unwrap_or("")
+            .contains("HTTP 500"),
+        "{m2}"
+    );
+
+    assert_eq!(names_seen(&http, 6), set(&["worker-0", "worker-1"]));
+    let https = format!("https://{}/", app.addr("lb ingress-https"));
+    assert_eq!(names_seen(&https, 6), set(&["worker-0", "worker-1"]));
+    assert_eq!(
+        names_seen(&api, 12),
+        set(&["bootstrap", "master-0", "master-1"])
+    );
+    let mc = format!("https://{}/", app.addr("lb machine-config"));
+    assert_eq!(
+        names_seen(&mc, 12),
+        set(&["bootstrap", "master-0", "master-1", "master-2"])
+    );
+
+    // openssl s_client through the api frontend sees the backend's certificate.
+    let (code, out, err) = run(
+        "openssl",
+        &["s_client", "-connect", &app.addr("lb api").to_string()],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("BEGIN CERTIFICATE"), "{out}");
+    assert!(out.contains("crc-lb-test"), "{out}");
+
+    // `lb status` prints the same JSON.
+    let (code, out, err) = lb_cli(&app, &["status"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["pools"].as_array().map(Vec::len), Some(4), "{v}");
+    assert!(backend(&v, "ingress-http", "worker-0")["totalConnections"].as_u64() >= Some(3));
+
+    // /metrics carries the LB series.
+    let (_, metrics, _) = run(
+        "curl",
+        &["-sS", &format!("http://{}/metrics", app.addr("admin"))],
+    );
+    assert!(
+        metrics.contains("crc_lb_backend_up{pool=\"api\",backend=\"master-2\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("crc_lb_backend_up{pool=\"api\",backend=\"master-0\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn killed_backend_causes_no_failed_new_connections() {
+    require_tools!("nginx", "curl", "openssl");
+    let ports = Ports::new();
+    let mut b = Backends::start(&ports, &[], false);
+    let app = Appliance::start(&cluster(&ports, admin_port(), ""));
+    let http = format!("http://{}/", app.addr("lb ingress-http"));
+    wait_status(&app, "workers healthy", |st| {
+        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
+    });
+    assert_eq!(names_seen(&http, 4), set(&["worker-0", "worker-1"]));
+    b.kill("worker-1");
+    // fall × interval plus a margin for the check timeout.
+    std::thread::sleep(Duration::from_millis(FALL * INTERVAL_MS + 1000));
+    for i in 0..30 {
+        let (code, body) = curl(&http);
+        assert_eq!(code, 0, "request {i} after the kill failed");
+        assert_eq!(body, "worker-0", "request {i}");
+    }
+    let st = wait_status(&app, "worker-1 unhealthy", |st| {
+        !healthy(st, "ingress-http", "worker-1")
+    });
+    assert!(
+        backend(&st, "ingress-http", "worker-1")["lastCheckError"]
+            .as_str()
+            .unwrap_or("")
+            .contains("connect"),
+        "{st:#}"
+    );
+}
+
+#[test]
+fn connect_failure_is_retried_on_the_next_backend() {
+    require_tools!("nginx", "curl", "openssl");
+    let ports = Ports::new();
+    let mut b = Backends::start(&ports, &[], false);
+    // Long interval: the LB cannot notice the kill through checks in time.
+    let yaml = cluster(&ports, admin_port(), "").replace(
+        &format!("interval: {INTERVAL_MS}ms, timeout: {INTERVAL_MS}ms"),
+        "interval: 60s, timeout: 2s",
+    );
+    let app = Appliance::start(&yaml);
+    let http = format!("http://{}/", app.addr("lb ingress-http"));
+    wait_status(&app, "workers healthy", |st| {
+        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
+    });
+    b.kill("worker-0");
+    for i in 0..10 {
+        let (code, body) = curl(&http);
+        assert_eq!(code, 0, "request {i} failed");
+        assert_eq!(body, "worker-1", "request {i}");
+    }
+    let st = status(&app);
+    let w0 = backend(&st, "ingress-http", "worker-0");
+    assert_eq!(w0["healthy"], true, "checks should not have run yet: {w0}");
+    assert!(w0["connectFailures"].as_u64() >= Some(1), "{w0}");
+}
+
+#[test]
+fn cli_disable_enable_and_bootstrap_removal() {
+    require_tools!("nginx", "curl", "openssl");
+    let ports = Ports::new();
+    let b = Backends::start(&ports, &["master-2"], false);
+    let app = Appliance::start(&cluster(&ports, admin_port(), ""));
+    let api = format!("https://{}/", app.addr("lb api"));
+    wait_status(&app, "api backends healthy", |st| {
+        ["bootstrap", "master-0", "master-1"]
+            .iter()
+            .all(|n| healthy(st, "api", n))
+    });
+    let (code, out, err) = lb_cli(&app, &["disable", "master-0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("master-0 disabled"), "{out}");
+    assert_eq!(names_seen(&api, 12), set(&["bootstrap", "master-1"]));
+    let st = status(&app);
+    assert_eq!(backend(&st, "machine-config", "master-0")["disabled"], true);
+    let (code, out, err) = lb_cli(&app, &["enable", "master-0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        names_seen(&api, 12),
+        set(&["bootstrap", "master-0", "master-1"])
+    );
+    let (code, out, _) = lb_cli(&app, &["disable", "no-such-node"]);
+    assert_ne!(code, 0, "{out}");
+
+    // Bootstrap disabled while master-2 is not ready: not removed yet.
+    let (code, out, err) = lb_cli(&app, &["disable", "bootstrap"]);
+    assert_eq!(code, 0, "{out}{err}");
+    std::thread::sleep(Duration::from_millis(4 * INTERVAL_MS));
+    let st = status(&app);
+    assert_eq!(backend(&st, "api", "bootstrap")["removed"], false, "{st:#}");
+    assert_eq!(names_seen(&api, 8), set(&["master-0", "master-1"]));
+    // All masters healthy → bootstrap removed from every pool.
+    b.set_ready("master-2", true);
+    let st = wait_status(&app, "bootstrap removed", |st| {
+        backend(st, "api", "bootstrap")["removed"] == true
+    });
+    assert_eq!(backend(&st, "machine-config", "bootstrap")["removed"], true);
+    app.wait_log("bootstrap removed from every pool", Duration::from_secs(5));
+    // Enabling it again does not bring a removed bootstrap back.
+    let (code, out, err) = lb_cli(&app, &["enable", "bootstrap"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        names_seen(&api, 12),
+        set(&["master-0", "master-1", "master-2"])
+    );
+}
+
+#[test]
+fn half_close_and_connection_cap() {
+    require_tools!("nginx", "curl", "openssl");
+    let ports = Ports::new();
+    let _b = Backends::start(&ports, &[], false);
+    let app = Appliance::start(&cluster(&ports, admin_port(), "  maxConnections: 2\n"));
+    let lb = app.addr("lb ingress-http");
+    wait_status(&app, "workers healthy", |st| {
+        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
+    });
+
+    // Half-close: send the request, shut down our write side, still get 1 MiB.
+    let mut s = TcpStream::connect(lb).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /files/big.bin HTTP/1.0\r\nHost: x\r\n\r\n")
+        .unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).unwrap();
+    let split = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("header end")
+        + 4;
+    assert!(
+        resp.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        &resp[..40.min(resp.len())]
+    );
+    let body = &resp[split..];
+    assert_eq!(body.len(), 1024 * 1024);
+    assert!(body.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
+
+    // Cap: two held connections (proven proxied), the third is closed at once.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut c = TcpStream::connect(lb).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut buf = [0u8; 512];
+        let n = c.read(&mut buf).unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+        held.push(c);
+    }
+    let mut third = TcpStream::connect(lb).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let _ = third.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut buf = [0u8; 64];
+    match third.read(&mut buf) {
+        Ok(0) => {}
+        Err(e)
+            if e.kind() != std::io::ErrorKind::WouldBlock
+                && e.kind() != std::io::ErrorKind::TimedOut => {}
+        other => panic!("third connection was not closed: {other:?}"),
+    }
+    let st = status(&app);
+    assert!(
+        pool(&st, "ingress-http")["rejectedOverCap"].as_u64() >= Some(1),
+        "{st:#}"
+    );
+    // Releasing one makes room again.
+    drop(held.pop());
+    wait_status(&app, "a free slot", |st| {
+        pool(st, "ingress-http")["activeConnections"].as_u64() < Some(2)
+    });
+    let (code, body) = curl(&format!("http://{lb}/"));
+    assert_eq!(code, 0);
+    assert!(body.starts_with("worker-"), "{body}");
+}
+
+#[test]
+fn ca_file_verification_and_install_complete_marker() {
+    require_tools!("nginx", "curl", "openssl");
+    let ports = Ports::new();
+    let b = Backends::start(&ports, &[], true);
+    // A CA the backends' certificates do not chain to.
+    let other = tempfile::tempdir().unwrap();
+    let (_, _, wrong_ca) = make_certs(other.path(), true);
+    let wrong = cluster(
+        &ports,
+        admin_port(),
+        &format!("  caFile: {}\n", wrong_ca.unwrap().display()),
+    );
+    let app = Appliance::start(&wrong);
+    let st = wait_status(&app, "a failed verified check", |st| {
+        backend(st, "api", "master-0")["consecutiveFailures"].as_u64() >= Some(2)
+    });
+    let m0 = backend(&st, "api", "master-0");
+    assert_eq!(m0["healthy"], false, "{m0}");
+    assert!(
+        m0["lastCheckError"]
+            .as_str()
+            .unwrap_or("")
+            .contains("certificate"),
+        "{m0}"
+    );
+    drop(app);
+
+    let right = cluster(
+        &ports,
+        admin_port(),
+        &format!("  caFile: {}\n", b.ca().display()),
+    );
+    let app = Appliance::start(&right);
+    wait_status(&app, "api healthy with the right CA", |st| {
+        ["bootstrap", "master-0", "master-1", "master-2"]
+            .iter()
+            .all(|n| healthy(st, "api", n) && healthy(st, "machine-config", n))
+    });
+    // Install complete marker: bootstrap removed without an operator action.
+    let st = status(&app);
+    let marker = st["bootstrapCompleteMarker"].as_str().unwrap().to_string();
+    assert_eq!(backend(&st, "api", "bootstrap")["removed"], false);
+    std::fs::create_dir_all(Path::new(&marker).parent().unwrap()).unwrap();
+    std::fs::write(&marker, "").unwrap();
+    wait_status(&app, "bootstrap removed by the marker", |st| {
+        backend(st, "api", "bootstrap")["removed"] == true
+    });
+    let api = format!("https://{}/", app.addr("lb api"));
+    assert_eq!(
+        names_seen(&api, 9),
+        set(&["master-0", "master-1", "master-2"])
+    );
+}
