@@ -394,13 +394,19 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
     } else {
         workers
     };
-    let backends = |nodes: &[&crate::config::NodeCfg], port: u16| {
+    // `loadBalancer.backendOverrides` replaces `<node ip>:<port>` per pool.
+    type Pick = fn(&crate::config::BackendOverrideCfg) -> Option<SocketAddr>;
+    let backends = |nodes: &[&crate::config::NodeCfg], port: u16, pick: Pick| {
         nodes
             .iter()
             .map(|n| Backend {
                 name: n.name.clone(),
                 role: n.role,
-                addr: SocketAddr::new(n.ip.into(), port),
+                addr: lb
+                    .backend_overrides
+                    .get(&n.name)
+                    .and_then(pick)
+                    .unwrap_or_else(|| SocketAddr::new(n.ip.into(), port)),
             })
             .collect::<Vec<_>>()
     };
@@ -412,7 +418,7 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
             check: Check::Https {
                 path: "/readyz".into(),
             },
-            backends: backends(&control, p.api),
+            backends: backends(&control, p.api, |o| o.api),
         },
         LbPool {
             name: "machine-config",
@@ -420,19 +426,19 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
             check: Check::Https {
                 path: "/healthz".into(),
             },
-            backends: backends(&control, p.machine_config),
+            backends: backends(&control, p.machine_config, |o| o.machine_config),
         },
         LbPool {
             name: "ingress-http",
             frontend: lb.ingress_http,
             check: Check::Tcp,
-            backends: backends(&ingress, p.ingress_http),
+            backends: backends(&ingress, p.ingress_http, |o| o.ingress_http),
         },
         LbPool {
             name: "ingress-https",
             frontend: lb.ingress_https,
             check: Check::Tls,
-            backends: backends(&ingress, p.ingress_https),
+            backends: backends(&ingress, p.ingress_https, |o| o.ingress_https),
         },
     ]
 }

@@ -316,3 +316,28 @@ fn shipped_configs_validate() {
     }
     assert!(n >= 2, "found only {n} configs in {}", dir.display());
 }
+
+#[test]
+fn lb_backend_override_rules() {
+    let t = format!(
+        "{BASE}loadBalancer:\n  backendOverrides:\n    nobody: {{ api: \"10.0.0.1:6443\" }}\n    worker-0: {{ ingressHttp: \"not-an-address\" }}\n"
+    );
+    expect(
+        &t,
+        "loadBalancer.backendOverrides.nobody",
+        "not a node name",
+    );
+    expect(
+        &t,
+        "loadBalancer.backendOverrides.worker-0.ingressHttp",
+        "not a valid address",
+    );
+    let t = format!(
+        "{BASE}loadBalancer:\n  backendOverrides:\n    worker-0: {{ ingressHttp: \"127.0.0.1:18081\" }}\n"
+    );
+    let plan = crc_appliance::plan::Plan::new(load(&t).unwrap());
+    let http = plan.pool("ingress-http").unwrap();
+    assert_eq!(http.backends[0].addr.to_string(), "127.0.0.1:18081");
+    let https = plan.pool("ingress-https").unwrap();
+    assert_eq!(https.backends[0].addr.to_string(), "192.168.131.20:443");
+}

@@ -188,6 +188,25 @@ pub struct LoadBalancer {
     /// or a test run backends on unprivileged ports.
     #[serde(default)]
     pub backend_ports: BackendPorts,
+    /// Per node, `ip:port` the LB connects to instead of `<node ip>:<backend
+    /// port>` in a pool (backends behind NAT, or several on one host, as in
+    /// the benchmark). Keys are node names.
+    #[serde(default)]
+    pub backend_overrides: std::collections::BTreeMap<String, BackendOverride>,
+}
+
+/// `ip:port` per pool for one node in `loadBalancer.backendOverrides`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BackendOverride {
+    #[serde(default)]
+    pub api: Option<String>,
+    #[serde(default)]
+    pub machine_config: Option<String>,
+    #[serde(default)]
+    pub ingress_http: Option<String>,
+    #[serde(default)]
+    pub ingress_https: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -238,6 +257,7 @@ impl Default for LoadBalancer {
             idle_timeout: idle_timeout(),
             connect_timeout: connect_timeout(),
             backend_ports: BackendPorts::default(),
+            backend_overrides: Default::default(),
         }
     }
 }

@@ -136,6 +136,17 @@ pub struct LbCfg {
     pub max_connections: usize,
     pub idle_timeout: Duration,
     pub connect_timeout: Duration,
+    /// Node name → per-pool backend address replacing `<node ip>:<port>`.
+    pub backend_overrides: std::collections::BTreeMap<String, BackendOverrideCfg>,
+}
+
+/// Backend addresses of one node per pool (`None`: derived as usual).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct BackendOverrideCfg {
+    pub api: Option<SocketAddr>,
+    pub machine_config: Option<SocketAddr>,
+    pub ingress_http: Option<SocketAddr>,
+    pub ingress_https: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

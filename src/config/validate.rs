@@ -448,6 +448,24 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         }
     }
     let ca_file = l.ca_file.as_ref().map(|f| resolve(base, f));
+    let mut backend_overrides = std::collections::BTreeMap::new();
+    for (node, o) in &l.backend_overrides {
+        let base_path = format!("loadBalancer.backendOverrides.{node}");
+        if !raw.nodes.iter().any(|n| &n.name == node) {
+            e.push(&base_path, "is not a node name");
+        }
+        let mut one = |f: &str, v: &Option<String>| {
+            v.as_ref()
+                .and_then(|t| sock(&mut e, &format!("{base_path}.{f}"), t, None))
+        };
+        let cfg = BackendOverrideCfg {
+            api: one("api", &o.api),
+            machine_config: one("machineConfig", &o.machine_config),
+            ingress_http: one("ingressHttp", &o.ingress_http),
+            ingress_https: one("ingressHttps", &o.ingress_https),
+        };
+        backend_overrides.insert(node.clone(), cfg);
+    }
 
     // --- HTTP and admin
     let t = &raw.http;
@@ -576,6 +594,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
             max_connections: l.max_connections,
             idle_timeout: l.idle_timeout.get(),
             connect_timeout: l.connect_timeout.get(),
+            backend_overrides,
         },
         http: HttpCfg {
             enabled: t.enabled,
