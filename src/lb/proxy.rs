@@ -91,6 +91,7 @@ pub async fn splice(client: &mut TcpStream, backend: &mut TcpStream, idle: Durat
         }
     };
     tokio::select! {
+        biased;
         r = both => match r {
             Ok((up, down)) => End::Done(up, down),
             Err(e) => End::Error(e),
