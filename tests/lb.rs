@@ -319,9 +319,15 @@ fn admin_port() -> u16 {
 
 fn status(app: &Appliance) -> Value {
     let url = format!("http://{}/api/lb/backends", app.addr("admin"));
-    let (code, out, err) = run("curl", &["-sS", "--max-time", "5", &url]);
-    assert_eq!(code, 0, "curl {url}: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON {e}: {out}"))
+    // Retry briefly: during a reload the admin listener is being re-bound.
+    for _ in 0..50 {
+        let (code, out, _) = run("curl", &["-sS", "--max-time", "5", &url]);
+        if code == 0 {
+            return serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON {e}: {out}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("admin API at {url} does not answer");
 }
 
 fn backend<'a>(st: &'a Value, pool: &str, node: &str) -> &'a Value {
@@ -577,6 +583,20 @@ fn cli_disable_enable_and_bootstrap_removal() {
         names_seen(&api, 12),
         set(&["master-0", "master-1", "master-2"])
     );
+
+    // A SIGHUP reload keeps disabled and removed nodes.
+    let (code, out, err) = lb_cli(&app, &["disable", "master-1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    app.signal("HUP");
+    app.wait_log("configuration reloaded", Duration::from_secs(20));
+    let st = wait_status(&app, "the reloaded LB with masters healthy", |st| {
+        st["pools"].is_array()
+            && ["master-0", "master-2"]
+                .iter()
+                .all(|n| healthy(st, "api", n))
+    });
+    assert_eq!(backend(&st, "api", "master-1")["disabled"], true, "{st:#}");
+    assert_eq!(backend(&st, "api", "bootstrap")["removed"], true, "{st:#}");
 }
 
 #[test]
