@@ -478,6 +478,38 @@ fn closed_until_healthy_then_round_robin_with_https_checks() {
 }
 
 #[test]
+fn backends_start_unhealthy_until_rise() {
+    require_tools!("nginx", "curl", "openssl");
+    let ports = Ports::new();
+    let _b = Backends::start(&ports, &[], false);
+    // Reachable backends, but rise 2 with a 60 s interval: after the first
+    // (immediate) successful check they are still unhealthy.
+    let yaml = cluster(&ports, admin_port(), "").replace(
+        &format!("interval: {INTERVAL_MS}ms, timeout: {INTERVAL_MS}ms, rise: 1"),
+        "interval: 60s, timeout: 2s, rise: 2",
+    );
+    let app = Appliance::start(&yaml);
+    let st = wait_status(&app, "the first check", |st| {
+        backend(st, "ingress-http", "worker-0")["consecutiveSuccesses"] == 1
+            && backend(st, "ingress-http", "worker-1")["consecutiveSuccesses"] == 1
+    });
+    assert_eq!(
+        backend(&st, "ingress-http", "worker-0")["healthy"],
+        false,
+        "{st:#}"
+    );
+    let http = format!("http://{}/", app.addr("lb ingress-http"));
+    let (code, body) = curl(&http);
+    assert_ne!(code, 0, "expected a closed connection, got {body:?}");
+    let st = status(&app);
+    assert!(
+        pool(&st, "ingress-http")["closedNoBackend"].as_u64() >= Some(1),
+        "{st:#}"
+    );
+    app.wait_log("no healthy enabled backend", Duration::from_secs(5));
+}
+
+#[test]
 fn killed_backend_causes_no_failed_new_connections() {
     require_tools!("nginx", "curl", "openssl");
     let ports = Ports::new();

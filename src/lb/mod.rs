@@ -108,6 +108,9 @@ pub struct PoolState {
     total: AtomicU64,
     over_cap: AtomicU64,
     no_backend: AtomicU64,
+    /// Set after warning that a client found no backend; cleared by the
+    /// next proxied connection (one warning per outage, not per client).
+    warned_empty: AtomicBool,
 }
 
 /// Shared LB state: status source, control handle, proxy and checker input.
@@ -372,6 +375,7 @@ pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
             total: AtomicU64::new(0),
             over_cap: AtomicU64::new(0),
             no_backend: AtomicU64::new(0),
+            warned_empty: AtomicBool::new(false),
         });
     }
     let lb = Arc::new(Lb {
@@ -587,9 +591,16 @@ async fn serve_conn(lb: &Lb, pi: usize, mut client: TcpStream, peer: SocketAddr)
     let _ = client.set_nodelay(true);
     let Some((bi, mut backend)) = connect_backend(lb, pool).await else {
         pool.no_backend.fetch_add(1, Ordering::Relaxed);
-        debug!(%peer, "lb {}: no backend available; closing", pool.name);
+        if pool.warned_empty.swap(true, Ordering::Relaxed) {
+            debug!(%peer, "lb {}: no backend available; closing", pool.name);
+        } else {
+            warn!(%peer, "lb {}: no healthy enabled backend; closing client connections until one is", pool.name);
+        }
         return;
     };
+    if pool.warned_empty.load(Ordering::Relaxed) {
+        pool.warned_empty.store(false, Ordering::Relaxed);
+    }
     let _ = backend.set_nodelay(true);
     let b = &pool.backends[bi];
     b.active.fetch_add(1, Ordering::Relaxed);
