@@ -757,3 +757,36 @@ fn ca_file_verification_and_install_complete_marker() {
         set(&["master-0", "master-1", "master-2"])
     );
 }
+
+#[test]
+fn idle_timeout_closes_quiet_connections_only() {
+    require_tools!("nginx", "curl", "openssl");
+    let ports = Ports::new();
+    let _b = Backends::start(&ports, &[], false);
+    let app = Appliance::start(&cluster(&ports, admin_port(), "  idleTimeout: 700ms\n"));
+    let lb = app.addr("lb ingress-http");
+    wait_status(&app, "workers healthy", |st| {
+        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
+    });
+    // A busy keep-alive connection outlives the idle timeout.
+    let mut busy = TcpStream::connect(lb).unwrap();
+    busy.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for i in 0..8 {
+        busy.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let n = busy.read(&mut buf).unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "request {i}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // A quiet one is closed by the LB (nginx's own keep-alive timeout is 75 s).
+    let mut quiet = TcpStream::connect(lb).unwrap();
+    quiet
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    match quiet.read(&mut buf) {
+        Ok(0) => {}
+        other => panic!("quiet connection not closed: {other:?}"),
+    }
+}
