@@ -11,7 +11,11 @@ fn admin_status_page_renders_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let ign = dir.path().join("ignition");
     std::fs::create_dir_all(&ign).unwrap();
-    std::fs::write(ign.join("master.ign"), r#"{"ignition":{"version":"3.2.0"}}"#).unwrap();
+    std::fs::write(
+        ign.join("master.ign"),
+        r#"{"ignition":{"version":"3.2.0"}}"#,
+    )
+    .unwrap();
     let app = Appliance::start(&common::only(&format!(
         "http:\n  listen: 127.0.0.1:0\n  imagesDir: {d}\n  ignitionDir: {i}\nadmin:\n  listen: 127.0.0.1:0\n",
         d = dir.path().display(),
@@ -42,7 +46,10 @@ fn admin_status_page_renders_in_chromium() {
         "curl",
         &["-sS", "--max-time", "10", &format!("http://{admin}/")],
     );
-    assert!(raw.contains("<script>") && !raw.contains("master-2"), "{raw}");
+    assert!(
+        raw.contains("<script>") && !raw.contains("master-2"),
+        "{raw}"
+    );
 
     let profile = tempfile::tempdir().unwrap();
     let (code, dom, err) = run(

@@ -52,7 +52,10 @@ fn curl_in(netns: Option<&str>, args: &[&str], url: &str) -> Got {
         .stdin(Stdio::null())
         .output()
         .expect("run curl");
-    let code: u16 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
+    let code: u16 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
     let mut headers = HashMap::new();
     // The last header block (after redirects / 100-continue there could be several).
     let text = std::fs::read_to_string(&hfile).unwrap_or_default();
@@ -331,7 +334,14 @@ fn http_large_sparse_file_sha256_and_wget_resume() {
     let dl = out.path().join("curl.raw");
     let (code, _, err) = run(
         "curl",
-        &["-sS", "--max-time", "120", "-o", &dl.display().to_string(), &url],
+        &[
+            "-sS",
+            "--max-time",
+            "120",
+            "-o",
+            &dl.display().to_string(),
+            &url,
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(sha256_file(&dl), want, "curl download differs");
@@ -347,7 +357,10 @@ fn http_large_sparse_file_sha256_and_wget_resume() {
     drop(part);
     let (code, _, err) = run("wget", &["-c", "-S", "-T", "60", "-O", &wdl_s, &url]);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("206 Partial Content"), "wget did not resume: {err}");
+    assert!(
+        err.contains("206 Partial Content"),
+        "wget did not resume: {err}"
+    );
     assert_eq!(sha256_file(&wdl), want, "resumed download differs");
     // wget HEAD (--spider) sees the length
     let (code, _, err) = run("wget", &["--spider", "-S", "-T", "30", &url]);
@@ -401,7 +414,10 @@ fn http_ignition_roles_nodes_and_fetch_log() {
     // role file verbatim
     let g = curl(&[], &format!("{base}/ignition/master.ign"));
     assert_eq!(g.code, 200);
-    assert_eq!(g.body, std::fs::read(fx.ignition.join("master.ign")).unwrap());
+    assert_eq!(
+        g.body,
+        std::fs::read(fx.ignition.join("master.ign")).unwrap()
+    );
     assert_eq!(g.h("content-type"), "application/vnd.coreos.ignition+json");
     assert_eq!(g.h("cache-control"), "no-store");
 
@@ -420,7 +436,10 @@ fn http_ignition_roles_nodes_and_fetch_log() {
     let files = doc["storage"]["files"].as_array().unwrap();
     assert!(files.iter().any(|f| f["path"] == "/etc/motd"), "{doc}");
     let entry = files.iter().find(|f| f["path"] == "/etc/hostname").unwrap();
-    assert_eq!((entry["mode"].as_u64(), entry["overwrite"].as_bool()), (Some(420), Some(true)));
+    assert_eq!(
+        (entry["mode"].as_u64(), entry["overwrite"].as_bool()),
+        (Some(420), Some(true))
+    );
     assert_eq!(
         doc["ignition"]["config"]["merge"][0]["source"],
         "https://api-int.test.crc.testing:22623/config/master"
@@ -435,7 +454,10 @@ fn http_ignition_roles_nodes_and_fetch_log() {
     assert_eq!(g2.code, 304);
     // HEAD
     let h = curl(&["-I"], &format!("{base}/ignition/master-0.ign"));
-    assert_eq!((h.code, h.h("content-length")), (200, g.body.len().to_string().as_str()));
+    assert_eq!(
+        (h.code, h.h("content-length")),
+        (200, g.body.len().to_string().as_str())
+    );
 
     // wget and the flat alias
     let (code, out, err) = run(
@@ -480,7 +502,10 @@ fn http_ignition_roles_nodes_and_fetch_log() {
         assert!(g.code == 400 || g.code == 404, "{p}: {}", g.code);
     }
     std::fs::remove_file(fx.ignition.join("bootstrap.ign")).unwrap();
-    assert_eq!(curl(&[], &format!("{base}/ignition/bootstrap.ign")).code, 404);
+    assert_eq!(
+        curl(&[], &format!("{base}/ignition/bootstrap.ign")).code,
+        404
+    );
 
     // the admin listener shows who fetched what
     let st = curl(&[], &format!("{admin}/status"));
@@ -493,7 +518,10 @@ fn http_ignition_roles_nodes_and_fetch_log() {
     assert_eq!(m0["last"]["client"], "127.0.20.10");
     assert_eq!(m0["last"]["file"], "master-0.ign");
     let w0 = by_node.iter().find(|n| n["node"] == "worker-0").unwrap();
-    assert_eq!((w0["fetched"].as_bool(), w0["last"]["status"].as_u64()), (Some(false), Some(500)));
+    assert_eq!(
+        (w0["fetched"].as_bool(), w0["last"]["status"].as_u64()),
+        (Some(false), Some(500))
+    );
     let fetches = http["ignitionFetches"].as_array().unwrap();
     assert!(
         fetches
@@ -510,7 +538,10 @@ fn http_ignition_roles_nodes_and_fetch_log() {
         metrics.contains("crc_appliance_http_responses_total{code=\"304\"} 1"),
         "{metrics}"
     );
-    assert!(metrics.contains("crc_appliance_http_sent_bytes_total "), "{metrics}");
+    assert!(
+        metrics.contains("crc_appliance_http_sent_bytes_total "),
+        "{metrics}"
+    );
 }
 
 /// A network namespace (with `lo` up), deleted on drop.
@@ -650,8 +681,16 @@ admin: {{ listen: "127.0.0.1:0" }}
     let nsn = Some(ns.0.as_str());
 
     // outside the cidr, not loopback → 403, for roles, nodes and the alias
-    for p in ["/ignition/worker.ign", "/ignition/worker-0.ign", "/master.ign"] {
-        let g = curl_in(nsn, &["--interface", "10.88.0.2"], &format!("http://{http}{p}"));
+    for p in [
+        "/ignition/worker.ign",
+        "/ignition/worker-0.ign",
+        "/master.ign",
+    ] {
+        let g = curl_in(
+            nsn,
+            &["--interface", "10.88.0.2"],
+            &format!("http://{http}{p}"),
+        );
         assert_eq!(g.code, 403, "{p}");
         assert!(!String::from_utf8_lossy(&g.body).contains("api-int"), "{p}");
     }
@@ -672,7 +711,11 @@ admin: {{ listen: "127.0.0.1:0" }}
     let doc: serde_json::Value = serde_json::from_slice(&g.body).unwrap();
     assert_eq!(hostname_of(&doc), ["data:,worker-0.ns.crc.testing%0A"]);
     // loopback → allowed
-    let g = curl_in(nsn, &["--interface", "127.0.0.1"], &format!("http://{http}/ignition/master.ign"));
+    let g = curl_in(
+        nsn,
+        &["--interface", "127.0.0.1"],
+        &format!("http://{http}/ignition/master.ign"),
+    );
     assert_eq!(g.code, 200);
 
     let st = curl_in(nsn, &[], &format!("http://{}/status", addrs["admin"]));

@@ -152,8 +152,7 @@ mod tests {
 
     fn cluster() -> Cluster {
         let text = "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1 }\nnodes:\n  - { name: bootstrap, role: bootstrap, mac: '52:54:00:00:00:01', ip: 10.0.0.5 }\n  - { name: m0, role: master, mac: '52:54:00:00:00:02', ip: 10.0.0.10 }\n  - { name: w0, role: worker, mac: '52:54:00:00:00:03', ip: 10.0.0.20 }\n";
-        crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t"))
-            .unwrap()
+        crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t")).unwrap()
     }
 
     #[test]
@@ -171,7 +170,10 @@ mod tests {
         assert_eq!(target(&c, "worker.ign"), Some(Target::Role(Role::Worker)));
         assert!(matches!(
             target(&c, "bootstrap.ign"),
-            Some(Target::Node { role: Role::Bootstrap, .. })
+            Some(Target::Node {
+                role: Role::Bootstrap,
+                ..
+            })
         ));
         assert_eq!(target(&c, "m1.ign"), None);
         assert_eq!(target(&c, "m0"), None);
@@ -224,8 +226,8 @@ mod tests {
         let role = br#"{"ignition":{"version":"3.4.0"},"storage":{"disks":[],"files":[
             {"path":"/etc/hostname","contents":{"source":"data:,old"}},
             {"path":"/etc/motd","contents":{"source":"data:,hi"}}]},"systemd":{"units":[{"name":"a.service"}]}}"#;
-        let v: Value = serde_json::from_slice(&merge_hostname(role, "w0.c.example.com").unwrap())
-            .unwrap();
+        let v: Value =
+            serde_json::from_slice(&merge_hostname(role, "w0.c.example.com").unwrap()).unwrap();
         let h = hostname_entries(&v);
         assert_eq!(h.len(), 1);
         assert_eq!(h[0]["contents"]["source"], "data:,w0.c.example.com%0A");
@@ -241,7 +243,10 @@ mod tests {
             merge_hostname(b"{not json", "h"),
             Err(MergeError::Json(_))
         ));
-        assert!(matches!(merge_hostname(b"[]", "h"), Err(MergeError::Shape(_))));
+        assert!(matches!(
+            merge_hostname(b"[]", "h"),
+            Err(MergeError::Shape(_))
+        ));
         assert!(matches!(
             merge_hostname(br#"{"storage":[]}"#, "h"),
             Err(MergeError::Shape(_))

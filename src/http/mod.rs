@@ -84,7 +84,10 @@ pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
         .await
         .with_context(|| format!("bind TCP {}", cfg.listen))?;
     info!("listening for http on {}", listener.local_addr()?);
-    for (what, dir) in [("imagesDir", &cfg.images_dir), ("ignitionDir", &cfg.ignition_dir)] {
+    for (what, dir) in [
+        ("imagesDir", &cfg.images_dir),
+        ("ignitionDir", &cfg.ignition_dir),
+    ] {
         if !dir.is_dir() {
             warn!(
                 "http.{what} {} is not a directory (yet); its files answer 404",
@@ -272,7 +275,8 @@ impl Ctx {
         let (body_len, body): (u64, Option<Body>) = match outcome {
             RangeOutcome::Full => {
                 r.headers_mut().insert(header::CONTENT_TYPE, hv(ctype));
-                let s = (!is_head).then(|| stream_body(file_stream(file, 0, len, self.stats.clone())));
+                let s =
+                    (!is_head).then(|| stream_body(file_stream(file, 0, len, self.stats.clone())));
                 (len, s)
             }
             RangeOutcome::Unsatisfiable => {
@@ -301,10 +305,14 @@ impl Ctx {
                 r.headers_mut()
                     .insert(header::CONTENT_TYPE, hv(&m.content_type()));
                 let total = m.content_length();
-                (total, Some(stream_body(multipart_stream(m, file, self.stats.clone()))))
+                (
+                    total,
+                    Some(stream_body(multipart_stream(m, file, self.stats.clone()))),
+                )
             }
         };
-        r.headers_mut().insert(header::CONTENT_LENGTH, body_len.into());
+        r.headers_mut()
+            .insert(header::CONTENT_LENGTH, body_len.into());
         match body {
             Some(b) => *r.body_mut() = b,
             None => return head_only(r, body_len),
@@ -362,7 +370,10 @@ impl Ctx {
             Ok(Err(IgnError::Broken(msg))) => {
                 error!("ignition {file} for {client}: {msg}");
                 record(StatusCode::INTERNAL_SERVER_ERROR, &msg, 0);
-                return plain(StatusCode::INTERNAL_SERVER_ERROR, "ignition config is invalid");
+                return plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "ignition config is invalid",
+                );
             }
             Err(e) => {
                 error!("ignition loader task failed: {e}");

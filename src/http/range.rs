@@ -308,7 +308,10 @@ mod tests {
         assert_eq!(evaluate_range("bytes=500-", 1000), partial(&[(500, 999)]));
         assert_eq!(evaluate_range("bytes=-100", 1000), partial(&[(900, 999)]));
         assert_eq!(evaluate_range("bytes=-5000", 1000), partial(&[(0, 999)]));
-        assert_eq!(evaluate_range("bytes=990-5000", 1000), partial(&[(990, 999)]));
+        assert_eq!(
+            evaluate_range("bytes=990-5000", 1000),
+            partial(&[(990, 999)])
+        );
         assert_eq!(evaluate_range("BYTES = 1-1", 10), partial(&[(1, 1)]));
         assert_eq!(evaluate_range("bytes=9-9", 10), partial(&[(9, 9)]));
     }
@@ -323,14 +326,14 @@ mod tests {
             evaluate_range("bytes=2000-3000", 1000),
             RangeOutcome::Unsatisfiable
         );
-        assert_eq!(evaluate_range("bytes=-0", 1000), RangeOutcome::Unsatisfiable);
+        assert_eq!(
+            evaluate_range("bytes=-0", 1000),
+            RangeOutcome::Unsatisfiable
+        );
         assert_eq!(evaluate_range("bytes=0-", 0), RangeOutcome::Unsatisfiable);
         assert_eq!(evaluate_range("bytes=-5", 0), RangeOutcome::Unsatisfiable);
         // One satisfiable spec is enough.
-        assert_eq!(
-            evaluate_range("bytes=5000-,0-0", 1000),
-            partial(&[(0, 0)])
-        );
+        assert_eq!(evaluate_range("bytes=5000-,0-0", 1000), partial(&[(0, 0)]));
     }
 
     #[test]
