@@ -23,7 +23,8 @@
 //!   otherwise); every ignition request is recorded in [`stats::Stats`]
 //!   (client IP ↔ node, file, status, time) and shown by the admin listener.
 //! - A bad request or a broken connection is logged at debug and never ends
-//!   [`Bound::run`].
+//!   [`Bound::run`]. Silent or idle connections are closed after
+//!   30 s; at most [`MAX_CONNECTIONS`] are served at once.
 
 pub mod ignition;
 pub mod path;
@@ -65,6 +66,8 @@ pub const CHUNK: usize = 512 * 1024;
 pub const MAX_IGNITION: u64 = 64 * 1024 * 1024;
 /// How long a client may take to send its request head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most connections served at once; further clients wait in the backlog.
+pub const MAX_CONNECTIONS: usize = 1024;
 /// How long in-flight responses get after shutdown is requested.
 const DRAIN: Duration = Duration::from_secs(5);
 
@@ -556,7 +559,15 @@ impl Bound {
             boundary_seq: AtomicU64::new(1),
         });
         let mut conns = JoinSet::new();
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         loop {
+            let permit = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                p = slots.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
             let (stream, peer) = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 r = self.listener.accept() => match r {
@@ -576,6 +587,17 @@ impl Bound {
             let ctx = ctx.clone();
             let shutdown = shutdown.clone();
             conns.spawn(async move {
+                let _permit = permit;
+                // A client that connects and stays silent holds no slot for
+                // long (hyper's header timeout starts with the first request).
+                let silent = tokio::select! {
+                    r = tokio::time::timeout(HEADER_TIMEOUT, stream.readable()) => !matches!(r, Ok(Ok(()))),
+                    _ = shutdown.cancelled() => true,
+                };
+                if silent {
+                    debug!(%peer, "http connection closed: no request");
+                    return;
+                }
                 ctx.stats.conn_open();
                 let c2 = ctx.clone();
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
