@@ -4,6 +4,7 @@
 //!
 //! | method | path | answer |
 //! |---|---|---|
+//! | GET | `/` | self-contained HTML status page (polls `/status` every 2 s) |
 //! | GET | `/status` | plan summary plus every registered service's status |
 //! | GET | `/metrics` | every registered service's metrics |
 //! | GET | `/api/lb/backends` | the `lb` service's status (503 when the LB is off) |
@@ -64,6 +65,11 @@ fn json_resp(status: StatusCode, v: &serde_json::Value) -> Resp {
     respond(status, "application/json", text)
 }
 
+/// The HTML status page served at `/`: no external assets; its script
+/// renders the nodes (with their last ignition fetch) and every service
+/// section of `/status` generically.
+pub const STATUS_PAGE: &str = include_str!("page.html");
+
 /// The `/status` document.
 pub fn status(hub: &Hub) -> serde_json::Value {
     let c = &hub.plan.cluster;
@@ -108,6 +114,9 @@ pub fn metrics(hub: &Hub) -> String {
 pub fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
     let path = path.split('?').next().unwrap_or(path);
     match (method, path) {
+        (&Method::GET, "/" | "/index.html") => {
+            respond(StatusCode::OK, "text/html; charset=utf-8", STATUS_PAGE)
+        }
         (&Method::GET, "/status") => json_resp(StatusCode::OK, &status(hub)),
         (&Method::GET, "/metrics") => respond(
             StatusCode::OK,

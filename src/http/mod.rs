@@ -1,33 +1,627 @@
-//! HTTP server for RHCOS images and ignition files.
+//! HTTP server (hyper 1, HTTP/1.1 and h2c) for RHCOS images and ignition.
 //!
-//! Entry points used by the supervisor: [`bind`] acquires every socket (so a
-//! port conflict fails before any service starts), then [`Bound::run`] serves
-//! until `shutdown` is cancelled.
+//! Routes (GET and HEAD only; other methods → 405):
+//!
+//! | path | served from |
+//! |---|---|
+//! | `/images/<path>` | `http.imagesDir`, any depth |
+//! | `/ignition/<name>.ign` | `http.ignitionDir`: role or node config ([`ignition`]) |
+//! | `/<name>.ign` | alias of `/ignition/<name>.ign` (same access rule) |
+//! | `/<path>` | alias of `/images/<path>` (flat nginx-style layout) |
+//!
+//! Invariants:
+//! - Files are streamed in [`CHUNK`]-sized `pread`s on the blocking pool,
+//!   one chunk in flight per response: memory per download is constant
+//!   whatever the file size (no mmap, no whole-file buffers). Multi-range
+//!   answers stream each part the same way.
+//! - Paths are sanitised without touching the disk ([`path::sanitize`]) and
+//!   resolved under the canonical root ([`path::resolve`]); hostile paths
+//!   get 400, anything outside the root, a directory or a special file 404.
+//! - Range (single, multi, suffix, open), 416, ETag / Last-Modified and the
+//!   RFC 9110 conditionals live in the pure [`range`] module.
+//! - Ignition is answered only to `network.cidr` and loopback (403
+//!   otherwise); every ignition request is recorded in [`stats::Stats`]
+//!   (client IP ↔ node, file, status, time) and shown by the admin listener.
+//! - A bad request or a broken connection is logged at debug and never ends
+//!   [`Bound::run`]. Silent or idle connections are closed after
+//!   30 s; at most [`MAX_CONNECTIONS`] are served at once.
 
+pub mod ignition;
+pub mod path;
+pub mod range;
+pub mod stats;
+
+use std::convert::Infallible;
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
 
+use anyhow::Context as _;
+use bytes::Bytes;
+use futures_util::stream::{self, Stream, StreamExt};
+use http_body_util::{BodyExt, Empty, Full, StreamBody, combinators::UnsyncBoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
 
 use crate::hub::Hub;
 use crate::plan::Plan;
+use ignition::Target;
+use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};
+use stats::{Fetch, Stats};
+
+/// Bytes read per `pread` and sent per body frame.
+pub const CHUNK: usize = 512 * 1024;
+/// Largest ignition file served (bootstrap.ign is a few hundred kB).
+pub const MAX_IGNITION: u64 = 64 * 1024 * 1024;
+/// How long a client may take to send its request head.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most connections served at once; further clients wait in the backlog.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// How long in-flight responses get after shutdown is requested.
+const DRAIN: Duration = Duration::from_secs(5);
+
+type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+type Resp = Response<Body>;
 
 /// Sockets acquired by [`bind`].
 pub struct Bound {
-    _plan: Arc<Plan>,
+    listener: TcpListener,
+    plan: Arc<Plan>,
 }
 
-/// Bind this service's sockets and log `listening for http... on <addr>`.
+/// Bind this service's socket and log `listening for http on <addr>`.
 pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
+    let cfg = &plan.cluster.http;
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .with_context(|| format!("bind TCP {}", cfg.listen))?;
+    info!("listening for http on {}", listener.local_addr()?);
+    for (what, dir) in [
+        ("imagesDir", &cfg.images_dir),
+        ("ignitionDir", &cfg.ignition_dir),
+    ] {
+        if !dir.is_dir() {
+            warn!(
+                "http.{what} {} is not a directory (yet); its files answer 404",
+                dir.display()
+            );
+        }
+    }
     Ok(Bound {
-        _plan: plan.clone(),
+        listener,
+        plan: plan.clone(),
     })
+}
+
+struct Ctx {
+    plan: Arc<Plan>,
+    stats: Arc<Stats>,
+    boundary_seq: AtomicU64,
+}
+
+fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed_unsync()
+}
+
+fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+fn hv(s: &str) -> HeaderValue {
+    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+}
+
+fn plain(status: StatusCode, msg: &str) -> Resp {
+    let mut r = Response::new(full(format!("{msg}\n")));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Strip the body of a HEAD answer, keeping `Content-Length`.
+fn head_only(mut r: Resp, len: u64) -> Resp {
+    r.headers_mut().insert(header::CONTENT_LENGTH, len.into());
+    *r.body_mut() = empty();
+    r
+}
+
+/// `len` bytes of `file` from `offset`, in [`CHUNK`]s read on the blocking pool.
+fn file_stream(
+    file: Arc<File>,
+    offset: u64,
+    len: u64,
+    stats: Arc<Stats>,
+) -> impl Stream<Item = std::io::Result<Frame<Bytes>>> + Send + 'static {
+    stream::unfold((file, offset, len), move |(file, off, left)| {
+        let stats = stats.clone();
+        async move {
+            if left == 0 {
+                return None;
+            }
+            let n = left.min(CHUNK as u64) as usize;
+            let f = file.clone();
+            let read = tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; n];
+                let mut got = 0;
+                while got < n {
+                    match f.read_at(&mut buf[got..], off + got as u64) {
+                        Ok(0) => {
+                            return Err(std::io::Error::new(
+                                std::io::ErrorKind::UnexpectedEof,
+                                "file shrank while being sent",
+                            ));
+                        }
+                        Ok(k) => got += k,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(Bytes::from(buf))
+            })
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+            match read {
+                Ok(b) => {
+                    stats.sent(b.len() as u64);
+                    Some((Ok(Frame::data(b)), (file, off + n as u64, left - n as u64)))
+                }
+                // Yield the error once, then end (state with nothing left).
+                Err(e) => Some((Err(e), (file, off, 0))),
+            }
+        }
+    })
+}
+
+fn stream_body<S>(s: S) -> Body
+where
+    S: Stream<Item = std::io::Result<Frame<Bytes>>> + Send + 'static,
+{
+    BodyExt::boxed_unsync(StreamBody::new(s))
+}
+
+fn conditions(h: &HeaderMap) -> Conditions<'_> {
+    let get = |n: header::HeaderName| h.get(n).and_then(|v| v.to_str().ok());
+    Conditions {
+        if_match: get(header::IF_MATCH),
+        if_none_match: get(header::IF_NONE_MATCH),
+        if_modified_since: get(header::IF_MODIFIED_SINCE),
+        if_unmodified_since: get(header::IF_UNMODIFIED_SINCE),
+        if_range: get(header::IF_RANGE),
+    }
+}
+
+fn with_validators(r: &mut Resp, v: &Validators) {
+    r.headers_mut().insert(header::ETAG, hv(&v.etag));
+    if let Some(lm) = v.last_modified() {
+        r.headers_mut().insert(header::LAST_MODIFIED, hv(&lm));
+    }
+}
+
+impl Ctx {
+    async fn serve_file(&self, req: &Request<Incoming>, root: &Path, rest: &str) -> Resp {
+        let rel = match path::sanitize(rest) {
+            Ok(p) => p,
+            Err(e) => {
+                debug!("http: refused path {:?}: {e}", req.uri().path());
+                return plain(StatusCode::BAD_REQUEST, "bad path");
+            }
+        };
+        let root = root.to_path_buf();
+        let resolved = tokio::task::spawn_blocking(move || path::resolve(&root, &rel)).await;
+        let (real, file) = match resolved {
+            Ok(path::Resolved::File { path, file }) => (path, file),
+            Ok(path::Resolved::NotFound(why)) => {
+                debug!("http: {:?} not served: {why}", req.uri().path());
+                return plain(StatusCode::NOT_FOUND, "not found");
+            }
+            Err(e) => {
+                error!("http: resolver task failed: {e}");
+                return plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+            }
+        };
+        let meta = match file.metadata() {
+            Ok(m) => m,
+            Err(e) => {
+                warn!("http: stat {}: {e}", real.display());
+                return plain(StatusCode::NOT_FOUND, "not found");
+            }
+        };
+        let len = meta.len();
+        let modified = meta.modified().ok();
+        let v = Validators {
+            etag: range::file_etag(meta.ino(), len, modified),
+            modified,
+        };
+        let ctype = path::content_type(&real);
+        let is_head = req.method() == Method::HEAD;
+        let mut use_range = true;
+        match range::evaluate_conditions(&conditions(req.headers()), &v) {
+            Precondition::NotModified => {
+                let mut r = Response::new(empty());
+                *r.status_mut() = StatusCode::NOT_MODIFIED;
+                with_validators(&mut r, &v);
+                return r;
+            }
+            Precondition::Failed => {
+                return plain(StatusCode::PRECONDITION_FAILED, "precondition failed");
+            }
+            Precondition::Proceed { use_range: u } => use_range = use_range && u,
+        }
+        let outcome = match req.headers().get(header::RANGE) {
+            Some(h) if use_range && !is_head => match h.to_str() {
+                Ok(s) => range::evaluate_range(s, len),
+                Err(_) => RangeOutcome::Full,
+            },
+            _ => RangeOutcome::Full,
+        };
+        let file = Arc::new(file);
+        let mut r = Response::new(empty());
+        r.headers_mut()
+            .insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        with_validators(&mut r, &v);
+        let (body_len, body): (u64, Option<Body>) = match outcome {
+            RangeOutcome::Full => {
+                r.headers_mut().insert(header::CONTENT_TYPE, hv(ctype));
+                let s =
+                    (!is_head).then(|| stream_body(file_stream(file, 0, len, self.stats.clone())));
+                (len, s)
+            }
+            RangeOutcome::Unsatisfiable => {
+                *r.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+                r.headers_mut()
+                    .insert(header::CONTENT_RANGE, hv(&format!("bytes */{len}")));
+                return r;
+            }
+            RangeOutcome::Partial(ranges) if ranges.len() == 1 => {
+                let br = ranges[0];
+                *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+                r.headers_mut().insert(header::CONTENT_TYPE, hv(ctype));
+                r.headers_mut()
+                    .insert(header::CONTENT_RANGE, hv(&br.content_range(len)));
+                let s = file_stream(file, br.start, br.len(), self.stats.clone());
+                (br.len(), Some(stream_body(s)))
+            }
+            RangeOutcome::Partial(ranges) => {
+                *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+                let seq = self.boundary_seq.fetch_add(1, Ordering::Relaxed);
+                let salt = SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64);
+                let boundary = format!("crc-appliance-{salt:016x}{seq:08x}");
+                let m = range::Multipart::new(&boundary, ctype, &ranges, len);
+                r.headers_mut()
+                    .insert(header::CONTENT_TYPE, hv(&m.content_type()));
+                let total = m.content_length();
+                (
+                    total,
+                    Some(stream_body(multipart_stream(m, file, self.stats.clone()))),
+                )
+            }
+        };
+        r.headers_mut()
+            .insert(header::CONTENT_LENGTH, body_len.into());
+        match body {
+            Some(b) => *r.body_mut() = b,
+            None => return head_only(r, body_len),
+        }
+        r
+    }
+
+    async fn serve_ignition(&self, req: &Request<Incoming>, peer: SocketAddr, name: &str) -> Resp {
+        let c = &self.plan.cluster;
+        let client = peer.ip();
+        let node = ignition::node_by_ip(c, client).map(|n| n.name.clone());
+        let file = match path::sanitize(name) {
+            Ok(p) if p.components().count() == 1 => p.to_string_lossy().into_owned(),
+            _ => {
+                debug!("http: refused ignition path {:?}", req.uri().path());
+                return plain(StatusCode::BAD_REQUEST, "bad path");
+            }
+        };
+        let record = |status: StatusCode, detail: &str, bytes: u64| {
+            self.stats.ignition(Fetch {
+                time: SystemTime::now(),
+                client,
+                node: node.clone(),
+                file: file.clone(),
+                status: status.as_u16(),
+                detail: detail.to_string(),
+                bytes,
+            });
+        };
+        if !ignition::allowed(client, c.network.cidr) {
+            warn!(
+                "ignition {file} refused to {client}: outside {} and not loopback",
+                c.network.cidr
+            );
+            record(StatusCode::FORBIDDEN, "client outside network.cidr", 0);
+            return plain(
+                StatusCode::FORBIDDEN,
+                "ignition is only served inside the cluster network",
+            );
+        }
+        let Some(target) = ignition::target(c, &file) else {
+            record(StatusCode::NOT_FOUND, "not a node or role", 0);
+            return plain(StatusCode::NOT_FOUND, "not found");
+        };
+        let dir = c.http.ignition_dir.clone();
+        let t = target.clone();
+        let loaded = tokio::task::spawn_blocking(move || load_ignition(&dir, &t)).await;
+        let (body, detail) = match loaded {
+            Ok(Ok(x)) => x,
+            Ok(Err(IgnError::Missing(f))) => {
+                info!("ignition {file} for {client}: {f} does not exist");
+                record(StatusCode::NOT_FOUND, &format!("{f} missing"), 0);
+                return plain(StatusCode::NOT_FOUND, "not found");
+            }
+            Ok(Err(IgnError::Broken(msg))) => {
+                error!("ignition {file} for {client}: {msg}");
+                record(StatusCode::INTERNAL_SERVER_ERROR, &msg, 0);
+                return plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "ignition config is invalid",
+                );
+            }
+            Err(e) => {
+                error!("ignition loader task failed: {e}");
+                return plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+            }
+        };
+        let v = Validators {
+            etag: range::content_etag(&body),
+            modified: None,
+        };
+        let len = body.len() as u64;
+        let mut r = Response::new(empty());
+        with_validators(&mut r, &v);
+        r.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        let cond = Conditions {
+            if_none_match: req
+                .headers()
+                .get(header::IF_NONE_MATCH)
+                .and_then(|h| h.to_str().ok()),
+            ..Default::default()
+        };
+        if range::evaluate_conditions(&cond, &v) == Precondition::NotModified {
+            *r.status_mut() = StatusCode::NOT_MODIFIED;
+            record(StatusCode::NOT_MODIFIED, &detail, 0);
+            return r;
+        }
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/vnd.coreos.ignition+json"),
+        );
+        info!(
+            "ignition {file} served to {client}{} ({detail}, {len} bytes)",
+            node.as_deref()
+                .map(|n| format!(" (node {n})"))
+                .unwrap_or_default()
+        );
+        record(StatusCode::OK, &detail, len);
+        if req.method() == Method::HEAD {
+            return head_only(r, len);
+        }
+        self.stats.sent(len);
+        r.headers_mut().insert(header::CONTENT_LENGTH, len.into());
+        *r.body_mut() = full(body);
+        r
+    }
+
+    async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Resp {
+        let r = self.route(&req, peer).await;
+        self.stats.response(r.status().as_u16());
+        debug!(
+            "http {peer} {} {} -> {}",
+            req.method(),
+            req.uri().path(),
+            r.status().as_u16()
+        );
+        r
+    }
+
+    async fn route(&self, req: &Request<Incoming>, peer: SocketAddr) -> Resp {
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        let p = req.uri().path();
+        let cfg = &self.plan.cluster.http;
+        if let Some(rest) = p.strip_prefix("/images/") {
+            self.serve_file(req, &cfg.images_dir, rest).await
+        } else if let Some(rest) = p.strip_prefix("/ignition/") {
+            self.serve_ignition(req, peer, rest).await
+        } else if let Some(rest) = p.strip_prefix('/') {
+            if rest.ends_with(".ign") && !rest.contains('/') {
+                self.serve_ignition(req, peer, rest).await
+            } else {
+                self.serve_file(req, &cfg.images_dir, rest).await
+            }
+        } else {
+            plain(StatusCode::BAD_REQUEST, "bad path")
+        }
+    }
+}
+
+fn multipart_stream(
+    m: range::Multipart,
+    file: Arc<File>,
+    stats: Arc<Stats>,
+) -> impl Stream<Item = std::io::Result<Frame<Bytes>>> + Send + 'static {
+    let trailer = Bytes::from(m.trailer);
+    let parts: Vec<(Bytes, ByteRange)> = m
+        .parts
+        .into_iter()
+        .map(|(h, r)| (Bytes::from(h), r))
+        .collect();
+    let stats2 = stats.clone();
+    stream::iter(parts)
+        .flat_map(move |(h, r)| {
+            stats.sent(h.len() as u64);
+            stream::once(async move { Ok(Frame::data(h)) }).chain(file_stream(
+                file.clone(),
+                r.start,
+                r.len(),
+                stats.clone(),
+            ))
+        })
+        .chain(stream::once(async move {
+            stats2.sent(trailer.len() as u64);
+            Ok(Frame::data(trailer))
+        }))
+}
+
+enum IgnError {
+    /// The file to serve does not exist (name relative to ignitionDir).
+    Missing(String),
+    /// The file exists but cannot be served (unreadable, too big, invalid).
+    Broken(String),
+}
+
+/// Read `<name>.ign` under `dir`: `Ok(None)` when it does not exist.
+fn read_ign(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, IgnError> {
+    let rel = PathBuf::from(format!("{name}.ign"));
+    match path::resolve(dir, &rel) {
+        path::Resolved::NotFound(_) => Ok(None),
+        path::Resolved::File { path, file } => {
+            use std::io::Read as _;
+            let mut buf = Vec::new();
+            file.take(MAX_IGNITION + 1)
+                .read_to_end(&mut buf)
+                .map_err(|e| IgnError::Broken(format!("reading {}: {e}", path.display())))?;
+            if buf.len() as u64 > MAX_IGNITION {
+                return Err(IgnError::Broken(format!(
+                    "{} is larger than {MAX_IGNITION} bytes",
+                    path.display()
+                )));
+            }
+            Ok(Some(buf))
+        }
+    }
+}
+
+/// The body for a target and how it was made. Blocking.
+fn load_ignition(dir: &Path, t: &Target) -> Result<(Vec<u8>, String), IgnError> {
+    match t {
+        Target::Role(role) => read_ign(dir, role.as_str())?
+            .map(|b| (b, "role file".to_string()))
+            .ok_or_else(|| IgnError::Missing(format!("{role}.ign"))),
+        Target::Node {
+            node,
+            role,
+            hostname,
+        } => {
+            if let Some(b) = read_ign(dir, node)? {
+                return Ok((b, "node file".into()));
+            }
+            let Some(role_cfg) = read_ign(dir, role.as_str())? else {
+                return Err(IgnError::Missing(format!("{node}.ign and {role}.ign")));
+            };
+            ignition::merge_hostname(&role_cfg, hostname)
+                .map(|b| (b, format!("{role}.ign + hostname {hostname}")))
+                .map_err(|e| {
+                    IgnError::Broken(format!(
+                        "cannot merge the hostname into {}: {e}",
+                        dir.join(format!("{role}.ign")).display()
+                    ))
+                })
+        }
+    }
 }
 
 impl Bound {
     /// Serve until `shutdown` is cancelled, then finish in-flight work and return.
-    pub async fn run(self, _hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        // TODO: not implemented yet.
-        shutdown.cancelled().await;
+    pub async fn run(self, hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let local = self.listener.local_addr()?;
+        let stats = Arc::new(Stats::new(self.plan.clone(), local));
+        hub.register(stats.clone());
+        let ctx = Arc::new(Ctx {
+            plan: self.plan.clone(),
+            stats,
+            boundary_seq: AtomicU64::new(1),
+        });
+        let mut conns = JoinSet::new();
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let permit = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                p = slots.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
+            let (stream, peer) = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                r = self.listener.accept() => match r {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        warn!("http accept: {e}");
+                        tokio::select! {
+                            _ = shutdown.cancelled() => break,
+                            _ = tokio::time::sleep(Duration::from_millis(100)) => continue,
+                        }
+                    }
+                },
+            };
+            while conns.try_join_next().is_some() {}
+            let _ = stream.set_nodelay(true);
+            let ctx = ctx.clone();
+            let shutdown = shutdown.clone();
+            conns.spawn(async move {
+                let _permit = permit;
+                // A client that connects and stays silent holds no slot for
+                // long (hyper's header timeout starts with the first request).
+                let silent = tokio::select! {
+                    r = tokio::time::timeout(HEADER_TIMEOUT, stream.readable()) => !matches!(r, Ok(Ok(()))),
+                    _ = shutdown.cancelled() => true,
+                };
+                if silent {
+                    debug!(%peer, "http connection closed: no request");
+                    return;
+                }
+                ctx.stats.conn_open();
+                let c2 = ctx.clone();
+                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let ctx = c2.clone();
+                    async move { Ok::<_, Infallible>(ctx.handle(req, peer).await) }
+                });
+                let mut builder = auto::Builder::new(TokioExecutor::new());
+                builder
+                    .http1()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEADER_TIMEOUT);
+                let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                tokio::pin!(conn);
+                tokio::select! {
+                    r = conn.as_mut() => if let Err(e) = r { debug!(%peer, "http connection: {e}") },
+                    _ = shutdown.cancelled() => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(DRAIN, conn).await;
+                    }
+                }
+                ctx.stats.conn_close();
+            });
+        }
+        while conns.join_next().await.is_some() {}
         Ok(())
     }
 }

@@ -1,0 +1,259 @@
+//! Ignition serving rules (pure): who may fetch, which file answers a
+//! name, and the per-node hostname merge.
+//!
+//! - Access: ignition configs carry cluster secrets (bootstrap certificates,
+//!   pull secret), so only clients inside `network.cidr` or on loopback
+//!   (127.0.0.0/8, ::1, and their IPv4-mapped forms) are served; others get 403.
+//! - `/ignition/<name>.ign`:
+//!   1. `<name>` is a node: its own `<node>.ign` if that file exists (served
+//!      verbatim), else its role's `<role>.ign` with `/etc/hostname` set to
+//!      the node's FQDN (`master-0.<name>.<baseDomain>`, matching the DNS
+//!      A/PTR records) merged into `storage.files`;
+//!   2. `<name>` is a role (`bootstrap`, `master`, `worker`): `<role>.ign`
+//!      verbatim;
+//!   3. anything else: 404.
+//! - The merge keeps every other key; an existing `/etc/hostname` entry is
+//!   replaced. The entry is `{path, mode: 420, overwrite: true, contents:
+//!   {source: "data:,<fqdn>%0A"}}` (RFC 2397 data URL, URL-encoded), valid
+//!   for Ignition spec 3.x.
+
+use std::net::IpAddr;
+
+use serde_json::{Value, json};
+
+use crate::config::{Cluster, Ipv4Net, NodeCfg, Role};
+
+/// May `ip` fetch ignition configs?
+pub fn allowed(ip: IpAddr, cidr: Ipv4Net) -> bool {
+    let ip = match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => return v6.is_loopback(),
+        },
+        v4 => v4,
+    };
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback() || cidr.contains(v4),
+        IpAddr::V6(_) => false,
+    }
+}
+
+/// The node a client address belongs to, if any.
+pub fn node_by_ip(c: &Cluster, ip: IpAddr) -> Option<&NodeCfg> {
+    let v4 = match ip {
+        IpAddr::V4(v4) => v4,
+        IpAddr::V6(v6) => v6.to_ipv4_mapped()?,
+    };
+    c.nodes.iter().find(|n| n.ip == v4)
+}
+
+/// What `/ignition/<name>.ign` maps to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A node: try `<node>.ign`, else merge `<role>.ign` with `hostname`.
+    Node {
+        node: String,
+        role: Role,
+        hostname: String,
+    },
+    /// A role file, verbatim.
+    Role(Role),
+}
+
+/// Map the file name (`master-0.ign`) to a target; `None` → 404.
+pub fn target(c: &Cluster, file: &str) -> Option<Target> {
+    let name = file.strip_suffix(".ign")?;
+    if let Some(n) = c.node(name) {
+        return Some(Target::Node {
+            node: n.name.clone(),
+            role: n.role,
+            hostname: c.fqdn(&n.name),
+        });
+    }
+    Role::ALL
+        .into_iter()
+        .find(|r| r.as_str() == name)
+        .map(Target::Role)
+}
+
+/// Why a role config could not be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    Shape(&'static str),
+}
+
+/// `data:` URL for a small text file (percent-encoding what is not unreserved).
+pub fn data_url(text: &str) -> String {
+    let mut out = String::from("data:,");
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Merge an `/etc/hostname` file into the ignition config `role_config`.
+pub fn merge_hostname(role_config: &[u8], hostname: &str) -> Result<Vec<u8>, MergeError> {
+    let mut doc: Value = serde_json::from_slice(role_config)?;
+    let root = doc
+        .as_object_mut()
+        .ok_or(MergeError::Shape("top level is not a JSON object"))?;
+    let storage = root
+        .entry("storage")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or(MergeError::Shape("storage is not an object"))?;
+    let files = storage
+        .entry("files")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .ok_or(MergeError::Shape("storage.files is not an array"))?;
+    files.retain(|f| f.get("path").and_then(Value::as_str) != Some("/etc/hostname"));
+    files.push(json!({
+        "path": "/etc/hostname",
+        "mode": 420,
+        "overwrite": true,
+        "contents": { "source": data_url(&format!("{hostname}\n")) },
+    }));
+    Ok(serde_json::to_vec(&doc)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn acl() {
+        let cidr: Ipv4Net = "192.168.131.0/24".parse().unwrap();
+        let ok = |s: &str| allowed(s.parse().unwrap(), cidr);
+        assert!(ok("192.168.131.10"));
+        assert!(ok("192.168.131.0"));
+        assert!(ok("127.0.0.1"));
+        assert!(ok("127.8.9.10"));
+        assert!(ok("::1"));
+        assert!(ok("::ffff:192.168.131.77"));
+        assert!(ok("::ffff:127.0.0.1"));
+        assert!(!ok("192.168.132.10"));
+        assert!(!ok("10.0.0.1"));
+        assert!(!ok("0.0.0.0"));
+        assert!(!ok("::ffff:10.0.0.1"));
+        assert!(!ok("fd00::1"));
+        assert!(!ok("::"));
+        assert!(!allowed(IpAddr::V4(Ipv4Addr::new(8, 8, 8, 8)), cidr));
+        assert!(!allowed(IpAddr::V6(Ipv6Addr::UNSPECIFIED), cidr));
+    }
+
+    fn cluster() -> Cluster {
+        let text = "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1 }\nnodes:\n  - { name: bootstrap, role: bootstrap, mac: '52:54:00:00:00:01', ip: 10.0.0.5 }\n  - { name: m0, role: master, mac: '52:54:00:00:00:02', ip: 10.0.0.10 }\n  - { name: w0, role: worker, mac: '52:54:00:00:00:03', ip: 10.0.0.20 }\n";
+        crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t")).unwrap()
+    }
+
+    #[test]
+    fn targets() {
+        let c = cluster();
+        assert_eq!(
+            target(&c, "m0.ign"),
+            Some(Target::Node {
+                node: "m0".into(),
+                role: Role::Master,
+                hostname: "m0.c.example.com".into()
+            })
+        );
+        assert_eq!(target(&c, "master.ign"), Some(Target::Role(Role::Master)));
+        assert_eq!(target(&c, "worker.ign"), Some(Target::Role(Role::Worker)));
+        assert!(matches!(
+            target(&c, "bootstrap.ign"),
+            Some(Target::Node {
+                role: Role::Bootstrap,
+                ..
+            })
+        ));
+        assert_eq!(target(&c, "m1.ign"), None);
+        assert_eq!(target(&c, "m0"), None);
+        assert_eq!(target(&c, "m0.json"), None);
+        assert_eq!(
+            node_by_ip(&c, "10.0.0.20".parse().unwrap()).map(|n| n.name.as_str()),
+            Some("w0")
+        );
+        assert_eq!(
+            node_by_ip(&c, "::ffff:10.0.0.10".parse().unwrap()).map(|n| n.name.as_str()),
+            Some("m0")
+        );
+        assert!(node_by_ip(&c, "10.0.0.99".parse().unwrap()).is_none());
+    }
+
+    #[test]
+    fn data_urls() {
+        assert_eq!(data_url("m0.c.example.com\n"), "data:,m0.c.example.com%0A");
+        assert_eq!(data_url("a b/c"), "data:,a%20b%2Fc");
+    }
+
+    fn hostname_entries(v: &Value) -> Vec<&Value> {
+        v["storage"]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["path"] == "/etc/hostname")
+            .collect()
+    }
+
+    #[test]
+    fn merge_into_pointer_config() {
+        let role = br#"{"ignition":{"config":{"merge":[{"source":"https://api-int.c.example.com:22623/config/master"}]},"version":"3.2.0"}}"#;
+        let out = merge_hostname(role, "m0.c.example.com").unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v["ignition"]["config"]["merge"][0]["source"],
+            "https://api-int.c.example.com:22623/config/master"
+        );
+        assert_eq!(v["ignition"]["version"], "3.2.0");
+        let h = hostname_entries(&v);
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0]["mode"], 420);
+        assert_eq!(h[0]["overwrite"], true);
+        assert_eq!(h[0]["contents"]["source"], "data:,m0.c.example.com%0A");
+    }
+
+    #[test]
+    fn merge_replaces_existing_hostname_and_keeps_other_files() {
+        let role = br#"{"ignition":{"version":"3.4.0"},"storage":{"disks":[],"files":[
+            {"path":"/etc/hostname","contents":{"source":"data:,old"}},
+            {"path":"/etc/motd","contents":{"source":"data:,hi"}}]},"systemd":{"units":[{"name":"a.service"}]}}"#;
+        let v: Value =
+            serde_json::from_slice(&merge_hostname(role, "w0.c.example.com").unwrap()).unwrap();
+        let h = hostname_entries(&v);
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0]["contents"]["source"], "data:,w0.c.example.com%0A");
+        assert_eq!(v["storage"]["files"].as_array().unwrap().len(), 2);
+        assert_eq!(v["storage"]["files"][0]["path"], "/etc/motd");
+        assert_eq!(v["storage"]["disks"], json!([]));
+        assert_eq!(v["systemd"]["units"][0]["name"], "a.service");
+    }
+
+    #[test]
+    fn merge_errors() {
+        assert!(matches!(
+            merge_hostname(b"{not json", "h"),
+            Err(MergeError::Json(_))
+        ));
+        assert!(matches!(
+            merge_hostname(b"[]", "h"),
+            Err(MergeError::Shape(_))
+        ));
+        assert!(matches!(
+            merge_hostname(br#"{"storage":[]}"#, "h"),
+            Err(MergeError::Shape(_))
+        ));
+        assert!(matches!(
+            merge_hostname(br#"{"storage":{"files":{}}}"#, "h"),
+            Err(MergeError::Shape(_))
+        ));
+    }
+}

@@ -1,0 +1,226 @@
+//! Request paths → files, safely; content types by extension.
+//!
+//! [`sanitize`] is pure: it percent-decodes the part of the URL path after
+//! the route prefix and returns a relative path of plain components, or an
+//! error for anything hostile (`..`, `.`, empty segments, NUL, backslashes,
+//! bad escapes, absolute paths). [`resolve`] then canonicalises the result
+//! under the canonical root and requires the target to stay under the root
+//! (symlinks are followed only while they point inside it) and to be a
+//! regular file; everything else is "not found", so probing reveals nothing.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// Why a request path was refused before touching the filesystem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("bad percent-encoding")]
+    BadEscape,
+    #[error("NUL byte")]
+    Nul,
+    #[error("backslash")]
+    Backslash,
+    #[error("dot segment")]
+    Dot,
+    #[error("empty segment or absolute path")]
+    Empty,
+}
+
+/// Percent-decode `s` (RFC 3986 §2.1). `+` is kept literally.
+pub fn percent_decode(s: &str) -> Result<Vec<u8>, PathError> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = |c: u8| (c as char).to_digit(16);
+            let (Some(h), Some(l)) = (
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            ) else {
+                return Err(PathError::BadEscape);
+            };
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// Turn the (still percent-encoded) rest of a URL path into a safe relative
+/// path. An empty rest is the root itself (returned as an empty path).
+pub fn sanitize(rest: &str) -> Result<PathBuf, PathError> {
+    // Reject before decoding too: `%2f` must not smuggle separators in, so
+    // segments are split on the raw path and decoded one by one.
+    if rest.is_empty() {
+        return Ok(PathBuf::new());
+    }
+    let mut out = PathBuf::new();
+    for seg in rest.split('/') {
+        if seg.is_empty() {
+            return Err(PathError::Empty);
+        }
+        let bytes = percent_decode(seg)?;
+        if bytes.contains(&0) {
+            return Err(PathError::Nul);
+        }
+        if bytes.contains(&b'\\') {
+            return Err(PathError::Backslash);
+        }
+        if bytes.contains(&b'/') {
+            // An encoded slash inside one segment.
+            return Err(PathError::Empty);
+        }
+        if bytes == b"." || bytes == b".." {
+            return Err(PathError::Dot);
+        }
+        out.push(OsStr::from_bytes(&bytes));
+    }
+    Ok(out)
+}
+
+/// MIME type for a file name, by extension.
+pub fn content_type(name: &Path) -> &'static str {
+    let ext = name
+        .extension()
+        .and_then(OsStr::to_str)
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    match ext.as_str() {
+        "iso" => "application/x-iso9660-image",
+        "ign" => "application/vnd.coreos.ignition+json",
+        "json" => "application/json",
+        "txt" | "sha256" | "sha512" | "sha256sum" | "ipxe" | "cfg" | "conf" => {
+            "text/plain; charset=utf-8"
+        }
+        "html" | "htm" => "text/html; charset=utf-8",
+        "yaml" | "yml" => "application/yaml",
+        "gz" => "application/gzip",
+        "xz" => "application/x-xz",
+        "zst" => "application/zstd",
+        "sig" | "asc" => "application/pgp-signature",
+        // img, raw, qcow2, kernel, initramfs, rootfs and everything else.
+        _ => "application/octet-stream",
+    }
+}
+
+/// Where a sanitised path led.
+#[derive(Debug)]
+pub enum Resolved {
+    /// A regular file under the root, opened read-only.
+    File { path: PathBuf, file: File },
+    /// Missing, a directory, a special file, outside the root, or unreadable.
+    NotFound(&'static str),
+}
+
+/// Open `rel` (from [`sanitize`]) under `root`, refusing anything that
+/// resolves outside the canonical root or is not a regular file.
+/// Blocking: call from `spawn_blocking`.
+pub fn resolve(root: &Path, rel: &Path) -> Resolved {
+    let Ok(root) = root.canonicalize() else {
+        return Resolved::NotFound("root directory missing");
+    };
+    let Ok(real) = root.join(rel).canonicalize() else {
+        return Resolved::NotFound("no such file");
+    };
+    if !real.starts_with(&root) {
+        return Resolved::NotFound("resolves outside the root");
+    }
+    // `real` is canonical, so its last component is no symlink; O_NOFOLLOW
+    // refuses a symlink swapped in since.
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&real)
+    {
+        Ok(f) => f,
+        Err(_) => return Resolved::NotFound("cannot open"),
+    };
+    match file.metadata() {
+        Ok(m) if m.is_file() => Resolved::File { path: real, file },
+        Ok(_) => Resolved::NotFound("not a regular file"),
+        Err(_) => Resolved::NotFound("cannot stat"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn good_paths() {
+        assert_eq!(sanitize("a.iso").unwrap(), PathBuf::from("a.iso"));
+        assert_eq!(
+            sanitize("rhcos/4.16/live%20rootfs.img").unwrap(),
+            PathBuf::from("rhcos/4.16/live rootfs.img")
+        );
+        assert_eq!(sanitize("a+b..c").unwrap(), PathBuf::from("a+b..c"));
+        assert_eq!(sanitize("...").unwrap(), PathBuf::from("..."));
+        assert_eq!(sanitize("").unwrap(), PathBuf::new());
+    }
+
+    #[test]
+    fn hostile_paths() {
+        use PathError::*;
+        for (p, e) in [
+            ("..", Dot),
+            ("../etc/passwd", Dot),
+            ("a/../../etc/passwd", Dot),
+            ("%2e%2e/etc/passwd", Dot),
+            ("%2E%2E", Dot),
+            (".", Dot),
+            ("a/./b", Dot),
+            ("/etc/passwd", Empty),
+            ("a//b", Empty),
+            ("a/", Empty),
+            ("..%2fetc", Empty),
+            ("a%2f..%2fb", Empty),
+            ("a%00.iso", Nul),
+            ("..%5c..%5cetc", Backslash),
+            ("a\\b", Backslash),
+            ("a%zz", BadEscape),
+            ("a%2", BadEscape),
+            ("%", BadEscape),
+        ] {
+            assert_eq!(sanitize(p), Err(e), "{p}");
+        }
+    }
+
+    #[test]
+    fn content_types() {
+        let ct = |n: &str| content_type(Path::new(n));
+        assert_eq!(ct("rhcos-live.x86_64.ISO"), "application/x-iso9660-image");
+        assert_eq!(ct("master.ign"), "application/vnd.coreos.ignition+json");
+        assert_eq!(ct("rootfs.img"), "application/octet-stream");
+        assert_eq!(ct("disk.raw"), "application/octet-stream");
+        assert_eq!(ct("vmlinuz"), "application/octet-stream");
+        assert_eq!(ct("sha256sum.txt"), "text/plain; charset=utf-8");
+        assert_eq!(ct("x.raw.gz"), "application/gzip");
+    }
+
+    #[test]
+    fn resolve_stays_under_the_root() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/f.img"), b"x").unwrap();
+        std::fs::write(base.path().join("secret"), b"s").unwrap();
+        std::os::unix::fs::symlink(base.path().join("secret"), root.join("out")).unwrap();
+        std::os::unix::fs::symlink("sub/f.img", root.join("in")).unwrap();
+        std::os::unix::fs::symlink("/", root.join("slash")).unwrap();
+        let ok = |p: &str| matches!(resolve(&root, Path::new(p)), Resolved::File { .. });
+        assert!(ok("sub/f.img"));
+        assert!(ok("in"), "symlink inside the root is followed");
+        assert!(!ok("out"), "symlink out of the root");
+        assert!(!ok("slash/etc/passwd"));
+        assert!(!ok("sub"), "directory");
+        assert!(!ok("nope"));
+        assert!(!ok(""));
+    }
+}

@@ -1,0 +1,189 @@
+//! Counters and the ignition fetch log of the HTTP service, exposed to the
+//! admin listener as the `http` [`StatusSource`].
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use crate::hub::StatusSource;
+use crate::plan::Plan;
+
+/// How many ignition fetches `/status` keeps (newest first).
+pub const FETCH_LOG: usize = 200;
+
+/// One ignition request.
+#[derive(Debug, Clone)]
+pub struct Fetch {
+    pub time: SystemTime,
+    pub client: IpAddr,
+    /// The node whose IP the client has, if any.
+    pub node: Option<String>,
+    /// Requested file, e.g. `master-0.ign`.
+    pub file: String,
+    pub status: u16,
+    /// `node file`, `role file`, `role file + hostname`, or why not served.
+    pub detail: String,
+    pub bytes: u64,
+}
+
+impl Fetch {
+    fn to_json(&self) -> Value {
+        json!({
+            "time": httpdate::fmt_http_date(self.time),
+            "unixTime": self.time.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+            "client": self.client.to_string(),
+            "node": self.node,
+            "file": self.file,
+            "status": self.status,
+            "detail": self.detail,
+            "bytes": self.bytes,
+        })
+    }
+}
+
+pub struct Stats {
+    plan: std::sync::Arc<Plan>,
+    listen: SocketAddr,
+    by_status: Mutex<BTreeMap<u16, u64>>,
+    bytes: AtomicU64,
+    active: AtomicI64,
+    connections: AtomicU64,
+    fetches: Mutex<VecDeque<Fetch>>,
+    ign_by_status: Mutex<BTreeMap<u16, u64>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Stats {
+    pub fn new(plan: std::sync::Arc<Plan>, listen: SocketAddr) -> Stats {
+        Stats {
+            plan,
+            listen,
+            by_status: Mutex::default(),
+            bytes: AtomicU64::new(0),
+            active: AtomicI64::new(0),
+            connections: AtomicU64::new(0),
+            fetches: Mutex::default(),
+            ign_by_status: Mutex::default(),
+        }
+    }
+    pub fn response(&self, status: u16) {
+        *lock(&self.by_status).entry(status).or_default() += 1;
+    }
+    pub fn sent(&self, n: u64) {
+        self.bytes.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn conn_open(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        self.active.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn conn_close(&self) {
+        self.active.fetch_sub(1, Ordering::Relaxed);
+    }
+    pub fn ignition(&self, f: Fetch) {
+        *lock(&self.ign_by_status).entry(f.status).or_default() += 1;
+        let mut q = lock(&self.fetches);
+        if q.len() == FETCH_LOG {
+            q.pop_back();
+        }
+        q.push_front(f);
+    }
+    pub fn fetches(&self) -> Vec<Fetch> {
+        lock(&self.fetches).iter().cloned().collect()
+    }
+}
+
+impl StatusSource for Stats {
+    fn name(&self) -> &'static str {
+        "http"
+    }
+
+    fn status(&self) -> Value {
+        let c = &self.plan.cluster;
+        let fetches = self.fetches();
+        // Latest fetch per node: by the requesting IP, else by the file name.
+        let by_node: Vec<Value> = c
+            .nodes
+            .iter()
+            .map(|n| {
+                let own = format!("{}.ign", n.name);
+                let last = fetches
+                    .iter()
+                    .find(|f| f.node.as_deref() == Some(n.name.as_str()))
+                    .or_else(|| fetches.iter().find(|f| f.file == own));
+                json!({
+                    "node": n.name,
+                    "ip": n.ip,
+                    "role": n.role,
+                    "fetched": last.is_some_and(|f| f.status == 200),
+                    "last": last.map(Fetch::to_json),
+                })
+            })
+            .collect();
+        let statuses: BTreeMap<String, u64> = lock(&self.by_status)
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
+        json!({
+            "listen": self.listen.to_string(),
+            "imagesDir": c.http.images_dir,
+            "ignitionDir": c.http.ignition_dir,
+            "requests": statuses.values().sum::<u64>(),
+            "responsesByStatus": statuses,
+            "bytesSent": self.bytes.load(Ordering::Relaxed),
+            "connectionsActive": self.active.load(Ordering::Relaxed),
+            "connectionsTotal": self.connections.load(Ordering::Relaxed),
+            "ignitionByNode": by_node,
+            "ignitionFetches": fetches.iter().map(Fetch::to_json).collect::<Vec<_>>(),
+        })
+    }
+
+    fn metrics(&self, out: &mut String) {
+        out.push_str("# HELP crc_appliance_http_responses_total HTTP responses by status code.\n");
+        out.push_str("# TYPE crc_appliance_http_responses_total counter\n");
+        for (code, n) in lock(&self.by_status).iter() {
+            let _ = writeln!(
+                out,
+                "crc_appliance_http_responses_total{{code=\"{code}\"}} {n}"
+            );
+        }
+        out.push_str("# HELP crc_appliance_http_sent_bytes_total Response body bytes sent.\n");
+        out.push_str("# TYPE crc_appliance_http_sent_bytes_total counter\n");
+        let _ = writeln!(
+            out,
+            "crc_appliance_http_sent_bytes_total {}",
+            self.bytes.load(Ordering::Relaxed)
+        );
+        out.push_str("# HELP crc_appliance_http_connections_active Open HTTP connections.\n");
+        out.push_str("# TYPE crc_appliance_http_connections_active gauge\n");
+        let _ = writeln!(
+            out,
+            "crc_appliance_http_connections_active {}",
+            self.active.load(Ordering::Relaxed)
+        );
+        out.push_str("# HELP crc_appliance_http_connections_total Accepted HTTP connections.\n");
+        out.push_str("# TYPE crc_appliance_http_connections_total counter\n");
+        let _ = writeln!(
+            out,
+            "crc_appliance_http_connections_total {}",
+            self.connections.load(Ordering::Relaxed)
+        );
+        out.push_str(
+            "# HELP crc_appliance_http_ignition_requests_total Ignition requests by status code.\n",
+        );
+        out.push_str("# TYPE crc_appliance_http_ignition_requests_total counter\n");
+        for (code, n) in lock(&self.ign_by_status).iter() {
+            let _ = writeln!(
+                out,
+                "crc_appliance_http_ignition_requests_total{{code=\"{code}\"}} {n}"
+            );
+        }
+    }
+}
