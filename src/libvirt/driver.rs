@@ -38,6 +38,9 @@ use crate::config::Role;
 pub struct State {
     pub pool_created: bool,
     pub pool_dir_created: bool,
+    /// `remove-bootstrap` ran: later `vm up` runs leave the bootstrap out.
+    #[serde(default)]
+    pub bootstrap_removed: bool,
 }
 
 /// One row of `vm status`.
@@ -148,7 +151,11 @@ impl Driver {
             warn!("refreshing pool {}: {e}", self.spec.pool_name);
         }
         self.ensure_network(&mut done)?;
+        let skip_bootstrap = self.load_state().bootstrap_removed;
         for n in &self.spec.nodes {
+            if skip_bootstrap && n.role == Role::Bootstrap {
+                continue;
+            }
             self.ensure_volume(&pool, n, &mut done)?;
             self.ensure_domain(n, &mut done)?;
         }
@@ -164,7 +171,10 @@ impl Driver {
         )? {
             Some(p) => {
                 let x = p.xml_desc(0)?;
-                let want = format!("<path>{}</path>", xml::esc(&s.pool_path.display().to_string()));
+                let want = format!(
+                    "<path>{}</path>",
+                    xml::esc(&s.pool_path.display().to_string())
+                );
                 if !x.contains(&want) {
                     bail!(
                         "storage pool {} already exists with another directory than {} (libvirt.pool.path)",
@@ -188,7 +198,11 @@ impl Driver {
                 if let Err(e) = p.build(0) {
                     warn!("building pool {}: {e}", s.pool_name);
                 }
-                done.push(format!("defined storage pool {} at {}", s.pool_name, s.pool_path.display()));
+                done.push(format!(
+                    "defined storage pool {} at {}",
+                    s.pool_name,
+                    s.pool_path.display()
+                ));
                 p
             }
         };
@@ -279,7 +293,10 @@ impl Driver {
                     .conn
                     .define_network_xml(&xml::network_xml(s))
                     .with_context(|| format!("defining network {}", s.network_name))?;
-                done.push(format!("defined network {} (bridge {})", s.network_name, s.bridge));
+                done.push(format!(
+                    "defined network {} (bridge {})",
+                    s.network_name, s.bridge
+                ));
                 n
             }
         };
@@ -326,7 +343,10 @@ impl Driver {
 
     fn ensure_domain(&self, n: &NodeSpec, done: &mut Vec<String>) -> anyhow::Result<()> {
         let s = &self.spec;
-        match found(self.conn.lookup_domain_by_name(&n.domain), ErrorNumber::NoDomain)? {
+        match found(
+            self.conn.lookup_domain_by_name(&n.domain),
+            ErrorNumber::NoDomain,
+        )? {
             None => {
                 self.conn
                     .create_domain_xml(&xml::install_domain_xml(s, n), 0)
@@ -336,12 +356,16 @@ impl Driver {
                     .with_context(|| format!("defining domain {}", n.domain))?;
                 done.push(format!(
                     "started {} from the live ISO kernel (installing to {})",
-                    n.domain, n.disk_path.display()
+                    n.domain,
+                    n.disk_path.display()
                 ));
             }
             Some(d) => {
                 let Some(phase) = self.phase_of(&d) else {
-                    warn!("domain {} exists but was not created by crc-appliance; leaving it alone", n.domain);
+                    warn!(
+                        "domain {} exists but was not created by crc-appliance; leaving it alone",
+                        n.domain
+                    );
                     return Ok(());
                 };
                 if !d.is_persistent()? {
@@ -377,7 +401,10 @@ impl Driver {
     pub fn finish_installs(&self) -> anyhow::Result<Vec<String>> {
         let mut started = Vec::new();
         for n in &self.spec.nodes {
-            let Some(d) = found(self.conn.lookup_domain_by_name(&n.domain), ErrorNumber::NoDomain)?
+            let Some(d) = found(
+                self.conn.lookup_domain_by_name(&n.domain),
+                ErrorNumber::NoDomain,
+            )?
             else {
                 continue;
             };
@@ -400,9 +427,15 @@ impl Driver {
     /// serial log. Returns what was removed.
     pub fn remove_node(&self, n: &NodeSpec) -> anyhow::Result<Vec<String>> {
         let mut done = Vec::new();
-        if let Some(d) = found(self.conn.lookup_domain_by_name(&n.domain), ErrorNumber::NoDomain)? {
+        if let Some(d) = found(
+            self.conn.lookup_domain_by_name(&n.domain),
+            ErrorNumber::NoDomain,
+        )? {
             if self.phase_of(&d).is_none() {
-                warn!("domain {} was not created by crc-appliance; not removing it", n.domain);
+                warn!(
+                    "domain {} was not created by crc-appliance; not removing it",
+                    n.domain
+                );
             } else {
                 let persistent = d.is_persistent()?;
                 if d.is_active()? {
@@ -450,6 +483,11 @@ impl Driver {
         for n in self.spec.nodes.iter().filter(|n| n.role == Role::Bootstrap) {
             done.extend(self.remove_node(n)?);
         }
+        if self.spec.state_file.parent().is_some_and(Path::exists) {
+            let mut st = self.load_state();
+            st.bootstrap_removed = true;
+            self.save_state(&st)?;
+        }
         Ok(done)
     }
 
@@ -478,7 +516,10 @@ impl Driver {
                 }
                 done.push(format!("removed network {}", s.network_name));
             } else {
-                warn!("network {} was not created by crc-appliance; not removing it", s.network_name);
+                warn!(
+                    "network {} was not created by crc-appliance; not removing it",
+                    s.network_name
+                );
             }
         }
         for (_, f) in s.extracted_files() {
@@ -537,21 +578,23 @@ impl Driver {
     pub fn status(&self) -> anyhow::Result<Vec<NodeStatus>> {
         let mut out = Vec::new();
         for n in &self.spec.nodes {
-            let (state, phase) =
-                match found(self.conn.lookup_domain_by_name(&n.domain), ErrorNumber::NoDomain)? {
-                    None => ("absent".to_string(), "-".to_string()),
-                    Some(d) => {
-                        let live = d
-                            .xml_desc(0)
-                            .ok()
-                            .and_then(|x| xml::owner_phase(&x, &self.spec.domain));
-                        let phase = match (d.is_active().unwrap_or(false), live) {
-                            (true, Some(p)) if p == "install" => "install".to_string(),
-                            _ => self.phase_of(&d).unwrap_or_else(|| "foreign".into()),
-                        };
-                        (state_name(&d), phase)
-                    }
-                };
+            let (state, phase) = match found(
+                self.conn.lookup_domain_by_name(&n.domain),
+                ErrorNumber::NoDomain,
+            )? {
+                None => ("absent".to_string(), "-".to_string()),
+                Some(d) => {
+                    let live = d
+                        .xml_desc(0)
+                        .ok()
+                        .and_then(|x| xml::owner_phase(&x, &self.spec.domain));
+                    let phase = match (d.is_active().unwrap_or(false), live) {
+                        (true, Some(p)) if p == "install" => "install".to_string(),
+                        _ => self.phase_of(&d).unwrap_or_else(|| "foreign".into()),
+                    };
+                    (state_name(&d), phase)
+                }
+            };
             out.push(NodeStatus {
                 node: n.node.clone(),
                 domain: n.domain.clone(),
@@ -579,7 +622,11 @@ impl Driver {
                     s.network_name,
                     if n.is_active()? { "active" } else { "inactive" },
                     n.bridge_name().unwrap_or_else(|_| s.bridge.clone()),
-                    if self.our_network(&n) { "" } else { " (not ours)" }
+                    if self.our_network(&n) {
+                        ""
+                    } else {
+                        " (not ours)"
+                    }
                 ),
             },
         )

@@ -117,7 +117,7 @@ fn parse_record(rec: &[u8]) -> Result<RawRecord, IsoError> {
     if name_end > rec.len() {
         return Err(corrupt("directory record name runs past the record"));
     }
-    let su_start = (name_end + usize::from(name_len % 2 == 0)).min(rec.len());
+    let su_start = (name_end + usize::from(name_len.is_multiple_of(2))).min(rec.len());
     Ok(RawRecord {
         lba: u32le(rec, 2)?,
         len: u32le(rec, 10)?,
@@ -367,7 +367,10 @@ impl<R: Read + Seek> IsoImage<R> {
             }
         }
         if let Some(p) = pending {
-            return Err(corrupt(format!("multi-extent file {} is incomplete", p.name)));
+            return Err(corrupt(format!(
+                "multi-extent file {} is incomplete",
+                p.name
+            )));
         }
         Ok(out)
     }
@@ -458,7 +461,7 @@ pub(crate) mod testiso {
     }
 
     fn record(name: &[u8], lba: u32, len: u32, dir: bool, su: &[u8]) -> Vec<u8> {
-        let pad = usize::from(name.len() % 2 == 0);
+        let pad = usize::from(name.len().is_multiple_of(2));
         let total = 33 + name.len() + pad + su.len();
         let mut r = vec![0u8; total];
         r[0] = total as u8;
@@ -491,14 +494,14 @@ pub(crate) mod testiso {
             self.img.extend_from_slice(data);
             let rem = self.img.len() % SECTOR as usize;
             if rem != 0 || data.is_empty() {
-                self.img
-                    .resize(self.img.len() + (SECTOR as usize - rem), 0);
+                self.img.resize(self.img.len() + (SECTOR as usize - rem), 0);
             }
             lba
         }
         /// Write a directory; returns (lba, len).
         fn dir(&mut self, children: &[Node], is_root: bool) -> (u32, u32) {
-            let mut recs: Vec<(Vec<u8>, u32, u32, bool, Vec<u8>)> = Vec::new();
+            type Rec = (Vec<u8>, u32, u32, bool, Vec<u8>);
+            let mut recs: Vec<Rec> = Vec::new();
             for c in children {
                 match c {
                     Node::File(n, data) => {

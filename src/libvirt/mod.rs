@@ -47,8 +47,9 @@ pub async fn vm(plan: Arc<Plan>, action: VmAction) -> anyhow::Result<()> {
 #[cfg(not(feature = "libvirt"))]
 async fn run_vm(_spec: Spec, action: VmAction) -> anyhow::Result<()> {
     anyhow::bail!(
-        "vm {action:?}: this crc-appliance was built without libvirt support \
-         (rebuild with the default `libvirt` feature)"
+        "vm {}: this crc-appliance was built without libvirt support \
+         (rebuild with the default `libvirt` feature)",
+        format!("{action:?}").to_lowercase()
     )
 }
 

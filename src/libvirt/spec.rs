@@ -143,7 +143,9 @@ impl Spec {
     /// `http.ignitionDir`, else `/ignition/<role>.ign`.
     pub fn new(plan: &Plan) -> anyhow::Result<Spec> {
         let dir = plan.cluster.http.ignition_dir.clone();
-        Self::with_ignition_check(plan, &|node: &str| dir.join(format!("{node}.ign")).is_file())
+        Self::with_ignition_check(plan, &|node: &str| {
+            dir.join(format!("{node}.ign")).is_file()
+        })
     }
 
     pub fn with_ignition_check(

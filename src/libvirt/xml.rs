@@ -137,7 +137,10 @@ fn domain_xml(s: &Spec, n: &NodeSpec, fin: Option<Phase>) -> String {
     );
     let _ = writeln!(x, "  <memory unit='MiB'>{}</memory>", n.memory_mib);
     let _ = writeln!(x, "  <vcpu placement='static'>{}</vcpu>", n.cpus);
-    let _ = writeln!(x, "  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>");
+    let _ = writeln!(
+        x,
+        "  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>"
+    );
     if fin.is_none() {
         let _ = writeln!(x, "    <kernel>{}</kernel>", p(&s.kernel));
         let _ = writeln!(x, "    <initrd>{}</initrd>", p(&s.initrd));
@@ -221,7 +224,12 @@ fn attr(tag: &str, name: &str) -> Option<String> {
 /// Everything `vm up` would define, as one document for `render libvirt`.
 pub fn render(s: &Spec) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "<!-- crc-appliance: libvirt objects of cluster {} on {} -->", esc(&s.domain), esc(&s.uri));
+    let _ = writeln!(
+        o,
+        "<!-- crc-appliance: libvirt objects of cluster {} on {} -->",
+        esc(&s.domain),
+        esc(&s.uri)
+    );
     for w in &s.warnings {
         let _ = writeln!(o, "<!-- warning: {} -->", esc(w).replace("--", "- -"));
     }
@@ -243,7 +251,11 @@ pub fn render(s: &Spec) -> String {
         o.push_str(&volume_xml(n));
         let _ = writeln!(o, "<!-- {}: install phase (transient) -->", esc(&n.node));
         o.push_str(&install_domain_xml(s, n));
-        let _ = writeln!(o, "<!-- {}: final definition (persistent) -->", esc(&n.node));
+        let _ = writeln!(
+            o,
+            "<!-- {}: final definition (persistent) -->",
+            esc(&n.node)
+        );
         o.push_str(&final_domain_xml(s, n, Phase::Installing));
     }
     o
@@ -297,13 +309,16 @@ http:
         assert!(x.contains("<dns enable='no'/>"), "{x}");
         assert!(!x.contains("<dhcp>"), "{x}");
         assert!(!x.contains("<forward"), "isolated by default: {x}");
-        assert!(x.contains("<ip address='192.168.131.1' netmask='255.255.255.0'/>"), "{x}");
+        assert!(
+            x.contains("<ip address='192.168.131.1' netmask='255.255.255.0'/>"),
+            "{x}"
+        );
         assert!(x.contains("<bridge name='crc-ocp4'"), "{x}");
-        let nat = Spec::with_ignition_check(
-            &plan(&format!("{LV}  network: {{ nat: true }}\n")),
-            &|_| false,
-        )
-        .unwrap();
+        let nat =
+            Spec::with_ignition_check(&plan(&format!("{LV}  network: {{ nat: true }}\n")), &|_| {
+                false
+            })
+            .unwrap();
         assert!(network_xml(&nat).contains("<forward mode='nat'/>"));
     }
 
@@ -323,7 +338,10 @@ http:
             x.contains("<forwarder domain='131.168.192.in-addr.arpa' addr='192.168.131.2'/>"),
             "{x}"
         );
-        assert!(x.contains("<ip address='192.168.131.1'"), "bridge = gateway: {x}");
+        assert!(
+            x.contains("<ip address='192.168.131.1'"),
+            "bridge = gateway: {x}"
+        );
         assert!(!x.contains("enable='no'"), "{x}");
         assert!(!x.contains("<dhcp>"), "appliance DHCP is on: {x}");
         // With the appliance's DHCP off, libvirt hands out the reservations.
@@ -382,7 +400,10 @@ http:
         assert!(f.contains("<on_reboot>restart</on_reboot>"));
         assert!(f.contains("<boot order='1'/>"));
         assert!(!f.contains("<kernel>") && !f.contains("<cmdline>"), "{f}");
-        assert_eq!(owner_phase(&f, "ocp4.example.com").as_deref(), Some("installing"));
+        assert_eq!(
+            owner_phase(&f, "ocp4.example.com").as_deref(),
+            Some("installing")
+        );
         assert_eq!(owner_phase(&f, "other.example.com"), None);
         // Workers use the role file when there is no per-node one.
         let w = s.node("worker-0").unwrap();
@@ -395,8 +416,14 @@ http:
     #[test]
     fn uuids_are_stable_and_distinct() {
         let a = super::super::spec::stable_uuid("ocp4.example.com/master-0");
-        assert_eq!(a, super::super::spec::stable_uuid("ocp4.example.com/master-0"));
-        assert_ne!(a, super::super::spec::stable_uuid("ocp4.example.com/master-1"));
+        assert_eq!(
+            a,
+            super::super::spec::stable_uuid("ocp4.example.com/master-0")
+        );
+        assert_ne!(
+            a,
+            super::super::spec::stable_uuid("ocp4.example.com/master-1")
+        );
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "8");
         assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"));
