@@ -556,3 +556,59 @@ fn vm_up_works_on_the_demo_config() {
     let (code, _, err) = run(BIN, &["vm", "--cluster", f.to_str().unwrap(), "down"]);
     assert_eq!(code, 0, "{err}");
 }
+
+#[cfg(feature = "libvirt")]
+#[test]
+fn serve_with_start_on_serve_brings_the_vms_up() {
+    require_tools!("xorriso", "curl");
+    let aux = tempfile::tempdir().unwrap();
+    let iso = make_iso(aux.path(), "rhcos-serve", true);
+    let yaml = cluster_yaml(
+        Path::new("{dir}"),
+        &test_uri(aux.path()),
+        &iso,
+        "admin:\n  listen: 127.0.0.1:0\n",
+    )
+    .replace("  resources:\n", "  startOnServe: true\n  resources:\n")
+    .replace(
+        "http:\n  listen: 127.0.20.1:18080\n",
+        "http:\n  enabled: false\n  listen: 127.0.20.1:18080\n",
+    );
+    let app = common::Appliance::start(&yaml);
+    app.wait_log(
+        "started test-worker-0 from the live ISO kernel",
+        std::time::Duration::from_secs(30),
+    );
+    let url = format!("http://{}/status", app.addr("admin"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (code, out, _) = run("curl", &["-s", "--max-time", "5", &url]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        let nodes = v["libvirt"]["nodes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if code == 0
+            && nodes.len() == 5
+            && nodes
+                .iter()
+                .all(|n| n["state"] == "running" && n["phase"] == "install")
+        {
+            assert!(
+                v["libvirt"]["network"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("active"),
+                "{v}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "libvirt status never showed 5 running installs: {out}\n{}",
+            app.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(app.dir.path().join("images/test-live-rootfs.img").is_file());
+}

@@ -162,6 +162,13 @@ impl Driver {
         Ok(done)
     }
 
+    /// Only the network (what `serve` needs before binding on the bridge).
+    pub fn network_up(&self) -> anyhow::Result<Vec<String>> {
+        let mut done = Vec::new();
+        self.ensure_network(&mut done)?;
+        Ok(done)
+    }
+
     fn ensure_pool(&self, done: &mut Vec<String>) -> anyhow::Result<StoragePool> {
         let s = &self.spec;
         let mut state = self.load_state();

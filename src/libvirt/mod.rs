@@ -23,6 +23,8 @@ pub mod xml;
 
 #[cfg(feature = "libvirt")]
 pub mod driver;
+#[cfg(feature = "libvirt")]
+pub mod service;
 
 use std::sync::Arc;
 
