@@ -94,6 +94,9 @@ pub struct Driver {
 
 static CLEAR_ERRORS: Once = Once::new();
 
+/// Environment variable forcing the domain type (`kvm` or `qemu`).
+pub const DOMAIN_TYPE_ENV: &str = "CRC_APPLIANCE_DOMAIN_TYPE";
+
 impl Driver {
     /// Connect to `spec.uri` and pick the domain type (`kvm` when the host
     /// offers it, `qemu` without KVM).
@@ -112,6 +115,13 @@ impl Driver {
             && caps.contains("<domain type='qemu'")
         {
             spec.domain_type = "qemu".into();
+        }
+        // Escape hatch for hosts whose /dev/kvm cannot run guests (broken
+        // nested virtualization): force TCG with CRC_APPLIANCE_DOMAIN_TYPE=qemu.
+        match std::env::var(DOMAIN_TYPE_ENV).as_deref() {
+            Ok(t @ ("kvm" | "qemu")) => spec.domain_type = t.to_string(),
+            Ok(other) => warn!("ignoring {DOMAIN_TYPE_ENV}={other:?} (expected kvm or qemu)"),
+            Err(_) => {}
         }
         Driver { conn, spec }
     }
