@@ -425,6 +425,41 @@ mod driver {
     }
 
     #[test]
+    fn forwarder_network_is_accepted_by_libvirt() {
+        require_tools!("xorriso");
+        let dir = tempfile::tempdir().unwrap();
+        let iso = make_iso(dir.path(), "rhcos-fwd", true);
+        // The appliance's DHCP is off (`only`), so libvirt serves the reservations.
+        let yaml = cluster_yaml_net(
+            dir.path(),
+            &test_uri(dir.path()),
+            &iso,
+            ", mode: forwarder, nat: true",
+            "",
+        )
+        .replace("applianceIP: 127.0.20.1", "applianceIP: 127.0.20.2");
+        let (_, plan) = load(dir.path(), &yaml);
+        let spec = Spec::new(&plan).unwrap();
+        let d = Driver::open(spec.clone()).unwrap();
+        d.up().unwrap();
+        let net = d.conn().lookup_network_by_name(&spec.network_name).unwrap();
+        assert!(net.is_active().unwrap());
+        let x = net.xml_desc(0).unwrap();
+        for needle in [
+            "<forward mode='nat'",
+            "<forwarder domain='test.crc.testing' addr='127.0.20.2'/>",
+            "<forwarder domain='20.0.127.in-addr.arpa' addr='127.0.20.2'/>",
+            "<host mac='52:54:00:14:00:0b' name='master-1' ip='127.0.20.11'/>",
+            "address='127.0.20.1'",
+        ] {
+            assert!(x.contains(needle), "missing {needle:?} in:\n{x}");
+        }
+        assert!(!x.contains("enable='no'"), "{x}");
+        d.down().unwrap();
+        assert!(d.conn().list_all_networks(0).unwrap().is_empty());
+    }
+
+    #[test]
     fn up_fails_clearly_without_the_iso() {
         let dir = tempfile::tempdir().unwrap();
         let (_, plan) = load(
