@@ -460,6 +460,40 @@ mod driver {
     }
 
     #[test]
+    fn an_existing_pool_elsewhere_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, plan) = load(
+            dir.path(),
+            &cluster_yaml(
+                dir.path(),
+                &test_uri(dir.path()),
+                &dir.path().join("x.iso"),
+                "",
+            ),
+        );
+        let spec = Spec::new(&plan).unwrap();
+        let d = Driver::open(spec.clone()).unwrap();
+        d.conn()
+            .define_storage_pool_xml(
+                &format!(
+                    "<pool type='dir'><name>{}</name><target><path>/somewhere/else</path></target></pool>",
+                    spec.pool_name
+                ),
+                0,
+            )
+            .unwrap();
+        let e = format!("{:#}", d.up().unwrap_err());
+        assert!(e.contains("already exists with another directory"), "{e}");
+        // Not ours: down leaves it.
+        d.down().unwrap();
+        assert!(
+            d.conn()
+                .lookup_storage_pool_by_name(&spec.pool_name)
+                .is_ok()
+        );
+    }
+
+    #[test]
     fn up_fails_clearly_without_the_iso() {
         let dir = tempfile::tempdir().unwrap();
         let (_, plan) = load(

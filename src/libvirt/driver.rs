@@ -188,11 +188,11 @@ impl Driver {
         )? {
             Some(p) => {
                 let x = p.xml_desc(0)?;
-                let want = format!(
-                    "<path>{}</path>",
-                    xml::esc(&s.pool_path.display().to_string())
-                );
-                if !x.contains(&want) {
+                let have = x
+                    .split_once("<path>")
+                    .and_then(|(_, r)| r.split_once("</path>"))
+                    .map(|(v, _)| unescape(v));
+                if have.as_deref().map(Path::new) != Some(s.pool_path.as_path()) {
                     bail!(
                         "storage pool {} already exists with another directory than {} (libvirt.pool.path)",
                         s.pool_name,
@@ -648,6 +648,15 @@ impl Driver {
             },
         )
     }
+}
+
+/// Undo XML escaping of a text node.
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&apos;", "'")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&")
 }
 
 fn part_path(p: &Path) -> PathBuf {
