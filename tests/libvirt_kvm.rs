@@ -337,7 +337,7 @@ fn kvm_boots(vmlinuz: &Path, dir: &Path) -> bool {
             "-m",
             "256",
         ])
-        .args(["-display", "none", "-no-reboot", "-serial"])
+        .args(["-display", "none", "-nic", "none", "-no-reboot", "-serial"])
         .arg(format!("file:{}", out.display()))
         .arg("-kernel")
         .arg(vmlinuz)
