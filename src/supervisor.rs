@@ -47,6 +47,17 @@ macro_rules! ready {
 async fn bind_all(plan: &Arc<Plan>) -> anyhow::Result<Vec<Ready>> {
     let c = &plan.cluster;
     let mut out = Vec::new();
+    // First: with `libvirt.startOnServe` the network (bridge + applianceIP)
+    // must exist before DNS/DHCP/HTTP bind to it.
+    #[cfg(feature = "libvirt")]
+    if c.libvirt.as_ref().is_some_and(|v| v.start_on_serve) {
+        out.push(ready!(
+            "libvirt",
+            crate::libvirt::service::bind(plan)
+                .await
+                .context("libvirt")?
+        ));
+    }
     if c.dns.enabled {
         out.push(ready!("dns", dns::bind(plan).await.context("DNS")?));
     }

@@ -1,14 +1,94 @@
 //! libvirt driver: the cluster network, disks and VMs booted unattended from
 //! the RHCOS live ISO.
+//!
+//! Boot route (docs/libvirt.md, research libvirt-boot.md route A1): the
+//! kernel and initramfs are read out of the unmodified ISO with our own
+//! ISO 9660 reader ([`iso9660`]) into the pool directory, the live rootfs
+//! into `http.imagesDir`; each node first runs a transient install domain
+//! (direct kernel boot with `coreos.inst.install_dev`,
+//! `coreos.inst.ignition_url`, `coreos.live.rootfs_url`, `on_reboot=destroy`),
+//! while its persistent definition with the same UUID boots the disk.
+//!
+//! Layers: [`spec`] (names, paths, URLs, UUIDs — pure), [`xml`] (XML — pure),
+//! [`iso9660`] (reader — pure over `Read + Seek`), `driver` (virt calls,
+//! feature `libvirt`, blocking: called through `spawn_blocking`).
+//!
+//! Invariants: everything created carries the cluster name (`<cluster>-...`)
+//! or our `<metadata>`; `vm down` removes only such objects; `vm up` and
+//! `vm down` are idempotent.
 
+pub mod iso9660;
+pub mod spec;
+pub mod xml;
+
+#[cfg(feature = "libvirt")]
+pub mod driver;
+#[cfg(feature = "libvirt")]
+pub mod service;
+
+use std::sync::Arc;
+
+use crate::cli::VmAction;
 use crate::plan::Plan;
+pub use spec::Spec;
 
-/// `render libvirt`: the network, volume and domain XML that `vm up` defines.
-pub fn render(_plan: &Plan) -> anyhow::Result<String> {
-    anyhow::bail!("render libvirt is not implemented yet")
+/// `render libvirt`: the pool, network, volume and domain XML that `vm up` defines.
+pub fn render(plan: &Plan) -> anyhow::Result<String> {
+    Ok(xml::render(&Spec::new(plan)?))
 }
 
-/// `vm up|down|status`.
-pub async fn vm(_plan: std::sync::Arc<Plan>, action: crate::cli::VmAction) -> anyhow::Result<()> {
-    anyhow::bail!("vm {action:?} is not implemented yet")
+/// `vm up|down|status|remove-bootstrap`.
+pub async fn vm(plan: Arc<Plan>, action: VmAction) -> anyhow::Result<()> {
+    let spec = Spec::new(&plan)?;
+    for w in &spec.warnings {
+        tracing::warn!("{w}");
+    }
+    run_vm(spec, action).await
+}
+
+#[cfg(not(feature = "libvirt"))]
+async fn run_vm(_spec: Spec, action: VmAction) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "vm {}: this crc-appliance was built without libvirt support \
+         (rebuild with the default `libvirt` feature)",
+        format!("{action:?}").to_lowercase()
+    )
+}
+
+#[cfg(feature = "libvirt")]
+async fn run_vm(spec: Spec, action: VmAction) -> anyhow::Result<()> {
+    let out = tokio::task::spawn_blocking(move || -> anyhow::Result<String> {
+        let d = driver::Driver::open(spec)?;
+        let lines = match action {
+            VmAction::Up => {
+                let mut l = d.up()?;
+                l.extend(
+                    d.finish_installs()?
+                        .into_iter()
+                        .map(|n| format!("started {n} from its disk")),
+                );
+                l
+            }
+            VmAction::Down => d.down()?,
+            VmAction::RemoveBootstrap => d.remove_bootstrap()?,
+            VmAction::Status => {
+                let mut o = d.network_status()?;
+                o.push('\n');
+                o.push_str(&driver::status_table(&d.status()?));
+                return Ok(o);
+            }
+        };
+        let mut o = String::new();
+        if lines.is_empty() {
+            o.push_str("nothing to do\n");
+        }
+        for l in lines {
+            o.push_str(&l);
+            o.push('\n');
+        }
+        Ok(o)
+    })
+    .await??;
+    print!("{out}");
+    Ok(())
 }

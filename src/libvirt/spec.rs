@@ -1,0 +1,299 @@
+//! What `vm up` creates, derived purely from the plan: names, paths, UUIDs,
+//! URLs and kernel command lines. No I/O except the optional check for a
+//! per-node ignition file (see [`Spec::new`]).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+
+use crate::config::{LibvirtCfg, MacAddr, NetMode, Role};
+use crate::plan::Plan;
+
+/// Namespace of our `<metadata>` element in network and domain XML; it marks
+/// what `vm up` created so `vm down` removes only that.
+pub const META_NS: &str = "urn:crc-appliance:libvirt:1";
+
+/// Install progress recorded in the persistent domain's metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Defined while the transient install domain runs from the ISO kernel.
+    Installing,
+    /// Booted from its disk at least once after the installer powered off.
+    Installed,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Installing => "installing",
+            Phase::Installed => "installed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// Node name from the cluster file (`master-0`).
+    pub node: String,
+    /// libvirt domain name: `<cluster>-<node>`.
+    pub domain: String,
+    pub role: Role,
+    pub uuid: String,
+    pub mac: MacAddr,
+    pub ip: Ipv4Addr,
+    pub cpus: u32,
+    pub memory_mib: u64,
+    pub disk_gib: u64,
+    /// Volume name in the pool: `<cluster>-<node>.qcow2`.
+    pub volume: String,
+    /// `<pool path>/<volume>`.
+    pub disk_path: PathBuf,
+    /// `<pool path>/<cluster>-<node>-serial.log`.
+    pub serial_log: PathBuf,
+    pub ignition_url: String,
+    /// Kernel command line of the install phase.
+    pub cmdline: String,
+}
+
+/// A DHCP host entry for libvirt's dnsmasq (forwarder mode without the
+/// appliance's DHCP).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DhcpHost {
+    pub mac: MacAddr,
+    pub name: String,
+    pub ip: Ipv4Addr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    /// Cluster name (prefix of everything we create).
+    pub cluster: String,
+    /// `<name>.<baseDomain>`.
+    pub domain: String,
+    pub uri: String,
+    pub iso: PathBuf,
+    pub pool_name: String,
+    pub pool_path: PathBuf,
+    pub network_name: String,
+    pub network_uuid: String,
+    pub bridge: String,
+    pub mode: NetMode,
+    pub nat: bool,
+    /// Host address of the bridge: applianceIP (appliance mode) or the
+    /// gateway (forwarder mode, where libvirt's dnsmasq binds it).
+    pub bridge_ip: Ipv4Addr,
+    pub netmask: Ipv4Addr,
+    /// Forwarder mode: `(domain, applianceIP)` for the cluster and reverse zones.
+    pub forwarders: Vec<(String, Ipv4Addr)>,
+    /// Forwarder mode with the appliance's DHCP disabled: libvirt hands out
+    /// the reservations.
+    pub dhcp_hosts: Vec<DhcpHost>,
+    /// `<pool>/<cluster>-live-vmlinuz`, extracted from the ISO.
+    pub kernel: PathBuf,
+    /// `<pool>/<cluster>-live-initrd.img`, extracted from the ISO.
+    pub initrd: PathBuf,
+    /// `<imagesDir>/<cluster>-live-rootfs.img`, extracted from the ISO and
+    /// served by the appliance's HTTP server.
+    pub rootfs: PathBuf,
+    pub rootfs_url: String,
+    /// `http://<addr>` the guests use for ignition and the rootfs.
+    pub http_base: String,
+    /// `kvm` (default) or `qemu` (no KVM on the host); the driver decides.
+    pub domain_type: String,
+    /// `<pool>/.crc-appliance-<cluster>.json`: what `vm up` created.
+    pub state_file: PathBuf,
+    pub nodes: Vec<NodeSpec>,
+    /// Problems worth a warning (not errors), e.g. HTTP disabled.
+    pub warnings: Vec<String>,
+}
+
+/// Paths inside the ISO (Rock Ridge names; the 8.3 names match too).
+pub const ISO_KERNEL: &str = "images/pxeboot/vmlinuz";
+pub const ISO_INITRD: &str = "images/pxeboot/initrd.img";
+pub const ISO_ROOTFS: &str = "images/pxeboot/rootfs.img";
+
+/// A stable RFC 4122 variant UUID (version 8, "custom") from a name:
+/// FNV-1a 128 of `crc-appliance/<name>`. Stable across releases, so a
+/// re-run of `vm up` redefines the same domain.
+pub fn stable_uuid(name: &str) -> String {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    let mut h = OFFSET;
+    for b in b"crc-appliance/".iter().chain(name.as_bytes()) {
+        h ^= u128::from(*b);
+        h = h.wrapping_mul(PRIME);
+    }
+    let mut b = h.to_be_bytes();
+    b[6] = (b[6] & 0x0f) | 0x80; // version 8
+    b[8] = (b[8] & 0x3f) | 0x80; // RFC 4122 variant
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+impl Spec {
+    /// Derive everything from the plan. Errors when the cluster file has no
+    /// `libvirt` section or the network mode cannot work with the addresses.
+    /// The ignition URL is `/ignition/<node>.ign` when that file exists in
+    /// `http.ignitionDir`, else `/ignition/<role>.ign`.
+    pub fn new(plan: &Plan) -> anyhow::Result<Spec> {
+        let dir = plan.cluster.http.ignition_dir.clone();
+        Self::with_ignition_check(plan, &|node: &str| {
+            dir.join(format!("{node}.ign")).is_file()
+        })
+    }
+
+    pub fn with_ignition_check(
+        plan: &Plan,
+        has_node_ignition: &dyn Fn(&str) -> bool,
+    ) -> anyhow::Result<Spec> {
+        let c = &plan.cluster;
+        let v: &LibvirtCfg = c
+            .libvirt
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("the cluster file has no `libvirt` section"))?;
+        let net = &c.network;
+        let mut warnings = Vec::new();
+        let bridge_ip = match v.mode {
+            NetMode::Appliance => net.appliance_ip,
+            NetMode::Forwarder => {
+                if net.gateway == net.appliance_ip {
+                    anyhow::bail!(
+                        "libvirt.network.mode forwarder: libvirt's dnsmasq owns the bridge address \
+                         (network.gateway {}), so network.applianceIP must be a different address \
+                         where the appliance's DNS listens",
+                        net.gateway
+                    );
+                }
+                net.gateway
+            }
+        };
+        if v.mode == NetMode::Appliance && net.gateway != net.appliance_ip {
+            warnings.push(format!(
+                "network.gateway {} is not applianceIP {}: the bridge gets applianceIP, so the \
+                 guests' default route must be provided by another router on the network",
+                net.gateway, net.appliance_ip
+            ));
+        }
+        let mut forwarders = Vec::new();
+        let mut dhcp_hosts = Vec::new();
+        if v.mode == NetMode::Forwarder {
+            for z in &plan.zones {
+                let d = z.origin.trim_end_matches('.').to_string();
+                forwarders.push((d, net.appliance_ip));
+            }
+            if !c.dhcp.enabled {
+                dhcp_hosts = c
+                    .nodes
+                    .iter()
+                    .map(|n| DhcpHost {
+                        mac: n.mac,
+                        name: n.name.clone(),
+                        ip: n.ip,
+                    })
+                    .collect();
+            }
+        }
+        let http = c.http.listen;
+        let http_ip = match http.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(net.appliance_ip),
+            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V4(net.appliance_ip),
+            ip => ip,
+        };
+        let http_base = match http_ip {
+            IpAddr::V4(ip) => format!("http://{ip}:{}", http.port()),
+            IpAddr::V6(ip) => format!("http://[{ip}]:{}", http.port()),
+        };
+        if !c.http.enabled {
+            warnings.push(format!(
+                "http is disabled: the guests need {http_base}/ignition/ and /images/ from some \
+                 other server"
+            ));
+        }
+        let cluster = c.name.clone();
+        let pool = v.pool_path.clone();
+        let rootfs_name = format!("{cluster}-live-rootfs.img");
+        let rootfs_url = format!("{http_base}/images/{rootfs_name}");
+        let nodes = c
+            .nodes
+            .iter()
+            .map(|n| {
+                let r = v.resources(n.role);
+                let domain = format!("{cluster}-{}", n.name);
+                let volume = format!("{domain}.qcow2");
+                let ign = if has_node_ignition(&n.name) {
+                    format!("{}.ign", n.name)
+                } else {
+                    format!("{}.ign", n.role)
+                };
+                let ignition_url = format!("{http_base}/ignition/{ign}");
+                let cmdline = format!(
+                    "coreos.live.rootfs_url={rootfs_url} ignition.firstboot ignition.platform.id=metal \
+                     coreos.inst.install_dev={} coreos.inst.ignition_url={ignition_url} \
+                     console=tty0 console=ttyS0,115200n8",
+                    v.install_dev
+                );
+                NodeSpec {
+                    node: n.name.clone(),
+                    uuid: stable_uuid(&format!("{}/{}", c.domain, n.name)),
+                    role: n.role,
+                    mac: n.mac,
+                    ip: n.ip,
+                    cpus: r.cpus,
+                    memory_mib: r.memory_mib,
+                    disk_gib: r.disk_gib,
+                    disk_path: pool.join(&volume),
+                    serial_log: pool.join(format!("{domain}-serial.log")),
+                    volume,
+                    domain,
+                    ignition_url,
+                    cmdline,
+                }
+            })
+            .collect();
+        Ok(Spec {
+            domain: c.domain.clone(),
+            uri: v.uri.clone(),
+            iso: v.iso.clone(),
+            pool_name: v.pool_name.clone(),
+            pool_path: pool.clone(),
+            network_name: v.network_name.clone(),
+            network_uuid: stable_uuid(&format!("{}/network/{}", c.domain, v.network_name)),
+            bridge: v.bridge.clone(),
+            mode: v.mode,
+            nat: v.nat,
+            bridge_ip,
+            netmask: net.cidr.netmask(),
+            forwarders,
+            dhcp_hosts,
+            kernel: pool.join(format!("{cluster}-live-vmlinuz")),
+            initrd: pool.join(format!("{cluster}-live-initrd.img")),
+            rootfs: c.http.images_dir.join(&rootfs_name),
+            rootfs_url,
+            http_base,
+            domain_type: "kvm".into(),
+            state_file: pool.join(format!(".crc-appliance-{cluster}.json")),
+            cluster,
+            nodes,
+            warnings,
+        })
+    }
+
+    pub fn node(&self, name: &str) -> Option<&NodeSpec> {
+        self.nodes.iter().find(|n| n.node == name)
+    }
+
+    /// Files `vm up` extracts from the ISO: (path inside the ISO, destination).
+    pub fn extracted_files(&self) -> [(&'static str, &Path); 3] {
+        [
+            (ISO_KERNEL, self.kernel.as_path()),
+            (ISO_INITRD, self.initrd.as_path()),
+            (ISO_ROOTFS, self.rootfs.as_path()),
+        ]
+    }
+}

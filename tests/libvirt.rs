@@ -1,0 +1,683 @@
+//! libvirt driver: generated XML checked with `virt-xml-validate`, the ISO
+//! reader on images built by `xorriso`, the driver against the libvirt test
+//! driver (`test:///<per-test node XML>`, private state per connection) and
+//! the `vm`/`render libvirt` commands of the real binary.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{BIN, run};
+use crc_appliance::libvirt::iso9660::{IsoError, IsoImage};
+use crc_appliance::libvirt::spec::Phase;
+use crc_appliance::libvirt::{Spec, xml};
+use crc_appliance::plan::Plan;
+
+const KERNEL: &[u8] = b"fake kernel image\n";
+const INITRD: &[u8] = b"fake initramfs\n";
+
+fn rootfs() -> Vec<u8> {
+    // > 64 KiB so the copy loop takes several rounds.
+    (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+/// Build a live-ISO look-alike with xorriso: images/pxeboot/{vmlinuz,initrd.img,rootfs.img}.
+fn make_iso(dir: &Path, volid: &str, rock_ridge: bool) -> PathBuf {
+    let tree = dir.join(format!("tree-{volid}"));
+    let px = tree.join("images/pxeboot");
+    std::fs::create_dir_all(&px).unwrap();
+    std::fs::write(px.join("vmlinuz"), KERNEL).unwrap();
+    std::fs::write(px.join("initrd.img"), INITRD).unwrap();
+    std::fs::write(px.join("rootfs.img"), rootfs()).unwrap();
+    std::fs::create_dir_all(tree.join("coreos")).unwrap();
+    std::fs::write(tree.join("coreos/kargs.json"), b"{}").unwrap();
+    let iso = dir.join(format!("{volid}.iso"));
+    let mut args = vec!["-as", "mkisofs", "-quiet", "-V", volid];
+    if rock_ridge {
+        args.extend(["-R", "-J"]);
+    } else {
+        // xorriso writes Rock Ridge by default; plain ISO 9660 names only.
+        args.push("--norock");
+    }
+    let out = iso.to_str().unwrap().to_string();
+    let t = tree.to_str().unwrap().to_string();
+    args.extend(["-o", &out, &t]);
+    let (code, o, e) = run("xorriso", &args);
+    assert_eq!(code, 0, "xorriso failed: {o}{e}");
+    iso
+}
+
+fn cluster_yaml(dir: &Path, uri: &str, iso: &Path, extra: &str) -> String {
+    cluster_yaml_net(dir, uri, iso, "", extra)
+}
+
+/// `net` is appended inside `libvirt.network` (e.g. `, mode: forwarder`);
+/// `extra` is appended as top-level sections (e.g. `dhcp: {}`).
+fn cluster_yaml_net(dir: &Path, uri: &str, iso: &Path, net: &str, extra: &str) -> String {
+    let d = dir.display();
+    common::only(&format!(
+        "http:\n  listen: 127.0.20.1:18080\n  imagesDir: {d}/images\n  ignitionDir: {d}/ign\n\
+         libvirt:\n  uri: \"{uri}\"\n  iso: {}\n  pool: {{ name: crc-test-{pid}, path: {d}/pool }}\n  \
+         network: {{ name: crc-test-{pid}, bridge: crct{pid}{net} }}\n  resources:\n    \
+         bootstrap: {{ cpus: 1, memoryMib: 1024, diskGib: 1 }}\n    \
+         master: {{ cpus: 1, memoryMib: 1024, diskGib: 2 }}\n    \
+         worker: {{ cpus: 1, memoryMib: 1024, diskGib: 1 }}\n{extra}",
+        iso.display(),
+        pid = std::process::id() % 100000
+    ))
+}
+
+fn load(dir: &Path, yaml: &str) -> (PathBuf, Plan) {
+    let f = dir.join("cluster.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    let plan = Plan::new(crc_appliance::config::load(&f).expect("valid cluster file"));
+    (f, plan)
+}
+
+/// A private test-driver hypervisor: an empty `<node/>` file.
+#[cfg_attr(not(feature = "libvirt"), allow(dead_code))]
+fn test_uri(dir: &Path) -> String {
+    let node = dir.join("node.xml");
+    std::fs::write(&node, "<node/>\n").unwrap();
+    format!("test://{}", node.display())
+}
+
+// ------------------------------------------------------------ XML schema
+
+#[test]
+fn generated_xml_validates_against_libvirt_schemas() {
+    require_tools!("virt-xml-validate", "xmllint");
+    let dir = tempfile::tempdir().unwrap();
+    let iso = dir.path().join("x.iso");
+    for name in ["appliance", "appliance-nat", "forwarder", "forwarder-dhcp"] {
+        let (net, extra) = match name {
+            "appliance" => ("", ""),
+            "appliance-nat" => (", nat: true", ""),
+            // The appliance's DHCP on: libvirt runs no DHCP.
+            "forwarder" => (", mode: forwarder", "dhcp:\n  listen: 0.0.0.0:16767\n"),
+            // The appliance's DHCP off: libvirt hands out the reservations.
+            _ => (", mode: forwarder, nat: true", ""),
+        };
+        let mut yaml = cluster_yaml_net(dir.path(), "test:///default", &iso, net, extra);
+        if name.starts_with("forwarder") {
+            yaml = yaml.replace("applianceIP: 127.0.20.1", "applianceIP: 127.0.20.2");
+        }
+        let (_, plan) = load(dir.path(), &yaml);
+        let s = Spec::new(&plan).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let mut docs = vec![
+            ("network", xml::network_xml(&s)),
+            ("storagepool", xml::pool_xml(&s)),
+        ];
+        for n in &s.nodes {
+            docs.push(("storagevol", xml::volume_xml(n)));
+            docs.push(("domain", xml::install_domain_xml(&s, n)));
+            docs.push(("domain", xml::final_domain_xml(&s, n, Phase::Installing)));
+        }
+        for (i, (kind, text)) in docs.iter().enumerate() {
+            let f = dir.path().join(format!("{name}-{i}-{kind}.xml"));
+            std::fs::write(&f, text).unwrap();
+            let (code, out, err) = run("virt-xml-validate", &[f.to_str().unwrap(), kind]);
+            assert_eq!(
+                code, 0,
+                "{name} {kind} does not validate:\n{text}\n{out}{err}"
+            );
+        }
+        let net = &docs[0].1;
+        match name {
+            "appliance" => assert!(net.contains("<dns enable='no'/>") && !net.contains("<forward")),
+            "appliance-nat" => assert!(net.contains("<forward mode='nat'/>")),
+            "forwarder" => assert!(
+                net.contains("<forwarder domain='test.crc.testing' addr='127.0.20.2'/>")
+                    && !net.contains("<dhcp>"),
+                "{net}"
+            ),
+            _ => assert!(net.contains("<host mac='52:54:00:14:00:0a'"), "{net}"),
+        }
+    }
+}
+
+// ------------------------------------------------------------ ISO reader
+
+#[test]
+fn iso_reader_extracts_files_from_xorriso_images() {
+    require_tools!("xorriso");
+    let dir = tempfile::tempdir().unwrap();
+    for rr in [true, false] {
+        let iso = make_iso(
+            dir.path(),
+            if rr { "rhcos-rr-1" } else { "RHCOS_PLAIN" },
+            rr,
+        );
+        let mut img = IsoImage::open(std::fs::File::open(&iso).unwrap()).unwrap();
+        assert_eq!(
+            img.volume_id(),
+            if rr { "rhcos-rr-1" } else { "RHCOS_PLAIN" }
+        );
+        assert_eq!(img.has_rock_ridge(), rr);
+        assert_eq!(
+            img.read_file("images/pxeboot/vmlinuz", 1 << 20).unwrap(),
+            KERNEL
+        );
+        // coreos-installer style 8.3 primary-volume names work too.
+        assert_eq!(
+            img.read_file("IMAGES/PXEBOOT/INITRD.IMG", 1 << 20).unwrap(),
+            INITRD
+        );
+        let e = img.lookup("images/pxeboot/rootfs.img").unwrap();
+        assert_eq!(e.size, rootfs().len() as u64);
+        let mut out = Vec::new();
+        assert_eq!(img.copy_to(&e, &mut out).unwrap(), e.size);
+        assert_eq!(out, rootfs());
+        if rr {
+            assert_eq!(img.lookup("coreos/kargs.json").unwrap().name, "kargs.json");
+        }
+        assert!(matches!(
+            img.lookup("images/pxeboot/missing"),
+            Err(IsoError::NotFound(_))
+        ));
+    }
+}
+
+#[test]
+fn iso_reader_survives_truncated_and_mutated_xorriso_images() {
+    require_tools!("xorriso");
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read(make_iso(dir.path(), "rhcos-fuzz", true)).unwrap();
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut opened = 0;
+    for round in 0..1500 {
+        let mut img = base.clone();
+        // Mutate the descriptors and directory sectors (the first ~40 sectors).
+        let meta = img.len().min(40 * 2048);
+        for _ in 0..(1 + next() % 6) {
+            let at = (16 * 2048 + next() as usize % (meta - 16 * 2048)) % img.len();
+            img[at] = next() as u8;
+        }
+        if round % 5 == 0 {
+            let cut = next() as usize % img.len();
+            img.truncate(cut);
+        }
+        if let Ok(mut iso) = IsoImage::open(std::io::Cursor::new(img)) {
+            opened += 1;
+            for p in [
+                "images/pxeboot/vmlinuz",
+                "images/pxeboot/rootfs.img",
+                "coreos",
+            ] {
+                if let Ok(e) = iso.lookup(p) {
+                    let mut sink = Vec::new();
+                    let _ = iso.copy_to(&e, &mut sink);
+                    assert!(sink.len() <= base.len());
+                }
+            }
+        }
+    }
+    assert!(
+        opened > 100,
+        "mutations should mostly keep the image openable"
+    );
+    // A cut right after the descriptors: lookups or reads fail with an error.
+    let cut = IsoImage::open(std::io::Cursor::new(base[..20 * 2048].to_vec()))
+        .and_then(|mut i| i.read_file("images/pxeboot/rootfs.img", 1 << 30));
+    assert!(cut.is_err());
+}
+
+// ------------------------------------------------------------ driver
+
+#[cfg(feature = "libvirt")]
+mod driver {
+    use super::*;
+    use crc_appliance::libvirt::driver::Driver;
+
+    fn domain_xml(d: &Driver, name: &str, inactive: bool) -> String {
+        let dom = d.conn().lookup_domain_by_name(name).unwrap();
+        let flags = if inactive {
+            virt::sys::VIR_DOMAIN_XML_INACTIVE
+        } else {
+            0
+        };
+        dom.xml_desc(flags).unwrap()
+    }
+
+    fn row<'a>(
+        rows: &'a [crc_appliance::libvirt::driver::NodeStatus],
+        node: &str,
+    ) -> &'a crc_appliance::libvirt::driver::NodeStatus {
+        rows.iter().find(|r| r.node == node).unwrap()
+    }
+
+    #[test]
+    fn up_is_idempotent_installs_finish_and_down_removes_everything() {
+        require_tools!("xorriso");
+        let dir = tempfile::tempdir().unwrap();
+        let iso = make_iso(dir.path(), "rhcos-drv", true);
+        let (_, plan) = load(
+            dir.path(),
+            &cluster_yaml(dir.path(), &test_uri(dir.path()), &iso, ""),
+        );
+        let spec = Spec::new(&plan).unwrap();
+        let d = Driver::open(spec.clone()).unwrap();
+
+        let first = d.up().unwrap().join("\n");
+        for needle in [
+            "defined storage pool",
+            "defined network",
+            "created volume test-master-0.qcow2 (2 GiB)",
+            "extracted images/pxeboot/rootfs.img (200000 bytes)",
+            "started test-bootstrap from the live ISO kernel",
+            "started test-worker-0 from the live ISO kernel",
+        ] {
+            assert!(first.contains(needle), "missing {needle:?} in:\n{first}");
+        }
+        assert_eq!(std::fs::read(&spec.kernel).unwrap(), KERNEL);
+        assert_eq!(std::fs::read(&spec.initrd).unwrap(), INITRD);
+        assert_eq!(std::fs::read(&spec.rootfs).unwrap(), rootfs());
+        assert!(spec.rootfs.starts_with(dir.path().join("images")));
+
+        // Network: appliance mode, no dnsmasq, active, ours.
+        let net = d.conn().lookup_network_by_name(&spec.network_name).unwrap();
+        assert!(net.is_active().unwrap());
+        let nx = net.xml_desc(0).unwrap();
+        assert!(nx.contains("<dns enable='no'/>"), "{nx}");
+        assert!(nx.contains("address='127.0.20.1'"), "{nx}");
+
+        // Two phases: the running instance boots the ISO kernel with the
+        // install kargs and powers off on reboot; the persistent one boots the disk.
+        let live = domain_xml(&d, "test-master-0", false);
+        assert!(live.contains("<kernel>"), "{live}");
+        assert!(live.contains("coreos.inst.install_dev=/dev/vda"), "{live}");
+        assert!(
+            live.contains("coreos.inst.ignition_url=http://127.0.20.1:18080/ignition/master.ign"),
+            "{live}"
+        );
+        assert!(
+            live.contains(
+                "coreos.live.rootfs_url=http://127.0.20.1:18080/images/test-live-rootfs.img"
+            ),
+            "{live}"
+        );
+        assert!(live.contains("<on_reboot>destroy</on_reboot>"), "{live}");
+        let fin = domain_xml(&d, "test-master-0", true);
+        assert!(!fin.contains("<kernel>"), "{fin}");
+        assert!(fin.contains("<on_reboot>restart</on_reboot>"), "{fin}");
+        assert!(fin.contains("<boot order='1'/>"), "{fin}");
+        assert!(fin.contains("52:54:00:14:00:0a"), "{fin}");
+        let m0 = spec.node("master-0").unwrap();
+        assert!(fin.contains(&m0.uuid), "same UUID in both phases: {fin}");
+
+        // Idempotent: nothing to do the second time.
+        let second = d.up().unwrap();
+        assert!(second.is_empty(), "second up did: {second:?}");
+
+        let st = d.status().unwrap();
+        assert_eq!(st.len(), 5);
+        assert!(
+            st.iter()
+                .all(|r| r.state == "running" && r.phase == "install"),
+            "{st:?}"
+        );
+        assert_eq!(row(&st, "master-0").ip, "127.0.20.10");
+
+        // The installer powers master-0 off → it is started from its disk.
+        d.conn()
+            .lookup_domain_by_name("test-master-0")
+            .unwrap()
+            .destroy()
+            .unwrap();
+        assert_eq!(row(&d.status().unwrap(), "master-0").state, "shut off");
+        assert_eq!(d.finish_installs().unwrap(), ["test-master-0"]);
+        let live = domain_xml(&d, "test-master-0", false);
+        assert!(!live.contains("<kernel>"), "now boots the disk: {live}");
+        let st = d.status().unwrap();
+        assert_eq!(row(&st, "master-0").phase, "installed");
+        assert_eq!(row(&st, "master-0").state, "running");
+        assert!(d.finish_installs().unwrap().is_empty());
+
+        // remove-bootstrap: domain and volume gone, the rest untouched, and a
+        // later `up` does not bring it back.
+        let rb = d.remove_bootstrap().unwrap().join("\n");
+        assert!(rb.contains("removed domain test-bootstrap"), "{rb}");
+        assert!(rb.contains("deleted volume test-bootstrap.qcow2"), "{rb}");
+        assert_eq!(row(&d.status().unwrap(), "bootstrap").state, "absent");
+        let pool = d
+            .conn()
+            .lookup_storage_pool_by_name(&spec.pool_name)
+            .unwrap();
+        let vols = pool.list_volumes().unwrap();
+        assert!(
+            !vols.contains(&"test-bootstrap.qcow2".to_string()),
+            "{vols:?}"
+        );
+        assert!(
+            vols.contains(&"test-master-1.qcow2".to_string()),
+            "{vols:?}"
+        );
+        assert!(d.up().unwrap().is_empty());
+        assert_eq!(row(&d.status().unwrap(), "bootstrap").state, "absent");
+
+        // down: everything created is gone; a second down has nothing to do.
+        let down = d.down().unwrap().join("\n");
+        for needle in [
+            "removed domain test-master-0",
+            "deleted volume test-worker-0.qcow2",
+            "removed network",
+            "removed storage pool",
+        ] {
+            assert!(down.contains(needle), "missing {needle:?} in:\n{down}");
+        }
+        assert!(d.conn().list_all_domains(0).unwrap().is_empty());
+        assert!(d.conn().list_all_networks(0).unwrap().is_empty());
+        assert!(d.conn().list_all_storage_pools(0).unwrap().is_empty());
+        for f in [&spec.kernel, &spec.initrd, &spec.rootfs, &spec.state_file] {
+            assert!(!f.exists(), "{} left behind", f.display());
+        }
+        assert!(
+            !spec.pool_path.exists(),
+            "pool dir created by up is removed"
+        );
+        assert!(d.down().unwrap().is_empty());
+    }
+
+    #[test]
+    fn down_leaves_foreign_objects_alone() {
+        require_tools!("xorriso");
+        let dir = tempfile::tempdir().unwrap();
+        let iso = make_iso(dir.path(), "rhcos-foreign", true);
+        let (_, plan) = load(
+            dir.path(),
+            &cluster_yaml(dir.path(), &test_uri(dir.path()), &iso, ""),
+        );
+        let spec = Spec::new(&plan).unwrap();
+        let d = Driver::open(spec.clone()).unwrap();
+        // Someone else's network with our name, and a domain named like a node.
+        let net = d
+            .conn()
+            .define_network_xml(&format!(
+                "<network><name>{}</name><bridge name='foreign0'/></network>",
+                spec.network_name
+            ))
+            .unwrap();
+        net.create().unwrap();
+        let w = spec.node("worker-0").unwrap();
+        d.conn()
+            .define_domain_xml(&format!(
+                "<domain type='test'><name>{}</name><memory>1024</memory><os><type>hvm</type></os></domain>",
+                w.domain
+            ))
+            .unwrap();
+        let up = d.up().unwrap().join("\n");
+        assert!(!up.contains("defined network"), "{up}");
+        assert!(!up.contains("started test-worker-0"), "{up}");
+        assert!(up.contains("started test-master-0"), "{up}");
+        let st = d.status().unwrap();
+        assert_eq!(row(&st, "worker-0").phase, "foreign");
+        assert!(d.network_status().unwrap().contains("(not ours)"));
+        d.down().unwrap();
+        assert!(d.conn().lookup_network_by_name(&spec.network_name).is_ok());
+        assert!(d.conn().lookup_domain_by_name(&w.domain).is_ok());
+        assert!(d.conn().lookup_domain_by_name("test-master-0").is_err());
+    }
+
+    #[test]
+    fn forwarder_network_is_accepted_by_libvirt() {
+        require_tools!("xorriso");
+        let dir = tempfile::tempdir().unwrap();
+        let iso = make_iso(dir.path(), "rhcos-fwd", true);
+        // The appliance's DHCP is off (`only`), so libvirt serves the reservations.
+        let yaml = cluster_yaml_net(
+            dir.path(),
+            &test_uri(dir.path()),
+            &iso,
+            ", mode: forwarder, nat: true",
+            "",
+        )
+        .replace("applianceIP: 127.0.20.1", "applianceIP: 127.0.20.2");
+        let (_, plan) = load(dir.path(), &yaml);
+        let spec = Spec::new(&plan).unwrap();
+        let d = Driver::open(spec.clone()).unwrap();
+        d.up().unwrap();
+        let net = d.conn().lookup_network_by_name(&spec.network_name).unwrap();
+        assert!(net.is_active().unwrap());
+        let x = net.xml_desc(0).unwrap();
+        for needle in [
+            "<forward mode='nat'",
+            "<forwarder domain='test.crc.testing' addr='127.0.20.2'/>",
+            "<forwarder domain='20.0.127.in-addr.arpa' addr='127.0.20.2'/>",
+            "<host mac='52:54:00:14:00:0b' name='master-1' ip='127.0.20.11'/>",
+            "address='127.0.20.1'",
+        ] {
+            assert!(x.contains(needle), "missing {needle:?} in:\n{x}");
+        }
+        assert!(!x.contains("enable='no'"), "{x}");
+        d.down().unwrap();
+        assert!(d.conn().list_all_networks(0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_existing_pool_elsewhere_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, plan) = load(
+            dir.path(),
+            &cluster_yaml(
+                dir.path(),
+                &test_uri(dir.path()),
+                &dir.path().join("x.iso"),
+                "",
+            ),
+        );
+        let spec = Spec::new(&plan).unwrap();
+        let d = Driver::open(spec.clone()).unwrap();
+        d.conn()
+            .define_storage_pool_xml(
+                &format!(
+                    "<pool type='dir'><name>{}</name><target><path>/somewhere/else</path></target></pool>",
+                    spec.pool_name
+                ),
+                0,
+            )
+            .unwrap();
+        let e = format!("{:#}", d.up().unwrap_err());
+        assert!(e.contains("already exists with another directory"), "{e}");
+        // Not ours: down leaves it.
+        d.down().unwrap();
+        assert!(
+            d.conn()
+                .lookup_storage_pool_by_name(&spec.pool_name)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn up_fails_clearly_without_the_iso() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, plan) = load(
+            dir.path(),
+            &cluster_yaml(
+                dir.path(),
+                &test_uri(dir.path()),
+                &dir.path().join("nope.iso"),
+                "",
+            ),
+        );
+        let d = Driver::open(Spec::new(&plan).unwrap()).unwrap();
+        let e = format!("{:#}", d.up().unwrap_err());
+        assert!(
+            e.contains("opening the live ISO") && e.contains("nope.iso"),
+            "{e}"
+        );
+        // Nothing half-created that down would not clean.
+        d.down().unwrap();
+        assert!(d.conn().list_all_storage_pools(0).unwrap().is_empty());
+    }
+}
+
+// ------------------------------------------------------------ CLI
+
+#[test]
+fn render_libvirt_prints_every_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let (f, _) = load(
+        dir.path(),
+        &cluster_yaml(dir.path(), "qemu:///system", &dir.path().join("x.iso"), ""),
+    );
+    let (code, out, err) = run(
+        BIN,
+        &["render", "--cluster", f.to_str().unwrap(), "libvirt"],
+    );
+    assert_eq!(code, 0, "{err}");
+    for needle in [
+        "<pool type='dir'>",
+        "<dns enable='no'/>",
+        "<name>test-master-2.qcow2</name>",
+        "<name>test-worker-0</name>",
+        "<on_reboot>destroy</on_reboot>",
+        "<on_reboot>restart</on_reboot>",
+        "coreos.inst.ignition_url=http://127.0.20.1:18080/ignition/worker.ign",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?}:\n{out}");
+    }
+}
+
+#[cfg(feature = "libvirt")]
+#[test]
+fn vm_commands_run_against_the_test_driver() {
+    require_tools!("xorriso");
+    let dir = tempfile::tempdir().unwrap();
+    let iso = make_iso(dir.path(), "rhcos-cli", true);
+    let (f, _) = load(
+        dir.path(),
+        &cluster_yaml(dir.path(), &test_uri(dir.path()), &iso, ""),
+    );
+    let f = f.to_str().unwrap();
+    let (code, out, err) = run(BIN, &["vm", "--cluster", f, "up"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("started test-master-0 from the live ISO kernel"),
+        "{out}"
+    );
+    assert!(dir.path().join("images/test-live-rootfs.img").is_file());
+    // Each process gets fresh test-driver state from node.xml: status shows absent.
+    let (code, out, err) = run(BIN, &["vm", "--cluster", f, "status"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("NODE") && out.contains("master-0"), "{out}");
+    assert!(
+        out.contains("52:54:00:14:00:0a") && out.contains("127.0.20.10"),
+        "{out}"
+    );
+    let (code, out, err) = run(BIN, &["vm", "--cluster", f, "remove-bootstrap"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = run(BIN, &["vm", "--cluster", f, "down"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // Files `up` extracted are ours by name and removed.
+    assert!(out.contains("test-live-rootfs.img"), "{out}");
+    assert!(!dir.path().join("images/test-live-rootfs.img").exists());
+}
+
+#[cfg(feature = "libvirt")]
+#[test]
+fn vm_up_works_on_the_demo_config() {
+    require_tools!("xorriso");
+    let dir = tempfile::tempdir().unwrap();
+    let iso = make_iso(dir.path(), "rhcos-demo", true);
+    let demo =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/demo.yaml"))
+            .unwrap();
+    let d = dir.path().display();
+    let text = demo
+        .replace(
+            "iso: ../assets/demo/images/rhcos-live.x86_64.iso",
+            &format!("iso: {}", iso.display()),
+        )
+        .replace(
+            "path: /tmp/crc-appliance-demo/pool",
+            &format!("path: {d}/pool"),
+        )
+        .replace(
+            "imagesDir: ../assets/demo/images",
+            &format!("imagesDir: {d}/images"),
+        )
+        .replace(
+            "ignitionDir: ../assets/demo/ignition",
+            &format!("ignitionDir: {d}/ign"),
+        )
+        .replace(
+            "/tmp/crc-appliance-demo/leases.json",
+            &format!("{d}/leases.json"),
+        );
+    assert!(
+        text.contains("uri: test:///default"),
+        "demo uses the test driver"
+    );
+    let f = dir.path().join("demo.yaml");
+    std::fs::write(&f, text).unwrap();
+    let (code, out, err) = run(BIN, &["vm", "--cluster", f.to_str().unwrap(), "up"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("started demo-worker-1 from the live ISO kernel"),
+        "{out}"
+    );
+    let (code, _, err) = run(BIN, &["vm", "--cluster", f.to_str().unwrap(), "down"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[cfg(feature = "libvirt")]
+#[test]
+fn serve_with_start_on_serve_brings_the_vms_up() {
+    require_tools!("xorriso", "curl");
+    let aux = tempfile::tempdir().unwrap();
+    let iso = make_iso(aux.path(), "rhcos-serve", true);
+    let yaml = cluster_yaml(
+        Path::new("{dir}"),
+        &test_uri(aux.path()),
+        &iso,
+        "admin:\n  listen: 127.0.0.1:0\n",
+    )
+    .replace("  resources:\n", "  startOnServe: true\n  resources:\n")
+    .replace(
+        "http:\n  listen: 127.0.20.1:18080\n",
+        "http:\n  enabled: false\n  listen: 127.0.20.1:18080\n",
+    );
+    let app = common::Appliance::start(&yaml);
+    app.wait_log(
+        "started test-worker-0 from the live ISO kernel",
+        std::time::Duration::from_secs(30),
+    );
+    let url = format!("http://{}/status", app.addr("admin"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (code, out, _) = run("curl", &["-s", "--max-time", "5", &url]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        let nodes = v["libvirt"]["nodes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if code == 0
+            && nodes.len() == 5
+            && nodes
+                .iter()
+                .all(|n| n["state"] == "running" && n["phase"] == "install")
+        {
+            assert!(
+                v["libvirt"]["network"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("active"),
+                "{v}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "libvirt status never showed 5 running installs: {out}\n{}",
+            app.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(app.dir.path().join("images/test-live-rootfs.img").is_file());
+}

@@ -1,0 +1,823 @@
+//! End to end under real KVM: `serve` with `libvirt.startOnServe` on
+//! `qemu:///system` defines an isolated network (no `<forward>`), extracts
+//! the kernel/initramfs from an ISO built here with xorriso, and boots a
+//! tiny Linux (the host's Debian kernel + a busybox initramfs) through the
+//! install phase. The guest reads our kernel command line, asks for a DHCP
+//! lease, resolves `api.<cluster>`, fetches the ignition URL and the rootfs
+//! URL, prints markers to ttyS0 (the serial log) and powers off; the serve
+//! loop must then boot the persistent definition from disk. `vm down`
+//! removes everything.
+//!
+//! Needs root, /dev/kvm, qemu-system-x86_64, libvirtd + virtlogd, a kernel
+//! in /boot with its modules, busybox (its libraries are copied in) and
+//! xorriso; skipped with a clear message otherwise. When /dev/kvm exists but
+//! cannot boot a Linux guest (broken nested virtualization), the guest runs
+//! under TCG (`CRC_APPLIANCE_DOMAIN_TYPE=qemu`) and the test says so. The network checks need the DNS, DHCP and HTTP
+//! services; when this build's `serve` does not log their listeners, those
+//! checks are reported as skipped and only the libvirt boot path is checked.
+#![cfg(feature = "libvirt")]
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{BIN, run};
+
+/// Newc (SVR4, no CRC) cpio writer for the initramfs.
+struct Cpio {
+    out: Vec<u8>,
+    ino: u32,
+}
+
+impl Cpio {
+    fn new() -> Self {
+        Cpio {
+            out: Vec::new(),
+            ino: 1,
+        }
+    }
+    fn pad(&mut self) {
+        while !self.out.len().is_multiple_of(4) {
+            self.out.push(0);
+        }
+    }
+    fn entry(&mut self, name: &str, mode: u32, data: &[u8], rdev: (u32, u32)) {
+        let fields = [
+            self.ino,
+            mode,
+            0,
+            0,
+            1,
+            0,
+            data.len() as u32,
+            0,
+            0,
+            rdev.0,
+            rdev.1,
+            name.len() as u32 + 1,
+            0,
+        ];
+        self.ino += 1;
+        self.out.extend_from_slice(b"070701");
+        for f in fields {
+            self.out.extend_from_slice(format!("{f:08X}").as_bytes());
+        }
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.push(0);
+        self.pad();
+        self.out.extend_from_slice(data);
+        self.pad();
+    }
+    fn dir(&mut self, name: &str) {
+        self.entry(name, 0o040755, &[], (0, 0));
+    }
+    fn file(&mut self, name: &str, mode: u32, data: &[u8]) {
+        self.entry(name, 0o100000 | mode, data, (0, 0));
+    }
+    fn finish(mut self) -> Vec<u8> {
+        self.entry("TRAILER!!!", 0, &[], (0, 0));
+        self.out
+    }
+}
+
+/// The newest /boot/vmlinuz-* with a modules.dep.
+fn host_kernel() -> Option<(PathBuf, PathBuf)> {
+    let mut found: Vec<(PathBuf, PathBuf)> = std::fs::read_dir("/boot")
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let ver = name.strip_prefix("vmlinuz-")?.to_string();
+            let moddir = PathBuf::from("/lib/modules").join(&ver);
+            moddir
+                .join("modules.dep")
+                .is_file()
+                .then(|| (e.path(), moddir))
+        })
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// Modules (paths relative to moddir) to load for virtio-pci + virtio-net,
+/// dependencies first, from modules.dep. Built-in drivers need nothing.
+fn module_order(moddir: &Path) -> Vec<String> {
+    let dep = std::fs::read_to_string(moddir.join("modules.dep")).unwrap_or_default();
+    let map: HashMap<String, Vec<String>> = dep
+        .lines()
+        .filter_map(|l| {
+            let (m, d) = l.split_once(':')?;
+            Some((
+                m.to_string(),
+                d.split_whitespace().map(str::to_string).collect(),
+            ))
+        })
+        .collect();
+    let mut order: Vec<String> = Vec::new();
+    for want in ["virtio_pci.ko", "virtio_net.ko"] {
+        let Some((m, deps)) = map
+            .iter()
+            .find(|(m, _)| m.rsplit('/').next().is_some_and(|f| f.starts_with(want)))
+        else {
+            continue;
+        };
+        for d in deps.iter().rev().chain(std::iter::once(m)) {
+            if !order.contains(d) {
+                order.push(d.clone());
+            }
+        }
+    }
+    order
+}
+
+const UDHCPC_SCRIPT: &str = r#"#!/bin/sh
+case "$1" in
+  bound|renew)
+    ifconfig "$interface" "$ip" netmask "$subnet" up
+    echo "$ip" > /tmp/ip
+    echo "${dns%% *}" > /tmp/dns
+    echo "$hostname" > /tmp/hostname
+    ;;
+esac
+exit 0
+"#;
+
+fn init_script(domain: &str, modules: &[String]) -> String {
+    let insmods: String = modules
+        .iter()
+        .map(|m| {
+            format!(
+                "insmod /lib/modules/{} || echo \"CRC-E2E insmod failed {m}\"\n",
+                m.rsplit('/').next().unwrap_or(m)
+            )
+        })
+        .collect();
+    format!(
+        r#"#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /tmp /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+exec >/dev/ttyS0 2>&1
+echo "CRC-E2E booted"
+{insmods}
+for a in $(cat /proc/cmdline); do
+  case "$a" in
+    coreos.inst.ignition_url=*) IGN="${{a#*=}}" ;;
+    coreos.live.rootfs_url=*) ROOTFS="${{a#*=}}" ;;
+    coreos.inst.install_dev=*) DEV="${{a#*=}}" ;;
+  esac
+done
+echo "CRC-E2E kargs dev=$DEV ign=$IGN rootfs=$ROOTFS"
+# HTTP GET with nc (busybox wget crashes in this bare initramfs).
+fetch() {{
+  u="${{1#http://}}"; hp="${{u%%/*}}"; path="/${{u#*/}}"
+  printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$path" "$hp" | nc -w 10 "${{hp%:*}}" "${{hp##*:}}" | tr -d '\r' > /tmp/resp
+}}
+ip link set lo up
+ip link set eth0 up && echo "CRC-E2E eth0 up"
+if udhcpc -i eth0 -n -q -t 10 -T 2 -s /udhcpc.sh; then
+  echo "CRC-E2E lease ip=$(cat /tmp/ip) dns=$(cat /tmp/dns) host=$(cat /tmp/hostname)"
+  echo "CRC-E2E resolve $(nslookup api.{domain} $(cat /tmp/dns) 2>&1 | tr '\n' ' ')"
+  fetch "$IGN" && head -n 1 /tmp/resp | grep -q ' 200' && echo "CRC-E2E ignition $(sed '1,/^$/d' /tmp/resp)"
+  fetch "$ROOTFS" && echo "CRC-E2E rootfs $(head -n 1 /tmp/resp | cut -d' ' -f2) $(grep -i '^content-length:' /tmp/resp | tr -d ' ' | tr A-Z a-z)"
+else
+  echo "CRC-E2E no lease"
+fi
+echo "CRC-E2E done"
+sync
+poweroff -f
+"#
+    )
+}
+
+/// Shared libraries a dynamic /bin/busybox needs (absolute paths), from ldd.
+fn busybox_libs() -> Vec<String> {
+    let (_, out, _) = run("ldd", &["/bin/busybox"]);
+    out.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let path = match l.split_once("=>") {
+                Some((_, r)) => r.split_whitespace().next()?,
+                None => l.split_whitespace().next()?,
+            };
+            path.starts_with('/').then(|| path.to_string())
+        })
+        .collect()
+}
+
+fn build_initramfs(domain: &str, moddir: &Path) -> Vec<u8> {
+    let modules = module_order(moddir);
+    let mut c = Cpio::new();
+    let mut dirs: Vec<String> = ["bin", "dev", "proc", "sys", "tmp", "lib", "lib/modules"]
+        .map(String::from)
+        .to_vec();
+    let libs = busybox_libs();
+    for l in &libs {
+        let mut p = Path::new(l.trim_start_matches('/')).parent();
+        let mut chain = Vec::new();
+        while let Some(d) = p.filter(|d| !d.as_os_str().is_empty()) {
+            chain.push(d.display().to_string());
+            p = d.parent();
+        }
+        for d in chain.into_iter().rev() {
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+    }
+    for d in &dirs {
+        c.dir(d);
+    }
+    c.entry("dev/console", 0o020600, &[], (5, 1));
+    c.entry("dev/ttyS0", 0o020600, &[], (4, 64));
+    let bb = std::fs::read("/bin/busybox").expect("read /bin/busybox");
+    c.file("bin/busybox", 0o755, &bb);
+    c.file("bin/sh", 0o755, &bb);
+    for l in &libs {
+        c.file(
+            l.trim_start_matches('/'),
+            0o755,
+            &std::fs::read(l).expect("read busybox library"),
+        );
+    }
+    for m in &modules {
+        let name = m.rsplit('/').next().unwrap_or(m);
+        c.file(
+            &format!("lib/modules/{name}"),
+            0o644,
+            &std::fs::read(moddir.join(m)).expect("read module"),
+        );
+    }
+    c.file("udhcpc.sh", 0o755, UDHCPC_SCRIPT.as_bytes());
+    c.file("init", 0o755, init_script(domain, &modules).as_bytes());
+    c.finish()
+}
+
+fn virsh_ok() -> bool {
+    Command::new("virsh")
+        .args(["-c", "qemu:///system", "uri"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// Daemons this test started (killed by PID at the end).
+struct Daemons(Vec<u32>);
+
+impl Drop for Daemons {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = Command::new("kill")
+                .arg(pid.to_string())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
+fn start_libvirtd() -> Result<Daemons, String> {
+    // libvirt writes `<bridge>.macs` there even for networks without dnsmasq;
+    // the directory comes with dnsmasq-base, which a minimal install lacks.
+    let _ = std::fs::create_dir_all("/var/lib/libvirt/dnsmasq");
+    if virsh_ok() {
+        return Ok(Daemons(Vec::new()));
+    }
+    let mut started = Vec::new();
+    for (bin, pidfile) in [
+        ("virtlogd", "/run/virtlogd.pid"),
+        ("libvirtd", "/run/libvirtd.pid"),
+    ] {
+        let st = Command::new(bin)
+            .arg("-d")
+            .status()
+            .map_err(|e| format!("cannot run {bin}: {e}"))?;
+        if !st.success() {
+            return Err(format!("{bin} -d failed: {st}"));
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(pid) = std::fs::read_to_string(pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok())
+            {
+                started.push(pid);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let d = Daemons(started);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if virsh_ok() {
+            return Ok(d);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Err("libvirtd did not answer on qemu:///system".into())
+}
+
+/// Does KVM actually run a Linux guest here (nested virtualization can
+/// expose /dev/kvm and still fail)? Boots the kernel with `-cpu host`, as
+/// libvirt's host-passthrough would, and waits for its banner.
+fn kvm_boots(vmlinuz: &Path, dir: &Path) -> bool {
+    let out = dir.join("kvm-probe.log");
+    let mut child = match Command::new("qemu-system-x86_64")
+        .args([
+            "-enable-kvm",
+            "-machine",
+            "q35",
+            "-cpu",
+            "host",
+            "-m",
+            "256",
+        ])
+        .args(["-display", "none", "-nic", "none", "-no-reboot", "-serial"])
+        .arg(format!("file:{}", out.display()))
+        .arg("-kernel")
+        .arg(vmlinuz)
+        .args(["-append", "console=ttyS0 panic=-1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(_) => return false,
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut ok = false;
+    while Instant::now() < deadline {
+        if std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .contains("Linux version")
+        {
+            ok = true;
+            break;
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    ok
+}
+
+/// `crc-appliance serve` with extra environment, log in a file.
+struct Serve {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+impl Serve {
+    fn start(cluster: &Path, log: PathBuf, env: &[(&str, &str)]) -> Serve {
+        let f = std::fs::File::create(&log).unwrap();
+        let child = Command::new(BIN)
+            .args(["serve", "--cluster"])
+            .arg(cluster)
+            .envs(env.iter().copied())
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .expect("spawn serve");
+        let s = Serve { child, log };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !s.log().contains("crc-appliance ready") {
+            assert!(Instant::now() < deadline, "serve not ready:\n{}", s.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        s
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    fn has(&self, what: &str) -> bool {
+        self.log().contains(&format!("listening for {what} on "))
+    }
+    fn addr(&self, what: &str) -> String {
+        let l = self.log();
+        let needle = format!("listening for {what} on ");
+        let at = l.find(&needle).expect("listener") + needle.len();
+        l[at..].split_whitespace().next().unwrap().to_string()
+    }
+    fn stop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .stderr(std::process::Stdio::null())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.stop();
+        if std::thread::panicking() {
+            eprintln!("serve log:\n{}", self.log());
+        }
+    }
+}
+
+/// Stand-ins for the appliance's DHCP, DNS and HTTP services, used only when
+/// this build's `serve` does not provide them (the services live in other
+/// modules): busybox udhcpd and httpd, and a minimal UDP DNS responder for
+/// `api.<domain>`. They check the libvirt side: an isolated bridge that
+/// carries applianceIP, reachable from the guest for DHCP, DNS and HTTP.
+struct StandIns {
+    children: Vec<std::process::Child>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    dns: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StandIns {
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        dir: &Path,
+        bridge: &str,
+        net: &str,
+        mac: &str,
+        http_port: u32,
+        www: &Path,
+        api_name: &str,
+    ) -> StandIns {
+        let conf = dir.join("udhcpd.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "start {net}.100\nend {net}.200\ninterface {bridge}\nlease_file {}\n\
+                 pidfile {}\noption subnet 255.255.255.0\noption router {net}.1\n\
+                 option dns {net}.1\noption hostname master-0\nstatic_lease {mac} {net}.10\n",
+                dir.join("udhcpd.leases").display(),
+                dir.join("udhcpd.pid").display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(dir.join("udhcpd.leases"), b"").unwrap();
+        let mut children = Vec::new();
+        for args in [
+            vec![
+                "udhcpd".to_string(),
+                "-f".into(),
+                conf.display().to_string(),
+            ],
+            vec![
+                "httpd".into(),
+                "-f".into(),
+                "-p".into(),
+                format!("{net}.1:{http_port}"),
+                "-h".into(),
+                www.display().to_string(),
+            ],
+        ] {
+            children.push(
+                Command::new("busybox")
+                    .args(&args)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .expect("busybox stand-in"),
+            );
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sock = std::net::UdpSocket::bind(format!("{net}.1:53")).expect("bind stand-in DNS");
+        sock.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let answer: std::net::Ipv4Addr = format!("{net}.1").parse().unwrap();
+        let api = api_name.to_string();
+        let st = stop.clone();
+        let dns = std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            while !st.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((n, peer)) = sock.recv_from(&mut buf) else {
+                    continue;
+                };
+                if let Some(resp) = dns_answer(&buf[..n], &api, answer) {
+                    let _ = sock.send_to(&resp, peer);
+                }
+            }
+        });
+        StandIns {
+            children,
+            stop,
+            dns: Some(dns),
+        }
+    }
+}
+
+/// Answer one query: A for `api` → `ip`, NODATA for its other types,
+/// NXDOMAIN for other names.
+fn dns_answer(q: &[u8], api: &str, ip: std::net::Ipv4Addr) -> Option<Vec<u8>> {
+    if q.len() < 12 {
+        return None;
+    }
+    let mut p = 12;
+    let mut labels = Vec::new();
+    loop {
+        let l = *q.get(p)? as usize;
+        p += 1;
+        if l == 0 {
+            break;
+        }
+        labels.push(String::from_utf8_lossy(q.get(p..p + l)?).to_lowercase());
+        p += l;
+    }
+    let qtype = u16::from_be_bytes([*q.get(p)?, *q.get(p + 1)?]);
+    let qend = p + 4;
+    let name = labels.join(".");
+    let mut r = q.get(..qend)?.to_vec();
+    r[2] = 0x84 | (q[2] & 0x01); // QR, AA, RD copied
+    r[3] = if name == api { 0 } else { 3 };
+    r[6..12].copy_from_slice(&[0, 0, 0, 0, 0, 0]);
+    if name == api && qtype == 1 {
+        r[7] = 1;
+        r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 30, 0, 4]);
+        r.extend_from_slice(&ip.octets());
+    }
+    Some(r)
+}
+
+impl Drop for StandIns {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.dns.take() {
+            let _ = t.join();
+        }
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs `vm down` on drop, so a failed test leaves nothing behind.
+struct VmDown(PathBuf);
+
+impl Drop for VmDown {
+    fn drop(&mut self) {
+        let (code, out, err) = run(BIN, &["vm", "--cluster", self.0.to_str().unwrap(), "down"]);
+        if code != 0 {
+            eprintln!("vm down failed: {out}{err}");
+        }
+    }
+}
+
+#[test]
+fn kvm_guest_boots_from_the_iso_and_reaches_the_appliance() {
+    require!(common::is_root(), "needs root (libvirtd, bridges)");
+    require!(Path::new("/dev/kvm").exists(), "no /dev/kvm");
+    require_tools!(
+        "qemu-system-x86_64",
+        "libvirtd",
+        "virtlogd",
+        "virsh",
+        "xorriso",
+        "curl",
+        "ldd"
+    );
+    let Some((vmlinuz, moddir)) = host_kernel() else {
+        eprintln!(
+            "SKIPPED kvm e2e: no /boot/vmlinuz-* with /lib/modules (install linux-image-amd64)"
+        );
+        return;
+    };
+    require!(
+        Path::new("/bin/busybox").exists(),
+        "no /bin/busybox (install busybox)"
+    );
+    let _daemons = match start_libvirtd() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("SKIPPED kvm e2e: {e}");
+            return;
+        }
+    };
+
+    let pid = std::process::id();
+    let octet = 100 + pid % 150;
+    let net = format!("10.231.{octet}");
+    let domain = "e2e.crc.testing";
+    let http_port = 28000 + pid % 1000;
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+
+    // The "live ISO": host kernel + our initramfs + a rootfs blob.
+    let tree = w.join("tree/images/pxeboot");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::copy(&vmlinuz, tree.join("vmlinuz")).unwrap();
+    std::fs::write(tree.join("initrd.img"), build_initramfs(domain, &moddir)).unwrap();
+    std::fs::write(tree.join("rootfs.img"), vec![0x5a; 123_457]).unwrap();
+    let iso = w.join("live.iso");
+    let (code, o, e) = run(
+        "xorriso",
+        &[
+            "-as",
+            "mkisofs",
+            "-quiet",
+            "-V",
+            "crc-e2e",
+            "-R",
+            "-J",
+            "-o",
+            iso.to_str().unwrap(),
+            w.join("tree").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{o}{e}");
+    std::fs::create_dir_all(w.join("www/ignition")).unwrap();
+    let marker = format!("crc-e2e-ignition-{pid}");
+    std::fs::write(
+        w.join("www/ignition/master.ign"),
+        format!("{{\"ignition\":{{\"version\":\"3.2.0\"}},\"m\":\"{marker}\"}}"),
+    )
+    .unwrap();
+
+    let pool = PathBuf::from(format!("/var/lib/libvirt/images/crc-e2e-{pid}"));
+    let bridge = format!("crce2e{}", pid % 100000);
+    let yaml = format!(
+        r#"name: e2e
+baseDomain: crc.testing
+network:
+  cidr: {net}.0/24
+  gateway: {net}.1
+  applianceIP: {net}.1
+  interface: {bridge}
+nodes:
+  - {{ name: master-0, role: master, mac: "52:54:00:e2:{:02x}:0a", ip: {net}.10 }}
+dns:
+  listen: ["{net}.1:53"]
+dhcp:
+  listen: 0.0.0.0:67
+  leaseFile: {w}/leases.json
+loadBalancer:
+  enabled: false
+http:
+  listen: {net}.1:{http_port}
+  imagesDir: {w}/www/images
+  ignitionDir: {w}/www/ignition
+admin:
+  listen: 127.0.0.1:0
+libvirt:
+  uri: qemu:///system
+  iso: {iso}
+  pool: {{ name: crc-e2e-{pid}, path: {pool} }}
+  network: {{ name: crc-e2e-{pid}, bridge: {bridge}, mode: appliance }}
+  startOnServe: true
+  resources:
+    master: {{ cpus: 1, memoryMib: 512, diskGib: 1 }}
+"#,
+        octet,
+        w = w.display(),
+        iso = iso.display(),
+        pool = pool.display(),
+    );
+    let cluster = w.join("cluster.yaml");
+    std::fs::write(&cluster, &yaml).unwrap();
+    let _down = VmDown(cluster.clone());
+
+    let kvm = kvm_boots(&vmlinuz, w);
+    if !kvm {
+        eprintln!(
+            "NOTE kvm e2e: /dev/kvm cannot boot a Linux guest on this host (nested \
+             virtualization); running the guest under TCG (CRC_APPLIANCE_DOMAIN_TYPE=qemu)"
+        );
+    }
+    let env: &[(&str, &str)] = if kvm {
+        &[]
+    } else {
+        &[("CRC_APPLIANCE_DOMAIN_TYPE", "qemu")]
+    };
+    let mut app = Serve::start(&cluster, w.join("serve.log"), env);
+    let services = ["dns udp", "dhcp", "http"].iter().all(|s| app.has(s));
+    let mac = format!("52:54:00:e2:{octet:02x}:0a");
+    let _stand_ins = (!services).then(|| {
+        eprintln!(
+            "NOTE kvm e2e: this build's serve has no DNS/DHCP/HTTP listeners; using \
+             stand-ins (busybox udhcpd/httpd, a tiny DNS responder) on the bridge"
+        );
+        StandIns::start(
+            w,
+            &bridge,
+            &net,
+            &mac,
+            http_port,
+            &w.join("www"),
+            &format!("api.{domain}"),
+        )
+    });
+
+    let log = pool.join("e2e-master-0-serial.log");
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let serial = loop {
+        let s = std::fs::read_to_string(&log).unwrap_or_default();
+        if s.contains("CRC-E2E done") {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "guest never finished; serial log {}:\n{s}\nappliance log:\n{}",
+            log.display(),
+            app.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for l in serial.lines().filter(|l| l.contains("CRC-E2E")) {
+        eprintln!("guest: {}", l.trim());
+    }
+    // The install phase really ran our kernel with our kargs.
+    assert!(serial.contains("CRC-E2E booted"), "{serial}");
+    assert!(
+        serial.contains("CRC-E2E eth0 up"),
+        "virtio-net missing: {serial}"
+    );
+    let ign_url = format!("http://{net}.1:{http_port}/ignition/master.ign");
+    assert!(
+        serial.contains(&format!("dev=/dev/vda ign={ign_url} rootfs=http://{net}.1:{http_port}/images/e2e-live-rootfs.img")),
+        "{serial}"
+    );
+    let host = if services { " host=master-0" } else { "" };
+    assert!(
+        serial.contains(&format!("CRC-E2E lease ip={net}.10 dns={net}.1{host}")),
+        "{serial}"
+    );
+    let resolve = serial
+        .lines()
+        .find(|l| l.contains("CRC-E2E resolve"))
+        .unwrap_or_default();
+    assert!(
+        resolve.contains(&format!("Address: {net}.1"))
+            && resolve.contains(&format!("api.{domain}")),
+        "{serial}"
+    );
+    assert!(serial.contains(&marker), "ignition not fetched:\n{serial}");
+    assert!(
+        serial.contains("CRC-E2E rootfs 200 content-length:123457"),
+        "rootfs not fetched: {serial}"
+    );
+    // After the power-off the serve loop boots the persistent definition.
+    let url = format!("http://{}/status", app.addr("admin"));
+    let (_, xml, _) = run(
+        "virsh",
+        &["-c", "qemu:///system", "dumpxml", "e2e-master-0"],
+    );
+    assert!(
+        xml.contains(if kvm { "type='kvm'" } else { "type='qemu'" }),
+        "{xml}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, out, _) = run("curl", &["-s", "--max-time", "5", &url]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        let n = &v["libvirt"]["nodes"][0];
+        if n["phase"] == "installed" && n["state"] == "running" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never booted from disk: {out}\n{}",
+            app.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (_, xml, _) = run(
+        "virsh",
+        &["-c", "qemu:///system", "dumpxml", "e2e-master-0"],
+    );
+    assert!(
+        !xml.contains("<kernel>") && xml.contains("<boot order='1'/>"),
+        "{xml}"
+    );
+    app.stop();
+
+    let (code, out, err) = run(BIN, &["vm", "--cluster", cluster.to_str().unwrap(), "down"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("removed domain e2e-master-0"), "{out}");
+    assert!(
+        out.contains(&format!("removed network crc-e2e-{pid}")),
+        "{out}"
+    );
+    let (code, _, _) = run(
+        "virsh",
+        &["-c", "qemu:///system", "dominfo", "e2e-master-0"],
+    );
+    assert_ne!(code, 0, "domain still defined");
+    assert!(!pool.exists(), "pool dir left behind");
+}
