@@ -239,6 +239,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                         reply: Some(build(cfg, msg, MessageType::Offer, ip, mac)),
                         persist: false,
                         note: format!("offer {ip}"),
+                        new_binding: false,
                     }
                 }
                 Err(NoAddress::NotServed) => Outcome::silent("unknown MAC, no pool"),
