@@ -795,5 +795,9 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
         "{metrics}"
     );
 
+    // SIGHUP reload: the service is rebound and reloads its lease.
+    app.signal("HUP");
+    app.wait_log("configuration reloaded", Duration::from_secs(10));
+    app.wait_log("loaded 1 lease(s)", Duration::from_secs(5));
     assert_eq!(app.stop(), Some(0), "{}", app.log());
 }
