@@ -612,6 +612,7 @@ fn dhcpcd_gets_the_reservation() {
             "-4",
             "-1",
             "-B",
+            "-A",
             "-t",
             "20",
             "-c",
@@ -628,6 +629,8 @@ fn dhcpcd_gets_the_reservation() {
         .status();
     let env = std::fs::read_to_string(&out)
         .unwrap_or_else(|_| panic!("dhcpcd got no lease; server:\n{}", srv.log()));
+    // dhcpcd keeps its lease under /var/lib/dhcpcd (host-wide): remove ours.
+    let _ = std::fs::remove_file(format!("/var/lib/dhcpcd/{}.lease", net.ifc));
     assert_eq!(
         kv(&env, "new_ip_address").as_deref(),
         Some("10.231.0.10"),
