@@ -357,8 +357,20 @@ impl Bound {
                         }
                     };
                     // RELEASE/DECLINE have no reply but change the table too.
-                    let (reply, changed) =
-                        process(&cfg, &shared.counters, &mut table, &buf[..n], src, now);
+                    // Defense in depth: a bug on some input must not stop
+                    // the service (the decoder is fuzzed; this is the net).
+                    let (reply, changed) = match std::panic::catch_unwind(
+                        std::panic::AssertUnwindSafe(|| {
+                            process(&cfg, &shared.counters, &mut table, &buf[..n], src, now)
+                        }),
+                    ) {
+                        Ok(x) => x,
+                        Err(_) => {
+                            shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
+                            error!(%src, "dhcp: internal error on a {n}-byte datagram (dropped); please report");
+                            (None, true)
+                        }
+                    };
                     dirty |= changed;
                     pending.extend(reply);
                 }

@@ -140,6 +140,61 @@ pub enum Malformed {
     NoMessageType,
     #[error("bad magic cookie")]
     Magic,
+    #[error("option {0} has an invalid length {1}")]
+    OptionLength(u8, usize),
+}
+
+/// Reject options whose length dhcproto 0.15 only `debug_assert!`s or
+/// subtracts from unchecked (a panic in debug builds): 80 (0), 81 (≥ 3),
+/// 94 (3), 151 (≥ 1), 152–155 (4). Consecutive options with the same code
+/// are concatenated first (RFC 3396), as dhcproto does.
+fn check_option_lengths(opts: &[u8]) -> Result<(), Malformed> {
+    fn ok(code: u8, len: usize) -> Result<(), Malformed> {
+        let good = match code {
+            80 => len == 0,
+            81 => len >= 3,
+            94 => len == 3,
+            151 => len >= 1,
+            152..=155 => len == 4,
+            _ => true,
+        };
+        if good {
+            Ok(())
+        } else {
+            Err(Malformed::OptionLength(code, len))
+        }
+    }
+    let mut run: Option<(u8, usize)> = None;
+    let mut i = 0;
+    while i < opts.len() {
+        let code = opts[i];
+        if code == 0 || code == 255 {
+            if let Some((c, l)) = run.take() {
+                ok(c, l)?;
+            }
+            if code == 255 {
+                break;
+            }
+            i += 1;
+            continue;
+        }
+        let Some(&len) = opts.get(i + 1) else { break };
+        let len = usize::from(len);
+        match &mut run {
+            Some((c, total)) if *c == code => *total += len,
+            _ => {
+                if let Some((c, l)) = run.take() {
+                    ok(c, l)?;
+                }
+                run = Some((code, len));
+            }
+        }
+        i += 2 + len;
+    }
+    if let Some((c, l)) = run {
+        ok(c, l)?;
+    }
+    Ok(())
 }
 
 /// Decode a datagram into a request we are willing to look at.
@@ -153,6 +208,7 @@ pub fn decode(buf: &[u8]) -> Result<Message, Malformed> {
     if buf[236..240] != v4::MAGIC {
         return Err(Malformed::Magic);
     }
+    check_option_lengths(&buf[240..])?;
     let msg =
         Message::decode(&mut Decoder::new(buf)).map_err(|e| Malformed::Decode(e.to_string()))?;
     if msg.opcode() != Opcode::BootRequest {
@@ -898,7 +954,10 @@ mod tests {
     /// through decode + handle + encode must never panic.
     #[test]
     fn fuzz_decode_and_handle_never_panic() {
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut seed: u64 = std::env::var("DHCP_FUZZ_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0x9e37_79b9_7f4a_7c15);
         let mut rnd = move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
@@ -925,10 +984,35 @@ mod tests {
             valid.push(m.to_vec().unwrap());
         }
         let mut handled = 0;
-        for i in 0..40_000u64 {
+        let iters: u64 = std::env::var("DHCP_FUZZ_ITERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(60_000);
+        for i in 0..iters {
             let buf: Vec<u8> = if i % 4 == 0 {
                 let len = (rnd() % 700) as usize;
                 (0..len).map(|_| rnd() as u8).collect()
+            } else if i % 4 == 1 {
+                // A valid header and message type, then random TLV options
+                // (every option code, lengths that may overrun).
+                let mut b = valid[0][..240].to_vec();
+                b.extend_from_slice(&[53, 1, 1 + (rnd() % 8) as u8]);
+                for _ in 0..(rnd() % 12) {
+                    let code = rnd() as u8;
+                    let len = (rnd() % 40) as u8;
+                    b.push(code);
+                    b.push(len);
+                    let real = if rnd() % 8 == 0 {
+                        rnd() % 40
+                    } else {
+                        u64::from(len)
+                    };
+                    b.extend((0..real).map(|_| rnd() as u8));
+                }
+                if rnd() % 2 == 0 {
+                    b.push(255);
+                }
+                b
             } else {
                 let mut b = valid[(rnd() % valid.len() as u64) as usize].clone();
                 for _ in 0..(1 + rnd() % 8) {
