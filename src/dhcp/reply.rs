@@ -261,6 +261,15 @@ fn client_hostname(msg: &Message) -> Option<String> {
     }
 }
 
+/// The name recorded in the lease: the node name for a reservation, else
+/// what the client sent.
+fn lease_hostname(cfg: &Config, msg: &Message, mac: MacAddr) -> Option<String> {
+    cfg.hostnames
+        .get(&mac)
+        .cloned()
+        .or_else(|| client_hostname(msg))
+}
+
 fn is_ipxe(msg: &Message) -> bool {
     match msg.opts().get(OptionCode::UserClass) {
         Some(DhcpOption::UserClass(v)) => v.windows(4).any(|w| w == b"iPXE"),
@@ -290,7 +299,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
             let requested = opt_ip(msg, OptionCode::RequestedIpAddress);
             match table.choose(&client, requested, now) {
                 Ok(ip) => {
-                    table.offer(&client, ip, client_hostname(msg).as_deref(), now);
+                    table.offer(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
                     Outcome {
                         reply: Some(build(cfg, msg, MessageType::Offer, ip, mac)),
                         persist: false,
@@ -324,7 +333,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                 let renewal = table.lease_of(&client).is_some_and(|l| {
                     l.ip == ip && l.state == super::leases::State::Bound && l.active(now)
                 });
-                table.bind(&client, ip, client_hostname(msg).as_deref(), now);
+                table.bind(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
                 Outcome {
                     reply: Some(build(cfg, msg, MessageType::Ack, ip, mac)),
                     persist: true,
