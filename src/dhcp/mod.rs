@@ -6,7 +6,7 @@
 //! - [`store`]: the lease file (atomic write: temp file, fsync, rename,
 //!   fsync dir; a corrupt file is kept aside, never silently dropped).
 //! - this file: the socket layer. One UDP socket on `dhcp.listen`
-//!   (0.0.0.0:67) with SO_BROADCAST, bound to `network.interface` with
+//!   (0.0.0.0:67) with SO_BROADCAST (no SO_REUSEADDR), bound to `network.interface` with
 //!   SO_BINDTODEVICE when set. Replies go to 255.255.255.255:68 on that
 //!   interface, to ciaddr:68, or to giaddr:67 for relays (client port =
 //!   listen port + 1, relay port = listen port when not 67, for tests).
@@ -263,7 +263,8 @@ pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
     let interface = c.network.interface.clone();
     let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
         .context("creating the DHCP socket")?;
-    sock.set_reuse_address(true)?;
+    // No SO_REUSEADDR: another DHCP server on the same port and device must
+    // make bind fail rather than silently share the port.
     sock.set_broadcast(true).context("SO_BROADCAST")?;
     if let Some(ifname) = &interface {
         sock.bind_device(Some(ifname.as_bytes())).with_context(|| {
