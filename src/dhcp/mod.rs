@@ -12,11 +12,14 @@
 //!   listen port + 1, relay port = listen port when not 67, for tests).
 //!
 //! Invariants: a bad datagram is logged at debug and dropped, never ends
-//! [`Bound::run`]. Group commit: a batch of datagrams is processed, the lease
-//! file is written once (when an ACK/RELEASE/DECLINE changed it) and only
-//! then are the replies sent — an ACKed lease is always on disk first; if
-//! the write fails, the replies that needed it are withheld (the client
-//! retries) and the error is logged.
+//! [`Bound::run`]. Group commit: the datagrams waiting on the socket are
+//! processed as one batch; replies that need nothing on disk (OFFER, NAK,
+//! INFORM, a node renewing the reserved address it already holds) are sent
+//! at once; the others (a new binding, a pool lease renewal) are sent only
+//! after one lease-file write for the whole batch — an ACKed lease is on disk
+//! first. RELEASE/DECLINE are written the same way. If the write fails, the
+//! held replies are dropped (the client retries) and the error is logged.
+//! Changes that need not precede a reply are written within a second.
 //!
 //! Entry points used by the supervisor: [`bind`] acquires the socket and
 //! loads the lease file (so a port conflict or an unusable lease directory
@@ -48,6 +51,8 @@ use reply::{Config, Dest};
 
 /// Most datagrams handled per batch (one lease-file write per batch).
 const BATCH: usize = 256;
+/// Changes that need not be on disk before the reply are written this soon.
+const LAZY_FLUSH: Duration = Duration::from_secs(1);
 
 /// Unix seconds now.
 pub fn now() -> u64 {
@@ -310,7 +315,6 @@ struct Pending {
     bytes: Vec<u8>,
     to: SocketAddr,
     kind: MessageType,
-    needs_persist: bool,
 }
 
 impl Bound {
@@ -325,13 +329,19 @@ impl Bound {
         let mut buf = vec![0u8; 4096];
         let mut gc = tokio::time::interval(Duration::from_secs(30));
         gc.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut flush = tokio::time::interval(LAZY_FLUSH);
+        flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Changes not on disk yet (a failed write, lazy renewals, gc).
         let mut dirty = false;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = gc.tick() => {
-                    let changed = shared.table().gc(now());
-                    if changed || dirty {
+                    dirty |= shared.table().gc(now());
+                    continue;
+                }
+                _ = flush.tick() => {
+                    if dirty {
                         dirty = !persist(&shared).await;
                     }
                     continue;
@@ -344,7 +354,9 @@ impl Bound {
                     }
                 }
             }
-            let mut pending: Vec<Pending> = Vec::new();
+            let mut held: Vec<Pending> = Vec::new();
+            let mut ready: Vec<Pending> = Vec::new();
+            let mut durable = false;
             {
                 let now = now();
                 let mut table = shared.table();
@@ -357,42 +369,44 @@ impl Bound {
                             break;
                         }
                     };
-                    // RELEASE/DECLINE have no reply but change the table too.
                     // Defense in depth: a bug on some input must not stop
                     // the service (the decoder is fuzzed; this is the net).
-                    let (reply, changed) = match std::panic::catch_unwind(
-                        std::panic::AssertUnwindSafe(|| {
-                            process(&cfg, &shared.counters, &mut table, &buf[..n], src, now)
-                        }),
-                    ) {
+                    let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        process(&cfg, &shared.counters, &mut table, &buf[..n], src, now)
+                    })) {
                         Ok(x) => x,
                         Err(_) => {
                             shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
                             error!(%src, "dhcp: internal error on a {n}-byte datagram (dropped); please report");
-                            (None, true)
+                            Processed {
+                                reply: None,
+                                durable: false,
+                                lazy: true,
+                            }
                         }
                     };
-                    dirty |= changed;
-                    pending.extend(reply);
+                    // RELEASE/DECLINE have no reply but change the table too.
+                    durable |= done.durable;
+                    dirty |= done.lazy;
+                    if let Some(p) = done.reply {
+                        if done.durable {
+                            held.push(p);
+                        } else {
+                            ready.push(p);
+                        }
+                    }
                 }
             }
-            let persisted = if dirty {
-                let ok = persist(&shared).await;
-                dirty = !ok;
-                ok
-            } else {
-                true
-            };
-            for p in pending {
-                if p.needs_persist && !persisted {
-                    continue;
-                }
-                match socket.send_to(&p.bytes, p.to).await {
-                    Ok(_) => shared.counters.tx(p.kind),
-                    Err(e) => {
-                        shared.counters.send_errors.fetch_add(1, Ordering::Relaxed);
-                        debug!("dhcp send to {}: {e}", p.to);
-                    }
+            // Replies that need nothing on disk go at once (offers, NAKs,
+            // renewals of reservations) ...
+            send_all(&socket, &shared, ready).await;
+            // ... the others after one write for the whole batch.
+            if durable {
+                if persist(&shared).await {
+                    dirty = false;
+                    send_all(&socket, &shared, held).await;
+                } else {
+                    dirty = true;
                 }
             }
         }
@@ -401,6 +415,27 @@ impl Bound {
         }
         Ok(())
     }
+}
+
+async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {
+    for p in replies {
+        match socket.send_to(&p.bytes, p.to).await {
+            Ok(_) => shared.counters.tx(p.kind),
+            Err(e) => {
+                shared.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+                debug!("dhcp send to {}: {e}", p.to);
+            }
+        }
+    }
+}
+
+/// The result of one datagram.
+struct Processed {
+    reply: Option<Pending>,
+    /// The reply may only leave once the table is on disk.
+    durable: bool,
+    /// The table changed; write it soon.
+    lazy: bool,
 }
 
 /// Decode, decide and encode one datagram: the reply (if any) and whether
@@ -412,17 +447,22 @@ fn process(
     data: &[u8],
     src: SocketAddr,
     now: u64,
-) -> (Option<Pending>, bool) {
+) -> Processed {
+    let none = Processed {
+        reply: None,
+        durable: false,
+        lazy: false,
+    };
     let msg = match reply::decode(data) {
         Ok(m) => m,
         Err(e) => {
             counters.malformed.fetch_add(1, Ordering::Relaxed);
             debug!(%src, "dhcp: dropped datagram: {e}");
-            return (None, false);
+            return none;
         }
     };
     let Some(kind) = msg.opts().msg_type() else {
-        return (None, false);
+        return none;
     };
     counters.rx(kind);
     let mac = reply::mac_of(&msg)
@@ -440,7 +480,11 @@ fn process(
             counters.ignored.fetch_add(1, Ordering::Relaxed);
             debug!(%src, %mac, "dhcp {kind:?}: no reply: {}", out.note);
         }
-        return (None, out.persist);
+        return Processed {
+            reply: None,
+            durable: out.persist,
+            lazy: out.lazy,
+        };
     };
     if out.new_binding {
         let host = cfg
@@ -456,13 +500,15 @@ fn process(
         Dest::Broadcast => SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::BROADCAST, cfg.client_port)),
         Dest::Unicast(a) => SocketAddr::V4(a),
     };
-    let p = Pending {
-        bytes: reply::encode(&r, &msg),
-        to,
-        kind: r.kind,
-        needs_persist: out.persist,
-    };
-    (Some(p), out.persist)
+    Processed {
+        reply: Some(Pending {
+            bytes: reply::encode(&r, &msg),
+            to,
+            kind: r.kind,
+        }),
+        durable: out.persist,
+        lazy: out.lazy,
+    }
 }
 
 /// Write the lease file (blocking I/O off the async threads). True on success.

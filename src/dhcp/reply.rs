@@ -107,8 +107,14 @@ pub struct Reply {
 pub struct Outcome {
     pub reply: Option<Reply>,
     /// The lease table changed in a way that must be on disk before the
-    /// reply is sent (ACK, RELEASE, DECLINE).
+    /// reply is sent (a new binding, a pool lease's renewal, RELEASE,
+    /// DECLINE).
     pub persist: bool,
+    /// The table changed only in a way that cannot cause a conflict if lost
+    /// (a reserved node renewing the address it already holds on disk: the
+    /// reservation, not the file, decides who gets that address). Written
+    /// soon (≤ 1 s, or with the next write), the reply does not wait.
+    pub lazy: bool,
     /// Why there is no reply, or what was done (for debug logs).
     pub note: String,
     /// An address was newly bound to a client (worth an info log; renewals
@@ -121,6 +127,7 @@ impl Outcome {
         Outcome {
             reply: None,
             persist: false,
+            lazy: false,
             note: note.into(),
             new_binding: false,
         }
@@ -303,6 +310,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                     Outcome {
                         reply: Some(build(cfg, msg, MessageType::Offer, ip, mac)),
                         persist: false,
+                        lazy: false,
                         note: format!("offer {ip}"),
                         new_binding: false,
                     }
@@ -330,13 +338,18 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                 return Outcome::silent("REQUEST without requested address or ciaddr");
             };
             if cfg.cidr.contains(ip) && table.may_use(&client, ip, now) {
-                let renewal = table.lease_of(&client).is_some_and(|l| {
-                    l.ip == ip && l.state == super::leases::State::Bound && l.active(now)
-                });
+                let held = table
+                    .lease_of(&client)
+                    .is_some_and(|l| l.ip == ip && l.state == super::leases::State::Bound);
+                let renewal = held && table.lease_of(&client).is_some_and(|l| l.active(now));
+                // A bound record is on disk (it was written before its
+                // first ACK, or loaded from the file).
+                let reserved_renewal = held && table.reserved_ip(&mac) == Some(ip);
                 table.bind(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
                 Outcome {
                     reply: Some(build(cfg, msg, MessageType::Ack, ip, mac)),
-                    persist: true,
+                    persist: !reserved_renewal,
+                    lazy: reserved_renewal,
                     note: format!("ack {ip}"),
                     new_binding: !renewal,
                 }
@@ -357,6 +370,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                         mac,
                     )),
                     persist: false,
+                    lazy: false,
                     note: format!("nak: {why}"),
                     new_binding: false,
                 }
@@ -370,6 +384,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
             Outcome {
                 reply: None,
                 persist: changed,
+                lazy: false,
                 new_binding: false,
                 note: format!(
                     "release {} ({})",
@@ -389,6 +404,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
             Outcome {
                 reply: None,
                 persist: changed,
+                lazy: false,
                 new_binding: false,
                 note: format!(
                     "decline {ip} ({})",
@@ -420,6 +436,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                     mac,
                 )),
                 persist: false,
+                lazy: false,
                 note: "inform".into(),
                 new_binding: false,
             }
@@ -695,6 +712,10 @@ mod tests {
         renew.set_ciaddr(ip("10.0.0.10"));
         let (out, ack) = roundtrip(&cfg, &mut t, &renew, T0 + 1800);
         assert_eq!(ack.unwrap().ciaddr(), ip("10.0.0.10"));
+        assert!(
+            !out.persist && out.lazy,
+            "a node renewing its reserved, already persisted lease needs no write before the ACK"
+        );
         assert_eq!(
             out.reply.unwrap().dest,
             Dest::Unicast(SocketAddrV4::new(ip("10.0.0.10"), 68))
@@ -889,6 +910,12 @@ mod tests {
         r.opts_mut()
             .insert(DhcpOption::ServerIdentifier(cfg.server_id));
         assert_eq!(roundtrip(&cfg, &mut t, &r, T0).1.unwrap().yiaddr(), a);
+        // A pool lease's renewal is written before its ACK.
+        let mut renew = req(MessageType::Request, UNKNOWN);
+        renew.set_ciaddr(a);
+        let (out, ack) = roundtrip(&cfg, &mut t, &renew, T0);
+        assert_eq!(ack.unwrap().opts().msg_type(), Some(MessageType::Ack));
+        assert!(out.persist && !out.lazy);
         let mut dec = req(MessageType::Decline, UNKNOWN);
         dec.opts_mut().insert(DhcpOption::RequestedIpAddress(a));
         dec.opts_mut()
