@@ -9,7 +9,8 @@
 #   dhcp.sh IFACE SERVER_IP PREFIX SUBNET POOL_START POOL_END ROUTER DOMAIN LEASE_S RESERVATIONS_CSV WORKDIR
 # Env: CRC_BIN (default: target/release/crc-appliance of this repo),
 #      CRC_POOL=1 to give the harness's pool to unknown MACs (default: off,
-#      reservations only, which is what a UPI cluster uses).
+#      reservations only, which is what a UPI cluster uses),
+#      CRC_CHECK=1 to run `check` on the generated file instead of serving.
 set -euo pipefail
 [[ $# -eq 11 ]] || { echo "usage: $0 IFACE SERVER_IP PREFIX SUBNET POOL_START POOL_END ROUTER DOMAIN LEASE_S RESERVATIONS WORKDIR" >&2; exit 2; }
 IFACE=$1 SERVER_IP=$2 PREFIX=$3 SUBNET=$4 POOL_START=$5 POOL_END=$6 ROUTER=$7 DOMAIN=$8 LEASE_S=$9
@@ -50,7 +51,7 @@ F=$WORK/crc-dhcp-cluster.yaml
   fi
 } >"$F"
 rm -f "$WORK/crc-dhcp-leases.json"
-# The router and the appliance are the same address in the harness; the
-# cluster file wants the gateway distinct from node IPs only, which holds.
+# (The harness's router and server are one address; the cluster file
+# allows gateway == applianceIP.)
 [[ ${CRC_CHECK:-0} == 1 ]] && exec "$BIN" check --cluster "$F"
 exec "$BIN" serve --cluster "$F"
