@@ -539,6 +539,70 @@ fn udhcpc_gets_the_reservation() {
     srv.wait_log("dhcp: ack 10.231.0.20", Duration::from_secs(5));
 }
 
+/// RENEWING: udhcpc (SIGUSR1) unicasts a REQUEST from its address; the
+/// ACK comes back by unicast to ciaddr:68.
+#[test]
+fn udhcpc_renews_by_unicast() {
+    require_netns!();
+    require_tools!("udhcpc");
+    let dir = tempfile::tempdir().unwrap();
+    let net = Net::new(W0_MAC);
+    let cluster = cluster_yaml(&net, dir.path(), false);
+    let srv = Server::start(&net, &cluster);
+    let out = dir.path().join("events");
+    let script = dir.path().join("udhcpc-renew.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n  bound|renew) ip addr replace $ip/$subnet dev $interface; echo \"$1 $ip\" >> {} ;;\nesac\nexit 0\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    must(&["chmod", "+x", script.to_str().unwrap()]);
+    let mut child = net
+        .in_cli(&[
+            "udhcpc",
+            "-i",
+            &net.ifc,
+            "-f",
+            "-t",
+            "5",
+            "-T",
+            "2",
+            "-s",
+            script.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn udhcpc");
+    struct Kill(u32);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = Command::new("kill").arg(self.0.to_string()).status();
+        }
+    }
+    let _guard = Kill(child.id());
+    let events = || std::fs::read_to_string(&out).unwrap_or_default();
+    wait_until("udhcpc to bind", Duration::from_secs(20), || {
+        events().contains("bound 10.231.0.20")
+    });
+    let _ = Command::new("kill")
+        .args(["-USR1", &child.id().to_string()])
+        .status();
+    wait_until("udhcpc to renew", Duration::from_secs(20), || {
+        events().contains("renew 10.231.0.20")
+    });
+    srv.wait_log(
+        "dhcp Request: ack 10.231.0.20 src=10.231.0.20:68",
+        Duration::from_secs(5),
+    );
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+}
+
 #[test]
 fn unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart() {
     require_netns!();
