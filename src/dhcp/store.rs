@@ -99,7 +99,8 @@ pub fn save(path: &Path, file: &LeaseFile) -> anyhow::Result<()> {
             .truncate(true)
             .open(&tmp)?;
         f.write_all(&body)?;
-        f.sync_all()?;
+        // fdatasync: the data and the size; the mtime need not be durable.
+        f.sync_data()?;
         drop(f);
         fs::rename(&tmp, path)?;
         File::open(&dir)?.sync_all()
