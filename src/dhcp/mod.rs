@@ -290,6 +290,16 @@ pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
     let table = tokio::task::spawn_blocking(move || store::load(&p2, scope))
         .await
         .context("loading leases")??;
+    match (addr.ip(), &interface) {
+        (ip, _) if !ip.is_unspecified() && !ip.is_loopback() => warn!(
+            "dhcp.listen is {addr}: a socket bound to a unicast address does not receive broadcast DISCOVERs; use 0.0.0.0:{}",
+            addr.port()
+        ),
+        (ip, None) if ip.is_unspecified() => warn!(
+            "network.interface is not set: DHCP listens on every interface and broadcast replies leave by the default route"
+        ),
+        _ => {}
+    }
     info!(
         "listening for dhcp on {local}{}",
         interface
