@@ -868,3 +868,42 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
     app.wait_log("loaded 1 lease(s)", Duration::from_secs(5));
     assert_eq!(app.stop(), Some(0), "{}", app.log());
 }
+
+/// When the lease file cannot be written, the ACK is withheld (the client
+/// retries) and served once the write works again.
+#[test]
+fn ack_is_withheld_while_the_lease_file_cannot_be_written() {
+    let app = Appliance::start(&common::only(
+        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n",
+    ));
+    let srv = app.addr("dhcp");
+    let relay_ip = Ipv4Addr::new(127, 0, 20, 3);
+    let sock = UdpSocket::bind((relay_ip, srv.port())).expect("bind the relay socket");
+    sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    // The writer's temp file path is taken by a directory: writes fail.
+    let blocker = app.dir.path().join(".leases.json.tmp");
+    std::fs::create_dir(&blocker).unwrap();
+    let mac = [0x52, 0x54, 0x00, 0x14, 0x00, 0x14]; // worker-0
+    let mut r = request(MessageType::Request, mac, relay_ip);
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(Ipv4Addr::new(
+            127, 0, 20, 20,
+        )));
+    sock.send_to(&r.to_vec().unwrap(), srv).unwrap();
+    let mut buf = [0u8; 1500];
+    assert!(
+        sock.recv_from(&mut buf).is_err(),
+        "an ACK was sent although its lease could not be written"
+    );
+    app.wait_log("cannot write the DHCP lease file", Duration::from_secs(5));
+    std::fs::remove_dir(&blocker).unwrap();
+    sock.send_to(&r.to_vec().unwrap(), srv).unwrap();
+    let ack = recv_reply(&sock, 0xc0ffee);
+    assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
+    let v = leases_json(app.dir.path());
+    assert_eq!(
+        lease_for(&v, "52:54:00:14:00:14").unwrap()["ip"],
+        "127.0.20.20",
+        "{v}"
+    );
+}

@@ -20,7 +20,7 @@
 //!   form (bound and released leases, declined addresses); offers are not
 //!   persisted.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
@@ -184,6 +184,8 @@ pub struct LeaseTable {
     by_ip: HashMap<Ipv4Addr, Lease>,
     by_key: HashMap<Key, Ipv4Addr>,
     declined: HashMap<Ipv4Addr, u64>,
+    /// Addresses whose bound record changed and is not known to be on disk.
+    unsynced: HashSet<Ipv4Addr>,
 }
 
 impl LeaseTable {
@@ -195,7 +197,29 @@ impl LeaseTable {
             by_ip: HashMap::new(),
             by_key: HashMap::new(),
             declined: HashMap::new(),
+            unsynced: HashSet::new(),
         }
+    }
+
+    /// The record at `ip` changed and must reach the disk.
+    pub fn mark_unsynced(&mut self, ip: Ipv4Addr) {
+        self.unsynced.insert(ip);
+    }
+
+    /// True when the record at `ip` is known to be on disk as it was last
+    /// written (loaded from the file, or covered by a successful write).
+    pub fn is_synced(&self, ip: Ipv4Addr) -> bool {
+        !self.unsynced.contains(&ip)
+    }
+
+    /// Taken with the snapshot that is about to be written.
+    pub fn take_unsynced(&mut self) -> HashSet<Ipv4Addr> {
+        std::mem::take(&mut self.unsynced)
+    }
+
+    /// The write of a snapshot failed: its records are not on disk.
+    pub fn restore_unsynced(&mut self, ips: HashSet<Ipv4Addr>) {
+        self.unsynced.extend(ips);
     }
 
     pub fn scope(&self) -> &Scope {

@@ -12,14 +12,16 @@
 //!   listen port + 1, relay port = listen port when not 67, for tests).
 //!
 //! Invariants: a bad datagram is logged at debug and dropped, never ends
-//! [`Bound::run`]. Group commit: the datagrams waiting on the socket are
-//! processed as one batch; replies that need nothing on disk (OFFER, NAK,
-//! INFORM, a node renewing the reserved address it already holds) are sent
-//! at once; the others (a new binding, a pool lease renewal) are sent only
-//! after one lease-file write for the whole batch — an ACKed lease is on disk
-//! first. RELEASE/DECLINE are written the same way. If the write fails, the
-//! held replies are dropped (the client retries) and the error is logged.
-//! Changes that need not precede a reply are written within a second.
+//! [`Bound::run`]. Durability (group commit): the datagrams waiting on the
+//! socket are processed as one batch; replies that need nothing on disk
+//! (OFFER, NAK, INFORM, a node renewing the reserved address whose bound
+//! record is already on disk) are sent at once; the others (a new binding,
+//! a pool lease renewal) are handed to the lease writer task and sent only
+//! after a write that covers them succeeded — an ACKed lease is on disk
+//! first. RELEASE/DECLINE are written the same way. The receive loop never
+//! waits for the disk. If a write fails, the held replies are dropped (the
+//! client retries), the records stay marked unwritten and the error is
+//! logged. Changes no reply waits for are written within a second.
 //!
 //! Entry points used by the supervisor: [`bind`] acquires the socket and
 //! loads the lease file (so a port conflict or an unusable lease directory
@@ -336,23 +338,26 @@ impl Bound {
             shared,
         } = self;
         hub.register(Arc::new(Status(shared.clone())));
+        let socket = Arc::new(socket);
+        let writer = Arc::new(Writer::default());
+        let writer_task = tokio::spawn(writer.clone().run(shared.clone(), socket.clone()));
         let mut buf = vec![0u8; 4096];
         let mut gc = tokio::time::interval(Duration::from_secs(30));
         gc.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut flush = tokio::time::interval(LAZY_FLUSH);
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // Changes not on disk yet (a failed write, lazy renewals, gc).
-        let mut dirty = false;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = gc.tick() => {
-                    dirty |= shared.table().gc(now());
+                    if shared.table().gc(now()) {
+                        writer.dirty.store(true, Ordering::Relaxed);
+                    }
                     continue;
                 }
                 _ = flush.tick() => {
-                    if dirty {
-                        dirty = !persist(&shared).await;
+                    if writer.dirty.load(Ordering::Relaxed) {
+                        writer.wake.notify_one();
                     }
                     continue;
                 }
@@ -397,7 +402,9 @@ impl Bound {
                     };
                     // RELEASE/DECLINE have no reply but change the table too.
                     durable |= done.durable;
-                    dirty |= done.lazy;
+                    if done.lazy {
+                        writer.dirty.store(true, Ordering::Relaxed);
+                    }
                     if let Some(p) = done.reply {
                         if done.durable {
                             held.push(p);
@@ -406,24 +413,106 @@ impl Bound {
                         }
                     }
                 }
-            }
-            // Replies that need nothing on disk go at once (offers, NAKs,
-            // renewals of reservations) ...
-            send_all(&socket, &shared, ready).await;
-            // ... the others after one write for the whole batch.
-            if durable {
-                if persist(&shared).await {
-                    dirty = false;
-                    send_all(&socket, &shared, held).await;
-                } else {
-                    dirty = true;
+                if durable {
+                    // Tagged while the table is locked: the writer's next
+                    // snapshot (taken under the same lock) includes them.
+                    let generation = writer.generation.fetch_add(1, Ordering::SeqCst) + 1;
+                    writer
+                        .lock()
+                        .extend(held.into_iter().map(|p| (generation, p)));
                 }
             }
+            // Replies that need nothing on disk go at once (offers, NAKs,
+            // renewals of reservations); the others when the writer has
+            // put this batch on disk. Receiving never waits for the disk.
+            send_all(&socket, &shared, ready).await;
+            if durable {
+                writer.wake.notify_one();
+            }
         }
-        if dirty {
-            persist(&shared).await;
+        writer.closing.store(true, Ordering::SeqCst);
+        writer.wake.notify_one();
+        if let Err(e) = writer_task.await {
+            warn!("dhcp lease writer ended abnormally: {e}");
         }
         Ok(())
+    }
+}
+
+/// The lease-file writer: one write at a time, covering every change made
+/// before it started; held replies are released when the write that
+/// includes their change has succeeded.
+#[derive(Default)]
+struct Writer {
+    wake: tokio::sync::Notify,
+    /// Bumped (under the table lock) for every batch with durable changes.
+    generation: AtomicU64,
+    /// Changes not on disk yet that no reply waits for.
+    dirty: std::sync::atomic::AtomicBool,
+    closing: std::sync::atomic::AtomicBool,
+    held: Mutex<Vec<(u64, Pending)>>,
+}
+
+impl Writer {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Pending)>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn run(self: Arc<Self>, shared: Arc<Shared>, socket: Arc<UdpSocket>) {
+        let mut written = 0u64;
+        loop {
+            self.wake.notified().await;
+            let closing = self.closing.load(Ordering::SeqCst);
+            let wanted = self.generation.load(Ordering::SeqCst);
+            if wanted > written || self.dirty.load(Ordering::Relaxed) {
+                let (generation, file, covered) = {
+                    let mut t = shared.table();
+                    self.dirty.store(false, Ordering::Relaxed);
+                    (
+                        self.generation.load(Ordering::SeqCst),
+                        t.to_file(),
+                        t.take_unsynced(),
+                    )
+                };
+                let ok = write(&shared, file).await;
+                if !ok {
+                    shared.table().restore_unsynced(covered);
+                }
+                let mut due = Vec::new();
+                {
+                    let mut held = self.lock();
+                    let mut i = 0;
+                    while i < held.len() {
+                        if held[i].0 <= generation {
+                            due.push(held.swap_remove(i).1);
+                        } else {
+                            i += 1;
+                        }
+                    }
+                }
+                if ok {
+                    written = generation;
+                    send_all(&socket, &shared, due).await;
+                } else {
+                    // The clients retry; their next REQUEST is written again.
+                    self.dirty.store(true, Ordering::Relaxed);
+                    written = generation;
+                    if !due.is_empty() {
+                        warn!(
+                            "dhcp: {} ACK(s) withheld: the lease file could not be written",
+                            due.len()
+                        );
+                    }
+                }
+                // More work arrived during the write: go again.
+                if self.generation.load(Ordering::SeqCst) > written {
+                    self.wake.notify_one();
+                }
+            }
+            if closing {
+                break;
+            }
+        }
     }
 }
 
@@ -522,8 +611,7 @@ fn process(
 }
 
 /// Write the lease file (blocking I/O off the async threads). True on success.
-async fn persist(shared: &Arc<Shared>) -> bool {
-    let file = shared.table().to_file();
+async fn write(shared: &Arc<Shared>, file: leases::LeaseFile) -> bool {
     let path = shared.lease_file.clone();
     let res = tokio::task::spawn_blocking(move || store::save(&path, &file)).await;
     match res {

@@ -342,10 +342,14 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                     .lease_of(&client)
                     .is_some_and(|l| l.ip == ip && l.state == super::leases::State::Bound);
                 let renewal = held && table.lease_of(&client).is_some_and(|l| l.active(now));
-                // A bound record is on disk (it was written before its
-                // first ACK, or loaded from the file).
-                let reserved_renewal = held && table.reserved_ip(&mac) == Some(ip);
+                // Its bound record is on disk (written before its first
+                // ACK and not changed durably since, or loaded).
+                let reserved_renewal =
+                    held && table.reserved_ip(&mac) == Some(ip) && table.is_synced(ip);
                 table.bind(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
+                if !reserved_renewal {
+                    table.mark_unsynced(ip);
+                }
                 Outcome {
                     reply: Some(build(cfg, msg, MessageType::Ack, ip, mac)),
                     persist: !reserved_renewal,
@@ -707,9 +711,16 @@ mod tests {
         assert_eq!(l.state_name(T0 + 2), "bound");
         assert_eq!(l.expires, T0 + 1 + 3600);
 
-        // RENEWING: unicast from ciaddr, answered by unicast.
+        // RENEWING: unicast from ciaddr, answered by unicast. Before the
+        // lease file write that covers the binding, a renewal waits for it too.
         let mut renew = req(MessageType::Request, M0);
         renew.set_ciaddr(ip("10.0.0.10"));
+        let (out, _) = roundtrip(&cfg, &mut t, &renew, T0 + 2);
+        assert!(out.persist && !out.lazy);
+        let covered = t.take_unsynced(); // the writer's snapshot ...
+        t.restore_unsynced(covered); // ... whose write failed
+        assert!(roundtrip(&cfg, &mut t, &renew, T0 + 3).0.persist);
+        let _ = t.take_unsynced(); // a write that succeeded
         let (out, ack) = roundtrip(&cfg, &mut t, &renew, T0 + 1800);
         assert_eq!(ack.unwrap().ciaddr(), ip("10.0.0.10"));
         assert!(
