@@ -74,9 +74,9 @@ fn netns_ok() -> Result<(), String> {
 }
 
 macro_rules! require_netns {
-    () => {
+    ($test:literal) => {
         if let Err(why) = netns_ok() {
-            eprintln!("SKIPPED {}: {why}", module_path!());
+            eprintln!("SKIPPED {}::{}: {why}", module_path!(), $test);
             return;
         }
     };
@@ -428,7 +428,7 @@ fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 
 #[test]
 fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
-    require_netns!();
+    require_netns!("dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it");
     require_tools!("dhclient");
     let dir = tempfile::tempdir().unwrap();
     let net = Net::new(M0_MAC);
@@ -508,7 +508,7 @@ fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
 
 #[test]
 fn udhcpc_gets_the_reservation() {
-    require_netns!();
+    require_netns!("udhcpc_gets_the_reservation");
     require_tools!("udhcpc");
     let dir = tempfile::tempdir().unwrap();
     let net = Net::new(W0_MAC);
@@ -543,7 +543,7 @@ fn udhcpc_gets_the_reservation() {
 /// ACK comes back by unicast to ciaddr:68.
 #[test]
 fn udhcpc_renews_by_unicast() {
-    require_netns!();
+    require_netns!("udhcpc_renews_by_unicast");
     require_tools!("udhcpc");
     let dir = tempfile::tempdir().unwrap();
     let net = Net::new(W0_MAC);
@@ -605,7 +605,7 @@ fn udhcpc_renews_by_unicast() {
 
 #[test]
 fn unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart() {
-    require_netns!();
+    require_netns!("unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart");
     require_tools!("udhcpc");
     let dir = tempfile::tempdir().unwrap();
     let net = Net::new(UNKNOWN_MAC);
@@ -651,7 +651,7 @@ fn unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart() {
 
 #[test]
 fn dhcpcd_gets_the_reservation() {
-    require_netns!();
+    require_netns!("dhcpcd_gets_the_reservation");
     require_tools!("dhcpcd");
     let dir = tempfile::tempdir().unwrap();
     let net = Net::new(M0_MAC);
@@ -842,6 +842,18 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
     assert_eq!(nak.opts().msg_type(), Some(MessageType::Nak));
 
     // Status and metrics on the admin listener.
+    // Counters are bumped just after each send returns: poll briefly.
+    let mut metrics = String::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        metrics = http_get(app.addr("admin"), "/metrics");
+        if metrics.contains("crc_appliance_dhcp_sent_total{type=\"ack\"} 1")
+            && metrics.contains("crc_appliance_dhcp_sent_total{type=\"nak\"} 1")
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let status: serde_json::Value =
         serde_json::from_str(&http_get(app.addr("admin"), "/status")).expect("status JSON");
     let d = &status["dhcp"];
@@ -852,7 +864,6 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
     assert_eq!(d["received"]["request"], 2, "{d}");
     assert_eq!(d["sent"]["nak"], 1, "{d}");
     assert!(d["malformed"].as_u64().unwrap() >= 50, "{d}");
-    let metrics = http_get(app.addr("admin"), "/metrics");
     assert!(
         metrics.contains("crc_appliance_dhcp_sent_total{type=\"ack\"} 1"),
         "{metrics}"
