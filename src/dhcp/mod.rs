@@ -1,33 +1,642 @@
-//! DHCPv4 server with MAC reservations.
+//! DHCPv4 server with MAC reservations (RFC 2131/2132, relay RFC 3046,
+//! client identifier RFC 6842).
 //!
-//! Entry points used by the supervisor: [`bind`] acquires every socket (so a
-//! port conflict fails before any service starts), then [`Bound::run`] serves
-//! until `shutdown` is cancelled.
+//! - [`leases`]: the lease table (pure, injected clock, persisted form).
+//! - [`reply`]: request → reply/NAK/silence (pure, RFC 2131 §4.3).
+//! - [`store`]: the lease file (atomic write: temp file, fsync, rename,
+//!   fsync dir; a corrupt file is kept aside, never silently dropped).
+//! - this file: the socket layer. One UDP socket on `dhcp.listen`
+//!   (0.0.0.0:67) with SO_BROADCAST (no SO_REUSEADDR), bound to `network.interface` with
+//!   SO_BINDTODEVICE when set. Replies go to 255.255.255.255:68 on that
+//!   interface, to ciaddr:68, or to giaddr:67 for relays (client port =
+//!   listen port + 1, relay port = listen port when not 67, for tests).
+//!
+//! Invariants: a bad datagram is logged at debug and dropped, never ends
+//! [`Bound::run`]. Durability (group commit): the datagrams waiting on the
+//! socket are processed as one batch; replies that need nothing on disk
+//! (OFFER, NAK, INFORM, a node renewing the reserved address whose bound
+//! record is already on disk) are sent at once; the others (a new binding,
+//! a pool lease renewal) are handed to the lease writer task and sent only
+//! after a write that covers them succeeded — an ACKed lease is on disk
+//! first. RELEASE/DECLINE are written the same way. The receive loop never
+//! waits for the disk. If a write fails, the held replies are dropped (the
+//! client retries), the records stay marked unwritten and the error is
+//! logged. Changes no reply waits for are written within a second.
+//!
+//! Entry points used by the supervisor: [`bind`] acquires the socket and
+//! loads the lease file (so a port conflict or an unusable lease directory
+//! fails before any service starts), then [`Bound::run`] serves until
+//! `shutdown` is cancelled.
 
-use std::sync::Arc;
+pub mod leases;
+pub mod reply;
+pub mod store;
 
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use dhcproto::v4::MessageType;
+use serde_json::json;
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
 
-use crate::hub::Hub;
+use crate::hub::{Hub, StatusSource};
 use crate::plan::Plan;
+use leases::{LeaseTable, Scope};
+use reply::{Config, Dest};
+
+/// Most datagrams handled per batch (one lease-file write per batch).
+const BATCH: usize = 256;
+/// Changes that need not be on disk before the reply are written this soon.
+const LAZY_FLUSH: Duration = Duration::from_secs(1);
+
+/// Unix seconds now.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Counters by message type, exported as metrics.
+#[derive(Default)]
+struct Counters {
+    rx: [AtomicU64; 5], // discover request release decline inform
+    rx_other: AtomicU64,
+    malformed: AtomicU64,
+    ignored: AtomicU64,
+    tx: [AtomicU64; 3], // offer ack nak
+    send_errors: AtomicU64,
+    persist_errors: AtomicU64,
+    persists: AtomicU64,
+}
+
+const RX_NAMES: [&str; 5] = ["discover", "request", "release", "decline", "inform"];
+const TX_NAMES: [&str; 3] = ["offer", "ack", "nak"];
+
+impl Counters {
+    fn rx(&self, t: MessageType) {
+        let i = match t {
+            MessageType::Discover => 0,
+            MessageType::Request => 1,
+            MessageType::Release => 2,
+            MessageType::Decline => 3,
+            MessageType::Inform => 4,
+            _ => {
+                self.rx_other.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        self.rx[i].fetch_add(1, Ordering::Relaxed);
+    }
+    fn tx(&self, t: MessageType) {
+        let i = match t {
+            MessageType::Offer => 0,
+            MessageType::Ack => 1,
+            _ => 2,
+        };
+        self.tx[i].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Shared between the serving loop and the status source.
+struct Shared {
+    table: Mutex<LeaseTable>,
+    counters: Counters,
+    listen: SocketAddr,
+    interface: Option<String>,
+    lease_file: PathBuf,
+}
+
+impl Shared {
+    fn table(&self) -> std::sync::MutexGuard<'_, LeaseTable> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+struct Status(Arc<Shared>);
+
+impl StatusSource for Status {
+    fn name(&self) -> &'static str {
+        "dhcp"
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let s = &self.0;
+        let now = now();
+        let t = s.table();
+        let leases: Vec<_> = t
+            .leases()
+            .into_iter()
+            .map(|l| {
+                json!({
+                    "mac": l.mac, "ip": l.ip, "hostname": l.hostname,
+                    "clientId": l.client_id, "state": l.state_name(now),
+                    "expires": l.expires, "reserved": l.reserved,
+                })
+            })
+            .collect();
+        let c = &s.counters;
+        let mut received = serde_json::Map::new();
+        for (n, v) in RX_NAMES.iter().zip(&c.rx) {
+            received.insert((*n).into(), v.load(Ordering::Relaxed).into());
+        }
+        received.insert("other".into(), c.rx_other.load(Ordering::Relaxed).into());
+        let mut sent = serde_json::Map::new();
+        for (n, v) in TX_NAMES.iter().zip(&c.tx) {
+            sent.insert((*n).into(), v.load(Ordering::Relaxed).into());
+        }
+        json!({
+            "listen": s.listen.to_string(),
+            "interface": s.interface,
+            "leaseFile": s.lease_file.display().to_string(),
+            "leases": leases,
+            "declined": t.declined(),
+            "received": received,
+            "sent": sent,
+            "malformed": c.malformed.load(Ordering::Relaxed),
+            "ignored": c.ignored.load(Ordering::Relaxed),
+            "sendErrors": c.send_errors.load(Ordering::Relaxed),
+            "leaseFileWrites": c.persists.load(Ordering::Relaxed),
+            "leaseFileErrors": c.persist_errors.load(Ordering::Relaxed),
+        })
+    }
+
+    fn metrics(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let c = &self.0.counters;
+        let _ = writeln!(
+            out,
+            "# HELP crc_appliance_dhcp_received_total DHCP messages received by type."
+        );
+        let _ = writeln!(out, "# TYPE crc_appliance_dhcp_received_total counter");
+        for (n, v) in RX_NAMES.iter().zip(&c.rx) {
+            let _ = writeln!(
+                out,
+                "crc_appliance_dhcp_received_total{{type=\"{n}\"}} {}",
+                v.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "crc_appliance_dhcp_received_total{{type=\"other\"}} {}",
+            c.rx_other.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP crc_appliance_dhcp_sent_total DHCP replies sent by type."
+        );
+        let _ = writeln!(out, "# TYPE crc_appliance_dhcp_sent_total counter");
+        for (n, v) in TX_NAMES.iter().zip(&c.tx) {
+            let _ = writeln!(
+                out,
+                "crc_appliance_dhcp_sent_total{{type=\"{n}\"}} {}",
+                v.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP crc_appliance_dhcp_dropped_total Datagrams dropped: malformed, or not for this server."
+        );
+        let _ = writeln!(out, "# TYPE crc_appliance_dhcp_dropped_total counter");
+        let _ = writeln!(
+            out,
+            "crc_appliance_dhcp_dropped_total{{reason=\"malformed\"}} {}",
+            c.malformed.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "crc_appliance_dhcp_dropped_total{{reason=\"ignored\"}} {}",
+            c.ignored.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP crc_appliance_dhcp_lease_file_errors_total Failed lease file writes."
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE crc_appliance_dhcp_lease_file_errors_total counter"
+        );
+        let _ = writeln!(
+            out,
+            "crc_appliance_dhcp_lease_file_errors_total {}",
+            c.persist_errors.load(Ordering::Relaxed)
+        );
+        let now = now();
+        let t = self.0.table();
+        let mut counts = std::collections::BTreeMap::<&str, u64>::new();
+        for s in ["offered", "bound", "released", "expired"] {
+            counts.insert(s, 0);
+        }
+        for l in t.leases() {
+            *counts.entry(l.state_name(now)).or_default() += 1;
+        }
+        let _ = writeln!(out, "# HELP crc_appliance_dhcp_leases Leases by state.");
+        let _ = writeln!(out, "# TYPE crc_appliance_dhcp_leases gauge");
+        for (s, n) in counts {
+            let _ = writeln!(out, "crc_appliance_dhcp_leases{{state=\"{s}\"}} {n}");
+        }
+    }
+}
 
 /// Sockets acquired by [`bind`].
 pub struct Bound {
-    _plan: Arc<Plan>,
+    socket: UdpSocket,
+    cfg: Config,
+    shared: Arc<Shared>,
 }
 
-/// Bind this service's sockets and log `listening for dhcp... on <addr>`.
+fn scope_of(plan: &Plan) -> Scope {
+    let c = &plan.cluster;
+    Scope::new(
+        c.network.cidr,
+        c.dhcp.pool,
+        plan.reservations.iter().map(|r| (r.mac, r.ip)),
+        u32::try_from(c.dhcp.lease_time.as_secs()).unwrap_or(u32::MAX),
+    )
+}
+
+/// Bind this service's socket, load the lease file and log
+/// `listening for dhcp on <addr>`.
 pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
+    let c = &plan.cluster;
+    let addr = c.dhcp.listen;
+    let interface = c.network.interface.clone();
+    let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
+        .context("creating the DHCP socket")?;
+    // No SO_REUSEADDR: another DHCP server on the same port and device must
+    // make bind fail rather than silently share the port.
+    sock.set_broadcast(true).context("SO_BROADCAST")?;
+    if let Some(ifname) = &interface {
+        sock.bind_device(Some(ifname.as_bytes())).with_context(|| {
+            format!("binding the DHCP socket to interface {ifname} (SO_BINDTODEVICE needs CAP_NET_RAW and an existing interface)")
+        })?;
+    }
+    // Bursts (many VMs booting) queue here while the lease file is written.
+    let _ = sock.set_recv_buffer_size(4 << 20);
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())
+        .with_context(|| format!("bind UDP {addr}"))?;
+    let socket = UdpSocket::from_std(sock.into()).context("registering the DHCP socket")?;
+    let local = socket.local_addr()?;
+
+    let path = c.dhcp.lease_file.clone();
+    let scope = scope_of(plan);
+    let p2 = path.clone();
+    let table = tokio::task::spawn_blocking(move || store::load(&p2, scope))
+        .await
+        .context("loading leases")??;
+    match (addr.ip(), &interface) {
+        (ip, _) if !ip.is_unspecified() && !ip.is_loopback() => warn!(
+            "dhcp.listen is {addr}: a socket bound to a unicast address does not receive broadcast DISCOVERs; use 0.0.0.0:{}",
+            addr.port()
+        ),
+        (ip, None) if ip.is_unspecified() => warn!(
+            "network.interface is not set: DHCP listens on every interface and broadcast replies leave by the default route"
+        ),
+        _ => {}
+    }
+    info!(
+        "listening for dhcp on {local}{}",
+        interface
+            .as_deref()
+            .map(|i| format!(" (interface {i})"))
+            .unwrap_or_default()
+    );
     Ok(Bound {
-        _plan: plan.clone(),
+        cfg: Config::from_plan(plan, local.port()),
+        socket,
+        shared: Arc::new(Shared {
+            table: Mutex::new(table),
+            counters: Counters::default(),
+            listen: local,
+            interface,
+            lease_file: path,
+        }),
     })
+}
+
+/// One reply waiting for the batch's lease-file write.
+struct Pending {
+    bytes: Vec<u8>,
+    to: SocketAddr,
+    kind: MessageType,
 }
 
 impl Bound {
     /// Serve until `shutdown` is cancelled, then finish in-flight work and return.
-    pub async fn run(self, _hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        // TODO: not implemented yet.
-        shutdown.cancelled().await;
+    pub async fn run(self, hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let Bound {
+            socket,
+            cfg,
+            shared,
+        } = self;
+        hub.register(Arc::new(Status(shared.clone())));
+        let socket = Arc::new(socket);
+        let writer = Arc::new(Writer::default());
+        let writer_task = tokio::spawn(writer.clone().run(shared.clone(), socket.clone()));
+        let mut buf = vec![0u8; 4096];
+        let mut gc = tokio::time::interval(Duration::from_secs(30));
+        gc.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut flush = tokio::time::interval(LAZY_FLUSH);
+        flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = gc.tick() => {
+                    if shared.table().gc(now()) {
+                        writer.dirty.store(true, Ordering::Relaxed);
+                    }
+                    continue;
+                }
+                _ = flush.tick() => {
+                    if writer.dirty.load(Ordering::Relaxed) {
+                        writer.wake.notify_one();
+                    }
+                    continue;
+                }
+                r = socket.readable() => {
+                    if let Err(e) = r {
+                        warn!("dhcp socket: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                }
+            }
+            let mut held: Vec<Pending> = Vec::new();
+            let mut ready: Vec<Pending> = Vec::new();
+            let mut durable = false;
+            {
+                let now = now();
+                let mut table = shared.table();
+                for _ in 0..BATCH {
+                    let (n, src) = match socket.try_recv_from(&mut buf) {
+                        Ok(x) => x,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(e) => {
+                            debug!("dhcp recv: {e}");
+                            break;
+                        }
+                    };
+                    // Defense in depth: a bug on some input must not stop
+                    // the service (the decoder is fuzzed; this is the net).
+                    let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        process(&cfg, &shared.counters, &mut table, &buf[..n], src, now)
+                    })) {
+                        Ok(x) => x,
+                        Err(_) => {
+                            shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
+                            error!(%src, "dhcp: internal error on a {n}-byte datagram (dropped); please report");
+                            Processed {
+                                reply: None,
+                                durable: false,
+                                lazy: true,
+                            }
+                        }
+                    };
+                    // RELEASE/DECLINE have no reply but change the table too.
+                    durable |= done.durable;
+                    if done.lazy {
+                        writer.dirty.store(true, Ordering::Relaxed);
+                    }
+                    if let Some(p) = done.reply {
+                        if done.durable {
+                            held.push(p);
+                        } else {
+                            ready.push(p);
+                        }
+                    }
+                }
+                if durable {
+                    // Tagged while the table is locked: the writer's next
+                    // snapshot (taken under the same lock) includes them.
+                    let generation = writer.generation.fetch_add(1, Ordering::SeqCst) + 1;
+                    writer
+                        .lock()
+                        .extend(held.into_iter().map(|p| (generation, p)));
+                }
+            }
+            // Replies that need nothing on disk go at once (offers, NAKs,
+            // renewals of reservations); the others when the writer has
+            // put this batch on disk. Receiving never waits for the disk.
+            send_all(&socket, &shared, ready).await;
+            if durable {
+                writer.wake.notify_one();
+            }
+        }
+        writer.closing.store(true, Ordering::SeqCst);
+        writer.wake.notify_one();
+        if let Err(e) = writer_task.await {
+            warn!("dhcp lease writer ended abnormally: {e}");
+        }
         Ok(())
+    }
+}
+
+/// The lease-file writer: one write at a time, covering every change made
+/// before it started; held replies are released when the write that
+/// includes their change has succeeded.
+#[derive(Default)]
+struct Writer {
+    wake: tokio::sync::Notify,
+    /// Bumped (under the table lock) for every batch with durable changes.
+    generation: AtomicU64,
+    /// Changes not on disk yet that no reply waits for.
+    dirty: std::sync::atomic::AtomicBool,
+    closing: std::sync::atomic::AtomicBool,
+    held: Mutex<Vec<(u64, Pending)>>,
+}
+
+impl Writer {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Pending)>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn run(self: Arc<Self>, shared: Arc<Shared>, socket: Arc<UdpSocket>) {
+        let mut written = 0u64;
+        loop {
+            self.wake.notified().await;
+            let closing = self.closing.load(Ordering::SeqCst);
+            let wanted = self.generation.load(Ordering::SeqCst);
+            if wanted > written || self.dirty.load(Ordering::Relaxed) {
+                let (generation, file, covered) = {
+                    let mut t = shared.table();
+                    self.dirty.store(false, Ordering::Relaxed);
+                    (
+                        self.generation.load(Ordering::SeqCst),
+                        t.to_file(),
+                        t.take_unsynced(),
+                    )
+                };
+                let ok = write(&shared, file).await;
+                if !ok {
+                    shared.table().restore_unsynced(covered);
+                }
+                let mut due = Vec::new();
+                {
+                    let mut held = self.lock();
+                    let mut i = 0;
+                    while i < held.len() {
+                        if held[i].0 <= generation {
+                            due.push(held.swap_remove(i).1);
+                        } else {
+                            i += 1;
+                        }
+                    }
+                }
+                if ok {
+                    written = generation;
+                    send_all(&socket, &shared, due).await;
+                } else {
+                    // The clients retry; their next REQUEST is written again.
+                    self.dirty.store(true, Ordering::Relaxed);
+                    written = generation;
+                    if !due.is_empty() {
+                        warn!(
+                            "dhcp: {} ACK(s) withheld: the lease file could not be written",
+                            due.len()
+                        );
+                    }
+                }
+                // More work arrived during the write: go again.
+                if self.generation.load(Ordering::SeqCst) > written {
+                    self.wake.notify_one();
+                }
+            }
+            if closing {
+                break;
+            }
+        }
+    }
+}
+
+async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {
+    for p in replies {
+        match socket.send_to(&p.bytes, p.to).await {
+            Ok(_) => shared.counters.tx(p.kind),
+            Err(e) => {
+                shared.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+                debug!("dhcp send to {}: {e}", p.to);
+            }
+        }
+    }
+}
+
+/// The result of one datagram.
+struct Processed {
+    reply: Option<Pending>,
+    /// The reply may only leave once the table is on disk.
+    durable: bool,
+    /// The table changed; write it soon.
+    lazy: bool,
+}
+
+/// Decode, decide and encode one datagram: the reply (if any) and whether
+/// the lease table changed. Never panics on input.
+fn process(
+    cfg: &Config,
+    counters: &Counters,
+    table: &mut LeaseTable,
+    data: &[u8],
+    src: SocketAddr,
+    now: u64,
+) -> Processed {
+    let none = Processed {
+        reply: None,
+        durable: false,
+        lazy: false,
+    };
+    let msg = match reply::decode(data) {
+        Ok(m) => m,
+        Err(e) => {
+            counters.malformed.fetch_add(1, Ordering::Relaxed);
+            debug!(%src, "dhcp: dropped datagram: {e}");
+            return none;
+        }
+    };
+    let Some(kind) = msg.opts().msg_type() else {
+        return none;
+    };
+    counters.rx(kind);
+    let mac = reply::mac_of(&msg)
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    let out = reply::handle(cfg, table, &msg, now);
+    let Some(r) = out.reply else {
+        if matches!(kind, MessageType::Release | MessageType::Decline) {
+            if kind == MessageType::Decline && out.persist {
+                warn!(%src, %mac, "dhcp: {}", out.note);
+            } else {
+                info!(%src, %mac, "dhcp: {}", out.note);
+            }
+        } else {
+            counters.ignored.fetch_add(1, Ordering::Relaxed);
+            debug!(%src, %mac, "dhcp {kind:?}: no reply: {}", out.note);
+        }
+        return Processed {
+            reply: None,
+            durable: out.persist,
+            lazy: out.lazy,
+        };
+    };
+    if out.new_binding {
+        let host = cfg
+            .hostnames
+            .get(&reply::mac_of(&msg).unwrap_or(crate::config::MacAddr([0; 6])));
+        info!(%mac, hostname = host.map(String::as_str).unwrap_or("-"), "dhcp: {}", out.note);
+    } else if r.kind == MessageType::Nak || kind == MessageType::Decline {
+        info!(%src, %mac, "dhcp {kind:?}: {}", out.note);
+    } else {
+        debug!(%src, %mac, "dhcp {kind:?}: {}", out.note);
+    }
+    let to = match r.dest {
+        Dest::Broadcast => SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::BROADCAST, cfg.client_port)),
+        Dest::Unicast(a) => SocketAddr::V4(a),
+    };
+    Processed {
+        reply: Some(Pending {
+            bytes: reply::encode(&r, &msg),
+            to,
+            kind: r.kind,
+        }),
+        durable: out.persist,
+        lazy: out.lazy,
+    }
+}
+
+/// Write the lease file (blocking I/O off the async threads). True on success.
+async fn write(shared: &Arc<Shared>, file: leases::LeaseFile) -> bool {
+    let path = shared.lease_file.clone();
+    let res = tokio::task::spawn_blocking(move || store::save(&path, &file)).await;
+    match res {
+        Ok(Ok(())) => {
+            shared.counters.persists.fetch_add(1, Ordering::Relaxed);
+            true
+        }
+        Ok(Err(e)) => {
+            shared
+                .counters
+                .persist_errors
+                .fetch_add(1, Ordering::Relaxed);
+            error!(
+                "cannot write the DHCP lease file {}: {e:#}; withholding ACKs until it works",
+                shared.lease_file.display()
+            );
+            false
+        }
+        Err(e) => {
+            shared
+                .counters
+                .persist_errors
+                .fetch_add(1, Ordering::Relaxed);
+            error!("lease file writer failed: {e}");
+            false
+        }
     }
 }

@@ -1,0 +1,735 @@
+//! The lease table: pure (no I/O, the clock is injected as `now`, Unix
+//! seconds), so every rule is unit-tested.
+//!
+//! Rules:
+//! - A reserved MAC (a node) always gets its reserved IP; a reserved IP is
+//!   never given to anyone else, whatever the lease file says.
+//! - Other clients get pool addresses (only when a pool is configured),
+//!   identified by their client identifier (option 61) if they send one,
+//!   else by their hardware address. A client keeps its previous address
+//!   while it is free; otherwise the requested address (option 50) if free;
+//!   otherwise a never-used address, then the one that expired longest ago.
+//! - An offer holds its address for [`OFFER_HOLD`] seconds.
+//! - A DECLINE takes the address out of service for [`DECLINE_HOLD`]
+//!   seconds (RFC 2131 §3.1 step 5: someone else answers ARP for it).
+//! - RELEASE frees the address at once (the record stays, so the client
+//!   gets the same address again if it is still free).
+//! - A lease is active while `expires > now`; expired leases free their
+//!   address but stay as a preference for their last client.
+//! - [`LeaseTable::to_file`] / [`LeaseTable::from_file`] are the persisted
+//!   form (bound and released leases, declined addresses); offers are not
+//!   persisted.
+
+use std::collections::{HashMap, HashSet};
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Ipv4Net, MacAddr};
+
+/// Seconds an offered address stays held for the client.
+pub const OFFER_HOLD: u64 = 30;
+/// Seconds a declined address stays out of service.
+pub const DECLINE_HOLD: u64 = 600;
+
+/// Version of the lease file format.
+pub const FILE_VERSION: u32 = 1;
+
+/// What the table needs from the configuration.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub cidr: Ipv4Net,
+    /// Inclusive range for clients without a reservation.
+    pub pool: Option<(Ipv4Addr, Ipv4Addr)>,
+    pub reserved: HashMap<MacAddr, Ipv4Addr>,
+    pub lease_time: u32,
+}
+
+impl Scope {
+    pub fn new(
+        cidr: Ipv4Net,
+        pool: Option<(Ipv4Addr, Ipv4Addr)>,
+        reservations: impl IntoIterator<Item = (MacAddr, Ipv4Addr)>,
+        lease_time: u32,
+    ) -> Scope {
+        Scope {
+            cidr,
+            pool,
+            reserved: reservations.into_iter().collect(),
+            lease_time: lease_time.max(1),
+        }
+    }
+
+    pub fn in_pool(&self, ip: Ipv4Addr) -> bool {
+        match self.pool {
+            Some((s, e)) => (u32::from(s)..=u32::from(e)).contains(&u32::from(ip)),
+            None => false,
+        }
+    }
+}
+
+/// Who is asking: hardware address and optional client identifier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Client {
+    pub mac: MacAddr,
+    pub client_id: Option<Vec<u8>>,
+}
+
+/// Identity of a lease holder.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Mac(MacAddr),
+    Id(Vec<u8>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Offered,
+    Bound,
+    Released,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub ip: Ipv4Addr,
+    #[serde(with = "mac_serde")]
+    pub mac: MacAddr,
+    /// Client identifier (option 61), hex.
+    #[serde(default, rename = "clientId", skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    pub state: State,
+    /// Unix seconds.
+    pub expires: u64,
+    #[serde(default)]
+    pub reserved: bool,
+}
+
+impl Lease {
+    pub fn active(&self, now: u64) -> bool {
+        self.state != State::Released && self.expires > now
+    }
+    /// State for display: `offered`, `bound`, `released` or `expired`.
+    pub fn state_name(&self, now: u64) -> &'static str {
+        match self.state {
+            State::Released => "released",
+            _ if self.expires <= now => "expired",
+            State::Offered => "offered",
+            State::Bound => "bound",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Declined {
+    pub ip: Ipv4Addr,
+    /// Unix seconds.
+    pub until: u64,
+}
+
+/// The persisted form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseFile {
+    pub version: u32,
+    pub leases: Vec<Lease>,
+    #[serde(default)]
+    pub declined: Vec<Declined>,
+}
+
+mod mac_serde {
+    use super::MacAddr;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &MacAddr, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(m)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<MacAddr, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect()
+}
+
+/// Why no address can be offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoAddress {
+    #[error("unknown client and no pool configured")]
+    NotServed,
+    #[error("the reserved address was declined recently (address conflict)")]
+    ReservedDeclined,
+    #[error("the pool is exhausted")]
+    PoolExhausted,
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaseTable {
+    scope: Scope,
+    reserved_ips: HashMap<Ipv4Addr, MacAddr>,
+    by_ip: HashMap<Ipv4Addr, Lease>,
+    by_key: HashMap<Key, Ipv4Addr>,
+    declined: HashMap<Ipv4Addr, u64>,
+    /// Addresses whose bound record changed and is not known to be on disk.
+    unsynced: HashSet<Ipv4Addr>,
+}
+
+impl LeaseTable {
+    pub fn new(scope: Scope) -> LeaseTable {
+        let reserved_ips = scope.reserved.iter().map(|(m, ip)| (*ip, *m)).collect();
+        LeaseTable {
+            scope,
+            reserved_ips,
+            by_ip: HashMap::new(),
+            by_key: HashMap::new(),
+            declined: HashMap::new(),
+            unsynced: HashSet::new(),
+        }
+    }
+
+    /// The record at `ip` changed and must reach the disk.
+    pub fn mark_unsynced(&mut self, ip: Ipv4Addr) {
+        self.unsynced.insert(ip);
+    }
+
+    /// True when the record at `ip` is known to be on disk as it was last
+    /// written (loaded from the file, or covered by a successful write).
+    pub fn is_synced(&self, ip: Ipv4Addr) -> bool {
+        !self.unsynced.contains(&ip)
+    }
+
+    /// Taken with the snapshot that is about to be written.
+    pub fn take_unsynced(&mut self) -> HashSet<Ipv4Addr> {
+        std::mem::take(&mut self.unsynced)
+    }
+
+    /// The write of a snapshot failed: its records are not on disk.
+    pub fn restore_unsynced(&mut self, ips: HashSet<Ipv4Addr>) {
+        self.unsynced.extend(ips);
+    }
+
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    pub fn reserved_ip(&self, mac: &MacAddr) -> Option<Ipv4Addr> {
+        self.scope.reserved.get(mac).copied()
+    }
+
+    /// True if this server hands out addresses to `client` at all.
+    pub fn serves(&self, client: &Client) -> bool {
+        self.scope.reserved.contains_key(&client.mac) || self.scope.pool.is_some()
+    }
+
+    fn key(&self, c: &Client) -> Key {
+        match &c.client_id {
+            Some(id) if !self.scope.reserved.contains_key(&c.mac) && !id.is_empty() => {
+                Key::Id(id.clone())
+            }
+            _ => Key::Mac(c.mac),
+        }
+    }
+
+    fn key_of(&self, l: &Lease) -> Key {
+        match l.client_id.as_deref().and_then(unhex) {
+            Some(id) if !l.reserved && !id.is_empty() => Key::Id(id),
+            _ => Key::Mac(l.mac),
+        }
+    }
+
+    pub fn is_declined(&self, ip: Ipv4Addr, now: u64) -> bool {
+        self.declined.get(&ip).is_some_and(|u| *u > now)
+    }
+
+    /// The client's current lease record (any state).
+    pub fn lease_of(&self, c: &Client) -> Option<&Lease> {
+        let ip = self.by_key.get(&self.key(c))?;
+        self.by_ip.get(ip)
+    }
+
+    pub fn lease_at(&self, ip: Ipv4Addr) -> Option<&Lease> {
+        self.by_ip.get(&ip)
+    }
+
+    /// May `client` use `ip` now? (A reservation, or a free pool address,
+    /// or one it holds.)
+    pub fn may_use(&self, c: &Client, ip: Ipv4Addr, now: u64) -> bool {
+        if let Some(r) = self.reserved_ip(&c.mac) {
+            return r == ip && !self.is_declined(ip, now);
+        }
+        if self.reserved_ips.contains_key(&ip) || !self.scope.in_pool(ip) {
+            return false;
+        }
+        if self.is_declined(ip, now) {
+            return false;
+        }
+        match self.by_ip.get(&ip) {
+            Some(l) if l.active(now) => self.key_of(l) == self.key(c),
+            _ => true,
+        }
+    }
+
+    /// The address to offer `client` (DISCOVER).
+    pub fn choose(
+        &self,
+        c: &Client,
+        requested: Option<Ipv4Addr>,
+        now: u64,
+    ) -> Result<Ipv4Addr, NoAddress> {
+        if let Some(r) = self.reserved_ip(&c.mac) {
+            return if self.is_declined(r, now) {
+                Err(NoAddress::ReservedDeclined)
+            } else {
+                Ok(r)
+            };
+        }
+        let Some((start, end)) = self.scope.pool else {
+            return Err(NoAddress::NotServed);
+        };
+        if let Some(ip) = self.by_key.get(&self.key(c))
+            && self.may_use(c, *ip, now)
+        {
+            return Ok(*ip);
+        }
+        if let Some(ip) = requested
+            && self.may_use(c, ip, now)
+        {
+            return Ok(ip);
+        }
+        let mut oldest: Option<(u64, Ipv4Addr)> = None;
+        for n in u32::from(start)..=u32::from(end) {
+            let ip = Ipv4Addr::from(n);
+            if self.reserved_ips.contains_key(&ip)
+                || self.is_declined(ip, now)
+                || self.scope.cidr.is_reserved(ip)
+            {
+                continue;
+            }
+            match self.by_ip.get(&ip) {
+                None => return Ok(ip),
+                Some(l) if !l.active(now) => {
+                    if oldest.is_none_or(|(e, _)| l.expires < e) {
+                        oldest = Some((l.expires, ip));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        oldest.map(|(_, ip)| ip).ok_or(NoAddress::PoolExhausted)
+    }
+
+    fn put(
+        &mut self,
+        c: &Client,
+        ip: Ipv4Addr,
+        state: State,
+        expires: u64,
+        hostname: Option<&str>,
+    ) {
+        let key = self.key(c);
+        // The client moves: forget its previous address.
+        if let Some(old) = self.by_key.get(&key).copied()
+            && old != ip
+        {
+            self.by_ip.remove(&old);
+        }
+        // Someone else's stale record at this address goes.
+        if let Some(prev) = self.by_ip.get(&ip) {
+            let pk = self.key_of(prev);
+            if pk != key {
+                self.by_key.remove(&pk);
+            }
+        }
+        let hostname = hostname
+            .map(str::to_string)
+            .or_else(|| self.by_ip.get(&ip).and_then(|l| l.hostname.clone()));
+        let lease = Lease {
+            ip,
+            mac: c.mac,
+            client_id: match key {
+                Key::Id(ref id) => Some(hex(id)),
+                Key::Mac(_) => None,
+            },
+            hostname,
+            state,
+            expires,
+            reserved: self.scope.reserved.contains_key(&c.mac),
+        };
+        self.by_ip.insert(ip, lease);
+        self.by_key.insert(key, ip);
+    }
+
+    /// Hold `ip` for `client` after an OFFER. An active bound lease of the
+    /// same client on the same address is left as it is.
+    pub fn offer(&mut self, c: &Client, ip: Ipv4Addr, hostname: Option<&str>, now: u64) {
+        if let Some(l) = self.by_ip.get(&ip)
+            && l.ip == ip
+            && l.state == State::Bound
+            && l.active(now)
+            && self.key_of(l) == self.key(c)
+        {
+            return;
+        }
+        self.put(c, ip, State::Offered, now + OFFER_HOLD, hostname);
+    }
+
+    /// Bind `ip` to `client` for the lease time (ACK). Returns the lease.
+    pub fn bind(&mut self, c: &Client, ip: Ipv4Addr, hostname: Option<&str>, now: u64) -> Lease {
+        let expires = now + u64::from(self.scope.lease_time);
+        self.put(c, ip, State::Bound, expires, hostname);
+        self.by_ip[&ip].clone()
+    }
+
+    /// The client chose another server: drop our offer (bound leases stay).
+    pub fn cancel_offer(&mut self, c: &Client) {
+        let key = self.key(c);
+        if let Some(ip) = self.by_key.get(&key).copied()
+            && self
+                .by_ip
+                .get(&ip)
+                .is_some_and(|l| l.state == State::Offered)
+        {
+            self.by_ip.remove(&ip);
+            self.by_key.remove(&key);
+        }
+    }
+
+    /// RELEASE of `ip` by `client`. True if a lease changed.
+    pub fn release(&mut self, c: &Client, ip: Ipv4Addr, now: u64) -> bool {
+        let key = self.key(c);
+        let holder = match self.by_ip.get(&ip) {
+            Some(l) if l.state != State::Released => self.key_of(l),
+            _ => return false,
+        };
+        if holder != key {
+            return false;
+        }
+        if let Some(l) = self.by_ip.get_mut(&ip) {
+            l.state = State::Released;
+            l.expires = l.expires.min(now);
+        }
+        true
+    }
+
+    /// DECLINE of `ip` by `client`: the address is in use by someone else.
+    /// True if the table changed.
+    pub fn decline(&mut self, c: &Client, ip: Ipv4Addr, now: u64) -> bool {
+        let owned = self
+            .by_ip
+            .get(&ip)
+            .is_some_and(|l| self.key_of(l) == self.key(c));
+        if !owned {
+            return false;
+        }
+        if let Some(l) = self.by_ip.remove(&ip) {
+            let k = self.key_of(&l);
+            self.by_key.remove(&k);
+        }
+        self.declined.insert(ip, now + DECLINE_HOLD);
+        true
+    }
+
+    /// Drop expired offers and finished declines. True if anything that is
+    /// persisted changed.
+    pub fn gc(&mut self, now: u64) -> bool {
+        let before = self.declined.len();
+        self.declined.retain(|_, u| *u > now);
+        let stale: Vec<Ipv4Addr> = self
+            .by_ip
+            .values()
+            .filter(|l| l.state == State::Offered && l.expires <= now)
+            .map(|l| l.ip)
+            .collect();
+        for ip in stale {
+            if let Some(l) = self.by_ip.remove(&ip) {
+                let k = self.key_of(&l);
+                if self.by_key.get(&k) == Some(&ip) {
+                    self.by_key.remove(&k);
+                }
+            }
+        }
+        before != self.declined.len()
+    }
+
+    /// All leases, ordered by address.
+    pub fn leases(&self) -> Vec<&Lease> {
+        let mut v: Vec<_> = self.by_ip.values().collect();
+        v.sort_by_key(|l| u32::from(l.ip));
+        v
+    }
+
+    pub fn declined(&self) -> Vec<Declined> {
+        let mut v: Vec<_> = self
+            .declined
+            .iter()
+            .map(|(ip, until)| Declined {
+                ip: *ip,
+                until: *until,
+            })
+            .collect();
+        v.sort_by_key(|d| u32::from(d.ip));
+        v
+    }
+
+    /// The persisted form: bound and released leases and declined addresses.
+    pub fn to_file(&self) -> LeaseFile {
+        LeaseFile {
+            version: FILE_VERSION,
+            leases: self
+                .leases()
+                .into_iter()
+                .filter(|l| l.state != State::Offered)
+                .cloned()
+                .collect(),
+            declined: self.declined(),
+        }
+    }
+
+    /// Rebuild a table from a lease file under (possibly changed) `scope`.
+    /// Returns the table and a note for every record that was not taken
+    /// over (outside the network, an address now reserved for another
+    /// MAC, a node whose reservation moved, ...).
+    pub fn from_file(scope: Scope, file: &LeaseFile) -> (LeaseTable, Vec<String>) {
+        let mut t = LeaseTable::new(scope);
+        let mut notes = Vec::new();
+        for d in &file.declined {
+            if t.scope.cidr.contains(d.ip) {
+                t.declined.insert(d.ip, d.until);
+            }
+        }
+        for l in &file.leases {
+            let why = if !t.scope.cidr.contains(l.ip) {
+                Some("outside the network")
+            } else if let Some(r) = t.scope.reserved.get(&l.mac) {
+                (*r != l.ip).then_some("its MAC is now reserved for another address")
+            } else if t.reserved_ips.contains_key(&l.ip) {
+                Some("the address is now reserved for another MAC")
+            } else if !t.scope.in_pool(l.ip) {
+                Some("outside the pool")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                notes.push(format!("lease {} for {} dropped: {why}", l.ip, l.mac));
+                continue;
+            }
+            let mut l = l.clone();
+            l.reserved = t.scope.reserved.contains_key(&l.mac);
+            if l.state == State::Offered {
+                continue;
+            }
+            let k = t.key_of(&l);
+            if let Some(old) = t.by_key.insert(k, l.ip)
+                && old != l.ip
+            {
+                notes.push(format!("lease {old} for {} superseded by {}", l.mac, l.ip));
+                t.by_ip.remove(&old);
+            }
+            t.by_ip.insert(l.ip, l);
+        }
+        (t, notes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mac(n: u8) -> MacAddr {
+        MacAddr([0x52, 0x54, 0, 0, 0, n])
+    }
+    fn ip(n: u8) -> Ipv4Addr {
+        Ipv4Addr::new(10, 0, 0, n)
+    }
+    fn cl(n: u8) -> Client {
+        Client {
+            mac: mac(n),
+            client_id: None,
+        }
+    }
+    fn table(pool: bool) -> LeaseTable {
+        LeaseTable::new(Scope::new(
+            "10.0.0.0/24".parse().unwrap(),
+            pool.then_some((ip(100), ip(102))),
+            [(mac(1), ip(10)), (mac(2), ip(11))],
+            3600,
+        ))
+    }
+    const T0: u64 = 1_000_000;
+
+    #[test]
+    fn reserved_macs_get_their_ip_and_unknown_need_a_pool() {
+        let t = table(false);
+        assert_eq!(t.choose(&cl(1), Some(ip(50)), T0), Ok(ip(10)));
+        assert_eq!(t.choose(&cl(9), None, T0), Err(NoAddress::NotServed));
+        assert!(!t.serves(&cl(9)));
+        assert!(t.may_use(&cl(1), ip(10), T0));
+        assert!(!t.may_use(&cl(1), ip(11), T0));
+        assert!(!t.may_use(&cl(2), ip(10), T0));
+        let t = table(true);
+        assert_eq!(t.choose(&cl(9), None, T0), Ok(ip(100)));
+        assert_eq!(t.choose(&cl(9), Some(ip(102)), T0), Ok(ip(102)));
+        // A requested reserved or out-of-pool address is not granted.
+        assert_eq!(t.choose(&cl(9), Some(ip(10)), T0), Ok(ip(100)));
+        assert!(!t.may_use(&cl(9), ip(10), T0));
+        assert!(!t.may_use(&cl(9), ip(99), T0));
+    }
+
+    #[test]
+    fn pool_allocation_offers_expiry_and_exhaustion() {
+        let mut t = table(true);
+        let a = t.choose(&cl(7), None, T0).unwrap();
+        t.offer(&cl(7), a, None, T0);
+        // The offer holds the address against others.
+        assert!(!t.may_use(&cl(8), a, T0 + 1));
+        let b = t.choose(&cl(8), Some(a), T0 + 1).unwrap();
+        assert_ne!(a, b);
+        t.bind(&cl(8), b, Some("eight"), T0 + 1);
+        let c = t.choose(&cl(9), None, T0 + 2).unwrap();
+        t.bind(&cl(9), c, None, T0 + 2);
+        assert_eq!(
+            t.choose(&cl(6), None, T0 + 3),
+            Err(NoAddress::PoolExhausted)
+        );
+        // After the offer hold the offered address is free again.
+        assert_eq!(t.choose(&cl(6), None, T0 + OFFER_HOLD + 1), Ok(a));
+        // Same client, same address.
+        assert_eq!(t.choose(&cl(8), None, T0 + 10), Ok(b));
+        // After the lease expires, the oldest expired address is reused.
+        let later = T0 + 2 + 3600;
+        assert!(!t.lease_at(b).unwrap().active(later));
+        t.gc(later);
+        assert_eq!(t.lease_at(a), None, "expired offer collected");
+        assert_eq!(t.choose(&cl(6), None, later), Ok(a));
+        t.bind(&cl(6), a, None, later);
+        assert_eq!(t.choose(&cl(5), None, later), Ok(b));
+        t.bind(&cl(5), b, None, later);
+        assert_eq!(t.lease_of(&cl(8)), None, "old holder's record replaced");
+    }
+
+    #[test]
+    fn client_identifier_identifies_pool_clients_not_reserved_ones() {
+        let mut t = table(true);
+        let c1 = Client {
+            mac: mac(20),
+            client_id: Some(vec![1, 2, 3]),
+        };
+        let a = t.choose(&c1, None, T0).unwrap();
+        t.bind(&c1, a, None, T0);
+        // Same client id from another NIC: same lease.
+        let c2 = Client {
+            mac: mac(21),
+            client_id: Some(vec![1, 2, 3]),
+        };
+        assert_eq!(t.choose(&c2, None, T0), Ok(a));
+        // Same MAC, other client id: another client.
+        let c3 = Client {
+            mac: mac(20),
+            client_id: Some(vec![9]),
+        };
+        assert!(!t.may_use(&c3, a, T0));
+        // A reserved MAC is matched by MAC whatever its client id.
+        let r = Client {
+            mac: mac(1),
+            client_id: Some(b"\xff\x00\x01duid".to_vec()),
+        };
+        assert_eq!(t.choose(&r, None, T0), Ok(ip(10)));
+        t.bind(&r, ip(10), Some("m0"), T0);
+        assert!(t.may_use(&cl(1), ip(10), T0));
+        assert!(t.release(&cl(1), ip(10), T0 + 5));
+    }
+
+    #[test]
+    fn release_and_decline() {
+        let mut t = table(true);
+        let a = t.choose(&cl(7), None, T0).unwrap();
+        t.bind(&cl(7), a, None, T0);
+        assert!(!t.release(&cl(8), a, T0 + 1), "only the holder releases");
+        assert!(t.release(&cl(7), a, T0 + 1));
+        assert!(
+            !t.release(&cl(7), a, T0 + 1),
+            "second release changes nothing"
+        );
+        assert_eq!(t.lease_at(a).unwrap().state_name(T0 + 1), "released");
+        assert!(t.may_use(&cl(8), a, T0 + 2), "released address is free");
+        // Sticky: the releasing client gets it back while free.
+        assert_eq!(t.choose(&cl(7), None, T0 + 2), Ok(a));
+        t.bind(&cl(7), a, None, T0 + 2);
+        assert!(!t.decline(&cl(8), a, T0 + 3));
+        assert!(t.decline(&cl(7), a, T0 + 3));
+        assert!(t.is_declined(a, T0 + 4));
+        assert!(!t.may_use(&cl(7), a, T0 + 4));
+        assert_ne!(t.choose(&cl(7), None, T0 + 4), Ok(a));
+        assert!(t.gc(T0 + 3 + DECLINE_HOLD));
+        assert!(t.may_use(&cl(7), a, T0 + 3 + DECLINE_HOLD));
+        // A declined reserved address: no offer until the hold ends.
+        t.bind(&cl(1), ip(10), None, T0);
+        assert!(t.decline(&cl(1), ip(10), T0));
+        assert_eq!(
+            t.choose(&cl(1), None, T0 + 1),
+            Err(NoAddress::ReservedDeclined)
+        );
+        assert_eq!(t.choose(&cl(1), None, T0 + DECLINE_HOLD), Ok(ip(10)));
+    }
+
+    #[test]
+    fn file_round_trip_and_reconciliation() {
+        let mut t = table(true);
+        t.bind(&cl(1), ip(10), Some("m0"), T0);
+        let c = Client {
+            mac: mac(30),
+            client_id: Some(vec![1, 0xab]),
+        };
+        t.bind(&c, ip(100), Some("pc"), T0);
+        t.offer(&cl(31), ip(101), None, T0);
+        t.bind(&cl(32), ip(102), None, T0);
+        t.decline(&cl(32), ip(102), T0);
+        let f = t.to_file();
+        assert_eq!(f.leases.len(), 2, "offers are not persisted: {f:?}");
+        let json = serde_json::to_string(&f).unwrap();
+        assert!(json.contains("\"clientId\":\"01ab\""), "{json}");
+        let back: LeaseFile = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, f);
+        let (t2, notes) = LeaseTable::from_file(table(true).scope.clone(), &back);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(t2.lease_of(&c).unwrap().ip, ip(100));
+        assert!(!t2.may_use(&cl(40), ip(100), T0 + 1));
+        assert!(t2.is_declined(ip(102), T0 + 1));
+        // Under a new plan: mac 1 now reserved elsewhere, 10.0.0.100 reserved
+        // for a new node → both records dropped with a note.
+        let scope = Scope::new(
+            "10.0.0.0/24".parse().unwrap(),
+            Some((ip(100), ip(102))),
+            [(mac(1), ip(12)), (mac(3), ip(100))],
+            3600,
+        );
+        let (t3, notes) = LeaseTable::from_file(scope, &back);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(t3.leases().is_empty());
+    }
+
+    #[test]
+    fn lease_file_rejects_garbage() {
+        assert!(serde_json::from_str::<LeaseFile>("{\"version\":1}").is_err());
+        assert!(
+            serde_json::from_str::<LeaseFile>(
+                r#"{"version":1,"leases":[{"ip":"10.0.0.1","mac":"zz","state":"bound","expires":1}]}"#
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,1095 @@
+//! The DHCP decision: (configuration, request, lease table, now) → reply or
+//! silence. Pure: no sockets, the clock is injected.
+//!
+//! RFC 2131 §4.3 as applied here:
+//! - DISCOVER → OFFER of [`LeaseTable::choose`]; unknown MACs without a
+//!   pool get no answer (so another DHCP server on the LAN keeps them).
+//! - REQUEST, by client state (§4.3.2):
+//!   SELECTING (server id present): another server's id → our offer is
+//!   dropped, no answer; ours → ACK if the requested address is the
+//!   client's, else NAK.
+//!   INIT-REBOOT (requested address, no ciaddr) and RENEWING/REBINDING
+//!   (ciaddr): ACK if the address may be the client's (its reservation, its
+//!   lease, or a free pool address), NAK if it is not (another node's
+//!   address, wrong network, a reserved MAC asking for anything but its
+//!   reservation). Clients this server does not serve get no answer.
+//! - RELEASE / DECLINE update the table (no answer); INFORM → ACK with the
+//!   configuration only (no address, no lease time), unicast to ciaddr.
+//! - Replies go to giaddr:server-port when relayed, else NAKs are
+//!   broadcast, else to ciaddr:client-port when set, else broadcast (a
+//!   client without an address cannot receive unicast without ARP
+//!   injection). The broadcast flag and giaddr are echoed; so are the
+//!   client identifier (RFC 6842) and relay agent information (RFC 3046).
+//! - Options: 53 and 54 first, then the client's parameter request list
+//!   order, then the rest; padded to 300 bytes (BOOTP minimum).
+//! - Every field of the request is treated as hostile: hardware type/length
+//!   other than Ethernet/6 is ignored, nothing indexes unchecked.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use dhcproto::v4::{
+    self, DhcpOption, DhcpOptions, Flags, HType, Message, MessageType, Opcode, OptionCode,
+};
+use dhcproto::{Decodable, Decoder, Encodable, Encoder};
+
+use super::leases::{Client, LeaseTable, NoAddress};
+use crate::config::{MacAddr, PxeCfg};
+use crate::plan::Plan;
+
+/// Minimum size of a BOOTP/DHCP message on the wire.
+pub const MIN_LEN: usize = 300;
+
+/// Everything the replies carry, derived from the plan once.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server_id: Ipv4Addr,
+    pub netmask: Ipv4Addr,
+    pub broadcast: Ipv4Addr,
+    pub router: Ipv4Addr,
+    pub dns: Ipv4Addr,
+    pub domain: String,
+    pub lease_time: u32,
+    pub cidr: crate::config::Ipv4Net,
+    pub hostnames: HashMap<MacAddr, String>,
+    pub pxe: Option<PxeCfg>,
+    /// Port relay agents listen on (67; the listen port in tests).
+    pub server_port: u16,
+    /// Port clients listen on (68; listen port + 1 in tests).
+    pub client_port: u16,
+}
+
+impl Config {
+    pub fn from_plan(plan: &Plan, server_port: u16) -> Config {
+        let c = &plan.cluster;
+        Config {
+            server_id: c.network.appliance_ip,
+            netmask: c.network.cidr.netmask(),
+            broadcast: c.network.cidr.broadcast(),
+            router: c.network.gateway,
+            dns: c.network.appliance_ip,
+            domain: c.domain.clone(),
+            lease_time: u32::try_from(c.dhcp.lease_time.as_secs()).unwrap_or(u32::MAX),
+            cidr: c.network.cidr,
+            hostnames: plan
+                .reservations
+                .iter()
+                .map(|r| (r.mac, r.hostname.clone()))
+                .collect(),
+            pxe: c.dhcp.pxe.clone(),
+            server_port,
+            client_port: if server_port == 67 {
+                68
+            } else {
+                server_port.wrapping_add(1)
+            },
+        }
+    }
+}
+
+/// Where a reply goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dest {
+    /// 255.255.255.255:client-port on the bound interface.
+    Broadcast,
+    Unicast(SocketAddrV4),
+}
+
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub kind: MessageType,
+    pub msg: Message,
+    pub dest: Dest,
+}
+
+/// What to do with one request.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub reply: Option<Reply>,
+    /// The lease table changed in a way that must be on disk before the
+    /// reply is sent (a new binding, a pool lease's renewal, RELEASE,
+    /// DECLINE).
+    pub persist: bool,
+    /// The table changed only in a way that cannot cause a conflict if lost
+    /// (a reserved node renewing the address it already holds on disk: the
+    /// reservation, not the file, decides who gets that address). Written
+    /// soon (≤ 1 s, or with the next write), the reply does not wait.
+    pub lazy: bool,
+    /// Why there is no reply, or what was done (for debug logs).
+    pub note: String,
+    /// An address was newly bound to a client (worth an info log; renewals
+    /// are not).
+    pub new_binding: bool,
+}
+
+impl Outcome {
+    fn silent(note: impl Into<String>) -> Outcome {
+        Outcome {
+            reply: None,
+            persist: false,
+            lazy: false,
+            note: note.into(),
+            new_binding: false,
+        }
+    }
+}
+
+/// Why a datagram was not even considered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    #[error("cannot decode: {0}")]
+    Decode(String),
+    #[error("not a BOOTREQUEST")]
+    NotRequest,
+    #[error("hardware type/length {0:?}/{1} is not Ethernet/6")]
+    Hardware(HType, u8),
+    #[error("no DHCP message type (plain BOOTP is not served)")]
+    NoMessageType,
+    #[error("bad magic cookie")]
+    Magic,
+    #[error("option {0} has an invalid length {1}")]
+    OptionLength(u8, usize),
+}
+
+/// Reject options whose length dhcproto 0.15 only `debug_assert!`s or
+/// subtracts from unchecked (a panic in debug builds): 80 (0), 81 (≥ 3),
+/// 94 (3), 151 (≥ 1), 152–155 (4). Consecutive options with the same code
+/// are concatenated first (RFC 3396), as dhcproto does.
+fn check_option_lengths(opts: &[u8]) -> Result<(), Malformed> {
+    fn ok(code: u8, len: usize) -> Result<(), Malformed> {
+        let good = match code {
+            80 => len == 0,
+            81 => len >= 3,
+            94 => len == 3,
+            151 => len >= 1,
+            152..=155 => len == 4,
+            _ => true,
+        };
+        if good {
+            Ok(())
+        } else {
+            Err(Malformed::OptionLength(code, len))
+        }
+    }
+    let mut run: Option<(u8, usize)> = None;
+    let mut i = 0;
+    while i < opts.len() {
+        let code = opts[i];
+        if code == 0 || code == 255 {
+            if let Some((c, l)) = run.take() {
+                ok(c, l)?;
+            }
+            if code == 255 {
+                break;
+            }
+            i += 1;
+            continue;
+        }
+        let Some(&len) = opts.get(i + 1) else { break };
+        let len = usize::from(len);
+        match &mut run {
+            Some((c, total)) if *c == code => *total += len,
+            _ => {
+                if let Some((c, l)) = run.take() {
+                    ok(c, l)?;
+                }
+                run = Some((code, len));
+            }
+        }
+        i += 2 + len;
+    }
+    if let Some((c, l)) = run {
+        ok(c, l)?;
+    }
+    Ok(())
+}
+
+/// Decode a datagram into a request we are willing to look at.
+pub fn decode(buf: &[u8]) -> Result<Message, Malformed> {
+    if buf.len() < 240 {
+        return Err(Malformed::Decode(format!(
+            "{} bytes is too short",
+            buf.len()
+        )));
+    }
+    if buf[236..240] != v4::MAGIC {
+        return Err(Malformed::Magic);
+    }
+    check_option_lengths(&buf[240..])?;
+    let msg =
+        Message::decode(&mut Decoder::new(buf)).map_err(|e| Malformed::Decode(e.to_string()))?;
+    if msg.opcode() != Opcode::BootRequest {
+        return Err(Malformed::NotRequest);
+    }
+    // `Message::chaddr()` slices by hlen, which would panic above 16.
+    if msg.htype() != HType::Eth || msg.hlen() != 6 {
+        return Err(Malformed::Hardware(msg.htype(), msg.hlen()));
+    }
+    if msg.opts().msg_type().is_none() {
+        return Err(Malformed::NoMessageType);
+    }
+    Ok(msg)
+}
+
+/// The client's MAC (the request passed [`decode`], so hlen is 6).
+pub fn mac_of(msg: &Message) -> Option<MacAddr> {
+    let ch = msg.chaddr();
+    let a: [u8; 6] = ch.get(..6)?.try_into().ok()?;
+    Some(MacAddr(a))
+}
+
+fn opt_ip(msg: &Message, code: OptionCode) -> Option<Ipv4Addr> {
+    match msg.opts().get(code)? {
+        DhcpOption::RequestedIpAddress(ip) | DhcpOption::ServerIdentifier(ip) => Some(*ip),
+        _ => None,
+    }
+}
+
+fn client_of(msg: &Message, mac: MacAddr) -> Client {
+    let client_id = match msg.opts().get(OptionCode::ClientIdentifier) {
+        Some(DhcpOption::ClientIdentifier(id)) if !id.is_empty() => Some(id.clone()),
+        _ => None,
+    };
+    Client { mac, client_id }
+}
+
+/// A client-supplied hostname, made safe for status output.
+fn client_hostname(msg: &Message) -> Option<String> {
+    match msg.opts().get(OptionCode::Hostname) {
+        Some(DhcpOption::Hostname(h)) => {
+            let s: String = h
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+                .take(63)
+                .collect();
+            (!s.is_empty()).then_some(s)
+        }
+        _ => None,
+    }
+}
+
+/// The name recorded in the lease: the node name for a reservation, else
+/// what the client sent.
+fn lease_hostname(cfg: &Config, msg: &Message, mac: MacAddr) -> Option<String> {
+    cfg.hostnames
+        .get(&mac)
+        .cloned()
+        .or_else(|| client_hostname(msg))
+}
+
+fn is_ipxe(msg: &Message) -> bool {
+    match msg.opts().get(OptionCode::UserClass) {
+        Some(DhcpOption::UserClass(v)) => v.windows(4).any(|w| w == b"iPXE"),
+        _ => false,
+    }
+}
+
+/// Decide what to answer to `msg` received from `src`.
+pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> Outcome {
+    let Some(mac) = mac_of(msg) else {
+        return Outcome::silent("no hardware address");
+    };
+    if mac.is_multicast() || mac.0 == [0; 6] {
+        return Outcome::silent("multicast or zero hardware address");
+    }
+    let giaddr = msg.giaddr();
+    if !giaddr.is_unspecified() && !cfg.cidr.contains(giaddr) {
+        return Outcome::silent(format!("relayed from {giaddr}, outside {}", cfg.cidr));
+    }
+    let client = client_of(msg, mac);
+    let sid = opt_ip(msg, OptionCode::ServerIdentifier);
+    let Some(kind) = msg.opts().msg_type() else {
+        return Outcome::silent("no message type");
+    };
+    match kind {
+        MessageType::Discover => {
+            let requested = opt_ip(msg, OptionCode::RequestedIpAddress);
+            match table.choose(&client, requested, now) {
+                Ok(ip) => {
+                    table.offer(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
+                    Outcome {
+                        reply: Some(build(cfg, msg, MessageType::Offer, ip, mac)),
+                        persist: false,
+                        lazy: false,
+                        note: format!("offer {ip}"),
+                        new_binding: false,
+                    }
+                }
+                Err(NoAddress::NotServed) => Outcome::silent("unknown MAC, no pool"),
+                Err(e) => Outcome::silent(e.to_string()),
+            }
+        }
+        MessageType::Request => {
+            if !table.serves(&client) {
+                return Outcome::silent("unknown MAC, no pool");
+            }
+            let requested = opt_ip(msg, OptionCode::RequestedIpAddress);
+            let ciaddr = msg.ciaddr();
+            let ip = match sid {
+                Some(s) if s != cfg.server_id => {
+                    table.cancel_offer(&client);
+                    return Outcome::silent(format!("client selected server {s}"));
+                }
+                Some(_) => requested.or((!ciaddr.is_unspecified()).then_some(ciaddr)),
+                None if ciaddr.is_unspecified() => requested,
+                None => Some(ciaddr),
+            };
+            let Some(ip) = ip else {
+                return Outcome::silent("REQUEST without requested address or ciaddr");
+            };
+            if cfg.cidr.contains(ip) && table.may_use(&client, ip, now) {
+                let held = table
+                    .lease_of(&client)
+                    .is_some_and(|l| l.ip == ip && l.state == super::leases::State::Bound);
+                let renewal = held && table.lease_of(&client).is_some_and(|l| l.active(now));
+                // Its bound record is on disk (written before its first
+                // ACK and not changed durably since, or loaded).
+                let reserved_renewal =
+                    held && table.reserved_ip(&mac) == Some(ip) && table.is_synced(ip);
+                table.bind(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
+                if !reserved_renewal {
+                    table.mark_unsynced(ip);
+                }
+                Outcome {
+                    reply: Some(build(cfg, msg, MessageType::Ack, ip, mac)),
+                    persist: !reserved_renewal,
+                    lazy: reserved_renewal,
+                    note: format!("ack {ip}"),
+                    new_binding: !renewal,
+                }
+            } else {
+                let why = if !cfg.cidr.contains(ip) {
+                    format!("{ip} is not on {}", cfg.cidr)
+                } else if let Some(r) = table.reserved_ip(&mac) {
+                    format!("{ip} requested, reserved address is {r}")
+                } else {
+                    format!("{ip} is not available to this client")
+                };
+                Outcome {
+                    reply: Some(build(
+                        cfg,
+                        msg,
+                        MessageType::Nak,
+                        Ipv4Addr::UNSPECIFIED,
+                        mac,
+                    )),
+                    persist: false,
+                    lazy: false,
+                    note: format!("nak: {why}"),
+                    new_binding: false,
+                }
+            }
+        }
+        MessageType::Release => {
+            if sid.is_some_and(|s| s != cfg.server_id) {
+                return Outcome::silent("release for another server");
+            }
+            let changed = table.release(&client, msg.ciaddr(), now);
+            Outcome {
+                reply: None,
+                persist: changed,
+                lazy: false,
+                new_binding: false,
+                note: format!(
+                    "release {} ({})",
+                    msg.ciaddr(),
+                    if changed { "freed" } else { "no such lease" }
+                ),
+            }
+        }
+        MessageType::Decline => {
+            if sid.is_some_and(|s| s != cfg.server_id) {
+                return Outcome::silent("decline for another server");
+            }
+            let Some(ip) = opt_ip(msg, OptionCode::RequestedIpAddress) else {
+                return Outcome::silent("decline without requested address");
+            };
+            let changed = table.decline(&client, ip, now);
+            Outcome {
+                reply: None,
+                persist: changed,
+                lazy: false,
+                new_binding: false,
+                note: format!(
+                    "decline {ip} ({})",
+                    if changed {
+                        "address conflict: quarantined"
+                    } else {
+                        "no such lease"
+                    }
+                ),
+            }
+        }
+        MessageType::Inform => {
+            if !table.serves(&client) {
+                return Outcome::silent("unknown MAC, no pool");
+            }
+            if !cfg.cidr.contains(msg.ciaddr()) {
+                return Outcome::silent(format!(
+                    "inform from {} outside {}",
+                    msg.ciaddr(),
+                    cfg.cidr
+                ));
+            }
+            Outcome {
+                reply: Some(build(
+                    cfg,
+                    msg,
+                    MessageType::Ack,
+                    Ipv4Addr::UNSPECIFIED,
+                    mac,
+                )),
+                persist: false,
+                lazy: false,
+                note: "inform".into(),
+                new_binding: false,
+            }
+        }
+        other => Outcome::silent(format!("ignored message type {other:?}")),
+    }
+}
+
+/// Build an OFFER/ACK/NAK for `req` (INFORM's ACK when `yiaddr` is 0).
+fn build(cfg: &Config, req: &Message, kind: MessageType, yiaddr: Ipv4Addr, mac: MacAddr) -> Reply {
+    let inform = req.opts().msg_type() == Some(MessageType::Inform);
+    let nak = kind == MessageType::Nak;
+    let mut m = Message::new_with_id(
+        req.xid(),
+        Ipv4Addr::UNSPECIFIED,
+        yiaddr,
+        Ipv4Addr::UNSPECIFIED,
+        req.giaddr(),
+        &mac.0,
+    );
+    m.set_opcode(Opcode::BootReply);
+    m.set_htype(HType::Eth);
+    m.set_hops(req.hops());
+    let mut flags = req.flags();
+    if nak && !req.giaddr().is_unspecified() {
+        flags = flags.set_broadcast();
+    }
+    m.set_flags(Flags::new(u16::from(flags) & 0x8000));
+    if !nak && (inform || kind == MessageType::Ack) {
+        m.set_ciaddr(req.ciaddr());
+    }
+    let o = m.opts_mut();
+    o.insert(DhcpOption::MessageType(kind));
+    o.insert(DhcpOption::ServerIdentifier(cfg.server_id));
+    if let Some(DhcpOption::ClientIdentifier(id)) = req.opts().get(OptionCode::ClientIdentifier) {
+        o.insert(DhcpOption::ClientIdentifier(id.clone()));
+    }
+    if let Some(ra @ DhcpOption::RelayAgentInformation(_)) =
+        req.opts().get(OptionCode::RelayAgentInformation)
+    {
+        o.insert(ra.clone());
+    }
+    if nak {
+        o.insert(DhcpOption::Message("requested address is not yours".into()));
+    } else {
+        if !inform {
+            o.insert(DhcpOption::AddressLeaseTime(cfg.lease_time));
+            o.insert(DhcpOption::Renewal(cfg.lease_time / 2));
+            o.insert(DhcpOption::Rebinding(
+                u32::try_from(u64::from(cfg.lease_time) * 7 / 8).unwrap_or(u32::MAX),
+            ));
+        }
+        o.insert(DhcpOption::SubnetMask(cfg.netmask));
+        o.insert(DhcpOption::BroadcastAddr(cfg.broadcast));
+        o.insert(DhcpOption::Router(vec![cfg.router]));
+        o.insert(DhcpOption::DomainNameServer(vec![cfg.dns]));
+        o.insert(DhcpOption::DomainName(cfg.domain.clone()));
+        if let Some(h) = cfg.hostnames.get(&mac) {
+            o.insert(DhcpOption::Hostname(h.clone()));
+        }
+        if let Some(p) = &cfg.pxe {
+            let file = if is_ipxe(req) {
+                p.ipxe_script_url.as_ref().or(p.boot_file.as_ref())
+            } else {
+                p.boot_file.as_ref()
+            };
+            if let Some(f) = file {
+                m.set_siaddr(p.next_server);
+                // The header field holds 128 bytes NUL-terminated (and
+                // dhcproto panics above 128); longer names go in option 67 only.
+                if f.len() < 128 {
+                    m.set_fname_str(f);
+                }
+                let o = m.opts_mut();
+                o.insert(DhcpOption::TFTPServerName(
+                    p.next_server.to_string().into_bytes(),
+                ));
+                o.insert(DhcpOption::BootfileName(f.as_bytes().to_vec()));
+            }
+        }
+    }
+    let dest = if !req.giaddr().is_unspecified() {
+        Dest::Unicast(SocketAddrV4::new(req.giaddr(), cfg.server_port))
+    } else if nak {
+        Dest::Broadcast
+    } else if !req.ciaddr().is_unspecified() {
+        Dest::Unicast(SocketAddrV4::new(req.ciaddr(), cfg.client_port))
+    } else {
+        Dest::Broadcast
+    };
+    Reply { kind, msg: m, dest }
+}
+
+/// Encode a reply: header, then options 53 and 54, the ones in the
+/// request's parameter request list in that order, the rest (82 last),
+/// end, padding to [`MIN_LEN`].
+pub fn encode(reply: &Reply, req: &Message) -> Vec<u8> {
+    let mut head = reply.msg.clone();
+    let opts = std::mem::replace(head.opts_mut(), DhcpOptions::new());
+    let mut buf = Vec::with_capacity(400);
+    let mut e = Encoder::new(&mut buf);
+    // Empty options encode to nothing: this writes header + magic cookie.
+    let mut ok = head.encode(&mut e).is_ok();
+    let prl: Vec<OptionCode> = match req.opts().get(OptionCode::ParameterRequestList) {
+        Some(DhcpOption::ParameterRequestList(v)) => v.clone(),
+        _ => Vec::new(),
+    };
+    let mut order: Vec<OptionCode> = vec![OptionCode::MessageType, OptionCode::ServerIdentifier];
+    for c in prl {
+        if !order.contains(&c) && c != OptionCode::RelayAgentInformation {
+            order.push(c);
+        }
+    }
+    for (c, _) in opts.iter() {
+        if !order.contains(c) && *c != OptionCode::RelayAgentInformation {
+            order.push(*c);
+        }
+    }
+    order.push(OptionCode::RelayAgentInformation);
+    for c in order {
+        if let Some(o) = opts.get(c) {
+            ok &= o.encode(&mut e).is_ok();
+        }
+    }
+    ok &= DhcpOption::End.encode(&mut e).is_ok();
+    debug_assert!(ok, "encoding a reply cannot fail");
+    if buf.len() < MIN_LEN {
+        buf.resize(MIN_LEN, 0);
+    }
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::leases::Scope;
+    use super::*;
+
+    const T0: u64 = 1_700_000_000;
+
+    fn plan(pool: bool, pxe: bool) -> Plan {
+        let mut text = String::from(
+            "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1 }\nnodes:\n  - { name: master-0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10 }\n  - { name: worker-0, role: worker, mac: '52:54:00:00:00:14', ip: 10.0.0.20 }\ndhcp:\n  leaseTime: 1h\n",
+        );
+        if pool {
+            text.push_str("  pool: { start: 10.0.0.100, end: 10.0.0.110 }\n");
+        }
+        if pxe {
+            text.push_str("  pxe: { bootFile: undionly.kpxe, ipxeScriptUrl: 'http://10.0.0.1:8080/boot.ipxe' }\n");
+        }
+        Plan::new(
+            crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
+                .unwrap(),
+        )
+    }
+
+    fn setup(pool: bool, pxe: bool) -> (Config, LeaseTable) {
+        let p = plan(pool, pxe);
+        let c = &p.cluster;
+        let scope = Scope::new(
+            c.network.cidr,
+            c.dhcp.pool,
+            p.reservations.iter().map(|r| (r.mac, r.ip)),
+            3600,
+        );
+        (Config::from_plan(&p, 67), LeaseTable::new(scope))
+    }
+
+    const M0: [u8; 6] = [0x52, 0x54, 0, 0, 0, 0x0a];
+    const UNKNOWN: [u8; 6] = [0x52, 0x54, 0, 9, 9, 9];
+
+    fn req(kind: MessageType, mac: [u8; 6]) -> Message {
+        let u = Ipv4Addr::UNSPECIFIED;
+        let mut m = Message::new_with_id(0x1234, u, u, u, u, &mac);
+        m.opts_mut().insert(DhcpOption::MessageType(kind));
+        m.opts_mut().insert(DhcpOption::ParameterRequestList(vec![
+            OptionCode::Hostname,
+            OptionCode::SubnetMask,
+            OptionCode::Router,
+            OptionCode::DomainNameServer,
+            OptionCode::DomainName,
+        ]));
+        m
+    }
+
+    /// Through the wire format both ways, as the server does.
+    fn roundtrip(
+        cfg: &Config,
+        t: &mut LeaseTable,
+        m: &Message,
+        now: u64,
+    ) -> (Outcome, Option<Message>) {
+        let bytes = m.to_vec().unwrap();
+        let parsed = decode(&bytes).expect("valid request");
+        let out = handle(cfg, t, &parsed, now);
+        let reply = out.reply.as_ref().map(|r| {
+            let b = encode(r, &parsed);
+            assert!(b.len() >= MIN_LEN);
+            Message::from_bytes(&b).expect("reply decodes")
+        });
+        (out, reply)
+    }
+
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn full_dora_for_a_reservation() {
+        let (cfg, mut t) = setup(false, false);
+        let mut d = req(MessageType::Discover, M0);
+        d.set_flags(Flags::default().set_broadcast());
+        let (out, offer) = roundtrip(&cfg, &mut t, &d, T0);
+        let offer = offer.expect("offer");
+        assert_eq!(offer.opts().msg_type(), Some(MessageType::Offer));
+        assert_eq!(offer.opcode(), Opcode::BootReply);
+        assert_eq!(offer.xid(), 0x1234);
+        assert_eq!(offer.yiaddr(), ip("10.0.0.10"));
+        assert_eq!(offer.chaddr(), &M0);
+        assert!(offer.flags().broadcast());
+        assert_eq!(out.reply.unwrap().dest, Dest::Broadcast);
+        assert!(!out.persist);
+        let o = offer.opts();
+        assert_eq!(
+            o.get(OptionCode::ServerIdentifier),
+            Some(&DhcpOption::ServerIdentifier(ip("10.0.0.1")))
+        );
+        assert_eq!(
+            o.get(OptionCode::Hostname),
+            Some(&DhcpOption::Hostname("master-0".into()))
+        );
+        assert_eq!(
+            o.get(OptionCode::SubnetMask),
+            Some(&DhcpOption::SubnetMask(ip("255.255.255.0")))
+        );
+        assert_eq!(
+            o.get(OptionCode::Router),
+            Some(&DhcpOption::Router(vec![ip("10.0.0.254")]))
+        );
+        assert_eq!(
+            o.get(OptionCode::DomainNameServer),
+            Some(&DhcpOption::DomainNameServer(vec![ip("10.0.0.1")]))
+        );
+        assert_eq!(
+            o.get(OptionCode::DomainName),
+            Some(&DhcpOption::DomainName("c.example.com".into()))
+        );
+        assert_eq!(
+            o.get(OptionCode::AddressLeaseTime),
+            Some(&DhcpOption::AddressLeaseTime(3600))
+        );
+        assert_eq!(o.get(OptionCode::Renewal), Some(&DhcpOption::Renewal(1800)));
+        assert_eq!(
+            o.get(OptionCode::Rebinding),
+            Some(&DhcpOption::Rebinding(3150))
+        );
+
+        let mut r = req(MessageType::Request, M0);
+        r.opts_mut()
+            .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.10")));
+        r.opts_mut()
+            .insert(DhcpOption::ServerIdentifier(ip("10.0.0.1")));
+        let (out, ack) = roundtrip(&cfg, &mut t, &r, T0 + 1);
+        let ack = ack.expect("ack");
+        assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
+        assert_eq!(ack.yiaddr(), ip("10.0.0.10"));
+        assert!(out.persist, "an ACK must be persisted before it is sent");
+        let l = t.lease_at(ip("10.0.0.10")).unwrap();
+        assert_eq!(l.state_name(T0 + 2), "bound");
+        assert_eq!(l.expires, T0 + 1 + 3600);
+
+        // RENEWING: unicast from ciaddr, answered by unicast. Before the
+        // lease file write that covers the binding, a renewal waits for it too.
+        let mut renew = req(MessageType::Request, M0);
+        renew.set_ciaddr(ip("10.0.0.10"));
+        let (out, _) = roundtrip(&cfg, &mut t, &renew, T0 + 2);
+        assert!(out.persist && !out.lazy);
+        let covered = t.take_unsynced(); // the writer's snapshot ...
+        t.restore_unsynced(covered); // ... whose write failed
+        assert!(roundtrip(&cfg, &mut t, &renew, T0 + 3).0.persist);
+        let _ = t.take_unsynced(); // a write that succeeded
+        let (out, ack) = roundtrip(&cfg, &mut t, &renew, T0 + 1800);
+        assert_eq!(ack.unwrap().ciaddr(), ip("10.0.0.10"));
+        assert!(
+            !out.persist && out.lazy,
+            "a node renewing its reserved, already persisted lease needs no write before the ACK"
+        );
+        assert_eq!(
+            out.reply.unwrap().dest,
+            Dest::Unicast(SocketAddrV4::new(ip("10.0.0.10"), 68))
+        );
+        assert_eq!(
+            t.lease_at(ip("10.0.0.10")).unwrap().expires,
+            T0 + 1800 + 3600
+        );
+
+        // RELEASE frees it.
+        let mut rel = req(MessageType::Release, M0);
+        rel.set_ciaddr(ip("10.0.0.10"));
+        rel.opts_mut()
+            .insert(DhcpOption::ServerIdentifier(ip("10.0.0.1")));
+        let (out, none) = roundtrip(&cfg, &mut t, &rel, T0 + 1900);
+        assert!(none.is_none() && out.persist);
+        assert_eq!(
+            t.lease_at(ip("10.0.0.10")).unwrap().state_name(T0 + 1900),
+            "released"
+        );
+    }
+
+    #[test]
+    fn options_follow_the_parameter_request_list() {
+        let (cfg, mut t) = setup(false, false);
+        let d = req(MessageType::Discover, M0);
+        let out = handle(&cfg, &mut t, &d, T0);
+        let b = encode(out.reply.as_ref().unwrap(), &d);
+        let mut codes = Vec::new();
+        let mut i = 240;
+        while i < b.len() && b[i] != 255 {
+            codes.push(b[i]);
+            i += 2 + b[i + 1] as usize;
+        }
+        assert_eq!(&codes[..7], &[53, 54, 12, 1, 3, 6, 15], "{codes:?}");
+        assert!(b.len() >= MIN_LEN);
+    }
+
+    #[test]
+    fn unknown_mac_is_ignored_without_a_pool_and_served_with_one() {
+        let (cfg, mut t) = setup(false, false);
+        for kind in [
+            MessageType::Discover,
+            MessageType::Request,
+            MessageType::Inform,
+        ] {
+            let mut m = req(kind, UNKNOWN);
+            m.opts_mut()
+                .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.10")));
+            m.set_ciaddr(ip("10.0.0.50"));
+            assert!(roundtrip(&cfg, &mut t, &m, T0).1.is_none(), "{kind:?}");
+        }
+        let (cfg, mut t) = setup(true, false);
+        let mut d = req(MessageType::Discover, UNKNOWN);
+        d.opts_mut().insert(DhcpOption::ClientIdentifier(vec![
+            1, 0x52, 0x54, 0, 9, 9, 9,
+        ]));
+        let offer = roundtrip(&cfg, &mut t, &d, T0).1.unwrap();
+        assert_eq!(offer.yiaddr(), ip("10.0.0.100"));
+        assert_eq!(offer.opts().get(OptionCode::Hostname), None);
+        assert_eq!(
+            offer.opts().get(OptionCode::ClientIdentifier),
+            Some(&DhcpOption::ClientIdentifier(vec![
+                1, 0x52, 0x54, 0, 9, 9, 9
+            ])),
+            "client id echoed (RFC 6842)"
+        );
+    }
+
+    #[test]
+    fn nak_for_a_wrong_requested_address() {
+        let (cfg, mut t) = setup(true, false);
+        // INIT-REBOOT of a node asking for another node's address.
+        let mut r = req(MessageType::Request, M0);
+        r.opts_mut()
+            .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.20")));
+        let (out, nak) = roundtrip(&cfg, &mut t, &r, T0);
+        let nak = nak.unwrap();
+        assert_eq!(nak.opts().msg_type(), Some(MessageType::Nak));
+        assert_eq!(nak.yiaddr(), Ipv4Addr::UNSPECIFIED);
+        assert_eq!(out.reply.unwrap().dest, Dest::Broadcast);
+        assert!(
+            out.note.contains("reserved address is 10.0.0.10"),
+            "{}",
+            out.note
+        );
+        // ... or a pool address, or an address on another network.
+        for bad in ["10.0.0.100", "192.168.1.5"] {
+            let mut r = req(MessageType::Request, M0);
+            r.opts_mut().insert(DhcpOption::RequestedIpAddress(ip(bad)));
+            assert_eq!(
+                roundtrip(&cfg, &mut t, &r, T0).1.unwrap().opts().msg_type(),
+                Some(MessageType::Nak)
+            );
+        }
+        // RENEWING with someone else's address.
+        let mut r = req(MessageType::Request, UNKNOWN);
+        r.set_ciaddr(ip("10.0.0.20"));
+        assert_eq!(
+            roundtrip(&cfg, &mut t, &r, T0).1.unwrap().opts().msg_type(),
+            Some(MessageType::Nak)
+        );
+        // SELECTING with our id but not the offered address.
+        let mut r = req(MessageType::Request, M0);
+        r.opts_mut()
+            .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.11")));
+        r.opts_mut()
+            .insert(DhcpOption::ServerIdentifier(ip("10.0.0.1")));
+        assert_eq!(
+            roundtrip(&cfg, &mut t, &r, T0).1.unwrap().opts().msg_type(),
+            Some(MessageType::Nak)
+        );
+        // INIT-REBOOT with the right address: ACK.
+        let mut r = req(MessageType::Request, M0);
+        r.opts_mut()
+            .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.10")));
+        assert_eq!(
+            roundtrip(&cfg, &mut t, &r, T0).1.unwrap().opts().msg_type(),
+            Some(MessageType::Ack)
+        );
+    }
+
+    #[test]
+    fn request_for_another_server_drops_our_offer() {
+        let (cfg, mut t) = setup(true, false);
+        let d = req(MessageType::Discover, UNKNOWN);
+        let offer = roundtrip(&cfg, &mut t, &d, T0).1.unwrap();
+        assert!(t.lease_at(offer.yiaddr()).is_some());
+        let mut r = req(MessageType::Request, UNKNOWN);
+        r.opts_mut()
+            .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.77")));
+        r.opts_mut()
+            .insert(DhcpOption::ServerIdentifier(ip("10.0.0.2")));
+        let (out, none) = roundtrip(&cfg, &mut t, &r, T0 + 1);
+        assert!(none.is_none() && !out.persist);
+        assert!(t.lease_at(offer.yiaddr()).is_none());
+    }
+
+    #[test]
+    fn relayed_requests_are_answered_to_the_relay() {
+        let (cfg, mut t) = setup(false, false);
+        let mut d = req(MessageType::Discover, M0);
+        d.set_giaddr(ip("10.0.0.2"));
+        d.set_hops(1);
+        let (out, offer) = roundtrip(&cfg, &mut t, &d, T0);
+        let offer = offer.unwrap();
+        assert_eq!(offer.giaddr(), ip("10.0.0.2"));
+        assert_eq!(offer.hops(), 1);
+        assert_eq!(
+            out.reply.unwrap().dest,
+            Dest::Unicast(SocketAddrV4::new(ip("10.0.0.2"), 67))
+        );
+        // A NAK through a relay sets the broadcast bit.
+        let mut r = req(MessageType::Request, M0);
+        r.set_giaddr(ip("10.0.0.2"));
+        r.opts_mut()
+            .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.99")));
+        let nak = roundtrip(&cfg, &mut t, &r, T0).1.unwrap();
+        assert!(nak.flags().broadcast());
+        // A relay on another network is not ours.
+        let mut d = req(MessageType::Discover, M0);
+        d.set_giaddr(ip("172.16.0.1"));
+        assert!(roundtrip(&cfg, &mut t, &d, T0).1.is_none());
+    }
+
+    #[test]
+    fn inform_gets_configuration_only() {
+        let (cfg, mut t) = setup(false, false);
+        let mut m = req(MessageType::Inform, M0);
+        m.set_ciaddr(ip("10.0.0.10"));
+        let (out, ack) = roundtrip(&cfg, &mut t, &m, T0);
+        let ack = ack.unwrap();
+        assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
+        assert_eq!(ack.yiaddr(), Ipv4Addr::UNSPECIFIED);
+        assert_eq!(ack.ciaddr(), ip("10.0.0.10"));
+        assert_eq!(ack.opts().get(OptionCode::AddressLeaseTime), None);
+        assert!(ack.opts().get(OptionCode::Router).is_some());
+        assert_eq!(
+            out.reply.unwrap().dest,
+            Dest::Unicast(SocketAddrV4::new(ip("10.0.0.10"), 68))
+        );
+        assert!(t.leases().is_empty(), "INFORM allocates nothing");
+    }
+
+    #[test]
+    fn decline_quarantines_the_address() {
+        let (cfg, mut t) = setup(true, false);
+        let d = req(MessageType::Discover, UNKNOWN);
+        let a = roundtrip(&cfg, &mut t, &d, T0).1.unwrap().yiaddr();
+        let mut r = req(MessageType::Request, UNKNOWN);
+        r.opts_mut().insert(DhcpOption::RequestedIpAddress(a));
+        r.opts_mut()
+            .insert(DhcpOption::ServerIdentifier(cfg.server_id));
+        assert_eq!(roundtrip(&cfg, &mut t, &r, T0).1.unwrap().yiaddr(), a);
+        // A pool lease's renewal is written before its ACK.
+        let mut renew = req(MessageType::Request, UNKNOWN);
+        renew.set_ciaddr(a);
+        let (out, ack) = roundtrip(&cfg, &mut t, &renew, T0);
+        assert_eq!(ack.unwrap().opts().msg_type(), Some(MessageType::Ack));
+        assert!(out.persist && !out.lazy);
+        let mut dec = req(MessageType::Decline, UNKNOWN);
+        dec.opts_mut().insert(DhcpOption::RequestedIpAddress(a));
+        dec.opts_mut()
+            .insert(DhcpOption::ServerIdentifier(cfg.server_id));
+        let (out, none) = roundtrip(&cfg, &mut t, &dec, T0 + 1);
+        assert!(none.is_none() && out.persist);
+        let b = roundtrip(&cfg, &mut t, &d, T0 + 2).1.unwrap().yiaddr();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn pxe_and_ipxe_boot_files() {
+        let (cfg, mut t) = setup(false, true);
+        let d = req(MessageType::Discover, M0);
+        let o = roundtrip(&cfg, &mut t, &d, T0).1.unwrap();
+        assert_eq!(o.siaddr(), ip("10.0.0.1"));
+        let fname = |m: &Message| {
+            String::from_utf8_lossy(m.fname().unwrap_or_default())
+                .trim_end_matches('\0')
+                .to_string()
+        };
+        assert_eq!(fname(&o), "undionly.kpxe");
+        let mut d = req(MessageType::Discover, M0);
+        d.opts_mut().insert(DhcpOption::UserClass(b"iPXE".to_vec()));
+        let o = roundtrip(&cfg, &mut t, &d, T0).1.unwrap();
+        assert_eq!(fname(&o), "http://10.0.0.1:8080/boot.ipxe");
+        assert_eq!(
+            o.opts().get(OptionCode::BootfileName),
+            Some(&DhcpOption::BootfileName(
+                b"http://10.0.0.1:8080/boot.ipxe".to_vec()
+            ))
+        );
+        // A URL longer than the 128-byte header field goes in option 67 only.
+        let mut cfg = cfg;
+        let long = format!("http://10.0.0.1:8080/{}", "x".repeat(200));
+        cfg.pxe.as_mut().unwrap().ipxe_script_url = Some(long.clone());
+        let o = roundtrip(&cfg, &mut t, &d, T0).1.unwrap();
+        assert_eq!(fname(&o), "");
+        assert_eq!(
+            o.opts().get(OptionCode::BootfileName),
+            Some(&DhcpOption::BootfileName(long.into_bytes()))
+        );
+    }
+
+    #[test]
+    fn malformed_requests_are_rejected_by_decode() {
+        assert!(matches!(decode(&[]), Err(Malformed::Decode(_))));
+        assert!(matches!(decode(&[0u8; 300]), Err(Malformed::Magic)));
+        let mut m = req(MessageType::Discover, M0);
+        m.set_opcode(Opcode::BootReply);
+        assert_eq!(
+            decode(&m.to_vec().unwrap()).unwrap_err(),
+            Malformed::NotRequest
+        );
+        let mut b = req(MessageType::Discover, M0).to_vec().unwrap();
+        b[2] = 200; // hlen > 16 would make dhcproto's chaddr() panic
+        assert!(matches!(decode(&b), Err(Malformed::Hardware(..))));
+        let m = Message::new_with_id(
+            1,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            &M0,
+        );
+        let mut b = m.to_vec().unwrap();
+        b.push(255);
+        assert_eq!(decode(&b).unwrap_err(), Malformed::NoMessageType);
+    }
+
+    /// Deterministic fuzzing: random datagrams and mutations of valid ones
+    /// through decode + handle + encode must never panic.
+    #[test]
+    fn fuzz_decode_and_handle_never_panic() {
+        let mut seed: u64 = std::env::var("DHCP_FUZZ_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0x9e37_79b9_7f4a_7c15);
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (cfg, mut t) = setup(true, true);
+        let mut valid = Vec::new();
+        for kind in [
+            MessageType::Discover,
+            MessageType::Request,
+            MessageType::Release,
+            MessageType::Decline,
+            MessageType::Inform,
+        ] {
+            let mut m = req(kind, M0);
+            m.opts_mut()
+                .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.10")));
+            m.opts_mut()
+                .insert(DhcpOption::ClientIdentifier(vec![1, 2, 3]));
+            m.opts_mut().insert(DhcpOption::UserClass(b"iPXE".to_vec()));
+            m.opts_mut()
+                .insert(DhcpOption::Hostname("h\u{0}\u{7f}ost".into()));
+            valid.push(m.to_vec().unwrap());
+        }
+        let mut handled = 0;
+        let iters: u64 = std::env::var("DHCP_FUZZ_ITERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(60_000);
+        for i in 0..iters {
+            let buf: Vec<u8> = if i % 4 == 0 {
+                let len = (rnd() % 700) as usize;
+                (0..len).map(|_| rnd() as u8).collect()
+            } else if i % 4 == 1 {
+                // A valid header and message type, then random TLV options
+                // (every option code, lengths that may overrun).
+                let mut b = valid[0][..240].to_vec();
+                b.extend_from_slice(&[53, 1, 1 + (rnd() % 8) as u8]);
+                for _ in 0..(rnd() % 12) {
+                    let code = rnd() as u8;
+                    let len = (rnd() % 40) as u8;
+                    b.push(code);
+                    b.push(len);
+                    let real = if rnd() % 8 == 0 {
+                        rnd() % 40
+                    } else {
+                        u64::from(len)
+                    };
+                    b.extend((0..real).map(|_| rnd() as u8));
+                }
+                if rnd() % 2 == 0 {
+                    b.push(255);
+                }
+                b
+            } else {
+                let mut b = valid[(rnd() % valid.len() as u64) as usize].clone();
+                for _ in 0..(1 + rnd() % 8) {
+                    let pos = (rnd() as usize) % b.len();
+                    match rnd() % 4 {
+                        0 => b[pos] = rnd() as u8,
+                        1 => b.truncate(pos.max(1)),
+                        2 => b.insert(pos, rnd() as u8),
+                        _ => {
+                            // Keep the header sane so the options get exercised.
+                            if pos >= 240 {
+                                b[pos] = rnd() as u8;
+                            }
+                        }
+                    }
+                }
+                b
+            };
+            if let Ok(m) = decode(&buf) {
+                let out = handle(&cfg, &mut t, &m, T0 + i);
+                if let Some(r) = &out.reply {
+                    let bytes = encode(r, &m);
+                    assert!(bytes.len() >= MIN_LEN);
+                }
+                handled += 1;
+            }
+        }
+        assert!(
+            handled > 1000,
+            "the mutations should often stay decodable ({handled})"
+        );
+    }
+}

@@ -1,0 +1,920 @@
+//! DHCP end to end with real clients.
+//!
+//! Network-namespace tests (root + `ip netns`): the real binary runs inside
+//! a server namespace, bound (SO_BINDTODEVICE) to one end of a veth pair;
+//! dhclient / udhcpc / dhcpcd run in a client namespace on the other end
+//! with the client MAC set to a reserved one. Addresses (10.231.0.0/24)
+//! exist only inside those namespaces. Each test makes its own pair,
+//! named `dhcp<pid><n>{s,c}`, deleted on drop.
+//!
+//! The loopback test (no root) sends garbage and then a relayed (giaddr)
+//! DORA to the binary on 127.0.20.1 and expects unicast answers.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Appliance, BIN, have, is_root};
+use dhcproto::v4::{DhcpOption, Flags, Message, MessageType, Opcode, OptionCode};
+use dhcproto::{Decodable, Decoder, Encodable};
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+const M0_MAC: &str = "52:54:00:e7:00:0a";
+const W0_MAC: &str = "52:54:00:e7:00:14";
+const UNKNOWN_MAC: &str = "52:54:00:e7:99:01";
+const UNKNOWN2_MAC: &str = "52:54:00:e7:99:02";
+
+fn sh(args: &[&str]) -> (i32, String) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn must(args: &[&str]) {
+    let (code, out) = sh(args);
+    assert_eq!(code, 0, "{args:?} failed: {out}");
+}
+
+/// Root and working `ip netns`.
+fn netns_ok() -> Result<(), String> {
+    if !is_root() {
+        return Err("needs root (network namespaces)".into());
+    }
+    if !have("ip") {
+        return Err("ip (iproute2) is not installed".into());
+    }
+    let probe = format!(
+        "dhcp{}probe{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    );
+    let (code, out) = sh(&["ip", "netns", "add", &probe]);
+    if code != 0 {
+        return Err(format!("ip netns add failed: {}", out.trim()));
+    }
+    sh(&["ip", "netns", "del", &probe]);
+    Ok(())
+}
+
+macro_rules! require_netns {
+    ($test:literal) => {
+        if let Err(why) = netns_ok() {
+            eprintln!("SKIPPED {}::{}: {why}", module_path!(), $test);
+            return;
+        }
+    };
+}
+
+/// A server and a client namespace joined by a veth pair.
+struct Net {
+    srv: String,
+    cli: String,
+    ifs: String,
+    ifc: String,
+}
+
+impl Net {
+    fn new(client_mac: &str) -> Net {
+        let n = SEQ.fetch_add(1, Ordering::SeqCst);
+        let pid = std::process::id();
+        let net = Net {
+            srv: format!("dhcp{pid}{n}s"),
+            cli: format!("dhcp{pid}{n}c"),
+            ifs: format!("dh{pid}{n}s"),
+            ifc: format!("dh{pid}{n}c"),
+        };
+        must(&["ip", "netns", "add", &net.srv]);
+        must(&["ip", "netns", "add", &net.cli]);
+        must(&[
+            "ip", "link", "add", &net.ifs, "netns", &net.srv, "type", "veth", "peer", "name",
+            &net.ifc, "netns", &net.cli,
+        ]);
+        must(&[
+            "ip",
+            "-n",
+            &net.srv,
+            "addr",
+            "add",
+            "10.231.0.1/24",
+            "dev",
+            &net.ifs,
+        ]);
+        must(&["ip", "-n", &net.srv, "link", "set", "lo", "up"]);
+        must(&["ip", "-n", &net.srv, "link", "set", &net.ifs, "up"]);
+        must(&["ip", "-n", &net.cli, "link", "set", "lo", "up"]);
+        net.set_mac(client_mac);
+        net
+    }
+
+    fn set_mac(&self, mac: &str) {
+        must(&["ip", "-n", &self.cli, "link", "set", &self.ifc, "down"]);
+        must(&[
+            "ip", "-n", &self.cli, "link", "set", "dev", &self.ifc, "address", mac,
+        ]);
+        must(&["ip", "-n", &self.cli, "link", "set", &self.ifc, "up"]);
+    }
+
+    /// A command inside the client namespace.
+    fn in_cli(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.cli]).args(args);
+        c
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        sh(&["ip", "netns", "del", &self.cli]);
+        sh(&["ip", "netns", "del", &self.srv]);
+    }
+}
+
+/// `crc-appliance serve` running inside the server namespace.
+struct Server {
+    child: Option<Child>,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    fn start(net: &Net, cluster: &Path) -> Server {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &net.srv, BIN, "serve", "--cluster"])
+            .arg(cluster)
+            .env("RUST_LOG", "info,crc_appliance::dhcp=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn crc-appliance");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        for s in [
+            Box::new(child.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stdout.take().unwrap()),
+        ] {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(s).lines().map_while(Result::ok) {
+                    log.lock().unwrap().push(l);
+                }
+            });
+        }
+        let srv = Server {
+            child: Some(child),
+            log,
+        };
+        srv.wait_log("crc-appliance ready", Duration::from_secs(30));
+        srv
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    fn wait_log(&self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.log().contains(needle) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("server log never contained {needle:?}:\n{}", self.log());
+    }
+
+    fn kill(&mut self, sig: &str) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .arg(format!("-{sig}"))
+                .arg(c.id().to_string())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill("TERM");
+        if std::thread::panicking() {
+            for l in self.log().lines() {
+                eprintln!("SRV: {l}");
+            }
+        }
+    }
+}
+
+fn cluster_yaml(net: &Net, dir: &Path, pool: bool) -> PathBuf {
+    let pool = if pool {
+        "  pool: { start: 10.231.0.100, end: 10.231.0.120 }\n"
+    } else {
+        ""
+    };
+    let text = format!(
+        r#"name: lab
+baseDomain: dhcp.test
+network:
+  cidr: 10.231.0.0/24
+  gateway: 10.231.0.254
+  applianceIP: 10.231.0.1
+  interface: {ifs}
+nodes:
+  - {{ name: bootstrap, role: bootstrap, mac: "52:54:00:e7:00:05", ip: 10.231.0.5 }}
+  - {{ name: master-0, role: master, mac: "{M0_MAC}", ip: 10.231.0.10 }}
+  - {{ name: worker-0, role: worker, mac: "{W0_MAC}", ip: 10.231.0.20 }}
+dns:
+  enabled: false
+dhcp:
+  listen: 0.0.0.0:67
+  leaseTime: 10m
+  leaseFile: "{dir}/leases.json"
+{pool}loadBalancer:
+  enabled: false
+http:
+  enabled: false
+admin:
+  listen: 127.0.0.1:0
+"#,
+        ifs = net.ifs,
+        dir = dir.display()
+    );
+    let f = dir.join("cluster.yaml");
+    std::fs::write(&f, text).unwrap();
+    f
+}
+
+fn leases_json(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("leases.json")).expect("lease file exists");
+    serde_json::from_str(&text).expect("lease file is JSON")
+}
+
+fn lease_for<'a>(v: &'a serde_json::Value, mac: &str) -> Option<&'a serde_json::Value> {
+    v["leases"]
+        .as_array()?
+        .iter()
+        .find(|l| l["mac"].as_str() == Some(mac))
+}
+
+/// Parse `KEY=VALUE` lines.
+fn kv(text: &str, key: &str) -> Option<String> {
+    text.lines().rev().find_map(|l| {
+        l.strip_prefix(&format!("{key}="))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+/// Run udhcpc once in the client namespace; the script output (or None if
+/// no lease was obtained).
+fn udhcpc(net: &Net, dir: &Path, tries: &str) -> Option<String> {
+    let out = dir.join(format!("udhcpc-{}.env", SEQ.fetch_add(1, Ordering::SeqCst)));
+    let script = dir.join("udhcpc.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = bound ] || exit 0\n{{ echo ip=$ip; echo hostname=$hostname; echo router=$router; echo dns=$dns; echo domain=$domain; echo subnet=$subnet; echo serverid=$serverid; echo lease=$lease; }} > {}\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    must(&["chmod", "+x", script.to_str().unwrap()]);
+    let status = net
+        .in_cli(&[
+            "timeout",
+            "40",
+            "udhcpc",
+            "-i",
+            &net.ifc,
+            "-f",
+            "-q",
+            "-n",
+            "-t",
+            tries,
+            "-T",
+            "2",
+            "-A",
+            "1",
+            "-s",
+            script.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run udhcpc");
+    let env = std::fs::read_to_string(&out).ok();
+    if status.success() {
+        assert!(env.is_some(), "udhcpc succeeded but the script did not run");
+    }
+    env
+}
+
+/// dhclient in the client namespace, backgrounded after the lease (so a
+/// later `dhclient -r` can release it).
+struct Dhclient<'a> {
+    net: &'a Net,
+    dir: PathBuf,
+}
+
+impl<'a> Dhclient<'a> {
+    fn new(net: &'a Net, dir: &Path) -> Dhclient<'a> {
+        let d = Dhclient {
+            net,
+            dir: dir.to_path_buf(),
+        };
+        std::fs::write(
+            d.dir.join("dhclient.conf"),
+            "timeout 20;\nretry 1;\ninitial-interval 1;\nbackoff-cutoff 2;\nrequest subnet-mask, broadcast-address, routers, domain-name, domain-name-servers, host-name;\n",
+        )
+        .unwrap();
+        let script = d.dir.join("dhclient.sh");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\n{{ echo reason=$reason; env | grep '^new_'; }} >> {}\ncase $reason in\n  BOUND|RENEW|REBIND|REBOOT) ip addr replace $new_ip_address/$new_subnet_mask dev $interface ;;\n  RELEASE|STOP|EXPIRE|FAIL) [ -n \"$old_ip_address\" ] && ip addr del $old_ip_address/$old_subnet_mask dev $interface ;;\nesac\nexit 0\n",
+                d.dir.join("dhclient.env").display()
+            ),
+        )
+        .unwrap();
+        must(&["chmod", "+x", script.to_str().unwrap()]);
+        d
+    }
+
+    fn run(&self, extra: &[&str]) -> i32 {
+        let p = |n: &str| self.dir.join(n).display().to_string();
+        let log = std::fs::File::create(self.dir.join("dhclient.log")).unwrap();
+        let mut args = vec![
+            "timeout".to_string(),
+            "40".into(),
+            "dhclient".into(),
+            "-4".into(),
+            "-v".into(),
+            "-cf".into(),
+            p("dhclient.conf"),
+            "-lf".into(),
+            p("dhclient.leases"),
+            "-pf".into(),
+            p("dhclient.pid"),
+            "-sf".into(),
+            p("dhclient.sh"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push(self.net.ifc.clone());
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.net
+            .in_cli(&refs)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .status()
+            .expect("run dhclient")
+            .code()
+            .unwrap_or(-1)
+    }
+
+    fn env(&self) -> String {
+        std::fs::read_to_string(self.dir.join("dhclient.env")).unwrap_or_default()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("dhclient.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Dhclient<'_> {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.join("dhclient.pid")) {
+            let pid = pid.trim();
+            if !pid.is_empty() {
+                let _ = Command::new("kill").arg(pid).status();
+            }
+        }
+    }
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[test]
+fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
+    require_netns!("dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it");
+    require_tools!("dhclient");
+    let dir = tempfile::tempdir().unwrap();
+    let net = Net::new(M0_MAC);
+    let cluster = cluster_yaml(&net, dir.path(), false);
+    let mut srv = Server::start(&net, &cluster);
+    srv.wait_log(
+        &format!("listening for dhcp on 0.0.0.0:67 (interface {})", net.ifs),
+        Duration::from_secs(1),
+    );
+
+    let client_dir = tempfile::tempdir().unwrap();
+    let dh = Dhclient::new(&net, client_dir.path());
+    let code = dh.run(&["-1"]);
+    assert_eq!(code, 0, "dhclient failed:\n{}", dh.log());
+    let env = dh.env();
+    assert_eq!(kv(&env, "reason").as_deref(), Some("BOUND"), "{env}");
+    assert_eq!(
+        kv(&env, "new_ip_address").as_deref(),
+        Some("10.231.0.10"),
+        "{env}"
+    );
+    assert_eq!(
+        kv(&env, "new_host_name").as_deref(),
+        Some("master-0"),
+        "{env}"
+    );
+    assert_eq!(
+        kv(&env, "new_routers").as_deref(),
+        Some("10.231.0.254"),
+        "{env}"
+    );
+    assert_eq!(
+        kv(&env, "new_domain_name_servers").as_deref(),
+        Some("10.231.0.1"),
+        "{env}"
+    );
+    assert_eq!(
+        kv(&env, "new_domain_name").as_deref(),
+        Some("lab.dhcp.test"),
+        "{env}"
+    );
+    assert_eq!(
+        kv(&env, "new_subnet_mask").as_deref(),
+        Some("255.255.255.0"),
+        "{env}"
+    );
+    assert_eq!(
+        kv(&env, "new_dhcp_lease_time").as_deref(),
+        Some("600"),
+        "{env}"
+    );
+    assert_eq!(
+        kv(&env, "new_dhcp_server_identifier").as_deref(),
+        Some("10.231.0.1"),
+        "{env}"
+    );
+    srv.wait_log("dhcp: ack 10.231.0.10", Duration::from_secs(5));
+
+    // The ACKed lease is on disk before the ACK left: SIGKILL loses nothing.
+    srv.kill("KILL");
+    let v = leases_json(dir.path());
+    let l = lease_for(&v, M0_MAC).unwrap_or_else(|| panic!("no lease for {M0_MAC}: {v}"));
+    assert_eq!(l["ip"], "10.231.0.10");
+    assert_eq!(l["state"], "bound");
+    assert_eq!(l["reserved"], true);
+
+    // Restart: the lease is loaded again; RELEASE (dhclient -r) frees it.
+    let srv = Server::start(&net, &cluster);
+    srv.wait_log("loaded 1 lease(s)", Duration::from_secs(1));
+    let code = dh.run(&["-r"]);
+    assert_eq!(code, 0, "dhclient -r failed:\n{}", dh.log());
+    wait_until("the lease to be released", Duration::from_secs(10), || {
+        lease_for(&leases_json(dir.path()), M0_MAC).is_some_and(|l| l["state"] == "released")
+    });
+    srv.wait_log("release 10.231.0.10 (freed)", Duration::from_secs(5));
+}
+
+#[test]
+fn udhcpc_gets_the_reservation() {
+    require_netns!("udhcpc_gets_the_reservation");
+    require_tools!("udhcpc");
+    let dir = tempfile::tempdir().unwrap();
+    let net = Net::new(W0_MAC);
+    let cluster = cluster_yaml(&net, dir.path(), false);
+    let srv = Server::start(&net, &cluster);
+    let env = udhcpc(&net, dir.path(), "5")
+        .unwrap_or_else(|| panic!("udhcpc got no lease; server:\n{}", srv.log()));
+    assert_eq!(kv(&env, "ip").as_deref(), Some("10.231.0.20"), "{env}");
+    assert_eq!(kv(&env, "hostname").as_deref(), Some("worker-0"), "{env}");
+    assert_eq!(kv(&env, "router").as_deref(), Some("10.231.0.254"), "{env}");
+    assert_eq!(kv(&env, "dns").as_deref(), Some("10.231.0.1"), "{env}");
+    assert_eq!(
+        kv(&env, "domain").as_deref(),
+        Some("lab.dhcp.test"),
+        "{env}"
+    );
+    assert_eq!(
+        kv(&env, "subnet").as_deref(),
+        Some("255.255.255.0"),
+        "{env}"
+    );
+    assert_eq!(kv(&env, "serverid").as_deref(), Some("10.231.0.1"), "{env}");
+    assert_eq!(kv(&env, "lease").as_deref(), Some("600"), "{env}");
+    let v = leases_json(dir.path());
+    assert_eq!(lease_for(&v, W0_MAC).unwrap()["ip"], "10.231.0.20", "{v}");
+    // udhcpc sends a client identifier (01 + MAC); the reservation still
+    // matches on the hardware address.
+    srv.wait_log("dhcp: ack 10.231.0.20", Duration::from_secs(5));
+}
+
+/// RENEWING: udhcpc (SIGUSR1) unicasts a REQUEST from its address; the
+/// ACK comes back by unicast to ciaddr:68.
+#[test]
+fn udhcpc_renews_by_unicast() {
+    require_netns!("udhcpc_renews_by_unicast");
+    require_tools!("udhcpc");
+    let dir = tempfile::tempdir().unwrap();
+    let net = Net::new(W0_MAC);
+    let cluster = cluster_yaml(&net, dir.path(), false);
+    let srv = Server::start(&net, &cluster);
+    let out = dir.path().join("events");
+    let script = dir.path().join("udhcpc-renew.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n  bound|renew) ip addr replace $ip/$subnet dev $interface; echo \"$1 $ip\" >> {} ;;\nesac\nexit 0\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    must(&["chmod", "+x", script.to_str().unwrap()]);
+    let mut child = net
+        .in_cli(&[
+            "udhcpc",
+            "-i",
+            &net.ifc,
+            "-f",
+            "-t",
+            "5",
+            "-T",
+            "2",
+            "-s",
+            script.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn udhcpc");
+    struct Kill(u32);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = Command::new("kill").arg(self.0.to_string()).status();
+        }
+    }
+    let _guard = Kill(child.id());
+    let events = || std::fs::read_to_string(&out).unwrap_or_default();
+    wait_until("udhcpc to bind", Duration::from_secs(20), || {
+        events().contains("bound 10.231.0.20")
+    });
+    let _ = Command::new("kill")
+        .args(["-USR1", &child.id().to_string()])
+        .status();
+    wait_until("udhcpc to renew", Duration::from_secs(20), || {
+        events().contains("renew 10.231.0.20")
+    });
+    srv.wait_log(
+        "dhcp Request: ack 10.231.0.20 src=10.231.0.20:68",
+        Duration::from_secs(5),
+    );
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+}
+
+#[test]
+fn unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart() {
+    require_netns!("unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart");
+    require_tools!("udhcpc");
+    let dir = tempfile::tempdir().unwrap();
+    let net = Net::new(UNKNOWN_MAC);
+    let cluster = cluster_yaml(&net, dir.path(), false);
+    let mut srv = Server::start(&net, &cluster);
+    assert_eq!(
+        udhcpc(&net, dir.path(), "2"),
+        None,
+        "an unknown MAC must get no lease without a pool"
+    );
+    srv.wait_log("no reply: unknown MAC, no pool", Duration::from_secs(5));
+    srv.kill("TERM");
+
+    let cluster = cluster_yaml(&net, dir.path(), true);
+    let mut srv = Server::start(&net, &cluster);
+    let env = udhcpc(&net, dir.path(), "5")
+        .unwrap_or_else(|| panic!("no pool lease; server:\n{}", srv.log()));
+    let a: Ipv4Addr = kv(&env, "ip").unwrap().parse().unwrap();
+    assert!((100..=120).contains(&a.octets()[3]), "{env}");
+    assert_eq!(
+        kv(&env, "hostname").as_deref(),
+        Some(""),
+        "pool clients get no hostname: {env}"
+    );
+    assert_eq!(kv(&env, "router").as_deref(), Some("10.231.0.254"), "{env}");
+    srv.kill("TERM");
+
+    // After a restart the pool lease is still held: another client gets
+    // another address, the first one gets its address back.
+    let srv = Server::start(&net, &cluster);
+    srv.wait_log("loaded 1 lease(s)", Duration::from_secs(1));
+    net.set_mac(UNKNOWN2_MAC);
+    let env2 = udhcpc(&net, dir.path(), "5").expect("second pool client");
+    let b: Ipv4Addr = kv(&env2, "ip").unwrap().parse().unwrap();
+    assert_ne!(
+        a, b,
+        "a leased pool address was handed out again after restart"
+    );
+    net.set_mac(UNKNOWN_MAC);
+    let env3 = udhcpc(&net, dir.path(), "5").expect("first pool client again");
+    assert_eq!(kv(&env3, "ip"), Some(a.to_string()));
+}
+
+#[test]
+fn dhcpcd_gets_the_reservation() {
+    require_netns!("dhcpcd_gets_the_reservation");
+    require_tools!("dhcpcd");
+    let dir = tempfile::tempdir().unwrap();
+    let net = Net::new(M0_MAC);
+    let cluster = cluster_yaml(&net, dir.path(), false);
+    let srv = Server::start(&net, &cluster);
+    let script = dir.path().join("dhcpcd.sh");
+    let out = dir.path().join("dhcpcd.env");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n[ \"$reason\" = BOUND ] && env | grep '^new_' > {}\nexit 0\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    must(&["chmod", "+x", script.to_str().unwrap()]);
+    let _ = net
+        .in_cli(&[
+            "timeout",
+            "40",
+            "dhcpcd",
+            "-4",
+            "-1",
+            "-B",
+            "-A",
+            "-t",
+            "20",
+            "-c",
+            script.to_str().unwrap(),
+            "-o",
+            "host_name",
+            "-o",
+            "domain_name",
+            &net.ifc,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    let env = std::fs::read_to_string(&out)
+        .unwrap_or_else(|_| panic!("dhcpcd got no lease; server:\n{}", srv.log()));
+    // dhcpcd keeps its lease under /var/lib/dhcpcd (host-wide): remove ours.
+    let _ = std::fs::remove_file(format!("/var/lib/dhcpcd/{}.lease", net.ifc));
+    assert_eq!(
+        kv(&env, "new_ip_address").as_deref(),
+        Some("10.231.0.10"),
+        "{env}"
+    );
+    assert_eq!(
+        kv(&env, "new_host_name").as_deref(),
+        Some("master-0"),
+        "{env}"
+    );
+    assert_eq!(
+        kv(&env, "new_routers").as_deref(),
+        Some("10.231.0.254"),
+        "{env}"
+    );
+    assert_eq!(
+        kv(&env, "new_domain_name_servers").as_deref(),
+        Some("10.231.0.1"),
+        "{env}"
+    );
+}
+
+// ---------------------------------------------------------------- loopback
+
+fn request(kind: MessageType, mac: [u8; 6], giaddr: Ipv4Addr) -> Message {
+    let u = Ipv4Addr::UNSPECIFIED;
+    let mut m = Message::new_with_id(0xc0ffee, u, u, u, giaddr, &mac);
+    m.set_flags(Flags::default());
+    m.opts_mut().insert(DhcpOption::MessageType(kind));
+    m
+}
+
+fn recv_reply(sock: &UdpSocket, xid: u32) -> Message {
+    let mut buf = [0u8; 1500];
+    loop {
+        let (n, _) = sock
+            .recv_from(&mut buf)
+            .expect("a reply before the timeout");
+        assert!(n >= 300, "reply of {n} bytes is under the BOOTP minimum");
+        let m = Message::decode(&mut Decoder::new(&buf[..n])).expect("reply decodes");
+        if m.xid() == xid {
+            return m;
+        }
+    }
+}
+
+fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn garbage_is_dropped_and_a_relayed_dora_still_works() {
+    let mut app = Appliance::start(&common::only(
+        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\nadmin:\n  listen: 127.0.0.1:0\n",
+    ));
+    let srv = app.addr("dhcp");
+    // The relay agent's address: replies to relayed requests go to giaddr at
+    // the server port.
+    let relay_ip = Ipv4Addr::new(127, 0, 20, 2);
+    let sock = UdpSocket::bind((relay_ip, srv.port())).expect("bind the relay socket");
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+
+    // Garbage: empty, short, random, a BOOTREPLY, hlen 200, truncated options.
+    let mac = [0x52, 0x54, 0x00, 0x14, 0x00, 0x0a]; // master-0
+    // Another xid: a mutation may still be a valid DISCOVER.
+    let mut valid = request(MessageType::Discover, mac, relay_ip)
+        .to_vec()
+        .unwrap();
+    valid[4] ^= 0xff;
+    let mut garbage: Vec<Vec<u8>> = vec![vec![], vec![1], vec![0xff; 240], vec![0; 1400]];
+    let mut x: u32 = 12345;
+    for _ in 0..50 {
+        let len = (x % 600) as usize;
+        garbage.push(
+            (0..len)
+                .map(|_| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (x >> 16) as u8
+                })
+                .collect(),
+        );
+    }
+    let mut b = valid.clone();
+    b[0] = 2;
+    garbage.push(b);
+    let mut b = valid.clone();
+    b[2] = 200;
+    garbage.push(b);
+    let mut b = valid.clone();
+    b.truncate(243);
+    garbage.push(b);
+    for g in &garbage {
+        sock.send_to(g, srv).unwrap();
+    }
+
+    // A relayed DORA for master-0.
+    let mut d = request(MessageType::Discover, mac, relay_ip);
+    d.set_hops(1);
+    sock.send_to(&d.to_vec().unwrap(), srv).unwrap();
+    let offer = recv_reply(&sock, 0xc0ffee);
+    assert_eq!(offer.opcode(), Opcode::BootReply);
+    assert_eq!(offer.opts().msg_type(), Some(MessageType::Offer));
+    assert_eq!(offer.yiaddr(), Ipv4Addr::new(127, 0, 20, 10));
+    assert_eq!(offer.giaddr(), relay_ip);
+    assert_eq!(
+        offer.opts().get(OptionCode::Hostname),
+        Some(&DhcpOption::Hostname("master-0".into()))
+    );
+    let mut r = request(MessageType::Request, mac, relay_ip);
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(offer.yiaddr()));
+    r.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(Ipv4Addr::new(127, 0, 20, 1)));
+    sock.send_to(&r.to_vec().unwrap(), srv).unwrap();
+    let ack = recv_reply(&sock, 0xc0ffee);
+    assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
+    assert_eq!(ack.yiaddr(), Ipv4Addr::new(127, 0, 20, 10));
+    let v = leases_json(app.dir.path());
+    assert_eq!(
+        lease_for(&v, "52:54:00:14:00:0a").unwrap()["state"],
+        "bound",
+        "{v}"
+    );
+
+    // A node asking for another node's address is NAKed.
+    let mut r = request(MessageType::Request, mac, relay_ip);
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(Ipv4Addr::new(
+            127, 0, 20, 11,
+        )));
+    sock.send_to(&r.to_vec().unwrap(), srv).unwrap();
+    let nak = recv_reply(&sock, 0xc0ffee);
+    assert_eq!(nak.opts().msg_type(), Some(MessageType::Nak));
+
+    // Status and metrics on the admin listener.
+    // Counters are bumped just after each send returns: poll briefly.
+    let mut metrics = String::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        metrics = http_get(app.addr("admin"), "/metrics");
+        if metrics.contains("crc_appliance_dhcp_sent_total{type=\"ack\"} 1")
+            && metrics.contains("crc_appliance_dhcp_sent_total{type=\"nak\"} 1")
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status: serde_json::Value =
+        serde_json::from_str(&http_get(app.addr("admin"), "/status")).expect("status JSON");
+    let d = &status["dhcp"];
+    assert_eq!(d["leases"][0]["mac"], "52:54:00:14:00:0a", "{d}");
+    assert_eq!(d["leases"][0]["state"], "bound", "{d}");
+    assert_eq!(d["leases"][0]["hostname"], "master-0", "{d}");
+    assert_eq!(d["received"]["discover"], 2, "{d}");
+    assert_eq!(d["received"]["request"], 2, "{d}");
+    assert_eq!(d["sent"]["nak"], 1, "{d}");
+    assert!(d["malformed"].as_u64().unwrap() >= 50, "{d}");
+    assert!(
+        metrics.contains("crc_appliance_dhcp_sent_total{type=\"ack\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("crc_appliance_dhcp_leases{state=\"bound\"} 1"),
+        "{metrics}"
+    );
+
+    // SIGHUP reload: the service is rebound and reloads its lease.
+    app.signal("HUP");
+    app.wait_log("configuration reloaded", Duration::from_secs(10));
+    app.wait_log("loaded 1 lease(s)", Duration::from_secs(5));
+    assert_eq!(app.stop(), Some(0), "{}", app.log());
+}
+
+/// When the lease file cannot be written, the ACK is withheld (the client
+/// retries) and served once the write works again.
+#[test]
+fn ack_is_withheld_while_the_lease_file_cannot_be_written() {
+    let app = Appliance::start(&common::only(
+        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n",
+    ));
+    let srv = app.addr("dhcp");
+    let relay_ip = Ipv4Addr::new(127, 0, 20, 3);
+    let sock = UdpSocket::bind((relay_ip, srv.port())).expect("bind the relay socket");
+    sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    // The writer's temp file path is taken by a directory: writes fail.
+    let blocker = app.dir.path().join(".leases.json.tmp");
+    std::fs::create_dir(&blocker).unwrap();
+    let mac = [0x52, 0x54, 0x00, 0x14, 0x00, 0x14]; // worker-0
+    let mut r = request(MessageType::Request, mac, relay_ip);
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(Ipv4Addr::new(
+            127, 0, 20, 20,
+        )));
+    sock.send_to(&r.to_vec().unwrap(), srv).unwrap();
+    let mut buf = [0u8; 1500];
+    assert!(
+        sock.recv_from(&mut buf).is_err(),
+        "an ACK was sent although its lease could not be written"
+    );
+    app.wait_log("cannot write the DHCP lease file", Duration::from_secs(5));
+    std::fs::remove_dir(&blocker).unwrap();
+    sock.send_to(&r.to_vec().unwrap(), srv).unwrap();
+    let ack = recv_reply(&sock, 0xc0ffee);
+    assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
+    let v = leases_json(app.dir.path());
+    assert_eq!(
+        lease_for(&v, "52:54:00:14:00:14").unwrap()["ip"],
+        "127.0.20.20",
+        "{v}"
+    );
+}
