@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
-use hickory_proto::rr::{LowerName, Name, Record, RecordType};
+use hickory_proto::rr::TSigResponseContext;
+use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use hickory_resolver::config::{NameServerConfig, ResolverOpts};
 use hickory_server::net::NetError;
@@ -30,10 +31,9 @@ use hickory_server::server::{Request, RequestHandler, RequestInfo, ResponseHandl
 use hickory_server::store::forwarder::{ForwardConfig, ForwardZoneHandler};
 use hickory_server::store::in_memory::InMemoryZoneHandler;
 use hickory_server::zone_handler::{
-    AuthLookup, AxfrPolicy, Catalog, LookupControlFlow, LookupError, LookupOptions,
+    AuthLookup, AxfrPolicy, Catalog, LookupControlFlow, LookupError, LookupOptions, LookupRecords,
     MessageResponse, MessageResponseBuilder, ZoneHandler, ZoneTransfer, ZoneType,
 };
-use hickory_proto::rr::TSigResponseContext;
 use tracing::{debug, warn};
 
 use super::records::{self, HickoryZone};
@@ -65,10 +65,15 @@ impl Stats {
             .filter_map(|(i, c)| {
                 let n = c.load(Relaxed);
                 (n > 0).then(|| {
-                    let name = if i < 16 {
-                        ResponseCode::from_low(i as u8).to_str().to_string()
-                    } else {
-                        "other".to_string()
+                    let name = match i {
+                        0 => "NOERROR".to_string(),
+                        1 => "FORMERR".to_string(),
+                        2 => "SERVFAIL".to_string(),
+                        3 => "NXDOMAIN".to_string(),
+                        4 => "NOTIMP".to_string(),
+                        5 => "REFUSED".to_string(),
+                        16 => "other".to_string(),
+                        n => format!("RCODE{n}"),
                     };
                     (name, n)
                 })
@@ -79,13 +84,22 @@ impl Stats {
 
 /// Wraps an in-memory zone and turns hickory's NXDOMAIN for wildcard-covered
 /// names with a missing type into NODATA (hickory issues #2905 and #3893).
+///
+/// It also serves the SOA for negative answers with the RFC 2308 section 3
+/// TTL, min(SOA TTL, SOA MINIMUM), so NXDOMAIN/NODATA are cached for
+/// `dns.negativeTtl` (hickory looks that SOA up with no request info).
 pub struct WildcardFix {
     inner: InMemoryZoneHandler<TokioRuntimeProvider>,
     zone: HickoryZone,
+    negative_soa: Option<Record>,
 }
 
 impl WildcardFix {
-    fn fix(&self, name: &LowerName, flow: LookupControlFlow<AuthLookup>) -> LookupControlFlow<AuthLookup> {
+    fn fix(
+        &self,
+        name: &LowerName,
+        flow: LookupControlFlow<AuthLookup>,
+    ) -> LookupControlFlow<AuthLookup> {
         let nx = |r: &Result<AuthLookup, LookupError>| {
             matches!(r, Err(LookupError::ResponseCode(ResponseCode::NXDomain)))
         };
@@ -119,6 +133,15 @@ impl ZoneHandler for WildcardFix {
         request_info: Option<&RequestInfo<'_>>,
         lookup_options: LookupOptions,
     ) -> LookupControlFlow<AuthLookup> {
+        if request_info.is_none()
+            && rtype == RecordType::SOA
+            && name == self.inner.origin()
+            && let Some(soa) = &self.negative_soa
+        {
+            return LookupControlFlow::Continue(Ok(AuthLookup::from(LookupRecords::Section(
+                vec![soa.clone()],
+            ))));
+        }
         let flow = self
             .inner
             .lookup(name, rtype, request_info, lookup_options)
@@ -141,7 +164,10 @@ impl ZoneHandler for WildcardFix {
         request: &Request,
         lookup_options: LookupOptions,
         now: u64,
-    ) -> Option<(Result<ZoneTransfer, LookupError>, Option<TSigResponseContext>)> {
+    ) -> Option<(
+        Result<ZoneTransfer, LookupError>,
+        Option<TSigResponseContext>,
+    )> {
         self.inner.zone_transfer(request, lookup_options, now).await
     }
     async fn nsec_records(
@@ -178,7 +204,10 @@ impl ResponseHandler for Capture {
         // RFC 1035 4.2.1 / RFC 6891 6.2.5: UDP answers fit the requester's
         // buffer (512 without EDNS); what does not fit is cut and TC set.
         let max = match self.protocol {
-            Protocol::Udp => response.edns().map(|e| e.max_payload().max(512)).unwrap_or(512),
+            Protocol::Udp => response
+                .edns()
+                .map(|e| e.max_payload().max(512))
+                .unwrap_or(512),
             _ => u16::MAX,
         };
         let mut bytes = Vec::with_capacity(512);
@@ -196,7 +225,9 @@ impl ResponseHandler for Capture {
                     metadata,
                     counts: HeaderCounts::default(),
                 };
-                header.emit(&mut enc).map_err(|e| NetError::from(e.to_string()))?;
+                header
+                    .emit(&mut enc)
+                    .map_err(|e| NetError::from(e.to_string()))?;
                 ResponseInfo::from(header)
             }
         };
@@ -244,9 +275,18 @@ pub fn build(plan: &Plan) -> anyhow::Result<Core> {
         }
         let origin = LowerName::new(&hz.origin);
         origins.push(origin.clone());
+        let negative_soa = hz.records.first().and_then(|r| match &r.data {
+            RData::SOA(soa) => {
+                let mut r = r.clone();
+                r.ttl = r.ttl.min(soa.minimum);
+                Some(r)
+            }
+            _ => None,
+        });
         let handler = WildcardFix {
             inner: mem,
             zone: hz,
+            negative_soa,
         };
         catalog.upsert(origin, vec![Arc::new(handler) as Arc<dyn ZoneHandler>]);
     }
@@ -298,7 +338,10 @@ impl Core {
         match ip {
             IpAddr::V4(v4) => v4.is_loopback() || self.cidr.contains(v4),
             IpAddr::V6(v6) => {
-                v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback() || self.cidr.contains(v4))
+                v6.is_loopback()
+                    || v6
+                        .to_ipv4_mapped()
+                        .is_some_and(|v4| v4.is_loopback() || self.cidr.contains(v4))
             }
         }
     }

@@ -149,7 +149,10 @@ impl StatusSource for DnsStatus {
         out.push_str("# HELP crc_appliance_dns_responses_total DNS responses sent, by RCODE.\n");
         out.push_str("# TYPE crc_appliance_dns_responses_total counter\n");
         for (rc, n) in s.rcode_counts() {
-            let _ = writeln!(out, "crc_appliance_dns_responses_total{{rcode=\"{rc}\"}} {n}");
+            let _ = writeln!(
+                out,
+                "crc_appliance_dns_responses_total{{rcode=\"{rc}\"}} {n}"
+            );
         }
         let mut counter = |name: &str, help: &str, v: u64| {
             let _ = writeln!(out, "# HELP {name} {help}");
@@ -187,7 +190,12 @@ impl Bound {
                 .map(|a| a.to_string())
                 .collect(),
             zones: self.plan.zones.iter().map(|z| z.origin.clone()).collect(),
-            upstream: c.network.upstream_dns.iter().map(|a| a.to_string()).collect(),
+            upstream: c
+                .network
+                .upstream_dns
+                .iter()
+                .map(|a| a.to_string())
+                .collect(),
             records: self.plan.zones.iter().map(|z| z.records.len()).sum(),
         }));
         let mut tasks = JoinSet::new();
@@ -203,7 +211,10 @@ impl Bound {
         }
         shutdown.cancelled().await;
         let drain = async { while tasks.join_next().await.is_some() {} };
-        if tokio::time::timeout(Duration::from_secs(3), drain).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(3), drain)
+            .await
+            .is_err()
+        {
             tasks.abort_all();
         }
         Ok(())
@@ -253,7 +264,10 @@ async fn udp_loop(sock: Arc<UdpSocket>, core: Arc<Core>, shutdown: CancellationT
         }
     }
     let drain = async { while inflight.join_next().await.is_some() {} };
-    if tokio::time::timeout(Duration::from_secs(2), drain).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(2), drain)
+        .await
+        .is_err()
+    {
         inflight.abort_all();
     }
 }
@@ -301,7 +315,10 @@ async fn tcp_loop(l: TcpListener, core: Arc<Core>, shutdown: CancellationToken) 
         });
     }
     let drain = async { while conns.join_next().await.is_some() {} };
-    if tokio::time::timeout(Duration::from_secs(2), drain).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(2), drain)
+        .await
+        .is_err()
+    {
         conns.abort_all();
     }
 }
