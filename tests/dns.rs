@@ -823,3 +823,43 @@ fn differential_against_knot_serving_render_zone() {
         mismatches.join("\n")
     );
 }
+
+/// The packet cache answers exactly what the uncached path answered, with
+/// the new query's ID, and keeps the client's spelling of the name apart.
+#[test]
+fn packet_cache_is_transparent() {
+    use hickory_server::net::xfer::Protocol;
+    use std::sync::atomic::Ordering::Relaxed;
+    let plan = plan_of(&common::only(&dns_section("")));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let core = crc_appliance::dns::handler::build(&plan).unwrap();
+        let src: SocketAddr = "192.0.2.1:53000".parse().unwrap();
+        for (name, qtype) in [
+            (format!("api.{Z}"), 1),
+            (format!("x.apps.{Z}"), 28),
+            (format!("nosuch.{Z}"), 1),
+        ] {
+            for proto in [Protocol::Udp, Protocol::Tcp] {
+                let a = core
+                    .handle(&query(1, &name, qtype, false), src, proto)
+                    .await
+                    .unwrap();
+                let hits = core.stats.cache_hits.load(Relaxed);
+                let b = core
+                    .handle(&query(2, &name, qtype, false), src, proto)
+                    .await
+                    .unwrap();
+                assert_eq!(core.stats.cache_hits.load(Relaxed), hits + 1, "{name}");
+                assert_eq!(&a[..2], &[0, 1]);
+                assert_eq!(&b[..2], &[0, 2]);
+                assert_eq!(a[2..], b[2..], "{name}");
+            }
+        }
+        // Another spelling is its own entry and echoes its own case.
+        let q = query(3, &format!("API.{Z}"), 1, false);
+        let r = core.handle(&q, src, Protocol::Udp).await.unwrap();
+        assert_eq!(&r[12..16], b"\x03API");
+        assert!(core.cache_entries() >= 6);
+    });
+}

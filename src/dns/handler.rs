@@ -51,6 +51,8 @@ pub struct Stats {
     pub refused_recursion: AtomicU64,
     /// Messages dropped without an answer (undecodable, responses, too short).
     pub malformed: AtomicU64,
+    /// Answers served from the packet cache.
+    pub cache_hits: AtomicU64,
 }
 
 impl Stats {
@@ -247,12 +249,69 @@ pub enum Route {
     Refuse,
 }
 
+/// Most distinct queries kept in each packet cache (UDP, TCP).
+pub const PACKET_CACHE_ENTRIES: usize = 16_384;
+
+type Packets = std::collections::HashMap<Box<[u8]>, Box<[u8]>>;
+
+/// A PowerDNS-style packet cache for authoritative answers: the query
+/// message minus its ID → the encoded answer minus its ID.
+///
+/// Sound because the zones are immutable for the lifetime of a [`Core`] (a
+/// reload builds a new one), an authoritative answer depends only on the
+/// query bytes and the transport (which picks the size limit; there is one
+/// cache per transport), never on the client address, and forwarded or
+/// refused answers are never stored. Bounded: once full, new queries are
+/// answered but not stored.
+#[derive(Default)]
+struct PacketCache {
+    map: std::sync::RwLock<Packets>,
+}
+
+impl PacketCache {
+    /// Only plain single-question queries (at most one additional, the OPT) are cached.
+    fn cacheable(msg: &[u8]) -> bool {
+        msg.len() >= 17
+            && msg.len() <= 512
+            && msg[2] & 0xf8 == 0 // QR=0, OPCODE=QUERY
+            && msg[4..6] == [0, 1]
+            && msg[6..10] == [0, 0, 0, 0]
+            && msg[10] == 0
+            && msg[11] <= 1
+    }
+    fn get(&self, msg: &[u8]) -> Option<Vec<u8>> {
+        if !Self::cacheable(msg) {
+            return None;
+        }
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let body = map.get(&msg[2..])?;
+        let mut out = Vec::with_capacity(body.len() + 2);
+        out.extend_from_slice(&msg[..2]);
+        out.extend_from_slice(body);
+        Some(out)
+    }
+    fn put(&self, msg: &[u8], resp: &[u8]) {
+        if !Self::cacheable(msg) || resp.len() < 12 {
+            return;
+        }
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if map.len() < PACKET_CACHE_ENTRIES {
+            map.insert(msg[2..].into(), resp[2..].into());
+        }
+    }
+    fn len(&self) -> usize {
+        self.map.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
 /// The DNS request path without sockets.
 pub struct Core {
     catalog: Catalog,
     origins: Vec<LowerName>,
     forwarding: bool,
     cidr: Ipv4Net,
+    cache_udp: PacketCache,
+    cache_tcp: PacketCache,
     pub stats: Arc<Stats>,
 }
 
@@ -328,6 +387,8 @@ pub fn build(plan: &Plan) -> anyhow::Result<Core> {
         origins,
         forwarding,
         cidr: c.network.cidr,
+        cache_udp: PacketCache::default(),
+        cache_tcp: PacketCache::default(),
         stats: Arc::new(Stats::default()),
     })
 }
@@ -415,6 +476,9 @@ impl Core {
             }
             Route::Local => {
                 self.catalog.handle_request::<_, TokioTime>(req, cap).await;
+                if let Some(b) = out.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                    self.cache(req.protocol()).put(req.as_slice(), b);
+                }
             }
         }
         let bytes = out.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -424,8 +488,31 @@ impl Core {
         bytes
     }
 
+    fn cache(&self, protocol: Protocol) -> &PacketCache {
+        match protocol {
+            Protocol::Udp => &self.cache_udp,
+            _ => &self.cache_tcp,
+        }
+    }
+
+    /// The cached answer to `msg`, if any (checked before decoding).
+    pub fn cached(&self, msg: &[u8], protocol: Protocol) -> Option<Vec<u8>> {
+        let r = self.cache(protocol).get(msg)?;
+        self.stats.cache_hits.fetch_add(1, Relaxed);
+        self.stats.count_response(&r);
+        Some(r)
+    }
+
+    /// Entries in the UDP and TCP packet caches.
+    pub fn cache_entries(&self) -> usize {
+        self.cache_udp.len() + self.cache_tcp.len()
+    }
+
     /// The full request path: bytes in, bytes (or nothing) out.
     pub async fn handle(&self, msg: &[u8], src: SocketAddr, protocol: Protocol) -> Option<Vec<u8>> {
+        if let Some(r) = self.cached(msg, protocol) {
+            return Some(r);
+        }
         let req = self.decode(msg, src, protocol)?;
         let route = self.route(&req);
         self.answer(&req, route).await

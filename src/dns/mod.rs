@@ -114,6 +114,7 @@ pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
 
 /// `/status` and `/metrics` for the `dns` key.
 struct DnsStatus {
+    core: Arc<Core>,
     stats: Arc<Stats>,
     listen: Vec<String>,
     zones: Vec<String>,
@@ -141,6 +142,10 @@ impl StatusSource for DnsStatus {
             "forwarded": s.forwarded.load(Relaxed),
             "refusedRecursion": s.refused_recursion.load(Relaxed),
             "dropped": s.malformed.load(Relaxed),
+            "packetCache": {
+                "hits": s.cache_hits.load(Relaxed),
+                "entries": self.core.cache_entries(),
+            },
         })
     }
     fn metrics(&self, out: &mut String) {
@@ -170,6 +175,11 @@ impl StatusSource for DnsStatus {
             s.refused_recursion.load(Relaxed),
         );
         counter(
+            "crc_appliance_dns_packet_cache_hits_total",
+            "DNS answers served from the packet cache.",
+            s.cache_hits.load(Relaxed),
+        );
+        counter(
             "crc_appliance_dns_dropped_total",
             "Malformed DNS messages dropped without an answer.",
             s.malformed.load(Relaxed),
@@ -182,6 +192,7 @@ impl Bound {
     pub async fn run(self, hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
         let c = &self.plan.cluster;
         hub.register(Arc::new(DnsStatus {
+            core: self.core.clone(),
             stats: self.core.stats.clone(),
             listen: self
                 .udp
@@ -238,6 +249,10 @@ async fn udp_loop(sock: Arc<UdpSocket>, core: Arc<Core>, shutdown: CancellationT
                 }
             },
         };
+        if let Some(resp) = core.cached(&buf[..n], Protocol::Udp) {
+            send_udp(&sock, &resp, src).await;
+            continue;
+        }
         let Some(req) = core.decode(&buf[..n], src, Protocol::Udp) else {
             continue;
         };
