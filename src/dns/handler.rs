@@ -250,7 +250,9 @@ pub enum Route {
 }
 
 /// Most distinct queries kept in each packet cache (UDP, TCP).
-pub const PACKET_CACHE_ENTRIES: usize = 16_384;
+pub const PACKET_CACHE_ENTRIES: usize = 65_536;
+/// Largest answer stored in a packet cache (bigger ones are always rebuilt).
+pub const PACKET_CACHE_MAX_ANSWER: usize = 1232;
 
 type Packets = std::collections::HashMap<Box<[u8]>, Box<[u8]>>;
 
@@ -261,8 +263,10 @@ type Packets = std::collections::HashMap<Box<[u8]>, Box<[u8]>>;
 /// reload builds a new one), an authoritative answer depends only on the
 /// query bytes and the transport (which picks the size limit; there is one
 /// cache per transport), never on the client address, and forwarded or
-/// refused answers are never stored. Bounded: once full, new queries are
-/// answered but not stored.
+/// refused answers are never stored. Bounded: at most
+/// [`PACKET_CACHE_ENTRIES`] answers of at most [`PACKET_CACHE_MAX_ANSWER`]
+/// bytes (about 15 MB when full); once full, new queries are answered but
+/// not stored.
 #[derive(Default)]
 struct PacketCache {
     map: std::sync::RwLock<Packets>,
@@ -279,19 +283,22 @@ impl PacketCache {
             && msg[10] == 0
             && msg[11] <= 1
     }
-    fn get(&self, msg: &[u8]) -> Option<Vec<u8>> {
+    /// Write the cached answer to `msg` into `out`; false when not cached.
+    fn get_into(&self, msg: &[u8], out: &mut Vec<u8>) -> bool {
         if !Self::cacheable(msg) {
-            return None;
+            return false;
         }
         let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-        let body = map.get(&msg[2..])?;
-        let mut out = Vec::with_capacity(body.len() + 2);
+        let Some(body) = map.get(&msg[2..]) else {
+            return false;
+        };
+        out.clear();
         out.extend_from_slice(&msg[..2]);
         out.extend_from_slice(body);
-        Some(out)
+        true
     }
     fn put(&self, msg: &[u8], resp: &[u8]) {
-        if !Self::cacheable(msg) || resp.len() < 12 {
+        if !Self::cacheable(msg) || resp.len() < 12 || resp.len() > PACKET_CACHE_MAX_ANSWER {
             return;
         }
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
@@ -484,6 +491,19 @@ impl Core {
         let bytes = out.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(b) = &bytes {
             self.stats.count_response(b);
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                let q = req.queries.queries().first();
+                debug!(
+                    src = %req.src(),
+                    proto = %req.protocol(),
+                    query = %q.map(|q| q.name().to_string()).unwrap_or_default(),
+                    qtype = %q.map(|q| q.query_type().to_string()).unwrap_or_default(),
+                    ?route,
+                    rcode = b[3] & 0x0f,
+                    len = b.len(),
+                    "dns answer"
+                );
+            }
         }
         bytes
     }
@@ -497,10 +517,18 @@ impl Core {
 
     /// The cached answer to `msg`, if any (checked before decoding).
     pub fn cached(&self, msg: &[u8], protocol: Protocol) -> Option<Vec<u8>> {
-        let r = self.cache(protocol).get(msg)?;
+        let mut out = Vec::new();
+        self.cached_into(msg, protocol, &mut out).then_some(out)
+    }
+
+    /// Like [`Core::cached`], writing into a reusable buffer.
+    pub fn cached_into(&self, msg: &[u8], protocol: Protocol, out: &mut Vec<u8>) -> bool {
+        if !self.cache(protocol).get_into(msg, out) {
+            return false;
+        }
         self.stats.cache_hits.fetch_add(1, Relaxed);
-        self.stats.count_response(&r);
-        Some(r)
+        self.stats.count_response(out);
+        true
     }
 
     /// Entries in the UDP and TCP packet caches.

@@ -236,9 +236,14 @@ async fn udp_loop(sock: Arc<UdpSocket>, core: Arc<Core>, shutdown: CancellationT
     let forwards = Arc::new(Semaphore::new(MAX_FORWARDS_IN_FLIGHT));
     let mut inflight = JoinSet::new();
     let mut buf = vec![0u8; 65_535];
+    let mut out = Vec::with_capacity(1232);
+    // One cancellation future for the whole loop (not one per packet).
+    let cancelled = shutdown.cancelled();
+    tokio::pin!(cancelled);
     loop {
         let (n, src) = tokio::select! {
-            _ = shutdown.cancelled() => break,
+            biased;
+            _ = &mut cancelled => break,
             r = sock.recv_from(&mut buf) => match r {
                 Ok(x) => x,
                 Err(e) => {
@@ -249,8 +254,8 @@ async fn udp_loop(sock: Arc<UdpSocket>, core: Arc<Core>, shutdown: CancellationT
                 }
             },
         };
-        if let Some(resp) = core.cached(&buf[..n], Protocol::Udp) {
-            send_udp(&sock, &resp, src).await;
+        if core.cached_into(&buf[..n], Protocol::Udp, &mut out) {
+            send_udp(&sock, &out, src).await;
             continue;
         }
         let Some(req) = core.decode(&buf[..n], src, Protocol::Udp) else {
