@@ -16,7 +16,7 @@ const Z: &str = "test.crc.testing";
 /// The DNS section of the test cluster (listen on a loopback port 0).
 fn dns_section(extra: &str) -> String {
     format!(
-        "dns:\n  listen: [\"127.0.0.1:0\"]\n  ttl: 30s\n  negativeTtl: 20s\n  records:\n    - {{ name: registry, type: A, value: 127.0.20.50 }}\n    - {{ name: console, type: CNAME, value: api.{Z}. }}\n    - {{ name: info, type: TXT, value: \"hello world\" }}\n{extra}"
+        "dns:\n  listen: [\"127.0.0.1:0\"]\n  ttl: 30s\n  negativeTtl: 20s\n  records:\n    - {{ name: registry, type: A, value: 127.0.20.50 }}\n    - {{ name: console, type: CNAME, value: api.{Z}. }}\n    - {{ name: info, type: TXT, value: \"hello world\" }}\n    - {{ name: special.apps, type: A, value: 127.0.20.77 }}\n    - {{ name: a.ent.apps, type: A, value: 127.0.20.78 }}\n{extra}"
     )
 }
 
@@ -773,6 +773,16 @@ fn differential_against_knot_serving_render_zone() {
         (format!("info.{Z}"), "TXT"),
         (format!("nosuch.{Z}"), "A"),
         (format!("deep.nosuch.{Z}"), "AAAA"),
+        // RFC 4592 corner cases: names next to explicit records under *.apps.
+        (format!("special.apps.{Z}"), "A"),
+        (format!("special.apps.{Z}"), "AAAA"),
+        (format!("y.special.apps.{Z}"), "A"),
+        (format!("y.special.apps.{Z}"), "AAAA"),
+        (format!("ent.apps.{Z}"), "A"),
+        (format!("ent.apps.{Z}"), "AAAA"),
+        (format!("a.ent.apps.{Z}"), "A"),
+        (format!("z.ent.apps.{Z}"), "A"),
+        (format!("*.apps.{Z}"), "A"),
         ("20.0.127.in-addr.arpa".to_string(), "SOA"),
         ("20.0.127.in-addr.arpa".to_string(), "NS"),
         ("99.20.0.127.in-addr.arpa".to_string(), "PTR"),

@@ -36,7 +36,7 @@ use hickory_server::zone_handler::{
 };
 use tracing::{debug, warn};
 
-use super::records::{self, HickoryZone};
+use super::records::{self, HickoryZone, NameClass};
 use crate::config::Ipv4Net;
 use crate::plan::Plan;
 
@@ -84,8 +84,12 @@ impl Stats {
     }
 }
 
-/// Wraps an in-memory zone and turns hickory's NXDOMAIN for wildcard-covered
-/// names with a missing type into NODATA (hickory issues #2905 and #3893).
+/// Wraps an in-memory zone to give RFC 4592 wildcard answers: hickory
+/// answers NXDOMAIN for a wildcard-covered name with a missing type (issues
+/// #2905 and #3893), which becomes NODATA; and it synthesizes wildcard
+/// answers for names whose closest encloser is not the wildcard's parent
+/// (`y.x.apps` when `x.apps` exists) or that are empty non-terminals, which
+/// become NXDOMAIN and NODATA.
 ///
 /// It also serves the SOA for negative answers with the RFC 2308 section 3
 /// TTL, min(SOA TTL, SOA MINIMUM), so NXDOMAIN/NODATA are cached for
@@ -97,6 +101,21 @@ pub struct WildcardFix {
 }
 
 impl WildcardFix {
+    /// The RFC 4592 answer where hickory's differs, before asking it.
+    fn override_for(&self, name: &LowerName) -> Option<LookupControlFlow<AuthLookup>> {
+        match self.zone.classify(name) {
+            NameClass::EmptyNonTerminal => {
+                Some(LookupControlFlow::Continue(Err(LookupError::NameExists)))
+            }
+            NameClass::NxDomain => Some(LookupControlFlow::Continue(Err(
+                LookupError::ResponseCode(ResponseCode::NXDomain),
+            ))),
+            NameClass::Owner | NameClass::Wildcard => None,
+        }
+    }
+
+    /// hickory answers NXDOMAIN for a wildcard-covered name with a missing
+    /// type; such a name exists, so that is NODATA.
     fn fix(
         &self,
         name: &LowerName,
@@ -144,6 +163,9 @@ impl ZoneHandler for WildcardFix {
                 vec![soa.clone()],
             ))));
         }
+        if let Some(flow) = self.override_for(name) {
+            return flow;
+        }
         let flow = self
             .inner
             .lookup(name, rtype, request_info, lookup_options)
@@ -155,6 +177,12 @@ impl ZoneHandler for WildcardFix {
         request: &Request,
         lookup_options: LookupOptions,
     ) -> (LookupControlFlow<AuthLookup>, Option<TSigResponseContext>) {
+        if let Ok(info) = request.request_info()
+            && info.query.query_type() != RecordType::AXFR
+            && let Some(flow) = self.override_for(info.query.name())
+        {
+            return (flow, None);
+        }
         let (flow, sig) = self.inner.search(request, lookup_options).await;
         match request.request_info() {
             Ok(info) => (self.fix(info.query.name(), flow), sig),

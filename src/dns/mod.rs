@@ -254,6 +254,11 @@ async fn udp_loop(sock: Arc<UdpSocket>, core: Arc<Core>, shutdown: CancellationT
                 }
             },
         };
+        if !answerable(src) {
+            core.stats.malformed.fetch_add(1, Relaxed);
+            debug!(%src, "DNS query from an address that cannot be answered; dropped");
+            continue;
+        }
         if core.cached_into(&buf[..n], Protocol::Udp, &mut out) {
             send_udp(&sock, &out, src).await;
             continue;
@@ -290,6 +295,16 @@ async fn udp_loop(sock: Arc<UdpSocket>, core: Arc<Core>, shutdown: CancellationT
     {
         inflight.abort_all();
     }
+}
+
+/// A UDP source we may answer: not port 0, not unspecified, broadcast or
+/// multicast (spoofed sources used for reflection).
+fn answerable(src: SocketAddr) -> bool {
+    let ip = src.ip();
+    src.port() != 0
+        && !ip.is_unspecified()
+        && !ip.is_multicast()
+        && !matches!(ip, std::net::IpAddr::V4(v4) if v4.is_broadcast())
 }
 
 async fn send_udp(sock: &UdpSocket, resp: &[u8], to: SocketAddr) {

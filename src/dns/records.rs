@@ -152,31 +152,54 @@ pub fn zone(z: &Zone) -> Result<HickoryZone, ConvertError> {
     })
 }
 
+/// How RFC 4592 classifies a query name that has no records of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameClass {
+    /// The name owns records (or is outside the zone): answer from its data.
+    Owner,
+    /// An empty non-terminal: exists, no data for any type (NODATA).
+    EmptyNonTerminal,
+    /// Does not exist; its closest encloser has a wildcard child, which
+    /// answers for it (a missing type is NODATA).
+    Wildcard,
+    /// Does not exist and no wildcard applies: NXDOMAIN.
+    NxDomain,
+}
+
 impl HickoryZone {
-    /// True when `qname` is answered by a wildcard of this zone under
-    /// RFC 4592: it does not exist itself, it lies strictly below a wildcard
-    /// parent `P`, and no existing name lies between it and `P` (the closest
-    /// encloser is `P`). Such a name exists for every type, so a missing
-    /// type is NOERROR/NODATA, never NXDOMAIN.
-    pub fn covered_by_wildcard(&self, qname: &LowerName) -> bool {
-        if self.names.contains(qname) {
-            return false;
+    /// True when `n` exists: it owns records or has descendants that do.
+    fn exists(&self, n: &LowerName) -> bool {
+        self.names.iter().any(|x| n.zone_of(x))
+    }
+
+    /// Classify `qname` under RFC 4592 section 3.3.1: the closest encloser
+    /// is its longest existing ancestor; a wildcard applies only when that
+    /// encloser has a `*` child.
+    pub fn classify(&self, qname: &LowerName) -> NameClass {
+        let origin = LowerName::new(&self.origin);
+        if self.names.contains(qname) || !origin.zone_of(qname) {
+            return NameClass::Owner;
         }
-        self.wildcard_parents.iter().any(|p| {
-            if p == qname || !p.zone_of(qname) {
-                return false;
+        if self.exists(qname) {
+            return NameClass::EmptyNonTerminal;
+        }
+        let mut anc = qname.base_name();
+        while !self.exists(&anc) {
+            if anc.is_root() {
+                return NameClass::Owner;
             }
-            // Every proper ancestor of qname strictly below p must not exist
-            // (nor have existing descendants, i.e. be an empty non-terminal).
-            let mut anc = qname.base_name();
-            while anc != *p && p.zone_of(&anc) {
-                if self.names.iter().any(|n| anc.zone_of(n)) {
-                    return false;
-                }
-                anc = anc.base_name();
-            }
-            true
-        })
+            anc = anc.base_name();
+        }
+        if self.wildcard_parents.contains(&anc) {
+            NameClass::Wildcard
+        } else {
+            NameClass::NxDomain
+        }
+    }
+
+    /// True when `qname` is answered by a wildcard of this zone.
+    pub fn covered_by_wildcard(&self, qname: &LowerName) -> bool {
+        self.classify(qname) == NameClass::Wildcard
     }
 }
 
@@ -280,5 +303,18 @@ mod tests {
         assert!(!h.covered_by_wildcard(&l("y.x.apps.c.example.com.")));
         assert!(!h.covered_by_wildcard(&l("nosuch.c.example.com.")));
         assert!(!h.covered_by_wildcard(&l("other.org.")));
+        assert_eq!(
+            h.classify(&l("apps.c.example.com.")),
+            NameClass::EmptyNonTerminal
+        );
+        assert_eq!(
+            h.classify(&l("y.x.apps.c.example.com.")),
+            NameClass::NxDomain
+        );
+        assert_eq!(h.classify(&l("nosuch.c.example.com.")), NameClass::NxDomain);
+        assert_eq!(h.classify(&l("x.apps.c.example.com.")), NameClass::Owner);
+        assert_eq!(h.classify(&l("*.apps.c.example.com.")), NameClass::Owner);
+        assert_eq!(h.classify(&l("API.c.example.com.")), NameClass::Owner);
+        assert_eq!(h.classify(&l("other.org.")), NameClass::Owner);
     }
 }
