@@ -742,3 +742,32 @@ admin: {{ listen: "127.0.0.1:0" }}
         "no warning logged"
     );
 }
+
+/// A client that shuts down its write side right after the request (busybox
+/// `nc`, as in the live-ISO initramfs) still receives the whole streamed file.
+#[test]
+fn http_half_closed_client_gets_the_whole_image() {
+    use std::io::{Read, Write};
+    let fx = fixture();
+    let app = Appliance::start(&common::only(&http_section(&fx.images, &fx.ignition)));
+    let want = std::fs::read(fx.images.join("rhcos-live.iso")).unwrap();
+    for version in ["1.0", "1.1"] {
+        let mut s = std::net::TcpStream::connect(app.addr("http")).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        write!(
+            s,
+            "GET /images/rhcos-live.iso HTTP/{version}\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        let split = got
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a response head");
+        let head = String::from_utf8_lossy(&got[..split]);
+        assert!(head.starts_with(&format!("HTTP/{version} 200")), "{head}");
+        assert!(got[split + 4..] == want[..], "HTTP/{version}: body differs");
+    }
+}

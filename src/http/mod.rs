@@ -607,6 +607,9 @@ impl Bound {
                 let mut builder = auto::Builder::new(TokioExecutor::new());
                 builder
                     .http1()
+                    // A client that shuts down its write side after the request
+                    // (busybox nc, HTTP/1.0 tools) still gets the whole body.
+                    .half_close(true)
                     .timer(TokioTimer::new())
                     .header_read_timeout(HEADER_TIMEOUT);
                 let conn = builder.serve_connection(TokioIo::new(stream), svc);
