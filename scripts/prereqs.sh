@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
 # Install the Debian packages in scripts/packages.txt that are missing.
+# Runs a second pass because installing one package can remove another
+# (e.g. qemu-system-x86 replaces a backported qemu-utils).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 mapfile -t pkgs < <(grep -v '^\s*#' "$here/packages.txt" | awk 'NF{print $1}')
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "installing: ${missing[*]}" >&2
-  sudo=""
-  [ "$(id -u)" = 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
+missing_pkgs() {
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+updated=""
+for pass in 1 2; do
+  mapfile -t missing < <(missing_pkgs)
+  ((${#missing[@]})) || break
+  echo "installing (pass $pass): ${missing[*]}" >&2
+  if [ -z "$updated" ]; then
+    $sudo apt-get update -qq
+    updated=1
+  fi
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+done
+mapfile -t missing < <(missing_pkgs)
+if ((${#missing[@]})); then
+  echo "could not install: ${missing[*]}" >&2
+  exit 1
 fi
 if ! command -v cargo >/dev/null; then
   echo "cargo is not installed: install Rust (rustup) first" >&2
