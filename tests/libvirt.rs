@@ -591,7 +591,7 @@ fn vm_up_works_on_the_demo_config() {
     let d = dir.path().display();
     let text = demo
         .replace(
-            "iso: ../assets/demo/images/rhcos-live.x86_64.iso",
+            "iso: /tmp/crc-appliance-demo/rhcos-live.x86_64.iso",
             &format!("iso: {}", iso.display()),
         )
         .replace(
@@ -613,6 +613,10 @@ fn vm_up_works_on_the_demo_config() {
     assert!(
         text.contains("uri: test:///default"),
         "demo uses the test driver"
+    );
+    assert!(
+        text.contains(&format!("iso: {}", iso.display())),
+        "the demo's iso line was rewritten"
     );
     let f = dir.path().join("demo.yaml");
     std::fs::write(&f, text).unwrap();
