@@ -283,21 +283,10 @@ impl Drop for Backends {
 /// Cluster file: the loopback test cluster plus worker-1, every frontend on
 /// 127.0.0.1:0, short health checks.
 fn cluster(ports: &Ports, admin_port: u16, extra_lb: &str) -> String {
-    format!(
-        r#"name: test
-baseDomain: crc.testing
-network:
-  cidr: 127.0.20.0/24
-  gateway: 127.0.20.1
-  applianceIP: 127.0.20.1
-nodes:
-  - {{ name: bootstrap, role: bootstrap, mac: "52:54:00:14:00:05", ip: 127.0.20.5 }}
-  - {{ name: master-0, role: master, mac: "52:54:00:14:00:0a", ip: 127.0.20.10 }}
-  - {{ name: master-1, role: master, mac: "52:54:00:14:00:0b", ip: 127.0.20.11 }}
-  - {{ name: master-2, role: master, mac: "52:54:00:14:00:0c", ip: 127.0.20.12 }}
-  - {{ name: worker-0, role: worker, mac: "52:54:00:14:00:14", ip: 127.0.20.20 }}
-  - {{ name: worker-1, role: worker, mac: "52:54:00:14:00:15", ip: 127.0.20.21 }}
-dns: {{ enabled: false }}
+    common::loopback_cluster_with_nodes(
+        "  - { name: worker-1, role: worker, mac: \"52:54:00:14:00:15\", ip: 127.0.20.21 }\n",
+        &format!(
+            r#"dns: {{ enabled: false }}
 dhcp: {{ enabled: false }}
 http: {{ enabled: false }}
 admin:
@@ -308,7 +297,8 @@ loadBalancer:
   healthCheck: {{ interval: {INTERVAL_MS}ms, timeout: {INTERVAL_MS}ms, rise: 1, fall: {FALL} }}
   connectTimeout: 1s
 {extra_lb}"#,
-        ports.api, ports.mc, ports.http, ports.https
+            ports.api, ports.mc, ports.http, ports.https
+        ),
     )
 }
 
@@ -360,6 +350,13 @@ fn wait_status(app: &Appliance, what: &str, pred: impl Fn(&Value) -> bool) -> Va
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Wait until both workers are healthy in the ingress-http pool.
+fn wait_workers_healthy(app: &Appliance) {
+    wait_status(app, "workers healthy", |st| {
+        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
+    });
 }
 
 fn healthy(st: &Value, pool: &str, node: &str) -> bool {
@@ -516,9 +513,7 @@ fn killed_backend_causes_no_failed_new_connections() {
     let mut b = Backends::start(&ports, &[], false);
     let app = Appliance::start(&cluster(&ports, admin_port(), ""));
     let http = format!("http://{}/", app.addr("lb ingress-http"));
-    wait_status(&app, "workers healthy", |st| {
-        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
-    });
+    wait_workers_healthy(&app);
     assert_eq!(names_seen(&http, 4), set(&["worker-0", "worker-1"]));
     b.kill("worker-1");
     // fall × interval plus a margin for the check timeout.
@@ -552,9 +547,7 @@ fn connect_failure_is_retried_on_the_next_backend() {
     );
     let app = Appliance::start(&yaml);
     let http = format!("http://{}/", app.addr("lb ingress-http"));
-    wait_status(&app, "workers healthy", |st| {
-        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
-    });
+    wait_workers_healthy(&app);
     b.kill("worker-0");
     for i in 0..10 {
         let (code, body) = curl(&http);
@@ -638,9 +631,7 @@ fn half_close_and_connection_cap() {
     let _b = Backends::start(&ports, &[], false);
     let app = Appliance::start(&cluster(&ports, admin_port(), "  maxConnections: 2\n"));
     let lb = app.addr("lb ingress-http");
-    wait_status(&app, "workers healthy", |st| {
-        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
-    });
+    wait_workers_healthy(&app);
 
     // Half-close: send the request, shut down our write side, still get 1 MiB.
     let mut s = TcpStream::connect(lb).unwrap();
@@ -765,9 +756,7 @@ fn idle_timeout_closes_quiet_connections_only() {
     let _b = Backends::start(&ports, &[], false);
     let app = Appliance::start(&cluster(&ports, admin_port(), "  idleTimeout: 700ms\n"));
     let lb = app.addr("lb ingress-http");
-    wait_status(&app, "workers healthy", |st| {
-        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
-    });
+    wait_workers_healthy(&app);
     // A busy keep-alive connection outlives the idle timeout.
     let mut busy = TcpStream::connect(lb).unwrap();
     busy.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
