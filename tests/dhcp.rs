@@ -93,7 +93,19 @@ fn start_server(net: &Net, cluster: &Path) -> Appliance {
         .start_path(cluster)
 }
 
-fn chmod_x(script: &Path) {
+/// A fresh state dir, a server/client namespace pair with the client MAC
+/// `mac`, a cluster file without a pool, and the server running on it.
+fn lab(mac: &str) -> (tempfile::TempDir, Net, PathBuf, Appliance) {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Net::new(mac);
+    let cluster = cluster_yaml(&net, dir.path(), false);
+    let srv = start_server(&net, &cluster);
+    (dir, net, cluster, srv)
+}
+
+/// Write an executable shell script.
+fn write_script(script: &Path, text: String) {
+    std::fs::write(script, text).unwrap();
     run_ok("chmod", &["+x", script.to_str().unwrap()]);
 }
 
@@ -168,15 +180,13 @@ fn kv(text: &str, key: &str) -> Option<String> {
 fn udhcpc(net: &Net, dir: &Path, tries: &str) -> Option<String> {
     let out = dir.join(format!("udhcpc-{}.env", unique_name("")));
     let script = dir.join("udhcpc.sh");
-    std::fs::write(
+    write_script(
         &script,
         format!(
             "#!/bin/sh\n[ \"$1\" = bound ] || exit 0\n{{ echo ip=$ip; echo hostname=$hostname; echo router=$router; echo dns=$dns; echo domain=$domain; echo subnet=$subnet; echo serverid=$serverid; echo lease=$lease; }} > {}\n",
             out.display()
         ),
-    )
-    .unwrap();
-    chmod_x(&script);
+    );
     let status = net
         .in_cli(&[
             "timeout",
@@ -227,15 +237,13 @@ impl<'a> Dhclient<'a> {
         )
         .unwrap();
         let script = d.dir.join("dhclient.sh");
-        std::fs::write(
+        write_script(
             &script,
             format!(
                 "#!/bin/sh\n{{ echo reason=$reason; env | grep '^new_'; }} >> {}\ncase $reason in\n  BOUND|RENEW|REBIND|REBOOT) ip addr replace $new_ip_address/$new_subnet_mask dev $interface ;;\n  RELEASE|STOP|EXPIRE|FAIL) [ -n \"$old_ip_address\" ] && ip addr del $old_ip_address/$old_subnet_mask dev $interface ;;\nesac\nexit 0\n",
                 d.dir.join("dhclient.env").display()
             ),
-        )
-        .unwrap();
-        chmod_x(&script);
+        );
         d
     }
 
@@ -295,10 +303,7 @@ impl Drop for Dhclient<'_> {
 fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
     require_netns!("dhcp");
     require_tools!("dhclient");
-    let dir = tempfile::tempdir().unwrap();
-    let net = Net::new(M0_MAC);
-    let cluster = cluster_yaml(&net, dir.path(), false);
-    let mut srv = start_server(&net, &cluster);
+    let (dir, net, cluster, mut srv) = lab(M0_MAC);
     srv.wait_log(
         &format!("listening for dhcp on 0.0.0.0:67 (interface {})", net.ifs),
         Duration::from_secs(1),
@@ -348,10 +353,7 @@ fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
 fn udhcpc_gets_the_reservation() {
     require_netns!("dhcp");
     require_tools!("udhcpc");
-    let dir = tempfile::tempdir().unwrap();
-    let net = Net::new(W0_MAC);
-    let cluster = cluster_yaml(&net, dir.path(), false);
-    let srv = start_server(&net, &cluster);
+    let (dir, net, _, srv) = lab(W0_MAC);
     let env = udhcpc(&net, dir.path(), "5")
         .unwrap_or_else(|| panic!("udhcpc got no lease; server:\n{}", srv.log()));
     assert_kv(
@@ -380,21 +382,16 @@ fn udhcpc_gets_the_reservation() {
 fn udhcpc_renews_by_unicast() {
     require_netns!("dhcp");
     require_tools!("udhcpc");
-    let dir = tempfile::tempdir().unwrap();
-    let net = Net::new(W0_MAC);
-    let cluster = cluster_yaml(&net, dir.path(), false);
-    let srv = start_server(&net, &cluster);
+    let (dir, net, _, srv) = lab(W0_MAC);
     let out = dir.path().join("events");
     let script = dir.path().join("udhcpc-renew.sh");
-    std::fs::write(
+    write_script(
         &script,
         format!(
             "#!/bin/sh\ncase \"$1\" in\n  bound|renew) ip addr replace $ip/$subnet dev $interface; echo \"$1 $ip\" >> {} ;;\nesac\nexit 0\n",
             out.display()
         ),
-    )
-    .unwrap();
-    chmod_x(&script);
+    );
     let mut child = net
         .in_cli(&[
             "udhcpc",
@@ -442,10 +439,7 @@ fn udhcpc_renews_by_unicast() {
 fn unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart() {
     require_netns!("dhcp");
     require_tools!("udhcpc");
-    let dir = tempfile::tempdir().unwrap();
-    let net = Net::new(UNKNOWN_MAC);
-    let cluster = cluster_yaml(&net, dir.path(), false);
-    let mut srv = start_server(&net, &cluster);
+    let (dir, net, _, mut srv) = lab(UNKNOWN_MAC);
     assert_eq!(
         udhcpc(&net, dir.path(), "2"),
         None,
@@ -488,21 +482,16 @@ fn unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart() {
 fn dhcpcd_gets_the_reservation() {
     require_netns!("dhcp");
     require_tools!("dhcpcd");
-    let dir = tempfile::tempdir().unwrap();
-    let net = Net::new(M0_MAC);
-    let cluster = cluster_yaml(&net, dir.path(), false);
-    let srv = start_server(&net, &cluster);
+    let (dir, net, _, srv) = lab(M0_MAC);
     let script = dir.path().join("dhcpcd.sh");
     let out = dir.path().join("dhcpcd.env");
-    std::fs::write(
+    write_script(
         &script,
         format!(
             "#!/bin/sh\n[ \"$reason\" = BOUND ] && env | grep '^new_' > {}\nexit 0\n",
             out.display()
         ),
-    )
-    .unwrap();
-    chmod_x(&script);
+    );
     let _ = net
         .in_cli(&[
             "timeout",

@@ -302,6 +302,11 @@ loadBalancer:
     )
 }
 
+/// The appliance on [`cluster`] with a fresh admin port.
+fn start_lb(ports: &Ports, extra_lb: &str) -> Appliance {
+    Appliance::start(&cluster(ports, admin_port(), extra_lb))
+}
+
 fn admin_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
@@ -394,7 +399,7 @@ fn lb_cli(app: &Appliance, args: &[&str]) -> (i32, String, String) {
 fn closed_until_healthy_then_round_robin_with_https_checks() {
     require_tools!("nginx", "curl", "openssl");
     let ports = Ports::new();
-    let app = Appliance::start(&cluster(&ports, admin_port(), ""));
+    let app = start_lb(&ports, "");
     let http = format!("http://{}/", app.addr("lb ingress-http"));
     let api = format!("https://{}/", app.addr("lb api"));
     // No backend is healthy yet: the connection is closed, no answer.
@@ -511,7 +516,7 @@ fn killed_backend_causes_no_failed_new_connections() {
     require_tools!("nginx", "curl", "openssl");
     let ports = Ports::new();
     let mut b = Backends::start(&ports, &[], false);
-    let app = Appliance::start(&cluster(&ports, admin_port(), ""));
+    let app = start_lb(&ports, "");
     let http = format!("http://{}/", app.addr("lb ingress-http"));
     wait_workers_healthy(&app);
     assert_eq!(names_seen(&http, 4), set(&["worker-0", "worker-1"]));
@@ -565,7 +570,7 @@ fn cli_disable_enable_and_bootstrap_removal() {
     require_tools!("nginx", "curl", "openssl");
     let ports = Ports::new();
     let b = Backends::start(&ports, &["master-2"], false);
-    let app = Appliance::start(&cluster(&ports, admin_port(), ""));
+    let app = start_lb(&ports, "");
     let api = format!("https://{}/", app.addr("lb api"));
     wait_status(&app, "api backends healthy", |st| {
         ["bootstrap", "master-0", "master-1"]
@@ -629,7 +634,7 @@ fn half_close_and_connection_cap() {
     require_tools!("nginx", "curl", "openssl");
     let ports = Ports::new();
     let _b = Backends::start(&ports, &[], false);
-    let app = Appliance::start(&cluster(&ports, admin_port(), "  maxConnections: 2\n"));
+    let app = start_lb(&ports, "  maxConnections: 2\n");
     let lb = app.addr("lb ingress-http");
     wait_workers_healthy(&app);
 
@@ -754,7 +759,7 @@ fn idle_timeout_closes_quiet_connections_only() {
     require_tools!("nginx", "curl", "openssl");
     let ports = Ports::new();
     let _b = Backends::start(&ports, &[], false);
-    let app = Appliance::start(&cluster(&ports, admin_port(), "  idleTimeout: 700ms\n"));
+    let app = start_lb(&ports, "  idleTimeout: 700ms\n");
     let lb = app.addr("lb ingress-http");
     wait_workers_healthy(&app);
     // A busy keep-alive connection outlives the idle timeout.
