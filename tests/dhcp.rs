@@ -81,6 +81,15 @@ impl Net {
     fn in_cli(&self, args: &[&str]) -> Command {
         self.cli.cmd(args)
     }
+
+    /// Like [`Net::in_cli`], with stdin, stdout and stderr on /dev/null.
+    fn in_cli_quiet(&self, args: &[&str]) -> Command {
+        let mut c = self.in_cli(args);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
 }
 
 /// `crc-appliance serve` inside the server namespace (DHCP debug logs), on
@@ -188,7 +197,7 @@ fn udhcpc(net: &Net, dir: &Path, tries: &str) -> Option<String> {
         ),
     );
     let status = net
-        .in_cli(&[
+        .in_cli_quiet(&[
             "timeout",
             "40",
             "udhcpc",
@@ -206,9 +215,6 @@ fn udhcpc(net: &Net, dir: &Path, tries: &str) -> Option<String> {
             "-s",
             script.to_str().unwrap(),
         ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .status()
         .expect("run udhcpc");
     let env = std::fs::read_to_string(&out).ok();
@@ -393,7 +399,7 @@ fn udhcpc_renews_by_unicast() {
         ),
     );
     let mut child = net
-        .in_cli(&[
+        .in_cli_quiet(&[
             "udhcpc",
             "-i",
             &net.ifc,
@@ -405,9 +411,6 @@ fn udhcpc_renews_by_unicast() {
             "-s",
             script.to_str().unwrap(),
         ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .expect("spawn udhcpc");
     struct Kill(u32);
@@ -493,7 +496,7 @@ fn dhcpcd_gets_the_reservation() {
         ),
     );
     let _ = net
-        .in_cli(&[
+        .in_cli_quiet(&[
             "timeout",
             "40",
             "dhcpcd",
@@ -511,9 +514,6 @@ fn dhcpcd_gets_the_reservation() {
             "domain_name",
             &net.ifc,
         ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .status();
     let env = std::fs::read_to_string(&out)
         .unwrap_or_else(|_| panic!("dhcpcd got no lease; server:\n{}", srv.log()));

@@ -307,6 +307,17 @@ fn start_lb(ports: &Ports, extra_lb: &str) -> Appliance {
     Appliance::start(&cluster(ports, admin_port(), extra_lb))
 }
 
+/// All backends ready, the appliance started with `extra_lb`, both workers
+/// healthy; returns the ingress-http frontend address too.
+fn start_with_healthy_workers(extra_lb: &str) -> (Backends, Appliance, SocketAddr) {
+    let ports = Ports::new();
+    let b = Backends::start(&ports, &[], false);
+    let app = start_lb(&ports, extra_lb);
+    let lb = app.addr("lb ingress-http");
+    wait_workers_healthy(&app);
+    (b, app, lb)
+}
+
 fn admin_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
@@ -632,11 +643,7 @@ fn cli_disable_enable_and_bootstrap_removal() {
 #[test]
 fn half_close_and_connection_cap() {
     require_tools!("nginx", "curl", "openssl");
-    let ports = Ports::new();
-    let _b = Backends::start(&ports, &[], false);
-    let app = start_lb(&ports, "  maxConnections: 2\n");
-    let lb = app.addr("lb ingress-http");
-    wait_workers_healthy(&app);
+    let (_b, app, lb) = start_with_healthy_workers("  maxConnections: 2\n");
 
     // Half-close: send the request, shut down our write side, still get 1 MiB.
     let mut s = TcpStream::connect(lb).unwrap();
@@ -757,11 +764,7 @@ fn ca_file_verification_and_install_complete_marker() {
 #[test]
 fn idle_timeout_closes_quiet_connections_only() {
     require_tools!("nginx", "curl", "openssl");
-    let ports = Ports::new();
-    let _b = Backends::start(&ports, &[], false);
-    let app = start_lb(&ports, "  idleTimeout: 700ms\n");
-    let lb = app.addr("lb ingress-http");
-    wait_workers_healthy(&app);
+    let (_b, _app, lb) = start_with_healthy_workers("  idleTimeout: 700ms\n");
     // A busy keep-alive connection outlives the idle timeout.
     let mut busy = TcpStream::connect(lb).unwrap();
     busy.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
