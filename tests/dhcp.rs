@@ -12,219 +12,116 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, BIN, have, is_root};
+use common::{Appliance, Netns, run_ok, unique_name, wait_until};
 use dhcproto::v4::{DhcpOption, Flags, Message, MessageType, Opcode, OptionCode};
 use dhcproto::{Decodable, Decoder, Encodable};
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
 
 const M0_MAC: &str = "52:54:00:e7:00:0a";
 const W0_MAC: &str = "52:54:00:e7:00:14";
 const UNKNOWN_MAC: &str = "52:54:00:e7:99:01";
 const UNKNOWN2_MAC: &str = "52:54:00:e7:99:02";
 
-fn sh(args: &[&str]) -> (i32, String) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
-fn must(args: &[&str]) {
-    let (code, out) = sh(args);
-    assert_eq!(code, 0, "{args:?} failed: {out}");
-}
-
-/// Root and working `ip netns`.
-fn netns_ok() -> Result<(), String> {
-    if !is_root() {
-        return Err("needs root (network namespaces)".into());
-    }
-    if !have("ip") {
-        return Err("ip (iproute2) is not installed".into());
-    }
-    let probe = format!(
-        "dhcp{}probe{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::SeqCst)
-    );
-    let (code, out) = sh(&["ip", "netns", "add", &probe]);
-    if code != 0 {
-        return Err(format!("ip netns add failed: {}", out.trim()));
-    }
-    sh(&["ip", "netns", "del", &probe]);
-    Ok(())
-}
-
-macro_rules! require_netns {
-    ($test:literal) => {
-        if let Err(why) = netns_ok() {
-            eprintln!("SKIPPED {}::{}: {why}", module_path!(), $test);
-            return;
-        }
-    };
-}
-
-/// A server and a client namespace joined by a veth pair.
+/// A server and a client namespace joined by a veth pair (the namespaces,
+/// and with them the pair, are deleted on drop: client first).
 struct Net {
-    srv: String,
-    cli: String,
+    cli: Netns,
+    srv: Netns,
     ifs: String,
     ifc: String,
 }
 
 impl Net {
     fn new(client_mac: &str) -> Net {
-        let n = SEQ.fetch_add(1, Ordering::SeqCst);
-        let pid = std::process::id();
+        let base = unique_name("dhcp");
+        let ifs = format!("dh{}s", &base["dhcp".len()..]);
+        let ifc = format!("dh{}c", &base["dhcp".len()..]);
         let net = Net {
-            srv: format!("dhcp{pid}{n}s"),
-            cli: format!("dhcp{pid}{n}c"),
-            ifs: format!("dh{pid}{n}s"),
-            ifc: format!("dh{pid}{n}c"),
+            srv: Netns::new(format!("{base}s")),
+            cli: Netns::new(format!("{base}c")),
+            ifs,
+            ifc,
         };
-        must(&["ip", "netns", "add", &net.srv]);
-        must(&["ip", "netns", "add", &net.cli]);
-        must(&[
-            "ip", "link", "add", &net.ifs, "netns", &net.srv, "type", "veth", "peer", "name",
-            &net.ifc, "netns", &net.cli,
-        ]);
-        must(&[
+        run_ok(
             "ip",
-            "-n",
-            &net.srv,
-            "addr",
-            "add",
-            "10.231.0.1/24",
-            "dev",
-            &net.ifs,
-        ]);
-        must(&["ip", "-n", &net.srv, "link", "set", "lo", "up"]);
-        must(&["ip", "-n", &net.srv, "link", "set", &net.ifs, "up"]);
-        must(&["ip", "-n", &net.cli, "link", "set", "lo", "up"]);
+            &[
+                "link",
+                "add",
+                &net.ifs,
+                "netns",
+                net.srv.name(),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &net.ifc,
+                "netns",
+                net.cli.name(),
+            ],
+        );
+        net.srv
+            .ip(&["addr", "add", "10.231.0.1/24", "dev", &net.ifs]);
+        net.srv.ip(&["link", "set", &net.ifs, "up"]);
         net.set_mac(client_mac);
         net
     }
 
     fn set_mac(&self, mac: &str) {
-        must(&["ip", "-n", &self.cli, "link", "set", &self.ifc, "down"]);
-        must(&[
-            "ip", "-n", &self.cli, "link", "set", "dev", &self.ifc, "address", mac,
-        ]);
-        must(&["ip", "-n", &self.cli, "link", "set", &self.ifc, "up"]);
+        self.cli.ip(&["link", "set", &self.ifc, "down"]);
+        self.cli
+            .ip(&["link", "set", "dev", &self.ifc, "address", mac]);
+        self.cli.ip(&["link", "set", &self.ifc, "up"]);
     }
 
     /// A command inside the client namespace.
     fn in_cli(&self, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.cli]).args(args);
+        self.cli.cmd(args)
+    }
+
+    /// Like [`Net::in_cli`], with stdin, stdout and stderr on /dev/null.
+    fn in_cli_quiet(&self, args: &[&str]) -> Command {
+        let mut c = self.in_cli(args);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         c
     }
 }
 
-impl Drop for Net {
-    fn drop(&mut self) {
-        sh(&["ip", "netns", "del", &self.cli]);
-        sh(&["ip", "netns", "del", &self.srv]);
-    }
+/// `crc-appliance serve` inside the server namespace (DHCP debug logs), on
+/// a cluster file the test keeps (its lease file survives restarts).
+fn start_server(net: &Net, cluster: &Path) -> Appliance {
+    Appliance::launch()
+        .netns(net.srv.name())
+        .env("RUST_LOG", "info,crc_appliance::dhcp=debug")
+        .ready_timeout(Duration::from_secs(30))
+        .start_path(cluster)
 }
 
-/// `crc-appliance serve` running inside the server namespace.
-struct Server {
-    child: Option<Child>,
-    log: Arc<Mutex<Vec<String>>>,
+/// A fresh state dir, a server/client namespace pair with the client MAC
+/// `mac`, a cluster file without a pool, and the server running on it.
+fn lab(mac: &str) -> (tempfile::TempDir, Net, PathBuf, Appliance) {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Net::new(mac);
+    let cluster = cluster_yaml(&net, dir.path(), false);
+    let srv = start_server(&net, &cluster);
+    (dir, net, cluster, srv)
 }
 
-impl Server {
-    fn start(net: &Net, cluster: &Path) -> Server {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &net.srv, BIN, "serve", "--cluster"])
-            .arg(cluster)
-            .env("RUST_LOG", "info,crc_appliance::dhcp=debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn crc-appliance");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        for s in [
-            Box::new(child.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stdout.take().unwrap()),
-        ] {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for l in BufReader::new(s).lines().map_while(Result::ok) {
-                    log.lock().unwrap().push(l);
-                }
-            });
-        }
-        let srv = Server {
-            child: Some(child),
-            log,
-        };
-        srv.wait_log("crc-appliance ready", Duration::from_secs(30));
-        srv
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-
-    fn wait_log(&self, needle: &str, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if self.log().contains(needle) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("server log never contained {needle:?}:\n{}", self.log());
-    }
-
-    fn kill(&mut self, sig: &str) {
-        if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
-                .arg(format!("-{sig}"))
-                .arg(c.id().to_string())
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// Write an executable shell script.
+fn write_script(script: &Path, text: String) {
+    std::fs::write(script, text).unwrap();
+    run_ok("chmod", &["+x", script.to_str().unwrap()]);
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill("TERM");
-        if std::thread::panicking() {
-            for l in self.log().lines() {
-                eprintln!("SRV: {l}");
-            }
-        }
+/// Assert `KEY=VALUE` lines of `env` (see [`kv`]) for every pair.
+fn assert_kv(env: &str, expected: &[(&str, &str)]) {
+    for (key, value) in expected {
+        assert_eq!(kv(env, key).as_deref(), Some(*value), "{key}: {env}");
     }
 }
 
@@ -290,19 +187,17 @@ fn kv(text: &str, key: &str) -> Option<String> {
 /// Run udhcpc once in the client namespace; the script output (or None if
 /// no lease was obtained).
 fn udhcpc(net: &Net, dir: &Path, tries: &str) -> Option<String> {
-    let out = dir.join(format!("udhcpc-{}.env", SEQ.fetch_add(1, Ordering::SeqCst)));
+    let out = dir.join(format!("udhcpc-{}.env", unique_name("")));
     let script = dir.join("udhcpc.sh");
-    std::fs::write(
+    write_script(
         &script,
         format!(
             "#!/bin/sh\n[ \"$1\" = bound ] || exit 0\n{{ echo ip=$ip; echo hostname=$hostname; echo router=$router; echo dns=$dns; echo domain=$domain; echo subnet=$subnet; echo serverid=$serverid; echo lease=$lease; }} > {}\n",
             out.display()
         ),
-    )
-    .unwrap();
-    must(&["chmod", "+x", script.to_str().unwrap()]);
+    );
     let status = net
-        .in_cli(&[
+        .in_cli_quiet(&[
             "timeout",
             "40",
             "udhcpc",
@@ -320,9 +215,6 @@ fn udhcpc(net: &Net, dir: &Path, tries: &str) -> Option<String> {
             "-s",
             script.to_str().unwrap(),
         ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .status()
         .expect("run udhcpc");
     let env = std::fs::read_to_string(&out).ok();
@@ -351,15 +243,13 @@ impl<'a> Dhclient<'a> {
         )
         .unwrap();
         let script = d.dir.join("dhclient.sh");
-        std::fs::write(
+        write_script(
             &script,
             format!(
                 "#!/bin/sh\n{{ echo reason=$reason; env | grep '^new_'; }} >> {}\ncase $reason in\n  BOUND|RENEW|REBIND|REBOOT) ip addr replace $new_ip_address/$new_subnet_mask dev $interface ;;\n  RELEASE|STOP|EXPIRE|FAIL) [ -n \"$old_ip_address\" ] && ip addr del $old_ip_address/$old_subnet_mask dev $interface ;;\nesac\nexit 0\n",
                 d.dir.join("dhclient.env").display()
             ),
-        )
-        .unwrap();
-        must(&["chmod", "+x", script.to_str().unwrap()]);
+        );
         d
     }
 
@@ -415,25 +305,11 @@ impl Drop for Dhclient<'_> {
     }
 }
 
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}");
-}
-
 #[test]
 fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
-    require_netns!("dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it");
+    require_netns!("dhcp");
     require_tools!("dhclient");
-    let dir = tempfile::tempdir().unwrap();
-    let net = Net::new(M0_MAC);
-    let cluster = cluster_yaml(&net, dir.path(), false);
-    let mut srv = Server::start(&net, &cluster);
+    let (dir, net, cluster, mut srv) = lab(M0_MAC);
     srv.wait_log(
         &format!("listening for dhcp on 0.0.0.0:67 (interface {})", net.ifs),
         Duration::from_secs(1),
@@ -444,51 +320,24 @@ fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
     let code = dh.run(&["-1"]);
     assert_eq!(code, 0, "dhclient failed:\n{}", dh.log());
     let env = dh.env();
-    assert_eq!(kv(&env, "reason").as_deref(), Some("BOUND"), "{env}");
-    assert_eq!(
-        kv(&env, "new_ip_address").as_deref(),
-        Some("10.231.0.10"),
-        "{env}"
-    );
-    assert_eq!(
-        kv(&env, "new_host_name").as_deref(),
-        Some("master-0"),
-        "{env}"
-    );
-    assert_eq!(
-        kv(&env, "new_routers").as_deref(),
-        Some("10.231.0.254"),
-        "{env}"
-    );
-    assert_eq!(
-        kv(&env, "new_domain_name_servers").as_deref(),
-        Some("10.231.0.1"),
-        "{env}"
-    );
-    assert_eq!(
-        kv(&env, "new_domain_name").as_deref(),
-        Some("lab.dhcp.test"),
-        "{env}"
-    );
-    assert_eq!(
-        kv(&env, "new_subnet_mask").as_deref(),
-        Some("255.255.255.0"),
-        "{env}"
-    );
-    assert_eq!(
-        kv(&env, "new_dhcp_lease_time").as_deref(),
-        Some("600"),
-        "{env}"
-    );
-    assert_eq!(
-        kv(&env, "new_dhcp_server_identifier").as_deref(),
-        Some("10.231.0.1"),
-        "{env}"
+    assert_kv(
+        &env,
+        &[
+            ("reason", "BOUND"),
+            ("new_ip_address", "10.231.0.10"),
+            ("new_host_name", "master-0"),
+            ("new_routers", "10.231.0.254"),
+            ("new_domain_name_servers", "10.231.0.1"),
+            ("new_domain_name", "lab.dhcp.test"),
+            ("new_subnet_mask", "255.255.255.0"),
+            ("new_dhcp_lease_time", "600"),
+            ("new_dhcp_server_identifier", "10.231.0.1"),
+        ],
     );
     srv.wait_log("dhcp: ack 10.231.0.10", Duration::from_secs(5));
 
     // The ACKed lease is on disk before the ACK left: SIGKILL loses nothing.
-    srv.kill("KILL");
+    srv.stop_with("KILL");
     let v = leases_json(dir.path());
     let l = lease_for(&v, M0_MAC).unwrap_or_else(|| panic!("no lease for {M0_MAC}: {v}"));
     assert_eq!(l["ip"], "10.231.0.10");
@@ -496,7 +345,7 @@ fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
     assert_eq!(l["reserved"], true);
 
     // Restart: the lease is loaded again; RELEASE (dhclient -r) frees it.
-    let srv = Server::start(&net, &cluster);
+    let srv = start_server(&net, &cluster);
     srv.wait_log("loaded 1 lease(s)", Duration::from_secs(1));
     let code = dh.run(&["-r"]);
     assert_eq!(code, 0, "dhclient -r failed:\n{}", dh.log());
@@ -508,30 +357,24 @@ fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
 
 #[test]
 fn udhcpc_gets_the_reservation() {
-    require_netns!("udhcpc_gets_the_reservation");
+    require_netns!("dhcp");
     require_tools!("udhcpc");
-    let dir = tempfile::tempdir().unwrap();
-    let net = Net::new(W0_MAC);
-    let cluster = cluster_yaml(&net, dir.path(), false);
-    let srv = Server::start(&net, &cluster);
+    let (dir, net, _, srv) = lab(W0_MAC);
     let env = udhcpc(&net, dir.path(), "5")
         .unwrap_or_else(|| panic!("udhcpc got no lease; server:\n{}", srv.log()));
-    assert_eq!(kv(&env, "ip").as_deref(), Some("10.231.0.20"), "{env}");
-    assert_eq!(kv(&env, "hostname").as_deref(), Some("worker-0"), "{env}");
-    assert_eq!(kv(&env, "router").as_deref(), Some("10.231.0.254"), "{env}");
-    assert_eq!(kv(&env, "dns").as_deref(), Some("10.231.0.1"), "{env}");
-    assert_eq!(
-        kv(&env, "domain").as_deref(),
-        Some("lab.dhcp.test"),
-        "{env}"
+    assert_kv(
+        &env,
+        &[
+            ("ip", "10.231.0.20"),
+            ("hostname", "worker-0"),
+            ("router", "10.231.0.254"),
+            ("dns", "10.231.0.1"),
+            ("domain", "lab.dhcp.test"),
+            ("subnet", "255.255.255.0"),
+            ("serverid", "10.231.0.1"),
+            ("lease", "600"),
+        ],
     );
-    assert_eq!(
-        kv(&env, "subnet").as_deref(),
-        Some("255.255.255.0"),
-        "{env}"
-    );
-    assert_eq!(kv(&env, "serverid").as_deref(), Some("10.231.0.1"), "{env}");
-    assert_eq!(kv(&env, "lease").as_deref(), Some("600"), "{env}");
     let v = leases_json(dir.path());
     assert_eq!(lease_for(&v, W0_MAC).unwrap()["ip"], "10.231.0.20", "{v}");
     // udhcpc sends a client identifier (01 + MAC); the reservation still
@@ -543,25 +386,20 @@ fn udhcpc_gets_the_reservation() {
 /// ACK comes back by unicast to ciaddr:68.
 #[test]
 fn udhcpc_renews_by_unicast() {
-    require_netns!("udhcpc_renews_by_unicast");
+    require_netns!("dhcp");
     require_tools!("udhcpc");
-    let dir = tempfile::tempdir().unwrap();
-    let net = Net::new(W0_MAC);
-    let cluster = cluster_yaml(&net, dir.path(), false);
-    let srv = Server::start(&net, &cluster);
+    let (dir, net, _, srv) = lab(W0_MAC);
     let out = dir.path().join("events");
     let script = dir.path().join("udhcpc-renew.sh");
-    std::fs::write(
+    write_script(
         &script,
         format!(
             "#!/bin/sh\ncase \"$1\" in\n  bound|renew) ip addr replace $ip/$subnet dev $interface; echo \"$1 $ip\" >> {} ;;\nesac\nexit 0\n",
             out.display()
         ),
-    )
-    .unwrap();
-    must(&["chmod", "+x", script.to_str().unwrap()]);
+    );
     let mut child = net
-        .in_cli(&[
+        .in_cli_quiet(&[
             "udhcpc",
             "-i",
             &net.ifc,
@@ -573,9 +411,6 @@ fn udhcpc_renews_by_unicast() {
             "-s",
             script.to_str().unwrap(),
         ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .expect("spawn udhcpc");
     struct Kill(u32);
@@ -605,22 +440,19 @@ fn udhcpc_renews_by_unicast() {
 
 #[test]
 fn unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart() {
-    require_netns!("unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart");
+    require_netns!("dhcp");
     require_tools!("udhcpc");
-    let dir = tempfile::tempdir().unwrap();
-    let net = Net::new(UNKNOWN_MAC);
-    let cluster = cluster_yaml(&net, dir.path(), false);
-    let mut srv = Server::start(&net, &cluster);
+    let (dir, net, _, mut srv) = lab(UNKNOWN_MAC);
     assert_eq!(
         udhcpc(&net, dir.path(), "2"),
         None,
         "an unknown MAC must get no lease without a pool"
     );
     srv.wait_log("no reply: unknown MAC, no pool", Duration::from_secs(5));
-    srv.kill("TERM");
+    srv.stop();
 
     let cluster = cluster_yaml(&net, dir.path(), true);
-    let mut srv = Server::start(&net, &cluster);
+    let mut srv = start_server(&net, &cluster);
     let env = udhcpc(&net, dir.path(), "5")
         .unwrap_or_else(|| panic!("no pool lease; server:\n{}", srv.log()));
     let a: Ipv4Addr = kv(&env, "ip").unwrap().parse().unwrap();
@@ -631,11 +463,11 @@ fn unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart() {
         "pool clients get no hostname: {env}"
     );
     assert_eq!(kv(&env, "router").as_deref(), Some("10.231.0.254"), "{env}");
-    srv.kill("TERM");
+    srv.stop();
 
     // After a restart the pool lease is still held: another client gets
     // another address, the first one gets its address back.
-    let srv = Server::start(&net, &cluster);
+    let srv = start_server(&net, &cluster);
     srv.wait_log("loaded 1 lease(s)", Duration::from_secs(1));
     net.set_mac(UNKNOWN2_MAC);
     let env2 = udhcpc(&net, dir.path(), "5").expect("second pool client");
@@ -651,25 +483,20 @@ fn unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart() {
 
 #[test]
 fn dhcpcd_gets_the_reservation() {
-    require_netns!("dhcpcd_gets_the_reservation");
+    require_netns!("dhcp");
     require_tools!("dhcpcd");
-    let dir = tempfile::tempdir().unwrap();
-    let net = Net::new(M0_MAC);
-    let cluster = cluster_yaml(&net, dir.path(), false);
-    let srv = Server::start(&net, &cluster);
+    let (dir, net, _, srv) = lab(M0_MAC);
     let script = dir.path().join("dhcpcd.sh");
     let out = dir.path().join("dhcpcd.env");
-    std::fs::write(
+    write_script(
         &script,
         format!(
             "#!/bin/sh\n[ \"$reason\" = BOUND ] && env | grep '^new_' > {}\nexit 0\n",
             out.display()
         ),
-    )
-    .unwrap();
-    must(&["chmod", "+x", script.to_str().unwrap()]);
+    );
     let _ = net
-        .in_cli(&[
+        .in_cli_quiet(&[
             "timeout",
             "40",
             "dhcpcd",
@@ -687,33 +514,19 @@ fn dhcpcd_gets_the_reservation() {
             "domain_name",
             &net.ifc,
         ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .status();
     let env = std::fs::read_to_string(&out)
         .unwrap_or_else(|_| panic!("dhcpcd got no lease; server:\n{}", srv.log()));
     // dhcpcd keeps its lease under /var/lib/dhcpcd (host-wide): remove ours.
     let _ = std::fs::remove_file(format!("/var/lib/dhcpcd/{}.lease", net.ifc));
-    assert_eq!(
-        kv(&env, "new_ip_address").as_deref(),
-        Some("10.231.0.10"),
-        "{env}"
-    );
-    assert_eq!(
-        kv(&env, "new_host_name").as_deref(),
-        Some("master-0"),
-        "{env}"
-    );
-    assert_eq!(
-        kv(&env, "new_routers").as_deref(),
-        Some("10.231.0.254"),
-        "{env}"
-    );
-    assert_eq!(
-        kv(&env, "new_domain_name_servers").as_deref(),
-        Some("10.231.0.1"),
-        "{env}"
+    assert_kv(
+        &env,
+        &[
+            ("new_ip_address", "10.231.0.10"),
+            ("new_host_name", "master-0"),
+            ("new_routers", "10.231.0.254"),
+            ("new_domain_name_servers", "10.231.0.1"),
+        ],
     );
 }
 

@@ -3,13 +3,11 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use common::{Appliance, BIN, run};
+use common::{Appliance, Netns, run};
 
 /// A response seen by curl.
 struct Got {
@@ -544,102 +542,6 @@ fn http_ignition_roles_nodes_and_fetch_log() {
     );
 }
 
-/// A network namespace (with `lo` up), deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn new(name: String) -> Netns {
-        let _ = run("ip", &["netns", "del", &name]);
-        let (code, _, err) = run("ip", &["netns", "add", &name]);
-        assert_eq!(code, 0, "ip netns add: {err}");
-        let ns = Netns(name);
-        ns.exec(&["ip", "link", "set", "lo", "up"]);
-        ns
-    }
-    fn exec(&self, args: &[&str]) -> String {
-        let mut a = vec!["netns", "exec", &self.0];
-        a.extend_from_slice(args);
-        let (code, out, err) = run("ip", &a);
-        assert_eq!(code, 0, "{args:?}: {err}");
-        out
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = run("ip", &["netns", "del", &self.0]);
-    }
-}
-
-/// `crc-appliance serve` inside a network namespace; SIGTERM on drop.
-struct NsServer {
-    child: Child,
-    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl NsServer {
-    fn start(ns: &Netns, cluster: &Path) -> (NsServer, HashMap<String, String>) {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &ns.0, BIN, "serve", "--cluster"])
-            .arg(cluster)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel::<String>();
-        let stderr = child.stderr.take().unwrap();
-        let l2 = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                l2.lock().unwrap().push(line.clone());
-                let _ = tx.send(line);
-            }
-        });
-        let server = NsServer { child, log };
-        let mut addrs = HashMap::new();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).unwrap_or_else(|_| {
-                panic!("not ready; log:\n{}", server.log.lock().unwrap().join("\n"))
-            });
-            if let Some(rest) = line.split("listening for ").nth(1)
-                && let Some((what, addr)) = rest.split_once(" on ")
-            {
-                addrs.insert(what.to_string(), addr.trim().to_string());
-            }
-            if line.contains("crc-appliance ready") {
-                break;
-            }
-        }
-        (server, addrs)
-    }
-}
-
-impl Drop for NsServer {
-    fn drop(&mut self) {
-        // `ip netns exec` execs the binary, so this PID is crc-appliance.
-        let _ = run("kill", &["-TERM", &self.child.id().to_string()]);
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            for l in self.log.lock().unwrap().iter() {
-                eprintln!("SRV: {l}");
-            }
-        }
-    }
-}
-
 /// Ignition is refused (403) to a client outside network.cidr that is not
 /// loopback, end to end: the appliance and its clients share a private
 /// network namespace whose loopback interface carries one address inside
@@ -676,8 +578,8 @@ admin: {{ listen: "127.0.0.1:0" }}
         ),
     )
     .unwrap();
-    let (srv, addrs) = NsServer::start(&ns, &cluster);
-    let http = &addrs["http"];
+    let srv = Appliance::launch().netns(ns.name()).start_path(&cluster);
+    let http = srv.addr("http");
     let nsn = Some(ns.0.as_str());
 
     // outside the cidr, not loopback → 403, for roles, nodes and the alias
@@ -718,7 +620,7 @@ admin: {{ listen: "127.0.0.1:0" }}
     );
     assert_eq!(g.code, 200);
 
-    let st = curl_in(nsn, &[], &format!("http://{}/status", addrs["admin"]));
+    let st = curl_in(nsn, &[], &format!("http://{}/status", srv.addr("admin")));
     let st: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
     let fetches = st["http"]["ignitionFetches"].as_array().unwrap();
     assert!(
@@ -734,11 +636,7 @@ admin: {{ listen: "127.0.0.1:0" }}
         "{fetches:?}"
     );
     assert!(
-        srv.log
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|l| l.contains("refused to 10.88.0.2")),
+        srv.log().contains("refused to 10.88.0.2"),
         "no warning logged"
     );
 }

@@ -283,21 +283,10 @@ impl Drop for Backends {
 /// Cluster file: the loopback test cluster plus worker-1, every frontend on
 /// 127.0.0.1:0, short health checks.
 fn cluster(ports: &Ports, admin_port: u16, extra_lb: &str) -> String {
-    format!(
-        r#"name: test
-baseDomain: crc.testing
-network:
-  cidr: 127.0.20.0/24
-  gateway: 127.0.20.1
-  applianceIP: 127.0.20.1
-nodes:
-  - {{ name: bootstrap, role: bootstrap, mac: "52:54:00:14:00:05", ip: 127.0.20.5 }}
-  - {{ name: master-0, role: master, mac: "52:54:00:14:00:0a", ip: 127.0.20.10 }}
-  - {{ name: master-1, role: master, mac: "52:54:00:14:00:0b", ip: 127.0.20.11 }}
-  - {{ name: master-2, role: master, mac: "52:54:00:14:00:0c", ip: 127.0.20.12 }}
-  - {{ name: worker-0, role: worker, mac: "52:54:00:14:00:14", ip: 127.0.20.20 }}
-  - {{ name: worker-1, role: worker, mac: "52:54:00:14:00:15", ip: 127.0.20.21 }}
-dns: {{ enabled: false }}
+    common::loopback_cluster_with_nodes(
+        "  - { name: worker-1, role: worker, mac: \"52:54:00:14:00:15\", ip: 127.0.20.21 }\n",
+        &format!(
+            r#"dns: {{ enabled: false }}
 dhcp: {{ enabled: false }}
 http: {{ enabled: false }}
 admin:
@@ -308,8 +297,25 @@ loadBalancer:
   healthCheck: {{ interval: {INTERVAL_MS}ms, timeout: {INTERVAL_MS}ms, rise: 1, fall: {FALL} }}
   connectTimeout: 1s
 {extra_lb}"#,
-        ports.api, ports.mc, ports.http, ports.https
+            ports.api, ports.mc, ports.http, ports.https
+        ),
     )
+}
+
+/// The appliance on [`cluster`] with a fresh admin port.
+fn start_lb(ports: &Ports, extra_lb: &str) -> Appliance {
+    Appliance::start(&cluster(ports, admin_port(), extra_lb))
+}
+
+/// All backends ready, the appliance started with `extra_lb`, both workers
+/// healthy; returns the ingress-http frontend address too.
+fn start_with_healthy_workers(extra_lb: &str) -> (Backends, Appliance, SocketAddr) {
+    let ports = Ports::new();
+    let b = Backends::start(&ports, &[], false);
+    let app = start_lb(&ports, extra_lb);
+    let lb = app.addr("lb ingress-http");
+    wait_workers_healthy(&app);
+    (b, app, lb)
 }
 
 fn admin_port() -> u16 {
@@ -362,6 +368,13 @@ fn wait_status(app: &Appliance, what: &str, pred: impl Fn(&Value) -> bool) -> Va
     }
 }
 
+/// Wait until both workers are healthy in the ingress-http pool.
+fn wait_workers_healthy(app: &Appliance) {
+    wait_status(app, "workers healthy", |st| {
+        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
+    });
+}
+
 fn healthy(st: &Value, pool: &str, node: &str) -> bool {
     backend(st, pool, node)["healthy"] == true
 }
@@ -397,7 +410,7 @@ fn lb_cli(app: &Appliance, args: &[&str]) -> (i32, String, String) {
 fn closed_until_healthy_then_round_robin_with_https_checks() {
     require_tools!("nginx", "curl", "openssl");
     let ports = Ports::new();
-    let app = Appliance::start(&cluster(&ports, admin_port(), ""));
+    let app = start_lb(&ports, "");
     let http = format!("http://{}/", app.addr("lb ingress-http"));
     let api = format!("https://{}/", app.addr("lb api"));
     // No backend is healthy yet: the connection is closed, no answer.
@@ -514,11 +527,9 @@ fn killed_backend_causes_no_failed_new_connections() {
     require_tools!("nginx", "curl", "openssl");
     let ports = Ports::new();
     let mut b = Backends::start(&ports, &[], false);
-    let app = Appliance::start(&cluster(&ports, admin_port(), ""));
+    let app = start_lb(&ports, "");
     let http = format!("http://{}/", app.addr("lb ingress-http"));
-    wait_status(&app, "workers healthy", |st| {
-        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
-    });
+    wait_workers_healthy(&app);
     assert_eq!(names_seen(&http, 4), set(&["worker-0", "worker-1"]));
     b.kill("worker-1");
     // fall × interval plus a margin for the check timeout.
@@ -552,9 +563,7 @@ fn connect_failure_is_retried_on_the_next_backend() {
     );
     let app = Appliance::start(&yaml);
     let http = format!("http://{}/", app.addr("lb ingress-http"));
-    wait_status(&app, "workers healthy", |st| {
-        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
-    });
+    wait_workers_healthy(&app);
     b.kill("worker-0");
     for i in 0..10 {
         let (code, body) = curl(&http);
@@ -572,7 +581,7 @@ fn cli_disable_enable_and_bootstrap_removal() {
     require_tools!("nginx", "curl", "openssl");
     let ports = Ports::new();
     let b = Backends::start(&ports, &["master-2"], false);
-    let app = Appliance::start(&cluster(&ports, admin_port(), ""));
+    let app = start_lb(&ports, "");
     let api = format!("https://{}/", app.addr("lb api"));
     wait_status(&app, "api backends healthy", |st| {
         ["bootstrap", "master-0", "master-1"]
@@ -634,13 +643,7 @@ fn cli_disable_enable_and_bootstrap_removal() {
 #[test]
 fn half_close_and_connection_cap() {
     require_tools!("nginx", "curl", "openssl");
-    let ports = Ports::new();
-    let _b = Backends::start(&ports, &[], false);
-    let app = Appliance::start(&cluster(&ports, admin_port(), "  maxConnections: 2\n"));
-    let lb = app.addr("lb ingress-http");
-    wait_status(&app, "workers healthy", |st| {
-        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
-    });
+    let (_b, app, lb) = start_with_healthy_workers("  maxConnections: 2\n");
 
     // Half-close: send the request, shut down our write side, still get 1 MiB.
     let mut s = TcpStream::connect(lb).unwrap();
@@ -761,13 +764,7 @@ fn ca_file_verification_and_install_complete_marker() {
 #[test]
 fn idle_timeout_closes_quiet_connections_only() {
     require_tools!("nginx", "curl", "openssl");
-    let ports = Ports::new();
-    let _b = Backends::start(&ports, &[], false);
-    let app = Appliance::start(&cluster(&ports, admin_port(), "  idleTimeout: 700ms\n"));
-    let lb = app.addr("lb ingress-http");
-    wait_status(&app, "workers healthy", |st| {
-        healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
-    });
+    let (_b, _app, lb) = start_with_healthy_workers("  idleTimeout: 700ms\n");
     // A busy keep-alive connection outlives the idle timeout.
     let mut busy = TcpStream::connect(lb).unwrap();
     busy.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

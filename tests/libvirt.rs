@@ -235,6 +235,19 @@ mod driver {
     use super::*;
     use crc_appliance::libvirt::driver::Driver;
 
+    /// The driver for the cluster file `yaml` (written to `dir`).
+    fn open_driver(dir: &Path, yaml: &str) -> (Spec, Driver) {
+        let (_, plan) = load(dir, yaml);
+        let spec = Spec::new(&plan).unwrap();
+        let d = Driver::open(spec.clone()).unwrap();
+        (spec, d)
+    }
+
+    /// The driver for the default test cluster on a private test:// hypervisor.
+    fn test_driver(dir: &Path, iso: &Path) -> (Spec, Driver) {
+        open_driver(dir, &cluster_yaml(dir, &test_uri(dir), iso, ""))
+    }
+
     fn domain_xml(d: &Driver, name: &str, inactive: bool) -> String {
         let dom = d.conn().lookup_domain_by_name(name).unwrap();
         let flags = if inactive {
@@ -257,12 +270,7 @@ mod driver {
         require_tools!("xorriso");
         let dir = tempfile::tempdir().unwrap();
         let iso = make_iso(dir.path(), "rhcos-drv", true);
-        let (_, plan) = load(
-            dir.path(),
-            &cluster_yaml(dir.path(), &test_uri(dir.path()), &iso, ""),
-        );
-        let spec = Spec::new(&plan).unwrap();
-        let d = Driver::open(spec.clone()).unwrap();
+        let (spec, d) = test_driver(dir.path(), &iso);
 
         let first = d.up().unwrap().join("\n");
         for needle in [
@@ -389,12 +397,7 @@ mod driver {
         require_tools!("xorriso");
         let dir = tempfile::tempdir().unwrap();
         let iso = make_iso(dir.path(), "rhcos-foreign", true);
-        let (_, plan) = load(
-            dir.path(),
-            &cluster_yaml(dir.path(), &test_uri(dir.path()), &iso, ""),
-        );
-        let spec = Spec::new(&plan).unwrap();
-        let d = Driver::open(spec.clone()).unwrap();
+        let (spec, d) = test_driver(dir.path(), &iso);
         // Someone else's network with our name, and a domain named like a node.
         let net = d
             .conn()
@@ -438,9 +441,7 @@ mod driver {
             "",
         )
         .replace("applianceIP: 127.0.20.1", "applianceIP: 127.0.20.2");
-        let (_, plan) = load(dir.path(), &yaml);
-        let spec = Spec::new(&plan).unwrap();
-        let d = Driver::open(spec.clone()).unwrap();
+        let (spec, d) = open_driver(dir.path(), &yaml);
         d.up().unwrap();
         let net = d.conn().lookup_network_by_name(&spec.network_name).unwrap();
         assert!(net.is_active().unwrap());
@@ -462,17 +463,7 @@ mod driver {
     #[test]
     fn an_existing_pool_elsewhere_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        let (_, plan) = load(
-            dir.path(),
-            &cluster_yaml(
-                dir.path(),
-                &test_uri(dir.path()),
-                &dir.path().join("x.iso"),
-                "",
-            ),
-        );
-        let spec = Spec::new(&plan).unwrap();
-        let d = Driver::open(spec.clone()).unwrap();
+        let (spec, d) = test_driver(dir.path(), &dir.path().join("x.iso"));
         d.conn()
             .define_storage_pool_xml(
                 &format!(
@@ -496,16 +487,7 @@ mod driver {
     #[test]
     fn up_fails_clearly_without_the_iso() {
         let dir = tempfile::tempdir().unwrap();
-        let (_, plan) = load(
-            dir.path(),
-            &cluster_yaml(
-                dir.path(),
-                &test_uri(dir.path()),
-                &dir.path().join("nope.iso"),
-                "",
-            ),
-        );
-        let d = Driver::open(Spec::new(&plan).unwrap()).unwrap();
+        let (_, d) = test_driver(dir.path(), &dir.path().join("nope.iso"));
         let e = format!("{:#}", d.up().unwrap_err());
         assert!(
             e.contains("opening the live ISO") && e.contains("nope.iso"),

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{BIN, run};
+use common::{Appliance, BIN, run};
 
 /// Newc (SVR4, no CRC) cpio writer for the initramfs.
 struct Cpio {
@@ -369,74 +369,6 @@ fn kvm_boots(vmlinuz: &Path, dir: &Path) -> bool {
     ok
 }
 
-/// `crc-appliance serve` with extra environment, log in a file.
-struct Serve {
-    child: std::process::Child,
-    log: PathBuf,
-}
-
-impl Serve {
-    fn start(cluster: &Path, log: PathBuf, env: &[(&str, &str)]) -> Serve {
-        let f = std::fs::File::create(&log).unwrap();
-        let child = Command::new(BIN)
-            .args(["serve", "--cluster"])
-            .arg(cluster)
-            .envs(env.iter().copied())
-            .env("RUST_LOG", "info")
-            .stdin(std::process::Stdio::null())
-            .stdout(f.try_clone().unwrap())
-            .stderr(f)
-            .spawn()
-            .expect("spawn serve");
-        let s = Serve { child, log };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !s.log().contains("crc-appliance ready") {
-            assert!(Instant::now() < deadline, "serve not ready:\n{}", s.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        s
-    }
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-    fn has(&self, what: &str) -> bool {
-        self.log().contains(&format!("listening for {what} on "))
-    }
-    fn addr(&self, what: &str) -> String {
-        let l = self.log();
-        let needle = format!("listening for {what} on ");
-        let at = l.find(&needle).expect("listener") + needle.len();
-        l[at..].split_whitespace().next().unwrap().to_string()
-    }
-    fn stop(&mut self) {
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return;
-        }
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .stderr(std::process::Stdio::null())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        self.stop();
-        if std::thread::panicking() {
-            eprintln!("serve log:\n{}", self.log());
-        }
-    }
-}
-
 /// Stand-ins for the appliance's DHCP, DNS and HTTP services, used only when
 /// this build's `serve` does not provide them (the services live in other
 /// modules): busybox udhcpd and httpd, and a minimal UDP DNS responder for
@@ -700,13 +632,14 @@ libvirt:
              virtualization); running the guest under TCG (CRC_APPLIANCE_DOMAIN_TYPE=qemu)"
         );
     }
-    let env: &[(&str, &str)] = if kvm {
-        &[]
-    } else {
-        &[("CRC_APPLIANCE_DOMAIN_TYPE", "qemu")]
-    };
-    let mut app = Serve::start(&cluster, w.join("serve.log"), env);
-    let services = ["dns udp", "dhcp", "http"].iter().all(|s| app.has(s));
+    let mut launch = Appliance::launch();
+    if !kvm {
+        launch = launch.env("CRC_APPLIANCE_DOMAIN_TYPE", "qemu");
+    }
+    let mut app = launch.start_path(&cluster);
+    let services = ["dns udp", "dhcp", "http"]
+        .iter()
+        .all(|s| app.addrs.contains_key(*s));
     let mac = format!("52:54:00:e2:{octet:02x}:0a");
     let _stand_ins = (!services).then(|| {
         eprintln!(

@@ -73,64 +73,13 @@ impl Appliance {
     }
 
     pub fn start_file(dir: tempfile::TempDir, cluster_file: PathBuf) -> Appliance {
-        let mut child = Command::new(BIN)
-            .arg("serve")
-            .arg("--cluster")
-            .arg(&cluster_file)
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn crc-appliance");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel::<String>();
-        for stream in [
-            Box::new(child.stderr.take().expect("stderr")) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stdout.take().expect("stdout")),
-        ] {
-            let log = log.clone();
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    log.lock().unwrap().push(line.clone());
-                    let _ = tx.send(line);
-                }
-            });
-        }
-        drop(tx);
-        let mut app = Appliance {
-            child: Some(child),
-            addrs: HashMap::new(),
-            log,
-            dir,
-            cluster_file,
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some((what, addr)) = parse_listening(&line) {
-                        app.addrs.insert(what, addr);
-                    }
-                    if line.contains("crc-appliance ready") {
-                        break;
-                    }
-                }
-                Err(_) => {
-                    let status = app.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
-                    panic!(
-                        "crc-appliance did not become ready (exit status {status:?}); log:\n{}",
-                        app.log()
-                    );
-                }
-            }
-        }
-        app
+        Launch::default().start_file(dir, cluster_file)
+    }
+
+    /// Start with options (command prefix such as `ip netns exec <ns>`,
+    /// extra environment, ready timeout): `Appliance::launch().netns(..).start_path(..)`.
+    pub fn launch() -> Launch {
+        Launch::default()
     }
 
     /// Address logged as `listening for <what> on ...`.
@@ -173,9 +122,15 @@ impl Appliance {
 
     /// SIGTERM and wait (≤15 s); returns the exit status code.
     pub fn stop(&mut self) -> Option<i32> {
+        self.stop_with("TERM")
+    }
+
+    /// Send `sig` (e.g. `KILL`) and wait (≤15 s, then SIGKILL); returns the
+    /// exit status code (None when killed by a signal).
+    pub fn stop_with(&mut self, sig: &str) -> Option<i32> {
         let mut child = self.child.take()?;
         let _ = Command::new("kill")
-            .arg("-TERM")
+            .arg(format!("-{sig}"))
             .arg(child.id().to_string())
             .status();
         let deadline = Instant::now() + Duration::from_secs(15);
@@ -188,6 +143,127 @@ impl Appliance {
         let _ = child.kill();
         let _ = child.wait();
         None
+    }
+}
+
+/// Options for starting `serve`; see [`Appliance::launch`].
+pub struct Launch {
+    prefix: Vec<String>,
+    env: Vec<(String, String)>,
+    ready_timeout: Duration,
+}
+
+impl Default for Launch {
+    fn default() -> Self {
+        Launch {
+            prefix: Vec::new(),
+            env: Vec::new(),
+            ready_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Launch {
+    /// Run the binary through `prefix` (e.g. `["ip", "netns", "exec", ns]`).
+    pub fn prefix(mut self, prefix: &[&str]) -> Self {
+        self.prefix = prefix.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Run the binary inside network namespace `ns` (`ip netns exec` execs
+    /// it, so the PID is still crc-appliance's).
+    pub fn netns(self, ns: &str) -> Self {
+        self.prefix(&["ip", "netns", "exec", ns])
+    }
+
+    /// Extra environment (set after the default `RUST_LOG`, so it can
+    /// override it).
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// How long to wait for `crc-appliance ready` (default 60 s).
+    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = timeout;
+        self
+    }
+
+    /// Start on an existing cluster file the caller keeps (e.g. to restart
+    /// on the same lease file); `Appliance::dir` is a fresh empty temp dir.
+    pub fn start_path(self, cluster_file: &Path) -> Appliance {
+        let dir = tempfile::tempdir().expect("tempdir");
+        self.start_file(dir, cluster_file.to_path_buf())
+    }
+
+    pub fn start_file(self, dir: tempfile::TempDir, cluster_file: PathBuf) -> Appliance {
+        let mut cmd = match self.prefix.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
+        let mut child = cmd
+            .arg("serve")
+            .arg("--cluster")
+            .arg(&cluster_file)
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn crc-appliance");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel::<String>();
+        for stream in [
+            Box::new(child.stderr.take().expect("stderr")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stdout.take().expect("stdout")),
+        ] {
+            let log = log.clone();
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    log.lock().unwrap().push(line.clone());
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        drop(tx);
+        let mut app = Appliance {
+            child: Some(child),
+            addrs: HashMap::new(),
+            log,
+            dir,
+            cluster_file,
+        };
+        let deadline = Instant::now() + self.ready_timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some((what, addr)) = parse_listening(&line) {
+                        app.addrs.insert(what, addr);
+                    }
+                    if line.contains("crc-appliance ready") {
+                        break;
+                    }
+                }
+                Err(_) => {
+                    let status = app.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+                    panic!(
+                        "crc-appliance did not become ready (exit status {status:?}); log:\n{}",
+                        app.log()
+                    );
+                }
+            }
+        }
+        app
     }
 }
 
@@ -227,6 +303,12 @@ pub fn run(cmd: &str, args: &[&str]) -> (i32, String, String) {
 /// and every service disabled; tests enable what they need by appending
 /// YAML via [`loopback_cluster_with`].
 pub fn loopback_cluster_with(sections: &str) -> String {
+    loopback_cluster_with_nodes("", sections)
+}
+
+/// Like [`loopback_cluster_with`], with `extra_nodes` (YAML list items,
+/// e.g. `"  - { name: worker-1, ... }\n"`) appended to the node list.
+pub fn loopback_cluster_with_nodes(extra_nodes: &str, sections: &str) -> String {
     format!(
         r#"name: test
 baseDomain: crc.testing
@@ -240,7 +322,7 @@ nodes:
   - {{ name: master-1, role: master, mac: "52:54:00:14:00:0b", ip: 127.0.20.11 }}
   - {{ name: master-2, role: master, mac: "52:54:00:14:00:0c", ip: 127.0.20.12 }}
   - {{ name: worker-0, role: worker, mac: "52:54:00:14:00:14", ip: 127.0.20.20 }}
-{sections}"#
+{extra_nodes}{sections}"#
     )
 }
 
@@ -258,4 +340,113 @@ pub fn only(sections: &str) -> String {
         }
     }
     loopback_cluster_with(&s)
+}
+
+/// Run a command and assert it succeeded; returns its stdout.
+pub fn run_ok(cmd: &str, args: &[&str]) -> String {
+    let (code, out, err) = run(cmd, args);
+    assert_eq!(code, 0, "{cmd} {args:?} failed: {out}{err}");
+    out
+}
+
+/// Poll `f` every 100 ms until it holds; panic after `timeout`.
+pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+static NETNS_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// `<prefix><pid><n>`: a name unique to this test process (for netns and
+/// interfaces; keep `prefix` short, interface names are ≤15 bytes).
+pub fn unique_name(prefix: &str) -> String {
+    let n = NETNS_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    format!("{prefix}{}{n}", std::process::id())
+}
+
+/// Root and a working `ip netns` (probed by adding and deleting a
+/// namespace `<prefix><pid><n>probe`); Err(reason to skip) otherwise.
+pub fn netns_available(prefix: &str) -> Result<(), String> {
+    if !is_root() {
+        return Err("needs root (network namespaces)".into());
+    }
+    if !have("ip") {
+        return Err("ip (iproute2) is not installed".into());
+    }
+    let probe = format!("{}probe", unique_name(prefix));
+    let (code, out, err) = run("ip", &["netns", "add", &probe]);
+    if code != 0 {
+        return Err(format!(
+            "ip netns add failed: {}",
+            format!("{out}{err}").trim()
+        ));
+    }
+    let _ = run("ip", &["netns", "del", &probe]);
+    Ok(())
+}
+
+/// Skip unless [`netns_available`] (root, iproute2, `ip netns add` works).
+#[macro_export]
+macro_rules! require_netns {
+    ($prefix:expr) => {
+        if let Err(why) = $crate::common::netns_available($prefix) {
+            eprintln!("SKIPPED {}: {why}", module_path!());
+            return;
+        }
+    };
+}
+
+/// A network namespace with `lo` up, deleted on drop (which also deletes
+/// the interfaces inside it).
+pub struct Netns(pub String);
+
+impl Netns {
+    /// Create namespace `name` (deleting a stale one of that name first).
+    pub fn new(name: String) -> Netns {
+        let _ = run("ip", &["netns", "del", &name]);
+        let (code, _, err) = run("ip", &["netns", "add", &name]);
+        assert_eq!(code, 0, "ip netns add {name}: {err}");
+        let ns = Netns(name);
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+
+    /// `ip -n <ns> <args>`, asserting success.
+    pub fn ip(&self, args: &[&str]) {
+        let mut a = vec!["-n", &self.0];
+        a.extend_from_slice(args);
+        run_ok("ip", &a);
+    }
+
+    /// Run a command inside the namespace, asserting success; its stdout.
+    pub fn exec(&self, args: &[&str]) -> String {
+        let mut a = vec!["netns", "exec", &self.0];
+        a.extend_from_slice(args);
+        let (code, out, err) = run("ip", &a);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        out
+    }
+
+    /// A command inside the namespace, to be configured and run by the caller.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0]).args(args);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = run("ip", &["netns", "del", &self.0]);
+    }
 }
