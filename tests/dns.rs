@@ -873,3 +873,66 @@ fn packet_cache_is_transparent() {
         assert!(core.cache_entries() >= 6);
     });
 }
+
+/// The recursion ACL end to end, through real sockets: both appliances run
+/// in a private network namespace whose `lo` carries an address inside
+/// `network.cidr` (10.77.0.1/24) and one outside it (10.88.0.2); `dig -b`
+/// picks the client address.
+#[test]
+fn recursion_acl_end_to_end_in_a_netns() {
+    require_tools!("dig");
+    require_netns!("dnsacl");
+    let ns = common::Netns::new(common::unique_name("dnsacl"));
+    ns.ip(&["addr", "add", "10.77.0.1/24", "dev", "lo"]);
+    ns.ip(&["addr", "add", "10.88.0.2/32", "dev", "lo"]);
+    let in_netns = |yaml: String| {
+        let yaml = yaml
+            .replace("127.0.20.", "10.77.0.")
+            .replace("127.0.0.1:0", "10.77.0.1:0");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("cluster.yaml");
+        std::fs::write(&f, yaml).unwrap();
+        Appliance::launch().netns(ns.name()).start_file(dir, f)
+    };
+    let up = in_netns(
+        common::only(&dns_section("")).replace("baseDomain: crc.testing", "baseDomain: up.testing"),
+    );
+    let up_addr = up.addr("dns udp");
+    let app = in_netns(common::only(&dns_section("")).replace(
+        "  applianceIP: 127.0.20.1\n",
+        &format!("  applianceIP: 127.0.20.1\n  upstreamDNS: [\"{up_addr}\"]\n"),
+    ));
+    let addr = app.addr("dns udp");
+    assert_eq!(addr.ip().to_string(), "10.77.0.1");
+    let dig_from = |src: &str, args: &[&str]| {
+        let port = addr.port().to_string();
+        let mut all = vec![
+            "dig",
+            "+time=3",
+            "+tries=2",
+            "+nocookie",
+            "-b",
+            src,
+            "-p",
+            &port,
+            "@10.77.0.1",
+        ];
+        all.extend_from_slice(args);
+        parse_dig(&ns.exec(&all))
+    };
+    for proto in ["+notcp", "+tcp"] {
+        // The cluster zone is answered to anyone.
+        let r = dig_from("10.88.0.2", &[proto, &format!("api.{Z}"), "A"]);
+        assert_eq!((r.status.as_str(), r.aa()), ("NOERROR", true), "{}", r.raw);
+        assert_eq!(r.data(), ["10.77.0.1"], "{}", r.raw);
+        // Other names: refused to a client outside the cidr ...
+        let r = dig_from("10.88.0.2", &[proto, "api.test.up.testing", "A"]);
+        assert_eq!(r.status, "REFUSED", "{}", r.raw);
+        assert!(r.answer.is_empty(), "{}", r.raw);
+        // ... forwarded for one inside it.
+        let r = dig_from("10.77.0.1", &[proto, "api.test.up.testing", "A"]);
+        assert_eq!(r.status, "NOERROR", "{}", r.raw);
+        assert_eq!(r.data(), ["10.77.0.1"], "{}", r.raw);
+        assert!(!r.aa(), "{}", r.raw);
+    }
+}
