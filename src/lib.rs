@@ -10,6 +10,7 @@
 //!   `bind(plan)` then `Bound::run(hub, shutdown)`.
 //! - [`libvirt`]: network, disks and VMs.
 //! - [`hub`]: status, metrics and control shared between services.
+//! - [`metrics`]: the Prometheus text writer every service uses.
 
 #![forbid(unsafe_code)]
 
@@ -23,6 +24,7 @@ pub mod http;
 pub mod hub;
 pub mod lb;
 pub mod libvirt;
+pub mod metrics;
 pub mod plan;
 pub mod supervisor;
 pub mod telemetry;

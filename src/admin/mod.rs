@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::hub::Hub;
+use crate::metrics::Kind;
 use crate::plan::Plan;
 
 /// Sockets acquired by [`bind`].
@@ -97,13 +98,19 @@ pub fn status(hub: &Hub) -> serde_json::Value {
 /// The `/metrics` text.
 pub fn metrics(hub: &Hub) -> String {
     let mut out = String::new();
-    out.push_str("# HELP crc_appliance_info Build and cluster of this appliance.\n");
-    out.push_str("# TYPE crc_appliance_info gauge\n");
-    out.push_str(&format!(
-        "crc_appliance_info{{version=\"{}\",cluster=\"{}\"}} 1\n",
-        env!("CARGO_PKG_VERSION"),
-        hub.plan.cluster.domain
-    ));
+    crate::metrics::family(
+        &mut out,
+        "crc_appliance_info",
+        Kind::Gauge,
+        "Build and cluster of this appliance.",
+    )
+    .sample(
+        &[
+            ("version", &env!("CARGO_PKG_VERSION")),
+            ("cluster", &hub.plan.cluster.domain),
+        ],
+        1,
+    );
     for s in hub.sources() {
         s.metrics(&mut out);
     }

@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::hub::{Hub, StatusSource};
+use crate::metrics::{Kind, family};
 use crate::plan::Plan;
 use handler::{Core, Route, Stats};
 
@@ -149,41 +150,40 @@ impl StatusSource for DnsStatus {
         })
     }
     fn metrics(&self, out: &mut String) {
-        use std::fmt::Write as _;
         let s = &self.stats;
-        out.push_str("# HELP crc_appliance_dns_responses_total DNS responses sent, by RCODE.\n");
-        out.push_str("# TYPE crc_appliance_dns_responses_total counter\n");
+        let mut f = family(
+            out,
+            "crc_appliance_dns_responses_total",
+            Kind::Counter,
+            "DNS responses sent, by RCODE.",
+        );
         for (rc, n) in s.rcode_counts() {
-            let _ = writeln!(
-                out,
-                "crc_appliance_dns_responses_total{{rcode=\"{rc}\"}} {n}"
-            );
+            f.sample(&[("rcode", &rc)], n);
         }
-        let mut counter = |name: &str, help: &str, v: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {v}");
-        };
-        counter(
-            "crc_appliance_dns_forwarded_total",
-            "DNS queries forwarded to upstreamDNS.",
-            s.forwarded.load(Relaxed),
-        );
-        counter(
-            "crc_appliance_dns_refused_recursion_total",
-            "Out-of-zone DNS queries refused (no upstream or client outside the network).",
-            s.refused_recursion.load(Relaxed),
-        );
-        counter(
-            "crc_appliance_dns_packet_cache_hits_total",
-            "DNS answers served from the packet cache.",
-            s.cache_hits.load(Relaxed),
-        );
-        counter(
-            "crc_appliance_dns_dropped_total",
-            "Malformed DNS messages dropped without an answer.",
-            s.malformed.load(Relaxed),
-        );
+        for (name, help, v) in [
+            (
+                "crc_appliance_dns_forwarded_total",
+                "DNS queries forwarded to upstreamDNS.",
+                &s.forwarded,
+            ),
+            (
+                "crc_appliance_dns_refused_recursion_total",
+                "Out-of-zone DNS queries refused (no upstream or client outside the network).",
+                &s.refused_recursion,
+            ),
+            (
+                "crc_appliance_dns_packet_cache_hits_total",
+                "DNS answers served from the packet cache.",
+                &s.cache_hits,
+            ),
+            (
+                "crc_appliance_dns_dropped_total",
+                "Malformed DNS messages dropped without an answer.",
+                &s.malformed,
+            ),
+        ] {
+            family(out, name, Kind::Counter, help).sample(&[], v.load(Relaxed));
+        }
     }
 }
 
