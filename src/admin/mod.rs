@@ -26,7 +26,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
@@ -173,23 +172,16 @@ pub fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
 impl Bound {
     /// Serve until `shutdown` is cancelled, then finish in-flight work and return.
     pub async fn run(self, hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let mut conns = JoinSet::new();
-        loop {
-            let (stream, peer) = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                r = self.listener.accept() => match r {
-                    Ok(x) => x,
-                    Err(e) => {
-                        debug!("admin accept: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-            };
-            while conns.try_join_next().is_some() {}
+        let limits = crate::net::Limits {
+            max_conns: None,
+            backoff: std::time::Duration::from_millis(50),
+            drain: None,
+        };
+        let on_error = |e: &std::io::Error| debug!("admin accept: {e}");
+        crate::net::serve(&self.listener, limits, &shutdown, on_error, |stream, peer| {
             let hub = hub.clone();
             let shutdown = shutdown.clone();
-            conns.spawn(async move {
+            async move {
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let r = route(&hub, req.method(), req.uri().path());
                     async move { Ok::<_, Infallible>(r) }
@@ -204,9 +196,9 @@ impl Bound {
                         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn).await;
                     }
                 }
-            });
-        }
-        while conns.join_next().await.is_some() {}
+            }
+        })
+        .await;
         Ok(())
     }
 }

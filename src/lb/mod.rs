@@ -49,6 +49,7 @@ use tracing::{debug, info, warn};
 use crate::config::{LbCfg, Role};
 use crate::hub::{Hub, LbControl, StatusSource};
 use crate::metrics::{Kind, family};
+use crate::net;
 use crate::plan::{Check, Plan};
 
 use check::Prober;
@@ -519,20 +520,12 @@ async fn accept_loop(
     let pool = &lb.pools[pi];
     let cap = Arc::new(Semaphore::new(lb.cfg.max_connections));
     loop {
-        let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    // EMFILE and friends: back off a little, keep serving.
-                    warn!("lb {}: accept: {e}", pool.name);
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                    }
-                    continue;
-                }
-            },
+        // EMFILE and friends: back off a little, keep serving.
+        let on_error = |e: &std::io::Error| warn!("lb {}: accept: {e}", pool.name);
+        let Some((stream, peer)) =
+            net::accept(&listener, &shutdown, Duration::from_millis(50), on_error).await
+        else {
+            return;
         };
         pool.total.fetch_add(1, Ordering::Relaxed);
         let Ok(permit) = cap.clone().try_acquire_owned() else {
