@@ -22,7 +22,7 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode, body::Incoming};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -31,6 +31,7 @@ use tracing::{debug, info};
 
 use crate::hub::Hub;
 use crate::metrics::Kind;
+use crate::net;
 use crate::plan::Plan;
 
 /// Sockets acquired by [`bind`].
@@ -172,32 +173,33 @@ pub fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
 impl Bound {
     /// Serve until `shutdown` is cancelled, then finish in-flight work and return.
     pub async fn run(self, hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let limits = crate::net::Limits {
+        let limits = net::Limits {
             max_conns: None,
             backoff: std::time::Duration::from_millis(50),
             drain: None,
         };
         let on_error = |e: &std::io::Error| debug!("admin accept: {e}");
-        crate::net::serve(&self.listener, limits, &shutdown, on_error, |stream, peer| {
-            let hub = hub.clone();
-            let shutdown = shutdown.clone();
-            async move {
-                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let r = route(&hub, req.method(), req.uri().path());
-                    async move { Ok::<_, Infallible>(r) }
-                });
-                let builder = auto::Builder::new(TokioExecutor::new());
-                let conn = builder.serve_connection(TokioIo::new(stream), svc);
-                tokio::pin!(conn);
-                tokio::select! {
-                    r = conn.as_mut() => if let Err(e) = r { debug!(%peer, "admin connection: {e}") },
-                    _ = shutdown.cancelled() => {
-                        conn.as_mut().graceful_shutdown();
-                        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn).await;
+        net::serve(
+            &self.listener,
+            limits,
+            &shutdown,
+            on_error,
+            |stream, peer| {
+                let hub = hub.clone();
+                let shutdown = shutdown.clone();
+                async move {
+                    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                        let r = route(&hub, req.method(), req.uri().path());
+                        async move { Ok::<_, Infallible>(r) }
+                    });
+                    let builder = auto::Builder::new(TokioExecutor::new());
+                    let drain = std::time::Duration::from_secs(5);
+                    if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, drain).await {
+                        debug!(%peer, "admin connection: {e}");
                     }
                 }
-            }
-        })
+            },
+        )
         .await;
         Ok(())
     }

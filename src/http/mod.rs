@@ -47,7 +47,7 @@ use http_body_util::{BodyExt, Empty, Full, StreamBody, combinators::UnsyncBoxBod
 use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -594,14 +594,8 @@ impl Bound {
                     .half_close(true)
                     .timer(TokioTimer::new())
                     .header_read_timeout(HEADER_TIMEOUT);
-                let conn = builder.serve_connection(TokioIo::new(stream), svc);
-                tokio::pin!(conn);
-                tokio::select! {
-                    r = conn.as_mut() => if let Err(e) = r { debug!(%peer, "http connection: {e}") },
-                    _ = shutdown.cancelled() => {
-                        conn.as_mut().graceful_shutdown();
-                        let _ = tokio::time::timeout(DRAIN, conn).await;
-                    }
+                if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, DRAIN).await {
+                    debug!(%peer, "http connection: {e}");
                 }
                 ctx.stats.conn_close();
             }
