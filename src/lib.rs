@@ -10,6 +10,8 @@
 //!   `bind(plan)` then `Bound::run(hub, shutdown)`.
 //! - [`libvirt`]: network, disks and VMs.
 //! - [`hub`]: status, metrics and control shared between services.
+//! - [`metrics`]: the Prometheus text writer every service uses.
+//! - [`net`]: the TCP accept loop of the DNS, HTTP, admin and LB listeners.
 
 #![forbid(unsafe_code)]
 
@@ -23,6 +25,8 @@ pub mod http;
 pub mod hub;
 pub mod lb;
 pub mod libvirt;
+pub mod metrics;
+pub mod net;
 pub mod plan;
 pub mod supervisor;
 pub mod telemetry;

@@ -481,11 +481,11 @@ fn closed_until_healthy_then_round_robin_with_https_checks() {
         &["-sS", &format!("http://{}/metrics", app.addr("admin"))],
     );
     assert!(
-        metrics.contains("crc_lb_backend_up{pool=\"api\",backend=\"master-2\"} 0"),
+        metrics.contains("crc_appliance_lb_backend_up{pool=\"api\",backend=\"master-2\"} 0"),
         "{metrics}"
     );
     assert!(
-        metrics.contains("crc_lb_backend_up{pool=\"api\",backend=\"master-0\"} 1"),
+        metrics.contains("crc_appliance_lb_backend_up{pool=\"api\",backend=\"master-0\"} 1"),
         "{metrics}"
     );
 }

@@ -22,15 +22,16 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode, body::Incoming};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::hub::Hub;
+use crate::metrics::Kind;
+use crate::net;
 use crate::plan::Plan;
 
 /// Sockets acquired by [`bind`].
@@ -97,13 +98,19 @@ pub fn status(hub: &Hub) -> serde_json::Value {
 /// The `/metrics` text.
 pub fn metrics(hub: &Hub) -> String {
     let mut out = String::new();
-    out.push_str("# HELP crc_appliance_info Build and cluster of this appliance.\n");
-    out.push_str("# TYPE crc_appliance_info gauge\n");
-    out.push_str(&format!(
-        "crc_appliance_info{{version=\"{}\",cluster=\"{}\"}} 1\n",
-        env!("CARGO_PKG_VERSION"),
-        hub.plan.cluster.domain
-    ));
+    crate::metrics::family(
+        &mut out,
+        "crc_appliance_info",
+        Kind::Gauge,
+        "Build and cluster of this appliance.",
+    )
+    .sample(
+        &[
+            ("version", &env!("CARGO_PKG_VERSION")),
+            ("cluster", &hub.plan.cluster.domain),
+        ],
+        1,
+    );
     for s in hub.sources() {
         s.metrics(&mut out);
     }
@@ -166,40 +173,34 @@ pub fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
 impl Bound {
     /// Serve until `shutdown` is cancelled, then finish in-flight work and return.
     pub async fn run(self, hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let mut conns = JoinSet::new();
-        loop {
-            let (stream, peer) = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                r = self.listener.accept() => match r {
-                    Ok(x) => x,
-                    Err(e) => {
-                        debug!("admin accept: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-            };
-            while conns.try_join_next().is_some() {}
-            let hub = hub.clone();
-            let shutdown = shutdown.clone();
-            conns.spawn(async move {
-                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let r = route(&hub, req.method(), req.uri().path());
-                    async move { Ok::<_, Infallible>(r) }
-                });
-                let builder = auto::Builder::new(TokioExecutor::new());
-                let conn = builder.serve_connection(TokioIo::new(stream), svc);
-                tokio::pin!(conn);
-                tokio::select! {
-                    r = conn.as_mut() => if let Err(e) = r { debug!(%peer, "admin connection: {e}") },
-                    _ = shutdown.cancelled() => {
-                        conn.as_mut().graceful_shutdown();
-                        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn).await;
+        let limits = net::Limits {
+            max_conns: None,
+            backoff: std::time::Duration::from_millis(50),
+            drain: None,
+        };
+        let on_error = |e: &std::io::Error| debug!("admin accept: {e}");
+        net::serve(
+            &self.listener,
+            limits,
+            &shutdown,
+            on_error,
+            |stream, peer| {
+                let hub = hub.clone();
+                let shutdown = shutdown.clone();
+                async move {
+                    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                        let r = route(&hub, req.method(), req.uri().path());
+                        async move { Ok::<_, Infallible>(r) }
+                    });
+                    let builder = auto::Builder::new(TokioExecutor::new());
+                    let drain = std::time::Duration::from_secs(5);
+                    if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, drain).await {
+                        debug!(%peer, "admin connection: {e}");
                     }
                 }
-            });
-        }
-        while conns.join_next().await.is_some() {}
+            },
+        )
+        .await;
         Ok(())
     }
 }

@@ -47,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::hub::{Hub, StatusSource};
+use crate::metrics::{Kind, family};
 use crate::plan::Plan;
 use leases::{LeaseTable, Scope};
 use reply::{Config, Dest};
@@ -169,65 +170,44 @@ impl StatusSource for Status {
     }
 
     fn metrics(&self, out: &mut String) {
-        use std::fmt::Write as _;
         let c = &self.0.counters;
-        let _ = writeln!(
+        let mut f = family(
             out,
-            "# HELP crc_appliance_dhcp_received_total DHCP messages received by type."
+            "crc_appliance_dhcp_received_total",
+            Kind::Counter,
+            "DHCP messages received by type.",
         );
-        let _ = writeln!(out, "# TYPE crc_appliance_dhcp_received_total counter");
         for (n, v) in RX_NAMES.iter().zip(&c.rx) {
-            let _ = writeln!(
-                out,
-                "crc_appliance_dhcp_received_total{{type=\"{n}\"}} {}",
-                v.load(Ordering::Relaxed)
-            );
+            f.sample(&[("type", n)], v.load(Ordering::Relaxed));
         }
-        let _ = writeln!(
+        f.sample(&[("type", &"other")], c.rx_other.load(Ordering::Relaxed));
+        let mut f = family(
             out,
-            "crc_appliance_dhcp_received_total{{type=\"other\"}} {}",
-            c.rx_other.load(Ordering::Relaxed)
+            "crc_appliance_dhcp_sent_total",
+            Kind::Counter,
+            "DHCP replies sent by type.",
         );
-        let _ = writeln!(
-            out,
-            "# HELP crc_appliance_dhcp_sent_total DHCP replies sent by type."
-        );
-        let _ = writeln!(out, "# TYPE crc_appliance_dhcp_sent_total counter");
         for (n, v) in TX_NAMES.iter().zip(&c.tx) {
-            let _ = writeln!(
-                out,
-                "crc_appliance_dhcp_sent_total{{type=\"{n}\"}} {}",
-                v.load(Ordering::Relaxed)
-            );
+            f.sample(&[("type", n)], v.load(Ordering::Relaxed));
         }
-        let _ = writeln!(
+        family(
             out,
-            "# HELP crc_appliance_dhcp_dropped_total Datagrams dropped: malformed, or not for this server."
-        );
-        let _ = writeln!(out, "# TYPE crc_appliance_dhcp_dropped_total counter");
-        let _ = writeln!(
+            "crc_appliance_dhcp_dropped_total",
+            Kind::Counter,
+            "Datagrams dropped: malformed, or not for this server.",
+        )
+        .sample(
+            &[("reason", &"malformed")],
+            c.malformed.load(Ordering::Relaxed),
+        )
+        .sample(&[("reason", &"ignored")], c.ignored.load(Ordering::Relaxed));
+        family(
             out,
-            "crc_appliance_dhcp_dropped_total{{reason=\"malformed\"}} {}",
-            c.malformed.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "crc_appliance_dhcp_dropped_total{{reason=\"ignored\"}} {}",
-            c.ignored.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP crc_appliance_dhcp_lease_file_errors_total Failed lease file writes."
-        );
-        let _ = writeln!(
-            out,
-            "# TYPE crc_appliance_dhcp_lease_file_errors_total counter"
-        );
-        let _ = writeln!(
-            out,
-            "crc_appliance_dhcp_lease_file_errors_total {}",
-            c.persist_errors.load(Ordering::Relaxed)
-        );
+            "crc_appliance_dhcp_lease_file_errors_total",
+            Kind::Counter,
+            "Failed lease file writes.",
+        )
+        .sample(&[], c.persist_errors.load(Ordering::Relaxed));
         let now = now();
         let t = self.0.table();
         let mut counts = std::collections::BTreeMap::<&str, u64>::new();
@@ -237,10 +217,14 @@ impl StatusSource for Status {
         for l in t.leases() {
             *counts.entry(l.state_name(now)).or_default() += 1;
         }
-        let _ = writeln!(out, "# HELP crc_appliance_dhcp_leases Leases by state.");
-        let _ = writeln!(out, "# TYPE crc_appliance_dhcp_leases gauge");
+        let mut f = family(
+            out,
+            "crc_appliance_dhcp_leases",
+            Kind::Gauge,
+            "Leases by state.",
+        );
         for (s, n) in counts {
-            let _ = writeln!(out, "crc_appliance_dhcp_leases{{state=\"{s}\"}} {n}");
+            f.sample(&[("state", &s)], n);
         }
     }
 }

@@ -44,6 +44,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::hub::{Hub, StatusSource};
+use crate::metrics::{Kind, family};
+use crate::net;
 use crate::plan::Plan;
 use handler::{Core, Route, Stats};
 
@@ -149,41 +151,40 @@ impl StatusSource for DnsStatus {
         })
     }
     fn metrics(&self, out: &mut String) {
-        use std::fmt::Write as _;
         let s = &self.stats;
-        out.push_str("# HELP crc_appliance_dns_responses_total DNS responses sent, by RCODE.\n");
-        out.push_str("# TYPE crc_appliance_dns_responses_total counter\n");
+        let mut f = family(
+            out,
+            "crc_appliance_dns_responses_total",
+            Kind::Counter,
+            "DNS responses sent, by RCODE.",
+        );
         for (rc, n) in s.rcode_counts() {
-            let _ = writeln!(
-                out,
-                "crc_appliance_dns_responses_total{{rcode=\"{rc}\"}} {n}"
-            );
+            f.sample(&[("rcode", &rc)], n);
         }
-        let mut counter = |name: &str, help: &str, v: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {v}");
-        };
-        counter(
-            "crc_appliance_dns_forwarded_total",
-            "DNS queries forwarded to upstreamDNS.",
-            s.forwarded.load(Relaxed),
-        );
-        counter(
-            "crc_appliance_dns_refused_recursion_total",
-            "Out-of-zone DNS queries refused (no upstream or client outside the network).",
-            s.refused_recursion.load(Relaxed),
-        );
-        counter(
-            "crc_appliance_dns_packet_cache_hits_total",
-            "DNS answers served from the packet cache.",
-            s.cache_hits.load(Relaxed),
-        );
-        counter(
-            "crc_appliance_dns_dropped_total",
-            "Malformed DNS messages dropped without an answer.",
-            s.malformed.load(Relaxed),
-        );
+        for (name, help, v) in [
+            (
+                "crc_appliance_dns_forwarded_total",
+                "DNS queries forwarded to upstreamDNS.",
+                &s.forwarded,
+            ),
+            (
+                "crc_appliance_dns_refused_recursion_total",
+                "Out-of-zone DNS queries refused (no upstream or client outside the network).",
+                &s.refused_recursion,
+            ),
+            (
+                "crc_appliance_dns_packet_cache_hits_total",
+                "DNS answers served from the packet cache.",
+                &s.cache_hits,
+            ),
+            (
+                "crc_appliance_dns_dropped_total",
+                "Malformed DNS messages dropped without an answer.",
+                &s.malformed,
+            ),
+        ] {
+            family(out, name, Kind::Counter, help).sample(&[], v.load(Relaxed));
+        }
     }
 }
 
@@ -314,31 +315,15 @@ async fn send_udp(sock: &UdpSocket, resp: &[u8], to: SocketAddr) {
 }
 
 async fn tcp_loop(l: TcpListener, core: Arc<Core>, shutdown: CancellationToken) {
-    let limit = Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS));
-    let mut conns = JoinSet::new();
-    loop {
-        let permit = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            p = limit.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
-        let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            r = l.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    warn!("dns tcp accept: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        while conns.try_join_next().is_some() {}
+    let limits = net::Limits {
+        max_conns: Some(MAX_TCP_CONNECTIONS),
+        backoff: Duration::from_millis(50),
+        drain: Some(Duration::from_secs(2)),
+    };
+    let on_error = |e: &std::io::Error| warn!("dns tcp accept: {e}");
+    net::serve(&l, limits, &shutdown, on_error, |stream, peer| {
         let (core, shutdown) = (core.clone(), shutdown.clone());
-        conns.spawn(async move {
-            let _permit = permit;
+        async move {
             tokio::select! {
                 _ = shutdown.cancelled() => {}
                 r = tcp_conn(stream, peer, &core) => {
@@ -347,15 +332,9 @@ async fn tcp_loop(l: TcpListener, core: Arc<Core>, shutdown: CancellationToken) 
                     }
                 }
             }
-        });
-    }
-    let drain = async { while conns.join_next().await.is_some() {} };
-    if tokio::time::timeout(Duration::from_secs(2), drain)
-        .await
-        .is_err()
-    {
-        conns.abort_all();
-    }
+        }
+    })
+    .await;
 }
 
 /// RFC 1035 4.2.2 framing: 2-byte length, then the message; several

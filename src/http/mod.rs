@@ -47,14 +47,14 @@ use http_body_util::{BodyExt, Empty, Full, StreamBody, combinators::UnsyncBoxBod
 use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::hub::Hub;
+use crate::net;
 use crate::plan::Plan;
 use ignition::Target;
 use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};
@@ -558,36 +558,18 @@ impl Bound {
             stats,
             boundary_seq: AtomicU64::new(1),
         });
-        let mut conns = JoinSet::new();
-        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-        loop {
-            let permit = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                p = slots.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-            };
-            let (stream, peer) = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                r = self.listener.accept() => match r {
-                    Ok(x) => x,
-                    Err(e) => {
-                        // EMFILE and friends: back off instead of spinning.
-                        warn!("http accept: {e}");
-                        tokio::select! {
-                            _ = shutdown.cancelled() => break,
-                            _ = tokio::time::sleep(Duration::from_millis(100)) => continue,
-                        }
-                    }
-                },
-            };
-            while conns.try_join_next().is_some() {}
+        let limits = net::Limits {
+            max_conns: Some(MAX_CONNECTIONS),
+            backoff: Duration::from_millis(100),
+            drain: None,
+        };
+        // EMFILE and friends: back off instead of spinning.
+        let on_error = |e: &std::io::Error| warn!("http accept: {e}");
+        net::serve(&self.listener, limits, &shutdown, on_error, |stream, peer| {
             let _ = stream.set_nodelay(true);
             let ctx = ctx.clone();
             let shutdown = shutdown.clone();
-            conns.spawn(async move {
-                let _permit = permit;
+            async move {
                 // A client that connects and stays silent holds no slot for
                 // long (hyper's header timeout starts with the first request).
                 let silent = tokio::select! {
@@ -612,19 +594,13 @@ impl Bound {
                     .half_close(true)
                     .timer(TokioTimer::new())
                     .header_read_timeout(HEADER_TIMEOUT);
-                let conn = builder.serve_connection(TokioIo::new(stream), svc);
-                tokio::pin!(conn);
-                tokio::select! {
-                    r = conn.as_mut() => if let Err(e) = r { debug!(%peer, "http connection: {e}") },
-                    _ = shutdown.cancelled() => {
-                        conn.as_mut().graceful_shutdown();
-                        let _ = tokio::time::timeout(DRAIN, conn).await;
-                    }
+                if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, DRAIN).await {
+                    debug!(%peer, "http connection: {e}");
                 }
                 ctx.stats.conn_close();
-            });
-        }
-        while conns.join_next().await.is_some() {}
+            }
+        })
+        .await;
         Ok(())
     }
 }

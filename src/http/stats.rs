@@ -2,7 +2,6 @@
 //! admin listener as the `http` [`StatusSource`].
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -11,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use crate::hub::StatusSource;
+use crate::metrics::{Kind, family};
 use crate::plan::Plan;
 
 /// How many ignition fetches `/status` keeps (newest first).
@@ -146,44 +146,44 @@ impl StatusSource for Stats {
     }
 
     fn metrics(&self, out: &mut String) {
-        out.push_str("# HELP crc_appliance_http_responses_total HTTP responses by status code.\n");
-        out.push_str("# TYPE crc_appliance_http_responses_total counter\n");
+        let mut f = family(
+            out,
+            "crc_appliance_http_responses_total",
+            Kind::Counter,
+            "HTTP responses by status code.",
+        );
         for (code, n) in lock(&self.by_status).iter() {
-            let _ = writeln!(
-                out,
-                "crc_appliance_http_responses_total{{code=\"{code}\"}} {n}"
-            );
+            f.sample(&[("code", code)], n);
         }
-        out.push_str("# HELP crc_appliance_http_sent_bytes_total Response body bytes sent.\n");
-        out.push_str("# TYPE crc_appliance_http_sent_bytes_total counter\n");
-        let _ = writeln!(
+        family(
             out,
-            "crc_appliance_http_sent_bytes_total {}",
-            self.bytes.load(Ordering::Relaxed)
-        );
-        out.push_str("# HELP crc_appliance_http_connections_active Open HTTP connections.\n");
-        out.push_str("# TYPE crc_appliance_http_connections_active gauge\n");
-        let _ = writeln!(
+            "crc_appliance_http_sent_bytes_total",
+            Kind::Counter,
+            "Response body bytes sent.",
+        )
+        .sample(&[], self.bytes.load(Ordering::Relaxed));
+        family(
             out,
-            "crc_appliance_http_connections_active {}",
-            self.active.load(Ordering::Relaxed)
-        );
-        out.push_str("# HELP crc_appliance_http_connections_total Accepted HTTP connections.\n");
-        out.push_str("# TYPE crc_appliance_http_connections_total counter\n");
-        let _ = writeln!(
+            "crc_appliance_http_connections_active",
+            Kind::Gauge,
+            "Open HTTP connections.",
+        )
+        .sample(&[], self.active.load(Ordering::Relaxed));
+        family(
             out,
-            "crc_appliance_http_connections_total {}",
-            self.connections.load(Ordering::Relaxed)
+            "crc_appliance_http_connections_total",
+            Kind::Counter,
+            "Accepted HTTP connections.",
+        )
+        .sample(&[], self.connections.load(Ordering::Relaxed));
+        let mut f = family(
+            out,
+            "crc_appliance_http_ignition_requests_total",
+            Kind::Counter,
+            "Ignition requests by status code.",
         );
-        out.push_str(
-            "# HELP crc_appliance_http_ignition_requests_total Ignition requests by status code.\n",
-        );
-        out.push_str("# TYPE crc_appliance_http_ignition_requests_total counter\n");
         for (code, n) in lock(&self.ign_by_status).iter() {
-            let _ = writeln!(
-                out,
-                "crc_appliance_http_ignition_requests_total{{code=\"{code}\"}} {n}"
-            );
+            f.sample(&[("code", code)], n);
         }
     }
 }

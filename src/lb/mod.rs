@@ -48,6 +48,8 @@ use tracing::{debug, info, warn};
 
 use crate::config::{LbCfg, Role};
 use crate::hub::{Hub, LbControl, StatusSource};
+use crate::metrics::{Kind, family};
+use crate::net;
 use crate::plan::{Check, Plan};
 
 use check::Prober;
@@ -252,73 +254,71 @@ impl StatusSource for Lb {
     }
 
     fn metrics(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        let mut section = |name: &str, kind: &str, help: &str, rows: Vec<(String, u64)>| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-            for (labels, v) in rows {
-                let _ = writeln!(out, "{name}{{{labels}}} {v}");
+        type Get<'a, T> = &'a dyn Fn(&T) -> u64;
+        let backend_families: [(&str, Kind, &str, Get<'_, BackendState>); 4] = [
+            (
+                "crc_appliance_lb_backend_up",
+                Kind::Gauge,
+                "1 when the backend is healthy, enabled and not removed.",
+                &|b| u64::from(b.eligible()),
+            ),
+            (
+                "crc_appliance_lb_backend_active_connections",
+                Kind::Gauge,
+                "Proxied connections open to the backend.",
+                &|b| b.active.load(Ordering::Relaxed),
+            ),
+            (
+                "crc_appliance_lb_backend_connections_total",
+                Kind::Counter,
+                "Connections proxied to the backend.",
+                &|b| b.total.load(Ordering::Relaxed),
+            ),
+            (
+                "crc_appliance_lb_backend_connect_failures_total",
+                Kind::Counter,
+                "Failed connect attempts to the backend (the client was retried elsewhere).",
+                &|b| b.connect_failures.load(Ordering::Relaxed),
+            ),
+        ];
+        for (name, kind, help, get) in backend_families {
+            let mut f = family(out, name, kind, help);
+            for (p, b) in self.backends() {
+                f.sample(&[("pool", &p.name), ("backend", &b.node)], get(b));
             }
-        };
-        let per_backend = |f: &dyn Fn(&BackendState) -> u64| {
-            self.backends()
-                .map(|(p, b)| (format!("pool=\"{}\",backend=\"{}\"", p.name, b.node), f(b)))
-                .collect::<Vec<_>>()
-        };
-        let per_pool = |f: &dyn Fn(&PoolState) -> u64| {
-            self.pools
-                .iter()
-                .map(|p| (format!("pool=\"{}\"", p.name), f(p)))
-                .collect::<Vec<_>>()
-        };
-        section(
-            "crc_lb_backend_up",
-            "gauge",
-            "1 when the backend is healthy, enabled and not removed.",
-            per_backend(&|b| u64::from(b.eligible())),
-        );
-        section(
-            "crc_lb_backend_active_connections",
-            "gauge",
-            "Proxied connections open to the backend.",
-            per_backend(&|b| b.active.load(Ordering::Relaxed)),
-        );
-        section(
-            "crc_lb_backend_connections_total",
-            "counter",
-            "Connections proxied to the backend.",
-            per_backend(&|b| b.total.load(Ordering::Relaxed)),
-        );
-        section(
-            "crc_lb_backend_connect_failures_total",
-            "counter",
-            "Failed connect attempts to the backend (the client was retried elsewhere).",
-            per_backend(&|b| b.connect_failures.load(Ordering::Relaxed)),
-        );
-        section(
-            "crc_lb_frontend_active_connections",
-            "gauge",
-            "Client connections open on the frontend.",
-            per_pool(&|p| p.active.load(Ordering::Relaxed)),
-        );
-        section(
-            "crc_lb_frontend_connections_total",
-            "counter",
-            "Client connections accepted on the frontend.",
-            per_pool(&|p| p.total.load(Ordering::Relaxed)),
-        );
-        section(
-            "crc_lb_frontend_rejected_total",
-            "counter",
-            "Client connections closed at once because maxConnections was reached.",
-            per_pool(&|p| p.over_cap.load(Ordering::Relaxed)),
-        );
-        section(
-            "crc_lb_frontend_no_backend_total",
-            "counter",
-            "Client connections closed because no backend was available.",
-            per_pool(&|p| p.no_backend.load(Ordering::Relaxed)),
-        );
+        }
+        let pool_families: [(&str, Kind, &str, Get<'_, PoolState>); 4] = [
+            (
+                "crc_appliance_lb_frontend_active_connections",
+                Kind::Gauge,
+                "Client connections open on the frontend.",
+                &|p| p.active.load(Ordering::Relaxed),
+            ),
+            (
+                "crc_appliance_lb_frontend_connections_total",
+                Kind::Counter,
+                "Client connections accepted on the frontend.",
+                &|p| p.total.load(Ordering::Relaxed),
+            ),
+            (
+                "crc_appliance_lb_frontend_rejected_total",
+                Kind::Counter,
+                "Client connections closed at once because maxConnections was reached.",
+                &|p| p.over_cap.load(Ordering::Relaxed),
+            ),
+            (
+                "crc_appliance_lb_frontend_no_backend_total",
+                Kind::Counter,
+                "Client connections closed because no backend was available.",
+                &|p| p.no_backend.load(Ordering::Relaxed),
+            ),
+        ];
+        for (name, kind, help, get) in pool_families {
+            let mut f = family(out, name, kind, help);
+            for p in &self.pools {
+                f.sample(&[("pool", &p.name)], get(p));
+            }
+        }
     }
 }
 
@@ -520,20 +520,12 @@ async fn accept_loop(
     let pool = &lb.pools[pi];
     let cap = Arc::new(Semaphore::new(lb.cfg.max_connections));
     loop {
-        let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    // EMFILE and friends: back off a little, keep serving.
-                    warn!("lb {}: accept: {e}", pool.name);
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                    }
-                    continue;
-                }
-            },
+        // EMFILE and friends: back off a little, keep serving.
+        let on_error = |e: &std::io::Error| warn!("lb {}: accept: {e}", pool.name);
+        let Some((stream, peer)) =
+            net::accept(&listener, &shutdown, Duration::from_millis(50), on_error).await
+        else {
+            return;
         };
         pool.total.fetch_add(1, Ordering::Relaxed);
         let Ok(permit) = cap.clone().try_acquire_owned() else {

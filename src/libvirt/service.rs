@@ -20,6 +20,7 @@ use tracing::{info, warn};
 use super::driver::{Driver, NodeStatus};
 use super::spec::Spec;
 use crate::hub::{Hub, StatusSource};
+use crate::metrics::{Kind, family};
 use crate::plan::Plan;
 
 /// How often installs are checked for completion.
@@ -74,15 +75,17 @@ impl StatusSource for Status {
     }
     fn metrics(&self, out: &mut String) {
         let nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
-        out.push_str("# HELP crc_libvirt_domain_running 1 when the node's VM is running.\n");
-        out.push_str("# TYPE crc_libvirt_domain_running gauge\n");
+        let mut f = family(
+            out,
+            "crc_libvirt_domain_running",
+            Kind::Gauge,
+            "1 when the node's VM is running.",
+        );
         for n in nodes.iter() {
-            out.push_str(&format!(
-                "crc_libvirt_domain_running{{node=\"{}\",phase=\"{}\"}} {}\n",
-                n.node,
-                n.phase,
-                u8::from(n.state == "running")
-            ));
+            f.sample(
+                &[("node", &n.node), ("phase", &n.phase)],
+                u8::from(n.state == "running"),
+            );
         }
     }
 }

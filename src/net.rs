@@ -1,0 +1,195 @@
+//! TCP accept loops shared by the DNS (TCP), HTTP, admin and LB listeners.
+//!
+//! [`accept`] is the common step: accept one connection, and on an error
+//! (EMFILE and friends) log it and back off instead of spinning; it returns
+//! `None` as soon as `shutdown` is cancelled, also during the back-off.
+//! [`serve`] is the whole loop for services that wait for a connection slot
+//! before accepting: take a permit, accept, reap finished connection tasks,
+//! spawn the handler (holding the permit until it ends), and at shutdown
+//! drain the connections (optionally bounded, then aborted).
+//!
+//! [`serve_http`] runs one hyper connection with the graceful drain at
+//! shutdown that the HTTP and admin listeners share.
+//!
+//! The log callbacks are the caller's so each service keeps its own message,
+//! level and tracing target.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::{Body, Incoming};
+use hyper::service::Service;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::{self, HttpServerConnExec};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Accept one connection. On an accept error, `on_error` logs it and the
+/// loop sleeps `backoff` before trying again. `None` once `shutdown` is
+/// cancelled.
+pub async fn accept(
+    listener: &TcpListener,
+    shutdown: &CancellationToken,
+    backoff: Duration,
+    on_error: impl Fn(&std::io::Error),
+) -> Option<(TcpStream, SocketAddr)> {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            r = listener.accept() => match r {
+                Ok(x) => return Some(x),
+                Err(e) => on_error(&e),
+            },
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+    }
+}
+
+/// How [`serve`] limits, backs off and drains.
+pub struct Limits {
+    /// Connections served at once; the next accept waits for a free slot.
+    /// `None`: no limit.
+    pub max_conns: Option<usize>,
+    /// Sleep after an accept error.
+    pub backoff: Duration,
+    /// At shutdown, wait this long for connection tasks, then abort the
+    /// rest. `None`: wait for all (the handlers bound their own drain).
+    pub drain: Option<Duration>,
+}
+
+/// Accept and serve connections until `shutdown` is cancelled, then drain.
+/// `handle` is called in the accept loop (so per-socket setup in its body
+/// runs before the next accept) and the future it returns is spawned.
+pub async fn serve<F, Fut>(
+    listener: &TcpListener,
+    limits: Limits,
+    shutdown: &CancellationToken,
+    on_error: impl Fn(&std::io::Error),
+    mut handle: F,
+) where
+    F: FnMut(TcpStream, SocketAddr) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let slots = limits.max_conns.map(|n| Arc::new(Semaphore::new(n)));
+    let mut conns = JoinSet::new();
+    loop {
+        let permit = match &slots {
+            Some(s) => tokio::select! {
+                _ = shutdown.cancelled() => break,
+                p = s.clone().acquire_owned() => match p {
+                    Ok(p) => Some(p),
+                    Err(_) => break,
+                },
+            },
+            None => None,
+        };
+        let Some((stream, peer)) = accept(listener, shutdown, limits.backoff, &on_error).await
+        else {
+            break;
+        };
+        while conns.try_join_next().is_some() {}
+        let conn = handle(stream, peer);
+        conns.spawn(async move {
+            let _permit = permit;
+            conn.await;
+        });
+    }
+    let drain = async { while conns.join_next().await.is_some() {} };
+    match limits.drain {
+        None => drain.await,
+        Some(d) => {
+            if tokio::time::timeout(d, drain).await.is_err() {
+                conns.abort_all();
+            }
+        }
+    }
+}
+
+/// Serve one HTTP connection (HTTP/1 or 2, per `builder`) until it ends.
+/// At shutdown, hyper finishes the requests in flight (no new ones) and gets
+/// `drain` to do so; then the connection is dropped and `Ok` returned.
+pub async fn serve_http<S, B>(
+    builder: &auto::Builder<TokioExecutor>,
+    stream: TcpStream,
+    svc: S,
+    shutdown: &CancellationToken,
+    drain: Duration,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Future: 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    TokioExecutor: HttpServerConnExec<S::Future, B>,
+{
+    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => r,
+        _ = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(drain, conn).await;
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn serves_until_shutdown_then_drains() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let served = Arc::new(AtomicUsize::new(0));
+        let s2 = served.clone();
+        let sd = shutdown.clone();
+        let task = tokio::spawn(async move {
+            let limits = Limits {
+                max_conns: Some(1),
+                backoff: Duration::from_millis(10),
+                drain: Some(Duration::from_secs(2)),
+            };
+            serve(
+                &l,
+                limits,
+                &sd,
+                |_| {},
+                move |_s, _p| {
+                    let n = s2.clone();
+                    async move {
+                        n.fetch_add(1, Ordering::SeqCst);
+                    }
+                },
+            )
+            .await;
+        });
+        for _ in 0..3 {
+            let _ = TcpStream::connect(addr).await.unwrap();
+        }
+        for _ in 0..200 {
+            if served.load(Ordering::SeqCst) == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(served.load(Ordering::SeqCst), 3);
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
