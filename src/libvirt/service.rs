@@ -77,7 +77,7 @@ impl StatusSource for Status {
         let nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         let mut f = family(
             out,
-            "crc_libvirt_domain_running",
+            "crc_appliance_libvirt_domain_running",
             Kind::Gauge,
             "1 when the node's VM is running.",
         );
