@@ -61,7 +61,7 @@ use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};
 use stats::{Fetch, Stats};
 
 /// Bytes read per `pread` and sent per body frame.
-pub const CHUNK: usize = 512 * 1024;
+pub const CHUNK: usize = 256 * 1024;
 /// Largest ignition file served (bootstrap.ign is a few hundred kB).
 pub const MAX_IGNITION: u64 = 64 * 1024 * 1024;
 /// How long a client may take to send its request head.
