@@ -3,11 +3,17 @@ use clap::Parser;
 fn main() {
     let cli = crc_appliance::cli::Cli::parse();
     crc_appliance::telemetry::init();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("crc-appliance")
-        .build()
-    {
+    // With one usable core (e.g. pinned with taskset) a multi-thread runtime
+    // has a single worker anyway; the current-thread scheduler runs the same
+    // tasks without the work-stealing bookkeeping (measured: bench/RESULTS-lb.md).
+    // Blocking work still goes to the spawn_blocking pool either way.
+    let one_core = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);
+    let mut builder = if one_core {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let rt = match builder.enable_all().thread_name("crc-appliance").build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the tokio runtime: {e}");
