@@ -12,14 +12,5 @@
 # The shared harness is looked up at ../../shared/bench relative to this
 # repo (the repo's parent holds shared/), or at $SHARED_BENCH.
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/.." && pwd)
-SHARED=${SHARED_BENCH:-$(cd "$(dirname "$0")/../../shared/bench" 2>/dev/null && pwd || true)}
-[[ -n $SHARED && -x $SHARED/dhcp.sh ]] || { echo "shared bench harness not found (set SHARED_BENCH)" >&2; exit 1; }
-[[ -x $REPO/target/release/crc-appliance ]] || (cd "$REPO" && cargo build --release --bin crc-appliance)
-export RESULTS_DIR=${RESULTS_DIR:-$REPO/target/bench-results}
-PEERS=("$@")
-[[ ${#PEERS[@]} -gt 0 ]] || PEERS=(kea dnsmasq)
-exec "$SHARED/dhcp.sh" \
-  "crc=$HERE/targets/dhcp.sh {iface} {server_ip} {prefix} {subnet} {pool_start} {pool_end} {router} {domain} {lease_s} {reservations} {workdir}" \
-  "${PEERS[@]}"
+source "$(dirname "$0")/lib.sh"
+run_area dhcp "{iface} {server_ip} {prefix} {subnet} {pool_start} {pool_end} {router} {domain} {lease_s} {reservations} {workdir}" "kea dnsmasq" "$@"

@@ -5,17 +5,9 @@
 #
 # Needs: target/release/crc-appliance (cargo build --release), and the
 # harness's tools: curl wrk taskset python3 sha256sum (+ nginx for the peer).
-# USAGE: bench/http.sh [EXTRA TARGETS...]   default targets: nginx crc
+# USAGE: bench/http.sh [PEERS...]   default peers: nginx (crc is always added)
 # ENV: SHARED_BENCH (default: <repo>/../shared/bench), plus the harness knobs
 #   REPS DL_RUNS DURATION IMAGE_MB SUT_CPU CLIENT_CPU KEEP RESULTS_DIR.
-set -eu
-repo=$(cd "$(dirname "$0")/.." && pwd)
-shared=${SHARED_BENCH:-$(cd "$(dirname "$0")/../.." && pwd)/shared/bench}
-[[ -x "$shared/http.sh" ]] || { echo "shared harness not found at $shared (set SHARED_BENCH)" >&2; exit 1; }
-[[ -x "$repo/target/release/crc-appliance" ]] || { echo "build first: cargo build --release" >&2; exit 1; }
-crc="crc=$repo/bench/targets/http.sh {addr}:{port} {docroot} {workdir}"
-if [[ $# -gt 0 ]]; then
-  exec "$shared/http.sh" "$@" "$crc"
-else
-  exec "$shared/http.sh" nginx "$crc"
-fi
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+run_area http "{addr}:{port} {docroot} {workdir}" "nginx" "$@"

@@ -5,17 +5,9 @@
 #
 # Needs: target/release/crc-appliance (cargo build --release), and the
 # harness's tools: nginx wrk haproxy python3 taskset.
-# USAGE: bench/lb.sh [EXTRA TARGETS...]   default targets: direct haproxy crc
+# USAGE: bench/lb.sh [PEERS...]   default peers: direct haproxy (crc is always added)
 # ENV: SHARED_BENCH (default: <repo>/../shared/bench), plus the harness knobs
 #   REPS DURATION CONNS BIG_CONNS FAILOVER SUT_CPU CLIENT_CPU KEEP RESULTS_DIR.
-set -eu
-repo=$(cd "$(dirname "$0")/.." && pwd)
-shared=${SHARED_BENCH:-$repo/../shared/bench}
-[[ -x "$shared/lb.sh" ]] || { echo "shared harness not found at $shared (set SHARED_BENCH)" >&2; exit 1; }
-[[ -x "$repo/target/release/crc-appliance" ]] || { echo "build first: cargo build --release" >&2; exit 1; }
-crc="crc=$repo/bench/targets/lb.sh {addr}:{port} {backends} {inter_ms} {fall} {rise} {workdir}"
-if [[ $# -gt 0 ]]; then
-  exec "$shared/lb.sh" "$@" "$crc"
-else
-  exec "$shared/lb.sh" direct haproxy "$crc"
-fi
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+run_area lb "{addr}:{port} {backends} {inter_ms} {fall} {rise} {workdir}" "direct haproxy" "$@"
