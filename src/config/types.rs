@@ -261,6 +261,19 @@ impl Ipv4Net {
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
         u32::from(ip) & Self::mask_bits(self.prefix) == u32::from(self.addr)
     }
+    /// Is `ip` a client of the cluster network: inside this network or on
+    /// loopback (IPv4-mapped IPv6 addresses count as their IPv4 address)?
+    /// Who may fetch ignition and have other names resolved.
+    pub fn contains_or_loopback(&self, ip: std::net::IpAddr) -> bool {
+        let v4 = match ip {
+            std::net::IpAddr::V4(v4) => v4,
+            std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => v4,
+                None => return v6.is_loopback(),
+            },
+        };
+        v4.is_loopback() || self.contains(v4)
+    }
     /// True for the network and broadcast addresses of a /0../30.
     pub fn is_reserved(&self, ip: Ipv4Addr) -> bool {
         self.prefix <= 30 && (ip == self.network() || ip == self.broadcast())
@@ -366,6 +379,26 @@ mod tests {
         assert!("192.168.131.0".parse::<Ipv4Net>().is_err());
         let all: Ipv4Net = "0.0.0.0/0".parse().unwrap();
         assert!(all.contains(Ipv4Addr::new(8, 8, 8, 8)));
+    }
+
+    #[test]
+    fn cluster_clients() {
+        let cidr: Ipv4Net = "192.168.131.0/24".parse().unwrap();
+        let ok = |s: &str| cidr.contains_or_loopback(s.parse().unwrap());
+        assert!(ok("192.168.131.10"));
+        assert!(ok("192.168.131.0"));
+        assert!(ok("127.0.0.1"));
+        assert!(ok("127.8.9.10"));
+        assert!(ok("::1"));
+        assert!(ok("::ffff:192.168.131.77"));
+        assert!(ok("::ffff:127.0.0.1"));
+        assert!(!ok("192.168.132.10"));
+        assert!(!ok("10.0.0.1"));
+        assert!(!ok("0.0.0.0"));
+        assert!(!ok("8.8.8.8"));
+        assert!(!ok("::ffff:10.0.0.1"));
+        assert!(!ok("fd00::1"));
+        assert!(!ok("::"));
     }
 
     #[test]

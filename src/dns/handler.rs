@@ -431,15 +431,7 @@ pub fn build(plan: &Plan) -> anyhow::Result<Core> {
 impl Core {
     /// May `ip` have names outside the cluster zones resolved for it?
     pub fn may_recurse(&self, ip: IpAddr) -> bool {
-        match ip {
-            IpAddr::V4(v4) => v4.is_loopback() || self.cidr.contains(v4),
-            IpAddr::V6(v6) => {
-                v6.is_loopback()
-                    || v6
-                        .to_ipv4_mapped()
-                        .is_some_and(|v4| v4.is_loopback() || self.cidr.contains(v4))
-            }
-        }
+        self.cidr.contains_or_loopback(ip)
     }
 
     pub fn is_local(&self, name: &LowerName) -> bool {

@@ -3,7 +3,8 @@
 //!
 //! - Access: ignition configs carry cluster secrets (bootstrap certificates,
 //!   pull secret), so only clients inside `network.cidr` or on loopback
-//!   (127.0.0.0/8, ::1, and their IPv4-mapped forms) are served; others get 403.
+//!   (127.0.0.0/8, ::1, and their IPv4-mapped forms) are served; others get 403
+//!   (`Ipv4Net::contains_or_loopback`, the rule DNS recursion uses too).
 //! - `/ignition/<name>.ign`:
 //!   1. `<name>` is a node: its own `<node>.ign` if that file exists (served
 //!      verbatim), else its role's `<role>.ign` with `/etc/hostname` set to
@@ -21,22 +22,7 @@ use std::net::IpAddr;
 
 use serde_json::{Value, json};
 
-use crate::config::{Cluster, Ipv4Net, NodeCfg, Role};
-
-/// May `ip` fetch ignition configs?
-pub fn allowed(ip: IpAddr, cidr: Ipv4Net) -> bool {
-    let ip = match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => return v6.is_loopback(),
-        },
-        v4 => v4,
-    };
-    match ip {
-        IpAddr::V4(v4) => v4.is_loopback() || cidr.contains(v4),
-        IpAddr::V6(_) => false,
-    }
-}
+use crate::config::{Cluster, NodeCfg, Role};
 
 /// The node a client address belongs to, if any.
 pub fn node_by_ip(c: &Cluster, ip: IpAddr) -> Option<&NodeCfg> {
@@ -127,28 +113,6 @@ pub fn merge_hostname(role_config: &[u8], hostname: &str) -> Result<Vec<u8>, Mer
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::{Ipv4Addr, Ipv6Addr};
-
-    #[test]
-    fn acl() {
-        let cidr: Ipv4Net = "192.168.131.0/24".parse().unwrap();
-        let ok = |s: &str| allowed(s.parse().unwrap(), cidr);
-        assert!(ok("192.168.131.10"));
-        assert!(ok("192.168.131.0"));
-        assert!(ok("127.0.0.1"));
-        assert!(ok("127.8.9.10"));
-        assert!(ok("::1"));
-        assert!(ok("::ffff:192.168.131.77"));
-        assert!(ok("::ffff:127.0.0.1"));
-        assert!(!ok("192.168.132.10"));
-        assert!(!ok("10.0.0.1"));
-        assert!(!ok("0.0.0.0"));
-        assert!(!ok("::ffff:10.0.0.1"));
-        assert!(!ok("fd00::1"));
-        assert!(!ok("::"));
-        assert!(!allowed(IpAddr::V4(Ipv4Addr::new(8, 8, 8, 8)), cidr));
-        assert!(!allowed(IpAddr::V6(Ipv6Addr::UNSPECIFIED), cidr));
-    }
 
     fn cluster() -> Cluster {
         let text = "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1 }\nnodes:\n  - { name: bootstrap, role: bootstrap, mac: '52:54:00:00:00:01', ip: 10.0.0.5 }\n  - { name: m0, role: master, mac: '52:54:00:00:00:02', ip: 10.0.0.10 }\n  - { name: w0, role: worker, mac: '52:54:00:00:00:03', ip: 10.0.0.20 }\n";

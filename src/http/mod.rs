@@ -345,7 +345,7 @@ impl Ctx {
                 bytes,
             });
         };
-        if !ignition::allowed(client, c.network.cidr) {
+        if !c.network.cidr.contains_or_loopback(client) {
             warn!(
                 "ignition {file} refused to {client}: outside {} and not loopback",
                 c.network.cidr
