@@ -170,7 +170,7 @@ pub struct LoadBalancer {
     #[serde(default = "yes")]
     pub enabled: bool,
     #[serde(default)]
-    pub listen: LbListen,
+    pub listen: PoolAddrs,
     #[serde(default)]
     pub health_check: HealthCheck,
     /// PEM CA bundle to verify API/MCS certificates; unverified when absent.
@@ -192,21 +192,7 @@ pub struct LoadBalancer {
     /// port>` in a pool (backends behind NAT, or several on one host, as in
     /// the benchmark). Keys are node names.
     #[serde(default)]
-    pub backend_overrides: std::collections::BTreeMap<String, BackendOverride>,
-}
-
-/// `ip:port` per pool for one node in `loadBalancer.backendOverrides`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BackendOverride {
-    #[serde(default)]
-    pub api: Option<String>,
-    #[serde(default)]
-    pub machine_config: Option<String>,
-    #[serde(default)]
-    pub ingress_http: Option<String>,
-    #[serde(default)]
-    pub ingress_https: Option<String>,
+    pub backend_overrides: std::collections::BTreeMap<String, PoolAddrs>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -250,7 +236,7 @@ impl Default for LoadBalancer {
     fn default() -> Self {
         LoadBalancer {
             enabled: true,
-            listen: LbListen::default(),
+            listen: PoolAddrs::default(),
             health_check: HealthCheck::default(),
             ca_file: None,
             max_connections: max_connections(),
@@ -262,10 +248,13 @@ impl Default for LoadBalancer {
     }
 }
 
-/// Frontend listen addresses; each defaults to `<apiVIP or ingressVIP>:<port>`.
+/// One optional address per LB pool: the frontend listen addresses
+/// (`loadBalancer.listen`, each defaulting to `<apiVIP or ingressVIP>:<port>`)
+/// and one node's backend addresses (`loadBalancer.backendOverrides.<node>`,
+/// `ip:port`, defaulting to `<node ip>:<backendPorts>`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LbListen {
+pub struct PoolAddrs {
     /// Kubernetes API, 6443.
     #[serde(default)]
     pub api: Option<String>,
