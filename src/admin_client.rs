@@ -9,7 +9,8 @@ pub fn request(addr: SocketAddr, method: &str, path: &str) -> anyhow::Result<(u1
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).map_err(|e| {
         anyhow::anyhow!("cannot reach the admin API at {addr} (is `serve` running?): {e}")
     })?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    // A reload may open libvirt and bind sockets before it answers.
+    s.set_read_timeout(Some(Duration::from_secs(90)))?;
     write!(
         s,
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"

@@ -1,4 +1,4 @@
-//! Command line: `serve`, `check`, `render`, `lb`, `vm`.
+//! Command line: `serve`, `check`, `reload`, `render`, `lb`, `vm`.
 
 use std::path::PathBuf;
 
@@ -28,6 +28,9 @@ pub enum Command {
     Serve(ClusterArg),
     /// Validate the cluster file and print a summary; exit 78 when invalid.
     Check(ClusterArg),
+    /// Ask the running `serve` to reload the cluster file (admin API); exit
+    /// 0 applied, 78 invalid file, 1 not applied.
+    Reload(ClusterArg),
     /// Print what would be served.
     Render {
         #[command(flatten)]

@@ -1,22 +1,20 @@
-//! What services share at run time: the plan they serve, their status and
-//! metrics for the admin listener, and the LB control handle.
+//! What the services share at run time: the plan being served, the running
+//! services (for `/status` and `/metrics`), the LB control handle, and the
+//! reload outcome and trigger for the admin API.
 //!
-//! One `Hub` exists per configuration generation (a SIGHUP reload builds a new
-//! one). Services register a [`StatusSource`] when they start; the admin
-//! listener renders `/status` and `/metrics` from all registered sources.
+//! One `Hub` lives as long as `serve`: a reload swaps the plan inside it
+//! (atomically, [`ArcSwap`]) and records its outcome; the services and the
+//! handles stay.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::plan::Plan;
-
-/// A service's view for `/status` (JSON) and `/metrics` (Prometheus text).
-pub trait StatusSource: Send + Sync {
-    /// Key in the `/status` object: `dns`, `dhcp`, `lb`, `http`, `libvirt`.
-    fn name(&self) -> &'static str;
-    fn status(&self) -> serde_json::Value;
-    /// Append Prometheus text exposition lines (with `# HELP`/`# TYPE`).
-    fn metrics(&self, out: &mut String);
-}
+use crate::service::Service;
 
 /// Runtime control of the load balancer, used by the admin API.
 pub trait LbControl: Send + Sync {
@@ -25,32 +23,134 @@ pub trait LbControl: Send + Sync {
     fn set_disabled(&self, node: &str, disabled: bool) -> Result<String, String>;
 }
 
+/// How a reload ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReloadResult {
+    /// The new plan is being served.
+    Applied,
+    /// The file is invalid; the running configuration is kept.
+    Invalid,
+    /// The file is valid but could not be applied (a listen address is
+    /// taken, a change that needs a restart); the running configuration is
+    /// kept.
+    Failed,
+}
+
+/// The outcome of the last reload, in `/status` (`reload`) and the answer
+/// of `POST /api/reload`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadStatus {
+    /// Configuration generation served: 1 at start, +1 per applied reload.
+    pub generation: u64,
+    /// Reload attempts so far (applied or not).
+    pub attempts: u64,
+    /// Result of the last attempt; `None` before the first one.
+    pub result: Option<ReloadResult>,
+    pub ok: bool,
+    /// HTTP date and Unix time of the last attempt.
+    pub at: Option<String>,
+    pub unix_time: Option<u64>,
+    /// `SIGHUP` or `admin API`.
+    pub trigger: Option<String>,
+    pub error: Option<String>,
+    /// What the last applied reload changed, one line each.
+    pub changes: Vec<String>,
+}
+
+impl Default for ReloadStatus {
+    fn default() -> Self {
+        ReloadStatus {
+            generation: 1,
+            attempts: 0,
+            result: None,
+            ok: true,
+            at: None,
+            unix_time: None,
+            trigger: None,
+            error: None,
+            changes: Vec::new(),
+        }
+    }
+}
+
+impl ReloadStatus {
+    /// Record an attempt at `now`.
+    pub fn record(
+        &mut self,
+        now: SystemTime,
+        trigger: &str,
+        result: ReloadResult,
+        error: Option<String>,
+        changes: Vec<String>,
+    ) {
+        self.attempts += 1;
+        if result == ReloadResult::Applied {
+            self.generation += 1;
+            self.changes = changes;
+        }
+        self.result = Some(result);
+        self.ok = result == ReloadResult::Applied;
+        self.at = Some(httpdate::fmt_http_date(now));
+        self.unix_time = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_secs());
+        self.trigger = Some(trigger.to_string());
+        self.error = error;
+    }
+}
+
+/// A reload asked for through the admin API; the supervisor answers.
+pub struct ReloadRequest {
+    pub reply: oneshot::Sender<ReloadStatus>,
+}
+
 pub struct Hub {
-    pub plan: Arc<Plan>,
-    sources: RwLock<Vec<Arc<dyn StatusSource>>>,
+    plan: ArcSwap<Plan>,
+    services: RwLock<Vec<Arc<dyn Service>>>,
     lb: RwLock<Option<Arc<dyn LbControl>>>,
+    reload: Mutex<ReloadStatus>,
+    reload_tx: mpsc::Sender<ReloadRequest>,
 }
 
 impl Hub {
-    pub fn new(plan: Arc<Plan>) -> Arc<Hub> {
-        Arc::new(Hub {
-            plan,
-            sources: RwLock::new(Vec::new()),
+    /// A hub for `plan`, and the receiver of admin reload requests.
+    pub fn new(plan: Arc<Plan>) -> (Arc<Hub>, mpsc::Receiver<ReloadRequest>) {
+        let (reload_tx, rx) = mpsc::channel(4);
+        let hub = Arc::new(Hub {
+            plan: ArcSwap::new(plan),
+            services: RwLock::new(Vec::new()),
             lb: RwLock::new(None),
-        })
+            reload: Mutex::new(ReloadStatus::default()),
+            reload_tx,
+        });
+        (hub, rx)
     }
 
-    pub fn register(&self, source: Arc<dyn StatusSource>) {
-        let mut s = self.sources.write().unwrap_or_else(|e| e.into_inner());
-        s.retain(|x| x.name() != source.name());
-        s.push(source);
+    /// The plan being served.
+    pub fn plan(&self) -> Arc<Plan> {
+        self.plan.load_full()
     }
 
-    pub fn sources(&self) -> Vec<Arc<dyn StatusSource>> {
-        self.sources
+    pub fn set_plan(&self, plan: Arc<Plan>) {
+        self.plan.store(plan);
+    }
+
+    pub fn set_services(&self, services: Vec<Arc<dyn Service>>) {
+        *self.services.write().unwrap_or_else(|e| e.into_inner()) = services;
+    }
+
+    pub fn services(&self) -> Vec<Arc<dyn Service>> {
+        self.services
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    pub fn service(&self, name: &str) -> Option<Arc<dyn Service>> {
+        self.services().into_iter().find(|s| s.name() == name)
     }
 
     pub fn set_lb_control(&self, c: Arc<dyn LbControl>) {
@@ -59,5 +159,68 @@ impl Hub {
 
     pub fn lb_control(&self) -> Option<Arc<dyn LbControl>> {
         self.lb.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn reload_status(&self) -> ReloadStatus {
+        self.reload
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Record a reload attempt; returns the new status.
+    pub fn record_reload(
+        &self,
+        trigger: &str,
+        result: ReloadResult,
+        error: Option<String>,
+        changes: Vec<String>,
+    ) -> ReloadStatus {
+        let mut r = self.reload.lock().unwrap_or_else(|e| e.into_inner());
+        r.record(SystemTime::now(), trigger, result, error, changes);
+        r.clone()
+    }
+
+    /// Ask the supervisor to reload the cluster file; its outcome, or
+    /// `None` when `serve` is shutting down.
+    pub async fn request_reload(&self) -> Option<ReloadStatus> {
+        let (reply, rx) = oneshot::channel();
+        self.reload_tx.send(ReloadRequest { reply }).await.ok()?;
+        rx.await.ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_counts_applied_reloads_only() {
+        let mut r = ReloadStatus::default();
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000);
+        r.record(
+            now,
+            "SIGHUP",
+            ReloadResult::Invalid,
+            Some("bad".into()),
+            vec![],
+        );
+        assert_eq!((r.generation, r.attempts, r.ok), (1, 1, false));
+        r.record(now, "SIGHUP", ReloadResult::Applied, None, vec!["x".into()]);
+        assert_eq!((r.generation, r.attempts, r.ok), (2, 2, true));
+        assert_eq!(r.unix_time, Some(1_000));
+        r.record(
+            now,
+            "admin API",
+            ReloadResult::Failed,
+            Some("port".into()),
+            vec![],
+        );
+        assert_eq!((r.generation, r.attempts, r.ok), (2, 3, false));
+        assert_eq!(
+            r.changes,
+            vec!["x".to_string()],
+            "changes of the last applied reload"
+        );
     }
 }

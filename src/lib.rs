@@ -5,11 +5,14 @@
 //! # Layout
 //! - [`config`]: the cluster file (raw serde structs, validation).
 //! - [`plan`]: pure derivation of DNS zones, DHCP reservations, LB pools.
-//! - [`supervisor`]: `serve` — binds, runs and stops the services.
-//! - [`dns`], [`dhcp`], [`lb`], [`http`], [`admin`]: one service each, with
-//!   `bind(plan)` then `Bound::run(hub, shutdown)`.
+//! - [`service`]: the one shape every service has (stage, commit, run,
+//!   status, metrics) and the task set that fails a service whose task dies.
+//! - [`supervisor`]: `serve` — creates, runs and stops the services.
+//! - [`reload`]: applies a new cluster file to the running services.
+//! - [`dns`], [`dhcp`], [`lb`], [`http`], [`admin`]: one service each.
 //! - [`libvirt`]: network, disks and VMs.
-//! - [`hub`]: status, metrics and control shared between services.
+//! - [`hub`]: the plan being served, the services, LB control and the
+//!   reload outcome, shared with the admin API.
 //! - [`metrics`]: the Prometheus text writer every service uses.
 //! - [`net`]: the TCP accept loop of the DNS, HTTP, admin and LB listeners.
 
@@ -28,6 +31,8 @@ pub mod libvirt;
 pub mod metrics;
 pub mod net;
 pub mod plan;
+pub mod reload;
+pub mod service;
 pub mod supervisor;
 pub mod telemetry;
 
@@ -76,6 +81,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Reload(c) => reload_running(&c.cluster).await,
         Command::Vm { cluster, action } => {
             let plan = Arc::new(Plan::new(config::load(&cluster.cluster)?));
             libvirt::vm(plan, action).await
@@ -83,9 +89,63 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// A running instance refused a reload because the file is invalid.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ReloadInvalid(String);
+
+/// `reload --cluster FILE`: ask the running `serve` (at the file's
+/// `admin.listen`) to reload and print the outcome.
+async fn reload_running(path: &std::path::Path) -> anyhow::Result<()> {
+    // The admin address comes from the file; when the file does not
+    // validate, its raw `admin.listen` still tells where to ask (the running
+    // instance then reports the file invalid and keeps its configuration).
+    let addr = match config::load(path) {
+        Ok(c) => c.admin.listen,
+        Err(e) => {
+            let text = std::fs::read_to_string(path).map_err(|_| e)?;
+            let raw =
+                config::parse_str(&text).map_err(|m| anyhow::anyhow!("{}: {m}", path.display()))?;
+            raw.admin.listen.trim().parse().map_err(|_| {
+                anyhow::anyhow!("admin.listen {:?} is not an address", raw.admin.listen)
+            })?
+        }
+    };
+    let (status, body) =
+        tokio::task::spawn_blocking(move || admin_client::request(addr, "POST", "/api/reload"))
+            .await??;
+    let outcome: hub::ReloadStatus = serde_json::from_str(&body)
+        .map_err(|_| anyhow::anyhow!("admin API answered HTTP {status}: {}", body.trim()))?;
+    match outcome.result {
+        Some(hub::ReloadResult::Applied) => {
+            println!("reloaded: generation {}", outcome.generation);
+            for c in &outcome.changes {
+                println!("  {c}");
+            }
+            if outcome.changes.is_empty() {
+                println!("  no changes");
+            }
+            Ok(())
+        }
+        Some(hub::ReloadResult::Invalid) => Err(ReloadInvalid(format!(
+            "reload rejected (generation {} kept): {}",
+            outcome.generation,
+            outcome.error.unwrap_or_default()
+        ))
+        .into()),
+        _ => anyhow::bail!(
+            "reload not applied (generation {} kept): {}",
+            outcome.generation,
+            outcome.error.unwrap_or_default()
+        ),
+    }
+}
+
 /// Process exit code for an error returned by [`run`].
 pub fn exit_code(err: &anyhow::Error) -> i32 {
-    if err.downcast_ref::<config::ConfigError>().is_some() {
+    if err.downcast_ref::<config::ConfigError>().is_some()
+        || err.downcast_ref::<ReloadInvalid>().is_some()
+    {
         EXIT_CONFIG
     } else {
         1

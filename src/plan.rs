@@ -151,7 +151,7 @@ pub struct Reservation {
 }
 
 /// How a pool's backends are probed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Check {
     /// HTTPS GET of `path`, healthy on 2xx.

@@ -1,14 +1,16 @@
-//! `serve`: bind every enabled service, run them under one cancellation token,
-//! shut down gracefully on SIGTERM/SIGINT, reload the cluster file on SIGHUP.
+//! `serve`: create every enabled service, apply the plan to them (which
+//! binds every socket), run them under one cancellation token, shut down
+//! gracefully on SIGTERM/SIGINT, and reload the cluster file on SIGHUP or
+//! `POST /api/reload` without stopping anything ([`crate::reload`]).
 //!
-//! Order: load + validate the file (nothing is bound if it is invalid) → bind
-//! all sockets (a port conflict fails before any service runs) → spawn every
-//! service → log `crc-appliance ready` and notify systemd. A service that
-//! fails or stops on its own stops the whole process with an error.
+//! Order: load + validate the file (nothing is bound if it is invalid) →
+//! create the services (libvirt first: its network must exist before the
+//! others bind to it) → stage + commit the plan everywhere (a port conflict
+//! fails before any service runs) → run → log `crc-appliance ready` and
+//! notify systemd. A service whose `run` returns — an inner task died —
+//! stops the whole process with an error; a reload never does.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,58 +22,35 @@ use tracing::{error, info, warn};
 
 use crate::hub::Hub;
 use crate::plan::Plan;
-use crate::{admin, config, dhcp, dns, http, lb};
+use crate::service::Service;
+use crate::{admin, config, dhcp, dns, http, lb, reload};
 
 /// How long services get to finish after shutdown is requested.
 pub const GRACE: Duration = Duration::from_secs(10);
 
-type ServiceFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
-
-/// A bound service, ready to run.
-struct Ready {
-    name: &'static str,
-    start: Box<dyn FnOnce(Arc<Hub>, CancellationToken) -> ServiceFuture + Send>,
-}
-
-macro_rules! ready {
-    ($name:literal, $bound:expr) => {{
-        let b = $bound;
-        Ready {
-            name: $name,
-            start: Box::new(move |hub, tok| Box::pin(b.run(hub, tok))),
-        }
-    }};
-}
-
-/// Bind every enabled service of `plan`.
-async fn bind_all(plan: &Arc<Plan>) -> anyhow::Result<Vec<Ready>> {
+/// Create the enabled services of `plan` (no sockets yet), in start order.
+async fn create(plan: &Arc<Plan>, hub: &Arc<Hub>) -> anyhow::Result<Vec<Arc<dyn Service>>> {
     let c = &plan.cluster;
-    let mut out = Vec::new();
-    // First: with `libvirt.startOnServe` the network (bridge + applianceIP)
-    // must exist before DNS/DHCP/HTTP bind to it.
-    #[cfg(feature = "libvirt")]
-    if c.libvirt.as_ref().is_some_and(|v| v.start_on_serve) {
-        out.push(ready!(
-            "libvirt",
-            crate::libvirt::service::bind(plan)
-                .await
-                .context("libvirt")?
-        ));
-    }
-    if c.dns.enabled {
-        out.push(ready!("dns", dns::bind(plan).await.context("DNS")?));
-    }
-    if c.dhcp.enabled {
-        out.push(ready!("dhcp", dhcp::bind(plan).await.context("DHCP")?));
-    }
-    if c.lb.enabled {
-        out.push(ready!("lb", lb::bind(plan).await.context("load balancer")?));
-    }
-    if c.http.enabled {
-        out.push(ready!("http", http::bind(plan).await.context("HTTP")?));
-    }
-    if c.admin.enabled {
-        out.push(ready!("admin", admin::bind(plan).await.context("admin")?));
+    let mut out: Vec<Arc<dyn Service>> = Vec::new();
+    for name in reload::service_names(plan) {
+        match name {
+            #[cfg(feature = "libvirt")]
+            "libvirt" => out.push(
+                crate::libvirt::service::Libvirt::new(plan)
+                    .await
+                    .context("libvirt")?,
+            ),
+            "dns" => out.push(dns::Dns::new(plan).context("DNS")?),
+            "dhcp" => out.push(dhcp::Dhcp::new(plan).await.context("DHCP")?),
+            "lb" => {
+                let lb = lb::Lb::new(plan).context("load balancer")?;
+                hub.set_lb_control(lb.clone());
+                out.push(lb);
+            }
+            "http" => out.push(http::Http::new(plan)),
+            "admin" => out.push(admin::Admin::new(hub.clone())),
+            other => anyhow::bail!("unknown service {other} in {}", c.domain),
+        }
     }
     Ok(out)
 }
@@ -98,95 +77,10 @@ fn sd_notify(state: &str) {
     }
 }
 
-enum Outcome {
-    Shutdown,
-    Reload(Box<Plan>),
-}
-
-/// Run one generation of services until shutdown, reload or failure.
-async fn run_generation(
-    plan: Arc<Plan>,
-    bound: Vec<Ready>,
-    path: &Path,
-    root: &CancellationToken,
-    hup: &mut tokio::signal::unix::Signal,
-) -> anyhow::Result<Outcome> {
-    let gen_token = root.child_token();
-    let hub = Hub::new(plan.clone());
-    let mut set = JoinSet::new();
-    for r in bound {
-        let fut = (r.start)(hub.clone(), gen_token.clone());
-        let name = r.name;
-        set.spawn(async move { (name, fut.await) });
-    }
-    info!(
-        cluster = %plan.cluster.domain,
-        nodes = plan.cluster.nodes.len(),
-        "crc-appliance ready"
-    );
-    sd_notify("READY=1");
-    let mut outcome: anyhow::Result<Outcome> = Ok(Outcome::Shutdown);
-    loop {
-        tokio::select! {
-            biased;
-            _ = root.cancelled() => break,
-            _ = hup.recv() => {
-                info!("SIGHUP: reloading {}", path.display());
-                match config::load(path) {
-                    Ok(c) => {
-                        outcome = Ok(Outcome::Reload(Box::new(Plan::new(c))));
-                        break;
-                    }
-                    Err(e) => error!("reload rejected, keeping the running configuration: {e}"),
-                }
-            }
-            joined = set.join_next() => {
-                if root.is_cancelled() {
-                    // Services end on their own once shutdown was requested.
-                    if let Some(Ok((name, Err(e)))) = joined {
-                        warn!("service {name} stopped with an error: {e:#}");
-                    }
-                    break;
-                }
-                match joined {
-                    None => {
-                        outcome = Err(anyhow::anyhow!("no services are enabled"));
-                    }
-                    Some(Ok((name, Ok(())))) => {
-                        outcome = Err(anyhow::anyhow!("service {name} stopped unexpectedly"));
-                    }
-                    Some(Ok((name, Err(e)))) => {
-                        outcome = Err(e.context(format!("service {name} failed")));
-                    }
-                    Some(Err(e)) => {
-                        outcome = Err(anyhow::anyhow!("a service task panicked: {e}"));
-                    }
-                }
-                break;
-            }
-        }
-    }
-    gen_token.cancel();
-    let drain = async {
-        while let Some(r) = set.join_next().await {
-            match r {
-                Ok((name, Err(e))) => warn!("service {name} stopped with an error: {e:#}"),
-                Ok((name, Ok(()))) => info!("service {name} stopped"),
-                Err(e) => warn!("service task ended abnormally: {e}"),
-            }
-        }
-    };
-    if tokio::time::timeout(GRACE, drain).await.is_err() {
-        warn!("services did not stop within {GRACE:?}; aborting them");
-        set.abort_all();
-    }
-    outcome
-}
-
 /// `serve --cluster FILE`.
 pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     let cluster = config::load(&path)?;
-    let mut plan = Arc::new(Plan::new(cluster));
+    let plan = Arc::new(Plan::new(cluster));
     let root = CancellationToken::new();
     let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
@@ -202,29 +96,91 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
             root.cancel();
         });
     }
-    let mut bound = bind_all(&plan).await?;
-    loop {
-        match run_generation(plan.clone(), bound, &path, &root, &mut hup).await? {
-            Outcome::Shutdown => {
-                info!("stopped");
-                return Ok(());
+    let (hub, mut reload_requests) = Hub::new(plan.clone());
+    let services = create(&plan, &hub).await?;
+    hub.set_services(services.clone());
+    reload::apply(&services, &plan).await?;
+
+    let mut set = JoinSet::new();
+    for s in &services {
+        let (s, token) = (s.clone(), root.clone());
+        set.spawn(async move { (s.name(), s.run(token).await) });
+    }
+    info!(
+        cluster = %plan.cluster.domain,
+        nodes = plan.cluster.nodes.len(),
+        "crc-appliance ready"
+    );
+    sd_notify("READY=1");
+    let outcome = run_until_done(
+        &path,
+        &hub,
+        &services,
+        &root,
+        &mut hup,
+        &mut reload_requests,
+        &mut set,
+    )
+    .await;
+    root.cancel();
+    let drain = async {
+        while let Some(r) = set.join_next().await {
+            match r {
+                Ok((name, Err(e))) => warn!("service {name} stopped with an error: {e:#}"),
+                Ok((name, Ok(()))) => info!("service {name} stopped"),
+                Err(e) => warn!("service task ended abnormally: {e}"),
             }
-            Outcome::Reload(new) => {
-                let new = Arc::new(*new);
-                sd_notify("RELOADING=1");
-                match bind_all(&new).await {
-                    Ok(b) => {
-                        info!("configuration reloaded");
-                        plan = new;
-                        bound = b;
-                    }
-                    Err(e) => {
-                        error!("new configuration cannot bind ({e:#}); restoring the previous one");
-                        bound = bind_all(&plan)
-                            .await
-                            .context("re-binding the previous configuration")?;
-                    }
+        }
+    };
+    if tokio::time::timeout(GRACE, drain).await.is_err() {
+        warn!("services did not stop within {GRACE:?}; aborting them");
+        set.abort_all();
+    }
+    if outcome.is_ok() {
+        info!("stopped");
+    }
+    outcome
+}
+
+type Running = JoinSet<(&'static str, anyhow::Result<()>)>;
+
+/// Serve reloads until shutdown (`Ok`) or until a service stops (`Err`).
+async fn run_until_done(
+    path: &Path,
+    hub: &Hub,
+    services: &[Arc<dyn Service>],
+    root: &CancellationToken,
+    hup: &mut tokio::signal::unix::Signal,
+    requests: &mut tokio::sync::mpsc::Receiver<crate::hub::ReloadRequest>,
+    set: &mut Running,
+) -> anyhow::Result<()> {
+    loop {
+        tokio::select! {
+            biased;
+            _ = root.cancelled() => return Ok(()),
+            joined = set.join_next() => {
+                if root.is_cancelled() {
+                    return Ok(());
                 }
+                let err = match joined {
+                    None => anyhow::anyhow!("no services are enabled"),
+                    Some(Ok((name, Ok(())))) => anyhow::anyhow!("service {name} stopped unexpectedly"),
+                    Some(Ok((name, Err(e)))) => e.context(format!("service {name} failed")),
+                    Some(Err(e)) => anyhow::anyhow!("a service task panicked: {e}"),
+                };
+                error!("{err:#}; stopping");
+                return Err(err);
+            }
+            _ = hup.recv() => {
+                sd_notify("RELOADING=1");
+                reload::reload(path, hub, services, "SIGHUP").await;
+                sd_notify("READY=1");
+            }
+            Some(req) = requests.recv() => {
+                sd_notify("RELOADING=1");
+                let st = reload::reload(path, hub, services, "admin API").await;
+                sd_notify("READY=1");
+                let _ = req.reply.send(st);
             }
         }
     }

@@ -686,10 +686,21 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
         "{metrics}"
     );
 
-    // SIGHUP reload: the service is rebound and reloads its lease.
+    // SIGHUP reload: the socket and the lease table stay (hitless reload);
+    // the lease is still bound afterwards and no listener was closed.
     app.signal("HUP");
     app.wait_log("configuration reloaded", Duration::from_secs(10));
-    app.wait_log("loaded 1 lease(s)", Duration::from_secs(5));
+    let status: serde_json::Value =
+        serde_json::from_str(&http_get(app.addr("admin"), "/status")).expect("status JSON");
+    let d = &status["dhcp"];
+    assert_eq!(d["leases"][0]["mac"], "52:54:00:14:00:0a", "{d}");
+    assert_eq!(d["leases"][0]["state"], "bound", "{d}");
+    assert_eq!(status["reload"]["generation"], 2, "{status}");
+    assert!(
+        !app.log().contains("closed listener"),
+        "an unchanged listener was closed:\n{}",
+        app.log()
+    );
     assert_eq!(app.stop(), Some(0), "{}", app.log());
 }
 

@@ -617,13 +617,27 @@ fn cli_disable_enable_and_bootstrap_removal() {
     });
     assert_eq!(backend(&st, "machine-config", "bootstrap")["removed"], true);
     app.wait_log("bootstrap removed from every pool", Duration::from_secs(5));
-    // Enabling it again does not bring a removed bootstrap back.
-    let (code, out, err) = lb_cli(&app, &["enable", "bootstrap"]);
-    assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
         names_seen(&api, 12),
         set(&["master-0", "master-1", "master-2"])
     );
+    // `lb enable bootstrap` brings a removed bootstrap back (it must pass
+    // its checks again), and it stays until disabled again.
+    let (code, out, err) = lb_cli(&app, &["enable", "bootstrap"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("back after its removal"), "{out}");
+    wait_status(&app, "bootstrap back and healthy", |st| {
+        backend(st, "api", "bootstrap")["removed"] == false && healthy(st, "api", "bootstrap")
+    });
+    assert_eq!(
+        names_seen(&api, 16),
+        set(&["bootstrap", "master-0", "master-1", "master-2"])
+    );
+    let (code, out, err) = lb_cli(&app, &["disable", "bootstrap"]);
+    assert_eq!(code, 0, "{out}{err}");
+    wait_status(&app, "bootstrap removed again", |st| {
+        backend(st, "api", "bootstrap")["removed"] == true
+    });
 
     // A SIGHUP reload keeps disabled and removed nodes.
     let (code, out, err) = lb_cli(&app, &["disable", "master-1"]);

@@ -10,15 +10,18 @@
 //! | GET | `/api/lb/backends` | the `lb` service's status (503 when the LB is off) |
 //! | POST | `/api/lb/backends/{node}/disable` | drain `node` in every pool |
 //! | POST | `/api/lb/backends/{node}/enable` | put `node` back |
+//! | POST | `/api/reload` | reload the cluster file; answers its [`ReloadStatus`] (200 applied, 422 invalid file, 409 not applicable) |
 //!
-//! Entry points used by the supervisor: [`bind`] acquires the socket (so a
-//! port conflict fails before any service starts), then [`Bound::run`] serves
-//! until `shutdown` is cancelled.
+//! It is a [`Service`] like the others: a reload that changes
+//! `admin.listen` moves it, one that does not keeps its socket.
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
+use async_trait::async_trait;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode, body::Incoming};
@@ -29,24 +32,77 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
-use crate::hub::Hub;
+use crate::hub::{Hub, ReloadResult};
 use crate::metrics::Kind;
 use crate::net;
 use crate::plan::Plan;
+use crate::service::{Commit, Listeners, Service, Tasks};
 
-/// Sockets acquired by [`bind`].
-pub struct Bound {
-    listener: TcpListener,
+/// The admin listener.
+pub struct Admin {
+    hub: Arc<Hub>,
+    listen: std::sync::Mutex<Option<SocketAddr>>,
+    listeners: Listeners<SocketAddr>,
+    tasks: Tasks,
 }
 
-/// Bind this service's socket and log `listening for admin on <addr>`.
-pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
-    let addr = plan.cluster.admin.listen;
-    let listener = TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("bind TCP {addr}"))?;
-    info!("listening for admin on {}", listener.local_addr()?);
-    Ok(Bound { listener })
+impl Admin {
+    pub fn new(hub: Arc<Hub>) -> Arc<Admin> {
+        Arc::new(Admin {
+            hub,
+            listen: std::sync::Mutex::new(None),
+            listeners: Listeners::default(),
+            tasks: Tasks::new("admin"),
+        })
+    }
+}
+
+#[async_trait]
+impl Service for Admin {
+    fn name(&self) -> &'static str {
+        "admin"
+    }
+
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let addr = plan.cluster.admin.listen;
+        let mut new = None;
+        if !self.listeners.missing(&[addr]).is_empty() {
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("bind TCP {addr}"))?;
+            new = Some(l);
+        }
+        Ok(Box::new(move || {
+            for gone in self.listeners.retain(&[addr]) {
+                info!("admin: closed listener {gone}");
+            }
+            let Some(l) = new else { return };
+            let token = self.tasks.token();
+            if let Ok(local) = l.local_addr() {
+                info!("listening for admin on {local}");
+                *self.listen.lock().unwrap_or_else(|e| e.into_inner()) = Some(local);
+            }
+            self.tasks.spawn(
+                format!("admin listener {addr}"),
+                token.clone(),
+                serve_listener(self.hub.clone(), l, token.clone()),
+            );
+            self.listeners.insert(addr, token);
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        self.tasks
+            .supervise(&shutdown, Duration::from_secs(6))
+            .await
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let listen = *self.listen.lock().unwrap_or_else(|e| e.into_inner());
+        json!({ "listen": listen.map(|a| a.to_string()) })
+    }
+
+    fn metrics(&self, _out: &mut String) {}
 }
 
 type Resp = Response<Full<Bytes>>;
@@ -73,7 +129,8 @@ pub const STATUS_PAGE: &str = include_str!("page.html");
 
 /// The `/status` document.
 pub fn status(hub: &Hub) -> serde_json::Value {
-    let c = &hub.plan.cluster;
+    let plan = hub.plan();
+    let c = &plan.cluster;
     let mut doc = json!({
         "cluster": c.domain,
         "version": env!("CARGO_PKG_VERSION"),
@@ -89,7 +146,8 @@ pub fn status(hub: &Hub) -> serde_json::Value {
             "fqdn": c.fqdn(&n.name),
         })).collect::<Vec<_>>(),
     });
-    for s in hub.sources() {
+    doc["reload"] = serde_json::to_value(hub.reload_status()).unwrap_or_default();
+    for s in hub.services() {
         doc[s.name()] = s.status();
     }
     doc
@@ -107,18 +165,40 @@ pub fn metrics(hub: &Hub) -> String {
     .sample(
         &[
             ("version", &env!("CARGO_PKG_VERSION")),
-            ("cluster", &hub.plan.cluster.domain),
+            ("cluster", &hub.plan().cluster.domain),
         ],
         1,
     );
-    for s in hub.sources() {
+    let r = hub.reload_status();
+    crate::metrics::family(
+        &mut out,
+        "crc_appliance_config_generation",
+        Kind::Gauge,
+        "Configuration generation served (1 at start, +1 per applied reload).",
+    )
+    .sample(&[], r.generation);
+    crate::metrics::family(
+        &mut out,
+        "crc_appliance_reload_attempts_total",
+        Kind::Counter,
+        "Reloads attempted (SIGHUP or admin API).",
+    )
+    .sample(&[], r.attempts);
+    crate::metrics::family(
+        &mut out,
+        "crc_appliance_reload_last_ok",
+        Kind::Gauge,
+        "1 when the last reload attempt was applied (or none was made).",
+    )
+    .sample(&[], u8::from(r.ok));
+    for s in hub.services() {
         s.metrics(&mut out);
     }
     out
 }
 
 /// Route one request. Public so tests and other listeners can reuse it.
-pub fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
+pub async fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
     let path = path.split('?').next().unwrap_or(path);
     match (method, path) {
         (&Method::GET, "/" | "/index.html") => {
@@ -130,15 +210,27 @@ pub fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
             "text/plain; version=0.0.4; charset=utf-8",
             metrics(hub),
         ),
-        (&Method::GET, "/api/lb/backends") => {
-            match hub.sources().into_iter().find(|s| s.name() == "lb") {
-                Some(s) => json_resp(StatusCode::OK, &s.status()),
-                None => json_resp(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &json!({"error": "the load balancer is not running"}),
-                ),
+        (&Method::POST, "/api/reload") => match hub.request_reload().await {
+            None => json_resp(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &json!({"error": "shutting down"}),
+            ),
+            Some(r) => {
+                let code = match r.result {
+                    Some(ReloadResult::Applied) => StatusCode::OK,
+                    Some(ReloadResult::Invalid) => StatusCode::UNPROCESSABLE_ENTITY,
+                    _ => StatusCode::CONFLICT,
+                };
+                json_resp(code, &serde_json::to_value(r).unwrap_or_default())
             }
-        }
+        },
+        (&Method::GET, "/api/lb/backends") => match hub.service("lb") {
+            Some(s) => json_resp(StatusCode::OK, &s.status()),
+            None => json_resp(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &json!({"error": "the load balancer is not running"}),
+            ),
+        },
         (&Method::POST, p) if p.starts_with("/api/lb/backends/") => {
             let rest = &p["/api/lb/backends/".len()..];
             let (node, disabled) = match rest.rsplit_once('/') {
@@ -162,7 +254,7 @@ pub fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
                 },
             }
         }
-        (_, "/status" | "/metrics" | "/api/lb/backends") => json_resp(
+        (_, "/status" | "/metrics" | "/api/lb/backends" | "/api/reload") => json_resp(
             StatusCode::METHOD_NOT_ALLOWED,
             &json!({"error": "method not allowed"}),
         ),
@@ -170,37 +262,35 @@ pub fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
     }
 }
 
-impl Bound {
-    /// Serve until `shutdown` is cancelled, then finish in-flight work and return.
-    pub async fn run(self, hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let limits = net::Limits {
-            max_conns: None,
-            backoff: std::time::Duration::from_millis(50),
-            drain: None,
-        };
-        let on_error = |e: &std::io::Error| debug!("admin accept: {e}");
-        net::serve(
-            &self.listener,
-            limits,
-            &shutdown,
-            on_error,
-            |stream, peer| {
+async fn serve_listener(
+    hub: Arc<Hub>,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let limits = net::Limits {
+        max_conns: None,
+        backoff: Duration::from_millis(50),
+        drain: None,
+    };
+    let on_error = |e: &std::io::Error| debug!("admin accept: {e}");
+    net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
+        let hub = hub.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let hub = hub.clone();
-                let shutdown = shutdown.clone();
                 async move {
-                    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                        let r = route(&hub, req.method(), req.uri().path());
-                        async move { Ok::<_, Infallible>(r) }
-                    });
-                    let builder = auto::Builder::new(TokioExecutor::new());
-                    let drain = std::time::Duration::from_secs(5);
-                    if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, drain).await {
-                        debug!(%peer, "admin connection: {e}");
-                    }
+                    let r = route(&hub, req.method(), req.uri().path()).await;
+                    Ok::<_, Infallible>(r)
                 }
-            },
-        )
-        .await;
-        Ok(())
-    }
+            });
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let drain = Duration::from_secs(5);
+            if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, drain).await {
+                debug!(%peer, "admin connection: {e}");
+            }
+        }
+    })
+    .await;
+    Ok(())
 }

@@ -12,7 +12,9 @@
 //!   listen port + 1, relay port = listen port when not 67, for tests).
 //!
 //! Invariants: a bad datagram is logged at debug and dropped, never ends
-//! [`Bound::run`]. Durability (group commit): the datagrams waiting on the
+//! the socket loop; the socket loop or the lease writer ending on its own
+//! fails the service (an appliance that cannot make ACKs durable must not
+//! look alive). Durability (group commit): the datagrams waiting on the
 //! socket are processed as one batch; replies that need nothing on disk
 //! (OFFER, NAK, INFORM, a node renewing the reserved address whose bound
 //! record is already on disk) are sent at once; the others (a new binding,
@@ -23,10 +25,11 @@
 //! client retries), the records stay marked unwritten and the error is
 //! logged. Changes no reply waits for are written within a second.
 //!
-//! Entry points used by the supervisor: [`bind`] acquires the socket and
-//! loads the lease file (so a port conflict or an unusable lease directory
-//! fails before any service starts), then [`Bound::run`] serves until
-//! `shutdown` is cancelled.
+//! Reload: the reply configuration is swapped between batches and the lease
+//! table is rebuilt under the new reservations (leases that no longer fit
+//! are dropped and logged); the socket is kept unless `dhcp.listen` or
+//! `network.interface` changed; the lease writer keeps running. A changed
+//! `dhcp.leaseFile` takes a restart.
 
 pub mod leases;
 pub mod reply;
@@ -39,6 +42,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
+use arc_swap::{ArcSwap, ArcSwapOption};
+use async_trait::async_trait;
 use dhcproto::v4::MessageType;
 use serde_json::json;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -46,9 +51,9 @@ use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use crate::hub::{Hub, StatusSource};
 use crate::metrics::{Kind, family};
 use crate::plan::Plan;
+use crate::service::{Commit, Listeners, Service, Tasks};
 use leases::{LeaseTable, Scope};
 use reply::{Config, Dest};
 
@@ -106,12 +111,15 @@ impl Counters {
     }
 }
 
-/// Shared between the serving loop and the status source.
+/// Shared between the serving loop, the lease writer and the status.
 struct Shared {
     table: Mutex<LeaseTable>,
     counters: Counters,
-    listen: SocketAddr,
-    interface: Option<String>,
+    /// The socket being served (replaced when a reload moves the listener);
+    /// the writer sends held replies through it.
+    socket: ArcSwapOption<UdpSocket>,
+    /// `(listen, interface)` as configured, for `/status`.
+    bound: Mutex<Option<(SocketAddr, Option<String>)>>,
     lease_file: PathBuf,
 }
 
@@ -121,15 +129,84 @@ impl Shared {
     }
 }
 
-struct Status(Arc<Shared>);
+/// The DHCP service: the socket loop, the lease writer, and the reply
+/// configuration (swapped by a reload, with the lease table rebuilt under
+/// the new reservations).
+pub struct Dhcp {
+    shared: Arc<Shared>,
+    cfg: ArcSwap<Config>,
+    writer: Arc<Writer>,
+    listeners: Listeners<(SocketAddr, Option<String>)>,
+    tasks: Tasks,
+}
 
-impl StatusSource for Status {
+#[async_trait]
+impl Service for Dhcp {
     fn name(&self) -> &'static str {
         "dhcp"
     }
 
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let c = &plan.cluster;
+        if c.dhcp.lease_file != self.shared.lease_file {
+            anyhow::bail!(
+                "dhcp.leaseFile changed ({} → {}): that takes a restart",
+                self.shared.lease_file.display(),
+                c.dhcp.lease_file.display()
+            );
+        }
+        let key = (c.dhcp.listen, c.network.interface.clone());
+        let mut new = None;
+        if !self
+            .listeners
+            .missing(std::slice::from_ref(&key))
+            .is_empty()
+        {
+            new = Some(bind_socket(key.0, key.1.as_deref())?);
+        }
+        Ok(Box::new(move || {
+            let port = match (&new, self.shared.socket.load_full()) {
+                (Some(s), _) => s.local_addr().map(|a| a.port()).ok(),
+                (None, Some(s)) => s.local_addr().map(|a| a.port()).ok(),
+                (None, None) => None,
+            }
+            .unwrap_or(key.0.port());
+            self.cfg.store(Arc::new(Config::from_plan(&plan, port)));
+            {
+                let mut table = self.shared.table();
+                let (rebuilt, notes) = LeaseTable::from_file(scope_of(&plan), &table.to_file());
+                *table = rebuilt;
+                for n in notes {
+                    info!("dhcp reload: {n}");
+                }
+            }
+            self.writer.dirty.store(true, Ordering::Relaxed);
+            for gone in self.listeners.retain(std::slice::from_ref(&key)) {
+                info!("dhcp: closed listener {} ", gone.0);
+            }
+            if let Some(socket) = new {
+                let socket = Arc::new(socket);
+                let token = self.tasks.token();
+                self.shared.socket.store(Some(socket.clone()));
+                *self.shared.bound.lock().unwrap_or_else(|e| e.into_inner()) = Some(key.clone());
+                self.tasks.spawn(
+                    format!("dhcp socket {}", key.0),
+                    token.clone(),
+                    serve_socket(self.clone(), socket, token.clone()),
+                );
+                self.listeners.insert(key, token);
+            }
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        self.tasks
+            .supervise(&shutdown, Duration::from_secs(5))
+            .await
+    }
+
     fn status(&self) -> serde_json::Value {
-        let s = &self.0;
+        let s = &self.shared;
         let now = now();
         let t = s.table();
         let leases: Vec<_> = t
@@ -153,9 +230,11 @@ impl StatusSource for Status {
         for (n, v) in TX_NAMES.iter().zip(&c.tx) {
             sent.insert((*n).into(), v.load(Ordering::Relaxed).into());
         }
+        let bound = s.bound.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let local = s.socket.load_full().and_then(|u| u.local_addr().ok());
         json!({
-            "listen": s.listen.to_string(),
-            "interface": s.interface,
+            "listen": local.or(bound.as_ref().map(|b| b.0)).map(|a| a.to_string()),
+            "interface": bound.and_then(|b| b.1),
             "leaseFile": s.lease_file.display().to_string(),
             "leases": leases,
             "declined": t.declined(),
@@ -170,7 +249,7 @@ impl StatusSource for Status {
     }
 
     fn metrics(&self, out: &mut String) {
-        let c = &self.0.counters;
+        let c = &self.shared.counters;
         let mut f = family(
             out,
             "crc_appliance_dhcp_received_total",
@@ -209,7 +288,7 @@ impl StatusSource for Status {
         )
         .sample(&[], c.persist_errors.load(Ordering::Relaxed));
         let now = now();
-        let t = self.0.table();
+        let t = self.shared.table();
         let mut counts = std::collections::BTreeMap::<&str, u64>::new();
         for s in ["offered", "bound", "released", "expired"] {
             counts.insert(s, 0);
@@ -229,13 +308,6 @@ impl StatusSource for Status {
     }
 }
 
-/// Sockets acquired by [`bind`].
-pub struct Bound {
-    socket: UdpSocket,
-    cfg: Config,
-    shared: Arc<Shared>,
-}
-
 fn scope_of(plan: &Plan) -> Scope {
     let c = &plan.cluster;
     Scope::new(
@@ -246,18 +318,15 @@ fn scope_of(plan: &Plan) -> Scope {
     )
 }
 
-/// Bind this service's socket, load the lease file and log
+/// The DHCP socket on `addr` (bound to `interface` when set), logged as
 /// `listening for dhcp on <addr>`.
-pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
-    let c = &plan.cluster;
-    let addr = c.dhcp.listen;
-    let interface = c.network.interface.clone();
+fn bind_socket(addr: SocketAddr, interface: Option<&str>) -> anyhow::Result<UdpSocket> {
     let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
         .context("creating the DHCP socket")?;
     // No SO_REUSEADDR: another DHCP server on the same port and device must
     // make bind fail rather than silently share the port.
     sock.set_broadcast(true).context("SO_BROADCAST")?;
-    if let Some(ifname) = &interface {
+    if let Some(ifname) = interface {
         sock.bind_device(Some(ifname.as_bytes())).with_context(|| {
             format!("binding the DHCP socket to interface {ifname} (SO_BINDTODEVICE needs CAP_NET_RAW and an existing interface)")
         })?;
@@ -269,14 +338,7 @@ pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
         .with_context(|| format!("bind UDP {addr}"))?;
     let socket = UdpSocket::from_std(sock.into()).context("registering the DHCP socket")?;
     let local = socket.local_addr()?;
-
-    let path = c.dhcp.lease_file.clone();
-    let scope = scope_of(plan);
-    let p2 = path.clone();
-    let table = tokio::task::spawn_blocking(move || store::load(&p2, scope))
-        .await
-        .context("loading leases")??;
-    match (addr.ip(), &interface) {
+    match (addr.ip(), interface) {
         (ip, _) if !ip.is_unspecified() && !ip.is_loopback() => warn!(
             "dhcp.listen is {addr}: a socket bound to a unicast address does not receive broadcast DISCOVERs; use 0.0.0.0:{}",
             addr.port()
@@ -289,21 +351,44 @@ pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
     info!(
         "listening for dhcp on {local}{}",
         interface
-            .as_deref()
             .map(|i| format!(" (interface {i})"))
             .unwrap_or_default()
     );
-    Ok(Bound {
-        cfg: Config::from_plan(plan, local.port()),
-        socket,
-        shared: Arc::new(Shared {
-            table: Mutex::new(table),
-            counters: Counters::default(),
-            listen: local,
-            interface,
-            lease_file: path,
-        }),
-    })
+    Ok(socket)
+}
+
+impl Dhcp {
+    /// Load the lease file (an unusable lease directory fails here, before
+    /// anything binds) and start the lease writer; no socket yet.
+    pub async fn new(plan: &Arc<Plan>) -> anyhow::Result<Arc<Dhcp>> {
+        let c = &plan.cluster;
+        let path = c.dhcp.lease_file.clone();
+        let scope = scope_of(plan);
+        let p2 = path.clone();
+        let table = tokio::task::spawn_blocking(move || store::load(&p2, scope))
+            .await
+            .context("loading leases")??;
+        let dhcp = Arc::new(Dhcp {
+            cfg: ArcSwap::from_pointee(Config::from_plan(plan, c.dhcp.listen.port())),
+            shared: Arc::new(Shared {
+                table: Mutex::new(table),
+                counters: Counters::default(),
+                socket: ArcSwapOption::empty(),
+                bound: Mutex::new(None),
+                lease_file: path,
+            }),
+            writer: Arc::new(Writer::default()),
+            listeners: Listeners::default(),
+            tasks: Tasks::new("dhcp"),
+        });
+        let token = dhcp.tasks.shutdown_token();
+        dhcp.tasks.spawn(
+            "dhcp lease writer",
+            token.clone(),
+            dhcp.writer.clone().run(dhcp.shared.clone(), token),
+        );
+        Ok(dhcp)
+    }
 }
 
 /// One reply waiting for the batch's lease-file write.
@@ -313,18 +398,15 @@ struct Pending {
     kind: MessageType,
 }
 
-impl Bound {
-    /// Serve until `shutdown` is cancelled, then finish in-flight work and return.
-    pub async fn run(self, hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let Bound {
-            socket,
-            cfg,
-            shared,
-        } = self;
-        hub.register(Arc::new(Status(shared.clone())));
-        let socket = Arc::new(socket);
-        let writer = Arc::new(Writer::default());
-        let writer_task = tokio::spawn(writer.clone().run(shared.clone(), socket.clone()));
+/// Serve one socket until `shutdown` (shutdown, or a reload that moved the
+/// listener) is cancelled.
+async fn serve_socket(
+    dhcp: Arc<Dhcp>,
+    socket: Arc<UdpSocket>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let (shared, writer) = (&dhcp.shared, &dhcp.writer);
+    {
         let mut buf = vec![0u8; 4096];
         let mut gc = tokio::time::interval(Duration::from_secs(30));
         gc.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -353,6 +435,8 @@ impl Bound {
                     }
                 }
             }
+            // A reload swaps the reply configuration between batches.
+            let cfg = dhcp.cfg.load_full();
             let mut held: Vec<Pending> = Vec::new();
             let mut ready: Vec<Pending> = Vec::new();
             let mut durable = false;
@@ -409,18 +493,13 @@ impl Bound {
             // Replies that need nothing on disk go at once (offers, NAKs,
             // renewals of reservations); the others when the writer has
             // put this batch on disk. Receiving never waits for the disk.
-            send_all(&socket, &shared, ready).await;
+            send_all(&socket, shared, ready).await;
             if durable {
                 writer.wake.notify_one();
             }
         }
-        writer.closing.store(true, Ordering::SeqCst);
-        writer.wake.notify_one();
-        if let Err(e) = writer_task.await {
-            warn!("dhcp lease writer ended abnormally: {e}");
-        }
-        Ok(())
     }
+    Ok(())
 }
 
 /// The lease-file writer: one write at a time, covering every change made
@@ -433,7 +512,6 @@ struct Writer {
     generation: AtomicU64,
     /// Changes not on disk yet that no reply waits for.
     dirty: std::sync::atomic::AtomicBool,
-    closing: std::sync::atomic::AtomicBool,
     held: Mutex<Vec<(u64, Pending)>>,
 }
 
@@ -442,11 +520,18 @@ impl Writer {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    async fn run(self: Arc<Self>, shared: Arc<Shared>, socket: Arc<UdpSocket>) {
+    /// Write until `shutdown`, then once more and return.
+    async fn run(
+        self: Arc<Self>,
+        shared: Arc<Shared>,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<()> {
         let mut written = 0u64;
         loop {
-            self.wake.notified().await;
-            let closing = self.closing.load(Ordering::SeqCst);
+            let closing = tokio::select! {
+                _ = self.wake.notified() => false,
+                _ = shutdown.cancelled() => true,
+            };
             let wanted = self.generation.load(Ordering::SeqCst);
             if wanted > written || self.dirty.load(Ordering::Relaxed) {
                 let (generation, file, covered) = {
@@ -476,7 +561,9 @@ impl Writer {
                 }
                 if ok {
                     written = generation;
-                    send_all(&socket, &shared, due).await;
+                    if let Some(socket) = shared.socket.load_full() {
+                        send_all(&socket, &shared, due).await;
+                    }
                 } else {
                     // The clients retry; their next REQUEST is written again.
                     self.dirty.store(true, Ordering::Relaxed);
@@ -494,7 +581,7 @@ impl Writer {
                 }
             }
             if closing {
-                break;
+                return Ok(());
             }
         }
     }

@@ -17,13 +17,14 @@
 //! is the thin socket layer: one UDP loop and one TCP accept loop per listen
 //! address.
 //!
-//! Invariants: every socket is bound in [`bind`]; no packet or connection
-//! can end [`Bound::run`]; forwarded queries run in their own (bounded)
-//! tasks so a slow upstream never stalls authoritative answers.
-//!
-//! Entry points used by the supervisor: [`bind`] acquires every socket (so a
-//! port conflict fails before any service starts), then [`Bound::run`] serves
-//! until `shutdown` is cancelled.
+//! Invariants: sockets are bound in [`Service::stage`], before anything
+//! changes; no packet or connection can end a loop, and a loop that ends on
+//! its own fails the service; forwarded queries run in their own (bounded)
+//! tasks so a slow upstream never stalls authoritative answers. A reload
+//! swaps the whole catalog at once ([`ArcSwap`]): each query is answered by
+//! the catalog current when it arrived, in-flight forwards keep theirs and
+//! never delay the swap, and listen addresses that did not change keep
+//! their sockets (no query is refused during a reload).
 
 pub mod handler;
 pub mod records;
@@ -34,6 +35,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
 use hickory_server::net::xfer::Protocol;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -43,10 +46,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::hub::{Hub, StatusSource};
 use crate::metrics::{Kind, family};
 use crate::net;
 use crate::plan::Plan;
+use crate::service::{Commit, Listeners, Service, Tasks};
 use handler::{Core, Route, Stats};
 
 /// Idle time after which a TCP connection is closed (RFC 7766 suggests seconds).
@@ -56,14 +59,6 @@ pub const MAX_TCP_CONNECTIONS: usize = 256;
 /// Concurrent forwarded UDP queries; beyond that new ones are dropped
 /// (the client retries).
 pub const MAX_FORWARDS_IN_FLIGHT: usize = 1024;
-
-/// Sockets acquired by [`bind`].
-pub struct Bound {
-    core: Arc<Core>,
-    udp: Vec<UdpSocket>,
-    tcp: Vec<TcpListener>,
-    plan: Arc<Plan>,
-}
 
 /// Bind UDP and TCP on `addr`. With port 0 both get the same port (retried
 /// a few times when the kernel's UDP pick is taken for TCP).
@@ -94,62 +89,134 @@ async fn bind_pair(addr: SocketAddr) -> anyhow::Result<(UdpSocket, TcpListener)>
     }
 }
 
-/// Bind this service's sockets and log `listening for dns... on <addr>`.
-pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
-    let core = Arc::new(handler::build(plan).context("building the DNS zones")?);
-    let mut udp = Vec::new();
-    let mut tcp = Vec::new();
-    for addr in &plan.cluster.dns.listen {
-        let (u, t) = bind_pair(*addr).await?;
-        info!("listening for dns udp on {}", u.local_addr()?);
-        info!("listening for dns tcp on {}", t.local_addr()?);
-        udp.push(u);
-        tcp.push(t);
-    }
-    Ok(Bound {
-        core,
-        udp,
-        tcp,
-        plan: plan.clone(),
-    })
+/// The DNS service: the current catalog (swapped whole by a reload) and
+/// one UDP loop plus one TCP accept loop per configured listen address.
+pub struct Dns {
+    core: Arc<ArcSwap<Core>>,
+    stats: Arc<Stats>,
+    info: ArcSwap<Info>,
+    listeners: Listeners<SocketAddr>,
+    tasks: Tasks,
 }
 
-/// `/status` and `/metrics` for the `dns` key.
-struct DnsStatus {
-    core: Arc<Core>,
-    stats: Arc<Stats>,
+/// What `/status` shows of the plan being served.
+#[derive(Default)]
+struct Info {
     listen: Vec<String>,
     zones: Vec<String>,
     upstream: Vec<String>,
     records: usize,
 }
 
-impl StatusSource for DnsStatus {
+impl Info {
+    fn of(plan: &Plan, listen: Vec<String>) -> Info {
+        Info {
+            listen,
+            zones: plan.zones.iter().map(|z| z.origin.clone()).collect(),
+            upstream: plan
+                .cluster
+                .network
+                .upstream_dns
+                .iter()
+                .map(|a| a.to_string())
+                .collect(),
+            records: plan.zones.iter().map(|z| z.records.len()).sum(),
+        }
+    }
+}
+
+impl Dns {
+    /// The service for `plan`, serving nothing until its first commit.
+    pub fn new(plan: &Plan) -> anyhow::Result<Arc<Dns>> {
+        let core = handler::build(plan).context("building the DNS zones")?;
+        Ok(Arc::new(Dns {
+            stats: core.stats.clone(),
+            core: Arc::new(ArcSwap::from_pointee(core)),
+            info: ArcSwap::from_pointee(Info::default()),
+            listeners: Listeners::default(),
+            tasks: Tasks::new("dns"),
+        }))
+    }
+
+    fn start_listener(&self, addr: SocketAddr, udp: UdpSocket, tcp: TcpListener) {
+        let token = self.tasks.token();
+        let (ul, tl) = (udp.local_addr().ok(), tcp.local_addr().ok());
+        self.tasks.spawn(
+            format!("dns udp {addr}"),
+            token.clone(),
+            udp_loop(Arc::new(udp), self.core.clone(), token.clone()),
+        );
+        self.tasks.spawn(
+            format!("dns tcp {addr}"),
+            token.clone(),
+            tcp_loop(tcp, self.core.clone(), token.clone()),
+        );
+        if let (Some(u), Some(t)) = (ul, tl) {
+            info!("listening for dns udp on {u}");
+            info!("listening for dns tcp on {t}");
+        }
+        self.listeners.insert(addr, token);
+    }
+}
+
+#[async_trait]
+impl Service for Dns {
     fn name(&self) -> &'static str {
         "dns"
     }
+
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let mut core = handler::build(&plan).context("building the DNS zones")?;
+        core.stats = self.stats.clone();
+        let wanted = plan.cluster.dns.listen.clone();
+        let mut new = Vec::new();
+        for addr in self.listeners.missing(&wanted) {
+            let (u, t) = bind_pair(addr).await?;
+            new.push((addr, u, t));
+        }
+        Ok(Box::new(move || {
+            let listen = wanted.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+            self.core.store(Arc::new(core));
+            for addr in self.listeners.retain(&wanted) {
+                info!("dns: closed listener {addr}");
+            }
+            for (addr, u, t) in new {
+                self.start_listener(addr, u, t);
+            }
+            self.info.store(Arc::new(Info::of(&plan, listen)));
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        self.tasks
+            .supervise(&shutdown, Duration::from_secs(3))
+            .await
+    }
+
     fn status(&self) -> serde_json::Value {
         let s = &self.stats;
+        let info = self.info.load();
         let by_rcode: serde_json::Map<String, serde_json::Value> = s
             .rcode_counts()
             .into_iter()
             .map(|(k, v)| (k, v.into()))
             .collect();
         json!({
-            "listen": self.listen,
-            "zones": self.zones,
-            "records": self.records,
-            "upstream": self.upstream,
+            "listen": info.listen,
+            "zones": info.zones,
+            "records": info.records,
+            "upstream": info.upstream,
             "responses": by_rcode,
             "forwarded": s.forwarded.load(Relaxed),
             "refusedRecursion": s.refused_recursion.load(Relaxed),
             "dropped": s.malformed.load(Relaxed),
             "packetCache": {
                 "hits": s.cache_hits.load(Relaxed),
-                "entries": self.core.cache_entries(),
+                "entries": self.core.load().cache_entries(),
             },
         })
     }
+
     fn metrics(&self, out: &mut String) {
         let s = &self.stats;
         let mut f = family(
@@ -188,52 +255,11 @@ impl StatusSource for DnsStatus {
     }
 }
 
-impl Bound {
-    /// Serve until `shutdown` is cancelled, then finish in-flight work and return.
-    pub async fn run(self, hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let c = &self.plan.cluster;
-        hub.register(Arc::new(DnsStatus {
-            core: self.core.clone(),
-            stats: self.core.stats.clone(),
-            listen: self
-                .udp
-                .iter()
-                .filter_map(|u| u.local_addr().ok())
-                .map(|a| a.to_string())
-                .collect(),
-            zones: self.plan.zones.iter().map(|z| z.origin.clone()).collect(),
-            upstream: c
-                .network
-                .upstream_dns
-                .iter()
-                .map(|a| a.to_string())
-                .collect(),
-            records: self.plan.zones.iter().map(|z| z.records.len()).sum(),
-        }));
-        let mut tasks = JoinSet::new();
-        for sock in self.udp {
-            tasks.spawn(udp_loop(
-                Arc::new(sock),
-                self.core.clone(),
-                shutdown.clone(),
-            ));
-        }
-        for l in self.tcp {
-            tasks.spawn(tcp_loop(l, self.core.clone(), shutdown.clone()));
-        }
-        shutdown.cancelled().await;
-        let drain = async { while tasks.join_next().await.is_some() {} };
-        if tokio::time::timeout(Duration::from_secs(3), drain)
-            .await
-            .is_err()
-        {
-            tasks.abort_all();
-        }
-        Ok(())
-    }
-}
-
-async fn udp_loop(sock: Arc<UdpSocket>, core: Arc<Core>, shutdown: CancellationToken) {
+async fn udp_loop(
+    sock: Arc<UdpSocket>,
+    cores: Arc<ArcSwap<Core>>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let forwards = Arc::new(Semaphore::new(MAX_FORWARDS_IN_FLIGHT));
     let mut inflight = JoinSet::new();
     let mut buf = vec![0u8; 65_535];
@@ -255,6 +281,9 @@ async fn udp_loop(sock: Arc<UdpSocket>, core: Arc<Core>, shutdown: CancellationT
                 }
             },
         };
+        // The catalog current when the query arrived answers it, even if
+        // a reload swaps it meanwhile.
+        let core = cores.load_full();
         if !answerable(src) {
             core.stats.malformed.fetch_add(1, Relaxed);
             debug!(%src, "DNS query from an address that cannot be answered; dropped");
@@ -296,6 +325,7 @@ async fn udp_loop(sock: Arc<UdpSocket>, core: Arc<Core>, shutdown: CancellationT
     {
         inflight.abort_all();
     }
+    Ok(())
 }
 
 /// A UDP source we may answer: not port 0, not unspecified, broadcast or
@@ -314,7 +344,11 @@ async fn send_udp(sock: &UdpSocket, resp: &[u8], to: SocketAddr) {
     }
 }
 
-async fn tcp_loop(l: TcpListener, core: Arc<Core>, shutdown: CancellationToken) {
+async fn tcp_loop(
+    l: TcpListener,
+    cores: Arc<ArcSwap<Core>>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let limits = net::Limits {
         max_conns: Some(MAX_TCP_CONNECTIONS),
         backoff: Duration::from_millis(50),
@@ -322,7 +356,7 @@ async fn tcp_loop(l: TcpListener, core: Arc<Core>, shutdown: CancellationToken) 
     };
     let on_error = |e: &std::io::Error| warn!("dns tcp accept: {e}");
     net::serve(&l, limits, &shutdown, on_error, |stream, peer| {
-        let (core, shutdown) = (core.clone(), shutdown.clone());
+        let (core, shutdown) = (cores.clone(), shutdown.clone());
         async move {
             tokio::select! {
                 _ = shutdown.cancelled() => {}
@@ -335,11 +369,16 @@ async fn tcp_loop(l: TcpListener, core: Arc<Core>, shutdown: CancellationToken) 
         }
     })
     .await;
+    Ok(())
 }
 
 /// RFC 1035 4.2.2 framing: 2-byte length, then the message; several
 /// queries per connection, answered in order; closed after [`TCP_IDLE`].
-async fn tcp_conn(mut s: TcpStream, peer: SocketAddr, core: &Core) -> std::io::Result<()> {
+async fn tcp_conn(
+    mut s: TcpStream,
+    peer: SocketAddr,
+    cores: &ArcSwap<Core>,
+) -> std::io::Result<()> {
     let _ = s.set_nodelay(true);
     let mut buf = vec![0u8; 65_535];
     loop {
@@ -354,6 +393,7 @@ async fn tcp_conn(mut s: TcpStream, peer: SocketAddr, core: &Core) -> std::io::R
             Err(_) => return Ok(()),
             Ok(r) => r?,
         };
+        let core = cores.load_full();
         let Some(resp) = core.handle(&buf[..n], peer, Protocol::Tcp).await else {
             // A malformed message: RFC 7766 lets us close the connection.
             return Ok(());

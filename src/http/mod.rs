@@ -23,8 +23,11 @@
 //!   otherwise); every ignition request is recorded in [`stats::Stats`]
 //!   (client IP ↔ node, file, status, time) and shown by the admin listener.
 //! - A bad request or a broken connection is logged at debug and never ends
-//!   [`Bound::run`]. Silent or idle connections are closed after
-//!   30 s; at most [`MAX_CONNECTIONS`] are served at once.
+//!   the listener; a listener that ends on its own fails the service.
+//!   Silent or idle connections are closed after 30 s; at most
+//!   [`MAX_CONNECTIONS`] are served at once.
+//! - A reload swaps the plan (dirs, nodes, ACL) for the next request and
+//!   keeps the listening socket when `http.listen` did not change.
 
 pub mod ignition;
 pub mod path;
@@ -41,6 +44,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::stream::{self, Stream, StreamExt};
 use http_body_util::{BodyExt, Empty, Full, StreamBody, combinators::UnsyncBoxBody};
@@ -53,9 +58,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use crate::hub::Hub;
 use crate::net;
 use crate::plan::Plan;
+use crate::service::{Commit, Listeners, Service, Tasks};
 use ignition::Target;
 use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};
 use stats::{Fetch, Stats};
@@ -74,19 +79,22 @@ const DRAIN: Duration = Duration::from_secs(5);
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 type Resp = Response<Body>;
 
-/// Sockets acquired by [`bind`].
-pub struct Bound {
-    listener: TcpListener,
-    plan: Arc<Plan>,
+/// The HTTP service: one listener on `http.listen`; the plan (dirs, nodes,
+/// ACL) is swapped by a reload and read per request.
+pub struct Http {
+    ctx: Arc<Ctx>,
+    listeners: Listeners<SocketAddr>,
+    tasks: Tasks,
 }
 
-/// Bind this service's socket and log `listening for http on <addr>`.
-pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
+struct Ctx {
+    plan: Arc<ArcSwap<Plan>>,
+    stats: Arc<Stats>,
+    boundary_seq: AtomicU64,
+}
+
+fn warn_missing_dirs(plan: &Plan) {
     let cfg = &plan.cluster.http;
-    let listener = TcpListener::bind(cfg.listen)
-        .await
-        .with_context(|| format!("bind TCP {}", cfg.listen))?;
-    info!("listening for http on {}", listener.local_addr()?);
     for (what, dir) in [
         ("imagesDir", &cfg.images_dir),
         ("ignitionDir", &cfg.ignition_dir),
@@ -98,16 +106,78 @@ pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
             );
         }
     }
-    Ok(Bound {
-        listener,
-        plan: plan.clone(),
-    })
 }
 
-struct Ctx {
-    plan: Arc<Plan>,
-    stats: Arc<Stats>,
-    boundary_seq: AtomicU64,
+impl Http {
+    /// The service for `plan`, serving nothing until its first commit.
+    pub fn new(plan: &Arc<Plan>) -> Arc<Http> {
+        let shared = Arc::new(ArcSwap::new(plan.clone()));
+        Arc::new(Http {
+            ctx: Arc::new(Ctx {
+                stats: Arc::new(Stats::new(shared.clone())),
+                plan: shared,
+                boundary_seq: AtomicU64::new(1),
+            }),
+            listeners: Listeners::default(),
+            tasks: Tasks::new("http"),
+        })
+    }
+
+    fn start_listener(&self, addr: SocketAddr, listener: TcpListener) {
+        let token = self.tasks.token();
+        if let Ok(local) = listener.local_addr() {
+            info!("listening for http on {local}");
+            self.ctx.stats.set_listen(local);
+        }
+        self.tasks.spawn(
+            format!("http listener {addr}"),
+            token.clone(),
+            serve_listener(self.ctx.clone(), listener, token.clone()),
+        );
+        self.listeners.insert(addr, token);
+    }
+}
+
+#[async_trait]
+impl Service for Http {
+    fn name(&self) -> &'static str {
+        "http"
+    }
+
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let addr = plan.cluster.http.listen;
+        let mut new = None;
+        if !self.listeners.missing(&[addr]).is_empty() {
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("bind TCP {addr}"))?;
+            new = Some(l);
+        }
+        Ok(Box::new(move || {
+            warn_missing_dirs(&plan);
+            self.ctx.plan.store(plan);
+            for gone in self.listeners.retain(&[addr]) {
+                info!("http: closed listener {gone}");
+            }
+            if let Some(l) = new {
+                self.start_listener(addr, l);
+            }
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        self.tasks
+            .supervise(&shutdown, DRAIN + Duration::from_secs(1))
+            .await
+    }
+
+    fn status(&self) -> serde_json::Value {
+        self.ctx.stats.status()
+    }
+
+    fn metrics(&self, out: &mut String) {
+        self.ctx.stats.metrics(out)
+    }
 }
 
 fn empty() -> Body {
@@ -324,7 +394,8 @@ impl Ctx {
     }
 
     async fn serve_ignition(&self, req: &Request<Incoming>, peer: SocketAddr, name: &str) -> Resp {
-        let c = &self.plan.cluster;
+        let plan = self.plan.load_full();
+        let c = &plan.cluster;
         let client = peer.ip();
         let node = ignition::node_by_ip(c, client).map(|n| n.name.clone());
         let file = match path::sanitize(name) {
@@ -444,7 +515,8 @@ impl Ctx {
             return r;
         }
         let p = req.uri().path();
-        let cfg = &self.plan.cluster.http;
+        let plan = self.plan.load_full();
+        let cfg = &plan.cluster.http;
         if let Some(rest) = p.strip_prefix("/images/") {
             self.serve_file(req, &cfg.images_dir, rest).await
         } else if let Some(rest) = p.strip_prefix("/ignition/") {
@@ -547,60 +619,54 @@ fn load_ignition(dir: &Path, t: &Target) -> Result<(Vec<u8>, String), IgnError> 
     }
 }
 
-impl Bound {
-    /// Serve until `shutdown` is cancelled, then finish in-flight work and return.
-    pub async fn run(self, hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let local = self.listener.local_addr()?;
-        let stats = Arc::new(Stats::new(self.plan.clone(), local));
-        hub.register(stats.clone());
-        let ctx = Arc::new(Ctx {
-            plan: self.plan.clone(),
-            stats,
-            boundary_seq: AtomicU64::new(1),
-        });
-        let limits = net::Limits {
-            max_conns: Some(MAX_CONNECTIONS),
-            backoff: Duration::from_millis(100),
-            drain: None,
-        };
-        // EMFILE and friends: back off instead of spinning.
-        let on_error = |e: &std::io::Error| warn!("http accept: {e}");
-        net::serve(&self.listener, limits, &shutdown, on_error, |stream, peer| {
-            let _ = stream.set_nodelay(true);
-            let ctx = ctx.clone();
-            let shutdown = shutdown.clone();
-            async move {
-                // A client that connects and stays silent holds no slot for
-                // long (hyper's header timeout starts with the first request).
-                let silent = tokio::select! {
-                    r = tokio::time::timeout(HEADER_TIMEOUT, stream.readable()) => !matches!(r, Ok(Ok(()))),
-                    _ = shutdown.cancelled() => true,
-                };
-                if silent {
-                    debug!(%peer, "http connection closed: no request");
-                    return;
-                }
-                ctx.stats.conn_open();
-                let c2 = ctx.clone();
-                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let ctx = c2.clone();
-                    async move { Ok::<_, Infallible>(ctx.handle(req, peer).await) }
-                });
-                let mut builder = auto::Builder::new(TokioExecutor::new());
-                builder
-                    .http1()
-                    // A client that shuts down its write side after the request
-                    // (busybox nc, HTTP/1.0 tools) still gets the whole body.
-                    .half_close(true)
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(HEADER_TIMEOUT);
-                if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, DRAIN).await {
-                    debug!(%peer, "http connection: {e}");
-                }
-                ctx.stats.conn_close();
+/// Accept and serve HTTP connections on `listener` until `shutdown`.
+async fn serve_listener(
+    ctx: Arc<Ctx>,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let limits = net::Limits {
+        max_conns: Some(MAX_CONNECTIONS),
+        backoff: Duration::from_millis(100),
+        drain: None,
+    };
+    // EMFILE and friends: back off instead of spinning.
+    let on_error = |e: &std::io::Error| warn!("http accept: {e}");
+    net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
+        let _ = stream.set_nodelay(true);
+        let ctx = ctx.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            // A client that connects and stays silent holds no slot for
+            // long (hyper's header timeout starts with the first request).
+            let silent = tokio::select! {
+                r = tokio::time::timeout(HEADER_TIMEOUT, stream.readable()) => !matches!(r, Ok(Ok(()))),
+                _ = shutdown.cancelled() => true,
+            };
+            if silent {
+                debug!(%peer, "http connection closed: no request");
+                return;
             }
-        })
-        .await;
-        Ok(())
-    }
+            ctx.stats.conn_open();
+            let c2 = ctx.clone();
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let ctx = c2.clone();
+                async move { Ok::<_, Infallible>(ctx.handle(req, peer).await) }
+            });
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                // A client that shuts down its write side after the request
+                // (busybox nc, HTTP/1.0 tools) still gets the whole body.
+                .half_close(true)
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT);
+            if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, DRAIN).await {
+                debug!(%peer, "http connection: {e}");
+            }
+            ctx.stats.conn_close();
+        }
+    })
+    .await;
+    Ok(())
 }

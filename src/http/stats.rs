@@ -1,5 +1,5 @@
 //! Counters and the ignition fetch log of the HTTP service, exposed to the
-//! admin listener as the `http` [`StatusSource`].
+//! admin listener as the `http` section of `/status`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -9,7 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::hub::StatusSource;
+use arc_swap::ArcSwap;
+
 use crate::metrics::{Kind, family};
 use crate::plan::Plan;
 
@@ -47,8 +48,8 @@ impl Fetch {
 }
 
 pub struct Stats {
-    plan: std::sync::Arc<Plan>,
-    listen: SocketAddr,
+    plan: std::sync::Arc<ArcSwap<Plan>>,
+    listen: Mutex<Option<SocketAddr>>,
     by_status: Mutex<BTreeMap<u16, u64>>,
     bytes: AtomicU64,
     active: AtomicI64,
@@ -62,10 +63,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Stats {
-    pub fn new(plan: std::sync::Arc<Plan>, listen: SocketAddr) -> Stats {
+    pub fn new(plan: std::sync::Arc<ArcSwap<Plan>>) -> Stats {
         Stats {
             plan,
-            listen,
+            listen: Mutex::new(None),
             by_status: Mutex::default(),
             bytes: AtomicU64::new(0),
             active: AtomicI64::new(0),
@@ -73,6 +74,9 @@ impl Stats {
             fetches: Mutex::default(),
             ign_by_status: Mutex::default(),
         }
+    }
+    pub fn set_listen(&self, addr: SocketAddr) {
+        *lock(&self.listen) = Some(addr);
     }
     pub fn response(&self, status: u16) {
         *lock(&self.by_status).entry(status).or_default() += 1;
@@ -100,13 +104,10 @@ impl Stats {
     }
 }
 
-impl StatusSource for Stats {
-    fn name(&self) -> &'static str {
-        "http"
-    }
-
-    fn status(&self) -> Value {
-        let c = &self.plan.cluster;
+impl Stats {
+    pub fn status(&self) -> Value {
+        let plan = self.plan.load_full();
+        let c = &plan.cluster;
         let fetches = self.fetches();
         // Latest fetch per node: by the requesting IP, else by the file name.
         let by_node: Vec<Value> = c
@@ -132,7 +133,7 @@ impl StatusSource for Stats {
             .map(|(k, v)| (k.to_string(), *v))
             .collect();
         json!({
-            "listen": self.listen.to_string(),
+            "listen": lock(&self.listen).map(|a| a.to_string()),
             "imagesDir": c.http.images_dir,
             "ignitionDir": c.http.ignition_dir,
             "requests": statuses.values().sum::<u64>(),
@@ -145,7 +146,7 @@ impl StatusSource for Stats {
         })
     }
 
-    fn metrics(&self, out: &mut String) {
+    pub fn metrics(&self, out: &mut String) {
         let mut f = family(
             out,
             "crc_appliance_http_responses_total",

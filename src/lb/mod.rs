@@ -21,589 +21,495 @@
 //!   it: no new connections, existing ones continue. The bootstrap node is
 //!   *removed* (no longer checked or selected) once every master is healthy
 //!   in the api pool and the operator disabled it or
-//!   `<ignitionDir>/bootstrap-complete` exists. Disabled/removed survive a
-//!   SIGHUP reload (process memory), not a restart (the marker file does).
+//!   `<ignitionDir>/bootstrap-complete` exists; `lb enable bootstrap` brings
+//!   it back (unhealthy until it rises again), and it is not removed again
+//!   until disabled again. Disabled/removed survive a reload, not a restart
+//!   (the marker file does).
+//! - A reload ([`state`]): unchanged backends keep health, counters and
+//!   flags; new ones start unhealthy; dropped ones stop taking connections
+//!   while their established connections run to their end. Frontends whose
+//!   address did not change keep their listening socket. No reload cuts a
+//!   client connection.
 //! - Every loop selects on shutdown. On shutdown the listeners close and
 //!   in-flight connections get [`DRAIN`] to finish before they are cut.
 
 pub mod check;
+pub mod checker;
 pub mod health;
 pub mod proxy;
 pub mod select;
+pub mod state;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use serde_json::json;
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::config::{LbCfg, Role};
-use crate::hub::{Hub, LbControl, StatusSource};
+use crate::config::LbCfg;
+use crate::hub::LbControl;
 use crate::metrics::{Kind, family};
 use crate::net;
-use crate::plan::{Check, Plan};
+use crate::plan::Plan;
+use crate::service::{Commit, Listeners, Service, Tasks};
 
 use check::Prober;
-use health::Health;
-use select::{RoundRobin, Tried};
+use checker::CheckSettings;
+use select::Tried;
+use state::{
+    Backend, BackendStatus, FrontendStats, HealthStatus, LbStatus, NodeMemory, PoolKind,
+    PoolStatus, Pools,
+};
 
 /// How long in-flight connections may continue after shutdown.
 pub const DRAIN: Duration = Duration::from_secs(3);
 
-/// Node flags that survive a SIGHUP reload (same process).
-#[derive(Debug, Clone, Copy, Default)]
-struct NodeFlags {
-    disabled: bool,
-    removed: bool,
+/// One frontend's counters and connection cap, kept across reloads.
+#[derive(Default)]
+struct Frontend {
+    stats: FrontendStats,
+    /// `maxConnections` and its semaphore; replaced when a reload changes
+    /// the number (connections already open keep their old permit).
+    cap: Mutex<Option<(usize, Arc<Semaphore>)>>,
 }
 
-fn flags_store() -> &'static Mutex<HashMap<String, NodeFlags>> {
-    static S: OnceLock<Mutex<HashMap<String, NodeFlags>>> = OnceLock::new();
-    S.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-fn remember(node: &str, f: impl FnOnce(&mut NodeFlags)) {
-    let mut m = flags_store().lock().unwrap_or_else(|e| e.into_inner());
-    f(m.entry(node.to_string()).or_default());
-}
-
-/// One backend of one pool.
-pub struct BackendState {
-    pub node: String,
-    pub role: Role,
-    pub addr: SocketAddr,
-    healthy: AtomicBool,
-    disabled: AtomicBool,
-    removed: AtomicBool,
-    health: Mutex<Health>,
-    last_error: Mutex<Option<String>>,
-    active: AtomicU64,
-    total: AtomicU64,
-    connect_failures: AtomicU64,
-}
-
-impl BackendState {
-    fn eligible(&self) -> bool {
-        self.healthy.load(Ordering::Relaxed)
-            && !self.disabled.load(Ordering::Relaxed)
-            && !self.removed.load(Ordering::Relaxed)
+impl Frontend {
+    fn cap(&self, max: usize) -> Arc<Semaphore> {
+        let mut c = self.cap.lock().unwrap_or_else(|e| e.into_inner());
+        match &*c {
+            Some((n, s)) if *n == max => s.clone(),
+            _ => {
+                let s = Arc::new(Semaphore::new(max));
+                *c = Some((max, s.clone()));
+                s
+            }
+        }
     }
 }
 
-/// One frontend and its backends.
-pub struct PoolState {
-    pub name: &'static str,
-    pub frontend: SocketAddr,
-    pub check: Check,
-    pub backends: Vec<BackendState>,
-    rr: RoundRobin,
-    active: AtomicU64,
-    total: AtomicU64,
-    over_cap: AtomicU64,
-    no_backend: AtomicU64,
-    /// Set after warning that a client found no backend; cleared by the
-    /// next proxied connection (one warning per outage, not per client).
-    warned_empty: AtomicBool,
+/// The load balancer service.
+pub struct Lb {
+    pools: Arc<ArcSwap<Pools>>,
+    frontends: [Frontend; 4],
+    cfg: ArcSwap<LbCfg>,
+    settings: Arc<ArcSwap<CheckSettings>>,
+    memory: Arc<NodeMemory>,
+    marker: Arc<ArcSwap<PathBuf>>,
+    listeners: Listeners<(PoolKind, SocketAddr)>,
+    /// Bound frontend addresses, for `/status`.
+    local: Mutex<Vec<(PoolKind, SocketAddr)>>,
+    tasks: Tasks,
+    conns: TaskTracker,
+    conns_stop: CancellationToken,
 }
 
-/// Shared LB state: status source, control handle, proxy and checker input.
-pub struct Lb {
-    pub pools: Vec<PoolState>,
-    cfg: LbCfg,
-    marker: PathBuf,
-    has_bootstrap: bool,
+fn marker_of(plan: &Plan) -> PathBuf {
+    plan.cluster.http.ignition_dir.join("bootstrap-complete")
 }
 
 impl Lb {
-    fn backends(&self) -> impl Iterator<Item = (&PoolState, &BackendState)> {
-        self.pools
-            .iter()
-            .flat_map(|p| p.backends.iter().map(move |b| (p, b)))
+    /// The service for `plan` (health checks start with the first commit).
+    pub fn new(plan: &Plan) -> anyhow::Result<Arc<Lb>> {
+        let c = &plan.cluster;
+        let prober = Prober::new(c.lb.ca_file.as_deref(), &c.domain)?;
+        let lb = Arc::new(Lb {
+            pools: Arc::new(ArcSwap::from_pointee(Pools::default())),
+            frontends: Default::default(),
+            cfg: ArcSwap::from_pointee(c.lb.clone()),
+            settings: checker::settings(c.lb.health, Arc::new(prober)),
+            memory: Arc::new(NodeMemory::default()),
+            marker: Arc::new(ArcSwap::from_pointee(marker_of(plan))),
+            listeners: Listeners::default(),
+            local: Mutex::new(Vec::new()),
+            tasks: Tasks::new("lb"),
+            conns: TaskTracker::new(),
+            conns_stop: CancellationToken::new(),
+        });
+        let stop = lb.tasks.shutdown_token();
+        lb.tasks.spawn(
+            "lb bootstrap watch",
+            stop.clone(),
+            checker::bootstrap_watch(
+                lb.pools.clone(),
+                lb.settings.clone(),
+                lb.memory.clone(),
+                lb.marker.clone(),
+                stop,
+            ),
+        );
+        Ok(lb)
     }
 
-    /// Apply the bootstrap removal rule; true once removed.
-    fn maybe_remove_bootstrap(&self) -> bool {
-        if !self.has_bootstrap {
-            return true;
+    fn frontend(&self, kind: PoolKind) -> &Frontend {
+        &self.frontends[kind as usize]
+    }
+
+    fn start_checks(&self, backend: &Arc<Backend>) {
+        let stop = self.tasks.token();
+        // Retiring the backend or shutting down stops its checks.
+        let (retired, s2) = (backend.retired.clone(), stop.clone());
+        tokio::spawn(async move {
+            retired.cancelled().await;
+            s2.cancel();
+        });
+        self.tasks.spawn(
+            format!("lb check {} {}", backend.key.pool, backend.key.node),
+            stop.clone(),
+            checker::check_loop(backend.clone(), self.settings.clone(), stop),
+        );
+    }
+
+    fn start_frontend(self: &Arc<Self>, kind: PoolKind, addr: SocketAddr, l: TcpListener) {
+        let token = self.tasks.token();
+        if let Ok(local) = l.local_addr() {
+            info!("listening for lb {kind} on {local}");
+            let mut v = self.local.lock().unwrap_or_else(|e| e.into_inner());
+            v.retain(|(k, _)| *k != kind);
+            v.push((kind, local));
         }
-        let boot: Vec<_> = self
-            .backends()
-            .filter(|(_, b)| b.role == Role::Bootstrap)
-            .map(|(_, b)| b)
-            .collect();
-        if boot.iter().all(|b| b.removed.load(Ordering::Relaxed)) {
-            return true;
+        self.tasks.spawn(
+            format!("lb frontend {kind} {addr}"),
+            token.clone(),
+            accept_loop(self.clone(), kind, l, token.clone()),
+        );
+        self.listeners.insert((kind, addr), token);
+    }
+
+    /// The typed `/status` section.
+    pub fn lb_status(&self) -> LbStatus {
+        let cfg = self.cfg.load();
+        let h = cfg.health;
+        let pools = self.pools.load();
+        let local = self.local.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        LbStatus {
+            health: HealthStatus {
+                interval: format!("{:?}", h.interval),
+                timeout: format!("{:?}", h.timeout),
+                rise: h.rise,
+                fall: h.fall,
+            },
+            max_connections: cfg.max_connections,
+            bootstrap_complete_marker: self.marker.load().display().to_string(),
+            pools: pools
+                .list
+                .iter()
+                .map(|p| {
+                    let f = &self.frontend(p.kind).stats;
+                    let frontend = local
+                        .iter()
+                        .find(|(k, _)| *k == p.kind)
+                        .map(|(_, a)| *a)
+                        .unwrap_or(p.frontend);
+                    PoolStatus {
+                        name: p.kind,
+                        frontend: frontend.to_string(),
+                        check: p.check.to_string(),
+                        active_connections: FrontendStats::get(&f.active),
+                        total_connections: FrontendStats::get(&f.total),
+                        rejected_over_cap: FrontendStats::get(&f.over_cap),
+                        closed_no_backend: FrontendStats::get(&f.no_backend),
+                        backends: p.backends.iter().map(|b| BackendStatus::of(b)).collect(),
+                    }
+                })
+                .collect(),
         }
-        let disabled = boot.iter().any(|b| b.disabled.load(Ordering::Relaxed));
-        let complete = self.marker.exists();
-        let masters: Vec<bool> = self
-            .pools
-            .iter()
-            .filter(|p| p.name == "api")
-            .flat_map(|p| p.backends.iter())
-            .filter(|b| b.role == Role::Master)
-            .map(|b| b.healthy.load(Ordering::Relaxed))
-            .collect();
-        if health::bootstrap_removable(disabled, complete, &masters) {
-            for b in &boot {
-                b.removed.store(true, Ordering::Relaxed);
-                remember(&b.node, |f| f.removed = true);
-            }
-            let why = if disabled {
-                "disabled by the operator"
-            } else {
-                "install complete marker present"
-            };
-            info!(
-                "lb: bootstrap removed from every pool ({why}, all masters healthy in the api pool)"
-            );
-            return true;
-        }
-        false
     }
 }
 
-impl LbControl for Lb {
-    fn set_disabled(&self, node: &str, disabled: bool) -> Result<String, String> {
-        let mut pools = Vec::new();
-        for p in &self.pools {
-            for b in p.backends.iter().filter(|b| b.node == node) {
-                b.disabled.store(disabled, Ordering::Relaxed);
-                pools.push(p.name);
-            }
-        }
-        if pools.is_empty() {
-            return Err(format!("node {node:?} is not a backend of any pool"));
-        }
-        remember(node, |f| f.disabled = disabled);
-        let verb = if disabled { "disabled" } else { "enabled" };
-        info!("lb: {node} {verb} in {}", pools.join(", "));
-        Ok(format!("{node} {verb} in {}", pools.join(", ")))
-    }
-}
-
-impl StatusSource for Lb {
+#[async_trait]
+impl Service for Lb {
     fn name(&self) -> &'static str {
         "lb"
     }
 
-    fn status(&self) -> serde_json::Value {
-        let h = &self.cfg.health;
-        let pools: Vec<_> = self
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let c = &plan.cluster;
+        let prober = Prober::new(c.lb.ca_file.as_deref(), &c.domain)?;
+        let wanted: Vec<(PoolKind, SocketAddr)> = plan
             .pools
             .iter()
-            .map(|p| {
-                let backends: Vec<_> = p
-                    .backends
-                    .iter()
-                    .map(|b| {
-                        let hs = *b.health.lock().unwrap_or_else(|e| e.into_inner());
-                        let err = b
-                            .last_error
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .clone();
-                        json!({
-                            "node": b.node,
-                            "role": b.role,
-                            "address": b.addr.to_string(),
-                            "healthy": b.healthy.load(Ordering::Relaxed),
-                            "disabled": b.disabled.load(Ordering::Relaxed),
-                            "removed": b.removed.load(Ordering::Relaxed),
-                            "consecutiveSuccesses": hs.successes(),
-                            "consecutiveFailures": hs.failures(),
-                            "lastCheckError": err,
-                            "activeConnections": b.active.load(Ordering::Relaxed),
-                            "totalConnections": b.total.load(Ordering::Relaxed),
-                            "connectFailures": b.connect_failures.load(Ordering::Relaxed),
-                        })
-                    })
-                    .collect();
-                json!({
-                    "name": p.name,
-                    "frontend": p.frontend.to_string(),
-                    "check": p.check.to_string(),
-                    "activeConnections": p.active.load(Ordering::Relaxed),
-                    "totalConnections": p.total.load(Ordering::Relaxed),
-                    "rejectedOverCap": p.over_cap.load(Ordering::Relaxed),
-                    "closedNoBackend": p.no_backend.load(Ordering::Relaxed),
-                    "backends": backends,
-                })
-            })
+            .filter_map(|p| PoolKind::of(p.name).map(|k| (k, p.frontend)))
             .collect();
-        json!({
-            "health": {
-                "interval": format!("{:?}", h.interval),
-                "timeout": format!("{:?}", h.timeout),
-                "rise": h.rise,
-                "fall": h.fall,
-            },
-            "maxConnections": self.cfg.max_connections,
-            "bootstrapCompleteMarker": self.marker.display().to_string(),
-            "pools": pools,
-        })
+        let mut new = Vec::new();
+        for (kind, addr) in self.listeners.missing(&wanted) {
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("bind TCP {addr} for the {kind} frontend"))?;
+            new.push((kind, addr, l));
+        }
+        Ok(Box::new(move || {
+            self.memory.prune(&plan);
+            let (pools, fresh, gone) = self.pools.load().rebuild(&plan, &self.memory);
+            self.settings.store(Arc::new(CheckSettings {
+                health: plan.cluster.lb.health,
+                prober: Arc::new(prober),
+            }));
+            self.cfg.store(Arc::new(plan.cluster.lb.clone()));
+            self.marker.store(Arc::new(marker_of(&plan)));
+            self.pools.store(Arc::new(pools));
+            for b in &gone {
+                info!(
+                    "lb {}: backend {} {} left the pool (open connections continue)",
+                    b.key.pool, b.key.node, b.key.addr
+                );
+                b.retired.cancel();
+            }
+            for b in &fresh {
+                self.start_checks(b);
+            }
+            for (kind, addr) in self.listeners.retain(&wanted) {
+                info!("lb: closed the {kind} frontend {addr}");
+            }
+            for (kind, addr, l) in new {
+                self.start_frontend(kind, addr, l);
+            }
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let outcome = self
+            .tasks
+            .supervise(&shutdown, Duration::from_secs(2))
+            .await;
+        self.conns.close();
+        if tokio::time::timeout(DRAIN, self.conns.wait())
+            .await
+            .is_err()
+        {
+            debug!(
+                "lb: cutting {} connections after {DRAIN:?}",
+                self.conns.len()
+            );
+            self.conns_stop.cancel();
+            self.conns.wait().await;
+        }
+        outcome
+    }
+
+    fn status(&self) -> serde_json::Value {
+        serde_json::to_value(self.lb_status()).unwrap_or_default()
     }
 
     fn metrics(&self, out: &mut String) {
+        let pools = self.pools.load();
         type Get<'a, T> = &'a dyn Fn(&T) -> u64;
-        let backend_families: [(&str, Kind, &str, Get<'_, BackendState>); 4] = [
+        let backend_families: [(&str, Kind, &str, Get<'_, Backend>); 4] = [
             (
                 "crc_appliance_lb_backend_up",
                 Kind::Gauge,
                 "1 when the backend is healthy, enabled and not removed.",
-                &|b| u64::from(b.eligible()),
+                &|b| u64::from(b.ready()),
             ),
             (
                 "crc_appliance_lb_backend_active_connections",
                 Kind::Gauge,
                 "Proxied connections open to the backend.",
-                &|b| b.active.load(Ordering::Relaxed),
+                &|b| FrontendStats::get(&b.active),
             ),
             (
                 "crc_appliance_lb_backend_connections_total",
                 Kind::Counter,
                 "Connections proxied to the backend.",
-                &|b| b.total.load(Ordering::Relaxed),
+                &|b| FrontendStats::get(&b.total),
             ),
             (
                 "crc_appliance_lb_backend_connect_failures_total",
                 Kind::Counter,
                 "Failed connect attempts to the backend (the client was retried elsewhere).",
-                &|b| b.connect_failures.load(Ordering::Relaxed),
+                &|b| FrontendStats::get(&b.connect_failures),
             ),
         ];
         for (name, kind, help, get) in backend_families {
             let mut f = family(out, name, kind, help);
-            for (p, b) in self.backends() {
-                f.sample(&[("pool", &p.name), ("backend", &b.node)], get(b));
+            for (p, b) in pools.backends() {
+                f.sample(
+                    &[("pool", &p.kind.as_str()), ("backend", &b.key.node)],
+                    get(b),
+                );
             }
         }
-        let pool_families: [(&str, Kind, &str, Get<'_, PoolState>); 4] = [
+        let pool_families: [(&str, Kind, &str, Get<'_, FrontendStats>); 4] = [
             (
                 "crc_appliance_lb_frontend_active_connections",
                 Kind::Gauge,
                 "Client connections open on the frontend.",
-                &|p| p.active.load(Ordering::Relaxed),
+                &|f| FrontendStats::get(&f.active),
             ),
             (
                 "crc_appliance_lb_frontend_connections_total",
                 Kind::Counter,
                 "Client connections accepted on the frontend.",
-                &|p| p.total.load(Ordering::Relaxed),
+                &|f| FrontendStats::get(&f.total),
             ),
             (
                 "crc_appliance_lb_frontend_rejected_total",
                 Kind::Counter,
                 "Client connections closed at once because maxConnections was reached.",
-                &|p| p.over_cap.load(Ordering::Relaxed),
+                &|f| FrontendStats::get(&f.over_cap),
             ),
             (
                 "crc_appliance_lb_frontend_no_backend_total",
                 Kind::Counter,
                 "Client connections closed because no backend was available.",
-                &|p| p.no_backend.load(Ordering::Relaxed),
+                &|f| FrontendStats::get(&f.no_backend),
             ),
         ];
         for (name, kind, help, get) in pool_families {
             let mut f = family(out, name, kind, help);
-            for p in &self.pools {
-                f.sample(&[("pool", &p.name)], get(p));
+            for p in &pools.list {
+                f.sample(
+                    &[("pool", &p.kind.as_str())],
+                    get(&self.frontend(p.kind).stats),
+                );
             }
         }
     }
 }
 
-/// Sockets acquired by [`bind`].
-pub struct Bound {
-    lb: Arc<Lb>,
-    listeners: Vec<TcpListener>,
-    prober: Prober,
-}
-
-/// Bind this service's sockets and log `listening for lb <pool> on <addr>`.
-pub async fn bind(plan: &Arc<Plan>) -> anyhow::Result<Bound> {
-    let cfg = plan.cluster.lb.clone();
-    let prober = Prober::new(cfg.ca_file.as_deref(), &plan.cluster.domain)?;
-    let remembered = flags_store()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    let mut listeners = Vec::new();
-    let mut pools = Vec::new();
-    for p in &plan.pools {
-        let listener = TcpListener::bind(p.frontend)
-            .await
-            .with_context(|| format!("bind TCP {} for the {} frontend", p.frontend, p.name))?;
-        let local = listener.local_addr()?;
-        info!("listening for lb {} on {local}", p.name);
-        listeners.push(listener);
-        pools.push(PoolState {
-            name: p.name,
-            frontend: local,
-            check: p.check.clone(),
-            backends: p
-                .backends
-                .iter()
-                .map(|b| {
-                    let f = remembered.get(&b.name).copied().unwrap_or_default();
-                    BackendState {
-                        node: b.name.clone(),
-                        role: b.role,
-                        addr: b.addr,
-                        healthy: AtomicBool::new(false),
-                        disabled: AtomicBool::new(f.disabled),
-                        removed: AtomicBool::new(f.removed),
-                        health: Mutex::new(Health::new(cfg.health.rise, cfg.health.fall)),
-                        last_error: Mutex::new(None),
-                        active: AtomicU64::new(0),
-                        total: AtomicU64::new(0),
-                        connect_failures: AtomicU64::new(0),
-                    }
-                })
-                .collect(),
-            rr: RoundRobin::new(),
-            active: AtomicU64::new(0),
-            total: AtomicU64::new(0),
-            over_cap: AtomicU64::new(0),
-            no_backend: AtomicU64::new(0),
-            warned_empty: AtomicBool::new(false),
+impl LbControl for Lb {
+    fn set_disabled(&self, node: &str, disabled: bool) -> Result<String, String> {
+        let pools = self.pools.load();
+        let mut names = Vec::new();
+        let mut revived = false;
+        for (p, b) in pools.backends().filter(|(_, b)| b.key.node == node) {
+            let mut s = b.state();
+            s.enabled = !disabled;
+            if !disabled && s.removed {
+                s.removed = false;
+                revived = true;
+            }
+            names.push(p.kind.as_str());
+        }
+        if names.is_empty() {
+            return Err(format!("node {node:?} is not a backend of any pool"));
+        }
+        self.memory.update(node, |f| {
+            f.disabled = disabled;
+            if revived {
+                f.removed = false;
+                f.kept = true;
+            } else if disabled {
+                f.kept = false;
+            }
         });
-    }
-    let lb = Arc::new(Lb {
-        pools,
-        marker: plan.cluster.http.ignition_dir.join("bootstrap-complete"),
-        has_bootstrap: plan.cluster.nodes.iter().any(|n| n.role == Role::Bootstrap),
-        cfg,
-    });
-    Ok(Bound {
-        lb,
-        listeners,
-        prober,
-    })
-}
-
-impl Bound {
-    /// Serve until `shutdown` is cancelled, then finish in-flight work and return.
-    pub async fn run(self, hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let lb = self.lb;
-        hub.register(lb.clone());
-        hub.set_lb_control(lb.clone());
-        let tasks = TaskTracker::new();
-        // Connections get their own token, cancelled DRAIN after shutdown.
-        let conns_stop = CancellationToken::new();
-        let conns = TaskTracker::new();
-        for (pi, p) in lb.pools.iter().enumerate() {
-            for bi in 0..p.backends.len() {
-                tasks.spawn(check_loop(
-                    lb.clone(),
-                    pi,
-                    bi,
-                    self.prober.clone(),
-                    shutdown.clone(),
-                ));
-            }
-        }
-        tasks.spawn(bootstrap_watch(lb.clone(), shutdown.clone()));
-        for (pi, listener) in self.listeners.into_iter().enumerate() {
-            tasks.spawn(accept_loop(
-                lb.clone(),
-                pi,
-                listener,
-                shutdown.clone(),
-                conns.clone(),
-                conns_stop.clone(),
-            ));
-        }
-        tasks.close();
-        shutdown.cancelled().await;
-        tasks.wait().await;
-        conns.close();
-        if tokio::time::timeout(DRAIN, conns.wait()).await.is_err() {
-            debug!("lb: cutting {} connections after {DRAIN:?}", conns.len());
-            conns_stop.cancel();
-            conns.wait().await;
-        }
-        Ok(())
-    }
-}
-
-async fn check_loop(
-    lb: Arc<Lb>,
-    pi: usize,
-    bi: usize,
-    prober: Prober,
-    shutdown: CancellationToken,
-) {
-    let pool = &lb.pools[pi];
-    let b = &pool.backends[bi];
-    let h = lb.cfg.health;
-    let mut next = tokio::time::Instant::now();
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep_until(next) => {}
-        }
-        next += h.interval;
-        if b.removed.load(Ordering::Relaxed) {
-            b.healthy.store(false, Ordering::Relaxed);
-            debug!("lb {}: {} removed; no more checks", pool.name, b.node);
-            return;
-        }
-        let result = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            r = tokio::time::timeout(h.timeout, prober.probe(&pool.check, b.addr)) => match r {
-                Ok(r) => r,
-                Err(_) => Err(format!("timed out after {:?}", h.timeout)),
-            },
+        let verb = if disabled { "disabled" } else { "enabled" };
+        let back = if revived {
+            " (back after its removal; it must pass its checks again)"
+        } else {
+            ""
         };
-        let flip = {
-            let mut hs = b.health.lock().unwrap_or_else(|e| e.into_inner());
-            let flip = hs.observe(result.is_ok());
-            b.healthy.store(hs.healthy(), Ordering::Relaxed);
-            flip
-        };
-        if let Err(e) = &result {
-            *b.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.clone());
-        }
-        match flip {
-            Some(true) => info!(
-                "lb {}: backend {} {} is healthy ({})",
-                pool.name, b.node, b.addr, pool.check
-            ),
-            Some(false) => warn!(
-                "lb {}: backend {} {} is unhealthy: {}",
-                pool.name,
-                b.node,
-                b.addr,
-                result.as_ref().err().map(String::as_str).unwrap_or("?")
-            ),
-            None => {}
-        }
-        // Skip missed ticks instead of bursting after a stall.
-        let now = tokio::time::Instant::now();
-        if next < now {
-            next = now;
-        }
-    }
-}
-
-async fn bootstrap_watch(lb: Arc<Lb>, shutdown: CancellationToken) {
-    let interval = lb.cfg.health.interval;
-    loop {
-        if lb.maybe_remove_bootstrap() {
-            return;
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(interval) => {}
-        }
+        info!("lb: {node} {verb} in {}{back}", names.join(", "));
+        Ok(format!("{node} {verb} in {}{back}", names.join(", ")))
     }
 }
 
 async fn accept_loop(
     lb: Arc<Lb>,
-    pi: usize,
+    kind: PoolKind,
     listener: TcpListener,
     shutdown: CancellationToken,
-    conns: TaskTracker,
-    conns_stop: CancellationToken,
-) {
-    let pool = &lb.pools[pi];
-    let cap = Arc::new(Semaphore::new(lb.cfg.max_connections));
+) -> anyhow::Result<()> {
+    let stats = &lb.frontend(kind).stats;
     loop {
         // EMFILE and friends: back off a little, keep serving.
-        let on_error = |e: &std::io::Error| warn!("lb {}: accept: {e}", pool.name);
+        let on_error = |e: &std::io::Error| warn!("lb {kind}: accept: {e}");
         let Some((stream, peer)) =
             net::accept(&listener, &shutdown, Duration::from_millis(50), on_error).await
         else {
-            return;
+            return Ok(());
         };
-        pool.total.fetch_add(1, Ordering::Relaxed);
-        let Ok(permit) = cap.clone().try_acquire_owned() else {
-            pool.over_cap.fetch_add(1, Ordering::Relaxed);
-            debug!(%peer, "lb {}: over maxConnections; closing", pool.name);
+        stats.total.fetch_add(1, Ordering::Relaxed);
+        let cap = lb.frontend(kind).cap(lb.cfg.load().max_connections);
+        let Ok(permit) = cap.try_acquire_owned() else {
+            stats.over_cap.fetch_add(1, Ordering::Relaxed);
+            debug!(%peer, "lb {kind}: over maxConnections; closing");
             drop(stream);
             continue;
         };
-        let lb = lb.clone();
-        let stop = conns_stop.clone();
-        conns.spawn(async move {
-            let pool = &lb.pools[pi];
-            pool.active.fetch_add(1, Ordering::Relaxed);
+        let lb2 = lb.clone();
+        let stop = lb.conns_stop.clone();
+        lb.conns.spawn(async move {
+            let stats = &lb2.frontend(kind).stats;
+            stats.active.fetch_add(1, Ordering::Relaxed);
             tokio::select! {
                 _ = stop.cancelled() => {}
-                _ = serve_conn(&lb, pi, stream, peer) => {}
+                _ = serve_conn(&lb2, kind, stream, peer) => {}
             }
-            pool.active.fetch_sub(1, Ordering::Relaxed);
+            stats.active.fetch_sub(1, Ordering::Relaxed);
             drop(permit);
         });
     }
 }
 
-/// Connect to the next eligible backend, retrying the others on failure.
-async fn connect_backend(lb: &Lb, pool: &PoolState) -> Option<(usize, TcpStream)> {
+/// Connect to the next ready backend of the current pools, retrying the
+/// others on failure.
+async fn connect_backend(lb: &Lb, kind: PoolKind) -> Option<(Arc<Backend>, TcpStream)> {
+    let pools = lb.pools.load_full();
+    let pool = pools.get(kind)?;
+    let connect_timeout = lb.cfg.load().connect_timeout;
     let mut tried = Tried::default();
     loop {
         let i = pool.rr.pick(pool.backends.len(), |i| {
-            !tried.contains(i) && pool.backends[i].eligible()
+            !tried.contains(i) && pool.backends[i].ready()
         })?;
         tried.insert(i);
         let b = &pool.backends[i];
-        match tokio::time::timeout(lb.cfg.connect_timeout, TcpStream::connect(b.addr)).await {
-            Ok(Ok(s)) => return Some((i, s)),
+        match tokio::time::timeout(connect_timeout, TcpStream::connect(b.key.addr)).await {
+            Ok(Ok(s)) => return Some((b.clone(), s)),
             Ok(Err(e)) => {
                 b.connect_failures.fetch_add(1, Ordering::Relaxed);
                 debug!(
-                    "lb {}: connect {} {}: {e}; trying the next",
-                    pool.name, b.node, b.addr
+                    "lb {kind}: connect {} {}: {e}; trying the next",
+                    b.key.node, b.key.addr
                 );
             }
             Err(_) => {
                 b.connect_failures.fetch_add(1, Ordering::Relaxed);
                 debug!(
-                    "lb {}: connect {} {} timed out; trying the next",
-                    pool.name, b.node, b.addr
+                    "lb {kind}: connect {} {} timed out; trying the next",
+                    b.key.node, b.key.addr
                 );
             }
         }
     }
 }
 
-async fn serve_conn(lb: &Lb, pi: usize, mut client: TcpStream, peer: SocketAddr) {
-    let pool = &lb.pools[pi];
+async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream, peer: SocketAddr) {
+    let stats = &lb.frontend(kind).stats;
     let _ = client.set_nodelay(true);
-    let Some((bi, mut backend)) = connect_backend(lb, pool).await else {
-        pool.no_backend.fetch_add(1, Ordering::Relaxed);
-        if pool.warned_empty.swap(true, Ordering::Relaxed) {
-            debug!(%peer, "lb {}: no backend available; closing", pool.name);
+    let Some((b, mut backend)) = connect_backend(lb, kind).await else {
+        stats.no_backend.fetch_add(1, Ordering::Relaxed);
+        if stats.warned_empty.swap(true, Ordering::Relaxed) {
+            debug!(%peer, "lb {kind}: no backend available; closing");
         } else {
-            warn!(%peer, "lb {}: no healthy enabled backend; closing client connections until one is", pool.name);
+            warn!(%peer, "lb {kind}: no healthy enabled backend; closing client connections until one is");
         }
         return;
     };
-    if pool.warned_empty.load(Ordering::Relaxed) {
-        pool.warned_empty.store(false, Ordering::Relaxed);
+    if stats.warned_empty.load(Ordering::Relaxed) {
+        stats.warned_empty.store(false, Ordering::Relaxed);
     }
     let _ = backend.set_nodelay(true);
-    let b = &pool.backends[bi];
     b.active.fetch_add(1, Ordering::Relaxed);
     b.total.fetch_add(1, Ordering::Relaxed);
-    let end = proxy::splice(&mut client, &mut backend, lb.cfg.idle_timeout).await;
+    let idle = lb.cfg.load().idle_timeout;
+    let end = proxy::splice(&mut client, &mut backend, idle).await;
     b.active.fetch_sub(1, Ordering::Relaxed);
+    let node = &b.key.node;
     match end {
         proxy::End::Done(up, down) => {
-            debug!(%peer, "lb {} → {}: done, {up} B up, {down} B down", pool.name, b.node)
+            debug!(%peer, "lb {kind} → {node}: done, {up} B up, {down} B down")
         }
-        proxy::End::Idle => debug!(%peer, "lb {} → {}: idle timeout", pool.name, b.node),
-        proxy::End::Error(e) => debug!(%peer, "lb {} → {}: {e}", pool.name, b.node),
+        proxy::End::Idle => debug!(%peer, "lb {kind} → {node}: idle timeout"),
+        proxy::End::Error(e) => debug!(%peer, "lb {kind} → {node}: {e}"),
     }
 }
