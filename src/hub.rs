@@ -54,6 +54,8 @@ pub struct ReloadStatus {
     pub unix_time: Option<u64>,
     /// `SIGHUP` or `admin API`.
     pub trigger: Option<String>,
+    /// How long the last attempt took, from the signal to the swap.
+    pub duration_ms: Option<u64>,
     pub error: Option<String>,
     /// What the last applied reload changed, one line each.
     pub changes: Vec<String>,
@@ -69,6 +71,7 @@ impl Default for ReloadStatus {
             at: None,
             unix_time: None,
             trigger: None,
+            duration_ms: None,
             error: None,
             changes: Vec::new(),
         }
@@ -80,6 +83,7 @@ impl ReloadStatus {
     pub fn record(
         &mut self,
         now: SystemTime,
+        took: std::time::Duration,
         trigger: &str,
         result: ReloadResult,
         error: Option<String>,
@@ -98,6 +102,7 @@ impl ReloadStatus {
             .ok()
             .map(|d| d.as_secs());
         self.trigger = Some(trigger.to_string());
+        self.duration_ms = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
         self.error = error;
     }
 }
@@ -171,13 +176,21 @@ impl Hub {
     /// Record a reload attempt; returns the new status.
     pub fn record_reload(
         &self,
+        started: std::time::Instant,
         trigger: &str,
         result: ReloadResult,
         error: Option<String>,
         changes: Vec<String>,
     ) -> ReloadStatus {
         let mut r = self.reload.lock().unwrap_or_else(|e| e.into_inner());
-        r.record(SystemTime::now(), trigger, result, error, changes);
+        r.record(
+            SystemTime::now(),
+            started.elapsed(),
+            trigger,
+            result,
+            error,
+            changes,
+        );
         r.clone()
     }
 
@@ -198,6 +211,7 @@ mod tests {
     fn generation_counts_applied_reloads_only() {
         let mut r = ReloadStatus::default();
         let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000);
+        let ms = std::time::Duration::from_millis(3);
         r.record(
             now,
             "SIGHUP",
@@ -206,7 +220,14 @@ mod tests {
             vec![],
         );
         assert_eq!((r.generation, r.attempts, r.ok), (1, 1, false));
-        r.record(now, "SIGHUP", ReloadResult::Applied, None, vec!["x".into()]);
+        r.record(
+            now,
+            ms,
+            "SIGHUP",
+            ReloadResult::Applied,
+            None,
+            vec!["x".into()],
+        );
         assert_eq!((r.generation, r.attempts, r.ok), (2, 2, true));
         assert_eq!(r.unix_time, Some(1_000));
         r.record(

@@ -70,12 +70,19 @@ pub async fn reload(
     services: &[Arc<dyn Service>],
     trigger: &str,
 ) -> ReloadStatus {
+    let started = std::time::Instant::now();
     info!("{trigger}: reloading {}", path.display());
     let new = match config::load(path) {
         Ok(c) => Arc::new(Plan::new(c)),
         Err(e) => {
             error!("reload rejected, keeping the running configuration: {e}");
-            return hub.record_reload(trigger, ReloadResult::Invalid, Some(e.to_string()), vec![]);
+            return hub.record_reload(
+                started,
+                trigger,
+                ReloadResult::Invalid,
+                Some(e.to_string()),
+                vec![],
+            );
         }
     };
     let old = hub.plan();
@@ -87,16 +94,22 @@ pub async fn reload(
             now.join(" ")
         );
         error!("reload not applied, keeping the running configuration: {msg}");
-        return hub.record_reload(trigger, ReloadResult::Failed, Some(msg), vec![]);
+        return hub.record_reload(started, trigger, ReloadResult::Failed, Some(msg), vec![]);
     }
     if let Err(e) = apply(services, &new).await {
         let msg = format!("{e:#}");
         error!("reload not applied, keeping the running configuration: {msg}");
-        return hub.record_reload(trigger, ReloadResult::Failed, Some(msg), vec![]);
+        return hub.record_reload(started, trigger, ReloadResult::Failed, Some(msg), vec![]);
     }
     hub.set_plan(new.clone());
     let changes = changes(&old, &new);
-    let st = hub.record_reload(trigger, ReloadResult::Applied, None, changes.clone());
+    let st = hub.record_reload(
+        started,
+        trigger,
+        ReloadResult::Applied,
+        None,
+        changes.clone(),
+    );
     info!(
         generation = st.generation,
         cluster = %new.cluster.domain,

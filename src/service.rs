@@ -68,16 +68,22 @@ struct Spawn {
     fut: TaskFuture,
 }
 
-/// Environment variable naming tasks to fail at once (a prefix of the task
-/// name, e.g. `dns udp` or `dhcp lease writer`; comma-separated). For tests
-/// of the supervision path only: it proves that a dead task stops `serve`.
+/// Environment variable naming tasks to fail: comma-separated prefixes of
+/// task names (`dns udp`, `dhcp lease writer`, `lb frontend api`, …), each
+/// optionally with `@<milliseconds>` after which the task fails (default: at
+/// once). For tests of the supervision path only: it proves that a task
+/// that dies while serving stops `serve` with an error.
 pub const FAULT_ENV: &str = "CRC_APPLIANCE_FAIL_TASK";
 
-fn injected_fault(name: &str) -> bool {
-    std::env::var(FAULT_ENV).is_ok_and(|v| {
-        v.split(',')
-            .map(str::trim)
-            .any(|p| !p.is_empty() && name.starts_with(p))
+/// The delay after which task `name` is to fail, if [`FAULT_ENV`] names it.
+fn injected_fault(name: &str) -> Option<Duration> {
+    let v = std::env::var(FAULT_ENV).ok()?;
+    v.split(',').find_map(|item| {
+        let (prefix, ms) = match item.trim().split_once('@') {
+            Some((p, ms)) => (p.trim(), ms.trim().parse().ok()?),
+            None => (item.trim(), 0),
+        };
+        (!prefix.is_empty() && name.starts_with(prefix)).then(|| Duration::from_millis(ms))
     })
 }
 
@@ -121,11 +127,19 @@ impl Tasks {
         F: Future<Output = anyhow::Result<()>> + Send + 'static,
     {
         let name = name.into();
-        let fut: TaskFuture = if injected_fault(&name) {
-            let n = name.clone();
-            Box::pin(async move { Err(anyhow::anyhow!("{n}: failed by {FAULT_ENV}")) })
-        } else {
-            Box::pin(fut)
+        let fut: TaskFuture = match injected_fault(&name) {
+            Some(after) => {
+                let n = name.clone();
+                Box::pin(async move {
+                    tokio::select! {
+                        r = fut => r,
+                        _ = tokio::time::sleep(after) => {
+                            Err(anyhow::anyhow!("{n}: failed by {FAULT_ENV}"))
+                        }
+                    }
+                })
+            }
+            None => Box::pin(fut),
         };
         // The receiver lives as long as the service runs; after that there
         // is nothing left to serve with the task anyway.

@@ -65,11 +65,7 @@ impl Appliance {
     /// Write `yaml` to a temp dir as `cluster.yaml` and run `serve` on it.
     /// `{dir}` in the YAML is replaced with the temp dir's path.
     pub fn start(yaml: &str) -> Appliance {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let text = yaml.replace("{dir}", &dir.path().display().to_string());
-        let cluster_file = dir.path().join("cluster.yaml");
-        std::fs::write(&cluster_file, text).expect("write cluster file");
-        Self::start_file(dir, cluster_file)
+        Launch::default().start(yaml)
     }
 
     pub fn start_file(dir: tempfile::TempDir, cluster_file: PathBuf) -> Appliance {
@@ -118,6 +114,23 @@ impl Appliance {
             .arg(format!("-{sig}"))
             .arg(self.pid().to_string())
             .status();
+    }
+
+    /// Wait for the process to exit on its own: `Some(code)` (`None` for a
+    /// signal) if it did within `timeout`, `None` if it is still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<Option<i32>> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let child = self.child.as_mut()?;
+            if let Ok(Some(st)) = child.try_wait() {
+                self.child = None;
+                // Let the log readers catch the last lines.
+                std::thread::sleep(Duration::from_millis(100));
+                return Some(st.code());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
     }
 
     /// SIGTERM and wait (≤15 s); returns the exit status code.
@@ -187,6 +200,15 @@ impl Launch {
     pub fn ready_timeout(mut self, timeout: Duration) -> Self {
         self.ready_timeout = timeout;
         self
+    }
+
+    /// Write `yaml` (with `{dir}` replaced) to a temp dir and start on it.
+    pub fn start(self, yaml: &str) -> Appliance {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = yaml.replace("{dir}", &dir.path().display().to_string());
+        let cluster_file = dir.path().join("cluster.yaml");
+        std::fs::write(&cluster_file, text).expect("write cluster file");
+        self.start_file(dir, cluster_file)
     }
 
     /// Start on an existing cluster file the caller keeps (e.g. to restart

@@ -1,0 +1,413 @@
+//! Hitless reload and supervision, end to end against the real binary:
+//! DNS under a bounded query load across SIGHUP reloads (a raw UDP client
+//! and `dig`), a reload while a forwarded query hangs on an upstream that
+//! never answers, `crc-appliance reload` with a taken port and with an
+//! invalid file, and a service task that dies making `serve` exit non-zero.
+//! The LB side (keep-alive TLS through the API frontend across reloads) is
+//! in `tests/lb.rs` next to its nginx backends.
+
+mod common;
+
+use std::collections::HashSet;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Appliance, BIN, run};
+use serde_json::Value;
+
+/// A DNS query for `name` A with `id` (RD clear, no EDNS).
+fn query(id: u16, name: &str) -> Vec<u8> {
+    let mut q = Vec::with_capacity(64);
+    q.extend_from_slice(&id.to_be_bytes());
+    q.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]);
+    q
+}
+
+fn status(app: &Appliance) -> Value {
+    let url = format!("http://{}/status", app.addr("admin"));
+    let out = common::run_ok("curl", &["-sS", "--max-time", "5", &url]);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON {e}: {out}"))
+}
+
+fn dig_a(server: SocketAddr, name: &str) -> String {
+    let out = common::run_ok(
+        "dig",
+        &[
+            &format!("@{}", server.ip()),
+            "-p",
+            &server.port().to_string(),
+            "+short",
+            "+time=2",
+            "+tries=1",
+            name,
+            "A",
+        ],
+    );
+    out.trim().to_string()
+}
+
+fn reload_cli(app: &Appliance) -> (i32, String, String) {
+    let f = app.cluster_file.display().to_string();
+    run(BIN, &["reload", "--cluster", &f])
+}
+
+/// A port that was free a moment ago: the admin listener needs a fixed
+/// one so that `crc-appliance reload` can find it from the file.
+fn admin_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn dns_cluster(extra_nodes: &str, dns_extra: &str) -> String {
+    common::loopback_cluster_with_nodes(
+        extra_nodes,
+        &format!(
+            "dns:\n  listen: [\"127.0.0.1:0\"]\n{dns_extra}dhcp: {{ enabled: false }}\nloadBalancer: {{ enabled: false }}\nhttp: {{ enabled: false }}\nadmin:\n  listen: 127.0.0.1:{}\n",
+            admin_port()
+        ),
+    )
+}
+
+/// 10 s of ~2,000 queries/s over UDP with five SIGHUP reloads, two of
+/// which change a node's address and add a node: every query is answered
+/// NOERROR, and `dig` sees the new data right after each reload.
+#[test]
+fn dns_answers_every_query_across_reloads_under_load() {
+    require_tools!("dig", "curl");
+    let app = Appliance::start(&dns_cluster("", ""));
+    let server = app.addr("dns udp");
+    assert_eq!(dig_a(server, "worker-0.test.crc.testing"), "127.0.20.20");
+
+    const TOTAL: usize = 20_000;
+    const PER_TICK: usize = 20; // every 10 ms → 2,000 q/s
+    let sock = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let answered = Arc::new(Mutex::new(vec![false; TOTAL]));
+    let bad_rcode = Arc::new(AtomicU64::new(0));
+    let sending = Arc::new(AtomicBool::new(true));
+    let receiver = {
+        let (sock, answered, bad, sending) = (
+            sock.clone(),
+            answered.clone(),
+            bad_rcode.clone(),
+            sending.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1500];
+            let mut quiet_since: Option<Instant> = None;
+            loop {
+                match sock.recv_from(&mut buf) {
+                    Ok((n, _)) if n >= 12 => {
+                        quiet_since = None;
+                        let id = usize::from(u16::from_be_bytes([buf[0], buf[1]]));
+                        if buf[3] & 0x0f != 0 {
+                            bad.fetch_add(1, Ordering::Relaxed);
+                        }
+                        if id < TOTAL {
+                            answered.lock().unwrap()[id] = true;
+                        }
+                    }
+                    _ => {
+                        if !sending.load(Ordering::Relaxed) {
+                            let t = *quiet_since.get_or_insert_with(Instant::now);
+                            if t.elapsed() > Duration::from_secs(2) {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    };
+    let sender = {
+        let (sock, sending) = (sock.clone(), sending.clone());
+        std::thread::spawn(move || {
+            let names = ["master-0.test.crc.testing", "foo.apps.test.crc.testing"];
+            let start = Instant::now();
+            for tick in 0..TOTAL / PER_TICK {
+                for k in 0..PER_TICK {
+                    let id = tick * PER_TICK + k;
+                    let q = query(id as u16, names[id % 2]);
+                    sock.send_to(&q, server).unwrap();
+                }
+                let due = start + Duration::from_millis(10 * (tick as u64 + 1));
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+            }
+            sending.store(false, Ordering::Relaxed);
+        })
+    };
+
+    let good = std::fs::read_to_string(&app.cluster_file).unwrap();
+    let moved = good.replace("ip: 127.0.20.20 }", "ip: 127.0.20.30 }");
+    let added = moved.replace(
+        "nodes:\n",
+        "nodes:\n  - { name: worker-1, role: worker, mac: \"52:54:00:14:00:15\", ip: 127.0.20.21 }\n",
+    );
+    let steps: [(&str, Option<&str>); 5] = [
+        ("unchanged", None),
+        ("worker-0 moved", Some(&moved)),
+        ("unchanged again", None),
+        ("worker-1 added", Some(&added)),
+        ("unchanged once more", None),
+    ];
+    for (i, (what, text)) in steps.iter().enumerate() {
+        std::thread::sleep(Duration::from_millis(1500));
+        if let Some(t) = text {
+            std::fs::write(&app.cluster_file, t).unwrap();
+        }
+        app.signal("HUP");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while status(&app)["reload"]["attempts"] != i + 1 {
+            assert!(Instant::now() < deadline, "reload {what} not done");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let st = status(&app);
+        assert_eq!(st["reload"]["ok"], true, "{what}: {st:#}");
+        if i >= 1 {
+            assert_eq!(
+                dig_a(server, "worker-0.test.crc.testing"),
+                "127.0.20.30",
+                "right after reload {what}"
+            );
+        }
+        if i >= 3 {
+            assert_eq!(
+                dig_a(server, "worker-1.test.crc.testing"),
+                "127.0.20.21",
+                "right after reload {what}"
+            );
+        }
+    }
+    sender.join().unwrap();
+    receiver.join().unwrap();
+    let answered = answered.lock().unwrap();
+    let lost: Vec<usize> = (0..TOTAL).filter(|i| !answered[*i]).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {TOTAL} queries unanswered (first: {:?})",
+        lost.len(),
+        &lost[..lost.len().min(10)]
+    );
+    assert_eq!(bad_rcode.load(Ordering::Relaxed), 0, "answers not NOERROR");
+    assert!(!app.log().contains("closed listener"), "{}", app.log());
+    let st = status(&app);
+    assert_eq!(st["reload"]["generation"], 6, "{st:#}");
+}
+
+/// An upstream that takes queries and never answers (UDP and TCP).
+struct Blackhole {
+    addr: SocketAddr,
+    _udp: Arc<UdpSocket>,
+    _tcp: TcpListener,
+}
+
+fn blackhole() -> Blackhole {
+    for _ in 0..50 {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = udp.local_addr().unwrap();
+        let Ok(tcp) = TcpListener::bind(addr) else {
+            continue;
+        };
+        let udp = Arc::new(udp);
+        let u2 = udp.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1500];
+            while u2.recv_from(&mut buf).is_ok() {}
+        });
+        return Blackhole {
+            addr,
+            _udp: udp,
+            _tcp: tcp,
+        };
+    }
+    panic!("no port for the blackhole upstream");
+}
+
+/// A reload while a forwarded query waits on an upstream that never
+/// answers: the reload does not wait for it, and nothing is lost.
+#[test]
+fn reload_does_not_wait_for_a_hanging_forward() {
+    require_tools!("dig", "curl");
+    let up = blackhole();
+    let mut yaml = dns_cluster("", "  forwardTimeout: 3s\n");
+    yaml = yaml.replace(
+        "  applianceIP: 127.0.20.1\n",
+        &format!(
+            "  applianceIP: 127.0.20.1\n  upstreamDNS: [\"{}\"]\n",
+            up.addr
+        ),
+    );
+    let app = Appliance::start(&yaml);
+    let server = app.addr("dns udp");
+    let mut forward = Command::new("dig")
+        .args([
+            &format!("@{}", server.ip()),
+            "-p",
+            &server.port().to_string(),
+            "+time=15",
+            "+tries=1",
+            "example.org",
+            "A",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, out, err) = reload_cli(&app);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        forward.try_wait().unwrap().is_none(),
+        "the forwarded query already finished: the test proves nothing"
+    );
+    let st = status(&app);
+    let took = st["reload"]["durationMs"].as_u64().unwrap();
+    // The forward waits up to 3 s (× attempts); the reload must not.
+    assert!(took < 1000, "reload took {took} ms: {st:#}");
+    eprintln!("reload with a hanging forward took {took} ms");
+    assert_eq!(dig_a(server, "api.test.crc.testing"), "127.0.20.1");
+    let out = forward.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("status: SERVFAIL"),
+        "the forwarded query got no answer: {text}"
+    );
+}
+
+/// `crc-appliance reload` to a file whose new listen address is taken by
+/// another process, then to an invalid file: each time the running
+/// configuration is kept, the error reported, and the process alive; then
+/// a valid change applies.
+#[test]
+fn reload_cli_reports_taken_ports_and_invalid_files() {
+    require_tools!("curl");
+    let app = Appliance::start(&common::only(&format!(
+        "http:\n  listen: 127.0.0.1:0\n  imagesDir: \"{{dir}}\"\n  ignitionDir: \"{{dir}}/ign\"\nadmin:\n  listen: 127.0.0.1:{}\n",
+        admin_port()
+    )));
+    std::fs::write(app.dir.path().join("hello.txt"), "hello\n").unwrap();
+    let http = app.addr("http");
+    let get = |addr: SocketAddr| {
+        let (code, out, _) = run(
+            "curl",
+            &[
+                "-sS",
+                "--max-time",
+                "5",
+                &format!("http://{addr}/images/hello.txt"),
+            ],
+        );
+        (code, out)
+    };
+    assert_eq!(get(http), (0, "hello\n".to_string()));
+    let good = std::fs::read_to_string(&app.cluster_file).unwrap();
+
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap();
+    let http_line = "http:\n  listen: 127.0.0.1:0\n";
+    assert!(good.contains(http_line));
+    std::fs::write(
+        &app.cluster_file,
+        good.replace(http_line, &format!("http:\n  listen: {taken_addr}\n")),
+    )
+    .unwrap();
+    let (code, out, err) = reload_cli(&app);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(&format!("bind TCP {taken_addr}")) && err.contains("generation 1 kept"),
+        "{err}"
+    );
+    assert_eq!(get(http), (0, "hello\n".to_string()), "old listener kept");
+    let st = status(&app);
+    assert_eq!(st["reload"]["result"], "failed", "{st:#}");
+    assert_eq!(st["reload"]["generation"], 1, "{st:#}");
+
+    std::fs::write(&app.cluster_file, good.replace("name: test", "name: BAD")).unwrap();
+    let (code, out, err) = reload_cli(&app);
+    assert_eq!(code, 78, "{out}{err}");
+    assert!(err.contains("must be lower case"), "{err}");
+    assert_eq!(get(http), (0, "hello\n".to_string()));
+    assert_eq!(status(&app)["reload"]["result"], "invalid");
+
+    drop(taken);
+    std::fs::write(
+        &app.cluster_file,
+        good.replace(http_line, &format!("http:\n  listen: {taken_addr}\n")),
+    )
+    .unwrap();
+    let (code, out, err) = reload_cli(&app);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("reloaded: generation 2") && out.contains("http listen"),
+        "{out}"
+    );
+    assert_eq!(get(taken_addr), (0, "hello\n".to_string()), "new listener");
+    let (code, _) = get(http);
+    assert_ne!(code, 0, "the old listener was closed");
+    let metrics = common::run_ok(
+        "curl",
+        &["-sS", &format!("http://{}/metrics", app.addr("admin"))],
+    );
+    assert!(
+        metrics.contains("crc_appliance_config_generation 2")
+            && metrics.contains("crc_appliance_reload_attempts_total 3"),
+        "{metrics}"
+    );
+}
+
+/// A task of each service dying while it serves makes `serve` exit 1 with
+/// an error naming the task (`CRC_APPLIANCE_FAIL_TASK`, after 1.5 s).
+#[test]
+fn a_dead_service_task_stops_serve_with_an_error() {
+    let yaml = common::loopback_cluster_with(
+        "dns:\n  listen: [\"127.0.0.1:0\"]\ndhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\nloadBalancer:\n  listen: { api: \"127.0.0.1:0\", machineConfig: \"127.0.0.1:0\", ingressHttp: \"127.0.0.1:0\", ingressHttps: \"127.0.0.1:0\" }\nhttp:\n  listen: 127.0.0.1:0\n  imagesDir: \"{dir}\"\n  ignitionDir: \"{dir}/ign\"\nadmin:\n  listen: 127.0.0.1:0\n",
+    );
+    let tasks = [
+        "dns udp",
+        "dns tcp",
+        "dhcp socket",
+        "dhcp lease writer",
+        "lb frontend api",
+        "lb check machine-config master-0",
+        "lb bootstrap watch",
+        "http listener",
+        "admin listener",
+    ];
+    let mut seen = HashSet::new();
+    for task in tasks {
+        let mut app = Appliance::launch()
+            .env("CRC_APPLIANCE_FAIL_TASK", &format!("{task}@1500"))
+            .start(&yaml);
+        // It serves normally first.
+        let admin = app.addr("admin");
+        let (code, _, _) = run(
+            "curl",
+            &["-sS", "--max-time", "5", &format!("http://{admin}/status")],
+        );
+        assert_eq!(code, 0, "{task}: not serving before the fault");
+        let code = app.wait_exit(Duration::from_secs(15));
+        assert_eq!(code, Some(Some(1)), "{task}: {}", app.log());
+        let log = app.log();
+        assert!(
+            log.contains(task) && log.contains("failed by CRC_APPLIANCE_FAIL_TASK"),
+            "{task}: {log}"
+        );
+        assert!(log.contains("stopping"), "{task}: {log}");
+        seen.insert(task);
+    }
+    assert_eq!(seen.len(), tasks.len());
+}
