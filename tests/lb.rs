@@ -801,3 +801,177 @@ fn idle_timeout_closes_quiet_connections_only() {
         other => panic!("quiet connection not closed: {other:?}"),
     }
 }
+
+/// Three reloads (unchanged file, a worker added, a new health-check
+/// interval) while a keep-alive TLS connection through the API frontend
+/// (`openssl s_client`, like a kubelet watch on api-int:6443) makes a
+/// request every 0.5 s and new connections to every frontend and to HTTP
+/// are made every 100 ms: no request fails, the kept connection survives,
+/// and no healthy backend turns unhealthy.
+#[test]
+fn reloads_keep_connections_sockets_and_health() {
+    require_tools!("nginx", "curl", "openssl");
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let ports = Ports::new();
+    let _b = Backends::start(&ports, &[], false);
+    let yaml = cluster(&ports, admin_port(), "").replace(
+        "http: { enabled: false }\n",
+        "http:\n  listen: 127.0.0.1:0\n  imagesDir: \"{dir}\"\n  ignitionDir: \"{dir}/ign\"\n",
+    );
+    let app = Appliance::start(&yaml);
+    std::fs::write(app.dir.path().join("hello.txt"), "hello\n").unwrap();
+    wait_status(&app, "every backend healthy", |st| {
+        st["pools"].as_array().is_some_and(|ps| {
+            ps.iter().all(|p| {
+                p["backends"]
+                    .as_array()
+                    .is_some_and(|bs| bs.iter().all(|b| b["healthy"] == true))
+            })
+        })
+    });
+    let url = |what: &str, scheme: &str| format!("{scheme}://{}/", app.addr(what));
+    let targets = [
+        url("lb api", "https"),
+        url("lb machine-config", "https"),
+        url("lb ingress-http", "http"),
+        url("lb ingress-https", "https"),
+        format!("http://{}/images/hello.txt", app.addr("http")),
+    ];
+
+    // The kept connection.
+    let mut s_client = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &app.addr("lb api").to_string(),
+            "-quiet",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl s_client");
+    let responses = Arc::new(AtomicU64::new(0));
+    let out = s_client.stdout.take().unwrap();
+    let r2 = responses.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if line.starts_with("HTTP/1.1 200") {
+                r2.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    let mut stdin = s_client.stdin.take().unwrap();
+    let running = Arc::new(AtomicBool::new(true));
+    let sent = Arc::new(AtomicU64::new(0));
+    let keepalive = {
+        let (running, sent) = (running.clone(), sent.clone());
+        std::thread::spawn(move || {
+            while running.load(Ordering::Relaxed) {
+                if stdin
+                    .write_all(b"GET / HTTP/1.1\r\nHost: api-int\r\n\r\n")
+                    .is_err()
+                {
+                    return;
+                }
+                sent.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        })
+    };
+    // New connections every 100 ms.
+    let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let made = Arc::new(AtomicU64::new(0));
+    let fresh = {
+        let (running, failures, made) = (running.clone(), failures.clone(), made.clone());
+        std::thread::spawn(move || {
+            while running.load(Ordering::Relaxed) {
+                let round = Instant::now();
+                for t in &targets {
+                    let (code, body) = curl(t);
+                    made.fetch_add(1, Ordering::Relaxed);
+                    if code != 0 || body.is_empty() {
+                        failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("{t}: curl {code} {body:?}"));
+                    }
+                }
+                if let Some(w) = Duration::from_millis(100).checked_sub(round.elapsed()) {
+                    std::thread::sleep(w);
+                }
+            }
+        })
+    };
+
+    let good = std::fs::read_to_string(&app.cluster_file).unwrap();
+    let added = good.replace(
+        "nodes:\n",
+        "nodes:\n  - { name: worker-2, role: worker, mac: \"52:54:00:14:00:16\", ip: 127.0.20.22 }\n",
+    );
+    let slower = added.replace(
+        &format!("interval: {INTERVAL_MS}ms"),
+        &format!("interval: {}ms", INTERVAL_MS + 100),
+    );
+    assert_ne!(added, slower);
+    for (i, text) in [&good, &added, &slower].into_iter().enumerate() {
+        std::thread::sleep(Duration::from_millis(1500));
+        std::fs::write(&app.cluster_file, text).unwrap();
+        let f = app.cluster_file.display().to_string();
+        let (code, out, err) = run(BIN, &["reload", "--cluster", &f]);
+        assert_eq!(code, 0, "reload {i}: {out}{err}");
+        assert!(out.contains(&format!("generation {}", i + 2)), "{out}");
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    running.store(false, Ordering::Relaxed);
+    keepalive.join().unwrap();
+    fresh.join().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+
+    let failures = failures.lock().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {} new requests failed: {failures:?}",
+        failures.len(),
+        made.load(Ordering::Relaxed)
+    );
+    assert!(made.load(Ordering::Relaxed) >= 100, "too few requests made");
+    assert!(
+        s_client.try_wait().unwrap().is_none(),
+        "the kept TLS connection was cut"
+    );
+    let (s, r) = (
+        sent.load(Ordering::Relaxed),
+        responses.load(Ordering::Relaxed),
+    );
+    assert!(
+        s >= 10 && r == s,
+        "kept connection: {s} requests, {r} answers"
+    );
+    let _ = s_client.kill();
+    let _ = s_client.wait();
+    assert!(!app.log().contains("is unhealthy"), "{}", app.log());
+    assert!(
+        !app.log().contains("closed"),
+        "a listener was closed:\n{}",
+        app.log()
+    );
+    let st = status(&app);
+    assert_eq!(
+        st["health"]["interval"],
+        format!("{}ms", INTERVAL_MS + 100),
+        "{st:#}"
+    );
+    assert_eq!(
+        backend(&st, "ingress-http", "worker-2")["healthy"],
+        false,
+        "{st:#}"
+    );
+    assert_eq!(
+        backend(&st, "ingress-http", "worker-0")["healthy"],
+        true,
+        "{st:#}"
+    );
+}
