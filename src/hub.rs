@@ -214,6 +214,7 @@ mod tests {
         let ms = std::time::Duration::from_millis(3);
         r.record(
             now,
+            ms,
             "SIGHUP",
             ReloadResult::Invalid,
             Some("bad".into()),
@@ -229,9 +230,10 @@ mod tests {
             vec!["x".into()],
         );
         assert_eq!((r.generation, r.attempts, r.ok), (2, 2, true));
-        assert_eq!(r.unix_time, Some(1_000));
+        assert_eq!((r.unix_time, r.duration_ms), (Some(1_000), Some(3)));
         r.record(
             now,
+            ms,
             "admin API",
             ReloadResult::Failed,
             Some("port".into()),
