@@ -33,11 +33,13 @@
 
 pub mod leases;
 pub mod reply;
+mod status;
 pub mod store;
+mod writer;
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -45,17 +47,17 @@ use anyhow::Context as _;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use async_trait::async_trait;
 use dhcproto::v4::MessageType;
-use serde_json::json;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use crate::metrics::{Kind, family};
 use crate::plan::Plan;
 use crate::service::{Commit, Listeners, Service, Tasks};
 use leases::{LeaseTable, Scope};
-use reply::{Config, Dest};
+use reply::{Config, Dest, Durability};
+use status::Counters;
+use writer::Writer;
 
 /// Most datagrams handled per batch (one lease-file write per batch).
 const BATCH: usize = 256;
@@ -70,48 +72,7 @@ pub fn now() -> u64 {
         .unwrap_or(0)
 }
 
-/// Counters by message type, exported as metrics.
-#[derive(Default)]
-struct Counters {
-    rx: [AtomicU64; 5], // discover request release decline inform
-    rx_other: AtomicU64,
-    malformed: AtomicU64,
-    ignored: AtomicU64,
-    tx: [AtomicU64; 3], // offer ack nak
-    send_errors: AtomicU64,
-    persist_errors: AtomicU64,
-    persists: AtomicU64,
-}
-
-const RX_NAMES: [&str; 5] = ["discover", "request", "release", "decline", "inform"];
-const TX_NAMES: [&str; 3] = ["offer", "ack", "nak"];
-
-impl Counters {
-    fn rx(&self, t: MessageType) {
-        let i = match t {
-            MessageType::Discover => 0,
-            MessageType::Request => 1,
-            MessageType::Release => 2,
-            MessageType::Decline => 3,
-            MessageType::Inform => 4,
-            _ => {
-                self.rx_other.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-        };
-        self.rx[i].fetch_add(1, Ordering::Relaxed);
-    }
-    fn tx(&self, t: MessageType) {
-        let i = match t {
-            MessageType::Offer => 0,
-            MessageType::Ack => 1,
-            _ => 2,
-        };
-        self.tx[i].fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Shared between the serving loop, the lease writer and the status.
+/// Shared between the socket loop, the lease writer and the status.
 struct Shared {
     table: Mutex<LeaseTable>,
     counters: Counters,
@@ -180,7 +141,7 @@ impl Service for Dhcp {
                     info!("dhcp reload: {n}");
                 }
             }
-            self.writer.dirty.store(true, Ordering::Relaxed);
+            self.writer.mark_dirty();
             for gone in self.listeners.retain(std::slice::from_ref(&key)) {
                 info!("dhcp: closed listener {} ", gone.0);
             }
@@ -206,105 +167,11 @@ impl Service for Dhcp {
     }
 
     fn status(&self) -> serde_json::Value {
-        let s = &self.shared;
-        let now = now();
-        let t = s.table();
-        let leases: Vec<_> = t
-            .leases()
-            .into_iter()
-            .map(|l| {
-                json!({
-                    "mac": l.mac, "ip": l.ip, "hostname": l.hostname,
-                    "clientId": l.client_id, "state": l.state_name(now),
-                    "expires": l.expires, "reserved": l.reserved,
-                })
-            })
-            .collect();
-        let c = &s.counters;
-        let mut received = serde_json::Map::new();
-        for (n, v) in RX_NAMES.iter().zip(&c.rx) {
-            received.insert((*n).into(), v.load(Ordering::Relaxed).into());
-        }
-        received.insert("other".into(), c.rx_other.load(Ordering::Relaxed).into());
-        let mut sent = serde_json::Map::new();
-        for (n, v) in TX_NAMES.iter().zip(&c.tx) {
-            sent.insert((*n).into(), v.load(Ordering::Relaxed).into());
-        }
-        let bound = s.bound.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let local = s.socket.load_full().and_then(|u| u.local_addr().ok());
-        json!({
-            "listen": local.or(bound.as_ref().map(|b| b.0)).map(|a| a.to_string()),
-            "interface": bound.and_then(|b| b.1),
-            "leaseFile": s.lease_file.display().to_string(),
-            "leases": leases,
-            "declined": t.declined(),
-            "received": received,
-            "sent": sent,
-            "malformed": c.malformed.load(Ordering::Relaxed),
-            "ignored": c.ignored.load(Ordering::Relaxed),
-            "sendErrors": c.send_errors.load(Ordering::Relaxed),
-            "leaseFileWrites": c.persists.load(Ordering::Relaxed),
-            "leaseFileErrors": c.persist_errors.load(Ordering::Relaxed),
-        })
+        status::status(&self.shared)
     }
 
     fn metrics(&self, out: &mut String) {
-        let c = &self.shared.counters;
-        let mut f = family(
-            out,
-            "crc_appliance_dhcp_received_total",
-            Kind::Counter,
-            "DHCP messages received by type.",
-        );
-        for (n, v) in RX_NAMES.iter().zip(&c.rx) {
-            f.sample(&[("type", n)], v.load(Ordering::Relaxed));
-        }
-        f.sample(&[("type", &"other")], c.rx_other.load(Ordering::Relaxed));
-        let mut f = family(
-            out,
-            "crc_appliance_dhcp_sent_total",
-            Kind::Counter,
-            "DHCP replies sent by type.",
-        );
-        for (n, v) in TX_NAMES.iter().zip(&c.tx) {
-            f.sample(&[("type", n)], v.load(Ordering::Relaxed));
-        }
-        family(
-            out,
-            "crc_appliance_dhcp_dropped_total",
-            Kind::Counter,
-            "Datagrams dropped: malformed, or not for this server.",
-        )
-        .sample(
-            &[("reason", &"malformed")],
-            c.malformed.load(Ordering::Relaxed),
-        )
-        .sample(&[("reason", &"ignored")], c.ignored.load(Ordering::Relaxed));
-        family(
-            out,
-            "crc_appliance_dhcp_lease_file_errors_total",
-            Kind::Counter,
-            "Failed lease file writes.",
-        )
-        .sample(&[], c.persist_errors.load(Ordering::Relaxed));
-        let now = now();
-        let t = self.shared.table();
-        let mut counts = std::collections::BTreeMap::<&str, u64>::new();
-        for s in ["offered", "bound", "released", "expired"] {
-            counts.insert(s, 0);
-        }
-        for l in t.leases() {
-            *counts.entry(l.state_name(now)).or_default() += 1;
-        }
-        let mut f = family(
-            out,
-            "crc_appliance_dhcp_leases",
-            Kind::Gauge,
-            "Leases by state.",
-        );
-        for (s, n) in counts {
-            f.sample(&[("state", &s)], n);
-        }
+        status::metrics(&self.shared, out)
     }
 }
 
@@ -377,7 +244,7 @@ impl Dhcp {
                 bound: Mutex::new(None),
                 lease_file: path,
             }),
-            writer: Arc::new(Writer::default()),
+            writer: Arc::new(Writer::new(writer::real_save())),
             listeners: Listeners::default(),
             tasks: Tasks::new("dhcp"),
         });
@@ -417,14 +284,12 @@ async fn serve_socket(
                 _ = shutdown.cancelled() => break,
                 _ = gc.tick() => {
                     if shared.table().gc(now()) {
-                        writer.dirty.store(true, Ordering::Relaxed);
+                        writer.mark_dirty();
                     }
                     continue;
                 }
                 _ = flush.tick() => {
-                    if writer.dirty.load(Ordering::Relaxed) {
-                        writer.wake.notify_one();
-                    }
+                    writer.wake_if_dirty();
                     continue;
                 }
                 r = socket.readable() => {
@@ -463,31 +328,27 @@ async fn serve_socket(
                             error!(%src, "dhcp: internal error on a {n}-byte datagram (dropped); please report");
                             Processed {
                                 reply: None,
-                                durable: false,
-                                lazy: true,
+                                durability: Durability::Lazy,
                             }
                         }
                     };
                     // RELEASE/DECLINE have no reply but change the table too.
-                    durable |= done.durable;
-                    if done.lazy {
-                        writer.dirty.store(true, Ordering::Relaxed);
-                    }
-                    if let Some(p) = done.reply {
-                        if done.durable {
-                            held.push(p);
-                        } else {
-                            ready.push(p);
+                    match done.durability {
+                        Durability::BeforeReply => {
+                            durable = true;
+                            held.extend(done.reply);
                         }
+                        Durability::Lazy => {
+                            writer.mark_dirty();
+                            ready.extend(done.reply);
+                        }
+                        Durability::None => ready.extend(done.reply),
                     }
                 }
                 if durable {
                     // Tagged while the table is locked: the writer's next
                     // snapshot (taken under the same lock) includes them.
-                    let generation = writer.generation.fetch_add(1, Ordering::SeqCst) + 1;
-                    writer
-                        .lock()
-                        .extend(held.into_iter().map(|p| (generation, p)));
+                    writer.hold(held);
                 }
             }
             // Replies that need nothing on disk go at once (offers, NAKs,
@@ -495,96 +356,11 @@ async fn serve_socket(
             // put this batch on disk. Receiving never waits for the disk.
             send_all(&socket, shared, ready).await;
             if durable {
-                writer.wake.notify_one();
+                writer.wake();
             }
         }
     }
     Ok(())
-}
-
-/// The lease-file writer: one write at a time, covering every change made
-/// before it started; held replies are released when the write that
-/// includes their change has succeeded.
-#[derive(Default)]
-struct Writer {
-    wake: tokio::sync::Notify,
-    /// Bumped (under the table lock) for every batch with durable changes.
-    generation: AtomicU64,
-    /// Changes not on disk yet that no reply waits for.
-    dirty: std::sync::atomic::AtomicBool,
-    held: Mutex<Vec<(u64, Pending)>>,
-}
-
-impl Writer {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Pending)>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Write until `shutdown`, then once more and return.
-    async fn run(
-        self: Arc<Self>,
-        shared: Arc<Shared>,
-        shutdown: CancellationToken,
-    ) -> anyhow::Result<()> {
-        let mut written = 0u64;
-        loop {
-            let closing = tokio::select! {
-                _ = self.wake.notified() => false,
-                _ = shutdown.cancelled() => true,
-            };
-            let wanted = self.generation.load(Ordering::SeqCst);
-            if wanted > written || self.dirty.load(Ordering::Relaxed) {
-                let (generation, file, covered) = {
-                    let mut t = shared.table();
-                    self.dirty.store(false, Ordering::Relaxed);
-                    (
-                        self.generation.load(Ordering::SeqCst),
-                        t.to_file(),
-                        t.take_unsynced(),
-                    )
-                };
-                let ok = write(&shared, file).await;
-                if !ok {
-                    shared.table().restore_unsynced(covered);
-                }
-                let mut due = Vec::new();
-                {
-                    let mut held = self.lock();
-                    let mut i = 0;
-                    while i < held.len() {
-                        if held[i].0 <= generation {
-                            due.push(held.swap_remove(i).1);
-                        } else {
-                            i += 1;
-                        }
-                    }
-                }
-                if ok {
-                    written = generation;
-                    if let Some(socket) = shared.socket.load_full() {
-                        send_all(&socket, &shared, due).await;
-                    }
-                } else {
-                    // The clients retry; their next REQUEST is written again.
-                    self.dirty.store(true, Ordering::Relaxed);
-                    written = generation;
-                    if !due.is_empty() {
-                        warn!(
-                            "dhcp: {} ACK(s) withheld: the lease file could not be written",
-                            due.len()
-                        );
-                    }
-                }
-                // More work arrived during the write: go again.
-                if self.generation.load(Ordering::SeqCst) > written {
-                    self.wake.notify_one();
-                }
-            }
-            if closing {
-                return Ok(());
-            }
-        }
-    }
 }
 
 async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {
@@ -602,10 +378,7 @@ async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {
 /// The result of one datagram.
 struct Processed {
     reply: Option<Pending>,
-    /// The reply may only leave once the table is on disk.
-    durable: bool,
-    /// The table changed; write it soon.
-    lazy: bool,
+    durability: Durability,
 }
 
 /// Decode, decide and encode one datagram: the reply (if any) and whether
@@ -620,8 +393,7 @@ fn process(
 ) -> Processed {
     let none = Processed {
         reply: None,
-        durable: false,
-        lazy: false,
+        durability: Durability::None,
     };
     let msg = match reply::decode(data) {
         Ok(m) => m,
@@ -639,9 +411,10 @@ fn process(
         .map(|m| m.to_string())
         .unwrap_or_default();
     let out = reply::handle(cfg, table, &msg, now);
+    let durability = out.apply_marks(table);
     let Some(r) = out.reply else {
         if matches!(kind, MessageType::Release | MessageType::Decline) {
-            if kind == MessageType::Decline && out.persist {
+            if kind == MessageType::Decline && durability == Durability::BeforeReply {
                 warn!(%src, %mac, "dhcp: {}", out.note);
             } else {
                 info!(%src, %mac, "dhcp: {}", out.note);
@@ -652,8 +425,7 @@ fn process(
         }
         return Processed {
             reply: None,
-            durable: out.persist,
-            lazy: out.lazy,
+            durability,
         };
     };
     if out.new_binding {
@@ -676,38 +448,6 @@ fn process(
             to,
             kind: r.kind,
         }),
-        durable: out.persist,
-        lazy: out.lazy,
-    }
-}
-
-/// Write the lease file (blocking I/O off the async threads). True on success.
-async fn write(shared: &Arc<Shared>, file: leases::LeaseFile) -> bool {
-    let path = shared.lease_file.clone();
-    let res = tokio::task::spawn_blocking(move || store::save(&path, &file)).await;
-    match res {
-        Ok(Ok(())) => {
-            shared.counters.persists.fetch_add(1, Ordering::Relaxed);
-            true
-        }
-        Ok(Err(e)) => {
-            shared
-                .counters
-                .persist_errors
-                .fetch_add(1, Ordering::Relaxed);
-            error!(
-                "cannot write the DHCP lease file {}: {e:#}; withholding ACKs until it works",
-                shared.lease_file.display()
-            );
-            false
-        }
-        Err(e) => {
-            shared
-                .counters
-                .persist_errors
-                .fetch_add(1, Ordering::Relaxed);
-            error!("lease file writer failed: {e}");
-            false
-        }
+        durability,
     }
 }

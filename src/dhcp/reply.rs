@@ -102,19 +102,29 @@ pub struct Reply {
     pub dest: Dest,
 }
 
+/// How a decision's change to the lease table must reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Nothing the lease file holds changed.
+    None,
+    /// A change that cannot cause a conflict if lost (a reserved node
+    /// renewing the address it already holds on disk: the reservation, not
+    /// the file, decides who gets that address). Written soon (≤ 1 s, or
+    /// with the next write); the reply does not wait.
+    Lazy,
+    /// On disk before the reply is sent (a new binding, a pool lease's
+    /// renewal, RELEASE, DECLINE).
+    BeforeReply,
+}
+
 /// What to do with one request.
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub reply: Option<Reply>,
-    /// The lease table changed in a way that must be on disk before the
-    /// reply is sent (a new binding, a pool lease's renewal, RELEASE,
-    /// DECLINE).
-    pub persist: bool,
-    /// The table changed only in a way that cannot cause a conflict if lost
-    /// (a reserved node renewing the address it already holds on disk: the
-    /// reservation, not the file, decides who gets that address). Written
-    /// soon (≤ 1 s, or with the next write), the reply does not wait.
-    pub lazy: bool,
+    pub durability: Durability,
+    /// The address an ACK bound whose record is not on disk yet: the caller
+    /// marks it unsynced in the table (with [`Durability::BeforeReply`]).
+    pub bound: Option<Ipv4Addr>,
     /// Why there is no reply, or what was done (for debug logs).
     pub note: String,
     /// An address was newly bound to a client (worth an info log; renewals
@@ -122,12 +132,30 @@ pub struct Outcome {
     pub new_binding: bool,
 }
 
+fn durable_if(changed: bool) -> Durability {
+    if changed {
+        Durability::BeforeReply
+    } else {
+        Durability::None
+    }
+}
+
 impl Outcome {
+    /// What the caller does after deciding: mark the bound record unsynced
+    /// in the table (so a later renewal is not taken for one already on
+    /// disk) and report how the change must reach the disk.
+    pub fn apply_marks(&self, table: &mut LeaseTable) -> Durability {
+        if let Some(ip) = self.bound {
+            table.mark_unsynced(ip);
+        }
+        self.durability
+    }
+
     fn silent(note: impl Into<String>) -> Outcome {
         Outcome {
             reply: None,
-            persist: false,
-            lazy: false,
+            durability: Durability::None,
+            bound: None,
             note: note.into(),
             new_binding: false,
         }
@@ -309,8 +337,8 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                     table.offer(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
                     Outcome {
                         reply: Some(build(cfg, msg, MessageType::Offer, ip, mac)),
-                        persist: false,
-                        lazy: false,
+                        durability: Durability::None,
+                        bound: None,
                         note: format!("offer {ip}"),
                         new_binding: false,
                     }
@@ -347,13 +375,15 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                 let reserved_renewal =
                     held && table.reserved_ip(&mac) == Some(ip) && table.is_synced(ip);
                 table.bind(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
-                if !reserved_renewal {
-                    table.mark_unsynced(ip);
-                }
+                let (durability, bound) = if reserved_renewal {
+                    (Durability::Lazy, None)
+                } else {
+                    (Durability::BeforeReply, Some(ip))
+                };
                 Outcome {
                     reply: Some(build(cfg, msg, MessageType::Ack, ip, mac)),
-                    persist: !reserved_renewal,
-                    lazy: reserved_renewal,
+                    durability,
+                    bound,
                     note: format!("ack {ip}"),
                     new_binding: !renewal,
                 }
@@ -373,8 +403,8 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                         Ipv4Addr::UNSPECIFIED,
                         mac,
                     )),
-                    persist: false,
-                    lazy: false,
+                    durability: Durability::None,
+                    bound: None,
                     note: format!("nak: {why}"),
                     new_binding: false,
                 }
@@ -387,8 +417,8 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
             let changed = table.release(&client, msg.ciaddr(), now);
             Outcome {
                 reply: None,
-                persist: changed,
-                lazy: false,
+                durability: durable_if(changed),
+                bound: None,
                 new_binding: false,
                 note: format!(
                     "release {} ({})",
@@ -407,8 +437,8 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
             let changed = table.decline(&client, ip, now);
             Outcome {
                 reply: None,
-                persist: changed,
-                lazy: false,
+                durability: durable_if(changed),
+                bound: None,
                 new_binding: false,
                 note: format!(
                     "decline {ip} ({})",
@@ -439,8 +469,8 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                     Ipv4Addr::UNSPECIFIED,
                     mac,
                 )),
-                persist: false,
-                lazy: false,
+                durability: Durability::None,
+                bound: None,
                 note: "inform".into(),
                 new_binding: false,
             }
@@ -635,6 +665,7 @@ mod tests {
         let bytes = m.to_vec().unwrap();
         let parsed = decode(&bytes).expect("valid request");
         let out = handle(cfg, t, &parsed, now);
+        out.apply_marks(t);
         let reply = out.reply.as_ref().map(|r| {
             let b = encode(r, &parsed);
             assert!(b.len() >= MIN_LEN);
@@ -661,7 +692,7 @@ mod tests {
         assert_eq!(offer.chaddr(), &M0);
         assert!(offer.flags().broadcast());
         assert_eq!(out.reply.unwrap().dest, Dest::Broadcast);
-        assert!(!out.persist);
+        assert!(out.durability != Durability::BeforeReply);
         let o = offer.opts();
         assert_eq!(
             o.get(OptionCode::ServerIdentifier),
@@ -706,7 +737,10 @@ mod tests {
         let ack = ack.expect("ack");
         assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
         assert_eq!(ack.yiaddr(), ip("10.0.0.10"));
-        assert!(out.persist, "an ACK must be persisted before it is sent");
+        assert!(
+            out.durability == Durability::BeforeReply,
+            "an ACK must be persisted before it is sent"
+        );
         let l = t.lease_at(ip("10.0.0.10")).unwrap();
         assert_eq!(l.state_name(T0 + 2), "bound");
         assert_eq!(l.expires, T0 + 1 + 3600);
@@ -716,15 +750,15 @@ mod tests {
         let mut renew = req(MessageType::Request, M0);
         renew.set_ciaddr(ip("10.0.0.10"));
         let (out, _) = roundtrip(&cfg, &mut t, &renew, T0 + 2);
-        assert!(out.persist && !out.lazy);
+        assert!(out.durability == Durability::BeforeReply);
         let covered = t.take_unsynced(); // the writer's snapshot ...
         t.restore_unsynced(covered); // ... whose write failed
-        assert!(roundtrip(&cfg, &mut t, &renew, T0 + 3).0.persist);
+        assert!(roundtrip(&cfg, &mut t, &renew, T0 + 3).0.durability == Durability::BeforeReply);
         let _ = t.take_unsynced(); // a write that succeeded
         let (out, ack) = roundtrip(&cfg, &mut t, &renew, T0 + 1800);
         assert_eq!(ack.unwrap().ciaddr(), ip("10.0.0.10"));
         assert!(
-            !out.persist && out.lazy,
+            out.durability == Durability::Lazy,
             "a node renewing its reserved, already persisted lease needs no write before the ACK"
         );
         assert_eq!(
@@ -742,7 +776,7 @@ mod tests {
         rel.opts_mut()
             .insert(DhcpOption::ServerIdentifier(ip("10.0.0.1")));
         let (out, none) = roundtrip(&cfg, &mut t, &rel, T0 + 1900);
-        assert!(none.is_none() && out.persist);
+        assert!(none.is_none() && out.durability == Durability::BeforeReply);
         assert_eq!(
             t.lease_at(ip("10.0.0.10")).unwrap().state_name(T0 + 1900),
             "released"
@@ -861,7 +895,7 @@ mod tests {
         r.opts_mut()
             .insert(DhcpOption::ServerIdentifier(ip("10.0.0.2")));
         let (out, none) = roundtrip(&cfg, &mut t, &r, T0 + 1);
-        assert!(none.is_none() && !out.persist);
+        assert!(none.is_none() && out.durability != Durability::BeforeReply);
         assert!(t.lease_at(offer.yiaddr()).is_none());
     }
 
@@ -926,13 +960,13 @@ mod tests {
         renew.set_ciaddr(a);
         let (out, ack) = roundtrip(&cfg, &mut t, &renew, T0);
         assert_eq!(ack.unwrap().opts().msg_type(), Some(MessageType::Ack));
-        assert!(out.persist && !out.lazy);
+        assert!(out.durability == Durability::BeforeReply);
         let mut dec = req(MessageType::Decline, UNKNOWN);
         dec.opts_mut().insert(DhcpOption::RequestedIpAddress(a));
         dec.opts_mut()
             .insert(DhcpOption::ServerIdentifier(cfg.server_id));
         let (out, none) = roundtrip(&cfg, &mut t, &dec, T0 + 1);
-        assert!(none.is_none() && out.persist);
+        assert!(none.is_none() && out.durability == Durability::BeforeReply);
         let b = roundtrip(&cfg, &mut t, &d, T0 + 2).1.unwrap().yiaddr();
         assert_ne!(a, b);
     }
