@@ -19,8 +19,24 @@ use crate::service::Service;
 /// Runtime control of the load balancer, used by the admin API.
 pub trait LbControl: Send + Sync {
     /// Disable (drain) or re-enable the backends of node `node` in every
-    /// pool. Returns a human-readable summary, or an error if unknown.
-    fn set_disabled(&self, node: &str, disabled: bool) -> Result<String, String>;
+    /// pool. Returns a human-readable summary.
+    fn set_disabled(&self, node: &str, disabled: bool) -> Result<String, LbControlError>;
+}
+
+/// Why an LB control request was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LbControlError {
+    #[error("node {0:?} is not a backend of any pool")]
+    UnknownNode(String),
+}
+
+impl LbControlError {
+    /// The HTTP status the admin API answers with.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            LbControlError::UnknownNode(_) => 404,
+        }
+    }
 }
 
 /// How a reload ended.

@@ -84,6 +84,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Reload(c) => reload_running(&c.cluster).await,
         Command::Vm { cluster, action } => {
             let plan = Arc::new(Plan::new(config::load(&cluster.cluster)?));
+            let action = match action {
+                cli::VmAction::Up => libvirt::VmAction::Up,
+                cli::VmAction::Down => libvirt::VmAction::Down,
+                cli::VmAction::Status => libvirt::VmAction::Status,
+                cli::VmAction::RemoveBootstrap => libvirt::VmAction::RemoveBootstrap,
+            };
             libvirt::vm(plan, action).await
         }
     }

@@ -250,7 +250,11 @@ pub async fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
                 ),
                 Some(lb) => match lb.set_disabled(node, disabled) {
                     Ok(msg) => json_resp(StatusCode::OK, &json!({"ok": msg})),
-                    Err(e) => json_resp(StatusCode::NOT_FOUND, &json!({"error": e})),
+                    Err(e) => json_resp(
+                        StatusCode::from_u16(e.http_status())
+                            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                        &json!({"error": e.to_string()}),
+                    ),
                 },
             }
         }

@@ -56,7 +56,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::config::LbCfg;
-use crate::hub::LbControl;
+use crate::hub::{LbControl, LbControlError};
 use crate::metrics::{Kind, family};
 use crate::net;
 use crate::plan::Plan;
@@ -376,7 +376,7 @@ impl Service for Lb {
 }
 
 impl LbControl for Lb {
-    fn set_disabled(&self, node: &str, disabled: bool) -> Result<String, String> {
+    fn set_disabled(&self, node: &str, disabled: bool) -> Result<String, LbControlError> {
         let pools = self.pools.load();
         let mut names = Vec::new();
         let mut revived = false;
@@ -390,7 +390,7 @@ impl LbControl for Lb {
             names.push(p.kind.as_str());
         }
         if names.is_empty() {
-            return Err(format!("node {node:?} is not a backend of any pool"));
+            return Err(LbControlError::UnknownNode(node.to_string()));
         }
         self.memory.update(node, |f| {
             f.disabled = disabled;

@@ -28,13 +28,25 @@ pub mod service;
 
 use std::sync::Arc;
 
-use crate::cli::VmAction;
 use crate::plan::Plan;
 pub use spec::Spec;
 
 /// `render libvirt`: the pool, network, volume and domain XML that `vm up` defines.
 pub fn render(plan: &Plan) -> anyhow::Result<String> {
     Ok(xml::render(&Spec::new(plan)?))
+}
+
+/// What `crc-appliance vm` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmAction {
+    /// Define the network, volumes and VMs and start the install (idempotent).
+    Up,
+    /// Remove everything `up` created (idempotent).
+    Down,
+    /// Show each VM's state.
+    Status,
+    /// Destroy and remove the bootstrap VM and its disk.
+    RemoveBootstrap,
 }
 
 /// `vm up|down|status|remove-bootstrap`.

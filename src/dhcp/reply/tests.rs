@@ -1,0 +1,525 @@
+//! Unit tests of [`super`] (reply).
+
+use super::super::leases::Scope;
+use super::*;
+
+const T0: u64 = 1_700_000_000;
+
+fn plan(pool: bool, pxe: bool) -> Plan {
+    let mut text = String::from(
+        "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1 }\nnodes:\n  - { name: master-0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10 }\n  - { name: worker-0, role: worker, mac: '52:54:00:00:00:14', ip: 10.0.0.20 }\ndhcp:\n  leaseTime: 1h\n",
+    );
+    if pool {
+        text.push_str("  pool: { start: 10.0.0.100, end: 10.0.0.110 }\n");
+    }
+    if pxe {
+        text.push_str(
+            "  pxe: { bootFile: undionly.kpxe, ipxeScriptUrl: 'http://10.0.0.1:8080/boot.ipxe' }\n",
+        );
+    }
+    Plan::new(
+        crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .unwrap(),
+    )
+}
+
+fn setup(pool: bool, pxe: bool) -> (Config, LeaseTable) {
+    let p = plan(pool, pxe);
+    let c = &p.cluster;
+    let scope = Scope::new(
+        c.network.cidr,
+        c.dhcp.pool,
+        p.reservations.iter().map(|r| (r.mac, r.ip)),
+        3600,
+    );
+    (Config::from_plan(&p, 67), LeaseTable::new(scope))
+}
+
+const M0: [u8; 6] = [0x52, 0x54, 0, 0, 0, 0x0a];
+const UNKNOWN: [u8; 6] = [0x52, 0x54, 0, 9, 9, 9];
+
+fn req(kind: MessageType, mac: [u8; 6]) -> Message {
+    let u = Ipv4Addr::UNSPECIFIED;
+    let mut m = Message::new_with_id(0x1234, u, u, u, u, &mac);
+    m.opts_mut().insert(DhcpOption::MessageType(kind));
+    m.opts_mut().insert(DhcpOption::ParameterRequestList(vec![
+        OptionCode::Hostname,
+        OptionCode::SubnetMask,
+        OptionCode::Router,
+        OptionCode::DomainNameServer,
+        OptionCode::DomainName,
+    ]));
+    m
+}
+
+/// Through the wire format both ways, as the server does.
+fn roundtrip(
+    cfg: &Config,
+    t: &mut LeaseTable,
+    m: &Message,
+    now: u64,
+) -> (Outcome, Option<Message>) {
+    let bytes = m.to_vec().unwrap();
+    let parsed = decode(&bytes).expect("valid request");
+    let out = handle(cfg, t, &parsed, now);
+    out.apply_marks(t);
+    let reply = out.reply.as_ref().map(|r| {
+        let b = encode(r, &parsed);
+        assert!(b.len() >= MIN_LEN);
+        Message::from_bytes(&b).expect("reply decodes")
+    });
+    (out, reply)
+}
+
+fn ip(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn full_dora_for_a_reservation() {
+    let (cfg, mut t) = setup(false, false);
+    let mut d = req(MessageType::Discover, M0);
+    d.set_flags(Flags::default().set_broadcast());
+    let (out, offer) = roundtrip(&cfg, &mut t, &d, T0);
+    let offer = offer.expect("offer");
+    assert_eq!(offer.opts().msg_type(), Some(MessageType::Offer));
+    assert_eq!(offer.opcode(), Opcode::BootReply);
+    assert_eq!(offer.xid(), 0x1234);
+    assert_eq!(offer.yiaddr(), ip("10.0.0.10"));
+    assert_eq!(offer.chaddr(), &M0);
+    assert!(offer.flags().broadcast());
+    assert_eq!(out.reply.unwrap().dest, Dest::Broadcast);
+    assert!(out.durability != Durability::BeforeReply);
+    let o = offer.opts();
+    assert_eq!(
+        o.get(OptionCode::ServerIdentifier),
+        Some(&DhcpOption::ServerIdentifier(ip("10.0.0.1")))
+    );
+    assert_eq!(
+        o.get(OptionCode::Hostname),
+        Some(&DhcpOption::Hostname("master-0".into()))
+    );
+    assert_eq!(
+        o.get(OptionCode::SubnetMask),
+        Some(&DhcpOption::SubnetMask(ip("255.255.255.0")))
+    );
+    assert_eq!(
+        o.get(OptionCode::Router),
+        Some(&DhcpOption::Router(vec![ip("10.0.0.254")]))
+    );
+    assert_eq!(
+        o.get(OptionCode::DomainNameServer),
+        Some(&DhcpOption::DomainNameServer(vec![ip("10.0.0.1")]))
+    );
+    assert_eq!(
+        o.get(OptionCode::DomainName),
+        Some(&DhcpOption::DomainName("c.example.com".into()))
+    );
+    assert_eq!(
+        o.get(OptionCode::AddressLeaseTime),
+        Some(&DhcpOption::AddressLeaseTime(3600))
+    );
+    assert_eq!(o.get(OptionCode::Renewal), Some(&DhcpOption::Renewal(1800)));
+    assert_eq!(
+        o.get(OptionCode::Rebinding),
+        Some(&DhcpOption::Rebinding(3150))
+    );
+
+    let mut r = req(MessageType::Request, M0);
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.10")));
+    r.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(ip("10.0.0.1")));
+    let (out, ack) = roundtrip(&cfg, &mut t, &r, T0 + 1);
+    let ack = ack.expect("ack");
+    assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
+    assert_eq!(ack.yiaddr(), ip("10.0.0.10"));
+    assert!(
+        out.durability == Durability::BeforeReply,
+        "an ACK must be persisted before it is sent"
+    );
+    let l = t.lease_at(ip("10.0.0.10")).unwrap();
+    assert_eq!(l.state_name(T0 + 2), "bound");
+    assert_eq!(l.expires, T0 + 1 + 3600);
+
+    // RENEWING: unicast from ciaddr, answered by unicast. Before the
+    // lease file write that covers the binding, a renewal waits for it too.
+    let mut renew = req(MessageType::Request, M0);
+    renew.set_ciaddr(ip("10.0.0.10"));
+    let (out, _) = roundtrip(&cfg, &mut t, &renew, T0 + 2);
+    assert!(out.durability == Durability::BeforeReply);
+    let covered = t.take_unsynced(); // the writer's snapshot ...
+    t.restore_unsynced(covered); // ... whose write failed
+    assert!(roundtrip(&cfg, &mut t, &renew, T0 + 3).0.durability == Durability::BeforeReply);
+    let _ = t.take_unsynced(); // a write that succeeded
+    let (out, ack) = roundtrip(&cfg, &mut t, &renew, T0 + 1800);
+    assert_eq!(ack.unwrap().ciaddr(), ip("10.0.0.10"));
+    assert!(
+        out.durability == Durability::Lazy,
+        "a node renewing its reserved, already persisted lease needs no write before the ACK"
+    );
+    assert_eq!(
+        out.reply.unwrap().dest,
+        Dest::Unicast(SocketAddrV4::new(ip("10.0.0.10"), 68))
+    );
+    assert_eq!(
+        t.lease_at(ip("10.0.0.10")).unwrap().expires,
+        T0 + 1800 + 3600
+    );
+
+    // RELEASE frees it.
+    let mut rel = req(MessageType::Release, M0);
+    rel.set_ciaddr(ip("10.0.0.10"));
+    rel.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(ip("10.0.0.1")));
+    let (out, none) = roundtrip(&cfg, &mut t, &rel, T0 + 1900);
+    assert!(none.is_none() && out.durability == Durability::BeforeReply);
+    assert_eq!(
+        t.lease_at(ip("10.0.0.10")).unwrap().state_name(T0 + 1900),
+        "released"
+    );
+}
+
+#[test]
+fn options_follow_the_parameter_request_list() {
+    let (cfg, mut t) = setup(false, false);
+    let d = req(MessageType::Discover, M0);
+    let out = handle(&cfg, &mut t, &d, T0);
+    let b = encode(out.reply.as_ref().unwrap(), &d);
+    let mut codes = Vec::new();
+    let mut i = 240;
+    while i < b.len() && b[i] != 255 {
+        codes.push(b[i]);
+        i += 2 + b[i + 1] as usize;
+    }
+    assert_eq!(&codes[..7], &[53, 54, 12, 1, 3, 6, 15], "{codes:?}");
+    assert!(b.len() >= MIN_LEN);
+}
+
+#[test]
+fn unknown_mac_is_ignored_without_a_pool_and_served_with_one() {
+    let (cfg, mut t) = setup(false, false);
+    for kind in [
+        MessageType::Discover,
+        MessageType::Request,
+        MessageType::Inform,
+    ] {
+        let mut m = req(kind, UNKNOWN);
+        m.opts_mut()
+            .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.10")));
+        m.set_ciaddr(ip("10.0.0.50"));
+        assert!(roundtrip(&cfg, &mut t, &m, T0).1.is_none(), "{kind:?}");
+    }
+    let (cfg, mut t) = setup(true, false);
+    let mut d = req(MessageType::Discover, UNKNOWN);
+    d.opts_mut().insert(DhcpOption::ClientIdentifier(vec![
+        1, 0x52, 0x54, 0, 9, 9, 9,
+    ]));
+    let offer = roundtrip(&cfg, &mut t, &d, T0).1.unwrap();
+    assert_eq!(offer.yiaddr(), ip("10.0.0.100"));
+    assert_eq!(offer.opts().get(OptionCode::Hostname), None);
+    assert_eq!(
+        offer.opts().get(OptionCode::ClientIdentifier),
+        Some(&DhcpOption::ClientIdentifier(vec![
+            1, 0x52, 0x54, 0, 9, 9, 9
+        ])),
+        "client id echoed (RFC 6842)"
+    );
+}
+
+#[test]
+fn nak_for_a_wrong_requested_address() {
+    let (cfg, mut t) = setup(true, false);
+    // INIT-REBOOT of a node asking for another node's address.
+    let mut r = req(MessageType::Request, M0);
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.20")));
+    let (out, nak) = roundtrip(&cfg, &mut t, &r, T0);
+    let nak = nak.unwrap();
+    assert_eq!(nak.opts().msg_type(), Some(MessageType::Nak));
+    assert_eq!(nak.yiaddr(), Ipv4Addr::UNSPECIFIED);
+    assert_eq!(out.reply.unwrap().dest, Dest::Broadcast);
+    assert!(
+        out.note.contains("reserved address is 10.0.0.10"),
+        "{}",
+        out.note
+    );
+    // ... or a pool address, or an address on another network.
+    for bad in ["10.0.0.100", "192.168.1.5"] {
+        let mut r = req(MessageType::Request, M0);
+        r.opts_mut().insert(DhcpOption::RequestedIpAddress(ip(bad)));
+        assert_eq!(
+            roundtrip(&cfg, &mut t, &r, T0).1.unwrap().opts().msg_type(),
+            Some(MessageType::Nak)
+        );
+    }
+    // RENEWING with someone else's address.
+    let mut r = req(MessageType::Request, UNKNOWN);
+    r.set_ciaddr(ip("10.0.0.20"));
+    assert_eq!(
+        roundtrip(&cfg, &mut t, &r, T0).1.unwrap().opts().msg_type(),
+        Some(MessageType::Nak)
+    );
+    // SELECTING with our id but not the offered address.
+    let mut r = req(MessageType::Request, M0);
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.11")));
+    r.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(ip("10.0.0.1")));
+    assert_eq!(
+        roundtrip(&cfg, &mut t, &r, T0).1.unwrap().opts().msg_type(),
+        Some(MessageType::Nak)
+    );
+    // INIT-REBOOT with the right address: ACK.
+    let mut r = req(MessageType::Request, M0);
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.10")));
+    assert_eq!(
+        roundtrip(&cfg, &mut t, &r, T0).1.unwrap().opts().msg_type(),
+        Some(MessageType::Ack)
+    );
+}
+
+#[test]
+fn request_for_another_server_drops_our_offer() {
+    let (cfg, mut t) = setup(true, false);
+    let d = req(MessageType::Discover, UNKNOWN);
+    let offer = roundtrip(&cfg, &mut t, &d, T0).1.unwrap();
+    assert!(t.lease_at(offer.yiaddr()).is_some());
+    let mut r = req(MessageType::Request, UNKNOWN);
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.77")));
+    r.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(ip("10.0.0.2")));
+    let (out, none) = roundtrip(&cfg, &mut t, &r, T0 + 1);
+    assert!(none.is_none() && out.durability != Durability::BeforeReply);
+    assert!(t.lease_at(offer.yiaddr()).is_none());
+}
+
+#[test]
+fn relayed_requests_are_answered_to_the_relay() {
+    let (cfg, mut t) = setup(false, false);
+    let mut d = req(MessageType::Discover, M0);
+    d.set_giaddr(ip("10.0.0.2"));
+    d.set_hops(1);
+    let (out, offer) = roundtrip(&cfg, &mut t, &d, T0);
+    let offer = offer.unwrap();
+    assert_eq!(offer.giaddr(), ip("10.0.0.2"));
+    assert_eq!(offer.hops(), 1);
+    assert_eq!(
+        out.reply.unwrap().dest,
+        Dest::Unicast(SocketAddrV4::new(ip("10.0.0.2"), 67))
+    );
+    // A NAK through a relay sets the broadcast bit.
+    let mut r = req(MessageType::Request, M0);
+    r.set_giaddr(ip("10.0.0.2"));
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.99")));
+    let nak = roundtrip(&cfg, &mut t, &r, T0).1.unwrap();
+    assert!(nak.flags().broadcast());
+    // A relay on another network is not ours.
+    let mut d = req(MessageType::Discover, M0);
+    d.set_giaddr(ip("172.16.0.1"));
+    assert!(roundtrip(&cfg, &mut t, &d, T0).1.is_none());
+}
+
+#[test]
+fn inform_gets_configuration_only() {
+    let (cfg, mut t) = setup(false, false);
+    let mut m = req(MessageType::Inform, M0);
+    m.set_ciaddr(ip("10.0.0.10"));
+    let (out, ack) = roundtrip(&cfg, &mut t, &m, T0);
+    let ack = ack.unwrap();
+    assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
+    assert_eq!(ack.yiaddr(), Ipv4Addr::UNSPECIFIED);
+    assert_eq!(ack.ciaddr(), ip("10.0.0.10"));
+    assert_eq!(ack.opts().get(OptionCode::AddressLeaseTime), None);
+    assert!(ack.opts().get(OptionCode::Router).is_some());
+    assert_eq!(
+        out.reply.unwrap().dest,
+        Dest::Unicast(SocketAddrV4::new(ip("10.0.0.10"), 68))
+    );
+    assert!(t.leases().is_empty(), "INFORM allocates nothing");
+}
+
+#[test]
+fn decline_quarantines_the_address() {
+    let (cfg, mut t) = setup(true, false);
+    let d = req(MessageType::Discover, UNKNOWN);
+    let a = roundtrip(&cfg, &mut t, &d, T0).1.unwrap().yiaddr();
+    let mut r = req(MessageType::Request, UNKNOWN);
+    r.opts_mut().insert(DhcpOption::RequestedIpAddress(a));
+    r.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(cfg.server_id));
+    assert_eq!(roundtrip(&cfg, &mut t, &r, T0).1.unwrap().yiaddr(), a);
+    // A pool lease's renewal is written before its ACK.
+    let mut renew = req(MessageType::Request, UNKNOWN);
+    renew.set_ciaddr(a);
+    let (out, ack) = roundtrip(&cfg, &mut t, &renew, T0);
+    assert_eq!(ack.unwrap().opts().msg_type(), Some(MessageType::Ack));
+    assert!(out.durability == Durability::BeforeReply);
+    let mut dec = req(MessageType::Decline, UNKNOWN);
+    dec.opts_mut().insert(DhcpOption::RequestedIpAddress(a));
+    dec.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(cfg.server_id));
+    let (out, none) = roundtrip(&cfg, &mut t, &dec, T0 + 1);
+    assert!(none.is_none() && out.durability == Durability::BeforeReply);
+    let b = roundtrip(&cfg, &mut t, &d, T0 + 2).1.unwrap().yiaddr();
+    assert_ne!(a, b);
+}
+
+#[test]
+fn pxe_and_ipxe_boot_files() {
+    let (cfg, mut t) = setup(false, true);
+    let d = req(MessageType::Discover, M0);
+    let o = roundtrip(&cfg, &mut t, &d, T0).1.unwrap();
+    assert_eq!(o.siaddr(), ip("10.0.0.1"));
+    let fname = |m: &Message| {
+        String::from_utf8_lossy(m.fname().unwrap_or_default())
+            .trim_end_matches('\0')
+            .to_string()
+    };
+    assert_eq!(fname(&o), "undionly.kpxe");
+    let mut d = req(MessageType::Discover, M0);
+    d.opts_mut().insert(DhcpOption::UserClass(b"iPXE".to_vec()));
+    let o = roundtrip(&cfg, &mut t, &d, T0).1.unwrap();
+    assert_eq!(fname(&o), "http://10.0.0.1:8080/boot.ipxe");
+    assert_eq!(
+        o.opts().get(OptionCode::BootfileName),
+        Some(&DhcpOption::BootfileName(
+            b"http://10.0.0.1:8080/boot.ipxe".to_vec()
+        ))
+    );
+    // A URL longer than the 128-byte header field goes in option 67 only.
+    let mut cfg = cfg;
+    let long = format!("http://10.0.0.1:8080/{}", "x".repeat(200));
+    cfg.pxe.as_mut().unwrap().ipxe_script_url = Some(long.clone());
+    let o = roundtrip(&cfg, &mut t, &d, T0).1.unwrap();
+    assert_eq!(fname(&o), "");
+    assert_eq!(
+        o.opts().get(OptionCode::BootfileName),
+        Some(&DhcpOption::BootfileName(long.into_bytes()))
+    );
+}
+
+#[test]
+fn malformed_requests_are_rejected_by_decode() {
+    assert!(matches!(decode(&[]), Err(Malformed::Decode(_))));
+    assert!(matches!(decode(&[0u8; 300]), Err(Malformed::Magic)));
+    let mut m = req(MessageType::Discover, M0);
+    m.set_opcode(Opcode::BootReply);
+    assert_eq!(
+        decode(&m.to_vec().unwrap()).unwrap_err(),
+        Malformed::NotRequest
+    );
+    let mut b = req(MessageType::Discover, M0).to_vec().unwrap();
+    b[2] = 200; // hlen > 16 would make dhcproto's chaddr() panic
+    assert!(matches!(decode(&b), Err(Malformed::Hardware(..))));
+    let m = Message::new_with_id(
+        1,
+        Ipv4Addr::UNSPECIFIED,
+        Ipv4Addr::UNSPECIFIED,
+        Ipv4Addr::UNSPECIFIED,
+        Ipv4Addr::UNSPECIFIED,
+        &M0,
+    );
+    let mut b = m.to_vec().unwrap();
+    b.push(255);
+    assert_eq!(decode(&b).unwrap_err(), Malformed::NoMessageType);
+}
+
+/// Deterministic fuzzing: random datagrams and mutations of valid ones
+/// through decode + handle + encode must never panic.
+#[test]
+fn fuzz_decode_and_handle_never_panic() {
+    let mut seed: u64 = std::env::var("DHCP_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x9e37_79b9_7f4a_7c15);
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let (cfg, mut t) = setup(true, true);
+    let mut valid = Vec::new();
+    for kind in [
+        MessageType::Discover,
+        MessageType::Request,
+        MessageType::Release,
+        MessageType::Decline,
+        MessageType::Inform,
+    ] {
+        let mut m = req(kind, M0);
+        m.opts_mut()
+            .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.10")));
+        m.opts_mut()
+            .insert(DhcpOption::ClientIdentifier(vec![1, 2, 3]));
+        m.opts_mut().insert(DhcpOption::UserClass(b"iPXE".to_vec()));
+        m.opts_mut()
+            .insert(DhcpOption::Hostname("h\u{0}\u{7f}ost".into()));
+        valid.push(m.to_vec().unwrap());
+    }
+    let mut handled = 0;
+    let iters: u64 = std::env::var("DHCP_FUZZ_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60_000);
+    for i in 0..iters {
+        let buf: Vec<u8> = if i % 4 == 0 {
+            let len = (rnd() % 700) as usize;
+            (0..len).map(|_| rnd() as u8).collect()
+        } else if i % 4 == 1 {
+            // A valid header and message type, then random TLV options
+            // (every option code, lengths that may overrun).
+            let mut b = valid[0][..240].to_vec();
+            b.extend_from_slice(&[53, 1, 1 + (rnd() % 8) as u8]);
+            for _ in 0..(rnd() % 12) {
+                let code = rnd() as u8;
+                let len = (rnd() % 40) as u8;
+                b.push(code);
+                b.push(len);
+                let real = if rnd() % 8 == 0 {
+                    rnd() % 40
+                } else {
+                    u64::from(len)
+                };
+                b.extend((0..real).map(|_| rnd() as u8));
+            }
+            if rnd() % 2 == 0 {
+                b.push(255);
+            }
+            b
+        } else {
+            let mut b = valid[(rnd() % valid.len() as u64) as usize].clone();
+            for _ in 0..(1 + rnd() % 8) {
+                let pos = (rnd() as usize) % b.len();
+                match rnd() % 4 {
+                    0 => b[pos] = rnd() as u8,
+                    1 => b.truncate(pos.max(1)),
+                    2 => b.insert(pos, rnd() as u8),
+                    _ => {
+                        // Keep the header sane so the options get exercised.
+                        if pos >= 240 {
+                            b[pos] = rnd() as u8;
+                        }
+                    }
+                }
+            }
+            b
+        };
+        if let Ok(m) = decode(&buf) {
+            let out = handle(&cfg, &mut t, &m, T0 + i);
+            if let Some(r) = &out.reply {
+                let bytes = encode(r, &m);
+                assert!(bytes.len() >= MIN_LEN);
+            }
+            handled += 1;
+        }
+    }
+    assert!(
+        handled > 1000,
+        "the mutations should often stay decodable ({handled})"
+    );
+}
