@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
-use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::plan::Plan;
 use crate::service::Service;
+pub use crate::status::{ReloadResult, ReloadStatus};
 
 /// Runtime control of the load balancer, used by the admin API.
 pub trait LbControl: Send + Sync {
@@ -37,44 +37,6 @@ impl LbControlError {
             LbControlError::UnknownNode(_) => 404,
         }
     }
-}
-
-/// How a reload ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReloadResult {
-    /// The new plan is being served.
-    Applied,
-    /// The file is invalid; the running configuration is kept.
-    Invalid,
-    /// The file is valid but could not be applied (a listen address is
-    /// taken, a change that needs a restart); the running configuration is
-    /// kept.
-    Failed,
-}
-
-/// The outcome of the last reload, in `/status` (`reload`) and the answer
-/// of `POST /api/reload`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReloadStatus {
-    /// Configuration generation served: 1 at start, +1 per applied reload.
-    pub generation: u64,
-    /// Reload attempts so far (applied or not).
-    pub attempts: u64,
-    /// Result of the last attempt; `None` before the first one.
-    pub result: Option<ReloadResult>,
-    pub ok: bool,
-    /// HTTP date and Unix time of the last attempt.
-    pub at: Option<String>,
-    pub unix_time: Option<u64>,
-    /// `SIGHUP` or `admin API`.
-    pub trigger: Option<String>,
-    /// How long the last attempt took, from the signal to the swap.
-    pub duration_ms: Option<u64>,
-    pub error: Option<String>,
-    /// What the last applied reload changed, one line each.
-    pub changes: Vec<String>,
 }
 
 impl Default for ReloadStatus {

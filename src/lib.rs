@@ -7,6 +7,8 @@
 //! - [`plan`]: pure derivation of DNS zones, DHCP reservations, LB pools.
 //! - [`service`]: the one shape every service has (stage, commit, run,
 //!   status, metrics) and the task set that fails a service whose task dies.
+//! - [`status`]: the `/status` document as types (one schema for the API,
+//!   the page, the CLI and the tests).
 //! - [`supervisor`]: `serve` — creates, runs and stops the services.
 //! - [`reload`]: applies a new cluster file to the running services.
 //! - [`dns`], [`dhcp`], [`lb`], [`http`], [`admin`]: one service each.
@@ -33,6 +35,7 @@ pub mod net;
 pub mod plan;
 pub mod reload;
 pub mod service;
+pub mod status;
 pub mod supervisor;
 pub mod telemetry;
 

@@ -54,7 +54,7 @@ pub trait Service: Send + Sync + 'static {
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()>;
 
     /// This service's `/status` section.
-    fn status(&self) -> serde_json::Value;
+    fn status(&self) -> crate::status::ServiceStatus;
 
     /// Append this service's Prometheus families.
     fn metrics(&self, out: &mut String);

@@ -392,13 +392,23 @@ fn a_dead_service_task_stops_serve_with_an_error() {
         let mut app = Appliance::launch()
             .env("CRC_APPLIANCE_FAIL_TASK", &format!("{task}@1500"))
             .start(&yaml);
-        // It serves normally first.
+        // It serves normally first, every section in the typed schema.
         let admin = app.addr("admin");
-        let (code, _, _) = run(
+        let (code, out, _) = run(
             "curl",
             &["-sS", "--max-time", "5", &format!("http://{admin}/status")],
         );
         assert_eq!(code, 0, "{task}: not serving before the fault");
+        let doc: crc_appliance::status::StatusDoc =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert!(
+            doc.dns.is_some()
+                && doc.dhcp.is_some()
+                && doc.lb.as_ref().is_some_and(|l| l.pools.len() == 4)
+                && doc.http.is_some()
+                && doc.admin.is_some(),
+            "{out}"
+        );
         let code = app.wait_exit(Duration::from_secs(15));
         assert_eq!(code, Some(Some(1)), "{task}: {}", app.log());
         let log = app.log();

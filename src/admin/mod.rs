@@ -37,6 +37,7 @@ use crate::metrics::Kind;
 use crate::net;
 use crate::plan::Plan;
 use crate::service::{Commit, Listeners, Service, Tasks};
+use crate::status::{AdminStatus, NetworkStatus, NodeRow, ServiceStatus, StatusDoc};
 
 /// The admin listener.
 pub struct Admin {
@@ -97,9 +98,11 @@ impl Service for Admin {
             .await
     }
 
-    fn status(&self) -> serde_json::Value {
+    fn status(&self) -> ServiceStatus {
         let listen = *self.listen.lock().unwrap_or_else(|e| e.into_inner());
-        json!({ "listen": listen.map(|a| a.to_string()) })
+        ServiceStatus::Admin(AdminStatus {
+            listen: listen.map(|a| a.to_string()),
+        })
     }
 
     fn metrics(&self, _out: &mut String) {}
@@ -128,27 +131,40 @@ fn json_resp(status: StatusCode, v: &serde_json::Value) -> Resp {
 pub const STATUS_PAGE: &str = include_str!("page.html");
 
 /// The `/status` document.
-pub fn status(hub: &Hub) -> serde_json::Value {
+pub fn status(hub: &Hub) -> StatusDoc {
     let plan = hub.plan();
     let c = &plan.cluster;
-    let mut doc = json!({
-        "cluster": c.domain,
-        "version": env!("CARGO_PKG_VERSION"),
-        "network": {
-            "cidr": c.network.cidr.to_string(),
-            "gateway": c.network.gateway,
-            "applianceIP": c.network.appliance_ip,
-            "apiVIP": c.network.api_vip,
-            "ingressVIP": c.network.ingress_vip,
+    let mut doc = StatusDoc {
+        cluster: c.domain.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        network: NetworkStatus {
+            cidr: c.network.cidr.to_string(),
+            gateway: c.network.gateway,
+            appliance_ip: c.network.appliance_ip,
+            api_vip: c.network.api_vip,
+            ingress_vip: c.network.ingress_vip,
         },
-        "nodes": c.nodes.iter().map(|n| json!({
-            "name": n.name, "role": n.role, "mac": n.mac, "ip": n.ip,
-            "fqdn": c.fqdn(&n.name),
-        })).collect::<Vec<_>>(),
-    });
-    doc["reload"] = serde_json::to_value(hub.reload_status()).unwrap_or_default();
+        nodes: c
+            .nodes
+            .iter()
+            .map(|n| NodeRow {
+                name: n.name.clone(),
+                role: n.role,
+                mac: n.mac.to_string(),
+                ip: n.ip,
+                fqdn: c.fqdn(&n.name),
+            })
+            .collect(),
+        reload: hub.reload_status(),
+        dns: None,
+        dhcp: None,
+        lb: None,
+        http: None,
+        libvirt: None,
+        admin: None,
+    };
     for s in hub.services() {
-        doc[s.name()] = s.status();
+        doc.insert(s.status());
     }
     doc
 }
@@ -204,7 +220,10 @@ pub async fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
         (&Method::GET, "/" | "/index.html") => {
             respond(StatusCode::OK, "text/html; charset=utf-8", STATUS_PAGE)
         }
-        (&Method::GET, "/status") => json_resp(StatusCode::OK, &status(hub)),
+        (&Method::GET, "/status") => json_resp(
+            StatusCode::OK,
+            &serde_json::to_value(status(hub)).unwrap_or_default(),
+        ),
         (&Method::GET, "/metrics") => respond(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
@@ -225,7 +244,10 @@ pub async fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
             }
         },
         (&Method::GET, "/api/lb/backends") => match hub.service("lb") {
-            Some(s) => json_resp(StatusCode::OK, &s.status()),
+            Some(s) => json_resp(
+                StatusCode::OK,
+                &serde_json::to_value(s.status()).unwrap_or_default(),
+            ),
             None => json_resp(
                 StatusCode::SERVICE_UNAVAILABLE,
                 &json!({"error": "the load balancer is not running"}),

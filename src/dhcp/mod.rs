@@ -166,8 +166,8 @@ impl Service for Dhcp {
             .await
     }
 
-    fn status(&self) -> serde_json::Value {
-        status::status(&self.shared)
+    fn status(&self) -> crate::status::ServiceStatus {
+        crate::status::ServiceStatus::Dhcp(status::status(&self.shared))
     }
 
     fn metrics(&self, out: &mut String) {

@@ -4,10 +4,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dhcproto::v4::MessageType;
-use serde_json::json;
+use std::collections::BTreeMap;
 
 use super::{Shared, now};
 use crate::metrics::{Kind, family};
+use crate::status::{DeclinedRow, DhcpStatus, LeaseRow};
 
 /// Counters by message type, exported as metrics.
 #[derive(Default)]
@@ -50,46 +51,56 @@ impl Counters {
     }
 }
 
-pub(super) fn status(s: &Shared) -> serde_json::Value {
+pub(super) fn status(s: &Shared) -> DhcpStatus {
     let now = now();
     let t = s.table();
-    let leases: Vec<_> = t
-        .leases()
-        .into_iter()
-        .map(|l| {
-            json!({
-                "mac": l.mac, "ip": l.ip, "hostname": l.hostname,
-                "clientId": l.client_id, "state": l.state_name(now),
-                "expires": l.expires, "reserved": l.reserved,
-            })
-        })
-        .collect();
     let c = &s.counters;
-    let mut received = serde_json::Map::new();
-    for (n, v) in RX_NAMES.iter().zip(&c.rx) {
-        received.insert((*n).into(), v.load(Ordering::Relaxed).into());
-    }
-    received.insert("other".into(), c.rx_other.load(Ordering::Relaxed).into());
-    let mut sent = serde_json::Map::new();
-    for (n, v) in TX_NAMES.iter().zip(&c.tx) {
-        sent.insert((*n).into(), v.load(Ordering::Relaxed).into());
-    }
+    let get = |v: &AtomicU64| v.load(Ordering::Relaxed);
+    let mut received: BTreeMap<String, u64> = RX_NAMES
+        .iter()
+        .zip(&c.rx)
+        .map(|(n, v)| (n.to_string(), get(v)))
+        .collect();
+    received.insert("other".into(), get(&c.rx_other));
     let bound = s.bound.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let local = s.socket.load_full().and_then(|u| u.local_addr().ok());
-    json!({
-        "listen": local.or(bound.as_ref().map(|b| b.0)).map(|a| a.to_string()),
-        "interface": bound.and_then(|b| b.1),
-        "leaseFile": s.lease_file.display().to_string(),
-        "leases": leases,
-        "declined": t.declined(),
-        "received": received,
-        "sent": sent,
-        "malformed": c.malformed.load(Ordering::Relaxed),
-        "ignored": c.ignored.load(Ordering::Relaxed),
-        "sendErrors": c.send_errors.load(Ordering::Relaxed),
-        "leaseFileWrites": c.persists.load(Ordering::Relaxed),
-        "leaseFileErrors": c.persist_errors.load(Ordering::Relaxed),
-    })
+    DhcpStatus {
+        listen: local.or(bound.as_ref().map(|b| b.0)).map(|a| a.to_string()),
+        interface: bound.and_then(|b| b.1),
+        lease_file: s.lease_file.display().to_string(),
+        leases: t
+            .leases()
+            .into_iter()
+            .map(|l| LeaseRow {
+                mac: l.mac.to_string(),
+                ip: l.ip,
+                hostname: l.hostname.clone(),
+                client_id: l.client_id.clone(),
+                state: l.state_name(now).to_string(),
+                expires: l.expires,
+                reserved: l.reserved,
+            })
+            .collect(),
+        declined: t
+            .declined()
+            .into_iter()
+            .map(|d| DeclinedRow {
+                ip: d.ip,
+                until: d.until,
+            })
+            .collect(),
+        received,
+        sent: TX_NAMES
+            .iter()
+            .zip(&c.tx)
+            .map(|(n, v)| (n.to_string(), get(v)))
+            .collect(),
+        malformed: get(&c.malformed),
+        ignored: get(&c.ignored),
+        send_errors: get(&c.send_errors),
+        lease_file_writes: get(&c.persists),
+        lease_file_errors: get(&c.persist_errors),
+    }
 }
 
 pub(super) fn metrics(shared: &Shared, out: &mut String) {

@@ -38,7 +38,6 @@ use anyhow::Context as _;
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use hickory_server::net::xfer::Protocol;
-use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::Semaphore;
@@ -50,6 +49,7 @@ use crate::metrics::{Kind, family};
 use crate::net;
 use crate::plan::Plan;
 use crate::service::{Commit, Listeners, Service, Tasks};
+use crate::status::{DnsStatus, PacketCacheStatus, ServiceStatus};
 use handler::{Core, Route, Stats};
 
 /// Idle time after which a TCP connection is closed (RFC 7766 suggests seconds).
@@ -193,26 +193,21 @@ impl Service for Dns {
             .await
     }
 
-    fn status(&self) -> serde_json::Value {
+    fn status(&self) -> ServiceStatus {
         let s = &self.stats;
         let info = self.info.load();
-        let by_rcode: serde_json::Map<String, serde_json::Value> = s
-            .rcode_counts()
-            .into_iter()
-            .map(|(k, v)| (k, v.into()))
-            .collect();
-        json!({
-            "listen": info.listen,
-            "zones": info.zones,
-            "records": info.records,
-            "upstream": info.upstream,
-            "responses": by_rcode,
-            "forwarded": s.forwarded.load(Relaxed),
-            "refusedRecursion": s.refused_recursion.load(Relaxed),
-            "dropped": s.malformed.load(Relaxed),
-            "packetCache": {
-                "hits": s.cache_hits.load(Relaxed),
-                "entries": self.core.load().cache_entries(),
+        ServiceStatus::Dns(DnsStatus {
+            listen: info.listen.clone(),
+            zones: info.zones.clone(),
+            records: info.records,
+            upstream: info.upstream.clone(),
+            responses: s.rcode_counts().into_iter().collect(),
+            forwarded: s.forwarded.load(Relaxed),
+            refused_recursion: s.refused_recursion.load(Relaxed),
+            dropped: s.malformed.load(Relaxed),
+            packet_cache: PacketCacheStatus {
+                hits: s.cache_hits.load(Relaxed),
+                entries: self.core.load().cache_entries(),
             },
         })
     }

@@ -171,8 +171,8 @@ impl Service for Http {
             .await
     }
 
-    fn status(&self) -> serde_json::Value {
-        self.ctx.stats.status()
+    fn status(&self) -> crate::status::ServiceStatus {
+        crate::status::ServiceStatus::Http(self.ctx.stats.status())
     }
 
     fn metrics(&self, out: &mut String) {

@@ -7,12 +7,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::{Value, json};
-
 use arc_swap::ArcSwap;
 
 use crate::metrics::{Kind, family};
 use crate::plan::Plan;
+use crate::status::{FetchRow, HttpStatus, IgnitionByNode};
 
 /// How many ignition fetches `/status` keeps (newest first).
 pub const FETCH_LOG: usize = 200;
@@ -33,17 +32,21 @@ pub struct Fetch {
 }
 
 impl Fetch {
-    fn to_json(&self) -> Value {
-        json!({
-            "time": httpdate::fmt_http_date(self.time),
-            "unixTime": self.time.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-            "client": self.client.to_string(),
-            "node": self.node,
-            "file": self.file,
-            "status": self.status,
-            "detail": self.detail,
-            "bytes": self.bytes,
-        })
+    fn row(&self) -> FetchRow {
+        FetchRow {
+            time: httpdate::fmt_http_date(self.time),
+            unix_time: self
+                .time
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            client: self.client.to_string(),
+            node: self.node.clone(),
+            file: self.file.clone(),
+            status: self.status,
+            detail: self.detail.clone(),
+            bytes: self.bytes,
+        }
     }
 }
 
@@ -105,12 +108,12 @@ impl Stats {
 }
 
 impl Stats {
-    pub fn status(&self) -> Value {
+    pub fn status(&self) -> HttpStatus {
         let plan = self.plan.load_full();
         let c = &plan.cluster;
         let fetches = self.fetches();
         // Latest fetch per node: by the requesting IP, else by the file name.
-        let by_node: Vec<Value> = c
+        let by_node = c
             .nodes
             .iter()
             .map(|n| {
@@ -119,31 +122,31 @@ impl Stats {
                     .iter()
                     .find(|f| f.node.as_deref() == Some(n.name.as_str()))
                     .or_else(|| fetches.iter().find(|f| f.file == own));
-                json!({
-                    "node": n.name,
-                    "ip": n.ip,
-                    "role": n.role,
-                    "fetched": last.is_some_and(|f| f.status == 200),
-                    "last": last.map(Fetch::to_json),
-                })
+                IgnitionByNode {
+                    node: n.name.clone(),
+                    ip: n.ip,
+                    role: n.role,
+                    fetched: last.is_some_and(|f| f.status == 200),
+                    last: last.map(Fetch::row),
+                }
             })
             .collect();
         let statuses: BTreeMap<String, u64> = lock(&self.by_status)
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
             .collect();
-        json!({
-            "listen": lock(&self.listen).map(|a| a.to_string()),
-            "imagesDir": c.http.images_dir,
-            "ignitionDir": c.http.ignition_dir,
-            "requests": statuses.values().sum::<u64>(),
-            "responsesByStatus": statuses,
-            "bytesSent": self.bytes.load(Ordering::Relaxed),
-            "connectionsActive": self.active.load(Ordering::Relaxed),
-            "connectionsTotal": self.connections.load(Ordering::Relaxed),
-            "ignitionByNode": by_node,
-            "ignitionFetches": fetches.iter().map(Fetch::to_json).collect::<Vec<_>>(),
-        })
+        HttpStatus {
+            listen: lock(&self.listen).map(|a| a.to_string()),
+            images_dir: c.http.images_dir.display().to_string(),
+            ignition_dir: c.http.ignition_dir.display().to_string(),
+            requests: statuses.values().sum::<u64>(),
+            responses_by_status: statuses,
+            bytes_sent: self.bytes.load(Ordering::Relaxed),
+            connections_active: self.active.load(Ordering::Relaxed),
+            connections_total: self.connections.load(Ordering::Relaxed),
+            ignition_by_node: by_node,
+            ignition_fetches: fetches.iter().map(Fetch::row).collect(),
+        }
     }
 
     pub fn metrics(&self, out: &mut String) {

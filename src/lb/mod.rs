@@ -62,13 +62,11 @@ use crate::net;
 use crate::plan::Plan;
 use crate::service::{Commit, Listeners, Service, Tasks};
 
+use crate::status::{HealthStatus, LbStatus, PoolStatus, ServiceStatus};
 use check::Prober;
 use checker::CheckSettings;
 use select::Tried;
-use state::{
-    Backend, BackendStatus, FrontendStats, HealthStatus, LbStatus, NodeMemory, PoolKind,
-    PoolStatus, Pools,
-};
+use state::{Backend, FrontendStats, NodeMemory, PoolKind, Pools};
 
 /// How long in-flight connections may continue after shutdown.
 pub const DRAIN: Duration = Duration::from_secs(3);
@@ -210,14 +208,18 @@ impl Lb {
                         .map(|(_, a)| *a)
                         .unwrap_or(p.frontend);
                     PoolStatus {
-                        name: p.kind,
+                        name: p.kind.as_str().to_string(),
                         frontend: frontend.to_string(),
                         check: p.check.to_string(),
                         active_connections: FrontendStats::get(&f.active),
                         total_connections: FrontendStats::get(&f.total),
                         rejected_over_cap: FrontendStats::get(&f.over_cap),
                         closed_no_backend: FrontendStats::get(&f.no_backend),
-                        backends: p.backends.iter().map(|b| BackendStatus::of(b)).collect(),
+                        backends: p
+                            .backends
+                            .iter()
+                            .map(|b| state::backend_status(b))
+                            .collect(),
                     }
                 })
                 .collect(),
@@ -295,8 +297,8 @@ impl Service for Lb {
         outcome
     }
 
-    fn status(&self) -> serde_json::Value {
-        serde_json::to_value(self.lb_status()).unwrap_or_default()
+    fn status(&self) -> ServiceStatus {
+        ServiceStatus::Lb(self.lb_status())
     }
 
     fn metrics(&self, out: &mut String) {

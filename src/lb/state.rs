@@ -27,6 +27,7 @@ use super::health::Health;
 use super::select::RoundRobin;
 use crate::config::{HealthCfg, Role};
 use crate::plan::{Check, Plan};
+use crate::status::BackendStatus;
 
 /// The four OpenShift frontends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -261,71 +262,21 @@ impl FrontendStats {
     }
 }
 
-/// `/status` → `lb` (also `GET /api/lb/backends`).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LbStatus {
-    pub health: HealthStatus,
-    pub max_connections: usize,
-    pub bootstrap_complete_marker: String,
-    pub pools: Vec<PoolStatus>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HealthStatus {
-    pub interval: String,
-    pub timeout: String,
-    pub rise: u32,
-    pub fall: u32,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PoolStatus {
-    pub name: PoolKind,
-    pub frontend: String,
-    pub check: String,
-    pub active_connections: u64,
-    pub total_connections: u64,
-    pub rejected_over_cap: u64,
-    pub closed_no_backend: u64,
-    pub backends: Vec<BackendStatus>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BackendStatus {
-    pub node: String,
-    pub role: Role,
-    pub address: String,
-    pub healthy: bool,
-    pub disabled: bool,
-    pub removed: bool,
-    pub consecutive_successes: u32,
-    pub consecutive_failures: u32,
-    pub last_check_error: Option<String>,
-    pub active_connections: u64,
-    pub total_connections: u64,
-    pub connect_failures: u64,
-}
-
-impl BackendStatus {
-    pub fn of(b: &Backend) -> BackendStatus {
-        let s = b.state().clone();
-        BackendStatus {
-            node: b.key.node.clone(),
-            role: b.role,
-            address: b.key.addr.to_string(),
-            healthy: s.health.healthy(),
-            disabled: !s.enabled,
-            removed: s.removed,
-            consecutive_successes: s.health.successes(),
-            consecutive_failures: s.health.failures(),
-            last_check_error: s.last_error,
-            active_connections: FrontendStats::get(&b.active),
-            total_connections: FrontendStats::get(&b.total),
-            connect_failures: FrontendStats::get(&b.connect_failures),
-        }
+/// A backend's row in `/status` → `lb`.
+pub fn backend_status(b: &Backend) -> BackendStatus {
+    let s = b.state().clone();
+    BackendStatus {
+        node: b.key.node.clone(),
+        role: b.role,
+        address: b.key.addr.to_string(),
+        healthy: s.health.healthy(),
+        disabled: !s.enabled,
+        removed: s.removed,
+        consecutive_successes: s.health.successes(),
+        consecutive_failures: s.health.failures(),
+        last_check_error: s.last_error,
+        active_connections: FrontendStats::get(&b.active),
+        total_connections: FrontendStats::get(&b.total),
+        connect_failures: FrontendStats::get(&b.connect_failures),
     }
 }

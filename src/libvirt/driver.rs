@@ -43,19 +43,8 @@ pub struct State {
     pub bootstrap_removed: bool,
 }
 
-/// One row of `vm status`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NodeStatus {
-    pub node: String,
-    pub domain: String,
-    pub role: Role,
-    /// `absent`, `running`, `shut off`, `paused`, ...
-    pub state: String,
-    /// `install` (live ISO running), `installing`, `installed`, `foreign` or `-`.
-    pub phase: String,
-    pub mac: String,
-    pub ip: String,
-}
+/// One row of `vm status` (the `/status` schema's type).
+pub use crate::status::VmRow as NodeStatus;
 
 fn is_code(e: &virt::error::Error, code: ErrorNumber) -> bool {
     e.code() == Enum::Known(code)

@@ -18,7 +18,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -27,6 +26,7 @@ use super::spec::Spec;
 use crate::metrics::{Kind, family};
 use crate::plan::Plan;
 use crate::service::{Commit, Service, Tasks};
+use crate::status::{LibvirtStatus, ServiceStatus};
 
 /// How often installs are checked for completion.
 pub const POLL: Duration = Duration::from_secs(5);
@@ -160,8 +160,8 @@ impl Service for Libvirt {
             .await
     }
 
-    fn status(&self) -> serde_json::Value {
-        let net = self
+    fn status(&self) -> ServiceStatus {
+        let network = self
             .status
             .network
             .lock()
@@ -173,7 +173,7 @@ impl Service for Libvirt {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        json!({ "network": net, "nodes": nodes })
+        ServiceStatus::Libvirt(LibvirtStatus { network, nodes })
     }
 
     fn metrics(&self, out: &mut String) {

@@ -1,0 +1,303 @@
+//! The `/status` document as types: the one schema that the admin API
+//! serializes, the status page renders, and the tests and the CLI
+//! deserialize. Field names are camelCase and stable (docs/http.md).
+//!
+//! Each service returns its section as a [`ServiceStatus`]; the admin API
+//! puts it under the service's name in [`StatusDoc`].
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Role;
+
+/// `GET /status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusDoc {
+    pub cluster: String,
+    pub version: String,
+    pub network: NetworkStatus,
+    pub nodes: Vec<NodeRow>,
+    pub reload: ReloadStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<DnsStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dhcp: Option<DhcpStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lb: Option<LbStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libvirt: Option<LibvirtStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<AdminStatus>,
+}
+
+/// One service's section of [`StatusDoc`].
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum ServiceStatus {
+    Dns(DnsStatus),
+    Dhcp(DhcpStatus),
+    Lb(LbStatus),
+    Http(HttpStatus),
+    Libvirt(LibvirtStatus),
+    Admin(AdminStatus),
+}
+
+impl StatusDoc {
+    /// Put a service's section in its place.
+    pub fn insert(&mut self, s: ServiceStatus) {
+        match s {
+            ServiceStatus::Dns(x) => self.dns = Some(x),
+            ServiceStatus::Dhcp(x) => self.dhcp = Some(x),
+            ServiceStatus::Lb(x) => self.lb = Some(x),
+            ServiceStatus::Http(x) => self.http = Some(x),
+            ServiceStatus::Libvirt(x) => self.libvirt = Some(x),
+            ServiceStatus::Admin(x) => self.admin = Some(x),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkStatus {
+    pub cidr: String,
+    pub gateway: Ipv4Addr,
+    #[serde(rename = "applianceIP")]
+    pub appliance_ip: Ipv4Addr,
+    #[serde(rename = "apiVIP")]
+    pub api_vip: Ipv4Addr,
+    #[serde(rename = "ingressVIP")]
+    pub ingress_vip: Ipv4Addr,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeRow {
+    pub name: String,
+    pub role: Role,
+    pub mac: String,
+    pub ip: Ipv4Addr,
+    pub fqdn: String,
+}
+
+/// How a reload ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReloadResult {
+    /// The new plan is being served.
+    Applied,
+    /// The file is invalid; the running configuration is kept.
+    Invalid,
+    /// The file is valid but could not be applied (a listen address is
+    /// taken, a change that needs a restart); the running configuration is
+    /// kept.
+    Failed,
+}
+
+/// The outcome of the last reload (`reload`), also the answer of
+/// `POST /api/reload`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadStatus {
+    /// Configuration generation served: 1 at start, +1 per applied reload.
+    pub generation: u64,
+    /// Reload attempts so far (applied or not).
+    pub attempts: u64,
+    /// Result of the last attempt; `None` before the first one.
+    pub result: Option<ReloadResult>,
+    pub ok: bool,
+    /// HTTP date and Unix time of the last attempt.
+    pub at: Option<String>,
+    pub unix_time: Option<u64>,
+    /// `SIGHUP` or `admin API`.
+    pub trigger: Option<String>,
+    /// How long the last attempt took, from the signal to the swap.
+    pub duration_ms: Option<u64>,
+    pub error: Option<String>,
+    /// What the last applied reload changed, one line each.
+    pub changes: Vec<String>,
+}
+
+/// `dns`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DnsStatus {
+    pub listen: Vec<String>,
+    pub zones: Vec<String>,
+    pub records: usize,
+    pub upstream: Vec<String>,
+    /// Responses sent by RCODE name.
+    pub responses: BTreeMap<String, u64>,
+    pub forwarded: u64,
+    pub refused_recursion: u64,
+    pub dropped: u64,
+    pub packet_cache: PacketCacheStatus,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PacketCacheStatus {
+    pub hits: u64,
+    pub entries: usize,
+}
+
+/// `dhcp`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DhcpStatus {
+    pub listen: Option<String>,
+    pub interface: Option<String>,
+    pub lease_file: String,
+    pub leases: Vec<LeaseRow>,
+    pub declined: Vec<DeclinedRow>,
+    /// Messages received by type (`discover` … `inform`, `other`).
+    pub received: BTreeMap<String, u64>,
+    /// Replies sent by type (`offer`, `ack`, `nak`).
+    pub sent: BTreeMap<String, u64>,
+    pub malformed: u64,
+    pub ignored: u64,
+    pub send_errors: u64,
+    pub lease_file_writes: u64,
+    pub lease_file_errors: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseRow {
+    pub mac: String,
+    pub ip: Ipv4Addr,
+    pub hostname: Option<String>,
+    pub client_id: Option<String>,
+    /// `offered`, `bound`, `released` or `expired`.
+    pub state: String,
+    /// Unix seconds.
+    pub expires: u64,
+    pub reserved: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeclinedRow {
+    pub ip: Ipv4Addr,
+    /// Unix seconds.
+    pub until: u64,
+}
+
+/// `lb` (also `GET /api/lb/backends`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LbStatus {
+    pub health: HealthStatus,
+    pub max_connections: usize,
+    pub bootstrap_complete_marker: String,
+    pub pools: Vec<PoolStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthStatus {
+    pub interval: String,
+    pub timeout: String,
+    pub rise: u32,
+    pub fall: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolStatus {
+    /// `api`, `machine-config`, `ingress-http` or `ingress-https`.
+    pub name: String,
+    pub frontend: String,
+    pub check: String,
+    pub active_connections: u64,
+    pub total_connections: u64,
+    pub rejected_over_cap: u64,
+    pub closed_no_backend: u64,
+    pub backends: Vec<BackendStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendStatus {
+    pub node: String,
+    pub role: Role,
+    pub address: String,
+    pub healthy: bool,
+    pub disabled: bool,
+    pub removed: bool,
+    pub consecutive_successes: u32,
+    pub consecutive_failures: u32,
+    pub last_check_error: Option<String>,
+    pub active_connections: u64,
+    pub total_connections: u64,
+    pub connect_failures: u64,
+}
+
+/// `http`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpStatus {
+    pub listen: Option<String>,
+    pub images_dir: String,
+    pub ignition_dir: String,
+    pub requests: u64,
+    /// Responses by status code.
+    pub responses_by_status: BTreeMap<String, u64>,
+    pub bytes_sent: u64,
+    pub connections_active: i64,
+    pub connections_total: u64,
+    pub ignition_by_node: Vec<IgnitionByNode>,
+    /// Newest first, at most 200.
+    pub ignition_fetches: Vec<FetchRow>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IgnitionByNode {
+    pub node: String,
+    pub ip: Ipv4Addr,
+    pub role: Role,
+    pub fetched: bool,
+    pub last: Option<FetchRow>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FetchRow {
+    /// HTTP date.
+    pub time: String,
+    pub unix_time: u64,
+    pub client: String,
+    pub node: Option<String>,
+    pub file: String,
+    pub status: u16,
+    pub detail: String,
+    pub bytes: u64,
+}
+
+/// `libvirt`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LibvirtStatus {
+    pub network: String,
+    pub nodes: Vec<VmRow>,
+}
+
+/// One row of `vm status` and of `libvirt.nodes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VmRow {
+    pub node: String,
+    pub domain: String,
+    pub role: Role,
+    /// `absent`, `running`, `shut off`, `paused`, ...
+    pub state: String,
+    /// `install` (live ISO running), `installing`, `installed`, `foreign` or `-`.
+    pub phase: String,
+    pub mac: String,
+    pub ip: String,
+}
+
+/// `admin`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AdminStatus {
+    pub listen: Option<String>,
+}
