@@ -32,9 +32,9 @@
 pub mod ignition;
 pub mod path;
 pub mod range;
+mod server;
 pub mod stats;
 
-use std::convert::Infallible;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -43,26 +43,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use anyhow::Context as _;
 use arc_swap::ArcSwap;
-use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::stream::{self, Stream, StreamExt};
 use http_body_util::{BodyExt, Empty, Full, StreamBody, combinators::UnsyncBoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioTimer};
-use hyper_util::server::conn::auto;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use crate::net;
 use crate::plan::Plan;
-use crate::service::{Commit, Listeners, Service, Tasks};
 use ignition::Target;
 use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};
+pub use server::Http;
 use stats::{Fetch, Stats};
 
 /// Bytes read per `pread` and sent per body frame.
@@ -79,105 +72,10 @@ const DRAIN: Duration = Duration::from_secs(5);
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 type Resp = Response<Body>;
 
-/// The HTTP service: one listener on `http.listen`; the plan (dirs, nodes,
-/// ACL) is swapped by a reload and read per request.
-pub struct Http {
-    ctx: Arc<Ctx>,
-    listeners: Listeners<SocketAddr>,
-    tasks: Tasks,
-}
-
-struct Ctx {
+pub(crate) struct Ctx {
     plan: Arc<ArcSwap<Plan>>,
     stats: Arc<Stats>,
     boundary_seq: AtomicU64,
-}
-
-fn warn_missing_dirs(plan: &Plan) {
-    let cfg = &plan.cluster.http;
-    for (what, dir) in [
-        ("imagesDir", &cfg.images_dir),
-        ("ignitionDir", &cfg.ignition_dir),
-    ] {
-        if !dir.is_dir() {
-            warn!(
-                "http.{what} {} is not a directory (yet); its files answer 404",
-                dir.display()
-            );
-        }
-    }
-}
-
-impl Http {
-    /// The service for `plan`, serving nothing until its first commit.
-    pub fn new(plan: &Arc<Plan>) -> Arc<Http> {
-        let shared = Arc::new(ArcSwap::new(plan.clone()));
-        Arc::new(Http {
-            ctx: Arc::new(Ctx {
-                stats: Arc::new(Stats::new(shared.clone())),
-                plan: shared,
-                boundary_seq: AtomicU64::new(1),
-            }),
-            listeners: Listeners::default(),
-            tasks: Tasks::new("http"),
-        })
-    }
-
-    fn start_listener(&self, addr: SocketAddr, listener: TcpListener) {
-        let token = self.tasks.token();
-        if let Ok(local) = listener.local_addr() {
-            info!("listening for http on {local}");
-            self.ctx.stats.set_listen(local);
-        }
-        self.tasks.spawn(
-            format!("http listener {addr}"),
-            token.clone(),
-            serve_listener(self.ctx.clone(), listener, token.clone()),
-        );
-        self.listeners.insert(addr, token);
-    }
-}
-
-#[async_trait]
-impl Service for Http {
-    fn name(&self) -> &'static str {
-        "http"
-    }
-
-    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let addr = plan.cluster.http.listen;
-        let mut new = None;
-        if !self.listeners.missing(&[addr]).is_empty() {
-            let l = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("bind TCP {addr}"))?;
-            new = Some(l);
-        }
-        Ok(Box::new(move || {
-            warn_missing_dirs(&plan);
-            self.ctx.plan.store(plan);
-            for gone in self.listeners.retain(&[addr]) {
-                info!("http: closed listener {gone}");
-            }
-            if let Some(l) = new {
-                self.start_listener(addr, l);
-            }
-        }))
-    }
-
-    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        self.tasks
-            .supervise(&shutdown, DRAIN + Duration::from_secs(1))
-            .await
-    }
-
-    fn status(&self) -> crate::status::ServiceStatus {
-        crate::status::ServiceStatus::Http(self.ctx.stats.status())
-    }
-
-    fn metrics(&self, out: &mut String) {
-        self.ctx.stats.metrics(out)
-    }
 }
 
 fn empty() -> Body {
@@ -617,56 +515,4 @@ fn load_ignition(dir: &Path, t: &Target) -> Result<(Vec<u8>, String), IgnError> 
                 })
         }
     }
-}
-
-/// Accept and serve HTTP connections on `listener` until `shutdown`.
-async fn serve_listener(
-    ctx: Arc<Ctx>,
-    listener: TcpListener,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let limits = net::Limits {
-        max_conns: Some(MAX_CONNECTIONS),
-        backoff: Duration::from_millis(100),
-        drain: None,
-    };
-    // EMFILE and friends: back off instead of spinning.
-    let on_error = |e: &std::io::Error| warn!("http accept: {e}");
-    net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
-        let _ = stream.set_nodelay(true);
-        let ctx = ctx.clone();
-        let shutdown = shutdown.clone();
-        async move {
-            // A client that connects and stays silent holds no slot for
-            // long (hyper's header timeout starts with the first request).
-            let silent = tokio::select! {
-                r = tokio::time::timeout(HEADER_TIMEOUT, stream.readable()) => !matches!(r, Ok(Ok(()))),
-                _ = shutdown.cancelled() => true,
-            };
-            if silent {
-                debug!(%peer, "http connection closed: no request");
-                return;
-            }
-            ctx.stats.conn_open();
-            let c2 = ctx.clone();
-            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let ctx = c2.clone();
-                async move { Ok::<_, Infallible>(ctx.handle(req, peer).await) }
-            });
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                // A client that shuts down its write side after the request
-                // (busybox nc, HTTP/1.0 tools) still gets the whole body.
-                .half_close(true)
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT);
-            if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, DRAIN).await {
-                debug!(%peer, "http connection: {e}");
-            }
-            ctx.stats.conn_close();
-        }
-    })
-    .await;
-    Ok(())
 }

@@ -79,15 +79,13 @@ pub async fn check_loop(
                 }
                 flip
             };
-            let (node, addr) = (&b.key.node, b.key.addr);
+            let (node, addr, check) = (&b.key.node, b.key.addr, &b.key.check);
             match flip {
-                Some(true) => info!(
-                    "lb {pool}: backend {node} {addr} is healthy ({})",
-                    b.key.check
-                ),
+                Some(true) => info!(%pool, %node, %addr, %check, "lb backend is healthy"),
                 Some(false) => warn!(
-                    "lb {pool}: backend {node} {addr} is unhealthy: {}",
-                    result.as_ref().err().map(String::as_str).unwrap_or("?")
+                    %pool, %node, %addr, %check,
+                    error = result.as_ref().err().map(String::as_str).unwrap_or("?"),
+                    "lb backend is unhealthy"
                 ),
                 None => {}
             }

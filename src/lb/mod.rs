@@ -53,7 +53,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn};
+use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use crate::config::LbCfg;
 use crate::hub::{LbControl, LbControlError};
@@ -439,16 +439,20 @@ async fn accept_loop(
         };
         let lb2 = lb.clone();
         let stop = lb.conns_stop.clone();
-        lb.conns.spawn(async move {
-            let stats = &lb2.frontend(kind).stats;
-            stats.active.fetch_add(1, Ordering::Relaxed);
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                _ = serve_conn(&lb2, kind, stream, peer) => {}
+        let span = info_span!("lb", pool = %kind, %peer);
+        lb.conns.spawn(
+            async move {
+                let stats = &lb2.frontend(kind).stats;
+                stats.active.fetch_add(1, Ordering::Relaxed);
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    _ = serve_conn(&lb2, kind, stream) => {}
+                }
+                stats.active.fetch_sub(1, Ordering::Relaxed);
+                drop(permit);
             }
-            stats.active.fetch_sub(1, Ordering::Relaxed);
-            drop(permit);
-        });
+            .instrument(span),
+        );
     }
 }
 
@@ -485,15 +489,16 @@ async fn connect_backend(lb: &Lb, kind: PoolKind) -> Option<(Arc<Backend>, TcpSt
     }
 }
 
-async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream, peer: SocketAddr) {
+/// Proxy one client connection (inside its `lb` span: pool and peer).
+async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream) {
     let stats = &lb.frontend(kind).stats;
     let _ = client.set_nodelay(true);
     let Some((b, mut backend)) = connect_backend(lb, kind).await else {
         stats.no_backend.fetch_add(1, Ordering::Relaxed);
         if stats.warned_empty.swap(true, Ordering::Relaxed) {
-            debug!(%peer, "lb {kind}: no backend available; closing");
+            debug!("lb {kind}: no backend available; closing");
         } else {
-            warn!(%peer, "lb {kind}: no healthy enabled backend; closing client connections until one is");
+            warn!("lb {kind}: no healthy enabled backend; closing client connections until one is");
         }
         return;
     };
@@ -508,10 +513,8 @@ async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream, peer: Socket
     b.active.fetch_sub(1, Ordering::Relaxed);
     let node = &b.key.node;
     match end {
-        proxy::End::Done(up, down) => {
-            debug!(%peer, "lb {kind} → {node}: done, {up} B up, {down} B down")
-        }
-        proxy::End::Idle => debug!(%peer, "lb {kind} → {node}: idle timeout"),
-        proxy::End::Error(e) => debug!(%peer, "lb {kind} → {node}: {e}"),
+        proxy::End::Done(up, down) => debug!(%node, up, down, "lb connection done"),
+        proxy::End::Idle => debug!(%node, "lb connection idle timeout"),
+        proxy::End::Error(e) => debug!(%node, error = %e, "lb connection error"),
     }
 }

@@ -1,0 +1,175 @@
+//! The HTTP service: its listener, its place in the service shape, and the
+//! accept loop that hands each connection to hyper with the request
+//! handler of [`super`].
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use hyper::Request;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument as _, debug, info, info_span, warn};
+
+use super::stats::Stats;
+use super::{Ctx, DRAIN, HEADER_TIMEOUT, MAX_CONNECTIONS};
+use crate::net;
+use crate::plan::Plan;
+use crate::service::{Commit, Listeners, Service, Tasks};
+
+/// The HTTP service: one listener on `http.listen`; the plan (dirs, nodes,
+/// ACL) is swapped by a reload and read per request.
+pub struct Http {
+    ctx: Arc<Ctx>,
+    listeners: Listeners<SocketAddr>,
+    tasks: Tasks,
+}
+
+fn warn_missing_dirs(plan: &Plan) {
+    let cfg = &plan.cluster.http;
+    for (what, dir) in [
+        ("imagesDir", &cfg.images_dir),
+        ("ignitionDir", &cfg.ignition_dir),
+    ] {
+        if !dir.is_dir() {
+            warn!(
+                "http.{what} {} is not a directory (yet); its files answer 404",
+                dir.display()
+            );
+        }
+    }
+}
+
+impl Http {
+    /// The service for `plan`, serving nothing until its first commit.
+    pub fn new(plan: &Arc<Plan>) -> Arc<Http> {
+        let shared = Arc::new(ArcSwap::new(plan.clone()));
+        Arc::new(Http {
+            ctx: Arc::new(Ctx {
+                stats: Arc::new(Stats::new(shared.clone())),
+                plan: shared,
+                boundary_seq: AtomicU64::new(1),
+            }),
+            listeners: Listeners::default(),
+            tasks: Tasks::new("http"),
+        })
+    }
+
+    fn start_listener(&self, addr: SocketAddr, listener: TcpListener) {
+        let token = self.tasks.token();
+        if let Ok(local) = listener.local_addr() {
+            info!("listening for http on {local}");
+            self.ctx.stats.set_listen(local);
+        }
+        self.tasks.spawn(
+            format!("http listener {addr}"),
+            token.clone(),
+            serve_listener(self.ctx.clone(), listener, token.clone()),
+        );
+        self.listeners.insert(addr, token);
+    }
+}
+
+#[async_trait]
+impl Service for Http {
+    fn name(&self) -> &'static str {
+        "http"
+    }
+
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let addr = plan.cluster.http.listen;
+        let mut new = None;
+        if !self.listeners.missing(&[addr]).is_empty() {
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("bind TCP {addr}"))?;
+            new = Some(l);
+        }
+        Ok(Box::new(move || {
+            warn_missing_dirs(&plan);
+            self.ctx.plan.store(plan);
+            for gone in self.listeners.retain(&[addr]) {
+                info!("http: closed listener {gone}");
+            }
+            if let Some(l) = new {
+                self.start_listener(addr, l);
+            }
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        self.tasks
+            .supervise(&shutdown, DRAIN + Duration::from_secs(1))
+            .await
+    }
+
+    fn status(&self) -> crate::status::ServiceStatus {
+        crate::status::ServiceStatus::Http(self.ctx.stats.status())
+    }
+
+    fn metrics(&self, out: &mut String) {
+        self.ctx.stats.metrics(out)
+    }
+}
+
+/// Accept and serve HTTP connections on `listener` until `shutdown`.
+async fn serve_listener(
+    ctx: Arc<Ctx>,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let limits = net::Limits {
+        max_conns: Some(MAX_CONNECTIONS),
+        backoff: Duration::from_millis(100),
+        drain: None,
+    };
+    // EMFILE and friends: back off instead of spinning.
+    let on_error = |e: &std::io::Error| warn!("http accept: {e}");
+    net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
+        let _ = stream.set_nodelay(true);
+        let ctx = ctx.clone();
+        let shutdown = shutdown.clone();
+        let span = info_span!("http", %peer);
+        async move {
+            // A client that connects and stays silent holds no slot for
+            // long (hyper's header timeout starts with the first request).
+            let silent = tokio::select! {
+                r = tokio::time::timeout(HEADER_TIMEOUT, stream.readable()) => !matches!(r, Ok(Ok(()))),
+                _ = shutdown.cancelled() => true,
+            };
+            if silent {
+                debug!("http connection closed: no request");
+                return;
+            }
+            ctx.stats.conn_open();
+            let c2 = ctx.clone();
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let ctx = c2.clone();
+                async move { Ok::<_, Infallible>(ctx.handle(req, peer).await) }
+            });
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                // A client that shuts down its write side after the request
+                // (busybox nc, HTTP/1.0 tools) still gets the whole body.
+                .half_close(true)
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT);
+            if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, DRAIN).await {
+                debug!("http connection: {e}");
+            }
+            ctx.stats.conn_close();
+        }
+        .instrument(span)
+    })
+    .await;
+    Ok(())
+}
