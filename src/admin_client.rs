@@ -4,16 +4,25 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-/// Send `method path` to the admin listener; returns (status, body).
-pub fn request(addr: SocketAddr, method: &str, path: &str) -> anyhow::Result<(u16, String)> {
+/// Send `method path` to the admin listener, with the API token when one is
+/// configured; returns (status, body).
+pub fn request(
+    addr: SocketAddr,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+) -> anyhow::Result<(u16, String)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).map_err(|e| {
         anyhow::anyhow!("cannot reach the admin API at {addr} (is `serve` running?): {e}")
     })?;
     // A reload may open libvirt and bind sockets before it answers.
     s.set_read_timeout(Some(Duration::from_secs(90)))?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf)?;

@@ -75,9 +75,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 LbAction::Status => ("GET", "/api/lb/backends".to_string()),
             };
             let addr = c.admin.listen;
-            let (status, body) =
-                tokio::task::spawn_blocking(move || admin_client::request(addr, method, &path))
-                    .await??;
+            let token = admin_token(c.admin.token_file.as_deref())?;
+            let (status, body) = tokio::task::spawn_blocking(move || {
+                admin_client::request(addr, token.as_deref(), method, &path)
+            })
+            .await??;
             println!("{}", body.trim_end());
             if !(200..300).contains(&status) {
                 anyhow::bail!("admin API answered HTTP {status}");
@@ -98,6 +100,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// The admin API token from `admin.tokenFile`, if one is configured.
+fn admin_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    file.map(|f| config::secret::read_token(f).map_err(|e| anyhow::anyhow!("admin.tokenFile: {e}")))
+        .transpose()
+}
+
 /// A running instance refused a reload because the file is invalid.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -109,20 +117,24 @@ async fn reload_running(path: &std::path::Path) -> anyhow::Result<()> {
     // The admin address comes from the file; when the file does not
     // validate, its raw `admin.listen` still tells where to ask (the running
     // instance then reports the file invalid and keeps its configuration).
-    let addr = match config::load(path) {
-        Ok(c) => c.admin.listen,
+    let (addr, token_file) = match config::load(path) {
+        Ok(c) => (c.admin.listen, c.admin.token_file),
         Err(e) => {
             let text = std::fs::read_to_string(path).map_err(|_| e)?;
             let raw =
                 config::parse_str(&text).map_err(|m| anyhow::anyhow!("{}: {m}", path.display()))?;
-            raw.admin.listen.trim().parse().map_err(|_| {
+            let addr = raw.admin.listen.trim().parse().map_err(|_| {
                 anyhow::anyhow!("admin.listen {:?} is not an address", raw.admin.listen)
-            })?
+            })?;
+            let base = path.parent().unwrap_or(std::path::Path::new("."));
+            (addr, raw.admin.token_file.map(|f| base.join(f)))
         }
     };
-    let (status, body) =
-        tokio::task::spawn_blocking(move || admin_client::request(addr, "POST", "/api/reload"))
-            .await??;
+    let token = admin_token(token_file.as_deref())?;
+    let (status, body) = tokio::task::spawn_blocking(move || {
+        admin_client::request(addr, token.as_deref(), "POST", "/api/reload")
+    })
+    .await??;
     let outcome: hub::ReloadStatus = serde_json::from_str(&body)
         .map_err(|_| anyhow::anyhow!("admin API answered HTTP {status}: {}", body.trim()))?;
     match outcome.result {

@@ -10,7 +10,12 @@
 //! | GET | `/api/lb/backends` | the `lb` service's status (503 when the LB is off) |
 //! | POST | `/api/lb/backends/{node}/disable` | drain `node` in every pool |
 //! | POST | `/api/lb/backends/{node}/enable` | put `node` back |
-//! | POST | `/api/reload` | reload the cluster file; answers its [`ReloadStatus`] (200 applied, 422 invalid file, 409 not applicable) |
+//! | POST | `/api/reload` | reload the cluster file; answers its [`crate::status::ReloadStatus`] (200 applied, 422 invalid file, 409 not applicable) |
+//!
+//! Every request passes [`access::check`] first: the Host must be an IP
+//! literal or `localhost` (DNS rebinding), state changes must not come from
+//! another origin, and with `admin.tokenFile` they must carry the token
+//! (required when `admin.listen` is not loopback).
 //!
 //! It is a [`Service`] like the others: a reload that changes
 //! `admin.listen` moves it, one that does not keeps its socket.
@@ -21,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
 use bytes::Bytes;
 use http_body_util::Full;
@@ -39,9 +45,13 @@ use crate::plan::Plan;
 use crate::service::{Commit, Listeners, Service, Tasks};
 use crate::status::{AdminStatus, NetworkStatus, NodeRow, ServiceStatus, StatusDoc};
 
+pub mod access;
+
 /// The admin listener.
 pub struct Admin {
     hub: Arc<Hub>,
+    /// The API token (`admin.tokenFile`), read at each commit.
+    token: Arc<ArcSwapOption<String>>,
     listen: std::sync::Mutex<Option<SocketAddr>>,
     listeners: Listeners<SocketAddr>,
     tasks: Tasks,
@@ -51,6 +61,7 @@ impl Admin {
     pub fn new(hub: Arc<Hub>) -> Arc<Admin> {
         Arc::new(Admin {
             hub,
+            token: Arc::new(ArcSwapOption::empty()),
             listen: std::sync::Mutex::new(None),
             listeners: Listeners::default(),
             tasks: Tasks::new("admin"),
@@ -66,6 +77,10 @@ impl Service for Admin {
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
         let addr = plan.cluster.admin.listen;
+        let token = match &plan.cluster.admin.token_file {
+            Some(f) => Some(crate::config::secret::read_token(f).map_err(|e| anyhow::anyhow!(e))?),
+            None => None,
+        };
         let mut new = None;
         if !self.listeners.missing(&[addr]).is_empty() {
             let l = TcpListener::bind(addr)
@@ -74,6 +89,7 @@ impl Service for Admin {
             new = Some(l);
         }
         Ok(Box::new(move || {
+            self.token.store(token.map(Arc::new));
             for gone in self.listeners.retain(&[addr]) {
                 info!("admin: closed listener {gone}");
             }
@@ -86,7 +102,7 @@ impl Service for Admin {
             self.tasks.spawn(
                 format!("admin listener {addr}"),
                 token.clone(),
-                serve_listener(self.hub.clone(), l, token.clone()),
+                serve_listener(self.hub.clone(), self.token.clone(), l, token.clone()),
             );
             self.listeners.insert(addr, token);
         }))
@@ -290,6 +306,7 @@ pub async fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
 
 async fn serve_listener(
     hub: Arc<Hub>,
+    api_token: Arc<ArcSwapOption<String>>,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -301,12 +318,26 @@ async fn serve_listener(
     let on_error = |e: &std::io::Error| debug!("admin accept: {e}");
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
         let hub = hub.clone();
+        let api_token = api_token.clone();
         let shutdown = shutdown.clone();
         async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let hub = hub.clone();
+                let token = api_token.load_full();
                 async move {
-                    let r = route(&hub, req.method(), req.uri().path()).await;
+                    let checked = access::check(
+                        req.method(),
+                        req.headers(),
+                        req.uri().authority().map(|a| a.as_str()),
+                        token.as_deref().map(String::as_str),
+                    );
+                    let r = match checked {
+                        Ok(()) => route(&hub, req.method(), req.uri().path()).await,
+                        Err((code, why)) => {
+                            debug!(%peer, "admin: refused {} {}: {why}", req.method(), req.uri().path());
+                            json_resp(code, &json!({ "error": why }))
+                        }
+                    };
                     Ok::<_, Infallible>(r)
                 }
             });

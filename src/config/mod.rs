@@ -12,6 +12,7 @@
 
 pub mod duration;
 pub mod raw;
+pub mod secret;
 pub mod types;
 pub mod validate;
 

@@ -330,6 +330,10 @@ pub struct Admin {
     /// Status, metrics and control API (default `127.0.0.1:9180`).
     #[serde(default = "admin_listen")]
     pub listen: String,
+    /// File (mode 0600) holding the token that control requests must carry;
+    /// required when `listen` is not a loopback address.
+    #[serde(default)]
+    pub token_file: Option<String>,
 }
 
 impl Default for Admin {
@@ -337,6 +341,7 @@ impl Default for Admin {
         Admin {
             enabled: true,
             listen: admin_listen(),
+            token_file: None,
         }
     }
 }

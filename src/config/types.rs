@@ -179,6 +179,10 @@ pub struct HttpCfg {
 pub struct AdminCfg {
     pub enabled: bool,
     pub listen: SocketAddr,
+    /// The API token's file (checked: exists, mode 0600 or stricter); the
+    /// token itself is read by the admin service and the CLI, never kept
+    /// in the configuration.
+    pub token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -482,6 +482,24 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         }
     }
     let admin_listen = sock(&mut e, "admin.listen", &raw.admin.listen, None);
+    let token_file = raw.admin.token_file.as_deref().map(|f| resolve(base, f));
+    if let Some(f) = &token_file
+        && let Err(m) = super::secret::check_token_file(f)
+    {
+        e.push("admin.tokenFile", m);
+    }
+    if raw.admin.enabled
+        && token_file.is_none()
+        && let Some(a) = admin_listen
+        && !a.ip().is_loopback()
+    {
+        e.push(
+            "admin.listen",
+            format!(
+                "{a} is not a loopback address: set admin.tokenFile (a file with mode 0600 holding the API token) or listen on 127.0.0.1"
+            ),
+        );
+    }
 
     // --- listeners must not collide
     let mut tcp: Vec<(String, SocketAddr)> = Vec::new();
@@ -605,6 +623,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         admin: AdminCfg {
             enabled: raw.admin.enabled,
             listen: admin_listen.expect(missing),
+            token_file,
         },
         libvirt: libvirt.map(|v| v.expect(missing)),
     })
