@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -11,45 +11,51 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     about = "DNS, DHCP, load balancer, HTTP and libvirt VMs for an OpenShift 4 UPI cluster, in one process"
 )]
 pub struct Cli {
+    /// The cluster file (YAML). Accepted anywhere on the command line:
+    /// `crc-appliance --cluster F lb disable bootstrap` and
+    /// `crc-appliance lb disable bootstrap --cluster F` are the same.
+    #[arg(long, short = 'c', value_name = "FILE", global = true)]
+    pub cluster: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
 
-#[derive(Debug, Args, Clone)]
-pub struct ClusterArg {
-    /// The cluster file (YAML).
-    #[arg(long, short = 'c', value_name = "FILE")]
-    pub cluster: PathBuf,
+impl Cli {
+    /// Parse the command line; a missing `--cluster` is a usage error
+    /// (exit 2, like every other one).
+    pub fn parse_args() -> Cli {
+        use clap::CommandFactory as _;
+        let cli = Cli::parse();
+        if cli.cluster.is_none() {
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    "the following required argument was not provided: --cluster <FILE>",
+                )
+                .exit();
+        }
+        cli
+    }
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run every enabled service until SIGTERM/SIGINT; SIGHUP reloads the file.
-    Serve(ClusterArg),
+    Serve,
     /// Validate the cluster file and print a summary; exit 78 when invalid.
-    Check(ClusterArg),
+    Check,
     /// Ask the running `serve` to reload the cluster file (admin API); exit
     /// 0 applied, 78 invalid file, 1 not applied.
-    Reload(ClusterArg),
+    Reload,
     /// Print what would be served.
-    Render {
-        #[command(flatten)]
-        cluster: ClusterArg,
-        what: RenderWhat,
-    },
+    Render { what: RenderWhat },
     /// Control the running load balancer through the admin API.
     Lb {
-        #[command(flatten)]
-        cluster: ClusterArg,
         #[command(subcommand)]
         action: LbAction,
     },
     /// Create, remove or inspect the cluster's libvirt network and VMs.
-    Vm {
-        #[command(flatten)]
-        cluster: ClusterArg,
-        action: VmAction,
-    },
+    Vm { action: VmAction },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

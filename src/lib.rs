@@ -49,15 +49,18 @@ pub const EXIT_CONFIG: i32 = 78;
 
 /// Run a parsed command line. Errors carry their own exit code via [`exit_code`].
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let cluster = cli
+        .cluster
+        .ok_or_else(|| anyhow::anyhow!("--cluster FILE is required"))?;
     match cli.command {
-        Command::Serve(c) => supervisor::serve(c.cluster).await,
-        Command::Check(c) => {
-            let plan = Plan::new(config::load(&c.cluster)?);
+        Command::Serve => supervisor::serve(cluster).await,
+        Command::Check => {
+            let plan = Plan::new(config::load(&cluster)?);
             print!("{}", summary(&plan));
             Ok(())
         }
-        Command::Render { cluster, what } => {
-            let plan = Plan::new(config::load(&cluster.cluster)?);
+        Command::Render { what } => {
+            let plan = Plan::new(config::load(&cluster)?);
             let text = match what {
                 RenderWhat::Zone => plan::render_zones(&plan),
                 RenderWhat::Dhcp => plan::render_dhcp(&plan),
@@ -67,8 +70,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{text}");
             Ok(())
         }
-        Command::Lb { cluster, action } => {
-            let c = config::load(&cluster.cluster)?;
+        Command::Lb { action } => {
+            let c = config::load(&cluster)?;
             let (method, path) = match &action {
                 LbAction::Disable { node } => ("POST", format!("/api/lb/backends/{node}/disable")),
                 LbAction::Enable { node } => ("POST", format!("/api/lb/backends/{node}/enable")),
@@ -86,9 +89,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Reload(c) => reload_running(&c.cluster).await,
-        Command::Vm { cluster, action } => {
-            let plan = Arc::new(Plan::new(config::load(&cluster.cluster)?));
+        Command::Reload => reload_running(&cluster).await,
+        Command::Vm { action } => {
+            let plan = Arc::new(Plan::new(config::load(&cluster)?));
             let action = match action {
                 cli::VmAction::Up => libvirt::VmAction::Up,
                 cli::VmAction::Down => libvirt::VmAction::Down,

@@ -1,7 +1,5 @@
-use clap::Parser;
-
 fn main() {
-    let cli = crc_appliance::cli::Cli::parse();
+    let cli = crc_appliance::cli::Cli::parse_args();
     crc_appliance::telemetry::init();
     // With one usable core (e.g. pinned with taskset) a multi-thread runtime
     // has a single worker anyway; the current-thread scheduler runs the same

@@ -5,7 +5,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Appliance, BIN, run};
+use common::{Appliance, BIN, run, run_ok};
 
 fn configs(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -247,4 +247,36 @@ fn admin_serves_status_metrics_and_lb_api() {
     assert_eq!(code_of("POST", "/api/lb/backends/bootstrap/disable"), "503");
     assert_eq!(code_of("GET", "/api/lb/backends"), "503");
     assert_eq!(code_of("GET", "/nope"), "404");
+}
+
+/// `--cluster` is accepted before the subcommand, after it and after its
+/// arguments (docs show `lb disable bootstrap --cluster F`); without it the
+/// command is a usage error.
+#[test]
+fn cluster_option_is_accepted_in_every_position() {
+    let f = configs("example.yaml");
+    let golden = run_ok(BIN, &["render", "--cluster", &f, "zone"]);
+    for args in [
+        vec!["--cluster", f.as_str(), "render", "zone"],
+        vec!["render", "zone", "--cluster", f.as_str()],
+        vec!["-c", f.as_str(), "render", "zone"],
+    ] {
+        assert_eq!(run_ok(BIN, &args), golden, "{args:?}");
+    }
+    // `lb ... --cluster F` parses and gets as far as the admin API.
+    for args in [
+        vec!["lb", "disable", "bootstrap", "--cluster", f.as_str()],
+        vec!["--cluster", f.as_str(), "lb", "disable", "bootstrap"],
+        vec!["lb", "--cluster", f.as_str(), "disable", "bootstrap"],
+    ] {
+        let (code, _, err) = run(BIN, &args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(
+            err.contains("cannot reach the admin API"),
+            "{args:?}: {err}"
+        );
+    }
+    let (code, _, err) = run(BIN, &["check"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--cluster <FILE>"), "{err}");
 }

@@ -356,7 +356,9 @@ impl Driver {
             None => {
                 self.conn
                     .create_domain_xml(&xml::install_domain_xml(s, n), 0)
-                    .with_context(|| format!("starting the install domain {}", n.domain))?;
+                    .map_err(|e| {
+                        self.start_error(format!("starting the install domain {}", n.domain), e)
+                    })?;
                 self.conn
                     .define_domain_xml(&xml::final_domain_xml(s, n, Phase::Installing))
                     .with_context(|| format!("defining domain {}", n.domain))?;
@@ -398,8 +400,22 @@ impl Driver {
             d.clone()
         };
         d.create()
-            .with_context(|| format!("starting domain {}", n.domain))?;
+            .map_err(|e| self.start_error(format!("starting domain {}", n.domain), e))?;
         Ok(())
+    }
+
+    /// A failed domain start, explained: with KVM the usual cause is a host
+    /// whose /dev/kvm cannot run guests (nested virtualization).
+    fn start_error(&self, what: String, e: virt::error::Error) -> anyhow::Error {
+        if self.spec.domain_type == "kvm" {
+            anyhow::anyhow!(
+                "{what}: {e}\nKVM could not run the guest (no usable hardware virtualization here, e.g. nested without VMX/SVM or a busy /dev/kvm). \
+                 {DOMAIN_TYPE_ENV}=qemu runs it under software emulation instead (much slower; CPU model Nehalem for RHCOS's x86-64-v2). \
+                 The network, pool and volumes created so far are kept; `vm up` again continues, `vm down` removes them."
+            )
+        } else {
+            anyhow::anyhow!("{what}: {e}")
+        }
     }
 
     /// Start every node whose installer has powered off (phase `installing`,

@@ -148,9 +148,17 @@ fn domain_xml(s: &Spec, n: &NodeSpec, fin: Option<Phase>) -> String {
     }
     let _ = writeln!(x, "  </os>");
     let _ = writeln!(x, "  <features>\n    <acpi/>\n    <apic/>\n  </features>");
+    // RHEL 9 based RHCOS needs x86-64-v2 (SSE4.2, POPCNT, …): with KVM the
+    // host CPU is passed through; under software emulation (TCG) qemu's
+    // default `qemu64` lacks them, so the Nehalem model is named, the oldest
+    // that meets the baseline.
     if s.domain_type == "kvm" {
-        // RHEL 9 based RHCOS needs x86-64-v2; pass the host CPU through.
         let _ = writeln!(x, "  <cpu mode='host-passthrough' check='none'/>");
+    } else {
+        let _ = writeln!(
+            x,
+            "  <cpu mode='custom' match='exact' check='none'>\n    <model fallback='allow'>Nehalem</model>\n  </cpu>"
+        );
     }
     let _ = writeln!(x, "  <clock offset='utc'/>");
     let on_reboot = if fin.is_some() { "restart" } else { "destroy" };
@@ -395,6 +403,15 @@ http:
             assert!(i.contains(needle), "install XML lacks {needle}:\n{i}");
         }
         assert!(!i.contains("<boot order"), "{i}");
+        assert!(i.contains("host-passthrough"), "{i}");
+        let mut tcg = s.clone();
+        tcg.domain_type = "qemu".into();
+        let t = install_domain_xml(&tcg, tcg.node("master-0").unwrap());
+        assert!(
+            t.contains("<domain type='qemu'>")
+                && t.contains("<model fallback='allow'>Nehalem</model>"),
+            "software emulation needs an x86-64-v2 CPU model: {t}"
+        );
         let f = final_domain_xml(&s, m, Phase::Installing);
         assert!(f.contains(&format!("<uuid>{}</uuid>", m.uuid)));
         assert!(f.contains("<on_reboot>restart</on_reboot>"));
