@@ -3,7 +3,10 @@
 //! libvirt VMs) in one process, driven by one cluster file.
 //!
 //! # Layout
-//! - [`config`]: the cluster file (raw serde structs, validation).
+//! - [`model`]: the validated cluster, DNS names and records, conflict rules
+//!   (a leaf both `config` and `plan` use).
+//! - [`config`]: the cluster file (raw serde structs, validation); `load`
+//!   returns the plan.
 //! - [`plan`]: pure derivation of DNS zones, DHCP reservations, LB pools.
 //! - [`service`]: the one shape every service has (stage, commit, run,
 //!   status, metrics) and the task set that fails a service whose task dies.
@@ -31,6 +34,7 @@ pub mod hub;
 pub mod lb;
 pub mod libvirt;
 pub mod metrics;
+pub mod model;
 pub mod net;
 pub mod plan;
 pub mod reload;
@@ -55,12 +59,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve => supervisor::serve(cluster).await,
         Command::Check => {
-            let plan = Plan::new(config::load(&cluster)?);
+            let plan = config::load(&cluster)?;
             print!("{}", summary(&plan));
             Ok(())
         }
         Command::Render { what } => {
-            let plan = Plan::new(config::load(&cluster)?);
+            let plan = config::load(&cluster)?;
             let text = match what {
                 RenderWhat::Zone => plan::render_zones(&plan),
                 RenderWhat::Dhcp => plan::render_dhcp(&plan),
@@ -71,7 +75,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Lb { action } => {
-            let c = config::load(&cluster)?;
+            let c = config::load(&cluster)?.cluster;
             let (method, path) = match &action {
                 LbAction::Disable { node } => ("POST", format!("/api/lb/backends/{node}/disable")),
                 LbAction::Enable { node } => ("POST", format!("/api/lb/backends/{node}/enable")),
@@ -91,7 +95,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Reload => reload_running(&cluster).await,
         Command::Vm { action } => {
-            let plan = Arc::new(Plan::new(config::load(&cluster)?));
+            let plan = Arc::new(config::load(&cluster)?);
             let action = match action {
                 cli::VmAction::Up => libvirt::VmAction::Up,
                 cli::VmAction::Down => libvirt::VmAction::Down,
@@ -121,7 +125,7 @@ async fn reload_running(path: &std::path::Path) -> anyhow::Result<()> {
     // validate, its raw `admin.listen` still tells where to ask (the running
     // instance then reports the file invalid and keeps its configuration).
     let (addr, token_file) = match config::load(path) {
-        Ok(c) => (c.admin.listen, c.admin.token_file),
+        Ok(p) => (p.cluster.admin.listen, p.cluster.admin.token_file),
         Err(e) => {
             let text = std::fs::read_to_string(path).map_err(|_| e)?;
             let raw =

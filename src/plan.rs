@@ -10,98 +10,13 @@
 
 use std::collections::BTreeSet;
 use std::fmt::{self, Write as _};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr};
 
 use serde::Serialize;
 
-use crate::config::{Cluster, Ipv4Net, MacAddr, Role};
-
-/// One resource record. `name` is absolute, lower case, with a trailing dot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Record {
-    pub name: String,
-    pub ttl: u32,
-    pub data: RData,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum RData {
-    A(Ipv4Addr),
-    Aaaa(Ipv6Addr),
-    Cname(String),
-    Ns(String),
-    Ptr(String),
-    Srv {
-        priority: u16,
-        weight: u16,
-        port: u16,
-        target: String,
-    },
-    Txt(String),
-    Soa {
-        mname: String,
-        rname: String,
-        serial: u32,
-        refresh: u32,
-        retry: u32,
-        expire: u32,
-        minimum: u32,
-    },
-}
-
-impl RData {
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            RData::A(_) => "A",
-            RData::Aaaa(_) => "AAAA",
-            RData::Cname(_) => "CNAME",
-            RData::Ns(_) => "NS",
-            RData::Ptr(_) => "PTR",
-            RData::Srv { .. } => "SRV",
-            RData::Txt(_) => "TXT",
-            RData::Soa { .. } => "SOA",
-        }
-    }
-}
-
-impl fmt::Display for RData {
-    /// Zone-file (RFC 1035) presentation of the data.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RData::A(ip) => write!(f, "{ip}"),
-            RData::Aaaa(ip) => write!(f, "{ip}"),
-            RData::Cname(n) | RData::Ns(n) | RData::Ptr(n) => f.write_str(n),
-            RData::Srv {
-                priority,
-                weight,
-                port,
-                target,
-            } => write!(f, "{priority} {weight} {port} {target}"),
-            RData::Txt(t) => {
-                f.write_char('"')?;
-                for c in t.chars() {
-                    if c == '"' || c == '\\' {
-                        f.write_char('\\')?;
-                    }
-                    f.write_char(c)?;
-                }
-                f.write_char('"')
-            }
-            RData::Soa {
-                mname,
-                rname,
-                serial,
-                refresh,
-                retry,
-                expire,
-                minimum,
-            } => write!(
-                f,
-                "{mname} {rname} {serial} {refresh} {retry} {expire} {minimum}"
-            ),
-        }
-    }
-}
+use crate::model::cluster::{BackendOverrideCfg, Cluster, MacAddr, NodeCfg, Role};
+use crate::model::names::{API, API_INT, APPS, ETCD_PREFIX, ETCD_SRV, NS};
+pub use crate::model::names::{RData, Record, absolute, ptr_name, reverse_zones};
 
 /// A zone: its origin (absolute, trailing dot) and records; SOA first, then NS.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -216,45 +131,6 @@ impl Plan {
     }
 }
 
-/// `name` made absolute: kept if it ends with a dot, else `name.domain.`;
-/// `@` is the domain itself.
-pub fn absolute(name: &str, domain: &str) -> String {
-    let name = name.trim();
-    if name == "@" || name.is_empty() {
-        format!("{domain}.")
-    } else if name.ends_with('.') {
-        name.to_string()
-    } else {
-        format!("{name}.{domain}.")
-    }
-}
-
-/// The reverse zones (absolute) for a network: one zone for an
-/// octet-aligned /16 or /24, otherwise one zone per /24 the network touches.
-pub fn reverse_zones(cidr: Ipv4Net) -> Vec<String> {
-    let o = cidr.network().octets();
-    match cidr.prefix() {
-        16 => vec![format!("{}.{}.in-addr.arpa.", o[1], o[0])],
-        p if p >= 24 => vec![format!("{}.{}.{}.in-addr.arpa.", o[2], o[1], o[0])],
-        p => {
-            let count = 1u32 << (24 - u32::from(p));
-            let base = u32::from(cidr.network()) >> 8;
-            (0..count)
-                .map(|i| {
-                    let b = ((base + i) << 8).to_be_bytes();
-                    format!("{}.{}.{}.in-addr.arpa.", b[2], b[1], b[0])
-                })
-                .collect()
-        }
-    }
-}
-
-/// `d.c.b.a.in-addr.arpa.` for an address.
-pub fn ptr_name(ip: Ipv4Addr) -> String {
-    let o = ip.octets();
-    format!("{}.{}.{}.{}.in-addr.arpa.", o[3], o[2], o[1], o[0])
-}
-
 /// FNV-1a over the zone content, folded to a nonzero u32 serial, so that a
 /// changed zone gets a new serial and the same zone keeps its serial.
 fn serial_of(records: &[Record]) -> u32 {
@@ -269,7 +145,7 @@ fn serial_of(records: &[Record]) -> u32 {
 }
 
 fn finish_zone(origin: String, c: &Cluster, mut body: Vec<Record>) -> Zone {
-    let ns = format!("ns1.{}.", c.domain);
+    let ns = format!("{NS}.{}.", c.domain);
     let mut head = vec![Record {
         name: origin.clone(),
         ttl: c.dns.ttl,
@@ -310,34 +186,33 @@ fn zones(c: &Cluster) -> Vec<Zone> {
     };
     let net = &c.network;
     let mut fwd = vec![
-        a(n("ns1"), net.appliance_ip),
-        a(n("api"), net.api_vip),
-        a(n("api-int"), net.api_vip),
-        a(n("*.apps"), net.ingress_vip),
+        a(n(NS), net.appliance_ip),
+        a(n(API), net.api_vip),
+        a(n(API_INT), net.api_vip),
+        a(n(&format!("*.{APPS}")), net.ingress_vip),
     ];
     for node in &c.nodes {
         fwd.push(a(n(&node.name), node.ip));
     }
     let masters: Vec<_> = c.nodes_with_role(Role::Master).collect();
     for (i, m) in masters.iter().enumerate() {
-        fwd.push(a(n(&format!("etcd-{i}")), m.ip));
+        fwd.push(a(n(&format!("{ETCD_PREFIX}{i}")), m.ip));
     }
     for i in 0..masters.len() {
         fwd.push(Record {
-            name: n("_etcd-server-ssl._tcp"),
+            name: n(ETCD_SRV),
             ttl,
             data: RData::Srv {
                 priority: 0,
                 weight: 10,
                 port: 2380,
-                target: n(&format!("etcd-{i}")),
+                target: n(&format!("{ETCD_PREFIX}{i}")),
             },
         });
     }
     let rev_origins = reverse_zones(net.cidr);
     let mut rev_body: Vec<Vec<Record>> = vec![Vec::new(); rev_origins.len()];
-    let mut ptrs: Vec<(Ipv4Addr, String)> =
-        vec![(net.api_vip, n("api")), (net.api_vip, n("api-int"))];
+    let mut ptrs: Vec<(Ipv4Addr, String)> = vec![(net.api_vip, n(API)), (net.api_vip, n(API_INT))];
     ptrs.extend(c.nodes.iter().map(|node| (node.ip, n(&node.name))));
     for (ip, target) in ptrs {
         let name = ptr_name(ip);
@@ -395,8 +270,8 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
         workers
     };
     // `loadBalancer.backendOverrides` replaces `<node ip>:<port>` per pool.
-    type Pick = fn(&crate::config::BackendOverrideCfg) -> Option<SocketAddr>;
-    let backends = |nodes: &[&crate::config::NodeCfg], port: u16, pick: Pick| {
+    type Pick = fn(&BackendOverrideCfg) -> Option<SocketAddr>;
+    let backends = |nodes: &[&NodeCfg], port: u16, pick: Pick| {
         nodes
             .iter()
             .map(|n| Backend {
@@ -517,12 +392,13 @@ mod tests {
         let text = format!(
             "name: c\nbaseDomain: example.com\nnetwork: {{ cidr: {cidr}, gateway: {gw}, applianceIP: {gw} }}\nnodes:\n{nodes}",
             gw = {
-                let n: Ipv4Net = cidr.parse().unwrap();
+                let n: crate::model::cluster::Ipv4Net = cidr.parse().unwrap();
                 Ipv4Addr::from(u32::from(n.network()) + 1)
             }
         );
         crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
             .unwrap()
+            .cluster
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub async fn reload(
     let started = std::time::Instant::now();
     info!("{trigger}: reloading {}", path.display());
     let new = match config::load(path) {
-        Ok(c) => Arc::new(Plan::new(c)),
+        Ok(p) => Arc::new(p),
         Err(e) => {
             error!("reload rejected, keeping the running configuration: {e}");
             return hub.record_reload(

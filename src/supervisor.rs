@@ -79,8 +79,7 @@ fn sd_notify(state: &str) {
 
 /// `serve --cluster FILE`.
 pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
-    let cluster = config::load(&path)?;
-    let plan = Arc::new(Plan::new(cluster));
+    let plan = Arc::new(config::load(&path)?);
     let root = CancellationToken::new();
     let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;

@@ -280,3 +280,31 @@ fn cluster_option_is_accepted_in_every_position() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--cluster <FILE>"), "{err}");
 }
+
+/// `check`, `render zone` and `serve` agree on a user CNAME at `api`: all
+/// three refuse the file with the field path (exit 78).
+#[test]
+fn a_cname_at_a_generated_name_is_refused_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("c.yaml");
+    let text = std::fs::read_to_string(configs("example.yaml")).unwrap();
+    let text = text.replace(
+        "\n  records:\n",
+        "\n  records:\n    - { name: api, type: CNAME, value: elsewhere.example.org. }\n",
+    );
+    assert!(text.contains("type: CNAME"), "example.yaml has no dns.records");
+    std::fs::write(&f, text).unwrap();
+    let f = f.to_str().unwrap();
+    for args in [
+        vec!["check", "--cluster", f],
+        vec!["render", "zone", "--cluster", f],
+        vec!["serve", "--cluster", f],
+    ] {
+        let (code, out, err) = run(BIN, &args);
+        assert_eq!(code, 78, "{args:?}: {out}{err}");
+        assert!(
+            err.contains("dns.records[0]: CNAME at api.") && !out.contains("CNAME"),
+            "{args:?}: {out}{err}"
+        );
+    }
+}

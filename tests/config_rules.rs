@@ -17,7 +17,7 @@ nodes:
 "#;
 
 fn load(text: &str) -> Result<config::Cluster, ConfigError> {
-    config::from_str(text, Path::new("/base"), Path::new("test.yaml"))
+    config::from_str(text, Path::new("/base"), Path::new("test.yaml")).map(|p| p.cluster)
 }
 
 /// Validation errors as `path: message` lines.
@@ -271,6 +271,76 @@ fn extra_records() {
     let c = load(&ok).unwrap();
     assert_eq!(c.dns.records.len(), 2);
     assert_eq!(c.dns.records[1].name, "3.131.168.192.in-addr.arpa.");
+}
+
+/// User records that contradict the generated ones (or each other) are
+/// refused with their field path, so `check`, `render zone` and `serve`
+/// agree: a CNAME at `api` used to pass `check`, render as an invalid
+/// A+CNAME pair and be dropped silently by `serve`.
+#[test]
+fn user_records_that_conflict_with_generated_ones() {
+    let t = format!(
+        r#"{BASE}dns:
+  records:
+    - {{ name: api, type: CNAME, value: elsewhere.example.org. }}
+    - {{ name: master-0, type: CNAME, value: elsewhere.example.org. }}
+    - {{ name: ns1, type: A, value: 192.168.131.99 }}
+    - {{ name: "*.apps", type: A, value: 192.168.131.99 }}
+    - {{ name: _etcd-server-ssl._tcp, type: SRV, value: "0 10 2380 master-0" }}
+    - {{ name: registry, type: CNAME, value: mirror.example.org. }}
+    - {{ name: registry, type: A, value: 192.168.131.3 }}
+    - {{ name: registry-txt, type: TXT, value: hello }}
+    - {{ name: registry-txt, type: TXT, value: hello }}
+    - {{ name: master-0, type: TXT, value: "rack 3" }}
+    - {{ name: 10.131.168.192.in-addr.arpa., type: PTR, value: other.example.org. }}
+"#
+    );
+    expect(
+        &t,
+        "dns.records[0]",
+        "CNAME at api.ocp4.example.com. conflicts with the A record",
+    );
+    expect(
+        &t,
+        "dns.records[1]",
+        "CNAME at master-0.ocp4.example.com. conflicts with the A record",
+    );
+    expect(
+        &t,
+        "dns.records[2]",
+        "already has the A record the appliance serves",
+    );
+    expect(
+        &t,
+        "dns.records[3]",
+        "already has the A record the appliance serves",
+    );
+    expect(&t, "dns.records[4]", "already has the SRV record");
+    expect(
+        &t,
+        "dns.records[6]",
+        "conflicts with dns.records[5] (CNAME)",
+    );
+    expect(&t, "dns.records[8]", "duplicate of dns.records[7]");
+    expect(&t, "dns.records[10]", "already has the PTR record");
+    // The TXT at master-0 meets the user CNAME at master-0 (records[1]).
+    expect(
+        &t,
+        "dns.records[9]",
+        "conflicts with dns.records[1] (CNAME)",
+    );
+    let errs = errors(&t);
+    assert!(
+        !errs
+            .iter()
+            .any(|e| e.starts_with("dns.records[7]") || e.starts_with("dns.records[5]")),
+        "the first of a pair is fine: {errs:#?}"
+    );
+    // A TXT beside a node's A, or a name under *.apps, is fine.
+    let ok = format!(
+        "{BASE}dns:\n  records:\n    - {{ name: master-0, type: TXT, value: \"rack 3\" }}\n    - {{ name: console.apps, type: A, value: 192.168.131.7 }}\n"
+    );
+    assert_eq!(load(&ok).unwrap().dns.records.len(), 2);
 }
 
 #[test]

@@ -441,13 +441,12 @@ fn recursion_acl_by_client_address() {
 }
 
 fn plan_of(yaml: &str) -> crc_appliance::plan::Plan {
-    let c = crc_appliance::config::from_str(
+    crc_appliance::config::from_str(
         yaml,
         std::path::Path::new("/tmp"),
         std::path::Path::new("cluster.yaml"),
     )
-    .unwrap();
-    crc_appliance::plan::Plan::new(c)
+    .unwrap()
 }
 
 /// A minimal DNS query message (no EDNS).

@@ -70,7 +70,7 @@ fn cluster_yaml_net(dir: &Path, uri: &str, iso: &Path, net: &str, extra: &str) -
 fn load(dir: &Path, yaml: &str) -> (PathBuf, Plan) {
     let f = dir.join("cluster.yaml");
     std::fs::write(&f, yaml).unwrap();
-    let plan = Plan::new(crc_appliance::config::load(&f).expect("valid cluster file"));
+    let plan = crc_appliance::config::load(&f).expect("valid cluster file");
     (f, plan)
 }
 

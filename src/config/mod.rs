@@ -7,20 +7,23 @@
 //!   does not hide the others.
 //! - [`validate`]: turns a [`raw::ClusterFile`] into a typed [`Cluster`], checking
 //!   every rule and reporting all violations at once, each with its field path.
+//! - [`load`] / [`from_str`] then build the [`Plan`] and check the user DNS
+//!   records against the generated ones ([`plan_of`]): what `check` accepts
+//!   is exactly what `render` prints and `serve` serves.
 //!
 //! Nothing here touches a socket; `serve` binds only after [`load`] succeeded.
 
 pub mod duration;
 pub mod raw;
 pub mod secret;
-pub mod types;
 pub mod validate;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use crate::model::cluster::*;
+use crate::plan::Plan;
 pub use duration::Dur;
-pub use types::*;
 
 /// One violated rule, with the path of the offending field (`nodes[2].mac`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,21 +79,47 @@ pub fn parse_str(text: &str) -> Result<raw::ClusterFile, String> {
     serde_saphyr::from_str::<raw::ClusterFile>(text).map_err(|e| e.to_string())
 }
 
-/// Parse and validate cluster file text. `base` resolves relative paths in it.
-pub fn from_str(text: &str, base: &Path, path: &Path) -> Result<Cluster, ConfigError> {
+/// Parse and validate cluster file text and build what it serves. `base`
+/// resolves relative paths in it.
+pub fn from_str(text: &str, base: &Path, path: &Path) -> Result<Plan, ConfigError> {
     let raw = parse_str(text).map_err(|message| ConfigError::Parse {
         path: path.to_path_buf(),
         message,
     })?;
-    validate::validate(raw, base).map_err(|errors| ConfigError::Invalid {
+    let invalid = |errors| ConfigError::Invalid {
         path: path.to_path_buf(),
         errors,
-    })
+    };
+    let cluster = validate::validate(raw, base).map_err(invalid)?;
+    plan_of(cluster).map_err(invalid)
 }
 
-/// Read, parse and validate a cluster file. Relative paths inside it are
-/// resolved against the file's directory.
-pub fn load(path: &Path) -> Result<Cluster, ConfigError> {
+/// The plan of a validated cluster, refusing user records (`dns.records`)
+/// that contradict the records the appliance generates or each other
+/// ([`crate::model::conflicts`]), each reported at its field path.
+pub fn plan_of(cluster: Cluster) -> Result<Plan, Vec<FieldError>> {
+    let mut bare = cluster.clone();
+    bare.dns.records.clear();
+    let generated = Plan::new(bare).zones;
+    let generated: Vec<&crate::model::names::Record> =
+        generated.iter().flat_map(|z| z.records.iter()).collect();
+    let errors: Vec<FieldError> = crate::model::conflicts::find(&generated, &cluster.dns.records)
+        .into_iter()
+        .map(|(i, message)| FieldError {
+            path: format!("dns.records[{i}]"),
+            message,
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(Plan::new(cluster))
+    } else {
+        Err(errors)
+    }
+}
+
+/// Read, parse and validate a cluster file and build its plan. Relative
+/// paths inside it are resolved against the file's directory.
+pub fn load(path: &Path) -> Result<Plan, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
         path: path.to_path_buf(),
         source,

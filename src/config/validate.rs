@@ -8,8 +8,10 @@ use std::str::FromStr;
 
 use super::FieldError;
 use super::raw::{self, ClusterFile};
-use super::types::*;
-use crate::plan::{self, RData, Record};
+use crate::model::cluster::*;
+use crate::model::names::{
+    RData, Record, absolute, is_domain, is_label, label_problem, reserved_node_name, reverse_zones,
+};
 
 /// Collects errors while converting fields.
 struct Errs(Vec<FieldError>);
@@ -33,35 +35,6 @@ impl Errs {
                 None
             }
         }
-    }
-}
-
-/// True for an RFC 1123 host label: 1-63 of `a-z0-9-`, not starting or ending with `-`.
-pub fn is_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// True for a domain of valid labels, at most 253 characters, no trailing dot.
-pub fn is_domain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_label)
-}
-
-fn label_problem(s: &str) -> String {
-    if s.is_empty() {
-        "must not be empty".into()
-    } else if s.len() > 63 {
-        format!("{s:?} is longer than 63 characters")
-    } else if s.bytes().any(|b| b.is_ascii_uppercase()) {
-        format!("{s:?} must be lower case (RFC 1123)")
-    } else {
-        format!(
-            "{s:?} is not a valid DNS label (a-z, 0-9 and '-', not starting or ending with '-')"
-        )
     }
 }
 
@@ -187,9 +160,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         let p = |f: &str| format!("nodes[{i}].{f}");
         if !is_label(&rn.name) {
             e.push(p("name"), label_problem(&rn.name));
-        } else if ["api", "api-int", "apps", "ns1"].contains(&rn.name.as_str())
-            || rn.name.starts_with("etcd-")
-        {
+        } else if reserved_node_name(&rn.name) {
             e.push(
                 p("name"),
                 format!(
@@ -291,7 +262,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
             );
         }
     }
-    let reverse = cidr.map(plan::reverse_zones).unwrap_or_default();
+    let reverse = cidr.map(reverse_zones).unwrap_or_default();
     let mut records = Vec::new();
     for (i, r) in d.records.iter().enumerate() {
         match extra_record(r, &domain, &reverse, ttl) {
@@ -751,7 +722,7 @@ fn extra_record(
     reverse: &[String],
     default_ttl: u32,
 ) -> Result<Record, String> {
-    let name = plan::absolute(&r.name.to_ascii_lowercase(), domain);
+    let name = absolute(&r.name.to_ascii_lowercase(), domain);
     let owner = name.trim_end_matches('.');
     let labels_ok = owner.split('.').enumerate().all(|(i, l)| {
         is_label(l) || (l == "*" && i == 0) || (l.starts_with('_') && is_label(&l[1..]))
@@ -771,7 +742,7 @@ fn extra_record(
     };
     let v = r.value.trim();
     let target = |v: &str| -> Result<String, String> {
-        let t = plan::absolute(&v.to_ascii_lowercase(), domain);
+        let t = absolute(&v.to_ascii_lowercase(), domain);
         if t == "."
             || t.trim_end_matches('.')
                 .split('.')

@@ -211,10 +211,7 @@ mod tests {
 
     fn plan() -> Plan {
         let text = "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1, ingressVIP: 10.0.0.7 }\nnodes:\n  - { name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10 }\n  - { name: w0, role: worker, mac: '52:54:00:00:00:02', ip: 10.0.0.20 }\ndns:\n  records:\n    - { name: x.apps, type: A, value: 10.0.0.9 }\n    - { name: t, type: TXT, value: hello }\n";
-        Plan::new(
-            crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t"))
-                .unwrap(),
-        )
+        crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t")).unwrap()
     }
 
     #[test]

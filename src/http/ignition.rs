@@ -116,7 +116,9 @@ mod tests {
 
     fn cluster() -> Cluster {
         let text = "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1 }\nnodes:\n  - { name: bootstrap, role: bootstrap, mac: '52:54:00:00:00:01', ip: 10.0.0.5 }\n  - { name: m0, role: master, mac: '52:54:00:00:00:02', ip: 10.0.0.10 }\n  - { name: w0, role: worker, mac: '52:54:00:00:00:03', ip: 10.0.0.20 }\n";
-        crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t")).unwrap()
+        crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .unwrap()
+            .cluster
     }
 
     #[test]

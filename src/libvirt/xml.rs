@@ -301,7 +301,7 @@ http:
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join(format!("c{}.yaml", stable_id(&yaml)));
         std::fs::write(&f, yaml).unwrap();
-        Plan::new(crate::config::load(&f).unwrap())
+        crate::config::load(&f).unwrap()
     }
 
     fn stable_id(s: &str) -> String {

@@ -17,10 +17,7 @@ fn plan(pool: bool, pxe: bool) -> Plan {
             "  pxe: { bootFile: undionly.kpxe, ipxeScriptUrl: 'http://10.0.0.1:8080/boot.ipxe' }\n",
         );
     }
-    Plan::new(
-        crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
-            .unwrap(),
-    )
+    crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t")).unwrap()
 }
 
 fn setup(pool: bool, pxe: bool) -> (Config, LeaseTable) {

@@ -1,4 +1,5 @@
-//! The validated cluster: typed, defaults filled in, every cross-field rule checked.
+//! The validated cluster: typed, defaults filled in, every cross-field rule
+//! checked (by `config::validate`, which is the only producer).
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -104,7 +105,7 @@ pub struct DnsCfg {
     pub ttl: u32,
     pub negative_ttl: u32,
     pub forward_timeout: Duration,
-    pub records: Vec<crate::plan::Record>,
+    pub records: Vec<super::names::Record>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

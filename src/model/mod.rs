@@ -1,0 +1,12 @@
+//! The model every other module shares: the validated cluster
+//! ([`cluster`]), DNS names and records ([`names`]) and the rules that keep
+//! user records from contradicting the generated ones ([`conflicts`]).
+//!
+//! A leaf: it imports nothing from `config`, `plan` or the services, so
+//! `config` (which produces a [`cluster::Cluster`] and the plan) and `plan`
+//! (which derives what is served) both depend on it and never on each other
+//! in a cycle.
+
+pub mod cluster;
+pub mod conflicts;
+pub mod names;
