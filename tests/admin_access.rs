@@ -2,6 +2,7 @@
 //! DNS-rebinding Host names and cross-origin state changes are refused, a
 //! non-loopback listener needs `admin.tokenFile`, and with a token the
 //! control API (reload, lb) needs it while reads stay open.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

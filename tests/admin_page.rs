@@ -1,5 +1,6 @@
 //! The admin HTML status page, rendered by a real headless Chromium: the
 //! node table and the ignition fetch log only exist after its script ran.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

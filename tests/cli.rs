@@ -1,4 +1,5 @@
 //! The command line and the `serve` lifecycle, through the real binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -292,7 +293,10 @@ fn a_cname_at_a_generated_name_is_refused_everywhere() {
         "\n  records:\n",
         "\n  records:\n    - { name: api, type: CNAME, value: elsewhere.example.org. }\n",
     );
-    assert!(text.contains("type: CNAME"), "example.yaml has no dns.records");
+    assert!(
+        text.contains("type: CNAME"),
+        "example.yaml has no dns.records"
+    );
     std::fs::write(&f, text).unwrap();
     let f = f.to_str().unwrap();
     for args in [

@@ -1,4 +1,5 @@
 //! Every validation rule of the cluster file, each with its exact field path.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 

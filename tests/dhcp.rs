@@ -9,6 +9,7 @@
 //!
 //! The loopback test (no root) sends garbage and then a relayed (giaddr)
 //! DORA to the binary on 127.0.20.1 and expects unicast answers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

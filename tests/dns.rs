@@ -2,6 +2,7 @@
 //! TCP, forwarding to a second appliance on loopback, a differential test
 //! against knotd serving the `render zone` output, and a fuzz of the request
 //! path (in-process and over the sockets).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! The HTTP service end to end: the real binary, real curl and wget.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! reader on images built by `xorriso`, the driver against the libvirt test
 //! driver (`test:///<per-test node XML>`, private state per connection) and
 //! the `vm`/`render libvirt` commands of the real binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -15,6 +15,7 @@
 //! under TCG (`CRC_APPLIANCE_DOMAIN_TYPE=qemu`) and the test says so. The network checks need the DNS, DHCP and HTTP
 //! services; when this build's `serve` does not log their listeners, those
 //! checks are reported as skipped and only the libvirt boot path is checked.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(feature = "libvirt")]
 
 mod common;

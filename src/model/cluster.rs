@@ -313,7 +313,7 @@ impl FromStr for Ipv4Net {
             .ok()
             .filter(|p| *p <= 32)
             .ok_or_else(|| format!("prefix {p:?} is not 0..32"))?;
-        let net = Ipv4Net::new(addr, prefix).expect("prefix checked");
+        let net = Ipv4Net::new(addr, prefix).ok_or_else(|| format!("prefix {p:?} is not 0..32"))?;
         if net.addr != addr {
             return Err(format!("{s} has host bits set; the network is {net}"));
         }

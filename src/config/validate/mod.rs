@@ -1,0 +1,195 @@
+//! Raw cluster file → validated [`Cluster`]. Every rule is checked and every
+//! violation reported, each with the path of its field.
+//!
+//! One builder per section ([`identity`], [`network`], [`nodes`], [`dns`],
+//! [`dhcp`], [`lb`], [`http`] for `http` and `admin`, [`libvirt`], and the
+//! listener collision check in [`listeners`]). Each returns
+//! `Option<Section>` and records its errors. A builder returns `Some` whenever
+//! it can assemble the section (even with errors recorded, so later checks
+//! such as listener collisions still run on it), and `None` only when an
+//! error was recorded — for its own fields or for a section it depends on,
+//! such as a VIP in `network` (tested for every section in `tests.rs`).
+//! [`validate`] then assembles the cluster with one `let … else` and never
+//! panics; any recorded error makes it fail. Later sections check against whatever earlier
+//! ones could parse ([`NetParts`]), so one bad field does not hide the
+//! others' errors.
+
+mod dhcp;
+mod dns;
+mod http;
+mod identity;
+mod lb;
+mod libvirt;
+mod listeners;
+mod network;
+mod nodes;
+#[cfg(test)]
+mod tests;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use super::FieldError;
+use super::raw::ClusterFile;
+use crate::model::cluster::*;
+
+pub(crate) use network::NetParts;
+
+/// Collects errors while converting fields.
+#[derive(Default)]
+pub(crate) struct Errs(Vec<FieldError>);
+
+impl Errs {
+    pub(crate) fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError {
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+
+    /// Parse `text` as `T`, recording a failure at `path`.
+    pub(crate) fn parse<T: FromStr>(&mut self, path: &str, text: &str, what: &str) -> Option<T>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match text.trim().parse::<T>() {
+            Ok(v) => Some(v),
+            Err(err) => {
+                self.push(path, format!("{text:?} is not a valid {what} ({err})"));
+                None
+            }
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// `p` resolved against the cluster file's directory.
+pub(crate) fn resolve(base: &Path, p: &str) -> PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+/// Parse `ip:port`, or a bare `ip` with `default_port`.
+pub(crate) fn sock(
+    e: &mut Errs,
+    path: &str,
+    text: &str,
+    default_port: Option<u16>,
+) -> Option<SocketAddr> {
+    let t = text.trim();
+    if let Ok(sa) = t.parse::<SocketAddr>() {
+        return Some(sa);
+    }
+    if let (Some(p), Ok(ip)) = (default_port, t.parse::<IpAddr>()) {
+        return Some(SocketAddr::new(ip, p));
+    }
+    let hint = if default_port.is_some() {
+        "ip or ip:port"
+    } else {
+        "ip:port"
+    };
+    e.push(path, format!("{text:?} is not a valid address ({hint})"));
+    None
+}
+
+/// Every section of the file, each `None` when it had an error.
+pub(crate) struct Sections {
+    pub identity: Option<identity::Identity>,
+    pub network: Option<NetworkCfg>,
+    pub nodes: Option<Vec<NodeCfg>>,
+    pub dns: Option<DnsCfg>,
+    pub dhcp: Option<DhcpCfg>,
+    pub lb: Option<LbCfg>,
+    pub http: Option<HttpCfg>,
+    pub admin: Option<AdminCfg>,
+    /// `Some(None)`: no `libvirt` section.
+    pub libvirt: Option<Option<LibvirtCfg>>,
+}
+
+/// Run every section builder.
+pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections {
+    let identity = identity::build(raw, e);
+    let domain = format!("{}.{}", raw.name, raw.base_domain.trim_end_matches('.'));
+    let net = network::parts(&raw.network, e);
+    let nodes = nodes::build(&raw.nodes, &net, e);
+    let dns = dns::build(&raw.dns, &net, &domain, e);
+    let dhcp = dhcp::build(&raw.dhcp, &raw.name, &net, nodes.as_deref(), base, e);
+    let lb = lb::build(&raw.load_balancer, &raw.nodes, &net, base, e);
+    let http = http::build_http(&raw.http, &net, base, e);
+    let admin = http::build_admin(&raw.admin, base, e);
+    listeners::check(
+        raw,
+        dns.as_ref(),
+        dhcp.as_ref(),
+        lb.as_ref(),
+        http.as_ref(),
+        admin.as_ref(),
+        e,
+    );
+    let libvirt = match &raw.libvirt {
+        None => Some(None),
+        Some(v) => libvirt::build(e, v, &raw.name, base).map(Some),
+    };
+    Sections {
+        identity,
+        network: net.finish(&raw.network),
+        nodes,
+        dns,
+        dhcp,
+        lb,
+        http,
+        admin,
+        libvirt,
+    }
+}
+
+pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError>> {
+    let mut e = Errs::default();
+    let s = sections(&raw, base, &mut e);
+    let Sections {
+        identity: Some(id),
+        network: Some(network),
+        nodes: Some(nodes),
+        dns: Some(dns),
+        dhcp: Some(dhcp),
+        lb: Some(lb),
+        http: Some(http),
+        admin: Some(admin),
+        libvirt: Some(libvirt),
+    } = s
+    else {
+        if e.0.is_empty() {
+            // The builders' invariant makes this unreachable (tests::
+            // every_none_comes_with_an_error); never panic on it.
+            e.push(
+                "",
+                "internal error: a section was rejected without a reason",
+            );
+        }
+        return Err(e.0);
+    };
+    if !e.0.is_empty() {
+        return Err(e.0);
+    }
+    Ok(Cluster {
+        name: id.name,
+        base_domain: id.base_domain,
+        domain: id.domain,
+        network,
+        nodes,
+        dns,
+        dhcp,
+        lb,
+        http,
+        admin,
+        libvirt,
+    })
+}

@@ -1,0 +1,122 @@
+//! `network`: the machine network, the appliance's and the VIPs' addresses.
+//!
+//! [`parts`] parses every field it can; later sections check their
+//! addresses against the parts that parsed ([`NetParts::in_net`]), and
+//! [`NetParts::finish`] gives the section only when all of it is valid.
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use super::{Errs, sock};
+use crate::config::raw;
+use crate::model::cluster::{Ipv4Net, NetworkCfg};
+
+/// What parsed of `network` (a field is `None` when it had an error).
+pub(crate) struct NetParts {
+    pub cidr: Option<Ipv4Net>,
+    pub gateway: Option<Ipv4Addr>,
+    pub appliance_ip: Option<Ipv4Addr>,
+    pub api_vip: Option<Ipv4Addr>,
+    pub ingress_vip: Option<Ipv4Addr>,
+    pub upstream_dns: Vec<SocketAddr>,
+    /// An error was recorded for the section.
+    failed: bool,
+}
+
+impl NetParts {
+    /// Record an error at `path` unless `ip` is a host address of the cidr.
+    pub fn in_net(&self, e: &mut Errs, path: &str, ip: Option<Ipv4Addr>) {
+        if let (Some(c), Some(ip)) = (self.cidr, ip) {
+            if !c.contains(ip) {
+                e.push(path, format!("{ip} is outside network.cidr {c}"));
+            } else if c.is_reserved(ip) {
+                e.push(
+                    path,
+                    format!("{ip} is the network or broadcast address of {c}"),
+                );
+            }
+        }
+    }
+
+    /// The addresses nodes and pools must not take, by field name.
+    pub fn taken(&self) -> [(&'static str, Option<Ipv4Addr>); 4] {
+        [
+            ("network.applianceIP", self.appliance_ip),
+            ("network.gateway", self.gateway),
+            ("network.apiVIP", self.api_vip),
+            ("network.ingressVIP", self.ingress_vip),
+        ]
+    }
+
+    /// The section, when every part of it is valid.
+    pub fn finish(&self, raw: &raw::Network) -> Option<NetworkCfg> {
+        if self.failed {
+            return None;
+        }
+        Some(NetworkCfg {
+            cidr: self.cidr?,
+            gateway: self.gateway?,
+            appliance_ip: self.appliance_ip?,
+            api_vip: self.api_vip?,
+            ingress_vip: self.ingress_vip?,
+            interface: raw.interface.clone(),
+            upstream_dns: self.upstream_dns.clone(),
+        })
+    }
+}
+
+pub(crate) fn parts(n: &raw::Network, e: &mut Errs) -> NetParts {
+    let before = e.len();
+    let cidr = e.parse::<Ipv4Net>("network.cidr", &n.cidr, "IPv4 CIDR (a.b.c.d/prefix)");
+    if let Some(c) = cidr
+        && (c.prefix() < 16 || c.prefix() > 30)
+    {
+        e.push(
+            "network.cidr",
+            format!("prefix /{} is not supported (use /16 to /30)", c.prefix()),
+        );
+    }
+    let mut p = NetParts {
+        cidr,
+        gateway: None,
+        appliance_ip: None,
+        api_vip: None,
+        ingress_vip: None,
+        upstream_dns: Vec::new(),
+        failed: false,
+    };
+    p.gateway = e.parse::<Ipv4Addr>("network.gateway", &n.gateway, "IPv4 address");
+    p.in_net(e, "network.gateway", p.gateway);
+    p.appliance_ip = e.parse::<Ipv4Addr>("network.applianceIP", &n.appliance_ip, "IPv4 address");
+    p.in_net(e, "network.applianceIP", p.appliance_ip);
+    p.api_vip = match &n.api_vip {
+        Some(v) => {
+            let ip = e.parse::<Ipv4Addr>("network.apiVIP", v, "IPv4 address");
+            p.in_net(e, "network.apiVIP", ip);
+            ip
+        }
+        None => p.appliance_ip,
+    };
+    p.ingress_vip = match &n.ingress_vip {
+        Some(v) => {
+            let ip = e.parse::<Ipv4Addr>("network.ingressVIP", v, "IPv4 address");
+            p.in_net(e, "network.ingressVIP", ip);
+            ip
+        }
+        None => p.appliance_ip,
+    };
+    if let Some(ifname) = &n.interface
+        && (ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ' ']))
+    {
+        e.push(
+            "network.interface",
+            format!("{ifname:?} is not a valid interface name (1-15 characters, no '/' or spaces)"),
+        );
+    }
+    for (i, u) in n.upstream_dns.iter().enumerate() {
+        if let Some(sa) = sock(e, &format!("network.upstreamDNS[{i}]"), u, Some(53)) {
+            p.upstream_dns.push(sa);
+        }
+    }
+    p.failed = e.len() > before;
+    p
+}

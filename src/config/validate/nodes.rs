@@ -1,0 +1,87 @@
+//! `nodes[]`: names, roles, MACs and addresses, unique and inside the
+//! network, never an address the appliance or a VIP has.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use super::{Errs, NetParts};
+use crate::config::raw;
+use crate::model::cluster::{MacAddr, NodeCfg, Role};
+use crate::model::names::{is_label, label_problem, reserved_node_name};
+
+/// The nodes that parsed (with their errors recorded for the others).
+pub(crate) fn build(raw_nodes: &[raw::Node], net: &NetParts, e: &mut Errs) -> Option<Vec<NodeCfg>> {
+    let mut nodes = Vec::new();
+    let mut seen_name: HashMap<String, usize> = HashMap::new();
+    let mut seen_mac: HashMap<MacAddr, usize> = HashMap::new();
+    let mut seen_ip: HashMap<Ipv4Addr, usize> = HashMap::new();
+    if raw_nodes.is_empty() {
+        e.push("nodes", "at least one node is required");
+    }
+    for (i, rn) in raw_nodes.iter().enumerate() {
+        let p = |f: &str| format!("nodes[{i}].{f}");
+        if !is_label(&rn.name) {
+            e.push(p("name"), label_problem(&rn.name));
+        } else if reserved_node_name(&rn.name) {
+            e.push(
+                p("name"),
+                format!(
+                    "{:?} is reserved for a record the appliance serves",
+                    rn.name
+                ),
+            );
+        }
+        if let Some(j) = seen_name.insert(rn.name.clone(), i) {
+            e.push(
+                p("name"),
+                format!("duplicate node name {:?} (also nodes[{j}].name)", rn.name),
+            );
+        }
+        let role = match rn.role.parse::<Role>() {
+            Ok(r) => Some(r),
+            Err(m) => {
+                e.push(p("role"), m);
+                None
+            }
+        };
+        let mac = e.parse::<MacAddr>(&p("mac"), &rn.mac, "MAC address (52:54:00:xx:xx:xx)");
+        if let Some(m) = mac {
+            if m.is_multicast() {
+                e.push(p("mac"), format!("{m} is a multicast address"));
+            } else if m.0 == [0; 6] {
+                e.push(p("mac"), "the all-zero MAC is not valid");
+            }
+            if let Some(j) = seen_mac.insert(m, i) {
+                e.push(p("mac"), format!("duplicate MAC {m} (also nodes[{j}].mac)"));
+            }
+        }
+        let ip = e.parse::<Ipv4Addr>(&p("ip"), &rn.ip, "IPv4 address");
+        net.in_net(e, &p("ip"), ip);
+        if let Some(ip) = ip {
+            if let Some(j) = seen_ip.insert(ip, i) {
+                e.push(p("ip"), format!("duplicate IP {ip} (also nodes[{j}].ip)"));
+            }
+            for (what, other) in net.taken() {
+                if Some(ip) == other {
+                    e.push(p("ip"), format!("{ip} is already used by {what}"));
+                }
+            }
+        }
+        if let (Some(role), Some(mac), Some(ip)) = (role, mac, ip) {
+            nodes.push(NodeCfg {
+                name: rn.name.clone(),
+                role,
+                mac,
+                ip,
+            });
+        }
+    }
+    let count = |r: Role| raw_nodes.iter().filter(|n| n.role.parse() == Ok(r)).count();
+    if !raw_nodes.is_empty() && count(Role::Master) == 0 {
+        e.push("nodes", "at least one node with role master is required");
+    }
+    if count(Role::Bootstrap) > 1 {
+        e.push("nodes", "at most one node may have role bootstrap");
+    }
+    Some(nodes)
+}

@@ -1,0 +1,119 @@
+//! The builders' invariant: a section is `None` only when an error was
+//! recorded, so `validate` never has to invent one (and never panics).
+
+use std::path::Path;
+
+use super::*;
+use crate::config::parse_str;
+
+const BASE: &str = r#"name: ocp4
+baseDomain: example.com
+network:
+  cidr: 192.168.131.0/24
+  gateway: 192.168.131.1
+  applianceIP: 192.168.131.2
+nodes:
+  - { name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 192.168.131.5 }
+  - { name: master-0, role: master, mac: "52:54:00:00:00:0a", ip: 192.168.131.10 }
+libvirt: { iso: /x.iso }
+"#;
+
+fn run(text: &str) -> (Sections, Errs) {
+    let raw = parse_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let mut e = Errs::default();
+    let s = sections(&raw, Path::new("/base"), &mut e);
+    (s, e)
+}
+
+fn nones(s: &Sections) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    for (name, none) in [
+        ("identity", s.identity.is_none()),
+        ("network", s.network.is_none()),
+        ("nodes", s.nodes.is_none()),
+        ("dns", s.dns.is_none()),
+        ("dhcp", s.dhcp.is_none()),
+        ("lb", s.lb.is_none()),
+        ("http", s.http.is_none()),
+        ("admin", s.admin.is_none()),
+        ("libvirt", s.libvirt.is_none()),
+    ] {
+        if none {
+            v.push(name);
+        }
+    }
+    v
+}
+
+#[test]
+fn the_base_builds_every_section_without_errors() {
+    let (s, e) = run(BASE);
+    assert!(e.0.is_empty(), "{:?}", e.0);
+    assert!(nones(&s).is_empty(), "{:?}", nones(&s));
+}
+
+#[test]
+fn every_none_comes_with_an_error() {
+    let with = |extra: &str| format!("{BASE}{extra}");
+    // (the section that must be None, or "" when it is still assembled
+    // with its error recorded; the input)
+    let cases: Vec<(&str, String)> = vec![
+        ("identity", BASE.replace("name: ocp4", "name: BAD")),
+        (
+            "network",
+            BASE.replace("cidr: 192.168.131.0/24", "cidr: nope"),
+        ),
+        (
+            "network",
+            BASE.replace("gateway: 192.168.131.1", "gateway: 10.0.0.1"),
+        ),
+        (
+            "network",
+            BASE.replace("applianceIP: 192.168.131.2", "applianceIP: nope"),
+        ),
+        ("", BASE.replace("role: master", "role: captain")),
+        ("", with("dns: { ttl: 30d }\n")),
+        (
+            "",
+            with("dns:\n  records:\n    - { name: x, type: MX, value: y }\n"),
+        ),
+        ("", with("dhcp: { leaseTime: 1s }\n")),
+        (
+            "",
+            with("dhcp: { pool: { start: 192.168.131.9, end: 192.168.131.1 } }\n"),
+        ),
+        ("dhcp", with("dhcp: { listen: nope }\n")),
+        ("", with("loadBalancer: { maxConnections: 0 }\n")),
+        ("lb", with("loadBalancer: { listen: { api: nope } }\n")),
+        ("", with("http: { imagesDir: \"\" }\n")),
+        ("http", with("http: { listen: nope }\n")),
+        ("", with("admin: { listen: 0.0.0.0:9180 }\n")),
+        ("admin", with("admin: { listen: nope }\n")),
+        ("libvirt", BASE.replace("iso: /x.iso", "iso: \"\"")),
+        // Sections that default to a VIP depend on the network: None then
+        // too, with the network's error recorded.
+        (
+            "lb",
+            BASE.replace("applianceIP: 192.168.131.2", "applianceIP: nope"),
+        ),
+        (
+            "http",
+            BASE.replace("applianceIP: 192.168.131.2", "applianceIP: nope"),
+        ),
+    ];
+    for (section, text) in cases {
+        let (s, e) = run(&text);
+        let none = nones(&s);
+        assert!(
+            section.is_empty() || none.contains(&section),
+            "{section} should be None for:\n{text}"
+        );
+        assert!(
+            !e.0.is_empty(),
+            "sections {none:?} returned None without an error for:\n{text}"
+        );
+        // And validate() reports, never panics.
+        let raw = parse_str(&text).unwrap();
+        assert!(validate(raw, Path::new("/base")).is_err());
+    }
+}
