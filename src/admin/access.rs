@@ -4,7 +4,8 @@
 //! - **Host** (DNS rebinding): the `Host` header (or the HTTP/2 authority)
 //!   must be an IP literal or `localhost`, with an optional port. A browser
 //!   that reached the listener through a name it resolved (`evil.example`
-//!   rebinding to 127.0.0.1) sends that name and is refused.
+//!   rebinding to 127.0.0.1) sends that name and is refused. Browsers always
+//!   send one; a request without any (an HTTP/1.0 tool) is not a browser's.
 //! - **Cross-site requests**: a state-changing request (anything but GET and
 //!   HEAD) with an `Origin` whose host differs from `Host`, or with
 //!   `Sec-Fetch-Site` other than `same-origin`/`none`, is refused — a page on
@@ -29,12 +30,16 @@ pub fn check(
     authority: Option<&str>,
     token: Option<&str>,
 ) -> Result<(), Refusal> {
-    let host = headers
-        .get(HOST)
-        .and_then(|v| v.to_str().ok())
-        .or(authority)
-        .ok_or((StatusCode::BAD_REQUEST, "missing Host header"))?;
-    if !host_is_literal(host) {
+    let host = match headers.get(HOST) {
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| (StatusCode::BAD_REQUEST, "Host header is not text"))?,
+        ),
+        None => authority,
+    };
+    if let Some(host) = host
+        && !host_is_literal(host)
+    {
         return Err((
             StatusCode::FORBIDDEN,
             "Host must be an IP address or localhost (DNS rebinding protection)",
@@ -48,7 +53,8 @@ pub fn check(
             .to_str()
             .ok()
             .and_then(|o| o.split_once("://").map(|(_, rest)| rest))
-            .is_some_and(|o| o.trim_end_matches('/').eq_ignore_ascii_case(host));
+            .zip(host)
+            .is_some_and(|(o, h)| o.trim_end_matches('/').eq_ignore_ascii_case(h));
         if !same {
             return Err((StatusCode::FORBIDDEN, "cross-origin request refused"));
         }
@@ -156,11 +162,13 @@ mod tests {
             check(&Method::GET, &h, None, None).unwrap_err().0,
             StatusCode::FORBIDDEN
         );
+        // No Host at all (HTTP/1.0 tools): not a browser, allowed.
+        assert_eq!(check(&Method::GET, &HeaderMap::new(), None, None), Ok(()));
         assert_eq!(
-            check(&Method::GET, &HeaderMap::new(), None, None)
+            check(&Method::GET, &HeaderMap::new(), Some("evil.example"), None)
                 .unwrap_err()
                 .0,
-            StatusCode::BAD_REQUEST
+            StatusCode::FORBIDDEN
         );
         assert_eq!(
             check(&Method::GET, &HeaderMap::new(), Some("127.0.0.1:1"), None),

@@ -135,10 +135,10 @@ impl Prober {
     }
 
     /// Run one probe (unbounded; the caller applies the timeout).
-    pub async fn probe(&self, check: &Check, addr: SocketAddr) -> Result<(), String> {
+    pub async fn probe(&self, check: &Check, addr: SocketAddr) -> Result<(), ProbeError> {
         let tcp = TcpStream::connect(addr)
             .await
-            .map_err(|e| format!("connect: {e}"))?;
+            .map_err(ProbeError::Connect)?;
         let _ = tcp.set_nodelay(true);
         match check {
             Check::Tcp => Ok(()),
@@ -148,7 +148,7 @@ impl Prober {
                     .insecure
                     .connect(name, tcp)
                     .await
-                    .map_err(|e| format!("TLS handshake: {e}"))?;
+                    .map_err(ProbeError::Tls)?;
                 let _ = tls.shutdown().await;
                 Ok(())
             }
@@ -157,36 +157,68 @@ impl Prober {
                     Some((c, n)) => (c, n.clone()),
                     None => (&self.insecure, ServerName::IpAddress(addr.ip().into())),
                 };
-                let mut tls = conn
-                    .connect(name, tcp)
-                    .await
-                    .map_err(|e| format!("TLS handshake: {e}"))?;
+                let mut tls = conn.connect(name, tcp).await.map_err(ProbeError::Tls)?;
                 let req = format!(
                     "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: crc-appliance-lb-check\r\nAccept: */*\r\nConnection: close\r\n\r\n"
                 );
                 tls.write_all(req.as_bytes())
                     .await
-                    .map_err(|e| format!("write request: {e}"))?;
+                    .map_err(ProbeError::Write)?;
                 let mut buf = [0u8; 512];
                 let mut len = 0;
                 loop {
-                    let n = tls
-                        .read(&mut buf[len..])
-                        .await
-                        .map_err(|e| format!("read response: {e}"))?;
+                    let n = tls.read(&mut buf[len..]).await.map_err(ProbeError::Read)?;
                     len += n;
                     if n == 0 || buf[..len].contains(&b'\n') || len == buf.len() {
                         break;
                     }
                 }
-                let status = status_code(&buf[..len])?;
+                let status = status_code(&buf[..len]).map_err(ProbeError::BadResponse)?;
                 if (200..300).contains(&status) {
                     Ok(())
                 } else {
-                    Err(format!("GET {path}: HTTP {status}"))
+                    Err(ProbeError::Status {
+                        path: path.clone(),
+                        status,
+                    })
                 }
             }
         }
+    }
+}
+
+/// Why a health probe failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("connect: {0}")]
+    Connect(std::io::Error),
+    #[error("TLS handshake: {0}")]
+    Tls(std::io::Error),
+    #[error("write request: {0}")]
+    Write(std::io::Error),
+    #[error("read response: {0}")]
+    Read(std::io::Error),
+    #[error("GET {path}: HTTP {status}")]
+    Status { path: String, status: u16 },
+    #[error("{0}")]
+    BadResponse(String),
+    #[error("timed out after {0:?}")]
+    Timeout(std::time::Duration),
+}
+
+impl ProbeError {
+    /// A failure of this host, not of the backend: out of file descriptors,
+    /// buffers or memory, no local address. It must not count against the
+    /// backend (a full descriptor table would otherwise mark every backend
+    /// of every pool down).
+    pub fn is_local(&self) -> bool {
+        let ProbeError::Connect(e) = self else {
+            return false;
+        };
+        matches!(
+            e.raw_os_error(),
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EADDRNOTAVAIL)
+        )
     }
 }
 

@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::check::ProbeError;
 use super::health::{self, Health};
 use super::state::{Backend, NodeMemory, PoolKind, Pools};
 use crate::config::{HealthCfg, Role};
@@ -26,12 +27,12 @@ use crate::plan::Check;
 /// One health probe of a backend.
 #[async_trait]
 pub trait Probe: Send + Sync {
-    async fn probe(&self, check: &Check, addr: SocketAddr) -> Result<(), String>;
+    async fn probe(&self, check: &Check, addr: SocketAddr) -> Result<(), ProbeError>;
 }
 
 #[async_trait]
 impl Probe for super::check::Prober {
-    async fn probe(&self, check: &Check, addr: SocketAddr) -> Result<(), String> {
+    async fn probe(&self, check: &Check, addr: SocketAddr) -> Result<(), ProbeError> {
         super::check::Prober::probe(self, check, addr).await
     }
 }
@@ -50,6 +51,7 @@ pub async fn check_loop(
 ) -> anyhow::Result<()> {
     let pool = b.key.pool;
     let mut next = tokio::time::Instant::now();
+    let mut local_errors = RateLimit(None);
     loop {
         tokio::select! {
             _ = stop.cancelled() => return Ok(()),
@@ -68,9 +70,21 @@ pub async fn check_loop(
                 _ = stop.cancelled() => return Ok(()),
                 r = tokio::time::timeout(h.timeout, s.prober.probe(&b.key.check, b.key.addr)) => match r {
                     Ok(r) => r,
-                    Err(_) => Err(format!("timed out after {:?}", h.timeout)),
+                    Err(_) => Err(ProbeError::Timeout(h.timeout)),
                 },
             };
+            if let Err(e) = &result
+                && e.is_local()
+            {
+                // Our own shortage (EMFILE …) says nothing about the backend:
+                // its state stays; logged at most once per backend and minute.
+                if local_errors.allow() {
+                    warn!(%pool, node = %b.key.node, "lb health check not run: {e} (a local error; the backend keeps its state)");
+                }
+                continue_after(&mut next);
+                continue;
+            }
+            let result = result.map_err(|e| e.to_string());
             let flip = {
                 let mut st = b.state();
                 let flip = st.health.observe(result.is_ok());
@@ -90,11 +104,29 @@ pub async fn check_loop(
                 None => {}
             }
         }
-        // Skip missed ticks instead of bursting after a stall.
+        continue_after(&mut next);
+    }
+}
+
+/// Skip missed ticks instead of bursting after a stall.
+fn continue_after(next: &mut tokio::time::Instant) {
+    let now = tokio::time::Instant::now();
+    if *next < now {
+        *next = now;
+    }
+}
+
+/// At most one message per minute.
+struct RateLimit(Option<tokio::time::Instant>);
+
+impl RateLimit {
+    fn allow(&mut self) -> bool {
         let now = tokio::time::Instant::now();
-        if next < now {
-            next = now;
+        if self.0.is_some_and(|t| now < t) {
+            return false;
         }
+        self.0 = Some(now + std::time::Duration::from_secs(60));
+        true
     }
 }
 
@@ -186,14 +218,14 @@ mod tests {
 
     #[async_trait]
     impl Probe for Script {
-        async fn probe(&self, _: &Check, _: SocketAddr) -> Result<(), String> {
+        async fn probe(&self, _: &Check, _: SocketAddr) -> Result<(), ProbeError> {
             let i = self.calls.fetch_add(1, Ordering::SeqCst);
             let r = self.results.lock().unwrap();
             let ok = *r.get(i).or(r.last()).unwrap_or(&false);
             if ok {
                 Ok(())
             } else {
-                Err("scripted failure".into())
+                Err(ProbeError::BadResponse("scripted failure".into()))
             }
         }
     }
@@ -282,6 +314,41 @@ mod tests {
             "about one check per 10 s: {}",
             after - before
         );
+        stop.cancel();
+    }
+
+    /// Out of descriptors here (EMFILE) is not the backend's fault: a
+    /// healthy backend stays healthy however long it lasts.
+    #[tokio::test(start_paused = true)]
+    async fn local_errors_do_not_count_against_the_backend() {
+        struct Emfile(AtomicUsize);
+        #[async_trait]
+        impl Probe for Emfile {
+            async fn probe(&self, _: &Check, _: SocketAddr) -> Result<(), ProbeError> {
+                if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Ok(())
+                } else {
+                    Err(ProbeError::Connect(std::io::Error::from_raw_os_error(
+                        libc::EMFILE,
+                    )))
+                }
+            }
+        }
+        let h = health(1, 1);
+        let b = backend("w", Role::Worker, PoolKind::IngressHttp, &h);
+        let probe = Arc::new(Emfile(AtomicUsize::new(0)));
+        let stop = CancellationToken::new();
+        tokio::spawn(check_loop(
+            b.clone(),
+            settings(h, probe.clone()),
+            stop.clone(),
+        ));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(b.ready());
+        tokio::time::sleep(INTERVAL * 10).await;
+        assert!(probe.0.load(Ordering::SeqCst) >= 10, "checks kept running");
+        assert!(b.ready(), "EMFILE marked the backend down");
+        assert_eq!(b.state().health.failures(), 0);
         stop.cancel();
     }
 

@@ -76,16 +76,31 @@ impl fmt::Display for Role {
     }
 }
 
+/// Why a role, CIDR or MAC address in the cluster file does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("unknown role {0:?} (expected bootstrap, master or worker)")]
+    Role(String),
+    #[error("{0:?} is not in CIDR form (a.b.c.d/prefix)")]
+    NotCidr(String),
+    #[error("{0:?} is not an IPv4 address")]
+    Address(String),
+    #[error("prefix {0:?} is not 0..32")]
+    Prefix(String),
+    #[error("{given} has host bits set; the network is {network}")]
+    HostBits { given: String, network: String },
+    #[error("{0:?} is not a MAC address (expected 52:54:00:xx:xx:xx)")]
+    Mac(String),
+}
+
 impl FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
         match s {
             "bootstrap" => Ok(Role::Bootstrap),
             "master" | "control-plane" => Ok(Role::Master),
             "worker" | "compute" => Ok(Role::Worker),
-            other => Err(format!(
-                "unknown role {other:?} (expected bootstrap, master or worker)"
-            )),
+            other => Err(ParseError::Role(other.to_string())),
         }
     }
 }
@@ -300,22 +315,22 @@ impl Serialize for Ipv4Net {
 }
 
 impl FromStr for Ipv4Net {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
         let (a, p) = s
             .split_once('/')
-            .ok_or_else(|| format!("{s:?} is not in CIDR form (a.b.c.d/prefix)"))?;
-        let addr: Ipv4Addr = a
-            .parse()
-            .map_err(|_| format!("{a:?} is not an IPv4 address"))?;
-        let prefix: u8 = p
+            .ok_or_else(|| ParseError::NotCidr(s.to_string()))?;
+        let addr: Ipv4Addr = a.parse().map_err(|_| ParseError::Address(a.to_string()))?;
+        let net = p
             .parse()
             .ok()
-            .filter(|p| *p <= 32)
-            .ok_or_else(|| format!("prefix {p:?} is not 0..32"))?;
-        let net = Ipv4Net::new(addr, prefix).ok_or_else(|| format!("prefix {p:?} is not 0..32"))?;
+            .and_then(|prefix| Ipv4Net::new(addr, prefix))
+            .ok_or_else(|| ParseError::Prefix(p.to_string()))?;
         if net.addr != addr {
-            return Err(format!("{s} has host bits set; the network is {net}"));
+            return Err(ParseError::HostBits {
+                given: s.to_string(),
+                network: net.to_string(),
+            });
         }
         Ok(net)
     }
@@ -352,10 +367,10 @@ impl Serialize for MacAddr {
 }
 
 impl FromStr for MacAddr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
         let parts: Vec<&str> = s.split([':', '-']).collect();
-        let bad = || format!("{s:?} is not a MAC address (expected 52:54:00:xx:xx:xx)");
+        let bad = || ParseError::Mac(s.to_string());
         if parts.len() != 6 {
             return Err(bad());
         }

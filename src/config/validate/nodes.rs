@@ -40,7 +40,7 @@ pub(crate) fn build(raw_nodes: &[raw::Node], net: &NetParts, e: &mut Errs) -> Op
         let role = match rn.role.parse::<Role>() {
             Ok(r) => Some(r),
             Err(m) => {
-                e.push(p("role"), m);
+                e.push(p("role"), m.to_string());
                 None
             }
         };
