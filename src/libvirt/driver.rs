@@ -46,12 +46,15 @@ pub struct State {
 /// One row of `vm status` (the `/status` schema's type).
 pub use crate::status::VmRow as NodeStatus;
 
-fn is_code(e: &virt::error::Error, code: ErrorNumber) -> bool {
+pub(super) fn is_code(e: &virt::error::Error, code: ErrorNumber) -> bool {
     e.code() == Enum::Known(code)
 }
 
 /// `Ok(None)` when libvirt says "not found" with `code`.
-fn found<T>(r: Result<T, virt::error::Error>, code: ErrorNumber) -> anyhow::Result<Option<T>> {
+pub(super) fn found<T>(
+    r: Result<T, virt::error::Error>,
+    code: ErrorNumber,
+) -> anyhow::Result<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
         Err(e) if is_code(&e, code) => Ok(None),
@@ -59,7 +62,7 @@ fn found<T>(r: Result<T, virt::error::Error>, code: ErrorNumber) -> anyhow::Resu
     }
 }
 
-fn state_name(d: &Domain) -> String {
+pub(super) fn state_name(d: &Domain) -> String {
     match d.state() {
         Ok((Enum::Known(s), _)) => match s {
             DomainState::NoState => "no state",
@@ -77,8 +80,8 @@ fn state_name(d: &Domain) -> String {
 }
 
 pub struct Driver {
-    conn: Connect,
-    spec: Spec,
+    pub(super) conn: Connect,
+    pub(super) spec: Spec,
 }
 
 static CLEAR_ERRORS: Once = Once::new();
@@ -123,14 +126,14 @@ impl Driver {
         &self.spec
     }
 
-    fn load_state(&self) -> State {
+    pub(super) fn load_state(&self) -> State {
         fs::read(&self.spec.state_file)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
     }
 
-    fn save_state(&self, s: &State) -> anyhow::Result<()> {
+    pub(super) fn save_state(&self, s: &State) -> anyhow::Result<()> {
         let f = &self.spec.state_file;
         let tmp = f.with_extension("json.tmp");
         fs::write(&tmp, serde_json::to_vec_pretty(s)?)
@@ -273,7 +276,7 @@ impl Driver {
         Ok(())
     }
 
-    fn our_network(&self, n: &Network) -> bool {
+    pub(super) fn our_network(&self, n: &Network) -> bool {
         n.xml_desc(0)
             .map(|x| xml::owner_phase(&x, &self.spec.domain).is_some())
             .unwrap_or(false)
@@ -336,7 +339,7 @@ impl Driver {
 
     /// Our metadata phase from the persistent (inactive) definition, or the
     /// live one for a transient domain.
-    fn phase_of(&self, d: &Domain) -> Option<String> {
+    pub(super) fn phase_of(&self, d: &Domain) -> Option<String> {
         let flags = if d.is_persistent().unwrap_or(false) {
             virt::sys::VIR_DOMAIN_XML_INACTIVE
         } else {
@@ -443,158 +446,6 @@ impl Driver {
         Ok(started)
     }
 
-    // -------------------------------------------------------------- down
-
-    /// Destroy and undefine a node's domain (if ours), delete its volume and
-    /// serial log. Returns what was removed.
-    pub fn remove_node(&self, n: &NodeSpec) -> anyhow::Result<Vec<String>> {
-        let mut done = Vec::new();
-        if let Some(d) = found(
-            self.conn.lookup_domain_by_name(&n.domain),
-            ErrorNumber::NoDomain,
-        )? {
-            if self.phase_of(&d).is_none() {
-                warn!(
-                    "domain {} was not created by crc-appliance; not removing it",
-                    n.domain
-                );
-            } else {
-                let persistent = d.is_persistent()?;
-                if d.is_active()? {
-                    d.destroy()
-                        .with_context(|| format!("destroying domain {}", n.domain))?;
-                }
-                if persistent {
-                    // A transient domain is gone once destroyed.
-                    if let Some(d) = found(
-                        self.conn.lookup_domain_by_name(&n.domain),
-                        ErrorNumber::NoDomain,
-                    )? {
-                        d.undefine()
-                            .with_context(|| format!("undefining domain {}", n.domain))?;
-                    }
-                }
-                done.push(format!("removed domain {}", n.domain));
-            }
-        }
-        if let Some(pool) = found(
-            self.conn.lookup_storage_pool_by_name(&self.spec.pool_name),
-            ErrorNumber::NoStoragePool,
-        )? && pool.is_active()?
-            && let Some(v) = found(
-                pool.lookup_storage_vol_by_name(&n.volume),
-                ErrorNumber::NoStorageVolume,
-            )?
-        {
-            v.delete(0)
-                .with_context(|| format!("deleting volume {}", n.volume))?;
-            done.push(format!("deleted volume {}", n.volume));
-        }
-        // A dir pool deletes the file itself; make sure (test driver, inactive pool).
-        for f in [&n.disk_path, &n.serial_log] {
-            if remove_file(f)? {
-                done.push(format!("removed {}", f.display()));
-            }
-        }
-        Ok(done)
-    }
-
-    /// `vm remove-bootstrap`.
-    pub fn remove_bootstrap(&self) -> anyhow::Result<Vec<String>> {
-        let mut done = Vec::new();
-        for n in self.spec.nodes.iter().filter(|n| n.role == Role::Bootstrap) {
-            done.extend(self.remove_node(n)?);
-        }
-        if self.spec.state_file.parent().is_some_and(Path::exists) {
-            let mut st = self.load_state();
-            st.bootstrap_removed = true;
-            self.save_state(&st)?;
-        }
-        Ok(done)
-    }
-
-    /// `vm down`: everything `up` created, nothing else. Idempotent.
-    pub fn down(&self) -> anyhow::Result<Vec<String>> {
-        let s = &self.spec;
-        let mut done = Vec::new();
-        for n in &s.nodes {
-            done.extend(self.remove_node(n)?);
-        }
-        if let Some(net) = found(
-            self.conn.lookup_network_by_name(&s.network_name),
-            ErrorNumber::NoNetwork,
-        )? {
-            if self.our_network(&net) {
-                if net.is_active()? {
-                    net.destroy()
-                        .with_context(|| format!("stopping network {}", s.network_name))?;
-                }
-                if let Some(net) = found(
-                    self.conn.lookup_network_by_name(&s.network_name),
-                    ErrorNumber::NoNetwork,
-                )? {
-                    net.undefine()
-                        .with_context(|| format!("undefining network {}", s.network_name))?;
-                }
-                done.push(format!("removed network {}", s.network_name));
-            } else {
-                warn!(
-                    "network {} was not created by crc-appliance; not removing it",
-                    s.network_name
-                );
-            }
-        }
-        for (_, f) in s.extracted_files() {
-            if remove_file(f)? {
-                done.push(format!("removed {}", f.display()));
-            }
-            let _ = remove_file(&part_path(f));
-        }
-        let state = self.load_state();
-        if state.pool_created
-            && let Some(pool) = found(
-                self.conn.lookup_storage_pool_by_name(&s.pool_name),
-                ErrorNumber::NoStoragePool,
-            )?
-        {
-            if pool.is_active()? {
-                let _ = pool.refresh(0);
-            }
-            let left = if pool.is_active()? {
-                pool.list_volumes()?
-                    .into_iter()
-                    .filter(|v| !v.starts_with('.'))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            if left.is_empty() {
-                if pool.is_active()? {
-                    pool.destroy()
-                        .with_context(|| format!("stopping storage pool {}", s.pool_name))?;
-                }
-                pool.undefine()
-                    .with_context(|| format!("undefining storage pool {}", s.pool_name))?;
-                done.push(format!("removed storage pool {}", s.pool_name));
-            } else {
-                warn!(
-                    "storage pool {} still holds {} (not ours); keeping it",
-                    s.pool_name,
-                    left.join(", ")
-                );
-            }
-        }
-        let _ = remove_file(&s.state_file);
-        if state.pool_dir_created {
-            match fs::remove_dir(&s.pool_path) {
-                Ok(()) => done.push(format!("removed {}", s.pool_path.display())),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => warn!("keeping {}: {e}", s.pool_path.display()),
-            }
-        }
-        Ok(done)
-    }
-
     // ------------------------------------------------------------ status
 
     pub fn status(&self) -> anyhow::Result<Vec<NodeStatus>> {
@@ -656,7 +507,7 @@ impl Driver {
 }
 
 /// Undo XML escaping of a text node.
-fn unescape(s: &str) -> String {
+pub(super) fn unescape(s: &str) -> String {
     s.replace("&lt;", "<")
         .replace("&gt;", ">")
         .replace("&apos;", "'")
@@ -664,14 +515,14 @@ fn unescape(s: &str) -> String {
         .replace("&amp;", "&")
 }
 
-fn part_path(p: &Path) -> PathBuf {
+pub(super) fn part_path(p: &Path) -> PathBuf {
     let mut s = p.as_os_str().to_owned();
     s.push(".part");
     PathBuf::from(s)
 }
 
 /// Remove a file; `Ok(false)` when it did not exist.
-fn remove_file(p: &Path) -> anyhow::Result<bool> {
+pub(super) fn remove_file(p: &Path) -> anyhow::Result<bool> {
     match fs::remove_file(p) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),

@@ -25,6 +25,8 @@ pub mod xml;
 pub mod driver;
 #[cfg(feature = "libvirt")]
 pub mod service;
+#[cfg(feature = "libvirt")]
+mod teardown;
 
 use std::sync::Arc;
 
