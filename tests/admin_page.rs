@@ -18,7 +18,7 @@ fn admin_status_page_renders_in_chromium() {
     )
     .unwrap();
     let app = Appliance::start(&common::only(&format!(
-        "http:\n  listen: 127.0.0.1:0\n  imagesDir: {d}\n  ignitionDir: {i}\nadmin:\n  listen: 127.0.0.1:0\n",
+        "http:\n  listen: 127.0.0.1:0\n  imagesDir: {d}/images\n  ignitionDir: {i}\nadmin:\n  listen: 127.0.0.1:0\n",
         d = dir.path().display(),
         i = ign.display()
     )));

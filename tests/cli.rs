@@ -130,8 +130,8 @@ loadBalancer:
   listen: { api: 127.0.0.1:0, machineConfig: 127.0.0.1:0, ingressHttp: 127.0.0.1:0, ingressHttps: 127.0.0.1:0 }
 http:
   listen: 127.0.0.1:0
-  imagesDir: "{dir}"
-  ignitionDir: "{dir}"
+  imagesDir: "{dir}/images"
+  ignitionDir: "{dir}/ign"
 admin:
   listen: 127.0.0.1:0
 "#,

@@ -344,6 +344,30 @@ fn user_records_that_conflict_with_generated_ones() {
     assert_eq!(load(&ok).unwrap().dns.records.len(), 2);
 }
 
+/// imagesDir is served to anyone: ignitionDir may not be it, be inside it,
+/// or contain it — compared after resolving symlinks.
+#[test]
+fn ignition_and_images_dirs_must_not_overlap() {
+    let http = |images: &str, ign: &str| {
+        format!("{BASE}http: {{ imagesDir: \"{images}\", ignitionDir: \"{ign}\" }}\n")
+    };
+    expect(&http("/srv/www", "/srv/www"), "http.ignitionDir", "is the same directory");
+    expect(&http("/srv/www", "/srv/www/ign"), "http.ignitionDir", "is inside http.imagesDir");
+    expect(&http("/srv/www/img", "/srv/www"), "http.ignitionDir", "contains http.imagesDir");
+    expect(&http("/srv/www/", "/srv/./www/x/../"), "http.ignitionDir", "is the same directory");
+    assert!(load(&http("/srv/www/images", "/srv/www/ignition")).is_ok());
+    // Through a symlink: imagesDir names a link to the dir that holds
+    // ignitionDir.
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("www/ign")).unwrap();
+    std::os::unix::fs::symlink(d.path().join("www"), d.path().join("link")).unwrap();
+    let t = http(
+        &d.path().join("link").display().to_string(),
+        &d.path().join("www/ign").display().to_string(),
+    );
+    expect(&t, "http.ignitionDir", "is inside http.imagesDir");
+}
+
 #[test]
 fn libvirt_rules() {
     let t = format!(

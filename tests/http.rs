@@ -670,3 +670,48 @@ fn http_half_closed_client_gets_the_whole_image() {
         assert!(got[split + 4..] == want[..], "HTTP/{version}: body differs");
     }
 }
+
+/// Ignition configs and the install's secrets placed under imagesDir are
+/// never served by /images (nor its flat alias), whatever the layout and
+/// whoever asks; ordinary images still are (issue: an ignitionDir inside
+/// imagesDir, or the openshift-install dir, leaked master.ign and
+/// auth/kubeconfig to anyone).
+#[test]
+fn install_secrets_under_images_are_never_served() {
+    require_tools!("curl");
+    let fx = fixture();
+    let i = &fx.images;
+    std::fs::create_dir_all(i.join("ocp4/auth")).unwrap();
+    for (f, body) in [
+        ("master.ign", "{}"),
+        ("ocp4/bootstrap.ign", "{}"),
+        ("ocp4/auth/kubeconfig", "apiVersion: v1"),
+        ("ocp4/auth/kubeadmin-password", "hunter2"),
+        ("ocp4/.openshift_install_state.json", "{}"),
+        ("ocp4/metadata.json", "{}"),
+        ("install-config.yaml", "pullSecret: x"),
+        (".secret", "x"),
+    ] {
+        std::fs::write(i.join(f), body).unwrap();
+    }
+    std::os::unix::fs::symlink("master.ign", i.join("innocent.iso")).unwrap();
+    let app = Appliance::start(&common::only(&http_section(&fx.images, &fx.ignition)));
+    let base = format!("http://{}", app.addr("http"));
+    for p in [
+        "/images/master.ign",
+        "/images/ocp4/bootstrap.ign",
+        "/images/ocp4/auth/kubeconfig",
+        "/ocp4/auth/kubeconfig",
+        "/images/ocp4/auth/kubeadmin-password",
+        "/images/ocp4/.openshift_install_state.json",
+        "/images/ocp4/metadata.json",
+        "/images/install-config.yaml",
+        "/images/.secret",
+        "/images/innocent.iso",
+    ] {
+        let r = curl(&[], &format!("{base}{p}"));
+        assert_eq!(r.code, 404, "{p} was served");
+        assert!(!String::from_utf8_lossy(&r.body).contains("hunter2"));
+    }
+    assert_eq!(curl(&[], &format!("{base}/images/rhcos-live.iso")).code, 200);
+}

@@ -818,10 +818,11 @@ fn reloads_keep_connections_sockets_and_health() {
     let _b = Backends::start(&ports, &[], false);
     let yaml = cluster(&ports, admin_port(), "").replace(
         "http: { enabled: false }\n",
-        "http:\n  listen: 127.0.0.1:0\n  imagesDir: \"{dir}\"\n  ignitionDir: \"{dir}/ign\"\n",
+        "http:\n  listen: 127.0.0.1:0\n  imagesDir: \"{dir}/images\"\n  ignitionDir: \"{dir}/ign\"\n",
     );
     let app = Appliance::start(&yaml);
-    std::fs::write(app.dir.path().join("hello.txt"), "hello\n").unwrap();
+    std::fs::create_dir_all(app.dir.path().join("images")).unwrap();
+    std::fs::write(app.dir.path().join("images/hello.txt"), "hello\n").unwrap();
     wait_status(&app, "every backend healthy", |st| {
         st["pools"].as_array().is_some_and(|ps| {
             ps.iter().all(|p| {

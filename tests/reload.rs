@@ -297,10 +297,11 @@ fn reload_does_not_wait_for_a_hanging_forward() {
 fn reload_cli_reports_taken_ports_and_invalid_files() {
     require_tools!("curl");
     let app = Appliance::start(&common::only(&format!(
-        "http:\n  listen: 127.0.0.1:0\n  imagesDir: \"{{dir}}\"\n  ignitionDir: \"{{dir}}/ign\"\nadmin:\n  listen: 127.0.0.1:{}\n",
+        "http:\n  listen: 127.0.0.1:0\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\nadmin:\n  listen: 127.0.0.1:{}\n",
         admin_port()
     )));
-    std::fs::write(app.dir.path().join("hello.txt"), "hello\n").unwrap();
+    std::fs::create_dir_all(app.dir.path().join("images")).unwrap();
+    std::fs::write(app.dir.path().join("images/hello.txt"), "hello\n").unwrap();
     let http = app.addr("http");
     let get = |addr: SocketAddr| {
         let (code, out, _) = run(
@@ -375,7 +376,7 @@ fn reload_cli_reports_taken_ports_and_invalid_files() {
 #[test]
 fn a_dead_service_task_stops_serve_with_an_error() {
     let yaml = common::loopback_cluster_with(
-        "dns:\n  listen: [\"127.0.0.1:0\"]\ndhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\nloadBalancer:\n  listen: { api: \"127.0.0.1:0\", machineConfig: \"127.0.0.1:0\", ingressHttp: \"127.0.0.1:0\", ingressHttps: \"127.0.0.1:0\" }\nhttp:\n  listen: 127.0.0.1:0\n  imagesDir: \"{dir}\"\n  ignitionDir: \"{dir}/ign\"\nadmin:\n  listen: 127.0.0.1:0\n",
+        "dns:\n  listen: [\"127.0.0.1:0\"]\ndhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\nloadBalancer:\n  listen: { api: \"127.0.0.1:0\", machineConfig: \"127.0.0.1:0\", ingressHttp: \"127.0.0.1:0\", ingressHttps: \"127.0.0.1:0\" }\nhttp:\n  listen: 127.0.0.1:0\n  imagesDir: \"{dir}/images\"\n  ignitionDir: \"{dir}/ign\"\nadmin:\n  listen: 127.0.0.1:0\n",
     );
     let tasks = [
         "dns udp",

@@ -3,7 +3,8 @@
 # target for the shared harness (http.sh). The harness requests /rhcos.raw and
 # /master.ign at the root of the URL space: crc-appliance serves the flat
 # aliases /<path> (= /images/<path>) and /<name>.ign (= /ignition/<name>.ign,
-# same access rule), so imagesDir and ignitionDir both point at DOCROOT. The
+# same access rule): imagesDir is DOCROOT and ignitionDir a copy of its *.ign
+# (the two may not overlap: /images never serves ignition). The
 # harness's client is 127.0.0.1 (loopback), which may fetch ignition. Only HTTP
 # is enabled; RUST_LOG=warn keeps the per-fetch ignition log line out of the
 # wrk run. Execs the release binary in the foreground (the harness's PID is
@@ -12,6 +13,9 @@ set -eu
 listen=$1 docroot=$2 workdir=$3
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cfg=$workdir/crc-http-cluster.yaml
+ign=$workdir/crc-http-ignition
+mkdir -p "$ign"
+cp "$docroot"/*.ign "$ign"/ 2>/dev/null || true
 cat >"$cfg" <<YAML
 name: mycluster
 baseDomain: example.com
@@ -32,7 +36,7 @@ loadBalancer:
 http:
   listen: "$listen"
   imagesDir: "$docroot"
-  ignitionDir: "$docroot"
+  ignitionDir: "$ign"
 admin:
   enabled: false
 YAML

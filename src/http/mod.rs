@@ -193,7 +193,14 @@ impl Ctx {
         let root = root.to_path_buf();
         let resolved = tokio::task::spawn_blocking(move || path::resolve(&root, &rel)).await;
         let (real, file) = match resolved {
-            Ok(path::Resolved::File { path, file }) => (path, file),
+            Ok(path::Resolved::File { rel, .. }) if path::is_install_secret(&rel) => {
+                debug!(
+                    "http: {:?} not served: an install secret under imagesDir",
+                    req.uri().path()
+                );
+                return plain(StatusCode::NOT_FOUND, "not found");
+            }
+            Ok(path::Resolved::File { path, file, .. }) => (path, file),
             Ok(path::Resolved::NotFound(why)) => {
                 debug!("http: {:?} not served: {why}", req.uri().path());
                 return plain(StatusCode::NOT_FOUND, "not found");
@@ -471,7 +478,7 @@ fn read_ign(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, IgnError> {
     let rel = PathBuf::from(format!("{name}.ign"));
     match path::resolve(dir, &rel) {
         path::Resolved::NotFound(_) => Ok(None),
-        path::Resolved::File { path, file } => {
+        path::Resolved::File { path, file, .. } => {
             use std::io::Read as _;
             let mut buf = Vec::new();
             file.take(MAX_IGNITION + 1)

@@ -110,11 +110,41 @@ pub fn content_type(name: &Path) -> &'static str {
     }
 }
 
+/// Is `rel` (a path under `http.imagesDir`, after symlinks) one of the
+/// install's secrets, which `/images` never serves whatever the layout?
+/// Ignition configs (`*.ign`), anything under a directory named `auth`
+/// (`auth/kubeconfig`, `auth/kubeadmin-password`), dotfiles and dot-dirs
+/// (`.openshift_install_state.json`, `.openshift_install.log`), the install
+/// metadata (`metadata.json`) and `install-config.yaml` (it holds the pull
+/// secret) and its copies. They answer 404, like a missing file.
+pub fn is_install_secret(rel: &Path) -> bool {
+    let mut comps = rel.components().peekable();
+    while let Some(c) = comps.next() {
+        let name = c.as_os_str().to_string_lossy();
+        let last = comps.peek().is_none();
+        if name.starts_with('.') || (!last && name == "auth") {
+            return true;
+        }
+        if last {
+            let lower = name.to_ascii_lowercase();
+            return lower.ends_with(".ign")
+                || lower == "metadata.json"
+                || lower.starts_with("install-config.yaml");
+        }
+    }
+    false
+}
+
 /// Where a sanitised path led.
 #[derive(Debug)]
 pub enum Resolved {
-    /// A regular file under the root, opened read-only.
-    File { path: PathBuf, file: File },
+    /// A regular file under the root, opened read-only; `rel` is its
+    /// canonical path relative to the canonical root (symlinks resolved).
+    File {
+        path: PathBuf,
+        rel: PathBuf,
+        file: File,
+    },
     /// Missing, a directory, a special file, outside the root, or unreadable.
     NotFound(&'static str),
 }
@@ -143,7 +173,11 @@ pub fn resolve(root: &Path, rel: &Path) -> Resolved {
         Err(_) => return Resolved::NotFound("cannot open"),
     };
     match file.metadata() {
-        Ok(m) if m.is_file() => Resolved::File { path: real, file },
+        Ok(m) if m.is_file() => Resolved::File {
+            rel: real.strip_prefix(&root).map(Path::to_path_buf).unwrap_or_default(),
+            path: real,
+            file,
+        },
         Ok(_) => Resolved::NotFound("not a regular file"),
         Err(_) => Resolved::NotFound("cannot stat"),
     }
@@ -152,6 +186,34 @@ pub fn resolve(root: &Path, rel: &Path) -> Resolved {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn install_secrets() {
+        for p in [
+            "master.ign",
+            "ocp4/bootstrap.IGN",
+            "ocp4/auth/kubeconfig",
+            "auth/kubeadmin-password",
+            ".openshift_install_state.json",
+            "ocp4/.openshift_install.log",
+            ".git/config",
+            "ocp4/metadata.json",
+            "install-config.yaml",
+            "install-config.yaml.bak",
+        ] {
+            assert!(is_install_secret(Path::new(p)), "{p}");
+        }
+        for p in [
+            "rhcos-live.x86_64.iso",
+            "rhcos/4.16/rootfs.img",
+            "authority.txt",
+            "auth",
+            "ignition.img",
+            "sha256sum.txt",
+        ] {
+            assert!(!is_install_secret(Path::new(p)), "{p}");
+        }
+    }
 
     #[test]
     fn good_paths() {

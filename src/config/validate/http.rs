@@ -1,7 +1,7 @@
 //! `http` (images and ignition) and `admin` (status, metrics, control API).
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 use super::{Errs, NetParts, resolve, sock};
 use crate::config::{raw, secret};
@@ -25,12 +25,58 @@ pub(crate) fn build_http(
             e.push(format!("http.{f}"), "must not be empty");
         }
     }
+    let images_dir = resolve(base, &t.images_dir);
+    let ignition_dir = resolve(base, &t.ignition_dir);
+    if !t.images_dir.trim().is_empty()
+        && !t.ignition_dir.trim().is_empty()
+        && let Some(why) = dirs_overlap(&images_dir, &ignition_dir)
+    {
+        e.push("http.ignitionDir", why);
+    }
     Some(HttpCfg {
         enabled: t.enabled,
         listen: listen?,
-        images_dir: resolve(base, &t.images_dir),
-        ignition_dir: resolve(base, &t.ignition_dir),
+        images_dir,
+        ignition_dir,
     })
+}
+
+/// Why the two dirs must not be served as they are: `/images` serves
+/// everything under imagesDir to anyone, while ignition (and the install
+/// dir's `auth/kubeconfig`) must only reach the cluster network. Compared
+/// after resolving symlinks where the dirs exist, lexically otherwise.
+fn dirs_overlap(images: &Path, ignition: &Path) -> Option<String> {
+    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| lexical(p));
+    let (i, g) = (real(images), real(ignition));
+    let what = if i == g {
+        "is the same directory as http.imagesDir"
+    } else if g.starts_with(&i) {
+        "is inside http.imagesDir"
+    } else if i.starts_with(&g) {
+        "contains http.imagesDir"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{} {what} ({}): /images serves everything there to anyone, so ignition files and the install's auth/ would bypass the ignition access rule; use separate directories",
+        ignition.display(),
+        i.display()
+    ))
+}
+
+/// `p` without `.` and `..` components (no filesystem access).
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 pub(crate) fn build_admin(a: &raw::Admin, base: &Path, e: &mut Errs) -> Option<AdminCfg> {
