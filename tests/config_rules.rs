@@ -351,10 +351,26 @@ fn ignition_and_images_dirs_must_not_overlap() {
     let http = |images: &str, ign: &str| {
         format!("{BASE}http: {{ imagesDir: \"{images}\", ignitionDir: \"{ign}\" }}\n")
     };
-    expect(&http("/srv/www", "/srv/www"), "http.ignitionDir", "is the same directory");
-    expect(&http("/srv/www", "/srv/www/ign"), "http.ignitionDir", "is inside http.imagesDir");
-    expect(&http("/srv/www/img", "/srv/www"), "http.ignitionDir", "contains http.imagesDir");
-    expect(&http("/srv/www/", "/srv/./www/x/../"), "http.ignitionDir", "is the same directory");
+    expect(
+        &http("/srv/www", "/srv/www"),
+        "http.ignitionDir",
+        "is the same directory",
+    );
+    expect(
+        &http("/srv/www", "/srv/www/ign"),
+        "http.ignitionDir",
+        "is inside http.imagesDir",
+    );
+    expect(
+        &http("/srv/www/img", "/srv/www"),
+        "http.ignitionDir",
+        "contains http.imagesDir",
+    );
+    expect(
+        &http("/srv/www/", "/srv/./www/x/../"),
+        "http.ignitionDir",
+        "is the same directory",
+    );
     assert!(load(&http("/srv/www/images", "/srv/www/ignition")).is_ok());
     // Through a symlink: imagesDir names a link to the dir that holds
     // ignitionDir.

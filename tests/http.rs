@@ -713,5 +713,8 @@ fn install_secrets_under_images_are_never_served() {
         assert_eq!(r.code, 404, "{p} was served");
         assert!(!String::from_utf8_lossy(&r.body).contains("hunter2"));
     }
-    assert_eq!(curl(&[], &format!("{base}/images/rhcos-live.iso")).code, 200);
+    assert_eq!(
+        curl(&[], &format!("{base}/images/rhcos-live.iso")).code,
+        200
+    );
 }

@@ -174,7 +174,10 @@ pub fn resolve(root: &Path, rel: &Path) -> Resolved {
     };
     match file.metadata() {
         Ok(m) if m.is_file() => Resolved::File {
-            rel: real.strip_prefix(&root).map(Path::to_path_buf).unwrap_or_default(),
+            rel: real
+                .strip_prefix(&root)
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
             path: real,
             file,
         },
