@@ -15,27 +15,27 @@
 //! - A wildcard-covered name never gets NXDOMAIN (hickory issue #2905):
 //!   [`WildcardFix`] turns it into NOERROR/NODATA per RFC 4592.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
+use hickory_proto::op::{Header, HeaderCounts, Message, MessageType, Metadata, OpCode, ResponseCode};
 use hickory_proto::rr::TSigResponseContext;
-use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
-use hickory_resolver::config::{NameServerConfig, ResolverOpts};
 use hickory_server::net::NetError;
 use hickory_server::net::runtime::{TokioRuntimeProvider, TokioTime};
 use hickory_server::net::xfer::Protocol;
 use hickory_server::server::{Request, RequestHandler, RequestInfo, ResponseHandler, ResponseInfo};
-use hickory_server::store::forwarder::{ForwardConfig, ForwardZoneHandler};
 use hickory_server::store::in_memory::InMemoryZoneHandler;
 use hickory_server::zone_handler::{
     AuthLookup, AxfrPolicy, Catalog, LookupControlFlow, LookupError, LookupOptions, LookupRecords,
-    MessageResponse, MessageResponseBuilder, ZoneHandler, ZoneTransfer, ZoneType,
+    MessageResponse, ZoneHandler, ZoneTransfer, ZoneType,
 };
 use tracing::{debug, warn};
 
+use super::encode;
+use super::forward::Forwarder;
 use super::records::{self, HickoryZone, NameClass};
 use crate::config::Ipv4Net;
 use crate::plan::Plan;
@@ -212,7 +212,6 @@ impl ZoneHandler for WildcardFix {
 /// Collects the encoded response instead of writing it to a socket.
 #[derive(Clone)]
 struct Capture {
-    protocol: Protocol,
     out: Arc<Mutex<Option<Vec<u8>>>>,
 }
 
@@ -231,18 +230,10 @@ impl ResponseHandler for Capture {
     ) -> Result<ResponseInfo, NetError> {
         let id = response.metadata().id;
         let op = response.metadata().op_code;
-        // RFC 1035 4.2.1 / RFC 6891 6.2.5: UDP answers fit the requester's
-        // buffer (512 without EDNS); what does not fit is cut and TC set.
-        let max = match self.protocol {
-            Protocol::Udp => response
-                .edns()
-                .map(|e| e.max_payload().max(512))
-                .unwrap_or(512),
-            _ => u16::MAX,
-        };
+        // Encoded whole; the UDP size limit is applied afterwards by
+        // `encode::fit`, which truncates the RFC 6891 way.
         let mut bytes = Vec::with_capacity(512);
         let mut enc = BinEncoder::new(&mut bytes);
-        enc.set_max_size(max);
         let info = match response.destructive_emit(&mut enc) {
             Ok(info) => info,
             Err(e) => {
@@ -275,6 +266,8 @@ pub enum Route {
     Forward,
     /// Outside the zones and not allowed to recurse.
     Refuse,
+    /// Answered with this RCODE alone (non-IN class, qtype 0, zone transfers).
+    Error(ResponseCode),
 }
 
 /// Most distinct queries kept in each packet cache (UDP, TCP).
@@ -342,19 +335,29 @@ impl PacketCache {
 /// The DNS request path without sockets.
 pub struct Core {
     catalog: Catalog,
-    origins: Vec<LowerName>,
-    forwarding: bool,
+    zones: Vec<ZoneData>,
+    forwarder: Option<Forwarder>,
     cidr: Ipv4Net,
     cache_udp: PacketCache,
     cache_tcp: PacketCache,
     pub stats: Arc<Stats>,
 }
 
+/// What [`Core::prepare`] made of a message.
+pub enum Prepared {
+    /// Not answered (counted in `malformed`).
+    Drop,
+    /// Answered without the catalog or an upstream (e.g. FORMERR).
+    Reply(Vec<u8>),
+    /// A query to answer with [`Core::answer`].
+    Query(Box<Request>, Route),
+}
+
 /// Build the catalog for `plan`: one wildcard-fixed in-memory zone per plan
-/// zone, and a forwarder at the root when `upstreamDNS` is set.
+/// zone, and the forwarder when `upstreamDNS` is set.
 pub fn build(plan: &Plan) -> anyhow::Result<Core> {
     let mut catalog = Catalog::new();
-    let mut origins = Vec::new();
+    let mut zones = Vec::new();
     for z in &plan.zones {
         let hz = records::zone(z)?;
         let mut mem = InMemoryZoneHandler::<TokioRuntimeProvider>::empty(
@@ -368,7 +371,6 @@ pub fn build(plan: &Plan) -> anyhow::Result<Core> {
             }
         }
         let origin = LowerName::new(&hz.origin);
-        origins.push(origin.clone());
         let negative_soa = hz.records.first().and_then(|r| match &r.data {
             RData::SOA(soa) => {
                 let mut r = r.clone();
@@ -377,6 +379,7 @@ pub fn build(plan: &Plan) -> anyhow::Result<Core> {
             }
             _ => None,
         });
+        zones.push(ZoneData::new(origin.clone(), &hz, negative_soa.clone()));
         let handler = WildcardFix {
             inner: mem,
             zone: hz,
@@ -385,42 +388,14 @@ pub fn build(plan: &Plan) -> anyhow::Result<Core> {
         catalog.upsert(origin, vec![Arc::new(handler) as Arc<dyn ZoneHandler>]);
     }
     let c = &plan.cluster;
-    let forwarding = !c.network.upstream_dns.is_empty();
-    if forwarding {
-        let name_servers = c
-            .network
-            .upstream_dns
-            .iter()
-            .map(|sa| {
-                // Explicit servers only: never the host's resolv.conf, which
-                // may point back at this appliance.
-                let mut ns = NameServerConfig::udp_and_tcp(sa.ip());
-                for conn in &mut ns.connections {
-                    conn.port = sa.port();
-                }
-                ns
-            })
-            .collect();
-        let mut opts = ResolverOpts::default();
-        opts.timeout = c.dns.forward_timeout;
-        opts.attempts = 2;
-        opts.cache_size = 4096;
-        let fwd = ForwardZoneHandler::builder_tokio(ForwardConfig {
-            name_servers,
-            options: Some(opts),
-        })
-        .with_origin(Name::root())
-        .build()
-        .map_err(|e| anyhow::anyhow!("DNS forwarder: {e}"))?;
-        catalog.upsert(
-            LowerName::new(&Name::root()),
-            vec![Arc::new(fwd) as Arc<dyn ZoneHandler>],
-        );
-    }
+    // Explicit servers only: never the host's resolv.conf, which may point
+    // back at this appliance.
+    let forwarder = (!c.network.upstream_dns.is_empty())
+        .then(|| Forwarder::new(c.network.upstream_dns.clone(), c.dns.forward_timeout));
     Ok(Core {
         catalog,
-        origins,
-        forwarding,
+        zones,
+        forwarder,
         cidr: c.network.cidr,
         cache_udp: PacketCache::default(),
         cache_tcp: PacketCache::default(),
@@ -434,17 +409,43 @@ impl Core {
         self.cidr.contains_or_loopback(ip)
     }
 
+    fn zone_of(&self, name: &LowerName) -> Option<&ZoneData> {
+        self.zones.iter().find(|z| z.origin.zone_of(name))
+    }
+
+    /// Is `name` ours to answer? Inside a cluster zone, except the address
+    /// names of a reverse zone that lie outside `network.cidr` (a /25../30
+    /// network's reverse zone is its whole /24) and own no record of ours.
     pub fn is_local(&self, name: &LowerName) -> bool {
-        self.origins.iter().any(|o| o.zone_of(name))
+        match self.zone_of(name) {
+            None => false,
+            Some(z) => match reverse_addr(name) {
+                Some(ip) if !self.cidr.contains(ip) => z.names.contains(name),
+                _ => true,
+            },
+        }
     }
 
     pub fn route(&self, req: &Request) -> Route {
         let [q] = req.queries.queries() else {
             return Route::Local;
         };
-        if req.metadata.op_code != OpCode::Query || self.is_local(q.name()) {
+        if req.metadata.op_code != OpCode::Query {
+            return Route::Local;
+        }
+        // Knot (without version/identity disclosure) refuses every class
+        // but IN and ANY, CHAOS included.
+        if !matches!(q.query_class(), DNSClass::IN | DNSClass::ANY) {
+            return Route::Error(ResponseCode::Refused);
+        }
+        match u16::from(q.query_type()) {
+            0 => return Route::Error(ResponseCode::NotImp),
+            251 | 252 => return Route::Error(ResponseCode::Refused), // IXFR, AXFR
+            _ => {}
+        }
+        if self.is_local(q.name()) {
             Route::Local
-        } else if self.forwarding && self.may_recurse(req.src().ip()) {
+        } else if self.forwarder.is_some() && self.may_recurse(req.src().ip()) {
             Route::Forward
         } else {
             Route::Refuse
@@ -453,62 +454,100 @@ impl Core {
 
     /// Decode `msg`; `None` (after counting and logging) when it must be dropped.
     pub fn decode(&self, msg: &[u8], src: SocketAddr, protocol: Protocol) -> Option<Request> {
+        match self.prepare(msg, src, protocol) {
+            Prepared::Query(r, _) => Some(*r),
+            _ => None,
+        }
+    }
+
+    /// Decode and route `msg`: dropped, answered at once, or a query.
+    pub fn prepare(&self, msg: &[u8], src: SocketAddr, protocol: Protocol) -> Prepared {
         if msg.len() < 12 {
             self.stats.malformed.fetch_add(1, Relaxed);
             debug!(%src, len = msg.len(), "DNS message too short; dropped");
-            return None;
+            return Prepared::Drop;
         }
         if msg[2] & 0x80 != 0 {
             self.stats.malformed.fetch_add(1, Relaxed);
             debug!(%src, "DNS response received as a query; dropped");
-            return None;
+            return Prepared::Drop;
         }
         match Request::from_bytes(msg.to_vec(), src, protocol) {
-            Ok(r) => Some(r),
+            Ok(r) => {
+                let route = self.route(&r);
+                Prepared::Query(Box::new(r), route)
+            }
+            // RFC 6891 6.1.1: more than one OPT is a FORMERR (no OPT back,
+            // as Knot answers).
+            Err(_) if encode::opt_count(msg).is_some_and(|n| n > 1) => {
+                match encode::error_reply(msg, ResponseCode::FormErr, false) {
+                    Some(r) => {
+                        self.stats.count_response(&r);
+                        Prepared::Reply(r)
+                    }
+                    None => Prepared::Drop,
+                }
+            }
             Err(e) => {
                 self.stats.malformed.fetch_add(1, Relaxed);
                 debug!(%src, "undecodable DNS message dropped: {e}");
-                None
+                Prepared::Drop
             }
+        }
+    }
+
+    /// The size limit of answers to `req`: see [`encode::udp_limit`].
+    fn limit(req: &Request) -> usize {
+        match req.protocol() {
+            Protocol::Udp => encode::udp_limit(req.edns.as_ref().map(|e| e.max_payload())),
+            _ => usize::from(u16::MAX),
         }
     }
 
     /// Answer a decoded request.
     pub async fn answer(&self, req: &Request, route: Route) -> Option<Vec<u8>> {
-        let out = Arc::new(Mutex::new(None));
-        let cap = Capture {
-            protocol: req.protocol(),
-            out: out.clone(),
-        };
-        match route {
+        let limit = Self::limit(req);
+        let bytes = match route {
             Route::Refuse => {
                 self.stats.refused_recursion.fetch_add(1, Relaxed);
                 debug!(src = %req.src(), "recursion refused");
-                let mut cap = cap;
                 // RFC 6891 7: a query with OPT gets OPT back, even on errors.
-                let edns = req.edns.as_ref().map(|e| {
-                    let mut r = Edns::new();
-                    r.set_max_payload(e.max_payload().max(512));
-                    r
-                });
-                let resp = MessageResponseBuilder::new(&req.queries, edns.as_ref())
-                    .error_msg(&req.metadata, ResponseCode::Refused);
-                if let Err(e) = cap.send_response(resp).await {
-                    debug!("REFUSED not sent: {e}");
-                }
+                encode::error_reply(req.as_slice(), ResponseCode::Refused, req.edns.is_some())
+            }
+            Route::Error(rcode) => {
+                encode::error_reply(req.as_slice(), rcode, req.edns.is_some())
             }
             Route::Forward => {
                 self.stats.forwarded.fetch_add(1, Relaxed);
-                self.catalog.handle_request::<_, TokioTime>(req, cap).await;
-            }
-            Route::Local => {
-                self.catalog.handle_request::<_, TokioTime>(req, cap).await;
-                if let Some(b) = out.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-                    self.cache(req.protocol()).put(req.as_slice(), b);
+                let tcp = req.protocol() != Protocol::Udp;
+                let up = match &self.forwarder {
+                    Some(f) => f.forward(req.as_slice(), tcp).await,
+                    None => None,
+                };
+                match up {
+                    Some(a) => Some(encode::fit(a, limit)),
+                    None => {
+                        debug!(src = %req.src(), "no upstream answered in time; SERVFAIL");
+                        encode::error_reply(
+                            req.as_slice(),
+                            ResponseCode::ServFail,
+                            req.edns.is_some(),
+                        )
+                    }
                 }
             }
-        }
-        let bytes = out.lock().unwrap_or_else(|e| e.into_inner()).take();
+            Route::Local => {
+                let out = Arc::new(Mutex::new(None));
+                let cap = Capture { out: out.clone() };
+                self.catalog.handle_request::<_, TokioTime>(req, cap).await;
+                let b = out.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let b = b.map(|b| encode::fit(self.complete(b), limit));
+                if let Some(b) = &b {
+                    self.cache(req.protocol()).put(req.as_slice(), b);
+                }
+                b
+            }
+        };
         if let Some(b) = &bytes {
             self.stats.count_response(b);
             if tracing::enabled!(tracing::Level::DEBUG) {
@@ -526,6 +565,78 @@ impl Core {
             }
         }
         bytes
+    }
+
+    /// Complete an authoritative answer where hickory falls short of Knot:
+    /// - the OPT advertises our own UDP limit ([`encode::UDP_MAX`]);
+    /// - RFC 2308 2.2: when an in-zone CNAME chain ends at a name without
+    ///   the type, the zone's SOA goes in the authority section (NXDOMAIN
+    ///   when that name does not exist, RFC 6604);
+    /// - RFC 2782: the additional section holds the addresses of every SRV
+    ///   target in the zones (hickory adds only the first).
+    fn complete(&self, b: Vec<u8>) -> Vec<u8> {
+        let Ok(mut m) = Message::from_vec(&b) else {
+            return b;
+        };
+        let mut changed = false;
+        if let Some(e) = m.edns.as_mut()
+            && e.max_payload() != encode::UDP_MAX
+        {
+            e.set_max_payload(encode::UDP_MAX);
+            changed = true;
+        }
+        changed |= self.cname_negative(&mut m);
+        changed |= self.srv_additionals(&mut m);
+        if !changed {
+            return b;
+        }
+        m.to_vec().unwrap_or(b)
+    }
+
+    fn cname_negative(&self, m: &mut Message) -> bool {
+        let Some(qtype) = m.queries.first().map(|q| q.query_type()) else {
+            return false;
+        };
+        let Some(RData::CNAME(target)) = m.answers.last().map(|r| &r.data) else {
+            return false;
+        };
+        if m.metadata.response_code != ResponseCode::NoError
+            || matches!(qtype, RecordType::CNAME | RecordType::ANY)
+            || m.answers.iter().any(|r| r.record_type() == qtype)
+            || m.authorities.iter().any(|r| r.record_type() == RecordType::SOA)
+        {
+            return false;
+        }
+        let target = LowerName::new(&target.0);
+        let Some(z) = self.zone_of(&target) else {
+            return false;
+        };
+        let Some(soa) = z.negative_soa.clone() else {
+            return false;
+        };
+        if z.classify(&target) == NameClass::NxDomain {
+            m.metadata.response_code = ResponseCode::NXDomain;
+        }
+        m.authorities.push(soa);
+        true
+    }
+
+    fn srv_additionals(&self, m: &mut Message) -> bool {
+        let mut want: Vec<Record> = Vec::new();
+        for r in &m.answers {
+            if let RData::SRV(srv) = &r.data {
+                let t = LowerName::new(&srv.target);
+                if let Some(z) = self.zone_of(&t) {
+                    want.extend(z.addresses(&t).cloned());
+                }
+            }
+        }
+        want.retain(|r| !m.additionals.contains(r));
+        if want.is_empty() {
+            return false;
+        }
+        m.additionals.extend(want);
+        true
     }
 
     fn cache(&self, protocol: Protocol) -> &PacketCache {
@@ -561,8 +672,53 @@ impl Core {
         if let Some(r) = self.cached(msg, protocol) {
             return Some(r);
         }
-        let req = self.decode(msg, src, protocol)?;
-        let route = self.route(&req);
-        self.answer(&req, route).await
+        match self.prepare(msg, src, protocol) {
+            Prepared::Drop => None,
+            Prepared::Reply(r) => Some(r),
+            Prepared::Query(req, route) => self.answer(&req, route).await,
+        }
     }
+}
+
+/// What the answer fix-ups need of one zone.
+struct ZoneData {
+    origin: LowerName,
+    zone: HickoryZone,
+    names: std::collections::BTreeSet<LowerName>,
+    negative_soa: Option<Record>,
+}
+
+impl ZoneData {
+    fn new(origin: LowerName, hz: &HickoryZone, negative_soa: Option<Record>) -> Self {
+        ZoneData {
+            origin,
+            zone: hz.clone(),
+            names: hz.names.clone(),
+            negative_soa,
+        }
+    }
+    fn classify(&self, name: &LowerName) -> NameClass {
+        self.zone.classify(name)
+    }
+    /// The A and AAAA records owned by `name`.
+    fn addresses<'a>(&'a self, name: &'a LowerName) -> impl Iterator<Item = &'a Record> + 'a {
+        self.zone.records.iter().filter(move |r| {
+            matches!(r.record_type(), RecordType::A | RecordType::AAAA)
+                && LowerName::new(&r.name) == *name
+        })
+    }
+}
+
+/// The IPv4 address of `d.c.b.a.in-addr.arpa.`, if `name` is one.
+fn reverse_addr(name: &LowerName) -> Option<Ipv4Addr> {
+    let n = Name::from(name.clone());
+    let labels: Vec<&[u8]> = n.iter().collect();
+    let [d, c, b, a, in_addr, arpa] = labels.as_slice() else {
+        return None;
+    };
+    if !in_addr.eq_ignore_ascii_case(b"in-addr") || !arpa.eq_ignore_ascii_case(b"arpa") {
+        return None;
+    }
+    let octet = |l: &[u8]| std::str::from_utf8(l).ok()?.parse::<u8>().ok();
+    Some(Ipv4Addr::new(octet(a)?, octet(b)?, octet(c)?, octet(d)?))
 }
