@@ -60,7 +60,10 @@ pub fn fit(resp: Vec<u8>, max: usize) -> Vec<u8> {
 
 /// Last resort: the 12-byte header with TC and every count zero.
 fn bare_tc(resp: &[u8]) -> Vec<u8> {
-    let mut h = resp.get(..12).map(<[u8]>::to_vec).unwrap_or_else(|| vec![0; 12]);
+    let mut h = resp
+        .get(..12)
+        .map(<[u8]>::to_vec)
+        .unwrap_or_else(|| vec![0; 12]);
     h[2] |= QR | TC;
     h[4..12].fill(0);
     h

@@ -19,7 +19,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use hickory_proto::op::{Header, HeaderCounts, Message, MessageType, Metadata, OpCode, ResponseCode};
+use hickory_proto::op::{
+    Header, HeaderCounts, Message, MessageType, Metadata, OpCode, ResponseCode,
+};
 use hickory_proto::rr::TSigResponseContext;
 use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
@@ -514,9 +516,7 @@ impl Core {
                 // RFC 6891 7: a query with OPT gets OPT back, even on errors.
                 encode::error_reply(req.as_slice(), ResponseCode::Refused, req.edns.is_some())
             }
-            Route::Error(rcode) => {
-                encode::error_reply(req.as_slice(), rcode, req.edns.is_some())
-            }
+            Route::Error(rcode) => encode::error_reply(req.as_slice(), rcode, req.edns.is_some()),
             Route::Forward => {
                 self.stats.forwarded.fetch_add(1, Relaxed);
                 let tcp = req.protocol() != Protocol::Udp;
@@ -603,7 +603,9 @@ impl Core {
         if m.metadata.response_code != ResponseCode::NoError
             || matches!(qtype, RecordType::CNAME | RecordType::ANY)
             || m.answers.iter().any(|r| r.record_type() == qtype)
-            || m.authorities.iter().any(|r| r.record_type() == RecordType::SOA)
+            || m.authorities
+                .iter()
+                .any(|r| r.record_type() == RecordType::SOA)
         {
             return false;
         }
