@@ -1175,10 +1175,14 @@ fn forwarding_skips_an_icmp_refusing_upstream_at_once() {
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         s.local_addr().unwrap()
     };
+    let closed2 = {
+        let s = UdpSocket::bind("127.0.0.2:0").unwrap();
+        s.local_addr().unwrap()
+    };
     let good = FakeUpstream::start();
     let dead = UdpSocket::bind("127.0.0.1:0").unwrap();
-    // closed, then good: the refusal costs nothing.
-    let app = start_forwarding(&[closed, good.addr], "4s", "");
+    // Two closed ports, then good: the refusals cost nothing.
+    let app = start_forwarding(&[closed, closed2, good.addr], "4s", "");
     for _ in 0..3 {
         let t = Instant::now();
         let r = dig(
