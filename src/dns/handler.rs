@@ -1,29 +1,35 @@
 //! The socket-free DNS core: one DNS message in, at most one message out.
 //!
 //! [`Core::handle`] is the whole request path the UDP and TCP loops use (and
-//! the fuzz test drives): parse with hickory, apply the recursion ACL, let
-//! hickory's [`Catalog`] answer (authoritative zones, forwarder at the root),
-//! and encode with the transport's size limit (512 bytes or the EDNS buffer
-//! over UDP, with TC set when the answer does not fit).
+//! the fuzz test drives): parse with hickory, route (zones, recursion ACL,
+//! classes and types answered with an RCODE alone), let hickory's
+//! [`Catalog`] answer the cluster zones (completed by [`super::complete`])
+//! or [`super::forward`] ask the upstreams, and fit the answer to the
+//! transport ([`super::encode::fit`]: 512 bytes, or the EDNS buffer capped
+//! at 1232, over UDP; TC answers carry only the question and the OPT).
 //!
 //! Invariants:
 //! - Nothing here panics on network input; undecodable messages and
-//!   responses are dropped (counted in `malformed`, logged at debug).
+//!   responses are dropped (counted in `malformed`, logged at debug),
+//!   except a query with two OPT records, which gets FORMERR (RFC 6891).
 //! - Names in the cluster zones are answered to anyone; other names are
 //!   forwarded only for clients in `network.cidr` or on loopback, and only
-//!   when `upstreamDNS` is set; otherwise REFUSED.
+//!   when `upstreamDNS` is set; otherwise REFUSED. Address names of a
+//!   reverse zone outside `network.cidr` (a /25../30 network's /24) that own
+//!   no record count as other names.
+//! - Classes other than IN and ANY are REFUSED (CHAOS included, as Knot
+//!   without version/identity disclosure); qtype 0 is NOTIMP; AXFR and IXFR
+//!   are REFUSED.
 //! - A wildcard-covered name never gets NXDOMAIN (hickory issue #2905):
 //!   [`WildcardFix`] turns it into NOERROR/NODATA per RFC 4592.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use hickory_proto::op::{
-    Header, HeaderCounts, Message, MessageType, Metadata, OpCode, ResponseCode,
-};
+use hickory_proto::op::{Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
 use hickory_proto::rr::TSigResponseContext;
-use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
+use hickory_proto::rr::{DNSClass, LowerName, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use hickory_server::net::NetError;
 use hickory_server::net::runtime::{TokioRuntimeProvider, TokioTime};
@@ -36,6 +42,7 @@ use hickory_server::zone_handler::{
 };
 use tracing::{debug, warn};
 
+use super::complete::{self, ZoneData, reverse_addr};
 use super::encode;
 use super::forward::Forwarder;
 use super::records::{self, HickoryZone, NameClass};
@@ -412,7 +419,7 @@ impl Core {
     }
 
     fn zone_of(&self, name: &LowerName) -> Option<&ZoneData> {
-        self.zones.iter().find(|z| z.origin.zone_of(name))
+        complete::zone_of(&self.zones, name)
     }
 
     /// Is `name` ours to answer? Inside a cluster zone, except the address
@@ -541,7 +548,7 @@ impl Core {
                 let cap = Capture { out: out.clone() };
                 self.catalog.handle_request::<_, TokioTime>(req, cap).await;
                 let b = out.lock().unwrap_or_else(|e| e.into_inner()).take();
-                let b = b.map(|b| encode::fit(self.complete(b), limit));
+                let b = b.map(|b| encode::fit(complete::complete(&self.zones, b), limit));
                 if let Some(b) = &b {
                     self.cache(req.protocol()).put(req.as_slice(), b);
                 }
@@ -565,80 +572,6 @@ impl Core {
             }
         }
         bytes
-    }
-
-    /// Complete an authoritative answer where hickory falls short of Knot:
-    /// - the OPT advertises our own UDP limit ([`encode::UDP_MAX`]);
-    /// - RFC 2308 2.2: when an in-zone CNAME chain ends at a name without
-    ///   the type, the zone's SOA goes in the authority section (NXDOMAIN
-    ///   when that name does not exist, RFC 6604);
-    /// - RFC 2782: the additional section holds the addresses of every SRV
-    ///   target in the zones (hickory adds only the first).
-    fn complete(&self, b: Vec<u8>) -> Vec<u8> {
-        let Ok(mut m) = Message::from_vec(&b) else {
-            return b;
-        };
-        let mut changed = false;
-        if let Some(e) = m.edns.as_mut()
-            && e.max_payload() != encode::UDP_MAX
-        {
-            e.set_max_payload(encode::UDP_MAX);
-            changed = true;
-        }
-        changed |= self.cname_negative(&mut m);
-        changed |= self.srv_additionals(&mut m);
-        if !changed {
-            return b;
-        }
-        m.to_vec().unwrap_or(b)
-    }
-
-    fn cname_negative(&self, m: &mut Message) -> bool {
-        let Some(qtype) = m.queries.first().map(|q| q.query_type()) else {
-            return false;
-        };
-        let Some(RData::CNAME(target)) = m.answers.last().map(|r| &r.data) else {
-            return false;
-        };
-        if m.metadata.response_code != ResponseCode::NoError
-            || matches!(qtype, RecordType::CNAME | RecordType::ANY)
-            || m.answers.iter().any(|r| r.record_type() == qtype)
-            || m.authorities
-                .iter()
-                .any(|r| r.record_type() == RecordType::SOA)
-        {
-            return false;
-        }
-        let target = LowerName::new(&target.0);
-        let Some(z) = self.zone_of(&target) else {
-            return false;
-        };
-        let Some(soa) = z.negative_soa.clone() else {
-            return false;
-        };
-        if z.classify(&target) == NameClass::NxDomain {
-            m.metadata.response_code = ResponseCode::NXDomain;
-        }
-        m.authorities.push(soa);
-        true
-    }
-
-    fn srv_additionals(&self, m: &mut Message) -> bool {
-        let mut want: Vec<Record> = Vec::new();
-        for r in &m.answers {
-            if let RData::SRV(srv) = &r.data {
-                let t = LowerName::new(&srv.target);
-                if let Some(z) = self.zone_of(&t) {
-                    want.extend(z.addresses(&t).cloned());
-                }
-            }
-        }
-        want.retain(|r| !m.additionals.contains(r));
-        if want.is_empty() {
-            return false;
-        }
-        m.additionals.extend(want);
-        true
     }
 
     fn cache(&self, protocol: Protocol) -> &PacketCache {
@@ -680,47 +613,4 @@ impl Core {
             Prepared::Query(req, route) => self.answer(&req, route).await,
         }
     }
-}
-
-/// What the answer fix-ups need of one zone.
-struct ZoneData {
-    origin: LowerName,
-    zone: HickoryZone,
-    names: std::collections::BTreeSet<LowerName>,
-    negative_soa: Option<Record>,
-}
-
-impl ZoneData {
-    fn new(origin: LowerName, hz: &HickoryZone, negative_soa: Option<Record>) -> Self {
-        ZoneData {
-            origin,
-            zone: hz.clone(),
-            names: hz.names.clone(),
-            negative_soa,
-        }
-    }
-    fn classify(&self, name: &LowerName) -> NameClass {
-        self.zone.classify(name)
-    }
-    /// The A and AAAA records owned by `name`.
-    fn addresses<'a>(&'a self, name: &'a LowerName) -> impl Iterator<Item = &'a Record> + 'a {
-        self.zone.records.iter().filter(move |r| {
-            matches!(r.record_type(), RecordType::A | RecordType::AAAA)
-                && LowerName::new(&r.name) == *name
-        })
-    }
-}
-
-/// The IPv4 address of `d.c.b.a.in-addr.arpa.`, if `name` is one.
-fn reverse_addr(name: &LowerName) -> Option<Ipv4Addr> {
-    let n = Name::from(name.clone());
-    let labels: Vec<&[u8]> = n.iter().collect();
-    let [d, c, b, a, in_addr, arpa] = labels.as_slice() else {
-        return None;
-    };
-    if !in_addr.eq_ignore_ascii_case(b"in-addr") || !arpa.eq_ignore_ascii_case(b"arpa") {
-        return None;
-    }
-    let octet = |l: &[u8]| std::str::from_utf8(l).ok()?.parse::<u8>().ok();
-    Some(Ipv4Addr::new(octet(a)?, octet(b)?, octet(c)?, octet(d)?))
 }

@@ -8,14 +8,18 @@
 //!
 //! RFCs: 1034/1035 (AA, NXDOMAIN with the SOA for negative caching, TCP
 //! framing, 512-byte UDP limit with TC), 2308 (negative TTL = SOA minimum),
+//! 6891 and DNS Flag Day 2020 (EDNS, UDP answers at most 1232 bytes),
 //! 4592 (wildcards: a covered name with another type is NODATA, not
-//! NXDOMAIN), 6891 (EDNS buffer size), 7766 (TCP).
+//! NXDOMAIN), 7766 (TCP).
 //!
 //! Pieces: [`records`] converts plan records to hickory records (pure),
 //! [`handler`] is the socket-free request path (hickory `Catalog` with a
-//! wildcard fix, the recursion ACL and the response encoder), and this file
-//! is the thin socket layer: one UDP loop and one TCP accept loop per listen
-//! address.
+//! wildcard fix, the recursion ACL), [`complete`] fills in what hickory's
+//! answers lack, [`encode`] the UDP size rules and raw error answers,
+//! [`forward`] the upstream client, and this file is the thin socket layer:
+//! one UDP loop and one TCP accept loop per listen address. TCP connections
+//! answer pipelined queries concurrently (RFC 7766 6.2.1.1) and close fast
+//! when the listener is under pressure.
 //!
 //! Invariants: every socket is bound in [`bind`]; no packet or connection
 //! can end [`Bound::run`]; forwarded queries run in their own (bounded)
@@ -25,6 +29,7 @@
 //! port conflict fails before any service starts), then [`Bound::run`] serves
 //! until `shutdown` is cancelled.
 
+pub mod complete;
 pub mod encode;
 pub mod forward;
 pub mod handler;
