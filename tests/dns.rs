@@ -306,11 +306,12 @@ fn edns_and_truncation() {
     // dig retries over TCP by itself after TC.
     let r = dig(&app, &["+noedns", &name, "TXT"]);
     assert_eq!(r.answer.len(), 24, "{}", r.raw);
-    // EDNS with a big buffer: all of it over UDP, OPT in the answer.
+    // EDNS with a big buffer: still at most 1232 bytes over UDP (DNS Flag
+    // Day 2020), so TC with an empty answer and the OPT (RFC 6891 6.1.1).
     let r = dig(&app, &["+bufsize=8192", "+ignore", &name, "TXT"]);
-    assert!(!r.tc(), "{}", r.raw);
+    assert!(r.tc(), "{}", r.raw);
     assert!(r.opt, "no OPT record in the EDNS answer: {}", r.raw);
-    assert_eq!(r.answer.len(), 24, "{}", r.raw);
+    assert!(r.answer.is_empty(), "{}", r.raw);
     // EDNS with a small buffer: truncated again, OPT still present.
     let r = dig(&app, &["+bufsize=1232", "+ignore", &name, "TXT"]);
     assert!(r.tc(), "{}", r.raw);
@@ -666,7 +667,7 @@ fn start_knot(dir: &std::path::Path, zones: &[(String, String)]) -> Knot {
         let run_dir = dir.join(format!("knot-{attempt}"));
         std::fs::create_dir_all(&run_dir).unwrap();
         let mut conf = format!(
-            "server:\n    listen: 127.0.0.1@{port}\n    rundir: \"{d}\"\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\nlog:\n  - target: stderr\n    any: warning\ndatabase:\n    storage: \"{d}\"\ntemplate:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n    zonefile-load: whole\n    journal-content: none\nzone:\n",
+            "server:\n    listen: 127.0.0.1@{port}\n    identity: \"\"\n    version: \"\"\n    rundir: \"{d}\"\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\nlog:\n  - target: stderr\n    any: warning\ndatabase:\n    storage: \"{d}\"\ntemplate:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n    zonefile-load: whole\n    journal-content: none\nzone:\n",
             d = run_dir.display()
         );
         for (i, (origin, text)) in zones.iter().enumerate() {
@@ -934,5 +935,508 @@ fn recursion_acl_end_to_end_in_a_netns() {
         assert_eq!(r.status, "NOERROR", "{}", r.raw);
         assert_eq!(r.data(), ["10.77.0.1"], "{}", r.raw);
         assert!(!r.aa(), "{}", r.raw);
+    }
+}
+
+// ------------------------------------------------- issue #17 conformance
+
+/// `query` with an OPT record advertising `payload` bytes (EDNS 0).
+fn edns_query(id: u16, name: &str, qtype: u16, payload: u16) -> Vec<u8> {
+    let mut m = query(id, name, qtype, false);
+    m[11] = 1;
+    m.extend_from_slice(&[0, 0, 41]);
+    m.extend_from_slice(&payload.to_be_bytes());
+    m.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    m
+}
+
+/// One UDP exchange with raw bytes; the answer (panics after 3 s).
+fn raw_udp(addr: SocketAddr, msg: &[u8]) -> Vec<u8> {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    sock.send_to(msg, addr).unwrap();
+    let mut buf = [0u8; 65_535];
+    let (n, _) = sock.recv_from(&mut buf).expect("an answer");
+    buf[..n].to_vec()
+}
+
+/// Offset just past the (single, uncompressed) question of `m`.
+fn question_end(m: &[u8]) -> usize {
+    let mut p = 12;
+    while m[p] != 0 {
+        p += 1 + m[p] as usize;
+    }
+    p + 5
+}
+
+fn counts(m: &[u8]) -> [u16; 4] {
+    [4, 6, 8, 10].map(|i| u16::from_be_bytes([m[i], m[i + 1]]))
+}
+
+/// Start knotd on the `render zone` output of `app`'s cluster file.
+fn knot_for(app: &Appliance, dir: &std::path::Path) -> Knot {
+    let (code, text, err) = run(
+        BIN,
+        &[
+            "render",
+            "--cluster",
+            app.cluster_file.to_str().unwrap(),
+            "zone",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let zones: Vec<(String, String)> = text
+        .split("$ORIGIN ")
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| {
+            let origin = c.split_whitespace().next().unwrap().to_string();
+            (origin, format!("$ORIGIN {c}"))
+        })
+        .collect();
+    start_knot(dir, &zones)
+}
+
+/// A fake upstream resolver on 127.0.0.1: answers A with 127.0.20.99 and
+/// PTR with `outside.example.`, anything else with NOERROR/no data. It
+/// stops when dropped.
+struct FakeUpstream {
+    addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeUpstream {
+    fn start() -> FakeUpstream {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let addr = sock.local_addr().unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let st = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while !st.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((n, src)) = sock.recv_from(&mut buf) else {
+                    continue;
+                };
+                let q = &buf[..n];
+                if n < 17 {
+                    continue;
+                }
+                let qe = question_end(q);
+                let qtype = u16::from_be_bytes([q[qe - 4], q[qe - 3]]);
+                let rdata: Option<Vec<u8>> = match qtype {
+                    1 => Some(vec![127, 0, 20, 99]),
+                    12 => Some(b"\x07outside\x07example\x00".to_vec()),
+                    _ => None,
+                };
+                let mut r = q[..2].to_vec();
+                r.extend_from_slice(&[0x81, 0x80, 0, 1, 0, u8::from(rdata.is_some()), 0, 0, 0, 0]);
+                r.extend_from_slice(&q[12..qe]);
+                if let Some(d) = rdata {
+                    r.extend_from_slice(&[0xc0, 12]);
+                    r.extend_from_slice(&qtype.to_be_bytes());
+                    r.extend_from_slice(&[0, 1, 0, 0, 0, 60]);
+                    r.extend_from_slice(&(d.len() as u16).to_be_bytes());
+                    r.extend_from_slice(&d);
+                }
+                let _ = sock.send_to(&r, src);
+            }
+        });
+        FakeUpstream {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for FakeUpstream {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// An appliance forwarding to `upstreams` with `dns.forwardTimeout`.
+fn start_forwarding(upstreams: &[SocketAddr], timeout: &str, extra_dns: &str) -> Appliance {
+    let list: Vec<String> = upstreams.iter().map(|a| format!("\"{a}\"")).collect();
+    let yaml = common::only(&format!(
+        "{}  forwardTimeout: {timeout}\n",
+        dns_section(extra_dns)
+    ))
+    .replace(
+        "  applianceIP: 127.0.20.1\n",
+        &format!(
+            "  applianceIP: 127.0.20.1\n  upstreamDNS: [{}]\n",
+            list.join(", ")
+        ),
+    );
+    Appliance::start(&yaml)
+}
+
+/// RFC 6891 6.1.1 and DNS Flag Day 2020: a UDP answer is at most 1232
+/// bytes whatever the client's buffer; a truncated one is header, question
+/// and OPT with TC set and nothing after the OPT, byte for byte the length
+/// Knot sends.
+#[test]
+fn udp_truncation_is_header_question_opt_capped_at_1232_like_knot() {
+    require_tools!("dig", "knotd");
+    let mut extra = String::new();
+    for (name, n) in [("mid", 8), ("big", 24)] {
+        for i in 0..n {
+            extra.push_str(&format!(
+                "    - {{ name: {name}, type: TXT, value: \"{i:02}{}\" }}\n",
+                "x".repeat(198)
+            ));
+        }
+    }
+    let app = start(&extra, "");
+    let dir = tempfile::tempdir().unwrap();
+    let knot = knot_for(&app, dir.path());
+    let knot_addr: SocketAddr = ([127, 0, 0, 1], knot.port).into();
+    let ours = app.addr("dns udp");
+    for (name, payload) in [("mid", 4096), ("big", 4096), ("big", 1232), ("mid", 1500)] {
+        let q = edns_query(0x4242, &format!("{name}.{Z}"), 16, payload);
+        let a = raw_udp(ours, &q);
+        let k = raw_udp(knot_addr, &q);
+        let what = format!("{name} TXT bufsize {payload}");
+        assert!(a[2] & 0x02 != 0, "{what}: no TC ({} bytes)", a.len());
+        assert!(a.len() <= 1232, "{what}: {} bytes", a.len());
+        assert_eq!(counts(&a), [1, 0, 0, 1], "{what}: counts");
+        assert_eq!(
+            a.len(),
+            question_end(&a) + 11,
+            "{what}: bytes after the OPT record"
+        );
+        assert_eq!(a.len(), k.len(), "{what}: knot's TC answer differs in size");
+        assert_eq!(counts(&a), counts(&k), "{what}: knot's counts differ");
+    }
+    // dig sees the same: TC, empty answer, OPT present, no parse warning.
+    for bufsize in ["+bufsize=4096", "+bufsize=1232"] {
+        let r = dig(&app, &[bufsize, "+ignore", &format!("mid.{Z}"), "TXT"]);
+        assert!(r.tc() && r.opt && r.answer.is_empty(), "{}", r.raw);
+        assert!(!r.raw.contains("Warning"), "{}", r.raw);
+        assert!(r.raw.contains("udp: 1232"), "{}", r.raw);
+    }
+    // Without EDNS: 512 bytes, TC, no OPT.
+    let a = raw_udp(ours, &query(7, &format!("mid.{Z}"), 16, false));
+    assert!(a[2] & 0x02 != 0 && a.len() == question_end(&a));
+    // Over TCP the whole answer.
+    let r = dig(&app, &["+tcp", &format!("mid.{Z}"), "TXT"]);
+    assert_eq!(r.answer.len(), 8, "{}", r.raw);
+}
+
+/// A dead upstream costs at most `forwardTimeout` in total (here 1 s), not
+/// 3 × forwardTimeout, so SERVFAIL reaches the client before its 5 s stub
+/// timeout; with two dead upstreams too.
+#[test]
+fn forwarding_servfails_within_forward_timeout() {
+    require_tools!("dig");
+    let dead1 = UdpSocket::bind("127.0.0.1:0").unwrap(); // never reads
+    let dead2 = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for ups in [
+        vec![dead1.local_addr().unwrap()],
+        vec![dead1.local_addr().unwrap(), dead2.local_addr().unwrap()],
+    ] {
+        let app = start_forwarding(&ups, "1s", "");
+        for proto in ["+notcp", "+tcp"] {
+            let t = Instant::now();
+            let r = dig(
+                &app,
+                &[
+                    "+recurse",
+                    "+time=5",
+                    "+tries=1",
+                    proto,
+                    "www.example.org",
+                    "A",
+                ],
+            );
+            let took = t.elapsed();
+            assert_eq!(r.status, "SERVFAIL", "{ups:?} {proto}: {}", r.raw);
+            assert!(
+                took < Duration::from_millis(2500),
+                "{ups:?} {proto}: SERVFAIL after {took:?}"
+            );
+            assert!(took >= Duration::from_millis(900), "{took:?}");
+        }
+    }
+}
+
+/// An upstream whose port is closed (ICMP port unreachable) fails at once
+/// and the next upstream answers, well within forwardTimeout.
+#[test]
+fn forwarding_skips_an_icmp_refusing_upstream_at_once() {
+    require_tools!("dig");
+    let closed = {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap()
+    };
+    let closed2 = {
+        let s = UdpSocket::bind("127.0.0.2:0").unwrap();
+        s.local_addr().unwrap()
+    };
+    let good = FakeUpstream::start();
+    let dead = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Two closed ports, then good: the refusals cost nothing.
+    let app = start_forwarding(&[closed, closed2, good.addr], "4s", "");
+    for _ in 0..3 {
+        let t = Instant::now();
+        let r = dig(
+            &app,
+            &["+recurse", "+time=5", "+tries=1", "www.example.org", "A"],
+        );
+        assert_eq!(r.data(), ["127.0.20.99"], "{}", r.raw);
+        assert!(!r.aa(), "{}", r.raw);
+        assert!(
+            t.elapsed() < Duration::from_millis(1000),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+    drop(app);
+    // dead, then good: the dead one gets only its share (half of 2 s).
+    let app = start_forwarding(&[dead.local_addr().unwrap(), good.addr], "2s", "");
+    let t = Instant::now();
+    let r = dig(
+        &app,
+        &["+recurse", "+time=5", "+tries=1", "www.example.org", "A"],
+    );
+    assert_eq!(r.data(), ["127.0.20.99"], "{}", r.raw);
+    assert!(
+        t.elapsed() < Duration::from_millis(1800),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+/// RFC 7766 6.2.1.1: on one TCP connection a slow forwarded query does not
+/// hold up the authoritative answer pipelined behind it; each answer
+/// carries its own query ID.
+#[test]
+fn tcp_pipelined_queries_are_answered_concurrently() {
+    use std::io::{Read, Write};
+    require_tools!("dig");
+    let dead = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let app = start_forwarding(&[dead.local_addr().unwrap()], "2s", "");
+    let mut s = TcpStream::connect(app.addr("dns tcp")).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut frames = Vec::new();
+    for (id, name) in [
+        (1u16, "www.example.org".to_string()),
+        (2, format!("api.{Z}")),
+    ] {
+        let q = query(id, &name, 1, true);
+        frames.extend_from_slice(&(q.len() as u16).to_be_bytes());
+        frames.extend_from_slice(&q);
+    }
+    let t = Instant::now();
+    s.write_all(&frames).unwrap();
+    let read = |s: &mut TcpStream| {
+        let mut l = [0u8; 2];
+        s.read_exact(&mut l).unwrap();
+        let mut m = vec![0u8; u16::from_be_bytes(l) as usize];
+        s.read_exact(&mut m).unwrap();
+        (m, t.elapsed())
+    };
+    let (first, t1) = read(&mut s);
+    assert_eq!(&first[..2], &[0, 2], "the authoritative answer comes first");
+    assert_eq!(first[3] & 0x0f, 0);
+    assert!(t1 < Duration::from_millis(1000), "{t1:?}");
+    let (second, t2) = read(&mut s);
+    assert_eq!(&second[..2], &[0, 1]);
+    assert_eq!(second[3] & 0x0f, 2, "SERVFAIL from the dead upstream");
+    assert!(t2 < Duration::from_millis(3500), "{t2:?}");
+}
+
+/// 256 idle (or half-sent) TCP connections must not keep a new TCP client
+/// waiting (before: 9.7 s; Knot: 0 s): under pressure they close after
+/// the 0.5 s io-timeout.
+#[test]
+fn idle_tcp_connections_do_not_block_new_clients() {
+    use std::io::Write;
+    require_tools!("dig");
+    let app = start("", "");
+    let addr = app.addr("dns tcp");
+    let mut held = Vec::new();
+    for i in 0..256 {
+        let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+            break;
+        };
+        if i % 2 == 1 {
+            let _ = s.write_all(&[0]); // half a length prefix
+        }
+        held.push(s);
+    }
+    assert!(held.len() >= 200, "only {} connections", held.len());
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    let r = dig(
+        &app,
+        &["+tcp", "+time=5", "+tries=1", &format!("api.{Z}"), "A"],
+    );
+    let took = t.elapsed();
+    assert_eq!(r.data(), ["127.0.20.1"], "{}", r.raw);
+    assert!(
+        took < Duration::from_millis(2500),
+        "TCP query waited {took:?}"
+    );
+    drop(held);
+}
+
+/// A /26 network's reverse zone is its /24, but only the /26's addresses
+/// are ours: other PTRs go to the upstream, so they still resolve.
+#[test]
+fn classless_reverse_zone_forwards_ptrs_outside_the_network() {
+    require_tools!("dig");
+    let up = FakeUpstream::start();
+    let yaml = common::only(&dns_section(""))
+        .replace("cidr: 127.0.20.0/24", "cidr: 127.0.20.0/26")
+        .replace(
+            "  applianceIP: 127.0.20.1\n",
+            &format!(
+                "  applianceIP: 127.0.20.1\n  upstreamDNS: [\"{}\"]\n",
+                up.addr
+            ),
+        );
+    let app = Appliance::start(&yaml);
+    for proto in ["+notcp", "+tcp"] {
+        // Outside the /26: the upstream's PTR, not authoritative.
+        let r = dig(&app, &["+recurse", proto, "-x", "127.0.20.100"]);
+        assert_eq!(r.status, "NOERROR", "{}", r.raw);
+        assert_eq!(r.data(), ["outside.example."], "{}", r.raw);
+        assert!(!r.aa(), "{}", r.raw);
+        // Inside: ours, authoritative, NXDOMAIN for unused addresses.
+        let r = dig(&app, &[proto, "-x", "127.0.20.10"]);
+        assert_eq!(r.data(), [format!("master-0.{Z}.")], "{}", r.raw);
+        assert!(r.aa(), "{}", r.raw);
+        let r = dig(&app, &[proto, "-x", "127.0.20.50"]);
+        assert_eq!((r.status.as_str(), r.aa()), ("NXDOMAIN", true), "{}", r.raw);
+    }
+    // The zone apex stays ours.
+    let r = dig(&app, &["20.0.127.in-addr.arpa", "SOA"]);
+    assert!(r.aa() && r.status == "NOERROR", "{}", r.raw);
+}
+
+/// The additional section of a dig answer, normalized and sorted.
+fn additional(raw: &str) -> Vec<String> {
+    let mut v: Vec<String> = raw
+        .lines()
+        .skip_while(|l| !l.starts_with(";; ADDITIONAL SECTION"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| !l.starts_with(';'))
+        .map(norm)
+        .collect();
+    v.sort();
+    v
+}
+
+/// RFC 2308: NODATA after an in-zone CNAME carries the SOA; the etcd SRV
+/// answer carries every target's address; both as Knot answers.
+#[test]
+fn cname_nodata_soa_and_srv_additionals_match_knot() {
+    require_tools!("dig", "knotd");
+    let app = start("", "");
+    let dir = tempfile::tempdir().unwrap();
+    let knot = knot_for(&app, dir.path());
+    let knot_addr: SocketAddr = ([127, 0, 0, 1], knot.port).into();
+    let ours = app.addr("dns udp");
+    for proto in ["+notcp", "+tcp"] {
+        for t in ["AAAA", "TXT", "A"] {
+            let a = dig_at(ours, &[proto, &format!("console.{Z}"), t]);
+            let k = dig_at(knot_addr, &[proto, &format!("console.{Z}"), t]);
+            assert_eq!(a.status, k.status, "console {t}: {}\n{}", a.raw, k.raw);
+            assert_eq!(a.answer, k.answer, "console {t}: {}\n{}", a.raw, k.raw);
+            assert_eq!(
+                a.authority, k.authority,
+                "console {t}: {}\n{}",
+                a.raw, k.raw
+            );
+        }
+        let srv = format!("_etcd-server-ssl._tcp.{Z}");
+        let a = dig_at(ours, &[proto, &srv, "SRV"]);
+        let k = dig_at(knot_addr, &[proto, &srv, "SRV"]);
+        assert_eq!(additional(&a.raw).len(), 3, "{}", a.raw);
+        assert_eq!(
+            additional(&a.raw),
+            additional(&k.raw),
+            "{}\n{}",
+            a.raw,
+            k.raw
+        );
+    }
+}
+
+/// Classes other than IN (CHAOS `version.bind` included) are REFUSED, as
+/// Knot does without version/identity disclosure; qtype 0 is NOTIMP; two
+/// OPT records are a FORMERR (RFC 6891 6.1.1). Compared with Knot.
+#[test]
+fn odd_classes_qtype0_and_two_opts_match_knot() {
+    require_tools!("dig", "knotd");
+    let app = start("", "");
+    let dir = tempfile::tempdir().unwrap();
+    let knot = knot_for(&app, dir.path());
+    let knot_addr: SocketAddr = ([127, 0, 0, 1], knot.port).into();
+    let ours = app.addr("dns udp");
+    let api = format!("api.{Z}");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["-c", "CH", "version.bind", "TXT"],
+        vec!["-c", "CH", "version.server", "TXT"],
+        vec!["-c", "CH", "id.server", "TXT"],
+        vec!["-c", "CH", "hostname.bind", "TXT"],
+        vec!["-c", "CH", &api, "A"],
+        vec!["-c", "HS", &api, "A"],
+        vec!["-c", "NONE", &api, "A"],
+        vec![&api, "TYPE0"],
+    ];
+    for proto in ["+notcp", "+tcp"] {
+        for c in &cases {
+            let mut args = vec![proto];
+            args.extend_from_slice(c);
+            let a = dig_at(ours, &args);
+            let k = dig_at(knot_addr, &args);
+            assert_eq!(
+                (&a.status, &a.answer, a.aa()),
+                (&k.status, &k.answer, k.aa()),
+                "{args:?}:\n{}\n{}",
+                a.raw,
+                k.raw
+            );
+            assert!(a.status == "REFUSED" || a.status == "NOTIMP", "{}", a.raw);
+        }
+    }
+    // Two OPT records: the same FORMERR bytes as Knot (question, no OPT).
+    let mut q = edns_query(0x5151, &api, 1, 1232);
+    q[11] = 2;
+    q.extend_from_slice(&[0, 0, 41, 4, 0xd0, 0, 0, 0, 0, 0, 0]);
+    let a = raw_udp(ours, &q);
+    let k = raw_udp(knot_addr, &q);
+    assert_eq!(a[3] & 0x0f, 1, "FORMERR");
+    assert_eq!(a, k, "ours vs knot");
+}
+
+/// IXFR is refused like AXFR, over UDP and TCP.
+#[test]
+fn ixfr_is_refused_like_axfr() {
+    use std::io::{Read, Write};
+    let app = start("", "");
+    for qtype in [251u16, 252] {
+        let q = query(3, Z, qtype, false);
+        let a = raw_udp(app.addr("dns udp"), &q);
+        assert_eq!(a[3] & 0x0f, 5, "qtype {qtype} over UDP: {a:?}");
+        let mut s = TcpStream::connect(app.addr("dns tcp")).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut f = (q.len() as u16).to_be_bytes().to_vec();
+        f.extend_from_slice(&q);
+        s.write_all(&f).unwrap();
+        let mut l = [0u8; 2];
+        s.read_exact(&mut l).unwrap();
+        let mut m = vec![0u8; u16::from_be_bytes(l) as usize];
+        s.read_exact(&mut m).unwrap();
+        assert_eq!(m[3] & 0x0f, 5, "qtype {qtype} over TCP: {m:?}");
     }
 }

@@ -1,17 +1,25 @@
 //! The socket-free DNS core: one DNS message in, at most one message out.
 //!
 //! [`Core::handle`] is the whole request path the UDP and TCP loops use (and
-//! the fuzz test drives): parse with hickory, apply the recursion ACL, let
-//! hickory's [`Catalog`] answer (authoritative zones, forwarder at the root),
-//! and encode with the transport's size limit (512 bytes or the EDNS buffer
-//! over UDP, with TC set when the answer does not fit).
+//! the fuzz test drives): parse with hickory, route (zones, recursion ACL,
+//! classes and types answered with an RCODE alone), let hickory's
+//! [`Catalog`] answer the cluster zones (completed by [`super::complete`])
+//! or [`super::forward`] ask the upstreams, and fit the answer to the
+//! transport ([`super::encode::fit`]: 512 bytes, or the EDNS buffer capped
+//! at 1232, over UDP; TC answers carry only the question and the OPT).
 //!
 //! Invariants:
 //! - Nothing here panics on network input; undecodable messages and
-//!   responses are dropped (counted in `malformed`, logged at debug).
+//!   responses are dropped (counted in `malformed`, logged at debug),
+//!   except a query with two OPT records, which gets FORMERR (RFC 6891).
 //! - Names in the cluster zones are answered to anyone; other names are
 //!   forwarded only for clients in `network.cidr` or on loopback, and only
-//!   when `upstreamDNS` is set; otherwise REFUSED.
+//!   when `upstreamDNS` is set; otherwise REFUSED. Address names of a
+//!   reverse zone outside `network.cidr` (a /25../30 network's /24) that own
+//!   no record count as other names.
+//! - Classes other than IN and ANY are REFUSED (CHAOS included, as Knot
+//!   without version/identity disclosure); qtype 0 is NOTIMP; AXFR and IXFR
+//!   are REFUSED.
 //! - A wildcard-covered name never gets NXDOMAIN (hickory issue #2905):
 //!   [`WildcardFix`] turns it into NOERROR/NODATA per RFC 4592.
 
@@ -19,23 +27,24 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
+use hickory_proto::op::{Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
 use hickory_proto::rr::TSigResponseContext;
-use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+use hickory_proto::rr::{DNSClass, LowerName, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
-use hickory_resolver::config::{NameServerConfig, ResolverOpts};
 use hickory_server::net::NetError;
 use hickory_server::net::runtime::{TokioRuntimeProvider, TokioTime};
 use hickory_server::net::xfer::Protocol;
 use hickory_server::server::{Request, RequestHandler, RequestInfo, ResponseHandler, ResponseInfo};
-use hickory_server::store::forwarder::{ForwardConfig, ForwardZoneHandler};
 use hickory_server::store::in_memory::InMemoryZoneHandler;
 use hickory_server::zone_handler::{
     AuthLookup, AxfrPolicy, Catalog, LookupControlFlow, LookupError, LookupOptions, LookupRecords,
-    MessageResponse, MessageResponseBuilder, ZoneHandler, ZoneTransfer, ZoneType,
+    MessageResponse, ZoneHandler, ZoneTransfer, ZoneType,
 };
 use tracing::{debug, warn};
 
+use super::complete::{self, ZoneData, reverse_addr};
+use super::encode;
+use super::forward::Forwarder;
 use super::records::{self, HickoryZone, NameClass};
 use crate::config::Ipv4Net;
 use crate::plan::Plan;
@@ -212,7 +221,6 @@ impl ZoneHandler for WildcardFix {
 /// Collects the encoded response instead of writing it to a socket.
 #[derive(Clone)]
 struct Capture {
-    protocol: Protocol,
     out: Arc<Mutex<Option<Vec<u8>>>>,
 }
 
@@ -231,18 +239,10 @@ impl ResponseHandler for Capture {
     ) -> Result<ResponseInfo, NetError> {
         let id = response.metadata().id;
         let op = response.metadata().op_code;
-        // RFC 1035 4.2.1 / RFC 6891 6.2.5: UDP answers fit the requester's
-        // buffer (512 without EDNS); what does not fit is cut and TC set.
-        let max = match self.protocol {
-            Protocol::Udp => response
-                .edns()
-                .map(|e| e.max_payload().max(512))
-                .unwrap_or(512),
-            _ => u16::MAX,
-        };
+        // Encoded whole; the UDP size limit is applied afterwards by
+        // `encode::fit`, which truncates the RFC 6891 way.
         let mut bytes = Vec::with_capacity(512);
         let mut enc = BinEncoder::new(&mut bytes);
-        enc.set_max_size(max);
         let info = match response.destructive_emit(&mut enc) {
             Ok(info) => info,
             Err(e) => {
@@ -275,6 +275,8 @@ pub enum Route {
     Forward,
     /// Outside the zones and not allowed to recurse.
     Refuse,
+    /// Answered with this RCODE alone (non-IN class, qtype 0, zone transfers).
+    Error(ResponseCode),
 }
 
 /// Most distinct queries kept in each packet cache (UDP, TCP).
@@ -342,19 +344,29 @@ impl PacketCache {
 /// The DNS request path without sockets.
 pub struct Core {
     catalog: Catalog,
-    origins: Vec<LowerName>,
-    forwarding: bool,
+    zones: Vec<ZoneData>,
+    forwarder: Option<Forwarder>,
     cidr: Ipv4Net,
     cache_udp: PacketCache,
     cache_tcp: PacketCache,
     pub stats: Arc<Stats>,
 }
 
+/// What [`Core::prepare`] made of a message.
+pub enum Prepared {
+    /// Not answered (counted in `malformed`).
+    Drop,
+    /// Answered without the catalog or an upstream (e.g. FORMERR).
+    Reply(Vec<u8>),
+    /// A query to answer with [`Core::answer`].
+    Query(Box<Request>, Route),
+}
+
 /// Build the catalog for `plan`: one wildcard-fixed in-memory zone per plan
-/// zone, and a forwarder at the root when `upstreamDNS` is set.
+/// zone, and the forwarder when `upstreamDNS` is set.
 pub fn build(plan: &Plan) -> anyhow::Result<Core> {
     let mut catalog = Catalog::new();
-    let mut origins = Vec::new();
+    let mut zones = Vec::new();
     for z in &plan.zones {
         let hz = records::zone(z)?;
         let mut mem = InMemoryZoneHandler::<TokioRuntimeProvider>::empty(
@@ -368,7 +380,6 @@ pub fn build(plan: &Plan) -> anyhow::Result<Core> {
             }
         }
         let origin = LowerName::new(&hz.origin);
-        origins.push(origin.clone());
         let negative_soa = hz.records.first().and_then(|r| match &r.data {
             RData::SOA(soa) => {
                 let mut r = r.clone();
@@ -377,6 +388,7 @@ pub fn build(plan: &Plan) -> anyhow::Result<Core> {
             }
             _ => None,
         });
+        zones.push(ZoneData::new(origin.clone(), &hz, negative_soa.clone()));
         let handler = WildcardFix {
             inner: mem,
             zone: hz,
@@ -385,42 +397,14 @@ pub fn build(plan: &Plan) -> anyhow::Result<Core> {
         catalog.upsert(origin, vec![Arc::new(handler) as Arc<dyn ZoneHandler>]);
     }
     let c = &plan.cluster;
-    let forwarding = !c.network.upstream_dns.is_empty();
-    if forwarding {
-        let name_servers = c
-            .network
-            .upstream_dns
-            .iter()
-            .map(|sa| {
-                // Explicit servers only: never the host's resolv.conf, which
-                // may point back at this appliance.
-                let mut ns = NameServerConfig::udp_and_tcp(sa.ip());
-                for conn in &mut ns.connections {
-                    conn.port = sa.port();
-                }
-                ns
-            })
-            .collect();
-        let mut opts = ResolverOpts::default();
-        opts.timeout = c.dns.forward_timeout;
-        opts.attempts = 2;
-        opts.cache_size = 4096;
-        let fwd = ForwardZoneHandler::builder_tokio(ForwardConfig {
-            name_servers,
-            options: Some(opts),
-        })
-        .with_origin(Name::root())
-        .build()
-        .map_err(|e| anyhow::anyhow!("DNS forwarder: {e}"))?;
-        catalog.upsert(
-            LowerName::new(&Name::root()),
-            vec![Arc::new(fwd) as Arc<dyn ZoneHandler>],
-        );
-    }
+    // Explicit servers only: never the host's resolv.conf, which may point
+    // back at this appliance.
+    let forwarder = (!c.network.upstream_dns.is_empty())
+        .then(|| Forwarder::new(c.network.upstream_dns.clone(), c.dns.forward_timeout));
     Ok(Core {
         catalog,
-        origins,
-        forwarding,
+        zones,
+        forwarder,
         cidr: c.network.cidr,
         cache_udp: PacketCache::default(),
         cache_tcp: PacketCache::default(),
@@ -434,17 +418,43 @@ impl Core {
         self.cidr.contains_or_loopback(ip)
     }
 
+    fn zone_of(&self, name: &LowerName) -> Option<&ZoneData> {
+        complete::zone_of(&self.zones, name)
+    }
+
+    /// Is `name` ours to answer? Inside a cluster zone, except the address
+    /// names of a reverse zone that lie outside `network.cidr` (a /25../30
+    /// network's reverse zone is its whole /24) and own no record of ours.
     pub fn is_local(&self, name: &LowerName) -> bool {
-        self.origins.iter().any(|o| o.zone_of(name))
+        match self.zone_of(name) {
+            None => false,
+            Some(z) => match reverse_addr(name) {
+                Some(ip) if !self.cidr.contains(ip) => z.names.contains(name),
+                _ => true,
+            },
+        }
     }
 
     pub fn route(&self, req: &Request) -> Route {
         let [q] = req.queries.queries() else {
             return Route::Local;
         };
-        if req.metadata.op_code != OpCode::Query || self.is_local(q.name()) {
+        if req.metadata.op_code != OpCode::Query {
+            return Route::Local;
+        }
+        // Knot (without version/identity disclosure) refuses every class
+        // but IN and ANY, CHAOS included.
+        if !matches!(q.query_class(), DNSClass::IN | DNSClass::ANY) {
+            return Route::Error(ResponseCode::Refused);
+        }
+        match u16::from(q.query_type()) {
+            0 => return Route::Error(ResponseCode::NotImp),
+            251 | 252 => return Route::Error(ResponseCode::Refused), // IXFR, AXFR
+            _ => {}
+        }
+        if self.is_local(q.name()) {
             Route::Local
-        } else if self.forwarding && self.may_recurse(req.src().ip()) {
+        } else if self.forwarder.is_some() && self.may_recurse(req.src().ip()) {
             Route::Forward
         } else {
             Route::Refuse
@@ -453,62 +463,98 @@ impl Core {
 
     /// Decode `msg`; `None` (after counting and logging) when it must be dropped.
     pub fn decode(&self, msg: &[u8], src: SocketAddr, protocol: Protocol) -> Option<Request> {
+        match self.prepare(msg, src, protocol) {
+            Prepared::Query(r, _) => Some(*r),
+            _ => None,
+        }
+    }
+
+    /// Decode and route `msg`: dropped, answered at once, or a query.
+    pub fn prepare(&self, msg: &[u8], src: SocketAddr, protocol: Protocol) -> Prepared {
         if msg.len() < 12 {
             self.stats.malformed.fetch_add(1, Relaxed);
             debug!(%src, len = msg.len(), "DNS message too short; dropped");
-            return None;
+            return Prepared::Drop;
         }
         if msg[2] & 0x80 != 0 {
             self.stats.malformed.fetch_add(1, Relaxed);
             debug!(%src, "DNS response received as a query; dropped");
-            return None;
+            return Prepared::Drop;
         }
         match Request::from_bytes(msg.to_vec(), src, protocol) {
-            Ok(r) => Some(r),
+            Ok(r) => {
+                let route = self.route(&r);
+                Prepared::Query(Box::new(r), route)
+            }
+            // RFC 6891 6.1.1: more than one OPT is a FORMERR (no OPT back,
+            // as Knot answers).
+            Err(_) if encode::opt_count(msg).is_some_and(|n| n > 1) => {
+                match encode::error_reply(msg, ResponseCode::FormErr, false) {
+                    Some(r) => {
+                        self.stats.count_response(&r);
+                        Prepared::Reply(r)
+                    }
+                    None => Prepared::Drop,
+                }
+            }
             Err(e) => {
                 self.stats.malformed.fetch_add(1, Relaxed);
                 debug!(%src, "undecodable DNS message dropped: {e}");
-                None
+                Prepared::Drop
             }
+        }
+    }
+
+    /// The size limit of answers to `req`: see [`encode::udp_limit`].
+    fn limit(req: &Request) -> usize {
+        match req.protocol() {
+            Protocol::Udp => encode::udp_limit(req.edns.as_ref().map(|e| e.max_payload())),
+            _ => usize::from(u16::MAX),
         }
     }
 
     /// Answer a decoded request.
     pub async fn answer(&self, req: &Request, route: Route) -> Option<Vec<u8>> {
-        let out = Arc::new(Mutex::new(None));
-        let cap = Capture {
-            protocol: req.protocol(),
-            out: out.clone(),
-        };
-        match route {
+        let limit = Self::limit(req);
+        let bytes = match route {
             Route::Refuse => {
                 self.stats.refused_recursion.fetch_add(1, Relaxed);
                 debug!(src = %req.src(), "recursion refused");
-                let mut cap = cap;
                 // RFC 6891 7: a query with OPT gets OPT back, even on errors.
-                let edns = req.edns.as_ref().map(|e| {
-                    let mut r = Edns::new();
-                    r.set_max_payload(e.max_payload().max(512));
-                    r
-                });
-                let resp = MessageResponseBuilder::new(&req.queries, edns.as_ref())
-                    .error_msg(&req.metadata, ResponseCode::Refused);
-                if let Err(e) = cap.send_response(resp).await {
-                    debug!("REFUSED not sent: {e}");
-                }
+                encode::error_reply(req.as_slice(), ResponseCode::Refused, req.edns.is_some())
             }
+            Route::Error(rcode) => encode::error_reply(req.as_slice(), rcode, req.edns.is_some()),
             Route::Forward => {
                 self.stats.forwarded.fetch_add(1, Relaxed);
-                self.catalog.handle_request::<_, TokioTime>(req, cap).await;
-            }
-            Route::Local => {
-                self.catalog.handle_request::<_, TokioTime>(req, cap).await;
-                if let Some(b) = out.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-                    self.cache(req.protocol()).put(req.as_slice(), b);
+                let tcp = req.protocol() != Protocol::Udp;
+                let up = match &self.forwarder {
+                    Some(f) => f.forward(req.as_slice(), tcp).await,
+                    None => None,
+                };
+                match up {
+                    Some(a) => Some(encode::fit(a, limit)),
+                    None => {
+                        debug!(src = %req.src(), "no upstream answered in time; SERVFAIL");
+                        encode::error_reply(
+                            req.as_slice(),
+                            ResponseCode::ServFail,
+                            req.edns.is_some(),
+                        )
+                    }
                 }
             }
-        }
-        let bytes = out.lock().unwrap_or_else(|e| e.into_inner()).take();
+            Route::Local => {
+                let out = Arc::new(Mutex::new(None));
+                let cap = Capture { out: out.clone() };
+                self.catalog.handle_request::<_, TokioTime>(req, cap).await;
+                let b = out.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let b = b.map(|b| encode::fit(complete::complete(&self.zones, b), limit));
+                if let Some(b) = &b {
+                    self.cache(req.protocol()).put(req.as_slice(), b);
+                }
+                b
+            }
+        };
         if let Some(b) = &bytes {
             self.stats.count_response(b);
             if tracing::enabled!(tracing::Level::DEBUG) {
@@ -561,8 +607,10 @@ impl Core {
         if let Some(r) = self.cached(msg, protocol) {
             return Some(r);
         }
-        let req = self.decode(msg, src, protocol)?;
-        let route = self.route(&req);
-        self.answer(&req, route).await
+        match self.prepare(msg, src, protocol) {
+            Prepared::Drop => None,
+            Prepared::Reply(r) => Some(r),
+            Prepared::Query(req, route) => self.answer(&req, route).await,
+        }
     }
 }

@@ -8,14 +8,18 @@
 //!
 //! RFCs: 1034/1035 (AA, NXDOMAIN with the SOA for negative caching, TCP
 //! framing, 512-byte UDP limit with TC), 2308 (negative TTL = SOA minimum),
+//! 6891 and DNS Flag Day 2020 (EDNS, UDP answers at most 1232 bytes),
 //! 4592 (wildcards: a covered name with another type is NODATA, not
-//! NXDOMAIN), 6891 (EDNS buffer size), 7766 (TCP).
+//! NXDOMAIN), 7766 (TCP).
 //!
 //! Pieces: [`records`] converts plan records to hickory records (pure),
 //! [`handler`] is the socket-free request path (hickory `Catalog` with a
-//! wildcard fix, the recursion ACL and the response encoder), and this file
-//! is the thin socket layer: one UDP loop and one TCP accept loop per listen
-//! address.
+//! wildcard fix, the recursion ACL), [`complete`] fills in what hickory's
+//! answers lack, [`encode`] the UDP size rules and raw error answers,
+//! [`forward`] the upstream client, and this file is the thin socket layer:
+//! one UDP loop and one TCP accept loop per listen address. TCP connections
+//! answer pipelined queries concurrently (RFC 7766 6.2.1.1) and close fast
+//! when the listener is under pressure.
 //!
 //! Invariants: sockets are bound in [`Service::stage`], before anything
 //! changes; no packet or connection can end a loop, and a loop that ends on
@@ -26,6 +30,9 @@
 //! never delay the swap, and listen addresses that did not change keep
 //! their sockets (no query is refused during a reload).
 
+pub mod complete;
+pub mod encode;
+pub mod forward;
 pub mod handler;
 pub mod records;
 
@@ -39,8 +46,9 @@ use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use hickory_server::net::xfer::Protocol;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -50,12 +58,22 @@ use crate::net;
 use crate::plan::Plan;
 use crate::service::{Commit, Listeners, Service, Tasks};
 use crate::status::{DnsStatus, PacketCacheStatus, ServiceStatus};
-use handler::{Core, Route, Stats};
+use handler::{Core, Prepared, Route, Stats};
 
 /// Idle time after which a TCP connection is closed (RFC 7766 suggests seconds).
 pub const TCP_IDLE: Duration = Duration::from_secs(10);
 /// Concurrent TCP connections per listener; more wait in the accept queue.
 pub const MAX_TCP_CONNECTIONS: usize = 256;
+/// Queries answered at once on one TCP connection (RFC 7766 6.2.1.1);
+/// the next query is read when one of them is done.
+pub const TCP_PIPELINE: usize = 16;
+/// Open TCP connections from which a listener is under pressure: waiting
+/// connections then close after [`TCP_IO_TIMEOUT`] (a quarter of the
+/// slots is kept for new clients).
+pub const TCP_PRESSURE_AT: usize = MAX_TCP_CONNECTIONS * 3 / 4;
+/// How long a connection may wait for (the rest of) a query under
+/// pressure (Knot's `tcp-io-timeout`).
+pub const TCP_IO_TIMEOUT: Duration = Duration::from_millis(500);
 /// Concurrent forwarded UDP queries; beyond that new ones are dropped
 /// (the client retries).
 pub const MAX_FORWARDS_IN_FLIGHT: usize = 1024;
@@ -288,10 +306,15 @@ async fn udp_loop(
             send_udp(&sock, &out, src).await;
             continue;
         }
-        let Some(req) = core.decode(&buf[..n], src, Protocol::Udp) else {
-            continue;
+        let (req, route) = match core.prepare(&buf[..n], src, Protocol::Udp) {
+            Prepared::Drop => continue,
+            Prepared::Reply(r) => {
+                send_udp(&sock, &r, src).await;
+                continue;
+            }
+            Prepared::Query(req, route) => (req, route),
         };
-        match core.route(&req) {
+        match route {
             Route::Forward => {
                 while inflight.try_join_next().is_some() {}
                 let Ok(permit) = forwards.clone().try_acquire_owned() else {
@@ -349,13 +372,15 @@ async fn tcp_loop(
         backoff: Duration::from_millis(50),
         drain: Some(Duration::from_secs(2)),
     };
+    let load = Arc::new(TcpLoad::default());
     let on_error = |e: &std::io::Error| warn!("dns tcp accept: {e}");
     net::serve(&l, limits, &shutdown, on_error, |stream, peer| {
         let (core, shutdown) = (cores.clone(), shutdown.clone());
+        let guard = TcpLoad::enter(&load);
         async move {
             tokio::select! {
                 _ = shutdown.cancelled() => {}
-                r = tcp_conn(stream, peer, &core) => {
+                r = tcp_conn(stream, peer, core, &guard) => {
                     if let Err(e) = r {
                         debug!(%peer, "dns tcp connection: {e}");
                     }
@@ -367,39 +392,172 @@ async fn tcp_loop(
     Ok(())
 }
 
-/// RFC 1035 4.2.2 framing: 2-byte length, then the message; several
-/// queries per connection, answered in order; closed after [`TCP_IDLE`].
+/// Open connections of one TCP listener and whether they are under
+/// pressure (at least [`TCP_PRESSURE_AT`] open): then a connection that
+/// waits for a query closes after [`TCP_IO_TIMEOUT`] instead of
+/// [`TCP_IDLE`], so idle and half-sent connections free their slots fast
+/// and a quarter of the slots stays for new clients (Knot does the same
+/// with its 0.5 s io-timeout).
+struct TcpLoad {
+    open: std::sync::atomic::AtomicUsize,
+    pressure: watch::Sender<bool>,
+}
+
+impl Default for TcpLoad {
+    fn default() -> Self {
+        TcpLoad {
+            open: Default::default(),
+            pressure: watch::Sender::new(false),
+        }
+    }
+}
+
+/// Counts one open connection of a [`TcpLoad`] until dropped.
+struct TcpSlot(Arc<TcpLoad>);
+
+impl TcpLoad {
+    fn enter(load: &Arc<TcpLoad>) -> TcpSlot {
+        let n = load.open.fetch_add(1, Relaxed) + 1;
+        load.pressure.send_if_modified(|p| {
+            let was = *p;
+            *p = n >= TCP_PRESSURE_AT;
+            was != *p
+        });
+        TcpSlot(load.clone())
+    }
+}
+
+impl Drop for TcpSlot {
+    fn drop(&mut self) {
+        let n = self.0.open.fetch_sub(1, Relaxed).saturating_sub(1);
+        self.0.pressure.send_if_modified(|p| {
+            let was = *p;
+            *p = n >= TCP_PRESSURE_AT;
+            was != *p
+        });
+    }
+}
+
+/// Read one RFC 1035 4.2.2 frame (2-byte length, then the message); `None`
+/// at a clean end of stream.
+async fn read_frame(rd: &mut OwnedReadHalf) -> std::io::Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 2];
+    match rd.read_exact(&mut len).await {
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        r => r?,
+    };
+    let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    rd.read_exact(&mut msg).await?;
+    Ok(Some(msg))
+}
+
+/// [`read_frame`] within [`TCP_IDLE`], or [`TCP_IO_TIMEOUT`] while the
+/// listener is under pressure (re-checked when the pressure changes);
+/// `None` on timeout or end of stream.
+async fn next_frame(
+    rd: &mut OwnedReadHalf,
+    pressure: &mut watch::Receiver<bool>,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let start = tokio::time::Instant::now();
+    let frame = read_frame(rd);
+    tokio::pin!(frame);
+    let mut watching = true;
+    loop {
+        let limit = if *pressure.borrow_and_update() {
+            TCP_IO_TIMEOUT
+        } else {
+            TCP_IDLE
+        };
+        tokio::select! {
+            r = &mut frame => return r,
+            _ = tokio::time::sleep_until(start + limit) => return Ok(None),
+            c = pressure.changed(), if watching => watching = c.is_ok(),
+        }
+    }
+}
+
+/// One DNS-over-TCP connection (RFC 7766): queries are read while earlier
+/// ones are still being answered (at most [`TCP_PIPELINE`] in flight), and
+/// each answer is written as soon as it is ready, so a slow forwarded query
+/// does not hold up the authoritative answers behind it (6.2.1.1; answers
+/// may leave out of order and carry their query's ID). A malformed message
+/// or the idle timeout ends the reading; the answers in flight are still
+/// written, then the connection is closed.
 async fn tcp_conn(
-    mut s: TcpStream,
+    s: TcpStream,
     peer: SocketAddr,
-    cores: &ArcSwap<Core>,
+    cores: Arc<ArcSwap<Core>>,
+    slot: &TcpSlot,
 ) -> std::io::Result<()> {
     let _ = s.set_nodelay(true);
-    let mut buf = vec![0u8; 65_535];
-    loop {
-        let mut len = [0u8; 2];
-        match tokio::time::timeout(TCP_IDLE, s.read_exact(&mut len)).await {
-            Err(_) => return Ok(()),
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Ok(r) => r?,
-        };
-        let n = usize::from(u16::from_be_bytes(len));
-        match tokio::time::timeout(TCP_IDLE, s.read_exact(&mut buf[..n])).await {
-            Err(_) => return Ok(()),
-            Ok(r) => r?,
-        };
-        let core = cores.load_full();
-        let Some(resp) = core.handle(&buf[..n], peer, Protocol::Tcp).await else {
-            // A malformed message: RFC 7766 lets us close the connection.
-            return Ok(());
-        };
-        let Ok(rlen) = u16::try_from(resp.len()) else {
-            warn!(%peer, "DNS response over 65535 bytes not sent");
-            return Ok(());
-        };
-        let mut frame = Vec::with_capacity(resp.len() + 2);
-        frame.extend_from_slice(&rlen.to_be_bytes());
-        frame.extend_from_slice(&resp);
-        s.write_all(&frame).await?;
+    let (mut rd, mut wr) = s.into_split();
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(TCP_PIPELINE);
+    let mut pressure = slot.0.pressure.subscribe();
+    let reader = async move {
+        let slots = Arc::new(Semaphore::new(TCP_PIPELINE));
+        let mut tasks = JoinSet::new();
+        loop {
+            let Ok(permit) = slots.clone().acquire_owned().await else {
+                break;
+            };
+            let msg = match next_frame(&mut rd, &mut pressure).await {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(e) => {
+                    debug!(%peer, "dns tcp read: {e}");
+                    break;
+                }
+            };
+            while tasks.try_join_next().is_some() {}
+            // The catalog current when the query arrived answers it.
+            let core = cores.load_full();
+            if let Some(r) = core.cached(&msg, Protocol::Tcp) {
+                if tx.send(r).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            match core.prepare(&msg, peer, Protocol::Tcp) {
+                // A malformed message: RFC 7766 lets us close the connection.
+                Prepared::Drop => break,
+                Prepared::Reply(r) => {
+                    if tx.send(r).await.is_err() {
+                        break;
+                    }
+                }
+                Prepared::Query(req, route) => {
+                    let (core, tx) = (core.clone(), tx.clone());
+                    tasks.spawn(async move {
+                        let _permit = permit;
+                        if let Some(r) = core.answer(&req, route).await {
+                            let _ = tx.send(r).await;
+                        }
+                    });
+                }
+            }
+        }
+        drop(tx);
+        while tasks.join_next().await.is_some() {}
+    };
+    let writer = async move {
+        while let Some(resp) = rx.recv().await {
+            let Ok(rlen) = u16::try_from(resp.len()) else {
+                warn!(%peer, "DNS response over 65535 bytes not sent");
+                continue;
+            };
+            let mut frame = Vec::with_capacity(resp.len() + 2);
+            frame.extend_from_slice(&rlen.to_be_bytes());
+            frame.extend_from_slice(&resp);
+            match tokio::time::timeout(TCP_IDLE, wr.write_all(&frame)).await {
+                Ok(r) => r?,
+                Err(_) => return Ok(()),
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    tokio::pin!(reader, writer);
+    tokio::select! {
+        r = &mut writer => r,
+        _ = &mut reader => writer.await,
     }
 }
