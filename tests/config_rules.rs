@@ -384,6 +384,18 @@ fn ignition_and_images_dirs_must_not_overlap() {
     expect(&t, "http.ignitionDir", "is inside http.imagesDir");
 }
 
+/// A node FQDN over 63 characters would be served as an `/etc/hostname`
+/// Linux refuses: refused in validation, with the node's field path.
+#[test]
+fn node_fqdn_fits_a_linux_hostname() {
+    let long = "a-very-long-node-name-that-makes-the-fqdn-too-long-x";
+    let t = with_nodes(&format!(
+        "  - {{ name: master-0, role: master, mac: \"52:54:00:00:00:0a\", ip: 192.168.131.10 }}\n  - {{ name: {long}, role: worker, mac: \"52:54:00:00:00:14\", ip: 192.168.131.20 }}\n"
+    ));
+    expect(&t, "nodes[1].name", "Linux refuses a hostname over 63");
+    assert_eq!(errors(&t).len(), 1, "{:?}", errors(&t));
+}
+
 #[test]
 fn libvirt_rules() {
     let t = format!(

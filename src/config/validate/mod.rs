@@ -119,7 +119,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
     let identity = identity::build(raw, e);
     let domain = format!("{}.{}", raw.name, raw.base_domain.trim_end_matches('.'));
     let net = network::parts(&raw.network, e);
-    let nodes = nodes::build(&raw.nodes, &net, e);
+    let nodes = nodes::build(&raw.nodes, &net, &domain, e);
     let dns = dns::build(&raw.dns, &net, &domain, e);
     let dhcp = dhcp::build(&raw.dhcp, &raw.name, &net, nodes.as_deref(), base, e);
     let lb = lb::build(&raw.load_balancer, &raw.nodes, &net, base, e);
