@@ -176,6 +176,10 @@ pub struct LoadBalancer {
     /// PEM CA bundle to verify API/MCS certificates; unverified when absent.
     #[serde(default)]
     pub ca_file: Option<String>,
+    /// Per-pool CA bundles (the API and the machine-config server are
+    /// signed by different CAs in OpenShift); each overrides `caFile`.
+    #[serde(default)]
+    pub ca_files: CaFiles,
     /// Concurrent client connections per frontend.
     #[serde(default = "max_connections")]
     pub max_connections: usize,
@@ -193,6 +197,16 @@ pub struct LoadBalancer {
     /// the benchmark). Keys are node names.
     #[serde(default)]
     pub backend_overrides: std::collections::BTreeMap<String, PoolAddrs>,
+}
+
+/// `loadBalancer.caFiles`: a CA bundle per HTTPS-checked pool.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CaFiles {
+    #[serde(default)]
+    pub api: Option<String>,
+    #[serde(default)]
+    pub machine_config: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -239,6 +253,7 @@ impl Default for LoadBalancer {
             listen: PoolAddrs::default(),
             health_check: HealthCheck::default(),
             ca_file: None,
+            ca_files: CaFiles::default(),
             max_connections: max_connections(),
             idle_timeout: idle_timeout(),
             connect_timeout: connect_timeout(),

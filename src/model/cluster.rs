@@ -150,7 +150,11 @@ pub struct LbCfg {
     pub ingress_https: SocketAddr,
     pub backend_ports: BackendPortsCfg,
     pub health: HealthCfg,
-    pub ca_file: Option<PathBuf>,
+    /// CA bundle verifying the api pool's checks (`caFiles.api`, else `caFile`).
+    pub api_ca_file: Option<PathBuf>,
+    /// CA bundle verifying the machine-config pool's checks
+    /// (`caFiles.machineConfig`, else `caFile`).
+    pub machine_config_ca_file: Option<PathBuf>,
     pub max_connections: usize,
     pub idle_timeout: Duration,
     pub connect_timeout: Duration,
