@@ -24,6 +24,8 @@ pub struct ClusterFile {
     #[serde(default)]
     pub admin: Admin,
     #[serde(default)]
+    pub rhcos: Option<Rhcos>,
+    #[serde(default)]
     pub libvirt: Option<Libvirt>,
 }
 
@@ -59,6 +61,49 @@ pub struct Node {
     pub role: String,
     pub mac: String,
     pub ip: String,
+    /// Install disk of this node (overrides `rhcos.installDev`).
+    #[serde(default)]
+    pub install_dev: Option<String>,
+    /// Extra kernel arguments of this node's install.
+    #[serde(default)]
+    pub kargs: Vec<String>,
+}
+
+/// `rhcos`: the one RHCOS boot source for VMs and bare metal.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rhcos {
+    /// The live ISO (kernel, initramfs and rootfs are read out of it).
+    #[serde(default)]
+    pub iso: Option<String>,
+    /// Or the three PXE artifacts.
+    #[serde(default)]
+    pub kernel: Option<String>,
+    #[serde(default)]
+    pub initramfs: Option<String>,
+    #[serde(default)]
+    pub rootfs: Option<String>,
+    /// Install disk of bare-metal nodes (default `/dev/sda`; libvirt VMs use
+    /// `libvirt.installDev`).
+    #[serde(default)]
+    pub install_dev: Option<String>,
+    /// Extra kernel arguments of every install.
+    #[serde(default)]
+    pub kargs: Vec<String>,
+    /// Extra kernel arguments per role.
+    #[serde(default)]
+    pub role_kargs: RoleKargs,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleKargs {
+    #[serde(default)]
+    pub bootstrap: Vec<String>,
+    #[serde(default)]
+    pub master: Vec<String>,
+    #[serde(default)]
+    pub worker: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -367,8 +412,9 @@ pub struct Libvirt {
     /// Connection URI (default `qemu:///system`).
     #[serde(default = "libvirt_uri")]
     pub uri: String,
-    /// RHCOS live ISO on the hypervisor host.
-    pub iso: String,
+    /// Moved to `rhcos.iso` (kept only to say so).
+    #[serde(default)]
+    pub iso: Option<String>,
     #[serde(default)]
     pub pool: LibvirtPool,
     #[serde(default)]

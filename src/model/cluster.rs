@@ -22,6 +22,7 @@ pub struct Cluster {
     pub lb: LbCfg,
     pub http: HttpCfg,
     pub admin: AdminCfg,
+    pub rhcos: Option<RhcosCfg>,
     pub libvirt: Option<LibvirtCfg>,
 }
 
@@ -111,6 +112,34 @@ pub struct NodeCfg {
     pub role: Role,
     pub mac: MacAddr,
     pub ip: Ipv4Addr,
+    /// Install disk (overrides `rhcos.installDev` / `libvirt.installDev`).
+    pub install_dev: Option<String>,
+    /// Extra kernel arguments of this node's install.
+    pub kargs: Vec<String>,
+}
+
+/// Where the RHCOS kernel, initramfs and rootfs come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum BootSource {
+    /// The live ISO: `images/pxeboot/{vmlinuz,initrd.img,rootfs.img}`.
+    Iso(PathBuf),
+    /// The PXE artifacts as files.
+    Files {
+        kernel: PathBuf,
+        initramfs: PathBuf,
+        rootfs: PathBuf,
+    },
+}
+
+/// `rhcos`: the boot source and install kernel arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RhcosCfg {
+    pub source: BootSource,
+    pub install_dev: String,
+    pub kargs: Vec<String>,
+    /// Extra kernel arguments by role.
+    pub role_kargs: std::collections::BTreeMap<Role, Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -217,6 +246,7 @@ pub enum NetMode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LibvirtCfg {
     pub uri: String,
+    /// The live ISO the VMs boot from (`rhcos.iso`).
     pub iso: PathBuf,
     pub pool_name: String,
     pub pool_path: PathBuf,

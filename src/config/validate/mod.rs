@@ -23,6 +23,7 @@ mod libvirt;
 mod listeners;
 mod network;
 mod nodes;
+mod rhcos;
 #[cfg(test)]
 mod tests;
 
@@ -110,6 +111,8 @@ pub(crate) struct Sections {
     pub lb: Option<LbCfg>,
     pub http: Option<HttpCfg>,
     pub admin: Option<AdminCfg>,
+    /// `Some(None)`: no `rhcos` section.
+    pub rhcos: Option<Option<RhcosCfg>>,
     /// `Some(None)`: no `libvirt` section.
     pub libvirt: Option<Option<LibvirtCfg>>,
 }
@@ -134,9 +137,20 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
         admin.as_ref(),
         e,
     );
+    let rhcos = match &raw.rhcos {
+        None => Some(None),
+        Some(r) => rhcos::build(r, base, e).map(Some),
+    };
     let libvirt = match &raw.libvirt {
         None => Some(None),
-        Some(v) => libvirt::build(e, v, &raw.name, base).map(Some),
+        Some(v) => libvirt::build(
+            e,
+            v,
+            rhcos.as_ref().and_then(Option::as_ref),
+            &raw.name,
+            base,
+        )
+        .map(Some),
     };
     Sections {
         identity,
@@ -147,6 +161,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
         lb,
         http,
         admin,
+        rhcos,
         libvirt,
     }
 }
@@ -163,6 +178,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         lb: Some(lb),
         http: Some(http),
         admin: Some(admin),
+        rhcos: Some(rhcos),
         libvirt: Some(libvirt),
     } = s
     else {
@@ -190,6 +206,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         lb,
         http,
         admin,
+        rhcos,
         libvirt,
     })
 }

@@ -86,12 +86,22 @@ pub(crate) fn build(
                 }
             }
         }
+        if let Some(dev) = &rn.install_dev {
+            super::rhcos::check_install_dev(e, &p("installDev"), dev);
+        }
+        for (j, k) in rn.kargs.iter().enumerate() {
+            if let Some(why) = super::rhcos::karg_problem(k) {
+                e.push(format!("nodes[{i}].kargs[{j}]"), format!("{k:?} {why}"));
+            }
+        }
         if let (Some(role), Some(mac), Some(ip)) = (role, mac, ip) {
             nodes.push(NodeCfg {
                 name: rn.name.clone(),
                 role,
                 mac,
                 ip,
+                install_dev: rn.install_dev.clone(),
+                kargs: rn.kargs.clone(),
             });
         }
     }
