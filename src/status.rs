@@ -250,6 +250,21 @@ pub struct HttpStatus {
     pub ignition_by_node: Vec<IgnitionByNode>,
     /// Newest first, at most 200.
     pub ignition_fetches: Vec<FetchRow>,
+    /// Network boot progress per node (with an `rhcos` section).
+    #[serde(default)]
+    pub netboot: Vec<NetbootRow>,
+}
+
+/// One node's network-boot install state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetbootRow {
+    pub node: String,
+    /// `pending`, `installing` or `installed` (boots its disk).
+    pub state: String,
+    pub install_script_at: Option<u64>,
+    pub ignition_at: Option<u64>,
+    pub installed_at: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

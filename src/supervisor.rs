@@ -47,7 +47,11 @@ async fn create(plan: &Arc<Plan>, hub: &Arc<Hub>) -> anyhow::Result<Vec<Arc<dyn 
                 hub.set_lb_control(lb.clone());
                 out.push(lb);
             }
-            "http" => out.push(http::Http::new(plan)),
+            "http" => {
+                let h = http::Http::new(plan);
+                hub.set_boot_control(h.clone());
+                out.push(h);
+            }
             "admin" => out.push(admin::Admin::new(hub.clone())),
             other => anyhow::bail!("unknown service {other} in {}", c.domain),
         }

@@ -449,7 +449,11 @@ fn libvirt_rules() {
     );
     // The old key says where it went; without rhcos the VMs have no ISO.
     expect(&t, "libvirt.iso", "moved to rhcos.iso");
-    expect(&format!("{BASE}libvirt: {{}}\n"), "libvirt", "need rhcos.iso");
+    expect(
+        &format!("{BASE}libvirt: {{}}\n"),
+        "libvirt",
+        "need rhcos.iso",
+    );
     expect(&t, "libvirt.installDev", "must be a /dev/ path");
     expect(&t, "libvirt.network.mode", "unknown mode \"bridge\"");
     expect(&t, "libvirt.network.bridge", "not a valid bridge name");

@@ -6,6 +6,9 @@ use std::net::IpAddr;
 
 use super::cluster::{Cluster, NodeCfg};
 
+/// Default install disk of a bare-metal node (`rhcos.installDev`).
+pub const DEFAULT_INSTALL_DEV: &str = "/dev/sda";
+
 /// `http://<applianceIP or http.listen>:<port>`: where nodes fetch from.
 pub fn http_base(c: &Cluster) -> String {
     let http = c.http.listen;

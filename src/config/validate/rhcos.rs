@@ -8,8 +8,7 @@ use super::{Errs, resolve};
 use crate::config::raw;
 use crate::model::cluster::{BootSource, RhcosCfg, Role};
 
-/// Default install disk of a bare-metal node.
-pub const DEFAULT_INSTALL_DEV: &str = "/dev/sda";
+use crate::model::boot::DEFAULT_INSTALL_DEV;
 
 /// Why a kernel argument cannot be passed as one word, if it cannot.
 pub(crate) fn karg_problem(k: &str) -> Option<&'static str> {
