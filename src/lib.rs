@@ -8,6 +8,7 @@
 //! - [`supervisor`]: `serve` — binds, runs and stops the services.
 //! - [`dns`], [`dhcp`], [`lb`], [`http`], [`admin`]: one service each, with
 //!   `bind(plan)` then `Bound::run(hub, shutdown)`.
+//! - [`tftp`]: read-only TFTP for network boot (the `pxe:` section).
 //! - [`libvirt`]: network, disks and VMs.
 //! - [`hub`]: status, metrics and control shared between services.
 //! - [`metrics`]: the Prometheus text writer every service uses.
@@ -30,6 +31,7 @@ pub mod net;
 pub mod plan;
 pub mod supervisor;
 pub mod telemetry;
+pub mod tftp;
 
 use std::sync::Arc;
 
@@ -138,6 +140,9 @@ pub fn summary(plan: &Plan) -> String {
     );
     let _ = writeln!(out, "http {} {}", on(c.http.enabled), c.http.listen);
     let _ = writeln!(out, "admin {} {}", on(c.admin.enabled), c.admin.listen);
+    if let Some(t) = &c.tftp {
+        let _ = writeln!(out, "{}", tftp::stats::check_line(t));
+    }
     if let Some(v) = &c.libvirt {
         let _ = writeln!(
             out,

@@ -20,7 +20,7 @@ use tracing::{error, info, warn};
 
 use crate::hub::Hub;
 use crate::plan::Plan;
-use crate::{admin, config, dhcp, dns, http, lb};
+use crate::{admin, config, dhcp, dns, http, lb, tftp};
 
 /// How long services get to finish after shutdown is requested.
 pub const GRACE: Duration = Duration::from_secs(10);
@@ -72,6 +72,9 @@ async fn bind_all(plan: &Arc<Plan>) -> anyhow::Result<Vec<Ready>> {
     }
     if c.admin.enabled {
         out.push(ready!("admin", admin::bind(plan).await.context("admin")?));
+    }
+    if c.tftp.as_ref().is_some_and(|t| t.enabled) {
+        out.push(ready!("tftp", tftp::bind(plan).await.context("TFTP")?));
     }
     Ok(out)
 }

@@ -11,6 +11,7 @@
 //! Nothing here touches a socket; `serve` binds only after [`load`] succeeded.
 
 pub mod duration;
+pub mod pxe;
 pub mod raw;
 pub mod types;
 pub mod validate;
@@ -19,6 +20,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use duration::Dur;
+pub use pxe::TftpCfg;
 pub use types::*;
 
 /// One violated rule, with the path of the offending field (`nodes[2].mac`).

@@ -25,6 +25,9 @@ pub struct ClusterFile {
     pub admin: Admin,
     #[serde(default)]
     pub libvirt: Option<Libvirt>,
+    /// TFTP for network boot (`super::pxe`); absent = off.
+    #[serde(default)]
+    pub pxe: Option<super::pxe::RawPxe>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

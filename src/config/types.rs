@@ -22,6 +22,8 @@ pub struct Cluster {
     pub http: HttpCfg,
     pub admin: AdminCfg,
     pub libvirt: Option<LibvirtCfg>,
+    /// The `pxe:` section (TFTP server), if present.
+    pub tftp: Option<super::TftpCfg>,
 }
 
 impl Cluster {

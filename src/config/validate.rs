@@ -483,6 +483,9 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
     }
     let admin_listen = sock(&mut e, "admin.listen", &raw.admin.listen, None);
 
+    // --- pxe (TFTP)
+    let tftp = super::pxe::tftp(raw.pxe.as_ref(), appliance_ip, base, &mut e.0);
+
     // --- listeners must not collide
     let mut tcp: Vec<(String, SocketAddr)> = Vec::new();
     let mut udp: Vec<(String, SocketAddr)> = Vec::new();
@@ -518,6 +521,9 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         && let Some(a) = admin_listen
     {
         tcp.push(("admin.listen".into(), a));
+    }
+    if let Some(t) = tftp.as_ref().filter(|t| t.enabled) {
+        udp.push(("pxe.tftpListen".into(), t.listen));
     }
     for (proto, list) in [("TCP", &tcp), ("UDP", &udp)] {
         for (i, (pa, a)) in list.iter().enumerate() {
@@ -607,6 +613,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
             listen: admin_listen.expect(missing),
         },
         libvirt: libvirt.map(|v| v.expect(missing)),
+        tftp,
     })
 }
 
