@@ -215,7 +215,7 @@ fn twenty_concurrent_curl_transfers() {
     require_tools!("curl");
     let dir = tempfile::tempdir().expect("tempdir");
     let root = make_root(dir.path());
-    let app = start(&dir, &root, "");
+    let app = start(&dir, &root, "admin:\n  listen: 127.0.0.1:0\n");
     let p = port(&app);
     let children: Vec<_> = (0..20)
         .map(|i| {
@@ -236,6 +236,33 @@ fn twenty_concurrent_curl_transfers() {
         assert!(st.success(), "curl for {} failed: {st}", out.display());
         same(&root.join("big"), &out);
     }
+    // The counters on the admin listener saw exactly these 20.
+    // (The last ACKs may still be in flight when curl exits: poll briefly.)
+    let url = format!("http://{}/metrics", app.addr("admin"));
+    let fetch = || run("curl", &["-sS", "--max-time", "10", &url]).1;
+    let done = "crc_appliance_tftp_requests_total{result=\"completed\"} 20";
+    common::wait_until("20 completed transfers", Duration::from_secs(5), || {
+        fetch().lines().any(|l| l == done)
+    });
+    let metrics = fetch();
+    for line in [
+        "crc_appliance_tftp_requests_total{result=\"completed\"} 20",
+        "crc_appliance_tftp_started_total 20",
+        "crc_appliance_tftp_active 0",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} not in:\n{metrics}"
+        );
+    }
+    let bytes = format!(
+        "crc_appliance_tftp_sent_bytes_total {}",
+        20 * (1024 * 1024 + 1)
+    );
+    assert!(
+        metrics.lines().any(|l| l == bytes),
+        "{bytes} not in:\n{metrics}"
+    );
 }
 
 // --- raw client: exact error codes, retransmission, TIDs, garbage

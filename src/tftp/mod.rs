@@ -352,9 +352,12 @@ async fn serve(
                     debug!(%client, "tftp transfer recv: {e}");
                     Step::Wait
                 }
-                Ok((_, from)) if from != client => {
-                    let e = packet::error(ErrorCode::UnknownTid, "unknown transfer ID");
-                    let _ = sock.send_to(&e, from).await;
+                Ok((n, from)) if from != client => {
+                    // Never answer an ERROR (two servers must not ping-pong).
+                    if !matches!(packet::parse(&rbuf[..n]), Ok(Packet::Error { .. })) {
+                        let e = packet::error(ErrorCode::UnknownTid, "unknown transfer ID");
+                        let _ = sock.send_to(&e, from).await;
+                    }
                     Step::Wait
                 }
                 Ok((n, _)) => match packet::parse(&rbuf[..n]) {
