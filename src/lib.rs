@@ -15,6 +15,7 @@
 //! - [`supervisor`]: `serve` — creates, runs and stops the services.
 //! - [`reload`]: applies a new cluster file to the running services.
 //! - [`dns`], [`dhcp`], [`lb`], [`http`], [`admin`]: one service each.
+//! - [`tftp`]: read-only TFTP for network boot (the `pxe:` section).
 //! - [`libvirt`]: network, disks and VMs.
 //! - [`hub`]: the plan being served, the services, LB control and the
 //!   reload outcome, shared with the admin API.
@@ -42,6 +43,7 @@ pub mod service;
 pub mod status;
 pub mod supervisor;
 pub mod telemetry;
+pub mod tftp;
 
 use std::sync::Arc;
 
@@ -240,6 +242,9 @@ pub fn summary(plan: &Plan) -> String {
     );
     let _ = writeln!(out, "http {} {}", on(c.http.enabled), c.http.listen);
     let _ = writeln!(out, "admin {} {}", on(c.admin.enabled), c.admin.listen);
+    if let Some(t) = &c.tftp {
+        let _ = writeln!(out, "{}", tftp::stats::check_line(t));
+    }
     if let Some(v) = &c.libvirt {
         let _ = writeln!(
             out,

@@ -179,6 +179,7 @@ pub fn status(hub: &Hub) -> StatusDoc {
         http: None,
         libvirt: None,
         admin: None,
+        tftp: None,
     };
     for s in hub.services() {
         doc.insert(s.status());

@@ -27,6 +27,9 @@ pub struct ClusterFile {
     pub rhcos: Option<Rhcos>,
     #[serde(default)]
     pub libvirt: Option<Libvirt>,
+    /// TFTP for network boot (`super::pxe`); absent = off.
+    #[serde(default)]
+    pub pxe: Option<super::pxe::RawPxe>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -24,6 +24,8 @@ pub struct Cluster {
     pub admin: AdminCfg,
     pub rhcos: Option<RhcosCfg>,
     pub libvirt: Option<LibvirtCfg>,
+    /// The `pxe:` section (TFTP server), if present.
+    pub tftp: Option<TftpCfg>,
 }
 
 impl Cluster {
@@ -276,6 +278,18 @@ pub struct ResourceCfg {
     pub cpus: u32,
     pub memory_mib: u64,
     pub disk_gib: u64,
+}
+
+/// The validated `pxe:` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TftpCfg {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+    pub root: PathBuf,
+    pub max_transfers: usize,
+    pub timeout: Duration,
+    pub retries: u32,
+    pub allow_symlinks_to: Vec<PathBuf>,
 }
 
 /// An IPv4 network in CIDR form; the address is stored masked.

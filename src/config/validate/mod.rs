@@ -111,6 +111,8 @@ pub(crate) struct Sections {
     pub lb: Option<LbCfg>,
     pub http: Option<HttpCfg>,
     pub admin: Option<AdminCfg>,
+    /// The `pxe:` section (TFTP), `None` when absent or invalid.
+    pub tftp: Option<TftpCfg>,
     /// `Some(None)`: no `rhcos` section.
     pub rhcos: Option<Option<RhcosCfg>>,
     /// `Some(None)`: no `libvirt` section.
@@ -128,13 +130,17 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
     let lb = lb::build(&raw.load_balancer, &raw.nodes, &net, base, e);
     let http = http::build_http(&raw.http, &net, base, e);
     let admin = http::build_admin(&raw.admin, base, e);
+    let tftp = super::pxe::tftp(raw.pxe.as_ref(), net.appliance_ip, base, &mut e.0);
     listeners::check(
         raw,
-        dns.as_ref(),
-        dhcp.as_ref(),
-        lb.as_ref(),
-        http.as_ref(),
-        admin.as_ref(),
+        &listeners::Enabled {
+            dns: dns.as_ref(),
+            dhcp: dhcp.as_ref(),
+            lb: lb.as_ref(),
+            http: http.as_ref(),
+            admin: admin.as_ref(),
+            tftp: tftp.as_ref(),
+        },
         e,
     );
     let rhcos = match &raw.rhcos {
@@ -161,6 +167,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
         lb,
         http,
         admin,
+        tftp,
         rhcos,
         libvirt,
     }
@@ -180,6 +187,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         admin: Some(admin),
         rhcos: Some(rhcos),
         libvirt: Some(libvirt),
+        tftp,
     } = s
     else {
         if e.0.is_empty() {
@@ -208,5 +216,6 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         admin,
         rhcos,
         libvirt,
+        tftp,
     })
 }
