@@ -31,6 +31,7 @@
 //! `network.interface` changed; the lease writer keeps running. A changed
 //! `dhcp.leaseFile` takes a restart.
 
+pub mod boot;
 pub mod leases;
 pub mod reply;
 mod status;
