@@ -227,3 +227,127 @@ fn artifacts_from_pxe_files() {
     assert_eq!(code, "206");
     assert_eq!(body, initrd[initrd.len() - 100..]);
 }
+
+/// The DHCP boot answers per client, on the wire (a relay-addressed socket
+/// on loopback, as in tests/dhcp.rs): firmware PXE by architecture (option
+/// 93) gets an iPXE binary by TFTP with option 60/43 as dnsmasq sends them,
+/// UEFI HTTP Boot gets option 60 `HTTPClient` and an http:// URL of the EFI
+/// binary (which the appliance serves), iPXE gets the script URL, and an
+/// installed OS's client — no vendor class — gets no boot options at all.
+#[test]
+fn dhcp_boot_answers_by_client() {
+    use dhcproto::v4::{
+        Architecture, DhcpOption, Flags, Message, MessageType, OptionCode, UnknownOption,
+    };
+    use dhcproto::{Decodable, Decoder, Encodable};
+    use std::net::{Ipv4Addr, UdpSocket};
+    require_tools!("curl");
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("ipxe");
+    std::fs::create_dir_all(&root).unwrap();
+    let efi = bytes(40_000, 5);
+    std::fs::write(root.join("undionly.kpxe"), bytes(1000, 4)).unwrap();
+    std::fs::write(root.join("snponly.efi"), &efi).unwrap();
+    for f in ["k", "i", "r"] {
+        std::fs::write(work.path().join(f), b"x").unwrap();
+    }
+    let w = work.path().display();
+    let http = free_port();
+    let app = Appliance::start(&common::only(&format!(
+        "http:\n  listen: 127.0.0.1:{http}\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\ndhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{{dir}}/leases.json\"\npxe:\n  tftpListen: 127.0.20.1:0\n  tftpRoot: {w}/ipxe\nrhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r }}\n"
+    )));
+    let srv = app.addr("dhcp");
+    let relay = Ipv4Addr::new(127, 0, 20, 4);
+    let sock = UdpSocket::bind((relay, srv.port())).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mac = [0x52, 0x54, 0x00, 0x14, 0x00, 0x0a]; // master-0
+    let mut xid = 1u32;
+    let mut ask = |opts: Vec<DhcpOption>| -> Message {
+        xid += 1;
+        let u = Ipv4Addr::UNSPECIFIED;
+        let mut m = Message::new_with_id(xid, u, u, u, relay, &mac);
+        m.set_flags(Flags::default());
+        m.opts_mut()
+            .insert(DhcpOption::MessageType(MessageType::Discover));
+        for o in opts {
+            m.opts_mut().insert(o);
+        }
+        sock.send_to(&m.to_vec().unwrap(), srv).unwrap();
+        let mut buf = [0u8; 1500];
+        loop {
+            let (n, _) = sock.recv_from(&mut buf).expect("an offer");
+            let r = Message::decode(&mut Decoder::new(&buf[..n])).unwrap();
+            if r.xid() == xid {
+                return r;
+            }
+        }
+    };
+    let file = |m: &Message| match m.opts().get(OptionCode::BootfileName) {
+        Some(DhcpOption::BootfileName(b)) => String::from_utf8_lossy(b).to_string(),
+        _ => String::new(),
+    };
+    let class = |m: &Message| match m.opts().get(OptionCode::ClassIdentifier) {
+        Some(DhcpOption::ClassIdentifier(b)) => String::from_utf8_lossy(b).to_string(),
+        _ => String::new(),
+    };
+    // An installed OS: nothing about booting.
+    let plain = ask(vec![DhcpOption::ClassIdentifier(b"MSFT 5.0".to_vec())]);
+    assert_eq!(plain.opts().msg_type(), Some(MessageType::Offer));
+    assert_eq!(file(&plain), "", "boot options to a non-boot client");
+    assert_eq!(plain.siaddr(), Ipv4Addr::UNSPECIFIED);
+    // BIOS PXE.
+    let pxe = |arch: u16| {
+        vec![
+            DhcpOption::ClassIdentifier(
+                format!("PXEClient:Arch:{arch:05}:UNDI:003000").into_bytes(),
+            ),
+            DhcpOption::ClientSystemArchitecture(Architecture::from(arch)),
+        ]
+    };
+    let bios = ask(pxe(0));
+    assert_eq!(file(&bios), "undionly.kpxe");
+    assert_eq!(bios.siaddr(), Ipv4Addr::new(127, 0, 20, 1));
+    assert_eq!(class(&bios), "PXEClient");
+    assert_eq!(
+        bios.opts().get(OptionCode::VendorExtensions),
+        Some(&DhcpOption::VendorExtensions(vec![6, 1, 8, 255]))
+    );
+    // UEFI x64 PXE (7, and 9 as old iPXE/firmware send it).
+    assert_eq!(file(&ask(pxe(7))), "snponly.efi");
+    assert_eq!(file(&ask(pxe(9))), "snponly.efi");
+    // UEFI HTTP Boot: a URL of the EFI binary, which is served.
+    let h = ask(vec![
+        DhcpOption::ClassIdentifier(b"HTTPClient:Arch:00016:UNDI:003000".to_vec()),
+        DhcpOption::ClientSystemArchitecture(Architecture::from(16)),
+    ]);
+    assert_eq!(class(&h), "HTTPClient");
+    let url = file(&h);
+    assert_eq!(
+        url,
+        format!("http://127.0.0.1:{http}/boot/ipxe/snponly.efi")
+    );
+    let (_, code, body) = get(&[], &url);
+    assert_eq!(code, "200");
+    assert!(body == efi);
+    // iPXE (user class, or option 175): the entry script over HTTP.
+    let ipxe = ask(vec![
+        DhcpOption::UserClass(b"iPXE".to_vec()),
+        DhcpOption::ClientSystemArchitecture(Architecture::from(7)),
+    ]);
+    assert_eq!(
+        file(&ipxe),
+        format!("http://127.0.0.1:{http}/boot/boot.ipxe")
+    );
+    assert_eq!(class(&ipxe), "");
+    let e175 = ask(vec![DhcpOption::Unknown(UnknownOption::new(
+        OptionCode::Unknown(175),
+        vec![19, 1, 1],
+    ))]);
+    assert!(file(&e175).ends_with("/boot/boot.ipxe"), "{}", file(&e175));
+    // ARM64 without a binary for it: no boot options, the reason logged.
+    assert_eq!(file(&ask(pxe(11))), "");
+    app.wait_log(
+        "no iPXE binary for client architecture 11",
+        Duration::from_secs(5),
+    );
+}

@@ -48,6 +48,10 @@ pub struct RawPxe {
     /// Directories symlinks under the root may point into.
     #[serde(default)]
     pub allow_symlinks_to: Option<Vec<String>>,
+    /// Also give boot options to pool clients (unknown MACs), not only to
+    /// the cluster's nodes.
+    #[serde(default)]
+    pub pool: bool,
 }
 
 fn yes() -> bool {
@@ -172,6 +176,7 @@ pub fn tftp(
         timeout: t,
         retries: raw.retries,
         allow_symlinks_to: allow,
+        pool: raw.pool,
     })
 }
 

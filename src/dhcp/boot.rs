@@ -118,8 +118,18 @@ pub fn answer(client: Client, o: &Offer) -> Result<BootReply, NoBoot> {
         vendor_class: Some("HTTPClient"),
         pxe_discovery: false,
     };
-    const X64: &[&str] = &["snponly.efi", "ipxe.efi"];
-    const ARM64: &[&str] = &["arm64-efi/snponly.efi", "arm64-efi/ipxe.efi", "snponly-arm64.efi"];
+    // Debian's `ipxe` names, then Fedora's `ipxe-bootimgs-x86`.
+    const X64: &[&str] = &[
+        "snponly.efi",
+        "ipxe-snponly-x86_64.efi",
+        "ipxe.efi",
+        "ipxe-x86_64.efi",
+    ];
+    const ARM64: &[&str] = &[
+        "arm64-efi/snponly.efi",
+        "arm64-efi/ipxe.efi",
+        "snponly-arm64.efi",
+    ];
     match client {
         Client::Ipxe => Ok(BootReply {
             file: format!("{}/boot/boot.ipxe", o.http_base),
@@ -151,17 +161,29 @@ mod tests {
     #[test]
     fn classification() {
         let edk2 = b"PXEClient:Arch:00007:UNDI:003000";
-        assert_eq!(classify(Some(edk2), None, false, &[7]), Some(Client::Pxe(7)));
+        assert_eq!(
+            classify(Some(edk2), None, false, &[7]),
+            Some(Client::Pxe(7))
+        );
         let http = b"HTTPClient:Arch:00016:UNDI:003000";
-        assert_eq!(classify(Some(http), None, false, &[16]), Some(Client::Http(16)));
+        assert_eq!(
+            classify(Some(http), None, false, &[16]),
+            Some(Client::Http(16))
+        );
         // iPXE wins whatever else it sends.
-        assert_eq!(classify(Some(edk2), Some(b"iPXE"), false, &[7]), Some(Client::Ipxe));
+        assert_eq!(
+            classify(Some(edk2), Some(b"iPXE"), false, &[7]),
+            Some(Client::Ipxe)
+        );
         assert_eq!(classify(Some(edk2), None, true, &[7]), Some(Client::Ipxe));
         // An installed OS (dhclient, NetworkManager) asks nothing.
         assert_eq!(classify(None, None, false, &[]), None);
         assert_eq!(classify(Some(b"MSFT 5.0"), None, false, &[]), None);
         // No option 93 from a PXE client: BIOS (arch 0), as PXE 2.1 implies.
-        assert_eq!(classify(Some(b"PXEClient"), None, false, &[]), Some(Client::Pxe(0)));
+        assert_eq!(
+            classify(Some(b"PXEClient"), None, false, &[]),
+            Some(Client::Pxe(0))
+        );
     }
 
     #[test]
@@ -182,10 +204,19 @@ mod tests {
         assert_eq!(i.file, "http://10.0.0.1:8080/boot/boot.ipxe");
         assert_eq!(i.vendor_class, None);
         // ipxe.efi when snponly.efi is absent; arm64 only when present.
-        assert_eq!(answer(Client::Pxe(7), &offer(&["ipxe.efi"])).unwrap().file, "ipxe.efi");
-        assert!(matches!(answer(Client::Pxe(11), &o), Err(NoBoot::Missing { arch: 11, .. })));
+        assert_eq!(
+            answer(Client::Pxe(7), &offer(&["ipxe.efi"])).unwrap().file,
+            "ipxe.efi"
+        );
+        assert!(matches!(
+            answer(Client::Pxe(11), &o),
+            Err(NoBoot::Missing { arch: 11, .. })
+        ));
         let arm = offer(&["arm64-efi/snponly.efi"]);
-        assert_eq!(answer(Client::Http(19), &arm).unwrap().file, "http://10.0.0.1:8080/boot/ipxe/arm64-efi/snponly.efi");
+        assert_eq!(
+            answer(Client::Http(19), &arm).unwrap().file,
+            "http://10.0.0.1:8080/boot/ipxe/arm64-efi/snponly.efi"
+        );
         assert_eq!(answer(Client::Pxe(2), &o), Err(NoBoot::Arch(2)));
     }
 }

@@ -5,6 +5,8 @@
 //!   (`images/pxeboot/…`, streamed from the image's region with Range, HEAD
 //!   and ETag; no copy on disk) or from the `rhcos` PXE artifact files.
 //! - `boot.ipxe`: the entry script; it chains `/boot/${mac:hexhyp}.ipxe`.
+//! - `ipxe/<file>`: an iPXE binary from the `pxe:` TFTP root, for UEFI HTTP
+//!   Boot firmware (the DHCP answer to `HTTPClient` points here).
 //! - `<mac>.ipxe` (`52-54-00-…` or with colons): the node's script — kernel,
 //!   initrd and the install kernel arguments of [`install_kargs`] while it
 //!   has to install; `exit` (back to the firmware, which boots the disk)
@@ -325,6 +327,9 @@ impl Ctx {
             *r.body_mut() = super::full(text);
             return r;
         }
+        if let Some(file) = rest.strip_prefix("ipxe/") {
+            return self.serve_ipxe_binary(req, c, file).await;
+        }
         let src = rhcos.source.clone();
         let name = rest.to_string();
         let opened = tokio::task::spawn_blocking(move || open_artifact(&src, &name)).await;
@@ -349,5 +354,44 @@ impl Ctx {
         };
         debug!("netboot: {rest} from {label} ({len} bytes at {off})");
         self.serve_region(req, file, off, len, &v, "application/octet-stream")
+    }
+
+    /// `/boot/ipxe/<file>`: an iPXE binary from the TFTP root, for UEFI
+    /// HTTP Boot firmware (same path rules as TFTP).
+    async fn serve_ipxe_binary(&self, req: &Request<Incoming>, c: &Cluster, file: &str) -> Resp {
+        let Some(t) = c.tftp.as_ref().filter(|t| t.enabled) else {
+            return plain(StatusCode::NOT_FOUND, "no pxe section");
+        };
+        let Ok(rel) = super::path::sanitize(file) else {
+            return plain(StatusCode::BAD_REQUEST, "bad path");
+        };
+        let t = t.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            let root = t.root.canonicalize().map_err(|e| e.to_string())?;
+            let allowed: Vec<PathBuf> = t
+                .allow_symlinks_to
+                .iter()
+                .filter_map(|p| p.canonicalize().ok())
+                .collect();
+            crate::tftp::path::open(&root, &allowed, &rel).map_err(|r| format!("{r:?}"))
+        })
+        .await;
+        let o = match opened {
+            Ok(Ok(o)) => o,
+            Ok(Err(why)) => {
+                debug!("netboot: ipxe/{file}: {why}");
+                return plain(StatusCode::NOT_FOUND, "not found");
+            }
+            Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+        };
+        let Ok(meta) = o.file.metadata() else {
+            return plain(StatusCode::NOT_FOUND, "not found");
+        };
+        let modified = meta.modified().ok();
+        let v = Validators {
+            etag: range::file_etag(meta.ino(), o.size, modified),
+            modified,
+        };
+        self.serve_region(req, o.file, 0, o.size, &v, "application/efi")
     }
 }

@@ -290,6 +290,8 @@ pub struct TftpCfg {
     pub timeout: Duration,
     pub retries: u32,
     pub allow_symlinks_to: Vec<PathBuf>,
+    /// Boot options for pool clients too (default: nodes only).
+    pub pool: bool,
 }
 
 /// An IPv4 network in CIDR form; the address is stored masked.

@@ -223,6 +223,25 @@ pub const BOOT_FILES: [&[&str]; 5] = [
     &["arm64-efi/snponly.efi"],
 ];
 
+/// The iPXE binaries present under the root (names relative to it), for
+/// the DHCP boot answers.
+pub fn present_boot_files(c: &TftpCfg) -> Vec<String> {
+    let Ok(root) = c.root.canonicalize() else {
+        return Vec::new();
+    };
+    let allowed: Vec<PathBuf> = c
+        .allow_symlinks_to
+        .iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+    BOOT_FILES
+        .iter()
+        .flat_map(|names| names.iter())
+        .filter(|n| super::path::open(&root, &allowed, Path::new(n)).is_ok())
+        .map(|n| n.to_string())
+        .collect()
+}
+
 /// `tftp on|off <addr> root <dir> (found: …; missing: …)` for `check`.
 /// A file counts as found only if the server would serve it (same rules).
 pub fn check_line(c: &TftpCfg) -> String {
