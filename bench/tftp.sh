@@ -81,6 +81,9 @@ sleep 1
 kill -0 "$CRC_PID" || die "crc-appliance did not start: $(cat "$W/crc.log")"
 kill -0 "$HPA_PID" || die "in.tftpd did not start: $(cat "$W/hpa.log")"
 
+# utime+stime of the server process. Only meaningful for crc-appliance:
+# in.tftpd forks one child per transfer and does not wait for them, so their
+# CPU never reaches the parent's counters (printed as n/a).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # one TARGET PORT BLKSIZE OUT: one download, checked once per cell.
@@ -132,7 +135,8 @@ for (( rep = 1; rep <= REPS; rep++ )); do
         printf '%-5s %-4s %-8s %6d %9.1f %9.2f %10.2f\n' \
           "$([[ $par == 1 ]] && echo seq || echo par4)" "$blk" \
           "$([[ $t == crc ]] && echo crc || echo tftpd-hpa)" "$n" "$rate" \
-          "$(echo "$rate * $SIZE / 1000000" | bc -l)" "$(echo "$cpu / $n" | bc -l)"
+          "$(echo "$rate * $SIZE / 1000000" | bc -l)" \
+          "$([[ $t == crc ]] && echo "$cpu / $n" | bc -l || echo nan)"
       done
     done
   done
