@@ -525,7 +525,9 @@ fn over_max_transfers_is_server_busy() {
     assert!(text.contains("tsize\u{0}513\u{0}"), "{text:?}");
     assert!(text.contains("blksize\u{0}1468\u{0}"), "{text:?}");
     c.send_to(b"\x00\x05\x00\x08abort\x00", tid).expect("send");
-    // The slot is free again at once.
+    // The slot is free again at once: well before the 2 s transfer timeout
+    // (the pause only lets the transfer task read the ERROR first).
+    std::thread::sleep(Duration::from_millis(300));
     let got = raw_download(&c, srv, "f512", &[("blksize", "100")]);
     assert_eq!(got, std::fs::read(root.join("f512")).expect("read"));
 }
