@@ -705,10 +705,11 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
     assert_eq!(app.stop(), Some(0), "{}", app.log());
 }
 
-/// When the lease file cannot be written, the ACK is withheld (the client
-/// retries) and served once the write works again.
+/// A node's reservation decides its address: while the lease file cannot
+/// be written, a reserved node still gets its ACK at once, and its record
+/// reaches the file once writing works again.
 #[test]
-fn ack_is_withheld_while_the_lease_file_cannot_be_written() {
+fn reserved_node_is_acked_while_the_lease_file_cannot_be_written() {
     let app = Appliance::start(&common::only(
         "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n",
     ));
@@ -726,10 +727,50 @@ fn ack_is_withheld_while_the_lease_file_cannot_be_written() {
             127, 0, 20, 20,
         )));
     sock.send_to(&r.to_vec().unwrap(), srv).unwrap();
+    let ack = recv_reply(&sock, 0xc0ffee);
+    assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
+    assert_eq!(ack.yiaddr(), Ipv4Addr::new(127, 0, 20, 20));
+    app.wait_log("cannot write the DHCP lease file", Duration::from_secs(5));
+    std::fs::remove_dir(&blocker).unwrap();
+    wait_until(
+        "the reserved lease on disk",
+        Duration::from_secs(10),
+        || {
+            std::fs::read_to_string(app.dir.path().join("leases.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .is_some_and(|v| {
+                    lease_for(&v, "52:54:00:14:00:14").is_some_and(|l| l["ip"] == "127.0.20.20")
+                })
+        },
+    );
+}
+
+/// A pool lease is on disk before its ACK: while the lease file cannot be
+/// written the ACK is withheld (the client retries), and it is served once
+/// the write works again.
+#[test]
+fn pool_ack_is_withheld_while_the_lease_file_cannot_be_written() {
+    let app = Appliance::start(&common::only(
+        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n  pool: { start: 127.0.20.100, end: 127.0.20.120 }\n",
+    ));
+    let srv = app.addr("dhcp");
+    let relay_ip = Ipv4Addr::new(127, 0, 20, 4);
+    let sock = UdpSocket::bind((relay_ip, srv.port())).expect("bind the relay socket");
+    sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let blocker = app.dir.path().join(".leases.json.tmp");
+    std::fs::create_dir(&blocker).unwrap();
+    let mac = [0x52, 0x54, 0x00, 0x14, 0x99, 0x01]; // not a node
+    let mut r = request(MessageType::Request, mac, relay_ip);
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(Ipv4Addr::new(
+            127, 0, 20, 100,
+        )));
+    sock.send_to(&r.to_vec().unwrap(), srv).unwrap();
     let mut buf = [0u8; 1500];
     assert!(
         sock.recv_from(&mut buf).is_err(),
-        "an ACK was sent although its lease could not be written"
+        "a pool ACK was sent although its lease could not be written"
     );
     app.wait_log("cannot write the DHCP lease file", Duration::from_secs(5));
     std::fs::remove_dir(&blocker).unwrap();
@@ -738,8 +779,8 @@ fn ack_is_withheld_while_the_lease_file_cannot_be_written() {
     assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
     let v = leases_json(app.dir.path());
     assert_eq!(
-        lease_for(&v, "52:54:00:14:00:14").unwrap()["ip"],
-        "127.0.20.20",
+        lease_for(&v, "52:54:00:14:99:01").unwrap()["ip"],
+        "127.0.20.100",
         "{v}"
     );
 }

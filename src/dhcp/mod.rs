@@ -16,9 +16,10 @@
 //! fails the service (an appliance that cannot make ACKs durable must not
 //! look alive). Durability (group commit): the datagrams waiting on the
 //! socket are processed as one batch; replies that need nothing on disk
-//! (OFFER, NAK, INFORM, a node renewing the reserved address whose bound
-//! record is already on disk) are sent at once; the others (a new binding,
-//! a pool lease renewal) are handed to the lease writer task and sent only
+//! (OFFER, NAK, INFORM, any ACK of a node's reserved address: the
+//! reservation decides that address, so a full disk never delays a node)
+//! are sent at once; the others (a new pool binding, a pool lease renewal)
+//! are handed to the lease writer task and sent only
 //! after a write that covers them succeeded — an ACKed lease is on disk
 //! first. RELEASE/DECLINE are written the same way. The receive loop never
 //! waits for the disk. If a write fails, the held replies are dropped (the

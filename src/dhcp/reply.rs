@@ -107,13 +107,14 @@ pub struct Reply {
 pub enum Durability {
     /// Nothing the lease file holds changed.
     None,
-    /// A change that cannot cause a conflict if lost (a reserved node
-    /// renewing the address it already holds on disk: the reservation, not
+    /// A change that cannot cause a conflict if lost (any ACK of a reserved
+    /// node's own address, first binding or renewal: the reservation, not
     /// the file, decides who gets that address). Written soon (≤ 1 s, or
-    /// with the next write); the reply does not wait.
+    /// with the next write, retried until a write succeeds); the reply does
+    /// not wait.
     Lazy,
-    /// On disk before the reply is sent (a new binding, a pool lease's
-    /// renewal, RELEASE, DECLINE).
+    /// On disk before the reply is sent (a new pool binding, a pool
+    /// lease's renewal, RELEASE, DECLINE).
     BeforeReply,
 }
 
@@ -370,12 +371,13 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                     .lease_of(&client)
                     .is_some_and(|l| l.ip == ip && l.state == super::leases::State::Bound);
                 let renewal = held && table.lease_of(&client).is_some_and(|l| l.active(now));
-                // Its bound record is on disk (written before its first
-                // ACK and not changed durably since, or loaded).
-                let reserved_renewal =
-                    held && table.reserved_ip(&mac) == Some(ip) && table.is_synced(ip);
+                // A reservation, not the lease file, decides who may use a
+                // node's address: its record is written lazily, so a full
+                // or read-only disk never delays a node's ACK. Only pool
+                // bindings wait for the disk.
+                let reserved = table.reserved_ip(&mac) == Some(ip);
                 table.bind(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
-                let (durability, bound) = if reserved_renewal {
+                let (durability, bound) = if reserved {
                     (Durability::Lazy, None)
                 } else {
                     (Durability::BeforeReply, Some(ip))
