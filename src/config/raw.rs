@@ -128,6 +128,9 @@ pub struct Dhcp {
     /// Optional network boot options.
     #[serde(default)]
     pub pxe: Option<Pxe>,
+    /// Remote subnets behind DHCP relays.
+    #[serde(default)]
+    pub segments: Vec<Segment>,
 }
 
 impl Default for Dhcp {
@@ -139,8 +142,21 @@ impl Default for Dhcp {
             pool: None,
             lease_file: None,
             pxe: None,
+            segments: Vec::new(),
         }
     }
+}
+
+/// `dhcp.segments[]`: a subnet behind a DHCP relay.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Segment {
+    pub cidr: String,
+    pub gateway: String,
+    #[serde(default)]
+    pub pool: Option<Pool>,
+    #[serde(default)]
+    pub dns: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

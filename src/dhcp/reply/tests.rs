@@ -2,6 +2,7 @@
 
 use super::super::leases::Scope;
 use super::*;
+use dhcproto::Decodable;
 
 const T0: u64 = 1_700_000_000;
 
