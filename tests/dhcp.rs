@@ -784,3 +784,49 @@ fn pool_ack_is_withheld_while_the_lease_file_cannot_be_written() {
         "{v}"
     );
 }
+
+/// A relay address (giaddr) no relay agent can have — the subnet's
+/// broadcast, the appliance's own address — is dropped and counted, never
+/// answered; a request relayed from a subnet that is not served is dropped
+/// with a warning at the default log level.
+#[test]
+fn spoofed_and_unknown_relay_addresses_are_dropped() {
+    let app = Appliance::start(&common::only(
+        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\nadmin:\n  listen: 127.0.0.1:0\n",
+    ));
+    let srv = app.addr("dhcp");
+    // Where a reply to the spoofed giaddr would go.
+    let bcast = Ipv4Addr::new(127, 0, 20, 255);
+    let victim = UdpSocket::bind((bcast, srv.port())).expect("bind the broadcast address");
+    victim
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let sender = UdpSocket::bind((Ipv4Addr::new(127, 0, 20, 6), 0)).unwrap();
+    let mac = [0x52, 0x54, 0x00, 0x14, 0x00, 0x0a]; // master-0
+    for giaddr in [bcast, Ipv4Addr::new(127, 0, 20, 1)] {
+        let d = request(MessageType::Discover, mac, giaddr);
+        sender.send_to(&d.to_vec().unwrap(), srv).unwrap();
+    }
+    let mut buf = [0u8; 1500];
+    assert!(
+        victim.recv_from(&mut buf).is_err(),
+        "a reply went to the subnet broadcast address named by a spoofed giaddr"
+    );
+    // Unknown segment: warned at the default level.
+    let d = request(MessageType::Discover, mac, Ipv4Addr::new(127, 0, 21, 1));
+    sender.send_to(&d.to_vec().unwrap(), srv).unwrap();
+    app.wait_log("no address range available", Duration::from_secs(5));
+    let mut d = serde_json::Value::Null;
+    wait_until("the drop counters", Duration::from_secs(5), || {
+        let status: serde_json::Value =
+            serde_json::from_str(&http_get(app.addr("admin"), "/status")).expect("status JSON");
+        d = status["dhcp"].clone();
+        d["badRelay"] == 2 && d["unknownSegment"] == 1
+    });
+    assert_eq!(d["sent"]["offer"], 0, "{d}");
+    let metrics = http_get(app.addr("admin"), "/metrics");
+    assert!(
+        metrics.contains("crc_appliance_dhcp_dropped_total{reason=\"bad_relay\"} 2"),
+        "{metrics}"
+    );
+}

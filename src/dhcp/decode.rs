@@ -105,4 +105,3 @@ pub fn decode(buf: &[u8]) -> Result<Message, Malformed> {
     }
     Ok(msg)
 }
-

@@ -333,12 +333,7 @@ impl LeaseTable {
                 Ok(r)
             };
         }
-        let Some((start, end)) = self
-            .scope
-            .pools()
-            .find(|(c, _)| *c == net)
-            .map(|(_, p)| p)
-        else {
+        let Some((start, end)) = self.scope.pools().find(|(c, _)| *c == net).map(|(_, p)| p) else {
             return Err(NoAddress::NotServed);
         };
         if let Some(ip) = self.by_key.get(&self.key(c))

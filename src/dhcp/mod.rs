@@ -34,8 +34,8 @@
 //! `network.interface` changed; the lease writer keeps running. A changed
 //! `dhcp.leaseFile` takes a restart.
 
-pub mod leases;
 mod decode;
+pub mod leases;
 mod relay;
 pub mod reply;
 mod status;

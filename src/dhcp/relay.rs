@@ -88,7 +88,10 @@ impl Config {
             return Ok(self.local());
         }
         if let Some(why) = self.bad_relay(giaddr) {
-            return Err((Dropped::BadRelay, format!("relay address {giaddr} is {why}")));
+            return Err((
+                Dropped::BadRelay,
+                format!("relay address {giaddr} is {why}"),
+            ));
         }
         let link = match msg.opts().get(OptionCode::RelayAgentInformation) {
             Some(DhcpOption::RelayAgentInformation(ra)) => {

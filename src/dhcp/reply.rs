@@ -33,8 +33,8 @@ use dhcproto::v4::{
 };
 use dhcproto::{Encodable, Encoder};
 
-use super::leases::{Client, LeaseTable, NoAddress};
 pub use super::decode::{Malformed, decode};
+use super::leases::{Client, LeaseTable, NoAddress};
 pub use super::relay::{Dropped, Subnet};
 use crate::config::{MacAddr, PxeCfg};
 use crate::plan::Plan;

@@ -41,7 +41,11 @@ impl Cluster {
     /// have other names resolved.
     pub fn is_cluster_client(&self, ip: std::net::IpAddr) -> bool {
         self.network.cidr.contains_or_loopback(ip)
-            || self.dhcp.segments.iter().any(|s| s.cidr.contains_or_loopback(ip))
+            || self
+                .dhcp
+                .segments
+                .iter()
+                .any(|s| s.cidr.contains_or_loopback(ip))
     }
     /// `network.cidr` and the relayed segments, for messages.
     pub fn cluster_networks(&self) -> String {

@@ -138,7 +138,10 @@ pub(crate) fn segments(h: &raw::Dhcp, net: &NetParts, e: &mut Errs) -> Vec<Segme
                 if let Ok(o) = o.cidr.parse::<Ipv4Net>()
                     && overlaps(&o)
                 {
-                    e.push(p("cidr"), format!("{c} overlaps dhcp.segments[{j}].cidr {o}"));
+                    e.push(
+                        p("cidr"),
+                        format!("{c} overlaps dhcp.segments[{j}].cidr {o}"),
+                    );
                 }
             }
         }
@@ -147,7 +150,10 @@ pub(crate) fn segments(h: &raw::Dhcp, net: &NetParts, e: &mut Errs) -> Vec<Segme
                 if !c.contains(ip) {
                     e.push(path, format!("{ip} is outside the segment {c}"));
                 } else if c.is_reserved(ip) {
-                    e.push(path, format!("{ip} is the network or broadcast address of {c}"));
+                    e.push(
+                        path,
+                        format!("{ip} is the network or broadcast address of {c}"),
+                    );
                 }
             }
         };
@@ -188,12 +194,22 @@ pub(crate) fn segments(h: &raw::Dhcp, net: &NetParts, e: &mut Errs) -> Vec<Segme
             // Keep a segment whose cidr and gateway parsed for the node
             // checks (its errors already fail the file).
             if let (Some(cidr), Some(gateway)) = (cidr, gateway) {
-                out.push(SegmentCfg { cidr, gateway, pool: None, dns });
+                out.push(SegmentCfg {
+                    cidr,
+                    gateway,
+                    pool: None,
+                    dns,
+                });
             }
             continue;
         }
         if let (Some(cidr), Some(gateway)) = (cidr, gateway) {
-            out.push(SegmentCfg { cidr, gateway, pool, dns });
+            out.push(SegmentCfg {
+                cidr,
+                gateway,
+                pool,
+                dns,
+            });
         }
     }
     out
