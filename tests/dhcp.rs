@@ -170,6 +170,24 @@ fn leases_json(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&text).expect("lease file is JSON")
 }
 
+/// The lease file once it holds a bound lease for `mac` (a reserved node's
+/// record is written lazily, within about a second of its ACK).
+fn wait_bound_lease(dir: &Path, mac: &str) -> serde_json::Value {
+    let mut v = serde_json::Value::Null;
+    wait_until(
+        &format!("a bound lease for {mac} on disk"),
+        Duration::from_secs(10),
+        || {
+            v = std::fs::read_to_string(dir.join("leases.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or(serde_json::Value::Null);
+            lease_for(&v, mac).is_some_and(|l| l["state"] == "bound")
+        },
+    );
+    v
+}
+
 fn lease_for<'a>(v: &'a serde_json::Value, mac: &str) -> Option<&'a serde_json::Value> {
     v["leases"]
         .as_array()?
@@ -337,7 +355,9 @@ fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
     );
     srv.wait_log("dhcp: ack 10.231.0.10", Duration::from_secs(5));
 
-    // The ACKed lease is on disk before the ACK left: SIGKILL loses nothing.
+    // A node's record is written lazily (its reservation, not the file,
+    // decides its address); once written, SIGKILL loses nothing.
+    let _ = wait_bound_lease(dir.path(), M0_MAC);
     srv.stop_with("KILL");
     let v = leases_json(dir.path());
     let l = lease_for(&v, M0_MAC).unwrap_or_else(|| panic!("no lease for {M0_MAC}: {v}"));
@@ -376,7 +396,7 @@ fn udhcpc_gets_the_reservation() {
             ("lease", "600"),
         ],
     );
-    let v = leases_json(dir.path());
+    let v = wait_bound_lease(dir.path(), W0_MAC);
     assert_eq!(lease_for(&v, W0_MAC).unwrap()["ip"], "10.231.0.20", "{v}");
     // udhcpc sends a client identifier (01 + MAC); the reservation still
     // matches on the hardware address.
@@ -638,7 +658,7 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
     let ack = recv_reply(&sock, 0xc0ffee);
     assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
     assert_eq!(ack.yiaddr(), Ipv4Addr::new(127, 0, 20, 10));
-    let v = leases_json(app.dir.path());
+    let v = wait_bound_lease(app.dir.path(), "52:54:00:14:00:0a");
     assert_eq!(
         lease_for(&v, "52:54:00:14:00:0a").unwrap()["state"],
         "bound",

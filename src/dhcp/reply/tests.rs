@@ -219,6 +219,21 @@ fn unknown_mac_is_ignored_without_a_pool_and_served_with_one() {
         ])),
         "client id echoed (RFC 6842)"
     );
+    // A pool binding is on disk before its ACK, and so is every renewal.
+    let mut r = d.clone();
+    r.opts_mut()
+        .insert(DhcpOption::MessageType(MessageType::Request));
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.100")));
+    let (out, ack) = roundtrip(&cfg, &mut t, &r, T0 + 1);
+    assert_eq!(ack.unwrap().opts().msg_type(), Some(MessageType::Ack));
+    assert!(out.durability == Durability::BeforeReply);
+    let _ = t.take_unsynced(); // written
+    let mut renew = r.clone();
+    renew.opts_mut().remove(OptionCode::RequestedIpAddress);
+    renew.set_ciaddr(ip("10.0.0.100"));
+    let (out, _) = roundtrip(&cfg, &mut t, &renew, T0 + 1800);
+    assert!(out.durability == Durability::BeforeReply);
 }
 
 #[test]
