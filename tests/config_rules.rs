@@ -384,12 +384,76 @@ fn ignition_and_images_dirs_must_not_overlap() {
     expect(&t, "http.ignitionDir", "is inside http.imagesDir");
 }
 
+/// A node FQDN over 63 characters would be served as an `/etc/hostname`
+/// Linux refuses: refused in validation, with the node's field path.
+#[test]
+fn node_fqdn_fits_a_linux_hostname() {
+    let long = "a-very-long-node-name-that-makes-the-fqdn-too-long-x";
+    let t = with_nodes(&format!(
+        "  - {{ name: master-0, role: master, mac: \"52:54:00:00:00:0a\", ip: 192.168.131.10 }}\n  - {{ name: {long}, role: worker, mac: \"52:54:00:00:00:14\", ip: 192.168.131.20 }}\n"
+    ));
+    expect(&t, "nodes[1].name", "Linux refuses a hostname over 63");
+    assert_eq!(errors(&t).len(), 1, "{:?}", errors(&t));
+}
+
+/// `rhcos`: the one boot source (ISO or PXE artifacts), install disk and
+/// kernel arguments with field paths; the kargs reach the install command
+/// line of the VMs (and network boot) through one function.
+#[test]
+fn rhcos_section() {
+    expect(&format!("{BASE}rhcos: {{}}\n"), "rhcos", "needs iso");
+    expect(
+        &format!("{BASE}rhcos: {{ iso: a.iso, kernel: k }}\n"),
+        "rhcos",
+        "not both",
+    );
+    expect(
+        &format!("{BASE}rhcos: {{ kernel: k, initramfs: i }}\n"),
+        "rhcos",
+        "needs iso",
+    );
+    expect(
+        &format!("{BASE}rhcos: {{ iso: a.iso, installDev: sda, kargs: [\"a b\"] }}\n"),
+        "rhcos.installDev",
+        "must be a /dev/ path",
+    );
+    expect(
+        &format!("{BASE}rhcos: {{ iso: a.iso, kargs: [\"a b\"] }}\n"),
+        "rhcos.kargs[0]",
+        "one word",
+    );
+    let files = format!(
+        "{BASE}rhcos: {{ kernel: k, initramfs: i, rootfs: r, kargs: [ip=dhcp], roleKargs: {{ worker: [w=1] }} }}\n"
+    );
+    let c = load(&files).unwrap();
+    let r = c.rhcos.unwrap();
+    assert_eq!(
+        r.source,
+        config::BootSource::Files {
+            kernel: "/base/k".into(),
+            initramfs: "/base/i".into(),
+            rootfs: "/base/r".into()
+        }
+    );
+    assert_eq!(r.install_dev, "/dev/sda");
+    let t = with_nodes(
+        "  - { name: master-0, role: master, mac: \"52:54:00:00:00:0a\", ip: 192.168.131.10, installDev: nvme0n1 }\n",
+    );
+    expect(&t, "nodes[0].installDev", "must be a /dev/ path");
+}
+
 #[test]
 fn libvirt_rules() {
     let t = format!(
-        "{BASE}libvirt:\n  iso: \"\"\n  installDev: vda\n  network: {{ mode: bridge, bridge: this-name-is-too-long }}\n  resources:\n    master: {{ cpus: 0, memoryMib: 100, diskGib: 0 }}\n"
+        "{BASE}libvirt:\n  iso: /old/place.iso\n  installDev: vda\n  network: {{ mode: bridge, bridge: this-name-is-too-long }}\n  resources:\n    master: {{ cpus: 0, memoryMib: 100, diskGib: 0 }}\n"
     );
-    expect(&t, "libvirt.iso", "must not be empty");
+    // The old key says where it went; without rhcos the VMs have no ISO.
+    expect(&t, "libvirt.iso", "moved to rhcos.iso");
+    expect(
+        &format!("{BASE}libvirt: {{}}\n"),
+        "libvirt",
+        "need rhcos.iso",
+    );
     expect(&t, "libvirt.installDev", "must be a /dev/ path");
     expect(&t, "libvirt.network.mode", "unknown mode \"bridge\"");
     expect(&t, "libvirt.network.bridge", "not a valid bridge name");

@@ -608,9 +608,10 @@ http:
   ignitionDir: {w}/www/ignition
 admin:
   listen: 127.0.0.1:0
+rhcos:
+  iso: {iso}
 libvirt:
   uri: qemu:///system
-  iso: {iso}
   pool: {{ name: crc-e2e-{pid}, path: {pool} }}
   network: {{ name: crc-e2e-{pid}, bridge: {bridge}, mode: appliance }}
   startOnServe: true

@@ -34,6 +34,7 @@
 //! `network.interface` changed; the lease writer keeps running. A changed
 //! `dhcp.leaseFile` takes a restart.
 
+pub mod boot;
 mod decode;
 pub mod leases;
 mod relay;

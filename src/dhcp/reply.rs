@@ -55,6 +55,8 @@ pub struct Config {
     pub cidr: crate::config::Ipv4Net,
     pub hostnames: HashMap<MacAddr, String>,
     pub pxe: Option<PxeCfg>,
+    /// Automatic network-boot answers (the `pxe:` section's TFTP is on).
+    pub netboot: Option<Netboot>,
     /// Port relay agents listen on (67; the listen port in tests).
     pub server_port: u16,
     /// Port clients listen on (68; listen port + 1 in tests).
@@ -81,6 +83,17 @@ impl Config {
                 .map(|r| (r.mac, r.hostname.clone()))
                 .collect(),
             pxe: c.dhcp.pxe.clone(),
+            netboot: c.tftp.as_ref().filter(|t| t.enabled).map(|t| Netboot {
+                offer: super::boot::Offer {
+                    tftp_server: match t.listen.ip() {
+                        std::net::IpAddr::V4(ip) if !ip.is_unspecified() => ip,
+                        _ => c.network.appliance_ip,
+                    },
+                    http_base: crate::model::boot::http_base(c),
+                    binaries: crate::tftp::stats::present_boot_files(t),
+                },
+                pool: t.pool,
+            }),
             server_port,
             client_port: if server_port == 67 {
                 68
@@ -99,6 +112,14 @@ impl Config {
                 .collect(),
         }
     }
+}
+
+/// Network boot for clients that ask to boot.
+#[derive(Debug, Clone)]
+pub struct Netboot {
+    pub offer: super::boot::Offer,
+    /// Pool clients get boot options too (else nodes only).
+    pub pool: bool,
 }
 
 /// Where a reply goes.
@@ -226,10 +247,53 @@ fn lease_hostname(cfg: &Config, msg: &Message, mac: MacAddr) -> Option<String> {
         .or_else(|| client_hostname(msg))
 }
 
-fn is_ipxe(msg: &Message) -> bool {
-    match msg.opts().get(OptionCode::UserClass) {
-        Some(DhcpOption::UserClass(v)) => v.windows(4).any(|w| w == b"iPXE"),
-        _ => false,
+/// Which boot client `msg` comes from, if it asks to boot.
+fn boot_client(msg: &Message) -> Option<super::boot::Client> {
+    let o = msg.opts();
+    let vendor = match o.get(OptionCode::ClassIdentifier) {
+        Some(DhcpOption::ClassIdentifier(v)) => Some(v.as_slice()),
+        _ => None,
+    };
+    let user = match o.get(OptionCode::UserClass) {
+        Some(DhcpOption::UserClass(v)) => Some(v.as_slice()),
+        _ => None,
+    };
+    let arches: Vec<u16> = match o.get(OptionCode::ClientSystemArchitecture) {
+        Some(DhcpOption::ClientSystemArchitecture(a)) => vec![u16::from(*a)],
+        _ => Vec::new(),
+    };
+    let ipxe_options = o.get(OptionCode::Unknown(175)).is_some();
+    super::boot::classify(vendor, user, ipxe_options, &arches)
+}
+
+/// Put a boot answer in `m`: `siaddr`, the BOOTP file field (when it fits),
+/// option 66 and 67, and for firmware the vendor class echo (60) and the
+/// PXE discovery control (43).
+fn set_boot(
+    m: &mut Message,
+    file: &str,
+    next_server: Ipv4Addr,
+    vendor_class: Option<&str>,
+    pxe_discovery: bool,
+) {
+    m.set_siaddr(next_server);
+    // The header field holds 128 bytes NUL-terminated (and dhcproto panics
+    // above 128); longer names go in option 67 only.
+    if file.len() < 128 {
+        m.set_fname_str(file);
+    }
+    let o = m.opts_mut();
+    o.insert(DhcpOption::TFTPServerName(
+        next_server.to_string().into_bytes(),
+    ));
+    o.insert(DhcpOption::BootfileName(file.as_bytes().to_vec()));
+    if let Some(v) = vendor_class {
+        o.insert(DhcpOption::ClassIdentifier(v.as_bytes().to_vec()));
+    }
+    if pxe_discovery {
+        o.insert(DhcpOption::VendorExtensions(
+            super::boot::PXE_OPTION_43.to_vec(),
+        ));
     }
 }
 
@@ -477,24 +541,30 @@ fn build(
         if let Some(h) = cfg.hostnames.get(&mac) {
             o.insert(DhcpOption::Hostname(h.clone()));
         }
-        if let Some(p) = &cfg.pxe {
-            let file = if is_ipxe(req) {
-                p.ipxe_script_url.as_ref().or(p.boot_file.as_ref())
-            } else {
-                p.boot_file.as_ref()
-            };
-            if let Some(f) = file {
-                m.set_siaddr(p.next_server);
-                // The header field holds 128 bytes NUL-terminated (and
-                // dhcproto panics above 128); longer names go in option 67 only.
-                if f.len() < 128 {
-                    m.set_fname_str(f);
+        // Boot options only for a client that asks to boot (firmware PXE,
+        // UEFI HTTP Boot, iPXE): never for an installed OS's DHCP client.
+        if let Some(client) = boot_client(req) {
+            let is_node = cfg.hostnames.contains_key(&mac);
+            if let Some(nb) = cfg.netboot.as_ref().filter(|nb| is_node || nb.pool) {
+                match super::boot::answer(client, &nb.offer) {
+                    Ok(b) => set_boot(
+                        &mut m,
+                        &b.file,
+                        b.next_server,
+                        b.vendor_class,
+                        b.pxe_discovery,
+                    ),
+                    Err(e) => tracing::warn!(%mac, "dhcp: no network boot: {e}"),
                 }
-                let o = m.opts_mut();
-                o.insert(DhcpOption::TFTPServerName(
-                    p.next_server.to_string().into_bytes(),
-                ));
-                o.insert(DhcpOption::BootfileName(f.as_bytes().to_vec()));
+            } else if let Some(p) = &cfg.pxe {
+                let file = if client == super::boot::Client::Ipxe {
+                    p.ipxe_script_url.as_ref().or(p.boot_file.as_ref())
+                } else {
+                    p.boot_file.as_ref()
+                };
+                if let Some(f) = file {
+                    set_boot(&mut m, f, p.next_server, None, false);
+                }
             }
         }
     }

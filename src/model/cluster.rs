@@ -22,7 +22,10 @@ pub struct Cluster {
     pub lb: LbCfg,
     pub http: HttpCfg,
     pub admin: AdminCfg,
+    pub rhcos: Option<RhcosCfg>,
     pub libvirt: Option<LibvirtCfg>,
+    /// The `pxe:` section (TFTP server), if present.
+    pub tftp: Option<TftpCfg>,
 }
 
 impl Cluster {
@@ -130,6 +133,34 @@ pub struct NodeCfg {
     pub role: Role,
     pub mac: MacAddr,
     pub ip: Ipv4Addr,
+    /// Install disk (overrides `rhcos.installDev` / `libvirt.installDev`).
+    pub install_dev: Option<String>,
+    /// Extra kernel arguments of this node's install.
+    pub kargs: Vec<String>,
+}
+
+/// Where the RHCOS kernel, initramfs and rootfs come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum BootSource {
+    /// The live ISO: `images/pxeboot/{vmlinuz,initrd.img,rootfs.img}`.
+    Iso(PathBuf),
+    /// The PXE artifacts as files.
+    Files {
+        kernel: PathBuf,
+        initramfs: PathBuf,
+        rootfs: PathBuf,
+    },
+}
+
+/// `rhcos`: the boot source and install kernel arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RhcosCfg {
+    pub source: BootSource,
+    pub install_dev: String,
+    pub kargs: Vec<String>,
+    /// Extra kernel arguments by role.
+    pub role_kargs: std::collections::BTreeMap<Role, Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -185,7 +216,11 @@ pub struct LbCfg {
     pub ingress_https: SocketAddr,
     pub backend_ports: BackendPortsCfg,
     pub health: HealthCfg,
-    pub ca_file: Option<PathBuf>,
+    /// CA bundle verifying the api pool's checks (`caFiles.api`, else `caFile`).
+    pub api_ca_file: Option<PathBuf>,
+    /// CA bundle verifying the machine-config pool's checks
+    /// (`caFiles.machineConfig`, else `caFile`).
+    pub machine_config_ca_file: Option<PathBuf>,
     pub max_connections: usize,
     pub idle_timeout: Duration,
     pub connect_timeout: Duration,
@@ -248,6 +283,7 @@ pub enum NetMode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LibvirtCfg {
     pub uri: String,
+    /// The live ISO the VMs boot from (`rhcos.iso`).
     pub iso: PathBuf,
     pub pool_name: String,
     pub pool_path: PathBuf,
@@ -277,6 +313,20 @@ pub struct ResourceCfg {
     pub cpus: u32,
     pub memory_mib: u64,
     pub disk_gib: u64,
+}
+
+/// The validated `pxe:` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TftpCfg {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+    pub root: PathBuf,
+    pub max_transfers: usize,
+    pub timeout: Duration,
+    pub retries: u32,
+    pub allow_symlinks_to: Vec<PathBuf>,
+    /// Boot options for pool clients too (default: nodes only).
+    pub pool: bool,
 }
 
 /// An IPv4 network in CIDR form; the address is stored masked.

@@ -380,7 +380,17 @@ fn decline_quarantines_the_address() {
 #[test]
 fn pxe_and_ipxe_boot_files() {
     let (cfg, mut t) = setup(false, true);
-    let d = req(MessageType::Discover, M0);
+    // An installed OS's client (no PXE vendor class, not iPXE) gets no boot
+    // options (they used to go to every client).
+    let plain = roundtrip(&cfg, &mut t, &req(MessageType::Discover, M0), T0)
+        .1
+        .unwrap();
+    assert_eq!(plain.opts().get(OptionCode::BootfileName), None);
+    assert_eq!(plain.siaddr(), ip("0.0.0.0"));
+    let mut d = req(MessageType::Discover, M0);
+    d.opts_mut().insert(DhcpOption::ClassIdentifier(
+        b"PXEClient:Arch:00000:UNDI:002001".to_vec(),
+    ));
     let o = roundtrip(&cfg, &mut t, &d, T0).1.unwrap();
     assert_eq!(o.siaddr(), ip("10.0.0.1"));
     let fname = |m: &Message| {
