@@ -162,6 +162,13 @@ pub struct DhcpStatus {
     pub sent: BTreeMap<String, u64>,
     pub malformed: u64,
     pub ignored: u64,
+    /// Relayed requests with a giaddr no relay agent can have.
+    #[serde(default)]
+    pub bad_relay: u64,
+    /// Relayed requests from a subnet that is neither `network.cidr` nor a
+    /// `dhcp.segments[]` entry.
+    #[serde(default)]
+    pub unknown_segment: u64,
     pub send_errors: u64,
     pub lease_file_writes: u64,
     pub lease_file_errors: u64,

@@ -516,3 +516,49 @@ fn lb_backend_override_rules() {
     let https = plan.pool("ingress-https").unwrap();
     assert_eq!(https.backends[0].addr.to_string(), "192.168.131.20:443");
 }
+
+#[test]
+fn dhcp_segments() {
+    // Valid: a node on a relayed segment; default DNS is the appliance.
+    let ok = format!(
+        "{BASE}  - {{ name: worker-1, role: worker, mac: \"52:54:00:00:00:15\", ip: 10.77.0.21 }}\ndhcp:\n  segments:\n    - {{ cidr: 10.77.0.0/24, gateway: 10.77.0.1, pool: {{ start: 10.77.0.100, end: 10.77.0.120 }} }}\n    - {{ cidr: 10.78.0.0/24, gateway: 10.78.0.1, dns: [10.78.0.53, 192.168.131.2] }}\n"
+    );
+    let c = load(&ok).unwrap();
+    assert_eq!(c.dhcp.segments.len(), 2);
+    assert_eq!(c.dhcp.segments[0].dns[0].to_string(), "192.168.131.2");
+    assert_eq!(c.dhcp.segments[1].dns.len(), 2);
+    assert!(c.is_cluster_client("10.77.0.21".parse().unwrap()));
+    assert!(!c.is_cluster_client("10.79.0.21".parse().unwrap()));
+    // Every error at once, with its field path.
+    let bad = format!(
+        "{BASE}  - {{ name: worker-1, role: worker, mac: \"52:54:00:00:00:15\", ip: 10.77.0.1 }}\n  - {{ name: worker-2, role: worker, mac: \"52:54:00:00:00:16\", ip: 10.99.0.5 }}\n  - {{ name: worker-3, role: worker, mac: \"52:54:00:00:00:17\", ip: 10.77.0.110 }}\ndhcp:\n  segments:\n    - {{ cidr: 10.77.0.0/24, gateway: 10.77.0.1, pool: {{ start: 10.77.0.100, end: 10.77.0.120 }} }}\n    - {{ cidr: 192.168.131.128/25, gateway: 192.168.131.129 }}\n    - {{ cidr: 10.77.0.128/25, gateway: 10.78.0.1, dns: [] }}\n    - {{ cidr: 10.80.0.0/24, gateway: 10.80.0.255, dns: [x], pool: {{ start: 10.80.0.9, end: 10.80.0.2 }} }}\n"
+    );
+    expect(&bad, "nodes[3].ip", "gateway of dhcp.segments[0]");
+    expect(
+        &bad,
+        "nodes[4].ip",
+        "outside network.cidr 192.168.131.0/24 and every dhcp.segments[].cidr",
+    );
+    expect(
+        &bad,
+        "dhcp.segments[0].pool",
+        "reserved address 10.77.0.110 of nodes[5]",
+    );
+    expect(&bad, "dhcp.segments[1].cidr", "overlaps network.cidr");
+    expect(
+        &bad,
+        "dhcp.segments[2].cidr",
+        "overlaps dhcp.segments[0].cidr",
+    );
+    expect(&bad, "dhcp.segments[2].gateway", "outside the segment");
+    expect(&bad, "dhcp.segments[2].dns", "at least one");
+    expect(&bad, "dhcp.segments[3].gateway", "broadcast address");
+    expect(&bad, "dhcp.segments[3].dns[0]", "IPv4 address");
+    expect(&bad, "dhcp.segments[3].pool", "is after end");
+    // Strict: unknown keys are refused.
+    let unknown = format!(
+        "{BASE}dhcp:\n  segments:\n    - {{ cidr: 10.77.0.0/24, gateway: 10.77.0.1, router: 10.77.0.1 }}\n"
+    );
+    let e = load(&unknown).unwrap_err().to_string();
+    assert!(e.contains("router"), "{e}");
+}

@@ -176,6 +176,9 @@ pub struct Dhcp {
     /// Optional network boot options.
     #[serde(default)]
     pub pxe: Option<Pxe>,
+    /// Remote subnets behind DHCP relays.
+    #[serde(default)]
+    pub segments: Vec<Segment>,
 }
 
 impl Default for Dhcp {
@@ -187,8 +190,21 @@ impl Default for Dhcp {
             pool: None,
             lease_file: None,
             pxe: None,
+            segments: Vec::new(),
         }
     }
+}
+
+/// `dhcp.segments[]`: a subnet behind a DHCP relay.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Segment {
+    pub cidr: String,
+    pub gateway: String,
+    #[serde(default)]
+    pub pool: Option<Pool>,
+    #[serde(default)]
+    pub dns: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -19,7 +19,7 @@
 //!   get 400, anything outside the root, a directory or a special file 404.
 //! - Range (single, multi, suffix, open), 416, ETag / Last-Modified and the
 //!   RFC 9110 conditionals live in the pure [`range`] module.
-//! - Ignition is answered only to `network.cidr` and loopback (403
+//! - Ignition is answered only to `network.cidr`, `dhcp.segments` and loopback (403
 //!   otherwise); every ignition request is recorded in [`stats::Stats`]
 //!   (client IP ↔ node, file, status, time) and shown by the admin listener.
 //! - A bad request or a broken connection is logged at debug and never ends
@@ -354,10 +354,10 @@ impl Ctx {
                 bytes,
             });
         };
-        if !c.network.cidr.contains_or_loopback(client) {
+        if !c.is_cluster_client(client) {
             warn!(
                 "ignition {file} refused to {client}: outside {} and not loopback",
-                c.network.cidr
+                c.cluster_networks()
             );
             record(StatusCode::FORBIDDEN, "client outside network.cidr", 0);
             return plain(

@@ -39,6 +39,25 @@ impl Cluster {
     pub fn fqdn(&self, label: &str) -> String {
         format!("{label}.{}", self.domain)
     }
+    /// Is `ip` a client of the cluster: inside `network.cidr`, a relayed
+    /// `dhcp.segments[]` subnet, or loopback? Who may fetch ignition and
+    /// have other names resolved.
+    pub fn is_cluster_client(&self, ip: std::net::IpAddr) -> bool {
+        self.network.cidr.contains_or_loopback(ip)
+            || self
+                .dhcp
+                .segments
+                .iter()
+                .any(|s| s.cidr.contains_or_loopback(ip))
+    }
+    /// `network.cidr` and the relayed segments, for messages.
+    pub fn cluster_networks(&self) -> String {
+        std::iter::once(self.network.cidr)
+            .chain(self.dhcp.segments.iter().map(|s| s.cidr))
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -163,6 +182,22 @@ pub struct DhcpCfg {
     pub pool: Option<(Ipv4Addr, Ipv4Addr)>,
     pub lease_file: PathBuf,
     pub pxe: Option<PxeCfg>,
+    /// Remote subnets behind DHCP relays (`dhcp.segments`), none
+    /// overlapping `network.cidr` or each other.
+    pub segments: Vec<SegmentCfg>,
+}
+
+/// A relayed subnet (`dhcp.segments[]`): requests whose relay address
+/// (giaddr, or the relay's link-selection sub-option) lies in `cidr` are
+/// answered with this subnet's mask, router and DNS servers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SegmentCfg {
+    pub cidr: Ipv4Net,
+    pub gateway: Ipv4Addr,
+    /// Inclusive range for unknown MACs on this segment.
+    pub pool: Option<(Ipv4Addr, Ipv4Addr)>,
+    /// DNS servers handed out (default: `network.applianceIP`).
+    pub dns: Vec<Ipv4Addr>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

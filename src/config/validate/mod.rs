@@ -123,10 +123,21 @@ pub(crate) struct Sections {
 pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections {
     let identity = identity::build(raw, e);
     let domain = format!("{}.{}", raw.name, raw.base_domain.trim_end_matches('.'));
-    let net = network::parts(&raw.network, e);
+    let mut net = network::parts(&raw.network, e);
+    // Before the nodes: a node's address may lie in a segment.
+    let segments = dhcp::segments(&raw.dhcp, &net, e);
+    net.segments = segments.iter().map(|s| (s.cidr, s.gateway)).collect();
     let nodes = nodes::build(&raw.nodes, &net, &domain, e);
     let dns = dns::build(&raw.dns, &net, &domain, e);
-    let dhcp = dhcp::build(&raw.dhcp, &raw.name, &net, nodes.as_deref(), base, e);
+    let dhcp = dhcp::build(
+        &raw.dhcp,
+        &raw.name,
+        &net,
+        nodes.as_deref(),
+        segments,
+        base,
+        e,
+    );
     let lb = lb::build(&raw.load_balancer, &raw.nodes, &net, base, e);
     let http = http::build_http(&raw.http, &net, base, e);
     let admin = http::build_admin(&raw.admin, base, e);

@@ -1,5 +1,6 @@
 //! `nodes[]`: names, roles, MACs and addresses, unique and inside the
-//! network, never an address the appliance or a VIP has.
+//! network (or a `dhcp.segments[]` subnet, not its gateway), never an
+//! address the appliance or a VIP has.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -75,7 +76,7 @@ pub(crate) fn build(
             }
         }
         let ip = e.parse::<Ipv4Addr>(&p("ip"), &rn.ip, "IPv4 address");
-        net.in_net(e, &p("ip"), ip);
+        net.in_node_net(e, &p("ip"), ip);
         if let Some(ip) = ip {
             if let Some(j) = seen_ip.insert(ip, i) {
                 e.push(p("ip"), format!("duplicate IP {ip} (also nodes[{j}].ip)"));
