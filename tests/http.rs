@@ -297,7 +297,7 @@ fn http_serves_images_with_ranges_and_conditionals() {
     // methods
     let g = curl(&["-X", "POST", "--data", "x"], &url);
     assert_eq!(g.code, 405);
-    assert_eq!(g.h("allow"), "GET, HEAD");
+    assert_eq!(g.h("allow"), "GET, HEAD, OPTIONS");
 
     // the flat alias used by nginx-style layouts
     let g = curl(&["-r", "0-9"], &format!("{base}/rhcos-live.iso"));
@@ -717,4 +717,108 @@ fn install_secrets_under_images_are_never_served() {
         curl(&[], &format!("{base}/images/rhcos-live.iso")).code,
         200
     );
+}
+
+/// One raw request on a fresh connection; the response head's status line
+/// and headers (lowercased names).
+fn raw_head(addr: std::net::SocketAddr, req: &str) -> (String, HashMap<String, String>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let head = text.split("\r\n\r\n").next().unwrap_or("").to_string();
+    let mut lines = head.lines();
+    let status = lines.next().unwrap_or("").to_string();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    (status, headers)
+}
+
+/// RFC 9112 request rules and nginx-like path normalisation (issue #16):
+/// no `Host` on HTTP/1.1 or two `Host`s → 400 (was 200); HTTP/1.0 needs
+/// none; `OPTIONS *` → 200 with `Allow` (was 405); `//`, `/./` and a
+/// leading `//` are merged as nginx does (were 400), `..` stays 400.
+#[test]
+fn http_rfc9112_host_options_and_path_normalisation() {
+    require_tools!("curl");
+    let fx = fixture();
+    std::fs::create_dir_all(fx.images.join("images")).unwrap();
+    std::fs::write(fx.images.join("images/nested.img"), b"nested").unwrap();
+    let app = Appliance::start(&common::only(&http_section(&fx.images, &fx.ignition)));
+    let addr = app.addr("http");
+    let get = |target: &str, version: &str, headers: &str| {
+        raw_head(
+            addr,
+            &format!("GET {target} HTTP/{version}\r\n{headers}Connection: close\r\n\r\n"),
+        )
+        .0
+    };
+    assert!(get("/rhcos-live.iso", "1.1", "").starts_with("HTTP/1.1 400"));
+    assert!(get("/rhcos-live.iso", "1.1", "Host: a\r\nHost: b\r\n").starts_with("HTTP/1.1 400"));
+    assert!(get("/rhcos-live.iso", "1.0", "Host: a\r\nHost: a\r\n").contains(" 400"));
+    assert!(get("/rhcos-live.iso", "1.1", "Host: a\r\n").starts_with("HTTP/1.1 200"));
+    assert!(get("/rhcos-live.iso", "1.0", "").starts_with("HTTP/1.0 200"));
+
+    let (status, h) = raw_head(
+        addr,
+        "OPTIONS * HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    );
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let allow = h.get("allow").cloned().unwrap_or_default();
+    for m in ["GET", "HEAD", "OPTIONS"] {
+        assert!(allow.contains(m), "Allow: {allow}");
+    }
+    let (status, h) = raw_head(
+        addr,
+        "DELETE /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    );
+    assert!(status.starts_with("HTTP/1.1 405"), "{status}");
+    assert!(h.get("allow").is_some_and(|a| a.contains("OPTIONS")));
+
+    let want = std::fs::read(fx.images.join("rhcos-live.iso")).unwrap();
+    let base = format!("http://{addr}");
+    for p in [
+        "/images//rhcos-live.iso",
+        "//images/rhcos-live.iso",
+        "/images/./rhcos-live.iso",
+        "/images/rhcos//4.16/../../rhcos-live.iso",
+        "//rhcos-live.iso",
+        "/./rhcos-live.iso",
+        "/images/%2e/rhcos-live.iso",
+    ] {
+        let r = curl(&["--path-as-is"], &format!("{base}{p}"));
+        if p.contains("..") {
+            assert_eq!(r.code, 400, "{p}: `..` must stay refused");
+            continue;
+        }
+        assert_eq!(r.code, 200, "{p}");
+        assert!(r.body == want, "{p}: body differs");
+    }
+    // `//images/x` is `/images/x` (imagesDir/x), not imagesDir/images/x.
+    let r = curl(&["--path-as-is"], &format!("{base}//images/nested.img"));
+    assert_eq!(r.code, 404);
+    let r = curl(
+        &["--path-as-is"],
+        &format!("{base}/images/images//nested.img"),
+    );
+    assert_eq!((r.code, r.body.as_slice()), (200, &b"nested"[..]));
+    // Ignition routes are normalised too.
+    std::fs::write(
+        fx.ignition.join("master.ign"),
+        br#"{"ignition":{"version":"3.2.0"}}"#,
+    )
+    .unwrap();
+    let r = curl(&["--path-as-is"], &format!("{base}/ignition//master.ign"));
+    assert_eq!(r.code, 200);
 }

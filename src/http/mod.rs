@@ -1,6 +1,8 @@
 //! HTTP server (hyper 1, HTTP/1.1 and h2c) for RHCOS images and ignition.
 //!
-//! Routes (GET and HEAD only; other methods → 405):
+//! Routes (GET and HEAD; OPTIONS → 200 with `Allow`; other methods → 405;
+//! an HTTP/1.1 request without `Host`, or any with two, → 400; the path is
+//! normalised first, [`path::normalize`]):
 //!
 //! | path | served from |
 //! |---|---|
@@ -24,11 +26,13 @@
 //!   (client IP ↔ node, file, status, time) and shown by the admin listener.
 //! - A bad request or a broken connection is logged at debug and never ends
 //!   the listener; a listener that ends on its own fails the service.
-//!   Silent or idle connections are closed after 30 s; at most
-//!   [`MAX_CONNECTIONS`] are served at once.
+//!   Silent, idle or trickling connections are closed after
+//!   [`HEADER_TIMEOUT`]; at most [`MAX_CONNECTIONS`] are served at once, and
+//!   at most `http.maxConnectionsPerClient` per client address (`clients`).
 //! - A reload swaps the plan (dirs, nodes, ACL) for the next request and
 //!   keeps the listening socket when `http.listen` did not change.
 
+mod clients;
 pub mod ignition;
 pub mod path;
 pub mod range;
@@ -49,7 +53,7 @@ use futures_util::stream::{self, Stream, StreamExt};
 use http_body_util::{BodyExt, Empty, Full, StreamBody, combinators::UnsyncBoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode, Version};
 use tracing::{debug, error, info, warn};
 
 use crate::plan::Plan;
@@ -62,10 +66,13 @@ use stats::{Fetch, Stats};
 pub const CHUNK: usize = 256 * 1024;
 /// Largest ignition file served (bootstrap.ign is a few hundred kB).
 pub const MAX_IGNITION: u64 = 64 * 1024 * 1024;
-/// How long a client may take to send its request head.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a new connection may stay silent, and how long a client may
+/// take to send a request head (from when it is awaited, trickled or not).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most connections served at once; further clients wait in the backlog.
 pub const MAX_CONNECTIONS: usize = 1024;
+/// The methods served (`Allow` of 405 and OPTIONS answers).
+const ALLOW: &str = "GET, HEAD, OPTIONS";
 /// How long in-flight responses get after shutdown is requested.
 const DRAIN: Duration = Duration::from_secs(5);
 
@@ -76,6 +83,7 @@ pub(crate) struct Ctx {
     plan: Arc<ArcSwap<Plan>>,
     stats: Arc<Stats>,
     boundary_seq: AtomicU64,
+    clients: Arc<clients::Clients>,
 }
 
 fn empty() -> Body {
@@ -413,13 +421,28 @@ impl Ctx {
     }
 
     async fn route(&self, req: &Request<Incoming>, peer: SocketAddr) -> Resp {
+        // RFC 9112 §3.2: an HTTP/1.1 request without Host, or any request
+        // with several, is answered 400 (as nginx does).
+        let hosts = req.headers().get_all(header::HOST).iter().count();
+        if hosts > 1 || (hosts == 0 && req.version() == Version::HTTP_11) {
+            return plain(StatusCode::BAD_REQUEST, "missing or repeated Host header");
+        }
+        if req.method() == Method::OPTIONS {
+            // `OPTIONS *` (RFC 9110 §9.3.7) and `OPTIONS /path` alike.
+            let mut r = Response::new(empty());
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(ALLOW));
+            r.headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+            return r;
+        }
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
             r.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+                .insert(header::ALLOW, HeaderValue::from_static(ALLOW));
             return r;
         }
-        let p = req.uri().path();
+        let p = path::normalize(req.uri().path());
         let plan = self.plan.load_full();
         let cfg = &plan.cluster.http;
         if let Some(rest) = p.strip_prefix("/images/") {

@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
+use super::clients::Clients;
 use super::stats::Stats;
 use super::{Ctx, DRAIN, HEADER_TIMEOUT, MAX_CONNECTIONS};
 use crate::net;
@@ -57,6 +58,7 @@ impl Http {
                 stats: Arc::new(Stats::new(shared.clone())),
                 plan: shared,
                 boundary_seq: AtomicU64::new(1),
+                clients: Arc::new(Clients::default()),
             }),
             listeners: Listeners::default(),
             tasks: Tasks::new("http"),
@@ -134,15 +136,29 @@ async fn serve_listener(
     // EMFILE and friends: back off instead of spinning.
     let on_error = |e: &std::io::Error| warn!("http accept: {e}");
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
+        let limit = ctx.plan.load().cluster.http.max_connections_per_client;
+        let slot = ctx.clients.try_acquire(peer.ip(), limit);
         let _ = stream.set_nodelay(true);
         let ctx = ctx.clone();
         let shutdown = shutdown.clone();
         let span = info_span!("http", %peer);
         async move {
+            let Some(_slot) = slot else {
+                // Closed at once: one host cannot hold every slot (slowloris).
+                debug!("http connection closed: the client already holds {limit}");
+                ctx.stats.refused_per_client();
+                return;
+            };
             // A client that connects and stays silent holds no slot for
-            // long (hyper's header timeout starts with the first request).
+            // long; hyper's header timeout then bounds each request head
+            // (the first and every keep-alive follow-up), however slowly
+            // it trickles in: its deadline is not reset by partial data.
+            // `peek`, not `readable()`: readiness may be reported for a
+            // fresh socket with no byte in it (a silent client then sat in
+            // hyper-util's protocol sniffing, which has no timeout).
+            let mut first = [0u8; 1];
             let silent = tokio::select! {
-                r = tokio::time::timeout(HEADER_TIMEOUT, stream.readable()) => !matches!(r, Ok(Ok(()))),
+                r = tokio::time::timeout(HEADER_TIMEOUT, stream.peek(&mut first)) => !matches!(r, Ok(Ok(1))),
                 _ = shutdown.cancelled() => true,
             };
             if silent {

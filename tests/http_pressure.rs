@@ -1,0 +1,150 @@
+//! The HTTP service under pressure (issue #16): a slowloris from one host,
+//! trickled request heads, and parallel fetches of a large ignition file.
+//! Real binary, real sockets and curl, loopback only; every load loop is
+//! bounded in count and time.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Appliance;
+
+fn http_section(images: &Path, ignition: &Path, extra: &str) -> String {
+    format!(
+        "http:\n  listen: 127.0.0.1:0\n  imagesDir: {}\n  ignitionDir: {}\n{extra}",
+        images.display(),
+        ignition.display()
+    )
+}
+
+/// A TCP connection to `to` from the loopback address `from`.
+fn connect_from(from: &str, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    let local: SocketAddr = SocketAddr::new(from.parse::<IpAddr>().unwrap(), 0);
+    sock.bind(&local.into())?;
+    sock.connect_timeout(&to.into(), Duration::from_secs(5))?;
+    Ok(sock.into())
+}
+
+/// Has the server closed `s` (EOF or reset), within `wait`?
+fn closed_by_server(s: &mut TcpStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut b = [0u8; 512];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue, // a 408/400 answer before the close
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// 200 silent connections from 127.0.0.2 with `maxConnectionsPerClient: 16`:
+/// the excess is closed at once (old code: all 200 held for 30 s), and a
+/// curl from 127.0.0.3 gets its file promptly; a request head trickled one
+/// byte at a time is cut off by the header timeout (10 s), as is a silent
+/// connection.
+#[test]
+fn http_slowloris_per_client_limit_and_trickled_heads() {
+    require_tools!("curl");
+    let dir = tempfile::tempdir().unwrap();
+    let (images, ignition) = (dir.path().join("images"), dir.path().join("ignition"));
+    std::fs::create_dir_all(&images).unwrap();
+    std::fs::create_dir_all(&ignition).unwrap();
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(images.join("rhcos.iso"), &body).unwrap();
+    let app = Appliance::start(&common::only(&http_section(
+        &images,
+        &ignition,
+        "  maxConnectionsPerClient: 16\n",
+    )));
+    let addr = app.addr("http");
+
+    let start = Instant::now();
+    let mut conns = Vec::new();
+    for _ in 0..200 {
+        conns.push(connect_from("127.0.0.2", addr).unwrap());
+    }
+    // Another client is served promptly.
+    let t = Instant::now();
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "--interface",
+            "127.0.0.3",
+            "-o",
+            "-",
+        ])
+        .arg(format!("http://{addr}/images/rhcos.iso"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    assert!(
+        out.status.success(),
+        "curl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout == body, "body differs");
+    assert!(
+        took < Duration::from_secs(2),
+        "the other client waited {took:?}"
+    );
+
+    // The excess of 127.0.0.2 is closed at once; at most 16 stay open.
+    let mut open = 0;
+    for c in &mut conns {
+        if !closed_by_server(c, Duration::from_millis(20)) {
+            open += 1;
+        }
+    }
+    assert!(
+        open <= 16,
+        "{open} of 200 connections from one client still open after {:?}",
+        start.elapsed()
+    );
+    drop(conns);
+
+    // A head trickled one byte every 300 ms never completes; the header
+    // timeout (10 s) closes it though bytes keep arriving. A silent one too.
+    let mut silent = connect_from("127.0.0.4", addr).unwrap();
+    let mut trickle = connect_from("127.0.0.5", addr).unwrap();
+    let req = b"GET /images/rhcos.iso HTTP/1.1\r\nHost: a\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let t = Instant::now();
+    let mut cut = None;
+    for b in req.iter().cycle().take(100) {
+        if trickle.write_all(&[*b]).is_err() {
+            cut = Some(t.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        if t.elapsed() > Duration::from_secs(25) {
+            break;
+        }
+    }
+    let cut = cut.unwrap_or_else(|| {
+        if closed_by_server(&mut trickle, Duration::from_millis(100)) {
+            t.elapsed()
+        } else {
+            Duration::MAX
+        }
+    });
+    assert!(
+        cut >= Duration::from_secs(5) && cut < Duration::from_secs(20),
+        "trickled head closed after {cut:?} (want about 10 s)"
+    );
+    assert!(
+        closed_by_server(&mut silent, Duration::from_secs(5)),
+        "a silent connection is still open after {:?}",
+        t.elapsed()
+    );
+}
