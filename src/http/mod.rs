@@ -22,7 +22,8 @@
 //! - Range (single, multi, suffix, open), 416, ETag / Last-Modified and the
 //!   RFC 9110 conditionals live in the pure [`range`] module.
 //! - Ignition is answered only to `network.cidr` and loopback (403
-//!   otherwise); every ignition request is recorded in [`stats::Stats`]
+//!   otherwise); each body is built once per file version (and node) and
+//!   shared by every response ([`igncache`]: bounded cache, bounded loads); every ignition request is recorded in [`stats::Stats`]
 //!   (client IP ↔ node, file, status, time) and shown by the admin listener.
 //! - A bad request or a broken connection is logged at debug and never ends
 //!   the listener; a listener that ends on its own fails the service.
@@ -33,6 +34,7 @@
 //!   keeps the listening socket when `http.listen` did not change.
 
 mod clients;
+mod igncache;
 pub mod ignition;
 pub mod path;
 pub mod range;
@@ -42,7 +44,7 @@ pub mod stats;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -57,7 +59,7 @@ use hyper::{Method, Request, Response, StatusCode, Version};
 use tracing::{debug, error, info, warn};
 
 use crate::plan::Plan;
-use ignition::Target;
+use igncache::IgnError;
 use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};
 pub use server::Http;
 use stats::{Fetch, Stats};
@@ -84,6 +86,7 @@ pub(crate) struct Ctx {
     stats: Arc<Stats>,
     boundary_seq: AtomicU64,
     clients: Arc<clients::Clients>,
+    ign_cache: igncache::IgnCache,
 }
 
 fn empty() -> Body {
@@ -344,17 +347,14 @@ impl Ctx {
             record(StatusCode::NOT_FOUND, "not a node or role", 0);
             return plain(StatusCode::NOT_FOUND, "not found");
         };
-        let dir = c.http.ignition_dir.clone();
-        let t = target.clone();
-        let loaded = tokio::task::spawn_blocking(move || load_ignition(&dir, &t)).await;
-        let (body, detail) = match loaded {
-            Ok(Ok(x)) => x,
-            Ok(Err(IgnError::Missing(f))) => {
+        let (body, etag, detail) = match self.ign_cache.load(&c.http.ignition_dir, &target).await {
+            Ok(b) => (b.bytes, b.etag, b.detail),
+            Err(IgnError::Missing(f)) => {
                 info!("ignition {file} for {client}: {f} does not exist");
                 record(StatusCode::NOT_FOUND, &format!("{f} missing"), 0);
                 return plain(StatusCode::NOT_FOUND, "not found");
             }
-            Ok(Err(IgnError::Broken(msg))) => {
+            Err(IgnError::Broken(msg)) => {
                 error!("ignition {file} for {client}: {msg}");
                 record(StatusCode::INTERNAL_SERVER_ERROR, &msg, 0);
                 return plain(
@@ -362,13 +362,9 @@ impl Ctx {
                     "ignition config is invalid",
                 );
             }
-            Err(e) => {
-                error!("ignition loader task failed: {e}");
-                return plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
-            }
         };
         let v = Validators {
-            etag: range::content_etag(&body),
+            etag,
             modified: None,
         };
         let len = body.len() as u64;
@@ -487,62 +483,4 @@ fn multipart_stream(
             stats2.sent(trailer.len() as u64);
             Ok(Frame::data(trailer))
         }))
-}
-
-enum IgnError {
-    /// The file to serve does not exist (name relative to ignitionDir).
-    Missing(String),
-    /// The file exists but cannot be served (unreadable, too big, invalid).
-    Broken(String),
-}
-
-/// Read `<name>.ign` under `dir`: `Ok(None)` when it does not exist.
-fn read_ign(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, IgnError> {
-    let rel = PathBuf::from(format!("{name}.ign"));
-    match path::resolve(dir, &rel) {
-        path::Resolved::NotFound(_) => Ok(None),
-        path::Resolved::File { path, file, .. } => {
-            use std::io::Read as _;
-            let mut buf = Vec::new();
-            file.take(MAX_IGNITION + 1)
-                .read_to_end(&mut buf)
-                .map_err(|e| IgnError::Broken(format!("reading {}: {e}", path.display())))?;
-            if buf.len() as u64 > MAX_IGNITION {
-                return Err(IgnError::Broken(format!(
-                    "{} is larger than {MAX_IGNITION} bytes",
-                    path.display()
-                )));
-            }
-            Ok(Some(buf))
-        }
-    }
-}
-
-/// The body for a target and how it was made. Blocking.
-fn load_ignition(dir: &Path, t: &Target) -> Result<(Vec<u8>, String), IgnError> {
-    match t {
-        Target::Role(role) => read_ign(dir, role.as_str())?
-            .map(|b| (b, "role file".to_string()))
-            .ok_or_else(|| IgnError::Missing(format!("{role}.ign"))),
-        Target::Node {
-            node,
-            role,
-            hostname,
-        } => {
-            if let Some(b) = read_ign(dir, node)? {
-                return Ok((b, "node file".into()));
-            }
-            let Some(role_cfg) = read_ign(dir, role.as_str())? else {
-                return Err(IgnError::Missing(format!("{node}.ign and {role}.ign")));
-            };
-            ignition::merge_hostname(&role_cfg, hostname)
-                .map(|b| (b, format!("{role}.ign + hostname {hostname}")))
-                .map_err(|e| {
-                    IgnError::Broken(format!(
-                        "cannot merge the hostname into {}: {e}",
-                        dir.join(format!("{role}.ign")).display()
-                    ))
-                })
-        }
-    }
 }

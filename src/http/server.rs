@@ -59,6 +59,7 @@ impl Http {
                 plan: shared,
                 boundary_seq: AtomicU64::new(1),
                 clients: Arc::new(Clients::default()),
+                ign_cache: Default::default(),
             }),
             listeners: Listeners::default(),
             tasks: Tasks::new("http"),
