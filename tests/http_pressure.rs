@@ -269,3 +269,39 @@ fn http_parallel_ignition_fetches_share_one_body() {
     assert_eq!(v["tag"], "two-and-longer");
     assert_eq!(v["storage"]["files"][0]["path"], "/etc/hostname");
 }
+
+/// The soft open-files limit is raised to the hard one at start and logged;
+/// a hard limit below what the connection caps need is warned about.
+#[test]
+fn serve_raises_the_open_files_limit_and_warns_when_short() {
+    require_tools!("prlimit");
+    let dir = tempfile::tempdir().unwrap();
+    let (images, ignition) = (dir.path().join("images"), dir.path().join("ignition"));
+    std::fs::create_dir_all(&images).unwrap();
+    std::fs::create_dir_all(&ignition).unwrap();
+    let yaml = common::only(&http_section(&images, &ignition, ""));
+    let soft_of = |pid: u32| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/limits"))
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+            .unwrap()
+    };
+    let app = common::Launch::default()
+        .prefix(&["prlimit", "--nofile=256:4096", "--"])
+        .start(&yaml);
+    app.wait_log(
+        "open files limit raised from 256 to 4096",
+        Duration::from_secs(10),
+    );
+    assert_eq!(soft_of(app.pid()), 4096);
+    assert!(!app.log().contains("is below the"), "{}", app.log());
+    drop(app);
+
+    let app = common::Launch::default()
+        .prefix(&["prlimit", "--nofile=256:256", "--"])
+        .start(&yaml);
+    app.wait_log("open files limit 256 is below the", Duration::from_secs(10));
+    assert_eq!(soft_of(app.pid()), 256);
+}

@@ -134,8 +134,13 @@ async fn serve_listener(
         backoff: Duration::from_millis(100),
         drain: None,
     };
-    // EMFILE and friends: back off instead of spinning.
-    let on_error = |e: &std::io::Error| warn!("http accept: {e}");
+    // EMFILE and friends: back off instead of spinning; one line a second.
+    let every = net::LogEvery::new(Duration::from_secs(1));
+    let on_error = |e: &std::io::Error| {
+        if let Some(n) = every.allow() {
+            warn!("http accept: {e} ({n} more suppressed)");
+        }
+    };
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
         let limit = ctx.plan.load().cluster.http.max_connections_per_client;
         let slot = ctx.clients.try_acquire(peer.ip(), limit);
