@@ -152,12 +152,13 @@ pub async fn serve<F, Fut>(
     }
 }
 
-/// Serve one HTTP connection (HTTP/1 or 2, per `builder`) until it ends.
+/// Serve one HTTP connection (HTTP/1 or 2, per `builder`) over `stream` (a
+/// `TcpStream` or a wrapper of one) until it ends.
 /// At shutdown, hyper finishes the requests in flight (no new ones) and gets
 /// `drain` to do so; then the connection is dropped and `Ok` returned.
-pub async fn serve_http<S, B>(
+pub async fn serve_http<S, B, I>(
     builder: &auto::Builder<TokioExecutor>,
-    stream: TcpStream,
+    stream: I,
     svc: S,
     shutdown: &CancellationToken,
     drain: Duration,
@@ -169,6 +170,7 @@ where
     B: Body + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     TokioExecutor: HttpServerConnExec<S::Future, B>,
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
 {
     let conn = builder.serve_connection(TokioIo::new(stream), svc);
     tokio::pin!(conn);

@@ -769,6 +769,28 @@ fn http_rfc9112_host_options_and_path_normalisation() {
     assert!(get("/rhcos-live.iso", "1.0", "Host: a\r\nHost: a\r\n").contains(" 400"));
     assert!(get("/rhcos-live.iso", "1.1", "Host: a\r\n").starts_with("HTTP/1.1 200"));
     assert!(get("/rhcos-live.iso", "1.0", "").starts_with("HTTP/1.0 200"));
+    // RFC 9112 §2.6: a higher HTTP/1 minor version is served as 1.1 (was
+    // 400), also on a keep-alive follow-up; HTTP/2.2 is no HTTP/1.
+    assert!(get("/rhcos-live.iso", "1.2", "Host: a\r\n").starts_with("HTTP/1.1 200"));
+    assert!(
+        get("/rhcos-live.iso", "1.9", "").starts_with("HTTP/1.1 400"),
+        "no Host"
+    );
+    assert!(!get("/rhcos-live.iso", "2.2", "Host: a\r\n").contains(" 200"));
+    {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(
+            b"GET /images/images/nested.img HTTP/1.2\r\nHost: a\r\n\r\nGET /images/images/nested.img HTTP/1.3\r\nHost: a\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        let text = String::from_utf8_lossy(&got);
+        assert_eq!(text.matches("HTTP/1.1 200").count(), 2, "{text}");
+        assert_eq!(text.matches("nested").count(), 2, "{text}");
+    }
 
     let (status, h) = raw_head(
         addr,
@@ -805,6 +827,12 @@ fn http_rfc9112_host_options_and_path_normalisation() {
         assert_eq!(r.code, 200, "{p}");
         assert!(r.body == want, "{p}: body differs");
     }
+    // h2c (prior knowledge) is untouched by the HTTP/1 version rewrite.
+    let r = curl(
+        &["--http2-prior-knowledge"],
+        &format!("{base}/rhcos-live.iso"),
+    );
+    assert!(r.code == 200 && r.body == want, "h2c: {}", r.code);
     // `//images/x` is `/images/x` (imagesDir/x), not imagesDir/images/x.
     let r = curl(&["--path-as-is"], &format!("{base}//images/nested.img"));
     assert_eq!(r.code, 404);

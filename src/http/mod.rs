@@ -1,8 +1,9 @@
 //! HTTP server (hyper 1, HTTP/1.1 and h2c) for RHCOS images and ignition.
 //!
 //! Routes (GET and HEAD; OPTIONS → 200 with `Allow`; other methods → 405;
-//! an HTTP/1.1 request without `Host`, or any with two, → 400; the path is
-//! normalised first, [`path::normalize`]):
+//! an HTTP/1.1 request without `Host`, or any with two, → 400; `HTTP/1.2`
+//! and up are read as 1.1, `version`; the path is normalised first,
+//! [`path::normalize`]):
 //!
 //! | path | served from |
 //! |---|---|
@@ -40,6 +41,7 @@ pub mod path;
 pub mod range;
 mod server;
 pub mod stats;
+mod version;
 
 use std::fs::File;
 use std::net::SocketAddr;

@@ -21,6 +21,7 @@ use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use super::clients::Clients;
 use super::stats::Stats;
+use super::version::MinorVersion;
 use super::{Ctx, DRAIN, HEADER_TIMEOUT, MAX_CONNECTIONS};
 use crate::net;
 use crate::plan::Plan;
@@ -185,6 +186,7 @@ async fn serve_listener(
                 .half_close(true)
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT);
+            let stream = MinorVersion::new(stream);
             if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, DRAIN).await {
                 debug!("http connection: {e}");
             }
