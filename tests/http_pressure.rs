@@ -117,6 +117,10 @@ fn http_slowloris_per_client_limit_and_trickled_heads() {
     // A head trickled one byte every 300 ms never completes; the header
     // timeout (10 s) closes it though bytes keep arriving. A silent one too.
     let mut silent = connect_from("127.0.0.4", addr).unwrap();
+    // The first bytes of an h2 preface, then nothing (hyper-util's version
+    // sniffing has no timeout of its own: held for ever before).
+    let mut preface = connect_from("127.0.0.6", addr).unwrap();
+    preface.write_all(b"PRI * HT").unwrap();
     let mut trickle = connect_from("127.0.0.5", addr).unwrap();
     let req = b"GET /images/rhcos.iso HTTP/1.1\r\nHost: a\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     let t = Instant::now();
@@ -146,6 +150,29 @@ fn http_slowloris_per_client_limit_and_trickled_heads() {
         closed_by_server(&mut silent, Duration::from_secs(5)),
         "a silent connection is still open after {:?}",
         t.elapsed()
+    );
+    assert!(
+        closed_by_server(&mut preface, Duration::from_secs(5)),
+        "a stalled h2 preface is still open after {:?}",
+        t.elapsed()
+    );
+    // h2c with prior knowledge still works.
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "--http2-prior-knowledge",
+            "-o",
+            "-",
+        ])
+        .arg(format!("http://{addr}/images/rhcos.iso"))
+        .output()
+        .unwrap();
+    assert!(
+        out.stdout == body,
+        "h2c: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 

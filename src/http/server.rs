@@ -124,6 +124,28 @@ impl Service for Http {
     }
 }
 
+/// The HTTP/2 connection preface (RFC 9113 §3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Wait until hyper-util can tell HTTP/1 from h2 without blocking: the
+/// bytes received differ from the h2 preface, or hold all of it. Its own
+/// sniffing has no timeout, so a client that sent nothing (or `P`, `PRI`…)
+/// and stalled held its connection for ever; the caller bounds this wait.
+/// `false` when the client closed first. `peek`, not `readable()`: the
+/// latter reported fresh sockets ready with no byte in them.
+async fn sniffable(stream: &tokio::net::TcpStream) -> bool {
+    let mut buf = [0u8; H2_PREFACE.len()];
+    loop {
+        match stream.peek(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if n == buf.len() || buf[..n] != H2_PREFACE[..n] => return true,
+            // A prefix of the preface: wait for more (peek returns at once
+            // while bytes are queued, so poll gently).
+            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
 /// Accept and serve HTTP connections on `listener` until `shutdown`.
 async fn serve_listener(
     ctx: Arc<Ctx>,
@@ -160,12 +182,8 @@ async fn serve_listener(
             // long; hyper's header timeout then bounds each request head
             // (the first and every keep-alive follow-up), however slowly
             // it trickles in: its deadline is not reset by partial data.
-            // `peek`, not `readable()`: readiness may be reported for a
-            // fresh socket with no byte in it (a silent client then sat in
-            // hyper-util's protocol sniffing, which has no timeout).
-            let mut first = [0u8; 1];
             let silent = tokio::select! {
-                r = tokio::time::timeout(HEADER_TIMEOUT, stream.peek(&mut first)) => !matches!(r, Ok(Ok(1))),
+                r = tokio::time::timeout(HEADER_TIMEOUT, sniffable(&stream)) => !matches!(r, Ok(true)),
                 _ = shutdown.cancelled() => true,
             };
             if silent {
