@@ -34,6 +34,7 @@ pub mod http;
 pub mod hub;
 pub mod lb;
 pub mod libvirt;
+pub mod limits;
 pub mod metrics;
 pub mod model;
 pub mod net;

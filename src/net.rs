@@ -12,7 +12,8 @@
 //! shutdown that the HTTP and admin listeners share.
 //!
 //! The log callbacks are the caller's so each service keeps its own message,
-//! level and tracing target.
+//! level and tracing target; [`LogEvery`] rate-limits them (one line per
+//! second per listener for EMFILE storms).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -49,6 +50,44 @@ pub async fn accept(
         tokio::select! {
             _ = shutdown.cancelled() => return None,
             _ = tokio::time::sleep(backoff) => {}
+        }
+    }
+}
+
+/// At most one log line per [`LogEvery::period`] for a repeating error
+/// (EMFILE on accept would otherwise log every back-off). Reports how many
+/// were suppressed since the last line.
+pub struct LogEvery {
+    period: Duration,
+    state: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl LogEvery {
+    pub fn new(period: Duration) -> LogEvery {
+        LogEvery {
+            period,
+            state: std::sync::Mutex::new((None, 0)),
+        }
+    }
+
+    /// `Some(suppressed)` when a line may be logged now, else `None` (and
+    /// this occurrence is counted as suppressed).
+    pub fn allow(&self) -> Option<u64> {
+        let mut s = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = std::time::Instant::now();
+        match s.0 {
+            Some(last) if now.duration_since(last) < self.period => {
+                s.1 += 1;
+                None
+            }
+            _ => {
+                let suppressed = std::mem::take(&mut s.1);
+                s.0 = Some(now);
+                Some(suppressed)
+            }
         }
     }
 }
@@ -113,12 +152,13 @@ pub async fn serve<F, Fut>(
     }
 }
 
-/// Serve one HTTP connection (HTTP/1 or 2, per `builder`) until it ends.
+/// Serve one HTTP connection (HTTP/1 or 2, per `builder`) over `stream` (a
+/// `TcpStream` or a wrapper of one) until it ends.
 /// At shutdown, hyper finishes the requests in flight (no new ones) and gets
 /// `drain` to do so; then the connection is dropped and `Ok` returned.
-pub async fn serve_http<S, B>(
+pub async fn serve_http<S, B, I>(
     builder: &auto::Builder<TokioExecutor>,
-    stream: TcpStream,
+    stream: I,
     svc: S,
     shutdown: &CancellationToken,
     drain: Duration,
@@ -130,6 +170,7 @@ where
     B: Body + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     TokioExecutor: HttpServerConnExec<S::Future, B>,
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
 {
     let conn = builder.serve_connection(TokioIo::new(stream), svc);
     tokio::pin!(conn);
@@ -147,6 +188,16 @@ where
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn log_every_suppresses_within_the_period() {
+        let l = LogEvery::new(Duration::from_millis(200));
+        assert_eq!(l.allow(), Some(0));
+        assert_eq!(l.allow(), None);
+        assert_eq!(l.allow(), None);
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(l.allow(), Some(2));
+    }
 
     #[tokio::test]
     async fn serves_until_shutdown_then_drains() {

@@ -297,7 +297,7 @@ fn http_serves_images_with_ranges_and_conditionals() {
     // methods
     let g = curl(&["-X", "POST", "--data", "x"], &url);
     assert_eq!(g.code, 405);
-    assert_eq!(g.h("allow"), "GET, HEAD");
+    assert_eq!(g.h("allow"), "GET, HEAD, OPTIONS");
 
     // the flat alias used by nginx-style layouts
     let g = curl(&["-r", "0-9"], &format!("{base}/rhcos-live.iso"));

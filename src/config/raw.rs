@@ -388,6 +388,13 @@ pub struct Http {
     /// `<role>.ign` and optional `<node>.ign` files, served under /ignition/.
     #[serde(default = "ignition_dir")]
     pub ignition_dir: String,
+    /// Connections one client address may hold at once (default 64).
+    #[serde(default = "max_connections_per_client")]
+    pub max_connections_per_client: u32,
+}
+
+fn max_connections_per_client() -> u32 {
+    64
 }
 
 impl Default for Http {
@@ -397,6 +404,7 @@ impl Default for Http {
             listen: None,
             images_dir: images_dir(),
             ignition_dir: ignition_dir(),
+            max_connections_per_client: max_connections_per_client(),
         }
     }
 }

@@ -1,6 +1,9 @@
 //! HTTP server (hyper 1, HTTP/1.1 and h2c) for RHCOS images and ignition.
 //!
-//! Routes (GET and HEAD only; other methods → 405):
+//! Routes (GET and HEAD; OPTIONS → 200 with `Allow`; other methods → 405;
+//! an HTTP/1.1 request without `Host`, or any with two, → 400; `HTTP/1.2`
+//! and up are read as 1.1, `version`; the path is normalised first,
+//! [`path::normalize`]):
 //!
 //! | path | served from |
 //! |---|---|
@@ -19,27 +22,33 @@
 //!   get 400, anything outside the root, a directory or a special file 404.
 //! - Range (single, multi, suffix, open), 416, ETag / Last-Modified and the
 //!   RFC 9110 conditionals live in the pure [`range`] module.
-//! - Ignition is answered only to `network.cidr`, `dhcp.segments` and loopback (403
-//!   otherwise); every ignition request is recorded in [`stats::Stats`]
+//! - Ignition is answered only to `network.cidr`, `dhcp.segments` and
+//!   loopback (403 otherwise); each body is built once per file version
+//!   (and node) and shared by every response ([`igncache`]: bounded cache,
+//!   bounded loads); every ignition request is recorded in [`stats::Stats`]
 //!   (client IP ↔ node, file, status, time) and shown by the admin listener.
 //! - A bad request or a broken connection is logged at debug and never ends
 //!   the listener; a listener that ends on its own fails the service.
-//!   Silent or idle connections are closed after 30 s; at most
-//!   [`MAX_CONNECTIONS`] are served at once.
+//!   Silent, idle or trickling connections are closed after
+//!   [`HEADER_TIMEOUT`]; at most [`MAX_CONNECTIONS`] are served at once, and
+//!   at most `http.maxConnectionsPerClient` per client address (`clients`).
 //! - A reload swaps the plan (dirs, nodes, ACL) for the next request and
 //!   keeps the listening socket when `http.listen` did not change.
 
+mod clients;
+mod igncache;
 pub mod ignition;
 pub mod netboot;
 pub mod path;
 pub mod range;
 mod server;
 pub mod stats;
+mod version;
 
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -50,11 +59,11 @@ use futures_util::stream::{self, Stream, StreamExt};
 use http_body_util::{BodyExt, Empty, Full, StreamBody, combinators::UnsyncBoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode, Version};
 use tracing::{debug, error, info, warn};
 
 use crate::plan::Plan;
-use ignition::Target;
+use igncache::IgnError;
 use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};
 pub use server::Http;
 use stats::{Fetch, Stats};
@@ -63,10 +72,13 @@ use stats::{Fetch, Stats};
 pub const CHUNK: usize = 256 * 1024;
 /// Largest ignition file served (bootstrap.ign is a few hundred kB).
 pub const MAX_IGNITION: u64 = 64 * 1024 * 1024;
-/// How long a client may take to send its request head.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a new connection may stay silent, and how long a client may
+/// take to send a request head (from when it is awaited, trickled or not).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most connections served at once; further clients wait in the backlog.
 pub const MAX_CONNECTIONS: usize = 1024;
+/// The methods served (`Allow` of 405 and OPTIONS answers).
+const ALLOW: &str = "GET, HEAD, OPTIONS";
 /// How long in-flight responses get after shutdown is requested.
 const DRAIN: Duration = Duration::from_secs(5);
 
@@ -79,6 +91,8 @@ pub(crate) struct Ctx {
     boundary_seq: AtomicU64,
     /// Network-boot install state (`/boot/<mac>.ipxe`).
     boot: Arc<netboot::BootState>,
+    clients: Arc<clients::Clients>,
+    ign_cache: igncache::IgnCache,
 }
 
 fn empty() -> Body {
@@ -369,17 +383,14 @@ impl Ctx {
             record(StatusCode::NOT_FOUND, "not a node or role", 0);
             return plain(StatusCode::NOT_FOUND, "not found");
         };
-        let dir = c.http.ignition_dir.clone();
-        let t = target.clone();
-        let loaded = tokio::task::spawn_blocking(move || load_ignition(&dir, &t)).await;
-        let (body, detail) = match loaded {
-            Ok(Ok(x)) => x,
-            Ok(Err(IgnError::Missing(f))) => {
+        let (body, etag, detail) = match self.ign_cache.load(&c.http.ignition_dir, &target).await {
+            Ok(b) => (b.bytes, b.etag, b.detail),
+            Err(IgnError::Missing(f)) => {
                 info!("ignition {file} for {client}: {f} does not exist");
                 record(StatusCode::NOT_FOUND, &format!("{f} missing"), 0);
                 return plain(StatusCode::NOT_FOUND, "not found");
             }
-            Ok(Err(IgnError::Broken(msg))) => {
+            Err(IgnError::Broken(msg)) => {
                 error!("ignition {file} for {client}: {msg}");
                 record(StatusCode::INTERNAL_SERVER_ERROR, &msg, 0);
                 return plain(
@@ -387,13 +398,9 @@ impl Ctx {
                     "ignition config is invalid",
                 );
             }
-            Err(e) => {
-                error!("ignition loader task failed: {e}");
-                return plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
-            }
         };
         let v = Validators {
-            etag: range::content_etag(&body),
+            etag,
             modified: None,
         };
         let len = body.len() as u64;
@@ -446,13 +453,28 @@ impl Ctx {
     }
 
     async fn route(&self, req: &Request<Incoming>, peer: SocketAddr) -> Resp {
+        // RFC 9112 §3.2: an HTTP/1.1 request without Host, or any request
+        // with several, is answered 400 (as nginx does).
+        let hosts = req.headers().get_all(header::HOST).iter().count();
+        if hosts > 1 || (hosts == 0 && req.version() == Version::HTTP_11) {
+            return plain(StatusCode::BAD_REQUEST, "missing or repeated Host header");
+        }
+        if req.method() == Method::OPTIONS {
+            // `OPTIONS *` (RFC 9110 §9.3.7) and `OPTIONS /path` alike.
+            let mut r = Response::new(empty());
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(ALLOW));
+            r.headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+            return r;
+        }
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
             r.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+                .insert(header::ALLOW, HeaderValue::from_static(ALLOW));
             return r;
         }
-        let p = req.uri().path();
+        let p = path::normalize(req.uri().path());
         let plan = self.plan.load_full();
         let cfg = &plan.cluster.http;
         if let Some(rest) = p.strip_prefix("/images/") {
@@ -500,62 +522,4 @@ fn multipart_stream(
             stats2.sent(trailer.len() as u64);
             Ok(Frame::data(trailer))
         }))
-}
-
-enum IgnError {
-    /// The file to serve does not exist (name relative to ignitionDir).
-    Missing(String),
-    /// The file exists but cannot be served (unreadable, too big, invalid).
-    Broken(String),
-}
-
-/// Read `<name>.ign` under `dir`: `Ok(None)` when it does not exist.
-fn read_ign(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, IgnError> {
-    let rel = PathBuf::from(format!("{name}.ign"));
-    match path::resolve(dir, &rel) {
-        path::Resolved::NotFound(_) => Ok(None),
-        path::Resolved::File { path, file, .. } => {
-            use std::io::Read as _;
-            let mut buf = Vec::new();
-            file.take(MAX_IGNITION + 1)
-                .read_to_end(&mut buf)
-                .map_err(|e| IgnError::Broken(format!("reading {}: {e}", path.display())))?;
-            if buf.len() as u64 > MAX_IGNITION {
-                return Err(IgnError::Broken(format!(
-                    "{} is larger than {MAX_IGNITION} bytes",
-                    path.display()
-                )));
-            }
-            Ok(Some(buf))
-        }
-    }
-}
-
-/// The body for a target and how it was made. Blocking.
-fn load_ignition(dir: &Path, t: &Target) -> Result<(Vec<u8>, String), IgnError> {
-    match t {
-        Target::Role(role) => read_ign(dir, role.as_str())?
-            .map(|b| (b, "role file".to_string()))
-            .ok_or_else(|| IgnError::Missing(format!("{role}.ign"))),
-        Target::Node {
-            node,
-            role,
-            hostname,
-        } => {
-            if let Some(b) = read_ign(dir, node)? {
-                return Ok((b, "node file".into()));
-            }
-            let Some(role_cfg) = read_ign(dir, role.as_str())? else {
-                return Err(IgnError::Missing(format!("{node}.ign and {role}.ign")));
-            };
-            ignition::merge_hostname(&role_cfg, hostname)
-                .map(|b| (b, format!("{role}.ign + hostname {hostname}")))
-                .map_err(|e| {
-                    IgnError::Broken(format!(
-                        "cannot merge the hostname into {}: {e}",
-                        dir.join(format!("{role}.ign")).display()
-                    ))
-                })
-        }
-    }
 }

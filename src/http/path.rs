@@ -1,9 +1,13 @@
 //! Request paths → files, safely; content types by extension.
 //!
+//! [`normalize`] merges repeated slashes and drops `.` segments of the
+//! whole request path before routing, like nginx (`merge_slashes`), so
+//! `//images/x`, `/images//x` and `/images/./x` are `/images/x`.
 //! [`sanitize`] is pure: it percent-decodes the part of the URL path after
 //! the route prefix and returns a relative path of plain components, or an
-//! error for anything hostile (`..`, `.`, empty segments, NUL, backslashes,
-//! bad escapes, absolute paths). [`resolve`] then canonicalises the result
+//! error for anything hostile (`..` in any spelling, NUL, backslashes, an
+//! encoded `/`, bad escapes, a trailing `/`); empty and `.` segments (also
+//! `%2e`) are skipped, as nginx does. [`resolve`] then canonicalises the result
 //! under the canonical root and requires the target to stay under the root
 //! (symlinks are followed only while they point inside it) and to be a
 //! regular file; everything else is "not found", so probing reveals nothing.
@@ -25,8 +29,42 @@ pub enum PathError {
     Backslash,
     #[error("dot segment")]
     Dot,
-    #[error("empty segment or absolute path")]
+    #[error("trailing slash or encoded slash")]
     Empty,
+}
+
+/// The request path with repeated `/` merged and `.` segments (raw `.`,
+/// the percent-decoded forms are handled by [`sanitize`]) removed, as
+/// nginx does before matching locations. `..` is left for [`sanitize`] to
+/// refuse. A trailing `/` is kept. Borrowed when nothing changes.
+pub fn normalize(p: &str) -> std::borrow::Cow<'_, str> {
+    if !p.contains("//") && !p.contains("/./") && !p.ends_with("/.") {
+        return std::borrow::Cow::Borrowed(p);
+    }
+    let mut out = String::with_capacity(p.len());
+    let segs: Vec<&str> = p.split('/').collect();
+    let last = segs.len().saturating_sub(1);
+    for (i, seg) in segs.iter().enumerate() {
+        if i == 0 {
+            out.push_str(seg);
+            continue;
+        }
+        if seg.is_empty() || *seg == "." {
+            // A trailing `/`, `/.` or `//` keeps one trailing slash.
+            if i == last && !out.ends_with('/') {
+                out.push('/');
+            }
+            continue;
+        }
+        if !out.ends_with('/') {
+            out.push('/');
+        }
+        out.push_str(seg);
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Percent-decode `s` (RFC 3986 §2.1). `+` is kept literally.
@@ -61,10 +99,15 @@ pub fn sanitize(rest: &str) -> Result<PathBuf, PathError> {
     if rest.is_empty() {
         return Ok(PathBuf::new());
     }
+    if rest.ends_with('/') {
+        // A directory (no index pages); nginx answers it 403/404.
+        return Err(PathError::Empty);
+    }
     let mut out = PathBuf::new();
     for seg in rest.split('/') {
         if seg.is_empty() {
-            return Err(PathError::Empty);
+            // `a//b`, a leading `/`: merged, as nginx's merge_slashes does.
+            continue;
         }
         let bytes = percent_decode(seg)?;
         if bytes.contains(&0) {
@@ -77,7 +120,11 @@ pub fn sanitize(rest: &str) -> Result<PathBuf, PathError> {
             // An encoded slash inside one segment.
             return Err(PathError::Empty);
         }
-        if bytes == b"." || bytes == b".." {
+        if bytes == b"." {
+            // `a/./b`, `a/%2e/b`: the same directory, as nginx resolves it.
+            continue;
+        }
+        if bytes == b".." {
             return Err(PathError::Dot);
         }
         out.push(OsStr::from_bytes(&bytes));
@@ -228,6 +275,36 @@ mod tests {
         assert_eq!(sanitize("a+b..c").unwrap(), PathBuf::from("a+b..c"));
         assert_eq!(sanitize("...").unwrap(), PathBuf::from("..."));
         assert_eq!(sanitize("").unwrap(), PathBuf::new());
+        // nginx serves these (merge_slashes, `.` segments resolved); a
+        // leading `/` stays under the root.
+        assert_eq!(sanitize("a//b").unwrap(), PathBuf::from("a/b"));
+        assert_eq!(sanitize("a/./b").unwrap(), PathBuf::from("a/b"));
+        assert_eq!(sanitize("a/%2e/b").unwrap(), PathBuf::from("a/b"));
+        assert_eq!(
+            sanitize("/etc/passwd").unwrap(),
+            PathBuf::from("etc/passwd")
+        );
+        assert_eq!(sanitize(".").unwrap(), PathBuf::new());
+    }
+
+    #[test]
+    fn normalized_request_paths() {
+        for (p, want) in [
+            ("/images/x", "/images/x"),
+            ("//images/x", "/images/x"),
+            ("/images//rhcos.iso", "/images/rhcos.iso"),
+            ("/images/./x", "/images/x"),
+            ("/./images/.//./x", "/images/x"),
+            ("/images/a/", "/images/a/"),
+            ("/images/a//", "/images/a/"),
+            ("/images/a/.", "/images/a/"),
+            ("//", "/"),
+            ("/", "/"),
+            ("/images/../x", "/images/../x"),
+            ("/a.b/.c", "/a.b/.c"),
+        ] {
+            assert_eq!(normalize(p), want, "{p}");
+        }
     }
 
     #[test]
@@ -239,10 +316,9 @@ mod tests {
             ("a/../../etc/passwd", Dot),
             ("%2e%2e/etc/passwd", Dot),
             ("%2E%2E", Dot),
-            (".", Dot),
-            ("a/./b", Dot),
-            ("/etc/passwd", Empty),
-            ("a//b", Empty),
+            ("a/./../b", Dot),
+            ("a//..//b", Dot),
+            ("a/%2e%2e", Dot),
             ("a/", Empty),
             ("..%2fetc", Empty),
             ("a%2f..%2fb", Empty),

@@ -19,8 +19,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
+use super::clients::Clients;
 use super::netboot::BootState;
 use super::stats::Stats;
+use super::version::MinorVersion;
 use super::{Ctx, DRAIN, HEADER_TIMEOUT, MAX_CONNECTIONS};
 use crate::net;
 use crate::plan::Plan;
@@ -59,6 +61,8 @@ impl Http {
                 boot: Arc::new(BootState::load(BootState::path_of(&plan.cluster))),
                 plan: shared,
                 boundary_seq: AtomicU64::new(1),
+                clients: Arc::new(Clients::default()),
+                ign_cache: Default::default(),
             }),
             listeners: Listeners::default(),
             tasks: Tasks::new("http"),
@@ -127,6 +131,28 @@ impl Service for Http {
     }
 }
 
+/// The HTTP/2 connection preface (RFC 9113 §3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Wait until hyper-util can tell HTTP/1 from h2 without blocking: the
+/// bytes received differ from the h2 preface, or hold all of it. Its own
+/// sniffing has no timeout, so a client that sent nothing (or `P`, `PRI`…)
+/// and stalled held its connection for ever; the caller bounds this wait.
+/// `false` when the client closed first. `peek`, not `readable()`: the
+/// latter reported fresh sockets ready with no byte in them.
+async fn sniffable(stream: &tokio::net::TcpStream) -> bool {
+    let mut buf = [0u8; H2_PREFACE.len()];
+    loop {
+        match stream.peek(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if n == buf.len() || buf[..n] != H2_PREFACE[..n] => return true,
+            // A prefix of the preface: wait for more (peek returns at once
+            // while bytes are queued, so poll gently).
+            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
 /// Accept and serve HTTP connections on `listener` until `shutdown`.
 async fn serve_listener(
     ctx: Arc<Ctx>,
@@ -138,18 +164,33 @@ async fn serve_listener(
         backoff: Duration::from_millis(100),
         drain: None,
     };
-    // EMFILE and friends: back off instead of spinning.
-    let on_error = |e: &std::io::Error| warn!("http accept: {e}");
+    // EMFILE and friends: back off instead of spinning; one line a second.
+    let every = net::LogEvery::new(Duration::from_secs(1));
+    let on_error = |e: &std::io::Error| {
+        if let Some(n) = every.allow() {
+            warn!("http accept: {e} ({n} more suppressed)");
+        }
+    };
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
+        let limit = ctx.plan.load().cluster.http.max_connections_per_client;
+        let slot = ctx.clients.try_acquire(peer.ip(), limit);
         let _ = stream.set_nodelay(true);
         let ctx = ctx.clone();
         let shutdown = shutdown.clone();
         let span = info_span!("http", %peer);
         async move {
+            let Some(_slot) = slot else {
+                // Closed at once: one host cannot hold every slot (slowloris).
+                debug!("http connection closed: the client already holds {limit}");
+                ctx.stats.refused_per_client();
+                return;
+            };
             // A client that connects and stays silent holds no slot for
-            // long (hyper's header timeout starts with the first request).
+            // long; hyper's header timeout then bounds each request head
+            // (the first and every keep-alive follow-up), however slowly
+            // it trickles in: its deadline is not reset by partial data.
             let silent = tokio::select! {
-                r = tokio::time::timeout(HEADER_TIMEOUT, stream.readable()) => !matches!(r, Ok(Ok(()))),
+                r = tokio::time::timeout(HEADER_TIMEOUT, sniffable(&stream)) => !matches!(r, Ok(true)),
                 _ = shutdown.cancelled() => true,
             };
             if silent {
@@ -170,6 +211,7 @@ async fn serve_listener(
                 .half_close(true)
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT);
+            let stream = MinorVersion::new(stream);
             if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, DRAIN).await {
                 debug!("http connection: {e}");
             }

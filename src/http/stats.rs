@@ -57,6 +57,7 @@ pub struct Stats {
     bytes: AtomicU64,
     active: AtomicI64,
     connections: AtomicU64,
+    refused_per_client: AtomicU64,
     fetches: Mutex<VecDeque<Fetch>>,
     ign_by_status: Mutex<BTreeMap<u16, u64>>,
 }
@@ -74,6 +75,7 @@ impl Stats {
             bytes: AtomicU64::new(0),
             active: AtomicI64::new(0),
             connections: AtomicU64::new(0),
+            refused_per_client: AtomicU64::new(0),
             fetches: Mutex::default(),
             ign_by_status: Mutex::default(),
         }
@@ -90,6 +92,10 @@ impl Stats {
     pub fn conn_open(&self) {
         self.connections.fetch_add(1, Ordering::Relaxed);
         self.active.fetch_add(1, Ordering::Relaxed);
+    }
+    /// A connection closed at accept: its client held its limit already.
+    pub fn refused_per_client(&self) {
+        self.refused_per_client.fetch_add(1, Ordering::Relaxed);
     }
     pub fn conn_close(&self) {
         self.active.fetch_sub(1, Ordering::Relaxed);
@@ -181,6 +187,13 @@ impl Stats {
             "Accepted HTTP connections.",
         )
         .sample(&[], self.connections.load(Ordering::Relaxed));
+        family(
+            out,
+            "crc_appliance_http_connections_refused_total",
+            Kind::Counter,
+            "Connections closed at accept: the client held http.maxConnectionsPerClient.",
+        )
+        .sample(&[], self.refused_per_client.load(Ordering::Relaxed));
         let mut f = family(
             out,
             "crc_appliance_http_ignition_requests_total",

@@ -436,9 +436,14 @@ async fn accept_loop(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let stats = &lb.frontend(kind).stats;
+    let every = net::LogEvery::new(Duration::from_secs(1));
     loop {
-        // EMFILE and friends: back off a little, keep serving.
-        let on_error = |e: &std::io::Error| warn!("lb {kind}: accept: {e}");
+        // EMFILE and friends: back off a little, keep serving; one line a second.
+        let on_error = |e: &std::io::Error| {
+            if let Some(n) = every.allow() {
+                warn!("lb {kind}: accept: {e} ({n} more suppressed)");
+            }
+        };
         let Some((stream, peer)) =
             net::accept(&listener, &shutdown, Duration::from_millis(50), on_error).await
         else {

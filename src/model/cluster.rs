@@ -259,6 +259,9 @@ pub struct HttpCfg {
     pub listen: SocketAddr,
     pub images_dir: PathBuf,
     pub ignition_dir: PathBuf,
+    /// Connections one client IP may hold at once (loopback included);
+    /// more are closed at accept.
+    pub max_connections_per_client: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -25,6 +25,9 @@ pub(crate) fn build_http(
             e.push(format!("http.{f}"), "must not be empty");
         }
     }
+    if t.max_connections_per_client == 0 {
+        e.push("http.maxConnectionsPerClient", "must be at least 1");
+    }
     let images_dir = resolve(base, &t.images_dir);
     let ignition_dir = resolve(base, &t.ignition_dir);
     if !t.images_dir.trim().is_empty()
@@ -38,6 +41,7 @@ pub(crate) fn build_http(
         listen: listen?,
         images_dir,
         ignition_dir,
+        max_connections_per_client: t.max_connections_per_client as usize,
     })
 }
 
