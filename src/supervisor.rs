@@ -80,6 +80,7 @@ fn sd_notify(state: &str) {
 /// `serve --cluster FILE`.
 pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     let plan = Arc::new(config::load(&path)?);
+    crate::preflight::log(&plan);
     let root = CancellationToken::new();
     let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
