@@ -155,7 +155,7 @@ pub fn render(c: &Cluster) -> String {
     }
     let _ = writeln!(
         out,
-        "set -e\ntmp=$(mktemp --suffix=.xml)\ncat > \"$tmp\" <<'EOF'"
+        "set -e\n# firewalld takes the service name from the file name too: no dots.\ndir=$(mktemp -d)\ncat > \"$dir/{name}.xml\" <<'EOF'"
     );
     out.push_str(&render_xml(c));
     out.push_str("EOF\n");
@@ -164,11 +164,11 @@ pub fn render(c: &Cluster) -> String {
         out,
         "firewall-cmd --permanent --delete-service={name} >/dev/null 2>&1 || true"
     );
-    for l in commands(&name, zone(c), "\"$tmp\"") {
+    for l in commands(&name, zone(c), &format!("\"$dir/{name}.xml\"")) {
         out.push_str(&l);
         out.push('\n');
     }
-    out.push_str("rm -f \"$tmp\"\n");
+    out.push_str("rm -rf \"$dir\"\n");
     out
 }
 
@@ -237,7 +237,9 @@ mod tests {
             ),
             "{cmds}"
         );
-        assert!(cmds.contains("--new-service-from-file=\"$tmp\" --name=crc-appliance-ocp4"));
+        assert!(cmds.contains(
+            "--new-service-from-file=\"$dir/crc-appliance-ocp4.xml\" --name=crc-appliance-ocp4"
+        ));
     }
 
     #[test]

@@ -85,7 +85,11 @@ pub fn report(findings: &[Finding]) -> String {
             Severity::Warn => "fix",
             Severity::Info => "note",
         };
-        let _ = writeln!(out, "{tag} {}: {}\n     {label}: {}", f.check, f.problem, f.fix);
+        let _ = writeln!(
+            out,
+            "{tag} {}: {}\n     {label}: {}",
+            f.check, f.problem, f.fix
+        );
     }
     match problems(findings) {
         0 => out.push_str("preflight: ok\n"),
