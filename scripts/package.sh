@@ -52,7 +52,8 @@ COPY
 strip --strip-debug "$pkg/usr/bin/crc-appliance" 2>/dev/null || true
 
 depends="libc6"
-if readelf -d "$pkg/usr/bin/crc-appliance" 2>/dev/null | grep -q 'libvirt\.so'; then
+if { command -v readelf >/dev/null && readelf -d "$pkg/usr/bin/crc-appliance" | grep -q 'NEEDED.*libvirt\.so'; } ||
+   { ! command -v readelf >/dev/null && grep -qa 'libvirt\.so\.0' "$pkg/usr/bin/crc-appliance"; }; then
   depends="$depends, libvirt0"
 fi
 install -d "$pkg/DEBIAN"
