@@ -55,6 +55,11 @@ pub enum Command {
         #[command(subcommand)]
         action: LbAction,
     },
+    /// Per-node actions through the admin API (network boot).
+    Node {
+        #[command(subcommand)]
+        action: NodeAction,
+    },
     /// Create, remove or inspect the cluster's libvirt network and VMs.
     Vm { action: VmAction },
     /// Host firewall openings this cluster needs (firewalld).
@@ -97,6 +102,13 @@ pub enum LbAction {
     Enable { node: String },
     /// Print backend health as JSON.
     Status,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum NodeAction {
+    /// Make the node install again at its next network boot (it boots its
+    /// disk once installed).
+    Reinstall { node: String },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -23,6 +23,19 @@ pub trait LbControl: Send + Sync {
     fn set_disabled(&self, node: &str, disabled: bool) -> Result<String, LbControlError>;
 }
 
+/// Network-boot control (the HTTP service), used by the admin API.
+pub trait BootControl: Send + Sync {
+    /// Make `node` install again at its next network boot.
+    fn reinstall(&self, node: &str) -> Result<String, NodeControlError>;
+}
+
+/// Why a node control request was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeControlError {
+    #[error("node {0:?} is not in the cluster file")]
+    UnknownNode(String),
+}
+
 /// Why an LB control request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LbControlError {
@@ -94,6 +107,7 @@ pub struct Hub {
     plan: ArcSwap<Plan>,
     services: RwLock<Vec<Arc<dyn Service>>>,
     lb: RwLock<Option<Arc<dyn LbControl>>>,
+    boot: RwLock<Option<Arc<dyn BootControl>>>,
     reload: Mutex<ReloadStatus>,
     reload_tx: mpsc::Sender<ReloadRequest>,
 }
@@ -106,6 +120,7 @@ impl Hub {
             plan: ArcSwap::new(plan),
             services: RwLock::new(Vec::new()),
             lb: RwLock::new(None),
+            boot: RwLock::new(None),
             reload: Mutex::new(ReloadStatus::default()),
             reload_tx,
         });
@@ -142,6 +157,14 @@ impl Hub {
 
     pub fn lb_control(&self) -> Option<Arc<dyn LbControl>> {
         self.lb.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_boot_control(&self, c: Arc<dyn BootControl>) {
+        *self.boot.write().unwrap_or_else(|e| e.into_inner()) = Some(c);
+    }
+
+    pub fn boot_control(&self) -> Option<Arc<dyn BootControl>> {
+        self.boot.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn reload_status(&self) -> ReloadStatus {

@@ -15,6 +15,7 @@
 //! - [`supervisor`]: `serve` — creates, runs and stops the services.
 //! - [`reload`]: applies a new cluster file to the running services.
 //! - [`dns`], [`dhcp`], [`lb`], [`http`], [`admin`]: one service each.
+//! - [`tftp`]: read-only TFTP for network boot (the `pxe:` section).
 //! - [`libvirt`]: network, disks and VMs.
 //! - [`hub`]: the plan being served, the services, LB control and the
 //!   reload outcome, shared with the admin API.
@@ -46,6 +47,7 @@ pub mod service;
 pub mod status;
 pub mod supervisor;
 pub mod telemetry;
+pub mod tftp;
 
 use std::sync::Arc;
 
@@ -79,23 +81,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Lb { action } => {
-            let c = config::load(&cluster)?.cluster;
             let (method, path) = match &action {
                 LbAction::Disable { node } => ("POST", format!("/api/lb/backends/{node}/disable")),
                 LbAction::Enable { node } => ("POST", format!("/api/lb/backends/{node}/enable")),
                 LbAction::Status => ("GET", "/api/lb/backends".to_string()),
             };
-            let addr = c.admin.listen;
-            let token = admin_token(c.admin.token_file.as_deref())?;
-            let (status, body) = tokio::task::spawn_blocking(move || {
-                admin_client::request(addr, token.as_deref(), method, &path)
-            })
-            .await??;
-            println!("{}", body.trim_end());
-            if !(200..300).contains(&status) {
-                anyhow::bail!("admin API answered HTTP {status}");
-            }
-            Ok(())
+            admin_call(&cluster, method, path).await
+        }
+        Command::Node { action } => {
+            let cli::NodeAction::Reinstall { node } = action;
+            admin_call(&cluster, "POST", format!("/api/nodes/{node}/reinstall")).await
         }
         Command::Reload => reload_running(&cluster).await,
         Command::Vm { action } => {
@@ -129,6 +124,27 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// One admin API call for the CLI: the address and token from the cluster
+/// file; prints the answer; an error unless it is a 2xx.
+async fn admin_call(
+    cluster: &std::path::Path,
+    method: &'static str,
+    path: String,
+) -> anyhow::Result<()> {
+    let c = config::load(cluster)?.cluster;
+    let addr = c.admin.listen;
+    let token = admin_token(c.admin.token_file.as_deref())?;
+    let (status, body) = tokio::task::spawn_blocking(move || {
+        admin_client::request(addr, token.as_deref(), method, &path)
+    })
+    .await??;
+    println!("{}", body.trim_end());
+    if !(200..300).contains(&status) {
+        anyhow::bail!("admin API answered HTTP {status}");
+    }
+    Ok(())
 }
 
 /// The admin API token from `admin.tokenFile`, if one is configured.
@@ -250,6 +266,9 @@ pub fn summary(plan: &Plan) -> String {
     );
     let _ = writeln!(out, "http {} {}", on(c.http.enabled), c.http.listen);
     let _ = writeln!(out, "admin {} {}", on(c.admin.enabled), c.admin.listen);
+    if let Some(t) = &c.tftp {
+        let _ = writeln!(out, "{}", tftp::stats::check_line(t));
+    }
     if let Some(v) = &c.libvirt {
         let _ = writeln!(
             out,

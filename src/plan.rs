@@ -340,6 +340,20 @@ pub fn render_dhcp(plan: &Plan) -> String {
             let _ = writeln!(out, "# no pool: unknown MACs are ignored");
         }
     }
+    for seg in &c.dhcp.segments {
+        let dns: Vec<String> = seg.dns.iter().map(|d| d.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "# segment {} mask {} router {} dns {}{} (relayed)",
+            seg.cidr,
+            seg.cidr.netmask(),
+            seg.gateway,
+            dns.join(","),
+            seg.pool
+                .map(|(s, e)| format!(" pool {s}-{e}"))
+                .unwrap_or_default()
+        );
+    }
     let _ = writeln!(out, "{:<19} {:<15} {:<10} hostname", "mac", "ip", "role");
     for r in &plan.reservations {
         let _ = writeln!(

@@ -37,6 +37,7 @@ pub fn service_names(plan: &Plan) -> Vec<&'static str> {
         (c.lb.enabled, "lb"),
         (c.http.enabled, "http"),
         (c.admin.enabled, "admin"),
+        (c.tftp.as_ref().is_some_and(|t| t.enabled), "tftp"),
     ] {
         if on {
             v.push(name);

@@ -33,6 +33,8 @@ pub struct StatusDoc {
     pub libvirt: Option<LibvirtStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin: Option<AdminStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tftp: Option<TftpStatus>,
 }
 
 /// One service's section of [`StatusDoc`].
@@ -45,6 +47,7 @@ pub enum ServiceStatus {
     Http(HttpStatus),
     Libvirt(LibvirtStatus),
     Admin(AdminStatus),
+    Tftp(TftpStatus),
 }
 
 impl StatusDoc {
@@ -57,6 +60,7 @@ impl StatusDoc {
             ServiceStatus::Http(x) => self.http = Some(x),
             ServiceStatus::Libvirt(x) => self.libvirt = Some(x),
             ServiceStatus::Admin(x) => self.admin = Some(x),
+            ServiceStatus::Tftp(x) => self.tftp = Some(x),
         }
     }
 }
@@ -158,6 +162,13 @@ pub struct DhcpStatus {
     pub sent: BTreeMap<String, u64>,
     pub malformed: u64,
     pub ignored: u64,
+    /// Relayed requests with a giaddr no relay agent can have.
+    #[serde(default)]
+    pub bad_relay: u64,
+    /// Relayed requests from a subnet that is neither `network.cidr` nor a
+    /// `dhcp.segments[]` entry.
+    #[serde(default)]
+    pub unknown_segment: u64,
     pub send_errors: u64,
     pub lease_file_writes: u64,
     pub lease_file_errors: u64,
@@ -250,6 +261,21 @@ pub struct HttpStatus {
     pub ignition_by_node: Vec<IgnitionByNode>,
     /// Newest first, at most 200.
     pub ignition_fetches: Vec<FetchRow>,
+    /// Network boot progress per node (with an `rhcos` section).
+    #[serde(default)]
+    pub netboot: Vec<NetbootRow>,
+}
+
+/// One node's network-boot install state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetbootRow {
+    pub node: String,
+    /// `pending`, `installing` or `installed` (boots its disk).
+    pub state: String,
+    pub install_script_at: Option<u64>,
+    pub ignition_at: Option<u64>,
+    pub installed_at: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -300,4 +326,33 @@ pub struct VmRow {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AdminStatus {
     pub listen: Option<String>,
+}
+
+/// `tftp`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TftpStatus {
+    pub listen: Option<String>,
+    pub root: Option<String>,
+    pub started: u64,
+    pub active: i64,
+    /// Requests by how they ended (`completed`, `failed`, `aborted`,
+    /// `refused`, `busy`).
+    pub transfers: BTreeMap<String, u64>,
+    pub bytes: u64,
+    pub retransmitted_blocks: u64,
+    pub malformed: u64,
+    /// Newest first.
+    pub recent: Vec<TftpTransferRow>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TftpTransferRow {
+    pub unix_time: u64,
+    pub client: String,
+    pub file: String,
+    pub result: String,
+    pub detail: String,
+    pub bytes: u64,
 }

@@ -23,7 +23,7 @@ use tracing::{error, info, warn};
 use crate::hub::Hub;
 use crate::plan::Plan;
 use crate::service::Service;
-use crate::{admin, config, dhcp, dns, http, lb, reload};
+use crate::{admin, config, dhcp, dns, http, lb, reload, tftp};
 
 /// How long services get to finish after shutdown is requested.
 pub const GRACE: Duration = Duration::from_secs(10);
@@ -47,8 +47,13 @@ async fn create(plan: &Arc<Plan>, hub: &Arc<Hub>) -> anyhow::Result<Vec<Arc<dyn 
                 hub.set_lb_control(lb.clone());
                 out.push(lb);
             }
-            "http" => out.push(http::Http::new(plan)),
+            "http" => {
+                let h = http::Http::new(plan);
+                hub.set_boot_control(h.clone());
+                out.push(h);
+            }
             "admin" => out.push(admin::Admin::new(hub.clone())),
+            "tftp" => out.push(tftp::Tftp::new(plan).context("TFTP")?),
             other => anyhow::bail!("unknown service {other} in {}", c.domain),
         }
     }

@@ -384,12 +384,76 @@ fn ignition_and_images_dirs_must_not_overlap() {
     expect(&t, "http.ignitionDir", "is inside http.imagesDir");
 }
 
+/// A node FQDN over 63 characters would be served as an `/etc/hostname`
+/// Linux refuses: refused in validation, with the node's field path.
+#[test]
+fn node_fqdn_fits_a_linux_hostname() {
+    let long = "a-very-long-node-name-that-makes-the-fqdn-too-long-x";
+    let t = with_nodes(&format!(
+        "  - {{ name: master-0, role: master, mac: \"52:54:00:00:00:0a\", ip: 192.168.131.10 }}\n  - {{ name: {long}, role: worker, mac: \"52:54:00:00:00:14\", ip: 192.168.131.20 }}\n"
+    ));
+    expect(&t, "nodes[1].name", "Linux refuses a hostname over 63");
+    assert_eq!(errors(&t).len(), 1, "{:?}", errors(&t));
+}
+
+/// `rhcos`: the one boot source (ISO or PXE artifacts), install disk and
+/// kernel arguments with field paths; the kargs reach the install command
+/// line of the VMs (and network boot) through one function.
+#[test]
+fn rhcos_section() {
+    expect(&format!("{BASE}rhcos: {{}}\n"), "rhcos", "needs iso");
+    expect(
+        &format!("{BASE}rhcos: {{ iso: a.iso, kernel: k }}\n"),
+        "rhcos",
+        "not both",
+    );
+    expect(
+        &format!("{BASE}rhcos: {{ kernel: k, initramfs: i }}\n"),
+        "rhcos",
+        "needs iso",
+    );
+    expect(
+        &format!("{BASE}rhcos: {{ iso: a.iso, installDev: sda, kargs: [\"a b\"] }}\n"),
+        "rhcos.installDev",
+        "must be a /dev/ path",
+    );
+    expect(
+        &format!("{BASE}rhcos: {{ iso: a.iso, kargs: [\"a b\"] }}\n"),
+        "rhcos.kargs[0]",
+        "one word",
+    );
+    let files = format!(
+        "{BASE}rhcos: {{ kernel: k, initramfs: i, rootfs: r, kargs: [ip=dhcp], roleKargs: {{ worker: [w=1] }} }}\n"
+    );
+    let c = load(&files).unwrap();
+    let r = c.rhcos.unwrap();
+    assert_eq!(
+        r.source,
+        config::BootSource::Files {
+            kernel: "/base/k".into(),
+            initramfs: "/base/i".into(),
+            rootfs: "/base/r".into()
+        }
+    );
+    assert_eq!(r.install_dev, "/dev/sda");
+    let t = with_nodes(
+        "  - { name: master-0, role: master, mac: \"52:54:00:00:00:0a\", ip: 192.168.131.10, installDev: nvme0n1 }\n",
+    );
+    expect(&t, "nodes[0].installDev", "must be a /dev/ path");
+}
+
 #[test]
 fn libvirt_rules() {
     let t = format!(
-        "{BASE}libvirt:\n  iso: \"\"\n  installDev: vda\n  network: {{ mode: bridge, bridge: this-name-is-too-long }}\n  resources:\n    master: {{ cpus: 0, memoryMib: 100, diskGib: 0 }}\n"
+        "{BASE}libvirt:\n  iso: /old/place.iso\n  installDev: vda\n  network: {{ mode: bridge, bridge: this-name-is-too-long }}\n  resources:\n    master: {{ cpus: 0, memoryMib: 100, diskGib: 0 }}\n"
     );
-    expect(&t, "libvirt.iso", "must not be empty");
+    // The old key says where it went; without rhcos the VMs have no ISO.
+    expect(&t, "libvirt.iso", "moved to rhcos.iso");
+    expect(
+        &format!("{BASE}libvirt: {{}}\n"),
+        "libvirt",
+        "need rhcos.iso",
+    );
     expect(&t, "libvirt.installDev", "must be a /dev/ path");
     expect(&t, "libvirt.network.mode", "unknown mode \"bridge\"");
     expect(&t, "libvirt.network.bridge", "not a valid bridge name");
@@ -451,4 +515,50 @@ fn lb_backend_override_rules() {
     assert_eq!(http.backends[0].addr.to_string(), "127.0.0.1:18081");
     let https = plan.pool("ingress-https").unwrap();
     assert_eq!(https.backends[0].addr.to_string(), "192.168.131.20:443");
+}
+
+#[test]
+fn dhcp_segments() {
+    // Valid: a node on a relayed segment; default DNS is the appliance.
+    let ok = format!(
+        "{BASE}  - {{ name: worker-1, role: worker, mac: \"52:54:00:00:00:15\", ip: 10.77.0.21 }}\ndhcp:\n  segments:\n    - {{ cidr: 10.77.0.0/24, gateway: 10.77.0.1, pool: {{ start: 10.77.0.100, end: 10.77.0.120 }} }}\n    - {{ cidr: 10.78.0.0/24, gateway: 10.78.0.1, dns: [10.78.0.53, 192.168.131.2] }}\n"
+    );
+    let c = load(&ok).unwrap();
+    assert_eq!(c.dhcp.segments.len(), 2);
+    assert_eq!(c.dhcp.segments[0].dns[0].to_string(), "192.168.131.2");
+    assert_eq!(c.dhcp.segments[1].dns.len(), 2);
+    assert!(c.is_cluster_client("10.77.0.21".parse().unwrap()));
+    assert!(!c.is_cluster_client("10.79.0.21".parse().unwrap()));
+    // Every error at once, with its field path.
+    let bad = format!(
+        "{BASE}  - {{ name: worker-1, role: worker, mac: \"52:54:00:00:00:15\", ip: 10.77.0.1 }}\n  - {{ name: worker-2, role: worker, mac: \"52:54:00:00:00:16\", ip: 10.99.0.5 }}\n  - {{ name: worker-3, role: worker, mac: \"52:54:00:00:00:17\", ip: 10.77.0.110 }}\ndhcp:\n  segments:\n    - {{ cidr: 10.77.0.0/24, gateway: 10.77.0.1, pool: {{ start: 10.77.0.100, end: 10.77.0.120 }} }}\n    - {{ cidr: 192.168.131.128/25, gateway: 192.168.131.129 }}\n    - {{ cidr: 10.77.0.128/25, gateway: 10.78.0.1, dns: [] }}\n    - {{ cidr: 10.80.0.0/24, gateway: 10.80.0.255, dns: [x], pool: {{ start: 10.80.0.9, end: 10.80.0.2 }} }}\n"
+    );
+    expect(&bad, "nodes[3].ip", "gateway of dhcp.segments[0]");
+    expect(
+        &bad,
+        "nodes[4].ip",
+        "outside network.cidr 192.168.131.0/24 and every dhcp.segments[].cidr",
+    );
+    expect(
+        &bad,
+        "dhcp.segments[0].pool",
+        "reserved address 10.77.0.110 of nodes[5]",
+    );
+    expect(&bad, "dhcp.segments[1].cidr", "overlaps network.cidr");
+    expect(
+        &bad,
+        "dhcp.segments[2].cidr",
+        "overlaps dhcp.segments[0].cidr",
+    );
+    expect(&bad, "dhcp.segments[2].gateway", "outside the segment");
+    expect(&bad, "dhcp.segments[2].dns", "at least one");
+    expect(&bad, "dhcp.segments[3].gateway", "broadcast address");
+    expect(&bad, "dhcp.segments[3].dns[0]", "IPv4 address");
+    expect(&bad, "dhcp.segments[3].pool", "is after end");
+    // Strict: unknown keys are refused.
+    let unknown = format!(
+        "{BASE}dhcp:\n  segments:\n    - {{ cidr: 10.77.0.0/24, gateway: 10.77.0.1, router: 10.77.0.1 }}\n"
+    );
+    let e = load(&unknown).unwrap_err().to_string();
+    assert!(e.contains("router"), "{e}");
 }

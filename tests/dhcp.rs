@@ -170,6 +170,24 @@ fn leases_json(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&text).expect("lease file is JSON")
 }
 
+/// The lease file once it holds a bound lease for `mac` (a reserved node's
+/// record is written lazily, within about a second of its ACK).
+fn wait_bound_lease(dir: &Path, mac: &str) -> serde_json::Value {
+    let mut v = serde_json::Value::Null;
+    wait_until(
+        &format!("a bound lease for {mac} on disk"),
+        Duration::from_secs(10),
+        || {
+            v = std::fs::read_to_string(dir.join("leases.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or(serde_json::Value::Null);
+            lease_for(&v, mac).is_some_and(|l| l["state"] == "bound")
+        },
+    );
+    v
+}
+
 fn lease_for<'a>(v: &'a serde_json::Value, mac: &str) -> Option<&'a serde_json::Value> {
     v["leases"]
         .as_array()?
@@ -337,7 +355,9 @@ fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
     );
     srv.wait_log("dhcp: ack 10.231.0.10", Duration::from_secs(5));
 
-    // The ACKed lease is on disk before the ACK left: SIGKILL loses nothing.
+    // A node's record is written lazily (its reservation, not the file,
+    // decides its address); once written, SIGKILL loses nothing.
+    let _ = wait_bound_lease(dir.path(), M0_MAC);
     srv.stop_with("KILL");
     let v = leases_json(dir.path());
     let l = lease_for(&v, M0_MAC).unwrap_or_else(|| panic!("no lease for {M0_MAC}: {v}"));
@@ -376,7 +396,7 @@ fn udhcpc_gets_the_reservation() {
             ("lease", "600"),
         ],
     );
-    let v = leases_json(dir.path());
+    let v = wait_bound_lease(dir.path(), W0_MAC);
     assert_eq!(lease_for(&v, W0_MAC).unwrap()["ip"], "10.231.0.20", "{v}");
     // udhcpc sends a client identifier (01 + MAC); the reservation still
     // matches on the hardware address.
@@ -638,7 +658,7 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
     let ack = recv_reply(&sock, 0xc0ffee);
     assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
     assert_eq!(ack.yiaddr(), Ipv4Addr::new(127, 0, 20, 10));
-    let v = leases_json(app.dir.path());
+    let v = wait_bound_lease(app.dir.path(), "52:54:00:14:00:0a");
     assert_eq!(
         lease_for(&v, "52:54:00:14:00:0a").unwrap()["state"],
         "bound",
@@ -705,10 +725,11 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
     assert_eq!(app.stop(), Some(0), "{}", app.log());
 }
 
-/// When the lease file cannot be written, the ACK is withheld (the client
-/// retries) and served once the write works again.
+/// A node's reservation decides its address: while the lease file cannot
+/// be written, a reserved node still gets its ACK at once, and its record
+/// reaches the file once writing works again.
 #[test]
-fn ack_is_withheld_while_the_lease_file_cannot_be_written() {
+fn reserved_node_is_acked_while_the_lease_file_cannot_be_written() {
     let app = Appliance::start(&common::only(
         "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n",
     ));
@@ -726,10 +747,50 @@ fn ack_is_withheld_while_the_lease_file_cannot_be_written() {
             127, 0, 20, 20,
         )));
     sock.send_to(&r.to_vec().unwrap(), srv).unwrap();
+    let ack = recv_reply(&sock, 0xc0ffee);
+    assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
+    assert_eq!(ack.yiaddr(), Ipv4Addr::new(127, 0, 20, 20));
+    app.wait_log("cannot write the DHCP lease file", Duration::from_secs(5));
+    std::fs::remove_dir(&blocker).unwrap();
+    wait_until(
+        "the reserved lease on disk",
+        Duration::from_secs(10),
+        || {
+            std::fs::read_to_string(app.dir.path().join("leases.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .is_some_and(|v| {
+                    lease_for(&v, "52:54:00:14:00:14").is_some_and(|l| l["ip"] == "127.0.20.20")
+                })
+        },
+    );
+}
+
+/// A pool lease is on disk before its ACK: while the lease file cannot be
+/// written the ACK is withheld (the client retries), and it is served once
+/// the write works again.
+#[test]
+fn pool_ack_is_withheld_while_the_lease_file_cannot_be_written() {
+    let app = Appliance::start(&common::only(
+        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n  pool: { start: 127.0.20.100, end: 127.0.20.120 }\n",
+    ));
+    let srv = app.addr("dhcp");
+    let relay_ip = Ipv4Addr::new(127, 0, 20, 4);
+    let sock = UdpSocket::bind((relay_ip, srv.port())).expect("bind the relay socket");
+    sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let blocker = app.dir.path().join(".leases.json.tmp");
+    std::fs::create_dir(&blocker).unwrap();
+    let mac = [0x52, 0x54, 0x00, 0x14, 0x99, 0x01]; // not a node
+    let mut r = request(MessageType::Request, mac, relay_ip);
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(Ipv4Addr::new(
+            127, 0, 20, 100,
+        )));
+    sock.send_to(&r.to_vec().unwrap(), srv).unwrap();
     let mut buf = [0u8; 1500];
     assert!(
         sock.recv_from(&mut buf).is_err(),
-        "an ACK was sent although its lease could not be written"
+        "a pool ACK was sent although its lease could not be written"
     );
     app.wait_log("cannot write the DHCP lease file", Duration::from_secs(5));
     std::fs::remove_dir(&blocker).unwrap();
@@ -738,8 +799,54 @@ fn ack_is_withheld_while_the_lease_file_cannot_be_written() {
     assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
     let v = leases_json(app.dir.path());
     assert_eq!(
-        lease_for(&v, "52:54:00:14:00:14").unwrap()["ip"],
-        "127.0.20.20",
+        lease_for(&v, "52:54:00:14:99:01").unwrap()["ip"],
+        "127.0.20.100",
         "{v}"
+    );
+}
+
+/// A relay address (giaddr) no relay agent can have — the subnet's
+/// broadcast, the appliance's own address — is dropped and counted, never
+/// answered; a request relayed from a subnet that is not served is dropped
+/// with a warning at the default log level.
+#[test]
+fn spoofed_and_unknown_relay_addresses_are_dropped() {
+    let app = Appliance::start(&common::only(
+        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\nadmin:\n  listen: 127.0.0.1:0\n",
+    ));
+    let srv = app.addr("dhcp");
+    // Where a reply to the spoofed giaddr would go.
+    let bcast = Ipv4Addr::new(127, 0, 20, 255);
+    let victim = UdpSocket::bind((bcast, srv.port())).expect("bind the broadcast address");
+    victim
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let sender = UdpSocket::bind((Ipv4Addr::new(127, 0, 20, 6), 0)).unwrap();
+    let mac = [0x52, 0x54, 0x00, 0x14, 0x00, 0x0a]; // master-0
+    for giaddr in [bcast, Ipv4Addr::new(127, 0, 20, 1)] {
+        let d = request(MessageType::Discover, mac, giaddr);
+        sender.send_to(&d.to_vec().unwrap(), srv).unwrap();
+    }
+    let mut buf = [0u8; 1500];
+    assert!(
+        victim.recv_from(&mut buf).is_err(),
+        "a reply went to the subnet broadcast address named by a spoofed giaddr"
+    );
+    // Unknown segment: warned at the default level.
+    let d = request(MessageType::Discover, mac, Ipv4Addr::new(127, 0, 21, 1));
+    sender.send_to(&d.to_vec().unwrap(), srv).unwrap();
+    app.wait_log("no address range available", Duration::from_secs(5));
+    let mut d = serde_json::Value::Null;
+    wait_until("the drop counters", Duration::from_secs(5), || {
+        let status: serde_json::Value =
+            serde_json::from_str(&http_get(app.addr("admin"), "/status")).expect("status JSON");
+        d = status["dhcp"].clone();
+        d["badRelay"] == 2 && d["unknownSegment"] == 1
+    });
+    assert_eq!(d["sent"]["offer"], 0, "{d}");
+    let metrics = http_get(app.addr("admin"), "/metrics");
+    assert!(
+        metrics.contains("crc_appliance_dhcp_dropped_total{reason=\"bad_relay\"} 2"),
+        "{metrics}"
     );
 }

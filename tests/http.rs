@@ -718,3 +718,24 @@ fn install_secrets_under_images_are_never_served() {
         200
     );
 }
+
+/// A role config whose pointer is `ignition.config.replace` cannot carry a
+/// node's hostname (Ignition would replace the whole config): the per-node
+/// URL answers 500 with the reason instead of silently dropping it; the
+/// role URL still serves the file verbatim.
+#[test]
+fn ignition_replace_pointer_is_refused_for_node_urls() {
+    require_tools!("curl");
+    let fx = fixture();
+    std::fs::write(
+        fx.ignition.join("worker.ign"),
+        r#"{"ignition":{"version":"3.2.0","config":{"replace":{"source":"https://api-int.test.crc.testing:22623/config/worker"}}}}"#,
+    )
+    .unwrap();
+    let app = Appliance::start(&common::only(&http_section(&fx.images, &fx.ignition)));
+    let base = format!("http://{}", app.addr("http"));
+    let r = curl(&[], &format!("{base}/ignition/worker-0.ign"));
+    assert_eq!(r.code, 500);
+    app.wait_log("ignition.config.replace", std::time::Duration::from_secs(5));
+    assert_eq!(curl(&[], &format!("{base}/ignition/worker.ign")).code, 200);
+}

@@ -749,6 +749,33 @@ fn ca_file_verification_and_install_complete_marker() {
     );
     drop(app);
 
+    // A CA per pool: the right one for the API, a wrong one for the
+    // machine-config server (they differ in OpenShift).
+    let per_pool = cluster(
+        &ports,
+        admin_port(),
+        &format!(
+            "  caFiles: {{ api: {}, machineConfig: {} }}\n",
+            b.ca().display(),
+            other.path().join("ca.pem").display()
+        ),
+    );
+    let app = Appliance::start(&per_pool);
+    let st = wait_status(&app, "api verified, machine-config refused", |st| {
+        healthy(st, "api", "master-0")
+            && backend(st, "machine-config", "master-0")["consecutiveFailures"].as_u64() >= Some(2)
+    });
+    let mc = backend(&st, "machine-config", "master-0");
+    assert_eq!(mc["healthy"], false, "{mc}");
+    assert!(
+        mc["lastCheckError"]
+            .as_str()
+            .unwrap_or("")
+            .contains("certificate"),
+        "{mc}"
+    );
+    drop(app);
+
     let right = cluster(
         &ports,
         admin_port(),

@@ -58,7 +58,7 @@ fn cluster_yaml_net(dir: &Path, uri: &str, iso: &Path, net: &str, extra: &str) -
     let d = dir.display();
     common::only(&format!(
         "http:\n  listen: 127.0.20.1:18080\n  imagesDir: {d}/images\n  ignitionDir: {d}/ign\n\
-         libvirt:\n  uri: \"{uri}\"\n  iso: {}\n  pool: {{ name: crc-test-{pid}, path: {d}/pool }}\n  \
+         rhcos:\n  iso: {}\nlibvirt:\n  uri: \"{uri}\"\n  pool: {{ name: crc-test-{pid}, path: {d}/pool }}\n  \
          network: {{ name: crc-test-{pid}, bridge: crct{pid}{net} }}\n  resources:\n    \
          bootstrap: {{ cpus: 1, memoryMib: 1024, diskGib: 1 }}\n    \
          master: {{ cpus: 1, memoryMib: 1024, diskGib: 2 }}\n    \

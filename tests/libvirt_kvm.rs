@@ -25,64 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::initramfs::{Cpio, busybox_libs};
 use common::{Appliance, BIN, run};
-
-/// Newc (SVR4, no CRC) cpio writer for the initramfs.
-struct Cpio {
-    out: Vec<u8>,
-    ino: u32,
-}
-
-impl Cpio {
-    fn new() -> Self {
-        Cpio {
-            out: Vec::new(),
-            ino: 1,
-        }
-    }
-    fn pad(&mut self) {
-        while !self.out.len().is_multiple_of(4) {
-            self.out.push(0);
-        }
-    }
-    fn entry(&mut self, name: &str, mode: u32, data: &[u8], rdev: (u32, u32)) {
-        let fields = [
-            self.ino,
-            mode,
-            0,
-            0,
-            1,
-            0,
-            data.len() as u32,
-            0,
-            0,
-            rdev.0,
-            rdev.1,
-            name.len() as u32 + 1,
-            0,
-        ];
-        self.ino += 1;
-        self.out.extend_from_slice(b"070701");
-        for f in fields {
-            self.out.extend_from_slice(format!("{f:08X}").as_bytes());
-        }
-        self.out.extend_from_slice(name.as_bytes());
-        self.out.push(0);
-        self.pad();
-        self.out.extend_from_slice(data);
-        self.pad();
-    }
-    fn dir(&mut self, name: &str) {
-        self.entry(name, 0o040755, &[], (0, 0));
-    }
-    fn file(&mut self, name: &str, mode: u32, data: &[u8]) {
-        self.entry(name, 0o100000 | mode, data, (0, 0));
-    }
-    fn finish(mut self) -> Vec<u8> {
-        self.entry("TRAILER!!!", 0, &[], (0, 0));
-        self.out
-    }
-}
 
 /// The newest /boot/vmlinuz-* with a modules.dep.
 fn host_kernel() -> Option<(PathBuf, PathBuf)> {
@@ -194,21 +138,6 @@ sync
 poweroff -f
 "#
     )
-}
-
-/// Shared libraries a dynamic /bin/busybox needs (absolute paths), from ldd.
-fn busybox_libs() -> Vec<String> {
-    let (_, out, _) = run("ldd", &["/bin/busybox"]);
-    out.lines()
-        .filter_map(|l| {
-            let l = l.trim();
-            let path = match l.split_once("=>") {
-                Some((_, r)) => r.split_whitespace().next()?,
-                None => l.split_whitespace().next()?,
-            };
-            path.starts_with('/').then(|| path.to_string())
-        })
-        .collect()
 }
 
 fn build_initramfs(domain: &str, moddir: &Path) -> Vec<u8> {
@@ -608,9 +537,10 @@ http:
   ignitionDir: {w}/www/ignition
 admin:
   listen: 127.0.0.1:0
+rhcos:
+  iso: {iso}
 libvirt:
   uri: qemu:///system
-  iso: {iso}
   pool: {{ name: crc-e2e-{pid}, path: {pool} }}
   network: {{ name: crc-e2e-{pid}, bridge: {bridge}, mode: appliance }}
   startOnServe: true

@@ -376,7 +376,7 @@ fn reload_cli_reports_taken_ports_and_invalid_files() {
 #[test]
 fn a_dead_service_task_stops_serve_with_an_error() {
     let yaml = common::loopback_cluster_with(
-        "dns:\n  listen: [\"127.0.0.1:0\"]\ndhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\nloadBalancer:\n  listen: { api: \"127.0.0.1:0\", machineConfig: \"127.0.0.1:0\", ingressHttp: \"127.0.0.1:0\", ingressHttps: \"127.0.0.1:0\" }\nhttp:\n  listen: 127.0.0.1:0\n  imagesDir: \"{dir}/images\"\n  ignitionDir: \"{dir}/ign\"\nadmin:\n  listen: 127.0.0.1:0\n",
+        "dns:\n  listen: [\"127.0.0.1:0\"]\ndhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\nloadBalancer:\n  listen: { api: \"127.0.0.1:0\", machineConfig: \"127.0.0.1:0\", ingressHttp: \"127.0.0.1:0\", ingressHttps: \"127.0.0.1:0\" }\nhttp:\n  listen: 127.0.0.1:0\n  imagesDir: \"{dir}/images\"\n  ignitionDir: \"{dir}/ign\"\nadmin:\n  listen: 127.0.0.1:0\npxe:\n  tftpListen: 127.0.20.1:0\n  tftpRoot: \"{dir}\"\n",
     );
     let tasks = [
         "dns udp",
@@ -388,6 +388,7 @@ fn a_dead_service_task_stops_serve_with_an_error() {
         "lb bootstrap watch",
         "http listener",
         "admin listener",
+        "tftp listener",
     ];
     let mut seen = HashSet::new();
     for task in tasks {
@@ -408,7 +409,8 @@ fn a_dead_service_task_stops_serve_with_an_error() {
                 && doc.dhcp.is_some()
                 && doc.lb.as_ref().is_some_and(|l| l.pools.len() == 4)
                 && doc.http.is_some()
-                && doc.admin.is_some(),
+                && doc.admin.is_some()
+                && doc.tftp.is_some(),
             "{out}"
         );
         let code = app.wait_exit(Duration::from_secs(15));

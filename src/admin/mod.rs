@@ -10,6 +10,7 @@
 //! | GET | `/api/lb/backends` | the `lb` service's status (503 when the LB is off) |
 //! | POST | `/api/lb/backends/{node}/disable` | drain `node` in every pool |
 //! | POST | `/api/lb/backends/{node}/enable` | put `node` back |
+//! | POST | `/api/nodes/{node}/reinstall` | network boot: `node` installs again at its next boot |
 //! | POST | `/api/reload` | reload the cluster file; answers its [`crate::status::ReloadStatus`] (200 applied, 422 invalid file, 409 not applicable) |
 //!
 //! Every request passes [`access::check`] first: the Host must be an IP
@@ -178,6 +179,7 @@ pub fn status(hub: &Hub) -> StatusDoc {
         http: None,
         libvirt: None,
         admin: None,
+        tftp: None,
     };
     for s in hub.services() {
         doc.insert(s.status());
@@ -259,6 +261,19 @@ pub async fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
                 json_resp(code, &serde_json::to_value(r).unwrap_or_default())
             }
         },
+        (&Method::POST, p) if p.starts_with("/api/nodes/") && p.ends_with("/reinstall") => {
+            let node = &p["/api/nodes/".len()..p.len() - "/reinstall".len()];
+            match hub.boot_control() {
+                None => json_resp(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &json!({"error": "the HTTP service (network boot) is not running"}),
+                ),
+                Some(b) => match b.reinstall(node) {
+                    Ok(msg) => json_resp(StatusCode::OK, &json!({"ok": msg})),
+                    Err(e) => json_resp(StatusCode::NOT_FOUND, &json!({"error": e.to_string()})),
+                },
+            }
+        }
         (&Method::GET, "/api/lb/backends") => match hub.service("lb") {
             Some(s) => json_resp(
                 StatusCode::OK,

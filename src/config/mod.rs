@@ -14,6 +14,7 @@
 //! Nothing here touches a socket; `serve` binds only after [`load`] succeeded.
 
 pub mod duration;
+pub mod pxe;
 pub mod raw;
 pub mod secret;
 pub mod validate;
@@ -24,6 +25,7 @@ use std::path::{Path, PathBuf};
 pub use crate::model::cluster::*;
 use crate::plan::Plan;
 pub use duration::Dur;
+pub use pxe::TftpCfg;
 
 /// One violated rule, with the path of the offending field (`nodes[2].mac`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,7 +24,12 @@ pub struct ClusterFile {
     #[serde(default)]
     pub admin: Admin,
     #[serde(default)]
+    pub rhcos: Option<Rhcos>,
+    #[serde(default)]
     pub libvirt: Option<Libvirt>,
+    /// TFTP for network boot (`super::pxe`); absent = off.
+    #[serde(default)]
+    pub pxe: Option<super::pxe::RawPxe>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -59,6 +64,49 @@ pub struct Node {
     pub role: String,
     pub mac: String,
     pub ip: String,
+    /// Install disk of this node (overrides `rhcos.installDev`).
+    #[serde(default)]
+    pub install_dev: Option<String>,
+    /// Extra kernel arguments of this node's install.
+    #[serde(default)]
+    pub kargs: Vec<String>,
+}
+
+/// `rhcos`: the one RHCOS boot source for VMs and bare metal.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rhcos {
+    /// The live ISO (kernel, initramfs and rootfs are read out of it).
+    #[serde(default)]
+    pub iso: Option<String>,
+    /// Or the three PXE artifacts.
+    #[serde(default)]
+    pub kernel: Option<String>,
+    #[serde(default)]
+    pub initramfs: Option<String>,
+    #[serde(default)]
+    pub rootfs: Option<String>,
+    /// Install disk of bare-metal nodes (default `/dev/sda`; libvirt VMs use
+    /// `libvirt.installDev`).
+    #[serde(default)]
+    pub install_dev: Option<String>,
+    /// Extra kernel arguments of every install.
+    #[serde(default)]
+    pub kargs: Vec<String>,
+    /// Extra kernel arguments per role.
+    #[serde(default)]
+    pub role_kargs: RoleKargs,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleKargs {
+    #[serde(default)]
+    pub bootstrap: Vec<String>,
+    #[serde(default)]
+    pub master: Vec<String>,
+    #[serde(default)]
+    pub worker: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -128,6 +176,9 @@ pub struct Dhcp {
     /// Optional network boot options.
     #[serde(default)]
     pub pxe: Option<Pxe>,
+    /// Remote subnets behind DHCP relays.
+    #[serde(default)]
+    pub segments: Vec<Segment>,
 }
 
 impl Default for Dhcp {
@@ -139,8 +190,21 @@ impl Default for Dhcp {
             pool: None,
             lease_file: None,
             pxe: None,
+            segments: Vec::new(),
         }
     }
+}
+
+/// `dhcp.segments[]`: a subnet behind a DHCP relay.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Segment {
+    pub cidr: String,
+    pub gateway: String,
+    #[serde(default)]
+    pub pool: Option<Pool>,
+    #[serde(default)]
+    pub dns: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -176,6 +240,10 @@ pub struct LoadBalancer {
     /// PEM CA bundle to verify API/MCS certificates; unverified when absent.
     #[serde(default)]
     pub ca_file: Option<String>,
+    /// Per-pool CA bundles (the API and the machine-config server are
+    /// signed by different CAs in OpenShift); each overrides `caFile`.
+    #[serde(default)]
+    pub ca_files: CaFiles,
     /// Concurrent client connections per frontend.
     #[serde(default = "max_connections")]
     pub max_connections: usize,
@@ -193,6 +261,16 @@ pub struct LoadBalancer {
     /// the benchmark). Keys are node names.
     #[serde(default)]
     pub backend_overrides: std::collections::BTreeMap<String, PoolAddrs>,
+}
+
+/// `loadBalancer.caFiles`: a CA bundle per HTTPS-checked pool.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CaFiles {
+    #[serde(default)]
+    pub api: Option<String>,
+    #[serde(default)]
+    pub machine_config: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -239,6 +317,7 @@ impl Default for LoadBalancer {
             listen: PoolAddrs::default(),
             health_check: HealthCheck::default(),
             ca_file: None,
+            ca_files: CaFiles::default(),
             max_connections: max_connections(),
             idle_timeout: idle_timeout(),
             connect_timeout: connect_timeout(),
@@ -352,8 +431,9 @@ pub struct Libvirt {
     /// Connection URI (default `qemu:///system`).
     #[serde(default = "libvirt_uri")]
     pub uri: String,
-    /// RHCOS live ISO on the hypervisor host.
-    pub iso: String,
+    /// Moved to `rhcos.iso` (kept only to say so).
+    #[serde(default)]
+    pub iso: Option<String>,
     #[serde(default)]
     pub pool: LibvirtPool,
     #[serde(default)]

@@ -43,6 +43,8 @@ pub struct Scope {
     pub pool: Option<(Ipv4Addr, Ipv4Addr)>,
     pub reserved: HashMap<MacAddr, Ipv4Addr>,
     pub lease_time: u32,
+    /// Relayed subnets (`dhcp.segments`) and their pools.
+    pub segments: Vec<(Ipv4Net, Option<(Ipv4Addr, Ipv4Addr)>)>,
 }
 
 impl Scope {
@@ -57,14 +59,35 @@ impl Scope {
             pool,
             reserved: reservations.into_iter().collect(),
             lease_time: lease_time.max(1),
+            segments: Vec::new(),
         }
     }
 
+    /// The scope with relayed subnets and their pools.
+    pub fn with_segments(
+        mut self,
+        segments: impl IntoIterator<Item = (Ipv4Net, Option<(Ipv4Addr, Ipv4Addr)>)>,
+    ) -> Scope {
+        self.segments = segments.into_iter().collect();
+        self
+    }
+
+    /// Every pool: the local network's, then the segments'.
+    fn pools(&self) -> impl Iterator<Item = (Ipv4Net, (Ipv4Addr, Ipv4Addr))> + '_ {
+        self.pool
+            .map(|p| (self.cidr, p))
+            .into_iter()
+            .chain(self.segments.iter().filter_map(|(c, p)| p.map(|p| (*c, p))))
+    }
+
     pub fn in_pool(&self, ip: Ipv4Addr) -> bool {
-        match self.pool {
-            Some((s, e)) => (u32::from(s)..=u32::from(e)).contains(&u32::from(ip)),
-            None => false,
-        }
+        self.pools()
+            .any(|(_, (s, e))| (u32::from(s)..=u32::from(e)).contains(&u32::from(ip)))
+    }
+
+    /// Inside the local network or a segment.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        self.cidr.contains(ip) || self.segments.iter().any(|(c, _)| c.contains(ip))
     }
 }
 
@@ -232,7 +255,7 @@ impl LeaseTable {
 
     /// True if this server hands out addresses to `client` at all.
     pub fn serves(&self, client: &Client) -> bool {
-        self.scope.reserved.contains_key(&client.mac) || self.scope.pool.is_some()
+        self.scope.reserved.contains_key(&client.mac) || self.scope.pools().next().is_some()
     }
 
     fn key(&self, c: &Client) -> Key {
@@ -283,11 +306,24 @@ impl LeaseTable {
         }
     }
 
-    /// The address to offer `client` (DISCOVER).
+    /// The address to offer `client` (DISCOVER) on the local network.
     pub fn choose(
         &self,
         c: &Client,
         requested: Option<Ipv4Addr>,
+        now: u64,
+    ) -> Result<Ipv4Addr, NoAddress> {
+        self.choose_in(c, requested, self.scope.cidr, now)
+    }
+
+    /// The address to offer `client` (DISCOVER) on subnet `net` (the local
+    /// network or a segment): its reservation wherever it lies (the caller
+    /// checks it is on `net`), else from `net`'s pool.
+    pub fn choose_in(
+        &self,
+        c: &Client,
+        requested: Option<Ipv4Addr>,
+        net: Ipv4Net,
         now: u64,
     ) -> Result<Ipv4Addr, NoAddress> {
         if let Some(r) = self.reserved_ip(&c.mac) {
@@ -297,15 +333,17 @@ impl LeaseTable {
                 Ok(r)
             };
         }
-        let Some((start, end)) = self.scope.pool else {
+        let Some((start, end)) = self.scope.pools().find(|(c, _)| *c == net).map(|(_, p)| p) else {
             return Err(NoAddress::NotServed);
         };
         if let Some(ip) = self.by_key.get(&self.key(c))
+            && net.contains(*ip)
             && self.may_use(c, *ip, now)
         {
             return Ok(*ip);
         }
         if let Some(ip) = requested
+            && net.contains(ip)
             && self.may_use(c, ip, now)
         {
             return Ok(ip);
@@ -315,7 +353,7 @@ impl LeaseTable {
             let ip = Ipv4Addr::from(n);
             if self.reserved_ips.contains_key(&ip)
                 || self.is_declined(ip, now)
-                || self.scope.cidr.is_reserved(ip)
+                || net.is_reserved(ip)
             {
                 continue;
             }
@@ -507,12 +545,12 @@ impl LeaseTable {
         let mut t = LeaseTable::new(scope);
         let mut notes = Vec::new();
         for d in &file.declined {
-            if t.scope.cidr.contains(d.ip) {
+            if t.scope.contains(d.ip) {
                 t.declined.insert(d.ip, d.until);
             }
         }
         for l in &file.leases {
-            let why = if !t.scope.cidr.contains(l.ip) {
+            let why = if !t.scope.contains(l.ip) {
                 Some("outside the network")
             } else if let Some(r) = t.scope.reserved.get(&l.mac) {
                 (*r != l.ip).then_some("its MAC is now reserved for another address")

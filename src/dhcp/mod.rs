@@ -3,6 +3,8 @@
 //!
 //! - [`leases`]: the lease table (pure, injected clock, persisted form).
 //! - [`reply`]: request → reply/NAK/silence (pure, RFC 2131 §4.3).
+//! - `relay`: which subnet a request is for (local network or a relayed
+//!   segment), and relay addresses that are refused.
 //! - [`store`]: the lease file (atomic write: temp file, fsync, rename,
 //!   fsync dir; a corrupt file is kept aside, never silently dropped).
 //! - this file: the socket layer. One UDP socket on `dhcp.listen`
@@ -16,9 +18,10 @@
 //! fails the service (an appliance that cannot make ACKs durable must not
 //! look alive). Durability (group commit): the datagrams waiting on the
 //! socket are processed as one batch; replies that need nothing on disk
-//! (OFFER, NAK, INFORM, a node renewing the reserved address whose bound
-//! record is already on disk) are sent at once; the others (a new binding,
-//! a pool lease renewal) are handed to the lease writer task and sent only
+//! (OFFER, NAK, INFORM, any ACK of a node's reserved address: the
+//! reservation decides that address, so a full disk never delays a node)
+//! are sent at once; the others (a new pool binding, a pool lease renewal)
+//! are handed to the lease writer task and sent only
 //! after a write that covers them succeeded — an ACKed lease is on disk
 //! first. RELEASE/DECLINE are written the same way. The receive loop never
 //! waits for the disk. If a write fails, the held replies are dropped (the
@@ -31,7 +34,10 @@
 //! `network.interface` changed; the lease writer keeps running. A changed
 //! `dhcp.leaseFile` takes a restart.
 
+pub mod boot;
+mod decode;
 pub mod leases;
+mod relay;
 pub mod reply;
 mod status;
 pub mod store;
@@ -61,6 +67,8 @@ use writer::Writer;
 
 /// Most datagrams handled per batch (one lease-file write per batch).
 const BATCH: usize = 256;
+/// Seconds between two warnings about requests from an unknown segment.
+const UNKNOWN_SEGMENT_LOG: u64 = 10;
 /// Changes that need not be on disk before the reply are written this soon.
 const LAZY_FLUSH: Duration = Duration::from_secs(1);
 
@@ -183,6 +191,7 @@ fn scope_of(plan: &Plan) -> Scope {
         plan.reservations.iter().map(|r| (r.mac, r.ip)),
         u32::try_from(c.dhcp.lease_time.as_secs()).unwrap_or(u32::MAX),
     )
+    .with_segments(c.dhcp.segments.iter().map(|s| (s.cidr, s.pool)))
 }
 
 /// The DHCP socket on `addr` (bound to `interface` when set), logged as
@@ -411,6 +420,31 @@ fn process(
         .map(|m| m.to_string())
         .unwrap_or_default();
     let out = reply::handle(cfg, table, &msg, now);
+    match out.dropped {
+        Some(reply::Dropped::BadRelay) => {
+            counters.bad_relay.fetch_add(1, Ordering::Relaxed);
+            debug!(%src, %mac, "dhcp {kind:?}: dropped: {}", out.note);
+            return none;
+        }
+        Some(reply::Dropped::UnknownSegment) => {
+            counters.unknown_segment.fetch_add(1, Ordering::Relaxed);
+            // At the default level, like dnsmasq's "no address range
+            // available", but at most once per UNKNOWN_SEGMENT_LOG.
+            let last = counters.unknown_segment_logged.load(Ordering::Relaxed);
+            if now >= last.saturating_add(UNKNOWN_SEGMENT_LOG)
+                && counters
+                    .unknown_segment_logged
+                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                warn!(%src, %mac, "dhcp {kind:?}: dropped: {} (logged at most every {UNKNOWN_SEGMENT_LOG}s; see dropped_total{{reason=\"unknown_segment\"}})", out.note);
+            } else {
+                debug!(%src, %mac, "dhcp {kind:?}: dropped: {}", out.note);
+            }
+            return none;
+        }
+        None => {}
+    }
     let durability = out.apply_marks(table);
     let Some(r) = out.reply else {
         if matches!(kind, MessageType::Release | MessageType::Decline) {

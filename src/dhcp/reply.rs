@@ -29,11 +29,13 @@ use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use dhcproto::v4::{
-    self, DhcpOption, DhcpOptions, Flags, HType, Message, MessageType, Opcode, OptionCode,
+    DhcpOption, DhcpOptions, Flags, HType, Message, MessageType, Opcode, OptionCode,
 };
-use dhcproto::{Decodable, Decoder, Encodable, Encoder};
+use dhcproto::{Encodable, Encoder};
 
+pub use super::decode::{Malformed, decode};
 use super::leases::{Client, LeaseTable, NoAddress};
+pub use super::relay::{Dropped, Subnet};
 use crate::config::{MacAddr, PxeCfg};
 use crate::plan::Plan;
 
@@ -53,10 +55,14 @@ pub struct Config {
     pub cidr: crate::config::Ipv4Net,
     pub hostnames: HashMap<MacAddr, String>,
     pub pxe: Option<PxeCfg>,
+    /// Automatic network-boot answers (the `pxe:` section's TFTP is on).
+    pub netboot: Option<Netboot>,
     /// Port relay agents listen on (67; the listen port in tests).
     pub server_port: u16,
     /// Port clients listen on (68; listen port + 1 in tests).
     pub client_port: u16,
+    /// Relayed subnets (`dhcp.segments`).
+    pub segments: Vec<Subnet>,
 }
 
 impl Config {
@@ -77,14 +83,43 @@ impl Config {
                 .map(|r| (r.mac, r.hostname.clone()))
                 .collect(),
             pxe: c.dhcp.pxe.clone(),
+            netboot: c.tftp.as_ref().filter(|t| t.enabled).map(|t| Netboot {
+                offer: super::boot::Offer {
+                    tftp_server: match t.listen.ip() {
+                        std::net::IpAddr::V4(ip) if !ip.is_unspecified() => ip,
+                        _ => c.network.appliance_ip,
+                    },
+                    http_base: crate::model::boot::http_base(c),
+                    binaries: crate::tftp::stats::present_boot_files(t),
+                },
+                pool: t.pool,
+            }),
             server_port,
             client_port: if server_port == 67 {
                 68
             } else {
                 server_port.wrapping_add(1)
             },
+            segments: c
+                .dhcp
+                .segments
+                .iter()
+                .map(|s| Subnet {
+                    cidr: s.cidr,
+                    router: s.gateway,
+                    dns: s.dns.clone(),
+                })
+                .collect(),
         }
     }
+}
+
+/// Network boot for clients that ask to boot.
+#[derive(Debug, Clone)]
+pub struct Netboot {
+    pub offer: super::boot::Offer,
+    /// Pool clients get boot options too (else nodes only).
+    pub pool: bool,
 }
 
 /// Where a reply goes.
@@ -107,13 +142,14 @@ pub struct Reply {
 pub enum Durability {
     /// Nothing the lease file holds changed.
     None,
-    /// A change that cannot cause a conflict if lost (a reserved node
-    /// renewing the address it already holds on disk: the reservation, not
+    /// A change that cannot cause a conflict if lost (any ACK of a reserved
+    /// node's own address, first binding or renewal: the reservation, not
     /// the file, decides who gets that address). Written soon (≤ 1 s, or
-    /// with the next write); the reply does not wait.
+    /// with the next write, retried until a write succeeds); the reply does
+    /// not wait.
     Lazy,
-    /// On disk before the reply is sent (a new binding, a pool lease's
-    /// renewal, RELEASE, DECLINE).
+    /// On disk before the reply is sent (a new pool binding, a pool
+    /// lease's renewal, RELEASE, DECLINE).
     BeforeReply,
 }
 
@@ -130,6 +166,8 @@ pub struct Outcome {
     /// An address was newly bound to a client (worth an info log; renewals
     /// are not).
     pub new_binding: bool,
+    /// Dropped before any decision (bad or unknown relay).
+    pub dropped: Option<Dropped>,
 }
 
 fn durable_if(changed: bool) -> Durability {
@@ -158,105 +196,9 @@ impl Outcome {
             bound: None,
             note: note.into(),
             new_binding: false,
+            dropped: None,
         }
     }
-}
-
-/// Why a datagram was not even considered.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Malformed {
-    #[error("cannot decode: {0}")]
-    Decode(String),
-    #[error("not a BOOTREQUEST")]
-    NotRequest,
-    #[error("hardware type/length {0:?}/{1} is not Ethernet/6")]
-    Hardware(HType, u8),
-    #[error("no DHCP message type (plain BOOTP is not served)")]
-    NoMessageType,
-    #[error("bad magic cookie")]
-    Magic,
-    #[error("option {0} has an invalid length {1}")]
-    OptionLength(u8, usize),
-}
-
-/// Reject options whose length dhcproto 0.15 only `debug_assert!`s or
-/// subtracts from unchecked (a panic in debug builds): 80 (0), 81 (≥ 3),
-/// 94 (3), 151 (≥ 1), 152–155 (4). Consecutive options with the same code
-/// are concatenated first (RFC 3396), as dhcproto does.
-fn check_option_lengths(opts: &[u8]) -> Result<(), Malformed> {
-    fn ok(code: u8, len: usize) -> Result<(), Malformed> {
-        let good = match code {
-            80 => len == 0,
-            81 => len >= 3,
-            94 => len == 3,
-            151 => len >= 1,
-            152..=155 => len == 4,
-            _ => true,
-        };
-        if good {
-            Ok(())
-        } else {
-            Err(Malformed::OptionLength(code, len))
-        }
-    }
-    let mut run: Option<(u8, usize)> = None;
-    let mut i = 0;
-    while i < opts.len() {
-        let code = opts[i];
-        if code == 0 || code == 255 {
-            if let Some((c, l)) = run.take() {
-                ok(c, l)?;
-            }
-            if code == 255 {
-                break;
-            }
-            i += 1;
-            continue;
-        }
-        let Some(&len) = opts.get(i + 1) else { break };
-        let len = usize::from(len);
-        match &mut run {
-            Some((c, total)) if *c == code => *total += len,
-            _ => {
-                if let Some((c, l)) = run.take() {
-                    ok(c, l)?;
-                }
-                run = Some((code, len));
-            }
-        }
-        i += 2 + len;
-    }
-    if let Some((c, l)) = run {
-        ok(c, l)?;
-    }
-    Ok(())
-}
-
-/// Decode a datagram into a request we are willing to look at.
-pub fn decode(buf: &[u8]) -> Result<Message, Malformed> {
-    if buf.len() < 240 {
-        return Err(Malformed::Decode(format!(
-            "{} bytes is too short",
-            buf.len()
-        )));
-    }
-    if buf[236..240] != v4::MAGIC {
-        return Err(Malformed::Magic);
-    }
-    check_option_lengths(&buf[240..])?;
-    let msg =
-        Message::decode(&mut Decoder::new(buf)).map_err(|e| Malformed::Decode(e.to_string()))?;
-    if msg.opcode() != Opcode::BootRequest {
-        return Err(Malformed::NotRequest);
-    }
-    // `Message::chaddr()` slices by hlen, which would panic above 16.
-    if msg.htype() != HType::Eth || msg.hlen() != 6 {
-        return Err(Malformed::Hardware(msg.htype(), msg.hlen()));
-    }
-    if msg.opts().msg_type().is_none() {
-        return Err(Malformed::NoMessageType);
-    }
-    Ok(msg)
 }
 
 /// The client's MAC (the request passed [`decode`], so hlen is 6).
@@ -305,10 +247,53 @@ fn lease_hostname(cfg: &Config, msg: &Message, mac: MacAddr) -> Option<String> {
         .or_else(|| client_hostname(msg))
 }
 
-fn is_ipxe(msg: &Message) -> bool {
-    match msg.opts().get(OptionCode::UserClass) {
-        Some(DhcpOption::UserClass(v)) => v.windows(4).any(|w| w == b"iPXE"),
-        _ => false,
+/// Which boot client `msg` comes from, if it asks to boot.
+fn boot_client(msg: &Message) -> Option<super::boot::Client> {
+    let o = msg.opts();
+    let vendor = match o.get(OptionCode::ClassIdentifier) {
+        Some(DhcpOption::ClassIdentifier(v)) => Some(v.as_slice()),
+        _ => None,
+    };
+    let user = match o.get(OptionCode::UserClass) {
+        Some(DhcpOption::UserClass(v)) => Some(v.as_slice()),
+        _ => None,
+    };
+    let arches: Vec<u16> = match o.get(OptionCode::ClientSystemArchitecture) {
+        Some(DhcpOption::ClientSystemArchitecture(a)) => vec![u16::from(*a)],
+        _ => Vec::new(),
+    };
+    let ipxe_options = o.get(OptionCode::Unknown(175)).is_some();
+    super::boot::classify(vendor, user, ipxe_options, &arches)
+}
+
+/// Put a boot answer in `m`: `siaddr`, the BOOTP file field (when it fits),
+/// option 66 and 67, and for firmware the vendor class echo (60) and the
+/// PXE discovery control (43).
+fn set_boot(
+    m: &mut Message,
+    file: &str,
+    next_server: Ipv4Addr,
+    vendor_class: Option<&str>,
+    pxe_discovery: bool,
+) {
+    m.set_siaddr(next_server);
+    // The header field holds 128 bytes NUL-terminated (and dhcproto panics
+    // above 128); longer names go in option 67 only.
+    if file.len() < 128 {
+        m.set_fname_str(file);
+    }
+    let o = m.opts_mut();
+    o.insert(DhcpOption::TFTPServerName(
+        next_server.to_string().into_bytes(),
+    ));
+    o.insert(DhcpOption::BootfileName(file.as_bytes().to_vec()));
+    if let Some(v) = vendor_class {
+        o.insert(DhcpOption::ClassIdentifier(v.as_bytes().to_vec()));
+    }
+    if pxe_discovery {
+        o.insert(DhcpOption::VendorExtensions(
+            super::boot::PXE_OPTION_43.to_vec(),
+        ));
     }
 }
 
@@ -320,10 +305,15 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
     if mac.is_multicast() || mac.0 == [0; 6] {
         return Outcome::silent("multicast or zero hardware address");
     }
-    let giaddr = msg.giaddr();
-    if !giaddr.is_unspecified() && !cfg.cidr.contains(giaddr) {
-        return Outcome::silent(format!("relayed from {giaddr}, outside {}", cfg.cidr));
-    }
+    let net = match cfg.subnet_of(msg) {
+        Ok(n) => n,
+        Err((why, note)) => {
+            return Outcome {
+                dropped: Some(why),
+                ..Outcome::silent(note)
+            };
+        }
+    };
     let client = client_of(msg, mac);
     let sid = opt_ip(msg, OptionCode::ServerIdentifier);
     let Some(kind) = msg.opts().msg_type() else {
@@ -332,15 +322,20 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
     match kind {
         MessageType::Discover => {
             let requested = opt_ip(msg, OptionCode::RequestedIpAddress);
-            match table.choose(&client, requested, now) {
+            match table.choose_in(&client, requested, net.cidr, now) {
+                Ok(ip) if !net.cidr.contains(ip) => Outcome::silent(format!(
+                    "reserved address {ip} is not on the requesting subnet {}",
+                    net.cidr
+                )),
                 Ok(ip) => {
                     table.offer(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
                     Outcome {
-                        reply: Some(build(cfg, msg, MessageType::Offer, ip, mac)),
+                        reply: Some(build(cfg, &net, msg, MessageType::Offer, ip, mac)),
                         durability: Durability::None,
                         bound: None,
                         note: format!("offer {ip}"),
                         new_binding: false,
+                        dropped: None,
                     }
                 }
                 Err(NoAddress::NotServed) => Outcome::silent("unknown MAC, no pool"),
@@ -365,31 +360,33 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
             let Some(ip) = ip else {
                 return Outcome::silent("REQUEST without requested address or ciaddr");
             };
-            if cfg.cidr.contains(ip) && table.may_use(&client, ip, now) {
+            if net.cidr.contains(ip) && table.may_use(&client, ip, now) {
                 let held = table
                     .lease_of(&client)
                     .is_some_and(|l| l.ip == ip && l.state == super::leases::State::Bound);
                 let renewal = held && table.lease_of(&client).is_some_and(|l| l.active(now));
-                // Its bound record is on disk (written before its first
-                // ACK and not changed durably since, or loaded).
-                let reserved_renewal =
-                    held && table.reserved_ip(&mac) == Some(ip) && table.is_synced(ip);
+                // A reservation, not the lease file, decides who may use a
+                // node's address: its record is written lazily, so a full
+                // or read-only disk never delays a node's ACK. Only pool
+                // bindings wait for the disk.
+                let reserved = table.reserved_ip(&mac) == Some(ip);
                 table.bind(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
-                let (durability, bound) = if reserved_renewal {
+                let (durability, bound) = if reserved {
                     (Durability::Lazy, None)
                 } else {
                     (Durability::BeforeReply, Some(ip))
                 };
                 Outcome {
-                    reply: Some(build(cfg, msg, MessageType::Ack, ip, mac)),
+                    reply: Some(build(cfg, &net, msg, MessageType::Ack, ip, mac)),
                     durability,
                     bound,
                     note: format!("ack {ip}"),
                     new_binding: !renewal,
+                    dropped: None,
                 }
             } else {
-                let why = if !cfg.cidr.contains(ip) {
-                    format!("{ip} is not on {}", cfg.cidr)
+                let why = if !net.cidr.contains(ip) {
+                    format!("{ip} is not on {}", net.cidr)
                 } else if let Some(r) = table.reserved_ip(&mac) {
                     format!("{ip} requested, reserved address is {r}")
                 } else {
@@ -398,6 +395,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                 Outcome {
                     reply: Some(build(
                         cfg,
+                        &net,
                         msg,
                         MessageType::Nak,
                         Ipv4Addr::UNSPECIFIED,
@@ -407,6 +405,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                     bound: None,
                     note: format!("nak: {why}"),
                     new_binding: false,
+                    dropped: None,
                 }
             }
         }
@@ -420,6 +419,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                 durability: durable_if(changed),
                 bound: None,
                 new_binding: false,
+                dropped: None,
                 note: format!(
                     "release {} ({})",
                     msg.ciaddr(),
@@ -440,6 +440,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                 durability: durable_if(changed),
                 bound: None,
                 new_binding: false,
+                dropped: None,
                 note: format!(
                     "decline {ip} ({})",
                     if changed {
@@ -454,16 +455,17 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
             if !table.serves(&client) {
                 return Outcome::silent("unknown MAC, no pool");
             }
-            if !cfg.cidr.contains(msg.ciaddr()) {
+            if !net.cidr.contains(msg.ciaddr()) {
                 return Outcome::silent(format!(
                     "inform from {} outside {}",
                     msg.ciaddr(),
-                    cfg.cidr
+                    net.cidr
                 ));
             }
             Outcome {
                 reply: Some(build(
                     cfg,
+                    &net,
                     msg,
                     MessageType::Ack,
                     Ipv4Addr::UNSPECIFIED,
@@ -473,6 +475,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                 bound: None,
                 note: "inform".into(),
                 new_binding: false,
+                dropped: None,
             }
         }
         other => Outcome::silent(format!("ignored message type {other:?}")),
@@ -480,7 +483,14 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
 }
 
 /// Build an OFFER/ACK/NAK for `req` (INFORM's ACK when `yiaddr` is 0).
-fn build(cfg: &Config, req: &Message, kind: MessageType, yiaddr: Ipv4Addr, mac: MacAddr) -> Reply {
+fn build(
+    cfg: &Config,
+    net: &Subnet,
+    req: &Message,
+    kind: MessageType,
+    yiaddr: Ipv4Addr,
+    mac: MacAddr,
+) -> Reply {
     let inform = req.opts().msg_type() == Some(MessageType::Inform);
     let nak = kind == MessageType::Nak;
     let mut m = Message::new_with_id(
@@ -523,32 +533,38 @@ fn build(cfg: &Config, req: &Message, kind: MessageType, yiaddr: Ipv4Addr, mac: 
                 u32::try_from(u64::from(cfg.lease_time) * 7 / 8).unwrap_or(u32::MAX),
             ));
         }
-        o.insert(DhcpOption::SubnetMask(cfg.netmask));
-        o.insert(DhcpOption::BroadcastAddr(cfg.broadcast));
-        o.insert(DhcpOption::Router(vec![cfg.router]));
-        o.insert(DhcpOption::DomainNameServer(vec![cfg.dns]));
+        o.insert(DhcpOption::SubnetMask(net.cidr.netmask()));
+        o.insert(DhcpOption::BroadcastAddr(net.cidr.broadcast()));
+        o.insert(DhcpOption::Router(vec![net.router]));
+        o.insert(DhcpOption::DomainNameServer(net.dns.clone()));
         o.insert(DhcpOption::DomainName(cfg.domain.clone()));
         if let Some(h) = cfg.hostnames.get(&mac) {
             o.insert(DhcpOption::Hostname(h.clone()));
         }
-        if let Some(p) = &cfg.pxe {
-            let file = if is_ipxe(req) {
-                p.ipxe_script_url.as_ref().or(p.boot_file.as_ref())
-            } else {
-                p.boot_file.as_ref()
-            };
-            if let Some(f) = file {
-                m.set_siaddr(p.next_server);
-                // The header field holds 128 bytes NUL-terminated (and
-                // dhcproto panics above 128); longer names go in option 67 only.
-                if f.len() < 128 {
-                    m.set_fname_str(f);
+        // Boot options only for a client that asks to boot (firmware PXE,
+        // UEFI HTTP Boot, iPXE): never for an installed OS's DHCP client.
+        if let Some(client) = boot_client(req) {
+            let is_node = cfg.hostnames.contains_key(&mac);
+            if let Some(nb) = cfg.netboot.as_ref().filter(|nb| is_node || nb.pool) {
+                match super::boot::answer(client, &nb.offer) {
+                    Ok(b) => set_boot(
+                        &mut m,
+                        &b.file,
+                        b.next_server,
+                        b.vendor_class,
+                        b.pxe_discovery,
+                    ),
+                    Err(e) => tracing::warn!(%mac, "dhcp: no network boot: {e}"),
                 }
-                let o = m.opts_mut();
-                o.insert(DhcpOption::TFTPServerName(
-                    p.next_server.to_string().into_bytes(),
-                ));
-                o.insert(DhcpOption::BootfileName(f.as_bytes().to_vec()));
+            } else if let Some(p) = &cfg.pxe {
+                let file = if client == super::boot::Client::Ipxe {
+                    p.ipxe_script_url.as_ref().or(p.boot_file.as_ref())
+                } else {
+                    p.boot_file.as_ref()
+                };
+                if let Some(f) = file {
+                    set_boot(&mut m, f, p.next_server, None, false);
+                }
             }
         }
     }

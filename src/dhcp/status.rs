@@ -17,6 +17,12 @@ pub(super) struct Counters {
     pub(super) rx_other: AtomicU64,
     pub(super) malformed: AtomicU64,
     pub(super) ignored: AtomicU64,
+    /// Relayed with a giaddr no relay can have ([`super::reply::Dropped::BadRelay`]).
+    pub(super) bad_relay: AtomicU64,
+    /// Relayed from a subnet that is not served.
+    pub(super) unknown_segment: AtomicU64,
+    /// Unix second of the last unknown-segment warning (rate limit).
+    pub(super) unknown_segment_logged: AtomicU64,
     pub(super) tx: [AtomicU64; 3], // offer ack nak
     pub(super) send_errors: AtomicU64,
     pub(super) persist_errors: AtomicU64,
@@ -97,6 +103,8 @@ pub(super) fn status(s: &Shared) -> DhcpStatus {
             .collect(),
         malformed: get(&c.malformed),
         ignored: get(&c.ignored),
+        bad_relay: get(&c.bad_relay),
+        unknown_segment: get(&c.unknown_segment),
         send_errors: get(&c.send_errors),
         lease_file_writes: get(&c.persists),
         lease_file_errors: get(&c.persist_errors),
@@ -128,13 +136,21 @@ pub(super) fn metrics(shared: &Shared, out: &mut String) {
         out,
         "crc_appliance_dhcp_dropped_total",
         Kind::Counter,
-        "Datagrams dropped: malformed, or not for this server.",
+        "Datagrams dropped: malformed, not for this server, a spoofed relay address, or from a subnet not served.",
     )
     .sample(
         &[("reason", &"malformed")],
         c.malformed.load(Ordering::Relaxed),
     )
-    .sample(&[("reason", &"ignored")], c.ignored.load(Ordering::Relaxed));
+    .sample(&[("reason", &"ignored")], c.ignored.load(Ordering::Relaxed))
+    .sample(
+        &[("reason", &"bad_relay")],
+        c.bad_relay.load(Ordering::Relaxed),
+    )
+    .sample(
+        &[("reason", &"unknown_segment")],
+        c.unknown_segment.load(Ordering::Relaxed),
+    );
     family(
         out,
         "crc_appliance_dhcp_lease_file_errors_total",

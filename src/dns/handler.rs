@@ -13,7 +13,8 @@
 //!   responses are dropped (counted in `malformed`, logged at debug),
 //!   except a query with two OPT records, which gets FORMERR (RFC 6891).
 //! - Names in the cluster zones are answered to anyone; other names are
-//!   forwarded only for clients in `network.cidr` or on loopback, and only
+//!   forwarded only for clients in `network.cidr`, a `dhcp.segments`
+//!   subnet or on loopback, and only
 //!   when `upstreamDNS` is set; otherwise REFUSED. Address names of a
 //!   reverse zone outside `network.cidr` (a /25../30 network's /24) that own
 //!   no record count as other names.
@@ -347,6 +348,8 @@ pub struct Core {
     zones: Vec<ZoneData>,
     forwarder: Option<Forwarder>,
     cidr: Ipv4Net,
+    /// Relayed segments (`dhcp.segments`): their clients may recurse too.
+    segments: Vec<Ipv4Net>,
     cache_udp: PacketCache,
     cache_tcp: PacketCache,
     pub stats: Arc<Stats>,
@@ -406,6 +409,7 @@ pub fn build(plan: &Plan) -> anyhow::Result<Core> {
         zones,
         forwarder,
         cidr: c.network.cidr,
+        segments: c.dhcp.segments.iter().map(|s| s.cidr).collect(),
         cache_udp: PacketCache::default(),
         cache_tcp: PacketCache::default(),
         stats: Arc::new(Stats::default()),
@@ -416,6 +420,7 @@ impl Core {
     /// May `ip` have names outside the cluster zones resolved for it?
     pub fn may_recurse(&self, ip: IpAddr) -> bool {
         self.cidr.contains_or_loopback(ip)
+            || self.segments.iter().any(|s| s.contains_or_loopback(ip))
     }
 
     fn zone_of(&self, name: &LowerName) -> Option<&ZoneData> {

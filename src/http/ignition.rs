@@ -14,7 +14,11 @@
 //!      verbatim;
 //!   3. anything else: 404.
 //! - The merge keeps every other key; an existing `/etc/hostname` entry is
-//!   replaced. The entry is `{path, mode: 420, overwrite: true, contents:
+//!   replaced. A role config with an `ignition.config.replace` pointer is
+//!   refused (500, logged): Ignition would drop the hostname.
+//! - One name rule: validation keeps every node FQDN ≤ 63 characters, so the
+//!   `/etc/hostname` served here (the FQDN) and what DHCP gives (option 12
+//!   the short name + option 15 the cluster domain) name the node alike. The entry is `{path, mode: 420, overwrite: true, contents:
 //!   {source: "data:,<fqdn>%0A"}}` (RFC 2397 data URL, URL-encoded), valid
 //!   for Ignition spec 3.x.
 
@@ -85,8 +89,21 @@ pub fn data_url(text: &str) -> String {
 }
 
 /// Merge an `/etc/hostname` file into the ignition config `role_config`.
+/// A config with an `ignition.config.replace` pointer is refused: Ignition
+/// would fetch the pointed-to config *instead of* this one and drop the
+/// hostname silently (a `merge` pointer, as openshift-install writes, keeps
+/// it).
 pub fn merge_hostname(role_config: &[u8], hostname: &str) -> Result<Vec<u8>, MergeError> {
     let mut doc: Value = serde_json::from_slice(role_config)?;
+    if doc
+        .pointer("/ignition/config/replace")
+        .is_some_and(|r| !r.is_null())
+    {
+        return Err(MergeError::Shape(
+            "it has an ignition.config.replace pointer, which would discard the node's /etc/hostname; \
+             use ignition.config.merge, or give the node its own <node>.ign",
+        ));
+    }
     let root = doc
         .as_object_mut()
         .ok_or(MergeError::Shape("top level is not a JSON object"))?;
@@ -221,5 +238,16 @@ mod tests {
             merge_hostname(br#"{"storage":{"files":{}}}"#, "h"),
             Err(MergeError::Shape(_))
         ));
+        // A replace pointer would discard the hostname: refused, clearly.
+        let replace =
+            br#"{"ignition":{"version":"3.2.0","config":{"replace":{"source":"https://x/c"}}}}"#;
+        match merge_hostname(replace, "h") {
+            Err(MergeError::Shape(m)) => assert!(m.contains("ignition.config.replace"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // A merge pointer (what openshift-install writes) is fine.
+        let merge =
+            br#"{"ignition":{"version":"3.2.0","config":{"merge":[{"source":"https://x/c"}]}}}"#;
+        assert!(merge_hostname(merge, "h").is_ok());
     }
 }

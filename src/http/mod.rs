@@ -19,7 +19,7 @@
 //!   get 400, anything outside the root, a directory or a special file 404.
 //! - Range (single, multi, suffix, open), 416, ETag / Last-Modified and the
 //!   RFC 9110 conditionals live in the pure [`range`] module.
-//! - Ignition is answered only to `network.cidr` and loopback (403
+//! - Ignition is answered only to `network.cidr`, `dhcp.segments` and loopback (403
 //!   otherwise); every ignition request is recorded in [`stats::Stats`]
 //!   (client IP ↔ node, file, status, time) and shown by the admin listener.
 //! - A bad request or a broken connection is logged at debug and never ends
@@ -30,6 +30,7 @@
 //!   keeps the listening socket when `http.listen` did not change.
 
 pub mod ignition;
+pub mod netboot;
 pub mod path;
 pub mod range;
 mod server;
@@ -76,6 +77,8 @@ pub(crate) struct Ctx {
     plan: Arc<ArcSwap<Plan>>,
     stats: Arc<Stats>,
     boundary_seq: AtomicU64,
+    /// Network-boot install state (`/boot/<mac>.ipxe`).
+    boot: Arc<netboot::BootState>,
 }
 
 fn empty() -> Body {
@@ -224,6 +227,22 @@ impl Ctx {
             modified,
         };
         let ctype = path::content_type(&real);
+        self.serve_region(req, file, 0, len, &v, ctype)
+    }
+
+    /// Answer a GET/HEAD for the `len` bytes at `base` in `file` (a whole
+    /// file, or a file inside an ISO image): conditionals, single and
+    /// multiple ranges, streamed in [`CHUNK`] preads.
+    fn serve_region(
+        &self,
+        req: &Request<Incoming>,
+        file: File,
+        base: u64,
+        len: u64,
+        v: &Validators,
+        ctype: &str,
+    ) -> Resp {
+        let v = v.clone();
         let is_head = req.method() == Method::HEAD;
         let mut use_range = true;
         match range::evaluate_conditions(&conditions(req.headers()), &v) {
@@ -253,8 +272,8 @@ impl Ctx {
         let (body_len, body): (u64, Option<Body>) = match outcome {
             RangeOutcome::Full => {
                 r.headers_mut().insert(header::CONTENT_TYPE, hv(ctype));
-                let s =
-                    (!is_head).then(|| stream_body(file_stream(file, 0, len, self.stats.clone())));
+                let s = (!is_head)
+                    .then(|| stream_body(file_stream(file, base, len, self.stats.clone())));
                 (len, s)
             }
             RangeOutcome::Unsatisfiable => {
@@ -269,7 +288,7 @@ impl Ctx {
                 r.headers_mut().insert(header::CONTENT_TYPE, hv(ctype));
                 r.headers_mut()
                     .insert(header::CONTENT_RANGE, hv(&br.content_range(len)));
-                let s = file_stream(file, br.start, br.len(), self.stats.clone());
+                let s = file_stream(file, base + br.start, br.len(), self.stats.clone());
                 (br.len(), Some(stream_body(s)))
             }
             RangeOutcome::Partial(ranges) => {
@@ -285,7 +304,12 @@ impl Ctx {
                 let total = m.content_length();
                 (
                     total,
-                    Some(stream_body(multipart_stream(m, file, self.stats.clone()))),
+                    Some(stream_body(multipart_stream(
+                        m,
+                        file,
+                        base,
+                        self.stats.clone(),
+                    ))),
                 )
             }
         };
@@ -311,6 +335,15 @@ impl Ctx {
             }
         };
         let record = |status: StatusCode, detail: &str, bytes: u64| {
+            // Network boot: the node itself fetched its ignition (the
+            // installer did), so its next network boot boots the disk.
+            if status == StatusCode::OK
+                && c.rhcos.is_some()
+                && let Some(n) = &node
+            {
+                let (boot, n) = (self.boot.clone(), n.clone());
+                tokio::task::spawn_blocking(move || boot.ignition_fetched(&n));
+            }
             self.stats.ignition(Fetch {
                 time: SystemTime::now(),
                 client,
@@ -321,10 +354,10 @@ impl Ctx {
                 bytes,
             });
         };
-        if !c.network.cidr.contains_or_loopback(client) {
+        if !c.is_cluster_client(client) {
             warn!(
                 "ignition {file} refused to {client}: outside {} and not loopback",
-                c.network.cidr
+                c.cluster_networks()
             );
             record(StatusCode::FORBIDDEN, "client outside network.cidr", 0);
             return plain(
@@ -424,6 +457,8 @@ impl Ctx {
         let cfg = &plan.cluster.http;
         if let Some(rest) = p.strip_prefix("/images/") {
             self.serve_file(req, &cfg.images_dir, rest).await
+        } else if let Some(rest) = p.strip_prefix("/boot/") {
+            self.serve_boot(req, peer, rest).await
         } else if let Some(rest) = p.strip_prefix("/ignition/") {
             self.serve_ignition(req, peer, rest).await
         } else if let Some(rest) = p.strip_prefix('/') {
@@ -441,6 +476,7 @@ impl Ctx {
 fn multipart_stream(
     m: range::Multipart,
     file: Arc<File>,
+    base: u64,
     stats: Arc<Stats>,
 ) -> impl Stream<Item = std::io::Result<Frame<Bytes>>> + Send + 'static {
     let trailer = Bytes::from(m.trailer);
@@ -455,7 +491,7 @@ fn multipart_stream(
             stats.sent(h.len() as u64);
             stream::once(async move { Ok(Frame::data(h)) }).chain(file_stream(
                 file.clone(),
-                r.start,
+                base + r.start,
                 r.len(),
                 stats.clone(),
             ))

@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
+use super::netboot::BootState;
 use super::stats::Stats;
 use super::{Ctx, DRAIN, HEADER_TIMEOUT, MAX_CONNECTIONS};
 use crate::net;
@@ -55,6 +56,7 @@ impl Http {
         Arc::new(Http {
             ctx: Arc::new(Ctx {
                 stats: Arc::new(Stats::new(shared.clone())),
+                boot: Arc::new(BootState::load(BootState::path_of(&plan.cluster))),
                 plan: shared,
                 boundary_seq: AtomicU64::new(1),
             }),
@@ -112,7 +114,12 @@ impl Service for Http {
     }
 
     fn status(&self) -> crate::status::ServiceStatus {
-        crate::status::ServiceStatus::Http(self.ctx.stats.status())
+        let mut s = self.ctx.stats.status();
+        let plan = self.ctx.plan.load_full();
+        if plan.cluster.rhcos.is_some() {
+            s.netboot = self.ctx.boot.rows(&plan.cluster);
+        }
+        crate::status::ServiceStatus::Http(s)
     }
 
     fn metrics(&self, out: &mut String) {
@@ -172,4 +179,17 @@ async fn serve_listener(
     })
     .await;
     Ok(())
+}
+
+impl crate::hub::BootControl for Http {
+    fn reinstall(&self, node: &str) -> Result<String, crate::hub::NodeControlError> {
+        let plan = self.ctx.plan.load_full();
+        if plan.cluster.node(node).is_none() {
+            return Err(crate::hub::NodeControlError::UnknownNode(node.to_string()));
+        }
+        self.ctx.boot.reinstall(node);
+        Ok(format!(
+            "{node} will install again at its next network boot"
+        ))
+    }
 }

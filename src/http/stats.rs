@@ -146,6 +146,7 @@ impl Stats {
             connections_total: self.connections.load(Ordering::Relaxed),
             ignition_by_node: by_node,
             ignition_fetches: fetches.iter().map(Fetch::row).collect(),
+            netboot: Vec::new(),
         }
     }
 

@@ -103,20 +103,16 @@ impl Prober {
             Some(path) => {
                 let mut roots = rustls::RootCertStore::empty();
                 let certs = CertificateDer::pem_file_iter(path)
-                    .with_context(|| format!("loadBalancer.caFile {}", path.display()))?;
+                    .with_context(|| format!("LB CA bundle {}", path.display()))?;
                 for c in certs {
-                    let c = c.with_context(|| {
-                        format!("loadBalancer.caFile {}: bad PEM", path.display())
-                    })?;
+                    let c =
+                        c.with_context(|| format!("LB CA bundle {}: bad PEM", path.display()))?;
                     roots.add(c).with_context(|| {
-                        format!("loadBalancer.caFile {}: bad certificate", path.display())
+                        format!("LB CA bundle {}: bad certificate", path.display())
                     })?;
                 }
                 if roots.is_empty() {
-                    anyhow::bail!(
-                        "loadBalancer.caFile {}: no certificates found",
-                        path.display()
-                    );
+                    anyhow::bail!("LB CA bundle {}: no certificates found", path.display());
                 }
                 let cfg = ClientConfig::builder_with_provider(provider)
                     .with_safe_default_protocol_versions()

@@ -40,7 +40,16 @@ impl Probe for super::check::Prober {
 /// What the check loops read at every tick; swapped by a reload.
 pub struct CheckSettings {
     pub health: HealthCfg,
+    /// The prober of each pool (its own CA for HTTPS checks).
+    pub probers: std::collections::HashMap<PoolKind, Arc<dyn Probe>>,
+    /// For pools without their own.
     pub prober: Arc<dyn Probe>,
+}
+
+impl CheckSettings {
+    pub fn prober_for(&self, pool: PoolKind) -> &Arc<dyn Probe> {
+        self.probers.get(&pool).unwrap_or(&self.prober)
+    }
 }
 
 /// Check `b` every `interval` until `stop` (retired or shutdown).
@@ -68,7 +77,7 @@ pub async fn check_loop(
         } else {
             let result = tokio::select! {
                 _ = stop.cancelled() => return Ok(()),
-                r = tokio::time::timeout(h.timeout, s.prober.probe(&b.key.check, b.key.addr)) => match r {
+                r = tokio::time::timeout(h.timeout, s.prober_for(pool).probe(&b.key.check, b.key.addr)) => match r {
                     Ok(r) => r,
                     Err(_) => Err(ProbeError::Timeout(h.timeout)),
                 },
@@ -199,7 +208,11 @@ pub fn maybe_remove_bootstrap(pools: &Pools, memory: &NodeMemory, marker: &Path)
 
 /// Settings for tests and the first generation.
 pub fn settings(health: HealthCfg, prober: Arc<dyn Probe>) -> Arc<ArcSwap<CheckSettings>> {
-    Arc::new(ArcSwap::from_pointee(CheckSettings { health, prober }))
+    Arc::new(ArcSwap::from_pointee(CheckSettings {
+        health,
+        probers: Default::default(),
+        prober,
+    }))
 }
 
 #[cfg(test)]
@@ -303,6 +316,7 @@ mod tests {
         };
         s.store(Arc::new(CheckSettings {
             health: slow,
+            probers: Default::default(),
             prober: probe.clone(),
         }));
         let before = probe.calls.load(Ordering::SeqCst);

@@ -110,6 +110,25 @@ pub struct Lb {
     conns_stop: CancellationToken,
 }
 
+/// The health settings and probers of `plan`: the api and machine-config
+/// pools verify against their own CA bundle when one is configured.
+fn check_settings(plan: &Plan) -> anyhow::Result<CheckSettings> {
+    let c = &plan.cluster;
+    let mut probers: std::collections::HashMap<PoolKind, Arc<dyn checker::Probe>> =
+        Default::default();
+    for (kind, ca) in [
+        (PoolKind::Api, &c.lb.api_ca_file),
+        (PoolKind::MachineConfig, &c.lb.machine_config_ca_file),
+    ] {
+        probers.insert(kind, Arc::new(Prober::new(ca.as_deref(), &c.domain)?));
+    }
+    Ok(CheckSettings {
+        health: c.lb.health,
+        probers,
+        prober: Arc::new(Prober::new(None, &c.domain)?),
+    })
+}
+
 fn marker_of(plan: &Plan) -> PathBuf {
     plan.cluster.http.ignition_dir.join("bootstrap-complete")
 }
@@ -118,12 +137,12 @@ impl Lb {
     /// The service for `plan` (health checks start with the first commit).
     pub fn new(plan: &Plan) -> anyhow::Result<Arc<Lb>> {
         let c = &plan.cluster;
-        let prober = Prober::new(c.lb.ca_file.as_deref(), &c.domain)?;
+        let settings = check_settings(plan)?;
         let lb = Arc::new(Lb {
             pools: Arc::new(ArcSwap::from_pointee(Pools::default())),
             frontends: Default::default(),
             cfg: ArcSwap::from_pointee(c.lb.clone()),
-            settings: checker::settings(c.lb.health, Arc::new(prober)),
+            settings: Arc::new(ArcSwap::from_pointee(settings)),
             memory: Arc::new(NodeMemory::default()),
             marker: Arc::new(ArcSwap::from_pointee(marker_of(plan))),
             listeners: Listeners::default(),
@@ -234,8 +253,7 @@ impl Service for Lb {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let c = &plan.cluster;
-        let prober = Prober::new(c.lb.ca_file.as_deref(), &c.domain)?;
+        let settings = check_settings(&plan)?;
         let wanted: Vec<(PoolKind, SocketAddr)> = plan
             .pools
             .iter()
@@ -251,10 +269,7 @@ impl Service for Lb {
         Ok(Box::new(move || {
             self.memory.prune(&plan);
             let (pools, fresh, gone) = self.pools.load().rebuild(&plan, &self.memory);
-            self.settings.store(Arc::new(CheckSettings {
-                health: plan.cluster.lb.health,
-                prober: Arc::new(prober),
-            }));
+            self.settings.store(Arc::new(settings));
             self.cfg.store(Arc::new(plan.cluster.lb.clone()));
             self.marker.store(Arc::new(marker_of(&plan)));
             self.pools.store(Arc::new(pools));

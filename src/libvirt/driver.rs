@@ -232,7 +232,7 @@ impl Driver {
     fn extract_boot_files(&self, done: &mut Vec<String>) -> anyhow::Result<()> {
         let s = &self.spec;
         let file = fs::File::open(&s.iso)
-            .with_context(|| format!("opening the live ISO {} (libvirt.iso)", s.iso.display()))?;
+            .with_context(|| format!("opening the live ISO {} (rhcos.iso)", s.iso.display()))?;
         let iso_mtime = file.metadata().and_then(|m| m.modified()).ok();
         let mut iso = IsoImage::open(io::BufReader::new(file))
             .with_context(|| format!("reading {}", s.iso.display()))?;

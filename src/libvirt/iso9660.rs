@@ -395,6 +395,34 @@ impl<R: Read + Seek> IsoImage<R> {
         Ok(cur)
     }
 
+    /// Where a file's bytes lie in the image, as one `(offset, length)`
+    /// region, when its extents are contiguous (always for files written as
+    /// one extent, i.e. under 4 GiB); checked against the image size. Lets a
+    /// server stream the file straight out of the image with ranges.
+    pub fn region(&self, file: &DirEntry) -> Result<(u64, u64), IsoError> {
+        if file.is_dir {
+            return Err(IsoError::IsADirectory(file.name.clone()));
+        }
+        let mut start = None;
+        let mut end = 0u64;
+        for &(lba, len) in &file.extents {
+            let s = self.check_extent(lba, len)?;
+            match start {
+                None => start = Some(s),
+                Some(_) if s == end => {}
+                Some(_) => {
+                    return Err(corrupt(format!(
+                        "{}: its extents are not contiguous",
+                        file.name
+                    )));
+                }
+            }
+            end = s + u64::from(len);
+        }
+        let start = start.unwrap_or(0);
+        Ok((start, end.saturating_sub(start)))
+    }
+
     /// Copy a file's contents to `w` through a fixed buffer; returns the size.
     pub fn copy_to(&mut self, file: &DirEntry, w: &mut impl Write) -> Result<u64, IsoError> {
         if file.is_dir {

@@ -2,7 +2,7 @@
 //! URLs and kernel command lines. No I/O except the optional check for a
 //! per-node ignition file (see [`Spec::new`]).
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use crate::config::{LibvirtCfg, MacAddr, NetMode, Role};
@@ -199,16 +199,7 @@ impl Spec {
                     .collect();
             }
         }
-        let http = c.http.listen;
-        let http_ip = match http.ip() {
-            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(net.appliance_ip),
-            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V4(net.appliance_ip),
-            ip => ip,
-        };
-        let http_base = match http_ip {
-            IpAddr::V4(ip) => format!("http://{ip}:{}", http.port()),
-            IpAddr::V6(ip) => format!("http://[{ip}]:{}", http.port()),
-        };
+        let http_base = crate::model::boot::http_base(c);
         if !c.http.enabled {
             warnings.push(format!(
                 "http is disabled: the guests need {http_base}/ignition/ and /images/ from some \
@@ -232,11 +223,12 @@ impl Spec {
                     format!("{}.ign", n.role)
                 };
                 let ignition_url = format!("{http_base}/ignition/{ign}");
-                let cmdline = format!(
-                    "coreos.live.rootfs_url={rootfs_url} ignition.firstboot ignition.platform.id=metal \
-                     coreos.inst.install_dev={} coreos.inst.ignition_url={ignition_url} \
-                     console=tty0 console=ttyS0,115200n8",
-                    v.install_dev
+                let cmdline = crate::model::boot::install_kargs(
+                    c,
+                    n,
+                    &v.install_dev,
+                    &rootfs_url,
+                    &ignition_url,
                 );
                 NodeSpec {
                     node: n.name.clone(),

@@ -308,7 +308,7 @@ http:
         super::super::spec::stable_uuid(s)[..8].to_string()
     }
 
-    const LV: &str = "libvirt:\n  iso: /isos/rhcos.iso\n  pool: { name: ocp4, path: /var/lib/libvirt/images/ocp4 }\n";
+    const LV: &str = "rhcos:\n  iso: /isos/rhcos.iso\nlibvirt:\n  pool: { name: ocp4, path: /var/lib/libvirt/images/ocp4 }\n";
 
     #[test]
     fn appliance_network_has_no_dnsmasq_and_owns_appliance_ip() {

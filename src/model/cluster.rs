@@ -22,7 +22,10 @@ pub struct Cluster {
     pub lb: LbCfg,
     pub http: HttpCfg,
     pub admin: AdminCfg,
+    pub rhcos: Option<RhcosCfg>,
     pub libvirt: Option<LibvirtCfg>,
+    /// The `pxe:` section (TFTP server), if present.
+    pub tftp: Option<TftpCfg>,
 }
 
 impl Cluster {
@@ -35,6 +38,25 @@ impl Cluster {
     /// Fully qualified node name, no trailing dot.
     pub fn fqdn(&self, label: &str) -> String {
         format!("{label}.{}", self.domain)
+    }
+    /// Is `ip` a client of the cluster: inside `network.cidr`, a relayed
+    /// `dhcp.segments[]` subnet, or loopback? Who may fetch ignition and
+    /// have other names resolved.
+    pub fn is_cluster_client(&self, ip: std::net::IpAddr) -> bool {
+        self.network.cidr.contains_or_loopback(ip)
+            || self
+                .dhcp
+                .segments
+                .iter()
+                .any(|s| s.cidr.contains_or_loopback(ip))
+    }
+    /// `network.cidr` and the relayed segments, for messages.
+    pub fn cluster_networks(&self) -> String {
+        std::iter::once(self.network.cidr)
+            .chain(self.dhcp.segments.iter().map(|s| s.cidr))
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -111,6 +133,34 @@ pub struct NodeCfg {
     pub role: Role,
     pub mac: MacAddr,
     pub ip: Ipv4Addr,
+    /// Install disk (overrides `rhcos.installDev` / `libvirt.installDev`).
+    pub install_dev: Option<String>,
+    /// Extra kernel arguments of this node's install.
+    pub kargs: Vec<String>,
+}
+
+/// Where the RHCOS kernel, initramfs and rootfs come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum BootSource {
+    /// The live ISO: `images/pxeboot/{vmlinuz,initrd.img,rootfs.img}`.
+    Iso(PathBuf),
+    /// The PXE artifacts as files.
+    Files {
+        kernel: PathBuf,
+        initramfs: PathBuf,
+        rootfs: PathBuf,
+    },
+}
+
+/// `rhcos`: the boot source and install kernel arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RhcosCfg {
+    pub source: BootSource,
+    pub install_dev: String,
+    pub kargs: Vec<String>,
+    /// Extra kernel arguments by role.
+    pub role_kargs: std::collections::BTreeMap<Role, Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -132,6 +182,22 @@ pub struct DhcpCfg {
     pub pool: Option<(Ipv4Addr, Ipv4Addr)>,
     pub lease_file: PathBuf,
     pub pxe: Option<PxeCfg>,
+    /// Remote subnets behind DHCP relays (`dhcp.segments`), none
+    /// overlapping `network.cidr` or each other.
+    pub segments: Vec<SegmentCfg>,
+}
+
+/// A relayed subnet (`dhcp.segments[]`): requests whose relay address
+/// (giaddr, or the relay's link-selection sub-option) lies in `cidr` are
+/// answered with this subnet's mask, router and DNS servers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SegmentCfg {
+    pub cidr: Ipv4Net,
+    pub gateway: Ipv4Addr,
+    /// Inclusive range for unknown MACs on this segment.
+    pub pool: Option<(Ipv4Addr, Ipv4Addr)>,
+    /// DNS servers handed out (default: `network.applianceIP`).
+    pub dns: Vec<Ipv4Addr>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -150,7 +216,11 @@ pub struct LbCfg {
     pub ingress_https: SocketAddr,
     pub backend_ports: BackendPortsCfg,
     pub health: HealthCfg,
-    pub ca_file: Option<PathBuf>,
+    /// CA bundle verifying the api pool's checks (`caFiles.api`, else `caFile`).
+    pub api_ca_file: Option<PathBuf>,
+    /// CA bundle verifying the machine-config pool's checks
+    /// (`caFiles.machineConfig`, else `caFile`).
+    pub machine_config_ca_file: Option<PathBuf>,
     pub max_connections: usize,
     pub idle_timeout: Duration,
     pub connect_timeout: Duration,
@@ -213,6 +283,7 @@ pub enum NetMode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LibvirtCfg {
     pub uri: String,
+    /// The live ISO the VMs boot from (`rhcos.iso`).
     pub iso: PathBuf,
     pub pool_name: String,
     pub pool_path: PathBuf,
@@ -242,6 +313,20 @@ pub struct ResourceCfg {
     pub cpus: u32,
     pub memory_mib: u64,
     pub disk_gib: u64,
+}
+
+/// The validated `pxe:` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TftpCfg {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+    pub root: PathBuf,
+    pub max_transfers: usize,
+    pub timeout: Duration,
+    pub retries: u32,
+    pub allow_symlinks_to: Vec<PathBuf>,
+    /// Boot options for pool clients too (default: nodes only).
+    pub pool: bool,
 }
 
 /// An IPv4 network in CIDR form; the address is stored masked.

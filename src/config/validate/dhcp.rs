@@ -1,18 +1,22 @@
 //! `dhcp`: listener, lease time, the pool (clear of every reserved and
-//! appliance address), lease file, PXE options.
+//! appliance address), lease file, PXE options, and the relayed segments
+//! (`segments[]`: parsed before the nodes, whose addresses may lie in one;
+//! no two overlap, none overlaps `network.cidr`; each pool is clear of node
+//! addresses and the segment's gateway).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use super::{Errs, NetParts, resolve, sock};
 use crate::config::raw;
-use crate::model::cluster::{DhcpCfg, NodeCfg, PxeCfg};
+use crate::model::cluster::{DhcpCfg, Ipv4Net, NodeCfg, PxeCfg, SegmentCfg};
 
 pub(crate) fn build(
     h: &raw::Dhcp,
     cluster_name: &str,
     net: &NetParts,
     nodes: Option<&[NodeCfg]>,
+    segments: Vec<SegmentCfg>,
     base: &Path,
     e: &mut Errs,
 ) -> Option<DhcpCfg> {
@@ -36,17 +40,7 @@ pub(crate) fn build(
             return None;
         }
         let inside = |ip: Ipv4Addr| (u32::from(s)..=u32::from(t)).contains(&u32::from(ip));
-        for (j, node) in nodes.unwrap_or_default().iter().enumerate() {
-            if inside(node.ip) {
-                e.push(
-                    "dhcp.pool",
-                    format!(
-                        "range {s}-{t} contains reserved address {} of nodes[{j}] ({})",
-                        node.ip, node.name
-                    ),
-                );
-            }
-        }
+        pool_clear_of_nodes(e, "dhcp.pool", (s, t), nodes);
         for (what, ip) in net.taken() {
             if let Some(ip) = ip.filter(|ip| inside(*ip)) {
                 e.push("dhcp.pool", format!("range {s}-{t} contains {what} {ip}"));
@@ -54,6 +48,11 @@ pub(crate) fn build(
         }
         Some((s, t))
     });
+    for (i, seg) in segments.iter().enumerate() {
+        if let Some(range) = seg.pool {
+            pool_clear_of_nodes(e, &format!("dhcp.segments[{i}].pool"), range, nodes);
+        }
+    }
     let lease_file = match &h.lease_file {
         Some(f) if f.trim().is_empty() => {
             e.push("dhcp.leaseFile", "must not be empty");
@@ -91,5 +90,127 @@ pub(crate) fn build(
         pool,
         lease_file,
         pxe,
+        segments,
     })
+}
+
+/// Record an error for every node address inside the pool `(s, t)`.
+fn pool_clear_of_nodes(
+    e: &mut Errs,
+    path: &str,
+    (s, t): (Ipv4Addr, Ipv4Addr),
+    nodes: Option<&[NodeCfg]>,
+) {
+    let inside = |ip: Ipv4Addr| (u32::from(s)..=u32::from(t)).contains(&u32::from(ip));
+    for (j, node) in nodes.unwrap_or_default().iter().enumerate() {
+        if inside(node.ip) {
+            e.push(
+                path,
+                format!(
+                    "range {s}-{t} contains reserved address {} of nodes[{j}] ({})",
+                    node.ip, node.name
+                ),
+            );
+        }
+    }
+}
+
+/// `dhcp.segments[]`: the segments that parsed (errors recorded for the
+/// others). Their pools are checked against the nodes in [`build`].
+pub(crate) fn segments(h: &raw::Dhcp, net: &NetParts, e: &mut Errs) -> Vec<SegmentCfg> {
+    let mut out: Vec<SegmentCfg> = Vec::new();
+    for (i, r) in h.segments.iter().enumerate() {
+        let p = |f: &str| format!("dhcp.segments[{i}].{f}");
+        let before = e.len();
+        let cidr = e.parse::<Ipv4Net>(&p("cidr"), &r.cidr, "IPv4 CIDR (a.b.c.d/prefix)");
+        if let Some(c) = cidr {
+            if c.prefix() < 8 || c.prefix() > 30 {
+                e.push(
+                    p("cidr"),
+                    format!("prefix /{} is not supported (use /8 to /30)", c.prefix()),
+                );
+            }
+            let overlaps = |o: &Ipv4Net| o.contains(c.network()) || c.contains(o.network());
+            if let Some(n) = net.cidr.filter(overlaps) {
+                e.push(p("cidr"), format!("{c} overlaps network.cidr {n}"));
+            }
+            for (j, o) in h.segments[..i].iter().enumerate() {
+                if let Ok(o) = o.cidr.parse::<Ipv4Net>()
+                    && overlaps(&o)
+                {
+                    e.push(
+                        p("cidr"),
+                        format!("{c} overlaps dhcp.segments[{j}].cidr {o}"),
+                    );
+                }
+            }
+        }
+        let host = |e: &mut Errs, path: &str, ip: Option<Ipv4Addr>| {
+            if let (Some(c), Some(ip)) = (cidr, ip) {
+                if !c.contains(ip) {
+                    e.push(path, format!("{ip} is outside the segment {c}"));
+                } else if c.is_reserved(ip) {
+                    e.push(
+                        path,
+                        format!("{ip} is the network or broadcast address of {c}"),
+                    );
+                }
+            }
+        };
+        let gateway = e.parse::<Ipv4Addr>(&p("gateway"), &r.gateway, "IPv4 address");
+        host(e, &p("gateway"), gateway);
+        let pool = r.pool.as_ref().and_then(|x| {
+            let s = e.parse::<Ipv4Addr>(&p("pool.start"), &x.start, "IPv4 address");
+            host(e, &p("pool.start"), s);
+            let t = e.parse::<Ipv4Addr>(&p("pool.end"), &x.end, "IPv4 address");
+            host(e, &p("pool.end"), t);
+            let (s, t) = (s?, t?);
+            if u32::from(s) > u32::from(t) {
+                e.push(p("pool"), format!("start {s} is after end {t}"));
+                return None;
+            }
+            if let Some(g) = gateway
+                && (u32::from(s)..=u32::from(t)).contains(&u32::from(g))
+            {
+                e.push(p("pool"), format!("range {s}-{t} contains the gateway {g}"));
+            }
+            Some((s, t))
+        });
+        let dns = match &r.dns {
+            None => net.appliance_ip.into_iter().collect(),
+            Some(v) if v.is_empty() => {
+                e.push(p("dns"), "must list at least one address (or be left out)");
+                Vec::new()
+            }
+            Some(v) => v
+                .iter()
+                .enumerate()
+                .filter_map(|(j, s)| {
+                    e.parse::<Ipv4Addr>(&format!("dhcp.segments[{i}].dns[{j}]"), s, "IPv4 address")
+                })
+                .collect(),
+        };
+        if e.len() > before {
+            // Keep a segment whose cidr and gateway parsed for the node
+            // checks (its errors already fail the file).
+            if let (Some(cidr), Some(gateway)) = (cidr, gateway) {
+                out.push(SegmentCfg {
+                    cidr,
+                    gateway,
+                    pool: None,
+                    dns,
+                });
+            }
+            continue;
+        }
+        if let (Some(cidr), Some(gateway)) = (cidr, gateway) {
+            out.push(SegmentCfg {
+                cidr,
+                gateway,
+                pool,
+                dns,
+            });
+        }
+    }
+    out
 }

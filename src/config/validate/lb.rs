@@ -121,7 +121,18 @@ pub(crate) fn build(
             rise: hc.rise,
             fall: hc.fall,
         },
-        ca_file: l.ca_file.as_ref().map(|f| resolve(base, f)),
+        api_ca_file: l
+            .ca_files
+            .api
+            .as_ref()
+            .or(l.ca_file.as_ref())
+            .map(|f| resolve(base, f)),
+        machine_config_ca_file: l
+            .ca_files
+            .machine_config
+            .as_ref()
+            .or(l.ca_file.as_ref())
+            .map(|f| resolve(base, f)),
         max_connections: l.max_connections,
         idle_timeout: l.idle_timeout.get(),
         connect_timeout: l.connect_timeout.get(),

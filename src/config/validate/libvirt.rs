@@ -5,12 +5,13 @@ use std::path::Path;
 
 use super::{Errs, resolve};
 use crate::config::raw;
-use crate::model::cluster::{LibvirtCfg, NetMode, ResourceCfg};
+use crate::model::cluster::{BootSource, LibvirtCfg, NetMode, ResourceCfg, RhcosCfg};
 use crate::model::names::is_label;
 
 pub(crate) fn build(
     e: &mut Errs,
     v: &raw::Libvirt,
+    rhcos: Option<&RhcosCfg>,
     cluster: &str,
     base: &Path,
 ) -> Option<LibvirtCfg> {
@@ -19,10 +20,29 @@ pub(crate) fn build(
         e.push("libvirt.uri", "must not be empty");
         ok = false;
     }
-    if v.iso.trim().is_empty() {
-        e.push("libvirt.iso", "must not be empty");
+    if v.iso.is_some() {
+        e.push(
+            "libvirt.iso",
+            "moved to rhcos.iso (one boot source for the VMs and network boot): write `rhcos: { iso: … }`",
+        );
         ok = false;
     }
+    let iso = match rhcos.map(|r| &r.source) {
+        Some(BootSource::Iso(p)) => Some(p.clone()),
+        Some(BootSource::Files { .. }) => {
+            e.push(
+                "libvirt",
+                "the VMs boot from the live ISO: set rhcos.iso (rhcos names PXE artifacts)",
+            );
+            None
+        }
+        None => {
+            if v.iso.is_none() {
+                e.push("libvirt", "the VMs need rhcos.iso (the RHCOS live ISO)");
+            }
+            None
+        }
+    };
     let network_name = v
         .network
         .name
@@ -72,10 +92,7 @@ pub(crate) fn build(
         ok = false;
     }
     if !v.install_dev.starts_with("/dev/") {
-        e.push(
-            "libvirt.installDev",
-            format!("{:?} must be a /dev/ path", v.install_dev),
-        );
+        super::rhcos::check_install_dev(e, "libvirt.installDev", &v.install_dev);
         ok = false;
     }
     let mut res = |role: &str, r: &raw::Resource| {
@@ -101,9 +118,10 @@ pub(crate) fn build(
     let bootstrap = res("bootstrap", &v.resources.bootstrap);
     let master = res("master", &v.resources.master);
     let worker = res("worker", &v.resources.worker);
+    let iso = iso?;
     ok.then(|| LibvirtCfg {
         uri: v.uri.clone(),
-        iso: resolve(base, &v.iso),
+        iso,
         pool_name: v.pool.name.clone(),
         pool_path: resolve(base, &v.pool.path),
         network_name,

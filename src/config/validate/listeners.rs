@@ -6,17 +6,27 @@ use std::net::SocketAddr;
 
 use super::Errs;
 use crate::config::raw::ClusterFile;
-use crate::model::cluster::{AdminCfg, DhcpCfg, DnsCfg, HttpCfg, LbCfg};
+use crate::model::cluster::{AdminCfg, DhcpCfg, DnsCfg, HttpCfg, LbCfg, TftpCfg};
 
-pub(crate) fn check(
-    raw: &ClusterFile,
-    dns: Option<&DnsCfg>,
-    dhcp: Option<&DhcpCfg>,
-    lb: Option<&LbCfg>,
-    http: Option<&HttpCfg>,
-    admin: Option<&AdminCfg>,
-    e: &mut Errs,
-) {
+/// The sections with listeners, as far as they could be assembled.
+pub(crate) struct Enabled<'a> {
+    pub dns: Option<&'a DnsCfg>,
+    pub dhcp: Option<&'a DhcpCfg>,
+    pub lb: Option<&'a LbCfg>,
+    pub http: Option<&'a HttpCfg>,
+    pub admin: Option<&'a AdminCfg>,
+    pub tftp: Option<&'a TftpCfg>,
+}
+
+pub(crate) fn check(raw: &ClusterFile, s: &Enabled<'_>, e: &mut Errs) {
+    let Enabled {
+        dns,
+        dhcp,
+        lb,
+        http,
+        admin,
+        tftp,
+    } = *s;
     let mut tcp: Vec<(String, SocketAddr)> = Vec::new();
     let mut udp: Vec<(String, SocketAddr)> = Vec::new();
     if let Some(d) = dns.filter(|_| raw.dns.enabled) {
@@ -43,6 +53,9 @@ pub(crate) fn check(
     }
     if let Some(a) = admin.filter(|_| raw.admin.enabled) {
         tcp.push(("admin.listen".into(), a.listen));
+    }
+    if let Some(t) = tftp.filter(|t| t.enabled) {
+        udp.push(("pxe.tftpListen".into(), t.listen));
     }
     for (proto, list) in [("TCP", &tcp), ("UDP", &udp)] {
         for (i, (pa, a)) in list.iter().enumerate() {

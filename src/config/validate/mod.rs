@@ -23,6 +23,7 @@ mod libvirt;
 mod listeners;
 mod network;
 mod nodes;
+mod rhcos;
 #[cfg(test)]
 mod tests;
 
@@ -110,6 +111,10 @@ pub(crate) struct Sections {
     pub lb: Option<LbCfg>,
     pub http: Option<HttpCfg>,
     pub admin: Option<AdminCfg>,
+    /// The `pxe:` section (TFTP), `None` when absent or invalid.
+    pub tftp: Option<TftpCfg>,
+    /// `Some(None)`: no `rhcos` section.
+    pub rhcos: Option<Option<RhcosCfg>>,
     /// `Some(None)`: no `libvirt` section.
     pub libvirt: Option<Option<LibvirtCfg>>,
 }
@@ -118,25 +123,51 @@ pub(crate) struct Sections {
 pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections {
     let identity = identity::build(raw, e);
     let domain = format!("{}.{}", raw.name, raw.base_domain.trim_end_matches('.'));
-    let net = network::parts(&raw.network, e);
-    let nodes = nodes::build(&raw.nodes, &net, e);
+    let mut net = network::parts(&raw.network, e);
+    // Before the nodes: a node's address may lie in a segment.
+    let segments = dhcp::segments(&raw.dhcp, &net, e);
+    net.segments = segments.iter().map(|s| (s.cidr, s.gateway)).collect();
+    let nodes = nodes::build(&raw.nodes, &net, &domain, e);
     let dns = dns::build(&raw.dns, &net, &domain, e);
-    let dhcp = dhcp::build(&raw.dhcp, &raw.name, &net, nodes.as_deref(), base, e);
+    let dhcp = dhcp::build(
+        &raw.dhcp,
+        &raw.name,
+        &net,
+        nodes.as_deref(),
+        segments,
+        base,
+        e,
+    );
     let lb = lb::build(&raw.load_balancer, &raw.nodes, &net, base, e);
     let http = http::build_http(&raw.http, &net, base, e);
     let admin = http::build_admin(&raw.admin, base, e);
+    let tftp = super::pxe::tftp(raw.pxe.as_ref(), net.appliance_ip, base, &mut e.0);
     listeners::check(
         raw,
-        dns.as_ref(),
-        dhcp.as_ref(),
-        lb.as_ref(),
-        http.as_ref(),
-        admin.as_ref(),
+        &listeners::Enabled {
+            dns: dns.as_ref(),
+            dhcp: dhcp.as_ref(),
+            lb: lb.as_ref(),
+            http: http.as_ref(),
+            admin: admin.as_ref(),
+            tftp: tftp.as_ref(),
+        },
         e,
     );
+    let rhcos = match &raw.rhcos {
+        None => Some(None),
+        Some(r) => rhcos::build(r, base, e).map(Some),
+    };
     let libvirt = match &raw.libvirt {
         None => Some(None),
-        Some(v) => libvirt::build(e, v, &raw.name, base).map(Some),
+        Some(v) => libvirt::build(
+            e,
+            v,
+            rhcos.as_ref().and_then(Option::as_ref),
+            &raw.name,
+            base,
+        )
+        .map(Some),
     };
     Sections {
         identity,
@@ -147,6 +178,8 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
         lb,
         http,
         admin,
+        tftp,
+        rhcos,
         libvirt,
     }
 }
@@ -163,7 +196,9 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         lb: Some(lb),
         http: Some(http),
         admin: Some(admin),
+        rhcos: Some(rhcos),
         libvirt: Some(libvirt),
+        tftp,
     } = s
     else {
         if e.0.is_empty() {
@@ -190,6 +225,8 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         lb,
         http,
         admin,
+        rhcos,
         libvirt,
+        tftp,
     })
 }

@@ -18,6 +18,9 @@ pub(crate) struct NetParts {
     pub api_vip: Option<Ipv4Addr>,
     pub ingress_vip: Option<Ipv4Addr>,
     pub upstream_dns: Vec<SocketAddr>,
+    /// `dhcp.segments[]` that parsed: (cidr, gateway). Node addresses may
+    /// lie in one of them instead of `network.cidr`.
+    pub segments: Vec<(Ipv4Net, Ipv4Addr)>,
     /// An error was recorded for the section.
     failed: bool,
 }
@@ -34,6 +37,37 @@ impl NetParts {
                     format!("{ip} is the network or broadcast address of {c}"),
                 );
             }
+        }
+    }
+
+    /// Like [`NetParts::in_net`] for a node's address, which may also be a
+    /// host address of a `dhcp.segments[]` subnet (not its gateway).
+    pub fn in_node_net(&self, e: &mut Errs, path: &str, ip: Option<Ipv4Addr>) {
+        let Some(ip) = ip else { return };
+        let Some((j, (c, gw))) = self
+            .segments
+            .iter()
+            .enumerate()
+            .find(|(_, (c, _))| c.contains(ip))
+        else {
+            if let Some(c) = self.cidr.filter(|c| !c.contains(ip))
+                && !self.segments.is_empty()
+            {
+                e.push(
+                    path,
+                    format!("{ip} is outside network.cidr {c} and every dhcp.segments[].cidr"),
+                );
+                return;
+            }
+            return self.in_net(e, path, Some(ip));
+        };
+        if c.is_reserved(ip) {
+            e.push(
+                path,
+                format!("{ip} is the network or broadcast address of dhcp.segments[{j}] {c}"),
+            );
+        } else if ip == *gw {
+            e.push(path, format!("{ip} is the gateway of dhcp.segments[{j}]"));
         }
     }
 
@@ -82,6 +116,7 @@ pub(crate) fn parts(n: &raw::Network, e: &mut Errs) -> NetParts {
         api_vip: None,
         ingress_vip: None,
         upstream_dns: Vec::new(),
+        segments: Vec::new(),
         failed: false,
     };
     p.gateway = e.parse::<Ipv4Addr>("network.gateway", &n.gateway, "IPv4 address");

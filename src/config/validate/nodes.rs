@@ -1,5 +1,6 @@
 //! `nodes[]`: names, roles, MACs and addresses, unique and inside the
-//! network, never an address the appliance or a VIP has.
+//! network (or a `dhcp.segments[]` subnet, not its gateway), never an
+//! address the appliance or a VIP has.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -9,8 +10,17 @@ use crate::config::raw;
 use crate::model::cluster::{MacAddr, NodeCfg, Role};
 use crate::model::names::{is_label, label_problem, reserved_node_name};
 
+/// Longest FQDN a node may have: it becomes the node's `/etc/hostname`
+/// (ignition) and hostname + domain (DHCP), and Linux takes at most 64.
+pub const MAX_HOSTNAME: usize = 63;
+
 /// The nodes that parsed (with their errors recorded for the others).
-pub(crate) fn build(raw_nodes: &[raw::Node], net: &NetParts, e: &mut Errs) -> Option<Vec<NodeCfg>> {
+pub(crate) fn build(
+    raw_nodes: &[raw::Node],
+    net: &NetParts,
+    domain: &str,
+    e: &mut Errs,
+) -> Option<Vec<NodeCfg>> {
     let mut nodes = Vec::new();
     let mut seen_name: HashMap<String, usize> = HashMap::new();
     let mut seen_mac: HashMap<MacAddr, usize> = HashMap::new();
@@ -28,6 +38,16 @@ pub(crate) fn build(raw_nodes: &[raw::Node], net: &NetParts, e: &mut Errs) -> Op
                 format!(
                     "{:?} is reserved for a record the appliance serves",
                     rn.name
+                ),
+            );
+        }
+        let fqdn = format!("{}.{domain}", rn.name);
+        if fqdn.len() > MAX_HOSTNAME {
+            e.push(
+                p("name"),
+                format!(
+                    "the node's FQDN {fqdn} is {} characters; Linux refuses a hostname over {MAX_HOSTNAME} (shorten the node name, name or baseDomain)",
+                    fqdn.len()
                 ),
             );
         }
@@ -56,7 +76,7 @@ pub(crate) fn build(raw_nodes: &[raw::Node], net: &NetParts, e: &mut Errs) -> Op
             }
         }
         let ip = e.parse::<Ipv4Addr>(&p("ip"), &rn.ip, "IPv4 address");
-        net.in_net(e, &p("ip"), ip);
+        net.in_node_net(e, &p("ip"), ip);
         if let Some(ip) = ip {
             if let Some(j) = seen_ip.insert(ip, i) {
                 e.push(p("ip"), format!("duplicate IP {ip} (also nodes[{j}].ip)"));
@@ -67,12 +87,22 @@ pub(crate) fn build(raw_nodes: &[raw::Node], net: &NetParts, e: &mut Errs) -> Op
                 }
             }
         }
+        if let Some(dev) = &rn.install_dev {
+            super::rhcos::check_install_dev(e, &p("installDev"), dev);
+        }
+        for (j, k) in rn.kargs.iter().enumerate() {
+            if let Some(why) = super::rhcos::karg_problem(k) {
+                e.push(format!("nodes[{i}].kargs[{j}]"), format!("{k:?} {why}"));
+            }
+        }
         if let (Some(role), Some(mac), Some(ip)) = (role, mac, ip) {
             nodes.push(NodeCfg {
                 name: rn.name.clone(),
                 role,
                 mac,
                 ip,
+                install_dev: rn.install_dev.clone(),
+                kargs: rn.kargs.clone(),
             });
         }
     }

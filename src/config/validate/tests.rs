@@ -15,7 +15,8 @@ network:
 nodes:
   - { name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 192.168.131.5 }
   - { name: master-0, role: master, mac: "52:54:00:00:00:0a", ip: 192.168.131.10 }
-libvirt: { iso: /x.iso }
+rhcos: { iso: /x.iso }
+libvirt: {}
 "#;
 
 fn run(text: &str) -> (Sections, Errs) {
@@ -36,6 +37,7 @@ fn nones(s: &Sections) -> Vec<&'static str> {
         ("lb", s.lb.is_none()),
         ("http", s.http.is_none()),
         ("admin", s.admin.is_none()),
+        ("rhcos", s.rhcos.is_none()),
         ("libvirt", s.libvirt.is_none()),
     ] {
         if none {
@@ -89,7 +91,7 @@ fn every_none_comes_with_an_error() {
         ("http", with("http: { listen: nope }\n")),
         ("", with("admin: { listen: 0.0.0.0:9180 }\n")),
         ("admin", with("admin: { listen: nope }\n")),
-        ("libvirt", BASE.replace("iso: /x.iso", "iso: \"\"")),
+        ("rhcos", BASE.replace("iso: /x.iso", "iso: \"\"")),
         // Sections that default to a VIP depend on the network: None then
         // too, with the network's error recorded.
         (

@@ -1,0 +1,233 @@
+//! DHCP through a real relay agent (ISC dhcrelay) to a remote segment.
+//!
+//! Three network namespaces joined by veth pairs, every address inside
+//! them: a client namespace (10.232.0.0/24, the relayed segment) — a router
+//! namespace running dhcrelay, with IP forwarding on — the server namespace
+//! (10.231.0.0/24, `network.cidr`) where the binary listens on its veth end.
+//! A second client namespace sits on 10.233.0.0/24, which the cluster file
+//! does not list: its requests are dropped with a warning. Needs root,
+//! iproute2, dhcrelay (isc-dhcp-relay) and udhcpc; prints `SKIPPED`
+//! otherwise.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::{Appliance, Netns, run_ok, unique_name};
+
+const W1_MAC: &str = "52:54:00:e8:00:15";
+const OTHER_MAC: &str = "52:54:00:e8:00:16";
+
+/// `ip link add <a> netns <na> type veth peer name <b> netns <nb>`.
+fn veth(a: &str, na: &Netns, b: &str, nb: &Netns) {
+    run_ok(
+        "ip",
+        &[
+            "link",
+            "add",
+            a,
+            "netns",
+            na.name(),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b,
+            "netns",
+            nb.name(),
+        ],
+    );
+}
+
+/// One interface: optional MAC, optional address, up.
+fn up(ns: &Netns, ifname: &str, mac: Option<&str>, addr: Option<&str>) {
+    if let Some(m) = mac {
+        ns.ip(&["link", "set", "dev", ifname, "address", m]);
+    }
+    if let Some(a) = addr {
+        ns.ip(&["addr", "add", a, "dev", ifname]);
+    }
+    ns.ip(&["link", "set", ifname, "up"]);
+}
+
+/// A child process killed (by its PID) on drop.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// udhcpc once on `ifname` in `ns`; the bound script's KEY=VALUE output.
+fn udhcpc(ns: &Netns, ifname: &str, dir: &Path, tries: &str) -> Option<String> {
+    let out = dir.join(format!("{ifname}.env"));
+    let script = dir.join("udhcpc.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = bound ] || exit 0\n{{ echo ip=$ip; echo hostname=$hostname; echo router=$router; echo dns=$dns; echo subnet=$subnet; echo broadcast=$broadcast; echo serverid=$serverid; }} > {}\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    run_ok("chmod", &["+x", script.to_str().unwrap()]);
+    let _ = ns
+        .cmd(&[
+            "timeout",
+            "40",
+            "udhcpc",
+            "-i",
+            ifname,
+            "-f",
+            "-q",
+            "-n",
+            "-t",
+            tries,
+            "-T",
+            "2",
+            "-A",
+            "1",
+            "-s",
+            script.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run udhcpc");
+    std::fs::read_to_string(&out).ok()
+}
+
+fn kv(text: &str, key: &str) -> Option<String> {
+    text.lines().rev().find_map(|l| {
+        l.strip_prefix(&format!("{key}="))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+#[test]
+fn relayed_node_gets_its_segment_settings_and_an_unknown_segment_is_dropped() {
+    require_netns!("dhr");
+    require_tools!("udhcpc", "dhcrelay");
+    let base = unique_name("dhr");
+    let tag = &base["dhr".len()..];
+    // Namespaces: clients first, so they go first on drop.
+    let cli = Netns::new(format!("{base}c"));
+    let cli2 = Netns::new(format!("{base}d"));
+    let rtr = Netns::new(format!("{base}r"));
+    let srv = Netns::new(format!("{base}s"));
+    let (ifs, ifrs) = (format!("dr{tag}s"), format!("dr{tag}rs"));
+    let (ifc, ifrc) = (format!("dr{tag}c"), format!("dr{tag}rc"));
+    let (ifd, ifrd) = (format!("dr{tag}d"), format!("dr{tag}rd"));
+    veth(&ifs, &srv, &ifrs, &rtr);
+    veth(&ifc, &cli, &ifrc, &rtr);
+    veth(&ifd, &cli2, &ifrd, &rtr);
+    up(&srv, &ifs, None, Some("10.231.0.1/24"));
+    up(&rtr, &ifrs, None, Some("10.231.0.254/24"));
+    up(&rtr, &ifrc, None, Some("10.232.0.1/24"));
+    up(&rtr, &ifrd, None, Some("10.233.0.1/24"));
+    up(&cli, &ifc, Some(W1_MAC), None);
+    up(&cli2, &ifd, Some(OTHER_MAC), None);
+    srv.ip(&["route", "add", "10.232.0.0/15", "via", "10.231.0.254"]);
+    rtr.exec(&["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &cluster,
+        format!(
+            r#"name: lab
+baseDomain: relay.test
+network:
+  cidr: 10.231.0.0/24
+  gateway: 10.231.0.254
+  applianceIP: 10.231.0.1
+  interface: {ifs}
+nodes:
+  - {{ name: master-0, role: master, mac: "52:54:00:e8:00:0a", ip: 10.231.0.10 }}
+  - {{ name: worker-1, role: worker, mac: "{W1_MAC}", ip: 10.232.0.21 }}
+dns:
+  enabled: false
+dhcp:
+  listen: 0.0.0.0:67
+  leaseTime: 10m
+  leaseFile: "{dir}/leases.json"
+  segments:
+    - {{ cidr: 10.232.0.0/24, gateway: 10.232.0.1 }}
+loadBalancer:
+  enabled: false
+http:
+  enabled: false
+admin:
+  listen: 127.0.0.1:0
+"#,
+            dir = dir.path().display()
+        ),
+    )
+    .unwrap();
+    let app = Appliance::launch()
+        .netns(srv.name())
+        .env("RUST_LOG", "info")
+        .ready_timeout(Duration::from_secs(30))
+        .start_path(&cluster);
+    let relay = Killed(
+        rtr.cmd(&[
+            "dhcrelay",
+            "-4",
+            "-d",
+            "--no-pid",
+            "-id",
+            &ifrc,
+            "-id",
+            &ifrd,
+            "-iu",
+            &ifrs,
+            "10.231.0.1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start dhcrelay"),
+    );
+    // dhcrelay needs a moment to open its sockets.
+    std::thread::sleep(Duration::from_millis(500));
+
+    let env = udhcpc(&cli, &ifc, dir.path(), "6").unwrap_or_else(|| {
+        panic!(
+            "udhcpc behind the relay got no lease; server:\n{}",
+            app.log()
+        )
+    });
+    for (k, v) in [
+        ("ip", "10.232.0.21"),
+        ("hostname", "worker-1"),
+        ("router", "10.232.0.1"),
+        ("subnet", "255.255.255.0"),
+        ("broadcast", "10.232.0.255"),
+        ("dns", "10.231.0.1"),
+        ("serverid", "10.231.0.1"),
+    ] {
+        assert_eq!(kv(&env, k).as_deref(), Some(v), "{k}: {env}\n{}", app.log());
+    }
+
+    // The segment 10.233.0.0/24 is not in the cluster file: no lease, and a
+    // warning at the default level.
+    assert!(
+        udhcpc(&cli2, &ifd, dir.path(), "2").is_none(),
+        "a client on an unknown segment got a lease"
+    );
+    app.wait_log("no address range available", Duration::from_secs(5));
+    assert!(
+        app.log()
+            .contains("relayed from 10.233.0.1, not in network.cidr 10.231.0.0/24"),
+        "{}",
+        app.log()
+    );
+    drop(relay);
+}

@@ -1,0 +1,353 @@
+//! Network boot over HTTP against the real binary, with curl and the CLI:
+//! the RHCOS artifacts streamed out of an xorriso-built live ISO (ranges,
+//! HEAD, ETag), the entry and per-node iPXE scripts with the install kernel
+//! arguments, the switch to local boot once the node fetched its ignition
+//! and booted again (persisted across a restart), and `node reinstall`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{Appliance, BIN, run};
+
+fn bytes(n: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// A live-ISO look-alike; returns (iso, kernel, initrd, rootfs bytes).
+fn make_iso(dir: &Path) -> (PathBuf, Vec<u8>, Vec<u8>, Vec<u8>) {
+    let px = dir.join("tree/images/pxeboot");
+    std::fs::create_dir_all(&px).unwrap();
+    let (k, i, r) = (bytes(70_001, 1), bytes(300_007, 2), bytes(2_100_003, 3));
+    std::fs::write(px.join("vmlinuz"), &k).unwrap();
+    std::fs::write(px.join("initrd.img"), &i).unwrap();
+    std::fs::write(px.join("rootfs.img"), &r).unwrap();
+    let iso = dir.join("rhcos-live.iso");
+    let (code, o, e) = run(
+        "xorriso",
+        &[
+            "-as",
+            "mkisofs",
+            "-quiet",
+            "-V",
+            "rhcos-test",
+            "-R",
+            "-J",
+            "-o",
+            iso.to_str().unwrap(),
+            dir.join("tree").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "xorriso: {o}{e}");
+    (iso, k, i, r)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// curl; (exit code, HTTP code, body bytes).
+fn get(args: &[&str], url: &str) -> (i32, String, Vec<u8>) {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10", "-w", "\n%{http_code}"])
+        .args(args)
+        .arg(url)
+        .output()
+        .unwrap();
+    let mut body = out.stdout;
+    let nl = body.iter().rposition(|b| *b == b'\n').unwrap_or(0);
+    let code = String::from_utf8_lossy(&body[nl + 1..]).to_string();
+    body.truncate(nl);
+    (out.status.code().unwrap_or(-1), code, body)
+}
+
+#[test]
+fn artifacts_scripts_and_install_state() {
+    require_tools!("curl", "xorriso");
+    let work = tempfile::tempdir().unwrap();
+    let (iso, kernel, _initrd, rootfs) = make_iso(work.path());
+    let admin = free_port();
+    // A fixed port: the scripts name the appliance's URL (http.listen).
+    let http = free_port();
+    let yaml = common::only(&format!(
+        "http:\n  listen: 127.0.0.1:{http}\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\nadmin:\n  listen: 127.0.0.1:{admin}\ndhcp:\n  enabled: false\n  leaseFile: \"{{dir}}/leases.json\"\nrhcos:\n  iso: {}\n  kargs: [ip=dhcp]\n  roleKargs: {{ master: [rd.neednet=1] }}\n",
+        iso.display()
+    ))
+    .replace(
+        "mac: \"52:54:00:14:00:0a\", ip: 127.0.20.10 }",
+        "mac: \"52:54:00:14:00:0a\", ip: 127.0.20.10, installDev: /dev/nvme0n1, kargs: [node=1] }",
+    );
+    assert!(yaml.contains("installDev: /dev/nvme0n1"));
+    let mut app = Appliance::start(&yaml);
+    let dir = app.dir.path().to_path_buf();
+    std::fs::create_dir_all(dir.join("ign")).unwrap();
+    std::fs::write(
+        dir.join("ign/master.ign"),
+        r#"{"ignition":{"version":"3.2.0"}}"#,
+    )
+    .unwrap();
+    let base = format!("http://{}", app.addr("http"));
+
+    // Artifacts out of the ISO: whole, a range, HEAD, a conditional.
+    let (c, code, body) = get(&[], &format!("{base}/boot/vmlinuz"));
+    assert_eq!((c, code.as_str()), (0, "200"));
+    assert!(body == kernel, "vmlinuz differs from the ISO's");
+    let (_, code, body) = get(&["-r", "1000-1999"], &format!("{base}/boot/rootfs.img"));
+    assert_eq!(code, "206");
+    assert_eq!(body, rootfs[1000..2000]);
+    let (_, _, head) = get(&["-I"], &format!("{base}/boot/rootfs.img"));
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(
+        head.contains(&format!("content-length: {}", rootfs.len())),
+        "{head}"
+    );
+    let etag = head
+        .lines()
+        .find_map(|l| l.strip_prefix("etag: "))
+        .expect("an ETag")
+        .trim()
+        .to_string();
+    let (_, code, _) = get(
+        &["-H", &format!("If-None-Match: {etag}")],
+        &format!("{base}/boot/rootfs.img"),
+    );
+    assert_eq!(code, "304");
+    assert_eq!(get(&[], &format!("{base}/boot/nope.img")).1, "404");
+
+    // The entry script chains by MAC; the node's script installs.
+    let (_, code, entry) = get(&[], &format!("{base}/boot/boot.ipxe"));
+    assert_eq!(code, "200");
+    let entry = String::from_utf8(entry).unwrap();
+    assert!(entry.starts_with("#!ipxe\n"), "{entry}");
+    assert!(entry.contains("/boot/${mac:hexhyp}.ipxe"), "{entry}");
+    let script_url = format!("{base}/boot/52-54-00-14-00-0a.ipxe");
+    let script = |url: &str| String::from_utf8(get(&[], url).2).unwrap();
+    let s = script(&script_url);
+    for needle in [
+        "#!ipxe\n",
+        &format!("kernel {base}/boot/vmlinuz initrd=main "),
+        &format!("coreos.live.rootfs_url={base}/boot/rootfs.img"),
+        &format!("coreos.inst.ignition_url={base}/ignition/master-0.ign"),
+        "coreos.inst.install_dev=/dev/nvme0n1",
+        "ignition.firstboot ignition.platform.id=metal",
+        " ip=dhcp rd.neednet=1 node=1\n",
+        &format!("initrd --name main {base}/boot/initrd.img\nboot\n"),
+    ] {
+        assert!(s.contains(needle), "install script lacks {needle:?}:\n{s}");
+    }
+    // A worker without node settings: the default disk, no master kargs.
+    let w = script(&format!("{base}/boot/52:54:00:14:00:14.ipxe"));
+    assert!(
+        w.contains("coreos.inst.install_dev=/dev/sda") && !w.contains("rd.neednet"),
+        "{w}"
+    );
+    assert_eq!(
+        get(&[], &format!("{base}/boot/52-54-00-99-99-99.ipxe")).1,
+        "404"
+    );
+
+    // Fetched by someone else (the operator's shell): still installing.
+    assert_eq!(get(&[], &format!("{base}/ignition/master-0.ign")).1, "200");
+    assert!(
+        script(&script_url).contains("kernel "),
+        "an operator fetch is no install"
+    );
+    // Fetched by the node itself, then it boots again: local boot.
+    let (_, code, _) = get(
+        &["--interface", "127.0.20.10"],
+        &format!("{base}/ignition/master-0.ign"),
+    );
+    assert_eq!(code, "200");
+    std::thread::sleep(Duration::from_millis(300));
+    let s = script(&script_url);
+    assert!(s.starts_with("#!ipxe\n") && s.contains("\nexit\n"), "{s}");
+    let status: serde_json::Value =
+        serde_json::from_slice(&get(&[], &format!("http://127.0.0.1:{admin}/status")).2).unwrap();
+    let row = status["http"]["netboot"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["node"] == "master-0")
+        .unwrap()
+        .clone();
+    assert_eq!(row["state"], "installed", "{row}");
+
+    // Persisted: a restart keeps the node on its disk.
+    assert_eq!(app.stop(), Some(0));
+    let app2 = Appliance::launch().start_path(&app.cluster_file);
+    let base2 = format!("http://{}", app2.addr("http"));
+    let s = script(&format!("{base2}/boot/52-54-00-14-00-0a.ipxe"));
+    assert!(s.contains("\nexit\n"), "{s}");
+    // `node reinstall` sets it back.
+    let f = app.cluster_file.to_str().unwrap();
+    let (code, out, err) = run(BIN, &["node", "reinstall", "master-0", "--cluster", f]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(script(&format!("{base2}/boot/52-54-00-14-00-0a.ipxe")).contains("kernel "));
+    let (code, _, err) = run(BIN, &["node", "reinstall", "nobody", "--cluster", f]);
+    assert_ne!(code, 0, "{err}");
+}
+
+/// The three PXE artifacts as files instead of the ISO.
+#[test]
+fn artifacts_from_pxe_files() {
+    require_tools!("curl");
+    let work = tempfile::tempdir().unwrap();
+    let initrd = bytes(123_457, 9);
+    for (f, b) in [
+        ("k", bytes(1000, 7)),
+        ("i", initrd.clone()),
+        ("r", bytes(10, 8)),
+    ] {
+        std::fs::write(work.path().join(f), b).unwrap();
+    }
+    let w = work.path().display();
+    let app = Appliance::start(&common::only(&format!(
+        "http:\n  listen: 127.0.0.1:0\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\ndhcp:\n  enabled: false\n  leaseFile: \"{{dir}}/leases.json\"\nrhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r }}\n"
+    )));
+    let base = format!("http://{}", app.addr("http"));
+    let (_, code, body) = get(&[], &format!("{base}/boot/initrd.img"));
+    assert_eq!(code, "200");
+    assert!(body == initrd);
+    let (_, code, body) = get(&["-r", "-100"], &format!("{base}/boot/initrd.img"));
+    assert_eq!(code, "206");
+    assert_eq!(body, initrd[initrd.len() - 100..]);
+}
+
+/// The DHCP boot answers per client, on the wire (a relay-addressed socket
+/// on loopback, as in tests/dhcp.rs): firmware PXE by architecture (option
+/// 93) gets an iPXE binary by TFTP with option 60/43 as dnsmasq sends them,
+/// UEFI HTTP Boot gets option 60 `HTTPClient` and an http:// URL of the EFI
+/// binary (which the appliance serves), iPXE gets the script URL, and an
+/// installed OS's client — no vendor class — gets no boot options at all.
+#[test]
+fn dhcp_boot_answers_by_client() {
+    use dhcproto::v4::{
+        Architecture, DhcpOption, Flags, Message, MessageType, OptionCode, UnknownOption,
+    };
+    use dhcproto::{Decodable, Decoder, Encodable};
+    use std::net::{Ipv4Addr, UdpSocket};
+    require_tools!("curl");
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("ipxe");
+    std::fs::create_dir_all(&root).unwrap();
+    let efi = bytes(40_000, 5);
+    std::fs::write(root.join("undionly.kpxe"), bytes(1000, 4)).unwrap();
+    std::fs::write(root.join("snponly.efi"), &efi).unwrap();
+    for f in ["k", "i", "r"] {
+        std::fs::write(work.path().join(f), b"x").unwrap();
+    }
+    let w = work.path().display();
+    let http = free_port();
+    let app = Appliance::start(&common::only(&format!(
+        "http:\n  listen: 127.0.0.1:{http}\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\ndhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{{dir}}/leases.json\"\npxe:\n  tftpListen: 127.0.20.1:0\n  tftpRoot: {w}/ipxe\nrhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r }}\n"
+    )));
+    let srv = app.addr("dhcp");
+    let relay = Ipv4Addr::new(127, 0, 20, 4);
+    let sock = UdpSocket::bind((relay, srv.port())).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mac = [0x52, 0x54, 0x00, 0x14, 0x00, 0x0a]; // master-0
+    let mut xid = 1u32;
+    let mut ask = |opts: Vec<DhcpOption>| -> Message {
+        xid += 1;
+        let u = Ipv4Addr::UNSPECIFIED;
+        let mut m = Message::new_with_id(xid, u, u, u, relay, &mac);
+        m.set_flags(Flags::default());
+        m.opts_mut()
+            .insert(DhcpOption::MessageType(MessageType::Discover));
+        for o in opts {
+            m.opts_mut().insert(o);
+        }
+        sock.send_to(&m.to_vec().unwrap(), srv).unwrap();
+        let mut buf = [0u8; 1500];
+        loop {
+            let (n, _) = sock.recv_from(&mut buf).expect("an offer");
+            let r = Message::decode(&mut Decoder::new(&buf[..n])).unwrap();
+            if r.xid() == xid {
+                return r;
+            }
+        }
+    };
+    let file = |m: &Message| match m.opts().get(OptionCode::BootfileName) {
+        Some(DhcpOption::BootfileName(b)) => String::from_utf8_lossy(b).to_string(),
+        _ => String::new(),
+    };
+    let class = |m: &Message| match m.opts().get(OptionCode::ClassIdentifier) {
+        Some(DhcpOption::ClassIdentifier(b)) => String::from_utf8_lossy(b).to_string(),
+        _ => String::new(),
+    };
+    // An installed OS: nothing about booting.
+    let plain = ask(vec![DhcpOption::ClassIdentifier(b"MSFT 5.0".to_vec())]);
+    assert_eq!(plain.opts().msg_type(), Some(MessageType::Offer));
+    assert_eq!(file(&plain), "", "boot options to a non-boot client");
+    assert_eq!(plain.siaddr(), Ipv4Addr::UNSPECIFIED);
+    // BIOS PXE.
+    let pxe = |arch: u16| {
+        vec![
+            DhcpOption::ClassIdentifier(
+                format!("PXEClient:Arch:{arch:05}:UNDI:003000").into_bytes(),
+            ),
+            DhcpOption::ClientSystemArchitecture(Architecture::from(arch)),
+        ]
+    };
+    let bios = ask(pxe(0));
+    assert_eq!(file(&bios), "undionly.kpxe");
+    assert_eq!(bios.siaddr(), Ipv4Addr::new(127, 0, 20, 1));
+    assert_eq!(class(&bios), "PXEClient");
+    assert_eq!(
+        bios.opts().get(OptionCode::VendorExtensions),
+        Some(&DhcpOption::VendorExtensions(vec![6, 1, 8, 255]))
+    );
+    // UEFI x64 PXE (7, and 9 as old iPXE/firmware send it).
+    assert_eq!(file(&ask(pxe(7))), "snponly.efi");
+    assert_eq!(file(&ask(pxe(9))), "snponly.efi");
+    // UEFI HTTP Boot: a URL of the EFI binary, which is served.
+    let h = ask(vec![
+        DhcpOption::ClassIdentifier(b"HTTPClient:Arch:00016:UNDI:003000".to_vec()),
+        DhcpOption::ClientSystemArchitecture(Architecture::from(16)),
+    ]);
+    assert_eq!(class(&h), "HTTPClient");
+    let url = file(&h);
+    assert_eq!(
+        url,
+        format!("http://127.0.0.1:{http}/boot/ipxe/snponly.efi")
+    );
+    let (_, code, body) = get(&[], &url);
+    assert_eq!(code, "200");
+    assert!(body == efi);
+    // iPXE (user class, or option 175): the entry script over HTTP.
+    let ipxe = ask(vec![
+        DhcpOption::UserClass(b"iPXE".to_vec()),
+        DhcpOption::ClientSystemArchitecture(Architecture::from(7)),
+    ]);
+    assert_eq!(
+        file(&ipxe),
+        format!("http://127.0.0.1:{http}/boot/boot.ipxe")
+    );
+    assert_eq!(class(&ipxe), "");
+    let e175 = ask(vec![DhcpOption::Unknown(UnknownOption::new(
+        OptionCode::Unknown(175),
+        vec![19, 1, 1],
+    ))]);
+    assert!(file(&e175).ends_with("/boot/boot.ipxe"), "{}", file(&e175));
+    // ARM64 without a binary for it: no boot options, the reason logged.
+    assert_eq!(file(&ask(pxe(11))), "");
+    app.wait_log(
+        "no iPXE binary for client architecture 11",
+        Duration::from_secs(5),
+    );
+}
