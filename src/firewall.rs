@@ -82,6 +82,12 @@ pub fn ports(c: &Cluster) -> Vec<Port> {
     if c.http.enabled {
         add(c.http.listen, Proto::Tcp, "http");
     }
+    // TFTP transfers run from ephemeral server ports: the client's ACKs are
+    // replies to the server's packets (conntrack ESTABLISHED), so only the
+    // request port is opened.
+    if let Some(t) = c.tftp.as_ref().filter(|t| t.enabled) {
+        add(t.listen, Proto::Udp, "tftp");
+    }
     out.sort();
     out
 }
@@ -240,6 +246,24 @@ mod tests {
         assert!(cmds.contains(
             "--new-service-from-file=\"$dir/crc-appliance-ocp4.xml\" --name=crc-appliance-ocp4"
         ));
+    }
+
+    #[test]
+    fn tftp_port_is_opened_when_enabled() {
+        let mut c = cluster();
+        c.tftp = Some(crate::config::TftpCfg {
+            enabled: true,
+            listen: "192.168.131.1:69".parse().unwrap(),
+            root: "/usr/lib/ipxe".into(),
+            max_transfers: 8,
+            timeout: std::time::Duration::from_secs(1),
+            retries: 3,
+            allow_symlinks_to: Vec::new(),
+            pool: false,
+        });
+        assert!(pairs(&ports(&c)).contains(&("udp", 69)));
+        c.tftp.as_mut().unwrap().enabled = false;
+        assert!(!pairs(&ports(&c)).contains(&("udp", 69)));
     }
 
     #[test]

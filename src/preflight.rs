@@ -314,6 +314,9 @@ fn listeners(c: &Cluster) -> Vec<(Proto, SocketAddr, &'static str)> {
     if c.admin.enabled {
         v.push((Proto::Tcp, c.admin.listen, "admin"));
     }
+    if let Some(t) = c.tftp.as_ref().filter(|t| t.enabled) {
+        v.push((Proto::Udp, t.listen, "tftp"));
+    }
     v
 }
 
@@ -349,6 +352,10 @@ pub fn ports(c: &Cluster, net: &ProcNet) -> Vec<Finding> {
                      or set DNSStubListener=no in /etc/systemd/resolved.conf",
                     want.ip()
                 )
+            } else if owner.contains("tftpd") {
+                "another TFTP server: `systemctl disable --now tftpd-hpa` (Debian) or `tftp.socket` (Fedora), \
+                 or set pxe.tftpListen to another address"
+                    .to_string()
             } else {
                 format!(
                     "stop that process, or move {service} to another address/port in the cluster file"

@@ -249,3 +249,41 @@ fn serve_logs_preflight_findings() {
     app.wait_log("preflight ignition", Duration::from_secs(10));
     assert!(app.log().contains("worker.ign"), "{}", app.log());
 }
+
+#[test]
+fn busy_tftp_port_is_reported_and_loopback_tftp_not_opened() {
+    let d = dirs();
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = s.local_addr().unwrap().port();
+    let yaml = only(&format!(
+        "{}pxe:\n  tftpListen: 127.0.0.1:{port}\n  tftpRoot: {}/images\n",
+        http_section(d.path(), "127.0.20.1:0"),
+        d.path().display()
+    ));
+    let (code, out) = preflight(d.path(), &yaml);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&format!("tftp wants {port}/udp")), "{out}");
+    // A loopback-only TFTP listener is not opened in the firewall; on a
+    // routable address it is.
+    let f = d.path().join("cluster.yaml");
+    std::fs::write(
+        &f,
+        yaml.replace(&format!("127.0.0.1:{port}"), "127.0.20.1:69"),
+    )
+    .unwrap();
+    let (code, xml, err) = run(
+        BIN,
+        &[
+            "firewall",
+            "print",
+            "--xml",
+            "--cluster",
+            f.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !xml.contains("port=\"69\""),
+        "127.0.20.1 is loopback: {xml}"
+    );
+}
