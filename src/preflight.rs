@@ -6,8 +6,9 @@
 //!   `/proc/net/{tcp,udp,tcp6,udp6}` of this network namespace), and by
 //!   which process (`/proc/<pid>/fd/*` → `socket:[inode]`, then `comm`);
 //! - `/dev/kvm` can be opened read-write, and the CPU model guests get;
-//! - the ISO exists and has the RHCOS live layout
-//!   (`images/pxeboot/{vmlinuz,initrd.img,rootfs.img}`);
+//! - `rhcos.iso` exists and has the RHCOS live layout
+//!   (`images/pxeboot/{vmlinuz,initrd.img,rootfs.img}`), or the
+//!   `rhcos` kernel/initramfs/rootfs files exist;
 //! - the libvirt pool dir (or its nearest existing parent) is writable;
 //! - `<ignitionDir>/<role>.ign` exists and is an ignition JSON document for
 //!   every role that has nodes.
@@ -24,7 +25,7 @@ use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use crate::config::{Cluster, Role};
+use crate::config::{BootSource, Cluster, Role};
 use crate::plan::Plan;
 
 /// How serious a finding is: `Warn` fails `preflight` (exit 1), `Info` is
@@ -54,9 +55,17 @@ pub struct Failed(pub usize);
 pub fn run(plan: &Plan) -> Vec<Finding> {
     let c = &plan.cluster;
     let mut out = ports(c, &ProcNet::read());
+    match c.rhcos.as_ref().map(|r| &r.source) {
+        Some(BootSource::Iso(p)) => out.extend(iso(p)),
+        Some(BootSource::Files {
+            kernel,
+            initramfs,
+            rootfs,
+        }) => out.extend(boot_files(&[kernel, initramfs, rootfs])),
+        None => {}
+    }
     if let Some(v) = &c.libvirt {
         out.extend(kvm(Path::new("/dev/kvm")));
-        out.extend(iso(&v.iso));
         out.extend(pool(&v.pool_path));
     }
     if c.http.enabled {
@@ -435,7 +444,23 @@ pub const ISO_FILES: [&str; 3] = [
 
 const ISO_FIX: &str = "download the RHCOS live ISO matching your installer: \
     `openshift-install coreos print-stream-json | jq -r .architectures.x86_64.artifacts.metal.formats.iso.disk.location` \
-    and set libvirt.iso to it";
+    and set rhcos.iso to it";
+
+/// `rhcos.kernel`/`initramfs`/`rootfs` (the PXE artifacts as files) exist.
+pub fn boot_files(files: &[&PathBuf]) -> Vec<Finding> {
+    files
+        .iter()
+        .filter_map(|f| fs::metadata(f).err().map(|e| (f, e)))
+        .map(|(f, e)| Finding {
+            severity: Severity::Warn,
+            check: "rhcos",
+            problem: format!("{}: {e}", f.display()),
+            fix: "download the RHCOS PXE artifacts (kernel, initramfs, rootfs) matching your installer \
+                  (`openshift-install coreos print-stream-json`), or use rhcos.iso"
+                .to_string(),
+        })
+        .collect()
+}
 
 /// The ISO exists and has the RHCOS live layout.
 pub fn iso(path: &Path) -> Vec<Finding> {
@@ -447,11 +472,11 @@ pub fn iso(path: &Path) -> Vec<Finding> {
     };
     let file = match fs::File::open(path) {
         Ok(f) => f,
-        Err(e) => return vec![warn(format!("libvirt.iso {}: {e}", path.display()))],
+        Err(e) => return vec![warn(format!("rhcos.iso {}: {e}", path.display()))],
     };
     let mut img = match crate::libvirt::iso9660::IsoImage::open(std::io::BufReader::new(file)) {
         Ok(i) => i,
-        Err(e) => return vec![warn(format!("libvirt.iso {}: {e}", path.display()))],
+        Err(e) => return vec![warn(format!("rhcos.iso {}: {e}", path.display()))],
     };
     let missing: Vec<&str> = ISO_FILES
         .iter()
@@ -462,7 +487,7 @@ pub fn iso(path: &Path) -> Vec<Finding> {
         return Vec::new();
     }
     vec![warn(format!(
-        "libvirt.iso {} is not an RHCOS live ISO: missing {}",
+        "rhcos.iso {} is not an RHCOS live ISO: missing {}",
         path.display(),
         missing.join(", ")
     ))]

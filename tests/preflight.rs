@@ -154,7 +154,7 @@ fn missing_and_invalid_ignition_files() {
 fn libvirt_yaml(d: &Path, iso: &Path) -> String {
     let pid = std::process::id() % 100000;
     only(&format!(
-        "{}libvirt:\n  uri: \"test:///default\"\n  iso: {}\n  pool: {{ name: pf-{pid}, path: {}/pool }}\n  \
+        "{}rhcos:\n  iso: {}\nlibvirt:\n  uri: \"test:///default\"\n  pool: {{ name: pf-{pid}, path: {}/pool }}\n  \
          network: {{ name: pf-{pid}, bridge: pf{pid} }}\n",
         http_section(d, "127.0.20.1:0"),
         iso.display(),
@@ -194,7 +194,7 @@ fn missing_iso_is_reported_with_the_download_hint() {
         &libvirt_yaml(d.path(), &d.path().join("nope.iso")),
     );
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("WARN iso: libvirt.iso"), "{out}");
+    assert!(out.contains("WARN iso: rhcos.iso"), "{out}");
     assert!(out.contains("nope.iso: No such file"), "{out}");
     assert!(out.contains("print-stream-json"), "{out}");
     // The kvm check ran and named the CPU model either way.
@@ -286,4 +286,21 @@ fn busy_tftp_port_is_reported_and_loopback_tftp_not_opened() {
         !xml.contains("port=\"69\""),
         "127.0.20.1 is loopback: {xml}"
     );
+}
+
+#[test]
+fn missing_rhcos_pxe_files_are_reported() {
+    let d = dirs();
+    std::fs::write(d.path().join("vmlinuz"), b"k").unwrap();
+    let p = d.path().display();
+    let yaml = only(&format!(
+        "{}rhcos:\n  kernel: {p}/vmlinuz\n  initramfs: {p}/initrd.img\n  rootfs: {p}/rootfs.img\n",
+        http_section(d.path(), "127.0.20.1:0")
+    ));
+    let (code, out) = preflight(d.path(), &yaml);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("initrd.img: No such file"), "{out}");
+    assert!(out.contains("rootfs.img: No such file"), "{out}");
+    assert!(!out.contains("vmlinuz:"), "{out}");
+    assert!(out.contains("preflight: 2 problem(s)"), "{out}");
 }
