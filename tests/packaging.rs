@@ -706,3 +706,196 @@ fn unit_capabilities_suffice_for_an_unprivileged_user() {
     assert!(!status.success(), "{err}");
     assert!(err.contains("Permission denied"), "{err}");
 }
+
+// ---- system call filter ---------------------------------------------------
+
+/// The system calls of a `systemd-analyze syscall-filter` group, expanded.
+fn syscall_group(name: &str, seen: &mut std::collections::BTreeSet<String>) -> Vec<String> {
+    if !seen.insert(name.to_string()) {
+        return Vec::new();
+    }
+    let (code, out, err) = run("systemd-analyze", &["syscall-filter", name]);
+    assert_eq!(code, 0, "syscall-filter {name}: {err}");
+    let mut v = Vec::new();
+    for l in out.lines().filter(|l| l.starts_with(' ')) {
+        let l = l.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        if l.starts_with('@') {
+            v.extend(syscall_group(l, seen));
+        } else {
+            v.push(l.to_string());
+        }
+    }
+    v
+}
+
+/// What the unit's `SystemCallFilter=` lines allow, applied in order (the
+/// first is an allow list; a later `~` line removes, a later plain line adds
+/// back).
+fn unit_syscalls() -> std::collections::BTreeSet<String> {
+    let unit = read("systemd/crc-appliance.service");
+    let mut allow = std::collections::BTreeSet::new();
+    for (i, l) in unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("SystemCallFilter="))
+        .enumerate()
+    {
+        let (deny, list) = match l.strip_prefix('~') {
+            Some(rest) => (true, rest),
+            None => (false, l),
+        };
+        assert!(
+            i > 0 || !deny,
+            "the first SystemCallFilter= must be an allow list"
+        );
+        let mut names = Vec::new();
+        for g in list.split_whitespace() {
+            if g.starts_with('@') {
+                names.extend(syscall_group(g, &mut Default::default()));
+            } else {
+                names.push(g.to_string());
+            }
+        }
+        for n in names {
+            if deny {
+                allow.remove(&n);
+            } else {
+                allow.insert(n);
+            }
+        }
+    }
+    assert!(
+        !allow.is_empty(),
+        "the unit has no SystemCallFilter allow list"
+    );
+    allow
+}
+
+/// `serve` under strace through start, traffic on every service, a reload
+/// and shutdown uses only system calls the unit's filter allows (a call
+/// outside it would fail with EPERM under systemd).
+#[test]
+fn unit_syscall_filter_allows_what_serve_uses() {
+    let test = "unit_syscall_filter_allows_what_serve_uses";
+    if !have("strace") || !have("systemd-analyze") {
+        eprintln!("SKIPPED {test}: strace or systemd-analyze not installed");
+        return;
+    }
+    let allowed = unit_syscalls();
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["images", "ign", "tftp"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+    }
+    std::fs::write(dir.path().join("images/a.txt"), "hello").unwrap();
+    std::fs::write(
+        dir.path().join("ign/master.ign"),
+        r#"{"ignition":{"version":"3.2.0"}}"#,
+    )
+    .unwrap();
+    let d = dir.path().display().to_string();
+    let yaml = common::loopback_cluster_with(&format!(
+        r#"dns:
+  listen: ["127.0.0.1:0"]
+dhcp:
+  listen: 127.0.0.1:0
+  leaseFile: "{d}/leases.json"
+loadBalancer:
+  listen: {{ api: 127.0.0.1:0, machineConfig: 127.0.0.1:0, ingressHttp: 127.0.0.1:0, ingressHttps: 127.0.0.1:0 }}
+http:
+  listen: 127.0.0.1:0
+  imagesDir: "{d}/images"
+  ignitionDir: "{d}/ign"
+admin:
+  listen: 127.0.0.1:0
+pxe:
+  tftpListen: 127.0.0.1:0
+  tftpRoot: "{d}/tftp"
+"#
+    ));
+    let file = dir.path().join("cluster.yaml");
+    std::fs::write(&file, &yaml).unwrap();
+    let trace = dir.path().join("strace.out");
+    let trace_s = trace.to_str().unwrap().to_string();
+    let mut app = common::Appliance::launch()
+        .prefix(&["strace", "-f", "-qq", "-o", &trace_s])
+        .ready_timeout(std::time::Duration::from_secs(60))
+        .start_file(tempfile::tempdir().unwrap(), file.clone());
+    // Traffic: DNS over UDP and TCP, HTTP (image + ignition), admin, an LB
+    // connection, a TFTP read request.
+    let q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x04test\x0bcrc\x2dtesting\x00\x00\x01\x00\x01";
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    udp.send_to(q, app.addr("dns udp")).unwrap();
+    let mut buf = [0u8; 1500];
+    let _ = udp.recv_from(&mut buf);
+    let http = |addr: std::net::SocketAddr, path: &str| {
+        use std::io::{Read, Write};
+        if let Ok(mut s) = std::net::TcpStream::connect(addr) {
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let _ = write!(
+                s,
+                "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            );
+            let mut out = String::new();
+            let _ = s.read_to_string(&mut out);
+            out
+        } else {
+            String::new()
+        }
+    };
+    assert!(
+        http(app.addr("http"), "/images/a.txt").contains("hello"),
+        "{}",
+        app.log()
+    );
+    http(app.addr("http"), "/ignition/master.ign");
+    http(app.addr("admin"), "/status");
+    http(app.addr("admin"), "/metrics");
+    let _ = std::net::TcpStream::connect(app.addr("lb api"));
+    let tftp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    tftp.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    tftp.send_to(b"\x00\x01nothere\x00octet\x00", app.addr("tftp"))
+        .unwrap();
+    let _ = tftp.recv_from(&mut buf);
+    // Signals go to the traced serve, not to strace.
+    let children = format!("/proc/{0}/task/{0}/children", app.pid());
+    let serve = std::fs::read_to_string(&children).unwrap();
+    let serve = serve.split_whitespace().next().unwrap().to_string();
+    run("kill", &["-HUP", &serve]);
+    app.wait_log("reload", std::time::Duration::from_secs(10));
+    run("kill", &["-TERM", &serve]);
+    assert_eq!(
+        app.wait_exit(std::time::Duration::from_secs(20)),
+        Some(Some(0)),
+        "{}",
+        app.log()
+    );
+    drop(app);
+
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let mut used = std::collections::BTreeSet::new();
+    for l in text.lines() {
+        // "<pid> name(args) = ret"; skip "<... x resumed>" and signal lines.
+        let Some(rest) = l.split_once(' ').map(|(_, r)| r.trim_start()) else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() && rest[name.len()..].starts_with('(') {
+            used.insert(name);
+        }
+    }
+    assert!(used.len() > 20, "too few syscalls traced: {used:?}");
+    // execve belongs to strace starting the binary: allowed anyway.
+    let denied: Vec<&String> = used.iter().filter(|s| !allowed.contains(*s)).collect();
+    assert!(
+        denied.is_empty(),
+        "serve used system calls the unit's SystemCallFilter= denies: {denied:?}"
+    );
+}
