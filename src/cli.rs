@@ -1,4 +1,5 @@
-//! Command line: `serve`, `check`, `reload`, `render`, `lb`, `vm`.
+//! Command line: `serve`, `check`, `reload`, `render`, `lb`, `vm`,
+//! `firewall`, `preflight`.
 
 use std::path::PathBuf;
 
@@ -61,6 +62,24 @@ pub enum Command {
     },
     /// Create, remove or inspect the cluster's libvirt network and VMs.
     Vm { action: VmAction },
+    /// Host firewall openings this cluster needs (firewalld).
+    Firewall {
+        #[command(subcommand)]
+        action: FirewallAction,
+    },
+    /// Check the host before `serve`/`vm up`: busy ports and their owners,
+    /// /dev/kvm, the ISO, the pool dir, ignition files. Exit 1 on findings.
+    Preflight,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum FirewallAction {
+    /// Print a shell script installing a firewalld service with exactly this
+    /// cluster's ports (`| sudo sh`); `--xml` prints the service XML alone.
+    Print {
+        #[arg(long)]
+        xml: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

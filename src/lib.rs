@@ -20,6 +20,8 @@
 //! - [`hub`]: the plan being served, the services, LB control and the
 //!   reload outcome, shared with the admin API.
 //! - [`metrics`]: the Prometheus text writer every service uses.
+//! - [`firewall`]: firewalld service/commands for a cluster's ports.
+//! - [`preflight`]: host checks (busy ports and owners, KVM, ISO, ignition).
 //! - [`net`]: the TCP accept loop of the DNS, HTTP, admin and LB listeners.
 
 #![forbid(unsafe_code)]
@@ -30,6 +32,7 @@ pub mod cli;
 pub mod config;
 pub mod dhcp;
 pub mod dns;
+pub mod firewall;
 pub mod http;
 pub mod hub;
 pub mod lb;
@@ -39,6 +42,7 @@ pub mod metrics;
 pub mod model;
 pub mod net;
 pub mod plan;
+pub mod preflight;
 pub mod reload;
 pub mod service;
 pub mod status;
@@ -99,6 +103,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 cli::VmAction::RemoveBootstrap => libvirt::VmAction::RemoveBootstrap,
             };
             libvirt::vm(plan, action).await
+        }
+        Command::Firewall {
+            action: cli::FirewallAction::Print { xml },
+        } => {
+            let c = config::load(&cluster)?.cluster;
+            if xml {
+                print!("{}", firewall::render_xml(&c));
+            } else {
+                print!("{}", firewall::render(&c));
+            }
+            Ok(())
+        }
+        Command::Preflight => {
+            let plan = config::load(&cluster)?;
+            let findings = preflight::run(&plan);
+            print!("{}", preflight::report(&findings));
+            match preflight::problems(&findings) {
+                0 => Ok(()),
+                n => Err(preflight::Failed(n).into()),
+            }
         }
     }
 }

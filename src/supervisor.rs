@@ -86,6 +86,7 @@ fn sd_notify(state: &str) {
 pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     let plan = Arc::new(config::load(&path)?);
     crate::limits::apply(&plan.cluster);
+    crate::preflight::log(&plan);
     let root = CancellationToken::new();
     let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
