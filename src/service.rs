@@ -221,6 +221,23 @@ impl<K: std::hash::Hash + Eq + Clone> Default for Listeners<K> {
     }
 }
 
+impl Listeners<std::net::SocketAddr> {
+    /// A TCP listener on `addr` unless one is held for it already (the
+    /// stage step of a one-listener service).
+    pub async fn bind_tcp_if_missing(
+        &self,
+        addr: std::net::SocketAddr,
+    ) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+        if self.missing(&[addr]).is_empty() {
+            return Ok(None);
+        }
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("bind TCP {addr}: {e}"))?;
+        Ok(Some(l))
+    }
+}
+
 impl<K: std::hash::Hash + Eq + Clone> Listeners<K> {
     /// Of `wanted`, the keys not held yet (to bind in `stage`).
     pub fn missing<'a>(&self, wanted: impl IntoIterator<Item = &'a K>) -> Vec<K>

@@ -6,18 +6,9 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt as _;
 
-use common::{Appliance, BIN, run};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::{Appliance, BIN, free_port, run};
 
 /// curl; returns the HTTP status code.
 fn code(args: &[&str]) -> String {

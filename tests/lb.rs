@@ -320,8 +320,7 @@ fn start_with_healthy_workers(extra_lb: &str) -> (Backends, Appliance, SocketAdd
 }
 
 fn admin_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+    common::free_port()
 }
 
 fn status(app: &Appliance) -> Value {

@@ -7,11 +7,10 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Appliance, BIN, run};
+use common::{Appliance, BIN, free_port, run};
 
 fn bytes(n: usize, seed: u32) -> Vec<u8> {
     let mut x = seed.wrapping_mul(2_654_435_761).max(1);
@@ -51,14 +50,6 @@ fn make_iso(dir: &Path) -> (PathBuf, Vec<u8>, Vec<u8>, Vec<u8>) {
     );
     assert_eq!(code, 0, "xorriso: {o}{e}");
     (iso, k, i, r)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// curl; (exit code, HTTP code, body bytes).

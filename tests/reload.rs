@@ -63,11 +63,7 @@ fn reload_cli(app: &Appliance) -> (i32, String, String) {
 /// A port that was free a moment ago: the admin listener needs a fixed
 /// one so that `crc-appliance reload` can find it from the file.
 fn admin_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    common::free_port()
 }
 
 fn dns_cluster(extra_nodes: &str, dns_extra: &str) -> String {

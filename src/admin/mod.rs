@@ -26,7 +26,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -82,13 +81,7 @@ impl Service for Admin {
             Some(f) => Some(crate::config::secret::read_token(f).map_err(|e| anyhow::anyhow!(e))?),
             None => None,
         };
-        let mut new = None;
-        if !self.listeners.missing(&[addr]).is_empty() {
-            let l = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("bind TCP {addr}"))?;
-            new = Some(l);
-        }
+        let new = self.listeners.bind_tcp_if_missing(addr).await?;
         Ok(Box::new(move || {
             self.token.store(token.map(Arc::new));
             for gone in self.listeners.retain(&[addr]) {

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use hyper::Request;
@@ -92,13 +91,7 @@ impl Service for Http {
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
         let addr = plan.cluster.http.listen;
-        let mut new = None;
-        if !self.listeners.missing(&[addr]).is_empty() {
-            let l = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("bind TCP {addr}"))?;
-            new = Some(l);
-        }
+        let new = self.listeners.bind_tcp_if_missing(addr).await?;
         Ok(Box::new(move || {
             warn_missing_dirs(&plan);
             self.ctx.plan.store(plan);

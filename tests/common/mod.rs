@@ -310,6 +310,16 @@ fn parse_listening(line: &str) -> Option<(String, SocketAddr)> {
     Some((what.to_string(), addr.parse().ok()?))
 }
 
+/// A loopback TCP port that was free a moment ago (for listeners whose
+/// address the test must know before starting, e.g. the admin API the CLI
+/// reads from the cluster file).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
 /// Run a command, return (exit code, stdout, stderr).
 pub fn run(cmd: &str, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(cmd)
