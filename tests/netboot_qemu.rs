@@ -1,0 +1,284 @@
+//! Network boot with real firmware in qemu (TCG), end to end through the
+//! appliance alone, on a bridge in a network namespace of the test's own:
+//!
+//! - SeaBIOS with the iPXE NIC ROM (Debian `ipxe-qemu`): iPXE's DHCP (user
+//!   class `iPXE`) gets the entry script URL straight away.
+//! - OVMF (Debian `ovmf`) with the NIC ROM disabled, so EDK2's own PXE
+//!   client asks (arch 7): DHCP → `snponly.efi` over the appliance's TFTP →
+//!   iPXE → the entry script over HTTP.
+//!
+//! Both then chain to the node's script, boot the kernel and initramfs read
+//! out of a live-ISO look-alike (the host's Debian kernel and a busybox
+//! initramfs), and the guest prints its `/proc/cmdline` on the serial
+//! console, which must carry the node's `coreos.inst.*` kernel arguments.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::initramfs::{Cpio, busybox_libs};
+use common::{Appliance, Netns, netns_available, run, unique_name};
+
+/// The newest /boot/vmlinuz-*.
+fn host_kernel() -> Option<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir("/boot")
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
+        })
+        .collect();
+    v.sort();
+    v.pop()
+}
+
+/// busybox, its libraries, and an init that prints the kernel command line
+/// and powers off.
+fn initramfs() -> Vec<u8> {
+    let mut c = Cpio::new();
+    let libs = busybox_libs();
+    let mut dirs: Vec<String> = ["bin", "dev", "proc", "sys"].map(String::from).to_vec();
+    for l in &libs {
+        let mut p = Path::new(l.trim_start_matches('/')).parent();
+        let mut chain = Vec::new();
+        while let Some(d) = p.filter(|d| !d.as_os_str().is_empty()) {
+            chain.push(d.display().to_string());
+            p = d.parent();
+        }
+        for d in chain.into_iter().rev() {
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+    }
+    for d in &dirs {
+        c.dir(d);
+    }
+    c.entry("dev/console", 0o020600, &[], (5, 1));
+    c.entry("dev/ttyS0", 0o020600, &[], (4, 64));
+    let bb = std::fs::read("/bin/busybox").unwrap();
+    c.file("bin/busybox", 0o755, &bb);
+    c.file("bin/sh", 0o755, &bb);
+    for l in &libs {
+        c.file(l.trim_start_matches('/'), 0o755, &std::fs::read(l).unwrap());
+    }
+    c.file(
+        "init",
+        0o755,
+        b"#!/bin/busybox sh\n/bin/busybox mount -t proc proc /proc\n\
+          echo \"CRC-CMDLINE: $(/bin/busybox cat /proc/cmdline)\" > /dev/ttyS0\n\
+          /bin/busybox sync\n/bin/busybox poweroff -f\n",
+    );
+    c.finish()
+}
+
+struct Qemu(Child);
+
+impl Drop for Qemu {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for(log: &Path, needle: &str, timeout: Duration) -> Option<String> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        let text = String::from_utf8_lossy(&std::fs::read(log).unwrap_or_default()).to_string();
+        if let Some(line) = text.lines().find(|l| l.contains(needle)) {
+            return Some(line.to_string());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    None
+}
+
+/// Boot one VM with `firmware` args in a fresh namespace; returns the
+/// guest's command line line and the appliance log.
+fn boot(firmware: &[&str], nic: &str, octet: u8) -> (Option<String>, String, String, u64) {
+    let work = tempfile::tempdir().unwrap();
+    let kernel = host_kernel().unwrap();
+    let px = work.path().join("tree/images/pxeboot");
+    std::fs::create_dir_all(&px).unwrap();
+    std::fs::copy(&kernel, px.join("vmlinuz")).unwrap();
+    std::fs::write(px.join("initrd.img"), initramfs()).unwrap();
+    std::fs::write(px.join("rootfs.img"), b"rootfs").unwrap();
+    let iso = work.path().join("live.iso");
+    let (code, o, e) = run(
+        "xorriso",
+        &[
+            "-as",
+            "mkisofs",
+            "-quiet",
+            "-R",
+            "-o",
+            iso.to_str().unwrap(),
+            work.path().join("tree").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{o}{e}");
+
+    let ns = Netns::new(unique_name("crcnb"));
+    let net = format!("10.{octet}.0");
+    ns.ip(&["link", "set", "lo", "up"]);
+    ns.ip(&["link", "add", "br0", "type", "bridge"]);
+    ns.ip(&["addr", "add", &format!("{net}.1/24"), "dev", "br0"]);
+    ns.ip(&["link", "set", "br0", "up"]);
+    ns.ip(&["tuntap", "add", "dev", "tap0", "mode", "tap"]);
+    ns.ip(&["link", "set", "tap0", "master", "br0"]);
+    ns.ip(&["link", "set", "tap0", "up"]);
+    let yaml = format!(
+        r#"name: nb
+baseDomain: crc.testing
+network: {{ cidr: {net}.0/24, gateway: {net}.1, applianceIP: {net}.1, interface: br0 }}
+nodes:
+  - {{ name: master-0, role: master, mac: "52:54:00:{octet:02x}:00:0a", ip: {net}.10 }}
+dns: {{ enabled: false }}
+loadBalancer: {{ enabled: false }}
+dhcp:
+  listen: 0.0.0.0:67
+  leaseFile: "{{dir}}/leases.json"
+http:
+  listen: {net}.1:8080
+  imagesDir: "{{dir}}/images"
+  ignitionDir: "{{dir}}/ign"
+admin:
+  listen: 127.0.0.1:0
+pxe:
+  tftpListen: {net}.1:69
+rhcos:
+  iso: {}
+  kargs: [crc.test=1]
+"#,
+        iso.display()
+    );
+    let app = Appliance::launch()
+        .netns(&ns.0)
+        .ready_timeout(Duration::from_secs(60))
+        .start(&yaml);
+    let log = work.path().join("serial.log");
+    let mut args: Vec<String> = firmware.iter().map(|s| s.to_string()).collect();
+    args.extend(
+        [
+            "-m",
+            "768",
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+            "-no-reboot",
+            "-netdev",
+            "tap,id=n0,ifname=tap0,script=no,downscript=no",
+        ]
+        .map(String::from),
+    );
+    args.push("-device".into());
+    args.push(format!("{nic},netdev=n0,mac=52:54:00:{octet:02x}:00:0a"));
+    args.push("-serial".into());
+    args.push(format!("file:{}", log.display()));
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns.0, "qemu-system-x86_64"])
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _vm = Qemu(cmd.spawn().expect("qemu"));
+    let line = wait_for(&log, "CRC-CMDLINE:", Duration::from_secs(420));
+    let serial = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).to_string();
+    // TFTP transfers that completed, from /status inside the namespace.
+    let status = ns.exec(&[
+        "curl",
+        "-sS",
+        "--max-time",
+        "5",
+        &format!("http://{}/status", app.addr("admin")),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap_or_default();
+    let tftp_done = v["tftp"]["transfers"]["completed"].as_u64().unwrap_or(0);
+    (line, app.log(), serial, tftp_done)
+}
+
+fn check(line: Option<String>, app_log: &str, serial: &str, octet: u8) {
+    let Some(line) = line else {
+        let tail: String = serial
+            .chars()
+            .rev()
+            .take(3000)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        panic!(
+            "the guest never printed its command line;\nserial tail:\n{tail}\nappliance:\n{app_log}"
+        );
+    };
+    let net = format!("10.{octet}.0");
+    for needle in [
+        format!("coreos.inst.ignition_url=http://{net}.1:8080/ignition/master-0.ign"),
+        format!("coreos.live.rootfs_url=http://{net}.1:8080/boot/rootfs.img"),
+        "coreos.inst.install_dev=/dev/sda".to_string(),
+        "ignition.platform.id=metal".to_string(),
+        "crc.test=1".to_string(),
+    ] {
+        assert!(line.contains(&needle), "cmdline lacks {needle}: {line}");
+    }
+    assert!(app_log.contains("netboot: script served"), "{app_log}");
+}
+
+fn tools_ok() -> Result<(), String> {
+    netns_available("crcnbq")?;
+    for t in ["qemu-system-x86_64", "xorriso", "busybox"] {
+        if !common::have(t) {
+            return Err(format!("{t} is not installed"));
+        }
+    }
+    host_kernel().ok_or("no /boot/vmlinuz-*")?;
+    Ok(())
+}
+
+#[test]
+fn seabios_ipxe_rom_boots_the_node_script() {
+    if let Err(why) = tools_ok() {
+        eprintln!("SKIPPED seabios_ipxe_rom_boots_the_node_script: {why}");
+        return;
+    }
+    // i440fx + e1000 with iPXE's ROM: SeaBIOS runs it and boots from it
+    // (Debian's 2019 virtio ROM registers no boot entry on q35).
+    let rom = "/usr/lib/ipxe/qemu/pxe-e1000.rom";
+    require!(Path::new(rom).is_file(), "ipxe-qemu is not installed");
+    let (line, log, serial, tftp) = boot(
+        &["-machine", "pc", "-boot", "n"],
+        &format!("e1000,romfile={rom}"),
+        87,
+    );
+    check(line, &log, &serial, 87);
+    assert_eq!(tftp, 0, "the iPXE ROM should go straight to HTTP");
+}
+
+#[test]
+fn ovmf_pxe_tftp_ipxe_boots_the_node_script() {
+    if let Err(why) = tools_ok() {
+        eprintln!("SKIPPED ovmf_pxe_tftp_ipxe_boots_the_node_script: {why}");
+        return;
+    }
+    let fw = "/usr/share/ovmf/OVMF.fd";
+    require!(Path::new(fw).is_file(), "ovmf is not installed");
+    require!(
+        Path::new("/usr/lib/ipxe/snponly.efi").exists(),
+        "ipxe (snponly.efi) is not installed"
+    );
+    // q35 + OVMF's own virtio-net driver and PXE client (no NIC ROM).
+    let (line, log, serial, tftp) = boot(
+        &["-machine", "q35", "-bios", fw],
+        "virtio-net-pci,romfile=",
+        88,
+    );
+    check(line, &log, &serial, 88);
+    // EDK2's PXE fetched the iPXE binary over TFTP first.
+    assert!(tftp >= 1, "no completed TFTP transfer:\n{log}");
+}
