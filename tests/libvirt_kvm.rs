@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::initramfs::{Cpio, busybox_libs};
+use common::initramfs::busybox_base;
 use common::{Appliance, BIN, run};
 
 /// The newest /boot/vmlinuz-* with a modules.dep.
@@ -142,39 +142,7 @@ poweroff -f
 
 fn build_initramfs(domain: &str, moddir: &Path) -> Vec<u8> {
     let modules = module_order(moddir);
-    let mut c = Cpio::new();
-    let mut dirs: Vec<String> = ["bin", "dev", "proc", "sys", "tmp", "lib", "lib/modules"]
-        .map(String::from)
-        .to_vec();
-    let libs = busybox_libs();
-    for l in &libs {
-        let mut p = Path::new(l.trim_start_matches('/')).parent();
-        let mut chain = Vec::new();
-        while let Some(d) = p.filter(|d| !d.as_os_str().is_empty()) {
-            chain.push(d.display().to_string());
-            p = d.parent();
-        }
-        for d in chain.into_iter().rev() {
-            if !dirs.contains(&d) {
-                dirs.push(d);
-            }
-        }
-    }
-    for d in &dirs {
-        c.dir(d);
-    }
-    c.entry("dev/console", 0o020600, &[], (5, 1));
-    c.entry("dev/ttyS0", 0o020600, &[], (4, 64));
-    let bb = std::fs::read("/bin/busybox").expect("read /bin/busybox");
-    c.file("bin/busybox", 0o755, &bb);
-    c.file("bin/sh", 0o755, &bb);
-    for l in &libs {
-        c.file(
-            l.trim_start_matches('/'),
-            0o755,
-            &std::fs::read(l).expect("read busybox library"),
-        );
-    }
+    let mut c = busybox_base(&["tmp", "lib", "lib/modules"]);
     for m in &modules {
         let name = m.rsplit('/').next().unwrap_or(m);
         c.file(

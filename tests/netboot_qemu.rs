@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::initramfs::{Cpio, busybox_libs};
+use common::initramfs::busybox_base;
 use common::{Appliance, Netns, netns_available, run, unique_name};
 
 /// The newest /boot/vmlinuz-*.
@@ -40,33 +40,7 @@ fn host_kernel() -> Option<PathBuf> {
 /// busybox, its libraries, and an init that prints the kernel command line
 /// and powers off.
 fn initramfs() -> Vec<u8> {
-    let mut c = Cpio::new();
-    let libs = busybox_libs();
-    let mut dirs: Vec<String> = ["bin", "dev", "proc", "sys"].map(String::from).to_vec();
-    for l in &libs {
-        let mut p = Path::new(l.trim_start_matches('/')).parent();
-        let mut chain = Vec::new();
-        while let Some(d) = p.filter(|d| !d.as_os_str().is_empty()) {
-            chain.push(d.display().to_string());
-            p = d.parent();
-        }
-        for d in chain.into_iter().rev() {
-            if !dirs.contains(&d) {
-                dirs.push(d);
-            }
-        }
-    }
-    for d in &dirs {
-        c.dir(d);
-    }
-    c.entry("dev/console", 0o020600, &[], (5, 1));
-    c.entry("dev/ttyS0", 0o020600, &[], (4, 64));
-    let bb = std::fs::read("/bin/busybox").unwrap();
-    c.file("bin/busybox", 0o755, &bb);
-    c.file("bin/sh", 0o755, &bb);
-    for l in &libs {
-        c.file(l.trim_start_matches('/'), 0o755, &std::fs::read(l).unwrap());
-    }
+    let mut c = busybox_base(&[]);
     c.file(
         "init",
         0o755,

@@ -81,3 +81,42 @@ pub fn busybox_libs() -> Vec<String> {
         })
         .collect()
 }
+
+/// A cpio holding `bin dev proc sys` plus `extra_dirs`, the console and
+/// ttyS0 devices, /bin/busybox (also as /bin/sh) and the libraries it
+/// needs; the caller adds its own files and `init`.
+pub fn busybox_base(extra_dirs: &[&str]) -> Cpio {
+    let mut c = Cpio::new();
+    let libs = busybox_libs();
+    let mut dirs: Vec<String> = ["bin", "dev", "proc", "sys"]
+        .iter()
+        .chain(extra_dirs)
+        .map(|d| d.to_string())
+        .collect();
+    for l in &libs {
+        let mut p = std::path::Path::new(l.trim_start_matches('/')).parent();
+        let mut chain = Vec::new();
+        while let Some(d) = p.filter(|d| !d.as_os_str().is_empty()) {
+            chain.push(d.display().to_string());
+            p = d.parent();
+        }
+        for d in chain.into_iter().rev() {
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+    }
+    for d in &dirs {
+        c.dir(d);
+    }
+    c.entry("dev/console", 0o020600, &[], (5, 1));
+    c.entry("dev/ttyS0", 0o020600, &[], (4, 64));
+    let bb = std::fs::read("/bin/busybox").expect("read /bin/busybox");
+    c.file("bin/busybox", 0o755, &bb);
+    c.file("bin/sh", 0o755, &bb);
+    for l in &libs {
+        let lib = std::fs::read(l).expect("read a busybox library");
+        c.file(l.trim_start_matches('/'), 0o755, &lib);
+    }
+    c
+}
