@@ -8,6 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::initramfs::live_iso;
 use common::{BIN, run};
 use crc_appliance::libvirt::iso9660::{IsoError, IsoImage};
 use crc_appliance::libvirt::spec::Phase;
@@ -22,30 +23,10 @@ fn rootfs() -> Vec<u8> {
     (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect()
 }
 
-/// Build a live-ISO look-alike with xorriso: images/pxeboot/{vmlinuz,initrd.img,rootfs.img}.
+/// A live-ISO look-alike with fixed kernel/initrd/rootfs and coreos/kargs.json.
 fn make_iso(dir: &Path, volid: &str, rock_ridge: bool) -> PathBuf {
-    let tree = dir.join(format!("tree-{volid}"));
-    let px = tree.join("images/pxeboot");
-    std::fs::create_dir_all(&px).unwrap();
-    std::fs::write(px.join("vmlinuz"), KERNEL).unwrap();
-    std::fs::write(px.join("initrd.img"), INITRD).unwrap();
-    std::fs::write(px.join("rootfs.img"), rootfs()).unwrap();
-    std::fs::create_dir_all(tree.join("coreos")).unwrap();
-    std::fs::write(tree.join("coreos/kargs.json"), b"{}").unwrap();
-    let iso = dir.join(format!("{volid}.iso"));
-    let mut args = vec!["-as", "mkisofs", "-quiet", "-V", volid];
-    if rock_ridge {
-        args.extend(["-R", "-J"]);
-    } else {
-        // xorriso writes Rock Ridge by default; plain ISO 9660 names only.
-        args.push("--norock");
-    }
-    let out = iso.to_str().unwrap().to_string();
-    let t = tree.to_str().unwrap().to_string();
-    args.extend(["-o", &out, &t]);
-    let (code, o, e) = run("xorriso", &args);
-    assert_eq!(code, 0, "xorriso failed: {o}{e}");
-    iso
+    let extra: [(&str, &[u8]); 1] = [("coreos/kargs.json", b"{}")];
+    live_iso(dir, volid, [KERNEL, INITRD, &rootfs()], &extra, rock_ridge)
 }
 
 fn cluster_yaml(dir: &Path, uri: &str, iso: &Path, extra: &str) -> String {

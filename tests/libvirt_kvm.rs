@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::initramfs::busybox_base;
+use common::initramfs::{busybox_base, live_iso};
 use common::{Appliance, BIN, run};
 
 /// The newest /boot/vmlinuz-* with a modules.dep.
@@ -450,28 +450,10 @@ fn kvm_guest_boots_from_the_iso_and_reaches_the_appliance() {
     let w = work.path();
 
     // The "live ISO": host kernel + our initramfs + a rootfs blob.
-    let tree = w.join("tree/images/pxeboot");
-    std::fs::create_dir_all(&tree).unwrap();
-    std::fs::copy(&vmlinuz, tree.join("vmlinuz")).unwrap();
-    std::fs::write(tree.join("initrd.img"), build_initramfs(domain, &moddir)).unwrap();
-    std::fs::write(tree.join("rootfs.img"), vec![0x5a; 123_457]).unwrap();
-    let iso = w.join("live.iso");
-    let (code, o, e) = run(
-        "xorriso",
-        &[
-            "-as",
-            "mkisofs",
-            "-quiet",
-            "-V",
-            "crc-e2e",
-            "-R",
-            "-J",
-            "-o",
-            iso.to_str().unwrap(),
-            w.join("tree").to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, 0, "{o}{e}");
+    let kernel = std::fs::read(&vmlinuz).unwrap();
+    let initrd = build_initramfs(domain, &moddir);
+    let rootfs = vec![0x5a; 123_457];
+    let iso = live_iso(w, "crc-e2e", [&kernel, &initrd, &rootfs], &[], true);
     std::fs::create_dir_all(w.join("www/ignition")).unwrap();
     let marker = format!("crc-e2e-ignition-{pid}");
     std::fs::write(

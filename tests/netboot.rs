@@ -10,6 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::initramfs::live_iso;
 use common::{Appliance, BIN, free_port, run};
 
 fn bytes(n: usize, seed: u32) -> Vec<u8> {
@@ -26,29 +27,8 @@ fn bytes(n: usize, seed: u32) -> Vec<u8> {
 
 /// A live-ISO look-alike; returns (iso, kernel, initrd, rootfs bytes).
 fn make_iso(dir: &Path) -> (PathBuf, Vec<u8>, Vec<u8>, Vec<u8>) {
-    let px = dir.join("tree/images/pxeboot");
-    std::fs::create_dir_all(&px).unwrap();
     let (k, i, r) = (bytes(70_001, 1), bytes(300_007, 2), bytes(2_100_003, 3));
-    std::fs::write(px.join("vmlinuz"), &k).unwrap();
-    std::fs::write(px.join("initrd.img"), &i).unwrap();
-    std::fs::write(px.join("rootfs.img"), &r).unwrap();
-    let iso = dir.join("rhcos-live.iso");
-    let (code, o, e) = run(
-        "xorriso",
-        &[
-            "-as",
-            "mkisofs",
-            "-quiet",
-            "-V",
-            "rhcos-test",
-            "-R",
-            "-J",
-            "-o",
-            iso.to_str().unwrap(),
-            dir.join("tree").to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, 0, "xorriso: {o}{e}");
+    let iso = live_iso(dir, "rhcos-test", [&k, &i, &r], &[], true);
     (iso, k, i, r)
 }
 

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::initramfs::busybox_base;
-use common::{Appliance, Netns, netns_available, run, unique_name};
+use common::initramfs::{busybox_base, live_iso};
+use common::{Appliance, Netns, netns_available, unique_name};
 
 /// The newest /boot/vmlinuz-*.
 fn host_kernel() -> Option<PathBuf> {
@@ -76,26 +76,14 @@ fn wait_for(log: &Path, needle: &str, timeout: Duration) -> Option<String> {
 /// guest's command line line and the appliance log.
 fn boot(firmware: &[&str], nic: &str, octet: u8) -> (Option<String>, String, String, u64) {
     let work = tempfile::tempdir().unwrap();
-    let kernel = host_kernel().unwrap();
-    let px = work.path().join("tree/images/pxeboot");
-    std::fs::create_dir_all(&px).unwrap();
-    std::fs::copy(&kernel, px.join("vmlinuz")).unwrap();
-    std::fs::write(px.join("initrd.img"), initramfs()).unwrap();
-    std::fs::write(px.join("rootfs.img"), b"rootfs").unwrap();
-    let iso = work.path().join("live.iso");
-    let (code, o, e) = run(
-        "xorriso",
-        &[
-            "-as",
-            "mkisofs",
-            "-quiet",
-            "-R",
-            "-o",
-            iso.to_str().unwrap(),
-            work.path().join("tree").to_str().unwrap(),
-        ],
+    let kernel = std::fs::read(host_kernel().unwrap()).unwrap();
+    let iso = live_iso(
+        work.path(),
+        "live",
+        [&kernel, &initramfs(), b"rootfs"],
+        &[],
+        true,
     );
-    assert_eq!(code, 0, "{o}{e}");
 
     let ns = Netns::new(unique_name("crcnb"));
     let net = format!("10.{octet}.0");

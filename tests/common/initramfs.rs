@@ -1,5 +1,6 @@
-//! Building a tiny initramfs for guest tests: a newc cpio writer and the
-//! shared libraries a dynamic busybox needs.
+//! Building guest images for tests: a tiny initramfs (a newc cpio writer
+//! and the shared libraries a dynamic busybox needs) and a live-ISO
+//! look-alike with the RHCOS layout.
 #![allow(dead_code)]
 
 use super::run;
@@ -119,4 +120,48 @@ pub fn busybox_base(extra_dirs: &[&str]) -> Cpio {
         c.file(l.trim_start_matches('/'), 0o755, &lib);
     }
     c
+}
+
+/// Build a live-ISO look-alike with xorriso: `images/pxeboot/{vmlinuz,
+/// initrd.img,rootfs.img}` plus `extra` (path, bytes) files, written to
+/// `dir/<volid>.iso` from the tree `dir/tree-<volid>`. Without
+/// `rock_ridge` the image has plain ISO 9660 names only.
+pub fn live_iso(
+    dir: &std::path::Path,
+    volid: &str,
+    [kernel, initrd, rootfs]: [&[u8]; 3],
+    extra: &[(&str, &[u8])],
+    rock_ridge: bool,
+) -> std::path::PathBuf {
+    let tree = dir.join(format!("tree-{volid}"));
+    let px = tree.join("images/pxeboot");
+    std::fs::create_dir_all(&px).expect("create the ISO tree");
+    let files = [
+        ("vmlinuz", kernel),
+        ("initrd.img", initrd),
+        ("rootfs.img", rootfs),
+    ];
+    for (name, data) in files {
+        std::fs::write(px.join(name), data).expect("write an ISO file");
+    }
+    for (path, data) in extra {
+        let path = tree.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create an ISO directory");
+        }
+        std::fs::write(path, data).expect("write an ISO file");
+    }
+    let iso = dir.join(format!("{volid}.iso"));
+    let mut args = vec!["-as", "mkisofs", "-quiet", "-V", volid];
+    if rock_ridge {
+        args.extend(["-R", "-J"]);
+    } else {
+        // xorriso writes Rock Ridge by default; plain ISO 9660 names only.
+        args.push("--norock");
+    }
+    let (out, t) = (iso.display().to_string(), tree.display().to_string());
+    args.extend(["-o", &out, &t]);
+    let (code, o, e) = run("xorriso", &args);
+    assert_eq!(code, 0, "xorriso failed: {o}{e}");
+    iso
 }
