@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::udhcpc::{kv, udhcpc_once};
 use common::{Appliance, Netns, run_ok, unique_name, wait_until};
 use dhcproto::v4::{DhcpOption, Flags, Message, MessageType, Opcode, OptionCode};
 use dhcproto::{Decodable, Decoder, Encodable};
@@ -195,52 +196,9 @@ fn lease_for<'a>(v: &'a serde_json::Value, mac: &str) -> Option<&'a serde_json::
         .find(|l| l["mac"].as_str() == Some(mac))
 }
 
-/// Parse `KEY=VALUE` lines.
-fn kv(text: &str, key: &str) -> Option<String> {
-    text.lines().rev().find_map(|l| {
-        l.strip_prefix(&format!("{key}="))
-            .map(|v| v.trim().to_string())
-    })
-}
-
-/// Run udhcpc once in the client namespace; the script output (or None if
-/// no lease was obtained).
+/// udhcpc once in the client namespace (see [`udhcpc_once`]).
 fn udhcpc(net: &Net, dir: &Path, tries: &str) -> Option<String> {
-    let out = dir.join(format!("udhcpc-{}.env", unique_name("")));
-    let script = dir.join("udhcpc.sh");
-    write_script(
-        &script,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = bound ] || exit 0\n{{ echo ip=$ip; echo hostname=$hostname; echo router=$router; echo dns=$dns; echo domain=$domain; echo subnet=$subnet; echo serverid=$serverid; echo lease=$lease; }} > {}\n",
-            out.display()
-        ),
-    );
-    let status = net
-        .in_cli_quiet(&[
-            "timeout",
-            "40",
-            "udhcpc",
-            "-i",
-            &net.ifc,
-            "-f",
-            "-q",
-            "-n",
-            "-t",
-            tries,
-            "-T",
-            "2",
-            "-A",
-            "1",
-            "-s",
-            script.to_str().unwrap(),
-        ])
-        .status()
-        .expect("run udhcpc");
-    let env = std::fs::read_to_string(&out).ok();
-    if status.success() {
-        assert!(env.is_some(), "udhcpc succeeded but the script did not run");
-    }
-    env
+    udhcpc_once(&net.cli, &net.ifc, dir, tries)
 }
 
 /// dhclient in the client namespace, backgrounded after the lease (so a

@@ -12,10 +12,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
+use common::udhcpc::{kv, udhcpc_once};
 use common::{Appliance, Netns, run_ok, unique_name};
 
 const W1_MAC: &str = "52:54:00:e8:00:15";
@@ -61,53 +61,6 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// udhcpc once on `ifname` in `ns`; the bound script's KEY=VALUE output.
-fn udhcpc(ns: &Netns, ifname: &str, dir: &Path, tries: &str) -> Option<String> {
-    let out = dir.join(format!("{ifname}.env"));
-    let script = dir.join("udhcpc.sh");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = bound ] || exit 0\n{{ echo ip=$ip; echo hostname=$hostname; echo router=$router; echo dns=$dns; echo subnet=$subnet; echo broadcast=$broadcast; echo serverid=$serverid; }} > {}\n",
-            out.display()
-        ),
-    )
-    .unwrap();
-    run_ok("chmod", &["+x", script.to_str().unwrap()]);
-    let _ = ns
-        .cmd(&[
-            "timeout",
-            "40",
-            "udhcpc",
-            "-i",
-            ifname,
-            "-f",
-            "-q",
-            "-n",
-            "-t",
-            tries,
-            "-T",
-            "2",
-            "-A",
-            "1",
-            "-s",
-            script.to_str().unwrap(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run udhcpc");
-    std::fs::read_to_string(&out).ok()
-}
-
-fn kv(text: &str, key: &str) -> Option<String> {
-    text.lines().rev().find_map(|l| {
-        l.strip_prefix(&format!("{key}="))
-            .map(|v| v.trim().to_string())
-    })
 }
 
 #[test]
@@ -198,7 +151,7 @@ admin:
     // dhcrelay needs a moment to open its sockets.
     std::thread::sleep(Duration::from_millis(500));
 
-    let env = udhcpc(&cli, &ifc, dir.path(), "6").unwrap_or_else(|| {
+    let env = udhcpc_once(&cli, &ifc, dir.path(), "6").unwrap_or_else(|| {
         panic!(
             "udhcpc behind the relay got no lease; server:\n{}",
             app.log()
@@ -219,7 +172,7 @@ admin:
     // The segment 10.233.0.0/24 is not in the cluster file: no lease, and a
     // warning at the default level.
     assert!(
-        udhcpc(&cli2, &ifd, dir.path(), "2").is_none(),
+        udhcpc_once(&cli2, &ifd, dir.path(), "2").is_none(),
         "a client on an unknown segment got a lease"
     );
     app.wait_log("no address range available", Duration::from_secs(5));
