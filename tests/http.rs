@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Appliance, Netns, run};
+use common::{Appliance, Netns, pattern, run};
 
 /// A response seen by curl.
 struct Got {
@@ -76,19 +76,6 @@ fn sha256_file(p: &Path) -> String {
     let (code, out, err) = run("sha256sum", &[&p.display().to_string()]);
     assert_eq!(code, 0, "{err}");
     out.split_whitespace().next().unwrap().to_string()
-}
-
-/// Deterministic, non-repeating-looking test content.
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x >> 24) as u8
-        })
-        .collect()
 }
 
 fn http_section(images: &Path, ignition: &Path) -> String {

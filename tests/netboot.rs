@@ -11,23 +11,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::initramfs::live_iso;
-use common::{Appliance, BIN, free_port, run};
-
-fn bytes(n: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x >> 24) as u8
-        })
-        .collect()
-}
+use common::{Appliance, BIN, free_port, pattern, run};
 
 /// A live-ISO look-alike; returns (iso, kernel, initrd, rootfs bytes).
 fn make_iso(dir: &Path) -> (PathBuf, Vec<u8>, Vec<u8>, Vec<u8>) {
-    let (k, i, r) = (bytes(70_001, 1), bytes(300_007, 2), bytes(2_100_003, 3));
+    let (k, i, r) = (
+        pattern(70_001, 1),
+        pattern(300_007, 2),
+        pattern(2_100_003, 3),
+    );
     let iso = live_iso(dir, "rhcos-test", [&k, &i, &r], &[], true);
     (iso, k, i, r)
 }
@@ -178,11 +170,11 @@ fn artifacts_scripts_and_install_state() {
 fn artifacts_from_pxe_files() {
     require_tools!("curl");
     let work = tempfile::tempdir().unwrap();
-    let initrd = bytes(123_457, 9);
+    let initrd = pattern(123_457, 9);
     for (f, b) in [
-        ("k", bytes(1000, 7)),
+        ("k", pattern(1000, 7)),
         ("i", initrd.clone()),
-        ("r", bytes(10, 8)),
+        ("r", pattern(10, 8)),
     ] {
         std::fs::write(work.path().join(f), b).unwrap();
     }
@@ -216,8 +208,8 @@ fn dhcp_boot_answers_by_client() {
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("ipxe");
     std::fs::create_dir_all(&root).unwrap();
-    let efi = bytes(40_000, 5);
-    std::fs::write(root.join("undionly.kpxe"), bytes(1000, 4)).unwrap();
+    let efi = pattern(40_000, 5);
+    std::fs::write(root.join("undionly.kpxe"), pattern(1000, 4)).unwrap();
     std::fs::write(root.join("snponly.efi"), &efi).unwrap();
     for f in ["k", "i", "r"] {
         std::fs::write(work.path().join(f), b"x").unwrap();

@@ -486,3 +486,16 @@ impl Drop for Netns {
         let _ = run("ip", &["netns", "del", &self.0]);
     }
 }
+
+/// Deterministic, non-repeating-looking test content.
+pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x >> 24) as u8
+        })
+        .collect()
+}
