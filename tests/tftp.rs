@@ -146,14 +146,32 @@ fn atftp_downloads_with_and_without_options() {
         for f in FILES {
             let out = dir.path().join("out");
             let _ = std::fs::remove_file(&out);
-            let mut args: Vec<&str> = opts.to_vec();
-            let o = out.display().to_string();
-            args.extend_from_slice(&["-g", "-r", f, "-l", &o, "127.0.0.1", &p]);
-            let (code, text) = run_limited("atftp", &args, 60);
-            assert_eq!(code, 0, "atftp {args:?}: {text}");
+            let (code, text) = atftp_get(&p, f, &out, opts);
+            assert_eq!(code, 0, "atftp {opts:?} {f}: {text}");
             same(&root.join(f), &out);
         }
     }
+}
+
+/// atftp `-g` of `file` from 127.0.0.1:`p` into `out` with `opts`.
+fn atftp_get(p: &str, file: &str, out: &Path, opts: &[&str]) -> (i32, String) {
+    let o = out.display().to_string();
+    let mut args: Vec<&str> = opts.to_vec();
+    args.extend_from_slice(&["-g", "-r", file, "-l", &o, "127.0.0.1", p]);
+    run_limited("atftp", &args, 60)
+}
+
+/// The `tftp …` line of `crc-appliance check` on `file`.
+fn check_tftp_line(file: &Path) -> String {
+    let (code, out, err) = run(
+        common::BIN,
+        &["check", "--cluster", &file.display().to_string()],
+    );
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .find(|l| l.starts_with("tftp "))
+        .expect("tftp line")
+        .to_string()
 }
 
 fn curl_get(p: &str, file: &str, out: &Path, extra: &[&str]) -> (i32, String) {
@@ -544,15 +562,7 @@ fn real_ipxe_binaries_from_the_default_root() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("cluster.yaml");
     std::fs::write(&file, only("pxe:\n  tftpListen: 127.0.0.1:0\n")).expect("write");
-    let (code, out, err) = run(
-        common::BIN,
-        &["check", "--cluster", &file.display().to_string()],
-    );
-    assert_eq!(code, 0, "{err}");
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("tftp "))
-        .expect("tftp line");
+    let line = check_tftp_line(&file);
     assert!(line.contains("root /usr/lib/ipxe"), "{line}");
     for f in ["undionly.kpxe", "ipxe.efi", "snponly.efi", "ipxe.pxe"] {
         assert!(line.contains(f), "{line}");
@@ -566,24 +576,8 @@ fn real_ipxe_binaries_from_the_default_root() {
         assert_eq!(code, 0, "{text}");
         same(src, &out);
         let out2 = dir.path().join(format!("{f}.atftp"));
-        let o = out2.display().to_string();
-        let (code, text) = run_limited(
-            "atftp",
-            &[
-                "--option",
-                "blksize 1432",
-                "--option",
-                "windowsize 4",
-                "-g",
-                "-r",
-                f,
-                "-l",
-                &o,
-                "127.0.0.1",
-                &p,
-            ],
-            60,
-        );
+        let opts = ["--option", "blksize 1432", "--option", "windowsize 4"];
+        let (code, text) = atftp_get(&p, f, &out2, &opts);
         assert_eq!(code, 0, "{text}");
         same(src, &out2);
     }
@@ -603,15 +597,7 @@ fn check_reports_found_and_missing_boot_files() {
         only("pxe:\n  enabled: false\n  tftpListen: 127.0.0.1:6969\n  tftpRoot: boot\n"),
     )
     .expect("write");
-    let (code, out, err) = run(
-        common::BIN,
-        &["check", "--cluster", &file.display().to_string()],
-    );
-    assert_eq!(code, 0, "{err}");
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("tftp "))
-        .expect("tftp line");
+    let line = check_tftp_line(&file);
     assert_eq!(
         line,
         format!(
