@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/prereqs.sh
 cargo fmt --all -- --check
-cargo clippy --all-targets -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
 # Hosts that only want DNS/DHCP/LB/HTTP build without libvirt.
 cargo clippy --no-default-features --all-targets -- -D warnings
-cargo test --all-targets -- --test-threads="${TEST_THREADS:-4}"
+cargo test --workspace --all-targets -- --test-threads="${TEST_THREADS:-4}"

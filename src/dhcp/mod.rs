@@ -36,6 +36,7 @@
 
 pub mod boot;
 mod decode;
+mod frame;
 pub mod leases;
 mod relay;
 pub mod reply;
@@ -89,6 +90,10 @@ struct Shared {
     socket: ArcSwapOption<UdpSocket>,
     /// `(listen, interface)` as configured, for `/status`.
     bound: Mutex<Option<(SocketAddr, Option<String>)>>,
+    /// The packet socket on `network.interface` for unicast to clients
+    /// without an address (None: no interface set, or no CAP_NET_RAW; those
+    /// replies are broadcast).
+    link: ArcSwapOption<linksock::LinkSender>,
     lease_file: PathBuf,
 }
 
@@ -133,6 +138,7 @@ impl Service for Dhcp {
         {
             new = Some(bind_socket(key.0, key.1.as_deref())?);
         }
+        let link = new.as_ref().map(|_| key.1.as_deref().and_then(open_link));
         Ok(Box::new(move || {
             let port = match (&new, self.shared.socket.load_full()) {
                 (Some(s), _) => s.local_addr().map(|a| a.port()).ok(),
@@ -157,6 +163,9 @@ impl Service for Dhcp {
                 let socket = Arc::new(socket);
                 let token = self.tasks.token();
                 self.shared.socket.store(Some(socket.clone()));
+                if let Some(link) = link {
+                    self.shared.link.store(link.map(Arc::new));
+                }
                 *self.shared.bound.lock().unwrap_or_else(|e| e.into_inner()) = Some(key.clone());
                 self.tasks.spawn(
                     format!("dhcp socket {}", key.0),
@@ -251,6 +260,7 @@ impl Dhcp {
                 counters: Counters::default(),
                 socket: ArcSwapOption::empty(),
                 bound: Mutex::new(None),
+                link: ArcSwapOption::empty(),
                 lease_file: path,
             }),
             writer: Arc::new(Writer::new(writer::real_save())),
@@ -267,11 +277,41 @@ impl Dhcp {
     }
 }
 
+/// The packet socket for unicast replies on `ifname`, or None (logged:
+/// those replies are then broadcast).
+fn open_link(ifname: &str) -> Option<linksock::LinkSender> {
+    match linksock::LinkSender::open(ifname) {
+        Ok(l) => {
+            info!(
+                "dhcp: unicast replies to clients without an address go out of {ifname} (packet socket)"
+            );
+            Some(l)
+        }
+        Err(e) => {
+            warn!(
+                "dhcp: no packet socket on {ifname} ({e}; needs CAP_NET_RAW): replies to clients without an address are broadcast"
+            );
+            None
+        }
+    }
+}
+
 /// One reply waiting for the batch's lease-file write.
 struct Pending {
     bytes: Vec<u8>,
+    /// Where the UDP socket sends it (the broadcast address for a
+    /// [`LinkDest`] reply, used when the packet socket cannot).
     to: SocketAddr,
+    link: Option<LinkDest>,
     kind: MessageType,
+}
+
+/// A unicast to a client without an address, through the packet socket.
+#[derive(Debug, Clone, Copy)]
+struct LinkDest {
+    from: SocketAddrV4,
+    to: SocketAddrV4,
+    mac: [u8; 6],
 }
 
 /// Serve one socket until `shutdown` (shutdown, or a reload that moved the
@@ -373,7 +413,21 @@ async fn serve_socket(
 }
 
 async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {
+    let link = shared.link.load();
     for p in replies {
+        if let (Some(dest), Some(link)) = (p.link, link.as_deref()) {
+            match send_link(link, dest, &p.bytes) {
+                Ok(()) => {
+                    shared.counters.tx(p.kind);
+                    continue;
+                }
+                Err(e) => debug!(
+                    "dhcp unicast to {} ({}) failed, broadcasting: {e}",
+                    dest.to,
+                    crate::config::MacAddr(dest.mac)
+                ),
+            }
+        }
         match socket.send_to(&p.bytes, p.to).await {
             Ok(_) => shared.counters.tx(p.kind),
             Err(e) => {
@@ -382,6 +436,13 @@ async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {
             }
         }
     }
+}
+
+/// Write one reply as an IPv4/UDP packet to the client's MAC address.
+fn send_link(link: &linksock::LinkSender, dest: LinkDest, payload: &[u8]) -> std::io::Result<()> {
+    let packet = frame::ipv4_udp(dest.from, dest.to, payload)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "reply too large"))?;
+    link.send_ipv4(&packet, dest.mac).map(drop)
 }
 
 /// The result of one datagram.
@@ -472,14 +533,24 @@ fn process(
     } else {
         debug!(%src, %mac, "dhcp {kind:?}: {}", out.note);
     }
-    let to = match r.dest {
-        Dest::Broadcast => SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::BROADCAST, cfg.client_port)),
-        Dest::Unicast(a) => SocketAddr::V4(a),
+    let broadcast = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::BROADCAST, cfg.client_port));
+    let (to, link) = match r.dest {
+        Dest::Broadcast => (broadcast, None),
+        Dest::Unicast(a) => (SocketAddr::V4(a), None),
+        Dest::Link { to, mac } => (
+            broadcast,
+            Some(LinkDest {
+                from: SocketAddrV4::new(cfg.server_id, cfg.server_port),
+                to,
+                mac: mac.0,
+            }),
+        ),
     };
     Processed {
         reply: Some(Pending {
             bytes: reply::encode(&r, &msg),
             to,
+            link,
             kind: r.kind,
         }),
         durability,

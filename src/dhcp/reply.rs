@@ -128,6 +128,14 @@ pub enum Dest {
     /// 255.255.255.255:client-port on the bound interface.
     Broadcast,
     Unicast(SocketAddrV4),
+    /// To `yiaddr` at the client's own MAC address: a client without an
+    /// address that cleared the broadcast flag (RFC 2131 §4.1). The socket
+    /// layer writes the frame through a packet socket, or broadcasts when
+    /// it has none.
+    Link {
+        to: SocketAddrV4,
+        mac: MacAddr,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -574,6 +582,15 @@ fn build(
         Dest::Broadcast
     } else if !req.ciaddr().is_unspecified() {
         Dest::Unicast(SocketAddrV4::new(req.ciaddr(), cfg.client_port))
+    } else if !req.flags().broadcast()
+        && req.htype() == HType::Eth
+        && req.hlen() == 6
+        && !yiaddr.is_unspecified()
+    {
+        Dest::Link {
+            to: SocketAddrV4::new(yiaddr, cfg.client_port),
+            mac,
+        }
     } else {
         Dest::Broadcast
     };

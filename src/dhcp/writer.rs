@@ -199,6 +199,7 @@ mod tests {
         Pending {
             bytes: text.as_bytes().to_vec(),
             to,
+            link: None,
             kind: MessageType::Ack,
         }
     }
@@ -223,6 +224,7 @@ mod tests {
             counters: Counters::default(),
             socket: ArcSwapOption::new(Some(server)),
             bound: Mutex::new(None),
+            link: arc_swap::ArcSwapOption::empty(),
             lease_file: "/nonexistent/leases.json".into(),
         });
         let writer = Arc::new(Writer::new(save));

@@ -11,6 +11,18 @@ use super::{Netns, run_ok, unique_name};
 /// script's `KEY=VALUE` output (ip, hostname, router, dns, domain, subnet,
 /// broadcast, serverid, lease), or None if no lease was obtained.
 pub fn udhcpc_once(ns: &Netns, ifname: &str, dir: &Path, tries: &str) -> Option<String> {
+    udhcpc_with(ns, ifname, dir, tries, &[])
+}
+
+/// [`udhcpc_once`] with more udhcpc options (e.g. `-B`: ask for broadcast
+/// replies).
+pub fn udhcpc_with(
+    ns: &Netns,
+    ifname: &str,
+    dir: &Path,
+    tries: &str,
+    extra: &[&str],
+) -> Option<String> {
     let out = dir.join(format!("udhcpc-{}.env", unique_name("")));
     let script = dir.join("udhcpc.sh");
     std::fs::write(
@@ -22,25 +34,27 @@ pub fn udhcpc_once(ns: &Netns, ifname: &str, dir: &Path, tries: &str) -> Option<
     )
     .unwrap();
     run_ok("chmod", &["+x", script.to_str().unwrap()]);
+    let mut args = vec![
+        "timeout",
+        "40",
+        "udhcpc",
+        "-i",
+        ifname,
+        "-f",
+        "-q",
+        "-n",
+        "-t",
+        tries,
+        "-T",
+        "2",
+        "-A",
+        "1",
+        "-s",
+        script.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
     let status = ns
-        .cmd(&[
-            "timeout",
-            "40",
-            "udhcpc",
-            "-i",
-            ifname,
-            "-f",
-            "-q",
-            "-n",
-            "-t",
-            tries,
-            "-T",
-            "2",
-            "-A",
-            "1",
-            "-s",
-            script.to_str().unwrap(),
-        ])
+        .cmd(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

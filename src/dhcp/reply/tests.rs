@@ -542,3 +542,40 @@ fn fuzz_decode_and_handle_never_panic() {
         "the mutations should often stay decodable ({handled})"
     );
 }
+
+#[test]
+fn a_client_without_an_address_that_cleared_the_broadcast_flag_gets_a_link_unicast() {
+    let (cfg, mut t) = setup(false, false);
+    // Broadcast flag clear (the request's default here): unicast to yiaddr
+    // at the client's MAC, for the OFFER and the ACK alike.
+    let d = req(MessageType::Discover, M0);
+    assert!(!d.flags().broadcast());
+    let (out, offer) = roundtrip(&cfg, &mut t, &d, T0);
+    assert!(!offer.unwrap().flags().broadcast());
+    let link = Dest::Link {
+        to: SocketAddrV4::new(ip("10.0.0.10"), 68),
+        mac: crate::config::MacAddr(M0),
+    };
+    assert_eq!(out.reply.unwrap().dest, link);
+    let mut r = req(MessageType::Request, M0);
+    r.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.10")));
+    r.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(ip("10.0.0.1")));
+    let (out, ack) = roundtrip(&cfg, &mut t, &r, T0);
+    assert_eq!(ack.unwrap().opts().msg_type(), Some(MessageType::Ack));
+    assert_eq!(out.reply.unwrap().dest, link);
+    // A NAK is always broadcast, whatever the flag.
+    let mut wrong = req(MessageType::Request, M0);
+    wrong
+        .opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.20")));
+    let (out, _) = roundtrip(&cfg, &mut t, &wrong, T0);
+    assert_eq!(out.reply.unwrap().dest, Dest::Broadcast);
+    // (An Ethernet request whose hlen is not 6 never gets here: decode
+    // refuses it, see malformed_requests_are_rejected_by_decode.)
+    let mut flagged = req(MessageType::Discover, M0);
+    flagged.set_flags(Flags::default().set_broadcast());
+    let (out, _) = roundtrip(&cfg, &mut t, &flagged, T0);
+    assert_eq!(out.reply.map(|r| r.dest), Some(Dest::Broadcast));
+}
