@@ -3,13 +3,19 @@
 //! Role: every served connection is a descriptor (two for an LB
 //! connection: client and backend), and the default soft limit (often 1024)
 //! is far below the caps the services allow. At start, `serve` raises the
-//! soft limit to the hard one ([`raise_nofile`]), logs it, and warns when
-//! the configured caps ([`fd_need`]) could exceed it.
+//! soft limit to the hard one ([`raise_nofile`]), logs it, and when the
+//! configured caps ([`fd_need`]) could exceed it, scales every connection
+//! cap down so that they fit ([`cap_scale`], [`scaled`]) — as HAProxy
+//! derives its maxconn from `ulimit -n` — and warns.
 //!
 //! Invariants: the limit is only ever raised, never lowered; failures are
-//! reported, never fatal (the services run under the old limit and their
-//! accept loops back off on EMFILE). No unsafe code: rustix's safe
-//! wrappers (the crate root forbids `unsafe`).
+//! reported, never fatal. Descriptors for health checks, listeners, files
+//! and libvirt ([`reserve`]) are never handed to client connections: one
+//! flooded frontend hits its own (scaled) cap and is refused there, while
+//! the checks and the other frontends still find descriptors. No unsafe
+//! code: rustix's safe wrappers (the crate root forbids `unsafe`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
@@ -52,11 +58,50 @@ pub fn raise_nofile() -> Result<NoFile, std::io::Error> {
     })
 }
 
-/// Descriptors the enabled services may hold at their caps: two per LB
-/// connection (4 frontends × `loadBalancer.maxConnections`), the HTTP cap
-/// and the DNS-over-TCP cap per DNS listen address, plus [`FD_SLACK`].
-pub fn fd_need(c: &Cluster) -> u64 {
-    let mut n = FD_SLACK;
+/// Per mille of every connection cap that fits the open-files limit
+/// (1000: the caps as configured). Set once by [`apply`] at start.
+static CAP_SCALE: AtomicU64 = AtomicU64::new(1000);
+
+/// `cap` scaled to the open-files limit (at least 1).
+pub fn scaled(cap: usize) -> usize {
+    let scale = CAP_SCALE.load(Ordering::Relaxed);
+    if scale >= 1000 {
+        return cap;
+    }
+    usize::try_from(cap as u64 * scale / 1000)
+        .unwrap_or(cap)
+        .max(1)
+}
+
+/// Descriptors never given to client connections: [`FD_SLACK`] plus one
+/// per health-checked backend (a node is in at most two pools; a check
+/// holds one socket while it runs).
+pub fn reserve(c: &Cluster) -> u64 {
+    let checks = if c.lb.enabled {
+        2 * c.nodes.len() as u64
+    } else {
+        0
+    };
+    FD_SLACK + checks
+}
+
+/// The per-mille scale that makes `caps` client descriptors fit `soft`
+/// after `reserve`: 1000 when they fit or the limit is unlimited, else
+/// the largest fraction that fits (at least 1).
+pub fn cap_scale(soft: Option<u64>, caps: u64, reserve: u64) -> u64 {
+    match soft {
+        Some(soft) if caps > 0 && soft < caps + reserve => {
+            (soft.saturating_sub(reserve) * 1000 / caps).clamp(1, 1000)
+        }
+        _ => 1000,
+    }
+}
+
+/// Descriptors the enabled services' client connections may hold at their
+/// caps: two per LB connection (4 frontends × `loadBalancer.maxConnections`),
+/// the HTTP cap and the DNS-over-TCP cap per DNS listen address.
+pub fn client_fds(c: &Cluster) -> u64 {
+    let mut n = 0;
     if c.lb.enabled {
         n += 4 * 2 * c.lb.max_connections as u64;
     }
@@ -67,6 +112,12 @@ pub fn fd_need(c: &Cluster) -> u64 {
         n += (crate::dns::MAX_TCP_CONNECTIONS * c.dns.listen.len()) as u64;
     }
     n
+}
+
+/// Descriptors the process may need at its caps: [`client_fds`] plus
+/// [`reserve`].
+pub fn fd_need(c: &Cluster) -> u64 {
+    client_fds(c) + reserve(c)
 }
 
 /// Raise the limit, log it, and warn when `c`'s caps could exceed it.
@@ -96,11 +147,42 @@ pub fn apply(c: &Cluster) {
         }
     };
     let need = fd_need(c);
+    let scale = cap_scale(soft, client_fds(c), reserve(c));
+    CAP_SCALE.store(scale, Ordering::Relaxed);
     if let Some(soft) = soft.filter(|s| *s < need) {
         tracing::warn!(
             "open files limit {soft} is below the {need} the configured connection caps may need \
-             (loadBalancer.maxConnections × 4 frontends × 2, http 1024, dns tcp 256 per address, +{FD_SLACK}); \
-             raise LimitNOFILE (systemd) or ulimit -n, or lower loadBalancer.maxConnections"
+             (loadBalancer.maxConnections × 4 frontends × 2, http 1024, dns tcp 256 per address, \
+             +{} kept for health checks, listeners and files); connection caps scaled to {}.{}% \
+             (lb {} per frontend, http {}, dns tcp {} per address); \
+             raise LimitNOFILE (systemd) or ulimit -n, or lower loadBalancer.maxConnections",
+            reserve(c),
+            scale / 10,
+            scale % 10,
+            scaled(c.lb.max_connections),
+            scaled(crate::http::MAX_CONNECTIONS),
+            scaled(crate::dns::MAX_TCP_CONNECTIONS),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cap_scale;
+
+    #[test]
+    fn caps_are_scaled_only_when_they_do_not_fit() {
+        // Unlimited, or enough: as configured.
+        assert_eq!(cap_scale(None, 80_000, 140), 1000);
+        assert_eq!(cap_scale(Some(1 << 20), 80_000, 140), 1000);
+        assert_eq!(cap_scale(Some(80_140), 80_000, 140), 1000);
+        // 1024 with 4 × 2 × 10000 LB descriptors: (1024 - 140) / 80000.
+        assert_eq!(cap_scale(Some(1024), 80_000, 140), 11);
+        // Scaled caps plus the reserve stay within the limit.
+        let s = cap_scale(Some(400), 8 * 10_000, 142);
+        assert!(8 * 10_000 * s / 1000 + 142 <= 400);
+        // Less than the reserve: the smallest scale, never 0.
+        assert_eq!(cap_scale(Some(100), 80_000, 140), 1);
+        assert_eq!(cap_scale(Some(100), 0, 140), 1000);
     }
 }

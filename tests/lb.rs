@@ -1003,3 +1003,69 @@ fn reloads_keep_connections_sockets_and_health() {
         "{st:#}"
     );
 }
+
+/// Descriptor exhaustion on one frontend must not take the others or the
+/// health checks down (the audit: `ulimit -n 1024`, a flood of the API
+/// frontend, "Too many open files" in every pool's checks). Under a hard
+/// limit of 400 the connection caps are scaled down so that they fit with
+/// the descriptors kept for checks and listeners: a flood of 300 idle
+/// connections on ingress-http hits that frontend's scaled cap (the rest
+/// are refused there), the checks keep running, and the API frontend still
+/// serves. Before the caps were scaled, the flood took every descriptor.
+#[test]
+fn a_flooded_frontend_leaves_descriptors_for_checks_and_other_frontends() {
+    require_tools!("nginx", "curl", "openssl", "prlimit");
+    let ports = Ports::new();
+    let _b = Backends::start(&ports, &[], false);
+    let app = common::Launch::default()
+        .prefix(&["prlimit", "--nofile=400:400", "--"])
+        .start(&cluster(&ports, admin_port(), ""));
+    app.wait_log("connection caps scaled to", Duration::from_secs(10));
+    let st = wait_status(&app, "masters and workers healthy", |st| {
+        healthy(st, "api", "master-0") && healthy(st, "ingress-http", "worker-0")
+    });
+    let checks_before = backend(&st, "api", "master-0")["consecutiveSuccesses"]
+        .as_u64()
+        .unwrap();
+
+    let lb = app.addr("lb ingress-http");
+    let mut flood = Vec::new();
+    for _ in 0..300 {
+        match TcpStream::connect_timeout(&lb, Duration::from_secs(2)) {
+            Ok(s) => flood.push(s),
+            Err(e) => panic!("connect to the flooded frontend: {e}"),
+        }
+    }
+    // The flooded frontend is at its cap and refuses the rest...
+    wait_status(&app, "ingress-http over its cap", |st| {
+        pool(st, "ingress-http")["rejectedOverCap"].as_u64() >= Some(1)
+    });
+    // ...while the health checks go on succeeding in every pool...
+    wait_status(&app, "more successful API checks", |st| {
+        backend(st, "api", "master-0")["consecutiveSuccesses"].as_u64() >= Some(checks_before + 3)
+            && healthy(st, "machine-config", "master-1")
+            && healthy(st, "ingress-https", "worker-1")
+    });
+    // ...and the other frontends serve new connections.
+    let api = format!("https://{}/", app.addr("lb api"));
+    for _ in 0..5 {
+        let (code, body) = curl(&api);
+        assert_eq!(code, 0, "API frontend during the flood: {}", app.log());
+        assert!(
+            body.starts_with("bootstrap") || body.starts_with("master-"),
+            "{body}"
+        );
+    }
+    let log = app.log();
+    assert!(
+        !log.contains("Too many open files"),
+        "descriptors ran out:\n{log}"
+    );
+    drop(flood);
+    wait_status(&app, "the flood closed", |st| {
+        pool(st, "ingress-http")["activeConnections"].as_u64() == Some(0)
+    });
+    let (code, body) = curl(&format!("http://{lb}/"));
+    assert_eq!(code, 0);
+    assert!(body.starts_with("worker-"), "{body}");
+}

@@ -450,7 +450,9 @@ async fn accept_loop(
             return Ok(());
         };
         stats.total.fetch_add(1, Ordering::Relaxed);
-        let cap = lb.frontend(kind).cap(lb.cfg.load().max_connections);
+        let cap = lb
+            .frontend(kind)
+            .cap(crate::limits::scaled(lb.cfg.load().max_connections));
         let Ok(permit) = cap.try_acquire_owned() else {
             stats.over_cap.fetch_add(1, Ordering::Relaxed);
             debug!(%peer, "lb {kind}: over maxConnections; closing");
