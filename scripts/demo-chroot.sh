@@ -79,7 +79,16 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cache=${CRC_DEMO_ROOT_CACHE:-/var/cache/crc-appliance-tests/bookworm-rust}
-mirror=${CRC_DEMO_MIRROR:-http://deb.debian.org/debian}
+# Debian's mirror as this machine's apt is configured (deb822 or one-line
+# sources), else deb.debian.org.
+host_mirror() {
+  { awk '/^URIs:/ {print $2}' /etc/apt/sources.list.d/*.sources 2>/dev/null
+    awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' \
+      /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
+  } | grep -v -e security -e '^$' | head -n 1
+}
+mirror=${CRC_DEMO_MIRROR:-$(host_mirror || true)}
+mirror=${mirror:-http://deb.debian.org/debian}
 
 # 0. The cached machine (built once; a lock keeps parallel runs out).
 mkdir -p "$(dirname "$cache")"
