@@ -144,11 +144,13 @@ impl Drop for Daemon {
     }
 }
 
-/// The nftables ruleset of the namespace (`None`: the root namespace), via
-/// libnftables (python3-nftables, a firewalld dependency).
+/// The nftables ruleset of the namespace (`None`: the root namespace),
+/// without counters, via libnftables (python3-nftables, a firewalld
+/// dependency).
 fn ruleset(ns: Option<&str>) -> String {
     let script = "import nftables, sys\n\
         n = nftables.Nftables()\n\
+        n.set_stateless_output(True)\n\
         rc, out, err = n.cmd('list ruleset')\n\
         sys.stdout.write(out); sys.stderr.write(err); sys.exit(rc)";
     match ns {
