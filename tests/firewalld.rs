@@ -356,6 +356,15 @@ impl FirewallCmd {
     }
 }
 
+/// The `ports:` line of `firewall-cmd --info-service`.
+fn service_ports(info: &str) -> String {
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("ports:"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
 fn python_modules_missing() -> Option<String> {
     let (code, _, err) = run(PY, &["-c", "import dbus, gi, nftables, firewall.config"]);
     (code != 0).then(|| {
@@ -453,6 +462,13 @@ fn firewalld_opens_exactly_the_printed_ports() {
         std::fs::create_dir_all(etc.join("zones")).unwrap();
         std::fs::copy(libvirt_zone, etc.join("zones/libvirt.xml")).unwrap();
     }
+    // The service file the packages ship (/usr/lib/firewalld/services).
+    std::fs::create_dir_all(etc.join("services")).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/firewalld/crc-appliance.xml"),
+        etc.join("services/crc-appliance.xml"),
+    )
+    .unwrap();
     let bin_dir = dir.path().join("bin");
     std::fs::create_dir_all(&bin_dir).unwrap();
     let wrapper = bin_dir.join("firewall-cmd");
@@ -509,6 +525,13 @@ fn firewalld_opens_exactly_the_printed_ports() {
     assert!(
         ruleset(Some(app.name())).contains("table inet firewalld"),
         "firewalld runs, but not with nftables in the appliance namespace"
+    );
+    // firewalld loaded the shipped service with its documented ports.
+    let shipped = fc.ok(&["--info-service=crc-appliance"]);
+    assert_eq!(
+        service_ports(&shipped),
+        "53/udp 53/tcp 67/udp 69/udp 80/tcp 443/tcp 6443/tcp 8080/tcp 22623/tcp",
+        "{shipped}"
     );
     // The bridge in the default zone, which rejects what it does not list
     // (like libvirt's zone); permanent, as the printed script reloads.
@@ -582,13 +605,9 @@ fn firewalld_opens_exactly_the_printed_ports() {
         "service not in the zone after the script"
     );
     let info = fc.ok(&["--info-service=crc-appliance-fw"]);
-    let ports = info
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("ports:"))
-        .unwrap_or_default()
-        .trim();
     assert_eq!(
-        ports, "53/tcp 80/tcp 443/tcp 6443/tcp 8080/tcp 22623/tcp 53/udp 67/udp",
+        service_ports(&info),
+        "53/tcp 80/tcp 443/tcp 6443/tcp 8080/tcp 22623/tcp 53/udp 67/udp",
         "{info}"
     );
 
