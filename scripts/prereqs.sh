@@ -34,8 +34,14 @@ if ((${#missing[@]})); then
   echo "could not install: ${missing[*]}" >&2
   exit 1
 fi
+candidate() { apt-cache policy "$1" | awk '/Candidate:/ {print $2}'; }
 for p in "${extract_pkgs[@]}"; do
-  version=$(apt-cache policy "$p" | awk '/Candidate:/ {print $2}')
+  version=$(candidate "$p")
+  if { [ -z "$version" ] || [ "$version" = "(none)" ]; } && [ -z "$updated" ]; then
+    $sudo apt-get update -qq
+    updated=1
+    version=$(candidate "$p")
+  fi
   [ -n "$version" ] && [ "$version" != "(none)" ] || { echo "no candidate for $p" >&2; exit 1; }
   if [ "$(cat "$extract_dir/$p/.version" 2>/dev/null)" = "$version" ]; then
     continue
