@@ -35,8 +35,10 @@
 #  4. SIGINT (demo.sh's "Stop with Ctrl-C") and wait for a clean exit.
 #
 # Writes into DIR: dpkg-before.txt, dpkg-after.txt (installed packages),
-# units-before.txt, units-after.txt (service units, init scripts), prefetch.log, demo.log, q-*.txt (one per query), build-seconds,
-# exit-status. Exit 0 when every step ran (the checks are the test's).
+# units-before.txt, units-after.txt (service units, init scripts),
+# prefetch.log, demo.log, q-*.txt (one per query), build-seconds (demo.sh
+# start to ready) and exit-status. Exit 0 when every step ran (the checks
+# are the test's).
 set -euo pipefail
 
 if [ "${1:-}" = "--inside" ]; then
