@@ -199,6 +199,10 @@ fn check_service_file(test: &str, file: &Path, ports: &str) {
     }
 }
 
+/// Where scripts/prereqs.sh extracts the firewalld package (see
+/// scripts/packages.txt; tests/firewalld.rs runs that daemon).
+const FIREWALLD_EXTRACTED: &str = "/var/cache/crc-appliance-tests/extract/firewalld";
+
 const EXAMPLE_PORTS: &str = "53/tcp 80/tcp 443/tcp 6443/tcp 8080/tcp 22623/tcp 53/udp 67/udp";
 
 #[test]
@@ -244,19 +248,50 @@ fn firewalld_parser_rejects_a_bad_port() {
 #[test]
 fn firewall_print_script_installs_the_service() {
     let test = "firewall_print_script_installs_the_service";
-    if !have("firewall-offline-cmd") {
-        eprintln!("SKIPPED {test}: firewall-offline-cmd not installed (Debian package firewalld)");
-        return;
-    }
-    if !Path::new("/usr/lib/firewalld/zones/libvirt.xml").exists() {
+    // The installed firewall-offline-cmd, else the one scripts/prereqs.sh
+    // extracts from the firewalld package (not installed: it would start
+    // the daemon on the host), with that package's default config.
+    let extracted = Path::new(FIREWALLD_EXTRACTED);
+    let (offline, default_config, conf): (String, Option<PathBuf>, PathBuf) =
+        if have("firewall-offline-cmd") {
+            (
+                "firewall-offline-cmd".into(),
+                None,
+                "/etc/firewalld/firewalld.conf".into(),
+            )
+        } else if extracted.join("usr/bin/firewall-offline-cmd").is_file() {
+            (
+                format!(
+                    "/usr/bin/python3 {}",
+                    extracted.join("usr/bin/firewall-offline-cmd").display()
+                ),
+                Some(extracted.join("usr/lib/firewalld")),
+                extracted.join("etc/firewalld/firewalld.conf"),
+            )
+        } else {
+            eprintln!(
+                "SKIPPED {test}: firewall-offline-cmd neither installed nor extracted in \
+                 {FIREWALLD_EXTRACTED} (scripts/prereqs.sh extracts the firewalld package)"
+            );
+            return;
+        };
+    let libvirt_zone = Path::new("/usr/lib/firewalld/zones/libvirt.xml");
+    if !libvirt_zone.exists() {
         eprintln!("SKIPPED {test}: no libvirt firewalld zone (libvirt-daemon-driver-network)");
         return;
     }
     let d = tempfile::tempdir().unwrap();
     let etc = d.path().join("etc-firewalld");
-    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::create_dir_all(etc.join("zones")).unwrap();
     // Quiets "Using fallback firewalld configuration settings".
-    let _ = std::fs::copy("/etc/firewalld/firewalld.conf", etc.join("firewalld.conf"));
+    let _ = std::fs::copy(&conf, etc.join("firewalld.conf"));
+    let mut cfg_args = format!("--system-config={}", etc.display());
+    if let Some(def) = &default_config {
+        // libvirt's zone lives in the host's /usr/lib/firewalld, not in the
+        // extracted default config: make it a system zone of the scratch dir.
+        std::fs::copy(libvirt_zone, etc.join("zones/libvirt.xml")).unwrap();
+        cfg_args.push_str(&format!(" --default-config={}", def.display()));
+    }
     let bin = d.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let stub = bin.join("firewall-cmd");
@@ -265,7 +300,7 @@ fn firewall_print_script_installs_the_service() {
         format!(
             "#!/bin/sh\n# firewall-cmd stand-in: offline, on {etc}\nargs=\"\"\nfor a in \"$@\"; do\n  \
              case \"$a\" in --permanent) ;; --reload) exit 0 ;; *) args=\"$args $a\" ;; esac\ndone\n\
-             exec firewall-offline-cmd --system-config={etc} $args\n",
+             exec {offline} {cfg_args} $args\n",
             etc = etc.display()
         ),
     )
@@ -290,11 +325,14 @@ fn firewall_print_script_installs_the_service() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let cfg = format!("--system-config={}", etc.display());
-    let (code, info, err) = run(
-        "firewall-offline-cmd",
-        &[&cfg, "--info-service=crc-appliance-ocp4"],
-    );
+    let offline_cmd = |args: &[&str]| {
+        let words: Vec<&str> = offline.split_whitespace().collect();
+        let mut all: Vec<&str> = words[1..].to_vec();
+        all.extend(cfg_args.split_whitespace());
+        all.extend_from_slice(args);
+        run(words[0], &all)
+    };
+    let (code, info, err) = offline_cmd(&["--info-service=crc-appliance-ocp4"]);
     assert_eq!(code, 0, "{info}{err}");
     let ports = info
         .lines()
@@ -303,10 +341,7 @@ fn firewall_print_script_installs_the_service() {
         .trim()
         .to_string();
     assert_eq!(ports, EXAMPLE_PORTS, "{info}");
-    let (_, zone, _) = run(
-        "firewall-offline-cmd",
-        &[&cfg, "--zone=libvirt", "--list-services"],
-    );
+    let (_, zone, _) = offline_cmd(&["--zone=libvirt", "--list-services"]);
     assert!(
         zone.split_whitespace().any(|s| s == "crc-appliance-ocp4"),
         "{zone}"
