@@ -38,6 +38,7 @@
 mod clients;
 mod igncache;
 pub mod ignition;
+mod iso;
 pub mod netboot;
 pub mod path;
 pub mod range;
@@ -62,6 +63,7 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Version};
 use tracing::{debug, error, info, warn};
 
+use crate::liveiso::Patches;
 use crate::plan::Plan;
 use igncache::IgnError;
 use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};
@@ -126,15 +128,18 @@ fn head_only(mut r: Resp, len: u64) -> Resp {
     r
 }
 
-/// `len` bytes of `file` from `offset`, in [`CHUNK`]s read on the blocking pool.
+/// `len` bytes of `file` from `offset`, in [`CHUNK`]s read on the blocking
+/// pool, with `patches` (in file offsets) applied to each chunk.
 fn file_stream(
     file: Arc<File>,
     offset: u64,
     len: u64,
     stats: Arc<Stats>,
+    patches: Arc<Patches>,
 ) -> impl Stream<Item = std::io::Result<Frame<Bytes>>> + Send + 'static {
     stream::unfold((file, offset, len), move |(file, off, left)| {
         let stats = stats.clone();
+        let patches = patches.clone();
         async move {
             if left == 0 {
                 return None;
@@ -157,6 +162,7 @@ fn file_stream(
                         Err(e) => return Err(e),
                     }
                 }
+                patches.apply(off, &mut buf);
                 Ok(Bytes::from(buf))
             })
             .await
@@ -256,6 +262,23 @@ impl Ctx {
         v: &Validators,
         ctype: &str,
     ) -> Resp {
+        let none = Arc::new(Patches::default());
+        self.serve_patched(req, file, base, len, v, ctype, none)
+    }
+
+    /// [`Self::serve_region`] with `patches` (in file offsets) replacing
+    /// bytes of what is read (the per-node boot ISO's kargs areas).
+    #[allow(clippy::too_many_arguments)]
+    fn serve_patched(
+        &self,
+        req: &Request<Incoming>,
+        file: File,
+        base: u64,
+        len: u64,
+        v: &Validators,
+        ctype: &str,
+        patches: Arc<Patches>,
+    ) -> Resp {
         let v = v.clone();
         let is_head = req.method() == Method::HEAD;
         let mut use_range = true;
@@ -286,8 +309,10 @@ impl Ctx {
         let (body_len, body): (u64, Option<Body>) = match outcome {
             RangeOutcome::Full => {
                 r.headers_mut().insert(header::CONTENT_TYPE, hv(ctype));
-                let s = (!is_head)
-                    .then(|| stream_body(file_stream(file, base, len, self.stats.clone())));
+                let s = (!is_head).then(|| {
+                    let s = file_stream(file, base, len, self.stats.clone(), patches);
+                    stream_body(s)
+                });
                 (len, s)
             }
             RangeOutcome::Unsatisfiable => {
@@ -302,7 +327,7 @@ impl Ctx {
                 r.headers_mut().insert(header::CONTENT_TYPE, hv(ctype));
                 r.headers_mut()
                     .insert(header::CONTENT_RANGE, hv(&br.content_range(len)));
-                let s = file_stream(file, base + br.start, br.len(), self.stats.clone());
+                let s = file_stream(file, base + br.start, br.len(), self.stats.clone(), patches);
                 (br.len(), Some(stream_body(s)))
             }
             RangeOutcome::Partial(ranges) => {
@@ -323,6 +348,7 @@ impl Ctx {
                         file,
                         base,
                         self.stats.clone(),
+                        patches,
                     ))),
                 )
             }
@@ -500,6 +526,7 @@ fn multipart_stream(
     file: Arc<File>,
     base: u64,
     stats: Arc<Stats>,
+    patches: Arc<Patches>,
 ) -> impl Stream<Item = std::io::Result<Frame<Bytes>>> + Send + 'static {
     let trailer = Bytes::from(m.trailer);
     let parts: Vec<(Bytes, ByteRange)> = m
@@ -516,6 +543,7 @@ fn multipart_stream(
                 base + r.start,
                 r.len(),
                 stats.clone(),
+                patches.clone(),
             ))
         })
         .chain(stream::once(async move {

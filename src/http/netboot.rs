@@ -7,6 +7,8 @@
 //! - `boot.ipxe`: the entry script; it chains `/boot/${mac:hexhyp}.ipxe`.
 //! - `ipxe/<file>`: an iPXE binary from the `pxe:` TFTP root, for UEFI HTTP
 //!   Boot firmware (the DHCP answer to `HTTPClient` points here).
+//! - `<node>.iso`, `<role>.iso`: the live ISO with the node's (role's)
+//!   install kargs in its embed areas (`super::iso`).
 //! - `<mac>.ipxe` (`52-54-00-…` or with colons): the node's script — kernel,
 //!   initrd and the install kernel arguments of [`install_kargs`] while it
 //!   has to install; `exit` (back to the firmware, which boots the disk)
@@ -329,6 +331,11 @@ impl Ctx {
         }
         if let Some(file) = rest.strip_prefix("ipxe/") {
             return self.serve_ipxe_binary(req, c, file).await;
+        }
+        if let Some(name) = rest.strip_suffix(".iso")
+            && !name.contains('/')
+        {
+            return self.serve_boot_iso(req, peer, name).await;
         }
         let src = rhcos.source.clone();
         let name = rest.to_string();

@@ -52,7 +52,10 @@ fn locates_areas_and_patches_every_one() {
     assert_eq!(k.current, DEFAULT);
     assert_eq!(k.areas.len(), 2);
     for a in &k.areas {
-        assert_eq!(&iso[a.offset as usize..][..DEFAULT.len()], DEFAULT.as_bytes());
+        assert_eq!(
+            &iso[a.offset as usize..][..DEFAULT.len()],
+            DEFAULT.as_bytes()
+        );
     }
     let want = k.with_extra("ignition.firstboot coreos.inst.install_dev=/dev/sda x=1");
     assert_eq!(
@@ -100,17 +103,93 @@ fn too_long_kargs_are_an_error() {
 fn lying_or_malformed_kargs_json_is_an_error() {
     let cases: Vec<(&str, Box<dyn Fn(u64, u64) -> String>)> = vec![
         ("not json", Box::new(|_, _| "{nope".into())),
-        ("no files", Box::new(|_, _| format!(r#"{{"default": "a", "files": [], "size": {SIZE}}}"#))),
-        ("size too big", Box::new(|o, _| format!(r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}}}], "size": 4096}}"#))),
-        ("size zero", Box::new(|o, _| format!(r#"{{"default": "", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}}}], "size": 0}}"#))),
-        ("offset past the file", Box::new(|_, _| format!(r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": 100000}}], "size": {SIZE}}}"#))),
-        ("offset near u64::MAX", Box::new(|_, _| format!(r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": 18446744073709551615}}], "size": {SIZE}}}"#))),
-        ("area runs past the file", Box::new(|o, _| format!(r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {}}}], "size": {SIZE}}}"#, o + 100))),
-        ("missing file", Box::new(|o, _| format!(r#"{{"default": "a", "files": [{{"path": "nope/x.cfg", "offset": {o}}}], "size": {SIZE}}}"#))),
-        ("default too long", Box::new(|o, _| format!(r#"{{"default": "{}", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}}}], "size": {SIZE}}}"#, "d".repeat(SIZE)))),
-        ("non-ASCII pad", Box::new(|o, _| format!(r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}, "pad": "é"}}], "size": {SIZE}}}"#))),
-        ("negative offset", Box::new(|_, _| format!(r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": -1}}], "size": {SIZE}}}"#))),
-        ("same area twice", Box::new(|o, _| format!(r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}}}, {{"path": "isolinux/isolinux.cfg", "offset": {}}}], "size": {SIZE}}}"#, o + 1))),
+        (
+            "no files",
+            Box::new(|_, _| format!(r#"{{"default": "a", "files": [], "size": {SIZE}}}"#)),
+        ),
+        (
+            "size too big",
+            Box::new(|o, _| {
+                format!(
+                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}}}], "size": 4096}}"#
+                )
+            }),
+        ),
+        (
+            "size zero",
+            Box::new(|o, _| {
+                format!(
+                    r#"{{"default": "", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}}}], "size": 0}}"#
+                )
+            }),
+        ),
+        (
+            "offset past the file",
+            Box::new(|_, _| {
+                format!(
+                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": 100000}}], "size": {SIZE}}}"#
+                )
+            }),
+        ),
+        (
+            "offset near u64::MAX",
+            Box::new(|_, _| {
+                format!(
+                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": 18446744073709551615}}], "size": {SIZE}}}"#
+                )
+            }),
+        ),
+        (
+            "area runs past the file",
+            Box::new(|o, _| {
+                format!(
+                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {}}}], "size": {SIZE}}}"#,
+                    o + 100
+                )
+            }),
+        ),
+        (
+            "missing file",
+            Box::new(|o, _| {
+                format!(
+                    r#"{{"default": "a", "files": [{{"path": "nope/x.cfg", "offset": {o}}}], "size": {SIZE}}}"#
+                )
+            }),
+        ),
+        (
+            "default too long",
+            Box::new(|o, _| {
+                format!(
+                    r#"{{"default": "{}", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}}}], "size": {SIZE}}}"#,
+                    "d".repeat(SIZE)
+                )
+            }),
+        ),
+        (
+            "non-ASCII pad",
+            Box::new(|o, _| {
+                format!(
+                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}, "pad": "é"}}], "size": {SIZE}}}"#
+                )
+            }),
+        ),
+        (
+            "negative offset",
+            Box::new(|_, _| {
+                format!(
+                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": -1}}], "size": {SIZE}}}"#
+                )
+            }),
+        ),
+        (
+            "same area twice",
+            Box::new(|o, _| {
+                format!(
+                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}}}, {{"path": "isolinux/isolinux.cfg", "offset": {}}}], "size": {SIZE}}}"#,
+                    o + 1
+                )
+            }),
+        ),
     ];
     for (what, json) in cases {
         match locate(&iso_with(json, DEFAULT)) {

@@ -36,7 +36,14 @@ pub fn install_kargs(
     ignition_url: &str,
 ) -> String {
     let dev = node.install_dev.as_deref().unwrap_or(default_dev);
-    kargs(c, node.role, &node.kargs, dev, Some(rootfs_url), ignition_url)
+    kargs(
+        c,
+        node.role,
+        &node.kargs,
+        dev,
+        Some(rootfs_url),
+        ignition_url,
+    )
 }
 
 /// Who a boot ISO (`/boot/<name>.iso`) is for.

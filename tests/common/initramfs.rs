@@ -129,9 +129,27 @@ pub fn busybox_base(extra_dirs: &[&str]) -> Cpio {
 pub fn live_iso(
     dir: &std::path::Path,
     volid: &str,
-    [kernel, initrd, rootfs]: [&[u8]; 3],
+    files: [&[u8]; 3],
     extra: &[(&str, &[u8])],
     rock_ridge: bool,
+) -> std::path::PathBuf {
+    let mut opts = vec![];
+    if rock_ridge {
+        opts.extend(["-R", "-J"]);
+    } else {
+        // xorriso writes Rock Ridge by default; plain ISO 9660 names only.
+        opts.push("--norock");
+    }
+    xorriso_iso(dir, volid, files, extra, &opts)
+}
+
+/// [`live_iso`] with `opts` given to `xorriso -as mkisofs` (El Torito …).
+fn xorriso_iso(
+    dir: &std::path::Path,
+    volid: &str,
+    [kernel, initrd, rootfs]: [&[u8]; 3],
+    extra: &[(&str, &[u8])],
+    opts: &[&str],
 ) -> std::path::PathBuf {
     let tree = dir.join(format!("tree-{volid}"));
     let px = tree.join("images/pxeboot");
@@ -153,15 +171,98 @@ pub fn live_iso(
     }
     let iso = dir.join(format!("{volid}.iso"));
     let mut args = vec!["-as", "mkisofs", "-quiet", "-V", volid];
-    if rock_ridge {
-        args.extend(["-R", "-J"]);
-    } else {
-        // xorriso writes Rock Ridge by default; plain ISO 9660 names only.
-        args.push("--norock");
-    }
+    args.extend_from_slice(opts);
     let (out, t) = (iso.display().to_string(), tree.display().to_string());
     args.extend(["-o", &out, &t]);
     let (code, o, e) = run("xorriso", &args);
     assert_eq!(code, 0, "xorriso failed: {o}{e}");
     iso
+}
+
+/// Debian's BIOS ISOLINUX (package `isolinux`) and its `ldlinux.c32`
+/// (`syslinux-common`), when installed.
+pub const ISOLINUX_BIN: &str = "/usr/lib/ISOLINUX/isolinux.bin";
+pub const LDLINUX_C32: &str = "/usr/lib/syslinux/modules/bios/ldlinux.c32";
+
+/// A live ISO built by [`rhcos_iso`].
+pub struct RhcosIso {
+    pub path: std::path::PathBuf,
+    /// The kargs its embed areas hold (`kargs.json` `default`).
+    pub default_kargs: String,
+    /// Bytes per embed area (`kargs.json` `size`).
+    pub area_size: usize,
+}
+
+/// A bootable ISO with the RHCOS live layout, written to `dir/<volid>.iso`:
+/// El Torito BIOS boot by ISOLINUX ([`ISOLINUX_BIN`], [`LDLINUX_C32`];
+/// Debian `isolinux` + `syslinux-common`) whose `isolinux/isolinux.cfg`
+/// boots `images/pxeboot/vmlinuz` and `initrd.img` at once (no menu, serial
+/// console) with the kargs of its embed area; a second area in
+/// `EFI/redhat/grub.cfg` (not booted); `coreos/kargs.json` listing both,
+/// `coreos/igninfo.json` and a zeroed `images/ignition.img`, as in RHCOS.
+/// Each area holds `coreos.liveiso=<volid> ignition.firstboot
+/// ignition.platform.id=metal crc.iso.default=1`, then `\n`, then `#` up to
+/// `area_size` bytes, followed by `# COREOS_KARG_EMBED_AREA`.
+pub fn rhcos_iso(
+    dir: &std::path::Path,
+    volid: &str,
+    [kernel, initrd]: [&[u8]; 2],
+    area_size: usize,
+) -> RhcosIso {
+    let default_kargs = format!(
+        "coreos.liveiso={volid} ignition.firstboot ignition.platform.id=metal crc.iso.default=1"
+    );
+    assert!(default_kargs.len() < area_size, "area_size too small");
+    let mut area = format!("{default_kargs}\n").into_bytes();
+    area.resize(area_size, b'#');
+    // (file text, offset of the area in it)
+    let with_area = |head: &str, tail: &str| -> (Vec<u8>, usize) {
+        let mut t = head.as_bytes().to_vec();
+        let at = t.len();
+        t.extend_from_slice(&area);
+        t.extend_from_slice(b"# COREOS_KARG_EMBED_AREA\n");
+        t.extend_from_slice(tail.as_bytes());
+        (t, at)
+    };
+    let (isolinux_cfg, iso_at) = with_area(
+        "serial 0 115200\nprompt 0\ntimeout 1\ndefault linux\nlabel linux\n  kernel /images/pxeboot/vmlinuz\n  append initrd=/images/pxeboot/initrd.img,/images/ignition.img ",
+        "",
+    );
+    let (grub_cfg, grub_at) = with_area(
+        "set timeout=1\nmenuentry 'RHCOS (Live)' --class fedora --class gnu-linux --class gnu --class os {\n\tlinux /images/pxeboot/vmlinuz ",
+        "\tinitrd /images/pxeboot/initrd.img /images/ignition.img\n}\n",
+    );
+    let kargs_json = format!(
+        r#"{{"default": "{default_kargs}", "files": [{{"path": "EFI/redhat/grub.cfg", "offset": {grub_at}}}, {{"path": "isolinux/isolinux.cfg", "offset": {iso_at}}}], "size": {area_size}}}"#
+    );
+    let isolinux = std::fs::read(ISOLINUX_BIN).expect("isolinux is not installed");
+    let ldlinux = std::fs::read(LDLINUX_C32).expect("syslinux-common is not installed");
+    let ignition_img = vec![0u8; 64 * 1024];
+    let extra: [(&str, &[u8]); 7] = [
+        ("isolinux/isolinux.bin", &isolinux),
+        ("isolinux/ldlinux.c32", &ldlinux),
+        ("isolinux/isolinux.cfg", &isolinux_cfg),
+        ("EFI/redhat/grub.cfg", &grub_cfg),
+        ("coreos/kargs.json", kargs_json.as_bytes()),
+        ("coreos/igninfo.json", br#"{"file": "images/ignition.img"}"#),
+        ("images/ignition.img", &ignition_img),
+    ];
+    let boot = [
+        "-R",
+        "-J",
+        "-b",
+        "isolinux/isolinux.bin",
+        "-c",
+        "isolinux/boot.cat",
+        "-no-emul-boot",
+        "-boot-load-size",
+        "4",
+        "-boot-info-table",
+    ];
+    let path = xorriso_iso(dir, volid, [kernel, initrd, b"rootfs"], &extra, &boot);
+    RhcosIso {
+        path,
+        default_kargs,
+        area_size,
+    }
 }

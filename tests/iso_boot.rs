@@ -1,0 +1,452 @@
+//! The per-node boot ISO (`/boot/<node>.iso`, `/boot/<role>.iso`) against
+//! the real binary:
+//!
+//! - a bootable ISO with the RHCOS layout (ISOLINUX, `coreos/kargs.json`,
+//!   embed areas in isolinux.cfg and grub.cfg; the host's kernel and a
+//!   busybox initramfs printing `/proc/cmdline`) is served per node; a qemu
+//!   VM (TCG, `-machine pc`, SeaBIOS) boots it as its CD — fetched by qemu
+//!   itself over HTTP with Range requests when its curl block driver is
+//!   installed, else downloaded with curl first — and the guest's command
+//!   line holds the node's kargs;
+//! - the served bytes equal the original outside the embed areas; ranges
+//!   across an area, HEAD and ETags (per node, changing with the file);
+//! - kargs longer than the area → 500 with the reason; 404 for non-nodes;
+//! - a 1 GiB (sparse) ISO downloads with the appliance's RSS flat.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, RhcosIso, busybox_base, rhcos_iso};
+use common::{Appliance, free_port, have, run, run_ok};
+
+/// The newest /boot/vmlinuz-*.
+fn host_kernel() -> Option<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir("/boot")
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
+        })
+        .collect();
+    v.sort();
+    v.pop()
+}
+
+/// busybox and an init that prints the kernel command line and powers off.
+fn initramfs() -> Vec<u8> {
+    let mut c = busybox_base(&[]);
+    c.file(
+        "init",
+        0o755,
+        b"#!/bin/busybox sh\n/bin/busybox mount -t proc proc /proc\n\
+          echo \"CRC-CMDLINE: $(/bin/busybox cat /proc/cmdline)\" > /dev/ttyS0\n\
+          /bin/busybox sync\n/bin/busybox poweroff -f\n",
+    );
+    c.finish()
+}
+
+/// The cluster: the loopback one plus worker-1 with its own disk and karg.
+fn start(iso: &Path, http: u16) -> Appliance {
+    let yaml = common::loopback_cluster_with_nodes(
+        "  - { name: worker-1, role: worker, mac: \"52:54:00:14:00:15\", ip: 127.0.20.21, installDev: /dev/vdb, kargs: [crc.node=worker-1] }\n",
+        &format!(
+            "http:\n  listen: 127.0.20.1:{http}\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\n  bootIsoCidrs: [192.0.2.0/24]\nadmin:\n  listen: 127.0.0.1:0\ndns:\n  enabled: false\nloadBalancer:\n  enabled: false\ndhcp:\n  enabled: false\n  leaseFile: \"{{dir}}/leases.json\"\nrhcos:\n  iso: {}\n  kargs: [crc.test=1]\n  roleKargs: {{ worker: [crc.role=worker] }}\n",
+            iso.display()
+        ),
+    );
+    Appliance::start(&yaml)
+}
+
+/// `curl` → (status, headers, body) with the body in a file.
+fn curl(args: &[&str], url: &str, out: &Path) -> (u16, String) {
+    let mut a = vec!["-sS", "-D", "-", "-o"];
+    let o = out.display().to_string();
+    a.push(&o);
+    a.extend_from_slice(args);
+    a.push(url);
+    let text = run_ok("curl", &a);
+    let status = text
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+fn header<'a>(headers: &'a str, name: &str) -> Option<&'a str> {
+    headers.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// Offsets of the embed areas in the original image: where its default
+/// kargs are followed by the line end and the padding (found by scanning
+/// the bytes, independently of the appliance's ISO reader).
+fn areas(orig: &[u8], iso: &RhcosIso) -> Vec<usize> {
+    let needle = format!("{}\n#", iso.default_kargs).into_bytes();
+    orig.windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle.as_slice())
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The kargs `served` holds in the area at `at`.
+fn area_kargs(served: &[u8], at: usize, size: usize) -> String {
+    let a = String::from_utf8_lossy(&served[at..at + size]).to_string();
+    assert!(a.ends_with('#'), "area not padded: {a:?}");
+    let (k, pad) = a.split_once('\n').expect("area has its line end");
+    assert!(pad.bytes().all(|b| b == b'#'), "padding: {pad:?}");
+    k.to_string()
+}
+
+fn tools_ok() -> Result<(), String> {
+    for t in ["curl", "xorriso", "busybox"] {
+        if !have(t) {
+            return Err(format!("{t} is not installed"));
+        }
+    }
+    for f in [ISOLINUX_BIN, LDLINUX_C32] {
+        if !Path::new(f).is_file() {
+            return Err(format!(
+                "{f} missing (install isolinux and syslinux-common)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn served_iso_is_the_original_with_the_node_kargs_in_its_areas() {
+    if let Err(why) = tools_ok() {
+        eprintln!("SKIPPED served_iso_is_the_original_with_the_node_kargs_in_its_areas: {why}");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let kernel = common::pattern(300_000, 1);
+    let iso = rhcos_iso(work.path(), "rhcos-iso-test", [&kernel, b"initrd"], 1024);
+    let orig = std::fs::read(&iso.path).unwrap();
+    let at = areas(&orig, &iso);
+    assert_eq!(at.len(), 2, "two embed areas in the test ISO");
+    let http = free_port();
+    let app = start(&iso.path, http);
+    let base = format!("http://127.0.20.1:{http}");
+    let out = work.path().join("served.iso");
+
+    let (code, h) = curl(&[], &format!("{base}/boot/worker-1.iso"), &out);
+    assert_eq!(code, 200, "{h}\n{}", app.log());
+    let served = std::fs::read(&out).unwrap();
+    assert_eq!(served.len(), orig.len());
+    assert_eq!(
+        header(&h, "content-type"),
+        Some("application/x-iso9660-image")
+    );
+    assert_eq!(header(&h, "accept-ranges"), Some("bytes"));
+    let etag = header(&h, "etag").unwrap().to_string();
+    // Both areas hold the ISO's kargs followed by the node's.
+    let want = format!(
+        "{} coreos.inst.install_dev=/dev/vdb coreos.inst.ignition_url={base}/ignition/worker-1.ign console=tty0 console=ttyS0,115200n8 crc.test=1 crc.role=worker crc.node=worker-1",
+        iso.default_kargs
+    );
+    for &a in &at {
+        assert_eq!(area_kargs(&served, a, iso.area_size), want);
+    }
+    // Byte-identical outside the areas (cmp with the areas masked).
+    let (mut m1, mut m2) = (orig.clone(), served.clone());
+    for &a in &at {
+        m1[a..a + iso.area_size].fill(0);
+        m2[a..a + iso.area_size].fill(0);
+    }
+    assert!(m1 == m2, "bytes outside the embed areas differ");
+    assert_ne!(orig, served);
+
+    // A range across the start of an area, and a multi-range.
+    let (s, e) = (at[0] - 100, at[0] + 99);
+    let part = work.path().join("part");
+    let (code, h) = curl(
+        &["-r", &format!("{s}-{e}")],
+        &format!("{base}/boot/worker-1.iso"),
+        &part,
+    );
+    assert_eq!(code, 206, "{h}");
+    assert_eq!(std::fs::read(&part).unwrap(), &served[s..=e]);
+    let (code, h) = curl(
+        &["-r", &format!("0-9,{}-{}", at[1], at[1] + 9)],
+        &format!("{base}/boot/worker-1.iso"),
+        &part,
+    );
+    assert_eq!(code, 206, "{h}");
+    let body = std::fs::read(&part).unwrap();
+    let tenth = &served[at[1]..at[1] + 10];
+    assert!(body.windows(10).any(|w| w == tenth), "multipart part");
+    // HEAD: the length, no body; If-None-Match → 304.
+    let (code, h) = curl(&["-I"], &format!("{base}/boot/worker-1.iso"), &part);
+    assert_eq!(code, 200);
+    assert_eq!(
+        header(&h, "content-length"),
+        Some(orig.len().to_string().as_str())
+    );
+    let (code, _) = curl(
+        &["-H", &format!("If-None-Match: {etag}")],
+        &format!("{base}/boot/worker-1.iso"),
+        &part,
+    );
+    assert_eq!(code, 304);
+
+    // Another node, and a role: other kargs, other tags.
+    let (code, h) = curl(&[], &format!("{base}/boot/master-0.iso"), &out);
+    assert_eq!(code, 200);
+    assert_ne!(header(&h, "etag").unwrap(), etag);
+    let k = area_kargs(&std::fs::read(&out).unwrap(), at[1], iso.area_size);
+    assert!(
+        k.contains("/ignition/master-0.ign ") && k.contains("install_dev=/dev/sda"),
+        "{k}"
+    );
+    assert!(!k.contains("crc.node"), "{k}");
+    let (code, _) = curl(&[], &format!("{base}/boot/worker.iso"), &out);
+    assert_eq!(code, 200);
+    let k = area_kargs(&std::fs::read(&out).unwrap(), at[0], iso.area_size);
+    assert!(
+        k.contains("/ignition/worker.ign") && k.contains("crc.role=worker"),
+        "{k}"
+    );
+    assert!(!k.contains("crc.node") && !k.contains("/dev/vdb"), "{k}");
+    // Not a node or role.
+    let (code, _) = curl(&[], &format!("{base}/boot/nobody.iso"), &out);
+    assert_eq!(code, 404);
+
+    // The ISO changes (same size, new bytes and date): a new tag.
+    std::thread::sleep(Duration::from_millis(20));
+    let mut changed = orig.clone();
+    changed[0] ^= 1;
+    std::fs::write(&iso.path, &changed).unwrap();
+    let (code, h) = curl(&["-I"], &format!("{base}/boot/worker-1.iso"), &part);
+    assert_eq!(code, 200);
+    assert_ne!(header(&h, "etag").unwrap(), etag);
+}
+
+#[test]
+fn kargs_longer_than_the_area_are_a_500() {
+    if let Err(why) = tools_ok() {
+        eprintln!("SKIPPED kargs_longer_than_the_area_are_a_500: {why}");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let iso = rhcos_iso(work.path(), "small-area", [b"kernel", b"initrd"], 120);
+    let http = free_port();
+    let app = start(&iso.path, http);
+    let out = work.path().join("x");
+    let (code, _) = curl(
+        &[],
+        &format!("http://127.0.20.1:{http}/boot/master-0.iso"),
+        &out,
+    );
+    assert_eq!(code, 500);
+    let body = std::fs::read_to_string(&out).unwrap();
+    assert!(body.contains("embed area holds at most 119"), "{body}");
+    app.wait_log("boot iso master-0.iso", Duration::from_secs(10));
+}
+
+fn vm_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn one_gib_iso_downloads_in_constant_memory() {
+    if let Err(why) = tools_ok() {
+        eprintln!("SKIPPED one_gib_iso_downloads_in_constant_memory: {why}");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let iso = rhcos_iso(work.path(), "big", [b"kernel", b"initrd"], 1024);
+    // Sparse: the image grows to 1 GiB of zeros after its last extent.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&iso.path)
+        .unwrap();
+    f.set_len(1 << 30).unwrap();
+    drop(f);
+    let http = free_port();
+    let app = start(&iso.path, http);
+    let url = format!("http://127.0.20.1:{http}/boot/master-0.iso");
+    // Warm up (the first response brings in the code paths and pool threads).
+    run_ok("curl", &["-sS", "-o", "/dev/null", "-r", "0-1048575", &url]);
+    let before = vm_rss_kib(app.pid());
+    let got = run_ok(
+        "curl",
+        &[
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{size_download}",
+            &url,
+        ],
+    );
+    let after = vm_rss_kib(app.pid());
+    assert_eq!(got.trim(), format!("200 {}", 1u64 << 30));
+    let growth = after.saturating_sub(before);
+    assert!(
+        growth < 32 * 1024,
+        "RSS grew by {growth} KiB ({before} → {after}) for a 1 GiB download"
+    );
+}
+
+struct Qemu(Child);
+
+impl Drop for Qemu {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// qemu's curl block driver (Debian `qemu-block-extra`).
+fn qemu_has_curl() -> bool {
+    [
+        "/usr/lib/x86_64-linux-gnu/qemu",
+        "/usr/lib/qemu",
+        "/usr/lib64/qemu",
+    ]
+    .iter()
+    .any(|d| Path::new(d).join("block-curl.so").is_file())
+}
+
+#[test]
+fn qemu_boots_the_served_iso_with_the_node_kargs() {
+    if let Err(why) = tools_ok() {
+        eprintln!("SKIPPED qemu_boots_the_served_iso_with_the_node_kargs: {why}");
+        return;
+    }
+    if !have("qemu-system-x86_64") {
+        eprintln!(
+            "SKIPPED qemu_boots_the_served_iso_with_the_node_kargs: qemu-system-x86 is not installed"
+        );
+        return;
+    }
+    let Some(kpath) = host_kernel() else {
+        eprintln!("SKIPPED qemu_boots_the_served_iso_with_the_node_kargs: no /boot/vmlinuz-*");
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let kernel = std::fs::read(kpath).unwrap();
+    let iso = rhcos_iso(work.path(), "rhcos-boot", [&kernel, &initramfs()], 1024);
+    let http = free_port();
+    let app = start(&iso.path, http);
+    let base = format!("http://127.0.20.1:{http}");
+    let url = format!("{base}/boot/worker-1.iso");
+    // qemu reads the CD straight from the appliance (HEAD, then Range
+    // GETs) when it can; otherwise a curl download is the CD.
+    let by_http = qemu_has_curl();
+    let drive = if by_http {
+        format!("file.driver=http,file.url={url},media=cdrom,readonly=on,format=raw,if=ide")
+    } else {
+        let f = work.path().join("cd.iso");
+        run_ok("curl", &["-sS", "-o", &f.display().to_string(), &url]);
+        format!(
+            "file={},media=cdrom,readonly=on,format=raw,if=ide",
+            f.display()
+        )
+    };
+    let log = work.path().join("serial.log");
+    let serial = format!("file:{}", log.display());
+    let args = [
+        "-machine",
+        "pc",
+        "-accel",
+        "tcg",
+        "-m",
+        "512",
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-no-reboot",
+        "-nic",
+        "none",
+        "-boot",
+        "d",
+        "-drive",
+        &drive,
+        "-serial",
+        &serial,
+    ];
+    let _vm = Qemu(
+        Command::new("qemu-system-x86_64")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(work.path().join("qemu.err")).unwrap(),
+            ))
+            .spawn()
+            .expect("qemu"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(420);
+    let mut line = None;
+    while Instant::now() < deadline && line.is_none() {
+        let text = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).to_string();
+        line = text
+            .lines()
+            .find(|l| l.contains("CRC-CMDLINE:"))
+            .map(str::to_string);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let Some(line) = line else {
+        let serial = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).to_string();
+        let err = std::fs::read_to_string(work.path().join("qemu.err")).unwrap_or_default();
+        let tail: String = serial
+            .chars()
+            .rev()
+            .take(3000)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        panic!(
+            "the guest never printed its command line;\nserial tail:\n{tail}\nqemu: {err}\nappliance:\n{}",
+            app.log()
+        );
+    };
+    eprintln!(
+        "guest (CD over {}): {line}",
+        if by_http { "HTTP" } else { "a file" }
+    );
+    for needle in [
+        format!("coreos.inst.ignition_url={base}/ignition/worker-1.ign"),
+        "coreos.inst.install_dev=/dev/vdb".to_string(),
+        "crc.node=worker-1".to_string(),
+        "crc.role=worker".to_string(),
+        "crc.test=1".to_string(),
+        "coreos.liveiso=rhcos-boot".to_string(),
+        "crc.iso.default=1".to_string(),
+    ] {
+        assert!(line.contains(&needle), "cmdline lacks {needle}: {line}");
+    }
+    assert!(!line.contains("coreos.live.rootfs_url"), "{line}");
+    if by_http {
+        // qemu fetched by ranges from the appliance.
+        let admin = app.addr("admin");
+        let (_, metrics, _) = run("curl", &["-sS", &format!("http://{admin}/metrics")]);
+        let partial = metrics
+            .lines()
+            .find(|l| l.starts_with("crc_appliance_http_responses_total{code=\"206\"}"))
+            .and_then(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        assert!(partial > 0, "no 206 answers:\n{metrics}");
+        eprintln!("qemu read the CD in {partial} range requests");
+    }
+}
