@@ -138,6 +138,7 @@ fn served_iso_is_the_original_with_the_node_kargs_in_its_areas() {
     assert_eq!(at.len(), 2, "two embed areas in the test ISO");
     let http = free_port();
     let app = start(&iso.path, http);
+    assert!(!app.log().contains("preflight bootiso"), "{}", app.log());
     let base = format!("http://127.0.20.1:{http}");
     let out = work.path().join("served.iso");
 
@@ -223,6 +224,20 @@ fn served_iso_is_the_original_with_the_node_kargs_in_its_areas() {
     let (code, _) = curl(&[], &format!("{base}/boot/nobody.iso"), &out);
     assert_eq!(code, 404);
 
+    // The node's kargs change (reload): a new tag and the new kargs.
+    let cf = &app.cluster_file;
+    let text = std::fs::read_to_string(cf).unwrap();
+    std::fs::write(cf, text.replace("crc.node=worker-1", "crc.node=worker-1b")).unwrap();
+    app.signal("HUP");
+    app.wait_log("configuration reloaded", Duration::from_secs(20));
+    let (code, h) = curl(&[], &format!("{base}/boot/worker-1.iso"), &out);
+    assert_eq!(code, 200);
+    let etag2 = header(&h, "etag").unwrap().to_string();
+    assert_ne!(etag2, etag);
+    let k = area_kargs(&std::fs::read(&out).unwrap(), at[0], iso.area_size);
+    assert!(k.ends_with(" crc.node=worker-1b"), "{k}");
+    let etag = etag2;
+
     // The ISO changes (same size, new bytes and date): a new tag.
     std::thread::sleep(Duration::from_millis(20));
     let mut changed = orig.clone();
@@ -253,6 +268,15 @@ fn kargs_longer_than_the_area_are_a_500() {
     let body = std::fs::read_to_string(&out).unwrap();
     assert!(body.contains("embed area holds at most 119"), "{body}");
     app.wait_log("boot iso master-0.iso", Duration::from_secs(10));
+    // Known before any request: `preflight` reads the ISO's areas.
+    let cf = app.cluster_file.display().to_string();
+    let (code, out, err) = run(common::BIN, &["preflight", "--cluster", &cf]);
+    assert_eq!(code, 1, "{out}{err}");
+    for name in ["master-0", "worker-1", "worker"] {
+        let want = format!("WARN bootiso: /boot/{name}.iso: kernel arguments are");
+        assert!(out.contains(&want), "{want}: {out}");
+    }
+    assert!(app.log().contains("preflight bootiso"), "{}", app.log());
 }
 
 fn vm_rss_kib(pid: u32) -> u64 {
@@ -449,4 +473,72 @@ fn qemu_boots_the_served_iso_with_the_node_kargs() {
         assert!(partial > 0, "no 206 answers:\n{metrics}");
         eprintln!("qemu read the CD in {partial} range requests");
     }
+}
+
+#[test]
+fn only_the_cluster_and_boot_iso_networks_get_the_iso() {
+    if let Err(why) = tools_ok().and_then(|_| common::netns_available("crcisoacl")) {
+        eprintln!("SKIPPED only_the_cluster_and_boot_iso_networks_get_the_iso: {why}");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let iso = rhcos_iso(work.path(), "acl", [b"kernel", b"initrd"], 1024);
+    // One namespace, three local addresses: the cluster's (the appliance),
+    // one in http.bootIsoCidrs (a BMC) and one in neither.
+    let ns = common::Netns::new(common::unique_name("crciso"));
+    ns.ip(&["link", "add", "d0", "type", "bridge"]);
+    for a in ["10.79.0.1/24", "192.0.2.5/24", "198.51.100.5/24"] {
+        ns.ip(&["addr", "add", a, "dev", "d0"]);
+    }
+    ns.ip(&["link", "set", "d0", "up"]);
+    let yaml = format!(
+        r#"name: acl
+baseDomain: crc.testing
+network: {{ cidr: 10.79.0.0/24, gateway: 10.79.0.1, applianceIP: 10.79.0.1 }}
+nodes:
+  - {{ name: master-0, role: master, mac: "52:54:00:79:00:0a", ip: 10.79.0.10 }}
+dns: {{ enabled: false }}
+dhcp: {{ enabled: false, leaseFile: "{{dir}}/leases.json" }}
+loadBalancer: {{ enabled: false }}
+admin: {{ enabled: false }}
+http:
+  listen: 10.79.0.1:8080
+  imagesDir: "{{dir}}/images"
+  ignitionDir: "{{dir}}/ign"
+  bootIsoCidrs: [192.0.2.0/24]
+rhcos: {{ iso: {} }}
+"#,
+        iso.path.display()
+    );
+    let app = Appliance::launch().netns(ns.name()).start(&yaml);
+    std::fs::create_dir_all(app.dir.path().join("ign")).unwrap();
+    std::fs::write(
+        app.dir.path().join("ign/master.ign"),
+        "{\"ignition\":{\"version\":\"3.2.0\"}}",
+    )
+    .unwrap();
+    let code = |from: &str, path: &str| {
+        ns.exec(&[
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--interface",
+            from,
+            &format!("http://10.79.0.1:8080{path}"),
+        ])
+    };
+    assert_eq!(code("10.79.0.1", "/boot/master-0.iso"), "200");
+    assert_eq!(code("192.0.2.5", "/boot/master-0.iso"), "200");
+    assert_eq!(code("198.51.100.5", "/boot/master-0.iso"), "403");
+    // The BMC network gets the ISO, not the ignition it points to.
+    assert_eq!(code("192.0.2.5", "/ignition/master-0.ign"), "403");
+    assert_eq!(code("10.79.0.1", "/ignition/master-0.ign"), "200");
+    assert!(
+        app.log().contains("boot iso master-0.iso refused"),
+        "{}",
+        app.log()
+    );
 }

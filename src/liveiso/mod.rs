@@ -18,10 +18,13 @@
 //! [`EmbedError`], never a panic. Memory: `size` bytes per area.
 
 use std::io::{Read, Seek};
+use std::path::Path;
 
 use serde::Deserialize;
 
 use crate::libvirt::iso9660::{IsoError, IsoImage};
+use crate::model::boot::{IsoTarget, iso_install_kargs};
+use crate::model::cluster::{Cluster, Role};
 
 /// Where the embed areas are described inside the ISO.
 pub const KARGS_JSON: &str = "coreos/kargs.json";
@@ -228,6 +231,27 @@ impl KargAreas {
                 .collect(),
         )
     }
+}
+
+/// The boot ISOs (every node, and every role that has nodes) whose install
+/// kargs do not fit the embed areas of `iso`, with why; an error when `iso`
+/// has no usable areas at all (for `preflight`).
+pub fn unfit(c: &Cluster, iso: &Path) -> Result<Vec<(String, EmbedError)>, EmbedError> {
+    let f = std::fs::File::open(iso).map_err(IsoError::Io)?;
+    let areas = KargAreas::locate(&mut IsoImage::open(std::io::BufReader::new(f))?)?;
+    let roles = Role::ALL
+        .into_iter()
+        .filter(|r| c.nodes_with_role(*r).next().is_some())
+        .map(IsoTarget::Role);
+    Ok(c.nodes
+        .iter()
+        .map(IsoTarget::Node)
+        .chain(roles)
+        .filter_map(|t| {
+            let k = areas.with_extra(&iso_install_kargs(c, t));
+            areas.patches(&k).err().map(|e| (t.name().to_string(), e))
+        })
+        .collect())
 }
 
 /// `base` then the words of `extra` that `base` lacks.

@@ -119,3 +119,19 @@ fn every_none_comes_with_an_error() {
         assert!(validate(raw, Path::new("/base")).is_err());
     }
 }
+
+#[test]
+fn boot_iso_cidrs_are_checked() {
+    let (_, e) = run(&format!(
+        "{BASE}http: {{ bootIsoCidrs: [10.1.0.0/16, 10.2.0.1/16, nope] }}\n"
+    ));
+    let msgs: Vec<String> = e.0.iter().map(|x| format!("{x:?}")).collect();
+    assert_eq!(e.0.len(), 2, "{msgs:?}");
+    assert!(msgs[0].contains("http.bootIsoCidrs[1]"), "{msgs:?}");
+    assert!(msgs[1].contains("http.bootIsoCidrs[2]"), "{msgs:?}");
+    let (s2, e2) = run(&format!("{BASE}http: {{ bootIsoCidrs: [10.1.0.0/16] }}\n"));
+    assert!(e2.0.is_empty(), "{:?}", e2.0);
+    let cidrs = &s2.http.unwrap().boot_iso_cidrs;
+    assert_eq!(cidrs.len(), 1);
+    assert!(cidrs[0].contains("10.1.2.3".parse().unwrap()));
+}
