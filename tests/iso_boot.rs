@@ -16,40 +16,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, RhcosIso, busybox_base, rhcos_iso};
-use common::{Appliance, free_port, have, run, run_ok};
-
-/// The newest /boot/vmlinuz-*.
-fn host_kernel() -> Option<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir("/boot")
-        .ok()?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
-        })
-        .collect();
-    v.sort();
-    v.pop()
-}
-
-/// busybox and an init that prints the kernel command line and powers off.
-fn initramfs() -> Vec<u8> {
-    let mut c = busybox_base(&[]);
-    c.file(
-        "init",
-        0o755,
-        b"#!/bin/busybox sh\n/bin/busybox mount -t proc proc /proc\n\
-          echo \"CRC-CMDLINE: $(/bin/busybox cat /proc/cmdline)\" > /dev/ttyS0\n\
-          /bin/busybox sync\n/bin/busybox poweroff -f\n",
-    );
-    c.finish()
-}
+use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, RhcosIso, rhcos_iso};
+use common::qemu::{CMDLINE_MARK, Qemu, cmdline_initramfs, host_kernel, tail, wait_for};
+use common::{Appliance, free_port, have, run, run_ok, vm_rss_kib};
 
 /// The cluster: the loopback one plus worker-1 with its own disk and karg.
 fn start(iso: &Path, http: u16) -> Appliance {
@@ -279,15 +252,6 @@ fn kargs_longer_than_the_area_are_a_500() {
     assert!(app.log().contains("preflight bootiso"), "{}", app.log());
 }
 
-fn vm_rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap()
-}
-
 #[test]
 fn one_gib_iso_downloads_in_constant_memory() {
     if let Err(why) = tools_ok() {
@@ -329,15 +293,6 @@ fn one_gib_iso_downloads_in_constant_memory() {
     );
 }
 
-struct Qemu(Child);
-
-impl Drop for Qemu {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// qemu's curl block driver (Debian `qemu-block-extra`).
 fn qemu_has_curl() -> bool {
     [
@@ -367,7 +322,12 @@ fn qemu_boots_the_served_iso_with_the_node_kargs() {
     };
     let work = tempfile::tempdir().unwrap();
     let kernel = std::fs::read(kpath).unwrap();
-    let iso = rhcos_iso(work.path(), "rhcos-boot", [&kernel, &initramfs()], 1024);
+    let iso = rhcos_iso(
+        work.path(),
+        "rhcos-boot",
+        [&kernel, &cmdline_initramfs()],
+        1024,
+    );
     let http = free_port();
     let app = start(&iso.path, http);
     let base = format!("http://127.0.20.1:{http}");
@@ -419,29 +379,11 @@ fn qemu_boots_the_served_iso_with_the_node_kargs() {
             .spawn()
             .expect("qemu"),
     );
-    let deadline = Instant::now() + Duration::from_secs(420);
-    let mut line = None;
-    while Instant::now() < deadline && line.is_none() {
-        let text = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).to_string();
-        line = text
-            .lines()
-            .find(|l| l.contains("CRC-CMDLINE:"))
-            .map(str::to_string);
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let Some(line) = line else {
-        let serial = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).to_string();
+    let Some(line) = wait_for(&log, CMDLINE_MARK, Duration::from_secs(420)) else {
         let err = std::fs::read_to_string(work.path().join("qemu.err")).unwrap_or_default();
-        let tail: String = serial
-            .chars()
-            .rev()
-            .take(3000)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
         panic!(
-            "the guest never printed its command line;\nserial tail:\n{tail}\nqemu: {err}\nappliance:\n{}",
+            "the guest never printed its command line;\nserial tail:\n{}\nqemu: {err}\nappliance:\n{}",
+            tail(&log, 3000),
             app.log()
         );
     };

@@ -11,7 +11,8 @@
 //! - Nothing is copied: the file is streamed with `pread` in chunks and the
 //!   patched bytes come from a small overlay (a few KiB per request), so
 //!   memory is constant whatever the ISO's size. Range, HEAD and the
-//!   conditionals work as for images (`serve_patched`).
+//!   conditionals work as for images (`Ctx::serve_region` of a patched
+//!   `Region`).
 //! - The `ETag` covers the file (inode, size, mtime) and the overlay, so it
 //!   changes when the ISO or the node's kargs change; no `Last-Modified`
 //!   (a kargs change does not move the file's date).
@@ -22,14 +23,13 @@
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt as _;
-use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
 use tracing::{debug, error, warn};
 
 use super::range::Validators;
-use super::{Ctx, Resp, plain};
+use super::{Ctx, Region, Resp, plain};
 use crate::config::BootSource;
 use crate::libvirt::iso9660::IsoImage;
 use crate::liveiso::{KargAreas, Patches};
@@ -107,7 +107,7 @@ impl Ctx {
             etag: p.etag,
             modified: None,
         };
-        let ctype = "application/x-iso9660-image";
-        self.serve_patched(req, p.file, 0, p.len, &v, ctype, Arc::new(p.patches))
+        let region = Region::new(p.file, 0, p.len).patched(p.patches);
+        self.serve_region(req, region, &v, "application/x-iso9660-image")
     }
 }

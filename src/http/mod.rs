@@ -9,6 +9,7 @@
 //! |---|---|
 //! | `/images/<path>` | `http.imagesDir`, any depth |
 //! | `/ignition/<name>.ign` | `http.ignitionDir`: role or node config ([`ignition`]) |
+//! | `/boot/…` | network boot ([`netboot`]) and the per-node boot ISO (`iso`) |
 //! | `/<name>.ign` | alias of `/ignition/<name>.ign` (same access rule) |
 //! | `/<path>` | alias of `/images/<path>` (flat nginx-style layout) |
 //!
@@ -86,6 +87,35 @@ const DRAIN: Duration = Duration::from_secs(5);
 
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 type Resp = Response<Body>;
+
+/// What a response streams: `len` bytes of `file` from `base`, with
+/// `patches` (in file offsets) replacing some of them.
+pub(crate) struct Region {
+    file: File,
+    base: u64,
+    len: u64,
+    patches: Arc<Patches>,
+}
+
+impl Region {
+    /// The bytes as they are in the file.
+    pub(crate) fn new(file: File, base: u64, len: u64) -> Region {
+        Region {
+            file,
+            base,
+            len,
+            patches: Arc::default(),
+        }
+    }
+
+    /// The same bytes with `patches` applied.
+    pub(crate) fn patched(self, patches: Patches) -> Region {
+        Region {
+            patches: Arc::new(patches),
+            ..self
+        }
+    }
+}
 
 pub(crate) struct Ctx {
     plan: Arc<ArcSwap<Plan>>,
@@ -247,38 +277,25 @@ impl Ctx {
             modified,
         };
         let ctype = path::content_type(&real);
-        self.serve_region(req, file, 0, len, &v, ctype)
+        self.serve_region(req, Region::new(file, 0, len), &v, ctype)
     }
 
-    /// Answer a GET/HEAD for the `len` bytes at `base` in `file` (a whole
-    /// file, or a file inside an ISO image): conditionals, single and
-    /// multiple ranges, streamed in [`CHUNK`] preads.
+    /// Answer a GET/HEAD for a [`Region`] (a whole file, a file inside an
+    /// ISO image, a patched ISO): conditionals, single and multiple
+    /// ranges, streamed in [`CHUNK`] preads.
     fn serve_region(
         &self,
         req: &Request<Incoming>,
-        file: File,
-        base: u64,
-        len: u64,
+        region: Region,
         v: &Validators,
         ctype: &str,
     ) -> Resp {
-        let none = Arc::new(Patches::default());
-        self.serve_patched(req, file, base, len, v, ctype, none)
-    }
-
-    /// [`Self::serve_region`] with `patches` (in file offsets) replacing
-    /// bytes of what is read (the per-node boot ISO's kargs areas).
-    #[allow(clippy::too_many_arguments)]
-    fn serve_patched(
-        &self,
-        req: &Request<Incoming>,
-        file: File,
-        base: u64,
-        len: u64,
-        v: &Validators,
-        ctype: &str,
-        patches: Arc<Patches>,
-    ) -> Resp {
+        let Region {
+            file,
+            base,
+            len,
+            patches,
+        } = region;
         let v = v.clone();
         let is_head = req.method() == Method::HEAD;
         let mut use_range = true;

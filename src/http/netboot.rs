@@ -360,7 +360,8 @@ impl Ctx {
             modified,
         };
         debug!("netboot: {rest} from {label} ({len} bytes at {off})");
-        self.serve_region(req, file, off, len, &v, "application/octet-stream")
+        let region = super::Region::new(file, off, len);
+        self.serve_region(req, region, &v, "application/octet-stream")
     }
 
     /// `/boot/ipxe/<file>`: an iPXE binary from the TFTP root, for UEFI
@@ -399,6 +400,7 @@ impl Ctx {
             etag: range::file_etag(meta.ino(), o.size, modified),
             modified,
         };
-        self.serve_region(req, o.file, 0, o.size, &v, "application/efi")
+        let region = super::Region::new(o.file, 0, o.size);
+        self.serve_region(req, region, &v, "application/efi")
     }
 }

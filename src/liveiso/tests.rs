@@ -101,7 +101,8 @@ fn too_long_kargs_are_an_error() {
 
 #[test]
 fn lying_or_malformed_kargs_json_is_an_error() {
-    let cases: Vec<(&str, Box<dyn Fn(u64, u64) -> String>)> = vec![
+    type Json = Box<dyn Fn(u64, u64) -> String>;
+    let cases: Vec<(&str, Json)> = vec![
         ("not json", Box::new(|_, _| "{nope".into())),
         (
             "no files",
