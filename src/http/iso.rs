@@ -26,7 +26,7 @@ use std::os::unix::fs::MetadataExt as _;
 
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
-use tracing::{debug, error, warn};
+use tracing::{debug, error, info, warn};
 
 use super::range::Validators;
 use super::{Ctx, Region, Resp, plain};
@@ -102,7 +102,13 @@ impl Ctx {
             }
             Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
         };
-        debug!(%peer, "boot iso {name}.iso ({} bytes, etag {})", p.len, p.etag);
+        // A BMC reads the CD by ranges: one info line per whole fetch or
+        // HEAD, the ranges at debug.
+        if req.headers().contains_key(hyper::header::RANGE) {
+            debug!(%peer, "boot iso {name}.iso: range of {} bytes, etag {}", p.len, p.etag);
+        } else {
+            info!(%peer, "boot iso {name}.iso served ({} {} bytes)", req.method(), p.len);
+        }
         let v = Validators {
             etag: p.etag,
             modified: None,
