@@ -29,7 +29,7 @@ use crate::model::cluster::{Cluster, Role};
 /// Where the embed areas are described inside the ISO.
 pub const KARGS_JSON: &str = "coreos/kargs.json";
 /// Largest embed area accepted (coreos-installer's limit).
-pub const MAX_AREA: usize = 2048;
+pub const MAX_AREA: usize = crate::model::boot::MAX_KARGS_AREA;
 /// Largest `kargs.json` and bootloader config read.
 const MAX_INFO: u64 = 1 << 20;
 

@@ -7,6 +7,11 @@ use std::net::IpAddr;
 
 use super::cluster::{Cluster, NodeCfg, Role};
 
+/// Largest kernel-argument embed area of a live ISO (coreos-installer's
+/// limit), and the x86 kernel's command-line size: install kargs must be
+/// shorter.
+pub const MAX_KARGS_AREA: usize = 2048;
+
 /// Default install disk of a bare-metal node (`rhcos.installDev`).
 pub const DEFAULT_INSTALL_DEV: &str = "/dev/sda";
 

@@ -135,3 +135,27 @@ fn boot_iso_cidrs_are_checked() {
     assert_eq!(cidrs.len(), 1);
     assert!(cidrs[0].contains("10.1.2.3".parse().unwrap()));
 }
+
+#[test]
+fn install_kargs_must_fit_a_live_iso_area() {
+    let long = vec![format!("x={}", "a".repeat(498)); 4].join(", ");
+    let text = BASE.replace(
+        "ip: 192.168.131.10 }",
+        &format!("ip: 192.168.131.10, kargs: [{long}] }}"),
+    );
+    let raw = parse_str(&text).unwrap();
+    let errs = validate(raw, Path::new("/base")).unwrap_err();
+    let msgs: Vec<String> = errs.iter().map(|x| format!("{x:?}")).collect();
+    assert_eq!(errs.len(), 1, "{msgs:?}");
+    assert!(msgs[0].contains("nodes[1].kargs"), "{msgs:?}");
+    assert!(msgs[0].contains("master-0 are 2"), "{msgs:?}");
+    // Three of them fit.
+    let ok = BASE.replace(
+        "ip: 192.168.131.10 }",
+        &format!(
+            "ip: 192.168.131.10, kargs: [{}] }}",
+            vec![format!("x={}", "a".repeat(498)); 3].join(", ")
+        ),
+    );
+    assert!(validate(parse_str(&ok).unwrap(), Path::new("/base")).is_ok());
+}
