@@ -3,8 +3,9 @@
 //!
 //! - a bootable ISO with the RHCOS layout (ISOLINUX, `coreos/kargs.json`,
 //!   embed areas in isolinux.cfg and grub.cfg; the host's kernel and a
-//!   busybox initramfs printing `/proc/cmdline`) is served per node; a qemu
-//!   VM (TCG, `-machine pc`, SeaBIOS) boots it as its CD — fetched by qemu
+//!   busybox initramfs printing `/proc/cmdline`) is served per node; qemu
+//!   VMs (TCG, `-machine pc`; SeaBIOS + ISOLINUX, and OVMF + GRUB) boot it
+//!   as their CD — fetched by qemu
 //!   itself over HTTP with Range requests when its curl block driver is
 //!   installed, else downloaded with curl first — and the guest's command
 //!   line holds the node's kargs;
@@ -16,11 +17,13 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, RhcosIso, rhcos_iso};
+use common::initramfs::{
+    ISOLINUX_BIN, LDLINUX_C32, RhcosIso, rhcos_iso, rhcos_iso_uefi, uefi_tools,
+};
 use common::qemu::{CMDLINE_MARK, Qemu, cmdline_initramfs, host_kernel, tail, wait_for};
 use common::{Appliance, free_port, have, run, run_ok, vm_rss_kib};
 
@@ -304,30 +307,59 @@ fn qemu_has_curl() -> bool {
     .any(|d| Path::new(d).join("block-curl.so").is_file())
 }
 
-#[test]
-fn qemu_boots_the_served_iso_with_the_node_kargs() {
-    if let Err(why) = tools_ok() {
-        eprintln!("SKIPPED qemu_boots_the_served_iso_with_the_node_kargs: {why}");
-        return;
-    }
+/// Why a qemu boot test cannot run, if it cannot.
+fn qemu_ok() -> Result<PathBuf, String> {
+    tools_ok()?;
     if !have("qemu-system-x86_64") {
-        eprintln!(
-            "SKIPPED qemu_boots_the_served_iso_with_the_node_kargs: qemu-system-x86 is not installed"
-        );
-        return;
+        return Err("qemu-system-x86 is not installed".into());
     }
-    let Some(kpath) = host_kernel() else {
-        eprintln!("SKIPPED qemu_boots_the_served_iso_with_the_node_kargs: no /boot/vmlinuz-*");
-        return;
+    host_kernel().ok_or_else(|| "no /boot/vmlinuz-*".to_string())
+}
+
+#[test]
+fn seabios_isolinux_boots_the_served_iso_with_the_node_kargs() {
+    let kpath = match qemu_ok() {
+        Ok(k) => k,
+        Err(why) => {
+            eprintln!("SKIPPED seabios_isolinux_boots_the_served_iso_with_the_node_kargs: {why}");
+            return;
+        }
     };
+    boot_served_iso(&kpath, &[], false);
+}
+
+#[test]
+fn ovmf_grub_boots_the_served_iso_with_the_node_kargs() {
+    const OVMF: &str = "/usr/share/ovmf/OVMF.fd";
+    let kpath = match qemu_ok()
+        .and_then(|k| uefi_tools().map(|_| k))
+        .and_then(|k| {
+            Path::new(OVMF)
+                .is_file()
+                .then_some(k)
+                .ok_or_else(|| "ovmf is not installed".to_string())
+        }) {
+        Ok(k) => k,
+        Err(why) => {
+            eprintln!("SKIPPED ovmf_grub_boots_the_served_iso_with_the_node_kargs: {why}");
+            return;
+        }
+    };
+    boot_served_iso(&kpath, &["-bios", OVMF], true);
+}
+
+/// Serve an ISO (UEFI-bootable too with `uefi`) and boot worker-1's as
+/// the CD of a `-machine pc` VM with `firmware` args (SeaBIOS when empty);
+/// the guest's command line must hold the node's kargs.
+fn boot_served_iso(kpath: &Path, firmware: &[&str], uefi: bool) {
     let work = tempfile::tempdir().unwrap();
     let kernel = std::fs::read(kpath).unwrap();
-    let iso = rhcos_iso(
-        work.path(),
-        "rhcos-boot",
-        [&kernel, &cmdline_initramfs()],
-        1024,
-    );
+    let files = [kernel.as_slice(), &cmdline_initramfs()];
+    let iso = if uefi {
+        rhcos_iso_uefi(work.path(), "rhcos-boot", files, 1024)
+    } else {
+        rhcos_iso(work.path(), "rhcos-boot", files, 1024)
+    };
     let http = free_port();
     let app = start(&iso.path, http);
     let base = format!("http://127.0.20.1:{http}");
@@ -347,7 +379,8 @@ fn qemu_boots_the_served_iso_with_the_node_kargs() {
     };
     let log = work.path().join("serial.log");
     let serial = format!("file:{}", log.display());
-    let args = [
+    let mut args = firmware.to_vec();
+    args.extend([
         "-machine",
         "pc",
         "-accel",
@@ -367,7 +400,7 @@ fn qemu_boots_the_served_iso_with_the_node_kargs() {
         &drive,
         "-serial",
         &serial,
-    ];
+    ]);
     let _vm = Qemu(
         Command::new("qemu-system-x86_64")
             .args(args)
@@ -388,7 +421,12 @@ fn qemu_boots_the_served_iso_with_the_node_kargs() {
         );
     };
     eprintln!(
-        "guest (CD over {}): {line}",
+        "guest ({}, CD over {}): {line}",
+        if uefi {
+            "OVMF + GRUB"
+        } else {
+            "SeaBIOS + ISOLINUX"
+        },
         if by_http { "HTTP" } else { "a file" }
     );
     for needle in [

@@ -198,16 +198,92 @@ pub struct RhcosIso {
 /// Debian `isolinux` + `syslinux-common`) whose `isolinux/isolinux.cfg`
 /// boots `images/pxeboot/vmlinuz` and `initrd.img` at once (no menu, serial
 /// console) with the kargs of its embed area; a second area in
-/// `EFI/redhat/grub.cfg` (not booted); `coreos/kargs.json` listing both,
-/// `coreos/igninfo.json` and a zeroed `images/ignition.img`, as in RHCOS.
-/// Each area holds `coreos.liveiso=<volid> ignition.firstboot
-/// ignition.platform.id=metal crc.iso.default=1`, then `\n`, then `#` up to
-/// `area_size` bytes, followed by `# COREOS_KARG_EMBED_AREA`.
+/// `EFI/redhat/grub.cfg` (booted only by [`rhcos_iso_uefi`]);
+/// `coreos/kargs.json` listing both, `coreos/igninfo.json` and a zeroed
+/// `images/ignition.img`, as in RHCOS. Each area holds
+/// `coreos.liveiso=<volid> ignition.firstboot ignition.platform.id=metal
+/// crc.iso.default=1`, then `\n`, then `#` up to `area_size` bytes,
+/// followed by `# COREOS_KARG_EMBED_AREA`.
 pub fn rhcos_iso(
+    dir: &std::path::Path,
+    volid: &str,
+    files: [&[u8]; 2],
+    area_size: usize,
+) -> RhcosIso {
+    rhcos_iso_with(dir, volid, files, area_size, false)
+}
+
+/// GRUB for x86_64 UEFI (Debian `grub-efi-amd64-bin`) and mtools, which
+/// [`rhcos_iso_uefi`] needs.
+pub fn uefi_tools() -> Result<(), String> {
+    for t in ["grub-mkstandalone", "mformat", "mmd", "mcopy"] {
+        if !super::have(t) {
+            return Err(format!("{t} is not installed (grub-efi-amd64-bin, mtools)"));
+        }
+    }
+    if !std::path::Path::new("/usr/lib/grub/x86_64-efi").is_dir() {
+        return Err("grub-efi-amd64-bin is not installed".into());
+    }
+    Ok(())
+}
+
+/// [`rhcos_iso`] that also boots on UEFI: an El Torito EFI image
+/// `images/efiboot.img` (FAT, `EFI/BOOT/BOOTX64.EFI` = a standalone GRUB
+/// that finds the CD by `coreos/kargs.json` and runs its
+/// `EFI/redhat/grub.cfg`), as RHCOS has. Needs [`uefi_tools`].
+pub fn rhcos_iso_uefi(
+    dir: &std::path::Path,
+    volid: &str,
+    files: [&[u8]; 2],
+    area_size: usize,
+) -> RhcosIso {
+    rhcos_iso_with(dir, volid, files, area_size, true)
+}
+
+/// The FAT image of [`rhcos_iso_uefi`].
+fn efiboot_img(dir: &std::path::Path) -> Vec<u8> {
+    let stub = dir.join("grub-stub.cfg");
+    std::fs::write(
+        &stub,
+        "search --no-floppy --set=root --file /coreos/kargs.json\nconfigfile ($root)/EFI/redhat/grub.cfg\n",
+    )
+    .expect("write the GRUB stub config");
+    let efi = dir.join("BOOTX64.EFI");
+    let (e, s) = (efi.display().to_string(), stub.display().to_string());
+    super::run_ok(
+        "grub-mkstandalone",
+        &[
+            "-O",
+            "x86_64-efi",
+            "--install-modules=linux normal iso9660 search search_fs_file configfile echo test all_video",
+            "--locales=",
+            "--fonts=",
+            "--themes=",
+            "-o",
+            &e,
+            &format!("boot/grub/grub.cfg={s}"),
+        ],
+    );
+    let img = dir.join("efiboot.img");
+    let i = img.display().to_string();
+    let f = std::fs::File::create(&img).expect("create efiboot.img");
+    f.set_len(4 << 20).expect("size efiboot.img");
+    drop(f);
+    super::run_ok(
+        "mformat",
+        &["-i", &i, "-T", "8192", "-h", "2", "-s", "32", "::"],
+    );
+    super::run_ok("mmd", &["-i", &i, "::/EFI", "::/EFI/BOOT"]);
+    super::run_ok("mcopy", &["-i", &i, &e, "::/EFI/BOOT/"]);
+    std::fs::read(&img).expect("read efiboot.img")
+}
+
+fn rhcos_iso_with(
     dir: &std::path::Path,
     volid: &str,
     [kernel, initrd]: [&[u8]; 2],
     area_size: usize,
+    uefi: bool,
 ) -> RhcosIso {
     let default_kargs = format!(
         "coreos.liveiso={volid} ignition.firstboot ignition.platform.id=metal crc.iso.default=1"
@@ -229,7 +305,7 @@ pub fn rhcos_iso(
         "",
     );
     let (grub_cfg, grub_at) = with_area(
-        "set timeout=1\nmenuentry 'RHCOS (Live)' --class fedora --class gnu-linux --class gnu --class os {\n\tlinux /images/pxeboot/vmlinuz ",
+        "set default=0\nset timeout=0\nmenuentry 'RHCOS (Live)' --class fedora --class gnu-linux --class gnu --class os {\n\tlinux /images/pxeboot/vmlinuz ",
         "\tinitrd /images/pxeboot/initrd.img /images/ignition.img\n}\n",
     );
     let kargs_json = format!(
@@ -238,7 +314,8 @@ pub fn rhcos_iso(
     let isolinux = std::fs::read(ISOLINUX_BIN).expect("isolinux is not installed");
     let ldlinux = std::fs::read(LDLINUX_C32).expect("syslinux-common is not installed");
     let ignition_img = vec![0u8; 64 * 1024];
-    let extra: [(&str, &[u8]); 7] = [
+    let efiboot = if uefi { efiboot_img(dir) } else { Vec::new() };
+    let mut extra: Vec<(&str, &[u8])> = vec![
         ("isolinux/isolinux.bin", &isolinux),
         ("isolinux/ldlinux.c32", &ldlinux),
         ("isolinux/isolinux.cfg", &isolinux_cfg),
@@ -247,7 +324,7 @@ pub fn rhcos_iso(
         ("coreos/igninfo.json", br#"{"file": "images/ignition.img"}"#),
         ("images/ignition.img", &ignition_img),
     ];
-    let boot = [
+    let mut boot = vec![
         "-R",
         "-J",
         "-b",
@@ -259,6 +336,15 @@ pub fn rhcos_iso(
         "4",
         "-boot-info-table",
     ];
+    if uefi {
+        extra.push(("images/efiboot.img", &efiboot));
+        boot.extend([
+            "-eltorito-alt-boot",
+            "-e",
+            "images/efiboot.img",
+            "-no-emul-boot",
+        ]);
+    }
     let path = xorriso_iso(dir, volid, [kernel, initrd, b"rootfs"], &extra, &boot);
     RhcosIso {
         path,
