@@ -1,17 +1,21 @@
 //! The per-node boot ISO (`/boot/<node>.iso`, `/boot/<role>.iso`) against
 //! the real binary:
 //!
-//! - a bootable ISO with the RHCOS layout (ISOLINUX, `coreos/kargs.json`,
-//!   embed areas in isolinux.cfg and grub.cfg; the host's kernel and a
-//!   busybox initramfs printing `/proc/cmdline`) is served per node; qemu
-//!   VMs (TCG, `-machine pc`; SeaBIOS + ISOLINUX, and OVMF + GRUB) boot it
-//!   as their CD — fetched by qemu
-//!   itself over HTTP with Range requests when its curl block driver is
-//!   installed, else downloaded with curl first — and the guest's command
-//!   line holds the node's kargs;
+//! - a bootable ISO with the RHCOS layout (ISOLINUX and GRUB,
+//!   `coreos/kargs.json`, embed areas in isolinux.cfg and grub.cfg; the
+//!   host's kernel and a busybox initramfs printing `/proc/cmdline`) is
+//!   served per node; qemu VMs (TCG, `-machine pc`; SeaBIOS + ISOLINUX,
+//!   and OVMF + GRUB) boot it as their CD — read by qemu itself over HTTP
+//!   with Range requests when its curl block driver is installed, else
+//!   downloaded with curl first — and the guest's command line holds the
+//!   node's kargs;
 //! - the served bytes equal the original outside the embed areas; ranges
-//!   across an area, HEAD and ETags (per node, changing with the file);
-//! - kargs longer than the area → 500 with the reason; 404 for non-nodes;
+//!   across an area, HEAD and ETags (per node, after a reload, after the
+//!   file changes); 404 for non-nodes;
+//! - kargs longer than the area → 500 with the reason, and `preflight`
+//!   says so beforehand;
+//! - only the cluster network and `http.bootIsoCidrs` get the ISO (a
+//!   namespace with three local addresses);
 //! - a 1 GiB (sparse) ISO downloads with the appliance's RSS flat.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -99,101 +99,82 @@ fn too_long_kargs_are_an_error() {
     assert!(msg.contains("at most 199"), "{msg}");
 }
 
+/// A kargs.json text from its parts.
+fn info(default: &str, files: &[String], size: &str) -> String {
+    let files = files.join(", ");
+    format!(r#"{{"default": "{default}", "files": [{files}], "size": {size}}}"#)
+}
+
+/// One `files` entry.
+fn entry(path: &str, offset: impl std::fmt::Display, extra: &str) -> String {
+    format!(r#"{{"path": "{path}", "offset": {offset}{extra}}}"#)
+}
+
 #[test]
 fn lying_or_malformed_kargs_json_is_an_error() {
-    type Json = Box<dyn Fn(u64, u64) -> String>;
-    let cases: Vec<(&str, Json)> = vec![
-        ("not json", Box::new(|_, _| "{nope".into())),
-        (
-            "no files",
-            Box::new(|_, _| format!(r#"{{"default": "a", "files": [], "size": {SIZE}}}"#)),
-        ),
+    const CFG: &str = "isolinux/isolinux.cfg";
+    let size = SIZE.to_string();
+    let long_default = "d".repeat(SIZE);
+    // (what, kargs.json given the area's true offset in isolinux.cfg)
+    type Json<'a> = Box<dyn Fn(u64) -> String + 'a>;
+    let cases: Vec<(&str, Json<'_>)> = vec![
+        ("not json", Box::new(|_| "{nope".into())),
+        ("no files", Box::new(|_| info("a", &[], &size))),
         (
             "size too big",
-            Box::new(|o, _| {
-                format!(
-                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}}}], "size": 4096}}"#
-                )
-            }),
+            Box::new(|o| info("a", &[entry(CFG, o, "")], "4096")),
         ),
         (
             "size zero",
-            Box::new(|o, _| {
-                format!(
-                    r#"{{"default": "", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}}}], "size": 0}}"#
-                )
-            }),
+            Box::new(|o| info("", &[entry(CFG, o, "")], "0")),
+        ),
+        (
+            "negative size",
+            Box::new(|o| info("", &[entry(CFG, o, "")], "-1")),
         ),
         (
             "offset past the file",
-            Box::new(|_, _| {
-                format!(
-                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": 100000}}], "size": {SIZE}}}"#
-                )
-            }),
+            Box::new(|_| info("a", &[entry(CFG, 100_000, "")], &size)),
         ),
         (
-            "offset near u64::MAX",
-            Box::new(|_, _| {
-                format!(
-                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": 18446744073709551615}}], "size": {SIZE}}}"#
-                )
-            }),
-        ),
-        (
-            "area runs past the file",
-            Box::new(|o, _| {
-                format!(
-                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {}}}], "size": {SIZE}}}"#,
-                    o + 100
-                )
-            }),
-        ),
-        (
-            "missing file",
-            Box::new(|o, _| {
-                format!(
-                    r#"{{"default": "a", "files": [{{"path": "nope/x.cfg", "offset": {o}}}], "size": {SIZE}}}"#
-                )
-            }),
-        ),
-        (
-            "default too long",
-            Box::new(|o, _| {
-                format!(
-                    r#"{{"default": "{}", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}}}], "size": {SIZE}}}"#,
-                    "d".repeat(SIZE)
-                )
-            }),
-        ),
-        (
-            "non-ASCII pad",
-            Box::new(|o, _| {
-                format!(
-                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}, "pad": "é"}}], "size": {SIZE}}}"#
-                )
-            }),
+            "offset u64::MAX",
+            Box::new(|_| info("a", &[entry(CFG, u64::MAX, "")], &size)),
         ),
         (
             "negative offset",
-            Box::new(|_, _| {
-                format!(
-                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": -1}}], "size": {SIZE}}}"#
-                )
-            }),
+            Box::new(|_| info("a", &[entry(CFG, -1, "")], &size)),
         ),
         (
-            "same area twice",
-            Box::new(|o, _| {
-                format!(
-                    r#"{{"default": "a", "files": [{{"path": "isolinux/isolinux.cfg", "offset": {o}}}, {{"path": "isolinux/isolinux.cfg", "offset": {}}}], "size": {SIZE}}}"#,
-                    o + 1
-                )
-            }),
+            "area runs past the file",
+            Box::new(|o| info("a", &[entry(CFG, o + 100, "")], &size)),
+        ),
+        (
+            "missing file",
+            Box::new(|o| info("a", &[entry("nope/x.cfg", o, "")], &size)),
+        ),
+        (
+            "a directory",
+            Box::new(|o| info("a", &[entry("isolinux", o, "")], &size)),
+        ),
+        (
+            "default too long",
+            Box::new(|o| info(&long_default, &[entry(CFG, o, "")], &size)),
+        ),
+        (
+            "non-ASCII pad",
+            Box::new(|o| info("a", &[entry(CFG, o, r#", "pad": "é""#)], &size)),
+        ),
+        (
+            "unknown field",
+            Box::new(|o| info("a", &[entry(CFG, o, r#", "x": 1"#)], &size)),
+        ),
+        (
+            "overlapping areas",
+            Box::new(|o| info("a", &[entry(CFG, o, ""), entry(CFG, o + 1, "")], &size)),
         ),
     ];
     for (what, json) in cases {
-        match locate(&iso_with(json, DEFAULT)) {
+        match locate(&iso_with(|o, _| json(o), DEFAULT)) {
             Err(e) => assert!(!e.to_string().is_empty(), "{what}"),
             Ok(k) => panic!("{what}: accepted {k:?}"),
         }
