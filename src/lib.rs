@@ -17,6 +17,8 @@
 //! - [`dns`], [`dhcp`], [`lb`], [`http`], [`admin`]: one service each.
 //! - [`tftp`]: read-only TFTP for network boot (the `pxe:` section).
 //! - [`libvirt`]: network, disks and VMs.
+//! - [`liveiso`]: kernel-argument embed areas of the live ISO and byte
+//!   patches over a file (the per-node boot ISO).
 //! - [`hub`]: the plan being served, the services, LB control and the
 //!   reload outcome, shared with the admin API.
 //! - [`metrics`]: the Prometheus text writer every service uses.
@@ -38,6 +40,7 @@ pub mod hub;
 pub mod lb;
 pub mod libvirt;
 pub mod limits;
+pub mod liveiso;
 pub mod metrics;
 pub mod model;
 pub mod net;

@@ -8,7 +8,8 @@
 //! - `/dev/kvm` can be opened read-write, and the CPU model guests get;
 //! - `rhcos.iso` exists and has the RHCOS live layout
 //!   (`images/pxeboot/{vmlinuz,initrd.img,rootfs.img}`), or the
-//!   `rhcos` kernel/initramfs/rootfs files exist;
+//!   `rhcos` kernel/initramfs/rootfs files exist; every node's boot ISO
+//!   kargs fit the ISO's kernel-argument embed areas;
 //! - the libvirt pool dir (or its nearest existing parent) is writable;
 //! - `<ignitionDir>/<role>.ign` exists and is an ignition JSON document for
 //!   every role that has nodes.
@@ -56,7 +57,10 @@ pub fn run(plan: &Plan) -> Vec<Finding> {
     let c = &plan.cluster;
     let mut out = ports(c, &ProcNet::read());
     match c.rhcos.as_ref().map(|r| &r.source) {
-        Some(BootSource::Iso(p)) => out.extend(iso(p)),
+        Some(BootSource::Iso(p)) => {
+            out.extend(iso(p));
+            out.extend(boot_isos(c, p));
+        }
         Some(BootSource::Files {
             kernel,
             initramfs,
@@ -491,6 +495,42 @@ pub fn iso(path: &Path) -> Vec<Finding> {
         path.display(),
         missing.join(", ")
     ))]
+}
+
+/// The per-node boot ISOs (`/boot/<node>.iso`): the ISO has kernel-argument
+/// embed areas and every node's (and role's) install kargs fit them.
+pub fn boot_isos(c: &Cluster, path: &Path) -> Vec<Finding> {
+    use crate::liveiso::EmbedError;
+    let finding = |severity, problem: String, fix: &str| Finding {
+        severity,
+        check: "bootiso",
+        problem,
+        fix: fix.to_string(),
+    };
+    match crate::liveiso::unfit(c, path) {
+        // Unreadable: the `iso` check reports it.
+        Err(EmbedError::Iso(_)) => Vec::new(),
+        Err(e @ EmbedError::NoKargsJson) => vec![finding(
+            Severity::Info,
+            format!("rhcos.iso {}: {e}; /boot/<node>.iso answers 500", path.display()),
+            "network boot works; for boot ISOs use an RHCOS 4.8+ live ISO",
+        )],
+        Err(e) => vec![finding(
+            Severity::Warn,
+            format!("rhcos.iso {}: {e}", path.display()),
+            "use an unmodified RHCOS live ISO",
+        )],
+        Ok(unfit) => unfit
+            .into_iter()
+            .map(|(name, e)| {
+                finding(
+                    Severity::Warn,
+                    format!("/boot/{name}.iso: {e}"),
+                    "shorten rhcos.kargs, rhcos.roleKargs or the node's kargs (network boot has no such limit)",
+                )
+            })
+            .collect(),
+    }
 }
 
 /// The pool dir (or, when absent, its nearest existing parent, where `vm up`

@@ -176,15 +176,6 @@ fn http_slowloris_per_client_limit_and_trickled_heads() {
     );
 }
 
-fn vm_rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// A 50 MB ignition document (valid JSON; `tag` makes versions differ).
 fn big_ignition(tag: &str) -> Vec<u8> {
     let mut doc =
@@ -215,7 +206,7 @@ fn http_parallel_ignition_fetches_share_one_body() {
     let app = Appliance::start(&common::only(&http_section(&images, &ignition, "")));
     let url = format!("http://{}/ignition/master.ign", app.addr("http"));
     let pid = app.pid();
-    let before = vm_rss_kib(pid);
+    let before = common::vm_rss_kib(pid);
     assert!(before > 0, "no VmRSS for {pid}");
 
     let fetch_all = |n: usize| {
@@ -237,7 +228,7 @@ fn http_parallel_ignition_fetches_share_one_body() {
         let deadline = Instant::now() + Duration::from_secs(150);
         let mut children: Vec<_> = outs.into_iter().map(|(o, c)| (o, Some(c))).collect();
         while children.iter().any(|(_, c)| c.is_some()) && Instant::now() < deadline {
-            peak = peak.max(vm_rss_kib(pid));
+            peak = peak.max(common::vm_rss_kib(pid));
             for (_, c) in &mut children {
                 if c.as_mut()
                     .is_some_and(|ch| ch.try_wait().unwrap().is_some())

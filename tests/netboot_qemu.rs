@@ -15,62 +15,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use common::initramfs::{busybox_base, live_iso};
+use common::initramfs::live_iso;
+use common::qemu::{CMDLINE_MARK, Qemu, cmdline_initramfs, host_kernel, tail, wait_for};
 use common::{Appliance, Netns, netns_available, unique_name};
-
-/// The newest /boot/vmlinuz-*.
-fn host_kernel() -> Option<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir("/boot")
-        .ok()?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
-        })
-        .collect();
-    v.sort();
-    v.pop()
-}
-
-/// busybox, its libraries, and an init that prints the kernel command line
-/// and powers off.
-fn initramfs() -> Vec<u8> {
-    let mut c = busybox_base(&[]);
-    c.file(
-        "init",
-        0o755,
-        b"#!/bin/busybox sh\n/bin/busybox mount -t proc proc /proc\n\
-          echo \"CRC-CMDLINE: $(/bin/busybox cat /proc/cmdline)\" > /dev/ttyS0\n\
-          /bin/busybox sync\n/bin/busybox poweroff -f\n",
-    );
-    c.finish()
-}
-
-struct Qemu(Child);
-
-impl Drop for Qemu {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_for(log: &Path, needle: &str, timeout: Duration) -> Option<String> {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        let text = String::from_utf8_lossy(&std::fs::read(log).unwrap_or_default()).to_string();
-        if let Some(line) = text.lines().find(|l| l.contains(needle)) {
-            return Some(line.to_string());
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    None
-}
 
 /// Boot one VM with `firmware` args in a fresh namespace; returns the
 /// guest's command line line and the appliance log.
@@ -80,7 +31,7 @@ fn boot(firmware: &[&str], nic: &str, octet: u8) -> (Option<String>, String, Str
     let iso = live_iso(
         work.path(),
         "live",
-        [&kernel, &initramfs(), b"rootfs"],
+        [&kernel, &cmdline_initramfs(), b"rootfs"],
         &[],
         true,
     );
@@ -150,8 +101,8 @@ rhcos:
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let _vm = Qemu(cmd.spawn().expect("qemu"));
-    let line = wait_for(&log, "CRC-CMDLINE:", Duration::from_secs(420));
-    let serial = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).to_string();
+    let line = wait_for(&log, CMDLINE_MARK, Duration::from_secs(420));
+    let serial = tail(&log, 3000);
     // TFTP transfers that completed, from /status inside the namespace.
     let status = ns.exec(&[
         "curl",
@@ -167,16 +118,8 @@ rhcos:
 
 fn check(line: Option<String>, app_log: &str, serial: &str, octet: u8) {
     let Some(line) = line else {
-        let tail: String = serial
-            .chars()
-            .rev()
-            .take(3000)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
         panic!(
-            "the guest never printed its command line;\nserial tail:\n{tail}\nappliance:\n{app_log}"
+            "the guest never printed its command line;\nserial tail:\n{serial}\nappliance:\n{app_log}"
         );
     };
     let net = format!("10.{octet}.0");

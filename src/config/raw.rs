@@ -391,6 +391,10 @@ pub struct Http {
     /// Connections one client address may hold at once (default 64).
     #[serde(default = "max_connections_per_client")]
     pub max_connections_per_client: u32,
+    /// Networks (IPv4 CIDRs) besides the cluster's that may fetch the
+    /// per-node boot ISOs `/boot/<node>.iso`: the BMCs' management network.
+    #[serde(default)]
+    pub boot_iso_cidrs: Vec<String>,
 }
 
 fn max_connections_per_client() -> u32 {
@@ -405,6 +409,7 @@ impl Default for Http {
             images_dir: images_dir(),
             ignition_dir: ignition_dir(),
             max_connections_per_client: max_connections_per_client(),
+            boot_iso_cidrs: Vec::new(),
         }
     }
 }

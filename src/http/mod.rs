@@ -9,6 +9,7 @@
 //! |---|---|
 //! | `/images/<path>` | `http.imagesDir`, any depth |
 //! | `/ignition/<name>.ign` | `http.ignitionDir`: role or node config ([`ignition`]) |
+//! | `/boot/…` | network boot ([`netboot`]) and the per-node boot ISO (`iso`) |
 //! | `/<name>.ign` | alias of `/ignition/<name>.ign` (same access rule) |
 //! | `/<path>` | alias of `/images/<path>` (flat nginx-style layout) |
 //!
@@ -38,6 +39,7 @@
 mod clients;
 mod igncache;
 pub mod ignition;
+mod iso;
 pub mod netboot;
 pub mod path;
 pub mod range;
@@ -62,6 +64,7 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Version};
 use tracing::{debug, error, info, warn};
 
+use crate::liveiso::Patches;
 use crate::plan::Plan;
 use igncache::IgnError;
 use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};
@@ -84,6 +87,35 @@ const DRAIN: Duration = Duration::from_secs(5);
 
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 type Resp = Response<Body>;
+
+/// What a response streams: `len` bytes of `file` from `base`, with
+/// `patches` (in file offsets) replacing some of them.
+pub(crate) struct Region {
+    file: File,
+    base: u64,
+    len: u64,
+    patches: Arc<Patches>,
+}
+
+impl Region {
+    /// The bytes as they are in the file.
+    pub(crate) fn new(file: File, base: u64, len: u64) -> Region {
+        Region {
+            file,
+            base,
+            len,
+            patches: Arc::default(),
+        }
+    }
+
+    /// The same bytes with `patches` applied.
+    pub(crate) fn patched(self, patches: Patches) -> Region {
+        Region {
+            patches: Arc::new(patches),
+            ..self
+        }
+    }
+}
 
 pub(crate) struct Ctx {
     plan: Arc<ArcSwap<Plan>>,
@@ -126,15 +158,18 @@ fn head_only(mut r: Resp, len: u64) -> Resp {
     r
 }
 
-/// `len` bytes of `file` from `offset`, in [`CHUNK`]s read on the blocking pool.
+/// `len` bytes of `file` from `offset`, in [`CHUNK`]s read on the blocking
+/// pool, with `patches` (in file offsets) applied to each chunk.
 fn file_stream(
     file: Arc<File>,
     offset: u64,
     len: u64,
     stats: Arc<Stats>,
+    patches: Arc<Patches>,
 ) -> impl Stream<Item = std::io::Result<Frame<Bytes>>> + Send + 'static {
     stream::unfold((file, offset, len), move |(file, off, left)| {
         let stats = stats.clone();
+        let patches = patches.clone();
         async move {
             if left == 0 {
                 return None;
@@ -157,6 +192,7 @@ fn file_stream(
                         Err(e) => return Err(e),
                     }
                 }
+                patches.apply(off, &mut buf);
                 Ok(Bytes::from(buf))
             })
             .await
@@ -241,21 +277,25 @@ impl Ctx {
             modified,
         };
         let ctype = path::content_type(&real);
-        self.serve_region(req, file, 0, len, &v, ctype)
+        self.serve_region(req, Region::new(file, 0, len), &v, ctype)
     }
 
-    /// Answer a GET/HEAD for the `len` bytes at `base` in `file` (a whole
-    /// file, or a file inside an ISO image): conditionals, single and
-    /// multiple ranges, streamed in [`CHUNK`] preads.
+    /// Answer a GET/HEAD for a [`Region`] (a whole file, a file inside an
+    /// ISO image, a patched ISO): conditionals, single and multiple
+    /// ranges, streamed in [`CHUNK`] preads.
     fn serve_region(
         &self,
         req: &Request<Incoming>,
-        file: File,
-        base: u64,
-        len: u64,
+        region: Region,
         v: &Validators,
         ctype: &str,
     ) -> Resp {
+        let Region {
+            file,
+            base,
+            len,
+            patches,
+        } = region;
         let v = v.clone();
         let is_head = req.method() == Method::HEAD;
         let mut use_range = true;
@@ -286,8 +326,10 @@ impl Ctx {
         let (body_len, body): (u64, Option<Body>) = match outcome {
             RangeOutcome::Full => {
                 r.headers_mut().insert(header::CONTENT_TYPE, hv(ctype));
-                let s = (!is_head)
-                    .then(|| stream_body(file_stream(file, base, len, self.stats.clone())));
+                let s = (!is_head).then(|| {
+                    let s = file_stream(file, base, len, self.stats.clone(), patches);
+                    stream_body(s)
+                });
                 (len, s)
             }
             RangeOutcome::Unsatisfiable => {
@@ -302,7 +344,7 @@ impl Ctx {
                 r.headers_mut().insert(header::CONTENT_TYPE, hv(ctype));
                 r.headers_mut()
                     .insert(header::CONTENT_RANGE, hv(&br.content_range(len)));
-                let s = file_stream(file, base + br.start, br.len(), self.stats.clone());
+                let s = file_stream(file, base + br.start, br.len(), self.stats.clone(), patches);
                 (br.len(), Some(stream_body(s)))
             }
             RangeOutcome::Partial(ranges) => {
@@ -323,6 +365,7 @@ impl Ctx {
                         file,
                         base,
                         self.stats.clone(),
+                        patches,
                     ))),
                 )
             }
@@ -500,6 +543,7 @@ fn multipart_stream(
     file: Arc<File>,
     base: u64,
     stats: Arc<Stats>,
+    patches: Arc<Patches>,
 ) -> impl Stream<Item = std::io::Result<Frame<Bytes>>> + Send + 'static {
     let trailer = Bytes::from(m.trailer);
     let parts: Vec<(Bytes, ByteRange)> = m
@@ -516,6 +560,7 @@ fn multipart_stream(
                 base + r.start,
                 r.len(),
                 stats.clone(),
+                patches.clone(),
             ))
         })
         .chain(stream::once(async move {

@@ -7,6 +7,8 @@
 //! - `boot.ipxe`: the entry script; it chains `/boot/${mac:hexhyp}.ipxe`.
 //! - `ipxe/<file>`: an iPXE binary from the `pxe:` TFTP root, for UEFI HTTP
 //!   Boot firmware (the DHCP answer to `HTTPClient` points here).
+//! - `<node>.iso`, `<role>.iso`: the live ISO with the node's (role's)
+//!   install kargs in its embed areas (`super::iso`).
 //! - `<mac>.ipxe` (`52-54-00-…` or with colons): the node's script — kernel,
 //!   initrd and the install kernel arguments of [`install_kargs`] while it
 //!   has to install; `exit` (back to the firmware, which boots the disk)
@@ -330,6 +332,11 @@ impl Ctx {
         if let Some(file) = rest.strip_prefix("ipxe/") {
             return self.serve_ipxe_binary(req, c, file).await;
         }
+        if let Some(name) = rest.strip_suffix(".iso")
+            && !name.contains('/')
+        {
+            return self.serve_boot_iso(req, peer, name).await;
+        }
         let src = rhcos.source.clone();
         let name = rest.to_string();
         let opened = tokio::task::spawn_blocking(move || open_artifact(&src, &name)).await;
@@ -353,7 +360,8 @@ impl Ctx {
             modified,
         };
         debug!("netboot: {rest} from {label} ({len} bytes at {off})");
-        self.serve_region(req, file, off, len, &v, "application/octet-stream")
+        let region = super::Region::new(file, off, len);
+        self.serve_region(req, region, &v, "application/octet-stream")
     }
 
     /// `/boot/ipxe/<file>`: an iPXE binary from the TFTP root, for UEFI
@@ -392,6 +400,7 @@ impl Ctx {
             etag: range::file_etag(meta.ino(), o.size, modified),
             modified,
         };
-        self.serve_region(req, o.file, 0, o.size, &v, "application/efi")
+        let region = super::Region::new(o.file, 0, o.size);
+        self.serve_region(req, region, &v, "application/efi")
     }
 }

@@ -1,10 +1,16 @@
 //! How a node installs RHCOS: the one source of its install kernel
-//! arguments, used by the libvirt install domain and by the iPXE scripts
-//! of network boot alike, and the URLs the appliance serves them under.
+//! arguments, used by the libvirt install domain, the iPXE scripts of
+//! network boot and the per-node live ISO alike, and the URLs the
+//! appliance serves them under.
 
 use std::net::IpAddr;
 
-use super::cluster::{Cluster, NodeCfg};
+use super::cluster::{Cluster, NodeCfg, Role};
+
+/// Largest kernel-argument embed area of a live ISO (coreos-installer's
+/// limit), and the x86 kernel's command-line size: install kargs must be
+/// shorter.
+pub const MAX_KARGS_AREA: usize = 2048;
 
 /// Default install disk of a bare-metal node (`rhcos.installDev`).
 pub const DEFAULT_INSTALL_DEV: &str = "/dev/sda";
@@ -35,17 +41,94 @@ pub fn install_kargs(
     ignition_url: &str,
 ) -> String {
     let dev = node.install_dev.as_deref().unwrap_or(default_dev);
-    let mut k = format!(
-        "coreos.live.rootfs_url={rootfs_url} ignition.firstboot ignition.platform.id=metal \
+    kargs(
+        c,
+        node.role,
+        &node.kargs,
+        dev,
+        Some(rootfs_url),
+        ignition_url,
+    )
+}
+
+/// Who a boot ISO (`/boot/<name>.iso`) is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsoTarget<'a> {
+    /// One node: its ignition, install disk and kargs.
+    Node(&'a NodeCfg),
+    /// Any node of a role: the role's ignition file, `rhcos.installDev`,
+    /// the role's kargs (no node's own).
+    Role(Role),
+}
+
+impl<'a> IsoTarget<'a> {
+    /// `name` is a node, else a role name (`master`, `worker`, …).
+    pub fn find(c: &'a Cluster, name: &str) -> Option<IsoTarget<'a>> {
+        if let Some(n) = c.nodes.iter().find(|n| n.name == name) {
+            return Some(IsoTarget::Node(n));
+        }
+        Role::ALL
+            .into_iter()
+            .find(|r| r.as_str() == name)
+            .map(IsoTarget::Role)
+    }
+
+    /// The node's or the role's name (also the ignition file's stem).
+    pub fn name(&self) -> &str {
+        match self {
+            IsoTarget::Node(n) => &n.name,
+            IsoTarget::Role(r) => r.as_str(),
+        }
+    }
+}
+
+/// `http://…/boot/<name>.iso`: the live ISO carrying `name`'s install
+/// kernel arguments (a node or a role), e.g. for a BMC's virtual media.
+pub fn boot_iso_url(c: &Cluster, name: &str) -> String {
+    format!("{}/boot/{name}.iso", http_base(c))
+}
+
+/// The install arguments a live ISO for `t` carries after the ISO's own
+/// (which boot the live system from the ISO, so no rootfs URL): as
+/// [`install_kargs`] with the ignition URL `/ignition/<name>.ign`.
+pub fn iso_install_kargs(c: &Cluster, t: IsoTarget<'_>) -> String {
+    let default_dev = c
+        .rhcos
+        .as_ref()
+        .map_or(DEFAULT_INSTALL_DEV, |r| r.install_dev.as_str());
+    let ignition_url = format!("{}/ignition/{}.ign", http_base(c), t.name());
+    match t {
+        IsoTarget::Node(n) => {
+            let dev = n.install_dev.as_deref().unwrap_or(default_dev);
+            kargs(c, n.role, &n.kargs, dev, None, &ignition_url)
+        }
+        IsoTarget::Role(r) => kargs(c, r, &[], default_dev, None, &ignition_url),
+    }
+}
+
+fn kargs(
+    c: &Cluster,
+    role: Role,
+    own: &[String],
+    dev: &str,
+    rootfs_url: Option<&str>,
+    ignition_url: &str,
+) -> String {
+    let mut k = String::new();
+    if let Some(url) = rootfs_url {
+        k.push_str(&format!("coreos.live.rootfs_url={url} "));
+    }
+    k.push_str(&format!(
+        "ignition.firstboot ignition.platform.id=metal \
          coreos.inst.install_dev={dev} coreos.inst.ignition_url={ignition_url} \
          console=tty0 console=ttyS0,115200n8"
-    );
+    ));
     let extra = c.rhcos.iter().flat_map(|r| {
         r.kargs
             .iter()
-            .chain(r.role_kargs.get(&node.role).into_iter().flatten())
+            .chain(r.role_kargs.get(&role).into_iter().flatten())
     });
-    for a in extra.chain(node.kargs.iter()) {
+    for a in extra.chain(own.iter()) {
         k.push(' ');
         k.push_str(a);
     }

@@ -50,6 +50,16 @@ impl Cluster {
                 .iter()
                 .any(|s| s.cidr.contains_or_loopback(ip))
     }
+    /// May `ip` fetch a boot ISO: a cluster client, or inside
+    /// `http.bootIsoCidrs` (the BMCs' network).
+    pub fn is_boot_iso_client(&self, ip: std::net::IpAddr) -> bool {
+        self.is_cluster_client(ip)
+            || self
+                .http
+                .boot_iso_cidrs
+                .iter()
+                .any(|c| c.contains_or_loopback(ip))
+    }
     /// `network.cidr` and the relayed segments, for messages.
     pub fn cluster_networks(&self) -> String {
         std::iter::once(self.network.cidr)
@@ -262,6 +272,9 @@ pub struct HttpCfg {
     /// Connections one client IP may hold at once (loopback included);
     /// more are closed at accept.
     pub max_connections_per_client: usize,
+    /// Networks besides the cluster's allowed to fetch `/boot/<node>.iso`
+    /// (the BMCs' management network).
+    pub boot_iso_cidrs: Vec<Ipv4Net>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -129,9 +129,27 @@ pub fn busybox_base(extra_dirs: &[&str]) -> Cpio {
 pub fn live_iso(
     dir: &std::path::Path,
     volid: &str,
-    [kernel, initrd, rootfs]: [&[u8]; 3],
+    files: [&[u8]; 3],
     extra: &[(&str, &[u8])],
     rock_ridge: bool,
+) -> std::path::PathBuf {
+    let mut opts = vec![];
+    if rock_ridge {
+        opts.extend(["-R", "-J"]);
+    } else {
+        // xorriso writes Rock Ridge by default; plain ISO 9660 names only.
+        opts.push("--norock");
+    }
+    xorriso_iso(dir, volid, files, extra, &opts)
+}
+
+/// [`live_iso`] with `opts` given to `xorriso -as mkisofs` (El Torito …).
+fn xorriso_iso(
+    dir: &std::path::Path,
+    volid: &str,
+    [kernel, initrd, rootfs]: [&[u8]; 3],
+    extra: &[(&str, &[u8])],
+    opts: &[&str],
 ) -> std::path::PathBuf {
     let tree = dir.join(format!("tree-{volid}"));
     let px = tree.join("images/pxeboot");
@@ -153,15 +171,184 @@ pub fn live_iso(
     }
     let iso = dir.join(format!("{volid}.iso"));
     let mut args = vec!["-as", "mkisofs", "-quiet", "-V", volid];
-    if rock_ridge {
-        args.extend(["-R", "-J"]);
-    } else {
-        // xorriso writes Rock Ridge by default; plain ISO 9660 names only.
-        args.push("--norock");
-    }
+    args.extend_from_slice(opts);
     let (out, t) = (iso.display().to_string(), tree.display().to_string());
     args.extend(["-o", &out, &t]);
     let (code, o, e) = run("xorriso", &args);
     assert_eq!(code, 0, "xorriso failed: {o}{e}");
     iso
+}
+
+/// Debian's BIOS ISOLINUX (package `isolinux`) and its `ldlinux.c32`
+/// (`syslinux-common`), when installed.
+pub const ISOLINUX_BIN: &str = "/usr/lib/ISOLINUX/isolinux.bin";
+pub const LDLINUX_C32: &str = "/usr/lib/syslinux/modules/bios/ldlinux.c32";
+
+/// A live ISO built by [`rhcos_iso`].
+pub struct RhcosIso {
+    pub path: std::path::PathBuf,
+    /// The kargs its embed areas hold (`kargs.json` `default`).
+    pub default_kargs: String,
+    /// Bytes per embed area (`kargs.json` `size`).
+    pub area_size: usize,
+}
+
+/// A bootable ISO with the RHCOS live layout, written to `dir/<volid>.iso`:
+/// El Torito BIOS boot by ISOLINUX ([`ISOLINUX_BIN`], [`LDLINUX_C32`];
+/// Debian `isolinux` + `syslinux-common`) whose `isolinux/isolinux.cfg`
+/// boots `images/pxeboot/vmlinuz` and `initrd.img` at once (no menu, serial
+/// console) with the kargs of its embed area; a second area in
+/// `EFI/redhat/grub.cfg` (booted only by [`rhcos_iso_uefi`]);
+/// `coreos/kargs.json` listing both, `coreos/igninfo.json` and a zeroed
+/// `images/ignition.img`, as in RHCOS. Each area holds
+/// `coreos.liveiso=<volid> ignition.firstboot ignition.platform.id=metal
+/// crc.iso.default=1`, then `\n`, then `#` up to `area_size` bytes,
+/// followed by `# COREOS_KARG_EMBED_AREA`.
+pub fn rhcos_iso(
+    dir: &std::path::Path,
+    volid: &str,
+    files: [&[u8]; 2],
+    area_size: usize,
+) -> RhcosIso {
+    rhcos_iso_with(dir, volid, files, area_size, false)
+}
+
+/// GRUB for x86_64 UEFI (Debian `grub-efi-amd64-bin`) and mtools, which
+/// [`rhcos_iso_uefi`] needs.
+pub fn uefi_tools() -> Result<(), String> {
+    for t in ["grub-mkstandalone", "mformat", "mmd", "mcopy"] {
+        if !super::have(t) {
+            return Err(format!("{t} is not installed (grub-efi-amd64-bin, mtools)"));
+        }
+    }
+    if !std::path::Path::new("/usr/lib/grub/x86_64-efi").is_dir() {
+        return Err("grub-efi-amd64-bin is not installed".into());
+    }
+    Ok(())
+}
+
+/// [`rhcos_iso`] that also boots on UEFI: an El Torito EFI image
+/// `images/efiboot.img` (FAT, `EFI/BOOT/BOOTX64.EFI` = a standalone GRUB
+/// that finds the CD by `coreos/kargs.json` and runs its
+/// `EFI/redhat/grub.cfg`), as RHCOS has. Needs [`uefi_tools`].
+pub fn rhcos_iso_uefi(
+    dir: &std::path::Path,
+    volid: &str,
+    files: [&[u8]; 2],
+    area_size: usize,
+) -> RhcosIso {
+    rhcos_iso_with(dir, volid, files, area_size, true)
+}
+
+/// The FAT image of [`rhcos_iso_uefi`].
+fn efiboot_img(dir: &std::path::Path) -> Vec<u8> {
+    let stub = dir.join("grub-stub.cfg");
+    std::fs::write(
+        &stub,
+        "search --no-floppy --set=root --file /coreos/kargs.json\nconfigfile ($root)/EFI/redhat/grub.cfg\n",
+    )
+    .expect("write the GRUB stub config");
+    let efi = dir.join("BOOTX64.EFI");
+    let (e, s) = (efi.display().to_string(), stub.display().to_string());
+    super::run_ok(
+        "grub-mkstandalone",
+        &[
+            "-O",
+            "x86_64-efi",
+            "--install-modules=linux normal iso9660 search search_fs_file configfile echo test all_video",
+            "--locales=",
+            "--fonts=",
+            "--themes=",
+            "-o",
+            &e,
+            &format!("boot/grub/grub.cfg={s}"),
+        ],
+    );
+    let img = dir.join("efiboot.img");
+    let i = img.display().to_string();
+    let f = std::fs::File::create(&img).expect("create efiboot.img");
+    f.set_len(4 << 20).expect("size efiboot.img");
+    drop(f);
+    super::run_ok(
+        "mformat",
+        &["-i", &i, "-T", "8192", "-h", "2", "-s", "32", "::"],
+    );
+    super::run_ok("mmd", &["-i", &i, "::/EFI", "::/EFI/BOOT"]);
+    super::run_ok("mcopy", &["-i", &i, &e, "::/EFI/BOOT/"]);
+    std::fs::read(&img).expect("read efiboot.img")
+}
+
+fn rhcos_iso_with(
+    dir: &std::path::Path,
+    volid: &str,
+    [kernel, initrd]: [&[u8]; 2],
+    area_size: usize,
+    uefi: bool,
+) -> RhcosIso {
+    let default_kargs = format!(
+        "coreos.liveiso={volid} ignition.firstboot ignition.platform.id=metal crc.iso.default=1"
+    );
+    assert!(default_kargs.len() < area_size, "area_size too small");
+    let mut area = format!("{default_kargs}\n").into_bytes();
+    area.resize(area_size, b'#');
+    // (file text, offset of the area in it)
+    let with_area = |head: &str, tail: &str| -> (Vec<u8>, usize) {
+        let mut t = head.as_bytes().to_vec();
+        let at = t.len();
+        t.extend_from_slice(&area);
+        t.extend_from_slice(b"# COREOS_KARG_EMBED_AREA\n");
+        t.extend_from_slice(tail.as_bytes());
+        (t, at)
+    };
+    let (isolinux_cfg, iso_at) = with_area(
+        "serial 0 115200\nprompt 0\ntimeout 1\ndefault linux\nlabel linux\n  kernel /images/pxeboot/vmlinuz\n  append initrd=/images/pxeboot/initrd.img,/images/ignition.img ",
+        "",
+    );
+    let (grub_cfg, grub_at) = with_area(
+        "set default=0\nset timeout=0\nmenuentry 'RHCOS (Live)' --class fedora --class gnu-linux --class gnu --class os {\n\tlinux /images/pxeboot/vmlinuz ",
+        "\tinitrd /images/pxeboot/initrd.img /images/ignition.img\n}\n",
+    );
+    let kargs_json = format!(
+        r#"{{"default": "{default_kargs}", "files": [{{"path": "EFI/redhat/grub.cfg", "offset": {grub_at}}}, {{"path": "isolinux/isolinux.cfg", "offset": {iso_at}}}], "size": {area_size}}}"#
+    );
+    let isolinux = std::fs::read(ISOLINUX_BIN).expect("isolinux is not installed");
+    let ldlinux = std::fs::read(LDLINUX_C32).expect("syslinux-common is not installed");
+    let ignition_img = vec![0u8; 64 * 1024];
+    let efiboot = if uefi { efiboot_img(dir) } else { Vec::new() };
+    let mut extra: Vec<(&str, &[u8])> = vec![
+        ("isolinux/isolinux.bin", &isolinux),
+        ("isolinux/ldlinux.c32", &ldlinux),
+        ("isolinux/isolinux.cfg", &isolinux_cfg),
+        ("EFI/redhat/grub.cfg", &grub_cfg),
+        ("coreos/kargs.json", kargs_json.as_bytes()),
+        ("coreos/igninfo.json", br#"{"file": "images/ignition.img"}"#),
+        ("images/ignition.img", &ignition_img),
+    ];
+    let mut boot = vec![
+        "-R",
+        "-J",
+        "-b",
+        "isolinux/isolinux.bin",
+        "-c",
+        "isolinux/boot.cat",
+        "-no-emul-boot",
+        "-boot-load-size",
+        "4",
+        "-boot-info-table",
+    ];
+    if uefi {
+        extra.push(("images/efiboot.img", &efiboot));
+        boot.extend([
+            "-eltorito-alt-boot",
+            "-e",
+            "images/efiboot.img",
+            "-no-emul-boot",
+        ]);
+    }
+    let path = xorriso_iso(dir, volid, [kernel, initrd, b"rootfs"], &extra, &boot);
+    RhcosIso {
+        path,
+        default_kargs,
+        area_size,
+    }
 }

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod initramfs;
+pub mod qemu;
 pub mod udhcpc;
 
 use std::collections::HashMap;
@@ -498,4 +499,14 @@ pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
             (x >> 24) as u8
         })
         .collect()
+}
+
+/// `VmRSS` of process `pid` in KiB (0 when unreadable).
+pub fn vm_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }

@@ -5,7 +5,7 @@ use std::path::{Component, Path, PathBuf};
 
 use super::{Errs, NetParts, resolve, sock};
 use crate::config::{raw, secret};
-use crate::model::cluster::{AdminCfg, HttpCfg};
+use crate::model::cluster::{AdminCfg, HttpCfg, Ipv4Net};
 
 pub(crate) fn build_http(
     t: &raw::Http,
@@ -28,6 +28,18 @@ pub(crate) fn build_http(
     if t.max_connections_per_client == 0 {
         e.push("http.maxConnectionsPerClient", "must be at least 1");
     }
+    let boot_iso_cidrs = t
+        .boot_iso_cidrs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            e.parse::<Ipv4Net>(
+                &format!("http.bootIsoCidrs[{i}]"),
+                c,
+                "IPv4 CIDR (a.b.c.d/prefix)",
+            )
+        })
+        .collect();
     let images_dir = resolve(base, &t.images_dir);
     let ignition_dir = resolve(base, &t.ignition_dir);
     if !t.images_dir.trim().is_empty()
@@ -42,6 +54,7 @@ pub(crate) fn build_http(
         images_dir,
         ignition_dir,
         max_connections_per_client: t.max_connections_per_client as usize,
+        boot_iso_cidrs,
     })
 }
 

@@ -214,7 +214,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
     if !e.0.is_empty() {
         return Err(e.0);
     }
-    Ok(Cluster {
+    let c = Cluster {
         name: id.name,
         base_domain: id.base_domain,
         domain: id.domain,
@@ -228,5 +228,10 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         rhcos,
         libvirt,
         tftp,
-    })
+    };
+    rhcos::check_kargs_fit(&c, &mut e);
+    if !e.0.is_empty() {
+        return Err(e.0);
+    }
+    Ok(c)
 }

@@ -8,7 +8,40 @@ use super::{Errs, resolve};
 use crate::config::raw;
 use crate::model::cluster::{BootSource, RhcosCfg, Role};
 
-use crate::model::boot::DEFAULT_INSTALL_DEV;
+use crate::model::boot::{DEFAULT_INSTALL_DEV, IsoTarget, MAX_KARGS_AREA, iso_install_kargs};
+use crate::model::cluster::Cluster;
+
+/// Every node's and role's boot ISO kargs (the shortest of its install
+/// command lines) fit a live ISO's embed area and the kernel's command
+/// line ([`MAX_KARGS_AREA`]); the ISO's own area may be smaller, which
+/// `preflight` checks against the file.
+pub(crate) fn check_kargs_fit(c: &Cluster, e: &mut Errs) {
+    if c.rhcos.is_none() {
+        return;
+    }
+    let nodes = c
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (format!("nodes[{i}].kargs"), IsoTarget::Node(n)));
+    let roles = Role::ALL
+        .into_iter()
+        .filter(|r| c.nodes_with_role(*r).next().is_some())
+        .map(|r| (format!("rhcos.roleKargs.{r}"), IsoTarget::Role(r)));
+    for (path, t) in nodes.chain(roles) {
+        let len = iso_install_kargs(c, t).len();
+        if len >= MAX_KARGS_AREA {
+            e.push(
+                path,
+                format!(
+                    "the install kernel arguments of {} are {len} bytes (with rhcos.kargs and the role's); the kernel command line and a live ISO's embed area hold at most {}",
+                    t.name(),
+                    MAX_KARGS_AREA - 1
+                ),
+            );
+        }
+    }
+}
 
 /// Why a kernel argument cannot be passed as one word, if it cannot.
 pub(crate) fn karg_problem(k: &str) -> Option<&'static str> {

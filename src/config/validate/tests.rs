@@ -119,3 +119,43 @@ fn every_none_comes_with_an_error() {
         assert!(validate(raw, Path::new("/base")).is_err());
     }
 }
+
+#[test]
+fn boot_iso_cidrs_are_checked() {
+    let (_, e) = run(&format!(
+        "{BASE}http: {{ bootIsoCidrs: [10.1.0.0/16, 10.2.0.1/16, nope] }}\n"
+    ));
+    let msgs: Vec<String> = e.0.iter().map(|x| format!("{x:?}")).collect();
+    assert_eq!(e.0.len(), 2, "{msgs:?}");
+    assert!(msgs[0].contains("http.bootIsoCidrs[1]"), "{msgs:?}");
+    assert!(msgs[1].contains("http.bootIsoCidrs[2]"), "{msgs:?}");
+    let (s2, e2) = run(&format!("{BASE}http: {{ bootIsoCidrs: [10.1.0.0/16] }}\n"));
+    assert!(e2.0.is_empty(), "{:?}", e2.0);
+    let cidrs = &s2.http.unwrap().boot_iso_cidrs;
+    assert_eq!(cidrs.len(), 1);
+    assert!(cidrs[0].contains("10.1.2.3".parse().unwrap()));
+}
+
+#[test]
+fn install_kargs_must_fit_a_live_iso_area() {
+    let long = vec![format!("x={}", "a".repeat(498)); 4].join(", ");
+    let text = BASE.replace(
+        "ip: 192.168.131.10 }",
+        &format!("ip: 192.168.131.10, kargs: [{long}] }}"),
+    );
+    let raw = parse_str(&text).unwrap();
+    let errs = validate(raw, Path::new("/base")).unwrap_err();
+    let msgs: Vec<String> = errs.iter().map(|x| format!("{x:?}")).collect();
+    assert_eq!(errs.len(), 1, "{msgs:?}");
+    assert!(msgs[0].contains("nodes[1].kargs"), "{msgs:?}");
+    assert!(msgs[0].contains("master-0 are 2"), "{msgs:?}");
+    // Three of them fit.
+    let ok = BASE.replace(
+        "ip: 192.168.131.10 }",
+        &format!(
+            "ip: 192.168.131.10, kargs: [{}] }}",
+            vec![format!("x={}", "a".repeat(498)); 3].join(", ")
+        ),
+    );
+    assert!(validate(parse_str(&ok).unwrap(), Path::new("/base")).is_ok());
+}
