@@ -17,6 +17,7 @@
 //! - [`dns`], [`dhcp`], [`lb`], [`http`], [`admin`]: one service each.
 //! - [`tftp`]: read-only TFTP for network boot (the `pxe:` section).
 //! - [`libvirt`]: network, disks and VMs.
+//! - [`bmc`]: bare-metal nodes booted through their Redfish BMC (virtual media).
 //! - [`hub`]: the plan being served, the services, LB control and the
 //!   reload outcome, shared with the admin API.
 //! - [`metrics`]: the Prometheus text writer every service uses.
@@ -28,6 +29,7 @@
 
 pub mod admin;
 pub mod admin_client;
+pub mod bmc;
 pub mod cli;
 pub mod config;
 pub mod dhcp;
@@ -103,6 +105,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 cli::VmAction::RemoveBootstrap => libvirt::VmAction::RemoveBootstrap,
             };
             libvirt::vm(plan, action).await
+        }
+        Command::Bmc { action, node, json } => {
+            let plan = config::load(&cluster)?;
+            let action = match action {
+                cli::BmcAction::Up => bmc::BmcAction::Up,
+                cli::BmcAction::Down => bmc::BmcAction::Down,
+                cli::BmcAction::Eject => bmc::BmcAction::Eject,
+                cli::BmcAction::Status => bmc::BmcAction::Status,
+            };
+            bmc::run(&plan, action, node.as_deref(), json).await
         }
         Command::Firewall {
             action: cli::FirewallAction::Print { xml },

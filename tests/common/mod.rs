@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod initramfs;
+pub mod libvirtd;
 pub mod udhcpc;
 
 use std::collections::HashMap;

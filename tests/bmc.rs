@@ -1,0 +1,470 @@
+//! `crc-appliance bmc` against a real Redfish BMC: sushy-emulator (PyPI
+//! `sushy-tools`, pinned) with its libvirt driver on `qemu:///system`,
+//! listening on 127.0.0.1 only, with an htpasswd (bcrypt) auth file and
+//! `ALLOWED_INSTANCES` limited to the one TCG domain this test defines
+//! (unique name, a disk and an empty CD-ROM, no network interface).
+//!
+//! The node's ISO (`<http base>/boot/<node>.iso`) is served by a Python
+//! http.server on 127.0.0.1 at the cluster's `http.listen`, standing in for
+//! the appliance's ISO route; sushy downloads it when media is inserted.
+//!
+//! Checks: `up` inserts our URL (VirtualMedia: Inserted, Image), powers the
+//! domain on with the CD-ROM first in boot order, and the CD-ROM holds our
+//! ISO's bytes; `up` again changes nothing; `status` (table and `--json`)
+//! shows power and media; wrong credentials, an unknown system and an
+//! unreachable BMC each fail with a clear message and change nothing;
+//! `eject` empties the drive, `up` then restarts the running node from our
+//! ISO; `down` powers off and ejects.
+//!
+//! Needs root, virsh + libvirtd (+ qemu-system-x86_64), xorriso, Debian's
+//! python3 with venv and python3-libvirt, and PyPI for the first run (the
+//! venv is cached under target/tmp); skipped with a reason otherwise.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{BIN, free_port, run, wait_until};
+
+const URI: &str = "qemu:///system";
+const SUSHY: &str = "sushy-tools==2.2.0";
+const NODE: &str = "metal-0";
+
+fn virsh(args: &[&str]) -> (i32, String, String) {
+    let mut a = vec!["-c", URI];
+    a.extend_from_slice(args);
+    run("virsh", &a)
+}
+
+fn virsh_ok(args: &[&str]) -> String {
+    let (code, out, err) = virsh(args);
+    assert_eq!(code, 0, "virsh {args:?}: {out}{err}");
+    out.trim().to_string()
+}
+
+/// The cached venv with sushy-emulator (Debian's python3 for its
+/// python3-libvirt), or why there is none.
+fn sushy_venv() -> Result<PathBuf, String> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sushy-venv");
+    let py = venv.join("bin/python");
+    let emu = venv.join("bin/sushy-emulator");
+    if !emu.is_file() {
+        let (code, out, err) = run(
+            "/usr/bin/python3",
+            &[
+                "-m",
+                "venv",
+                "--system-site-packages",
+                venv.to_str().unwrap(),
+            ],
+        );
+        if code != 0 {
+            return Err(format!("cannot create a venv (python3-venv): {out}{err}"));
+        }
+        let (code, out, err) = run(py.to_str().unwrap(), &["-m", "pip", "install", "-q", SUSHY]);
+        if code != 0 {
+            return Err(format!("pip install {SUSHY} failed: {out}{err}"));
+        }
+    }
+    let (code, _, err) = run(py.to_str().unwrap(), &["-c", "import libvirt, bcrypt"]);
+    if code != 0 {
+        return Err(format!(
+            "the venv cannot import libvirt/bcrypt (python3-libvirt): {err}"
+        ));
+    }
+    Ok(venv)
+}
+
+/// A child process killed (by its PID) when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The test's libvirt domain and pool, destroyed and undefined on drop.
+struct Libvirt {
+    domain: String,
+    pool: String,
+}
+
+impl Drop for Libvirt {
+    fn drop(&mut self) {
+        let _ = virsh(&["destroy", &self.domain]);
+        let _ = virsh(&["undefine", &self.domain]);
+        let _ = virsh(&["pool-destroy", &self.pool]);
+    }
+}
+
+fn domain_xml(name: &str, disk: &Path) -> String {
+    format!(
+        "<domain type='qemu'>
+  <name>{name}</name>
+  <memory unit='MiB'>64</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>
+  <on_poweroff>destroy</on_poweroff>
+  <devices>
+    <disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='{}'/><target dev='hda' bus='ide'/></disk>
+    <disk type='file' device='cdrom'><driver name='qemu' type='raw'/><target dev='hdc' bus='ide'/><readonly/></disk>
+  </devices>
+</domain>
+",
+        disk.display()
+    )
+}
+
+/// The `<disk device='cdrom'>` element of the domain's live XML.
+fn cdrom(domain: &str) -> String {
+    let xml = virsh_ok(&["dumpxml", domain]);
+    let start = xml.find("device='cdrom'").expect("a cdrom in the domain");
+    let end = start + xml[start..].find("</disk>").unwrap();
+    xml[start..end].to_string()
+}
+
+/// GET a Redfish resource with curl (following sushy's name→UUID redirect).
+fn redfish(base: &str, path: &str) -> serde_json::Value {
+    let out = common::run_ok(
+        "curl",
+        &["-sfL", "-u", "admin:secret", &format!("{base}{path}")],
+    );
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{path}: {e}: {out}"))
+}
+
+fn bmc(cluster: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut a = vec!["--cluster", cluster.to_str().unwrap(), "bmc"];
+    a.extend_from_slice(args);
+    run(BIN, &a)
+}
+
+/// What must not change when a command fails: the domain's run (its id),
+/// the CD-ROM and the virtual media as sushy reports it.
+fn snapshot(domain: &str, base: &str, vmedia: &str) -> (String, String, String, String) {
+    let m = redfish(base, vmedia);
+    (
+        virsh_ok(&["domid", domain]),
+        cdrom(domain),
+        m["Inserted"].to_string(),
+        m["Image"].to_string(),
+    )
+}
+
+fn cluster_file(dir: &Path, file: &str, redfish: &str, password_file: &str, http: u16) -> PathBuf {
+    let node = format!(
+        "  - name: {NODE}\n    role: worker\n    mac: \"52:54:00:14:00:1e\"\n    ip: 127.0.20.30\n    \
+         bmc: {{ redfish: \"{redfish}\", usernameFile: user, passwordFile: {password_file} }}\n"
+    );
+    let sections = format!(
+        "http:\n  listen: 127.0.0.1:{http}\ndns: {{ enabled: false }}\ndhcp: {{ enabled: false }}\n\
+         loadBalancer: {{ enabled: false }}\nadmin: {{ enabled: false }}\n"
+    );
+    let path = dir.join(file);
+    std::fs::write(&path, common::loopback_cluster_with_nodes(&node, &sections)).unwrap();
+    path
+}
+
+#[test]
+fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
+    require!(common::is_root(), "needs root (qemu:///system)");
+    require_tools!("virsh", "libvirtd", "qemu-system-x86_64", "xorriso", "curl");
+    require!(
+        Path::new("/usr/bin/python3").is_file(),
+        "Debian's /usr/bin/python3 is not installed"
+    );
+    let venv = match sushy_venv() {
+        Ok(v) => v,
+        Err(why) => {
+            eprintln!("SKIPPED bmc: {why}");
+            return;
+        }
+    };
+    let _daemons = match common::libvirtd::start() {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("SKIPPED bmc: {why}");
+            return;
+        }
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // qemu runs as libvirt-qemu: it must reach the disk and the pool.
+    std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+
+    // The node's ISO under boot/<node>.iso, served on loopback.
+    std::fs::create_dir_all(d.join("iso-root")).unwrap();
+    std::fs::write(d.join("iso-root/hello.txt"), b"crc-appliance bmc test\n").unwrap();
+    std::fs::create_dir_all(d.join("www/boot")).unwrap();
+    let iso = d.join(format!("www/boot/{NODE}.iso"));
+    common::run_ok(
+        "xorriso",
+        &[
+            "-as",
+            "mkisofs",
+            "-quiet",
+            "-V",
+            "CRCBMC",
+            "-o",
+            iso.to_str().unwrap(),
+            d.join("iso-root").to_str().unwrap(),
+        ],
+    );
+    let http_port = free_port();
+    let _http = Proc(
+        Command::new(venv.join("bin/python"))
+            .args([
+                "-m",
+                "http.server",
+                "-b",
+                "127.0.0.1",
+                &http_port.to_string(),
+            ])
+            .current_dir(d.join("www"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("http://127.0.0.1:{http_port}/boot/{NODE}.iso");
+
+    // The domain and the pool sushy uploads inserted images to.
+    let name = format!("crcbmc-{}", std::process::id());
+    std::fs::create_dir_all(d.join("pool")).unwrap();
+    std::fs::write(d.join("disk.img"), vec![0u8; 1 << 20]).unwrap();
+    std::fs::write(d.join("dom.xml"), domain_xml(&name, &d.join("disk.img"))).unwrap();
+    let lv = Libvirt {
+        domain: name.clone(),
+        pool: name.clone(),
+    };
+    virsh_ok(&[
+        "pool-create-as",
+        &lv.pool,
+        "dir",
+        "--target",
+        d.join("pool").to_str().unwrap(),
+    ]);
+    virsh_ok(&["define", d.join("dom.xml").to_str().unwrap()]);
+    let uuid = virsh_ok(&["domuuid", &name]);
+
+    // sushy-emulator on loopback with Basic auth (bcrypt htpasswd).
+    let hash = common::run_ok(
+        venv.join("bin/python").to_str().unwrap(),
+        &[
+            "-c",
+            "import bcrypt; print(bcrypt.hashpw(b'secret', bcrypt.gensalt()).decode())",
+        ],
+    );
+    std::fs::write(d.join("htpasswd"), format!("admin:{}\n", hash.trim())).unwrap();
+    let bmc_port = free_port();
+    std::fs::write(
+        d.join("emu.conf"),
+        format!(
+            "SUSHY_EMULATOR_LISTEN_IP = '127.0.0.1'\nSUSHY_EMULATOR_LISTEN_PORT = {bmc_port}\n\
+             SUSHY_EMULATOR_AUTH_FILE = '{}'\nSUSHY_EMULATOR_LIBVIRT_URI = '{URI}'\n\
+             SUSHY_EMULATOR_ALLOWED_INSTANCES = ['{name}', '{uuid}']\n\
+             SUSHY_EMULATOR_STORAGE_POOL = '{name}'\n",
+            d.join("htpasswd").display()
+        ),
+    )
+    .unwrap();
+    let emu_log = std::fs::File::create(d.join("emu.log")).unwrap();
+    let _emu = Proc(
+        Command::new(venv.join("bin/sushy-emulator"))
+            .args(["--config", d.join("emu.conf").to_str().unwrap()])
+            .stdout(emu_log.try_clone().unwrap())
+            .stderr(emu_log)
+            .spawn()
+            .unwrap(),
+    );
+    let base = format!("http://127.0.0.1:{bmc_port}");
+    wait_until("sushy-emulator answering", Duration::from_secs(60), || {
+        run(
+            "curl",
+            &[
+                "-sf",
+                "-u",
+                "admin:secret",
+                &format!("{base}/redfish/v1/Systems"),
+            ],
+        )
+        .0 == 0
+    });
+    let vmedia = format!("/redfish/v1/Systems/{uuid}/VirtualMedia/Cd");
+
+    // Credentials and cluster files.
+    std::fs::write(d.join("user"), "admin\n").unwrap();
+    for (f, p) in [("pass", "secret\n"), ("wrong-pass", "not-the-password\n")] {
+        std::fs::write(d.join(f), p).unwrap();
+        std::fs::set_permissions(
+            d.join(f),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
+    }
+    let system = format!("{base}/redfish/v1/Systems/{name}");
+    let good = cluster_file(d, "cluster.yaml", &system, "pass", http_port);
+
+    // Before: off, nothing inserted.
+    let (code, out, err) = bmc(&good, &["status"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(NODE) && out.contains("Off") && out.contains("empty"),
+        "{out}"
+    );
+    assert_eq!(virsh_ok(&["domstate", &name]), "shut off");
+
+    // up: insert, boot from CD, power on.
+    let (code, out, err) = bmc(&good, &["up", NODE]);
+    assert_eq!(code, 0, "bmc up: {out}{err}");
+    assert!(out.contains(&format!("{NODE}: inserted {url}")), "{out}");
+    assert!(out.contains(&format!("{NODE}: powered on")), "{out}");
+    let m = redfish(&base, &vmedia);
+    assert_eq!(m["Inserted"], true, "{m}");
+    assert_eq!(m["Image"], url.as_str(), "{m}");
+    assert_eq!(virsh_ok(&["domstate", &name]), "running");
+    let cd = cdrom(&name);
+    assert!(
+        cd.contains("<boot order='1'/>"),
+        "the CD-ROM boots first: {cd}"
+    );
+    let src = cd
+        .split("source file='")
+        .nth(1)
+        .and_then(|s| s.split('\'').next())
+        .unwrap_or_else(|| panic!("the CD-ROM has a medium: {cd}"));
+    assert_eq!(
+        std::fs::read(src).unwrap(),
+        std::fs::read(&iso).unwrap(),
+        "the CD-ROM holds the ISO served at {url}"
+    );
+    let sys = redfish(&base, &format!("/redfish/v1/Systems/{uuid}"));
+    assert_eq!(sys["Boot"]["BootSourceOverrideTarget"], "Cd", "{sys}");
+
+    // up again: nothing changes (same run of the domain, same medium).
+    let before = snapshot(&name, &base, &vmedia);
+    let (code, out, err) = bmc(&good, &["up"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.trim(), format!("{NODE}: nothing to do"));
+    assert_eq!(snapshot(&name, &base, &vmedia), before);
+
+    // status: table and JSON.
+    let (code, out, err) = bmc(&good, &["status"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with(NODE))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        row.contains("On")
+            && row.contains("Cd (")
+            && row.contains("inserted")
+            && row.contains(&url),
+        "{out}"
+    );
+    let (code, out, _) = bmc(&good, &["status", "--json"]);
+    assert_eq!(code, 0);
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j[0]["node"], NODE);
+    assert_eq!(j[0]["power"], "On");
+    assert_eq!(j[0]["inserted"], true);
+    assert_eq!(j[0]["image"], url.as_str());
+
+    // Failures: a clear message each, and nothing changes.
+    let wrong = cluster_file(d, "wrong.yaml", &system, "wrong-pass", http_port);
+    let nosys = cluster_file(
+        d,
+        "nosys.yaml",
+        &format!("{base}/redfish/v1/Systems/{name}-nope"),
+        "pass",
+        http_port,
+    );
+    let dead_port = free_port();
+    let dead = cluster_file(
+        d,
+        "dead.yaml",
+        &format!("http://127.0.0.1:{dead_port}/redfish/v1/Systems/{name}"),
+        "pass",
+        http_port,
+    );
+    for (file, action, wants) in [
+        (
+            &wrong,
+            "up",
+            vec![
+                format!("wrong credentials for BMC of {NODE}"),
+                "Incorrect username or password".into(),
+            ],
+        ),
+        (
+            &wrong,
+            "down",
+            vec![format!("wrong credentials for BMC of {NODE}")],
+        ),
+        (
+            &nosys,
+            "up",
+            vec![
+                format!("cannot read the system at {base}/redfish/v1/Systems/{name}-nope"),
+                format!("the BMC lists: /redfish/v1/Systems/{uuid}"),
+            ],
+        ),
+        (
+            &dead,
+            "down",
+            vec![
+                format!("BMC of {NODE} unreachable"),
+                "Connection refused".into(),
+            ],
+        ),
+    ] {
+        let (code, out, err) = bmc(file, &[action]);
+        assert_eq!(code, 1, "{file:?} {action}: {out}{err}");
+        for w in wants {
+            assert!(err.contains(&w), "{file:?} {action}: want {w:?} in: {err}");
+        }
+        assert_eq!(
+            snapshot(&name, &base, &vmedia),
+            before,
+            "{file:?} {action} changed something"
+        );
+    }
+
+    // eject: empty drive, next boot from disk; up then restarts from our ISO.
+    let (code, out, err) = bmc(&good, &["eject", NODE]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("ejected the virtual media"), "{out}");
+    assert_eq!(redfish(&base, &vmedia)["Inserted"], false);
+    assert_eq!(
+        virsh_ok(&["domstate", &name]),
+        "running",
+        "eject leaves power alone"
+    );
+    let id = virsh_ok(&["domid", &name]);
+    let (code, out, err) = bmc(&good, &["up", NODE]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("{NODE}: restarted")), "{out}");
+    assert_ne!(virsh_ok(&["domid", &name]), id, "a new run of the domain");
+    assert_eq!(redfish(&base, &vmedia)["Image"], url.as_str());
+
+    // down: off and ejected; again: nothing to do.
+    let (code, out, err) = bmc(&good, &["down"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("powered off") && out.contains("ejected"),
+        "{out}"
+    );
+    assert_eq!(virsh_ok(&["domstate", &name]), "shut off");
+    assert_eq!(redfish(&base, &vmedia)["Inserted"], false);
+    let (code, out, _) = bmc(&good, &["down"]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, format!("{NODE}: nothing to do").as_str())
+    );
+    drop(lv);
+}
