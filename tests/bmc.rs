@@ -156,13 +156,34 @@ fn snapshot(domain: &str, base: &str, vmedia: &str) -> (String, String, String, 
 }
 
 fn cluster_file(dir: &Path, file: &str, redfish: &str, password_file: &str, http: u16) -> PathBuf {
+    write_cluster(dir, file, redfish, password_file, http, false)
+}
+
+/// A cluster file with one bare-metal node whose BMC is `redfish`; with
+/// `serve`, the node has `startOnServe` and HTTP is disabled (the ISO comes
+/// from the test's server at the same `http.listen`).
+fn write_cluster(
+    dir: &Path,
+    file: &str,
+    redfish: &str,
+    password_file: &str,
+    http: u16,
+    serve: bool,
+) -> PathBuf {
+    let start = if serve { ", startOnServe: true" } else { "" };
+    // serve needs one service: the admin API on a loopback port.
+    let (http_on, admin) = if serve {
+        ("  enabled: false\n", r#"{ listen: "127.0.0.1:0" }"#)
+    } else {
+        ("", "{ enabled: false }")
+    };
     let node = format!(
         "  - name: {NODE}\n    role: worker\n    mac: \"52:54:00:14:00:1e\"\n    ip: 127.0.20.30\n    \
-         bmc: {{ redfish: \"{redfish}\", usernameFile: user, passwordFile: {password_file} }}\n"
+         bmc: {{ redfish: \"{redfish}\", usernameFile: user, passwordFile: {password_file}{start} }}\n"
     );
     let sections = format!(
-        "http:\n  listen: 127.0.0.1:{http}\ndns: {{ enabled: false }}\ndhcp: {{ enabled: false }}\n\
-         loadBalancer: {{ enabled: false }}\nadmin: {{ enabled: false }}\n"
+        "http:\n{http_on}  listen: 127.0.0.1:{http}\ndns: {{ enabled: false }}\ndhcp: {{ enabled: false }}\n\
+         loadBalancer: {{ enabled: false }}\nadmin: {admin}\n"
     );
     let path = dir.join(file);
     std::fs::write(&path, common::loopback_cluster_with_nodes(&node, &sections)).unwrap();
@@ -466,5 +487,28 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
         (code, out.trim()),
         (0, format!("{NODE}: nothing to do").as_str())
     );
+
+    // serve with bmc.startOnServe boots the node once it is ready.
+    let serve = write_cluster(d, "serve.yaml", &system, "pass", http_port, true);
+    let app = common::Appliance::launch().start_path(&serve);
+    app.wait_log(
+        &format!("bmc: {NODE}: powered on"),
+        Duration::from_secs(120),
+    );
+    assert!(
+        app.log().contains(&format!("bmc: {NODE}: inserted {url}")),
+        "{}",
+        app.log()
+    );
+    assert!(
+        !app.log().contains("secret"),
+        "credentials in the log: {}",
+        app.log()
+    );
+    assert_eq!(virsh_ok(&["domstate", &name]), "running");
+    assert_eq!(redfish(&base, &vmedia)["Image"], url.as_str());
+    drop(app);
+    let (code, out, err) = bmc(&good, &["down"]);
+    assert_eq!(code, 0, "{out}{err}");
     drop(lv);
 }
