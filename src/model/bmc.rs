@@ -1,7 +1,7 @@
 //! A bare-metal node's BMC as the cluster file declares it (`nodes[].bmc`):
 //! the Redfish system URL, where the credentials are read from, and how its
-//! TLS certificate is checked. Validated in `config::bmc`; used by
-//! `crate::bmc`.
+//! TLS certificate is checked. Validated in `config::bmc`; used by the
+//! `bmc` driver.
 //!
 //! Invariants: `url` is `http(s)://host[:port]/redfish/v1/Systems/<id>`
 //! with no user info, query or fragment; `tls` is [`BmcTls::Plain`] exactly
