@@ -156,10 +156,11 @@ fn snapshot(domain: &str, base: &str, vmedia: &str) -> (String, String, String, 
 }
 
 fn cluster_file(dir: &Path, file: &str, redfish: &str, password_file: &str, http: u16) -> PathBuf {
-    write_cluster(dir, file, redfish, password_file, http, false)
+    write_cluster(dir, file, redfish, password_file, http, "", false)
 }
 
-/// A cluster file with one bare-metal node whose BMC is `redfish`; with
+/// A cluster file with one bare-metal node whose BMC is `redfish` (plus
+/// `bmc_extra` in its mapping, e.g. `, insecure: true`); with
 /// `serve`, the node has `startOnServe` and HTTP is disabled (the ISO comes
 /// from the test's server at the same `http.listen`).
 fn write_cluster(
@@ -168,6 +169,7 @@ fn write_cluster(
     redfish: &str,
     password_file: &str,
     http: u16,
+    bmc_extra: &str,
     serve: bool,
 ) -> PathBuf {
     let start = if serve { ", startOnServe: true" } else { "" };
@@ -179,7 +181,7 @@ fn write_cluster(
     };
     let node = format!(
         "  - name: {NODE}\n    role: worker\n    mac: \"52:54:00:14:00:1e\"\n    ip: 127.0.20.30\n    \
-         bmc: {{ redfish: \"{redfish}\", usernameFile: user, passwordFile: {password_file}{start} }}\n"
+         bmc: {{ redfish: \"{redfish}\", usernameFile: user, passwordFile: {password_file}{bmc_extra}{start} }}\n"
     );
     let sections = format!(
         "http:\n{http_on}  listen: 127.0.0.1:{http}\ndns: {{ enabled: false }}\ndhcp: {{ enabled: false }}\n\
@@ -190,10 +192,148 @@ fn write_cluster(
     path
 }
 
+/// A test CA and a leaf certificate for 127.0.0.1 (IP SAN) signed by it.
+fn make_certs(d: &Path) {
+    let p = |f: &str| d.join(f).to_str().unwrap().to_string();
+    std::fs::write(d.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend_from_slice(&ec);
+    let (cak, cap) = (p("ca.key"), p("ca.pem"));
+    ca.extend_from_slice(&[
+        "-keyout",
+        &cak,
+        "-out",
+        &cap,
+        "-days",
+        "2",
+        "-subj",
+        "/CN=crc-bmc-test-ca",
+    ]);
+    common::run_ok("openssl", &ca);
+    let mut csr = vec!["req"];
+    csr.extend_from_slice(&ec);
+    let (k, r) = (p("tls.key"), p("tls.csr"));
+    csr.extend_from_slice(&["-keyout", &k, "-out", &r, "-subj", "/CN=127.0.0.1"]);
+    common::run_ok("openssl", &csr);
+    let (c, ext) = (p("tls.pem"), p("san.ext"));
+    common::run_ok(
+        "openssl",
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &r,
+            "-CA",
+            &cap,
+            "-CAkey",
+            &cak,
+            "-CAcreateserial",
+            "-out",
+            &c,
+            "-days",
+            "1",
+            "-extfile",
+            &ext,
+        ],
+    );
+}
+
+/// A second sushy-emulator with TLS on the same domain: `bmc status`
+/// works with `caFile` and with `insecure: true`, and fails clearly with a
+/// CA that did not sign the BMC's certificate.
+fn tls_checks(d: &Path, venv: &Path, name: &str, http_port: u16, url: &str) {
+    make_certs(d);
+    let port = free_port();
+    let conf = std::fs::read_to_string(d.join("emu.conf"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("SUSHY_EMULATOR_LISTEN_PORT"))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        + &format!(
+            "SUSHY_EMULATOR_LISTEN_PORT = {port}\nSUSHY_EMULATOR_SSL_CERT = '{}'\nSUSHY_EMULATOR_SSL_KEY = '{}'\n",
+            d.join("tls.pem").display(),
+            d.join("tls.key").display()
+        );
+    std::fs::write(d.join("emu-tls.conf"), conf).unwrap();
+    let log = std::fs::File::create(d.join("emu-tls.log")).unwrap();
+    let _emu = Proc(
+        Command::new(venv.join("bin/sushy-emulator"))
+            .args(["--config", d.join("emu-tls.conf").to_str().unwrap()])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let base = format!("https://127.0.0.1:{port}");
+    let ca = d.join("ca.pem");
+    wait_until(
+        "sushy-emulator answering on TLS",
+        Duration::from_secs(60),
+        || {
+            run(
+                "curl",
+                &[
+                    "-sf",
+                    "--cacert",
+                    ca.to_str().unwrap(),
+                    "-u",
+                    "admin:secret",
+                    &format!("{base}/redfish/v1/Systems"),
+                ],
+            )
+            .0 == 0
+        },
+    );
+    let system = format!("{base}/redfish/v1/Systems/{name}");
+    for (file, extra) in [
+        ("tls-ca.yaml", ", caFile: ca.pem"),
+        ("tls-insecure.yaml", ", insecure: true"),
+    ] {
+        let f = write_cluster(d, file, &system, "pass", http_port, extra, false);
+        let (code, out, err) = bmc(&f, &["status"]);
+        assert_eq!(code, 0, "{file}: {out}{err}");
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(NODE))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(row.contains("On") && row.contains(url), "{file}: {out}");
+    }
+    let f = write_cluster(
+        d,
+        "tls-wrong-ca.yaml",
+        &system,
+        "pass",
+        http_port,
+        ", caFile: tls.pem",
+        false,
+    );
+    let (code, out, err) = bmc(&f, &["up"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(&format!("BMC of {NODE} unreachable")) && err.contains("TLS handshake failed"),
+        "{err}"
+    );
+}
+
 #[test]
 fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     require!(common::is_root(), "needs root (qemu:///system)");
-    require_tools!("virsh", "libvirtd", "qemu-system-x86_64", "xorriso", "curl");
+    require_tools!(
+        "virsh",
+        "libvirtd",
+        "qemu-system-x86_64",
+        "xorriso",
+        "curl",
+        "openssl"
+    );
     require!(
         Path::new("/usr/bin/python3").is_file(),
         "Debian's /usr/bin/python3 is not installed"
@@ -396,6 +536,10 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     assert_eq!(j[0]["inserted"], true);
     assert_eq!(j[0]["image"], url.as_str());
 
+    // The same BMC over TLS (rustls): verified against its CA, insecure,
+    // and refused with the wrong CA.
+    tls_checks(d, &venv, &name, http_port, &url);
+
     // Failures: a clear message each, and nothing changes.
     let wrong = cluster_file(d, "wrong.yaml", &system, "wrong-pass", http_port);
     let nosys = cluster_file(
@@ -431,8 +575,8 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
             &nosys,
             "up",
             vec![
-                format!("cannot read the system at {base}/redfish/v1/Systems/{name}-nope"),
-                format!("the BMC lists: /redfish/v1/Systems/{uuid}"),
+                format!("no such system at {base}/redfish/v1/Systems/{name}-nope"),
+                format!("it has: {name} (/redfish/v1/Systems/{uuid})"),
             ],
         ),
         (
@@ -489,7 +633,7 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     );
 
     // serve with bmc.startOnServe boots the node once it is ready.
-    let serve = write_cluster(d, "serve.yaml", &system, "pass", http_port, true);
+    let serve = write_cluster(d, "serve.yaml", &system, "pass", http_port, "", true);
     let app = common::Appliance::launch().start_path(&serve);
     app.wait_log(
         &format!("bmc: {NODE}: powered on"),

@@ -13,7 +13,10 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::client::{CallError, Client};
-use super::redfish::{MediaView, State, Step, SystemView, members};
+use super::redfish::{MediaView, State, Step, SystemView, members, names_system};
+
+/// Systems read when looking for an unknown one.
+const MAX_LISTED: usize = 32;
 use crate::config::bmc::read_first_line;
 use crate::model::bmc::BmcCfg;
 use crate::model::cluster::NodeCfg;
@@ -99,18 +102,45 @@ impl Bmc {
                 message.map(|m| format!(": {m}")).unwrap_or_default()
             )),
             Err(e @ CallError::Status { status, .. }) if status != 401 && status != 403 => {
-                // Name the systems the BMC has, to make a wrong id obvious.
-                let listed = match self.client.get("/redfish/v1/Systems").await {
-                    Ok((_, v)) => format!("; the BMC lists: {}", members(&v).join(", ")),
-                    Err(_) => String::new(),
-                };
-                Err(anyhow!(
-                    "BMC of {}: cannot read the system at {url}: {e}{listed}",
-                    self.node
-                ))
+                // Some BMCs (sushy-emulator) answer an unknown id with a
+                // 5xx: look for it among the systems the BMC lists.
+                Err(match self.listed_systems().await {
+                    Some((false, listed)) => anyhow!(
+                        "no such system at {url} (BMC of {}; it has: {listed}): {e}",
+                        self.node
+                    ),
+                    Some((true, _)) | None => {
+                        anyhow!("BMC of {}: cannot read the system at {url}: {e}", self.node)
+                    }
+                })
             }
             Err(e) => Err(self.fail(&format!("GET {url}"), e)),
         }
+    }
+
+    /// Whether the BMC lists our system (by path, `Id`, `Name` or `UUID`),
+    /// and the systems it lists; `None` when the list cannot be read.
+    async fn listed_systems(&self) -> Option<(bool, String)> {
+        let (_, v) = self.client.get("/redfish/v1/Systems").await.ok()?;
+        let id = self.cfg.path.rsplit('/').next().unwrap_or_default();
+        let mut found = false;
+        let mut names = Vec::new();
+        for m in members(&v).into_iter().take(MAX_LISTED) {
+            let doc = self.client.get(&m).await.ok().map(|(_, d)| d);
+            found |= m == self.cfg.path || doc.as_ref().is_some_and(|d| names_system(d, id));
+            let name = doc
+                .as_ref()
+                .and_then(|d| d.get("Name"))
+                .and_then(|n| n.as_str());
+            names.push(match name {
+                Some(n) => format!("{n} ({m})"),
+                None => m,
+            });
+        }
+        if names.is_empty() {
+            names.push("no systems".into());
+        }
+        Some((found, names.join(", ")))
     }
 
     /// The first CD/DVD of a VirtualMedia collection.

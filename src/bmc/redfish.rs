@@ -129,6 +129,14 @@ pub fn members(v: &Value) -> Vec<String> {
     members_of(v.get("Members"))
 }
 
+/// Does the system document `doc` answer to the id `id` (its `Id`,
+/// `Name` or `UUID`)?
+pub fn names_system(doc: &Value, id: &str) -> bool {
+    ["Id", "Name", "UUID"]
+        .iter()
+        .any(|k| doc.get(k).and_then(Value::as_str) == Some(id))
+}
+
 /// The BMC's own words from a Redfish error body: `error.message` and each
 /// `error.@Message.ExtendedInfo[].Message`, joined with "; ".
 pub fn error_message(body: &[u8]) -> Option<String> {
@@ -377,6 +385,15 @@ mod tests {
         let floppy =
             MediaView::parse(&json!({"MediaTypes": ["Floppy", "USBStick"], "Image": "http://x"}));
         assert!(!floppy.is_cd() && floppy.inserted);
+    }
+
+    #[test]
+    fn a_system_answers_to_its_id_name_or_uuid() {
+        let d = json!({"Id": "d3ae", "Name": "node-1", "UUID": "d3ae-uuid"});
+        assert!(
+            names_system(&d, "node-1") && names_system(&d, "d3ae") && names_system(&d, "d3ae-uuid")
+        );
+        assert!(!names_system(&d, "node-2"));
     }
 
     #[test]
