@@ -219,7 +219,10 @@ pub fn start_on_serve(plan: &Arc<Plan>, stop: CancellationToken) {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod table_tests {
     use super::*;
 
     #[test]
