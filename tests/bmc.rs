@@ -22,120 +22,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "bmc/sushy.rs"]
+mod sushy;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{BIN, free_port, run, wait_until};
+use sushy::{
+    Libvirt, Proc, URI, cdrom, domain_xml, make_certs, redfish, start_emulator, sushy_venv,
+    virsh_ok,
+};
 
-const URI: &str = "qemu:///system";
-const SUSHY: &str = "sushy-tools==2.2.0";
 const NODE: &str = "metal-0";
-
-fn virsh(args: &[&str]) -> (i32, String, String) {
-    let mut a = vec!["-c", URI];
-    a.extend_from_slice(args);
-    run("virsh", &a)
-}
-
-fn virsh_ok(args: &[&str]) -> String {
-    let (code, out, err) = virsh(args);
-    assert_eq!(code, 0, "virsh {args:?}: {out}{err}");
-    out.trim().to_string()
-}
-
-/// The cached venv with sushy-emulator (Debian's python3 for its
-/// python3-libvirt), or why there is none.
-fn sushy_venv() -> Result<PathBuf, String> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sushy-venv");
-    let py = venv.join("bin/python");
-    let emu = venv.join("bin/sushy-emulator");
-    if !emu.is_file() {
-        let (code, out, err) = run(
-            "/usr/bin/python3",
-            &[
-                "-m",
-                "venv",
-                "--system-site-packages",
-                venv.to_str().unwrap(),
-            ],
-        );
-        if code != 0 {
-            return Err(format!("cannot create a venv (python3-venv): {out}{err}"));
-        }
-        let (code, out, err) = run(py.to_str().unwrap(), &["-m", "pip", "install", "-q", SUSHY]);
-        if code != 0 {
-            return Err(format!("pip install {SUSHY} failed: {out}{err}"));
-        }
-    }
-    let (code, _, err) = run(py.to_str().unwrap(), &["-c", "import libvirt, bcrypt"]);
-    if code != 0 {
-        return Err(format!(
-            "the venv cannot import libvirt/bcrypt (python3-libvirt): {err}"
-        ));
-    }
-    Ok(venv)
-}
-
-/// A child process killed (by its PID) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The test's libvirt domain and pool, destroyed and undefined on drop.
-struct Libvirt {
-    domain: String,
-    pool: String,
-}
-
-impl Drop for Libvirt {
-    fn drop(&mut self) {
-        let _ = virsh(&["destroy", &self.domain]);
-        let _ = virsh(&["undefine", &self.domain]);
-        let _ = virsh(&["pool-destroy", &self.pool]);
-    }
-}
-
-fn domain_xml(name: &str, disk: &Path) -> String {
-    format!(
-        "<domain type='qemu'>
-  <name>{name}</name>
-  <memory unit='MiB'>64</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>
-  <on_poweroff>destroy</on_poweroff>
-  <devices>
-    <disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='{}'/><target dev='hda' bus='ide'/></disk>
-    <disk type='file' device='cdrom'><driver name='qemu' type='raw'/><target dev='hdc' bus='ide'/><readonly/></disk>
-  </devices>
-</domain>
-",
-        disk.display()
-    )
-}
-
-/// The `<disk device='cdrom'>` element of the domain's live XML.
-fn cdrom(domain: &str) -> String {
-    let xml = virsh_ok(&["dumpxml", domain]);
-    let start = xml.find("device='cdrom'").expect("a cdrom in the domain");
-    let end = start + xml[start..].find("</disk>").unwrap();
-    xml[start..end].to_string()
-}
-
-/// GET a Redfish resource with curl (following sushy's name→UUID redirect).
-fn redfish(base: &str, path: &str) -> serde_json::Value {
-    let out = common::run_ok(
-        "curl",
-        &["-sfL", "-u", "admin:secret", &format!("{base}{path}")],
-    );
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{path}: {e}: {out}"))
-}
 
 fn bmc(cluster: &Path, args: &[&str]) -> (i32, String, String) {
     let mut a = vec!["--cluster", cluster.to_str().unwrap(), "bmc"];
@@ -192,59 +92,6 @@ fn write_cluster(
     path
 }
 
-/// A test CA and a leaf certificate for 127.0.0.1 (IP SAN) signed by it.
-fn make_certs(d: &Path) {
-    let p = |f: &str| d.join(f).to_str().unwrap().to_string();
-    std::fs::write(d.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    let mut ca = vec!["req", "-x509"];
-    ca.extend_from_slice(&ec);
-    let (cak, cap) = (p("ca.key"), p("ca.pem"));
-    ca.extend_from_slice(&[
-        "-keyout",
-        &cak,
-        "-out",
-        &cap,
-        "-days",
-        "2",
-        "-subj",
-        "/CN=crc-bmc-test-ca",
-    ]);
-    common::run_ok("openssl", &ca);
-    let mut csr = vec!["req"];
-    csr.extend_from_slice(&ec);
-    let (k, r) = (p("tls.key"), p("tls.csr"));
-    csr.extend_from_slice(&["-keyout", &k, "-out", &r, "-subj", "/CN=127.0.0.1"]);
-    common::run_ok("openssl", &csr);
-    let (c, ext) = (p("tls.pem"), p("san.ext"));
-    common::run_ok(
-        "openssl",
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &r,
-            "-CA",
-            &cap,
-            "-CAkey",
-            &cak,
-            "-CAcreateserial",
-            "-out",
-            &c,
-            "-days",
-            "1",
-            "-extfile",
-            &ext,
-        ],
-    );
-}
-
 /// A second sushy-emulator with TLS on the same domain: `bmc status`
 /// works with `caFile` and with `insecure: true`, and fails clearly with a
 /// CA that did not sign the BMC's certificate.
@@ -263,15 +110,7 @@ fn tls_checks(d: &Path, venv: &Path, name: &str, http_port: u16, url: &str) {
             d.join("tls.key").display()
         );
     std::fs::write(d.join("emu-tls.conf"), conf).unwrap();
-    let log = std::fs::File::create(d.join("emu-tls.log")).unwrap();
-    let _emu = Proc(
-        Command::new(venv.join("bin/sushy-emulator"))
-            .args(["--config", d.join("emu-tls.conf").to_str().unwrap()])
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
+    let _emu = start_emulator(venv, &d.join("emu-tls.conf"), &d.join("emu-tls.log"));
     let base = format!("https://127.0.0.1:{port}");
     let ca = d.join("ca.pem");
     wait_until(
@@ -434,15 +273,7 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
         ),
     )
     .unwrap();
-    let emu_log = std::fs::File::create(d.join("emu.log")).unwrap();
-    let _emu = Proc(
-        Command::new(venv.join("bin/sushy-emulator"))
-            .args(["--config", d.join("emu.conf").to_str().unwrap()])
-            .stdout(emu_log.try_clone().unwrap())
-            .stderr(emu_log)
-            .spawn()
-            .unwrap(),
-    );
+    let _emu = start_emulator(&venv, &d.join("emu.conf"), &d.join("emu.log"));
     let base = format!("http://127.0.0.1:{bmc_port}");
     wait_until("sushy-emulator answering", Duration::from_secs(60), || {
         run(
