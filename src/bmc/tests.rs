@@ -200,16 +200,19 @@ async fn up_follows_the_manager_link_and_replaces_the_image() {
     assert_eq!(calls[3].2, r#"{"ResetType":"On"}"#);
 }
 
+/// Run `action` against `routes`; the error text, the port and the log.
+async fn failure(dir: &Path, routes: Routes, action: BmcAction) -> (String, u16, Log) {
+    let (port, log) = server(routes).await;
+    let n = node(dir, port);
+    let e = act(&cluster(&n), &n, action).await.unwrap_err();
+    (format!("{e:#}"), port, log)
+}
+
 #[tokio::test]
 async fn errors_name_the_node_the_url_and_the_bmc_message() {
     let dir = tempfile::tempdir().unwrap();
     // 404 on the system.
-    let (port, _) = server(Routes::new()).await;
-    let n = node(dir.path(), port);
-    let e = format!(
-        "{:#}",
-        act(&cluster(&n), &n, BmcAction::Up).await.unwrap_err()
-    );
+    let (e, port, _) = failure(dir.path(), Routes::new(), BmcAction::Up).await;
     assert!(
         e.starts_with(&format!(
             "no such system at http://127.0.0.1:{port}/redfish/v1/Systems/1 (BMC of metal-0)"
@@ -226,12 +229,7 @@ async fn errors_name_the_node_the_url_and_the_bmc_message() {
             json!({"error": {"message": "role lacks ConfigureComponents"}}),
         ),
     );
-    let (port, _) = server(r).await;
-    let n = node(dir.path(), port);
-    let e = format!(
-        "{:#}",
-        act(&cluster(&n), &n, BmcAction::Status).await.unwrap_err()
-    );
+    let (e, _, _) = failure(dir.path(), r, BmcAction::Status).await;
     assert!(
         e.contains("BMC of metal-0") && e.contains("HTTP 403: role lacks ConfigureComponents"),
         "{e}"
@@ -243,12 +241,7 @@ async fn errors_name_the_node_the_url_and_the_bmc_message() {
         "/vm",
         json!({"Members": [{"@odata.id": "/vm/Floppy"}]}),
     );
-    let (port, _) = server(r).await;
-    let n = node(dir.path(), port);
-    let e = format!(
-        "{:#}",
-        act(&cluster(&n), &n, BmcAction::Up).await.unwrap_err()
-    );
+    let (e, _, _) = failure(dir.path(), r, BmcAction::Up).await;
     assert!(
         e.contains("BMC of metal-0 has no virtual media CD/DVD") && e.contains("/vm"),
         "{e}"
@@ -262,12 +255,7 @@ async fn errors_name_the_node_the_url_and_the_bmc_message() {
         json!({"error": {"message": "General error",
         "@Message.ExtendedInfo": [{"Message": "The image URL is not reachable."}]}}),
     );
-    let (port, log) = server(r).await;
-    let n = node(dir.path(), port);
-    let e = format!(
-        "{:#}",
-        act(&cluster(&n), &n, BmcAction::Up).await.unwrap_err()
-    );
+    let (e, _, log) = failure(dir.path(), r, BmcAction::Up).await;
     assert!(
         e.contains("cannot insert http://")
             && e.contains("HTTP 400: General error; The image URL is not reachable."),

@@ -12,7 +12,6 @@
 //!   appliance carries no system trust store and BMCs mostly present
 //!   self-signed certificates); `http://` takes neither.
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -88,17 +87,7 @@ pub fn parse_system_url(url: &str) -> Result<(String, String, u16, String, bool)
 /// Why `path` cannot hold a credential, if it cannot; `private` also
 /// rejects group/other read access.
 fn check_credential_file(path: &Path, private: bool) -> Result<(), String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    let mode = meta.permissions().mode() & 0o777;
-    if private && mode & 0o077 != 0 {
-        return Err(format!(
-            "{} has mode {mode:04o}: it must not be readable by group or others (chmod 600)",
-            path.display()
-        ));
-    }
+    super::secret::check_secret_file(path, private)?;
     read_first_line(path).map(|_| ())
 }
 
@@ -191,6 +180,7 @@ pub(crate) fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
 
     fn raw(url: &str) -> RawBmc {
         RawBmc {
