@@ -282,6 +282,15 @@ pub fn summary(plan: &Plan) -> String {
     if let Some(t) = &c.tftp {
         let _ = writeln!(out, "{}", tftp::stats::check_line(t));
     }
+    let bmc: Vec<_> = c
+        .nodes
+        .iter()
+        .filter(|n| n.bmc.is_some())
+        .map(|n| n.name.as_str())
+        .collect();
+    if !bmc.is_empty() {
+        let _ = writeln!(out, "bmc {} {}", bmc.len(), bmc.join(" "));
+    }
     if let Some(v) = &c.libvirt {
         let _ = writeln!(
             out,

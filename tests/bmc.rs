@@ -302,6 +302,13 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     let system = format!("{base}/redfish/v1/Systems/{name}");
     let good = cluster_file(d, "cluster.yaml", &system, "pass", http_port);
 
+    let (code, out, err) = run(BIN, &["--cluster", good.to_str().unwrap(), "check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!("bmc 1 {NODE}\n")),
+        "check names the BMC nodes: {out}"
+    );
+
     // Before: off, nothing inserted.
     let (code, out, err) = bmc(&good, &["status"]);
     assert_eq!(code, 0, "{out}{err}");

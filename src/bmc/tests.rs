@@ -246,6 +246,23 @@ async fn errors_name_the_node_the_url_and_the_bmc_message() {
         e.contains("BMC of metal-0 has no virtual media CD/DVD") && e.contains("/vm"),
         "{e}"
     );
+    // Eject refused (another image is in the drive): nothing else runs.
+    let mut r = routes();
+    post(
+        &mut r,
+        "/vm/Cd/eject",
+        500,
+        json!({"error": {"message": "Virtual media is busy"}}),
+    );
+    let (e, _, log) = failure(dir.path(), r, BmcAction::Up).await;
+    assert!(
+        e.contains("cannot eject http://old/x.iso from /vm/Cd (media busy?): HTTP 500: Virtual media is busy"),
+        "{e}"
+    );
+    assert!(
+        !log.lock().unwrap().iter().any(|(m, _, _)| m == "PATCH"),
+        "stopped at the eject"
+    );
     // Insert refused after the eject: the BMC's words and what was done.
     let mut r = routes();
     post(
