@@ -237,7 +237,11 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     let name = format!("crcbmc-{}", std::process::id());
     std::fs::create_dir_all(d.join("pool")).unwrap();
     std::fs::write(d.join("disk.img"), vec![0u8; 1 << 20]).unwrap();
-    std::fs::write(d.join("dom.xml"), domain_xml(&name, &d.join("disk.img"))).unwrap();
+    std::fs::write(
+        d.join("dom.xml"),
+        domain_xml(&name, &d.join("disk.img"), &d.join("serial.log")),
+    )
+    .unwrap();
     let lv = Libvirt {
         domain: name.clone(),
         pool: name.clone(),
@@ -344,6 +348,9 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     );
     let sys = redfish(&base, &format!("/redfish/v1/Systems/{uuid}"));
     assert_eq!(sys["Boot"]["BootSourceOverrideTarget"], "Cd", "{sys}");
+    // Merge point: once the appliance serves a bootable /boot/<node>.iso,
+    // serve it here instead of http.server and wait for the guest's kernel
+    // command line in d/serial.log.
 
     // up again: nothing changes (same run of the domain, same medium).
     let before = snapshot(&name, &base, &vmedia);

@@ -79,21 +79,26 @@ impl Drop for Libvirt {
     }
 }
 
-pub fn domain_xml(name: &str, disk: &Path) -> String {
+/// A TCG domain (SeaBIOS, `pc`) with `disk`, an empty IDE CD-ROM and its
+/// serial console logged to `serial` (for a guest that reports its kernel
+/// command line once the appliance serves a bootable per-node ISO).
+pub fn domain_xml(name: &str, disk: &Path, serial: &Path) -> String {
     format!(
         "<domain type='qemu'>
   <name>{name}</name>
-  <memory unit='MiB'>64</memory>
+  <memory unit='MiB'>256</memory>
   <vcpu>1</vcpu>
   <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>
   <on_poweroff>destroy</on_poweroff>
   <devices>
     <disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='{}'/><target dev='hda' bus='ide'/></disk>
     <disk type='file' device='cdrom'><driver name='qemu' type='raw'/><target dev='hdc' bus='ide'/><readonly/></disk>
+    <serial type='pty'><log file='{}' append='on'/><target port='0'/></serial>
   </devices>
 </domain>
 ",
-        disk.display()
+        disk.display(),
+        serial.display()
     )
 }
 
