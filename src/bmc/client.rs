@@ -149,7 +149,7 @@ impl Client {
     pub async fn get(&self, path: &str) -> Result<(String, Value), CallError> {
         let mut path = path.to_string();
         for _ in 0..=MAX_REDIRECTS {
-            let (status, location, body) = self.call(Method::GET, &path, None).await?;
+            let (status, location, body) = self.call(Method::GET, &path, None, None).await?;
             if (300..400).contains(&status) {
                 path = self.same_origin(location.as_deref()).ok_or_else(|| {
                     CallError::Bad(format!(
@@ -169,9 +169,16 @@ impl Client {
         )))
     }
 
-    /// POST (an action) or PATCH `body` to `path`; any 2xx is success.
-    pub async fn send(&self, method: Method, path: &str, body: &Value) -> Result<(), CallError> {
-        let (status, _, reply) = self.call(method, path, Some(body)).await?;
+    /// POST (an action) or PATCH `body` to `path`, with `If-Match` when
+    /// given; any 2xx is success.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: &Value,
+        if_match: Option<&str>,
+    ) -> Result<(), CallError> {
+        let (status, _, reply) = self.call(method, path, Some(body), if_match).await?;
         check(status, &reply)
     }
 
@@ -190,9 +197,10 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<&Value>,
+        if_match: Option<&str>,
     ) -> Result<(u16, Option<String>, Bytes), CallError> {
         let what = format!("{method} {}{path}", self.origin);
-        tokio::time::timeout(CALL_TIMEOUT, self.call_inner(method, path, body))
+        tokio::time::timeout(CALL_TIMEOUT, self.call_inner(method, path, body, if_match))
             .await
             .map_err(|_| {
                 CallError::Unreachable(format!(
@@ -208,6 +216,7 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<&Value>,
+        if_match: Option<&str>,
     ) -> Result<(u16, Option<String>, Bytes), String> {
         let connect = async {
             let tcp = TcpStream::connect((self.host.as_str(), self.port))
@@ -233,6 +242,9 @@ impl Client {
             .header(hyper::header::CONNECTION, "close");
         if body.is_some() {
             req = req.header(hyper::header::CONTENT_TYPE, "application/json");
+        }
+        if let Some(tag) = if_match {
+            req = req.header(hyper::header::IF_MATCH, tag);
         }
         let req = req
             .body(Full::new(payload))

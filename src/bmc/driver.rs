@@ -210,6 +210,7 @@ impl Bmc {
         let state = State {
             power: sys.power(),
             boot_target: sys.boot_target.clone(),
+            cd_target: sys.cd_target(),
             inserted: media.inserted,
             image: media.image.clone(),
         };
@@ -249,7 +250,19 @@ impl Bmc {
                     json!({ "ResetType": r.as_str() }),
                 ),
             };
-            if let Err(e) = self.client.send(method, &target, &body).await {
+            let mut res = self.client.send(method.clone(), &target, &body, None).await;
+            // Some BMCs take a PATCH only with the resource's ETag.
+            if let (
+                Err(CallError::Status {
+                    status: 412 | 428, ..
+                }),
+                Step::Boot(_),
+                Some(tag),
+            ) = (&res, step, &sys.etag)
+            {
+                res = self.client.send(method, &target, &body, Some(tag)).await;
+            }
+            if let Err(e) = res {
                 let what = match step {
                     Step::Eject => format!(
                         "cannot eject {} from {} (media busy?)",

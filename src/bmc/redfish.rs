@@ -35,6 +35,10 @@ pub struct SystemView {
     pub power_state: String,
     pub boot_target: String,
     pub boot_enabled: String,
+    /// `Boot.BootSourceOverrideTarget@Redfish.AllowableValues`.
+    pub boot_targets: Vec<String>,
+    /// `@odata.etag` (sent as `If-Match` when a PATCH demands one).
+    pub etag: Option<String>,
     /// `Actions.#ComputerSystem.Reset.target`.
     pub reset_target: Option<String>,
     /// `VirtualMedia.@odata.id` of the system.
@@ -70,6 +74,17 @@ impl SystemView {
             power_state: text(v, &["PowerState"]).unwrap_or_default(),
             boot_target: text(v, &["Boot", "BootSourceOverrideTarget"]).unwrap_or_default(),
             boot_enabled: text(v, &["Boot", "BootSourceOverrideEnabled"]).unwrap_or_default(),
+            boot_targets: v
+                .get("Boot")
+                .and_then(|b| b.get("BootSourceOverrideTarget@Redfish.AllowableValues"))
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|t| t.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            etag: text(v, &["@odata.etag"]),
             reset_target: text(v, &["Actions", "#ComputerSystem.Reset", "target"]),
             virtual_media: text(v, &["VirtualMedia", "@odata.id"]),
             managers: members_of(v.get("Links").and_then(|l| l.get("ManagedBy"))),
@@ -78,6 +93,17 @@ impl SystemView {
 
     /// `On` for `On`/`PoweringOn`, `Off` for `Off`/`PoweringOff`; anything
     /// else counts as on (so `down` powers it off and `up` does not start it twice).
+    /// The override target for the virtual CD: `Cd`, or `UsbCd` when the
+    /// BMC allows that and not `Cd` (most Supermicro boards).
+    pub fn cd_target(&self) -> BootTarget {
+        let allows = |t: &str| self.boot_targets.iter().any(|a| a == t);
+        if !allows("Cd") && allows("UsbCd") {
+            BootTarget::UsbCd
+        } else {
+            BootTarget::Cd
+        }
+    }
+
     pub fn power(&self) -> Power {
         match self.power_state.as_str() {
             "Off" | "PoweringOff" => Power::Off,
@@ -166,6 +192,8 @@ pub fn error_message(body: &[u8]) -> Option<String> {
 pub struct State {
     pub power: Power,
     pub boot_target: String,
+    /// What "boot from the virtual CD" is called on this BMC.
+    pub cd_target: BootTarget,
     pub inserted: bool,
     pub image: Option<String>,
 }
@@ -174,6 +202,7 @@ pub struct State {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BootTarget {
     Cd,
+    UsbCd,
     Hdd,
 }
 
@@ -181,6 +210,7 @@ impl BootTarget {
     pub fn as_str(self) -> &'static str {
         match self {
             BootTarget::Cd => "Cd",
+            BootTarget::UsbCd => "UsbCd",
             BootTarget::Hdd => "Hdd",
         }
     }
@@ -247,8 +277,8 @@ pub fn plan_up(s: &State, url: &str) -> Vec<Step> {
         }
         steps.push(Step::Insert(url.to_string()));
     }
-    if !have || s.boot_target != BootTarget::Cd.as_str() {
-        steps.push(Step::Boot(BootTarget::Cd));
+    if !have || s.boot_target != s.cd_target.as_str() {
+        steps.push(Step::Boot(s.cd_target));
     }
     steps.push(Step::Reset(match s.power {
         Power::Off => Reset::On,
@@ -292,6 +322,7 @@ mod tests {
         State {
             power,
             boot_target: target.into(),
+            cd_target: BootTarget::Cd,
             inserted: image.is_some(),
             image: image.map(str::to_string),
         }
@@ -342,6 +373,22 @@ mod tests {
     }
 
     #[test]
+    fn supermicro_boots_usbcd() {
+        let sys = SystemView::parse(&json!({"@odata.etag": "W/\"1\"", "Boot": {
+            "BootSourceOverrideTarget@Redfish.AllowableValues": ["Pxe", "Hdd", "UsbCd"]}}));
+        assert_eq!(sys.cd_target(), BootTarget::UsbCd);
+        assert_eq!(sys.etag.as_deref(), Some("W/\"1\""));
+        let mut s = st(Power::Off, "UsbCd", Some(URL));
+        s.cd_target = BootTarget::UsbCd;
+        assert_eq!(plan_up(&s, URL), vec![Step::Reset(Reset::On)]);
+        s.boot_target = "Hdd".into();
+        assert_eq!(
+            plan_up(&s, URL),
+            vec![Step::Boot(BootTarget::UsbCd), Step::Reset(Reset::On)]
+        );
+    }
+
+    #[test]
     fn down_and_eject() {
         assert_eq!(
             plan_down(&st(Power::On, "Cd", Some(URL))),
@@ -367,6 +414,7 @@ mod tests {
         }));
         assert_eq!(sys.power(), Power::On);
         assert_eq!(sys.boot_target, "Hdd");
+        assert_eq!(sys.cd_target(), BootTarget::Cd);
         assert_eq!(sys.managers, vec!["/redfish/v1/Managers/abc".to_string()]);
         assert_eq!(
             sys.reset_target.as_deref(),

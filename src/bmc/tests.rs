@@ -55,8 +55,14 @@ async fn server(routes: Routes) -> (u16, Log) {
                 first.next().unwrap().to_string(),
             );
             rec.lock().unwrap().push((m.clone(), p.clone(), body));
+            // A PATCH without If-Match is refused when the route says 428.
+            let key = if head.to_ascii_lowercase().contains("\r\nif-match: w/\"7\"") {
+                (m.clone(), format!("{p}#if-match"))
+            } else {
+                (m, p)
+            };
             let (status, doc) = routes
-                .get(&(m, p))
+                .get(&key)
                 .cloned()
                 .unwrap_or((404, json!({"error": {"message": "not here"}})));
             let text = doc.to_string();
@@ -206,6 +212,36 @@ async fn failure(dir: &Path, routes: Routes, action: BmcAction) -> (String, u16,
     let n = node(dir, port);
     let e = act(&cluster(&n), &n, action).await.unwrap_err();
     (format!("{e:#}"), port, log)
+}
+
+#[tokio::test]
+async fn a_patch_refused_without_etag_is_sent_again_with_if_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = routes();
+    let (_, sys) = r[&("GET".to_string(), "/redfish/v1/Systems/1".to_string())].clone();
+    let mut sys = sys;
+    sys["@odata.etag"] = json!("W/\"7\"");
+    get(&mut r, "/redfish/v1/Systems/1", sys);
+    let patch = ("PATCH".to_string(), "/redfish/v1/Systems/1".to_string());
+    r.insert(
+        patch.clone(),
+        (428, json!({"error": {"message": "If-Match required"}})),
+    );
+    r.insert(
+        (patch.0, format!("{}#if-match", patch.1)),
+        (204, Value::Null),
+    );
+    let (port, log) = server(r).await;
+    let n = node(dir.path(), port);
+    let lines = act(&cluster(&n), &n, BmcAction::Up).await.unwrap();
+    assert!(lines.contains(&"powered on".to_string()), "{lines:?}");
+    let patches = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(m, _, _)| m == "PATCH")
+        .count();
+    assert_eq!(patches, 2, "the PATCH again, with If-Match");
 }
 
 #[tokio::test]
