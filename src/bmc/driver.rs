@@ -10,10 +10,10 @@
 use anyhow::anyhow;
 use hyper::Method;
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::client::{CallError, Client};
-use super::redfish::{MediaView, State, Step, SystemView, members, names_system};
+use super::redfish::{MediaView, State, Step, SystemView, insert_bodies, members, names_system};
 
 /// Systems read when looking for an unknown one.
 const MAX_LISTED: usize = 32;
@@ -235,7 +235,7 @@ impl Bmc {
                 Step::Insert(url) => (
                     Method::POST,
                     self.action(&media.insert_target, "InsertMedia", &media.odata_id)?,
-                    json!({ "Image": url }),
+                    insert_bodies(url)[0].clone(),
                 ),
                 Step::Boot(t) => (
                     Method::PATCH,
@@ -250,18 +250,7 @@ impl Bmc {
                     json!({ "ResetType": r.as_str() }),
                 ),
             };
-            let mut res = self.client.send(method.clone(), &target, &body, None).await;
-            // Some BMCs take a PATCH only with the resource's ETag.
-            if let (
-                Err(CallError::Status {
-                    status: 412 | 428, ..
-                }),
-                Step::Boot(_),
-                Some(tag),
-            ) = (&res, step, &sys.etag)
-            {
-                res = self.client.send(method, &target, &body, Some(tag)).await;
-            }
+            let res = self.send_step(sys, step, method, &target, &body).await;
             if let Err(e) = res {
                 let what = match step {
                     Step::Eject => format!(
@@ -283,6 +272,43 @@ impl Bmc {
             done.push(step.to_string());
         }
         Ok(done)
+    }
+
+    /// Send one step's call, with the retries some BMCs need: a PATCH
+    /// refused for want of an ETag goes again with `If-Match`; an
+    /// InsertMedia refused with 400/422 goes again with the optional
+    /// transfer fields ([`insert_bodies`]). The first refusal is reported.
+    async fn send_step(
+        &self,
+        sys: &SystemView,
+        step: &Step,
+        method: Method,
+        target: &str,
+        body: &Value,
+    ) -> Result<(), CallError> {
+        let first = self.client.send(method.clone(), target, body, None).await;
+        let Err(CallError::Status { status, .. }) = &first else {
+            return first;
+        };
+        match (step, *status, &sys.etag) {
+            (Step::Boot(_), 412 | 428, Some(tag)) => {
+                self.client.send(method, target, body, Some(tag)).await
+            }
+            (Step::Insert(url), 400 | 422, _) => {
+                for b in insert_bodies(url).iter().skip(1) {
+                    if self
+                        .client
+                        .send(method.clone(), target, b, None)
+                        .await
+                        .is_ok()
+                    {
+                        return Ok(());
+                    }
+                }
+                first
+            }
+            _ => first,
+        }
     }
 
     fn action(&self, target: &Option<String>, name: &str, media: &str) -> anyhow::Result<String> {

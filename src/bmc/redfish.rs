@@ -264,6 +264,23 @@ fn ours(s: &State, url: &str) -> bool {
     s.inserted && s.image.as_deref() == Some(url)
 }
 
+/// The InsertMedia bodies to try, in order: the image alone (what the
+/// spec requires; `Inserted`/`WriteProtected` are left to their default
+/// `true`, some BMCs reject them), then with `TransferProtocolType`, then
+/// also `TransferMethod: Stream` (as sushy/ironic retry for picky BMCs).
+pub fn insert_bodies(url: &str) -> [Value; 3] {
+    let proto = if url.starts_with("https:") {
+        "HTTPS"
+    } else {
+        "HTTP"
+    };
+    [
+        serde_json::json!({ "Image": url }),
+        serde_json::json!({ "Image": url, "TransferProtocolType": proto }),
+        serde_json::json!({ "Image": url, "TransferProtocolType": proto, "TransferMethod": "Stream" }),
+    ]
+}
+
 /// `bmc up`: boot from `url` (see the module docs).
 pub fn plan_up(s: &State, url: &str) -> Vec<Step> {
     let mut steps = Vec::new();

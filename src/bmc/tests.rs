@@ -54,10 +54,15 @@ async fn server(routes: Routes) -> (u16, Log) {
                 first.next().unwrap().to_string(),
                 first.next().unwrap().to_string(),
             );
-            rec.lock().unwrap().push((m.clone(), p.clone(), body));
-            // A PATCH without If-Match is refused when the route says 428.
+            rec.lock()
+                .unwrap()
+                .push((m.clone(), p.clone(), body.clone()));
+            // Variants of a route: `#if-match` for a request with our ETag,
+            // `#stream` for an InsertMedia with TransferMethod.
             let key = if head.to_ascii_lowercase().contains("\r\nif-match: w/\"7\"") {
                 (m.clone(), format!("{p}#if-match"))
+            } else if body.contains("TransferMethod") {
+                (m.clone(), format!("{p}#stream"))
             } else {
                 (m, p)
             };
@@ -242,6 +247,32 @@ async fn a_patch_refused_without_etag_is_sent_again_with_if_match() {
         .filter(|(m, _, _)| m == "PATCH")
         .count();
     assert_eq!(patches, 2, "the PATCH again, with If-Match");
+}
+
+#[tokio::test]
+async fn an_insert_refused_with_400_is_tried_with_the_transfer_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = routes();
+    post(
+        &mut r,
+        "/vm/Cd/insert",
+        400,
+        json!({"error": {"message": "TransferMethod required"}}),
+    );
+    post(&mut r, "/vm/Cd/insert#stream", 204, Value::Null);
+    let (port, log) = server(r).await;
+    let n = node(dir.path(), port);
+    act(&cluster(&n), &n, BmcAction::Up).await.unwrap();
+    let inserts: Vec<Value> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, p, _)| p == "/vm/Cd/insert")
+        .map(|(_, _, b)| serde_json::from_str(b).unwrap())
+        .collect();
+    assert_eq!(inserts.len(), 3, "{inserts:?}");
+    assert_eq!(inserts[1]["TransferProtocolType"], "HTTP");
+    assert_eq!(inserts[2]["TransferMethod"], "Stream");
 }
 
 #[tokio::test]
