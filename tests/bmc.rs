@@ -501,3 +501,31 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     assert_eq!(code, 0, "{out}{err}");
     drop(lv);
 }
+
+/// `check` reports every `nodes[].bmc` problem at once, with its path
+/// (no root, no emulator needed).
+#[test]
+fn check_reports_every_bmc_problem_with_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("user"), "admin\n").unwrap();
+    std::fs::write(d.join("pass"), "secret\n").unwrap(); // mode 0644: refused
+    let node = "  - name: metal-0\n    role: worker\n    mac: \"52:54:00:14:00:1e\"\n    ip: 127.0.20.30\n    \
+                bmc: { redfish: \"https://10.0.0.9/redfish/v1/Managers/1\", usernameFile: nouser, passwordFile: pass, \
+                insecure: true, caFile: ca.pem }\n";
+    let f = d.join("cluster.yaml");
+    std::fs::write(&f, common::loopback_cluster_with_nodes(node, "")).unwrap();
+    let (code, out, err) = run(BIN, &["--cluster", f.to_str().unwrap(), "check"]);
+    assert_eq!(code, 78, "{out}{err}");
+    for want in [
+        "nodes[5].bmc.redfish: \"https://10.0.0.9/redfish/v1/Managers/1\" must name one system",
+        "nodes[5].bmc.usernameFile: ",
+        "nodes[5].bmc.passwordFile: ",
+        "chmod 600",
+        "nodes[5].bmc.caFile: ",
+    ] {
+        assert!(err.contains(want), "want {want:?} in: {err}");
+    }
+    let (code, _, err) = run(BIN, &["--cluster", f.to_str().unwrap(), "bmc", "status"]);
+    assert_eq!(code, 78, "an invalid file stops bmc too: {err}");
+}
