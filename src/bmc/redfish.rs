@@ -67,6 +67,17 @@ fn text(v: &Value, path: &[&str]) -> Option<String> {
     cur.as_str().map(str::to_string)
 }
 
+/// The strings of a JSON array (none when absent or not an array).
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 impl SystemView {
     pub fn parse(v: &Value) -> SystemView {
         SystemView {
@@ -74,16 +85,10 @@ impl SystemView {
             power_state: text(v, &["PowerState"]).unwrap_or_default(),
             boot_target: text(v, &["Boot", "BootSourceOverrideTarget"]).unwrap_or_default(),
             boot_enabled: text(v, &["Boot", "BootSourceOverrideEnabled"]).unwrap_or_default(),
-            boot_targets: v
-                .get("Boot")
-                .and_then(|b| b.get("BootSourceOverrideTarget@Redfish.AllowableValues"))
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|t| t.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            boot_targets: strings(
+                v.get("Boot")
+                    .and_then(|b| b.get("BootSourceOverrideTarget@Redfish.AllowableValues")),
+            ),
             etag: text(v, &["@odata.etag"]),
             reset_target: text(v, &["Actions", "#ComputerSystem.Reset", "target"]),
             virtual_media: text(v, &["VirtualMedia", "@odata.id"]),
@@ -117,15 +122,7 @@ impl MediaView {
         let image = text(v, &["Image"]).filter(|s| !s.is_empty());
         MediaView {
             odata_id: text(v, &["@odata.id"]).unwrap_or_default(),
-            media_types: v
-                .get("MediaTypes")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|t| t.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            media_types: strings(v.get("MediaTypes")),
             // Some BMCs omit `Inserted`; an image URL then means inserted.
             inserted: v
                 .get("Inserted")
