@@ -1,4 +1,4 @@
-//! Command line: `serve`, `check`, `reload`, `render`, `lb`, `vm`,
+//! Command line: `serve`, `check`, `reload`, `render`, `lb`, `vm`, `bmc`,
 //! `firewall`, `preflight`.
 
 use std::path::PathBuf;
@@ -62,6 +62,16 @@ pub enum Command {
     },
     /// Create, remove or inspect the cluster's libvirt network and VMs.
     Vm { action: VmAction },
+    /// Boot bare-metal nodes through their Redfish BMC (`nodes[].bmc`):
+    /// virtual media with the node's ISO, boot once from CD, power.
+    Bmc {
+        action: BmcAction,
+        /// One node (default: every node with a `bmc`).
+        node: Option<String>,
+        /// `status` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Host firewall openings this cluster needs (firewalld).
     Firewall {
         #[command(subcommand)]
@@ -109,6 +119,19 @@ pub enum NodeAction {
     /// Make the node install again at its next network boot (it boots its
     /// disk once installed).
     Reinstall { node: String },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum BmcAction {
+    /// Insert the node's ISO, boot once from CD and power on (idempotent;
+    /// a running node without our ISO is restarted).
+    Up,
+    /// Power off (ForceOff) and eject.
+    Down,
+    /// Eject and make the next boot the disk (after the install).
+    Eject,
+    /// Power state, boot override and media per node.
+    Status,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

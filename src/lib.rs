@@ -19,6 +19,7 @@
 //! - [`libvirt`]: network, disks and VMs.
 //! - [`liveiso`]: kernel-argument embed areas of the live ISO and byte
 //!   patches over a file (the per-node boot ISO).
+//! - [`bmc`]: bare-metal nodes booted through their Redfish BMC (virtual media).
 //! - [`hub`]: the plan being served, the services, LB control and the
 //!   reload outcome, shared with the admin API.
 //! - [`metrics`]: the Prometheus text writer every service uses.
@@ -30,6 +31,7 @@
 
 pub mod admin;
 pub mod admin_client;
+pub mod bmc;
 pub mod cli;
 pub mod config;
 pub mod dhcp;
@@ -106,6 +108,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 cli::VmAction::RemoveBootstrap => libvirt::VmAction::RemoveBootstrap,
             };
             libvirt::vm(plan, action).await
+        }
+        Command::Bmc { action, node, json } => {
+            let plan = config::load(&cluster)?;
+            let action = match action {
+                cli::BmcAction::Up => bmc::BmcAction::Up,
+                cli::BmcAction::Down => bmc::BmcAction::Down,
+                cli::BmcAction::Eject => bmc::BmcAction::Eject,
+                cli::BmcAction::Status => bmc::BmcAction::Status,
+            };
+            bmc::run(&plan, action, node.as_deref(), json).await
         }
         Command::Firewall {
             action: cli::FirewallAction::Print { xml },
@@ -272,6 +284,15 @@ pub fn summary(plan: &Plan) -> String {
     let _ = writeln!(out, "admin {} {}", on(c.admin.enabled), c.admin.listen);
     if let Some(t) = &c.tftp {
         let _ = writeln!(out, "{}", tftp::stats::check_line(t));
+    }
+    let bmc: Vec<_> = c
+        .nodes
+        .iter()
+        .filter(|n| n.bmc.is_some())
+        .map(|n| n.name.as_str())
+        .collect();
+    if !bmc.is_empty() {
+        let _ = writeln!(out, "bmc {} {}", bmc.len(), bmc.join(" "));
     }
     if let Some(v) = &c.libvirt {
         let _ = writeln!(

@@ -13,6 +13,7 @@
 //!
 //! Nothing here touches a socket; `serve` binds only after [`load`] succeeded.
 
+pub mod bmc;
 pub mod duration;
 pub mod pxe;
 pub mod raw;

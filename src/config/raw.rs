@@ -70,6 +70,9 @@ pub struct Node {
     /// Extra kernel arguments of this node's install.
     #[serde(default)]
     pub kargs: Vec<String>,
+    /// The node's BMC (Redfish virtual media boot, `crc-appliance bmc`).
+    #[serde(default)]
+    pub bmc: Option<super::bmc::RawBmc>,
 }
 
 /// `rhcos`: the one RHCOS boot source for VMs and bare metal.

@@ -9,19 +9,27 @@ use std::path::Path;
 /// Shortest token accepted.
 pub const MIN_TOKEN_LEN: usize = 16;
 
-/// Why `path` cannot hold the token, if it cannot.
-pub fn check_token_file(path: &Path) -> Result<(), String> {
+/// Why `path` cannot hold a secret, if it cannot: it must be a regular
+/// file, and with `private` not readable by group or others. (Also the
+/// rule for the BMC credential files, `nodes[].bmc`.)
+pub fn check_secret_file(path: &Path, private: bool) -> Result<(), String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if !meta.is_file() {
         return Err(format!("{} is not a regular file", path.display()));
     }
     let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
+    if private && mode & 0o077 != 0 {
         return Err(format!(
             "{} has mode {mode:04o}: it must not be readable by group or others (chmod 600)",
             path.display()
         ));
     }
+    Ok(())
+}
+
+/// Why `path` cannot hold the token, if it cannot.
+pub fn check_token_file(path: &Path) -> Result<(), String> {
+    check_secret_file(path, true)?;
     read_token(path).map(|_| ())
 }
 

@@ -32,7 +32,7 @@ use crate::plan::Check;
 /// Accepts any server certificate (signatures are still checked so the
 /// handshake is a real one).
 #[derive(Debug)]
-struct NoVerify(Arc<CryptoProvider>);
+pub(crate) struct NoVerify(pub(crate) Arc<CryptoProvider>);
 
 impl ServerCertVerifier for NoVerify {
     fn verify_server_cert(

@@ -147,6 +147,8 @@ pub struct NodeCfg {
     pub install_dev: Option<String>,
     /// Extra kernel arguments of this node's install.
     pub kargs: Vec<String>,
+    /// The node's BMC (bare metal booted through Redfish virtual media).
+    pub bmc: Option<super::bmc::BmcCfg>,
 }
 
 /// Where the RHCOS kernel, initramfs and rootfs come from.

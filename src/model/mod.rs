@@ -7,6 +7,7 @@
 //! (which derives what is served) both depend on it and never on each other
 //! in a cycle.
 
+pub mod bmc;
 pub mod boot;
 pub mod cluster;
 pub mod conflicts;

@@ -7,6 +7,7 @@
 
 pub mod initramfs;
 pub mod qemu;
+pub mod libvirtd;
 pub mod udhcpc;
 
 use std::collections::HashMap;

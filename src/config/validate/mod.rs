@@ -127,7 +127,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
     // Before the nodes: a node's address may lie in a segment.
     let segments = dhcp::segments(&raw.dhcp, &net, e);
     net.segments = segments.iter().map(|s| (s.cidr, s.gateway)).collect();
-    let nodes = nodes::build(&raw.nodes, &net, &domain, e);
+    let nodes = nodes::build(&raw.nodes, &net, &domain, base, e);
     let dns = dns::build(&raw.dns, &net, &domain, e);
     let dhcp = dhcp::build(
         &raw.dhcp,

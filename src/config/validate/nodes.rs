@@ -19,6 +19,7 @@ pub(crate) fn build(
     raw_nodes: &[raw::Node],
     net: &NetParts,
     domain: &str,
+    base: &std::path::Path,
     e: &mut Errs,
 ) -> Option<Vec<NodeCfg>> {
     let mut nodes = Vec::new();
@@ -95,6 +96,10 @@ pub(crate) fn build(
                 e.push(format!("nodes[{i}].kargs[{j}]"), format!("{k:?} {why}"));
             }
         }
+        let bmc = rn
+            .bmc
+            .as_ref()
+            .and_then(|b| crate::config::bmc::build(b, base, &p("bmc"), &mut e.0));
         if let (Some(role), Some(mac), Some(ip)) = (role, mac, ip) {
             nodes.push(NodeCfg {
                 name: rn.name.clone(),
@@ -103,6 +108,7 @@ pub(crate) fn build(
                 ip,
                 install_dev: rn.install_dev.clone(),
                 kargs: rn.kargs.clone(),
+                bmc,
             });
         }
     }

@@ -1,0 +1,254 @@
+//! Redfish BMC driver (issue #13): boots bare-metal nodes from the
+//! appliance's per-node ISO (`<http base>/boot/<node>.iso`) through virtual
+//! media, like `vm up` does for VMs.
+//!
+//! Layers: [`redfish`] (pure: JSON → typed views, the plan of calls for
+//! `up`/`down`/`eject` from the current state), [`client`] (HTTP/1.1 over
+//! TCP or rustls, Basic auth, bounded), [`driver`] (one node's BMC: links,
+//! steps, error sentences). Needs no libvirt: it is for bare metal.
+//!
+//! Invariants: `up`, `down` and `eject` are idempotent (a second run makes
+//! no call that changes anything); a failure leaves later steps undone and
+//! says which steps were done; credentials are read from their files per
+//! command and never printed or logged.
+
+pub mod client;
+pub mod driver;
+pub mod redfish;
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::model::boot::http_base;
+use crate::model::cluster::{Cluster, NodeCfg};
+use crate::plan::Plan;
+pub use driver::{Bmc, NodeStatus};
+
+/// What `crc-appliance bmc` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BmcAction {
+    /// Insert the node's ISO, boot once from CD, power on (idempotent).
+    Up,
+    /// Power off and eject.
+    Down,
+    /// Eject and boot once from disk.
+    Eject,
+    /// Power, boot override and media per node.
+    Status,
+}
+
+/// The ISO URL a node boots from: `<http base>/boot/<node>.iso`.
+pub fn iso_url(c: &Cluster, node: &NodeCfg) -> String {
+    format!("{}/boot/{}.iso", http_base(c), node.name)
+}
+
+/// The nodes a command acts on: `node`, or every node with a `bmc`.
+fn select<'a>(c: &'a Cluster, node: Option<&str>) -> anyhow::Result<Vec<&'a NodeCfg>> {
+    match node {
+        Some(name) => {
+            let n = c
+                .nodes
+                .iter()
+                .find(|n| n.name == name)
+                .ok_or_else(|| anyhow!("no node {name:?} in the cluster file"))?;
+            if n.bmc.is_none() {
+                anyhow::bail!("node {name} has no bmc in the cluster file");
+            }
+            Ok(vec![n])
+        }
+        None => {
+            let v: Vec<_> = c.nodes.iter().filter(|n| n.bmc.is_some()).collect();
+            if v.is_empty() {
+                anyhow::bail!("no node in the cluster file has a bmc");
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// Run `action` on one node; the lines say what changed.
+pub async fn act(c: &Cluster, node: &NodeCfg, action: BmcAction) -> anyhow::Result<Vec<String>> {
+    let Some(bmc) = Bmc::open(node)? else {
+        anyhow::bail!("node {} has no bmc", node.name);
+    };
+    let (sys, media, state) = bmc.read().await?;
+    let steps = match action {
+        BmcAction::Up => redfish::plan_up(&state, &iso_url(c, node)),
+        BmcAction::Down => redfish::plan_down(&state),
+        BmcAction::Eject => redfish::plan_eject(&state),
+        BmcAction::Status => Vec::new(),
+    };
+    bmc.apply(&sys, &media, &steps).await
+}
+
+/// `bmc status` as a table.
+pub fn status_table(rows: &[NodeStatus]) -> String {
+    let mut out = format!(
+        "{:<16} {:<10} {:<18} {:<9} {}\n",
+        "NODE", "POWER", "BOOT OVERRIDE", "MEDIA", "IMAGE"
+    );
+    for r in rows {
+        if let Some(e) = &r.error {
+            let _ = writeln!(out, "{:<16} error: {e}", r.node);
+            continue;
+        }
+        let boot = format!("{} ({})", r.boot_target, r.boot_enabled);
+        let media = if r.inserted { "inserted" } else { "empty" };
+        let _ = writeln!(
+            out,
+            "{:<16} {:<10} {:<18} {:<9} {}",
+            r.node,
+            r.power,
+            boot,
+            media,
+            r.image.as_deref().unwrap_or("-")
+        );
+    }
+    out
+}
+
+/// `crc-appliance bmc up|down|eject|status [NODE] [--json]`.
+pub async fn run(
+    plan: &Plan,
+    action: BmcAction,
+    node: Option<&str>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let c = &plan.cluster;
+    let nodes = select(c, node)?;
+    let mut failed = Vec::new();
+    if action == BmcAction::Status {
+        let mut rows = Vec::new();
+        for n in &nodes {
+            rows.push(match Bmc::open(n) {
+                Ok(Some(b)) => b.status().await,
+                Ok(None) => continue,
+                Err(e) => NodeStatus {
+                    node: n.name.clone(),
+                    error: Some(format!("{e:#}")),
+                    ..NodeStatus::default()
+                },
+            });
+        }
+        if json {
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        } else {
+            print!("{}", status_table(&rows));
+        }
+        failed.extend(rows.iter().filter_map(|r| r.error.clone()));
+    } else {
+        for n in &nodes {
+            match act(c, n, action).await {
+                Ok(lines) if lines.is_empty() => println!("{}: nothing to do", n.name),
+                Ok(lines) => {
+                    for l in lines {
+                        println!("{}: {l}", n.name);
+                    }
+                }
+                Err(e) => failed.push(format!("{e:#}")),
+            }
+        }
+    }
+    match failed.len() {
+        0 => Ok(()),
+        1 if nodes.len() == 1 => Err(anyhow!("{}", failed[0])),
+        k => Err(anyhow!(
+            "{k} of {} BMCs failed:\n  {}",
+            nodes.len(),
+            failed.join("\n  ")
+        )),
+    }
+}
+
+/// How often `serve` tries `bmc up` for a `startOnServe` node.
+pub const START_ATTEMPTS: u32 = 10;
+/// Pause between those attempts.
+pub const START_RETRY: Duration = Duration::from_secs(30);
+
+/// `serve`: once every service is up (the BMC fetches the ISO from us),
+/// run `up` for each node with `bmc.startOnServe`, retrying failures
+/// [`START_ATTEMPTS`] times; errors are logged and never stop the appliance.
+/// Runs once per `serve` (a reload does not re-run it).
+pub fn start_on_serve(plan: &Arc<Plan>, stop: CancellationToken) {
+    let names: Vec<String> = plan
+        .cluster
+        .nodes
+        .iter()
+        .filter(|n| n.bmc.as_ref().is_some_and(|b| b.start_on_serve))
+        .map(|n| n.name.clone())
+        .collect();
+    for name in names {
+        let plan = plan.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let c = &plan.cluster;
+            let Some(node) = c.nodes.iter().find(|n| n.name == name) else {
+                return;
+            };
+            for attempt in 1..=START_ATTEMPTS {
+                let res = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    r = act(c, node, BmcAction::Up) => r,
+                };
+                match res {
+                    Ok(lines) => {
+                        for l in &lines {
+                            info!("bmc: {name}: {l}");
+                        }
+                        if lines.is_empty() {
+                            info!("bmc: {name}: already booting from {}", iso_url(c, node));
+                        }
+                        return;
+                    }
+                    Err(e) => {
+                        warn!("bmc: {name}: up failed (attempt {attempt}/{START_ATTEMPTS}): {e:#}")
+                    }
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(START_RETRY) => {}
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod table_tests {
+    use super::*;
+
+    #[test]
+    fn table_shows_state_and_errors() {
+        let rows = vec![
+            NodeStatus {
+                node: "master-0".into(),
+                power: "On".into(),
+                boot_target: "Cd".into(),
+                boot_enabled: "Once".into(),
+                media: "/redfish/v1/Systems/1/VirtualMedia/Cd".into(),
+                inserted: true,
+                image: Some("http://10.0.0.1:8080/boot/master-0.iso".into()),
+                error: None,
+            },
+            NodeStatus {
+                node: "worker-0".into(),
+                error: Some("BMC of worker-0 unreachable: cannot connect".into()),
+                ..NodeStatus::default()
+            },
+        ];
+        let t = status_table(&rows);
+        assert!(t.contains("master-0         On         Cd (Once)          inserted  http://10.0.0.1:8080/boot/master-0.iso"), "{t}");
+        assert!(
+            t.contains("worker-0         error: BMC of worker-0 unreachable"),
+            "{t}"
+        );
+    }
+}

@@ -1,0 +1,289 @@
+//! `nodes[].bmc`: a bare-metal node's Redfish BMC (issue #13). Raw schema
+//! and validation in one unit; `validate/nodes.rs` calls [`build`] per node.
+//!
+//! Rules (all reported at once, each with its field path):
+//! - `redfish` is `https://host[:port]/redfish/v1/Systems/<id>` (`http://`
+//!   is accepted for labs and emulators), no user info (credentials live in
+//!   files), no query or fragment;
+//! - `usernameFile` and `passwordFile` are readable regular files with a
+//!   non-empty first line; the password file is not readable by group or
+//!   others (chmod 600);
+//! - `https://` needs exactly one of `insecure: true` and `caFile` (the
+//!   appliance carries no system trust store and BMCs mostly present
+//!   self-signed certificates); `http://` takes neither.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::FieldError;
+use super::validate::resolve;
+use crate::model::bmc::{BmcCfg, BmcTls};
+
+/// `nodes[].bmc` as written.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawBmc {
+    /// `https://host/redfish/v1/Systems/<id>`.
+    pub redfish: String,
+    pub username_file: String,
+    pub password_file: String,
+    /// Accept any certificate (`https://` only).
+    #[serde(default)]
+    pub insecure: bool,
+    /// CA bundle (PEM) the BMC's certificate must chain to (`https://` only).
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    /// `serve` boots this node through its BMC (`bmc up`) once it is ready.
+    #[serde(default)]
+    pub start_on_serve: bool,
+}
+
+/// The parts of a valid Redfish system URL: origin, host, port, path.
+pub fn parse_system_url(url: &str) -> Result<(String, String, u16, String, bool), String> {
+    let uri: hyper::Uri = url
+        .parse()
+        .map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+    let https = match uri.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        _ => {
+            return Err(format!(
+                "{url:?} must start with https:// (or http:// for labs and emulators)"
+            ));
+        }
+    };
+    let auth = uri
+        .authority()
+        .ok_or_else(|| format!("{url:?} has no host"))?;
+    if auth.as_str().contains('@') {
+        return Err(format!(
+            "{url:?} carries user info; put the credentials in usernameFile and passwordFile"
+        ));
+    }
+    if uri.query().is_some() || url.contains('#') {
+        return Err(format!("{url:?} must not have a query or fragment"));
+    }
+    let path = uri.path();
+    let id = path.strip_prefix("/redfish/v1/Systems/").unwrap_or("");
+    if id.is_empty() || id.contains('/') {
+        return Err(format!(
+            "{url:?} must name one system: https://<bmc>/redfish/v1/Systems/<id>"
+        ));
+    }
+    let host = auth.host().trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(format!("{url:?} has no host"));
+    }
+    let port = auth.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let origin = format!(
+        "{}://{}",
+        if https { "https" } else { "http" },
+        auth.as_str()
+    );
+    Ok((origin, host.to_string(), port, path.to_string(), https))
+}
+
+/// Why `path` cannot hold a credential, if it cannot; `private` also
+/// rejects group/other read access.
+fn check_credential_file(path: &Path, private: bool) -> Result<(), String> {
+    super::secret::check_secret_file(path, private)?;
+    read_first_line(path).map(|_| ())
+}
+
+/// The first line of a credential file (line ending removed); an error
+/// when it is empty. The message names the file, never the content.
+pub fn read_first_line(path: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let line = text.lines().next().unwrap_or("").trim_end_matches('\r');
+    if line.is_empty() {
+        return Err(format!("{} has an empty first line", path.display()));
+    }
+    Ok(line.to_string())
+}
+
+/// Validate one `bmc` mapping at field path `at` (`nodes[i].bmc`).
+pub(crate) fn build(
+    raw: &RawBmc,
+    base: &Path,
+    at: &str,
+    errs: &mut Vec<FieldError>,
+) -> Option<BmcCfg> {
+    let before = errs.len();
+    let mut push = |field: &str, message: String| {
+        errs.push(FieldError {
+            path: format!("{at}.{field}"),
+            message,
+        })
+    };
+    let url = raw.redfish.trim();
+    let parts = parse_system_url(url).map_err(|m| push("redfish", m)).ok();
+    let user = resolve(base, &raw.username_file);
+    if let Err(m) = check_credential_file(&user, false) {
+        push("usernameFile", m);
+    }
+    let pass = resolve(base, &raw.password_file);
+    if let Err(m) = check_credential_file(&pass, true) {
+        push("passwordFile", m);
+    }
+    let ca = raw.ca_file.as_deref().map(|f| resolve(base, f));
+    if let Some(ca) = &ca
+        && let Err(e) = std::fs::File::open(ca)
+    {
+        push("caFile", format!("{}: {e}", ca.display()));
+    }
+    let tls = match (parts.as_ref().map(|p| p.4), raw.insecure, ca) {
+        (None, _, _) => None,
+        (Some(false), false, None) => Some(BmcTls::Plain),
+        (Some(false), _, _) => {
+            push(
+                if raw.insecure { "insecure" } else { "caFile" },
+                "only applies to an https:// BMC URL".into(),
+            );
+            None
+        }
+        (Some(true), true, Some(_)) => {
+            push(
+                "caFile",
+                "set either insecure: true or caFile, not both".into(),
+            );
+            None
+        }
+        (Some(true), true, None) => Some(BmcTls::Insecure),
+        (Some(true), false, Some(ca)) => Some(BmcTls::CaFile(ca)),
+        (Some(true), false, None) => {
+            push(
+                "caFile",
+                "an https:// BMC needs caFile (the CA its certificate chains to) or insecure: true"
+                    .into(),
+            );
+            None
+        }
+    };
+    let (origin, host, port, path, _) = parts?;
+    if errs.len() != before {
+        return None;
+    }
+    Some(BmcCfg {
+        url: url.to_string(),
+        origin,
+        host,
+        port,
+        path,
+        username_file: user,
+        password_file: pass,
+        tls: tls?,
+        start_on_serve: raw.start_on_serve,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn raw(url: &str) -> RawBmc {
+        RawBmc {
+            redfish: url.into(),
+            username_file: "user".into(),
+            password_file: "pass".into(),
+            insecure: false,
+            ca_file: None,
+            start_on_serve: false,
+        }
+    }
+
+    fn dir() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("user"), "admin\n").unwrap();
+        std::fs::write(d.path().join("pass"), "secret\n").unwrap();
+        std::fs::set_permissions(
+            d.path().join("pass"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        std::fs::write(d.path().join("ca.pem"), "x").unwrap();
+        d
+    }
+
+    fn errors(r: &RawBmc, base: &Path) -> Vec<String> {
+        let mut e = Vec::new();
+        let got = build(r, base, "nodes[0].bmc", &mut e);
+        assert_eq!(got.is_none(), !e.is_empty(), "{e:?}");
+        e.iter()
+            .map(|f| format!("{}: {}", f.path, f.message))
+            .collect()
+    }
+
+    #[test]
+    fn accepts_http_and_https_forms() {
+        let d = dir();
+        let mut e = Vec::new();
+        let c = build(
+            &raw("http://127.0.0.1:8000/redfish/v1/Systems/node1"),
+            d.path(),
+            "b",
+            &mut e,
+        )
+        .unwrap();
+        assert_eq!(c.origin, "http://127.0.0.1:8000");
+        assert_eq!((c.host.as_str(), c.port), ("127.0.0.1", 8000));
+        assert_eq!(c.path, "/redfish/v1/Systems/node1");
+        assert_eq!(c.tls, BmcTls::Plain);
+        let mut r = raw("https://[fd00::5]/redfish/v1/Systems/1");
+        r.insecure = true;
+        let c = build(&r, d.path(), "b", &mut e).unwrap();
+        assert_eq!((c.host.as_str(), c.port), ("fd00::5", 443));
+        assert_eq!(c.tls, BmcTls::Insecure);
+        let mut r = raw("https://bmc.lab/redfish/v1/Systems/1");
+        r.ca_file = Some("ca.pem".into());
+        let c = build(&r, d.path(), "b", &mut e).unwrap();
+        assert_eq!(c.tls, BmcTls::CaFile(d.path().join("ca.pem")));
+        assert!(e.is_empty(), "{e:?}");
+    }
+
+    #[test]
+    fn rejects_each_problem_with_its_path() {
+        let d = dir();
+        let b = d.path();
+        for (url, want) in [
+            ("ftp://h/redfish/v1/Systems/1", "must start with https://"),
+            ("https://u:p@h/redfish/v1/Systems/1", "user info"),
+            ("http://h/redfish/v1/Systems/", "must name one system"),
+            ("http://h/redfish/v1/Systems/1/Bios", "must name one system"),
+            ("http://h/redfish/v1/Systems/1?x=1", "query"),
+            ("not a url", "not a URL"),
+        ] {
+            let e = errors(&raw(url), b);
+            assert!(
+                e.iter()
+                    .any(|m| m.starts_with("nodes[0].bmc.redfish: ") && m.contains(want)),
+                "{url}: {e:?}"
+            );
+        }
+        let e = errors(&raw("https://h/redfish/v1/Systems/1"), b);
+        assert!(
+            e[0].contains("caFile") && e[0].contains("insecure: true"),
+            "{e:?}"
+        );
+        let mut r = raw("https://h/redfish/v1/Systems/1");
+        r.insecure = true;
+        r.ca_file = Some("ca.pem".into());
+        assert!(errors(&r, b)[0].contains("not both"));
+        let mut r = raw("http://h/redfish/v1/Systems/1");
+        r.insecure = true;
+        assert!(errors(&r, b)[0].contains("nodes[0].bmc.insecure: only applies to an https://"));
+        std::fs::set_permissions(b.join("pass"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut r = raw("http://h/redfish/v1/Systems/1");
+        r.username_file = "missing".into();
+        r.ca_file = Some("nope.pem".into());
+        let e = errors(&r, b);
+        assert_eq!(e.len(), 4, "all at once: {e:?}");
+        assert!(e[0].starts_with("nodes[0].bmc.usernameFile: "), "{e:?}");
+        assert!(
+            e[1].contains("passwordFile") && e[1].contains("chmod 600"),
+            "{e:?}"
+        );
+        assert!(e[2].starts_with("nodes[0].bmc.caFile: "), "{e:?}");
+    }
+}
