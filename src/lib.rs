@@ -48,6 +48,7 @@ pub mod service;
 pub mod status;
 pub mod supervisor;
 pub mod telemetry;
+pub mod timeline;
 pub mod tftp;
 
 use std::sync::Arc;

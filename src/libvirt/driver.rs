@@ -10,7 +10,11 @@
 //! (transient, direct kernel boot, `on_reboot=destroy`), then
 //! `define_domain_xml(final)` with the same UUID and `phase='installing'`.
 //! When the installer powers the VM off, [`Driver::finish_installs`] marks
-//! it `installed` and starts it from its disk.
+//! it `installed` and starts it from its disk — only on evidence
+//! ([`install_verdict`]: libvirt's shut-off reason is a guest shutdown, and
+//! the node fetched its ignition when the [`Evidence`] can tell); any other
+//! stop (`virsh destroy`, a crash, a host shutdown) starts the install
+//! domain again and reports why.
 
 use std::fs;
 use std::io::{self, BufWriter, Write as _};
@@ -29,7 +33,7 @@ use virt::storage_pool::StoragePool;
 use virt::storage_vol::StorageVol;
 
 use super::iso9660::IsoImage;
-use super::spec::{NodeSpec, Phase, Spec};
+use super::spec::{NodeSpec, Phase, Spec, install_verdict};
 use super::xml;
 use crate::config::Role;
 
@@ -82,6 +86,50 @@ pub(super) fn state_name(d: &Domain) -> String {
 pub struct Driver {
     pub(super) conn: Connect,
     pub(super) spec: Spec,
+    evidence: Option<Evidence>,
+}
+
+/// Whether a node fetched its ignition in its current install attempt
+/// (the install timeline of `serve`).
+pub type Evidence = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// What [`Driver::finish_installs`] decided for a shut-off install VM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallOutcome {
+    pub node: String,
+    pub domain: String,
+    /// `Ok`: booted from its disk; `Err(reason)`: installing again.
+    pub result: Result<(), String>,
+}
+
+impl InstallOutcome {
+    /// One line for `vm up` and the log.
+    pub fn line(&self) -> String {
+        match &self.result {
+            Ok(()) => format!("started {} from its disk", self.domain),
+            Err(why) => format!("{}: {why}", self.domain),
+        }
+    }
+}
+
+/// libvirt's shut-off reason, lower case (`shutdown`, `destroyed`, ...).
+fn shutoff_reason(d: &Domain) -> String {
+    use virt::domain::{DomainShutoffReason as R, DomainStateReason};
+    match d.state() {
+        Ok((_, Enum::Known(DomainStateReason::Shutoff(Enum::Known(r))))) => match r {
+            R::Shutdown => "shutdown",
+            R::Destroyed => "destroyed",
+            R::Crashed => "crashed",
+            R::Migrated => "migrated",
+            R::Saved => "saved",
+            R::Failed => "failed",
+            R::FromSnapshot => "from snapshot",
+            R::Daemon => "daemon",
+            R::Unknown => "unknown",
+        }
+        .to_string(),
+        _ => "unknown".to_string(),
+    }
 }
 
 static CLEAR_ERRORS: Once = Once::new();
@@ -115,7 +163,16 @@ impl Driver {
             Ok(other) => warn!("ignoring {DOMAIN_TYPE_ENV}={other:?} (expected kvm or qemu)"),
             Err(_) => {}
         }
-        Driver { conn, spec }
+        Driver {
+            conn,
+            spec,
+            evidence: None,
+        }
+    }
+
+    /// Require the ignition fetch for an install to count as finished.
+    pub fn set_evidence(&mut self, e: Evidence) {
+        self.evidence = Some(e);
     }
 
     pub fn conn(&self) -> &Connect {
@@ -386,8 +443,12 @@ impl Driver {
                         .with_context(|| format!("defining domain {}", n.domain))?;
                     done.push(format!("defined {} (install already running)", n.domain));
                 } else if !d.is_active()? {
-                    self.boot_from_disk(n, &d, &phase)?;
-                    done.push(format!("started {} from its disk", n.domain));
+                    if phase == Phase::Installing.as_str() {
+                        done.push(self.finish_install(n, &d)?.line());
+                    } else {
+                        self.boot_from_disk(n, &d, &phase)?;
+                        done.push(format!("started {} from its disk", n.domain));
+                    }
                 }
             }
         }
@@ -421,10 +482,37 @@ impl Driver {
         }
     }
 
-    /// Start every node whose installer has powered off (phase `installing`,
-    /// shut off) from its disk. Returns the domains started.
-    pub fn finish_installs(&self) -> anyhow::Result<Vec<String>> {
-        let mut started = Vec::new();
+    /// A shut-off install domain: boot its disk when the install finished
+    /// ([`install_verdict`]), else start the install domain again.
+    fn finish_install(&self, n: &NodeSpec, d: &Domain) -> anyhow::Result<InstallOutcome> {
+        let reason = shutoff_reason(d);
+        let fetched = self.evidence.as_ref().map(|e| e(&n.node));
+        let result = install_verdict(&reason, fetched);
+        match &result {
+            Ok(()) => {
+                self.boot_from_disk(n, d, Phase::Installing.as_str())?;
+                info!(domain = %n.domain, "installer finished; booted from disk");
+            }
+            Err(why) => {
+                warn!(domain = %n.domain, "{why}");
+                self.conn
+                    .create_domain_xml(&xml::install_domain_xml(&self.spec, n), 0)
+                    .map_err(|e| {
+                        self.start_error(format!("restarting the install domain {}", n.domain), e)
+                    })?;
+            }
+        }
+        Ok(InstallOutcome {
+            node: n.node.clone(),
+            domain: n.domain.clone(),
+            result,
+        })
+    }
+
+    /// Decide every install VM that has stopped (phase `installing`, shut
+    /// off): boot its disk, or install again. Returns the decisions.
+    pub fn finish_installs(&self) -> anyhow::Result<Vec<InstallOutcome>> {
+        let mut out = Vec::new();
         for n in &self.spec.nodes {
             let Some(d) = found(
                 self.conn.lookup_domain_by_name(&n.domain),
@@ -438,12 +526,10 @@ impl Driver {
                 && d.is_persistent()?
                 && !d.is_active()?
             {
-                self.boot_from_disk(n, &d, Phase::Installing.as_str())?;
-                info!(domain = %n.domain, "installer finished; booted from disk");
-                started.push(n.domain.clone());
+                out.push(self.finish_install(n, &d)?);
             }
         }
-        Ok(started)
+        Ok(out)
     }
 
     // ------------------------------------------------------------ status

@@ -76,11 +76,7 @@ async fn run_vm(spec: Spec, action: VmAction) -> anyhow::Result<()> {
         let lines = match action {
             VmAction::Up => {
                 let mut l = d.up()?;
-                l.extend(
-                    d.finish_installs()?
-                        .into_iter()
-                        .map(|n| format!("started {n} from its disk")),
-                );
+                l.extend(d.finish_installs()?.iter().map(|o| o.line()));
                 l
             }
             VmAction::Down => d.down()?,
