@@ -67,9 +67,28 @@ pub enum Command {
         #[command(subcommand)]
         action: FirewallAction,
     },
+    /// The install timeline of the running `serve`: the cluster phase and
+    /// one row per node with the time of each step.
+    Status {
+        /// Print the `timeline` section of `/status` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait until the install reaches a goal, printing steps as they happen;
+    /// exit 0 when reached, 1 on timeout with what is missing.
+    WaitFor {
+        goal: crate::timeline::render::Goal,
+        /// How long to wait (`90s`, `40m`, `1h`).
+        #[arg(long, default_value = "40m", value_parser = parse_timeout)]
+        timeout: std::time::Duration,
+    },
     /// Check the host before `serve`/`vm up`: busy ports and their owners,
     /// /dev/kvm, the ISO, the pool dir, ignition files. Exit 1 on findings.
     Preflight,
+}
+
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    crate::config::duration::parse(s)
 }
 
 #[derive(Debug, Clone, Subcommand)]

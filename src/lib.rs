@@ -116,6 +116,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Status { json } => {
+            timeline::watch::status(&admin_target(&cluster)?, json).await
+        }
+        Command::WaitFor { goal, timeout } => {
+            timeline::watch::wait_for(&admin_target(&cluster)?, goal, timeout).await
+        }
         Command::Preflight => {
             let plan = config::load(&cluster)?;
             let findings = preflight::run(&plan);
@@ -147,6 +153,15 @@ async fn admin_call(
         anyhow::bail!("admin API answered HTTP {status}");
     }
     Ok(())
+}
+
+/// The admin listener of the cluster file and its token.
+fn admin_target(cluster: &std::path::Path) -> anyhow::Result<timeline::watch::Target> {
+    let c = config::load(cluster)?.cluster;
+    Ok(timeline::watch::Target {
+        addr: c.admin.listen,
+        token: admin_token(c.admin.token_file.as_deref())?,
+    })
 }
 
 /// The admin API token from `admin.tokenFile`, if one is configured.

@@ -252,7 +252,7 @@ mod driver {
         require_tools!("xorriso");
         let dir = tempfile::tempdir().unwrap();
         let iso = make_iso(dir.path(), "rhcos-drv", true);
-        let (spec, d) = test_driver(dir.path(), &iso);
+        let (spec, mut d) = test_driver(dir.path(), &iso);
 
         let first = d.up().unwrap().join("\n");
         for needle in [
@@ -314,14 +314,47 @@ mod driver {
         );
         assert_eq!(row(&st, "master-0").ip, "127.0.20.10");
 
-        // The installer powers master-0 off → it is started from its disk.
+        // `virsh destroy` of the install VM is no finished install: the
+        // install domain runs again (its kernel and kargs) and says why.
         d.conn()
             .lookup_domain_by_name("test-master-0")
             .unwrap()
             .destroy()
             .unwrap();
         assert_eq!(row(&d.status().unwrap(), "master-0").state, "shut off");
-        assert_eq!(d.finish_installs().unwrap(), ["test-master-0"]);
+        let out = d.finish_installs().unwrap();
+        assert_eq!(out.len(), 1, "{out:?}");
+        let why = out[0].result.clone().unwrap_err();
+        assert!(why.contains("(destroyed)"), "{why}");
+        let live = domain_xml(&d, "test-master-0", false);
+        assert!(live.contains("<kernel>"), "installs again: {live}");
+        let st = d.status().unwrap();
+        assert_eq!(
+            (row(&st, "master-0").state.as_str(), row(&st, "master-0").phase.as_str()),
+            ("running", "install")
+        );
+        // Shut down without the ignition fetch (the evidence says no): again.
+        d.set_evidence(Box::new(|node| node != "master-0"));
+        let dom = d.conn().lookup_domain_by_name("test-master-0").unwrap();
+        dom.shutdown().unwrap();
+        let out = d.finish_installs().unwrap();
+        let why = out[0].result.clone().unwrap_err();
+        assert!(why.contains("before the node fetched its ignition"), "{why}");
+        assert_eq!(row(&d.status().unwrap(), "master-0").phase, "install");
+
+        // The installer shuts master-0 down after its ignition fetch → it
+        // is started from its disk.
+        d.set_evidence(Box::new(|_| true));
+        d.conn()
+            .lookup_domain_by_name("test-master-0")
+            .unwrap()
+            .shutdown()
+            .unwrap();
+        let out = d.finish_installs().unwrap();
+        assert_eq!(
+            out.iter().map(|o| o.line()).collect::<Vec<_>>(),
+            ["started test-master-0 from its disk"]
+        );
         let live = domain_xml(&d, "test-master-0", false);
         assert!(!live.contains("<kernel>"), "now boots the disk: {live}");
         let st = d.status().unwrap();

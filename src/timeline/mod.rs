@@ -21,6 +21,7 @@
 
 pub mod recorder;
 pub mod render;
+pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 
