@@ -61,7 +61,11 @@ pub enum Command {
         action: NodeAction,
     },
     /// Create, remove or inspect the cluster's libvirt network and VMs.
-    Vm { action: VmAction },
+    Vm {
+        action: VmAction,
+        /// The node (`vm console NODE`).
+        node: Option<String>,
+    },
     /// Host firewall openings this cluster needs (firewalld).
     Firewall {
         #[command(subcommand)]
@@ -138,6 +142,8 @@ pub enum VmAction {
     Down,
     /// Show each VM's state.
     Status,
+    /// Print the end of a node's serial console log (`vm console NODE`).
+    Console,
     /// Destroy and remove the bootstrap VM and its disk.
     RemoveBootstrap,
 }

@@ -16,8 +16,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::plan::Plan;
 use crate::service::Service;
-use crate::timeline::{Events, Recorder};
 pub use crate::status::{ReloadResult, ReloadStatus};
+use crate::timeline::{Events, Recorder};
 
 /// Runtime control of the load balancer, used by the admin API.
 pub trait LbControl: Send + Sync {

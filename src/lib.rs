@@ -17,6 +17,8 @@
 //! - [`dns`], [`dhcp`], [`lb`], [`http`], [`admin`]: one service each.
 //! - [`tftp`]: read-only TFTP for network boot (the `pxe:` section).
 //! - [`libvirt`]: network, disks and VMs.
+//! - [`timeline`]: the install timeline per node and the cluster phase
+//!   (`/status` → `timeline`, `status`, `wait-for`).
 //! - [`hub`]: the plan being served, the services, LB control and the
 //!   reload outcome, shared with the admin API.
 //! - [`metrics`]: the Prometheus text writer every service uses.
@@ -48,8 +50,8 @@ pub mod service;
 pub mod status;
 pub mod supervisor;
 pub mod telemetry;
-pub mod timeline;
 pub mod tftp;
+pub mod timeline;
 
 use std::sync::Arc;
 
@@ -95,13 +97,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             admin_call(&cluster, "POST", format!("/api/nodes/{node}/reinstall")).await
         }
         Command::Reload => reload_running(&cluster).await,
-        Command::Vm { action } => {
+        Command::Vm {
+            action: cli::VmAction::Console,
+            node,
+        } => {
+            let plan = config::load(&cluster)?;
+            let node =
+                node.ok_or_else(|| anyhow::anyhow!("vm console: which node? (vm console NODE)"))?;
+            print!("{}", libvirt::console(&plan, &node)?);
+            Ok(())
+        }
+        Command::Vm { action, .. } => {
             let plan = Arc::new(config::load(&cluster)?);
             let action = match action {
                 cli::VmAction::Up => libvirt::VmAction::Up,
                 cli::VmAction::Down => libvirt::VmAction::Down,
                 cli::VmAction::Status => libvirt::VmAction::Status,
                 cli::VmAction::RemoveBootstrap => libvirt::VmAction::RemoveBootstrap,
+                // Handled above (it needs no libvirt connection).
+                cli::VmAction::Console => anyhow::bail!("vm console NODE"),
             };
             libvirt::vm(plan, action).await
         }
@@ -116,9 +130,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Status { json } => {
-            timeline::watch::status(&admin_target(&cluster)?, json).await
-        }
+        Command::Status { json } => timeline::watch::status(&admin_target(&cluster)?, json).await,
         Command::WaitFor { goal, timeout } => {
             timeline::watch::wait_for(&admin_target(&cluster)?, goal, timeout).await
         }

@@ -313,6 +313,7 @@ pub struct LibvirtStatus {
 
 /// One row of `vm status` and of `libvirt.nodes`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct VmRow {
     pub node: String,
     pub domain: String,
@@ -323,6 +324,9 @@ pub struct VmRow {
     pub phase: String,
     pub mac: String,
     pub ip: String,
+    /// The serial console log (`vm console NODE` prints it).
+    #[serde(default)]
+    pub serial_log: String,
 }
 
 /// `admin`.

@@ -57,7 +57,12 @@ fn admin_status_page_renders_in_chromium() {
     // The operator fetches master-0's: listed apart, not progress.
     let (code, _, err) = run(
         "curl",
-        &["-sSf", "-o", "/dev/null", &format!("http://{http}/ignition/master-0.ign")],
+        &[
+            "-sSf",
+            "-o",
+            "/dev/null",
+            &format!("http://{http}/ignition/master-0.ign"),
+        ],
     );
     assert_eq!(code, 0, "{err}");
 
@@ -83,9 +88,18 @@ fn admin_status_page_renders_in_chromium() {
     assert!(ign_cell.contains("class=\"ok\""), "{m1}");
     let m0 = row("master-0");
     let ign_cell = &m0[m0.find("data-step=\"ignition\"").unwrap()..];
-    assert!(!ign_cell.starts_with("data-step=\"ignition\"><span class=\"ok\""), "operator fetch is not progress: {m0}");
-    assert!(dom.contains("master-0.ign from 127.0.0.1"), "operator fetch listed: {dom}");
-    assert!(dom.contains("data-overflow-x=\"no\""), "wider than 1280 px: {dom}");
+    assert!(
+        !ign_cell.starts_with("data-step=\"ignition\"><span class=\"ok\""),
+        "operator fetch is not progress: {m0}"
+    );
+    assert!(
+        dom.contains("master-0.ign from 127.0.0.1"),
+        "operator fetch listed: {dom}"
+    );
+    assert!(
+        dom.contains("data-overflow-x=\"no\""),
+        "wider than 1280 px: {dom}"
+    );
     assert!(dom.contains("id=\"svc-lb\""), "{dom}");
     assert_eq!(
         dom.matches("data-pool=").count(),
@@ -101,7 +115,8 @@ fn admin_status_page_renders_in_chromium() {
     assert!(dom.contains("<h3>ignition fetches</h3>"), "{dom}");
     assert!(dom.contains("id=\"updated\">updated "), "{dom}");
 
-    let shot = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/admin-page-1280x800.png");
+    let shot =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/admin-page-1280x800.png");
     let _ = std::fs::remove_file(&shot);
     chromium(
         &format!("http://{admin}/"),

@@ -330,7 +330,10 @@ mod driver {
         assert!(live.contains("<kernel>"), "installs again: {live}");
         let st = d.status().unwrap();
         assert_eq!(
-            (row(&st, "master-0").state.as_str(), row(&st, "master-0").phase.as_str()),
+            (
+                row(&st, "master-0").state.as_str(),
+                row(&st, "master-0").phase.as_str()
+            ),
             ("running", "install")
         );
         // Shut down without the ignition fetch (the evidence says no): again.
@@ -339,7 +342,10 @@ mod driver {
         dom.shutdown().unwrap();
         let out = d.finish_installs().unwrap();
         let why = out[0].result.clone().unwrap_err();
-        assert!(why.contains("before the node fetched its ignition"), "{why}");
+        assert!(
+            why.contains("before the node fetched its ignition"),
+            "{why}"
+        );
         assert_eq!(row(&d.status().unwrap(), "master-0").phase, "install");
 
         // The installer shuts master-0 down after its ignition fetch → it
@@ -547,7 +553,7 @@ fn vm_commands_run_against_the_test_driver() {
     require_tools!("xorriso");
     let dir = tempfile::tempdir().unwrap();
     let iso = make_iso(dir.path(), "rhcos-cli", true);
-    let (f, _) = load(
+    let (f, plan) = load(
         dir.path(),
         &cluster_yaml(dir.path(), &test_uri(dir.path()), &iso, ""),
     );
@@ -567,6 +573,29 @@ fn vm_commands_run_against_the_test_driver() {
         out.contains("52:54:00:14:00:0a") && out.contains("127.0.20.10"),
         "{out}"
     );
+    // `vm console NODE`: the end of the serial log (the test driver writes
+    // none: a line stands in for the guest's output).
+    let (code, _, err) = run(BIN, &["vm", "--cluster", f, "console", "master-0"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("test-master-0-serial.log"), "{err}");
+    let (code, _, err) = run(BIN, &["vm", "--cluster", f, "console", "nope"]);
+    assert!(
+        code != 0 && err.contains("\"nope\" is not in the cluster file"),
+        "{err}"
+    );
+    let (code, _, err) = run(BIN, &["vm", "--cluster", f, "console"]);
+    assert!(code != 0 && err.contains("which node"), "{err}");
+    let spec = Spec::new(&plan).unwrap();
+    let log = &spec.node("master-0").unwrap().serial_log;
+    std::fs::write(
+        log,
+        "BdsDxe: failed to load Boot0001\nNo bootable device.\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(BIN, &["vm", "--cluster", f, "console", "master-0"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("No bootable device.\n"), "{out}");
+
     let (code, out, err) = run(BIN, &["vm", "--cluster", f, "remove-bootstrap"]);
     assert_eq!(code, 0, "{out}{err}");
     let (code, out, err) = run(BIN, &["vm", "--cluster", f, "down"]);

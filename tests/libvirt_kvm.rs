@@ -538,6 +538,27 @@ libvirt:
         )
     });
 
+    // `virsh destroy` of the install VM is no finished install: the serve
+    // loop starts the install domain again and says why.
+    common::wait_until("the install VM running", Duration::from_secs(60), || {
+        run(
+            "virsh",
+            &["-c", "qemu:///system", "domstate", "e2e-master-0"],
+        )
+        .1
+        .trim()
+            == "running"
+    });
+    let (code, _, err) = run(
+        "virsh",
+        &["-c", "qemu:///system", "destroy", "e2e-master-0"],
+    );
+    assert_eq!(code, 0, "virsh destroy: {err}");
+    app.wait_log(
+        "not shut down by the installer; installing again",
+        Duration::from_secs(30),
+    );
+
     let log = pool.join("e2e-master-0-serial.log");
     let deadline = Instant::now() + Duration::from_secs(150);
     let serial = loop {

@@ -142,7 +142,15 @@ admin:
         let out = self
             .nodes
             .cmd(&[
-                "curl", "-sk", "--max-time", "10", "--interface", from, "-o", "-", url,
+                "curl",
+                "-sk",
+                "--max-time",
+                "10",
+                "--interface",
+                from,
+                "-o",
+                "-",
+                url,
             ])
             .stdin(Stdio::null())
             .output()
@@ -229,9 +237,21 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
     run_ok(
         "openssl",
         &[
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", d.join("key.pem").to_str().unwrap(), "-out",
-            d.join("cert.pem").to_str().unwrap(), "-days", "2", "-subj", "/CN=tl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            d.join("key.pem").to_str().unwrap(),
+            "-out",
+            d.join("cert.pem").to_str().unwrap(),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=tl",
         ],
     );
     let lab = Lab::new();
@@ -243,7 +263,10 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
     let mut procs = Procs(Vec::new());
 
     // Nothing yet: wait-for times out and says what is missing.
-    let (code, out, err) = lab.cli(&cluster, &["wait-for", "bootstrap-complete", "--timeout", "2s"]);
+    let (code, out, err) = lab.cli(
+        &cluster,
+        &["wait-for", "bootstrap-complete", "--timeout", "2s"],
+    );
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains("cluster: phase provisioning"), "{out}");
     for needle in [
@@ -274,37 +297,65 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
         lab.backends(d, ip, &mut procs);
     }
     // master-0's installed system boots: its first machine-config connection.
-    common::wait_until("machine-config backends healthy", Duration::from_secs(20), || {
-        let tl = timeline(&lab, &cluster);
-        NODES[..2].iter().all(|(n, ..)| node(&tl, n)["mcsHealthy"].is_u64())
-    });
+    common::wait_until(
+        "machine-config backends healthy",
+        Duration::from_secs(20),
+        || {
+            let tl = timeline(&lab, &cluster);
+            NODES[..2]
+                .iter()
+                .all(|(n, ..)| node(&tl, n)["mcsHealthy"].is_u64())
+        },
+    );
     let (code, _) = lab.curl("10.232.0.10", &format!("https://{APPLIANCE}:22623/"));
     assert_eq!(
         code,
         0,
         "machine-config through the LB: {}",
-        lab.srv.exec(&["curl", "-s", "http://127.0.0.1:19180/api/lb/backends"])
+        lab.srv
+            .exec(&["curl", "-s", "http://127.0.0.1:19180/api/lb/backends"])
     );
 
-    let (code, out, err) = lab.cli(&cluster, &["wait-for", "bootstrap-complete", "--timeout", "1s"]);
+    let (code, out, err) = lab.cli(
+        &cluster,
+        &["wait-for", "bootstrap-complete", "--timeout", "1s"],
+    );
     assert_eq!(code, 1, "no marker yet: {out}{err}");
     std::fs::write(d.join("ignition/bootstrap-complete"), "").unwrap();
-    let (code, out, err) = lab.cli(&cluster, &["wait-for", "bootstrap-complete", "--timeout", "20s"]);
+    let (code, out, err) = lab.cli(
+        &cluster,
+        &["wait-for", "bootstrap-complete", "--timeout", "20s"],
+    );
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("bootstrap-complete: reached"), "{out}");
     assert!(out.contains("master-0: DHCP lease"), "{out}");
     assert!(out.contains("master-0: ignition fetched"), "{out}");
-    let (code, out, err) = lab.cli(&cluster, &["wait-for", "install-complete", "--timeout", "30s"]);
+    let (code, out, err) = lab.cli(
+        &cluster,
+        &["wait-for", "install-complete", "--timeout", "30s"],
+    );
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("install-complete: reached"), "{out}");
 
     let tl = timeline(&lab, &cluster);
     assert_eq!(tl["phase"], "ingress-ready", "{tl}");
-    for p in ["bootstrapping", "bootstrap-complete", "bootstrap-removed", "ingress-ready"] {
+    for p in [
+        "bootstrapping",
+        "bootstrap-complete",
+        "bootstrap-removed",
+        "ingress-ready",
+    ] {
         assert!(tl["phaseTimes"][p].is_u64(), "{p}: {tl}");
     }
     let m0 = node(&tl, "master-0");
-    for step in ["lease", "rootfs", "ignition", "firstBoot", "apiHealthy", "mcsHealthy"] {
+    for step in [
+        "lease",
+        "rootfs",
+        "ignition",
+        "firstBoot",
+        "apiHealthy",
+        "mcsHealthy",
+    ] {
         assert!(m0[step].is_u64(), "master-0 {step}: {m0}");
     }
     assert_eq!(m0["rootfsBytes"], ROOTFS_LEN as u64, "{m0}");
@@ -325,7 +376,9 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
     assert!(out.contains("operator fetches"), "{out}");
 
     // Metrics: the phase as one series per phase, bounded labels.
-    let metrics = lab.srv.exec(&["curl", "-sf", "http://127.0.0.1:19180/metrics"]);
+    let metrics = lab
+        .srv
+        .exec(&["curl", "-sf", "http://127.0.0.1:19180/metrics"]);
     assert!(
         metrics.contains("crc_appliance_timeline_phase{phase=\"ingress-ready\"} 1"),
         "{metrics}"
@@ -349,7 +402,11 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
             .spawn()
             .unwrap();
         use std::io::Write as _;
-        c.stdin.take().unwrap().write_all(metrics.as_bytes()).unwrap();
+        c.stdin
+            .take()
+            .unwrap()
+            .write_all(metrics.as_bytes())
+            .unwrap();
         let out = c.wait_with_output().unwrap();
         assert!(
             out.status.success(),

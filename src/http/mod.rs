@@ -42,8 +42,8 @@ pub mod netboot;
 pub mod path;
 pub mod range;
 mod server;
-mod track;
 pub mod stats;
+mod track;
 mod version;
 
 use std::fs::File;

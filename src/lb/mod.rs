@@ -62,8 +62,8 @@ use crate::net;
 use crate::plan::Plan;
 use crate::service::{Commit, Listeners, Service, Tasks};
 
-use crate::timeline::Events;
 use crate::status::{HealthStatus, LbStatus, PoolStatus, ServiceStatus};
+use crate::timeline::Events;
 use check::Prober;
 use checker::CheckSettings;
 use select::Tried;

@@ -562,6 +562,7 @@ impl Driver {
                 phase,
                 mac: n.mac.to_string(),
                 ip: n.ip.to_string(),
+                serial_log: n.serial_log.display().to_string(),
             });
         }
         Ok(out)

@@ -38,6 +38,31 @@ pub fn render(plan: &Plan) -> anyhow::Result<String> {
     Ok(xml::render(&Spec::new(plan)?))
 }
 
+/// How much of the end of a serial log `vm console` prints.
+pub const CONSOLE_TAIL: u64 = 256 * 1024;
+
+/// `vm console NODE`: the end of the node's serial console log (install
+/// and disk boots append to it), so a stuck boot can be read.
+pub fn console(plan: &Plan, node: &str) -> anyhow::Result<String> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let spec = Spec::new(plan)?;
+    let n = spec
+        .node(node)
+        .ok_or_else(|| anyhow::anyhow!("node {node:?} is not in the cluster file"))?;
+    let path = &n.serial_log;
+    let mut f = std::fs::File::open(path).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {e} (the log exists once `vm up` has started the VM)",
+            path.display()
+        )
+    })?;
+    let len = f.metadata()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(CONSOLE_TAIL)))?;
+    let mut buf = Vec::new();
+    f.take(CONSOLE_TAIL).read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
 /// What `crc-appliance vm` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VmAction {

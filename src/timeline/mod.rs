@@ -96,13 +96,15 @@ fn first(slot: &mut Option<u64>, at: u64) {
 
 impl Timeline {
     fn node(&mut self, name: &str) -> &mut NodeRec {
-        self.nodes.entry(name.to_string()).or_insert_with(|| NodeRec {
-            t: NodeTimeline {
-                node: name.to_string(),
-                ..NodeTimeline::default()
-            },
-            ..NodeRec::default()
-        })
+        self.nodes
+            .entry(name.to_string())
+            .or_insert_with(|| NodeRec {
+                t: NodeTimeline {
+                    node: name.to_string(),
+                    ..NodeTimeline::default()
+                },
+                ..NodeRec::default()
+            })
     }
 
     /// Apply `ev`, observed at `now` (Unix seconds).
@@ -245,9 +247,7 @@ impl Timeline {
         let phase = ClusterPhase::ALL
             .into_iter()
             .rev()
-            .find(|p| {
-                *p == ClusterPhase::Provisioning || phase_times.contains_key(p.as_str())
-            });
+            .find(|p| *p == ClusterPhase::Provisioning || phase_times.contains_key(p.as_str()));
         TimelineStatus {
             phase,
             phase_times,

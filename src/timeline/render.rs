@@ -55,7 +55,15 @@ pub fn table(t: &TimelineStatus) -> String {
     let phase = t.phase.map_or("unknown", ClusterPhase::as_str);
     let mut o = format!("cluster phase: {phase}\n");
     let cols = [
-        "NODE", "VM", "LEASE", "ROOTFS", "IGNITION", "INSTALLED", "BOOTED", "MCS", "API",
+        "NODE",
+        "VM",
+        "LEASE",
+        "ROOTFS",
+        "IGNITION",
+        "INSTALLED",
+        "BOOTED",
+        "MCS",
+        "API",
         "INGRESS",
     ];
     for c in cols {

@@ -39,12 +39,7 @@ fn a_cluster_goes_through_every_phase() {
     assert_eq!(v.phase, Some(ClusterPhase::Provisioning));
     assert_eq!(v.nodes.len(), 3);
     for n in ["bootstrap", "master-0", "worker-0"] {
-        t.apply(
-            100,
-            Event::InstallRunning {
-                node: s(n),
-            },
-        );
+        t.apply(100, Event::InstallRunning { node: s(n) });
         t.apply(
             110,
             Event::Lease {
@@ -179,7 +174,8 @@ fn removal_implies_the_earlier_phases_and_missing_says_what_is_left() {
     assert!(m.contains(&s("bootstrap: no DHCP lease yet")), "{m:?}");
     assert!(!m.iter().any(|l| l.starts_with("worker-0")), "{m:?}");
     assert!(
-        m.last().is_some_and(|l| l.contains("waiting for bootstrap-complete")),
+        m.last()
+            .is_some_and(|l| l.contains("waiting for bootstrap-complete")),
         "{m:?}"
     );
     t.apply(
