@@ -41,15 +41,15 @@ impl hyper::body::Body for Tracked {
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         let this = &mut *self;
         let r = Pin::new(&mut this.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(f))) = &r {
-            if let Some(d) = f.data_ref() {
-                this.sent += d.len() as u64;
-            }
+        if let Poll::Ready(Some(Ok(f))) = &r
+            && let Some(d) = f.data_ref()
+        {
+            this.sent += d.len() as u64;
         }
-        if this.sent >= this.expected {
-            if let Some((events, client)) = this.report.take() {
-                events.rootfs(client, this.sent, this.start.elapsed());
-            }
+        if this.sent >= this.expected
+            && let Some((events, client)) = this.report.take()
+        {
+            events.rootfs(client, this.sent, this.start.elapsed());
         }
         r
     }

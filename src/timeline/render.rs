@@ -90,10 +90,10 @@ pub fn table(t: &TimelineStatus) -> String {
 /// Progress lines for what `new` has that `old` had not.
 pub fn progress(old: Option<&TimelineStatus>, new: &TimelineStatus) -> Vec<String> {
     let mut out = Vec::new();
-    if old.and_then(|o| o.phase) != new.phase {
-        if let Some(p) = new.phase {
-            out.push(format!("cluster: phase {}", p.as_str()));
-        }
+    if old.and_then(|o| o.phase) != new.phase
+        && let Some(p) = new.phase
+    {
+        out.push(format!("cluster: phase {}", p.as_str()));
     }
     for n in &new.nodes {
         let before = old.and_then(|o| o.nodes.iter().find(|m| m.node == n.node));
