@@ -9,12 +9,9 @@
 //! Install flow per node (libvirt-boot.md §1.2): `create_domain_xml(install)`
 //! (transient, direct kernel boot, `on_reboot=destroy`), then
 //! `define_domain_xml(final)` with the same UUID and `phase='installing'`.
-//! When the installer powers the VM off, [`Driver::finish_installs`] marks
-//! it `installed` and starts it from its disk — only on evidence
-//! ([`install_verdict`]: libvirt's shut-off reason is a guest shutdown, and
-//! the node fetched its ignition when the [`Evidence`] can tell); any other
-//! stop (`virsh destroy`, a crash, a host shutdown) starts the install
-//! domain again and reports why.
+//! When the installer powers the VM off, [`Driver::finish_installs`]
+//! (`install.rs`) marks it `installed` and starts it from its disk — only
+//! on evidence; any other stop starts the install domain again.
 
 use std::fs;
 use std::io::{self, BufWriter, Write as _};
@@ -23,7 +20,7 @@ use std::sync::Once;
 
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
+use tracing::warn;
 use virt::connect::Connect;
 use virt::domain::{Domain, DomainState};
 use virt::enumutil::Enum;
@@ -32,8 +29,9 @@ use virt::network::Network;
 use virt::storage_pool::StoragePool;
 use virt::storage_vol::StorageVol;
 
+pub use super::install::{Evidence, InstallOutcome};
 use super::iso9660::IsoImage;
-use super::spec::{NodeSpec, Phase, Spec, install_verdict};
+use super::spec::{NodeSpec, Phase, Spec};
 use super::xml;
 use crate::config::Role;
 
@@ -86,50 +84,7 @@ pub(super) fn state_name(d: &Domain) -> String {
 pub struct Driver {
     pub(super) conn: Connect,
     pub(super) spec: Spec,
-    evidence: Option<Evidence>,
-}
-
-/// Whether a node fetched its ignition in its current install attempt
-/// (the install timeline of `serve`).
-pub type Evidence = Box<dyn Fn(&str) -> bool + Send + Sync>;
-
-/// What [`Driver::finish_installs`] decided for a shut-off install VM.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InstallOutcome {
-    pub node: String,
-    pub domain: String,
-    /// `Ok`: booted from its disk; `Err(reason)`: installing again.
-    pub result: Result<(), String>,
-}
-
-impl InstallOutcome {
-    /// One line for `vm up` and the log.
-    pub fn line(&self) -> String {
-        match &self.result {
-            Ok(()) => format!("started {} from its disk", self.domain),
-            Err(why) => format!("{}: {why}", self.domain),
-        }
-    }
-}
-
-/// libvirt's shut-off reason, lower case (`shutdown`, `destroyed`, ...).
-fn shutoff_reason(d: &Domain) -> String {
-    use virt::domain::{DomainShutoffReason as R, DomainStateReason};
-    match d.state() {
-        Ok((_, Enum::Known(DomainStateReason::Shutoff(Enum::Known(r))))) => match r {
-            R::Shutdown => "shutdown",
-            R::Destroyed => "destroyed",
-            R::Crashed => "crashed",
-            R::Migrated => "migrated",
-            R::Saved => "saved",
-            R::Failed => "failed",
-            R::FromSnapshot => "from snapshot",
-            R::Daemon => "daemon",
-            R::Unknown => "unknown",
-        }
-        .to_string(),
-        _ => "unknown".to_string(),
-    }
+    pub(super) evidence: Option<Evidence>,
 }
 
 static CLEAR_ERRORS: Once = Once::new();
@@ -455,7 +410,12 @@ impl Driver {
         Ok(())
     }
 
-    fn boot_from_disk(&self, n: &NodeSpec, d: &Domain, phase: &str) -> anyhow::Result<()> {
+    pub(super) fn boot_from_disk(
+        &self,
+        n: &NodeSpec,
+        d: &Domain,
+        phase: &str,
+    ) -> anyhow::Result<()> {
         let d = if phase == Phase::Installing.as_str() {
             self.conn
                 .define_domain_xml(&xml::final_domain_xml(&self.spec, n, Phase::Installed))
@@ -470,7 +430,7 @@ impl Driver {
 
     /// A failed domain start, explained: with KVM the usual cause is a host
     /// whose /dev/kvm cannot run guests (nested virtualization).
-    fn start_error(&self, what: String, e: virt::error::Error) -> anyhow::Error {
+    pub(super) fn start_error(&self, what: String, e: virt::error::Error) -> anyhow::Error {
         if self.spec.domain_type == "kvm" {
             anyhow::anyhow!(
                 "{what}: {e}\nKVM could not run the guest (no usable hardware virtualization here, e.g. nested without VMX/SVM or a busy /dev/kvm). \
@@ -480,56 +440,6 @@ impl Driver {
         } else {
             anyhow::anyhow!("{what}: {e}")
         }
-    }
-
-    /// A shut-off install domain: boot its disk when the install finished
-    /// ([`install_verdict`]), else start the install domain again.
-    fn finish_install(&self, n: &NodeSpec, d: &Domain) -> anyhow::Result<InstallOutcome> {
-        let reason = shutoff_reason(d);
-        let fetched = self.evidence.as_ref().map(|e| e(&n.node));
-        let result = install_verdict(&reason, fetched);
-        match &result {
-            Ok(()) => {
-                self.boot_from_disk(n, d, Phase::Installing.as_str())?;
-                info!(domain = %n.domain, "installer finished; booted from disk");
-            }
-            Err(why) => {
-                warn!(domain = %n.domain, "{why}");
-                self.conn
-                    .create_domain_xml(&xml::install_domain_xml(&self.spec, n), 0)
-                    .map_err(|e| {
-                        self.start_error(format!("restarting the install domain {}", n.domain), e)
-                    })?;
-            }
-        }
-        Ok(InstallOutcome {
-            node: n.node.clone(),
-            domain: n.domain.clone(),
-            result,
-        })
-    }
-
-    /// Decide every install VM that has stopped (phase `installing`, shut
-    /// off): boot its disk, or install again. Returns the decisions.
-    pub fn finish_installs(&self) -> anyhow::Result<Vec<InstallOutcome>> {
-        let mut out = Vec::new();
-        for n in &self.spec.nodes {
-            let Some(d) = found(
-                self.conn.lookup_domain_by_name(&n.domain),
-                ErrorNumber::NoDomain,
-            )?
-            else {
-                continue;
-            };
-            let phase = self.phase_of(&d);
-            if phase.as_deref() == Some(Phase::Installing.as_str())
-                && d.is_persistent()?
-                && !d.is_active()?
-            {
-                out.push(self.finish_install(n, &d)?);
-            }
-        }
-        Ok(out)
     }
 
     // ------------------------------------------------------------ status

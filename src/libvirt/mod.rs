@@ -24,6 +24,8 @@ pub mod xml;
 #[cfg(feature = "libvirt")]
 pub mod driver;
 #[cfg(feature = "libvirt")]
+mod install;
+#[cfg(feature = "libvirt")]
 pub mod service;
 #[cfg(feature = "libvirt")]
 mod teardown;
