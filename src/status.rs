@@ -365,9 +365,10 @@ pub struct TftpTransferRow {
 }
 
 /// Cluster install phase, in order (`timeline.phase`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ClusterPhase {
+    #[default]
     Provisioning,
     Bootstrapping,
     BootstrapComplete,
@@ -400,7 +401,7 @@ impl ClusterPhase {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TimelineStatus {
-    pub phase: Option<ClusterPhase>,
+    pub phase: ClusterPhase,
     /// When each phase was first reached (`bootstrapping`, ...).
     pub phase_times: BTreeMap<String, u64>,
     pub nodes: Vec<NodeTimeline>,

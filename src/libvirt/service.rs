@@ -51,8 +51,12 @@ fn open(plan: &Arc<Plan>, network_up: bool, events: &Events) -> anyhow::Result<D
         warn!("{w}");
     }
     let mut d = Driver::open(spec)?;
-    let ev = events.clone();
-    d.set_evidence(Box::new(move |node| ev.fetched_ignition(node)));
+    // Only our HTTP service sees the ignition fetches; with another server
+    // the shut-off reason alone decides.
+    if plan.cluster.http.enabled {
+        let ev = events.clone();
+        d.set_evidence(Box::new(move |node| ev.fetched_ignition(node)));
+    }
     if network_up {
         for line in d.network_up()? {
             info!("libvirt: {line}");

@@ -247,7 +247,8 @@ impl Timeline {
         let phase = ClusterPhase::ALL
             .into_iter()
             .rev()
-            .find(|p| *p == ClusterPhase::Provisioning || phase_times.contains_key(p.as_str()));
+            .find(|p| phase_times.contains_key(p.as_str()))
+            .unwrap_or_default();
         TimelineStatus {
             phase,
             phase_times,

@@ -205,7 +205,7 @@ impl Recorder {
             "1 for the cluster's current install phase, 0 for the others.",
         );
         for p in ClusterPhase::ALL {
-            f.sample(&[("phase", &p.as_str())], u8::from(v.phase == Some(p)));
+            f.sample(&[("phase", &p.as_str())], u8::from(v.phase == p));
         }
         let mut f = family(
             out,

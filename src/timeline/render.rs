@@ -40,7 +40,7 @@ impl Goal {
     }
 
     pub fn reached(self, t: &TimelineStatus) -> bool {
-        t.phase.is_some_and(|p| p >= self.phase())
+        t.phase >= self.phase()
     }
 }
 
@@ -52,8 +52,7 @@ fn hms(unix: u64) -> String {
 /// `status --cluster F`: the phase, then one row per node, one column per
 /// step (UTC time of day, `-` when not seen).
 pub fn table(t: &TimelineStatus) -> String {
-    let phase = t.phase.map_or("unknown", ClusterPhase::as_str);
-    let mut o = format!("cluster phase: {phase}\n");
+    let mut o = format!("cluster phase: {}\n", t.phase.as_str());
     let cols = [
         "NODE",
         "VM",
@@ -90,10 +89,8 @@ pub fn table(t: &TimelineStatus) -> String {
 /// Progress lines for what `new` has that `old` had not.
 pub fn progress(old: Option<&TimelineStatus>, new: &TimelineStatus) -> Vec<String> {
     let mut out = Vec::new();
-    if old.and_then(|o| o.phase) != new.phase
-        && let Some(p) = new.phase
-    {
-        out.push(format!("cluster: phase {}", p.as_str()));
+    if old.map(|o| o.phase) != Some(new.phase) {
+        out.push(format!("cluster: phase {}", new.phase.as_str()));
     }
     for n in &new.nodes {
         let before = old.and_then(|o| o.nodes.iter().find(|m| m.node == n.node));
@@ -144,7 +141,7 @@ pub fn missing(t: &TimelineStatus, goal: Goal) -> Vec<String> {
     if !goal.reached(t) {
         out.push(format!(
             "cluster: phase is {}, waiting for {}",
-            t.phase.map_or("unknown", ClusterPhase::as_str),
+            t.phase.as_str(),
             goal.phase().as_str()
         ));
     }

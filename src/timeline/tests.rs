@@ -36,7 +36,7 @@ fn healthy(node: &str, pool: Pool) -> Event {
 fn a_cluster_goes_through_every_phase() {
     let mut t = Timeline::default();
     let v = t.view(&nodes());
-    assert_eq!(v.phase, Some(ClusterPhase::Provisioning));
+    assert_eq!(v.phase, ClusterPhase::Provisioning);
     assert_eq!(v.nodes.len(), 3);
     for n in ["bootstrap", "master-0", "worker-0"] {
         t.apply(100, Event::InstallRunning { node: s(n) });
@@ -60,7 +60,7 @@ fn a_cluster_goes_through_every_phase() {
     assert!(t.fetched_ignition("master-0"));
     assert!(!t.fetched_ignition("worker-0"));
     t.apply(140, healthy("bootstrap", Pool::Api));
-    assert_eq!(t.view(&nodes()).phase, Some(ClusterPhase::Bootstrapping));
+    assert_eq!(t.view(&nodes()).phase, ClusterPhase::Bootstrapping);
     t.apply(
         150,
         Event::InstallFinished {
@@ -77,13 +77,13 @@ fn a_cluster_goes_through_every_phase() {
     t.apply(180, Event::BootstrapComplete);
     t.apply(181, Event::BootstrapComplete);
     let v = t.view(&nodes());
-    assert_eq!(v.phase, Some(ClusterPhase::BootstrapComplete));
+    assert_eq!(v.phase, ClusterPhase::BootstrapComplete);
     assert!(Goal::BootstrapComplete.reached(&v));
     assert!(!Goal::InstallComplete.reached(&v));
     t.apply(190, Event::BootstrapRemoved);
     t.apply(200, healthy("worker-0", Pool::Ingress));
     let v = t.view(&nodes());
-    assert_eq!(v.phase, Some(ClusterPhase::IngressReady));
+    assert_eq!(v.phase, ClusterPhase::IngressReady);
     assert_eq!(v.phase_times["bootstrapping"], 140);
     assert_eq!(v.phase_times["bootstrap-complete"], 180);
     assert_eq!(v.phase_times["ingress-ready"], 200);
@@ -194,7 +194,7 @@ fn removal_implies_the_earlier_phases_and_missing_says_what_is_left() {
     );
     t.apply(50, Event::BootstrapRemoved);
     let v = t.view(&nodes());
-    assert_eq!(v.phase, Some(ClusterPhase::BootstrapRemoved));
+    assert_eq!(v.phase, ClusterPhase::BootstrapRemoved);
     assert_eq!(v.phase_times["bootstrap-complete"], 50);
     assert!(Goal::BootstrapComplete.reached(&v));
 }
