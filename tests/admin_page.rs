@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Appliance, run};
+use common::{Appliance, chromium, run};
 
 #[test]
 fn admin_status_page_renders_in_chromium() {
@@ -124,32 +124,4 @@ fn admin_status_page_renders_in_chromium() {
     );
     let png = std::fs::read(&shot).expect("a screenshot");
     assert!(png.starts_with(b"\x89PNG"), "not a PNG");
-}
-
-/// Headless Chromium at 1280×800 on `url` with `extra` flags; its stdout.
-fn chromium(url: &str, extra: &[&str]) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let dir = format!("--user-data-dir={}", profile.path().display());
-    let mut args = vec![
-        "90",
-        "chromium",
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
-        "--window-size=1280,800",
-        &dir,
-        "--virtual-time-budget=5000",
-    ];
-    args.extend_from_slice(extra);
-    args.push(url);
-    let (code, out, err) = run("timeout", &args);
-    assert_eq!(code, 0, "chromium failed: {err}");
-    out
 }

@@ -397,13 +397,11 @@ impl Driver {
                         .define_domain_xml(&xml::final_domain_xml(s, n, Phase::Installing))
                         .with_context(|| format!("defining domain {}", n.domain))?;
                     done.push(format!("defined {} (install already running)", n.domain));
-                } else if !d.is_active()? {
-                    if phase == Phase::Installing.as_str() {
-                        done.push(self.finish_install(n, &d)?.line());
-                    } else {
-                        self.boot_from_disk(n, &d, &phase)?;
-                        done.push(format!("started {} from its disk", n.domain));
-                    }
+                } else if !d.is_active()? && phase != Phase::Installing.as_str() {
+                    // A stopped install is decided by `finish_installs`,
+                    // which every caller runs after `up`.
+                    self.boot_from_disk(n, &d, &phase)?;
+                    done.push(format!("started {} from its disk", n.domain));
                 }
             }
         }

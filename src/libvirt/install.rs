@@ -59,11 +59,7 @@ fn shutoff_reason(d: &Domain) -> String {
 impl Driver {
     /// A shut-off install domain: boot its disk when the install finished
     /// ([`install_verdict`]), else start the install domain again.
-    pub(super) fn finish_install(
-        &self,
-        n: &NodeSpec,
-        d: &Domain,
-    ) -> anyhow::Result<InstallOutcome> {
+    fn finish_install(&self, n: &NodeSpec, d: &Domain) -> anyhow::Result<InstallOutcome> {
         let reason = shutoff_reason(d);
         let fetched = self.evidence.as_ref().map(|e| e(&n.node));
         let result = install_verdict(&reason, fetched);
