@@ -623,6 +623,23 @@ libvirt:
         let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
         let n = &v["libvirt"]["nodes"][0];
         if n["phase"] == "installed" && n["state"] == "running" {
+            // The timeline saw it all: the destroyed attempt, then the
+            // install that fetched its ignition and shut down.
+            let t = &v["timeline"]["nodes"][0];
+            if services {
+                for step in [
+                    "vmStarted",
+                    "lease",
+                    "rootfs",
+                    "ignition",
+                    "installFinished",
+                ] {
+                    assert!(t[step].is_u64(), "{step}: {t}");
+                }
+            }
+            assert!(t["installAttempts"].as_u64() >= Some(2), "{t}");
+            let why = t["errors"][0].as_str().unwrap_or_default();
+            assert!(why.contains("(destroyed)"), "{t}");
             break;
         }
         assert!(
