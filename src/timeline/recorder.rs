@@ -231,3 +231,90 @@ impl Recorder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{LeaseRow, NetworkStatus, ReloadStatus};
+
+    fn plan() -> Plan {
+        let yaml = r#"name: t
+baseDomain: crc.testing
+network: { cidr: 10.9.0.0/24, gateway: 10.9.0.1, applianceIP: 10.9.0.1 }
+nodes:
+  - { name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 10.9.0.5 }
+  - { name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }
+"#;
+        crate::config::from_str(yaml, Path::new("/"), Path::new("/t.yaml")).unwrap()
+    }
+
+    fn doc(p: &Plan) -> StatusDoc {
+        StatusDoc {
+            cluster: p.cluster.domain.clone(),
+            version: String::new(),
+            network: NetworkStatus {
+                cidr: String::new(),
+                gateway: Ipv4Addr::UNSPECIFIED,
+                appliance_ip: Ipv4Addr::UNSPECIFIED,
+                api_vip: Ipv4Addr::UNSPECIFIED,
+                ingress_vip: Ipv4Addr::UNSPECIFIED,
+            },
+            nodes: Vec::new(),
+            reload: ReloadStatus::default(),
+            dns: None,
+            dhcp: None,
+            lb: None,
+            http: None,
+            libvirt: None,
+            admin: None,
+            tftp: None,
+            timeline: None,
+        }
+    }
+
+    #[test]
+    fn hooks_and_samples_map_addresses_and_macs_to_nodes() {
+        let p = plan();
+        let r = Recorder::new(&p);
+        let mapped: IpAddr = "::ffff:10.9.0.10".parse().unwrap();
+        assert_eq!(r.node_by_ip(mapped).as_deref(), Some("master-0"));
+        r.machine_config_connect("10.9.0.99".parse().unwrap());
+        r.rootfs(mapped, 42, Duration::from_millis(7));
+        let mut d = doc(&p);
+        let mut dhcp: crate::status::DhcpStatus = serde_json::from_value(serde_json::json!({
+            "listen": null, "interface": null, "leaseFile": "", "leases": [], "declined": [],
+            "received": {}, "sent": {}, "malformed": 0, "ignored": 0, "sendErrors": 0,
+            "leaseFileWrites": 0, "leaseFileErrors": 0
+        }))
+        .unwrap();
+        for (mac, state) in [
+            ("52:54:00:00:00:0a", "bound"),
+            ("52:54:00:00:00:05", "offered"),
+        ] {
+            dhcp.leases.push(LeaseRow {
+                mac: mac.into(),
+                ip: Ipv4Addr::UNSPECIFIED,
+                hostname: None,
+                client_id: None,
+                state: state.into(),
+                expires: 100,
+                reserved: true,
+            });
+        }
+        d.dhcp = Some(dhcp);
+        r.observe(&d);
+        let v = r.view();
+        let (boot, m0) = (&v.nodes[0], &v.nodes[1]);
+        assert!(m0.lease.is_some(), "MACs compare case-insensitively");
+        assert!(boot.lease.is_none(), "an offer is no lease");
+        assert_eq!((m0.rootfs_bytes, m0.rootfs_ms), (Some(42), Some(7)));
+        assert!(v.nodes.iter().all(|n| n.first_boot.is_none()), "not a node");
+        let mut m = String::new();
+        r.metrics(&mut m);
+        assert!(
+            m.contains("crc_appliance_timeline_phase{phase=\"provisioning\"} 1"),
+            "{m}"
+        );
+        assert!(m.contains("step=\"rootfs\""), "{m}");
+    }
+}
