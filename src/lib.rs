@@ -117,7 +117,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 // Handled above (it needs no libvirt connection).
                 cli::VmAction::Console => anyhow::bail!("vm console NODE"),
             };
-            libvirt::vm(plan, action).await
+            let fetched = match action {
+                libvirt::VmAction::Up => ignition_evidence(&cluster, &plan).await,
+                _ => None,
+            };
+            libvirt::vm(plan, action, fetched).await
         }
         Command::Firewall {
             action: cli::FirewallAction::Print { xml },
@@ -165,6 +169,31 @@ async fn admin_call(
         anyhow::bail!("admin API answered HTTP {status}");
     }
     Ok(())
+}
+
+/// For `vm up`: the nodes whose ignition the running `serve` saw them
+/// fetch. `None` (the shut-off reason alone decides) when `serve` does not
+/// serve HTTP or cannot be asked.
+async fn ignition_evidence(cluster: &std::path::Path, plan: &Plan) -> libvirt::Fetched {
+    let c = &plan.cluster;
+    if !c.http.enabled || !c.admin.enabled {
+        return None;
+    }
+    match timeline::watch::fetch(&admin_target(cluster).ok()?).await {
+        Ok(t) => Some(
+            t.nodes
+                .into_iter()
+                .filter(|n| n.ignition.is_some())
+                .map(|n| n.node)
+                .collect(),
+        ),
+        Err(e) => {
+            eprintln!(
+                "note: no install evidence from serve ({e:#}); a stopped install VM counts as installed only if the guest shut it down"
+            );
+            None
+        }
+    }
 }
 
 /// The admin listener of the cluster file and its token.

@@ -78,17 +78,22 @@ pub enum VmAction {
     RemoveBootstrap,
 }
 
+/// The nodes that fetched their ignition, from the running `serve`'s
+/// timeline: the evidence `vm up` needs besides the shut-off reason.
+/// `None` when nobody can tell (then the reason alone decides).
+pub type Fetched = Option<std::collections::HashSet<String>>;
+
 /// `vm up|down|status|remove-bootstrap`.
-pub async fn vm(plan: Arc<Plan>, action: VmAction) -> anyhow::Result<()> {
+pub async fn vm(plan: Arc<Plan>, action: VmAction, fetched: Fetched) -> anyhow::Result<()> {
     let spec = Spec::new(&plan)?;
     for w in &spec.warnings {
         tracing::warn!("{w}");
     }
-    run_vm(spec, action).await
+    run_vm(spec, action, fetched).await
 }
 
 #[cfg(not(feature = "libvirt"))]
-async fn run_vm(_spec: Spec, action: VmAction) -> anyhow::Result<()> {
+async fn run_vm(_spec: Spec, action: VmAction, _fetched: Fetched) -> anyhow::Result<()> {
     anyhow::bail!(
         "vm {}: this crc-appliance was built without libvirt support \
          (rebuild with the default `libvirt` feature)",
@@ -97,9 +102,12 @@ async fn run_vm(_spec: Spec, action: VmAction) -> anyhow::Result<()> {
 }
 
 #[cfg(feature = "libvirt")]
-async fn run_vm(spec: Spec, action: VmAction) -> anyhow::Result<()> {
+async fn run_vm(spec: Spec, action: VmAction, fetched: Fetched) -> anyhow::Result<()> {
     let out = tokio::task::spawn_blocking(move || -> anyhow::Result<String> {
-        let d = driver::Driver::open(spec)?;
+        let mut d = driver::Driver::open(spec)?;
+        if let Some(set) = fetched {
+            d.set_evidence(Box::new(move |node| set.contains(node)));
+        }
         let lines = match action {
             VmAction::Up => {
                 let mut l = d.up()?;
