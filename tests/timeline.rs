@@ -134,7 +134,7 @@ admin:
         let env = udhcpc_once(&self.nodes, &self.ifc, dir, "5").expect("a DHCP lease");
         assert_eq!(kv(&env, "ip").as_deref(), Some(ip), "{env}");
         self.nodes
-            .ip(&["addr", "add", &format!("{ip}/24"), "dev", &self.ifc]);
+            .ip(&["addr", "replace", &format!("{ip}/24"), "dev", &self.ifc]);
     }
 
     /// curl from `from` in the nodes' namespace; (exit code, body bytes).
@@ -337,8 +337,15 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("install-complete: reached"), "{out}");
 
+    // master-0 asks again, seconds after its first lease (the failed
+    // wait-for above took its 1 s): a renewal.
+    let (_, _, m0_mac, m0_ip) = NODES[1];
+    lab.lease(d, m0_mac, m0_ip);
+
     let tl = timeline(&lab, &cluster);
     assert_eq!(tl["phase"], "ingress-ready", "{tl}");
+    assert_eq!(node(&tl, "master-0")["leaseRenewals"], 1, "{tl}");
+    assert!(node(&tl, "master-0")["leaseRenewed"].is_u64(), "{tl}");
     for p in [
         "bootstrapping",
         "bootstrap-complete",
