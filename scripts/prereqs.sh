@@ -18,6 +18,14 @@ missing_pkgs() {
 sudo=""
 [ "$(id -u)" = 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
+# `prometheus` is installed for promtool only: keep its service from starting
+# (invoke-rc.d asks policy-rc.d; 101 = action forbidden) when no policy exists.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\ncase "$1" in prometheus) exit 101;; esac\nexit 0\n' | $sudo tee "$policy" >/dev/null
+  $sudo chmod +x "$policy"
+  trap '$sudo rm -f "$policy"' EXIT
+fi
 updated=""
 for pass in 1 2; do
   mapfile -t missing < <(missing_pkgs)
@@ -29,6 +37,9 @@ for pass in 1 2; do
   fi
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 done
+if command -v systemctl >/dev/null && systemctl is-enabled prometheus >/dev/null 2>&1; then
+  $sudo systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
 mapfile -t missing < <(missing_pkgs)
 if ((${#missing[@]})); then
   echo "could not install: ${missing[*]}" >&2

@@ -61,7 +61,11 @@ pub enum Command {
         action: NodeAction,
     },
     /// Create, remove or inspect the cluster's libvirt network and VMs.
-    Vm { action: VmAction },
+    Vm {
+        action: VmAction,
+        /// The node (`vm console NODE`).
+        node: Option<String>,
+    },
     /// Boot bare-metal nodes through their Redfish BMC (`nodes[].bmc`):
     /// virtual media with the node's ISO, boot once from CD, power.
     Bmc {
@@ -77,9 +81,28 @@ pub enum Command {
         #[command(subcommand)]
         action: FirewallAction,
     },
+    /// The install timeline of the running `serve`: the cluster phase and
+    /// one row per node with the time of each step.
+    Status {
+        /// Print the `timeline` section of `/status` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait until the install reaches a goal, printing steps as they happen;
+    /// exit 0 when reached, 1 on timeout with what is missing.
+    WaitFor {
+        goal: crate::timeline::render::Goal,
+        /// How long to wait (`90s`, `40m`, `1h`).
+        #[arg(long, default_value = "40m", value_parser = parse_timeout)]
+        timeout: std::time::Duration,
+    },
     /// Check the host before `serve`/`vm up`: busy ports and their owners,
     /// /dev/kvm, the ISO, the pool dir, ignition files. Exit 1 on findings.
     Preflight,
+}
+
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    crate::config::duration::parse(s)
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -142,6 +165,8 @@ pub enum VmAction {
     Down,
     /// Show each VM's state.
     Status,
+    /// Print the end of a node's serial console log (`vm console NODE`).
+    Console,
     /// Destroy and remove the bootstrap VM and its disk.
     RemoveBootstrap,
 }

@@ -2,6 +2,8 @@
 //! services (for `/status` and `/metrics`), the LB control handle, and the
 //! reload outcome and trigger for the admin API.
 //!
+//! It also owns the install timeline ([`Events`]) the services report to.
+//!
 //! One `Hub` lives as long as `serve`: a reload swaps the plan inside it
 //! (atomically, [`ArcSwap`]) and records its outcome; the services and the
 //! handles stay.
@@ -15,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::plan::Plan;
 use crate::service::Service;
 pub use crate::status::{ReloadResult, ReloadStatus};
+use crate::timeline::{Events, Recorder};
 
 /// Runtime control of the load balancer, used by the admin API.
 pub trait LbControl: Send + Sync {
@@ -110,12 +113,14 @@ pub struct Hub {
     boot: RwLock<Option<Arc<dyn BootControl>>>,
     reload: Mutex<ReloadStatus>,
     reload_tx: mpsc::Sender<ReloadRequest>,
+    events: Events,
 }
 
 impl Hub {
     /// A hub for `plan`, and the receiver of admin reload requests.
     pub fn new(plan: Arc<Plan>) -> (Arc<Hub>, mpsc::Receiver<ReloadRequest>) {
         let (reload_tx, rx) = mpsc::channel(4);
+        let events = Recorder::new(&plan);
         let hub = Arc::new(Hub {
             plan: ArcSwap::new(plan),
             services: RwLock::new(Vec::new()),
@@ -123,6 +128,7 @@ impl Hub {
             boot: RwLock::new(None),
             reload: Mutex::new(ReloadStatus::default()),
             reload_tx,
+            events,
         });
         (hub, rx)
     }
@@ -133,7 +139,13 @@ impl Hub {
     }
 
     pub fn set_plan(&self, plan: Arc<Plan>) {
+        self.events.set_plan(&plan);
         self.plan.store(plan);
+    }
+
+    /// The install timeline the services report to.
+    pub fn events(&self) -> Events {
+        self.events.clone()
     }
 
     pub fn set_services(&self, services: Vec<Arc<dyn Service>>) {

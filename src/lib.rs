@@ -20,6 +20,8 @@
 //! - [`liveiso`]: kernel-argument embed areas of the live ISO and byte
 //!   patches over a file (the per-node boot ISO).
 //! - [`bmc`]: bare-metal nodes booted through their Redfish BMC (virtual media).
+//! - [`timeline`]: the install timeline per node and the cluster phase
+//!   (`/status` → `timeline`, `status`, `wait-for`).
 //! - [`hub`]: the plan being served, the services, LB control and the
 //!   reload outcome, shared with the admin API.
 //! - [`metrics`]: the Prometheus text writer every service uses.
@@ -54,6 +56,7 @@ pub mod status;
 pub mod supervisor;
 pub mod telemetry;
 pub mod tftp;
+pub mod timeline;
 
 use std::sync::Arc;
 
@@ -99,15 +102,31 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             admin_call(&cluster, "POST", format!("/api/nodes/{node}/reinstall")).await
         }
         Command::Reload => reload_running(&cluster).await,
-        Command::Vm { action } => {
+        Command::Vm {
+            action: cli::VmAction::Console,
+            node,
+        } => {
+            let plan = config::load(&cluster)?;
+            let node =
+                node.ok_or_else(|| anyhow::anyhow!("vm console: which node? (vm console NODE)"))?;
+            print!("{}", libvirt::console(&plan, &node)?);
+            Ok(())
+        }
+        Command::Vm { action, .. } => {
             let plan = Arc::new(config::load(&cluster)?);
             let action = match action {
                 cli::VmAction::Up => libvirt::VmAction::Up,
                 cli::VmAction::Down => libvirt::VmAction::Down,
                 cli::VmAction::Status => libvirt::VmAction::Status,
                 cli::VmAction::RemoveBootstrap => libvirt::VmAction::RemoveBootstrap,
+                // Handled above (it needs no libvirt connection).
+                cli::VmAction::Console => anyhow::bail!("vm console NODE"),
             };
-            libvirt::vm(plan, action).await
+            let fetched = match action {
+                libvirt::VmAction::Up => ignition_evidence(&cluster, &plan).await,
+                _ => None,
+            };
+            libvirt::vm(plan, action, fetched).await
         }
         Command::Bmc { action, node, json } => {
             let plan = config::load(&cluster)?;
@@ -129,6 +148,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 print!("{}", firewall::render(&c));
             }
             Ok(())
+        }
+        Command::Status { json } => timeline::watch::status(&admin_target(&cluster)?, json).await,
+        Command::WaitFor { goal, timeout } => {
+            timeline::watch::wait_for(&admin_target(&cluster)?, goal, timeout).await
         }
         Command::Preflight => {
             let plan = config::load(&cluster)?;
@@ -161,6 +184,40 @@ async fn admin_call(
         anyhow::bail!("admin API answered HTTP {status}");
     }
     Ok(())
+}
+
+/// For `vm up`: the nodes whose ignition the running `serve` saw them
+/// fetch. `None` (the shut-off reason alone decides) when `serve` does not
+/// serve HTTP or cannot be asked.
+async fn ignition_evidence(cluster: &std::path::Path, plan: &Plan) -> libvirt::Fetched {
+    let c = &plan.cluster;
+    if !c.http.enabled || !c.admin.enabled {
+        return None;
+    }
+    match timeline::watch::fetch(&admin_target(cluster).ok()?).await {
+        Ok(t) => Some(
+            t.nodes
+                .into_iter()
+                .filter(|n| n.ignition.is_some())
+                .map(|n| n.node)
+                .collect(),
+        ),
+        Err(e) => {
+            eprintln!(
+                "note: no install evidence from serve ({e:#}); a stopped install VM counts as installed only if the guest shut it down"
+            );
+            None
+        }
+    }
+}
+
+/// The admin listener of the cluster file and its token.
+fn admin_target(cluster: &std::path::Path) -> anyhow::Result<timeline::watch::Target> {
+    let c = config::load(cluster)?.cluster;
+    Ok(timeline::watch::Target {
+        addr: c.admin.listen,
+        token: admin_token(c.admin.token_file.as_deref())?,
+    })
 }
 
 /// The admin API token from `admin.tokenFile`, if one is configured.

@@ -35,6 +35,9 @@ pub struct StatusDoc {
     pub admin: Option<AdminStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tftp: Option<TftpStatus>,
+    /// The install timeline (`serve` only; docs/operations.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<TimelineStatus>,
 }
 
 /// One service's section of [`StatusDoc`].
@@ -310,6 +313,7 @@ pub struct LibvirtStatus {
 
 /// One row of `vm status` and of `libvirt.nodes`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct VmRow {
     pub node: String,
     pub domain: String,
@@ -320,6 +324,9 @@ pub struct VmRow {
     pub phase: String,
     pub mac: String,
     pub ip: String,
+    /// The serial console log (`vm console NODE` prints it).
+    #[serde(default)]
+    pub serial_log: String,
 }
 
 /// `admin`.
@@ -355,4 +362,92 @@ pub struct TftpTransferRow {
     pub result: String,
     pub detail: String,
     pub bytes: u64,
+}
+
+/// Cluster install phase, in order (`timeline.phase`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClusterPhase {
+    #[default]
+    Provisioning,
+    Bootstrapping,
+    BootstrapComplete,
+    BootstrapRemoved,
+    IngressReady,
+}
+
+impl ClusterPhase {
+    pub const ALL: [ClusterPhase; 5] = [
+        ClusterPhase::Provisioning,
+        ClusterPhase::Bootstrapping,
+        ClusterPhase::BootstrapComplete,
+        ClusterPhase::BootstrapRemoved,
+        ClusterPhase::IngressReady,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClusterPhase::Provisioning => "provisioning",
+            ClusterPhase::Bootstrapping => "bootstrapping",
+            ClusterPhase::BootstrapComplete => "bootstrap-complete",
+            ClusterPhase::BootstrapRemoved => "bootstrap-removed",
+            ClusterPhase::IngressReady => "ingress-ready",
+        }
+    }
+}
+
+/// `timeline`: what the services observed of the install, per node. Times
+/// are Unix seconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineStatus {
+    pub phase: ClusterPhase,
+    /// When each phase was first reached (`bootstrapping`, ...).
+    pub phase_times: BTreeMap<String, u64>,
+    pub nodes: Vec<NodeTimeline>,
+    /// Ignition fetches from addresses that are not the node's own (newest
+    /// first, at most 50): not install progress.
+    pub operator_fetches: Vec<OperatorFetch>,
+}
+
+/// One node's install steps (Unix seconds; `None` = not seen yet).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeTimeline {
+    pub node: String,
+    pub role: Option<Role>,
+    /// The install VM was seen running (libvirt).
+    pub vm_started: Option<u64>,
+    /// Install attempts started (a rejected install runs again).
+    pub install_attempts: u32,
+    /// First DHCP lease, last renewal, renewals.
+    pub lease: Option<u64>,
+    pub lease_renewed: Option<u64>,
+    pub lease_renewals: u32,
+    /// The live rootfs fetched from the node's address.
+    pub rootfs: Option<u64>,
+    pub rootfs_bytes: Option<u64>,
+    pub rootfs_ms: Option<u64>,
+    /// The node fetched its ignition from its own address (current attempt).
+    pub ignition: Option<u64>,
+    /// The install VM shut down after fetching its ignition (libvirt).
+    pub install_finished: Option<u64>,
+    /// First connection to the machine-config frontend from the node's
+    /// address after the install: the installed system's first boot.
+    pub first_boot: Option<u64>,
+    /// First time the node's backend was healthy, per pool.
+    pub api_healthy: Option<u64>,
+    pub mcs_healthy: Option<u64>,
+    pub ingress_healthy: Option<u64>,
+    /// Why an install was not accepted as finished, and other problems.
+    pub errors: Vec<String>,
+}
+
+/// An ignition fetch by someone other than the node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorFetch {
+    pub unix_time: u64,
+    pub client: String,
+    pub file: String,
 }

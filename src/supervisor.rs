@@ -36,19 +36,19 @@ async fn create(plan: &Arc<Plan>, hub: &Arc<Hub>) -> anyhow::Result<Vec<Arc<dyn 
         match name {
             #[cfg(feature = "libvirt")]
             "libvirt" => out.push(
-                crate::libvirt::service::Libvirt::new(plan)
+                crate::libvirt::service::Libvirt::new(plan, hub.events())
                     .await
                     .context("libvirt")?,
             ),
             "dns" => out.push(dns::Dns::new(plan).context("DNS")?),
             "dhcp" => out.push(dhcp::Dhcp::new(plan).await.context("DHCP")?),
             "lb" => {
-                let lb = lb::Lb::new(plan).context("load balancer")?;
+                let lb = lb::Lb::new(plan, hub.events()).context("load balancer")?;
                 hub.set_lb_control(lb.clone());
                 out.push(lb);
             }
             "http" => {
-                let h = http::Http::new(plan);
+                let h = http::Http::new(plan, hub.events());
                 hub.set_boot_control(h.clone());
                 out.push(h);
             }
@@ -58,6 +58,18 @@ async fn create(plan: &Arc<Plan>, hub: &Arc<Hub>) -> anyhow::Result<Vec<Arc<dyn 
         }
     }
     Ok(out)
+}
+
+/// Sample the services' status into the install timeline every
+/// [`crate::timeline::recorder::TICK`] until shutdown.
+async fn sample_timeline(hub: Arc<Hub>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(crate::timeline::recorder::TICK) => {}
+        }
+        let _ = admin::status(&hub);
+    }
 }
 
 /// Tell systemd (Type=notify) about our state, if it is listening.
@@ -108,6 +120,7 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     reload::apply(&services, &plan).await?;
 
     let mut set = JoinSet::new();
+    tokio::spawn(sample_timeline(hub.clone(), root.clone()));
     for s in &services {
         let (s, token) = (s.clone(), root.clone());
         set.spawn(async move { (s.name(), s.run(token).await) });

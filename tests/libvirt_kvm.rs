@@ -474,6 +474,27 @@ libvirt:
         )
     });
 
+    // `virsh destroy` of the install VM is no finished install: the serve
+    // loop starts the install domain again and says why.
+    common::wait_until("the install VM running", Duration::from_secs(60), || {
+        run(
+            "virsh",
+            &["-c", "qemu:///system", "domstate", "e2e-master-0"],
+        )
+        .1
+        .trim()
+            == "running"
+    });
+    let (code, _, err) = run(
+        "virsh",
+        &["-c", "qemu:///system", "destroy", "e2e-master-0"],
+    );
+    assert_eq!(code, 0, "virsh destroy: {err}");
+    app.wait_log(
+        "not shut down by the installer; installing again",
+        Duration::from_secs(30),
+    );
+
     let log = pool.join("e2e-master-0-serial.log");
     let deadline = Instant::now() + Duration::from_secs(150);
     let serial = loop {
@@ -538,6 +559,23 @@ libvirt:
         let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
         let n = &v["libvirt"]["nodes"][0];
         if n["phase"] == "installed" && n["state"] == "running" {
+            // The timeline saw it all: the destroyed attempt, then the
+            // install that fetched its ignition and shut down.
+            let t = &v["timeline"]["nodes"][0];
+            if services {
+                for step in [
+                    "vmStarted",
+                    "lease",
+                    "rootfs",
+                    "ignition",
+                    "installFinished",
+                ] {
+                    assert!(t[step].is_u64(), "{step}: {t}");
+                }
+            }
+            assert!(t["installAttempts"].as_u64() >= Some(2), "{t}");
+            let why = t["errors"][0].as_str().unwrap_or_default();
+            assert!(why.contains("(destroyed)"), "{t}");
             break;
         }
         assert!(

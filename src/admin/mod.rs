@@ -173,10 +173,14 @@ pub fn status(hub: &Hub) -> StatusDoc {
         libvirt: None,
         admin: None,
         tftp: None,
+        timeline: None,
     };
     for s in hub.services() {
         doc.insert(s.status());
     }
+    let events = hub.events();
+    events.observe(&doc);
+    doc.timeline = Some(events.view());
     doc
 }
 
@@ -221,6 +225,7 @@ pub fn metrics(hub: &Hub) -> String {
     for s in hub.services() {
         s.metrics(&mut out);
     }
+    hub.events().metrics(&mut out);
     out
 }
 

@@ -45,6 +45,7 @@ pub mod path;
 pub mod range;
 mod server;
 pub mod stats;
+mod track;
 mod version;
 
 use std::fs::File;
@@ -125,6 +126,8 @@ pub(crate) struct Ctx {
     boot: Arc<netboot::BootState>,
     clients: Arc<clients::Clients>,
     ign_cache: igncache::IgnCache,
+    /// The install timeline (completed rootfs downloads).
+    events: crate::timeline::Events,
 }
 
 fn empty() -> Body {
@@ -484,7 +487,13 @@ impl Ctx {
     }
 
     async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Resp {
-        let r = self.route(&req, peer).await;
+        let mut r = self.route(&req, peer).await;
+        if r.status() == StatusCode::OK
+            && req.method() == Method::GET
+            && track::is_rootfs(req.uri().path())
+        {
+            r = track::rootfs(r, peer.ip(), self.events.clone());
+        }
         self.stats.response(r.status().as_u16());
         debug!(
             "http {peer} {} {} -> {}",

@@ -52,7 +52,7 @@ fn warn_missing_dirs(plan: &Plan) {
 
 impl Http {
     /// The service for `plan`, serving nothing until its first commit.
-    pub fn new(plan: &Arc<Plan>) -> Arc<Http> {
+    pub fn new(plan: &Arc<Plan>, events: crate::timeline::Events) -> Arc<Http> {
         let shared = Arc::new(ArcSwap::new(plan.clone()));
         Arc::new(Http {
             ctx: Arc::new(Ctx {
@@ -62,6 +62,7 @@ impl Http {
                 boundary_seq: AtomicU64::new(1),
                 clients: Arc::new(Clients::default()),
                 ign_cache: Default::default(),
+                events,
             }),
             listeners: Listeners::default(),
             tasks: Tasks::new("http"),

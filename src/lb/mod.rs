@@ -63,6 +63,7 @@ use crate::plan::Plan;
 use crate::service::{Commit, Listeners, Service, Tasks};
 
 use crate::status::{HealthStatus, LbStatus, PoolStatus, ServiceStatus};
+use crate::timeline::Events;
 use check::Prober;
 use checker::CheckSettings;
 use select::Tried;
@@ -108,6 +109,8 @@ pub struct Lb {
     tasks: Tasks,
     conns: TaskTracker,
     conns_stop: CancellationToken,
+    /// The install timeline: machine-config connections from node addresses.
+    events: Events,
 }
 
 /// The health settings and probers of `plan`: the api and machine-config
@@ -135,7 +138,7 @@ fn marker_of(plan: &Plan) -> PathBuf {
 
 impl Lb {
     /// The service for `plan` (health checks start with the first commit).
-    pub fn new(plan: &Plan) -> anyhow::Result<Arc<Lb>> {
+    pub fn new(plan: &Plan, events: Events) -> anyhow::Result<Arc<Lb>> {
         let c = &plan.cluster;
         let settings = check_settings(plan)?;
         let lb = Arc::new(Lb {
@@ -150,6 +153,7 @@ impl Lb {
             tasks: Tasks::new("lb"),
             conns: TaskTracker::new(),
             conns_stop: CancellationToken::new(),
+            events,
         });
         let stop = lb.tasks.shutdown_token();
         lb.tasks.spawn(
@@ -450,6 +454,9 @@ async fn accept_loop(
             return Ok(());
         };
         stats.total.fetch_add(1, Ordering::Relaxed);
+        if kind == PoolKind::MachineConfig {
+            lb.events.machine_config_connect(peer.ip());
+        }
         let cap = lb
             .frontend(kind)
             .cap(crate::limits::scaled(lb.cfg.load().max_connections));

@@ -9,8 +9,9 @@
 //! Install flow per node (libvirt-boot.md §1.2): `create_domain_xml(install)`
 //! (transient, direct kernel boot, `on_reboot=destroy`), then
 //! `define_domain_xml(final)` with the same UUID and `phase='installing'`.
-//! When the installer powers the VM off, [`Driver::finish_installs`] marks
-//! it `installed` and starts it from its disk.
+//! When the installer powers the VM off, [`Driver::finish_installs`]
+//! (`install.rs`) marks it `installed` and starts it from its disk — only
+//! on evidence; any other stop starts the install domain again.
 
 use std::fs;
 use std::io::{self, BufWriter, Write as _};
@@ -19,7 +20,7 @@ use std::sync::Once;
 
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
+use tracing::warn;
 use virt::connect::Connect;
 use virt::domain::{Domain, DomainState};
 use virt::enumutil::Enum;
@@ -28,6 +29,7 @@ use virt::network::Network;
 use virt::storage_pool::StoragePool;
 use virt::storage_vol::StorageVol;
 
+pub use super::install::{Evidence, InstallOutcome};
 use super::iso9660::IsoImage;
 use super::spec::{NodeSpec, Phase, Spec};
 use super::xml;
@@ -82,6 +84,7 @@ pub(super) fn state_name(d: &Domain) -> String {
 pub struct Driver {
     pub(super) conn: Connect,
     pub(super) spec: Spec,
+    pub(super) evidence: Option<Evidence>,
 }
 
 static CLEAR_ERRORS: Once = Once::new();
@@ -115,7 +118,16 @@ impl Driver {
             Ok(other) => warn!("ignoring {DOMAIN_TYPE_ENV}={other:?} (expected kvm or qemu)"),
             Err(_) => {}
         }
-        Driver { conn, spec }
+        Driver {
+            conn,
+            spec,
+            evidence: None,
+        }
+    }
+
+    /// Require the ignition fetch for an install to count as finished.
+    pub fn set_evidence(&mut self, e: Evidence) {
+        self.evidence = Some(e);
     }
 
     pub fn conn(&self) -> &Connect {
@@ -385,7 +397,9 @@ impl Driver {
                         .define_domain_xml(&xml::final_domain_xml(s, n, Phase::Installing))
                         .with_context(|| format!("defining domain {}", n.domain))?;
                     done.push(format!("defined {} (install already running)", n.domain));
-                } else if !d.is_active()? {
+                } else if !d.is_active()? && phase != Phase::Installing.as_str() {
+                    // A stopped install is decided by `finish_installs`,
+                    // which every caller runs after `up`.
                     self.boot_from_disk(n, &d, &phase)?;
                     done.push(format!("started {} from its disk", n.domain));
                 }
@@ -394,7 +408,12 @@ impl Driver {
         Ok(())
     }
 
-    fn boot_from_disk(&self, n: &NodeSpec, d: &Domain, phase: &str) -> anyhow::Result<()> {
+    pub(super) fn boot_from_disk(
+        &self,
+        n: &NodeSpec,
+        d: &Domain,
+        phase: &str,
+    ) -> anyhow::Result<()> {
         let d = if phase == Phase::Installing.as_str() {
             self.conn
                 .define_domain_xml(&xml::final_domain_xml(&self.spec, n, Phase::Installed))
@@ -409,7 +428,7 @@ impl Driver {
 
     /// A failed domain start, explained: with KVM the usual cause is a host
     /// whose /dev/kvm cannot run guests (nested virtualization).
-    fn start_error(&self, what: String, e: virt::error::Error) -> anyhow::Error {
+    pub(super) fn start_error(&self, what: String, e: virt::error::Error) -> anyhow::Error {
         if self.spec.domain_type == "kvm" {
             anyhow::anyhow!(
                 "{what}: {e}\nKVM could not run the guest (no usable hardware virtualization here, e.g. nested without VMX/SVM or a busy /dev/kvm). \
@@ -419,31 +438,6 @@ impl Driver {
         } else {
             anyhow::anyhow!("{what}: {e}")
         }
-    }
-
-    /// Start every node whose installer has powered off (phase `installing`,
-    /// shut off) from its disk. Returns the domains started.
-    pub fn finish_installs(&self) -> anyhow::Result<Vec<String>> {
-        let mut started = Vec::new();
-        for n in &self.spec.nodes {
-            let Some(d) = found(
-                self.conn.lookup_domain_by_name(&n.domain),
-                ErrorNumber::NoDomain,
-            )?
-            else {
-                continue;
-            };
-            let phase = self.phase_of(&d);
-            if phase.as_deref() == Some(Phase::Installing.as_str())
-                && d.is_persistent()?
-                && !d.is_active()?
-            {
-                self.boot_from_disk(n, &d, Phase::Installing.as_str())?;
-                info!(domain = %n.domain, "installer finished; booted from disk");
-                started.push(n.domain.clone());
-            }
-        }
-        Ok(started)
     }
 
     // ------------------------------------------------------------ status
@@ -476,6 +470,7 @@ impl Driver {
                 phase,
                 mac: n.mac.to_string(),
                 ip: n.ip.to_string(),
+                serial_log: n.serial_log.display().to_string(),
             });
         }
         Ok(out)

@@ -24,6 +24,8 @@ pub mod xml;
 #[cfg(feature = "libvirt")]
 pub mod driver;
 #[cfg(feature = "libvirt")]
+mod install;
+#[cfg(feature = "libvirt")]
 pub mod service;
 #[cfg(feature = "libvirt")]
 mod teardown;
@@ -36,6 +38,31 @@ pub use spec::Spec;
 /// `render libvirt`: the pool, network, volume and domain XML that `vm up` defines.
 pub fn render(plan: &Plan) -> anyhow::Result<String> {
     Ok(xml::render(&Spec::new(plan)?))
+}
+
+/// How much of the end of a serial log `vm console` prints.
+pub const CONSOLE_TAIL: u64 = 256 * 1024;
+
+/// `vm console NODE`: the end of the node's serial console log (install
+/// and disk boots append to it), so a stuck boot can be read.
+pub fn console(plan: &Plan, node: &str) -> anyhow::Result<String> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let spec = Spec::new(plan)?;
+    let n = spec
+        .node(node)
+        .ok_or_else(|| anyhow::anyhow!("node {node:?} is not in the cluster file"))?;
+    let path = &n.serial_log;
+    let mut f = std::fs::File::open(path).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {e} (the log exists once `vm up` has started the VM)",
+            path.display()
+        )
+    })?;
+    let len = f.metadata()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(CONSOLE_TAIL)))?;
+    let mut buf = Vec::new();
+    f.take(CONSOLE_TAIL).read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// What `crc-appliance vm` does.
@@ -51,17 +78,22 @@ pub enum VmAction {
     RemoveBootstrap,
 }
 
+/// The nodes that fetched their ignition, from the running `serve`'s
+/// timeline: the evidence `vm up` needs besides the shut-off reason.
+/// `None` when nobody can tell (then the reason alone decides).
+pub type Fetched = Option<std::collections::HashSet<String>>;
+
 /// `vm up|down|status|remove-bootstrap`.
-pub async fn vm(plan: Arc<Plan>, action: VmAction) -> anyhow::Result<()> {
+pub async fn vm(plan: Arc<Plan>, action: VmAction, fetched: Fetched) -> anyhow::Result<()> {
     let spec = Spec::new(&plan)?;
     for w in &spec.warnings {
         tracing::warn!("{w}");
     }
-    run_vm(spec, action).await
+    run_vm(spec, action, fetched).await
 }
 
 #[cfg(not(feature = "libvirt"))]
-async fn run_vm(_spec: Spec, action: VmAction) -> anyhow::Result<()> {
+async fn run_vm(_spec: Spec, action: VmAction, _fetched: Fetched) -> anyhow::Result<()> {
     anyhow::bail!(
         "vm {}: this crc-appliance was built without libvirt support \
          (rebuild with the default `libvirt` feature)",
@@ -70,17 +102,16 @@ async fn run_vm(_spec: Spec, action: VmAction) -> anyhow::Result<()> {
 }
 
 #[cfg(feature = "libvirt")]
-async fn run_vm(spec: Spec, action: VmAction) -> anyhow::Result<()> {
+async fn run_vm(spec: Spec, action: VmAction, fetched: Fetched) -> anyhow::Result<()> {
     let out = tokio::task::spawn_blocking(move || -> anyhow::Result<String> {
-        let d = driver::Driver::open(spec)?;
+        let mut d = driver::Driver::open(spec)?;
+        if let Some(set) = fetched {
+            d.set_evidence(Box::new(move |node| set.contains(node)));
+        }
         let lines = match action {
             VmAction::Up => {
                 let mut l = d.up()?;
-                l.extend(
-                    d.finish_installs()?
-                        .into_iter()
-                        .map(|n| format!("started {n} from its disk")),
-                );
+                l.extend(d.finish_installs()?.iter().map(|o| o.line()));
                 l
             }
             VmAction::Down => d.down()?,

@@ -27,6 +27,7 @@ use crate::metrics::{Kind, family};
 use crate::plan::Plan;
 use crate::service::{Commit, Service, Tasks};
 use crate::status::{LibvirtStatus, ServiceStatus};
+use crate::timeline::{Event, Events};
 
 /// How often installs are checked for completion.
 pub const POLL: Duration = Duration::from_secs(5);
@@ -40,14 +41,22 @@ pub struct Libvirt {
     up_needed: AtomicBool,
     status: Status,
     tasks: Tasks,
+    /// The install timeline: evidence for finished installs, and verdicts.
+    events: Events,
 }
 
-fn open(plan: &Arc<Plan>, network_up: bool) -> anyhow::Result<Driver> {
+fn open(plan: &Arc<Plan>, network_up: bool, events: &Events) -> anyhow::Result<Driver> {
     let spec = Spec::new(plan)?;
     for w in &spec.warnings {
         warn!("{w}");
     }
-    let d = Driver::open(spec)?;
+    let mut d = Driver::open(spec)?;
+    // Only our HTTP service sees the ignition fetches; with another server
+    // the shut-off reason alone decides.
+    if plan.cluster.http.enabled {
+        let ev = events.clone();
+        d.set_evidence(Box::new(move |node| ev.fetched_ignition(node)));
+    }
     if network_up {
         for line in d.network_up()? {
             info!("libvirt: {line}");
@@ -58,9 +67,9 @@ fn open(plan: &Arc<Plan>, network_up: bool) -> anyhow::Result<Driver> {
 
 impl Libvirt {
     /// Connect and bring the network up (blocking calls on the blocking pool).
-    pub async fn new(plan: &Arc<Plan>) -> anyhow::Result<Arc<Libvirt>> {
-        let p = plan.clone();
-        let driver = tokio::task::spawn_blocking(move || open(&p, true))
+    pub async fn new(plan: &Arc<Plan>, events: Events) -> anyhow::Result<Arc<Libvirt>> {
+        let (p, ev) = (plan.clone(), events.clone());
+        let driver = tokio::task::spawn_blocking(move || open(&p, true, &ev))
             .await
             .context("libvirt task")??;
         info!(
@@ -77,6 +86,7 @@ impl Libvirt {
                 nodes: Mutex::new(Vec::new()),
             },
             tasks: Tasks::new("libvirt"),
+            events,
         });
         let stop = lv.tasks.shutdown_token();
         lv.tasks
@@ -95,7 +105,15 @@ impl Libvirt {
                         info!("libvirt: {line}");
                     }
                 }
-                d.finish_installs()?;
+                for o in d.finish_installs()? {
+                    me.events.record(match o.result {
+                        Ok(()) => Event::InstallFinished { node: o.node },
+                        Err(reason) => Event::InstallRejected {
+                            node: o.node,
+                            reason,
+                        },
+                    });
+                }
                 *me.status.network.lock().unwrap_or_else(|e| e.into_inner()) =
                     d.network_status()?;
                 *me.status.nodes.lock().unwrap_or_else(|e| e.into_inner()) = d.status()?;
@@ -143,8 +161,8 @@ impl Service for Libvirt {
         if same {
             return Ok(Box::new(|| {}));
         }
-        let p = plan.clone();
-        let driver = tokio::task::spawn_blocking(move || open(&p, false))
+        let (p, ev) = (plan.clone(), self.events.clone());
+        let driver = tokio::task::spawn_blocking(move || open(&p, false, &ev))
             .await
             .context("libvirt task")??;
         Ok(Box::new(move || {
@@ -185,10 +203,16 @@ impl Service for Libvirt {
             "1 when the node's VM is running.",
         );
         for n in nodes.iter() {
-            f.sample(
-                &[("node", &n.node), ("phase", &n.phase)],
-                u8::from(n.state == "running"),
-            );
+            f.sample(&[("node", &n.node)], u8::from(n.state == "running"));
+        }
+        let mut f = family(
+            out,
+            "crc_appliance_libvirt_domain_installed",
+            Kind::Gauge,
+            "1 when the node's install finished (it boots its disk).",
+        );
+        for n in nodes.iter() {
+            f.sample(&[("node", &n.node)], u8::from(n.phase == "installed"));
         }
     }
 }

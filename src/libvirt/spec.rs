@@ -30,6 +30,25 @@ impl Phase {
     }
 }
 
+/// Whether a shut-off install domain finished its install: only a guest
+/// shutdown (libvirt's shut-off reason `shutdown`; the installer's reboot
+/// with `on_reboot=destroy` is one) after the node fetched its ignition.
+/// `reason` is libvirt's shut-off reason in lower case; `fetched_ignition`
+/// is `None` when nobody could know (no `serve` running).
+pub fn install_verdict(reason: &str, fetched_ignition: Option<bool>) -> Result<(), String> {
+    if reason != "shutdown" {
+        return Err(format!(
+            "install VM stopped ({reason}), not shut down by the installer; installing again"
+        ));
+    }
+    if fetched_ignition == Some(false) {
+        return Err(
+            "install VM shut down before the node fetched its ignition; installing again".into(),
+        );
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeSpec {
     /// Node name from the cluster file (`master-0`).
@@ -287,5 +306,25 @@ impl Spec {
             (ISO_INITRD, self.initrd.as_path()),
             (ISO_ROOTFS, self.rootfs.as_path()),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_guest_shutdown_after_the_ignition_fetch_finishes_an_install() {
+        assert!(install_verdict("shutdown", Some(true)).is_ok());
+        assert!(
+            install_verdict("shutdown", None).is_ok(),
+            "no serve: reason only"
+        );
+        let e = install_verdict("shutdown", Some(false)).unwrap_err();
+        assert!(e.contains("before the node fetched its ignition"), "{e}");
+        for r in ["destroyed", "crashed", "failed", "unknown"] {
+            let e = install_verdict(r, Some(true)).unwrap_err();
+            assert!(e.contains(&format!("({r})")), "{e}");
+        }
     }
 }

@@ -191,6 +191,12 @@ fn domain_xml(s: &Spec, n: &NodeSpec, fin: Option<Phase>) -> String {
         x,
         "    <console type='pty'>\n      <target type='serial' port='0'/>\n    </console>"
     );
+    // A screen on loopback VNC (`virsh vncdisplay`), so a boot stuck
+    // before the serial console (firmware, "No bootable device") is visible.
+    let _ = writeln!(
+        x,
+        "    <graphics type='vnc' port='-1' autoport='yes' listen='127.0.0.1'>\n      <listen type='address' address='127.0.0.1'/>\n    </graphics>\n    <video>\n      <model type='vga'/>\n    </video>"
+    );
     let _ = writeln!(
         x,
         "    <rng model='virtio'>\n      <backend model='random'>/dev/urandom</backend>\n    </rng>"

@@ -511,3 +511,31 @@ pub fn vm_rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
 }
+
+/// Headless Chromium at 1280×800 on `url` with `extra` flags; its stdout.
+pub fn chromium(url: &str, extra: &[&str]) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let dir = format!("--user-data-dir={}", profile.path().display());
+    let mut args = vec![
+        "90",
+        "chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        "--window-size=1280,800",
+        &dir,
+        "--virtual-time-budget=5000",
+    ];
+    args.extend_from_slice(extra);
+    args.push(url);
+    let (code, out, err) = run("timeout", &args);
+    assert_eq!(code, 0, "chromium failed: {err}");
+    out
+}

@@ -1,0 +1,284 @@
+//! The install timeline: one record per node of what the services observed
+//! (VM, DHCP lease, rootfs, ignition, install end, first boot, backend
+//! health) and the cluster phase that follows from it.
+//!
+//! Pure core: [`Timeline::apply`] takes an [`Event`] and the time it is
+//! applied at (the caller's clock, so tests inject it); [`Timeline::view`]
+//! renders the `/status` section for the plan's nodes. The socket side
+//! ([`recorder`]) feeds it from the services' status and two direct hooks.
+//!
+//! Invariants:
+//! - Every event is idempotent: applying the same observation again (the
+//!   recorder re-reads status sections every tick) changes nothing. First
+//!   times are kept (`min`), renewals count only a later lease expiry.
+//! - Ignition counts as install progress only when fetched from the node's
+//!   own address, within the current install attempt (after the last
+//!   rejected install). Other fetches are operator fetches.
+//! - An install is finished only through [`Event::InstallFinished`], which
+//!   the libvirt driver sends on evidence (guest shutdown after the
+//!   ignition fetch); a rejection starts a new attempt and clears the
+//!   attempt's steps.
+
+pub mod recorder;
+pub mod render;
+pub mod watch;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::config::Role;
+use crate::status::{ClusterPhase, NodeTimeline, OperatorFetch, TimelineStatus};
+
+pub use recorder::{Events, Recorder};
+
+/// How many operator fetches are kept.
+pub const OPERATOR_FETCHES: usize = 50;
+
+/// An LB pool, for health events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pool {
+    Api,
+    MachineConfig,
+    Ingress,
+}
+
+/// One observation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The node's install VM is running (libvirt).
+    InstallRunning { node: String },
+    /// The install VM shut down on evidence: installed.
+    InstallFinished { node: String },
+    /// The install VM stopped without evidence; it installs again.
+    InstallRejected { node: String, reason: String },
+    /// A bound DHCP lease of the node, expiring at `expires`.
+    Lease { node: String, expires: u64 },
+    /// The node downloaded the live rootfs (bytes sent, duration).
+    Rootfs { node: String, bytes: u64, ms: u64 },
+    /// A successful ignition fetch at `at` of `file`; `node` is the node
+    /// whose address `client` is, if any.
+    Ignition {
+        node: Option<String>,
+        client: String,
+        file: String,
+        at: u64,
+    },
+    /// A connection to the machine-config frontend from the node's address.
+    MachineConfigConnect { node: String },
+    /// The node's backend is healthy in `pool`.
+    Healthy { node: String, pool: Pool },
+    /// `<ignitionDir>/bootstrap-complete` exists.
+    BootstrapComplete,
+    /// The bootstrap left the LB pools (or its VM was removed).
+    BootstrapRemoved,
+}
+
+#[derive(Debug, Clone, Default)]
+struct NodeRec {
+    t: NodeTimeline,
+    lease_expires: Option<u64>,
+    /// Start of the current install attempt (after the last rejection).
+    attempt_since: u64,
+    install_running: bool,
+}
+
+/// The timeline of one cluster.
+#[derive(Debug, Clone, Default)]
+pub struct Timeline {
+    nodes: BTreeMap<String, NodeRec>,
+    bootstrap_complete: Option<u64>,
+    bootstrap_removed: Option<u64>,
+    operator: BTreeSet<OperatorFetch>,
+}
+
+fn first(slot: &mut Option<u64>, at: u64) {
+    *slot = Some(slot.map_or(at, |t| t.min(at)));
+}
+
+impl Timeline {
+    fn node(&mut self, name: &str) -> &mut NodeRec {
+        self.nodes
+            .entry(name.to_string())
+            .or_insert_with(|| NodeRec {
+                t: NodeTimeline {
+                    node: name.to_string(),
+                    ..NodeTimeline::default()
+                },
+                ..NodeRec::default()
+            })
+    }
+
+    /// Apply `ev`, observed at `now` (Unix seconds).
+    pub fn apply(&mut self, now: u64, ev: Event) {
+        match ev {
+            Event::InstallRunning { node } => {
+                let n = self.node(&node);
+                if !n.install_running && n.t.install_finished.is_none() {
+                    n.install_running = true;
+                    n.t.install_attempts += 1;
+                    first(&mut n.t.vm_started, now);
+                }
+            }
+            Event::InstallFinished { node } => {
+                let n = self.node(&node);
+                n.install_running = false;
+                first(&mut n.t.install_finished, now);
+            }
+            Event::InstallRejected { node, reason } => {
+                let n = self.node(&node);
+                n.install_running = false;
+                n.attempt_since = now;
+                n.t.ignition = None;
+                n.t.rootfs = None;
+                n.t.rootfs_bytes = None;
+                n.t.rootfs_ms = None;
+                n.t.errors.push(reason);
+                if n.t.errors.len() > 10 {
+                    n.t.errors.remove(0);
+                }
+            }
+            Event::Lease { node, expires } => {
+                let n = self.node(&node);
+                match n.lease_expires {
+                    None => first(&mut n.t.lease, now),
+                    Some(e) if expires > e => {
+                        n.t.lease_renewals += 1;
+                        n.t.lease_renewed = Some(now);
+                    }
+                    Some(_) => return,
+                }
+                n.lease_expires = Some(expires);
+            }
+            Event::Rootfs { node, bytes, ms } => {
+                let n = self.node(&node);
+                if n.t.rootfs.is_none() {
+                    n.t.rootfs = Some(now);
+                    n.t.rootfs_bytes = Some(bytes);
+                    n.t.rootfs_ms = Some(ms);
+                }
+            }
+            Event::Ignition {
+                node,
+                client,
+                file,
+                at,
+            } => match node {
+                Some(node) => {
+                    let n = self.node(&node);
+                    if at >= n.attempt_since && n.t.install_finished.is_none() {
+                        first(&mut n.t.ignition, at);
+                    }
+                }
+                None => {
+                    self.operator.insert(OperatorFetch {
+                        unix_time: at,
+                        client,
+                        file,
+                    });
+                    while self.operator.len() > OPERATOR_FETCHES {
+                        self.operator.pop_first();
+                    }
+                }
+            },
+            Event::MachineConfigConnect { node } => {
+                let n = self.node(&node);
+                // The live system fetches from the HTTP server; the first
+                // 22623 connection after the install is the disk's first boot.
+                if n.t.install_finished.is_some() || !n.install_running {
+                    first(&mut n.t.first_boot, now);
+                }
+            }
+            Event::Healthy { node, pool } => {
+                let n = self.node(&node);
+                let slot = match pool {
+                    Pool::Api => &mut n.t.api_healthy,
+                    Pool::MachineConfig => &mut n.t.mcs_healthy,
+                    Pool::Ingress => &mut n.t.ingress_healthy,
+                };
+                first(slot, now);
+            }
+            Event::BootstrapComplete => first(&mut self.bootstrap_complete, now),
+            Event::BootstrapRemoved => first(&mut self.bootstrap_removed, now),
+        }
+    }
+
+    /// Whether `node` fetched its ignition from its own address in the
+    /// current install attempt (the libvirt driver's evidence).
+    pub fn fetched_ignition(&self, node: &str) -> bool {
+        self.nodes.get(node).is_some_and(|n| n.t.ignition.is_some())
+    }
+
+    /// The `/status` section for `nodes` (name, role), in their order.
+    pub fn view(&self, nodes: &[(String, Role)]) -> TimelineStatus {
+        let rows: Vec<NodeTimeline> = nodes
+            .iter()
+            .map(|(name, role)| {
+                let mut t = self
+                    .nodes
+                    .get(name)
+                    .map(|n| n.t.clone())
+                    .unwrap_or_else(|| NodeTimeline {
+                        node: name.clone(),
+                        ..NodeTimeline::default()
+                    });
+                t.role = Some(*role);
+                t
+            })
+            .collect();
+        let mut phase_times = BTreeMap::new();
+        let boot_api = rows
+            .iter()
+            .find(|r| r.role == Some(Role::Bootstrap))
+            .and_then(|r| r.api_healthy);
+        // A later phase implies the earlier ones (a bootstrap removed
+        // before anyone saw it healthy was still bootstrapping).
+        let complete = self.bootstrap_complete.or(self.bootstrap_removed);
+        let bootstrapping = boot_api.or(complete);
+        let ingress = ingress_ready(&rows).and_then(|t| Some(t.max(self.bootstrap_removed?)));
+        for (phase, at) in [
+            (ClusterPhase::Bootstrapping, bootstrapping),
+            (ClusterPhase::BootstrapComplete, complete),
+            (ClusterPhase::BootstrapRemoved, self.bootstrap_removed),
+            (ClusterPhase::IngressReady, ingress),
+        ] {
+            if let Some(at) = at {
+                phase_times.insert(phase.as_str().to_string(), at);
+            }
+        }
+        let phase = ClusterPhase::ALL
+            .into_iter()
+            .rev()
+            .find(|p| phase_times.contains_key(p.as_str()))
+            .unwrap_or_default();
+        TimelineStatus {
+            phase,
+            phase_times,
+            nodes: rows,
+            operator_fetches: self.operator.iter().rev().cloned().collect(),
+        }
+    }
+}
+
+/// When every ingress backend (the workers, or the masters when there are
+/// none) was healthy, if all were.
+fn ingress_ready(rows: &[NodeTimeline]) -> Option<u64> {
+    let workers: Vec<&NodeTimeline> = rows
+        .iter()
+        .filter(|r| r.role == Some(Role::Worker))
+        .collect();
+    let set = if workers.is_empty() {
+        rows.iter()
+            .filter(|r| r.role == Some(Role::Master))
+            .collect()
+    } else {
+        workers
+    };
+    if set.is_empty() {
+        return None;
+    }
+    set.iter()
+        .map(|r| r.ingress_healthy)
+        .try_fold(0, |acc, t| t.map(|t| acc.max(t)))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,320 @@
+//! The socket side of the timeline: one [`Recorder`] per `serve`, held by
+//! the Hub and handed to the services that report directly (the LB's
+//! machine-config connections, the HTTP rootfs downloads, the libvirt
+//! install verdicts).
+//!
+//! Everything else is sampled: [`Recorder::observe`] reads the `/status`
+//! sections the services already publish (DHCP leases, LB backend health
+//! and bootstrap removal, the HTTP ignition fetch log, libvirt domain
+//! states) and turns them into idempotent [`Event`]s. `serve` samples once
+//! a second ([`TICK`]) and on every `/status` request, so step times are
+//! exact for fetches and connections and at most a tick late for the rest.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+
+use super::{Event, Pool, Timeline};
+use crate::config::Role;
+use crate::metrics::{Kind, family};
+use crate::plan::Plan;
+use crate::status::{ClusterPhase, StatusDoc, TimelineStatus};
+
+/// How often `serve` samples the services' status.
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// The handle the services report to.
+pub type Events = Arc<Recorder>;
+
+struct NodeRef {
+    name: String,
+    role: Role,
+    ip: Ipv4Addr,
+    mac: String,
+}
+
+/// The timeline of the running cluster, behind one lock.
+pub struct Recorder {
+    tl: Mutex<Timeline>,
+    nodes: ArcSwap<Vec<NodeRef>>,
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn refs(plan: &Plan) -> Vec<NodeRef> {
+    plan.cluster
+        .nodes
+        .iter()
+        .map(|n| NodeRef {
+            name: n.name.clone(),
+            role: n.role,
+            ip: n.ip,
+            mac: n.mac.to_string().to_ascii_lowercase(),
+        })
+        .collect()
+}
+
+impl Recorder {
+    pub fn new(plan: &Plan) -> Events {
+        Arc::new(Recorder {
+            tl: Mutex::new(Timeline::default()),
+            nodes: ArcSwap::from_pointee(refs(plan)),
+        })
+    }
+
+    /// A reload may add or remove nodes.
+    pub fn set_plan(&self, plan: &Plan) {
+        self.nodes.store(Arc::new(refs(plan)));
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Timeline> {
+        self.tl.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn record(&self, ev: Event) {
+        self.lock().apply(now(), ev);
+    }
+
+    /// The node whose address `ip` is.
+    pub fn node_by_ip(&self, ip: IpAddr) -> Option<String> {
+        let ip = match ip {
+            IpAddr::V4(v4) => v4,
+            IpAddr::V6(v6) => v6.to_ipv4_mapped()?,
+        };
+        self.nodes
+            .load()
+            .iter()
+            .find(|n| n.ip == ip)
+            .map(|n| n.name.clone())
+    }
+
+    /// A client connected to the machine-config frontend (the LB).
+    pub fn machine_config_connect(&self, client: IpAddr) {
+        if let Some(node) = self.node_by_ip(client) {
+            self.record(Event::MachineConfigConnect { node });
+        }
+    }
+
+    /// A complete download of the live rootfs (the HTTP service).
+    pub fn rootfs(&self, client: IpAddr, bytes: u64, took: Duration) {
+        if let Some(node) = self.node_by_ip(client) {
+            let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+            self.record(Event::Rootfs { node, bytes, ms });
+        }
+    }
+
+    /// Whether `node` fetched its ignition in its current install attempt.
+    pub fn fetched_ignition(&self, node: &str) -> bool {
+        self.lock().fetched_ignition(node)
+    }
+
+    /// Sample the services' sections of `doc`.
+    pub fn observe(&self, doc: &StatusDoc) {
+        let nodes = self.nodes.load();
+        let mut evs = Vec::new();
+        if let Some(d) = &doc.dhcp {
+            for l in d.leases.iter().filter(|l| l.state == "bound") {
+                let mac = l.mac.to_ascii_lowercase();
+                if let Some(n) = nodes.iter().find(|n| n.mac == mac) {
+                    evs.push(Event::Lease {
+                        node: n.name.clone(),
+                        expires: l.expires,
+                    });
+                }
+            }
+        }
+        if let Some(lb) = &doc.lb {
+            if Path::new(&lb.bootstrap_complete_marker).exists() {
+                evs.push(Event::BootstrapComplete);
+            }
+            for p in &lb.pools {
+                let pool = match p.name.as_str() {
+                    "api" => Pool::Api,
+                    "machine-config" => Pool::MachineConfig,
+                    _ => Pool::Ingress,
+                };
+                for b in &p.backends {
+                    if b.removed && b.role == Role::Bootstrap {
+                        evs.push(Event::BootstrapRemoved);
+                    } else if b.healthy {
+                        evs.push(Event::Healthy {
+                            node: b.node.clone(),
+                            pool,
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(h) = &doc.http {
+            for f in h.ignition_fetches.iter().filter(|f| f.status == 200) {
+                evs.push(Event::Ignition {
+                    node: f.node.clone(),
+                    client: f.client.clone(),
+                    file: f.file.clone(),
+                    at: f.unix_time,
+                });
+            }
+        }
+        if let Some(lv) = &doc.libvirt {
+            for r in &lv.nodes {
+                if r.state == "running" && r.phase == "install" {
+                    evs.push(Event::InstallRunning {
+                        node: r.node.clone(),
+                    });
+                }
+            }
+        }
+        // Oldest fetch first, so a first-time `min` sees them in order.
+        evs.sort_by_key(|e| match e {
+            Event::Ignition { at, .. } => *at,
+            _ => 0,
+        });
+        let t = now();
+        let mut tl = self.lock();
+        for e in evs {
+            tl.apply(t, e);
+        }
+    }
+
+    /// The `/status` section.
+    pub fn view(&self) -> TimelineStatus {
+        let nodes: Vec<(String, Role)> = self
+            .nodes
+            .load()
+            .iter()
+            .map(|n| (n.name.clone(), n.role))
+            .collect();
+        self.lock().view(&nodes)
+    }
+
+    /// `crc_appliance_timeline_*`: the phase (one series per phase, 1 for
+    /// the current one) and each node's step times.
+    pub fn metrics(&self, out: &mut String) {
+        let v = self.view();
+        let mut f = family(
+            out,
+            "crc_appliance_timeline_phase",
+            Kind::Gauge,
+            "1 for the cluster's current install phase, 0 for the others.",
+        );
+        for p in ClusterPhase::ALL {
+            f.sample(&[("phase", &p.as_str())], u8::from(v.phase == p));
+        }
+        let mut f = family(
+            out,
+            "crc_appliance_timeline_step_timestamp_seconds",
+            Kind::Gauge,
+            "Unix time a node first reached an install step.",
+        );
+        for n in &v.nodes {
+            for (step, _, at) in super::render::steps(n) {
+                if let Some(at) = at {
+                    f.sample(&[("node", &n.node), ("step", &step)], at);
+                }
+            }
+        }
+        let mut f = family(
+            out,
+            "crc_appliance_timeline_install_attempts",
+            Kind::Gauge,
+            "Install attempts started per node (a rejected install runs again).",
+        );
+        for n in &v.nodes {
+            f.sample(&[("node", &n.node)], n.install_attempts);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{LeaseRow, NetworkStatus, ReloadStatus};
+
+    fn plan() -> Plan {
+        let yaml = r#"name: t
+baseDomain: crc.testing
+network: { cidr: 10.9.0.0/24, gateway: 10.9.0.1, applianceIP: 10.9.0.1 }
+nodes:
+  - { name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 10.9.0.5 }
+  - { name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }
+"#;
+        crate::config::from_str(yaml, Path::new("/"), Path::new("/t.yaml")).unwrap()
+    }
+
+    fn doc(p: &Plan) -> StatusDoc {
+        StatusDoc {
+            cluster: p.cluster.domain.clone(),
+            version: String::new(),
+            network: NetworkStatus {
+                cidr: String::new(),
+                gateway: Ipv4Addr::UNSPECIFIED,
+                appliance_ip: Ipv4Addr::UNSPECIFIED,
+                api_vip: Ipv4Addr::UNSPECIFIED,
+                ingress_vip: Ipv4Addr::UNSPECIFIED,
+            },
+            nodes: Vec::new(),
+            reload: ReloadStatus::default(),
+            dns: None,
+            dhcp: None,
+            lb: None,
+            http: None,
+            libvirt: None,
+            admin: None,
+            tftp: None,
+            timeline: None,
+        }
+    }
+
+    #[test]
+    fn hooks_and_samples_map_addresses_and_macs_to_nodes() {
+        let p = plan();
+        let r = Recorder::new(&p);
+        let mapped: IpAddr = "::ffff:10.9.0.10".parse().unwrap();
+        assert_eq!(r.node_by_ip(mapped).as_deref(), Some("master-0"));
+        r.machine_config_connect("10.9.0.99".parse().unwrap());
+        r.rootfs(mapped, 42, Duration::from_millis(7));
+        let mut d = doc(&p);
+        let mut dhcp: crate::status::DhcpStatus = serde_json::from_value(serde_json::json!({
+            "listen": null, "interface": null, "leaseFile": "", "leases": [], "declined": [],
+            "received": {}, "sent": {}, "malformed": 0, "ignored": 0, "sendErrors": 0,
+            "leaseFileWrites": 0, "leaseFileErrors": 0
+        }))
+        .unwrap();
+        for (mac, state) in [
+            ("52:54:00:00:00:0a", "bound"),
+            ("52:54:00:00:00:05", "offered"),
+        ] {
+            dhcp.leases.push(LeaseRow {
+                mac: mac.into(),
+                ip: Ipv4Addr::UNSPECIFIED,
+                hostname: None,
+                client_id: None,
+                state: state.into(),
+                expires: 100,
+                reserved: true,
+            });
+        }
+        d.dhcp = Some(dhcp);
+        r.observe(&d);
+        let v = r.view();
+        let (boot, m0) = (&v.nodes[0], &v.nodes[1]);
+        assert!(m0.lease.is_some(), "MACs compare case-insensitively");
+        assert!(boot.lease.is_none(), "an offer is no lease");
+        assert_eq!((m0.rootfs_bytes, m0.rootfs_ms), (Some(42), Some(7)));
+        assert!(v.nodes.iter().all(|n| n.first_boot.is_none()), "not a node");
+        let mut m = String::new();
+        r.metrics(&mut m);
+        assert!(
+            m.contains("crc_appliance_timeline_phase{phase=\"provisioning\"} 1"),
+            "{m}"
+        );
+        assert!(m.contains("step=\"rootfs\""), "{m}");
+    }
+}

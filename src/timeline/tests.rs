@@ -1,0 +1,228 @@
+use super::render::{Goal, missing, progress, table};
+use super::*;
+
+fn nodes() -> Vec<(String, Role)> {
+    [
+        ("bootstrap", Role::Bootstrap),
+        ("master-0", Role::Master),
+        ("worker-0", Role::Worker),
+    ]
+    .into_iter()
+    .map(|(n, r)| (n.to_string(), r))
+    .collect()
+}
+
+fn s(x: &str) -> String {
+    x.to_string()
+}
+
+fn ign(node: Option<&str>, client: &str, at: u64) -> Event {
+    Event::Ignition {
+        node: node.map(s),
+        client: s(client),
+        file: s("master-0.ign"),
+        at,
+    }
+}
+
+fn healthy(node: &str, pool: Pool) -> Event {
+    Event::Healthy {
+        node: s(node),
+        pool,
+    }
+}
+
+#[test]
+fn a_cluster_goes_through_every_phase() {
+    let mut t = Timeline::default();
+    let v = t.view(&nodes());
+    assert_eq!(v.phase, ClusterPhase::Provisioning);
+    assert_eq!(v.nodes.len(), 3);
+    for n in ["bootstrap", "master-0", "worker-0"] {
+        t.apply(100, Event::InstallRunning { node: s(n) });
+        t.apply(
+            110,
+            Event::Lease {
+                node: s(n),
+                expires: 3700,
+            },
+        );
+    }
+    t.apply(
+        120,
+        Event::Rootfs {
+            node: s("master-0"),
+            bytes: 1000,
+            ms: 5,
+        },
+    );
+    t.apply(130, ign(Some("master-0"), "127.0.10.10", 125));
+    assert!(t.fetched_ignition("master-0"));
+    assert!(!t.fetched_ignition("worker-0"));
+    t.apply(140, healthy("bootstrap", Pool::Api));
+    assert_eq!(t.view(&nodes()).phase, ClusterPhase::Bootstrapping);
+    t.apply(
+        150,
+        Event::InstallFinished {
+            node: s("master-0"),
+        },
+    );
+    t.apply(
+        160,
+        Event::MachineConfigConnect {
+            node: s("master-0"),
+        },
+    );
+    t.apply(170, healthy("master-0", Pool::Api));
+    t.apply(180, Event::BootstrapComplete);
+    t.apply(181, Event::BootstrapComplete);
+    let v = t.view(&nodes());
+    assert_eq!(v.phase, ClusterPhase::BootstrapComplete);
+    assert!(Goal::BootstrapComplete.reached(&v));
+    assert!(!Goal::InstallComplete.reached(&v));
+    t.apply(190, Event::BootstrapRemoved);
+    t.apply(200, healthy("worker-0", Pool::Ingress));
+    let v = t.view(&nodes());
+    assert_eq!(v.phase, ClusterPhase::IngressReady);
+    assert_eq!(v.phase_times["bootstrapping"], 140);
+    assert_eq!(v.phase_times["bootstrap-complete"], 180);
+    assert_eq!(v.phase_times["ingress-ready"], 200);
+    let m = &v.nodes[1];
+    assert_eq!(
+        (m.vm_started, m.lease, m.rootfs, m.rootfs_bytes, m.ignition),
+        (Some(100), Some(110), Some(120), Some(1000), Some(125))
+    );
+    assert_eq!(
+        (m.install_finished, m.first_boot, m.api_healthy),
+        (Some(150), Some(160), Some(170))
+    );
+    assert_eq!(m.install_attempts, 1);
+}
+
+#[test]
+fn an_operator_fetch_is_not_progress() {
+    let mut t = Timeline::default();
+    t.apply(10, ign(None, "127.0.0.1", 9));
+    t.apply(11, ign(None, "127.0.0.1", 9));
+    let v = t.view(&nodes());
+    assert_eq!(v.nodes[1].ignition, None);
+    assert_eq!(v.operator_fetches.len(), 1, "idempotent");
+    assert_eq!(v.operator_fetches[0].client, "127.0.0.1");
+    for i in 0..100 {
+        t.apply(20, ign(None, "127.0.0.1", 100 + i));
+    }
+    let v = t.view(&nodes());
+    assert_eq!(v.operator_fetches.len(), OPERATOR_FETCHES);
+    assert_eq!(v.operator_fetches[0].unix_time, 199, "newest first");
+}
+
+#[test]
+fn a_rejected_install_starts_a_new_attempt() {
+    let mut t = Timeline::default();
+    let run = Event::InstallRunning {
+        node: s("master-0"),
+    };
+    t.apply(100, run.clone());
+    t.apply(101, run.clone());
+    t.apply(110, ign(Some("master-0"), "127.0.10.10", 110));
+    t.apply(
+        120,
+        Event::InstallRejected {
+            node: s("master-0"),
+            reason: s("install VM stopped (destroyed)"),
+        },
+    );
+    assert!(!t.fetched_ignition("master-0"), "a new attempt");
+    // The old fetch, sampled again from the fetch log, stays in the past.
+    t.apply(125, ign(Some("master-0"), "127.0.10.10", 110));
+    assert!(!t.fetched_ignition("master-0"));
+    t.apply(130, run);
+    t.apply(140, ign(Some("master-0"), "127.0.10.10", 140));
+    assert!(t.fetched_ignition("master-0"));
+    let v = t.view(&nodes());
+    let m = &v.nodes[1];
+    assert_eq!(m.install_attempts, 2);
+    assert_eq!(m.errors, ["install VM stopped (destroyed)"]);
+    assert_eq!(m.vm_started, Some(100), "first start kept");
+}
+
+#[test]
+fn renewals_count_only_a_later_expiry() {
+    let mut t = Timeline::default();
+    let lease = |e| Event::Lease {
+        node: s("worker-0"),
+        expires: e,
+    };
+    t.apply(10, lease(1000));
+    t.apply(11, lease(1000));
+    t.apply(12, lease(900));
+    t.apply(500, lease(1500));
+    let v = t.view(&nodes());
+    let w = &v.nodes[2];
+    assert_eq!(
+        (w.lease, w.lease_renewed, w.lease_renewals),
+        (Some(10), Some(500), 1)
+    );
+}
+
+#[test]
+fn removal_implies_the_earlier_phases_and_missing_says_what_is_left() {
+    let mut t = Timeline::default();
+    let v = t.view(&nodes());
+    let m = missing(&v, Goal::BootstrapComplete);
+    assert!(m.contains(&s("master-0: no DHCP lease yet")), "{m:?}");
+    assert!(m.contains(&s("bootstrap: no DHCP lease yet")), "{m:?}");
+    assert!(!m.iter().any(|l| l.starts_with("worker-0")), "{m:?}");
+    assert!(
+        m.last()
+            .is_some_and(|l| l.contains("waiting for bootstrap-complete")),
+        "{m:?}"
+    );
+    t.apply(
+        5,
+        Event::Lease {
+            node: s("master-0"),
+            expires: 100,
+        },
+    );
+    let m = missing(&t.view(&nodes()), Goal::BootstrapComplete);
+    assert!(
+        m.contains(&s(
+            "master-0: has not fetched its ignition from its own address yet"
+        )),
+        "{m:?}"
+    );
+    t.apply(50, Event::BootstrapRemoved);
+    let v = t.view(&nodes());
+    assert_eq!(v.phase, ClusterPhase::BootstrapRemoved);
+    assert_eq!(v.phase_times["bootstrap-complete"], 50);
+    assert!(Goal::BootstrapComplete.reached(&v));
+}
+
+#[test]
+fn progress_lists_new_steps_once_and_the_table_has_a_row_per_node() {
+    let mut t = Timeline::default();
+    let before = t.view(&nodes());
+    t.apply(
+        3661,
+        Event::Lease {
+            node: s("master-0"),
+            expires: 9000,
+        },
+    );
+    let after = t.view(&nodes());
+    assert_eq!(
+        progress(Some(&before), &after),
+        ["01:01:01 master-0: DHCP lease"]
+    );
+    assert!(progress(Some(&after), &after).is_empty());
+    assert_eq!(progress(None, &after)[0], "cluster: phase provisioning");
+    let tab = table(&after);
+    assert!(tab.starts_with("cluster phase: provisioning\n"), "{tab}");
+    assert_eq!(tab.lines().count(), 2 + 3, "{tab}");
+    assert!(
+        tab.lines()
+            .any(|l| l.starts_with("master-0") && l.contains("01:01:01")),
+        "{tab}"
+    );
+}
