@@ -6,8 +6,8 @@
 #![allow(dead_code)]
 
 pub mod initramfs;
-pub mod qemu;
 pub mod libvirtd;
+pub mod qemu;
 pub mod udhcpc;
 
 use std::collections::HashMap;
