@@ -113,6 +113,9 @@ pub enum FirewallAction {
         #[arg(long)]
         xml: bool,
     },
+    /// Install (or replace) that service with firewall-cmd and add it to
+    /// the zone (libvirt's with a libvirt section, else the default zone).
+    Apply,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -2,8 +2,8 @@
 //! firewalld service definition plus the `firewall-cmd` lines that install it.
 //!
 //! Role: pure derivation, plan → [`Port`] list → text. Nothing here touches
-//! the firewall; `apply` is deliberately not implemented (the operator runs
-//! the printed commands, which need root and a running firewalld).
+//! the firewall; `firewall apply` ([`crate::firewall_cmd`]) runs the same
+//! [`commands`] with firewall-cmd.
 //!
 //! Invariants:
 //! - Only ports the plan actually listens on are listed: a disabled service

@@ -39,6 +39,7 @@ pub mod config;
 pub mod dhcp;
 pub mod dns;
 pub mod firewall;
+pub mod firewall_cmd;
 pub mod http;
 pub mod hub;
 pub mod lb;
@@ -147,6 +148,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 print!("{}", firewall::render(&c));
             }
+            Ok(())
+        }
+        Command::Firewall {
+            action: cli::FirewallAction::Apply,
+        } => {
+            let c = config::load(&cluster)?.cluster;
+            print!("{}", firewall_cmd::apply(&c)?);
             Ok(())
         }
         Command::Status { json } => timeline::watch::status(&admin_target(&cluster)?, json).await,

@@ -4,19 +4,23 @@
 //! `ALLOWED_INSTANCES` limited to the one TCG domain this test defines
 //! (unique name, a disk and an empty CD-ROM, no network interface).
 //!
-//! The node's ISO (`<http base>/boot/<node>.iso`) is served by a Python
-//! http.server on 127.0.0.1 at the cluster's `http.listen`, standing in for
-//! the appliance's ISO route; sushy downloads it when media is inserted.
+//! The node's ISO (`<http base>/boot/<node>.iso`) is served by the
+//! appliance itself (`serve`, HTTP on 127.0.0.1): a live ISO with the RHCOS
+//! layout and a real ISOLINUX (tests/common/initramfs.rs `rhcos_iso`) whose
+//! kernel is the host's and whose initramfs prints `/proc/cmdline` on the
+//! serial console; sushy downloads it when media is inserted.
 //!
 //! Checks: `up` inserts our URL (VirtualMedia: Inserted, Image), powers the
-//! domain on with the CD-ROM first in boot order, and the CD-ROM holds our
-//! ISO's bytes; `up` again changes nothing; `status` (table and `--json`)
+//! domain on with the CD-ROM first in boot order, the CD-ROM holds the
+//! bytes the appliance served, and the guest boots it and reports a kernel
+//! command line with the node's install kargs; `up` again changes nothing; `status` (table and `--json`)
 //! shows power and media; wrong credentials, an unknown system and an
 //! unreachable BMC each fail with a clear message and change nothing;
 //! `eject` empties the drive, `up` then restarts the running node from our
 //! ISO; `down` powers off and ejects.
 //!
-//! Needs root, virsh + libvirtd (+ qemu-system-x86_64), xorriso, Debian's
+//! Needs root, virsh + libvirtd (+ qemu-system-x86_64), xorriso, ISOLINUX,
+//! a host kernel in /boot, Debian's
 //! python3 with venv and python3-libvirt, and PyPI for the first run (the
 //! venv is cached under target/tmp); skipped with a reason otherwise.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -29,6 +33,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::initramfs::{ISOLINUX_BIN, rhcos_iso};
+use common::qemu::{CMDLINE_MARK, cmdline_initramfs_then, host_kernel, tail, wait_for};
 use common::{BIN, free_port, run, wait_until};
 use sushy::{
     Libvirt, Proc, URI, cdrom, domain_xml, make_certs, redfish, start_emulator, sushy_venv,
@@ -60,9 +66,9 @@ fn cluster_file(dir: &Path, file: &str, redfish: &str, password_file: &str, http
 }
 
 /// A cluster file with one bare-metal node whose BMC is `redfish` (plus
-/// `bmc_extra` in its mapping, e.g. `, insecure: true`); with
-/// `serve`, the node has `startOnServe` and HTTP is disabled (the ISO comes
-/// from the test's server at the same `http.listen`).
+/// `bmc_extra` in its mapping, e.g. `, insecure: true`); HTTP on
+/// 127.0.0.1:`http` serves `<dir>/rhcos.iso` per node; with `serve`, the
+/// node has `startOnServe`.
 fn write_cluster(
     dir: &Path,
     file: &str,
@@ -73,19 +79,17 @@ fn write_cluster(
     serve: bool,
 ) -> PathBuf {
     let start = if serve { ", startOnServe: true" } else { "" };
-    // serve needs one service: the admin API on a loopback port.
-    let (http_on, admin) = if serve {
-        ("  enabled: false\n", r#"{ listen: "127.0.0.1:0" }"#)
-    } else {
-        ("", "{ enabled: false }")
-    };
     let node = format!(
         "  - name: {NODE}\n    role: worker\n    mac: \"52:54:00:14:00:1e\"\n    ip: 127.0.20.30\n    \
+         kargs: [crc.node={NODE}]\n    \
          bmc: {{ redfish: \"{redfish}\", usernameFile: user, passwordFile: {password_file}{bmc_extra}{start} }}\n"
     );
+    let d = dir.display();
     let sections = format!(
-        "http:\n{http_on}  listen: 127.0.0.1:{http}\ndns: {{ enabled: false }}\ndhcp: {{ enabled: false }}\n\
-         loadBalancer: {{ enabled: false }}\nadmin: {admin}\n"
+        "http:\n  listen: 127.0.0.1:{http}\n  imagesDir: \"{d}/images\"\n  ignitionDir: \"{d}/ign\"\n\
+         rhcos: {{ iso: \"{d}/rhcos.iso\" }}\n\
+         dns: {{ enabled: false }}\ndhcp: {{ enabled: false, leaseFile: \"{d}/leases.json\" }}\n\
+         loadBalancer: {{ enabled: false }}\nadmin: {{ enabled: false }}\n"
     );
     let path = dir.join(file);
     std::fs::write(&path, common::loopback_cluster_with_nodes(&node, &sections)).unwrap();
@@ -174,6 +178,14 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
         "openssl"
     );
     require!(
+        Path::new(ISOLINUX_BIN).is_file(),
+        "ISOLINUX (Debian isolinux) is not installed"
+    );
+    let Some(kernel) = host_kernel() else {
+        eprintln!("SKIPPED bmc: no kernel in /boot for the guest");
+        return;
+    };
+    require!(
         Path::new("/usr/bin/python3").is_file(),
         "Debian's /usr/bin/python3 is not installed"
     );
@@ -197,40 +209,18 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     // qemu runs as libvirt-qemu: it must reach the disk and the pool.
     std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 
-    // The node's ISO under boot/<node>.iso, served on loopback.
-    std::fs::create_dir_all(d.join("iso-root")).unwrap();
-    std::fs::write(d.join("iso-root/hello.txt"), b"crc-appliance bmc test\n").unwrap();
-    std::fs::create_dir_all(d.join("www/boot")).unwrap();
-    let iso = d.join(format!("www/boot/{NODE}.iso"));
-    common::run_ok(
-        "xorriso",
-        &[
-            "-as",
-            "mkisofs",
-            "-quiet",
-            "-V",
-            "CRCBMC",
-            "-o",
-            iso.to_str().unwrap(),
-            d.join("iso-root").to_str().unwrap(),
-        ],
-    );
+    // A live ISO with the RHCOS layout and ISOLINUX; the guest prints its
+    // kernel command line and stays up (so power state is the BMC's doing).
+    let files = [
+        std::fs::read(&kernel).unwrap(),
+        cmdline_initramfs_then("exec /bin/busybox sleep 3600"),
+    ];
+    let built = rhcos_iso(d, "rhcos-bmc", [&files[0], &files[1]], 1024);
+    std::fs::rename(&built.path, d.join("rhcos.iso")).unwrap();
+    for sub in ["images", "ign"] {
+        std::fs::create_dir_all(d.join(sub)).unwrap();
+    }
     let http_port = free_port();
-    let _http = Proc(
-        Command::new(venv.join("bin/python"))
-            .args([
-                "-m",
-                "http.server",
-                "-b",
-                "127.0.0.1",
-                &http_port.to_string(),
-            ])
-            .current_dir(d.join("www"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
     let url = format!("http://127.0.0.1:{http_port}/boot/{NODE}.iso");
 
     // The domain and the pool sushy uploads inserted images to.
@@ -305,6 +295,8 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     }
     let system = format!("{base}/redfish/v1/Systems/{name}");
     let good = cluster_file(d, "cluster.yaml", &system, "pass", http_port);
+    // The appliance serves /boot/<node>.iso (the BMC CLI runs beside it).
+    let server = common::Appliance::launch().start_path(&good);
 
     let (code, out, err) = run(BIN, &["--cluster", good.to_str().unwrap(), "check"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -341,16 +333,33 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
         .nth(1)
         .and_then(|s| s.split('\'').next())
         .unwrap_or_else(|| panic!("the CD-ROM has a medium: {cd}"));
+    let served = d.join("served.iso");
+    common::run_ok("curl", &["-sSf", "-o", served.to_str().unwrap(), &url]);
     assert_eq!(
         std::fs::read(src).unwrap(),
-        std::fs::read(&iso).unwrap(),
+        std::fs::read(&served).unwrap(),
         "the CD-ROM holds the ISO served at {url}"
     );
     let sys = redfish(&base, &format!("/redfish/v1/Systems/{uuid}"));
     assert_eq!(sys["Boot"]["BootSourceOverrideTarget"], "Cd", "{sys}");
-    // Merge point: once the appliance serves a bootable /boot/<node>.iso,
-    // serve it here instead of http.server and wait for the guest's kernel
-    // command line in d/serial.log.
+    // The guest boots the served ISO (SeaBIOS, ISOLINUX, TCG) and its
+    // kernel command line carries this node's install kargs.
+    let serial = d.join("serial.log");
+    let Some(cmdline) = wait_for(&serial, CMDLINE_MARK, Duration::from_secs(420)) else {
+        panic!(
+            "the guest did not report its kernel command line; serial log:\n{}\nappliance:\n{}",
+            tail(&serial, 3000),
+            server.log()
+        );
+    };
+    for want in [
+        format!("coreos.inst.ignition_url=http://127.0.0.1:{http_port}/ignition/{NODE}.ign"),
+        "coreos.inst.install_dev=".to_string(),
+        format!("crc.node={NODE}"),
+        built.default_kargs.clone(),
+    ] {
+        assert!(cmdline.contains(&want), "{want:?} not in {cmdline}");
+    }
 
     // up again: nothing changes (same run of the domain, same medium).
     let before = snapshot(&name, &base, &vmedia);
@@ -477,7 +486,9 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
         (0, format!("{NODE}: nothing to do").as_str())
     );
 
-    // serve with bmc.startOnServe boots the node once it is ready.
+    // serve with bmc.startOnServe boots the node once it is ready (the
+    // first appliance gives up the HTTP port to it).
+    drop(server);
     let serve = write_cluster(d, "serve.yaml", &system, "pass", http_port, "", true);
     let app = common::Appliance::launch().start_path(&serve);
     app.wait_log(

@@ -3,8 +3,9 @@
 //! rejected until the script `crc-appliance firewall print` emits has run,
 //! and reachable from a node after it (the admin API stays closed): first
 //! with the bridge in the default zone (`public`, a cluster without a
-//! `libvirt` section), then in libvirt's own zone (a cluster with one: the
-//! script adds the service with `--zone=libvirt`).
+//! `libvirt` section), then in libvirt's own zone (a cluster with one:
+//! installed by `crc-appliance firewall apply`, which runs firewall-cmd
+//! itself and adds the service with `--zone=libvirt`).
 //!
 //! Layout: namespace `fwa<pid><n>` is the appliance host, with a bridge
 //! `br0` (10.78.0.1/24, the "cluster bridge"); namespace `fwn<pid><n>` is a
@@ -679,7 +680,32 @@ fn firewalld_opens_exactly_the_printed_ports() {
             ),
             "{lv_script}"
         );
-        run_script(&lv_script);
+        // This time through `firewall apply` (firewall-cmd run by the
+        // appliance itself), which must install the same service.
+        let out = Command::new(BIN)
+            .args(["firewall", "apply", "--cluster", lv.to_str().unwrap()])
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    bin_dir.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .env("DBUS_SYSTEM_BUS_ADDRESS", &bus)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "firewall apply failed: {said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            said.contains("firewall-cmd --permanent --zone=libvirt --add-service=crc-appliance-fw")
+                && said.contains("removed the previous service crc-appliance-fw"),
+            "{said}"
+        );
         for p in TCP_PORTS {
             assert_eq!(
                 tcp(&node, p),

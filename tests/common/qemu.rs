@@ -30,14 +30,19 @@ pub const CMDLINE_MARK: &str = "CRC-CMDLINE:";
 /// busybox, its libraries, and an init that prints `CRC-CMDLINE: <kernel
 /// command line>` on ttyS0 and powers off.
 pub fn cmdline_initramfs() -> Vec<u8> {
+    cmdline_initramfs_then("/bin/busybox poweroff -f")
+}
+
+/// Like [`cmdline_initramfs`], but the init ends with the shell command
+/// `last` (e.g. a long sleep, so the guest stays powered on).
+pub fn cmdline_initramfs_then(last: &str) -> Vec<u8> {
     let mut c = busybox_base(&[]);
-    c.file(
-        "init",
-        0o755,
-        b"#!/bin/busybox sh\n/bin/busybox mount -t proc proc /proc\n\
-          echo \"CRC-CMDLINE: $(/bin/busybox cat /proc/cmdline)\" > /dev/ttyS0\n\
-          /bin/busybox sync\n/bin/busybox poweroff -f\n",
+    let init = format!(
+        "#!/bin/busybox sh\n/bin/busybox mount -t proc proc /proc\n\
+         echo \"CRC-CMDLINE: $(/bin/busybox cat /proc/cmdline)\" > /dev/ttyS0\n\
+         /bin/busybox sync\n{last}\n"
     );
+    c.file("init", 0o755, init.as_bytes());
     c.finish()
 }
 
