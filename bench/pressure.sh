@@ -12,7 +12,9 @@
 #             for $MEASURE_S s: new HTTPS requests through the api frontend
 #             (one new connection every 50 ms, 2 s timeout), the LB's own view
 #             of its backends (admin /api/lb/backends; HAProxy `show stat`)
-#             polled every 1 s, and "Too many open files" lines in its log.
+#             polled every 1 s, "Too many open files" lines in its log, and
+#             (ss) how many flood connections the LB really holds on the
+#             server side vs. what the flood client believes is open.
 #             HAProxy twice: `haproxy` with its defaults (global maxconn
 #             derived from ulimit-n, frontend maxconn = global) and
 #             `haproxy-cap` with `maxconn` per frontend = the cap
@@ -27,8 +29,10 @@
 #             every 200 ms on a new connection (5 s timeout).
 #  ignition   a ${IGN_MB} MB ignition-like JSON; $IGN_PAR parallel curl fetches,
 #             $IGN_ROUNDS rounds per server start: peak VmRSS growth over the
-#             RSS right after start (server + descendants, 20 ms samples) and
-#             server CPU time (utime+stime) per request.
+#             RSS right after start (server + descendants, 20 ms samples),
+#             the absolute peak, and server CPU time (utime+stime) per
+#             request; for crc also its RSS at start with an empty ignitionDir
+#             (its start-up preflight parses <role>.ign).
 #
 # Standalone (the shared harness has no such scenarios) but it follows its
 # rules: scratch dir removed on exit, every process started here is tracked
@@ -361,6 +365,23 @@ lb_cell() { # TARGET REP
   wait_pid "$ppid" 5   # both end by themselves within MEASURE_S + 3 s
   wait_pid "$wpid" 5
   c1=$(cpu_ticks "$pid")
+  # Ground truth on the server side, flood still held: established
+  # connections on the flooded frontend (accepted ones and those waiting in
+  # the accept queue) and the accept queue itself. The flood client's
+  # open_at_end can be higher: when a listen queue overflows, Linux drops
+  # the client's final ACK, the client believes it is connected and the
+  # server has no such connection (ghosts, never closed because idle).
+  record "$tgt" lb_flood server_side_established "$rep" \
+    "$(ss -Htn state established "( sport = :$P_HTTP )" | awk -v a="$addr:$P_HTTP" '$3==a' | wc -l)" conns
+  record "$tgt" lb_flood accept_queue "$rep" \
+    "$(ss -Hltn "( sport = :$P_HTTP )" | awk -v a="$addr:$P_HTTP" '$4==a{print $2}')" conns
+  record "$tgt" lb_flood listen_backlog "$rep" \
+    "$(ss -Hltn "( sport = :$P_HTTP )" | awk -v a="$addr:$P_HTTP" '$4==a{print $3}')" conns
+  if [[ $tgt == crc ]]; then
+    curl -s --max-time 2 "${watch[1]}" >"$W/lbstatus.json" || true
+    record "$tgt" lb_flood rejected_over_cap "$rep" "$(python3 -c 'import json,sys
+d=json.load(open(sys.argv[1])); print([p["rejectedOverCap"] for p in d["pools"] if p["name"]=="ingress-http"][0])' "$W/lbstatus.json" 2>/dev/null || echo nan)" conns
+  fi
   record "$tgt" lb_flood rss_during "$rep" "$(rss_kb "$pid")" kB
   record "$tgt" lb_flood server_cpu "$rep" "$(( (c1 - c0) * 1000 / CLK_TCK ))" ms
   stop_pid "$fpid"
@@ -422,6 +443,9 @@ http {
 }
 EOF
   cp "$W/ngx/nginx.conf" "$RAW/nginx-http.conf"
+  mkdir -p "$W/ign-empty"
+  sed "s#ignitionDir: \"$W/ign\"#ignitionDir: \"$W/ign-empty\"#" "$W/crc-http.yaml" >"$W/crc-http-empty.yaml"
+  grep -q ign-empty "$W/crc-http-empty.yaml" || die "could not write crc-http-empty.yaml"
   cp "$W/crc-http.yaml" "$RAW/crc-http.yaml"
 }
 
@@ -469,6 +493,16 @@ slowloris_cell() { # TARGET REP
 
 ignition_cell() { # TARGET REP
   local tgt=$1 rep=$2 base r k c0 c1 t0 t1 bad rpid peak cpids
+  if [[ $tgt == crc ]]; then
+    # crc-appliance's start-up preflight reads and parses <role>.ign: its
+    # RSS right after start depends on the file. Same config, empty
+    # ignitionDir, for reference.
+    RUST_LOG=warn start_bg http-crc-empty "$SUT_CPU" "$CRC_BIN" serve --cluster "$W/crc-http-empty.yaml"
+    wait_tcp "$H_ADDR" "$H_PORT" 10 || die "crc (empty ignitionDir) did not listen: $(tail -5 "$W/http-crc-empty.log")"
+    sleep 0.5
+    record "$tgt" ignition rss_start_empty_ignition_dir "$rep" "$(rss_kb "$BG_PID")" kB
+    stop_pid "$BG_PID"
+  fi
   start_http "$tgt"
   base=$(rss_kb "$SRV_PID")
   record "$tgt" ignition rss_start "$rep" "$base" kB
@@ -497,6 +531,7 @@ ignition_cell() { # TARGET REP
     done
     record "$tgt" "ignition_r$r" failed_fetches "$rep" "$bad" "of_$IGN_PAR"
     record "$tgt" "ignition_r$r" rss_growth "$rep" "$(( (peak - base) / 1024 ))" MiB
+    record "$tgt" "ignition_r$r" rss_peak "$rep" "$(( peak / 1024 ))" MiB
     record "$tgt" "ignition_r$r" cpu_per_req "$rep" \
       "$(awk -v c=$((c1 - c0)) -v t="$CLK_TCK" -v n="$IGN_PAR" 'BEGIN{printf "%.1f", c*1000/t/n}')" ms
     record "$tgt" "ignition_r$r" wall "$rep" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')" s
