@@ -40,15 +40,15 @@
 # CLIENT_CPU, loopback (127.0.0.0/8) only, every loop and client bounded in
 # count and time. One TSV row per measurement in $RESULTS_DIR (git-ignored).
 #
-#   sudo bench/pressure.sh                       # all scenarios, REPS=3
+#   bench/pressure.sh                            # all scenarios, REPS=3
 #   REPS=1 SCENARIOS=slowloris bench/pressure.sh
 #
 # Env: REPS (3) SCENARIOS ("lb slowloris ignition") HAPROXY_VARIANTS
 # ("default cap") NOFILE (1024) FLOOD_N (1500) MEASURE_S (10) SLOW_N (1100)
 # SLOW_S (15) IGN_MB (50) IGN_PAR (8) IGN_ROUNDS (3) SUT_CPU (0)
 # CLIENT_CPU (1) KEEP (1 keeps the scratch dir) RESULTS_DIR CRC_BIN.
-# Needs: nginx haproxy openssl curl python3 taskset prlimit; root (binds
-# 127.0.0.x source addresses only; root is not otherwise required).
+# Needs: nginx haproxy openssl curl python3 taskset prlimit ss (iproute2).
+# Root is not required (ports above 1024; prlimit only lowers limits).
 set -euo pipefail
 
 REPS=${REPS:-3}
@@ -72,8 +72,8 @@ CLK_TCK=$(getconf CLK_TCK)
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "FATAL: $*"; exit 1; }
-for t in nginx haproxy openssl curl python3 taskset prlimit timeout; do
-  command -v "$t" >/dev/null || die "missing $t (apt-get install nginx haproxy openssl curl python3 util-linux coreutils)"
+for t in nginx haproxy openssl curl python3 taskset prlimit timeout ss; do
+  command -v "$t" >/dev/null || die "missing $t (apt-get install nginx haproxy openssl curl python3 util-linux coreutils iproute2)"
 done
 [[ -x $CRC_BIN ]] || die "no release binary at $CRC_BIN (cargo build --release)"
 
