@@ -1,0 +1,433 @@
+#!/usr/bin/env python3
+"""pressure.py - client side of bench/pressure.sh (standard library only).
+
+Every subcommand is bounded in time and prints "key=value" lines that the
+shell script turns into TSV rows. Loopback (127.0.0.0/8) addresses only.
+
+  flood HOST PORT N HOLD_S [--src A] [--head TEXT] [--reopen-rate R] [--ready F]
+      Open N TCP connections (from source address A), optionally send TEXT
+      (a partial request head, never completed) on each, and hold them for
+      HOLD_S seconds or until SIGTERM. Connections the server closes are
+      counted; with --reopen-rate R > 0 they are opened again (at most R per
+      second, like a slowloris that reconnects). A connect pending for more
+      than 5 s is given up and counted. F is created once N connects were
+      started. Prints opened, established_peak, open_at_end,
+      closed_by_server, connect_failed, connect_timeout, reopened.
+  probe HOST PORT PATH DURATION_S INTERVAL_S TIMEOUT_S [--src A] [--tls]
+      One GET per INTERVAL_S for DURATION_S, each on a new connection
+      (Connection: close), started on schedule in its own thread whether or
+      not the previous one finished, each bounded by TIMEOUT_S. Success =
+      status 200 and a complete body. Prints attempts, ok, success_rate,
+      p50_ms, p99_ms, max_ms (latencies of the successful requests).
+  lbwatch crc URL | haproxy SOCKET  DURATION_S INTERVAL_S
+      Poll the LB's own view of its backends (crc-appliance admin
+      /api/lb/backends, or HAProxy's stats socket "show stat") and print
+      polls, poll_failed, backends, min_up, up_at_end, down_events.
+  hapcmd SOCKET CMD
+      Send CMD to HAProxy's stats socket and print the answer.
+  rss PID INTERVAL_S MAX_S READY_FILE
+      Peak VmRSS (kB) of PID and its descendants until SIGTERM or MAX_S;
+      prints peak_kb.
+  mkign FILE MB
+      Write an ignition-like JSON document of about MB megabytes.
+  summary TSV
+      Median and min-max per (scenario, metric, target) as a Markdown table.
+"""
+import base64
+import json
+import os
+import random
+import resource
+import selectors
+import signal
+import socket
+import ssl
+import statistics
+import sys
+import threading
+import time
+
+
+def opts(argv, flags):
+    """Split argv into positionals and --flag values (flags: name -> takes value)."""
+    pos, kw, i = [], {}, 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("--") and a[2:] in flags:
+            if flags[a[2:]]:
+                kw[a[2:]] = argv[i + 1]
+                i += 2
+            else:
+                kw[a[2:]] = True
+                i += 1
+        else:
+            pos.append(a)
+            i += 1
+    return pos, kw
+
+
+def loopback_only(host):
+    if not host.startswith("127."):
+        sys.exit(f"refusing non-loopback address {host}")
+
+
+def raise_nofile(n):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, max(soft, n + 64)) if hard != resource.RLIM_INFINITY else max(soft, n + 64)
+    if want > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def out(**kv):
+    for k, v in kv.items():
+        print(f"{k}={v}", flush=True)
+
+
+# ---------------------------------------------------------------- flood
+def flood(argv):
+    pos, kw = opts(argv, {"src": 1, "head": 1, "reopen-rate": 1, "ready": 1})
+    host, port, n, hold = pos[0], int(pos[1]), int(pos[2]), float(pos[3])
+    loopback_only(host)
+    src = kw.get("src")
+    if src:
+        loopback_only(src)
+    head = kw.get("head", "").encode().decode("unicode_escape").encode()
+    reopen_rate = float(kw.get("reopen-rate", 0))
+    raise_nofile(n)
+    stop = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
+    signal.signal(signal.SIGINT, lambda *_: stop.__setitem__(0, True))
+    sel = selectors.DefaultSelector()
+    st = dict(opened=0, closed_by_server=0, connect_failed=0, connect_timeout=0, reopened=0,
+              established_peak=0)
+    pending = {}   # sock -> connect start
+    est = set()
+
+    def start_one():
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            if src:
+                s.bind((src, 0))
+            s.connect_ex((host, port))
+        except OSError:
+            s.close()
+            st["connect_failed"] += 1
+            return
+        st["opened"] += 1
+        pending[s] = time.monotonic()
+        sel.register(s, selectors.EVENT_WRITE)
+
+    def drop(s):
+        try:
+            sel.unregister(s)
+        except (KeyError, ValueError):
+            pass
+        pending.pop(s, None)
+        est.discard(s)
+        s.close()
+
+    t_end = time.monotonic() + hold
+    for _ in range(n):
+        start_one()
+        if stop[0]:
+            break
+    if kw.get("ready"):
+        open(kw["ready"], "w").close()
+    to_reopen = 0
+    last_reopen = time.monotonic()
+    while not stop[0] and time.monotonic() < t_end:
+        for key, ev in sel.select(timeout=0.1):
+            s = key.fileobj
+            if s in pending:
+                err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                pending.pop(s)
+                if err:
+                    st["connect_failed"] += 1
+                    drop(s)
+                    to_reopen += 1
+                    continue
+                est.add(s)
+                if head:
+                    try:
+                        s.send(head)
+                    except OSError:
+                        pass
+                sel.modify(s, selectors.EVENT_READ)
+            else:
+                try:
+                    data = s.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:   # EOF or reset: the server closed it
+                    st["closed_by_server"] += 1
+                    drop(s)
+                    to_reopen += 1
+        now = time.monotonic()
+        for s, t0 in list(pending.items()):
+            if now - t0 > 5:
+                st["connect_timeout"] += 1
+                drop(s)
+                to_reopen += 1
+        st["established_peak"] = max(st["established_peak"], len(est))
+        if reopen_rate > 0 and to_reopen:
+            budget = int((now - last_reopen) * reopen_rate)
+            if budget:
+                last_reopen = now
+                for _ in range(min(budget, to_reopen)):
+                    start_one()
+                    st["reopened"] += 1
+                    to_reopen -= 1
+    st["open_at_end"] = len(est)
+    st["pending_at_end"] = len(pending)
+    for s in list(pending) + list(est):
+        drop(s)
+    out(**st)
+
+
+# ---------------------------------------------------------------- probe
+def pct(vals, p):
+    if not vals:
+        return "nan"
+    v = sorted(vals)
+    k = min(len(v) - 1, max(0, int(round(p / 100 * len(v) + 0.5)) - 1))
+    return f"{v[k]:.2f}"
+
+
+def probe(argv):
+    pos, kw = opts(argv, {"src": 1, "tls": 0})
+    host, port, path = pos[0], int(pos[1]), pos[2]
+    dur, interval, tmo = float(pos[3]), float(pos[4]), float(pos[5])
+    loopback_only(host)
+    src = kw.get("src")
+    if src:
+        loopback_only(src)
+    ctx = None
+    if kw.get("tls"):
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    res = []
+    lock = threading.Lock()
+    errs = {}
+
+    def one():
+        t0 = time.monotonic()
+        ok, why = False, ""
+        try:
+            s = socket.create_connection((host, port), timeout=tmo,
+                                         source_address=(src, 0) if src else None)
+            try:
+                s.settimeout(max(0.05, tmo - (time.monotonic() - t0)))
+                if ctx:
+                    s = ctx.wrap_socket(s, server_hostname="bench")
+                s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+                buf = b""
+                while time.monotonic() - t0 < tmo:
+                    s.settimeout(max(0.05, tmo - (time.monotonic() - t0)))
+                    d = s.recv(65536)
+                    if not d:
+                        break
+                    buf += d
+                hdr, _, body = buf.partition(b"\r\n\r\n")
+                lines = hdr.split(b"\r\n")
+                cl = [int(x.split(b":", 1)[1]) for x in lines[1:] if x.lower().startswith(b"content-length:")]
+                if lines[0].split(b" ")[1:2] == [b"200"] and (not cl or len(body) == cl[0]):
+                    ok = True
+                else:
+                    why = "status:" + lines[0][:40].decode("latin1")
+            finally:
+                s.close()
+        except (OSError, IndexError, ValueError) as e:
+            why = type(e).__name__
+        dt = (time.monotonic() - t0) * 1000
+        with lock:
+            res.append((ok, dt))
+            if not ok:
+                errs[why] = errs.get(why, 0) + 1
+
+    threads = []
+    start = time.monotonic()
+    k = 0
+    while k * interval < dur:
+        t_next = start + k * interval
+        d = t_next - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+        th = threading.Thread(target=one, daemon=True)
+        th.start()
+        threads.append(th)
+        k += 1
+    deadline = time.monotonic() + tmo + 1
+    for th in threads:
+        th.join(max(0, deadline - time.monotonic()))
+    with lock:
+        lat = [dt for ok, dt in res if ok]
+        n_ok = len(lat)
+        out(attempts=k, ok=n_ok, success_rate=f"{n_ok / k:.4f}" if k else "nan",
+            p50_ms=pct(lat, 50), p99_ms=pct(lat, 99),
+            max_ms=f"{max(lat):.2f}" if lat else "nan",
+            errors=";".join(f"{a}:{b}" for a, b in sorted(errs.items())) or "none")
+
+
+# ---------------------------------------------------------------- lbwatch
+def poll_crc(url):
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=1.0) as r:
+        doc = json.load(r)
+    return [(p["name"] + "/" + b["node"], bool(b["healthy"]))
+            for p in doc["pools"] for b in p["backends"]]
+
+
+def poll_haproxy(sock_path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(1.0)
+    try:
+        s.connect(sock_path)
+        s.sendall(b"show stat\n")
+        buf = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+    finally:
+        s.close()
+    lines = buf.decode().splitlines()
+    cols = lines[0].lstrip("# ").split(",")
+    ix = {c: i for i, c in enumerate(cols)}
+    r = []
+    for ln in lines[1:]:
+        f = ln.split(",")
+        if len(f) < len(cols) or f[ix["svname"]] in ("FRONTEND", "BACKEND"):
+            continue
+        r.append((f[ix["pxname"]] + "/" + f[ix["svname"]], f[ix["status"]].startswith("UP")))
+    return r
+
+
+def hapcmd(argv):
+    """Send one command to HAProxy's stats socket, print the answer."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2.0)
+    s.connect(argv[0])
+    s.sendall(argv[1].encode() + b"\n")
+    buf = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    s.close()
+    sys.stdout.write(buf.decode())
+
+
+def lbwatch(argv):
+    kind, where, dur, interval = argv[0], argv[1], float(argv[2]), float(argv[3])
+    fn = poll_crc if kind == "crc" else poll_haproxy
+    polls = failed = 0
+    min_up, backends, up_end, down_events = None, 0, "nan", 0
+    prev = {}
+    end = time.monotonic() + dur
+    while time.monotonic() < end:
+        t0 = time.monotonic()
+        polls += 1
+        try:
+            st = fn(where)
+            backends = len(st)
+            up = sum(1 for _, u in st if u)
+            up_end = up
+            min_up = up if min_up is None else min(min_up, up)
+            for name, u in st:
+                if prev.get(name) and not u:
+                    down_events += 1
+                prev[name] = u
+        except Exception:   # noqa: BLE001 - any failure to read the status counts
+            failed += 1
+        time.sleep(max(0, interval - (time.monotonic() - t0)))
+    out(polls=polls, poll_failed=failed, backends=backends,
+        min_up="nan" if min_up is None else min_up, up_at_end=up_end, down_events=down_events)
+
+
+# ---------------------------------------------------------------- rss
+def tree(pid):
+    todo, seen = [pid], []
+    while todo:
+        p = todo.pop()
+        seen.append(p)
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return seen
+
+
+def rss_now(pid):
+    t = 0
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        t += int(line.split()[1])
+        except OSError:
+            pass
+    return t
+
+
+def rss(argv):
+    pid, interval, max_s, ready = int(argv[0]), float(argv[1]), float(argv[2]), argv[3]
+    stop = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
+    peak = rss_now(pid)
+    open(ready, "w").close()
+    end = time.monotonic() + max_s
+    while not stop[0] and time.monotonic() < end:
+        peak = max(peak, rss_now(pid))
+        time.sleep(interval)
+    out(peak_kb=peak)
+
+
+# ---------------------------------------------------------------- mkign
+def mkign(argv):
+    path, mb = argv[0], float(argv[1])
+    rng = random.Random(16)
+    files, size, i = [], 0, 0
+    chunk = base64.b64encode(rng.randbytes(48 * 1024)).decode()
+    while size < mb * 1e6:
+        data = chunk[i % 64:] + chunk[:i % 64]
+        files.append({"path": f"/etc/bench/file-{i:05d}", "mode": 420, "overwrite": True,
+                      "contents": {"source": "data:text/plain;charset=utf-8;base64," + data}})
+        size += len(data) + 120
+        i += 1
+    doc = {"ignition": {"version": "3.2.0"}, "storage": {"files": files}}
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+# ---------------------------------------------------------------- summary
+def summary(argv):
+    import csv
+    groups = {}
+    for p in argv:
+        with open(p, newline="") as f:
+            for row in csv.DictReader(f, delimiter="\t"):
+                try:
+                    v = float(row["value"])
+                except ValueError:
+                    continue
+                groups.setdefault((row["scenario"], row["metric"], row["unit"], row["target"]), []).append(v)
+    print("| scenario | metric | target | median | min-max | n |")
+    print("|---|---|---|---:|---|---:|")
+    for (scen, metric, unit, target), vals in groups.items():
+        f = lambda x: f"{x:.4g}"   # noqa: E731
+        print(f"| {scen} | {metric} ({unit}) | {target} | {f(statistics.median(vals))} | "
+              f"{f(min(vals))}-{f(max(vals))} | {len(vals)} |")
+
+
+if __name__ == "__main__":
+    cmds = dict(flood=flood, probe=probe, lbwatch=lbwatch, hapcmd=hapcmd, rss=rss, mkign=mkign, summary=summary)
+    if len(sys.argv) < 2 or sys.argv[1] not in cmds:
+        sys.exit(__doc__)
+    cmds[sys.argv[1]](sys.argv[2:])
