@@ -2,7 +2,7 @@
 //! firewalld service definition plus the `firewall-cmd` lines that install it.
 //!
 //! Role: pure derivation, plan → [`Port`] list → text. Nothing here touches
-//! the firewall; `firewall apply` ([`crate::firewall_cmd`]) runs the same
+//! the firewall; `firewall apply` (module `firewall_cmd`) runs the same
 //! [`commands`] with firewall-cmd.
 //!
 //! Invariants:

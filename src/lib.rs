@@ -38,6 +38,7 @@ pub mod cli;
 pub mod config;
 pub mod dhcp;
 pub mod dns;
+pub mod fdcap;
 pub mod firewall;
 pub mod firewall_cmd;
 pub mod http;

@@ -5,7 +5,8 @@
 //! is far below the caps the services allow. At start, `serve` raises the
 //! soft limit to the hard one ([`raise_nofile`]), logs it, and when the
 //! configured caps ([`fd_need`]) could exceed it, scales every connection
-//! cap down so that they fit ([`cap_scale`], [`scaled`]) — as HAProxy
+//! cap down so that they fit ([`cap_scale`], applied through
+//! `fdcap::scaled` where each service reads its cap) — as HAProxy
 //! derives its maxconn from `ulimit -n` — and warns.
 //!
 //! Invariants: the limit is only ever raised, never lowered; failures are
@@ -14,8 +15,6 @@
 //! flooded frontend hits its own (scaled) cap and is refused there, while
 //! the checks and the other frontends still find descriptors. No unsafe
 //! code: rustix's safe wrappers (the crate root forbids `unsafe`).
-
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
@@ -56,21 +55,6 @@ pub fn raise_nofile() -> Result<NoFile, std::io::Error> {
         soft: now.current,
         hard: now.maximum,
     })
-}
-
-/// Per mille of every connection cap that fits the open-files limit
-/// (1000: the caps as configured). Set once by [`apply`] at start.
-static CAP_SCALE: AtomicU64 = AtomicU64::new(1000);
-
-/// `cap` scaled to the open-files limit (at least 1).
-pub fn scaled(cap: usize) -> usize {
-    let scale = CAP_SCALE.load(Ordering::Relaxed);
-    if scale >= 1000 {
-        return cap;
-    }
-    usize::try_from(cap as u64 * scale / 1000)
-        .unwrap_or(cap)
-        .max(1)
 }
 
 /// Descriptors never given to client connections: [`FD_SLACK`] plus one
@@ -148,7 +132,7 @@ pub fn apply(c: &Cluster) {
     };
     let need = fd_need(c);
     let scale = cap_scale(soft, client_fds(c), reserve(c));
-    CAP_SCALE.store(scale, Ordering::Relaxed);
+    crate::fdcap::set_scale(scale);
     if let Some(soft) = soft.filter(|s| *s < need) {
         tracing::warn!(
             "open files limit {soft} is below the {need} the configured connection caps may need \
@@ -159,9 +143,9 @@ pub fn apply(c: &Cluster) {
             reserve(c),
             scale / 10,
             scale % 10,
-            scaled(c.lb.max_connections),
-            scaled(crate::http::MAX_CONNECTIONS),
-            scaled(crate::dns::MAX_TCP_CONNECTIONS),
+            crate::fdcap::scaled(c.lb.max_connections),
+            crate::fdcap::scaled(crate::http::MAX_CONNECTIONS),
+            crate::fdcap::scaled(crate::dns::MAX_TCP_CONNECTIONS),
         );
     }
 }

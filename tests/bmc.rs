@@ -30,15 +30,13 @@ mod common;
 mod sushy;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::initramfs::{ISOLINUX_BIN, rhcos_iso};
 use common::qemu::{CMDLINE_MARK, cmdline_initramfs_then, host_kernel, tail, wait_for};
 use common::{BIN, free_port, run, wait_until};
 use sushy::{
-    Libvirt, Proc, URI, cdrom, domain_xml, make_certs, redfish, start_emulator, sushy_venv,
-    virsh_ok,
+    Libvirt, URI, cdrom, domain_xml, make_certs, redfish, start_emulator, sushy_venv, virsh_ok,
 };
 
 const NODE: &str = "metal-0";

@@ -368,7 +368,7 @@ async fn tcp_loop(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let limits = net::Limits {
-        max_conns: Some(crate::limits::scaled(MAX_TCP_CONNECTIONS)),
+        max_conns: Some(crate::fdcap::scaled(MAX_TCP_CONNECTIONS)),
         backoff: Duration::from_millis(50),
         drain: Some(Duration::from_secs(2)),
     };
@@ -420,7 +420,7 @@ impl TcpLoad {
         let n = load.open.fetch_add(1, Relaxed) + 1;
         load.pressure.send_if_modified(|p| {
             let was = *p;
-            *p = n >= crate::limits::scaled(TCP_PRESSURE_AT);
+            *p = n >= crate::fdcap::scaled(TCP_PRESSURE_AT);
             was != *p
         });
         TcpSlot(load.clone())
@@ -432,7 +432,7 @@ impl Drop for TcpSlot {
         let n = self.0.open.fetch_sub(1, Relaxed).saturating_sub(1);
         self.0.pressure.send_if_modified(|p| {
             let was = *p;
-            *p = n >= crate::limits::scaled(TCP_PRESSURE_AT);
+            *p = n >= crate::fdcap::scaled(TCP_PRESSURE_AT);
             was != *p
         });
     }

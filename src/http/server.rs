@@ -154,7 +154,7 @@ async fn serve_listener(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let limits = net::Limits {
-        max_conns: Some(crate::limits::scaled(MAX_CONNECTIONS)),
+        max_conns: Some(crate::fdcap::scaled(MAX_CONNECTIONS)),
         backoff: Duration::from_millis(100),
         drain: None,
     };

@@ -459,7 +459,7 @@ async fn accept_loop(
         }
         let cap = lb
             .frontend(kind)
-            .cap(crate::limits::scaled(lb.cfg.load().max_connections));
+            .cap(crate::fdcap::scaled(lb.cfg.load().max_connections));
         let Ok(permit) = cap.try_acquire_owned() else {
             stats.over_cap.fetch_add(1, Ordering::Relaxed);
             debug!(%peer, "lb {kind}: over maxConnections; closing");
