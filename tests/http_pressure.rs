@@ -323,3 +323,56 @@ fn serve_raises_the_open_files_limit_and_warns_when_short() {
     app.wait_log("open files limit 256 is below the", Duration::from_secs(10));
     assert_eq!(soft_of(app.pid()), 256);
 }
+
+/// A 50 MB ignition document shaped like a real one: many `storage.files`
+/// entries (the many small JSON values are what a parsed document leaves
+/// scattered over the heap).
+fn structured_ignition() -> Vec<u8> {
+    let data = String::from_utf8(
+        common::pattern(1200, 7)
+            .iter()
+            .map(|b| b'a' + b % 26)
+            .collect(),
+    )
+    .unwrap();
+    let mut doc = String::from(r#"{"ignition":{"version":"3.2.0"},"storage":{"files":["#);
+    let mut i = 0;
+    while doc.len() < 50_000_000 {
+        if i > 0 {
+            doc.push(',');
+        }
+        doc.push_str(&format!(
+            r#"{{"path":"/etc/test/file-{i}","mode":420,"overwrite":true,"contents":{{"source":"data:,{data}"}}}}"#
+        ));
+        i += 1;
+    }
+    doc.push_str("]}}");
+    doc.into_bytes()
+}
+
+/// `serve` checks the role ignition files at start (preflight) without
+/// keeping a parsed document: a 50 MB file shaped like a real one leaves
+/// the RSS at start where a tiny one does (it used to add ~50 MB, seen in
+/// bench/pressure.sh).
+#[test]
+fn a_large_role_file_costs_no_memory_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (images, ignition) = (dir.path().join("images"), dir.path().join("ignition"));
+    std::fs::create_dir_all(&images).unwrap();
+    std::fs::create_dir_all(&ignition).unwrap();
+    let rss_at_start = |doc: &[u8]| {
+        std::fs::write(ignition.join("master.ign"), doc).unwrap();
+        // serve runs preflight before it binds anything: ready means done.
+        let app = Appliance::start(&common::only(&http_section(&images, &ignition, "")));
+        let rss = common::vm_rss_kib(app.pid());
+        assert!(rss > 0, "no VmRSS");
+        assert!(!app.log().contains("master.ign:"), "{}", app.log());
+        rss
+    };
+    let baseline = rss_at_start(br#"{"ignition":{"version":"3.2.0"}}"#);
+    let big = rss_at_start(&structured_ignition());
+    assert!(
+        big < baseline + 16 * 1024,
+        "a 50 MB role file raised the RSS at start from {baseline} KiB to {big} KiB"
+    );
+}
