@@ -9,4 +9,4 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # Hosts that only want DNS/DHCP/LB/HTTP build without libvirt.
 cargo clippy --no-default-features --all-targets -- -D warnings
-cargo test --workspace --all-targets -- --test-threads="${TEST_THREADS:-4}"
+cargo test --workspace --all-targets --no-fail-fast -- --test-threads="${TEST_THREADS:-4}"

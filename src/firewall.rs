@@ -183,13 +183,13 @@ mod tests {
     use super::*;
 
     fn cluster() -> Cluster {
+        // Parsed in memory: the unit tests run in parallel, and a shared
+        // temporary file was removed under another test's feet.
         let text = include_str!("../configs/example.yaml");
-        let dir = std::env::temp_dir();
-        let p = dir.join(format!("fw-unit-{}.yaml", std::process::id()));
-        std::fs::write(&p, text).unwrap();
-        let plan = crate::config::load(&p).unwrap();
-        let _ = std::fs::remove_file(&p);
-        plan.cluster
+        let path = std::path::Path::new("configs/example.yaml");
+        crate::config::from_str(text, std::path::Path::new("configs"), path)
+            .unwrap()
+            .cluster
     }
 
     fn pairs(ps: &[Port]) -> Vec<(&'static str, u16)> {

@@ -420,6 +420,12 @@ pub struct NodeTimeline {
     pub vm_started: Option<u64>,
     /// Install attempts started (a rejected install runs again).
     pub install_attempts: u32,
+    /// Bare metal: `serve` (`bmc.startOnServe`) had the node's BMC insert
+    /// its boot ISO and power it on (Redfish).
+    pub bmc_power_on: Option<u64>,
+    /// Bare metal: the node's boot ISO (`/boot/<node>.iso`) was first
+    /// fetched (by its BMC, after `bmc up` or startOnServe).
+    pub boot_iso: Option<u64>,
     /// First DHCP lease, last renewal, renewals.
     pub lease: Option<u64>,
     pub lease_renewed: Option<u64>,

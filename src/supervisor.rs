@@ -131,7 +131,7 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         "crc-appliance ready"
     );
     sd_notify("READY=1");
-    crate::bmc::start_on_serve(&plan, root.clone());
+    crate::bmc::start_on_serve(&plan, hub.events(), root.clone());
     let outcome = run_until_done(
         &path,
         &hub,

@@ -59,6 +59,20 @@ fn snapshot(domain: &str, base: &str, vmedia: &str) -> (String, String, String, 
     )
 }
 
+/// The node's row of the running appliance's install timeline (`/status`).
+fn node_timeline(app: &common::Appliance) -> serde_json::Value {
+    let out = common::run_ok(
+        "curl",
+        &["-sSf", &format!("http://{}/status", app.addr("admin"))],
+    );
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    doc["timeline"]["nodes"]
+        .as_array()
+        .and_then(|ns| ns.iter().find(|n| n["node"] == NODE))
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
+
 fn cluster_file(dir: &Path, file: &str, redfish: &str, password_file: &str, http: u16) -> PathBuf {
     write_cluster(dir, file, redfish, password_file, http, "", false)
 }
@@ -87,7 +101,7 @@ fn write_cluster(
         "http:\n  listen: 127.0.0.1:{http}\n  imagesDir: \"{d}/images\"\n  ignitionDir: \"{d}/ign\"\n\
          rhcos: {{ iso: \"{d}/rhcos.iso\" }}\n\
          dns: {{ enabled: false }}\ndhcp: {{ enabled: false, leaseFile: \"{d}/leases.json\" }}\n\
-         loadBalancer: {{ enabled: false }}\nadmin: {{ enabled: false }}\n"
+         loadBalancer: {{ enabled: false }}\nadmin: {{ listen: \"127.0.0.1:0\" }}\n"
     );
     let path = dir.join(file);
     std::fs::write(&path, common::loopback_cluster_with_nodes(&node, &sections)).unwrap();
@@ -350,6 +364,11 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
             server.log()
         );
     };
+    // The install timeline shows the ISO fetch (not a serve-side power-on:
+    // the CLI did that).
+    let tl = node_timeline(&server);
+    assert!(tl["bootIso"].is_u64(), "{tl}");
+    assert!(tl["bmcPowerOn"].is_null(), "{tl}");
     for want in [
         format!("coreos.inst.ignition_url=http://127.0.0.1:{http_port}/ignition/{NODE}.ign"),
         "coreos.inst.install_dev=".to_string(),
@@ -505,6 +524,16 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     );
     assert_eq!(virsh_ok(&["domstate", &name]), "running");
     assert_eq!(redfish(&base, &vmedia)["Image"], url.as_str());
+    // The install timeline: serve powered the node on through its BMC, and
+    // the BMC fetched the boot ISO.
+    wait_until(
+        "the BMC steps in the timeline",
+        Duration::from_secs(60),
+        || {
+            let tl = node_timeline(&app);
+            tl["bmcPowerOn"].is_u64() && tl["bootIso"].is_u64()
+        },
+    );
     drop(app);
     let (code, out, err) = bmc(&good, &["down"]);
     assert_eq!(code, 0, "{out}{err}");

@@ -173,8 +173,10 @@ pub const START_RETRY: Duration = Duration::from_secs(30);
 /// `serve`: once every service is up (the BMC fetches the ISO from us),
 /// run `up` for each node with `bmc.startOnServe`, retrying failures
 /// [`START_ATTEMPTS`] times; errors are logged and never stop the appliance.
-/// Runs once per `serve` (a reload does not re-run it).
-pub fn start_on_serve(plan: &Arc<Plan>, stop: CancellationToken) {
+/// Runs once per `serve` (a reload does not re-run it). A node found on
+/// and booting from its ISO (just now or before) is a `bmcPowerOn` step of
+/// its install timeline.
+pub fn start_on_serve(plan: &Arc<Plan>, events: crate::timeline::Events, stop: CancellationToken) {
     let names: Vec<String> = plan
         .cluster
         .nodes
@@ -185,6 +187,7 @@ pub fn start_on_serve(plan: &Arc<Plan>, stop: CancellationToken) {
     for name in names {
         let plan = plan.clone();
         let stop = stop.clone();
+        let events = events.clone();
         tokio::spawn(async move {
             let c = &plan.cluster;
             let Some(node) = c.nodes.iter().find(|n| n.name == name) else {
@@ -203,6 +206,7 @@ pub fn start_on_serve(plan: &Arc<Plan>, stop: CancellationToken) {
                         if lines.is_empty() {
                             info!("bmc: {name}: already booting from {}", iso_url(c, node));
                         }
+                        events.record(crate::timeline::Event::BmcPowerOn { node: name });
                         return;
                     }
                     Err(e) => {

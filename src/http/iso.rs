@@ -113,6 +113,11 @@ impl Ctx {
             etag: p.etag,
             modified: None,
         };
+        if let IsoTarget::Node(node) = target {
+            self.events.record(crate::timeline::Event::BootIso {
+                node: node.name.clone(),
+            });
+        }
         let region = Region::new(p.file, 0, p.len).patched(p.patches);
         self.serve_region(req, region, &v, "application/x-iso9660-image")
     }

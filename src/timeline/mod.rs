@@ -46,6 +46,10 @@ pub enum Pool {
 pub enum Event {
     /// The node's install VM is running (libvirt).
     InstallRunning { node: String },
+    /// The node's BMC inserted its boot ISO and powered it on (startOnServe).
+    BmcPowerOn { node: String },
+    /// The node's boot ISO was served (a whole fetch or a range).
+    BootIso { node: String },
     /// The install VM shut down on evidence: installed.
     InstallFinished { node: String },
     /// The install VM stopped without evidence; it installs again.
@@ -118,6 +122,8 @@ impl Timeline {
                     first(&mut n.t.vm_started, now);
                 }
             }
+            Event::BmcPowerOn { node } => first(&mut self.node(&node).t.bmc_power_on, now),
+            Event::BootIso { node } => first(&mut self.node(&node).t.boot_iso, now),
             Event::InstallFinished { node } => {
                 let n = self.node(&node);
                 n.install_running = false;

@@ -8,9 +8,11 @@ use crate::config::Role;
 use crate::status::{ClusterPhase, NodeTimeline, TimelineStatus};
 
 /// A node's steps in install order: (stable key, label, time).
-pub fn steps(n: &NodeTimeline) -> [(&'static str, &'static str, Option<u64>); 10] {
+pub fn steps(n: &NodeTimeline) -> [(&'static str, &'static str, Option<u64>); 12] {
     [
         ("vmStarted", "VM started", n.vm_started),
+        ("bmcPowerOn", "BMC power on", n.bmc_power_on),
+        ("bootIso", "boot ISO fetched", n.boot_iso),
         ("lease", "DHCP lease", n.lease),
         ("rootfs", "rootfs fetched", n.rootfs),
         ("ignition", "ignition fetched", n.ignition),

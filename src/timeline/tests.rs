@@ -226,3 +226,32 @@ fn progress_lists_new_steps_once_and_the_table_has_a_row_per_node() {
         "{tab}"
     );
 }
+
+#[test]
+fn bmc_steps_keep_their_first_time_and_show_in_the_table() {
+    let mut t = Timeline::default();
+    let iso = || Event::BootIso {
+        node: s("worker-0"),
+    };
+    t.apply(20, iso());
+    t.apply(25, iso());
+    t.apply(
+        30,
+        Event::BmcPowerOn {
+            node: s("worker-0"),
+        },
+    );
+    t.apply(
+        90,
+        Event::BmcPowerOn {
+            node: s("worker-0"),
+        },
+    );
+    let v = t.view(&nodes());
+    let w = &v.nodes[2];
+    assert_eq!((w.boot_iso, w.bmc_power_on), (Some(20), Some(30)));
+    assert_eq!(v.nodes[1].boot_iso, None);
+    let steps = render::steps(w);
+    assert!(steps.contains(&("bmcPowerOn", "BMC power on", Some(30))));
+    assert!(steps.contains(&("bootIso", "boot ISO fetched", Some(20))));
+}
