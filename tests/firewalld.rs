@@ -576,21 +576,23 @@ fn firewalld_opens_exactly_the_printed_ports() {
         script.contains("firewall-cmd --permanent --add-service=crc-appliance-fw\n"),
         "{script}"
     );
+    // firewall-cmd (the extracted one first on PATH) on the private bus.
+    let with_firewalld = |mut cmd: Command| {
+        cmd.env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin_dir.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("DBUS_SYSTEM_BUS_ADDRESS", &bus);
+        cmd
+    };
     let run_script = |script: &str| {
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .env(
-                "PATH",
-                format!(
-                    "{}:{}",
-                    bin_dir.display(),
-                    std::env::var("PATH").unwrap_or_default()
-                ),
-            )
-            .env("DBUS_SYSTEM_BUS_ADDRESS", &bus)
-            .output()
-            .unwrap();
+        let mut sh = Command::new("sh");
+        sh.arg("-c").arg(script);
+        let out = with_firewalld(sh).output().unwrap();
         assert!(
             out.status.success(),
             "the printed script failed: {}{}",
@@ -682,19 +684,9 @@ fn firewalld_opens_exactly_the_printed_ports() {
         );
         // This time through `firewall apply` (firewall-cmd run by the
         // appliance itself), which must install the same service.
-        let out = Command::new(BIN)
-            .args(["firewall", "apply", "--cluster", lv.to_str().unwrap()])
-            .env(
-                "PATH",
-                format!(
-                    "{}:{}",
-                    bin_dir.display(),
-                    std::env::var("PATH").unwrap_or_default()
-                ),
-            )
-            .env("DBUS_SYSTEM_BUS_ADDRESS", &bus)
-            .output()
-            .unwrap();
+        let mut apply = Command::new(BIN);
+        apply.args(["firewall", "apply", "--cluster", lv.to_str().unwrap()]);
+        let out = with_firewalld(apply).output().unwrap();
         let said = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(
             out.status.success(),

@@ -75,27 +75,7 @@ fn make_certs(dir: &Path, ca: bool) -> (PathBuf, PathBuf, Option<PathBuf>) {
     let cert = dir.join("cert.pem");
     let s = |p: &Path| p.display().to_string();
     if !ca {
-        let (code, out, err) = run(
-            "openssl",
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                &s(&key),
-                "-out",
-                &s(&cert),
-                "-days",
-                "2",
-                "-subj",
-                "/CN=crc-lb-test",
-            ],
-        );
-        assert_eq!(code, 0, "openssl req: {out}{err}");
+        common::self_signed_cert(&cert, &key, "crc-lb-test");
         return (cert, key, None);
     }
     let ca_key = dir.join("ca-key.pem");

@@ -539,3 +539,28 @@ pub fn chromium(url: &str, extra: &[&str]) -> String {
     assert_eq!(code, 0, "chromium failed: {err}");
     out
 }
+
+/// A self-signed EC (P-256) certificate for `cn`, valid 2 days, written to
+/// `cert` and `key` with openssl.
+pub fn self_signed_cert(cert: &Path, key: &Path, cn: &str) {
+    run_ok(
+        "openssl",
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            key.to_str().unwrap(),
+            "-out",
+            cert.to_str().unwrap(),
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={cn}"),
+        ],
+    );
+}
