@@ -267,9 +267,11 @@ fn http_parallel_ignition_fetches_share_one_body() {
         "RSS grew by {growth_mb} MiB for 8 parallel fetches"
     );
 
-    // A rewritten file (new size and mtime) is served fresh.
+    // A rewritten file (new size and mtime) is served fresh once the cache
+    // looks at it again (at most a second later: igncache::RECHECK).
     let doc2 = big_ignition("two-and-longer");
     std::fs::write(ignition.join("master.ign"), &doc2).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
     let (files, _) = fetch_all(2);
     for f in &files {
         assert!(

@@ -13,7 +13,11 @@
 //!   cached. Inserting a key drops the entries of older versions of the
 //!   same file (same path, and hostname for merges).
 //! - At most [`MAX_CACHE_BYTES`] of bodies are kept; the least recently
-//!   used go first. A hit costs a path resolution and an `fstat`.
+//!   used go first. A hit costs a path resolution and an `fstat` on the
+//!   blocking pool — at most once per [`RECHECK`] per (dir, target): in
+//!   between, the key found last is trusted, so a rewritten file is served
+//!   within [`RECHECK`] and a burst of fetches costs no thread hop (the
+//!   hop, not the syscalls, was most of the per-request CPU).
 //! - At most [`MAX_LOADS`] reads/merges run at once ([`IgnCache::load`]
 //!   holds a semaphore permit), and a waiter re-checks the cache first, so
 //!   N parallel first fetches of one file read it once.
@@ -23,6 +27,7 @@ use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::Semaphore;
@@ -34,6 +39,8 @@ use super::{MAX_IGNITION, path, range};
 pub const MAX_CACHE_BYTES: usize = 256 * 1024 * 1024;
 /// Ignition reads/merges running at once.
 pub const MAX_LOADS: usize = 2;
+/// How long the file found for a (dir, target) is trusted unlooked-at.
+pub const RECHECK: Duration = Duration::from_secs(1);
 
 /// Why an ignition body could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -115,13 +122,26 @@ struct Located {
 pub struct IgnCache {
     inner: Mutex<Inner>,
     loads: Semaphore,
+    /// (dir, target) → the key located last, and when.
+    recent: Mutex<HashMap<(PathBuf, Target), (Instant, Key)>>,
+    recheck: Duration,
 }
 
 impl Default for IgnCache {
     fn default() -> Self {
+        IgnCache::with_recheck(RECHECK)
+    }
+}
+
+impl IgnCache {
+    /// A cache that trusts a located file for `recheck` ([`RECHECK`] by
+    /// default; zero: look at the file on every request).
+    pub fn with_recheck(recheck: Duration) -> IgnCache {
         IgnCache {
             inner: Mutex::default(),
             loads: Semaphore::new(MAX_LOADS),
+            recent: Mutex::default(),
+            recheck,
         }
     }
 }
@@ -230,6 +250,28 @@ fn build(l: &Located) -> Result<(IgnBody, bool), IgnError> {
 }
 
 impl IgnCache {
+    /// The cached body of the key located for `id` less than [`RECHECK`] ago.
+    fn recent_body(&self, id: &(PathBuf, Target)) -> Option<IgnBody> {
+        let key = {
+            let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+            let (at, key) = recent.get(id)?;
+            if at.elapsed() >= self.recheck {
+                return None;
+            }
+            key.clone()
+        };
+        self.get(&key)
+    }
+
+    fn remember(&self, id: (PathBuf, Target), key: &Key) {
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        // Bounded by the cluster's targets; forget stale ones when it grows.
+        if recent.len() > 1024 {
+            recent.retain(|_, (at, _)| at.elapsed() < self.recheck);
+        }
+        recent.insert(id, (Instant::now(), key.clone()));
+    }
+
     fn get(&self, key: &Key) -> Option<IgnBody> {
         let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         g.tick += 1;
@@ -277,10 +319,15 @@ impl IgnCache {
     /// source file is unchanged, else read (and merged) under the load
     /// bound and cached.
     pub async fn load(&self, dir: &Path, t: &Target) -> Result<IgnBody, IgnError> {
-        let (dir, t) = (dir.to_path_buf(), t.clone());
+        let id = (dir.to_path_buf(), t.clone());
+        if let Some(b) = self.recent_body(&id) {
+            return Ok(b);
+        }
+        let (dir, t) = id.clone();
         let located = tokio::task::spawn_blocking(move || locate(&dir, &t))
             .await
             .map_err(|e| IgnError::Broken(format!("ignition task failed: {e}")))??;
+        self.remember(id, &located.key);
         if let Some(b) = self.get(&located.key) {
             return Ok(b);
         }
@@ -321,11 +368,29 @@ mod tests {
     use crate::config::Role;
 
     #[tokio::test]
+    async fn a_rewrite_is_seen_after_the_recheck_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("master.ign"), br#"{"ignition":{"version":"3.2.0"}}"#).unwrap();
+        let c = IgnCache::with_recheck(Duration::from_millis(200));
+        let role = Target::Role(Role::Master);
+        let a = c.load(d, &role).await.unwrap();
+        std::fs::write(d.join("master.ign"), br#"{"ignition":{"version":"3.4.0"}}"#).unwrap();
+        // Within the window the file is not looked at again...
+        let b = c.load(d, &role).await.unwrap();
+        assert_eq!(a.bytes.as_ptr(), b.bytes.as_ptr());
+        // ...after it, the rewrite is served.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let fresh = c.load(d, &role).await.unwrap();
+        assert!(String::from_utf8_lossy(&fresh.bytes).contains("3.4.0"));
+    }
+
+    #[tokio::test]
     async fn shares_bodies_and_sees_changes() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::write(d.join("master.ign"), br#"{"ignition":{"version":"3.2.0"}}"#).unwrap();
-        let c = IgnCache::default();
+        let c = IgnCache::with_recheck(Duration::ZERO);
         let role = Target::Role(Role::Master);
         let a = c.load(d, &role).await.unwrap();
         let b = c.load(d, &role).await.unwrap();

@@ -38,7 +38,7 @@ pub fn node_by_ip(c: &Cluster, ip: IpAddr) -> Option<&NodeCfg> {
 }
 
 /// What `/ignition/<name>.ign` maps to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {
     /// A node: try `<node>.ign`, else merge `<role>.ign` with `hostname`.
     Node {
