@@ -38,6 +38,7 @@ pub mod boot;
 mod decode;
 mod frame;
 pub mod leases;
+mod link;
 mod relay;
 pub mod reply;
 mod status;
@@ -62,6 +63,7 @@ use tracing::{debug, error, info, warn};
 use crate::plan::Plan;
 use crate::service::{Commit, Listeners, Service, Tasks};
 use leases::{LeaseTable, Scope};
+use link::{LinkDest, open_link, send_link};
 use reply::{Config, Dest, Durability};
 use status::Counters;
 use writer::Writer;
@@ -277,25 +279,6 @@ impl Dhcp {
     }
 }
 
-/// The packet socket for unicast replies on `ifname`, or None (logged:
-/// those replies are then broadcast).
-fn open_link(ifname: &str) -> Option<linksock::LinkSender> {
-    match linksock::LinkSender::open(ifname) {
-        Ok(l) => {
-            info!(
-                "dhcp: unicast replies to clients without an address go out of {ifname} (packet socket)"
-            );
-            Some(l)
-        }
-        Err(e) => {
-            warn!(
-                "dhcp: no packet socket on {ifname} ({e}; needs CAP_NET_RAW): replies to clients without an address are broadcast"
-            );
-            None
-        }
-    }
-}
-
 /// One reply waiting for the batch's lease-file write.
 struct Pending {
     bytes: Vec<u8>,
@@ -304,14 +287,6 @@ struct Pending {
     to: SocketAddr,
     link: Option<LinkDest>,
     kind: MessageType,
-}
-
-/// A unicast to a client without an address, through the packet socket.
-#[derive(Debug, Clone, Copy)]
-struct LinkDest {
-    from: SocketAddrV4,
-    to: SocketAddrV4,
-    mac: [u8; 6],
 }
 
 /// Serve one socket until `shutdown` (shutdown, or a reload that moved the
@@ -436,13 +411,6 @@ async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {
             }
         }
     }
-}
-
-/// Write one reply as an IPv4/UDP packet to the client's MAC address.
-fn send_link(link: &linksock::LinkSender, dest: LinkDest, payload: &[u8]) -> std::io::Result<()> {
-    let packet = frame::ipv4_udp(dest.from, dest.to, payload)
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "reply too large"))?;
-    link.send_ipv4(&packet, dest.mac).map(drop)
 }
 
 /// The result of one datagram.
