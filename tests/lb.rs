@@ -73,74 +73,16 @@ impl Ports {
 fn make_certs(dir: &Path, ca: bool) -> (PathBuf, PathBuf, Option<PathBuf>) {
     let key = dir.join("key.pem");
     let cert = dir.join("cert.pem");
-    let s = |p: &Path| p.display().to_string();
     if !ca {
         common::self_signed_cert(&cert, &key, "crc-lb-test");
         return (cert, key, None);
     }
-    let ca_key = dir.join("ca-key.pem");
     let ca_cert = dir.join("ca.pem");
-    let csr = dir.join("leaf.csr");
-    let ext = dir.join("leaf.ext");
-    std::fs::write(
-        &ext,
+    common::ca_signed_cert(
+        (&ca_cert, &dir.join("ca-key.pem"), "crc-lb-test-ca"),
+        (&cert, &key, "api-int"),
         "subjectAltName=DNS:api-int.test.crc.testing\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    for args in [
-        vec![
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &s(&ca_key),
-            "-out",
-            &s(&ca_cert),
-            "-days",
-            "2",
-            "-subj",
-            "/CN=crc-lb-test-ca",
-        ],
-        vec![
-            "req",
-            "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &s(&key),
-            "-out",
-            &s(&csr),
-            "-subj",
-            "/CN=api-int",
-        ],
-        vec![
-            "x509",
-            "-req",
-            "-in",
-            &s(&csr),
-            "-CA",
-            &s(&ca_cert),
-            "-CAkey",
-            &s(&ca_key),
-            "-CAcreateserial",
-            "-out",
-            &s(&cert),
-            "-days",
-            "2",
-            "-extfile",
-            &s(&ext),
-        ],
-    ] {
-        let (code, out, err) = run("openssl", &args);
-        assert_eq!(code, 0, "openssl {args:?}: {out}{err}");
-    }
+    );
     (cert, key, Some(ca_cert))
 }
 

@@ -132,55 +132,12 @@ pub fn start_emulator(venv: &Path, conf: &Path, log: &Path) -> Proc {
     )
 }
 
-/// A test CA and a leaf certificate for 127.0.0.1 (IP SAN) signed by it.
+/// A test CA (`ca.pem`, `ca.key`) and a leaf certificate for 127.0.0.1
+/// (IP SAN; `tls.pem`, `tls.key`) signed by it.
 pub fn make_certs(d: &Path) {
-    let p = |f: &str| d.join(f).to_str().unwrap().to_string();
-    std::fs::write(d.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    let mut ca = vec!["req", "-x509"];
-    ca.extend_from_slice(&ec);
-    let (cak, cap) = (p("ca.key"), p("ca.pem"));
-    ca.extend_from_slice(&[
-        "-keyout",
-        &cak,
-        "-out",
-        &cap,
-        "-days",
-        "2",
-        "-subj",
-        "/CN=crc-bmc-test-ca",
-    ]);
-    run_ok("openssl", &ca);
-    let mut csr = vec!["req"];
-    csr.extend_from_slice(&ec);
-    let (k, r) = (p("tls.key"), p("tls.csr"));
-    csr.extend_from_slice(&["-keyout", &k, "-out", &r, "-subj", "/CN=127.0.0.1"]);
-    run_ok("openssl", &csr);
-    let (c, ext) = (p("tls.pem"), p("san.ext"));
-    run_ok(
-        "openssl",
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &r,
-            "-CA",
-            &cap,
-            "-CAkey",
-            &cak,
-            "-CAcreateserial",
-            "-out",
-            &c,
-            "-days",
-            "1",
-            "-extfile",
-            &ext,
-        ],
+    crate::common::ca_signed_cert(
+        (&d.join("ca.pem"), &d.join("ca.key"), "crc-bmc-test-ca"),
+        (&d.join("tls.pem"), &d.join("tls.key"), "127.0.0.1"),
+        "subjectAltName=IP:127.0.0.1\n",
     );
 }

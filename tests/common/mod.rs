@@ -564,3 +564,56 @@ pub fn self_signed_cert(cert: &Path, key: &Path, cn: &str) {
         ],
     );
 }
+
+/// A CA (`ca_cert`, `ca_key`, common name `ca_cn`, self-signed) and a leaf
+/// (`cert`, `key`, common name `cn`) signed by it with the x509 extensions
+/// in `ext` (e.g. `subjectAltName=IP:127.0.0.1`), all EC P-256, valid 2
+/// days. The CSR and the extension file go beside the leaf (`.csr`, `.ext`).
+pub fn ca_signed_cert(
+    (ca_cert, ca_key, ca_cn): (&Path, &Path, &str),
+    (cert, key, cn): (&Path, &Path, &str),
+    ext: &str,
+) {
+    self_signed_cert(ca_cert, ca_key, ca_cn);
+    let (csr, ext_file) = (cert.with_extension("csr"), cert.with_extension("ext"));
+    std::fs::write(&ext_file, ext).unwrap();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    run_ok(
+        "openssl",
+        &[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &s(key),
+            "-out",
+            &s(&csr),
+            "-subj",
+            &format!("/CN={cn}"),
+        ],
+    );
+    run_ok(
+        "openssl",
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &s(&csr),
+            "-CA",
+            &s(ca_cert),
+            "-CAkey",
+            &s(ca_key),
+            "-CAcreateserial",
+            "-out",
+            &s(cert),
+            "-days",
+            "2",
+            "-extfile",
+            &s(&ext_file),
+        ],
+    );
+}
