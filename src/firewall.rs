@@ -111,14 +111,30 @@ fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The `firewall-cmd` lines that install `name` permanently (file `file`).
-pub fn commands(name: &str, zone: Option<&str>, file: &str) -> Vec<String> {
-    let zone = zone.map(|z| format!(" --zone={z}")).unwrap_or_default();
+/// The `firewall-cmd` calls that install `name` permanently (file
+/// `file`), as argument lists: `firewall apply` runs them as they are.
+pub fn command_args(name: &str, zone: Option<&str>, file: &str) -> Vec<Vec<String>> {
+    let mut add = vec!["--permanent".to_string()];
+    add.extend(zone.map(|z| format!("--zone={z}")));
+    add.push(format!("--add-service={name}"));
     vec![
-        format!("firewall-cmd --permanent --new-service-from-file={file} --name={name}"),
-        format!("firewall-cmd --permanent{zone} --add-service={name}"),
-        "firewall-cmd --reload".to_string(),
+        vec![
+            "--permanent".to_string(),
+            format!("--new-service-from-file={file}"),
+            format!("--name={name}"),
+        ],
+        add,
+        vec!["--reload".to_string()],
     ]
+}
+
+/// The same calls as `firewall-cmd` lines (for the printed script; `file`
+/// is written into them as given, quotes included).
+pub fn commands(name: &str, zone: Option<&str>, file: &str) -> Vec<String> {
+    command_args(name, zone, file)
+        .into_iter()
+        .map(|args| format!("firewall-cmd {}", args.join(" ")))
+        .collect()
 }
 
 /// A firewalld service document (`<service>` with `<short>`,

@@ -3,8 +3,8 @@
 //! not wanted (configuration management, the unit's ExecStartPre).
 //!
 //! Role: the side-effecting twin of [`crate::firewall::render`]: the same
-//! service document and the same [`crate::firewall::commands`], run one by
-//! one. Invariants: the service is replaced, never merged (an existing one
+//! service document and the same calls ([`crate::firewall::command_args`],
+//! passed as argument lists, never re-split from text), run one by one. Invariants: the service is replaced, never merged (an existing one
 //! of that name is deleted first, as the printed script does); the first
 //! failing command stops the run and its output is the error; the
 //! temporary service file lives in a private directory removed afterwards.
@@ -88,10 +88,10 @@ pub fn apply(c: &Cluster) -> anyhow::Result<String> {
         done.push(format!("removed the previous service {name}"));
     }
     let file = file.display().to_string();
-    for line in firewall::commands(&name, firewall::zone(c), &file) {
-        let args: Vec<&str> = line.split(' ').skip(1).collect();
+    for args in firewall::command_args(&name, firewall::zone(c), &file) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         firewall_cmd(&args)?;
-        done.push(line);
+        done.push(format!("firewall-cmd {}", args.join(" ")));
     }
     let ports: Vec<String> = firewall::ports(c)
         .iter()
