@@ -4,7 +4,7 @@
 //! connection: client and backend), and the default soft limit (often 1024)
 //! is far below the caps the services allow. At start, `serve` raises the
 //! soft limit to the hard one ([`raise_nofile`]), logs it, and when the
-//! configured caps ([`fd_need`]) could exceed it, scales every connection
+//! configured caps ([`client_fds`] plus [`reserve`]) could exceed it, scales every connection
 //! cap down so that they fit ([`cap_scale`], applied through
 //! `fdcap::scaled` where each service reads its cap) — as HAProxy
 //! derives its maxconn from `ulimit -n` — and warns.
@@ -19,6 +19,7 @@
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
 use crate::model::cluster::Cluster;
+use crate::plan::Plan;
 
 /// Descriptors kept for listeners, files being served, the lease file,
 /// libvirt, logs.
@@ -58,15 +59,16 @@ pub fn raise_nofile() -> Result<NoFile, std::io::Error> {
 }
 
 /// Descriptors never given to client connections: [`FD_SLACK`] plus one
-/// per health-checked backend (a node is in at most two pools; a check
-/// holds one socket while it runs).
-pub fn reserve(c: &Cluster) -> u64 {
-    let checks = if c.lb.enabled {
-        2 * c.nodes.len() as u64
+/// per health-checked backend of the plan's pools (a check holds one
+/// socket while it runs; masters are in all four pools when there are no
+/// workers).
+pub fn reserve(plan: &Plan) -> u64 {
+    let checks: usize = if plan.cluster.lb.enabled {
+        plan.pools.iter().map(|p| p.backends.len()).sum()
     } else {
         0
     };
-    FD_SLACK + checks
+    FD_SLACK + checks as u64
 }
 
 /// The per-mille scale that makes `caps` client descriptors fit `soft`
@@ -98,14 +100,10 @@ pub fn client_fds(c: &Cluster) -> u64 {
     n
 }
 
-/// Descriptors the process may need at its caps: [`client_fds`] plus
-/// [`reserve`].
-pub fn fd_need(c: &Cluster) -> u64 {
-    client_fds(c) + reserve(c)
-}
-
-/// Raise the limit, log it, and warn when `c`'s caps could exceed it.
-pub fn apply(c: &Cluster) {
+/// Raise the limit, log it, and when the plan's caps could exceed it, scale
+/// them (see the module doc) and warn.
+pub fn apply(plan: &Plan) {
+    let c = &plan.cluster;
     let show = |v: Option<u64>| v.map_or("unlimited".to_string(), |v| v.to_string());
     let soft = match raise_nofile() {
         Ok(l) if l.before != l.soft => {
@@ -130,17 +128,17 @@ pub fn apply(c: &Cluster) {
             l.current
         }
     };
-    let need = fd_need(c);
-    let scale = cap_scale(soft, client_fds(c), reserve(c));
+    let (clients, reserve) = (client_fds(c), reserve(plan));
+    let need = clients + reserve;
+    let scale = cap_scale(soft, clients, reserve);
     crate::fdcap::set_scale(scale);
     if let Some(soft) = soft.filter(|s| *s < need) {
         tracing::warn!(
             "open files limit {soft} is below the {need} the configured connection caps may need \
              (loadBalancer.maxConnections × 4 frontends × 2, http 1024, dns tcp 256 per address, \
-             +{} kept for health checks, listeners and files); connection caps scaled to {}.{}% \
+             +{reserve} kept for health checks, listeners and files); connection caps scaled to {}.{}% \
              (lb {} per frontend, http {}, dns tcp {} per address); \
              raise LimitNOFILE (systemd) or ulimit -n, or lower loadBalancer.maxConnections",
-            reserve(c),
             scale / 10,
             scale % 10,
             crate::fdcap::scaled(c.lb.max_connections),

@@ -97,7 +97,7 @@ fn sd_notify(state: &str) {
 /// `serve --cluster FILE`.
 pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     let plan = Arc::new(config::load(&path)?);
-    crate::limits::apply(&plan.cluster);
+    crate::limits::apply(&plan);
     crate::preflight::log(&plan);
     let root = CancellationToken::new();
     let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
