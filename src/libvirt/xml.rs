@@ -303,15 +303,10 @@ http:
                 "192.168.131.1"
             }
         );
-        let dir = std::env::temp_dir().join(format!("crc-libvirt-xml-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join(format!("c{}.yaml", stable_id(&yaml)));
-        std::fs::write(&f, yaml).unwrap();
-        crate::config::load(&f).unwrap()
-    }
-
-    fn stable_id(s: &str) -> String {
-        super::super::spec::stable_uuid(s)[..8].to_string()
+        // Parsed in memory: parallel tests writing the same file raced
+        // (one read it while another rewrote it).
+        let path = std::path::Path::new("test.yaml");
+        crate::config::from_str(&yaml, std::path::Path::new("/"), path).unwrap()
     }
 
     const LV: &str = "rhcos:\n  iso: /isos/rhcos.iso\nlibvirt:\n  pool: { name: ocp4, path: /var/lib/libvirt/images/ocp4 }\n";
@@ -405,6 +400,9 @@ http:
             "<memory unit='MiB'>16384</memory>",
             "machine='q35'",
             "bus='virtio'",
+            // A screen for boots stuck before the serial console, on loopback.
+            "<graphics type='vnc' port='-1' autoport='yes' listen='127.0.0.1'>",
+            "<model type='vga'/>",
         ] {
             assert!(i.contains(needle), "install XML lacks {needle}:\n{i}");
         }
