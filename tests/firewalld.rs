@@ -600,7 +600,24 @@ fn firewalld_opens_exactly_the_printed_ports() {
             String::from_utf8_lossy(&out.stderr),
         );
     };
+    // preflight sees the running firewalld (over the private bus) and names
+    // the ports the zone of the cluster bridge does not open.
+    let preflight = || {
+        let mut p = Command::new(BIN);
+        p.args(["preflight", "--cluster", file.to_str().unwrap()]);
+        String::from_utf8_lossy(&with_firewalld(p).output().unwrap().stdout).into_owned()
+    };
+    let before = preflight();
+    assert!(
+        before.contains("firewalld zone public (interface br0) does not open")
+            && before.contains("6443/tcp (")
+            && before.contains("22623/tcp (")
+            && before.contains("firewall apply"),
+        "{before}"
+    );
     run_script(&script);
+    let after = preflight();
+    assert!(!after.contains("firewalld zone"), "{after}");
     assert!(
         fc.ok(&["--zone=public", "--list-services"])
             .split_whitespace()

@@ -14,7 +14,11 @@
 //! - `<ignitionDir>/<role>.ign` exists and is an ignition JSON document for
 //!   every role that has nodes.
 //!
-//! Layout: the port checks are in `ports.rs`; the rest is here.
+//! - a running firewalld opens every port `firewall print` lists in the zone
+//!   of `network.interface` (else the default zone) (`firewalld.rs`).
+//!
+//! Layout: the port checks are in `ports.rs`, the firewalld check in
+//! `firewalld.rs`; the rest is here.
 //!
 //! Invariants: read-only (the only write is a probe file in the pool dir,
 //! removed at once); never panics on odd `/proc` content (unparsable lines
@@ -26,6 +30,7 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
+mod firewalld;
 mod ports;
 
 pub use ports::{Bound, ProcNet, Proto, parse_table, ports};
@@ -45,7 +50,7 @@ pub enum Severity {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     pub severity: Severity,
-    /// `ports`, `kvm`, `iso`, `pool`, `ignition`.
+    /// `ports`, `firewall`, `kvm`, `iso`, `pool`, `ignition`.
     pub check: &'static str,
     pub problem: String,
     pub fix: String,
@@ -60,6 +65,7 @@ pub struct Failed(pub usize);
 pub fn run(plan: &Plan) -> Vec<Finding> {
     let c = &plan.cluster;
     let mut out = ports(c, &ProcNet::read());
+    out.extend(firewalld::firewalld(c));
     match c.rhcos.as_ref().map(|r| &r.source) {
         Some(BootSource::Iso(p)) => {
             out.extend(iso(p));
