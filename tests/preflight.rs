@@ -240,6 +240,37 @@ fn unwritable_pool_is_reported() {
     assert!(out.contains("WARN pool"), "{out}{err}");
 }
 
+/// On a host with SELinux labels the pool dir must be `virt_image_t` (as
+/// /var/lib/libvirt/images is). The label is set as an xattr, which ext4
+/// keeps for root without SELinux; a filesystem that refuses it skips.
+#[test]
+fn pool_selinux_type_is_checked() {
+    require!(common::is_root(), "needs root (security.* xattrs)");
+    let d = dirs();
+    let pool = d.path().join("pool");
+    std::fs::create_dir_all(&pool).unwrap();
+    let f = d.path().join("cluster.yaml");
+    std::fs::write(&f, libvirt_yaml(d.path(), &d.path().join("x.iso"))).unwrap();
+    let label = |ctx: &str| {
+        run(
+            "setfattr",
+            &["-n", "security.selinux", "-v", ctx, pool.to_str().unwrap()],
+        )
+    };
+    if !common::have("setfattr") || label("system_u:object_r:var_t:s0").0 != 0 {
+        eprintln!("SKIPPED pool_selinux_type_is_checked: cannot set security.selinux here");
+        return;
+    }
+    let (_, out, err) = run(BIN, &["preflight", "--cluster", f.to_str().unwrap()]);
+    assert!(
+        out.contains("SELinux type var_t") && out.contains("semanage fcontext -a -t virt_image_t"),
+        "{out}{err}"
+    );
+    assert_eq!(label("system_u:object_r:virt_image_t:s0").0, 0);
+    let (_, out, _) = run(BIN, &["preflight", "--cluster", f.to_str().unwrap()]);
+    assert!(!out.contains("SELinux"), "{out}");
+}
+
 #[test]
 fn serve_logs_preflight_findings() {
     let d = dirs();

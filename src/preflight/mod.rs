@@ -10,7 +10,8 @@
 //!   (`images/pxeboot/{vmlinuz,initrd.img,rootfs.img}`), or the
 //!   `rhcos` kernel/initramfs/rootfs files exist; every node's boot ISO
 //!   kargs fit the ISO's kernel-argument embed areas;
-//! - the libvirt pool dir (or its nearest existing parent) is writable;
+//! - the libvirt pool dir (or its nearest existing parent) is writable and,
+//!   on a host with SELinux labels, of type `virt_image_t`;
 //! - `<ignitionDir>/<role>.ign` exists and is an ignition JSON document for
 //!   every role that has nodes.
 //!
@@ -285,6 +286,20 @@ pub fn pool(path: &Path) -> Vec<Finding> {
         }
     }
     let probe = dir.join(format!(".crc-appliance-preflight-{}", std::process::id()));
+    let mut out: Vec<Finding> = selinux_context(&dir)
+        .and_then(|ctx| pool_label_problem(&ctx))
+        .map(|problem| Finding {
+            severity: Severity::Warn,
+            check: "pool",
+            problem: format!("libvirt.pool.path {}: {problem}", dir.display()),
+            fix: format!(
+                "semanage fcontext -a -t {POOL_SELINUX_TYPE} '{}(/.*)?' && restorecon -Rv {}",
+                dir.display(),
+                dir.display()
+            ),
+        })
+        .into_iter()
+        .collect();
     match fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -292,9 +307,8 @@ pub fn pool(path: &Path) -> Vec<Finding> {
     {
         Ok(_) => {
             let _ = fs::remove_file(&probe);
-            Vec::new()
         }
-        Err(e) => vec![Finding {
+        Err(e) => out.push(Finding {
             severity: Severity::Warn,
             check: "pool",
             problem: format!(
@@ -305,8 +319,35 @@ pub fn pool(path: &Path) -> Vec<Finding> {
             fix: "run as root, or give the crc-appliance user the directory \
                   (the systemd unit allows writes only under /var/lib/crc-appliance and /var/lib/libvirt/images)"
                 .to_string(),
-        }],
+        }),
     }
+    out
+}
+
+/// The SELinux type libvirt's default pool (/var/lib/libvirt/images) has,
+/// which qemu under sVirt may use.
+pub const POOL_SELINUX_TYPE: &str = "virt_image_t";
+
+/// The `security.selinux` label of `path`, when the filesystem has one
+/// (None on hosts without SELinux labels).
+fn selinux_context(path: &Path) -> Option<String> {
+    let mut buf = [0u8; 256];
+    let n = rustix::fs::getxattr(path, "security.selinux", &mut buf[..]).ok()?;
+    let raw = buf.get(..n)?;
+    let text = String::from_utf8_lossy(raw);
+    Some(text.trim_end_matches('\0').to_string())
+}
+
+/// Why a pool directory labelled `context` is a problem, if it is: its
+/// type (`user:role:type:level`) is not [`POOL_SELINUX_TYPE`].
+pub fn pool_label_problem(context: &str) -> Option<String> {
+    let ty = context.split(':').nth(2).unwrap_or("");
+    (ty != POOL_SELINUX_TYPE).then(|| {
+        format!(
+            "SELinux type {} (context {context}), not {POOL_SELINUX_TYPE}: qemu under sVirt may be denied the disks",
+            if ty.is_empty() { "unknown" } else { ty }
+        )
+    })
 }
 
 // ---- ignition -------------------------------------------------------------
@@ -371,6 +412,21 @@ pub fn ignition(c: &Cluster) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pool_label_types() {
+        assert_eq!(
+            pool_label_problem("system_u:object_r:virt_image_t:s0"),
+            None
+        );
+        let p = pool_label_problem("unconfined_u:object_r:var_t:s0").unwrap();
+        assert!(p.contains("SELinux type var_t"), "{p}");
+        assert!(
+            pool_label_problem("garbage")
+                .unwrap()
+                .contains("type unknown")
+        );
+    }
 
     #[test]
     fn missing_kvm_names_the_cpu_model() {
