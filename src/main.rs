@@ -1,6 +1,6 @@
 fn main() {
-    let cli = crc_appliance::cli::Cli::parse_args();
-    crc_appliance::telemetry::init();
+    let cli = crc_appliance::cmd::cli::Cli::parse_args();
+    crc_appliance::runtime::telemetry::init();
     // With one usable core (e.g. pinned with taskset) a multi-thread runtime
     // has a single worker anyway; the current-thread scheduler runs the same
     // tasks without the work-stealing bookkeeping (measured: bench/RESULTS-lb.md).

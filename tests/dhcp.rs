@@ -99,7 +99,7 @@ impl Net {
 fn start_server(net: &Net, cluster: &Path) -> Appliance {
     Appliance::launch()
         .netns(net.srv.name())
-        .env("RUST_LOG", "info,crc_appliance::dhcp=debug")
+        .env("RUST_LOG", "info,crc_appliance::services::dhcp=debug")
         .ready_timeout(Duration::from_secs(30))
         .start_path(cluster)
 }

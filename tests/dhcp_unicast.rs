@@ -217,7 +217,7 @@ fn replies_are_unicast_to_a_client_that_cleared_the_broadcast_flag() {
     let cluster = seg.cluster_yaml(dir.path());
     let srv = Appliance::launch()
         .netns(seg.srv.name())
-        .env("RUST_LOG", "info,crc_appliance::dhcp=debug")
+        .env("RUST_LOG", "info,crc_appliance::services::dhcp=debug")
         .ready_timeout(Duration::from_secs(30))
         .start_path(&cluster);
     srv.wait_log("packet socket", Duration::from_secs(10));

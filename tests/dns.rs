@@ -401,7 +401,7 @@ fn recursion_acl_by_client_address() {
     let plan = plan_of(&yaml);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let core = crc_appliance::dns::handler::build(&plan).unwrap();
+        let core = crc_appliance::services::dns::handler::build(&plan).unwrap();
         let ask = |name: &str, src: &str| {
             let q = query(0x1234, name, 1, true);
             let src: SocketAddr = src.parse().unwrap();
@@ -554,7 +554,7 @@ fn fuzz_request_path_in_process() {
     let plan = plan_of(&common::only(&dns_section("")));
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let core = crc_appliance::dns::handler::build(&plan).unwrap();
+        let core = crc_appliance::services::dns::handler::build(&plan).unwrap();
         let src: SocketAddr = "127.0.20.9:4444".parse().unwrap();
         let mut answered = 0;
         for (i, m) in fuzz_cases(0x05ee_dd15, 20_000).iter().enumerate() {
@@ -844,7 +844,7 @@ fn packet_cache_is_transparent() {
     let plan = plan_of(&common::only(&dns_section("")));
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let core = crc_appliance::dns::handler::build(&plan).unwrap();
+        let core = crc_appliance::services::dns::handler::build(&plan).unwrap();
         let src: SocketAddr = "192.0.2.1:53000".parse().unwrap();
         for (name, qtype) in [
             (format!("api.{Z}"), 1),

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use common::initramfs::live_iso;
 use common::{BIN, run};
-use crc_appliance::libvirt::iso9660::{IsoError, IsoImage};
-use crc_appliance::libvirt::spec::Phase;
-use crc_appliance::libvirt::{Spec, xml};
+use crc_appliance::boot::iso9660::{IsoError, IsoImage};
+use crc_appliance::drivers::libvirt::spec::Phase;
+use crc_appliance::drivers::libvirt::{Spec, xml};
 use crc_appliance::plan::Plan;
 
 const KERNEL: &[u8] = b"fake kernel image\n";
@@ -215,7 +215,7 @@ fn iso_reader_survives_truncated_and_mutated_xorriso_images() {
 #[cfg(feature = "libvirt")]
 mod driver {
     use super::*;
-    use crc_appliance::libvirt::driver::Driver;
+    use crc_appliance::drivers::libvirt::driver::Driver;
 
     /// The driver for the cluster file `yaml` (written to `dir`).
     fn open_driver(dir: &Path, yaml: &str) -> (Spec, Driver) {
@@ -241,9 +241,9 @@ mod driver {
     }
 
     fn row<'a>(
-        rows: &'a [crc_appliance::libvirt::driver::NodeStatus],
+        rows: &'a [crc_appliance::drivers::libvirt::driver::NodeStatus],
         node: &str,
-    ) -> &'a crc_appliance::libvirt::driver::NodeStatus {
+    ) -> &'a crc_appliance::drivers::libvirt::driver::NodeStatus {
         rows.iter().find(|r| r.node == node).unwrap()
     }
 

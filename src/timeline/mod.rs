@@ -21,12 +21,11 @@
 
 pub mod recorder;
 pub mod render;
-pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::Role;
-use crate::status::{ClusterPhase, NodeTimeline, OperatorFetch, TimelineStatus};
+use crate::runtime::status::{ClusterPhase, NodeTimeline, OperatorFetch, TimelineStatus};
 
 pub use recorder::{Events, Recorder};
 

@@ -19,9 +19,9 @@ use arc_swap::ArcSwap;
 
 use super::{Event, Pool, Timeline};
 use crate::config::Role;
-use crate::metrics::{Kind, family};
 use crate::plan::Plan;
-use crate::status::{ClusterPhase, StatusDoc, TimelineStatus};
+use crate::runtime::metrics::{Kind, family};
+use crate::runtime::status::{ClusterPhase, StatusDoc, TimelineStatus};
 
 /// How often `serve` samples the services' status.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -235,7 +235,7 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{LeaseRow, NetworkStatus, ReloadStatus};
+    use crate::runtime::status::{LeaseRow, NetworkStatus, ReloadStatus};
 
     fn plan() -> Plan {
         let yaml = r#"name: t
@@ -281,12 +281,13 @@ nodes:
         r.machine_config_connect("10.9.0.99".parse().unwrap());
         r.rootfs(mapped, 42, Duration::from_millis(7));
         let mut d = doc(&p);
-        let mut dhcp: crate::status::DhcpStatus = serde_json::from_value(serde_json::json!({
-            "listen": null, "interface": null, "leaseFile": "", "leases": [], "declined": [],
-            "received": {}, "sent": {}, "malformed": 0, "ignored": 0, "sendErrors": 0,
-            "leaseFileWrites": 0, "leaseFileErrors": 0
-        }))
-        .unwrap();
+        let mut dhcp: crate::runtime::status::DhcpStatus =
+            serde_json::from_value(serde_json::json!({
+                "listen": null, "interface": null, "leaseFile": "", "leases": [], "declined": [],
+                "received": {}, "sent": {}, "malformed": 0, "ignored": 0, "sendErrors": 0,
+                "leaseFileWrites": 0, "leaseFileErrors": 0
+            }))
+            .unwrap();
         for (mac, state) in [
             ("52:54:00:00:00:0a", "bound"),
             ("52:54:00:00:00:05", "offered"),

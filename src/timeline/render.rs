@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::config::Role;
-use crate::status::{ClusterPhase, NodeTimeline, TimelineStatus};
+use crate::runtime::status::{ClusterPhase, NodeTimeline, TimelineStatus};
 
 /// A node's steps in install order: (stable key, label, time).
 pub fn steps(n: &NodeTimeline) -> [(&'static str, &'static str, Option<u64>); 12] {

@@ -1,0 +1,321 @@
+//! The command line: one function per command, each a thin call into the
+//! library (`serve` into the runtime, `check`/`render` into config and plan,
+//! `lb`/`node`/`reload`/`status`/`wait-for` through the admin API).
+
+pub mod admin_client;
+pub mod cli;
+pub mod watch;
+
+use std::sync::Arc;
+
+use crate::drivers::{bmc, libvirt};
+use crate::host::{firewall, preflight};
+use crate::runtime::{hub, supervisor};
+use crate::{config, plan};
+use cli::{Cli, Command, LbAction, RenderWhat};
+use plan::Plan;
+
+/// Exit code for an invalid cluster file (EX_CONFIG).
+pub const EXIT_CONFIG: i32 = 78;
+
+/// Run a parsed command line. Errors carry their own exit code via [`exit_code`].
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let cluster = cli
+        .cluster
+        .ok_or_else(|| anyhow::anyhow!("--cluster FILE is required"))?;
+    match cli.command {
+        Command::Serve => supervisor::serve(cluster).await,
+        Command::Check => {
+            let plan = config::load(&cluster)?;
+            print!("{}", summary(&plan));
+            Ok(())
+        }
+        Command::Render { what } => {
+            let plan = config::load(&cluster)?;
+            let text = match what {
+                RenderWhat::Zone => plan::render_zones(&plan),
+                RenderWhat::Dhcp => plan::render_dhcp(&plan),
+                RenderWhat::Lb => plan::render_lb(&plan),
+                RenderWhat::Libvirt => libvirt::render(&plan)?,
+            };
+            print!("{text}");
+            Ok(())
+        }
+        Command::Lb { action } => {
+            let (method, path) = match &action {
+                LbAction::Disable { node } => ("POST", format!("/api/lb/backends/{node}/disable")),
+                LbAction::Enable { node } => ("POST", format!("/api/lb/backends/{node}/enable")),
+                LbAction::Status => ("GET", "/api/lb/backends".to_string()),
+            };
+            admin_call(&cluster, method, path).await
+        }
+        Command::Node { action } => {
+            let cli::NodeAction::Reinstall { node } = action;
+            admin_call(&cluster, "POST", format!("/api/nodes/{node}/reinstall")).await
+        }
+        Command::Reload => reload_running(&cluster).await,
+        Command::Vm {
+            action: cli::VmAction::Console,
+            node,
+        } => {
+            let plan = config::load(&cluster)?;
+            let node =
+                node.ok_or_else(|| anyhow::anyhow!("vm console: which node? (vm console NODE)"))?;
+            print!("{}", libvirt::console(&plan, &node)?);
+            Ok(())
+        }
+        Command::Vm { action, .. } => {
+            let plan = Arc::new(config::load(&cluster)?);
+            let action = match action {
+                cli::VmAction::Up => libvirt::VmAction::Up,
+                cli::VmAction::Down => libvirt::VmAction::Down,
+                cli::VmAction::Status => libvirt::VmAction::Status,
+                cli::VmAction::RemoveBootstrap => libvirt::VmAction::RemoveBootstrap,
+                // Handled above (it needs no libvirt connection).
+                cli::VmAction::Console => anyhow::bail!("vm console NODE"),
+            };
+            let fetched = match action {
+                libvirt::VmAction::Up => ignition_evidence(&cluster, &plan).await,
+                _ => None,
+            };
+            libvirt::vm(plan, action, fetched).await
+        }
+        Command::Bmc { action, node, json } => {
+            let plan = config::load(&cluster)?;
+            let action = match action {
+                cli::BmcAction::Up => bmc::BmcAction::Up,
+                cli::BmcAction::Down => bmc::BmcAction::Down,
+                cli::BmcAction::Eject => bmc::BmcAction::Eject,
+                cli::BmcAction::Status => bmc::BmcAction::Status,
+            };
+            bmc::run(&plan, action, node.as_deref(), json).await
+        }
+        Command::Firewall {
+            action: cli::FirewallAction::Print { xml },
+        } => {
+            let c = config::load(&cluster)?.cluster;
+            if xml {
+                print!("{}", firewall::render_xml(&c));
+            } else {
+                print!("{}", firewall::render(&c));
+            }
+            Ok(())
+        }
+        Command::Firewall {
+            action: cli::FirewallAction::Apply,
+        } => {
+            let c = config::load(&cluster)?.cluster;
+            print!("{}", firewall::apply::apply(&c)?);
+            Ok(())
+        }
+        Command::Status { json } => watch::status(&admin_target(&cluster)?, json).await,
+        Command::WaitFor { goal, timeout } => {
+            watch::wait_for(&admin_target(&cluster)?, goal, timeout).await
+        }
+        Command::Preflight => {
+            let plan = config::load(&cluster)?;
+            let findings = preflight::run(&plan);
+            print!("{}", preflight::report(&findings));
+            match preflight::problems(&findings) {
+                0 => Ok(()),
+                n => Err(preflight::Failed(n).into()),
+            }
+        }
+    }
+}
+
+/// One admin API call for the CLI: the address and token from the cluster
+/// file; prints the answer; an error unless it is a 2xx.
+async fn admin_call(
+    cluster: &std::path::Path,
+    method: &'static str,
+    path: String,
+) -> anyhow::Result<()> {
+    let c = config::load(cluster)?.cluster;
+    let addr = c.admin.listen;
+    let token = admin_token(c.admin.token_file.as_deref())?;
+    let (status, body) = tokio::task::spawn_blocking(move || {
+        admin_client::request(addr, token.as_deref(), method, &path)
+    })
+    .await??;
+    println!("{}", body.trim_end());
+    if !(200..300).contains(&status) {
+        anyhow::bail!("admin API answered HTTP {status}");
+    }
+    Ok(())
+}
+
+/// For `vm up`: the nodes whose ignition the running `serve` saw them
+/// fetch. `None` (the shut-off reason alone decides) when `serve` does not
+/// serve HTTP or cannot be asked.
+async fn ignition_evidence(cluster: &std::path::Path, plan: &Plan) -> libvirt::Fetched {
+    let c = &plan.cluster;
+    if !c.http.enabled || !c.admin.enabled {
+        return None;
+    }
+    match watch::fetch(&admin_target(cluster).ok()?).await {
+        Ok(t) => Some(
+            t.nodes
+                .into_iter()
+                .filter(|n| n.ignition.is_some())
+                .map(|n| n.node)
+                .collect(),
+        ),
+        Err(e) => {
+            eprintln!(
+                "note: no install evidence from serve ({e:#}); a stopped install VM counts as installed only if the guest shut it down"
+            );
+            None
+        }
+    }
+}
+
+/// The admin listener of the cluster file and its token.
+fn admin_target(cluster: &std::path::Path) -> anyhow::Result<watch::Target> {
+    let c = config::load(cluster)?.cluster;
+    Ok(watch::Target {
+        addr: c.admin.listen,
+        token: admin_token(c.admin.token_file.as_deref())?,
+    })
+}
+
+/// The admin API token from `admin.tokenFile`, if one is configured.
+fn admin_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    file.map(|f| config::secret::read_token(f).map_err(|e| anyhow::anyhow!("admin.tokenFile: {e}")))
+        .transpose()
+}
+
+/// A running instance refused a reload because the file is invalid.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ReloadInvalid(String);
+
+/// `reload --cluster FILE`: ask the running `serve` (at the file's
+/// `admin.listen`) to reload and print the outcome.
+async fn reload_running(path: &std::path::Path) -> anyhow::Result<()> {
+    // The admin address comes from the file; when the file does not
+    // validate, its raw `admin.listen` still tells where to ask (the running
+    // instance then reports the file invalid and keeps its configuration).
+    let (addr, token_file) = match config::load(path) {
+        Ok(p) => (p.cluster.admin.listen, p.cluster.admin.token_file),
+        Err(e) => {
+            let text = std::fs::read_to_string(path).map_err(|_| e)?;
+            let raw =
+                config::parse_str(&text).map_err(|m| anyhow::anyhow!("{}: {m}", path.display()))?;
+            let addr = raw.admin.listen.trim().parse().map_err(|_| {
+                anyhow::anyhow!("admin.listen {:?} is not an address", raw.admin.listen)
+            })?;
+            let base = path.parent().unwrap_or(std::path::Path::new("."));
+            (addr, raw.admin.token_file.map(|f| base.join(f)))
+        }
+    };
+    let token = admin_token(token_file.as_deref())?;
+    let (status, body) = tokio::task::spawn_blocking(move || {
+        admin_client::request(addr, token.as_deref(), "POST", "/api/reload")
+    })
+    .await??;
+    let outcome: hub::ReloadStatus = serde_json::from_str(&body)
+        .map_err(|_| anyhow::anyhow!("admin API answered HTTP {status}: {}", body.trim()))?;
+    match outcome.result {
+        Some(hub::ReloadResult::Applied) => {
+            println!("reloaded: generation {}", outcome.generation);
+            for c in &outcome.changes {
+                println!("  {c}");
+            }
+            if outcome.changes.is_empty() {
+                println!("  no changes");
+            }
+            Ok(())
+        }
+        Some(hub::ReloadResult::Invalid) => Err(ReloadInvalid(format!(
+            "reload rejected (generation {} kept): {}",
+            outcome.generation,
+            outcome.error.unwrap_or_default()
+        ))
+        .into()),
+        _ => anyhow::bail!(
+            "reload not applied (generation {} kept): {}",
+            outcome.generation,
+            outcome.error.unwrap_or_default()
+        ),
+    }
+}
+
+/// Process exit code for an error returned by [`run`].
+pub fn exit_code(err: &anyhow::Error) -> i32 {
+    if err.downcast_ref::<config::ConfigError>().is_some()
+        || err.downcast_ref::<ReloadInvalid>().is_some()
+    {
+        EXIT_CONFIG
+    } else {
+        1
+    }
+}
+
+/// `check` output: what the file declares and what will be served.
+pub fn summary(plan: &Plan) -> String {
+    use std::fmt::Write as _;
+    let c = &plan.cluster;
+    let mut out = String::new();
+    let _ = writeln!(out, "cluster {} is valid", c.domain);
+    let _ = writeln!(
+        out,
+        "network {} gateway {} appliance {} api {} ingress {}",
+        c.network.cidr,
+        c.network.gateway,
+        c.network.appliance_ip,
+        c.network.api_vip,
+        c.network.ingress_vip
+    );
+    for r in config::Role::ALL {
+        let names: Vec<_> = c.nodes_with_role(r).map(|n| n.name.as_str()).collect();
+        let _ = writeln!(out, "{:<9} {} {}", r.as_str(), names.len(), names.join(" "));
+    }
+    let on = |b: bool| if b { "on" } else { "off" };
+    let _ = writeln!(
+        out,
+        "dns {} {:?} ({} zones, {} records)",
+        on(c.dns.enabled),
+        c.dns.listen,
+        plan.zones.len(),
+        plan.zones.iter().map(|z| z.records.len()).sum::<usize>()
+    );
+    let _ = writeln!(
+        out,
+        "dhcp {} {} ({} reservations)",
+        on(c.dhcp.enabled),
+        c.dhcp.listen,
+        plan.reservations.len()
+    );
+    let _ = writeln!(
+        out,
+        "lb {} api {} machine-config {} http {} https {}",
+        on(c.lb.enabled),
+        c.lb.api,
+        c.lb.machine_config,
+        c.lb.ingress_http,
+        c.lb.ingress_https
+    );
+    let _ = writeln!(out, "http {} {}", on(c.http.enabled), c.http.listen);
+    let _ = writeln!(out, "admin {} {}", on(c.admin.enabled), c.admin.listen);
+    if let Some(t) = &c.tftp {
+        let _ = writeln!(out, "{}", crate::boot::bootfiles::check_line(t));
+    }
+    let bmc: Vec<_> = c
+        .nodes
+        .iter()
+        .filter(|n| n.bmc.is_some())
+        .map(|n| n.name.as_str())
+        .collect();
+    if !bmc.is_empty() {
+        let _ = writeln!(out, "bmc {} {}", bmc.len(), bmc.join(" "));
+    }
+    if let Some(v) = &c.libvirt {
+        let _ = writeln!(
+            out,
+            "libvirt {} network {} ({:?})",
+            v.uri, v.network_name, v.mode
+        );
+    }
+    out
+}

@@ -1,0 +1,5 @@
+//! Host tooling: checks of the machine `serve` runs on (`preflight`) and
+//! its firewall (`firewall print|apply`).
+
+pub mod firewall;
+pub mod preflight;

@@ -1,0 +1,366 @@
+//! Admin listener (loopback by default): `/status` (JSON), `/metrics`
+//! (Prometheus text) and the load balancer control API used by
+//! `crc-appliance lb ...`:
+//!
+//! | method | path | answer |
+//! |---|---|---|
+//! | GET | `/` | self-contained HTML status page (polls `/status` every 2 s) |
+//! | GET | `/status` | plan summary plus every registered service's status |
+//! | GET | `/metrics` | every registered service's metrics |
+//! | GET | `/api/lb/backends` | the `lb` service's status (503 when the LB is off) |
+//! | POST | `/api/lb/backends/{node}/disable` | drain `node` in every pool |
+//! | POST | `/api/lb/backends/{node}/enable` | put `node` back |
+//! | POST | `/api/nodes/{node}/reinstall` | network boot: `node` installs again at its next boot |
+//! | POST | `/api/reload` | reload the cluster file; answers its [`crate::runtime::status::ReloadStatus`] (200 applied, 422 invalid file, 409 not applicable) |
+//!
+//! Every request passes [`access::check`] first: the Host must be an IP
+//! literal or `localhost` (DNS rebinding), state changes must not come from
+//! another origin, and with `admin.tokenFile` they must carry the token
+//! (required when `admin.listen` is not loopback).
+//!
+//! It is a [`Service`] like the others: a reload that changes
+//! `admin.listen` moves it, one that does not keeps its socket.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use async_trait::async_trait;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Method, Request, Response, StatusCode, body::Incoming};
+use hyper_util::rt::TokioExecutor;
+use hyper_util::server::conn::auto;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use crate::plan::Plan;
+use crate::runtime::hub::{Hub, ReloadResult};
+use crate::runtime::metrics::Kind;
+use crate::runtime::net;
+use crate::runtime::service::{Commit, Listeners, Service, Tasks};
+use crate::runtime::status::{AdminStatus, NetworkStatus, NodeRow, ServiceStatus, StatusDoc};
+
+pub mod access;
+
+/// The admin listener.
+pub struct Admin {
+    hub: Arc<Hub>,
+    /// The API token (`admin.tokenFile`), read at each commit.
+    token: Arc<ArcSwapOption<String>>,
+    listen: std::sync::Mutex<Option<SocketAddr>>,
+    listeners: Listeners<SocketAddr>,
+    tasks: Tasks,
+}
+
+impl Admin {
+    pub fn new(hub: Arc<Hub>) -> Arc<Admin> {
+        Arc::new(Admin {
+            hub,
+            token: Arc::new(ArcSwapOption::empty()),
+            listen: std::sync::Mutex::new(None),
+            listeners: Listeners::default(),
+            tasks: Tasks::new("admin"),
+        })
+    }
+}
+
+#[async_trait]
+impl Service for Admin {
+    fn name(&self) -> &'static str {
+        "admin"
+    }
+
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let addr = plan.cluster.admin.listen;
+        let token = match &plan.cluster.admin.token_file {
+            Some(f) => Some(crate::config::secret::read_token(f).map_err(|e| anyhow::anyhow!(e))?),
+            None => None,
+        };
+        let new = self.listeners.bind_tcp_if_missing(addr).await?;
+        Ok(Box::new(move || {
+            self.token.store(token.map(Arc::new));
+            for gone in self.listeners.retain(&[addr]) {
+                info!("admin: closed listener {gone}");
+            }
+            let Some(l) = new else { return };
+            let token = self.tasks.token();
+            if let Ok(local) = l.local_addr() {
+                info!("listening for admin on {local}");
+                *self.listen.lock().unwrap_or_else(|e| e.into_inner()) = Some(local);
+            }
+            self.tasks.spawn(
+                format!("admin listener {addr}"),
+                token.clone(),
+                serve_listener(self.hub.clone(), self.token.clone(), l, token.clone()),
+            );
+            self.listeners.insert(addr, token);
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        self.tasks
+            .supervise(&shutdown, Duration::from_secs(6))
+            .await
+    }
+
+    fn status(&self) -> ServiceStatus {
+        let listen = *self.listen.lock().unwrap_or_else(|e| e.into_inner());
+        ServiceStatus::Admin(AdminStatus {
+            listen: listen.map(|a| a.to_string()),
+        })
+    }
+
+    fn metrics(&self, _out: &mut String) {}
+}
+
+type Resp = Response<Full<Bytes>>;
+
+fn respond(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Resp {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    if let Ok(v) = content_type.parse() {
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn json_resp(status: StatusCode, v: &serde_json::Value) -> Resp {
+    let mut text = serde_json::to_string_pretty(v).unwrap_or_else(|_| "{}".into());
+    text.push('\n');
+    respond(status, "application/json", text)
+}
+
+/// The HTML status page served at `/`: no external assets; its script
+/// renders the nodes (with their last ignition fetch) and every service
+/// section of `/status` generically.
+pub const STATUS_PAGE: &str = include_str!("page.html");
+
+/// The `/status` document.
+pub fn status(hub: &Hub) -> StatusDoc {
+    let plan = hub.plan();
+    let c = &plan.cluster;
+    let mut doc = StatusDoc {
+        cluster: c.domain.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        network: NetworkStatus {
+            cidr: c.network.cidr.to_string(),
+            gateway: c.network.gateway,
+            appliance_ip: c.network.appliance_ip,
+            api_vip: c.network.api_vip,
+            ingress_vip: c.network.ingress_vip,
+        },
+        nodes: c
+            .nodes
+            .iter()
+            .map(|n| NodeRow {
+                name: n.name.clone(),
+                role: n.role,
+                mac: n.mac.to_string(),
+                ip: n.ip,
+                fqdn: c.fqdn(&n.name),
+            })
+            .collect(),
+        reload: hub.reload_status(),
+        dns: None,
+        dhcp: None,
+        lb: None,
+        http: None,
+        libvirt: None,
+        admin: None,
+        tftp: None,
+        timeline: None,
+    };
+    for s in hub.services() {
+        doc.insert(s.status());
+    }
+    let events = hub.events();
+    events.observe(&doc);
+    doc.timeline = Some(events.view());
+    doc
+}
+
+/// The `/metrics` text.
+pub fn metrics(hub: &Hub) -> String {
+    let mut out = String::new();
+    crate::runtime::metrics::family(
+        &mut out,
+        "crc_appliance_info",
+        Kind::Gauge,
+        "Build and cluster of this appliance.",
+    )
+    .sample(
+        &[
+            ("version", &env!("CARGO_PKG_VERSION")),
+            ("cluster", &hub.plan().cluster.domain),
+        ],
+        1,
+    );
+    let r = hub.reload_status();
+    crate::runtime::metrics::family(
+        &mut out,
+        "crc_appliance_config_generation",
+        Kind::Gauge,
+        "Configuration generation served (1 at start, +1 per applied reload).",
+    )
+    .sample(&[], r.generation);
+    crate::runtime::metrics::family(
+        &mut out,
+        "crc_appliance_reload_attempts_total",
+        Kind::Counter,
+        "Reloads attempted (SIGHUP or admin API).",
+    )
+    .sample(&[], r.attempts);
+    crate::runtime::metrics::family(
+        &mut out,
+        "crc_appliance_reload_last_ok",
+        Kind::Gauge,
+        "1 when the last reload attempt was applied (or none was made).",
+    )
+    .sample(&[], u8::from(r.ok));
+    for s in hub.services() {
+        s.metrics(&mut out);
+    }
+    hub.events().metrics(&mut out);
+    out
+}
+
+/// Route one request. Public so tests and other listeners can reuse it.
+pub async fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
+    let path = path.split('?').next().unwrap_or(path);
+    match (method, path) {
+        (&Method::GET, "/" | "/index.html") => {
+            respond(StatusCode::OK, "text/html; charset=utf-8", STATUS_PAGE)
+        }
+        (&Method::GET, "/status") => json_resp(
+            StatusCode::OK,
+            &serde_json::to_value(status(hub)).unwrap_or_default(),
+        ),
+        (&Method::GET, "/metrics") => respond(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics(hub),
+        ),
+        (&Method::POST, "/api/reload") => match hub.request_reload().await {
+            None => json_resp(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &json!({"error": "shutting down"}),
+            ),
+            Some(r) => {
+                let code = match r.result {
+                    Some(ReloadResult::Applied) => StatusCode::OK,
+                    Some(ReloadResult::Invalid) => StatusCode::UNPROCESSABLE_ENTITY,
+                    _ => StatusCode::CONFLICT,
+                };
+                json_resp(code, &serde_json::to_value(r).unwrap_or_default())
+            }
+        },
+        (&Method::POST, p) if p.starts_with("/api/nodes/") && p.ends_with("/reinstall") => {
+            let node = &p["/api/nodes/".len()..p.len() - "/reinstall".len()];
+            match hub.boot_control() {
+                None => json_resp(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &json!({"error": "the HTTP service (network boot) is not running"}),
+                ),
+                Some(b) => match b.reinstall(node) {
+                    Ok(msg) => json_resp(StatusCode::OK, &json!({"ok": msg})),
+                    Err(e) => json_resp(StatusCode::NOT_FOUND, &json!({"error": e.to_string()})),
+                },
+            }
+        }
+        (&Method::GET, "/api/lb/backends") => match hub.service("lb") {
+            Some(s) => json_resp(
+                StatusCode::OK,
+                &serde_json::to_value(s.status()).unwrap_or_default(),
+            ),
+            None => json_resp(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &json!({"error": "the load balancer is not running"}),
+            ),
+        },
+        (&Method::POST, p) if p.starts_with("/api/lb/backends/") => {
+            let rest = &p["/api/lb/backends/".len()..];
+            let (node, disabled) = match rest.rsplit_once('/') {
+                Some((n, "disable")) => (n, true),
+                Some((n, "enable")) => (n, false),
+                _ => {
+                    return json_resp(
+                        StatusCode::NOT_FOUND,
+                        &json!({"error": "expected /api/lb/backends/<node>/disable|enable"}),
+                    );
+                }
+            };
+            match hub.lb_control() {
+                None => json_resp(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &json!({"error": "the load balancer is not running"}),
+                ),
+                Some(lb) => match lb.set_disabled(node, disabled) {
+                    Ok(msg) => json_resp(StatusCode::OK, &json!({"ok": msg})),
+                    Err(e) => json_resp(
+                        StatusCode::from_u16(e.http_status())
+                            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                        &json!({"error": e.to_string()}),
+                    ),
+                },
+            }
+        }
+        (_, "/status" | "/metrics" | "/api/lb/backends" | "/api/reload") => json_resp(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &json!({"error": "method not allowed"}),
+        ),
+        _ => json_resp(StatusCode::NOT_FOUND, &json!({"error": "not found"})),
+    }
+}
+
+async fn serve_listener(
+    hub: Arc<Hub>,
+    api_token: Arc<ArcSwapOption<String>>,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let limits = net::Limits {
+        max_conns: None,
+        backoff: Duration::from_millis(50),
+        drain: None,
+    };
+    let on_error = |e: &std::io::Error| debug!("admin accept: {e}");
+    net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
+        let hub = hub.clone();
+        let api_token = api_token.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let hub = hub.clone();
+                let token = api_token.load_full();
+                async move {
+                    let checked = access::check(
+                        req.method(),
+                        req.headers(),
+                        req.uri().authority().map(|a| a.as_str()),
+                        token.as_deref().map(String::as_str),
+                    );
+                    let r = match checked {
+                        Ok(()) => route(&hub, req.method(), req.uri().path()).await,
+                        Err((code, why)) => {
+                            debug!(%peer, "admin: refused {} {}: {why}", req.method(), req.uri().path());
+                            json_resp(code, &json!({ "error": why }))
+                        }
+                    };
+                    Ok::<_, Infallible>(r)
+                }
+            });
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let drain = Duration::from_secs(5);
+            if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, drain).await {
+                debug!(%peer, "admin connection: {e}");
+            }
+        }
+    })
+    .await;
+    Ok(())
+}

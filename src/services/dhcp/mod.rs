@@ -1,0 +1,526 @@
+//! DHCPv4 server with MAC reservations (RFC 2131/2132, relay RFC 3046,
+//! client identifier RFC 6842).
+//!
+//! - [`leases`]: the lease table (pure, injected clock, persisted form).
+//! - [`reply`]: request → reply/NAK/silence (pure, RFC 2131 §4.3).
+//! - `relay`: which subnet a request is for (local network or a relayed
+//!   segment), and relay addresses that are refused.
+//! - [`store`]: the lease file (atomic write: temp file, fsync, rename,
+//!   fsync dir; a corrupt file is kept aside, never silently dropped).
+//! - this file: the socket layer. One UDP socket on `dhcp.listen`
+//!   (0.0.0.0:67) with SO_BROADCAST (no SO_REUSEADDR), bound to `network.interface` with
+//!   SO_BINDTODEVICE when set. Replies go to 255.255.255.255:68 on that
+//!   interface, to ciaddr:68, or to giaddr:67 for relays (client port =
+//!   listen port + 1, relay port = listen port when not 67, for tests).
+//!
+//! Invariants: a bad datagram is logged at debug and dropped, never ends
+//! the socket loop; the socket loop or the lease writer ending on its own
+//! fails the service (an appliance that cannot make ACKs durable must not
+//! look alive). Durability (group commit): the datagrams waiting on the
+//! socket are processed as one batch; replies that need nothing on disk
+//! (OFFER, NAK, INFORM, any ACK of a node's reserved address: the
+//! reservation decides that address, so a full disk never delays a node)
+//! are sent at once; the others (a new pool binding, a pool lease renewal)
+//! are handed to the lease writer task and sent only
+//! after a write that covers them succeeded — an ACKed lease is on disk
+//! first. RELEASE/DECLINE are written the same way. The receive loop never
+//! waits for the disk. If a write fails, the held replies are dropped (the
+//! client retries), the records stay marked unwritten and the error is
+//! logged. Changes no reply waits for are written within a second.
+//!
+//! Reload: the reply configuration is swapped between batches and the lease
+//! table is rebuilt under the new reservations (leases that no longer fit
+//! are dropped and logged); the socket is kept unless `dhcp.listen` or
+//! `network.interface` changed; the lease writer keeps running. A changed
+//! `dhcp.leaseFile` takes a restart.
+
+pub mod boot;
+mod decode;
+mod frame;
+pub mod leases;
+mod link;
+mod relay;
+pub mod reply;
+mod status;
+pub mod store;
+mod writer;
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use arc_swap::{ArcSwap, ArcSwapOption};
+use async_trait::async_trait;
+use dhcproto::v4::MessageType;
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::UdpSocket;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+use crate::plan::Plan;
+use crate::runtime::service::{Commit, Listeners, Service, Tasks};
+use leases::{LeaseTable, Scope};
+use link::{LinkDest, open_link, send_link};
+use reply::{Config, Dest, Durability};
+use status::Counters;
+use writer::Writer;
+
+/// Most datagrams handled per batch (one lease-file write per batch).
+const BATCH: usize = 256;
+/// Seconds between two warnings about requests from an unknown segment.
+const UNKNOWN_SEGMENT_LOG: u64 = 10;
+/// Changes that need not be on disk before the reply are written this soon.
+const LAZY_FLUSH: Duration = Duration::from_secs(1);
+
+/// Unix seconds now.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Shared between the socket loop, the lease writer and the status.
+struct Shared {
+    table: Mutex<LeaseTable>,
+    counters: Counters,
+    /// The socket being served (replaced when a reload moves the listener);
+    /// the writer sends held replies through it.
+    socket: ArcSwapOption<UdpSocket>,
+    /// `(listen, interface)` as configured, for `/status`.
+    bound: Mutex<Option<(SocketAddr, Option<String>)>>,
+    /// The packet socket on `network.interface` for unicast to clients
+    /// without an address (None: no interface set, or no CAP_NET_RAW; those
+    /// replies are broadcast).
+    link: ArcSwapOption<linksock::LinkSender>,
+    lease_file: PathBuf,
+}
+
+impl Shared {
+    fn table(&self) -> std::sync::MutexGuard<'_, LeaseTable> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The DHCP service: the socket loop, the lease writer, and the reply
+/// configuration (swapped by a reload, with the lease table rebuilt under
+/// the new reservations).
+pub struct Dhcp {
+    shared: Arc<Shared>,
+    cfg: ArcSwap<Config>,
+    writer: Arc<Writer>,
+    listeners: Listeners<(SocketAddr, Option<String>)>,
+    tasks: Tasks,
+}
+
+#[async_trait]
+impl Service for Dhcp {
+    fn name(&self) -> &'static str {
+        "dhcp"
+    }
+
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let c = &plan.cluster;
+        if c.dhcp.lease_file != self.shared.lease_file {
+            anyhow::bail!(
+                "dhcp.leaseFile changed ({} → {}): that takes a restart",
+                self.shared.lease_file.display(),
+                c.dhcp.lease_file.display()
+            );
+        }
+        let key = (c.dhcp.listen, c.network.interface.clone());
+        let mut new = None;
+        if !self
+            .listeners
+            .missing(std::slice::from_ref(&key))
+            .is_empty()
+        {
+            new = Some(bind_socket(key.0, key.1.as_deref())?);
+        }
+        let link = new.as_ref().map(|_| key.1.as_deref().and_then(open_link));
+        Ok(Box::new(move || {
+            let port = match (&new, self.shared.socket.load_full()) {
+                (Some(s), _) => s.local_addr().map(|a| a.port()).ok(),
+                (None, Some(s)) => s.local_addr().map(|a| a.port()).ok(),
+                (None, None) => None,
+            }
+            .unwrap_or(key.0.port());
+            self.cfg.store(Arc::new(Config::from_plan(&plan, port)));
+            {
+                let mut table = self.shared.table();
+                let (rebuilt, notes) = LeaseTable::from_file(scope_of(&plan), &table.to_file());
+                *table = rebuilt;
+                for n in notes {
+                    info!("dhcp reload: {n}");
+                }
+            }
+            self.writer.mark_dirty();
+            for gone in self.listeners.retain(std::slice::from_ref(&key)) {
+                info!("dhcp: closed listener {} ", gone.0);
+            }
+            if let Some(socket) = new {
+                let socket = Arc::new(socket);
+                let token = self.tasks.token();
+                self.shared.socket.store(Some(socket.clone()));
+                if let Some(link) = link {
+                    self.shared.link.store(link.map(Arc::new));
+                }
+                *self.shared.bound.lock().unwrap_or_else(|e| e.into_inner()) = Some(key.clone());
+                self.tasks.spawn(
+                    format!("dhcp socket {}", key.0),
+                    token.clone(),
+                    serve_socket(self.clone(), socket, token.clone()),
+                );
+                self.listeners.insert(key, token);
+            }
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        self.tasks
+            .supervise(&shutdown, Duration::from_secs(5))
+            .await
+    }
+
+    fn status(&self) -> crate::runtime::status::ServiceStatus {
+        crate::runtime::status::ServiceStatus::Dhcp(status::status(&self.shared))
+    }
+
+    fn metrics(&self, out: &mut String) {
+        status::metrics(&self.shared, out)
+    }
+}
+
+fn scope_of(plan: &Plan) -> Scope {
+    let c = &plan.cluster;
+    Scope::new(
+        c.network.cidr,
+        c.dhcp.pool,
+        plan.reservations.iter().map(|r| (r.mac, r.ip)),
+        u32::try_from(c.dhcp.lease_time.as_secs()).unwrap_or(u32::MAX),
+    )
+    .with_segments(c.dhcp.segments.iter().map(|s| (s.cidr, s.pool)))
+}
+
+/// The DHCP socket on `addr` (bound to `interface` when set), logged as
+/// `listening for dhcp on <addr>`.
+fn bind_socket(addr: SocketAddr, interface: Option<&str>) -> anyhow::Result<UdpSocket> {
+    let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
+        .context("creating the DHCP socket")?;
+    // No SO_REUSEADDR: another DHCP server on the same port and device must
+    // make bind fail rather than silently share the port.
+    sock.set_broadcast(true).context("SO_BROADCAST")?;
+    if let Some(ifname) = interface {
+        sock.bind_device(Some(ifname.as_bytes())).with_context(|| {
+            format!("binding the DHCP socket to interface {ifname} (SO_BINDTODEVICE needs CAP_NET_RAW and an existing interface)")
+        })?;
+    }
+    // Bursts (many VMs booting) queue here while the lease file is written.
+    let _ = sock.set_recv_buffer_size(4 << 20);
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())
+        .with_context(|| format!("bind UDP {addr}"))?;
+    let socket = UdpSocket::from_std(sock.into()).context("registering the DHCP socket")?;
+    let local = socket.local_addr()?;
+    match (addr.ip(), interface) {
+        (ip, _) if !ip.is_unspecified() && !ip.is_loopback() => warn!(
+            "dhcp.listen is {addr}: a socket bound to a unicast address does not receive broadcast DISCOVERs; use 0.0.0.0:{}",
+            addr.port()
+        ),
+        (ip, None) if ip.is_unspecified() => warn!(
+            "network.interface is not set: DHCP listens on every interface and broadcast replies leave by the default route"
+        ),
+        _ => {}
+    }
+    info!(
+        "listening for dhcp on {local}{}",
+        interface
+            .map(|i| format!(" (interface {i})"))
+            .unwrap_or_default()
+    );
+    Ok(socket)
+}
+
+impl Dhcp {
+    /// Load the lease file (an unusable lease directory fails here, before
+    /// anything binds) and start the lease writer; no socket yet.
+    pub async fn new(plan: &Arc<Plan>) -> anyhow::Result<Arc<Dhcp>> {
+        let c = &plan.cluster;
+        let path = c.dhcp.lease_file.clone();
+        let scope = scope_of(plan);
+        let p2 = path.clone();
+        let table = tokio::task::spawn_blocking(move || store::load(&p2, scope))
+            .await
+            .context("loading leases")??;
+        let dhcp = Arc::new(Dhcp {
+            cfg: ArcSwap::from_pointee(Config::from_plan(plan, c.dhcp.listen.port())),
+            shared: Arc::new(Shared {
+                table: Mutex::new(table),
+                counters: Counters::default(),
+                socket: ArcSwapOption::empty(),
+                bound: Mutex::new(None),
+                link: ArcSwapOption::empty(),
+                lease_file: path,
+            }),
+            writer: Arc::new(Writer::new(writer::real_save())),
+            listeners: Listeners::default(),
+            tasks: Tasks::new("dhcp"),
+        });
+        let token = dhcp.tasks.shutdown_token();
+        dhcp.tasks.spawn(
+            "dhcp lease writer",
+            token.clone(),
+            dhcp.writer.clone().run(dhcp.shared.clone(), token),
+        );
+        Ok(dhcp)
+    }
+}
+
+/// One reply waiting for the batch's lease-file write.
+struct Pending {
+    bytes: Vec<u8>,
+    /// Where the UDP socket sends it (the broadcast address for a
+    /// [`LinkDest`] reply, used when the packet socket cannot).
+    to: SocketAddr,
+    link: Option<LinkDest>,
+    kind: MessageType,
+}
+
+/// Serve one socket until `shutdown` (shutdown, or a reload that moved the
+/// listener) is cancelled.
+async fn serve_socket(
+    dhcp: Arc<Dhcp>,
+    socket: Arc<UdpSocket>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let (shared, writer) = (&dhcp.shared, &dhcp.writer);
+    {
+        let mut buf = vec![0u8; 4096];
+        let mut gc = tokio::time::interval(Duration::from_secs(30));
+        gc.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut flush = tokio::time::interval(LAZY_FLUSH);
+        flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = gc.tick() => {
+                    if shared.table().gc(now()) {
+                        writer.mark_dirty();
+                    }
+                    continue;
+                }
+                _ = flush.tick() => {
+                    writer.wake_if_dirty();
+                    continue;
+                }
+                r = socket.readable() => {
+                    if let Err(e) = r {
+                        warn!("dhcp socket: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                }
+            }
+            // A reload swaps the reply configuration between batches.
+            let cfg = dhcp.cfg.load_full();
+            let mut held: Vec<Pending> = Vec::new();
+            let mut ready: Vec<Pending> = Vec::new();
+            let mut durable = false;
+            {
+                let now = now();
+                let mut table = shared.table();
+                for _ in 0..BATCH {
+                    let (n, src) = match socket.try_recv_from(&mut buf) {
+                        Ok(x) => x,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(e) => {
+                            debug!("dhcp recv: {e}");
+                            break;
+                        }
+                    };
+                    // Defense in depth: a bug on some input must not stop
+                    // the service (the decoder is fuzzed; this is the net).
+                    let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        process(&cfg, &shared.counters, &mut table, &buf[..n], src, now)
+                    })) {
+                        Ok(x) => x,
+                        Err(_) => {
+                            shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
+                            error!(%src, "dhcp: internal error on a {n}-byte datagram (dropped); please report");
+                            Processed {
+                                reply: None,
+                                durability: Durability::Lazy,
+                            }
+                        }
+                    };
+                    // RELEASE/DECLINE have no reply but change the table too.
+                    match done.durability {
+                        Durability::BeforeReply => {
+                            durable = true;
+                            held.extend(done.reply);
+                        }
+                        Durability::Lazy => {
+                            writer.mark_dirty();
+                            ready.extend(done.reply);
+                        }
+                        Durability::None => ready.extend(done.reply),
+                    }
+                }
+                if durable {
+                    // Tagged while the table is locked: the writer's next
+                    // snapshot (taken under the same lock) includes them.
+                    writer.hold(held);
+                }
+            }
+            // Replies that need nothing on disk go at once (offers, NAKs,
+            // renewals of reservations); the others when the writer has
+            // put this batch on disk. Receiving never waits for the disk.
+            send_all(&socket, shared, ready).await;
+            if durable {
+                writer.wake();
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {
+    let link = shared.link.load();
+    for p in replies {
+        if let (Some(dest), Some(link)) = (p.link, link.as_deref()) {
+            match send_link(link, dest, &p.bytes) {
+                Ok(()) => {
+                    shared.counters.tx(p.kind);
+                    continue;
+                }
+                Err(e) => debug!(
+                    "dhcp unicast to {} ({}) failed, broadcasting: {e}",
+                    dest.to,
+                    crate::config::MacAddr(dest.mac)
+                ),
+            }
+        }
+        match socket.send_to(&p.bytes, p.to).await {
+            Ok(_) => shared.counters.tx(p.kind),
+            Err(e) => {
+                shared.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+                debug!("dhcp send to {}: {e}", p.to);
+            }
+        }
+    }
+}
+
+/// The result of one datagram.
+struct Processed {
+    reply: Option<Pending>,
+    durability: Durability,
+}
+
+/// Decode, decide and encode one datagram: the reply (if any) and whether
+/// the lease table changed. Never panics on input.
+fn process(
+    cfg: &Config,
+    counters: &Counters,
+    table: &mut LeaseTable,
+    data: &[u8],
+    src: SocketAddr,
+    now: u64,
+) -> Processed {
+    let none = Processed {
+        reply: None,
+        durability: Durability::None,
+    };
+    let msg = match reply::decode(data) {
+        Ok(m) => m,
+        Err(e) => {
+            counters.malformed.fetch_add(1, Ordering::Relaxed);
+            debug!(%src, "dhcp: dropped datagram: {e}");
+            return none;
+        }
+    };
+    let Some(kind) = msg.opts().msg_type() else {
+        return none;
+    };
+    counters.rx(kind);
+    let mac = reply::mac_of(&msg)
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    let out = reply::handle(cfg, table, &msg, now);
+    match out.dropped {
+        Some(reply::Dropped::BadRelay) => {
+            counters.bad_relay.fetch_add(1, Ordering::Relaxed);
+            debug!(%src, %mac, "dhcp {kind:?}: dropped: {}", out.note);
+            return none;
+        }
+        Some(reply::Dropped::UnknownSegment) => {
+            counters.unknown_segment.fetch_add(1, Ordering::Relaxed);
+            // At the default level, like dnsmasq's "no address range
+            // available", but at most once per UNKNOWN_SEGMENT_LOG.
+            let last = counters.unknown_segment_logged.load(Ordering::Relaxed);
+            if now >= last.saturating_add(UNKNOWN_SEGMENT_LOG)
+                && counters
+                    .unknown_segment_logged
+                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                warn!(%src, %mac, "dhcp {kind:?}: dropped: {} (logged at most every {UNKNOWN_SEGMENT_LOG}s; see dropped_total{{reason=\"unknown_segment\"}})", out.note);
+            } else {
+                debug!(%src, %mac, "dhcp {kind:?}: dropped: {}", out.note);
+            }
+            return none;
+        }
+        None => {}
+    }
+    let durability = out.apply_marks(table);
+    let Some(r) = out.reply else {
+        if matches!(kind, MessageType::Release | MessageType::Decline) {
+            if kind == MessageType::Decline && durability == Durability::BeforeReply {
+                warn!(%src, %mac, "dhcp: {}", out.note);
+            } else {
+                info!(%src, %mac, "dhcp: {}", out.note);
+            }
+        } else {
+            counters.ignored.fetch_add(1, Ordering::Relaxed);
+            debug!(%src, %mac, "dhcp {kind:?}: no reply: {}", out.note);
+        }
+        return Processed {
+            reply: None,
+            durability,
+        };
+    };
+    if out.new_binding {
+        let host = cfg
+            .hostnames
+            .get(&reply::mac_of(&msg).unwrap_or(crate::config::MacAddr([0; 6])));
+        info!(%mac, hostname = host.map(String::as_str).unwrap_or("-"), "dhcp: {}", out.note);
+    } else if r.kind == MessageType::Nak || kind == MessageType::Decline {
+        info!(%src, %mac, "dhcp {kind:?}: {}", out.note);
+    } else {
+        debug!(%src, %mac, "dhcp {kind:?}: {}", out.note);
+    }
+    let broadcast = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::BROADCAST, cfg.client_port));
+    let (to, link) = match r.dest {
+        Dest::Broadcast => (broadcast, None),
+        Dest::Unicast(a) => (SocketAddr::V4(a), None),
+        Dest::Link { to, mac } => (
+            broadcast,
+            Some(LinkDest {
+                from: SocketAddrV4::new(cfg.server_id, cfg.server_port),
+                to,
+                mac: mac.0,
+            }),
+        ),
+    };
+    Processed {
+        reply: Some(Pending {
+            bytes: reply::encode(&r, &msg),
+            to,
+            link,
+            kind: r.kind,
+        }),
+        durability,
+    }
+}

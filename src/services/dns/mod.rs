@@ -1,0 +1,563 @@
+//! Authoritative DNS for the cluster zones, forwarding everything else.
+//!
+//! Role: answer `<name>.<baseDomain>` (SOA, NS, api, api-int, `*.apps`,
+//! nodes, etcd-N, `_etcd-server-ssl._tcp` SRV, extra records) and its reverse
+//! zones with the AA flag, from the zones computed in `plan.rs`; forward
+//! other names to `network.upstreamDNS` for clients in `network.cidr` or on
+//! loopback; REFUSED otherwise.
+//!
+//! RFCs: 1034/1035 (AA, NXDOMAIN with the SOA for negative caching, TCP
+//! framing, 512-byte UDP limit with TC), 2308 (negative TTL = SOA minimum),
+//! 6891 and DNS Flag Day 2020 (EDNS, UDP answers at most 1232 bytes),
+//! 4592 (wildcards: a covered name with another type is NODATA, not
+//! NXDOMAIN), 7766 (TCP).
+//!
+//! Pieces: [`records`] converts plan records to hickory records (pure),
+//! [`handler`] is the socket-free request path (hickory `Catalog` with a
+//! wildcard fix, the recursion ACL), [`complete`] fills in what hickory's
+//! answers lack, [`encode`] the UDP size rules and raw error answers,
+//! [`forward`] the upstream client, and this file is the thin socket layer:
+//! one UDP loop and one TCP accept loop per listen address. TCP connections
+//! answer pipelined queries concurrently (RFC 7766 6.2.1.1) and close fast
+//! when the listener is under pressure.
+//!
+//! Invariants: sockets are bound in [`Service::stage`], before anything
+//! changes; no packet or connection can end a loop, and a loop that ends on
+//! its own fails the service; forwarded queries run in their own (bounded)
+//! tasks so a slow upstream never stalls authoritative answers. A reload
+//! swaps the whole catalog at once ([`ArcSwap`]): each query is answered by
+//! the catalog current when it arrived, in-flight forwards keep theirs and
+//! never delay the swap, and listen addresses that did not change keep
+//! their sockets (no query is refused during a reload).
+
+pub mod complete;
+pub mod encode;
+pub mod forward;
+pub mod handler;
+pub mod records;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use hickory_server::net::xfer::Protocol;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::plan::Plan;
+use crate::runtime::metrics::{Kind, family};
+use crate::runtime::net;
+use crate::runtime::service::{Commit, Listeners, Service, Tasks};
+use crate::runtime::status::{DnsStatus, PacketCacheStatus, ServiceStatus};
+use handler::{Core, Prepared, Route, Stats};
+
+/// Idle time after which a TCP connection is closed (RFC 7766 suggests seconds).
+pub const TCP_IDLE: Duration = Duration::from_secs(10);
+/// Concurrent TCP connections per listener; more wait in the accept queue.
+pub const MAX_TCP_CONNECTIONS: usize = crate::runtime::limits::cap::DNS_MAX_TCP_CONNECTIONS;
+/// Queries answered at once on one TCP connection (RFC 7766 6.2.1.1);
+/// the next query is read when one of them is done.
+pub const TCP_PIPELINE: usize = 16;
+/// Open TCP connections from which a listener is under pressure: waiting
+/// connections then close after [`TCP_IO_TIMEOUT`] (a quarter of the
+/// slots is kept for new clients).
+pub const TCP_PRESSURE_AT: usize = MAX_TCP_CONNECTIONS * 3 / 4;
+/// How long a connection may wait for (the rest of) a query under
+/// pressure (Knot's `tcp-io-timeout`).
+pub const TCP_IO_TIMEOUT: Duration = Duration::from_millis(500);
+/// Concurrent forwarded UDP queries; beyond that new ones are dropped
+/// (the client retries).
+pub const MAX_FORWARDS_IN_FLIGHT: usize = 1024;
+
+/// Bind UDP and TCP on `addr`. With port 0 both get the same port (retried
+/// a few times when the kernel's UDP pick is taken for TCP).
+async fn bind_pair(addr: SocketAddr) -> anyhow::Result<(UdpSocket, TcpListener)> {
+    if addr.port() != 0 {
+        let udp = UdpSocket::bind(addr)
+            .await
+            .with_context(|| format!("bind UDP {addr}"))?;
+        let tcp = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("bind TCP {addr}"))?;
+        return Ok((udp, tcp));
+    }
+    let mut last = None;
+    for _ in 0..20 {
+        let udp = UdpSocket::bind(addr)
+            .await
+            .with_context(|| format!("bind UDP {addr}"))?;
+        let same = udp.local_addr()?;
+        match TcpListener::bind(same).await {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(e) => last = Some(e),
+        }
+    }
+    match last {
+        Some(e) => Err(e).with_context(|| format!("bind TCP {addr} on the UDP port")),
+        None => anyhow::bail!("bind {addr}: no port found"),
+    }
+}
+
+/// The DNS service: the current catalog (swapped whole by a reload) and
+/// one UDP loop plus one TCP accept loop per configured listen address.
+pub struct Dns {
+    core: Arc<ArcSwap<Core>>,
+    stats: Arc<Stats>,
+    info: ArcSwap<Info>,
+    listeners: Listeners<SocketAddr>,
+    tasks: Tasks,
+}
+
+/// What `/status` shows of the plan being served.
+#[derive(Default)]
+struct Info {
+    listen: Vec<String>,
+    zones: Vec<String>,
+    upstream: Vec<String>,
+    records: usize,
+}
+
+impl Info {
+    fn of(plan: &Plan, listen: Vec<String>) -> Info {
+        Info {
+            listen,
+            zones: plan.zones.iter().map(|z| z.origin.clone()).collect(),
+            upstream: plan
+                .cluster
+                .network
+                .upstream_dns
+                .iter()
+                .map(|a| a.to_string())
+                .collect(),
+            records: plan.zones.iter().map(|z| z.records.len()).sum(),
+        }
+    }
+}
+
+impl Dns {
+    /// The service for `plan`, serving nothing until its first commit.
+    pub fn new(plan: &Plan) -> anyhow::Result<Arc<Dns>> {
+        let core = handler::build(plan).context("building the DNS zones")?;
+        Ok(Arc::new(Dns {
+            stats: core.stats.clone(),
+            core: Arc::new(ArcSwap::from_pointee(core)),
+            info: ArcSwap::from_pointee(Info::default()),
+            listeners: Listeners::default(),
+            tasks: Tasks::new("dns"),
+        }))
+    }
+
+    fn start_listener(&self, addr: SocketAddr, udp: UdpSocket, tcp: TcpListener) {
+        let token = self.tasks.token();
+        let (ul, tl) = (udp.local_addr().ok(), tcp.local_addr().ok());
+        self.tasks.spawn(
+            format!("dns udp {addr}"),
+            token.clone(),
+            udp_loop(Arc::new(udp), self.core.clone(), token.clone()),
+        );
+        self.tasks.spawn(
+            format!("dns tcp {addr}"),
+            token.clone(),
+            tcp_loop(tcp, self.core.clone(), token.clone()),
+        );
+        if let (Some(u), Some(t)) = (ul, tl) {
+            info!("listening for dns udp on {u}");
+            info!("listening for dns tcp on {t}");
+        }
+        self.listeners.insert(addr, token);
+    }
+}
+
+#[async_trait]
+impl Service for Dns {
+    fn name(&self) -> &'static str {
+        "dns"
+    }
+
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let mut core = handler::build(&plan).context("building the DNS zones")?;
+        core.stats = self.stats.clone();
+        let wanted = plan.cluster.dns.listen.clone();
+        let mut new = Vec::new();
+        for addr in self.listeners.missing(&wanted) {
+            let (u, t) = bind_pair(addr).await?;
+            new.push((addr, u, t));
+        }
+        Ok(Box::new(move || {
+            let listen = wanted.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+            self.core.store(Arc::new(core));
+            for addr in self.listeners.retain(&wanted) {
+                info!("dns: closed listener {addr}");
+            }
+            for (addr, u, t) in new {
+                self.start_listener(addr, u, t);
+            }
+            self.info.store(Arc::new(Info::of(&plan, listen)));
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        self.tasks
+            .supervise(&shutdown, Duration::from_secs(3))
+            .await
+    }
+
+    fn status(&self) -> ServiceStatus {
+        let s = &self.stats;
+        let info = self.info.load();
+        ServiceStatus::Dns(DnsStatus {
+            listen: info.listen.clone(),
+            zones: info.zones.clone(),
+            records: info.records,
+            upstream: info.upstream.clone(),
+            responses: s.rcode_counts().into_iter().collect(),
+            forwarded: s.forwarded.load(Relaxed),
+            refused_recursion: s.refused_recursion.load(Relaxed),
+            dropped: s.malformed.load(Relaxed),
+            packet_cache: PacketCacheStatus {
+                hits: s.cache_hits.load(Relaxed),
+                entries: self.core.load().cache_entries(),
+            },
+        })
+    }
+
+    fn metrics(&self, out: &mut String) {
+        let s = &self.stats;
+        let mut f = family(
+            out,
+            "crc_appliance_dns_responses_total",
+            Kind::Counter,
+            "DNS responses sent, by RCODE.",
+        );
+        for (rc, n) in s.rcode_counts() {
+            f.sample(&[("rcode", &rc)], n);
+        }
+        for (name, help, v) in [
+            (
+                "crc_appliance_dns_forwarded_total",
+                "DNS queries forwarded to upstreamDNS.",
+                &s.forwarded,
+            ),
+            (
+                "crc_appliance_dns_refused_recursion_total",
+                "Out-of-zone DNS queries refused (no upstream or client outside the network).",
+                &s.refused_recursion,
+            ),
+            (
+                "crc_appliance_dns_packet_cache_hits_total",
+                "DNS answers served from the packet cache.",
+                &s.cache_hits,
+            ),
+            (
+                "crc_appliance_dns_dropped_total",
+                "Malformed DNS messages dropped without an answer.",
+                &s.malformed,
+            ),
+        ] {
+            family(out, name, Kind::Counter, help).sample(&[], v.load(Relaxed));
+        }
+    }
+}
+
+async fn udp_loop(
+    sock: Arc<UdpSocket>,
+    cores: Arc<ArcSwap<Core>>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let forwards = Arc::new(Semaphore::new(MAX_FORWARDS_IN_FLIGHT));
+    let mut inflight = JoinSet::new();
+    let mut buf = vec![0u8; 65_535];
+    let mut out = Vec::with_capacity(1232);
+    // One cancellation future for the whole loop (not one per packet).
+    let cancelled = shutdown.cancelled();
+    tokio::pin!(cancelled);
+    loop {
+        let (n, src) = tokio::select! {
+            biased;
+            _ = &mut cancelled => break,
+            r = sock.recv_from(&mut buf) => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // ICMP errors from earlier sends (ECONNREFUSED) and the
+                    // like: nothing to do for this socket but go on.
+                    debug!("dns udp recv: {e}");
+                    continue;
+                }
+            },
+        };
+        // The catalog current when the query arrived answers it, even if
+        // a reload swaps it meanwhile.
+        let core = cores.load_full();
+        if !answerable(src) {
+            core.stats.malformed.fetch_add(1, Relaxed);
+            debug!(%src, "DNS query from an address that cannot be answered; dropped");
+            continue;
+        }
+        if core.cached_into(&buf[..n], Protocol::Udp, &mut out) {
+            send_udp(&sock, &out, src).await;
+            continue;
+        }
+        let (req, route) = match core.prepare(&buf[..n], src, Protocol::Udp) {
+            Prepared::Drop => continue,
+            Prepared::Reply(r) => {
+                send_udp(&sock, &r, src).await;
+                continue;
+            }
+            Prepared::Query(req, route) => (req, route),
+        };
+        match route {
+            Route::Forward => {
+                while inflight.try_join_next().is_some() {}
+                let Ok(permit) = forwards.clone().try_acquire_owned() else {
+                    debug!(%src, "too many forwarded queries in flight; dropped");
+                    continue;
+                };
+                let (core, sock) = (core.clone(), sock.clone());
+                inflight.spawn(async move {
+                    let _permit = permit;
+                    if let Some(resp) = core.answer(&req, Route::Forward).await {
+                        send_udp(&sock, &resp, src).await;
+                    }
+                });
+            }
+            route => {
+                if let Some(resp) = core.answer(&req, route).await {
+                    send_udp(&sock, &resp, src).await;
+                }
+            }
+        }
+    }
+    let drain = async { while inflight.join_next().await.is_some() {} };
+    if tokio::time::timeout(Duration::from_secs(2), drain)
+        .await
+        .is_err()
+    {
+        inflight.abort_all();
+    }
+    Ok(())
+}
+
+/// A UDP source we may answer: not port 0, not unspecified, broadcast or
+/// multicast (spoofed sources used for reflection).
+fn answerable(src: SocketAddr) -> bool {
+    let ip = src.ip();
+    src.port() != 0
+        && !ip.is_unspecified()
+        && !ip.is_multicast()
+        && !matches!(ip, std::net::IpAddr::V4(v4) if v4.is_broadcast())
+}
+
+async fn send_udp(sock: &UdpSocket, resp: &[u8], to: SocketAddr) {
+    if let Err(e) = sock.send_to(resp, to).await {
+        debug!(%to, "dns udp send: {e}");
+    }
+}
+
+async fn tcp_loop(
+    l: TcpListener,
+    cores: Arc<ArcSwap<Core>>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let limits = net::Limits {
+        max_conns: Some(crate::runtime::limits::cap::scaled(MAX_TCP_CONNECTIONS)),
+        backoff: Duration::from_millis(50),
+        drain: Some(Duration::from_secs(2)),
+    };
+    let load = Arc::new(TcpLoad::default());
+    let on_error = |e: &std::io::Error| warn!("dns tcp accept: {e}");
+    net::serve(&l, limits, &shutdown, on_error, |stream, peer| {
+        let (core, shutdown) = (cores.clone(), shutdown.clone());
+        let guard = TcpLoad::enter(&load);
+        async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                r = tcp_conn(stream, peer, core, &guard) => {
+                    if let Err(e) = r {
+                        debug!(%peer, "dns tcp connection: {e}");
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    Ok(())
+}
+
+/// Open connections of one TCP listener and whether they are under
+/// pressure (at least [`TCP_PRESSURE_AT`] open): then a connection that
+/// waits for a query closes after [`TCP_IO_TIMEOUT`] instead of
+/// [`TCP_IDLE`], so idle and half-sent connections free their slots fast
+/// and a quarter of the slots stays for new clients (Knot does the same
+/// with its 0.5 s io-timeout).
+struct TcpLoad {
+    open: std::sync::atomic::AtomicUsize,
+    pressure: watch::Sender<bool>,
+}
+
+impl Default for TcpLoad {
+    fn default() -> Self {
+        TcpLoad {
+            open: Default::default(),
+            pressure: watch::Sender::new(false),
+        }
+    }
+}
+
+/// Counts one open connection of a [`TcpLoad`] until dropped.
+struct TcpSlot(Arc<TcpLoad>);
+
+impl TcpLoad {
+    fn enter(load: &Arc<TcpLoad>) -> TcpSlot {
+        let n = load.open.fetch_add(1, Relaxed) + 1;
+        load.pressure.send_if_modified(|p| {
+            let was = *p;
+            *p = n >= crate::runtime::limits::cap::scaled(TCP_PRESSURE_AT);
+            was != *p
+        });
+        TcpSlot(load.clone())
+    }
+}
+
+impl Drop for TcpSlot {
+    fn drop(&mut self) {
+        let n = self.0.open.fetch_sub(1, Relaxed).saturating_sub(1);
+        self.0.pressure.send_if_modified(|p| {
+            let was = *p;
+            *p = n >= crate::runtime::limits::cap::scaled(TCP_PRESSURE_AT);
+            was != *p
+        });
+    }
+}
+
+/// Read one RFC 1035 4.2.2 frame (2-byte length, then the message); `None`
+/// at a clean end of stream.
+async fn read_frame(rd: &mut OwnedReadHalf) -> std::io::Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 2];
+    match rd.read_exact(&mut len).await {
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        r => r?,
+    };
+    let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    rd.read_exact(&mut msg).await?;
+    Ok(Some(msg))
+}
+
+/// [`read_frame`] within [`TCP_IDLE`], or [`TCP_IO_TIMEOUT`] while the
+/// listener is under pressure (re-checked when the pressure changes);
+/// `None` on timeout or end of stream.
+async fn next_frame(
+    rd: &mut OwnedReadHalf,
+    pressure: &mut watch::Receiver<bool>,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let start = tokio::time::Instant::now();
+    let frame = read_frame(rd);
+    tokio::pin!(frame);
+    let mut watching = true;
+    loop {
+        let limit = if *pressure.borrow_and_update() {
+            TCP_IO_TIMEOUT
+        } else {
+            TCP_IDLE
+        };
+        tokio::select! {
+            r = &mut frame => return r,
+            _ = tokio::time::sleep_until(start + limit) => return Ok(None),
+            c = pressure.changed(), if watching => watching = c.is_ok(),
+        }
+    }
+}
+
+/// One DNS-over-TCP connection (RFC 7766): queries are read while earlier
+/// ones are still being answered (at most [`TCP_PIPELINE`] in flight), and
+/// each answer is written as soon as it is ready, so a slow forwarded query
+/// does not hold up the authoritative answers behind it (6.2.1.1; answers
+/// may leave out of order and carry their query's ID). A malformed message
+/// or the idle timeout ends the reading; the answers in flight are still
+/// written, then the connection is closed.
+async fn tcp_conn(
+    s: TcpStream,
+    peer: SocketAddr,
+    cores: Arc<ArcSwap<Core>>,
+    slot: &TcpSlot,
+) -> std::io::Result<()> {
+    let _ = s.set_nodelay(true);
+    let (mut rd, mut wr) = s.into_split();
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(TCP_PIPELINE);
+    let mut pressure = slot.0.pressure.subscribe();
+    let reader = async move {
+        let slots = Arc::new(Semaphore::new(TCP_PIPELINE));
+        let mut tasks = JoinSet::new();
+        loop {
+            let Ok(permit) = slots.clone().acquire_owned().await else {
+                break;
+            };
+            let msg = match next_frame(&mut rd, &mut pressure).await {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(e) => {
+                    debug!(%peer, "dns tcp read: {e}");
+                    break;
+                }
+            };
+            while tasks.try_join_next().is_some() {}
+            // The catalog current when the query arrived answers it.
+            let core = cores.load_full();
+            if let Some(r) = core.cached(&msg, Protocol::Tcp) {
+                if tx.send(r).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            match core.prepare(&msg, peer, Protocol::Tcp) {
+                // A malformed message: RFC 7766 lets us close the connection.
+                Prepared::Drop => break,
+                Prepared::Reply(r) => {
+                    if tx.send(r).await.is_err() {
+                        break;
+                    }
+                }
+                Prepared::Query(req, route) => {
+                    let (core, tx) = (core.clone(), tx.clone());
+                    tasks.spawn(async move {
+                        let _permit = permit;
+                        if let Some(r) = core.answer(&req, route).await {
+                            let _ = tx.send(r).await;
+                        }
+                    });
+                }
+            }
+        }
+        drop(tx);
+        while tasks.join_next().await.is_some() {}
+    };
+    let writer = async move {
+        while let Some(resp) = rx.recv().await {
+            let Ok(rlen) = u16::try_from(resp.len()) else {
+                warn!(%peer, "DNS response over 65535 bytes not sent");
+                continue;
+            };
+            let mut frame = Vec::with_capacity(resp.len() + 2);
+            frame.extend_from_slice(&rlen.to_be_bytes());
+            frame.extend_from_slice(&resp);
+            match tokio::time::timeout(TCP_IDLE, wr.write_all(&frame)).await {
+                Ok(r) => r?,
+                Err(_) => return Ok(()),
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    tokio::pin!(reader, writer);
+    tokio::select! {
+        r = &mut writer => r,
+        _ = &mut reader => writer.await,
+    }
+}

@@ -1,0 +1,579 @@
+//! HTTP server (hyper 1, HTTP/1.1 and h2c) for RHCOS images and ignition.
+//!
+//! Routes (GET and HEAD; OPTIONS → 200 with `Allow`; other methods → 405;
+//! an HTTP/1.1 request without `Host`, or any with two, → 400; `HTTP/1.2`
+//! and up are read as 1.1, `version`; the path is normalised first,
+//! [`path::normalize`]):
+//!
+//! | path | served from |
+//! |---|---|
+//! | `/images/<path>` | `http.imagesDir`, any depth |
+//! | `/ignition/<name>.ign` | `http.ignitionDir`: role or node config ([`ignition`]) |
+//! | `/boot/…` | network boot ([`netboot`]) and the per-node boot ISO (`iso`) |
+//! | `/<name>.ign` | alias of `/ignition/<name>.ign` (same access rule) |
+//! | `/<path>` | alias of `/images/<path>` (flat nginx-style layout) |
+//!
+//! Invariants:
+//! - Files are streamed in [`CHUNK`]-sized `pread`s on the blocking pool,
+//!   one chunk in flight per response: memory per download is constant
+//!   whatever the file size (no mmap, no whole-file buffers). Multi-range
+//!   answers stream each part the same way.
+//! - Paths are sanitised without touching the disk ([`path::sanitize`]) and
+//!   resolved under the canonical root ([`path::resolve`]); hostile paths
+//!   get 400, anything outside the root, a directory or a special file 404.
+//! - Range (single, multi, suffix, open), 416, ETag / Last-Modified and the
+//!   RFC 9110 conditionals live in the pure [`range`] module.
+//! - Ignition is answered only to `network.cidr`, `dhcp.segments` and
+//!   loopback (403 otherwise); each body is built once per file version
+//!   (and node) and shared by every response ([`igncache`]: bounded cache,
+//!   bounded loads); every ignition request is recorded in [`stats::Stats`]
+//!   (client IP ↔ node, file, status, time) and shown by the admin listener.
+//! - A bad request or a broken connection is logged at debug and never ends
+//!   the listener; a listener that ends on its own fails the service.
+//!   Silent, idle or trickling connections are closed after
+//!   [`HEADER_TIMEOUT`]; at most [`MAX_CONNECTIONS`] are served at once, and
+//!   at most `http.maxConnectionsPerClient` per client address (`clients`).
+//! - A reload swaps the plan (dirs, nodes, ACL) for the next request and
+//!   keeps the listening socket when `http.listen` did not change.
+
+mod clients;
+mod igncache;
+pub mod ignition;
+mod iso;
+pub mod netboot;
+pub mod path;
+pub mod range;
+mod server;
+pub mod stats;
+mod track;
+mod version;
+
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use futures_util::stream::{self, Stream, StreamExt};
+use http_body_util::{BodyExt, Empty, Full, StreamBody, combinators::UnsyncBoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode, Version};
+use tracing::{debug, error, info, warn};
+
+use crate::boot::liveiso::Patches;
+use crate::plan::Plan;
+use igncache::IgnError;
+use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};
+pub use server::Http;
+use stats::{Fetch, Stats};
+
+/// Bytes read per `pread` and sent per body frame.
+pub const CHUNK: usize = 256 * 1024;
+/// Largest ignition file served (bootstrap.ign is a few hundred kB).
+pub const MAX_IGNITION: u64 = 64 * 1024 * 1024;
+/// How long a new connection may stay silent, and how long a client may
+/// take to send a request head (from when it is awaited, trickled or not).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most connections served at once; further clients wait in the backlog.
+pub const MAX_CONNECTIONS: usize = crate::runtime::limits::cap::HTTP_MAX_CONNECTIONS;
+/// The methods served (`Allow` of 405 and OPTIONS answers).
+const ALLOW: &str = "GET, HEAD, OPTIONS";
+/// How long in-flight responses get after shutdown is requested.
+const DRAIN: Duration = Duration::from_secs(5);
+
+type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+type Resp = Response<Body>;
+
+/// What a response streams: `len` bytes of `file` from `base`, with
+/// `patches` (in file offsets) replacing some of them.
+pub(crate) struct Region {
+    file: File,
+    base: u64,
+    len: u64,
+    patches: Arc<Patches>,
+}
+
+impl Region {
+    /// The bytes as they are in the file.
+    pub(crate) fn new(file: File, base: u64, len: u64) -> Region {
+        Region {
+            file,
+            base,
+            len,
+            patches: Arc::default(),
+        }
+    }
+
+    /// The same bytes with `patches` applied.
+    pub(crate) fn patched(self, patches: Patches) -> Region {
+        Region {
+            patches: Arc::new(patches),
+            ..self
+        }
+    }
+}
+
+pub(crate) struct Ctx {
+    plan: Arc<ArcSwap<Plan>>,
+    stats: Arc<Stats>,
+    boundary_seq: AtomicU64,
+    /// Network-boot install state (`/boot/<mac>.ipxe`).
+    boot: Arc<netboot::BootState>,
+    clients: Arc<clients::Clients>,
+    ign_cache: igncache::IgnCache,
+    /// The install timeline (completed rootfs downloads).
+    events: crate::timeline::Events,
+}
+
+fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed_unsync()
+}
+
+fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+fn hv(s: &str) -> HeaderValue {
+    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+}
+
+fn plain(status: StatusCode, msg: &str) -> Resp {
+    let mut r = Response::new(full(format!("{msg}\n")));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Strip the body of a HEAD answer, keeping `Content-Length`.
+fn head_only(mut r: Resp, len: u64) -> Resp {
+    r.headers_mut().insert(header::CONTENT_LENGTH, len.into());
+    *r.body_mut() = empty();
+    r
+}
+
+/// `len` bytes of `file` from `offset`, in [`CHUNK`]s read on the blocking
+/// pool, with `patches` (in file offsets) applied to each chunk.
+fn file_stream(
+    file: Arc<File>,
+    offset: u64,
+    len: u64,
+    stats: Arc<Stats>,
+    patches: Arc<Patches>,
+) -> impl Stream<Item = std::io::Result<Frame<Bytes>>> + Send + 'static {
+    stream::unfold((file, offset, len), move |(file, off, left)| {
+        let stats = stats.clone();
+        let patches = patches.clone();
+        async move {
+            if left == 0 {
+                return None;
+            }
+            let n = left.min(CHUNK as u64) as usize;
+            let f = file.clone();
+            let read = tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; n];
+                let mut got = 0;
+                while got < n {
+                    match f.read_at(&mut buf[got..], off + got as u64) {
+                        Ok(0) => {
+                            return Err(std::io::Error::new(
+                                std::io::ErrorKind::UnexpectedEof,
+                                "file shrank while being sent",
+                            ));
+                        }
+                        Ok(k) => got += k,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                patches.apply(off, &mut buf);
+                Ok(Bytes::from(buf))
+            })
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+            match read {
+                Ok(b) => {
+                    stats.sent(b.len() as u64);
+                    Some((Ok(Frame::data(b)), (file, off + n as u64, left - n as u64)))
+                }
+                // Yield the error once, then end (state with nothing left).
+                Err(e) => Some((Err(e), (file, off, 0))),
+            }
+        }
+    })
+}
+
+fn stream_body<S>(s: S) -> Body
+where
+    S: Stream<Item = std::io::Result<Frame<Bytes>>> + Send + 'static,
+{
+    BodyExt::boxed_unsync(StreamBody::new(s))
+}
+
+fn conditions(h: &HeaderMap) -> Conditions<'_> {
+    let get = |n: header::HeaderName| h.get(n).and_then(|v| v.to_str().ok());
+    Conditions {
+        if_match: get(header::IF_MATCH),
+        if_none_match: get(header::IF_NONE_MATCH),
+        if_modified_since: get(header::IF_MODIFIED_SINCE),
+        if_unmodified_since: get(header::IF_UNMODIFIED_SINCE),
+        if_range: get(header::IF_RANGE),
+    }
+}
+
+fn with_validators(r: &mut Resp, v: &Validators) {
+    r.headers_mut().insert(header::ETAG, hv(&v.etag));
+    if let Some(lm) = v.last_modified() {
+        r.headers_mut().insert(header::LAST_MODIFIED, hv(&lm));
+    }
+}
+
+impl Ctx {
+    async fn serve_file(&self, req: &Request<Incoming>, root: &Path, rest: &str) -> Resp {
+        let rel = match path::sanitize(rest) {
+            Ok(p) => p,
+            Err(e) => {
+                debug!("http: refused path {:?}: {e}", req.uri().path());
+                return plain(StatusCode::BAD_REQUEST, "bad path");
+            }
+        };
+        let root = root.to_path_buf();
+        let resolved = tokio::task::spawn_blocking(move || path::resolve(&root, &rel)).await;
+        let (real, file) = match resolved {
+            Ok(path::Resolved::File { rel, .. }) if path::is_install_secret(&rel) => {
+                debug!(
+                    "http: {:?} not served: an install secret under imagesDir",
+                    req.uri().path()
+                );
+                return plain(StatusCode::NOT_FOUND, "not found");
+            }
+            Ok(path::Resolved::File { path, file, .. }) => (path, file),
+            Ok(path::Resolved::NotFound(why)) => {
+                debug!("http: {:?} not served: {why}", req.uri().path());
+                return plain(StatusCode::NOT_FOUND, "not found");
+            }
+            Err(e) => {
+                error!("http: resolver task failed: {e}");
+                return plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+            }
+        };
+        let meta = match file.metadata() {
+            Ok(m) => m,
+            Err(e) => {
+                warn!("http: stat {}: {e}", real.display());
+                return plain(StatusCode::NOT_FOUND, "not found");
+            }
+        };
+        let len = meta.len();
+        let modified = meta.modified().ok();
+        let v = Validators {
+            etag: range::file_etag(meta.ino(), len, modified),
+            modified,
+        };
+        let ctype = path::content_type(&real);
+        self.serve_region(req, Region::new(file, 0, len), &v, ctype)
+    }
+
+    /// Answer a GET/HEAD for a [`Region`] (a whole file, a file inside an
+    /// ISO image, a patched ISO): conditionals, single and multiple
+    /// ranges, streamed in [`CHUNK`] preads.
+    fn serve_region(
+        &self,
+        req: &Request<Incoming>,
+        region: Region,
+        v: &Validators,
+        ctype: &str,
+    ) -> Resp {
+        let Region {
+            file,
+            base,
+            len,
+            patches,
+        } = region;
+        let v = v.clone();
+        let is_head = req.method() == Method::HEAD;
+        let mut use_range = true;
+        match range::evaluate_conditions(&conditions(req.headers()), &v) {
+            Precondition::NotModified => {
+                let mut r = Response::new(empty());
+                *r.status_mut() = StatusCode::NOT_MODIFIED;
+                with_validators(&mut r, &v);
+                return r;
+            }
+            Precondition::Failed => {
+                return plain(StatusCode::PRECONDITION_FAILED, "precondition failed");
+            }
+            Precondition::Proceed { use_range: u } => use_range = use_range && u,
+        }
+        let outcome = match req.headers().get(header::RANGE) {
+            Some(h) if use_range && !is_head => match h.to_str() {
+                Ok(s) => range::evaluate_range(s, len),
+                Err(_) => RangeOutcome::Full,
+            },
+            _ => RangeOutcome::Full,
+        };
+        let file = Arc::new(file);
+        let mut r = Response::new(empty());
+        r.headers_mut()
+            .insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        with_validators(&mut r, &v);
+        let (body_len, body): (u64, Option<Body>) = match outcome {
+            RangeOutcome::Full => {
+                r.headers_mut().insert(header::CONTENT_TYPE, hv(ctype));
+                let s = (!is_head).then(|| {
+                    let s = file_stream(file, base, len, self.stats.clone(), patches);
+                    stream_body(s)
+                });
+                (len, s)
+            }
+            RangeOutcome::Unsatisfiable => {
+                *r.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+                r.headers_mut()
+                    .insert(header::CONTENT_RANGE, hv(&format!("bytes */{len}")));
+                return r;
+            }
+            RangeOutcome::Partial(ranges) if ranges.len() == 1 => {
+                let br = ranges[0];
+                *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+                r.headers_mut().insert(header::CONTENT_TYPE, hv(ctype));
+                r.headers_mut()
+                    .insert(header::CONTENT_RANGE, hv(&br.content_range(len)));
+                let s = file_stream(file, base + br.start, br.len(), self.stats.clone(), patches);
+                (br.len(), Some(stream_body(s)))
+            }
+            RangeOutcome::Partial(ranges) => {
+                *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+                let seq = self.boundary_seq.fetch_add(1, Ordering::Relaxed);
+                let salt = SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64);
+                let boundary = format!("crc-appliance-{salt:016x}{seq:08x}");
+                let m = range::Multipart::new(&boundary, ctype, &ranges, len);
+                r.headers_mut()
+                    .insert(header::CONTENT_TYPE, hv(&m.content_type()));
+                let total = m.content_length();
+                (
+                    total,
+                    Some(stream_body(multipart_stream(
+                        m,
+                        file,
+                        base,
+                        self.stats.clone(),
+                        patches,
+                    ))),
+                )
+            }
+        };
+        r.headers_mut()
+            .insert(header::CONTENT_LENGTH, body_len.into());
+        match body {
+            Some(b) => *r.body_mut() = b,
+            None => return head_only(r, body_len),
+        }
+        r
+    }
+
+    async fn serve_ignition(&self, req: &Request<Incoming>, peer: SocketAddr, name: &str) -> Resp {
+        let plan = self.plan.load_full();
+        let c = &plan.cluster;
+        let client = peer.ip();
+        let node = ignition::node_by_ip(c, client).map(|n| n.name.clone());
+        let file = match path::sanitize(name) {
+            Ok(p) if p.components().count() == 1 => p.to_string_lossy().into_owned(),
+            _ => {
+                debug!("http: refused ignition path {:?}", req.uri().path());
+                return plain(StatusCode::BAD_REQUEST, "bad path");
+            }
+        };
+        let record = |status: StatusCode, detail: &str, bytes: u64| {
+            // Network boot: the node itself fetched its ignition (the
+            // installer did), so its next network boot boots the disk.
+            if status == StatusCode::OK
+                && c.rhcos.is_some()
+                && let Some(n) = &node
+            {
+                let (boot, n) = (self.boot.clone(), n.clone());
+                tokio::task::spawn_blocking(move || boot.ignition_fetched(&n));
+            }
+            self.stats.ignition(Fetch {
+                time: SystemTime::now(),
+                client,
+                node: node.clone(),
+                file: file.clone(),
+                status: status.as_u16(),
+                detail: detail.to_string(),
+                bytes,
+            });
+        };
+        if !c.is_cluster_client(client) {
+            warn!(
+                "ignition {file} refused to {client}: outside {} and not loopback",
+                c.cluster_networks()
+            );
+            record(StatusCode::FORBIDDEN, "client outside network.cidr", 0);
+            return plain(
+                StatusCode::FORBIDDEN,
+                "ignition is only served inside the cluster network",
+            );
+        }
+        let Some(target) = ignition::target(c, &file) else {
+            record(StatusCode::NOT_FOUND, "not a node or role", 0);
+            return plain(StatusCode::NOT_FOUND, "not found");
+        };
+        let (body, etag, detail) = match self.ign_cache.load(&c.http.ignition_dir, &target).await {
+            Ok(b) => (b.bytes, b.etag, b.detail),
+            Err(IgnError::Missing(f)) => {
+                info!("ignition {file} for {client}: {f} does not exist");
+                record(StatusCode::NOT_FOUND, &format!("{f} missing"), 0);
+                return plain(StatusCode::NOT_FOUND, "not found");
+            }
+            Err(IgnError::Broken(msg)) => {
+                error!("ignition {file} for {client}: {msg}");
+                record(StatusCode::INTERNAL_SERVER_ERROR, &msg, 0);
+                return plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "ignition config is invalid",
+                );
+            }
+        };
+        let v = Validators {
+            etag,
+            modified: None,
+        };
+        let len = body.len() as u64;
+        let mut r = Response::new(empty());
+        with_validators(&mut r, &v);
+        r.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        let cond = Conditions {
+            if_none_match: req
+                .headers()
+                .get(header::IF_NONE_MATCH)
+                .and_then(|h| h.to_str().ok()),
+            ..Default::default()
+        };
+        if range::evaluate_conditions(&cond, &v) == Precondition::NotModified {
+            *r.status_mut() = StatusCode::NOT_MODIFIED;
+            record(StatusCode::NOT_MODIFIED, &detail, 0);
+            return r;
+        }
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/vnd.coreos.ignition+json"),
+        );
+        info!(
+            "ignition {file} served to {client}{} ({detail}, {len} bytes)",
+            node.as_deref()
+                .map(|n| format!(" (node {n})"))
+                .unwrap_or_default()
+        );
+        record(StatusCode::OK, &detail, len);
+        if req.method() == Method::HEAD {
+            return head_only(r, len);
+        }
+        self.stats.sent(len);
+        r.headers_mut().insert(header::CONTENT_LENGTH, len.into());
+        *r.body_mut() = full(body);
+        r
+    }
+
+    async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Resp {
+        let mut r = self.route(&req, peer).await;
+        if r.status() == StatusCode::OK
+            && req.method() == Method::GET
+            && track::is_rootfs(req.uri().path())
+        {
+            r = track::rootfs(r, peer.ip(), self.events.clone());
+        }
+        self.stats.response(r.status().as_u16());
+        debug!(
+            "http {peer} {} {} -> {}",
+            req.method(),
+            req.uri().path(),
+            r.status().as_u16()
+        );
+        r
+    }
+
+    async fn route(&self, req: &Request<Incoming>, peer: SocketAddr) -> Resp {
+        // RFC 9112 §3.2: an HTTP/1.1 request without Host, or any request
+        // with several, is answered 400 (as nginx does).
+        let hosts = req.headers().get_all(header::HOST).iter().count();
+        if hosts > 1 || (hosts == 0 && req.version() == Version::HTTP_11) {
+            return plain(StatusCode::BAD_REQUEST, "missing or repeated Host header");
+        }
+        if req.method() == Method::OPTIONS {
+            // `OPTIONS *` (RFC 9110 §9.3.7) and `OPTIONS /path` alike.
+            let mut r = Response::new(empty());
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(ALLOW));
+            r.headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+            return r;
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(ALLOW));
+            return r;
+        }
+        let p = path::normalize(req.uri().path());
+        let plan = self.plan.load_full();
+        let cfg = &plan.cluster.http;
+        if let Some(rest) = p.strip_prefix("/images/") {
+            self.serve_file(req, &cfg.images_dir, rest).await
+        } else if let Some(rest) = p.strip_prefix("/boot/") {
+            self.serve_boot(req, peer, rest).await
+        } else if let Some(rest) = p.strip_prefix("/ignition/") {
+            self.serve_ignition(req, peer, rest).await
+        } else if let Some(rest) = p.strip_prefix('/') {
+            if rest.ends_with(".ign") && !rest.contains('/') {
+                self.serve_ignition(req, peer, rest).await
+            } else {
+                self.serve_file(req, &cfg.images_dir, rest).await
+            }
+        } else {
+            plain(StatusCode::BAD_REQUEST, "bad path")
+        }
+    }
+}
+
+fn multipart_stream(
+    m: range::Multipart,
+    file: Arc<File>,
+    base: u64,
+    stats: Arc<Stats>,
+    patches: Arc<Patches>,
+) -> impl Stream<Item = std::io::Result<Frame<Bytes>>> + Send + 'static {
+    let trailer = Bytes::from(m.trailer);
+    let parts: Vec<(Bytes, ByteRange)> = m
+        .parts
+        .into_iter()
+        .map(|(h, r)| (Bytes::from(h), r))
+        .collect();
+    let stats2 = stats.clone();
+    stream::iter(parts)
+        .flat_map(move |(h, r)| {
+            stats.sent(h.len() as u64);
+            stream::once(async move { Ok(Frame::data(h)) }).chain(file_stream(
+                file.clone(),
+                base + r.start,
+                r.len(),
+                stats.clone(),
+                patches.clone(),
+            ))
+        })
+        .chain(stream::once(async move {
+            stats2.sent(trailer.len() as u64);
+            Ok(Frame::data(trailer))
+        }))
+}

@@ -1,0 +1,549 @@
+//! Layer-4 TCP load balancer with health checks (OpenShift UPI frontends).
+//!
+//! Four frontends (`api` 6443, `machine-config` 22623, `ingress-http` 80,
+//! `ingress-https` 443) from [`Plan::pools`]; each accepted connection is
+//! proxied byte for byte (no TLS termination, no session persistence) to the
+//! next healthy, enabled backend in round-robin order.
+//!
+//! Invariants:
+//! - Backends start unhealthy; checks run at once, then every `interval`;
+//!   `rise`/`fall` consecutive results flip the state ([`health`]). Flips are
+//!   logged once.
+//! - A failed connect (or connect timeout) moves on to the next eligible
+//!   backend the client has not tried yet; the client only sees its
+//!   connection closed when none is left (empty pool included — never a
+//!   panic).
+//! - Each frontend holds at most `maxConnections` client connections; over
+//!   the cap new connections are closed at once and counted.
+//! - Half-close is forwarded; a connection idle in both directions for
+//!   `idleTimeout` is closed ([`proxy`]).
+//! - Disabling a node (admin API / `crc-appliance lb disable NODE`) drains
+//!   it: no new connections, existing ones continue. The bootstrap node is
+//!   *removed* (no longer checked or selected) once every master is healthy
+//!   in the api pool and the operator disabled it or
+//!   `<ignitionDir>/bootstrap-complete` exists; `lb enable bootstrap` brings
+//!   it back (unhealthy until it rises again), and it is not removed again
+//!   until disabled again. Disabled/removed survive a reload, not a restart
+//!   (the marker file does).
+//! - A reload ([`state`]): unchanged backends keep health, counters and
+//!   flags; new ones start unhealthy; dropped ones stop taking connections
+//!   while their established connections run to their end. Frontends whose
+//!   address did not change keep their listening socket. No reload cuts a
+//!   client connection.
+//! - Every loop selects on shutdown. On shutdown the listeners close and
+//!   in-flight connections get [`DRAIN`] to finish before they are cut.
+
+pub mod check;
+pub mod checker;
+pub mod health;
+pub mod proxy;
+pub mod select;
+pub mod state;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument as _, debug, info, info_span, warn};
+
+use crate::config::LbCfg;
+use crate::plan::Plan;
+use crate::runtime::hub::{LbControl, LbControlError};
+use crate::runtime::metrics::{Kind, family};
+use crate::runtime::net;
+use crate::runtime::service::{Commit, Listeners, Service, Tasks};
+
+use crate::runtime::status::{HealthStatus, LbStatus, PoolStatus, ServiceStatus};
+use crate::timeline::Events;
+use check::Prober;
+use checker::CheckSettings;
+use select::Tried;
+use state::{Backend, FrontendStats, NodeMemory, PoolKind, Pools};
+
+/// How long in-flight connections may continue after shutdown.
+pub const DRAIN: Duration = Duration::from_secs(3);
+
+/// One frontend's counters and connection cap, kept across reloads.
+#[derive(Default)]
+struct Frontend {
+    stats: FrontendStats,
+    /// `maxConnections` and its semaphore; replaced when a reload changes
+    /// the number (connections already open keep their old permit).
+    cap: Mutex<Option<(usize, Arc<Semaphore>)>>,
+}
+
+impl Frontend {
+    fn cap(&self, max: usize) -> Arc<Semaphore> {
+        let mut c = self.cap.lock().unwrap_or_else(|e| e.into_inner());
+        match &*c {
+            Some((n, s)) if *n == max => s.clone(),
+            _ => {
+                let s = Arc::new(Semaphore::new(max));
+                *c = Some((max, s.clone()));
+                s
+            }
+        }
+    }
+}
+
+/// The load balancer service.
+pub struct Lb {
+    pools: Arc<ArcSwap<Pools>>,
+    frontends: [Frontend; 4],
+    cfg: ArcSwap<LbCfg>,
+    settings: Arc<ArcSwap<CheckSettings>>,
+    memory: Arc<NodeMemory>,
+    marker: Arc<ArcSwap<PathBuf>>,
+    listeners: Listeners<(PoolKind, SocketAddr)>,
+    /// Bound frontend addresses, for `/status`.
+    local: Mutex<Vec<(PoolKind, SocketAddr)>>,
+    tasks: Tasks,
+    conns: TaskTracker,
+    conns_stop: CancellationToken,
+    /// The install timeline: machine-config connections from node addresses.
+    events: Events,
+}
+
+/// The health settings and probers of `plan`: the api and machine-config
+/// pools verify against their own CA bundle when one is configured.
+fn check_settings(plan: &Plan) -> anyhow::Result<CheckSettings> {
+    let c = &plan.cluster;
+    let mut probers: std::collections::HashMap<PoolKind, Arc<dyn checker::Probe>> =
+        Default::default();
+    for (kind, ca) in [
+        (PoolKind::Api, &c.lb.api_ca_file),
+        (PoolKind::MachineConfig, &c.lb.machine_config_ca_file),
+    ] {
+        probers.insert(kind, Arc::new(Prober::new(ca.as_deref(), &c.domain)?));
+    }
+    Ok(CheckSettings {
+        health: c.lb.health,
+        probers,
+        prober: Arc::new(Prober::new(None, &c.domain)?),
+    })
+}
+
+fn marker_of(plan: &Plan) -> PathBuf {
+    plan.cluster.http.ignition_dir.join("bootstrap-complete")
+}
+
+impl Lb {
+    /// The service for `plan` (health checks start with the first commit).
+    pub fn new(plan: &Plan, events: Events) -> anyhow::Result<Arc<Lb>> {
+        let c = &plan.cluster;
+        let settings = check_settings(plan)?;
+        let lb = Arc::new(Lb {
+            pools: Arc::new(ArcSwap::from_pointee(Pools::default())),
+            frontends: Default::default(),
+            cfg: ArcSwap::from_pointee(c.lb.clone()),
+            settings: Arc::new(ArcSwap::from_pointee(settings)),
+            memory: Arc::new(NodeMemory::default()),
+            marker: Arc::new(ArcSwap::from_pointee(marker_of(plan))),
+            listeners: Listeners::default(),
+            local: Mutex::new(Vec::new()),
+            tasks: Tasks::new("lb"),
+            conns: TaskTracker::new(),
+            conns_stop: CancellationToken::new(),
+            events,
+        });
+        let stop = lb.tasks.shutdown_token();
+        lb.tasks.spawn(
+            "lb bootstrap watch",
+            stop.clone(),
+            checker::bootstrap_watch(
+                lb.pools.clone(),
+                lb.settings.clone(),
+                lb.memory.clone(),
+                lb.marker.clone(),
+                stop,
+            ),
+        );
+        Ok(lb)
+    }
+
+    fn frontend(&self, kind: PoolKind) -> &Frontend {
+        &self.frontends[kind as usize]
+    }
+
+    fn start_checks(&self, backend: &Arc<Backend>) {
+        let stop = self.tasks.token();
+        // Retiring the backend or shutting down stops its checks.
+        let (retired, s2) = (backend.retired.clone(), stop.clone());
+        tokio::spawn(async move {
+            retired.cancelled().await;
+            s2.cancel();
+        });
+        self.tasks.spawn(
+            format!("lb check {} {}", backend.key.pool, backend.key.node),
+            stop.clone(),
+            checker::check_loop(backend.clone(), self.settings.clone(), stop),
+        );
+    }
+
+    fn start_frontend(self: &Arc<Self>, kind: PoolKind, addr: SocketAddr, l: TcpListener) {
+        let token = self.tasks.token();
+        if let Ok(local) = l.local_addr() {
+            info!("listening for lb {kind} on {local}");
+            let mut v = self.local.lock().unwrap_or_else(|e| e.into_inner());
+            v.retain(|(k, _)| *k != kind);
+            v.push((kind, local));
+        }
+        self.tasks.spawn(
+            format!("lb frontend {kind} {addr}"),
+            token.clone(),
+            accept_loop(self.clone(), kind, l, token.clone()),
+        );
+        self.listeners.insert((kind, addr), token);
+    }
+
+    /// The typed `/status` section.
+    pub fn lb_status(&self) -> LbStatus {
+        let cfg = self.cfg.load();
+        let h = cfg.health;
+        let pools = self.pools.load();
+        let local = self.local.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        LbStatus {
+            health: HealthStatus {
+                interval: format!("{:?}", h.interval),
+                timeout: format!("{:?}", h.timeout),
+                rise: h.rise,
+                fall: h.fall,
+            },
+            max_connections: cfg.max_connections,
+            bootstrap_complete_marker: self.marker.load().display().to_string(),
+            pools: pools
+                .list
+                .iter()
+                .map(|p| {
+                    let f = &self.frontend(p.kind).stats;
+                    let frontend = local
+                        .iter()
+                        .find(|(k, _)| *k == p.kind)
+                        .map(|(_, a)| *a)
+                        .unwrap_or(p.frontend);
+                    PoolStatus {
+                        name: p.kind.as_str().to_string(),
+                        frontend: frontend.to_string(),
+                        check: p.check.to_string(),
+                        active_connections: FrontendStats::get(&f.active),
+                        total_connections: FrontendStats::get(&f.total),
+                        rejected_over_cap: FrontendStats::get(&f.over_cap),
+                        closed_no_backend: FrontendStats::get(&f.no_backend),
+                        backends: p
+                            .backends
+                            .iter()
+                            .map(|b| state::backend_status(b))
+                            .collect(),
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+#[async_trait]
+impl Service for Lb {
+    fn name(&self) -> &'static str {
+        "lb"
+    }
+
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let settings = check_settings(&plan)?;
+        let wanted: Vec<(PoolKind, SocketAddr)> = plan
+            .pools
+            .iter()
+            .filter_map(|p| PoolKind::of(p.name).map(|k| (k, p.frontend)))
+            .collect();
+        let mut new = Vec::new();
+        for (kind, addr) in self.listeners.missing(&wanted) {
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("bind TCP {addr} for the {kind} frontend"))?;
+            new.push((kind, addr, l));
+        }
+        Ok(Box::new(move || {
+            self.memory.prune(&plan);
+            let (pools, fresh, gone) = self.pools.load().rebuild(&plan, &self.memory);
+            self.settings.store(Arc::new(settings));
+            self.cfg.store(Arc::new(plan.cluster.lb.clone()));
+            self.marker.store(Arc::new(marker_of(&plan)));
+            self.pools.store(Arc::new(pools));
+            for b in &gone {
+                info!(
+                    "lb {}: backend {} {} left the pool (open connections continue)",
+                    b.key.pool, b.key.node, b.key.addr
+                );
+                b.retired.cancel();
+            }
+            for b in &fresh {
+                self.start_checks(b);
+            }
+            for (kind, addr) in self.listeners.retain(&wanted) {
+                info!("lb: closed the {kind} frontend {addr}");
+            }
+            for (kind, addr, l) in new {
+                self.start_frontend(kind, addr, l);
+            }
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let outcome = self
+            .tasks
+            .supervise(&shutdown, Duration::from_secs(2))
+            .await;
+        self.conns.close();
+        if tokio::time::timeout(DRAIN, self.conns.wait())
+            .await
+            .is_err()
+        {
+            debug!(
+                "lb: cutting {} connections after {DRAIN:?}",
+                self.conns.len()
+            );
+            self.conns_stop.cancel();
+            self.conns.wait().await;
+        }
+        outcome
+    }
+
+    fn status(&self) -> ServiceStatus {
+        ServiceStatus::Lb(self.lb_status())
+    }
+
+    fn metrics(&self, out: &mut String) {
+        let pools = self.pools.load();
+        type Get<'a, T> = &'a dyn Fn(&T) -> u64;
+        let backend_families: [(&str, Kind, &str, Get<'_, Backend>); 4] = [
+            (
+                "crc_appliance_lb_backend_up",
+                Kind::Gauge,
+                "1 when the backend is healthy, enabled and not removed.",
+                &|b| u64::from(b.ready()),
+            ),
+            (
+                "crc_appliance_lb_backend_active_connections",
+                Kind::Gauge,
+                "Proxied connections open to the backend.",
+                &|b| FrontendStats::get(&b.active),
+            ),
+            (
+                "crc_appliance_lb_backend_connections_total",
+                Kind::Counter,
+                "Connections proxied to the backend.",
+                &|b| FrontendStats::get(&b.total),
+            ),
+            (
+                "crc_appliance_lb_backend_connect_failures_total",
+                Kind::Counter,
+                "Failed connect attempts to the backend (the client was retried elsewhere).",
+                &|b| FrontendStats::get(&b.connect_failures),
+            ),
+        ];
+        for (name, kind, help, get) in backend_families {
+            let mut f = family(out, name, kind, help);
+            for (p, b) in pools.backends() {
+                f.sample(
+                    &[("pool", &p.kind.as_str()), ("backend", &b.key.node)],
+                    get(b),
+                );
+            }
+        }
+        let pool_families: [(&str, Kind, &str, Get<'_, FrontendStats>); 4] = [
+            (
+                "crc_appliance_lb_frontend_active_connections",
+                Kind::Gauge,
+                "Client connections open on the frontend.",
+                &|f| FrontendStats::get(&f.active),
+            ),
+            (
+                "crc_appliance_lb_frontend_connections_total",
+                Kind::Counter,
+                "Client connections accepted on the frontend.",
+                &|f| FrontendStats::get(&f.total),
+            ),
+            (
+                "crc_appliance_lb_frontend_rejected_total",
+                Kind::Counter,
+                "Client connections closed at once because maxConnections was reached.",
+                &|f| FrontendStats::get(&f.over_cap),
+            ),
+            (
+                "crc_appliance_lb_frontend_no_backend_total",
+                Kind::Counter,
+                "Client connections closed because no backend was available.",
+                &|f| FrontendStats::get(&f.no_backend),
+            ),
+        ];
+        for (name, kind, help, get) in pool_families {
+            let mut f = family(out, name, kind, help);
+            for p in &pools.list {
+                f.sample(
+                    &[("pool", &p.kind.as_str())],
+                    get(&self.frontend(p.kind).stats),
+                );
+            }
+        }
+    }
+}
+
+impl LbControl for Lb {
+    fn set_disabled(&self, node: &str, disabled: bool) -> Result<String, LbControlError> {
+        let pools = self.pools.load();
+        let mut names = Vec::new();
+        let mut revived = false;
+        for (p, b) in pools.backends().filter(|(_, b)| b.key.node == node) {
+            let mut s = b.state();
+            s.enabled = !disabled;
+            if !disabled && s.removed {
+                s.removed = false;
+                revived = true;
+            }
+            names.push(p.kind.as_str());
+        }
+        if names.is_empty() {
+            return Err(LbControlError::UnknownNode(node.to_string()));
+        }
+        self.memory.update(node, |f| {
+            f.disabled = disabled;
+            if revived {
+                f.removed = false;
+                f.kept = true;
+            } else if disabled {
+                f.kept = false;
+            }
+        });
+        let verb = if disabled { "disabled" } else { "enabled" };
+        let back = if revived {
+            " (back after its removal; it must pass its checks again)"
+        } else {
+            ""
+        };
+        info!("lb: {node} {verb} in {}{back}", names.join(", "));
+        Ok(format!("{node} {verb} in {}{back}", names.join(", ")))
+    }
+}
+
+async fn accept_loop(
+    lb: Arc<Lb>,
+    kind: PoolKind,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let stats = &lb.frontend(kind).stats;
+    let every = net::LogEvery::new(Duration::from_secs(1));
+    loop {
+        // EMFILE and friends: back off a little, keep serving; one line a second.
+        let on_error = |e: &std::io::Error| {
+            if let Some(n) = every.allow() {
+                warn!("lb {kind}: accept: {e} ({n} more suppressed)");
+            }
+        };
+        let Some((stream, peer)) =
+            net::accept(&listener, &shutdown, Duration::from_millis(50), on_error).await
+        else {
+            return Ok(());
+        };
+        stats.total.fetch_add(1, Ordering::Relaxed);
+        if kind == PoolKind::MachineConfig {
+            lb.events.machine_config_connect(peer.ip());
+        }
+        let cap = lb.frontend(kind).cap(crate::runtime::limits::cap::scaled(
+            lb.cfg.load().max_connections,
+        ));
+        let Ok(permit) = cap.try_acquire_owned() else {
+            stats.over_cap.fetch_add(1, Ordering::Relaxed);
+            debug!(%peer, "lb {kind}: over maxConnections; closing");
+            drop(stream);
+            continue;
+        };
+        let lb2 = lb.clone();
+        let stop = lb.conns_stop.clone();
+        let span = info_span!("lb", pool = %kind, %peer);
+        lb.conns.spawn(
+            async move {
+                let stats = &lb2.frontend(kind).stats;
+                stats.active.fetch_add(1, Ordering::Relaxed);
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    _ = serve_conn(&lb2, kind, stream) => {}
+                }
+                stats.active.fetch_sub(1, Ordering::Relaxed);
+                drop(permit);
+            }
+            .instrument(span),
+        );
+    }
+}
+
+/// Connect to the next ready backend of the current pools, retrying the
+/// others on failure.
+async fn connect_backend(lb: &Lb, kind: PoolKind) -> Option<(Arc<Backend>, TcpStream)> {
+    let pools = lb.pools.load_full();
+    let pool = pools.get(kind)?;
+    let connect_timeout = lb.cfg.load().connect_timeout;
+    let mut tried = Tried::default();
+    loop {
+        let i = pool.rr.pick(pool.backends.len(), |i| {
+            !tried.contains(i) && pool.backends[i].ready()
+        })?;
+        tried.insert(i);
+        let b = &pool.backends[i];
+        match tokio::time::timeout(connect_timeout, TcpStream::connect(b.key.addr)).await {
+            Ok(Ok(s)) => return Some((b.clone(), s)),
+            Ok(Err(e)) => {
+                b.connect_failures.fetch_add(1, Ordering::Relaxed);
+                debug!(
+                    "lb {kind}: connect {} {}: {e}; trying the next",
+                    b.key.node, b.key.addr
+                );
+            }
+            Err(_) => {
+                b.connect_failures.fetch_add(1, Ordering::Relaxed);
+                debug!(
+                    "lb {kind}: connect {} {} timed out; trying the next",
+                    b.key.node, b.key.addr
+                );
+            }
+        }
+    }
+}
+
+/// Proxy one client connection (inside its `lb` span: pool and peer).
+async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream) {
+    let stats = &lb.frontend(kind).stats;
+    let _ = client.set_nodelay(true);
+    let Some((b, mut backend)) = connect_backend(lb, kind).await else {
+        stats.no_backend.fetch_add(1, Ordering::Relaxed);
+        if stats.warned_empty.swap(true, Ordering::Relaxed) {
+            debug!("lb {kind}: no backend available; closing");
+        } else {
+            warn!("lb {kind}: no healthy enabled backend; closing client connections until one is");
+        }
+        return;
+    };
+    if stats.warned_empty.load(Ordering::Relaxed) {
+        stats.warned_empty.store(false, Ordering::Relaxed);
+    }
+    let _ = backend.set_nodelay(true);
+    b.active.fetch_add(1, Ordering::Relaxed);
+    b.total.fetch_add(1, Ordering::Relaxed);
+    let idle = lb.cfg.load().idle_timeout;
+    let end = proxy::splice(&mut client, &mut backend, idle).await;
+    b.active.fetch_sub(1, Ordering::Relaxed);
+    let node = &b.key.node;
+    match end {
+        proxy::End::Done(up, down) => debug!(%node, up, down, "lb connection done"),
+        proxy::End::Idle => debug!(%node, "lb connection idle timeout"),
+        proxy::End::Error(e) => debug!(%node, error = %e, "lb connection error"),
+    }
+}

@@ -1,0 +1,282 @@
+//! Load balancer state: pools and backends as the request path and the
+//! admin API see them, and how a new plan maps onto the running state.
+//!
+//! Invariants:
+//! - A backend's health, enabled flag (operator drain) and removed flag
+//!   (bootstrap retired) live in one [`BackendState`] behind one lock, so
+//!   [`Backend::ready`] and `/status` read one consistent snapshot (after
+//!   pingora's `HealthInner { healthy, enabled, consecutive_counter }`).
+//! - A backend is identified across reloads by [`BackendKey`] (pool, node,
+//!   address, check). [`Pools::rebuild`] reuses the `Arc<Backend>` of every
+//!   unchanged key — health, counters and flags carry over; new keys start
+//!   unhealthy; dropped ones leave the pools (their established connections
+//!   hold their own `Arc` and run to their end).
+//! - Operator drains and bootstrap removal are remembered per node in
+//!   [`NodeMemory`], which the LB owns and prunes to the nodes of the plan
+//!   on every reload (a node removed and re-added comes back enabled).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::health::Health;
+use super::select::RoundRobin;
+use crate::config::{HealthCfg, Role};
+use crate::plan::{Check, Plan};
+use crate::runtime::status::BackendStatus;
+
+/// The four OpenShift frontends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum PoolKind {
+    #[serde(rename = "api")]
+    Api,
+    #[serde(rename = "machine-config")]
+    MachineConfig,
+    #[serde(rename = "ingress-http")]
+    IngressHttp,
+    #[serde(rename = "ingress-https")]
+    IngressHttps,
+}
+
+impl PoolKind {
+    pub const ALL: [PoolKind; 4] = [
+        PoolKind::Api,
+        PoolKind::MachineConfig,
+        PoolKind::IngressHttp,
+        PoolKind::IngressHttps,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolKind::Api => "api",
+            PoolKind::MachineConfig => "machine-config",
+            PoolKind::IngressHttp => "ingress-http",
+            PoolKind::IngressHttps => "ingress-https",
+        }
+    }
+
+    /// The kind of a plan pool (`LbPool::name`).
+    pub fn of(name: &str) -> Option<PoolKind> {
+        PoolKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for PoolKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What makes a backend "the same" across reloads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BackendKey {
+    pub pool: PoolKind,
+    pub node: String,
+    pub addr: SocketAddr,
+    pub check: Check,
+}
+
+/// Health and flags of one backend, read and written as one.
+#[derive(Debug, Clone)]
+pub struct BackendState {
+    pub health: Health,
+    /// False while the operator drains the node.
+    pub enabled: bool,
+    /// True once the bootstrap node was retired.
+    pub removed: bool,
+    pub last_error: Option<String>,
+}
+
+/// One backend of one pool.
+pub struct Backend {
+    pub key: BackendKey,
+    pub role: Role,
+    state: Mutex<BackendState>,
+    pub active: AtomicU64,
+    pub total: AtomicU64,
+    pub connect_failures: AtomicU64,
+    /// Cancelled when a reload drops this backend: its check loop ends.
+    pub retired: CancellationToken,
+}
+
+impl Backend {
+    pub fn new(key: BackendKey, role: Role, health: &HealthCfg, flags: NodeFlags) -> Backend {
+        Backend {
+            key,
+            role,
+            state: Mutex::new(BackendState {
+                health: Health::new(health.rise, health.fall),
+                enabled: !flags.disabled,
+                removed: flags.removed,
+                last_error: None,
+            }),
+            active: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            connect_failures: AtomicU64::new(0),
+            retired: CancellationToken::new(),
+        }
+    }
+
+    pub fn state(&self) -> MutexGuard<'_, BackendState> {
+        // A std Mutex: held for a few field reads or writes, never across
+        // an await (mini-redis `db.rs`).
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// May take new connections: healthy, enabled and not removed.
+    pub fn ready(&self) -> bool {
+        let s = self.state();
+        s.health.healthy() && s.enabled && !s.removed
+    }
+}
+
+/// One frontend's backends.
+pub struct Pool {
+    pub kind: PoolKind,
+    pub frontend: SocketAddr,
+    pub check: Check,
+    pub backends: Vec<Arc<Backend>>,
+    pub rr: RoundRobin,
+}
+
+/// The pools of one plan; swapped whole by a reload.
+#[derive(Default)]
+pub struct Pools {
+    pub list: Vec<Pool>,
+}
+
+impl Pools {
+    pub fn get(&self, kind: PoolKind) -> Option<&Pool> {
+        self.list.iter().find(|p| p.kind == kind)
+    }
+
+    pub fn backends(&self) -> impl Iterator<Item = (&Pool, &Arc<Backend>)> {
+        self.list
+            .iter()
+            .flat_map(|p| p.backends.iter().map(move |b| (p, b)))
+    }
+
+    /// The pools of `plan`, reusing this generation's backends whose key is
+    /// unchanged. Returns the pools, the backends that are new (to start
+    /// checking) and those that are gone (to retire).
+    pub fn rebuild(
+        &self,
+        plan: &Plan,
+        memory: &NodeMemory,
+    ) -> (Pools, Vec<Arc<Backend>>, Vec<Arc<Backend>>) {
+        let mut old: HashMap<BackendKey, Arc<Backend>> = self
+            .backends()
+            .map(|(_, b)| (b.key.clone(), b.clone()))
+            .collect();
+        let health = &plan.cluster.lb.health;
+        let mut fresh = Vec::new();
+        let mut list = Vec::new();
+        for p in &plan.pools {
+            let Some(kind) = PoolKind::of(p.name) else {
+                continue;
+            };
+            let backends = p
+                .backends
+                .iter()
+                .map(|b| {
+                    let key = BackendKey {
+                        pool: kind,
+                        node: b.name.clone(),
+                        addr: b.addr,
+                        check: p.check.clone(),
+                    };
+                    old.remove(&key).unwrap_or_else(|| {
+                        let nb = Arc::new(Backend::new(key, b.role, health, memory.get(&b.name)));
+                        fresh.push(nb.clone());
+                        nb
+                    })
+                })
+                .collect();
+            list.push(Pool {
+                kind,
+                frontend: p.frontend,
+                check: p.check.clone(),
+                backends,
+                rr: RoundRobin::new(),
+            });
+        }
+        (Pools { list }, fresh, old.into_values().collect())
+    }
+}
+
+/// Per-node flags that outlive a reload's backends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeFlags {
+    pub disabled: bool,
+    pub removed: bool,
+    /// The operator enabled the bootstrap after its removal: it is not
+    /// removed automatically again until disabled again.
+    pub kept: bool,
+}
+
+/// The LB's memory of operator drains and bootstrap removal.
+#[derive(Default)]
+pub struct NodeMemory {
+    nodes: Mutex<HashMap<String, NodeFlags>>,
+}
+
+impl NodeMemory {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, NodeFlags>> {
+        self.nodes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, node: &str) -> NodeFlags {
+        self.lock().get(node).copied().unwrap_or_default()
+    }
+
+    pub fn update(&self, node: &str, f: impl FnOnce(&mut NodeFlags)) {
+        f(self.lock().entry(node.to_string()).or_default());
+    }
+
+    /// Forget nodes that are not in `plan`.
+    pub fn prune(&self, plan: &Plan) {
+        self.lock()
+            .retain(|n, _| plan.cluster.nodes.iter().any(|p| &p.name == n));
+    }
+}
+
+/// Counters of one frontend, kept across reloads.
+#[derive(Default)]
+pub struct FrontendStats {
+    pub active: AtomicU64,
+    pub total: AtomicU64,
+    pub over_cap: AtomicU64,
+    pub no_backend: AtomicU64,
+    /// Set after warning that a client found no backend; cleared by the
+    /// next proxied connection (one warning per outage, not per client).
+    pub warned_empty: AtomicBool,
+}
+
+impl FrontendStats {
+    pub fn get(v: &AtomicU64) -> u64 {
+        v.load(Ordering::Relaxed)
+    }
+}
+
+/// A backend's row in `/status` → `lb`.
+pub fn backend_status(b: &Backend) -> BackendStatus {
+    let s = b.state().clone();
+    BackendStatus {
+        node: b.key.node.clone(),
+        role: b.role,
+        address: b.key.addr.to_string(),
+        healthy: s.health.healthy(),
+        disabled: !s.enabled,
+        removed: s.removed,
+        consecutive_successes: s.health.successes(),
+        consecutive_failures: s.health.failures(),
+        last_check_error: s.last_error,
+        active_connections: FrontendStats::get(&b.active),
+        total_connections: FrontendStats::get(&b.total),
+        connect_failures: FrontendStats::get(&b.connect_failures),
+    }
+}

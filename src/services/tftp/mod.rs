@@ -1,0 +1,538 @@
+//! Read-only TFTP server for network boot (RFC 1350, options RFC 2347,
+//! blksize RFC 2348, timeout/tsize RFC 2349, windowsize RFC 7440), enabled by
+//! the top-level `pxe:` section ([`crate::config::TftpCfg`]).
+//!
+//! - [`packet`]: datagram parse/encode (pure, fuzzed in its tests).
+//! - [`transfer`]: option negotiation and the windowed send state machine
+//!   (pure: rollover past block 65535, duplicate/old ACKs, rollback on timeout).
+//! - [`path`]: file name rules and the open under the root (no traversal, no
+//!   symlink escapes, regular files only).
+//! - [`stats`]: counters, `/status`, `/metrics`, the `check` line.
+//! - this file: the sockets. One UDP listener on `pxe.tftpListen` receives
+//!   requests; each accepted RRQ runs in its own task with its own UDP socket
+//!   on the listener's IP and an ephemeral port (the RFC 1350 TID), holding
+//!   one permit of a `maxTransfers` semaphore (over the cap: ERROR 0 "server
+//!   busy" from the listener).
+//!
+//! Why our own code and not a crate: `async-tftp` 0.4 runs on smol/async-io
+//! (a second reactor thread next to tokio) and serves through its own
+//! handler/`AsyncRead` types; `tftpd` 1.0 is thread-per-transfer std code
+//! that opens paths itself. We need the tokio service shape
+//! (stage/commit/run, cancellation), our path and symlink rules, counters, and a
+//! small protocol subset (RRQ in octet mode, four options, ERROR 1/2/4/5), so
+//! a pure codec + state machine of a few hundred lines is the smaller risk
+//! (`/work/shared/research/bare-metal-boot.md` §2.3).
+//!
+//! Invariants:
+//! - Read only: WRQ → ERROR 4; only `octet` mode (`netascii`/`mail` → ERROR
+//!   4, since converting line ends would change sizes, offsets and `tsize`).
+//! - A malformed or unexpected datagram on the listener → ERROR 4 to its
+//!   sender (never for an ERROR packet, so two servers cannot ping-pong);
+//!   a datagram from a foreign TID during a transfer → ERROR 5 to it and the
+//!   transfer continues. Nothing a client sends ends the listener; a listener
+//!   that ends on its own fails the service.
+//! - Memory per transfer is constant: the file is read with `pread` on the
+//!   blocking pool, [`READ_AHEAD`] bytes or one window at a time (at most
+//!   [`transfer::WINDOW_BYTES`]), never whole.
+//! - Retransmission: a window (or the OACK) is re-sent after `timeout` (or
+//!   the client's `timeout` option) without progress, at most `retries`
+//!   times in a row; then the transfer is abandoned.
+//! - Shutdown: the listener stops, running transfers send ERROR 0 "server
+//!   shutting down" and end; `run` returns once all have ended. If the
+//!   listener keeps failing to receive, `run` returns an error.
+
+pub mod packet;
+
+pub mod stats;
+pub mod transfer;
+
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use tokio::net::UdpSocket;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::boot::bootfiles;
+use crate::plan::Plan;
+use crate::runtime::service::{Commit, Listeners, Service, Tasks};
+use packet::{ErrorCode, Packet, Request, Shown};
+use stats::{Outcome, Stats};
+use transfer::{Step, Transfer};
+
+/// Bytes read from the file per `pread` when the window is smaller.
+pub const READ_AHEAD: usize = 64 * 1024;
+/// Consecutive receive errors on the listener before `run` gives up.
+const MAX_RECV_ERRORS: u32 = 1000;
+
+/// What every transfer task needs.
+struct Ctx {
+    root: PathBuf,
+    allowed: Vec<PathBuf>,
+    timeout: Duration,
+    retries: u32,
+    stats: Arc<Stats>,
+}
+
+/// The TFTP service: one listener on `pxe.tftpListen`; the root and the
+/// transfer settings are swapped by a reload and read per request.
+pub struct Tftp {
+    ctx: Arc<ArcSwap<Ctx>>,
+    stats: Arc<Stats>,
+    /// `maxTransfers` and its semaphore (a new one when the number changes;
+    /// running transfers keep their permit).
+    permits: std::sync::Mutex<(usize, Arc<Semaphore>)>,
+    listeners: Listeners<SocketAddr>,
+    tasks: Tasks,
+}
+
+/// The transfer settings of `plan`, with the root checked.
+fn ctx_of(plan: &Plan, stats: &Arc<Stats>) -> anyhow::Result<(Ctx, SocketAddr, usize)> {
+    let c = plan
+        .cluster
+        .tftp
+        .as_ref()
+        .context("the pxe section is not configured")?;
+    let root = c.root.canonicalize().with_context(|| {
+        format!(
+            "pxe.tftpRoot {} (install the distro's ipxe package or set pxe.tftpRoot)",
+            c.root.display()
+        )
+    })?;
+    anyhow::ensure!(
+        root.is_dir(),
+        "pxe.tftpRoot {} is not a directory",
+        root.display()
+    );
+    let allowed = c
+        .allow_symlinks_to
+        .iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+    Ok((
+        Ctx {
+            root,
+            allowed,
+            timeout: c.timeout,
+            retries: c.retries,
+            stats: stats.clone(),
+        },
+        c.listen,
+        c.max_transfers,
+    ))
+}
+
+impl Tftp {
+    /// The service for `plan` (the root must exist), serving nothing until
+    /// its first commit.
+    pub fn new(plan: &Plan) -> anyhow::Result<Arc<Tftp>> {
+        let stats = Arc::new(Stats::new());
+        let (ctx, _, max) = ctx_of(plan, &stats)?;
+        Ok(Arc::new(Tftp {
+            ctx: Arc::new(ArcSwap::from_pointee(ctx)),
+            stats,
+            permits: std::sync::Mutex::new((max, Arc::new(Semaphore::new(max)))),
+            listeners: Listeners::default(),
+            tasks: Tasks::new("tftp"),
+        }))
+    }
+
+    fn permits(&self) -> Arc<Semaphore> {
+        self.permits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone()
+    }
+}
+
+#[async_trait]
+impl Service for Tftp {
+    fn name(&self) -> &'static str {
+        "tftp"
+    }
+
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let (ctx, addr, max) = ctx_of(&plan, &self.stats)?;
+        let mut new = None;
+        if !self.listeners.missing(&[addr]).is_empty() {
+            let socket = UdpSocket::bind(addr)
+                .await
+                .with_context(|| format!("bind UDP {addr}"))?;
+            new = Some(socket);
+        }
+        Ok(Box::new(move || {
+            let root = ctx.root.clone();
+            self.ctx.store(Arc::new(ctx));
+            {
+                let mut p = self.permits.lock().unwrap_or_else(|e| e.into_inner());
+                if p.0 != max {
+                    *p = (max, Arc::new(Semaphore::new(max)));
+                }
+            }
+            for gone in self.listeners.retain(&[addr]) {
+                info!("tftp: closed listener {gone}");
+            }
+            if let Some(socket) = new {
+                let token = self.tasks.token();
+                if let Ok(local) = socket.local_addr() {
+                    info!("listening for tftp on {local} (root {})", root.display());
+                    self.stats.set_bound(local, root);
+                }
+                self.tasks.spawn(
+                    format!("tftp listener {addr}"),
+                    token.clone(),
+                    listen(self.clone(), socket, token.clone()),
+                );
+                self.listeners.insert(addr, token);
+            }
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        self.tasks
+            .supervise(&shutdown, Duration::from_secs(5))
+            .await
+    }
+
+    fn status(&self) -> crate::runtime::status::ServiceStatus {
+        crate::runtime::status::ServiceStatus::Tftp(self.stats.status())
+    }
+
+    fn metrics(&self, out: &mut String) {
+        self.stats.metrics(out)
+    }
+}
+
+/// Receive requests on `socket` until `shutdown`; each accepted read
+/// request runs in its own task (its own socket, the RFC 1350 TID).
+async fn listen(
+    svc: Arc<Tftp>,
+    socket: UdpSocket,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    {
+        let local = socket.local_addr()?;
+        let mut tasks = JoinSet::new();
+        let mut buf = vec![0u8; 65536];
+        let mut errors = 0u32;
+        let result = loop {
+            let (n, from) = tokio::select! {
+                _ = shutdown.cancelled() => break Ok(()),
+                r = socket.recv_from(&mut buf) => match r {
+                    Ok(x) => x,
+                    Err(e) => {
+                        errors += 1;
+                        if errors >= MAX_RECV_ERRORS {
+                            break Err(anyhow::anyhow!("tftp listener {local}: receive keeps failing: {e}"));
+                        }
+                        debug!("tftp recv: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                },
+            };
+            errors = 0;
+            while tasks.try_join_next().is_some() {}
+            // A reload swaps the settings between requests.
+            let ctx = svc.ctx.load_full();
+            let permits = svc.permits();
+            let reply = match packet::parse(&buf[..n]) {
+                Ok(Packet::Rrq(req)) => match permits.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        let ctx = ctx.clone();
+                        let tok = shutdown.clone();
+                        let ip = local.ip();
+                        tasks.spawn(async move {
+                            serve(ctx, SocketAddr::new(ip, 0), req, from, tok, permit).await
+                        });
+                        None
+                    }
+                    Err(_) => {
+                        let file = Shown(&req.filename).to_string();
+                        ctx.stats
+                            .finish(from, &file, Outcome::Busy, "server busy", 0);
+                        Some(packet::error(
+                            ErrorCode::Undefined,
+                            "server busy, try again later",
+                        ))
+                    }
+                },
+                Ok(Packet::Wrq(req)) => {
+                    let file = Shown(&req.filename).to_string();
+                    debug!(%from, "tftp write request for {file} refused");
+                    ctx.stats
+                        .finish(from, &file, Outcome::Refused, "write request", 0);
+                    Some(packet::error(
+                        ErrorCode::IllegalOperation,
+                        "read-only server: write requests are not accepted",
+                    ))
+                }
+                Ok(Packet::Error { .. }) => {
+                    ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    None
+                }
+                Ok(_) => {
+                    ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    Some(packet::error(
+                        ErrorCode::IllegalOperation,
+                        "expected a read request",
+                    ))
+                }
+                Err(e) => {
+                    ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    debug!(%from, "tftp: malformed request ({e})");
+                    Some(packet::error(
+                        ErrorCode::IllegalOperation,
+                        &format!("malformed request: {e}"),
+                    ))
+                }
+            };
+            if let Some(r) = reply
+                && let Err(e) = socket.send_to(&r, from).await
+            {
+                debug!(%from, "tftp send: {e}");
+            }
+        };
+        // Transfers watch the same token; wait for them to say goodbye.
+        while tasks.join_next().await.is_some() {}
+        result
+    }
+}
+
+/// Keeps `active` right however a transfer ends.
+struct ActiveGuard<'a>(&'a Stats);
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One read transfer, from its own socket (TID).
+async fn serve(
+    ctx: Arc<Ctx>,
+    bind_to: SocketAddr,
+    req: Request,
+    client: SocketAddr,
+    shutdown: CancellationToken,
+    _permit: OwnedSemaphorePermit,
+) {
+    let stats = &ctx.stats;
+    stats.active.fetch_add(1, Ordering::Relaxed);
+    let _guard = ActiveGuard(stats);
+    let file = Shown(&req.filename).to_string();
+    let sock = match UdpSocket::bind(bind_to).await {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(%client, "tftp: cannot bind a transfer socket on {bind_to}: {e}");
+            stats.finish(client, &file, Outcome::Failed, "no transfer socket", 0);
+            return;
+        }
+    };
+    let refuse = |code: ErrorCode, msg: &str| {
+        let sock = &sock;
+        let file = &file;
+        let msg = msg.to_string();
+        async move {
+            debug!(%client, "tftp: {file} refused: {msg}");
+            stats.finish(client, file, Outcome::Refused, &msg, 0);
+            let _ = sock.send_to(&packet::error(code, &msg), client).await;
+        }
+    };
+    if req.mode != "octet" {
+        let msg = format!("mode {:?} is not supported, use octet (binary)", req.mode);
+        return refuse(ErrorCode::IllegalOperation, &msg).await;
+    }
+    let rel = match bootfiles::sanitize(&req.filename) {
+        Ok(r) => r,
+        Err(r) => return refuse(refusal_code(r.code), r.message).await,
+    };
+    let (root, allowed) = (ctx.root.clone(), ctx.allowed.clone());
+    let opened = tokio::task::spawn_blocking(move || bootfiles::open(&root, &allowed, &rel)).await;
+    let opened = match opened {
+        Ok(Ok(o)) => o,
+        Ok(Err(r)) => return refuse(refusal_code(r.code), r.message).await,
+        Err(_) => return refuse(ErrorCode::Undefined, "internal error").await,
+    };
+    let neg = transfer::negotiate(&req.options, opened.size);
+    let timeout = neg.timeout.unwrap_or(ctx.timeout);
+    let mut t = Transfer::new(opened.size, &neg, ctx.retries);
+    stats.started.fetch_add(1, Ordering::Relaxed);
+    debug!(%client, "tftp: sending {} ({} bytes, blksize {}, window {})",
+        opened.path.display(), opened.size, neg.blksize, neg.windowsize);
+
+    let file_handle = Arc::new(opened.file);
+    let mut cache = Cache::default();
+    let mut out = Vec::with_capacity(4 + usize::from(neg.blksize));
+    let mut rbuf = vec![0u8; 2048];
+    let mut deadline = Instant::now() + timeout;
+    let mut step = t.start();
+    let (outcome, detail) = loop {
+        match step {
+            Step::SendOack => {
+                if let Err(e) = sock.send_to(&packet::oack(&neg.oack), client).await {
+                    break (Outcome::Failed, format!("send: {e}"));
+                }
+                deadline = Instant::now() + timeout;
+            }
+            Step::Send(range) => {
+                let (first_off, _) = t.extent(*range.start());
+                let (last_off, last_len) = t.extent(*range.end());
+                let end = last_off + last_len as u64;
+                if let Err(e) = cache.fill(&file_handle, first_off, end).await {
+                    let _ = sock
+                        .send_to(&packet::error(ErrorCode::Undefined, "read error"), client)
+                        .await;
+                    break (Outcome::Failed, format!("read: {e}"));
+                }
+                let mut failed = None;
+                for b in range {
+                    let (off, len) = t.extent(b);
+                    out.clear();
+                    out.extend_from_slice(&packet::data_header(Transfer::wire(b)));
+                    out.extend_from_slice(cache.slice(off, len));
+                    if let Err(e) = sock.send_to(&out, client).await {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+                if let Some(e) = failed {
+                    break (Outcome::Failed, format!("send: {e}"));
+                }
+                deadline = Instant::now() + timeout;
+            }
+            Step::Wait => {}
+            Step::Done => break (Outcome::Completed, String::new()),
+            Step::GiveUp => {
+                let _ = sock
+                    .send_to(&packet::error(ErrorCode::Undefined, "timed out"), client)
+                    .await;
+                break (Outcome::Failed, "timed out".into());
+            }
+        }
+        step = tokio::select! {
+            _ = shutdown.cancelled() => {
+                let _ = sock
+                    .send_to(&packet::error(ErrorCode::Undefined, "server shutting down"), client)
+                    .await;
+                break (Outcome::Failed, "server shutting down".into());
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                let before = t.retransmits();
+                let s = t.on_timeout();
+                stats.retransmits.fetch_add(t.retransmits() - before, Ordering::Relaxed);
+                s
+            }
+            r = sock.recv_from(&mut rbuf) => match r {
+                Err(e) => {
+                    debug!(%client, "tftp transfer recv: {e}");
+                    Step::Wait
+                }
+                Ok((n, from)) if from != client => {
+                    // Never answer an ERROR (two servers must not ping-pong).
+                    if !matches!(packet::parse(&rbuf[..n]), Ok(Packet::Error { .. })) {
+                        let e = packet::error(ErrorCode::UnknownTid, "unknown transfer ID");
+                        let _ = sock.send_to(&e, from).await;
+                    }
+                    Step::Wait
+                }
+                Ok((n, _)) => match packet::parse(&rbuf[..n]) {
+                    Ok(Packet::Ack(w)) => t.on_ack(w),
+                    Ok(Packet::Error { code, message }) => {
+                        break (Outcome::Aborted, format!("client error {code}: {message}"));
+                    }
+                    _ => {
+                        let e = packet::error(ErrorCode::IllegalOperation, "expected an ACK");
+                        let _ = sock.send_to(&e, client).await;
+                        break (Outcome::Failed, "illegal packet from client".into());
+                    }
+                },
+            },
+        };
+    };
+    let bytes = if outcome == Outcome::Completed {
+        opened.size
+    } else {
+        0
+    };
+    debug!(%client, "tftp: {file}: {outcome:?} {detail}");
+    stats.finish(client, &file, outcome, &detail, bytes);
+}
+
+/// Bytes `[start, start + data.len())` of the file, refilled by `pread`.
+#[derive(Default)]
+struct Cache {
+    start: u64,
+    data: Vec<u8>,
+}
+
+impl Cache {
+    /// Make `[from, to)` available, reading on the blocking pool if needed.
+    async fn fill(&mut self, file: &Arc<std::fs::File>, from: u64, to: u64) -> std::io::Result<()> {
+        let have_end = self.start + self.data.len() as u64;
+        if from >= self.start && to <= have_end {
+            return Ok(());
+        }
+        let want = usize::try_from(to - from)
+            .unwrap_or(usize::MAX)
+            .max(READ_AHEAD);
+        let mut buf = std::mem::take(&mut self.data);
+        buf.resize(want, 0);
+        let f = file.clone();
+        let (buf, r) = tokio::task::spawn_blocking(move || {
+            let mut got = 0;
+            let r = loop {
+                match f.read_at(&mut buf[got..], from + got as u64) {
+                    Ok(0) => break Ok(()),
+                    Ok(n) => {
+                        got += n;
+                        if got == buf.len() {
+                            break Ok(());
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => break Err(e),
+                }
+            };
+            buf.truncate(got);
+            (buf, r)
+        })
+        .await
+        .map_err(std::io::Error::other)?;
+        r?;
+        self.start = from;
+        self.data = buf;
+        if self.start + (self.data.len() as u64) < to {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "file shrank during the transfer",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `len` bytes at file offset `off`; within what [`Cache::fill`] made available.
+    fn slice(&self, off: u64, len: usize) -> &[u8] {
+        let i = usize::try_from(off.saturating_sub(self.start)).unwrap_or(usize::MAX);
+        self.data.get(i..i.saturating_add(len)).unwrap_or(&[])
+    }
+}
+
+/// The TFTP error code of a boot-file refusal.
+fn refusal_code(c: bootfiles::ErrorCode) -> ErrorCode {
+    match c {
+        bootfiles::ErrorCode::FileNotFound => ErrorCode::FileNotFound,
+        bootfiles::ErrorCode::AccessViolation => ErrorCode::AccessViolation,
+    }
+}
