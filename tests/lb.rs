@@ -1,7 +1,7 @@
 //! The load balancer end to end: the real binary in front of real nginx
 //! backends (HTTP and TLS) on 127.0.20.x, driven by curl, openssl s_client,
 //! the `crc-appliance lb` CLI and plain TCP sockets.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 

@@ -5,7 +5,7 @@
 //! invalid file, and a service task that dies making `serve` exit non-zero.
 //! The LB side (keep-alive TLS through the API frontend across reloads) is
 //! in `tests/lb.rs` next to its nginx backends.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::plan::Plan;
 use crate::runtime::service::Service;
 pub use crate::runtime::status::{ReloadResult, ReloadStatus};
+use crate::runtime::sync::{LockExt as _, RwLockExt as _};
 use crate::timeline::{Events, Recorder};
 
 /// Runtime control of the load balancer, used by the admin API.
@@ -149,14 +150,11 @@ impl Hub {
     }
 
     pub fn set_services(&self, services: Vec<Arc<dyn Service>>) {
-        *self.services.write().unwrap_or_else(|e| e.into_inner()) = services;
+        *self.services.write_locked() = services;
     }
 
     pub fn services(&self) -> Vec<Arc<dyn Service>> {
-        self.services
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.services.read_locked().clone()
     }
 
     pub fn service(&self, name: &str) -> Option<Arc<dyn Service>> {
@@ -164,26 +162,23 @@ impl Hub {
     }
 
     pub fn set_lb_control(&self, c: Arc<dyn LbControl>) {
-        *self.lb.write().unwrap_or_else(|e| e.into_inner()) = Some(c);
+        *self.lb.write_locked() = Some(c);
     }
 
     pub fn lb_control(&self) -> Option<Arc<dyn LbControl>> {
-        self.lb.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.lb.read_locked().clone()
     }
 
     pub fn set_boot_control(&self, c: Arc<dyn BootControl>) {
-        *self.boot.write().unwrap_or_else(|e| e.into_inner()) = Some(c);
+        *self.boot.write_locked() = Some(c);
     }
 
     pub fn boot_control(&self) -> Option<Arc<dyn BootControl>> {
-        self.boot.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.boot.read_locked().clone()
     }
 
     pub fn reload_status(&self) -> ReloadStatus {
-        self.reload
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.reload.locked().clone()
     }
 
     /// Record a reload attempt; returns the new status.
@@ -195,7 +190,7 @@ impl Hub {
         error: Option<String>,
         changes: Vec<String>,
     ) -> ReloadStatus {
-        let mut r = self.reload.lock().unwrap_or_else(|e| e.into_inner());
+        let mut r = self.reload.locked();
         r.record(
             SystemTime::now(),
             started.elapsed(),

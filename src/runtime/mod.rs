@@ -3,6 +3,7 @@
 //! shared with the admin API (the hub), the `/status` schema, resource
 //! limits, the TCP accept loop, the Prometheus writer and logging.
 
+pub mod drain;
 pub mod hub;
 pub mod limits;
 pub mod metrics;
@@ -11,5 +12,6 @@ pub mod reload;
 pub mod service;
 pub mod status;
 pub mod supervisor;
+pub mod sync;
 pub mod telemetry;
 pub mod tls;

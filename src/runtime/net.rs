@@ -20,6 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::runtime::sync::LockExt as _;
 use hyper::body::{Body, Incoming};
 use hyper::service::Service;
 use hyper::{Request, Response};
@@ -73,10 +74,7 @@ impl LogEvery {
     /// `Some(suppressed)` when a line may be logged now, else `None` (and
     /// this occurrence is counted as suppressed).
     pub fn allow(&self) -> Option<u64> {
-        let mut s = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut s = self.state.locked();
         let now = std::time::Instant::now();
         match s.0 {
             Some(last) if now.duration_since(last) < self.period => {

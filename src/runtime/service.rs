@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::plan::Plan;
+use crate::runtime::sync::LockExt as _;
 
 /// Phase two of applying a plan: swap it in. Dropping it instead undoes
 /// phase one (its sockets close).
@@ -75,16 +76,39 @@ struct Spawn {
 /// that dies while serving stops `serve` with an error.
 pub const FAULT_ENV: &str = "CRC_APPLIANCE_FAIL_TASK";
 
-/// The delay after which task `name` is to fail, if [`FAULT_ENV`] names it.
+/// Faults to inject: (task-name prefix, delay). Read from [`FAULT_ENV`]
+/// once, by [`load_faults`] at the start of `serve`; empty otherwise.
+static FAULTS: std::sync::OnceLock<Vec<(String, Duration)>> = std::sync::OnceLock::new();
+
+/// Parse a [`FAULT_ENV`] value.
+fn parse_faults(v: &str) -> Vec<(String, Duration)> {
+    v.split(',')
+        .filter_map(|item| {
+            let (prefix, ms) = match item.trim().split_once('@') {
+                Some((p, ms)) => (p.trim(), ms.trim().parse().ok()?),
+                None => (item.trim(), 0),
+            };
+            (!prefix.is_empty()).then(|| (prefix.to_string(), Duration::from_millis(ms)))
+        })
+        .collect()
+}
+
+/// Read [`FAULT_ENV`] (once per process; `serve` calls this at start).
+pub fn load_faults() {
+    FAULTS.get_or_init(|| {
+        std::env::var(FAULT_ENV)
+            .map(|v| parse_faults(&v))
+            .unwrap_or_default()
+    });
+}
+
+/// The delay after which task `name` is to fail, if [`FAULT_ENV`] named it.
 fn injected_fault(name: &str) -> Option<Duration> {
-    let v = std::env::var(FAULT_ENV).ok()?;
-    v.split(',').find_map(|item| {
-        let (prefix, ms) = match item.trim().split_once('@') {
-            Some((p, ms)) => (p.trim(), ms.trim().parse().ok()?),
-            None => (item.trim(), 0),
-        };
-        (!prefix.is_empty() && name.starts_with(prefix)).then(|| Duration::from_millis(ms))
-    })
+    FAULTS
+        .get()?
+        .iter()
+        .find(|(prefix, _)| name.starts_with(prefix.as_str()))
+        .map(|(_, after)| *after)
 }
 
 /// The tasks of one service. Tasks may be added at any time (a reload adds
@@ -154,7 +178,7 @@ impl Tasks {
         shutdown: &CancellationToken,
         drain: Duration,
     ) -> anyhow::Result<()> {
-        let taken = self.rx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let taken = self.rx.locked().take();
         let Some(mut rx) = taken else {
             anyhow::bail!("{}: run called twice", self.service);
         };
@@ -244,7 +268,7 @@ impl<K: std::hash::Hash + Eq + Clone> Listeners<K> {
     where
         K: 'a,
     {
-        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.map.locked();
         wanted
             .into_iter()
             .filter(|k| !map.contains_key(k))
@@ -254,11 +278,7 @@ impl<K: std::hash::Hash + Eq + Clone> Listeners<K> {
 
     /// Record a started listener.
     pub fn insert(&self, key: K, token: CancellationToken) {
-        let old = self
-            .map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, token);
+        let old = self.map.locked().insert(key, token);
         if let Some(old) = old {
             old.cancel();
         }
@@ -266,7 +286,7 @@ impl<K: std::hash::Hash + Eq + Clone> Listeners<K> {
 
     /// Stop and forget every listener not in `keep`; returns their keys.
     pub fn retain(&self, keep: &[K]) -> Vec<K> {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.map.locked();
         let gone: Vec<K> = map.keys().filter(|k| !keep.contains(k)).cloned().collect();
         for k in &gone {
             if let Some(t) = map.remove(k) {
@@ -280,6 +300,17 @@ impl<K: std::hash::Hash + Eq + Clone> Listeners<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fault_plans_parse_prefixes_and_delays() {
+        assert_eq!(
+            parse_faults("dns udp, lb check@250 ,,@5, bad@x"),
+            vec![
+                ("dns udp".to_string(), Duration::ZERO),
+                ("lb check".to_string(), Duration::from_millis(250)),
+            ]
+        );
+    }
 
     #[tokio::test]
     async fn a_task_ending_on_its_own_fails_the_service() {

@@ -12,7 +12,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::signal::unix::{SignalKind, signal};
@@ -27,8 +26,7 @@ use crate::runtime::reload;
 use crate::runtime::service::Service;
 use crate::services::{admin, dhcp, dns, http, lb, tftp};
 
-/// How long services get to finish after shutdown is requested.
-pub const GRACE: Duration = Duration::from_secs(10);
+pub use super::drain::GRACE;
 
 /// Create the enabled services of `plan` (no sockets yet), in start order.
 async fn create(plan: &Arc<Plan>, hub: &Arc<Hub>) -> anyhow::Result<Vec<Arc<dyn Service>>> {
@@ -99,6 +97,7 @@ fn sd_notify(state: &str) {
 /// `serve --cluster FILE`.
 pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     let plan = Arc::new(config::load(&path)?);
+    crate::runtime::service::load_faults();
     crate::runtime::limits::apply(&plan);
     crate::host::preflight::log(&plan);
     let root = CancellationToken::new();

@@ -22,6 +22,7 @@ use crate::config::Role;
 use crate::plan::Plan;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::status::{ClusterPhase, StatusDoc, TimelineStatus};
+use crate::runtime::sync::LockExt as _;
 
 /// How often `serve` samples the services' status.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -75,7 +76,7 @@ impl Recorder {
     }
 
     fn lock(&self) -> MutexGuard<'_, Timeline> {
-        self.tl.lock().unwrap_or_else(|e| e.into_inner())
+        self.tl.locked()
     }
 
     pub fn record(&self, ev: Event) {

@@ -2,7 +2,7 @@
 //! file, learn its bound addresses from the `listening for <what> on <addr>`
 //! log lines, and stop it (SIGTERM, then SIGKILL) on drop, printing its log
 //! when the test failed.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 #![allow(dead_code)]
 
 pub mod initramfs;

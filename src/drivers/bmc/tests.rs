@@ -2,6 +2,7 @@
 //! following (manager fallback), the calls `up` makes, and the error
 //! sentences for 404, 403, a missing CD and a failing step.
 
+use crate::runtime::sync::LockExt as _;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -54,9 +55,7 @@ async fn server(routes: Routes) -> (u16, Log) {
                 first.next().unwrap().to_string(),
                 first.next().unwrap().to_string(),
             );
-            rec.lock()
-                .unwrap()
-                .push((m.clone(), p.clone(), body.clone()));
+            rec.locked().push((m.clone(), p.clone(), body.clone()));
             // Variants of a route: `#if-match` for a request with our ETag,
             // `#stream` for an InsertMedia with TransferMethod.
             let key = if head.to_ascii_lowercase().contains("\r\nif-match: w/\"7\"") {
@@ -188,8 +187,7 @@ async fn up_follows_the_manager_link_and_replaces_the_image() {
         ]
     );
     let calls: Vec<_> = log
-        .lock()
-        .unwrap()
+        .locked()
         .iter()
         .filter(|(m, _, _)| m != "GET")
         .cloned()
@@ -240,12 +238,7 @@ async fn a_patch_refused_without_etag_is_sent_again_with_if_match() {
     let n = node(dir.path(), port);
     let lines = act(&cluster(&n), &n, BmcAction::Up).await.unwrap();
     assert!(lines.contains(&"powered on".to_string()), "{lines:?}");
-    let patches = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(m, _, _)| m == "PATCH")
-        .count();
+    let patches = log.locked().iter().filter(|(m, _, _)| m == "PATCH").count();
     assert_eq!(patches, 2, "the PATCH again, with If-Match");
 }
 
@@ -264,8 +257,7 @@ async fn an_insert_refused_with_400_is_tried_with_the_transfer_fields() {
     let n = node(dir.path(), port);
     act(&cluster(&n), &n, BmcAction::Up).await.unwrap();
     let inserts: Vec<Value> = log
-        .lock()
-        .unwrap()
+        .locked()
         .iter()
         .filter(|(_, p, _)| p == "/vm/Cd/insert")
         .map(|(_, _, b)| serde_json::from_str(b).unwrap())
@@ -327,7 +319,7 @@ async fn errors_name_the_node_the_url_and_the_bmc_message() {
         "{e}"
     );
     assert!(
-        !log.lock().unwrap().iter().any(|(m, _, _)| m == "PATCH"),
+        !log.locked().iter().any(|(m, _, _)| m == "PATCH"),
         "stopped at the eject"
     );
     // Insert refused after the eject: the BMC's words and what was done.
@@ -350,7 +342,7 @@ async fn errors_name_the_node_the_url_and_the_bmc_message() {
         "{e}"
     );
     assert!(
-        !log.lock().unwrap().iter().any(|(_, p, _)| p == "/reset"),
+        !log.locked().iter().any(|(_, p, _)| p == "/reset"),
         "no power call after a failed step"
     );
 }

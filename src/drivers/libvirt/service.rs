@@ -27,6 +27,7 @@ use crate::plan::Plan;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::service::{Commit, Service, Tasks};
 use crate::runtime::status::{LibvirtStatus, ServiceStatus};
+use crate::runtime::sync::LockExt as _;
 use crate::timeline::{Event, Events};
 
 /// How often installs are checked for completion.
@@ -114,9 +115,8 @@ impl Libvirt {
                         },
                     });
                 }
-                *me.status.network.lock().unwrap_or_else(|e| e.into_inner()) =
-                    d.network_status()?;
-                *me.status.nodes.lock().unwrap_or_else(|e| e.into_inner()) = d.status()?;
+                *me.status.network.locked() = d.network_status()?;
+                *me.status.nodes.locked() = d.status()?;
                 Ok(())
             })
             .await;
@@ -157,7 +157,7 @@ impl Service for Libvirt {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let same = Arc::ptr_eq(&self.plan.lock().unwrap_or_else(|e| e.into_inner()), &plan);
+        let same = Arc::ptr_eq(&self.plan.locked(), &plan);
         if same {
             return Ok(Box::new(|| {}));
         }
@@ -167,35 +167,25 @@ impl Service for Libvirt {
             .context("libvirt task")??;
         Ok(Box::new(move || {
             self.driver.store(Arc::new(driver));
-            *self.plan.lock().unwrap_or_else(|e| e.into_inner()) = plan;
+            *self.plan.locked() = plan;
             self.up_needed.store(true, Ordering::SeqCst);
         }))
     }
 
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
         self.tasks
-            .supervise(&shutdown, Duration::from_secs(30))
+            .supervise(&shutdown, crate::runtime::drain::LIBVIRT_TASKS)
             .await
     }
 
     fn status(&self) -> ServiceStatus {
-        let network = self
-            .status
-            .network
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let nodes = self
-            .status
-            .nodes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let network = self.status.network.locked().clone();
+        let nodes = self.status.nodes.locked().clone();
         ServiceStatus::Libvirt(LibvirtStatus { network, nodes })
     }
 
     fn metrics(&self, out: &mut String) {
-        let nodes = self.status.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        let nodes = self.status.nodes.locked();
         let mut f = family(
             out,
             "crc_appliance_libvirt_domain_running",

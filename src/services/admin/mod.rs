@@ -41,9 +41,10 @@ use tracing::{debug, info};
 use crate::plan::Plan;
 use crate::runtime::hub::{Hub, ReloadResult};
 use crate::runtime::metrics::Kind;
-use crate::runtime::net;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::status::{AdminStatus, NetworkStatus, NodeRow, ServiceStatus, StatusDoc};
+use crate::runtime::sync::LockExt as _;
+use crate::runtime::{drain, net};
 
 pub mod access;
 
@@ -91,7 +92,7 @@ impl Service for Admin {
             let token = self.tasks.token();
             if let Ok(local) = l.local_addr() {
                 info!("listening for admin on {local}");
-                *self.listen.lock().unwrap_or_else(|e| e.into_inner()) = Some(local);
+                *self.listen.locked() = Some(local);
             }
             self.tasks.spawn(
                 format!("admin listener {addr}"),
@@ -104,12 +105,12 @@ impl Service for Admin {
 
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
         self.tasks
-            .supervise(&shutdown, Duration::from_secs(6))
+            .supervise(&shutdown, drain::service(drain::HTTP_REQUESTS))
             .await
     }
 
     fn status(&self) -> ServiceStatus {
-        let listen = *self.listen.lock().unwrap_or_else(|e| e.into_inner());
+        let listen = *self.listen.locked();
         ServiceStatus::Admin(AdminStatus {
             listen: listen.map(|a| a.to_string()),
         })
@@ -355,7 +356,7 @@ async fn serve_listener(
                 }
             });
             let builder = auto::Builder::new(TokioExecutor::new());
-            let drain = Duration::from_secs(5);
+            let drain = drain::HTTP_REQUESTS;
             if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, drain).await {
                 debug!(%peer, "admin connection: {e}");
             }

@@ -62,6 +62,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::plan::Plan;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
+use crate::runtime::sync::LockExt as _;
 use leases::{LeaseTable, Scope};
 use link::{LinkDest, open_link, send_link};
 use reply::{Config, Dest, Durability};
@@ -101,7 +102,7 @@ struct Shared {
 
 impl Shared {
     fn table(&self) -> std::sync::MutexGuard<'_, LeaseTable> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+        self.table.locked()
     }
 }
 
@@ -168,7 +169,7 @@ impl Service for Dhcp {
                 if let Some(link) = link {
                     self.shared.link.store(link.map(Arc::new));
                 }
-                *self.shared.bound.lock().unwrap_or_else(|e| e.into_inner()) = Some(key.clone());
+                *self.shared.bound.locked() = Some(key.clone());
                 self.tasks.spawn(
                     format!("dhcp socket {}", key.0),
                     token.clone(),
@@ -181,7 +182,7 @@ impl Service for Dhcp {
 
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
         self.tasks
-            .supervise(&shutdown, Duration::from_secs(5))
+            .supervise(&shutdown, crate::runtime::drain::DHCP_WRITER)
             .await
     }
 

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use super::{Shared, now};
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::status::{DeclinedRow, DhcpStatus, LeaseRow};
+use crate::runtime::sync::LockExt as _;
 
 /// Counters by message type, exported as metrics.
 #[derive(Default)]
@@ -68,7 +69,7 @@ pub(super) fn status(s: &Shared) -> DhcpStatus {
         .map(|(n, v)| (n.to_string(), get(v)))
         .collect();
     received.insert("other".into(), get(&c.rx_other));
-    let bound = s.bound.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let bound = s.bound.locked().clone();
     let local = s.socket.load_full().and_then(|u| u.local_addr().ok());
     DhcpStatus {
         listen: local.or(bound.as_ref().map(|b| b.0)).map(|a| a.to_string()),

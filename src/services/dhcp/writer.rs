@@ -27,6 +27,7 @@ use tracing::{error, warn};
 
 use super::leases::LeaseFile;
 use super::{Pending, Shared, send_all, store};
+use crate::runtime::sync::LockExt as _;
 
 /// How the lease file is written (the real one is [`store::save`]; tests
 /// inject failures).
@@ -63,7 +64,7 @@ impl Writer {
     }
 
     fn state(&self) -> MutexGuard<'_, WriterState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// Hold `replies` until the batch they belong to is on disk. Call with

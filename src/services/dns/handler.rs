@@ -49,6 +49,7 @@ use super::forward::Forwarder;
 use super::records::{self, HickoryZone, NameClass};
 use crate::config::Ipv4Net;
 use crate::plan::Plan;
+use crate::runtime::sync::{LockExt as _, RwLockExt as _};
 
 /// Counters shown in `/status` and `/metrics`.
 #[derive(Default)]
@@ -262,7 +263,7 @@ impl ResponseHandler for Capture {
                 ResponseInfo::from(header)
             }
         };
-        *self.out.lock().unwrap_or_else(|e| e.into_inner()) = Some(bytes);
+        *self.out.locked() = Some(bytes);
         Ok(info)
     }
 }
@@ -319,7 +320,7 @@ impl PacketCache {
         if !Self::cacheable(msg) {
             return false;
         }
-        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let map = self.map.read_locked();
         let Some(body) = map.get(&msg[2..]) else {
             return false;
         };
@@ -332,13 +333,13 @@ impl PacketCache {
         if !Self::cacheable(msg) || resp.len() < 12 || resp.len() > PACKET_CACHE_MAX_ANSWER {
             return;
         }
-        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.map.write_locked();
         if map.len() < PACKET_CACHE_ENTRIES {
             map.insert(msg[2..].into(), resp[2..].into());
         }
     }
     fn len(&self) -> usize {
-        self.map.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.map.read_locked().len()
     }
 }
 
@@ -552,7 +553,7 @@ impl Core {
                 let out = Arc::new(Mutex::new(None));
                 let cap = Capture { out: out.clone() };
                 self.catalog.handle_request::<_, TokioTime>(req, cap).await;
-                let b = out.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let b = out.locked().take();
                 let b = b.map(|b| encode::fit(complete::complete(&self.zones, b), limit));
                 if let Some(b) = &b {
                     self.cache(req.protocol()).put(req.as_slice(), b);

@@ -55,9 +55,9 @@ use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
 use crate::runtime::metrics::{Kind, family};
-use crate::runtime::net;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::status::{DnsStatus, PacketCacheStatus, ServiceStatus};
+use crate::runtime::{drain, net};
 use handler::{Core, Prepared, Route, Stats};
 
 /// Idle time after which a TCP connection is closed (RFC 7766 suggests seconds).
@@ -207,7 +207,7 @@ impl Service for Dns {
 
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
         self.tasks
-            .supervise(&shutdown, Duration::from_secs(3))
+            .supervise(&shutdown, drain::service(drain::DNS_QUERIES))
             .await
     }
 
@@ -337,7 +337,7 @@ async fn udp_loop(
         }
     }
     let drain = async { while inflight.join_next().await.is_some() {} };
-    if tokio::time::timeout(Duration::from_secs(2), drain)
+    if tokio::time::timeout(drain::DNS_QUERIES, drain)
         .await
         .is_err()
     {
@@ -370,7 +370,7 @@ async fn tcp_loop(
     let limits = net::Limits {
         max_conns: Some(crate::runtime::limits::cap::scaled(MAX_TCP_CONNECTIONS)),
         backoff: Duration::from_millis(50),
-        drain: Some(Duration::from_secs(2)),
+        drain: Some(drain::DNS_QUERIES),
     };
     let load = Arc::new(TcpLoad::default());
     let on_error = |e: &std::io::Error| warn!("dns tcp accept: {e}");

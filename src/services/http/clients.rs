@@ -8,9 +8,10 @@
 //! [`ClientSlot`] dropped removes it, so the map holds only live clients);
 //! IPv4-mapped IPv6 addresses count as their IPv4 address.
 
+use crate::runtime::sync::LockExt as _;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 /// Live connections per client address.
 #[derive(Default)]
@@ -36,7 +37,7 @@ impl Clients {
     /// holds `limit`.
     pub fn try_acquire(self: &Arc<Self>, ip: IpAddr, limit: usize) -> Option<ClientSlot> {
         let ip = canonical(ip);
-        let mut m = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut m = self.counts.locked();
         let n = m.entry(ip).or_insert(0);
         if *n >= limit {
             if *n == 0 {
@@ -54,18 +55,14 @@ impl Clients {
     /// Connections `ip` holds now.
     #[cfg(test)]
     pub fn count(&self, ip: IpAddr) -> usize {
-        let m = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let m = self.counts.locked();
         m.get(&canonical(ip)).copied().unwrap_or(0)
     }
 }
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        let mut m = self
-            .clients
-            .counts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut m = self.clients.counts.locked();
         if let Some(n) = m.get_mut(&self.ip) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -95,6 +92,6 @@ mod tests {
         let s4 = c.try_acquire(a, 2).unwrap();
         drop((s2, s3, s4));
         assert_eq!(c.count(a), 0);
-        assert!(c.counts.lock().unwrap().is_empty());
+        assert!(c.counts.locked().is_empty());
     }
 }

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -34,6 +34,7 @@ use tokio::sync::Semaphore;
 
 use super::ignition::{self, Target};
 use super::{MAX_IGNITION, path, range};
+use crate::runtime::sync::LockExt as _;
 
 /// Bytes of bodies the cache keeps at most.
 pub const MAX_CACHE_BYTES: usize = 256 * 1024 * 1024;
@@ -253,7 +254,7 @@ impl IgnCache {
     /// The cached body of the key located for `id` less than [`RECHECK`] ago.
     fn recent_body(&self, id: &(PathBuf, Target)) -> Option<IgnBody> {
         let key = {
-            let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+            let recent = self.recent.locked();
             let (at, key) = recent.get(id)?;
             if at.elapsed() >= self.recheck {
                 return None;
@@ -264,7 +265,7 @@ impl IgnCache {
     }
 
     fn remember(&self, id: (PathBuf, Target), key: &Key) {
-        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut recent = self.recent.locked();
         // Bounded by the cluster's targets; forget stale ones when it grows.
         if recent.len() > 1024 {
             recent.retain(|_, (at, _)| at.elapsed() < self.recheck);
@@ -273,7 +274,7 @@ impl IgnCache {
     }
 
     fn get(&self, key: &Key) -> Option<IgnBody> {
-        let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut g = self.inner.locked();
         g.tick += 1;
         let tick = g.tick;
         let e = g.map.get_mut(key)?;
@@ -286,7 +287,7 @@ impl IgnCache {
         if size > MAX_CACHE_BYTES {
             return;
         }
-        let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut g = self.inner.locked();
         let inner = &mut *g;
         // Older versions of the same source are never served again.
         inner.map.retain(|k, e| {
@@ -355,10 +356,7 @@ impl IgnCache {
     /// Bytes held now.
     #[cfg(test)]
     fn held(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .bytes
+        self.inner.locked().bytes
     }
 }
 

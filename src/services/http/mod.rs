@@ -84,7 +84,7 @@ pub const MAX_CONNECTIONS: usize = crate::runtime::limits::cap::HTTP_MAX_CONNECT
 /// The methods served (`Allow` of 405 and OPTIONS answers).
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 /// How long in-flight responses get after shutdown is requested.
-const DRAIN: Duration = Duration::from_secs(5);
+const DRAIN: Duration = crate::runtime::drain::HTTP_REQUESTS;
 
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 type Resp = Response<Body>;

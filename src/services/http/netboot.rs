@@ -40,6 +40,7 @@ use crate::boot::iso9660::IsoImage;
 use crate::config::{BootSource, Cluster, MacAddr, NodeCfg};
 use crate::model::boot::{http_base, install_kargs};
 use crate::runtime::status::NetbootRow;
+use crate::runtime::sync::LockExt as _;
 
 /// Paths of the artifacts inside the live ISO.
 const ISO_PATHS: [(&str, &str); 3] = [
@@ -122,7 +123,7 @@ impl BootState {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, NodeBoot>> {
-        self.nodes.lock().unwrap_or_else(|e| e.into_inner())
+        self.nodes.locked()
     }
 
     /// Write the state (temp file, fsync, rename); failures are logged.

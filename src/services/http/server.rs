@@ -107,7 +107,7 @@ impl Service for Http {
 
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
         self.tasks
-            .supervise(&shutdown, DRAIN + Duration::from_secs(1))
+            .supervise(&shutdown, crate::runtime::drain::service(DRAIN))
             .await
     }
 

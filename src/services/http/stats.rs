@@ -12,6 +12,7 @@ use arc_swap::ArcSwap;
 use crate::plan::Plan;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::status::{FetchRow, HttpStatus, IgnitionByNode};
+use crate::runtime::sync::LockExt as _;
 
 /// How many ignition fetches `/status` keeps (newest first).
 pub const FETCH_LOG: usize = 200;
@@ -63,7 +64,7 @@ pub struct Stats {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.locked()
 }
 
 impl Stats {

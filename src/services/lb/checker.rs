@@ -218,6 +218,7 @@ pub fn settings(health: HealthCfg, prober: Arc<dyn Probe>) -> Arc<ArcSwap<CheckS
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::sync::LockExt as _;
     use crate::services::lb::state::{BackendKey, NodeFlags};
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -233,7 +234,7 @@ mod tests {
     impl Probe for Script {
         async fn probe(&self, _: &Check, _: SocketAddr) -> Result<(), ProbeError> {
             let i = self.calls.fetch_add(1, Ordering::SeqCst);
-            let r = self.results.lock().unwrap();
+            let r = self.results.locked();
             let ok = *r.get(i).or(r.last()).unwrap_or(&false);
             if ok {
                 Ok(())

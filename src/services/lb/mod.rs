@@ -63,6 +63,7 @@ use crate::runtime::net;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 
 use crate::runtime::status::{HealthStatus, LbStatus, PoolStatus, ServiceStatus};
+use crate::runtime::sync::LockExt as _;
 use crate::timeline::Events;
 use check::Prober;
 use checker::CheckSettings;
@@ -70,7 +71,7 @@ use select::Tried;
 use state::{Backend, FrontendStats, NodeMemory, PoolKind, Pools};
 
 /// How long in-flight connections may continue after shutdown.
-pub const DRAIN: Duration = Duration::from_secs(3);
+pub const DRAIN: Duration = crate::runtime::drain::LB_CONNECTIONS;
 
 /// One frontend's counters and connection cap, kept across reloads.
 #[derive(Default)]
@@ -83,7 +84,7 @@ struct Frontend {
 
 impl Frontend {
     fn cap(&self, max: usize) -> Arc<Semaphore> {
-        let mut c = self.cap.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self.cap.locked();
         match &*c {
             Some((n, s)) if *n == max => s.clone(),
             _ => {
@@ -193,7 +194,7 @@ impl Lb {
         let token = self.tasks.token();
         if let Ok(local) = l.local_addr() {
             info!("listening for lb {kind} on {local}");
-            let mut v = self.local.lock().unwrap_or_else(|e| e.into_inner());
+            let mut v = self.local.locked();
             v.retain(|(k, _)| *k != kind);
             v.push((kind, local));
         }
@@ -210,7 +211,7 @@ impl Lb {
         let cfg = self.cfg.load();
         let h = cfg.health;
         let pools = self.pools.load();
-        let local = self.local.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let local = self.local.locked().clone();
         LbStatus {
             health: HealthStatus {
                 interval: format!("{:?}", h.interval),
@@ -299,7 +300,7 @@ impl Service for Lb {
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
         let outcome = self
             .tasks
-            .supervise(&shutdown, Duration::from_secs(2))
+            .supervise(&shutdown, crate::runtime::drain::LB_TASKS)
             .await;
         self.conns.close();
         if tokio::time::timeout(DRAIN, self.conns.wait())

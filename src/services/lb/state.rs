@@ -28,6 +28,7 @@ use super::select::RoundRobin;
 use crate::config::{HealthCfg, Role};
 use crate::plan::{Check, Plan};
 use crate::runtime::status::BackendStatus;
+use crate::runtime::sync::LockExt as _;
 
 /// The four OpenShift frontends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -124,7 +125,7 @@ impl Backend {
     pub fn state(&self) -> MutexGuard<'_, BackendState> {
         // A std Mutex: held for a few field reads or writes, never across
         // an await (mini-redis `db.rs`).
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// May take new connections: healthy, enabled and not removed.
@@ -226,7 +227,7 @@ pub struct NodeMemory {
 
 impl NodeMemory {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, NodeFlags>> {
-        self.nodes.lock().unwrap_or_else(|e| e.into_inner())
+        self.nodes.locked()
     }
 
     pub fn get(&self, node: &str) -> NodeFlags {

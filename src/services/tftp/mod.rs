@@ -66,6 +66,7 @@ use tracing::{debug, info, warn};
 use crate::boot::bootfiles;
 use crate::plan::Plan;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
+use crate::runtime::sync::LockExt as _;
 use packet::{ErrorCode, Packet, Request, Shown};
 use stats::{Outcome, Stats};
 use transfer::{Step, Transfer};
@@ -148,11 +149,7 @@ impl Tftp {
     }
 
     fn permits(&self) -> Arc<Semaphore> {
-        self.permits
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .1
-            .clone()
+        self.permits.locked().1.clone()
     }
 }
 
@@ -175,7 +172,7 @@ impl Service for Tftp {
             let root = ctx.root.clone();
             self.ctx.store(Arc::new(ctx));
             {
-                let mut p = self.permits.lock().unwrap_or_else(|e| e.into_inner());
+                let mut p = self.permits.locked();
                 if p.0 != max {
                     *p = (max, Arc::new(Semaphore::new(max)));
                 }
@@ -201,7 +198,7 @@ impl Service for Tftp {
 
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
         self.tasks
-            .supervise(&shutdown, Duration::from_secs(5))
+            .supervise(&shutdown, crate::runtime::drain::TFTP_TRANSFERS)
             .await
     }
 

@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::status::{TftpStatus, TftpTransferRow};
+use crate::runtime::sync::LockExt as _;
 
 /// How many finished transfers `/status` keeps (newest first).
 pub const RECENT: usize = 50;
@@ -88,7 +89,7 @@ impl Stats {
     }
 
     pub fn set_bound(&self, listen: SocketAddr, root: PathBuf) {
-        *self.bound.lock().unwrap_or_else(|e| e.into_inner()) = Some((listen, root));
+        *self.bound.locked() = Some((listen, root));
     }
 
     /// Record how one request ended.
@@ -104,7 +105,7 @@ impl Stats {
             self.outcomes[i].fetch_add(1, Ordering::Relaxed);
         }
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        let mut q = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = self.recent.locked();
         if q.len() == RECENT {
             q.pop_back();
         }
@@ -131,8 +132,7 @@ impl Stats {
     pub fn status(&self) -> TftpStatus {
         let recent = self
             .recent
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .iter()
             .map(|f| TftpTransferRow {
                 unix_time: f
@@ -147,7 +147,7 @@ impl Stats {
                 bytes: f.bytes,
             })
             .collect();
-        let bound = self.bound.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let bound = self.bound.locked().clone();
         TftpStatus {
             listen: bound.as_ref().map(|b| b.0.to_string()),
             root: bound.map(|b| b.1.display().to_string()),
