@@ -14,6 +14,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use serde::Serialize;
 
+pub use crate::model::catalogue::PoolKind;
 use crate::model::cluster::{BackendOverrideCfg, Cluster, MacAddr, NodeCfg, Role};
 use crate::model::names::{API, API_INT, APPS, ETCD_PREFIX, ETCD_SRV, NS};
 pub use crate::model::names::{RData, Record, absolute, ptr_name, reverse_zones};
@@ -97,8 +98,7 @@ pub struct Backend {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LbPool {
-    /// `api`, `machine-config`, `ingress-http` or `ingress-https`.
-    pub name: &'static str,
+    pub name: PoolKind,
     pub frontend: SocketAddr,
     pub check: Check,
     pub backends: Vec<Backend>,
@@ -126,8 +126,8 @@ impl Plan {
     pub fn reservation_for(&self, mac: &MacAddr) -> Option<&Reservation> {
         self.reservations.iter().find(|r| &r.mac == mac)
     }
-    pub fn pool(&self, name: &str) -> Option<&LbPool> {
-        self.pools.iter().find(|p| p.name == name)
+    pub fn pool(&self, kind: PoolKind) -> Option<&LbPool> {
+        self.pools.iter().find(|p| p.name == kind)
     }
 }
 
@@ -288,7 +288,7 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
     let p = lb.backend_ports;
     vec![
         LbPool {
-            name: "api",
+            name: PoolKind::Api,
             frontend: lb.api,
             check: Check::Https {
                 path: "/readyz".into(),
@@ -296,7 +296,7 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
             backends: backends(&control, p.api, |o| o.api),
         },
         LbPool {
-            name: "machine-config",
+            name: PoolKind::MachineConfig,
             frontend: lb.machine_config,
             check: Check::Https {
                 path: "/healthz".into(),
@@ -304,13 +304,13 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
             backends: backends(&control, p.machine_config, |o| o.machine_config),
         },
         LbPool {
-            name: "ingress-http",
+            name: PoolKind::IngressHttp,
             frontend: lb.ingress_http,
             check: Check::Tcp,
             backends: backends(&ingress, p.ingress_http, |o| o.ingress_http),
         },
         LbPool {
-            name: "ingress-https",
+            name: PoolKind::IngressHttps,
             frontend: lb.ingress_https,
             check: Check::Tls,
             backends: backends(&ingress, p.ingress_https, |o| o.ingress_https),
@@ -440,7 +440,7 @@ mod tests {
             "10.0.0.0/24",
         );
         let p = Plan::new(c);
-        let names = |pool: &str| {
+        let names = |pool: PoolKind| {
             p.pool(pool)
                 .unwrap()
                 .backends
@@ -448,8 +448,8 @@ mod tests {
                 .map(|b| b.name.clone())
                 .collect::<Vec<_>>()
         };
-        assert_eq!(names("ingress-https"), ["m0", "m1"]);
-        assert_eq!(names("api"), ["m0", "m1"]);
+        assert_eq!(names(PoolKind::IngressHttps), ["m0", "m1"]);
+        assert_eq!(names(PoolKind::Api), ["m0", "m1"]);
     }
 
     #[test]

@@ -194,7 +194,7 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
         "ISOLINUX (Debian isolinux) is not installed"
     );
     let Some(kernel) = host_kernel() else {
-        eprintln!("SKIPPED bmc: no kernel in /boot for the guest");
+        skipped!("SKIPPED bmc: no kernel in /boot for the guest");
         return;
     };
     require!(
@@ -204,14 +204,14 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     let venv = match sushy_venv() {
         Ok(v) => v,
         Err(why) => {
-            eprintln!("SKIPPED bmc: {why}");
+            skipped!("SKIPPED bmc: {why}");
             return;
         }
     };
     let _daemons = match common::libvirtd::start() {
         Ok(d) => d,
         Err(why) => {
-            eprintln!("SKIPPED bmc: {why}");
+            skipped!("SKIPPED bmc: {why}");
             return;
         }
     };

@@ -511,9 +511,13 @@ fn lb_backend_override_rules() {
         "{BASE}loadBalancer:\n  backendOverrides:\n    worker-0: {{ ingressHttp: \"127.0.0.1:18081\" }}\n"
     );
     let plan = crc_appliance::plan::Plan::new(load(&t).unwrap());
-    let http = plan.pool("ingress-http").unwrap();
+    let http = plan
+        .pool(crc_appliance::plan::PoolKind::IngressHttp)
+        .unwrap();
     assert_eq!(http.backends[0].addr.to_string(), "127.0.0.1:18081");
-    let https = plan.pool("ingress-https").unwrap();
+    let https = plan
+        .pool(crc_appliance::plan::PoolKind::IngressHttps)
+        .unwrap();
     assert_eq!(https.backends[0].addr.to_string(), "192.168.131.20:443");
 }
 

@@ -74,7 +74,7 @@ fn read(dir: &Path, f: &str) -> String {
 fn demo_runs_on_a_bare_debian_with_rust() {
     let test = "demo_runs_on_a_bare_debian_with_rust";
     if !common::is_root() {
-        eprintln!("SKIPPED {test}: needs root (debootstrap, chroot, mounts, netns)");
+        skipped!("SKIPPED {test}: needs root (debootstrap, chroot, mounts, netns)");
         return;
     }
     for tool in [
@@ -87,19 +87,19 @@ fn demo_runs_on_a_bare_debian_with_rust() {
         "flock",
     ] {
         if !have(tool) {
-            eprintln!("SKIPPED {test}: {tool} is not installed");
+            skipped!("SKIPPED {test}: {tool} is not installed");
             return;
         }
     }
     let home = std::env::var("HOME").unwrap_or_default();
     for d in [".rustup", ".cargo/bin"] {
         if !Path::new(&home).join(d).is_dir() {
-            eprintln!("SKIPPED {test}: no ~/{d}: the chroot reuses a rustup-installed Rust");
+            skipped!("SKIPPED {test}: no ~/{d}: the chroot reuses a rustup-installed Rust");
             return;
         }
     }
     if let Err(why) = common::netns_available("dch") {
-        eprintln!("SKIPPED {test}: {why}");
+        skipped!("SKIPPED {test}: {why}");
         return;
     }
     let out = tempfile::tempdir().unwrap();

@@ -683,6 +683,30 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
     assert_eq!(app.stop(), Some(0), "{}", app.log());
 }
 
+/// Make every write of `dir/leases.json` fail from now on: its temp file
+/// path becomes a directory. The appliance's own writes use that name for a
+/// moment (its first write at start, a lazy write), so a taken name means
+/// "the writer is busy": wait and try again. Once the directory is in place
+/// no write can succeed until the test removes it.
+fn block_lease_writes(dir: &std::path::Path) -> std::path::PathBuf {
+    let blocker = dir.join(".leases.json.tmp");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match std::fs::create_dir(&blocker) {
+            Ok(()) => return blocker,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the lease writer held {} for 10 s",
+                    blocker.display()
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("create {}: {e}", blocker.display()),
+        }
+    }
+}
+
 /// A node's reservation decides its address: while the lease file cannot
 /// be written, a reserved node still gets its ACK at once, and its record
 /// reaches the file once writing works again.
@@ -696,8 +720,7 @@ fn reserved_node_is_acked_while_the_lease_file_cannot_be_written() {
     let sock = UdpSocket::bind((relay_ip, srv.port())).expect("bind the relay socket");
     sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     // The writer's temp file path is taken by a directory: writes fail.
-    let blocker = app.dir.path().join(".leases.json.tmp");
-    std::fs::create_dir(&blocker).unwrap();
+    let blocker = block_lease_writes(app.dir.path());
     let mac = [0x52, 0x54, 0x00, 0x14, 0x00, 0x14]; // worker-0
     let mut r = request(MessageType::Request, mac, relay_ip);
     r.opts_mut()
@@ -736,8 +759,7 @@ fn pool_ack_is_withheld_while_the_lease_file_cannot_be_written() {
     let relay_ip = Ipv4Addr::new(127, 0, 20, 4);
     let sock = UdpSocket::bind((relay_ip, srv.port())).expect("bind the relay socket");
     sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    let blocker = app.dir.path().join(".leases.json.tmp");
-    std::fs::create_dir(&blocker).unwrap();
+    let blocker = block_lease_writes(app.dir.path());
     let mac = [0x52, 0x54, 0x00, 0x14, 0x99, 0x01]; // not a node
     let mut r = request(MessageType::Request, mac, relay_ip);
     r.opts_mut()

@@ -380,23 +380,23 @@ fn python_modules_missing() -> Option<String> {
 fn firewalld_opens_exactly_the_printed_ports() {
     let test = "firewalld_opens_exactly_the_printed_ports";
     if let Err(why) = common::netns_available("fwp") {
-        eprintln!("SKIPPED {test}: {why}");
+        skipped!("SKIPPED {test}: {why}");
         return;
     }
     for tool in ["dbus-daemon", "unshare", "curl", "dig", "udhcpc", "timeout"] {
         if !have(tool) {
-            eprintln!("SKIPPED {test}: {tool} is not installed");
+            skipped!("SKIPPED {test}: {tool} is not installed");
             return;
         }
     }
     if let Some(why) = python_modules_missing() {
-        eprintln!("SKIPPED {test}: {why}");
+        skipped!("SKIPPED {test}: {why}");
         return;
     }
     let fw = match find_firewalld() {
         Ok(fw) => fw,
         Err(why) => {
-            eprintln!("SKIPPED {test}: {why}");
+            skipped!("SKIPPED {test}: {why}");
             return;
         }
     };
@@ -729,7 +729,7 @@ fn firewalld_opens_exactly_the_printed_ports() {
         );
         assert_eq!(dig(&node, "api.fw.fw.test", false).unwrap(), "10.78.0.1");
     } else {
-        eprintln!("SKIPPED {test} (libvirt zone part): no /usr/lib/firewalld/zones/libvirt.xml");
+        skipped!("SKIPPED {test} (libvirt zone part): no /usr/lib/firewalld/zones/libvirt.xml");
     }
 
     // firewalld and the bus stop cleanly; firewalld removes its table on

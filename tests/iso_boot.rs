@@ -107,7 +107,7 @@ fn tools_ok() -> Result<(), String> {
 #[test]
 fn served_iso_is_the_original_with_the_node_kargs_in_its_areas() {
     if let Err(why) = tools_ok() {
-        eprintln!("SKIPPED served_iso_is_the_original_with_the_node_kargs_in_its_areas: {why}");
+        skipped!("SKIPPED served_iso_is_the_original_with_the_node_kargs_in_its_areas: {why}");
         return;
     }
     let work = tempfile::tempdir().unwrap();
@@ -231,7 +231,7 @@ fn served_iso_is_the_original_with_the_node_kargs_in_its_areas() {
 #[test]
 fn kargs_longer_than_the_area_are_a_500() {
     if let Err(why) = tools_ok() {
-        eprintln!("SKIPPED kargs_longer_than_the_area_are_a_500: {why}");
+        skipped!("SKIPPED kargs_longer_than_the_area_are_a_500: {why}");
         return;
     }
     let work = tempfile::tempdir().unwrap();
@@ -262,7 +262,7 @@ fn kargs_longer_than_the_area_are_a_500() {
 #[test]
 fn one_gib_iso_downloads_in_constant_memory() {
     if let Err(why) = tools_ok() {
-        eprintln!("SKIPPED one_gib_iso_downloads_in_constant_memory: {why}");
+        skipped!("SKIPPED one_gib_iso_downloads_in_constant_memory: {why}");
         return;
     }
     let work = tempfile::tempdir().unwrap();
@@ -325,7 +325,7 @@ fn seabios_isolinux_boots_the_served_iso_with_the_node_kargs() {
     let kpath = match qemu_ok() {
         Ok(k) => k,
         Err(why) => {
-            eprintln!("SKIPPED seabios_isolinux_boots_the_served_iso_with_the_node_kargs: {why}");
+            skipped!("SKIPPED seabios_isolinux_boots_the_served_iso_with_the_node_kargs: {why}");
             return;
         }
     };
@@ -345,7 +345,7 @@ fn ovmf_grub_boots_the_served_iso_with_the_node_kargs() {
         }) {
         Ok(k) => k,
         Err(why) => {
-            eprintln!("SKIPPED ovmf_grub_boots_the_served_iso_with_the_node_kargs: {why}");
+            skipped!("SKIPPED ovmf_grub_boots_the_served_iso_with_the_node_kargs: {why}");
             return;
         }
     };
@@ -462,7 +462,7 @@ fn boot_served_iso(kpath: &Path, firmware: &[&str], uefi: bool) {
 #[test]
 fn only_the_cluster_and_boot_iso_networks_get_the_iso() {
     if let Err(why) = tools_ok().and_then(|_| common::netns_available("crcisoacl")) {
-        eprintln!("SKIPPED only_the_cluster_and_boot_iso_networks_get_the_iso: {why}");
+        skipped!("SKIPPED only_the_cluster_and_boot_iso_networks_get_the_iso: {why}");
         return;
     }
     let work = tempfile::tempdir().unwrap();

@@ -797,6 +797,6 @@ fn serve_installs_a_stopped_install_again_and_shows_why() {
             "error not in red in master-0's row: {row}"
         );
     } else {
-        eprintln!("SKIPPED status page part: chromium is not installed");
+        skipped!("SKIPPED status page part: chromium is not installed");
     }
 }

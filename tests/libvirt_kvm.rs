@@ -360,7 +360,7 @@ fn kvm_guest_boots_from_the_iso_and_reaches_the_appliance() {
         "ldd"
     );
     let Some((vmlinuz, moddir)) = host_kernel() else {
-        eprintln!(
+        skipped!(
             "SKIPPED kvm e2e: no /boot/vmlinuz-* with /lib/modules (install linux-image-amd64)"
         );
         return;
@@ -372,7 +372,7 @@ fn kvm_guest_boots_from_the_iso_and_reaches_the_appliance() {
     let _daemons = match common::libvirtd::start() {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("SKIPPED kvm e2e: {e}");
+            skipped!("SKIPPED kvm e2e: {e}");
             return;
         }
     };

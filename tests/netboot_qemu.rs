@@ -149,7 +149,7 @@ fn tools_ok() -> Result<(), String> {
 #[test]
 fn seabios_ipxe_rom_boots_the_node_script() {
     if let Err(why) = tools_ok() {
-        eprintln!("SKIPPED seabios_ipxe_rom_boots_the_node_script: {why}");
+        skipped!("SKIPPED seabios_ipxe_rom_boots_the_node_script: {why}");
         return;
     }
     // i440fx + e1000 with iPXE's ROM: SeaBIOS runs it and boots from it
@@ -168,7 +168,7 @@ fn seabios_ipxe_rom_boots_the_node_script() {
 #[test]
 fn ovmf_pxe_tftp_ipxe_boots_the_node_script() {
     if let Err(why) = tools_ok() {
-        eprintln!("SKIPPED ovmf_pxe_tftp_ipxe_boots_the_node_script: {why}");
+        skipped!("SKIPPED ovmf_pxe_tftp_ipxe_boots_the_node_script: {why}");
         return;
     }
     let fw = "/usr/share/ovmf/OVMF.fd";

@@ -34,7 +34,7 @@ fn unit_copy(dir: &Path) -> PathBuf {
 #[test]
 fn systemd_unit_verifies() {
     if !have("systemd-analyze") {
-        eprintln!("SKIPPED systemd_unit_verifies: systemd-analyze not installed");
+        skipped!("SKIPPED systemd_unit_verifies: systemd-analyze not installed");
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -55,7 +55,7 @@ fn systemd_unit_verifies() {
 fn systemd_unit_verify_catches_a_bad_key() {
     // The check above can fail: a typo in the unit is reported.
     if !have("systemd-analyze") {
-        eprintln!("SKIPPED systemd_unit_verify_catches_a_bad_key: systemd-analyze not installed");
+        skipped!("SKIPPED systemd_unit_verify_catches_a_bad_key: systemd-analyze not installed");
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -71,7 +71,7 @@ fn systemd_unit_verify_catches_a_bad_key() {
 #[test]
 fn systemd_unit_exposure_is_ok() {
     if !have("systemd-analyze") {
-        eprintln!("SKIPPED systemd_unit_exposure_is_ok: systemd-analyze not installed");
+        skipped!("SKIPPED systemd_unit_exposure_is_ok: systemd-analyze not installed");
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -81,7 +81,7 @@ fn systemd_unit_exposure_is_ok() {
         &["security", "--offline=true", u.to_str().unwrap()],
     );
     if err.contains("unrecognized option") || err.contains("Unknown option") {
-        eprintln!(
+        skipped!(
             "SKIPPED systemd_unit_exposure_is_ok: systemd-analyze has no --offline (systemd < 252)"
         );
         return;
@@ -133,7 +133,7 @@ fn systemd_unit_contract() {
 #[test]
 fn sysusers_creates_the_user_in_the_libvirt_group() {
     if !have("systemd-sysusers") {
-        eprintln!(
+        skipped!(
             "SKIPPED sysusers_creates_the_user_in_the_libvirt_group: systemd-sysusers not installed"
         );
         return;
@@ -191,10 +191,10 @@ fn check_service_file(test: &str, file: &Path, ports: &str) {
         let (code, o, e) = run("xmllint", &["--noout", file.to_str().unwrap()]);
         assert_eq!(code, 0, "xmllint {}: {o}{e}", file.display());
     } else {
-        eprintln!("SKIPPED {test} (xmllint part): xmllint not installed");
+        skipped!("SKIPPED {test} (xmllint part): xmllint not installed");
     }
     match firewalld_parse(file) {
-        None => eprintln!("SKIPPED {test} (firewalld parser part): python3-firewall not installed"),
+        None => skipped!("SKIPPED {test} (firewalld parser part): python3-firewall not installed"),
         Some(r) => assert_eq!(r.unwrap(), ports, "{}", file.display()),
     }
 }
@@ -236,7 +236,7 @@ fn firewalld_parser_rejects_a_bad_port() {
     std::fs::write(&f, text).unwrap();
     match firewalld_parse(&f) {
         None => {
-            eprintln!("SKIPPED firewalld_parser_rejects_a_bad_port: python3-firewall not installed")
+            skipped!("SKIPPED firewalld_parser_rejects_a_bad_port: python3-firewall not installed")
         }
         Some(r) => assert!(r.unwrap_err().contains("INVALID_PORT")),
     }
@@ -269,7 +269,7 @@ fn firewall_print_script_installs_the_service() {
                 extracted.join("etc/firewalld/firewalld.conf"),
             )
         } else {
-            eprintln!(
+            skipped!(
                 "SKIPPED {test}: firewall-offline-cmd neither installed nor extracted in \
                  {FIREWALLD_EXTRACTED} (scripts/prereqs.sh extracts the firewalld package)"
             );
@@ -277,7 +277,7 @@ fn firewall_print_script_installs_the_service() {
         };
     let libvirt_zone = Path::new("/usr/lib/firewalld/zones/libvirt.xml");
     if !libvirt_zone.exists() {
-        eprintln!("SKIPPED {test}: no libvirt firewalld zone (libvirt-daemon-driver-network)");
+        skipped!("SKIPPED {test}: no libvirt firewalld zone (libvirt-daemon-driver-network)");
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -374,7 +374,7 @@ fn build_deb(out: &Path) -> PathBuf {
 fn deb_builds_installs_and_checks_its_example() {
     let test = "deb_builds_installs_and_checks_its_example";
     if !have("dpkg-deb") {
-        eprintln!("SKIPPED {test}: dpkg-deb not installed (not a Debian host)");
+        skipped!("SKIPPED {test}: dpkg-deb not installed (not a Debian host)");
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -482,7 +482,7 @@ fn deb_builds_installs_and_checks_its_example() {
 fn rpm_spec_parses_and_builds_with_a_prebuilt_binary() {
     let test = "rpm_spec_parses_and_builds_with_a_prebuilt_binary";
     if !have("rpmspec") || !have("rpmbuild") {
-        eprintln!("SKIPPED {test}: rpmspec/rpmbuild not installed (Debian package rpm)");
+        skipped!("SKIPPED {test}: rpmspec/rpmbuild not installed (Debian package rpm)");
         return;
     }
     let spec = repo("packaging/rpm/crc-appliance.spec");
@@ -678,11 +678,11 @@ fn run_ok_chmod(p: &Path, mode: &str) {
 fn unit_capabilities_suffice_for_an_unprivileged_user() {
     let test = "unit_capabilities_suffice_for_an_unprivileged_user";
     if let Err(why) = common::netns_available("pkcap") {
-        eprintln!("SKIPPED {test}: {why}");
+        skipped!("SKIPPED {test}: {why}");
         return;
     }
     if !have("setpriv") {
-        eprintln!("SKIPPED {test}: setpriv (util-linux) not installed");
+        skipped!("SKIPPED {test}: setpriv (util-linux) not installed");
         return;
     }
     let ns = common::Netns::new(common::unique_name("pkcap"));
@@ -815,7 +815,7 @@ fn unit_syscalls() -> std::collections::BTreeSet<String> {
 fn unit_syscall_filter_allows_what_serve_uses() {
     let test = "unit_syscall_filter_allows_what_serve_uses";
     if !have("strace") || !have("systemd-analyze") {
-        eprintln!("SKIPPED {test}: strace or systemd-analyze not installed");
+        skipped!("SKIPPED {test}: strace or systemd-analyze not installed");
         return;
     }
     let allowed = unit_syscalls();

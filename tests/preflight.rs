@@ -93,7 +93,7 @@ fn busy_udp_port_on_wildcard_conflicts_with_a_specific_address() {
 #[test]
 fn port_held_by_python_http_server() {
     if !have("python3") {
-        eprintln!("SKIPPED port_held_by_python_http_server: python3 not installed");
+        skipped!("SKIPPED port_held_by_python_http_server: python3 not installed");
         return;
     }
     let port = TcpListener::bind("127.0.0.1:0")
@@ -207,7 +207,7 @@ fn missing_iso_is_reported_with_the_download_hint() {
 #[test]
 fn iso_layout_is_checked() {
     if !have("xorriso") {
-        eprintln!("SKIPPED iso_layout_is_checked: xorriso not installed");
+        skipped!("SKIPPED iso_layout_is_checked: xorriso not installed");
         return;
     }
     let d = dirs();
@@ -258,7 +258,7 @@ fn pool_selinux_type_is_checked() {
         )
     };
     if !common::have("setfattr") || label("system_u:object_r:var_t:s0").0 != 0 {
-        eprintln!("SKIPPED pool_selinux_type_is_checked: cannot set security.selinux here");
+        skipped!("SKIPPED pool_selinux_type_is_checked: cannot set security.selinux here");
         return;
     }
     let (_, out, err) = run(BIN, &["preflight", "--cluster", f.to_str().unwrap()]);

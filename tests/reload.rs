@@ -421,3 +421,58 @@ fn a_dead_service_task_stops_serve_with_an_error() {
     }
     assert_eq!(seen.len(), tasks.len());
 }
+
+/// `serve`'s own tasks are supervised like a service's: the install
+/// timeline sampler panicking (injected by `CRC_APPLIANCE_FAIL_TASK`)
+/// stops `serve` with exit 1 and an error naming the task, instead of
+/// freezing the timeline silently.
+#[test]
+fn a_panicking_timeline_sampler_stops_serve_naming_it() {
+    let yaml = common::loopback_cluster_with(
+        "dns:\n  listen: [\"127.0.0.1:0\"]\nadmin:\n  listen: 127.0.0.1:0\n",
+    );
+    let mut app = Appliance::launch()
+        .env(
+            "CRC_APPLIANCE_FAIL_TASK",
+            "serve timeline sampler@1500:panic",
+        )
+        .start(&yaml);
+    let admin = app.addr("admin");
+    let (code, _, _) = run(
+        "curl",
+        &["-sS", "--max-time", "5", &format!("http://{admin}/status")],
+    );
+    assert_eq!(code, 0, "not serving before the fault");
+    let code = app.wait_exit(Duration::from_secs(15));
+    let log = app.log();
+    assert_eq!(code, Some(Some(1)), "{log}");
+    assert!(
+        log.contains("serve timeline sampler") && log.contains("panicked"),
+        "{log}"
+    );
+    assert!(log.contains("stopping"), "{log}");
+}
+
+/// SIGTERM while a reload is stuck in staging (held 60 s by
+/// `CRC_APPLIANCE_FAIL_TASK=reload stage@60000`) is honoured: the reload is
+/// abandoned and `serve` stops cleanly within the grace period instead of
+/// after the stage.
+#[test]
+fn sigterm_during_a_stalled_reload_stops_serve_within_the_grace_period() {
+    let yaml = common::loopback_cluster_with(
+        "dns:\n  listen: [\"127.0.0.1:0\"]\nadmin:\n  listen: 127.0.0.1:0\n",
+    );
+    let mut app = Appliance::launch()
+        .env("CRC_APPLIANCE_FAIL_TASK", "reload stage@60000")
+        .start(&yaml);
+    app.signal("HUP");
+    app.wait_log("SIGHUP: reloading", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(300));
+    app.signal("TERM");
+    let grace = crc_appliance::runtime::drain::GRACE;
+    let code = app.wait_exit(grace);
+    let log = app.log();
+    assert_eq!(code, Some(Some(0)), "not stopped within {grace:?}: {log}");
+    assert!(log.contains("reload abandoned"), "{log}");
+    assert!(!log.contains("configuration reloaded"), "{log}");
+}

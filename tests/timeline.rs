@@ -416,7 +416,7 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
             String::from_utf8_lossy(&out.stderr)
         );
     } else {
-        eprintln!("SKIPPED promtool check: promtool is not installed");
+        skipped!("SKIPPED promtool check: promtool is not installed");
     }
     drop(procs);
     drop(app);

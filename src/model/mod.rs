@@ -9,6 +9,7 @@
 
 pub mod bmc;
 pub mod boot;
+pub mod catalogue;
 pub mod cluster;
 pub mod conflicts;
 pub mod names;

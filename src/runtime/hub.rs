@@ -1,60 +1,28 @@
 //! What the services share at run time: the plan being served, the running
-//! services (for `/status` and `/metrics`), the LB control handle, and the
-//! reload outcome and trigger for the admin API.
+//! services (for `/status` and `/metrics`, and the LB and network-boot
+//! control the admin API uses), and the reload outcome and trigger.
 //!
 //! It also owns the install timeline ([`Events`]) the services report to.
 //!
-//! One `Hub` lives as long as `serve`: a reload swaps the plan inside it
-//! (atomically, [`ArcSwap`]) and records its outcome; the services and the
-//! handles stay.
+//! One `Hub` lives as long as `serve`, built once the services exist (no
+//! field is set later): a reload swaps the plan inside it (atomically,
+//! [`ArcSwap`]) and records its outcome; the services stay.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::plan::Plan;
-use crate::runtime::service::Service;
+use crate::runtime::metrics::Kind;
+use crate::runtime::registry::Services;
+use crate::runtime::status::{NetworkStatus, NodeRow, StatusDoc};
 pub use crate::runtime::status::{ReloadResult, ReloadStatus};
-use crate::runtime::sync::{LockExt as _, RwLockExt as _};
-use crate::timeline::{Events, Recorder};
+use crate::runtime::sync::LockExt as _;
+use crate::timeline::Events;
 
-/// Runtime control of the load balancer, used by the admin API.
-pub trait LbControl: Send + Sync {
-    /// Disable (drain) or re-enable the backends of node `node` in every
-    /// pool. Returns a human-readable summary.
-    fn set_disabled(&self, node: &str, disabled: bool) -> Result<String, LbControlError>;
-}
-
-/// Network-boot control (the HTTP service), used by the admin API.
-pub trait BootControl: Send + Sync {
-    /// Make `node` install again at its next network boot.
-    fn reinstall(&self, node: &str) -> Result<String, NodeControlError>;
-}
-
-/// Why a node control request was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NodeControlError {
-    #[error("node {0:?} is not in the cluster file")]
-    UnknownNode(String),
-}
-
-/// Why an LB control request was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LbControlError {
-    #[error("node {0:?} is not a backend of any pool")]
-    UnknownNode(String),
-}
-
-impl LbControlError {
-    /// The HTTP status the admin API answers with.
-    pub fn http_status(&self) -> u16 {
-        match self {
-            LbControlError::UnknownNode(_) => 404,
-        }
-    }
-}
+pub use super::control::{BootControl, LbControl, LbControlError, NodeControlError};
 
 impl Default for ReloadStatus {
     fn default() -> Self {
@@ -109,24 +77,25 @@ pub struct ReloadRequest {
 
 pub struct Hub {
     plan: ArcSwap<Plan>,
-    services: RwLock<Vec<Arc<dyn Service>>>,
-    lb: RwLock<Option<Arc<dyn LbControl>>>,
-    boot: RwLock<Option<Arc<dyn BootControl>>>,
+    /// The running services (admin aside: it serves this hub).
+    pub services: Services,
     reload: Mutex<ReloadStatus>,
     reload_tx: mpsc::Sender<ReloadRequest>,
     events: Events,
 }
 
 impl Hub {
-    /// A hub for `plan`, and the receiver of admin reload requests.
-    pub fn new(plan: Arc<Plan>) -> (Arc<Hub>, mpsc::Receiver<ReloadRequest>) {
+    /// A hub for `plan` and its services, and the receiver of admin reload
+    /// requests.
+    pub fn new(
+        plan: Arc<Plan>,
+        services: Services,
+        events: Events,
+    ) -> (Arc<Hub>, mpsc::Receiver<ReloadRequest>) {
         let (reload_tx, rx) = mpsc::channel(4);
-        let events = Recorder::new(&plan);
         let hub = Arc::new(Hub {
             plan: ArcSwap::new(plan),
-            services: RwLock::new(Vec::new()),
-            lb: RwLock::new(None),
-            boot: RwLock::new(None),
+            services,
             reload: Mutex::new(ReloadStatus::default()),
             reload_tx,
             events,
@@ -147,34 +116,6 @@ impl Hub {
     /// The install timeline the services report to.
     pub fn events(&self) -> Events {
         self.events.clone()
-    }
-
-    pub fn set_services(&self, services: Vec<Arc<dyn Service>>) {
-        *self.services.write_locked() = services;
-    }
-
-    pub fn services(&self) -> Vec<Arc<dyn Service>> {
-        self.services.read_locked().clone()
-    }
-
-    pub fn service(&self, name: &str) -> Option<Arc<dyn Service>> {
-        self.services().into_iter().find(|s| s.name() == name)
-    }
-
-    pub fn set_lb_control(&self, c: Arc<dyn LbControl>) {
-        *self.lb.write_locked() = Some(c);
-    }
-
-    pub fn lb_control(&self) -> Option<Arc<dyn LbControl>> {
-        self.lb.read_locked().clone()
-    }
-
-    pub fn set_boot_control(&self, c: Arc<dyn BootControl>) {
-        *self.boot.write_locked() = Some(c);
-    }
-
-    pub fn boot_control(&self) -> Option<Arc<dyn BootControl>> {
-        self.boot.read_locked().clone()
     }
 
     pub fn reload_status(&self) -> ReloadStatus {
@@ -208,6 +149,98 @@ impl Hub {
         let (reply, rx) = oneshot::channel();
         self.reload_tx.send(ReloadRequest { reply }).await.ok()?;
         rx.await.ok()
+    }
+
+    /// The `/status` document: the plan's summary, every service's section
+    /// (admin adds its own) and the install timeline, which samples it.
+    pub fn status_doc(&self) -> StatusDoc {
+        let hub = self;
+        let plan = hub.plan();
+        let c = &plan.cluster;
+        let mut doc = StatusDoc {
+            cluster: c.domain.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            network: NetworkStatus {
+                cidr: c.network.cidr.to_string(),
+                gateway: c.network.gateway,
+                appliance_ip: c.network.appliance_ip,
+                api_vip: c.network.api_vip,
+                ingress_vip: c.network.ingress_vip,
+            },
+            nodes: c
+                .nodes
+                .iter()
+                .map(|n| NodeRow {
+                    name: n.name.clone(),
+                    role: n.role,
+                    mac: n.mac.to_string(),
+                    ip: n.ip,
+                    fqdn: c.fqdn(&n.name),
+                })
+                .collect(),
+            reload: hub.reload_status(),
+            dns: None,
+            dhcp: None,
+            lb: None,
+            http: None,
+            libvirt: None,
+            admin: None,
+            tftp: None,
+            timeline: None,
+        };
+        for s in hub.services.all() {
+            doc.insert(s.status());
+        }
+        let events = hub.events();
+        events.observe(&doc);
+        doc.timeline = Some(events.view());
+        doc
+    }
+
+    /// The `/metrics` text.
+    pub fn metrics(&self) -> String {
+        let hub = self;
+        let mut out = String::new();
+        crate::runtime::metrics::family(
+            &mut out,
+            "crc_appliance_info",
+            Kind::Gauge,
+            "Build and cluster of this appliance.",
+        )
+        .sample(
+            &[
+                ("version", &env!("CARGO_PKG_VERSION")),
+                ("cluster", &hub.plan().cluster.domain),
+            ],
+            1,
+        );
+        let r = hub.reload_status();
+        crate::runtime::metrics::family(
+            &mut out,
+            "crc_appliance_config_generation",
+            Kind::Gauge,
+            "Configuration generation served (1 at start, +1 per applied reload).",
+        )
+        .sample(&[], r.generation);
+        crate::runtime::metrics::family(
+            &mut out,
+            "crc_appliance_reload_attempts_total",
+            Kind::Counter,
+            "Reloads attempted (SIGHUP or admin API).",
+        )
+        .sample(&[], r.attempts);
+        crate::runtime::metrics::family(
+            &mut out,
+            "crc_appliance_reload_last_ok",
+            Kind::Gauge,
+            "1 when the last reload attempt was applied (or none was made).",
+        )
+        .sample(&[], u8::from(r.ok));
+        for s in hub.services.all() {
+            s.metrics(&mut out);
+        }
+        hub.events().metrics(&mut out);
+        out
     }
 }
 

@@ -3,11 +3,13 @@
 //! shared with the admin API (the hub), the `/status` schema, resource
 //! limits, the TCP accept loop, the Prometheus writer and logging.
 
+pub mod control;
 pub mod drain;
 pub mod hub;
 pub mod limits;
 pub mod metrics;
 pub mod net;
+pub mod registry;
 pub mod reload;
 pub mod service;
 pub mod status;

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use tracing::{error, info};
 
-use crate::config;
+use crate::config::{self, Cluster};
+use crate::model::catalogue::{Listener, ServiceKind};
 use crate::plan::Plan;
 use crate::runtime::hub::{Hub, ReloadResult, ReloadStatus};
 use crate::runtime::service::Service;
@@ -23,28 +24,6 @@ use crate::runtime::service::Service;
 /// How long staging may take (binding, opening libvirt) before the reload
 /// is abandoned.
 pub const STAGE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The services a plan runs, in start order.
-pub fn service_names(plan: &Plan) -> Vec<&'static str> {
-    let c = &plan.cluster;
-    let mut v = Vec::new();
-    if cfg!(feature = "libvirt") && c.libvirt.as_ref().is_some_and(|l| l.start_on_serve) {
-        v.push("libvirt");
-    }
-    for (on, name) in [
-        (c.dns.enabled, "dns"),
-        (c.dhcp.enabled, "dhcp"),
-        (c.lb.enabled, "lb"),
-        (c.http.enabled, "http"),
-        (c.admin.enabled, "admin"),
-        (c.tftp.as_ref().is_some_and(|t| t.enabled), "tftp"),
-    ] {
-        if on {
-            v.push(name);
-        }
-    }
-    v
-}
 
 /// Stage every service for `plan`, then commit them all; on the first
 /// staging error nothing is committed (what was staged is dropped).
@@ -87,15 +66,19 @@ pub async fn reload(
         }
     };
     let old = hub.plan();
-    let (was, now) = (service_names(&old), service_names(&new));
+    let (was, now) = (old.cluster.services(), new.cluster.services());
     if was != now {
+        let names = |v: &[ServiceKind]| v.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(" ");
         let msg = format!(
             "the services change ({} → {}): enabling or disabling a service takes a restart",
-            was.join(" "),
-            now.join(" ")
+            names(&was),
+            names(&now)
         );
         error!("reload not applied, keeping the running configuration: {msg}");
         return hub.record_reload(started, trigger, ReloadResult::Failed, Some(msg), vec![]);
+    }
+    if let Some(stall) = crate::runtime::service::injected_stall("reload stage") {
+        tokio::time::sleep(stall).await;
     }
     if let Err(e) = apply(services, &new).await {
         let msg = format!("{e:#}");
@@ -199,34 +182,41 @@ pub fn changes(old: &Plan, new: &Plan) -> Vec<String> {
             n.lb.health.interval, n.lb.health.timeout, n.lb.health.rise, n.lb.health.fall
         ));
     }
-    for (what, a, b) in [
-        (
-            "dns listen",
-            format!("{:?}", o.dns.listen),
-            format!("{:?}", n.dns.listen),
-        ),
-        (
-            "dhcp listen",
-            format!("{} {:?}", o.dhcp.listen, o.network.interface),
-            format!("{} {:?}", n.dhcp.listen, n.network.interface),
-        ),
-        (
-            "http listen",
-            o.http.listen.to_string(),
-            n.http.listen.to_string(),
-        ),
-        (
-            "admin listen",
-            o.admin.listen.to_string(),
-            n.admin.listen.to_string(),
-        ),
-    ] {
-        if a != b {
-            out.push(format!("{what} {a} → {b}"));
-        }
+    out.extend(listener_changes(o, n));
+    if o.network.interface != n.network.interface {
+        out.push(format!(
+            "dhcp interface {:?} → {:?}",
+            o.network.interface, n.network.interface
+        ));
     }
     if o.http != n.http && o.http.listen == n.http.listen {
         out.push("http directories changed".into());
     }
+    out
+}
+
+/// `<field> <old> → <new>` for every listener (the catalogue's list) whose
+/// address changed, appeared or went away.
+fn listener_changes(o: &Cluster, n: &Cluster) -> Vec<String> {
+    let (before, after) = (o.listeners(), n.listeners());
+    let addr_of = |list: &[Listener], l: &Listener| {
+        list.iter()
+            .find(|x| x.field == l.field && x.proto == l.proto)
+            .map(|x| x.addr)
+    };
+    let mut out = Vec::new();
+    for l in &after {
+        match addr_of(&before, l) {
+            Some(a) if a == l.addr => {}
+            Some(a) => out.push(format!("{} listen {} {a} → {}", l.what, l.field, l.addr)),
+            None => out.push(format!("{} listen {} {}", l.what, l.field, l.addr)),
+        }
+    }
+    for l in &before {
+        if addr_of(&after, l).is_none() {
+            out.push(format!("{} listen {} {} removed", l.what, l.field, l.addr));
+        }
+    }
+    out.dedup();
     out
 }

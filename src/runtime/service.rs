@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::FutureExt as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -70,25 +71,45 @@ struct Spawn {
 }
 
 /// Environment variable naming tasks to fail: comma-separated prefixes of
-/// task names (`dns udp`, `dhcp lease writer`, `lb frontend api`, …), each
-/// optionally with `@<milliseconds>` after which the task fails (default: at
-/// once). For tests of the supervision path only: it proves that a task
+/// task names (`dns udp`, `dhcp lease writer`, `lb frontend api`,
+/// `serve timeline sampler`, …), each optionally with `@<milliseconds>`
+/// after which the task fails (default: at once) and `:panic` to make it
+/// panic instead of returning an error. `reload stage@<ms>` instead holds
+/// every reload that long in its staging phase. For tests of the supervision path only: it proves that a task
 /// that dies while serving stops `serve` with an error.
 pub const FAULT_ENV: &str = "CRC_APPLIANCE_FAIL_TASK";
 
 /// Faults to inject: (task-name prefix, delay). Read from [`FAULT_ENV`]
 /// once, by [`load_faults`] at the start of `serve`; empty otherwise.
-static FAULTS: std::sync::OnceLock<Vec<(String, Duration)>> = std::sync::OnceLock::new();
+static FAULTS: std::sync::OnceLock<Vec<Fault>> = std::sync::OnceLock::new();
+
+/// One injected fault: tasks whose name starts with `prefix` fail after
+/// `after`, by an error or by a panic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fault {
+    prefix: String,
+    after: Duration,
+    panic: bool,
+}
 
 /// Parse a [`FAULT_ENV`] value.
-fn parse_faults(v: &str) -> Vec<(String, Duration)> {
+fn parse_faults(v: &str) -> Vec<Fault> {
     v.split(',')
         .filter_map(|item| {
-            let (prefix, ms) = match item.trim().split_once('@') {
-                Some((p, ms)) => (p.trim(), ms.trim().parse().ok()?),
-                None => (item.trim(), 0),
+            let item = item.trim();
+            let (item, panic) = match item.strip_suffix(":panic") {
+                Some(rest) => (rest, true),
+                None => (item, false),
             };
-            (!prefix.is_empty()).then(|| (prefix.to_string(), Duration::from_millis(ms)))
+            let (prefix, ms) = match item.split_once('@') {
+                Some((p, ms)) => (p.trim(), ms.trim().parse().ok()?),
+                None => (item, 0),
+            };
+            (!prefix.is_empty()).then(|| Fault {
+                prefix: prefix.to_string(),
+                after: Duration::from_millis(ms),
+                panic,
+            })
         })
         .collect()
 }
@@ -102,13 +123,19 @@ pub fn load_faults() {
     });
 }
 
-/// The delay after which task `name` is to fail, if [`FAULT_ENV`] named it.
-fn injected_fault(name: &str) -> Option<Duration> {
+/// How long [`FAULT_ENV`] makes the step `name` stall (`reload stage@<ms>`
+/// holds every reload in its staging phase), if it names it.
+pub fn injected_stall(name: &str) -> Option<Duration> {
+    injected_fault(name).map(|f| f.after)
+}
+
+/// The fault injected into task `name`, if [`FAULT_ENV`] named it.
+fn injected_fault(name: &str) -> Option<Fault> {
     FAULTS
         .get()?
         .iter()
-        .find(|(prefix, _)| name.starts_with(prefix.as_str()))
-        .map(|(_, after)| *after)
+        .find(|f| name.starts_with(f.prefix.as_str()))
+        .cloned()
 }
 
 /// The tasks of one service. Tasks may be added at any time (a reload adds
@@ -152,12 +179,15 @@ impl Tasks {
     {
         let name = name.into();
         let fut: TaskFuture = match injected_fault(&name) {
-            Some(after) => {
+            Some(fault) => {
                 let n = name.clone();
                 Box::pin(async move {
                     tokio::select! {
                         r = fut => r,
-                        _ = tokio::time::sleep(after) => {
+                        _ = tokio::time::sleep(fault.after) => {
+                            if fault.panic {
+                                panic!("{n}: panic injected by {FAULT_ENV}");
+                            }
                             Err(anyhow::anyhow!("{n}: failed by {FAULT_ENV}"))
                         }
                     }
@@ -168,6 +198,23 @@ impl Tasks {
         // The receiver lives as long as the service runs; after that there
         // is nothing left to serve with the task anyway.
         let _ = self.tx.send(Spawn { name, token, fut });
+    }
+
+    /// Add a task that may end on its own (a one-shot job): ending `Ok` is
+    /// quiet, an error or a panic fails the service like any other task.
+    pub fn spawn_oneshot<F>(&self, name: impl Into<String>, fut: F)
+    where
+        F: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let token = self.token();
+        let done = token.clone();
+        self.spawn(name, token, async move {
+            let r = fut.await;
+            if r.is_ok() {
+                done.cancel();
+            }
+            r
+        });
     }
 
     /// Run the tasks until `shutdown` (then cancel them all and give them
@@ -191,7 +238,11 @@ impl Tasks {
                 Some(s) = rx.recv() => {
                     let Spawn { name, token, fut } = s;
                     set.spawn(async move {
-                        let r = fut.await;
+                        // A panic is this task's failure, under its name.
+                        let r = match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+                            Ok(r) => r,
+                            Err(p) => Err(anyhow::anyhow!("panicked: {}", panic_message(&*p))),
+                        };
                         (name, token.is_cancelled(), r)
                     });
                 }
@@ -229,6 +280,14 @@ impl Tasks {
         }
         outcome
     }
+}
+
+/// The text of a panic payload (`panic!` with a literal or a format).
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string())
 }
 
 /// Listeners keyed by their configured address, each with the token that
@@ -303,11 +362,17 @@ mod tests {
 
     #[test]
     fn fault_plans_parse_prefixes_and_delays() {
+        let f = |p: &str, ms, panic| Fault {
+            prefix: p.to_string(),
+            after: Duration::from_millis(ms),
+            panic,
+        };
         assert_eq!(
-            parse_faults("dns udp, lb check@250 ,,@5, bad@x"),
+            parse_faults("dns udp, lb check@250 ,,@5, bad@x, serve timeline sampler@100:panic"),
             vec![
-                ("dns udp".to_string(), Duration::ZERO),
-                ("lb check".to_string(), Duration::from_millis(250)),
+                f("dns udp", 0, false),
+                f("lb check", 250, false),
+                f("serve timeline sampler", 100, true),
             ]
         );
     }

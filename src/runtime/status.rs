@@ -11,6 +11,8 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Role;
+use crate::model::catalogue::PoolKind;
+use crate::model::cluster::MacAddr;
 
 /// `GET /status`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -180,12 +182,11 @@ pub struct DhcpStatus {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseRow {
-    pub mac: String,
+    pub mac: MacAddr,
     pub ip: Ipv4Addr,
     pub hostname: Option<String>,
     pub client_id: Option<String>,
-    /// `offered`, `bound`, `released` or `expired`.
-    pub state: String,
+    pub state: LeaseState,
     /// Unix seconds.
     pub expires: u64,
     pub reserved: bool,
@@ -205,6 +206,9 @@ pub struct LbStatus {
     pub health: HealthStatus,
     pub max_connections: usize,
     pub bootstrap_complete_marker: String,
+    /// The marker existed at the LB's last look (every health interval).
+    #[serde(default)]
+    pub bootstrap_complete_marker_present: bool,
     pub pools: Vec<PoolStatus>,
 }
 
@@ -220,8 +224,7 @@ pub struct HealthStatus {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolStatus {
-    /// `api`, `machine-config`, `ingress-http` or `ingress-https`.
-    pub name: String,
+    pub name: PoolKind,
     pub frontend: String,
     pub check: String,
     pub active_connections: u64,
@@ -318,10 +321,8 @@ pub struct VmRow {
     pub node: String,
     pub domain: String,
     pub role: Role,
-    /// `absent`, `running`, `shut off`, `paused`, ...
-    pub state: String,
-    /// `install` (live ISO running), `installing`, `installed`, `foreign` or `-`.
-    pub phase: String,
+    pub state: VmState,
+    pub phase: VmPhase,
     pub mac: String,
     pub ip: String,
     /// The serial console log (`vm console NODE` prints it).
@@ -456,4 +457,109 @@ pub struct OperatorFetch {
     pub unix_time: u64,
     pub client: String,
     pub file: String,
+}
+
+/// A lease's state in `dhcp.leases[]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LeaseState {
+    Offered,
+    Bound,
+    Released,
+    Expired,
+}
+
+/// A domain's libvirt state in `libvirt.nodes[]` (`absent`: not defined).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VmState {
+    #[serde(rename = "absent")]
+    Absent,
+    #[serde(rename = "no state")]
+    NoState,
+    #[serde(rename = "running")]
+    Running,
+    #[serde(rename = "blocked")]
+    Blocked,
+    #[serde(rename = "paused")]
+    Paused,
+    #[serde(rename = "shutting down")]
+    ShuttingDown,
+    #[serde(rename = "shut off")]
+    ShutOff,
+    #[serde(rename = "crashed")]
+    Crashed,
+    #[serde(rename = "suspended")]
+    Suspended,
+    #[serde(rename = "unknown")]
+    Unknown,
+}
+
+/// Where a node's domain is in its install (`libvirt.nodes[]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VmPhase {
+    /// The live ISO is running the installer.
+    #[serde(rename = "install")]
+    Install,
+    /// Defined for the install, not finished.
+    #[serde(rename = "installing")]
+    Installing,
+    /// Boots from its disk.
+    #[serde(rename = "installed")]
+    Installed,
+    /// A domain of that name not made by this appliance.
+    #[serde(rename = "foreign")]
+    Foreign,
+    /// No domain.
+    #[serde(rename = "-")]
+    None,
+}
+
+/// `as_str` (the serde name), `Display` with it, and `== "name"`.
+macro_rules! named {
+    ($t:ty { $($v:ident => $s:literal),* $(,)? }) => {
+        impl $t {
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$v => $s),* }
+            }
+        }
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.pad(self.as_str())
+            }
+        }
+        impl PartialEq<&str> for $t {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+    };
+}
+named!(LeaseState { Offered => "offered", Bound => "bound", Released => "released", Expired => "expired" });
+named!(VmState {
+    Absent => "absent", NoState => "no state", Running => "running", Blocked => "blocked",
+    Paused => "paused", ShuttingDown => "shutting down", ShutOff => "shut off",
+    Crashed => "crashed", Suspended => "suspended", Unknown => "unknown",
+});
+named!(VmPhase {
+    Install => "install", Installing => "installing", Installed => "installed",
+    Foreign => "foreign", None => "-",
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_states_serialize_as_their_names() {
+        for s in [VmState::ShutOff, VmState::Running, VmState::Absent] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        for p in [VmPhase::Install, VmPhase::None, VmPhase::Foreign] {
+            assert_eq!(serde_json::to_value(p).unwrap(), p.as_str());
+        }
+        for l in [LeaseState::Bound, LeaseState::Expired] {
+            assert_eq!(serde_json::to_value(l).unwrap(), l.as_str());
+        }
+        assert_eq!(format!("{:<9}|", VmState::ShutOff), "shut off |");
+    }
 }

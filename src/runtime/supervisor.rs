@@ -14,62 +14,53 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::config;
-use crate::plan::Plan;
+use crate::model::catalogue::ServiceKind;
 use crate::runtime::hub::Hub;
+use crate::runtime::registry::Services;
 use crate::runtime::reload;
-use crate::runtime::service::Service;
-use crate::services::{admin, dhcp, dns, http, lb, tftp};
+use crate::runtime::service::{Service, Tasks};
+use crate::services::admin;
 
 pub use super::drain::GRACE;
 
-/// Create the enabled services of `plan` (no sockets yet), in start order.
-async fn create(plan: &Arc<Plan>, hub: &Arc<Hub>) -> anyhow::Result<Vec<Arc<dyn Service>>> {
-    let c = &plan.cluster;
-    let mut out: Vec<Arc<dyn Service>> = Vec::new();
-    for name in reload::service_names(plan) {
-        match name {
-            #[cfg(feature = "libvirt")]
-            "libvirt" => out.push(
-                crate::drivers::libvirt::service::Libvirt::new(plan, hub.events())
-                    .await
-                    .context("libvirt")?,
-            ),
-            "dns" => out.push(dns::Dns::new(plan).context("DNS")?),
-            "dhcp" => out.push(dhcp::Dhcp::new(plan).await.context("DHCP")?),
-            "lb" => {
-                let lb = lb::Lb::new(plan, hub.events()).context("load balancer")?;
-                hub.set_lb_control(lb.clone());
-                out.push(lb);
-            }
-            "http" => {
-                let h = http::Http::new(plan, hub.events());
-                hub.set_boot_control(h.clone());
-                out.push(h);
-            }
-            "admin" => out.push(admin::Admin::new(hub.clone())),
-            "tftp" => out.push(tftp::Tftp::new(plan).context("TFTP")?),
-            other => anyhow::bail!("unknown service {other} in {}", c.domain),
-        }
-    }
-    Ok(out)
-}
+/// The name of `serve`'s own task set (signals, timeline sampler, BMC
+/// `startOnServe`): its tasks fail `serve` like a service's would.
+pub const BACKGROUND: &str = "serve";
 
 /// Sample the services' status into the install timeline every
 /// [`crate::timeline::recorder::TICK`] until shutdown.
-async fn sample_timeline(hub: Arc<Hub>, stop: CancellationToken) {
+async fn sample_timeline(hub: Arc<Hub>, stop: CancellationToken) -> anyhow::Result<()> {
     loop {
         tokio::select! {
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => return Ok(()),
             _ = tokio::time::sleep(crate::timeline::recorder::TICK) => {}
         }
-        let _ = admin::status(&hub);
+        let _ = hub.status_doc();
     }
+}
+
+/// Cancel `root` on SIGTERM or SIGINT (handlers installed by the caller at
+/// start, so a signal during start-up waits here instead of killing).
+async fn watch_signals(
+    mut term: Signal,
+    mut int: Signal,
+    root: CancellationToken,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    tokio::select! {
+        _ = stop.cancelled() => return Ok(()),
+        _ = term.recv() => info!("SIGTERM: shutting down"),
+        _ = int.recv() => info!("SIGINT: shutting down"),
+    }
+    sd_notify("STOPPING=1");
+    root.cancel();
+    Ok(())
 }
 
 /// Tell systemd (Type=notify) about our state, if it is listening.
@@ -101,38 +92,48 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     crate::runtime::limits::apply(&plan);
     crate::host::preflight::log(&plan);
     let root = CancellationToken::new();
-    let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let background = Tasks::new(BACKGROUND);
+    let t = background.token();
+    background.spawn(
+        "serve signals",
+        t.clone(),
+        watch_signals(term, int, root.clone(), t),
+    );
     let mut hup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
-    {
-        let root = root.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = term.recv() => info!("SIGTERM: shutting down"),
-                _ = int.recv() => info!("SIGINT: shutting down"),
-            }
-            sd_notify("STOPPING=1");
-            root.cancel();
-        });
+    let events = crate::timeline::Recorder::new(&plan);
+    let registry = Services::create(&plan, &events).await?;
+    let (hub, mut reload_requests) = Hub::new(plan.clone(), registry, events);
+    let mut services = hub.services.all();
+    if plan.cluster.runs(ServiceKind::Admin) {
+        services.push(admin::Admin::new(hub.clone()));
     }
-    let (hub, mut reload_requests) = Hub::new(plan.clone());
-    let services = create(&plan, &hub).await?;
-    hub.set_services(services.clone());
     reload::apply(&services, &plan).await?;
 
     let mut set = JoinSet::new();
-    tokio::spawn(sample_timeline(hub.clone(), root.clone()));
+    let t = background.token();
+    background.spawn(
+        "serve timeline sampler",
+        t.clone(),
+        sample_timeline(hub.clone(), t),
+    );
     for s in &services {
         let (s, token) = (s.clone(), root.clone());
         set.spawn(async move { (s.name(), s.run(token).await) });
     }
-    info!(
-        cluster = %plan.cluster.domain,
-        nodes = plan.cluster.nodes.len(),
-        "crc-appliance ready"
-    );
-    sd_notify("READY=1");
-    crate::drivers::bmc::start_on_serve(&plan, hub.events(), root.clone());
+    {
+        let (bg, token) = (Arc::new(background), root.clone());
+        let b = bg.clone();
+        set.spawn(async move { (BACKGROUND, b.supervise(&token, GRACE).await) });
+        info!(
+            cluster = %plan.cluster.domain,
+            nodes = plan.cluster.nodes.len(),
+            "crc-appliance ready"
+        );
+        sd_notify("READY=1");
+        crate::drivers::bmc::start_on_serve(&plan, hub.events(), &bg);
+    }
     let outcome = run_until_done(
         &path,
         &hub,
@@ -171,7 +172,7 @@ async fn run_until_done(
     hub: &Hub,
     services: &[Arc<dyn Service>],
     root: &CancellationToken,
-    hup: &mut tokio::signal::unix::Signal,
+    hup: &mut Signal,
     requests: &mut tokio::sync::mpsc::Receiver<crate::runtime::hub::ReloadRequest>,
     set: &mut Running,
 ) -> anyhow::Result<()> {
@@ -193,16 +194,39 @@ async fn run_until_done(
                 return Err(err);
             }
             _ = hup.recv() => {
-                sd_notify("RELOADING=1");
-                reload::reload(path, hub, services, "SIGHUP").await;
-                sd_notify("READY=1");
+                if reload_unless_stopped(path, hub, services, "SIGHUP", root).await.is_none() {
+                    return Ok(());
+                }
             }
             Some(req) = requests.recv() => {
-                sd_notify("RELOADING=1");
-                let st = reload::reload(path, hub, services, "admin API").await;
-                sd_notify("READY=1");
-                let _ = req.reply.send(st);
+                match reload_unless_stopped(path, hub, services, "admin API", root).await {
+                    Some(st) => { let _ = req.reply.send(st); }
+                    None => return Ok(()),
+                }
             }
         }
     }
+}
+
+/// One reload, given up (dropped: nothing staged is committed, its sockets
+/// close) as soon as shutdown is requested, so that SIGTERM during a slow
+/// stage is honoured within the grace period. `None` when it was given up.
+async fn reload_unless_stopped(
+    path: &Path,
+    hub: &Hub,
+    services: &[Arc<dyn Service>],
+    trigger: &str,
+    root: &CancellationToken,
+) -> Option<crate::runtime::hub::ReloadStatus> {
+    sd_notify("RELOADING=1");
+    let st = tokio::select! {
+        biased;
+        _ = root.cancelled() => {
+            warn!("{trigger}: reload abandoned, shutting down");
+            return None;
+        }
+        st = reload::reload(path, hub, services, trigger) => st,
+    };
+    sd_notify("READY=1");
+    Some(st)
 }

@@ -11,7 +11,7 @@
 //! exact for fetches and connections and at most a tick late for the rest.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::Path;
+
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,9 +19,13 @@ use arc_swap::ArcSwap;
 
 use super::{Event, Pool, Timeline};
 use crate::config::Role;
+use crate::model::catalogue::PoolKind;
+use crate::model::cluster::MacAddr;
 use crate::plan::Plan;
 use crate::runtime::metrics::{Kind, family};
-use crate::runtime::status::{ClusterPhase, StatusDoc, TimelineStatus};
+use crate::runtime::status::{
+    ClusterPhase, LeaseState, StatusDoc, TimelineStatus, VmPhase, VmState,
+};
 use crate::runtime::sync::LockExt as _;
 
 /// How often `serve` samples the services' status.
@@ -34,7 +38,7 @@ struct NodeRef {
     name: String,
     role: Role,
     ip: Ipv4Addr,
-    mac: String,
+    mac: MacAddr,
 }
 
 /// The timeline of the running cluster, behind one lock.
@@ -57,7 +61,7 @@ fn refs(plan: &Plan) -> Vec<NodeRef> {
             name: n.name.clone(),
             role: n.role,
             ip: n.ip,
-            mac: n.mac.to_string().to_ascii_lowercase(),
+            mac: n.mac,
         })
         .collect()
 }
@@ -121,9 +125,8 @@ impl Recorder {
         let nodes = self.nodes.load();
         let mut evs = Vec::new();
         if let Some(d) = &doc.dhcp {
-            for l in d.leases.iter().filter(|l| l.state == "bound") {
-                let mac = l.mac.to_ascii_lowercase();
-                if let Some(n) = nodes.iter().find(|n| n.mac == mac) {
+            for l in d.leases.iter().filter(|l| l.state == LeaseState::Bound) {
+                if let Some(n) = nodes.iter().find(|n| n.mac == l.mac) {
                     evs.push(Event::Lease {
                         node: n.name.clone(),
                         expires: l.expires,
@@ -132,14 +135,14 @@ impl Recorder {
             }
         }
         if let Some(lb) = &doc.lb {
-            if Path::new(&lb.bootstrap_complete_marker).exists() {
+            if lb.bootstrap_complete_marker_present {
                 evs.push(Event::BootstrapComplete);
             }
             for p in &lb.pools {
-                let pool = match p.name.as_str() {
-                    "api" => Pool::Api,
-                    "machine-config" => Pool::MachineConfig,
-                    _ => Pool::Ingress,
+                let pool = match p.name {
+                    PoolKind::Api => Pool::Api,
+                    PoolKind::MachineConfig => Pool::MachineConfig,
+                    PoolKind::IngressHttp | PoolKind::IngressHttps => Pool::Ingress,
                 };
                 for b in &p.backends {
                     if b.removed && b.role == Role::Bootstrap {
@@ -165,7 +168,7 @@ impl Recorder {
         }
         if let Some(lv) = &doc.libvirt {
             for r in &lv.nodes {
-                if r.state == "running" && r.phase == "install" {
+                if r.state == VmState::Running && r.phase == VmPhase::Install {
                     evs.push(Event::InstallRunning {
                         node: r.node.clone(),
                     });
@@ -237,6 +240,7 @@ impl Recorder {
 mod tests {
     use super::*;
     use crate::runtime::status::{LeaseRow, NetworkStatus, ReloadStatus};
+    use std::path::Path;
 
     fn plan() -> Plan {
         let yaml = r#"name: t
@@ -290,15 +294,15 @@ nodes:
             }))
             .unwrap();
         for (mac, state) in [
-            ("52:54:00:00:00:0a", "bound"),
-            ("52:54:00:00:00:05", "offered"),
+            ("52:54:00:00:00:0a", LeaseState::Bound),
+            ("52:54:00:00:00:05", LeaseState::Offered),
         ] {
             dhcp.leases.push(LeaseRow {
-                mac: mac.into(),
+                mac: mac.parse().unwrap(),
                 ip: Ipv4Addr::UNSPECIFIED,
                 hostname: None,
                 client_id: None,
-                state: state.into(),
+                state,
                 expires: 100,
                 reserved: true,
             });

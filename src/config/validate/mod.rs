@@ -143,8 +143,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
     let admin = http::build_admin(&raw.admin, base, e);
     let tftp = super::pxe::tftp(raw.pxe.as_ref(), net.appliance_ip, base, &mut e.0);
     listeners::check(
-        raw,
-        &listeners::Enabled {
+        &crate::model::catalogue::Sections {
             dns: dns.as_ref(),
             dhcp: dhcp.as_ref(),
             lb: lb.as_ref(),

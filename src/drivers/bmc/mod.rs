@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use tokio_util::sync::CancellationToken;
+
 use tracing::{info, warn};
 
 use crate::model::boot::http_base;
@@ -176,7 +176,11 @@ pub const START_RETRY: Duration = Duration::from_secs(30);
 /// Runs once per `serve` (a reload does not re-run it). A node found on
 /// and booting from its ISO (just now or before) is a `bmcPowerOn` step of
 /// its install timeline.
-pub fn start_on_serve(plan: &Arc<Plan>, events: crate::timeline::Events, stop: CancellationToken) {
+pub fn start_on_serve(
+    plan: &Arc<Plan>,
+    events: crate::timeline::Events,
+    tasks: &crate::runtime::service::Tasks,
+) {
     let names: Vec<String> = plan
         .cluster
         .nodes
@@ -186,16 +190,16 @@ pub fn start_on_serve(plan: &Arc<Plan>, events: crate::timeline::Events, stop: C
         .collect();
     for name in names {
         let plan = plan.clone();
-        let stop = stop.clone();
+        let stop = tasks.shutdown_token();
         let events = events.clone();
-        tokio::spawn(async move {
+        tasks.spawn_oneshot(format!("bmc startOnServe {name}"), async move {
             let c = &plan.cluster;
             let Some(node) = c.nodes.iter().find(|n| n.name == name) else {
-                return;
+                return Ok(());
             };
             for attempt in 1..=START_ATTEMPTS {
                 let res = tokio::select! {
-                    _ = stop.cancelled() => return,
+                    _ = stop.cancelled() => return Ok(()),
                     r = act(c, node, BmcAction::Up) => r,
                 };
                 match res {
@@ -207,17 +211,18 @@ pub fn start_on_serve(plan: &Arc<Plan>, events: crate::timeline::Events, stop: C
                             info!("bmc: {name}: already booting from {}", iso_url(c, node));
                         }
                         events.record(crate::timeline::Event::BmcPowerOn { node: name });
-                        return;
+                        return Ok(());
                     }
                     Err(e) => {
                         warn!("bmc: {name}: up failed (attempt {attempt}/{START_ATTEMPTS}): {e:#}")
                     }
                 }
                 tokio::select! {
-                    _ = stop.cancelled() => return,
+                    _ = stop.cancelled() => return Ok(()),
                     _ = tokio::time::sleep(START_RETRY) => {}
                 }
             }
+            Ok(())
         });
     }
 }

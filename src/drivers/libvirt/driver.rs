@@ -47,6 +47,7 @@ pub struct State {
 
 /// One row of `vm status` (the `/status` schema's type).
 pub use crate::runtime::status::VmRow as NodeStatus;
+use crate::runtime::status::{VmPhase, VmState};
 
 pub(super) fn is_code(e: &virt::error::Error, code: ErrorNumber) -> bool {
     e.code() == Enum::Known(code)
@@ -466,8 +467,8 @@ impl Driver {
                 node: n.node.clone(),
                 domain: n.domain.clone(),
                 role: n.role,
-                state,
-                phase,
+                state: vm_state(&state),
+                phase: vm_phase(&phase),
                 mac: n.mac.to_string(),
                 ip: n.ip.to_string(),
                 serial_log: n.serial_log.display().to_string(),
@@ -522,6 +523,34 @@ pub(super) fn remove_file(p: &Path) -> anyhow::Result<bool> {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(anyhow::Error::new(e).context(format!("removing {}", p.display()))),
+    }
+}
+
+/// The typed state of a [`state_name`] (`absent` when not defined).
+fn vm_state(name: &str) -> VmState {
+    match name {
+        "absent" => VmState::Absent,
+        "no state" => VmState::NoState,
+        "running" => VmState::Running,
+        "blocked" => VmState::Blocked,
+        "paused" => VmState::Paused,
+        "shutting down" => VmState::ShuttingDown,
+        "shut off" => VmState::ShutOff,
+        "crashed" => VmState::Crashed,
+        "suspended" => VmState::Suspended,
+        _ => VmState::Unknown,
+    }
+}
+
+/// The typed phase of a domain: its owner metadata's phase, `install`
+/// while the live ISO runs, `foreign`, or `-` when absent.
+fn vm_phase(name: &str) -> VmPhase {
+    match name {
+        "install" => VmPhase::Install,
+        "installing" => VmPhase::Installing,
+        "installed" => VmPhase::Installed,
+        "-" => VmPhase::None,
+        _ => VmPhase::Foreign,
     }
 }
 

@@ -27,6 +27,7 @@ use crate::plan::Plan;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::service::{Commit, Service, Tasks};
 use crate::runtime::status::{LibvirtStatus, ServiceStatus};
+use crate::runtime::status::{VmPhase, VmState};
 use crate::runtime::sync::LockExt as _;
 use crate::timeline::{Event, Events};
 
@@ -193,7 +194,7 @@ impl Service for Libvirt {
             "1 when the node's VM is running.",
         );
         for n in nodes.iter() {
-            f.sample(&[("node", &n.node)], u8::from(n.state == "running"));
+            f.sample(&[("node", &n.node)], u8::from(n.state == VmState::Running));
         }
         let mut f = family(
             out,
@@ -202,7 +203,10 @@ impl Service for Libvirt {
             "1 when the node's install finished (it boots its disk).",
         );
         for n in nodes.iter() {
-            f.sample(&[("node", &n.node)], u8::from(n.phase == "installed"));
+            f.sample(
+                &[("node", &n.node)],
+                u8::from(n.phase == VmPhase::Installed),
+            );
         }
     }
 }

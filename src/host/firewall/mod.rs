@@ -21,25 +21,11 @@ pub mod apply;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::net::SocketAddr;
 
 use crate::config::Cluster;
+use crate::model::catalogue::ServiceKind;
 
-/// Transport protocol of an opening.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Proto {
-    Tcp,
-    Udp,
-}
-
-impl Proto {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Proto::Tcp => "tcp",
-            Proto::Udp => "udp",
-        }
-    }
-}
+pub use crate::model::catalogue::Proto;
 
 /// One port guests must reach, and which service listens there.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -53,43 +39,24 @@ pub struct Port {
 /// firewalld backend).
 pub const LIBVIRT_ZONE: &str = "libvirt";
 
-/// The ports of `c` that guests must reach.
+/// The ports of `c` that guests must reach: the catalogue's listeners
+/// without the admin API and without loopback-only ones, one per
+/// (protocol, port), sorted. TFTP needs only its request port: transfers
+/// run from ephemeral server ports, and the client's ACKs are replies to
+/// the server's packets (conntrack ESTABLISHED).
 pub fn ports(c: &Cluster) -> Vec<Port> {
     let mut set: BTreeSet<(Proto, u16)> = BTreeSet::new();
-    let mut out: Vec<Port> = Vec::new();
-    let mut add = |a: SocketAddr, proto: Proto, service: &'static str| {
-        if !a.ip().is_loopback() && set.insert((proto, a.port())) {
-            out.push(Port {
-                proto,
-                port: a.port(),
-                service,
-            });
-        }
-    };
-    if c.dns.enabled {
-        for a in &c.dns.listen {
-            add(*a, Proto::Udp, "dns");
-            add(*a, Proto::Tcp, "dns");
-        }
-    }
-    if c.dhcp.enabled {
-        add(c.dhcp.listen, Proto::Udp, "dhcp");
-    }
-    if c.lb.enabled {
-        add(c.lb.api, Proto::Tcp, "lb api");
-        add(c.lb.machine_config, Proto::Tcp, "lb machine-config");
-        add(c.lb.ingress_http, Proto::Tcp, "lb ingress http");
-        add(c.lb.ingress_https, Proto::Tcp, "lb ingress https");
-    }
-    if c.http.enabled {
-        add(c.http.listen, Proto::Tcp, "http");
-    }
-    // TFTP transfers run from ephemeral server ports: the client's ACKs are
-    // replies to the server's packets (conntrack ESTABLISHED), so only the
-    // request port is opened.
-    if let Some(t) = c.tftp.as_ref().filter(|t| t.enabled) {
-        add(t.listen, Proto::Udp, "tftp");
-    }
+    let mut out: Vec<Port> = c
+        .listeners()
+        .into_iter()
+        .filter(|l| l.service != ServiceKind::Admin && !l.addr.ip().is_loopback())
+        .filter(|l| set.insert((l.proto, l.addr.port())))
+        .map(|l| Port {
+            proto: l.proto,
+            port: l.addr.port(),
+            service: l.what,
+        })
+        .collect();
     out.sort();
     out
 }

@@ -7,22 +7,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::{Finding, Severity};
 use crate::config::Cluster;
+use crate::model::catalogue::ServiceKind;
 
-/// Transport of a socket table row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proto {
-    Tcp,
-    Udp,
-}
-
-impl Proto {
-    fn as_str(self) -> &'static str {
-        match self {
-            Proto::Tcp => "tcp",
-            Proto::Udp => "udp",
-        }
-    }
-}
+pub use crate::model::catalogue::Proto;
 
 /// A bound socket from `/proc/net/*`: TCP listeners and every UDP socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,44 +167,11 @@ fn overlaps(want: SocketAddr, have: SocketAddr) -> bool {
     w == h || w.is_unspecified() || h.is_unspecified()
 }
 
-/// The sockets the plan binds, with the service that binds each.
-fn listeners(c: &Cluster) -> Vec<(Proto, SocketAddr, &'static str)> {
-    let mut v = Vec::new();
-    if c.dns.enabled {
-        for a in &c.dns.listen {
-            v.push((Proto::Udp, *a, "dns"));
-            v.push((Proto::Tcp, *a, "dns"));
-        }
-    }
-    if c.dhcp.enabled {
-        v.push((Proto::Udp, c.dhcp.listen, "dhcp"));
-    }
-    if c.lb.enabled {
-        v.push((Proto::Tcp, c.lb.api, "loadBalancer api"));
-        v.push((
-            Proto::Tcp,
-            c.lb.machine_config,
-            "loadBalancer machineConfig",
-        ));
-        v.push((Proto::Tcp, c.lb.ingress_http, "loadBalancer ingressHttp"));
-        v.push((Proto::Tcp, c.lb.ingress_https, "loadBalancer ingressHttps"));
-    }
-    if c.http.enabled {
-        v.push((Proto::Tcp, c.http.listen, "http"));
-    }
-    if c.admin.enabled {
-        v.push((Proto::Tcp, c.admin.listen, "admin"));
-    }
-    if let Some(t) = c.tftp.as_ref().filter(|t| t.enabled) {
-        v.push((Proto::Udp, t.listen, "tftp"));
-    }
-    v
-}
-
 /// Ports of `c` already held by another socket in `net`.
 pub fn ports(c: &Cluster, net: &ProcNet) -> Vec<Finding> {
     let mut out = Vec::new();
-    for (proto, want, service) in listeners(c) {
+    for l in c.listeners() {
+        let (proto, want, service) = (l.proto, l.addr, l.what);
         for b in net.bound.iter().filter(|b| b.proto == proto) {
             if !overlaps(want, b.addr) {
                 continue;
@@ -227,7 +181,7 @@ pub fn ports(c: &Cluster, net: &ProcNet) -> Vec<Finding> {
             // DHCP binds 0.0.0.0:67 to its own interface (SO_BINDTODEVICE);
             // another server doing the same on another bridge (libvirt's
             // dnsmasq on virbr0) coexists. /proc/net does not show devices.
-            let shared_dhcp = service == "dhcp" && c.network.interface.is_some();
+            let shared_dhcp = l.service == ServiceKind::Dhcp && c.network.interface.is_some();
             let fix = if owner.contains("dnsmasq") {
                 if shared_dhcp {
                     "fine if this dnsmasq serves another libvirt network (each binds its own bridge); \

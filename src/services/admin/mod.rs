@@ -40,9 +40,9 @@ use tracing::{debug, info};
 
 use crate::plan::Plan;
 use crate::runtime::hub::{Hub, ReloadResult};
-use crate::runtime::metrics::Kind;
+
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
-use crate::runtime::status::{AdminStatus, NetworkStatus, NodeRow, ServiceStatus, StatusDoc};
+use crate::runtime::status::{AdminStatus, ServiceStatus};
 use crate::runtime::sync::LockExt as _;
 use crate::runtime::{drain, net};
 
@@ -141,110 +141,25 @@ fn json_resp(status: StatusCode, v: &serde_json::Value) -> Resp {
 /// section of `/status` generically.
 pub const STATUS_PAGE: &str = include_str!("page.html");
 
-/// The `/status` document.
-pub fn status(hub: &Hub) -> StatusDoc {
-    let plan = hub.plan();
-    let c = &plan.cluster;
-    let mut doc = StatusDoc {
-        cluster: c.domain.clone(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        network: NetworkStatus {
-            cidr: c.network.cidr.to_string(),
-            gateway: c.network.gateway,
-            appliance_ip: c.network.appliance_ip,
-            api_vip: c.network.api_vip,
-            ingress_vip: c.network.ingress_vip,
-        },
-        nodes: c
-            .nodes
-            .iter()
-            .map(|n| NodeRow {
-                name: n.name.clone(),
-                role: n.role,
-                mac: n.mac.to_string(),
-                ip: n.ip,
-                fqdn: c.fqdn(&n.name),
-            })
-            .collect(),
-        reload: hub.reload_status(),
-        dns: None,
-        dhcp: None,
-        lb: None,
-        http: None,
-        libvirt: None,
-        admin: None,
-        tftp: None,
-        timeline: None,
-    };
-    for s in hub.services() {
-        doc.insert(s.status());
-    }
-    let events = hub.events();
-    events.observe(&doc);
-    doc.timeline = Some(events.view());
-    doc
-}
-
-/// The `/metrics` text.
-pub fn metrics(hub: &Hub) -> String {
-    let mut out = String::new();
-    crate::runtime::metrics::family(
-        &mut out,
-        "crc_appliance_info",
-        Kind::Gauge,
-        "Build and cluster of this appliance.",
-    )
-    .sample(
-        &[
-            ("version", &env!("CARGO_PKG_VERSION")),
-            ("cluster", &hub.plan().cluster.domain),
-        ],
-        1,
-    );
-    let r = hub.reload_status();
-    crate::runtime::metrics::family(
-        &mut out,
-        "crc_appliance_config_generation",
-        Kind::Gauge,
-        "Configuration generation served (1 at start, +1 per applied reload).",
-    )
-    .sample(&[], r.generation);
-    crate::runtime::metrics::family(
-        &mut out,
-        "crc_appliance_reload_attempts_total",
-        Kind::Counter,
-        "Reloads attempted (SIGHUP or admin API).",
-    )
-    .sample(&[], r.attempts);
-    crate::runtime::metrics::family(
-        &mut out,
-        "crc_appliance_reload_last_ok",
-        Kind::Gauge,
-        "1 when the last reload attempt was applied (or none was made).",
-    )
-    .sample(&[], u8::from(r.ok));
-    for s in hub.services() {
-        s.metrics(&mut out);
-    }
-    hub.events().metrics(&mut out);
-    out
-}
-
-/// Route one request. Public so tests and other listeners can reuse it.
-pub async fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
+/// Route one request; `me` is this listener's own `/status` section.
+pub async fn route(hub: &Hub, me: &AdminStatus, method: &Method, path: &str) -> Resp {
     let path = path.split('?').next().unwrap_or(path);
     match (method, path) {
         (&Method::GET, "/" | "/index.html") => {
             respond(StatusCode::OK, "text/html; charset=utf-8", STATUS_PAGE)
         }
-        (&Method::GET, "/status") => json_resp(
-            StatusCode::OK,
-            &serde_json::to_value(status(hub)).unwrap_or_default(),
-        ),
+        (&Method::GET, "/status") => {
+            let mut doc = hub.status_doc();
+            doc.admin = Some(me.clone());
+            json_resp(
+                StatusCode::OK,
+                &serde_json::to_value(doc).unwrap_or_default(),
+            )
+        }
         (&Method::GET, "/metrics") => respond(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            metrics(hub),
+            hub.metrics(),
         ),
         (&Method::POST, "/api/reload") => match hub.request_reload().await {
             None => json_resp(
@@ -262,7 +177,7 @@ pub async fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
         },
         (&Method::POST, p) if p.starts_with("/api/nodes/") && p.ends_with("/reinstall") => {
             let node = &p["/api/nodes/".len()..p.len() - "/reinstall".len()];
-            match hub.boot_control() {
+            match hub.services.boot_control() {
                 None => json_resp(
                     StatusCode::SERVICE_UNAVAILABLE,
                     &json!({"error": "the HTTP service (network boot) is not running"}),
@@ -273,11 +188,8 @@ pub async fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
                 },
             }
         }
-        (&Method::GET, "/api/lb/backends") => match hub.service("lb") {
-            Some(s) => json_resp(
-                StatusCode::OK,
-                &serde_json::to_value(s.status()).unwrap_or_default(),
-            ),
+        (&Method::GET, "/api/lb/backends") => match hub.services.lb_status() {
+            Some(s) => json_resp(StatusCode::OK, &serde_json::to_value(s).unwrap_or_default()),
             None => json_resp(
                 StatusCode::SERVICE_UNAVAILABLE,
                 &json!({"error": "the load balancer is not running"}),
@@ -295,7 +207,7 @@ pub async fn route(hub: &Hub, method: &Method, path: &str) -> Resp {
                     );
                 }
             };
-            match hub.lb_control() {
+            match hub.services.lb_control() {
                 None => json_resp(
                     StatusCode::SERVICE_UNAVAILABLE,
                     &json!({"error": "the load balancer is not running"}),
@@ -330,6 +242,7 @@ async fn serve_listener(
         drain: None,
     };
     let on_error = |e: &std::io::Error| debug!("admin accept: {e}");
+    let listener_addr = listener.local_addr().ok();
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
         let hub = hub.clone();
         let api_token = api_token.clone();
@@ -337,6 +250,9 @@ async fn serve_listener(
         async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let hub = hub.clone();
+                let me = AdminStatus {
+                    listen: listener_addr.map(|a| a.to_string()),
+                };
                 let token = api_token.load_full();
                 async move {
                     let checked = access::check(
@@ -346,7 +262,7 @@ async fn serve_listener(
                         token.as_deref().map(String::as_str),
                     );
                     let r = match checked {
-                        Ok(()) => route(&hub, req.method(), req.uri().path()).await,
+                        Ok(()) => route(&hub, &me, req.method(), req.uri().path()).await,
                         Err((code, why)) => {
                             debug!(%peer, "admin: refused {} {}: {why}", req.method(), req.uri().path());
                             json_resp(code, &json!({ "error": why }))

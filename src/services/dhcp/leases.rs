@@ -20,6 +20,7 @@
 //!   form (bound and released leases, declined addresses); offers are not
 //!   persisted.
 
+use crate::runtime::status::LeaseState;
 use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 
@@ -136,11 +137,21 @@ impl Lease {
     }
     /// State for display: `offered`, `bound`, `released` or `expired`.
     pub fn state_name(&self, now: u64) -> &'static str {
+        match self.shown_state(now) {
+            LeaseState::Released => "released",
+            LeaseState::Expired => "expired",
+            LeaseState::Offered => "offered",
+            LeaseState::Bound => "bound",
+        }
+    }
+
+    /// State as `/status` shows it (an expired lease is `Expired`).
+    pub fn shown_state(&self, now: u64) -> LeaseState {
         match self.state {
-            State::Released => "released",
-            _ if self.expires <= now => "expired",
-            State::Offered => "offered",
-            State::Bound => "bound",
+            State::Released => LeaseState::Released,
+            _ if self.expires <= now => LeaseState::Expired,
+            State::Offered => LeaseState::Offered,
+            State::Bound => LeaseState::Bound,
         }
     }
 }

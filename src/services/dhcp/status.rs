@@ -79,11 +79,11 @@ pub(super) fn status(s: &Shared) -> DhcpStatus {
             .leases()
             .into_iter()
             .map(|l| LeaseRow {
-                mac: l.mac.to_string(),
+                mac: l.mac,
                 ip: l.ip,
                 hostname: l.hostname.clone(),
                 client_id: l.client_id.clone(),
-                state: l.state_name(now).to_string(),
+                state: l.shown_state(now),
                 expires: l.expires,
                 reserved: l.reserved,
             })

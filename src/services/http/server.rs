@@ -217,11 +217,11 @@ async fn serve_listener(
     Ok(())
 }
 
-impl crate::runtime::hub::BootControl for Http {
-    fn reinstall(&self, node: &str) -> Result<String, crate::runtime::hub::NodeControlError> {
+impl crate::runtime::control::BootControl for Http {
+    fn reinstall(&self, node: &str) -> Result<String, crate::runtime::control::NodeControlError> {
         let plan = self.ctx.plan.load_full();
         if plan.cluster.node(node).is_none() {
-            return Err(crate::runtime::hub::NodeControlError::UnknownNode(
+            return Err(crate::runtime::control::NodeControlError::UnknownNode(
                 node.to_string(),
             ));
         }

@@ -10,13 +10,14 @@
 //! loop is tested in-process with scripted results and paused time.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::check::ProbeError;
 use super::health::{self, Health};
@@ -52,7 +53,17 @@ impl CheckSettings {
     }
 }
 
-/// Check `b` every `interval` until `stop` (retired or shutdown).
+/// Resolves when a check loop must end: its task's token, or its backend
+/// retired by a reload (then the token is cancelled too, so the end counts
+/// as asked for and does not fail the service).
+async fn halted(stop: &CancellationToken, retired: &CancellationToken) {
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = retired.cancelled() => stop.cancel(),
+    }
+}
+
+/// Check `b` every `interval` until `stop` (shutdown) or its retirement.
 pub async fn check_loop(
     b: Arc<Backend>,
     settings: Arc<ArcSwap<CheckSettings>>,
@@ -63,7 +74,7 @@ pub async fn check_loop(
     let mut local_errors = RateLimit(None);
     loop {
         tokio::select! {
-            _ = stop.cancelled() => return Ok(()),
+            _ = halted(&stop, &b.retired) => return Ok(()),
             _ = tokio::time::sleep_until(next) => {}
         }
         let s = settings.load_full();
@@ -76,7 +87,7 @@ pub async fn check_loop(
             st.health = Health::new(h.rise, h.fall);
         } else {
             let result = tokio::select! {
-                _ = stop.cancelled() => return Ok(()),
+                _ = halted(&stop, &b.retired) => return Ok(()),
                 r = tokio::time::timeout(h.timeout, s.prober_for(pool).probe(&b.key.check, b.key.addr)) => match r {
                     Ok(r) => r,
                     Err(_) => Err(ProbeError::Timeout(h.timeout)),
@@ -146,10 +157,15 @@ pub async fn bootstrap_watch(
     settings: Arc<ArcSwap<CheckSettings>>,
     memory: Arc<NodeMemory>,
     marker: Arc<ArcSwap<PathBuf>>,
+    marker_present: Arc<AtomicBool>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     loop {
-        maybe_remove_bootstrap(&pools.load(), &memory, &marker.load());
+        // The one stat of the marker: the timeline reads the result from
+        // the LB's status instead of looking at the path itself.
+        let present = marker.load().exists();
+        marker_present.store(present, Ordering::Relaxed);
+        maybe_remove_bootstrap(&pools.load(), &memory, present);
         let interval = settings.load().health.interval;
         tokio::select! {
             _ = stop.cancelled() => return Ok(()),
@@ -159,7 +175,7 @@ pub async fn bootstrap_watch(
 }
 
 /// Apply the removal rule once; true when the bootstrap is (now) removed.
-pub fn maybe_remove_bootstrap(pools: &Pools, memory: &NodeMemory, marker: &Path) -> bool {
+pub fn maybe_remove_bootstrap(pools: &Pools, memory: &NodeMemory, marker_present: bool) -> bool {
     let boot: Vec<&Arc<Backend>> = pools
         .backends()
         .filter(|(_, b)| b.role == Role::Bootstrap)
@@ -175,7 +191,7 @@ pub fn maybe_remove_bootstrap(pools: &Pools, memory: &NodeMemory, marker: &Path)
     if flags.kept && !flags.disabled {
         return false;
     }
-    let complete = !flags.kept && marker.exists();
+    let complete = !flags.kept && marker_present;
     let masters: Vec<bool> = pools
         .get(PoolKind::Api)
         .map(|p| {
@@ -202,7 +218,6 @@ pub fn maybe_remove_bootstrap(pools: &Pools, memory: &NodeMemory, marker: &Path)
         "install complete marker present"
     };
     info!("lb: bootstrap removed from every pool ({why}, all masters healthy in the api pool)");
-    debug!("lb: bootstrap marker {}", marker.display());
     true
 }
 
@@ -407,16 +422,16 @@ mod tests {
         let m1 = backend("master-1", Role::Master, PoolKind::Api, &h);
         let pools = pools_with(&boot, &[m0.clone(), m1.clone()]);
         let memory = NodeMemory::default();
-        let marker = PathBuf::from("/nonexistent/bootstrap-complete");
+        let marker = false;
         memory.update("bootstrap", |f| f.disabled = true);
         boot.state().enabled = false;
         m0.state().health.observe(true);
         assert!(
-            !maybe_remove_bootstrap(&pools, &memory, &marker),
+            !maybe_remove_bootstrap(&pools, &memory, marker),
             "master-1 not healthy"
         );
         m1.state().health.observe(true);
-        assert!(maybe_remove_bootstrap(&pools, &memory, &marker));
+        assert!(maybe_remove_bootstrap(&pools, &memory, marker));
         assert!(boot.state().removed && memory.get("bootstrap").removed);
         // The operator brings it back (what `lb enable bootstrap` does).
         memory.update("bootstrap", |f| {
@@ -431,7 +446,7 @@ mod tests {
             s.enabled = true;
         }
         assert!(
-            !maybe_remove_bootstrap(&pools, &memory, &marker),
+            !maybe_remove_bootstrap(&pools, &memory, marker),
             "kept until disabled again"
         );
         assert!(!boot.state().removed);

@@ -42,7 +42,7 @@ pub mod state;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -57,7 +57,7 @@ use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use crate::config::LbCfg;
 use crate::plan::Plan;
-use crate::runtime::hub::{LbControl, LbControlError};
+use crate::runtime::control::{LbControl, LbControlError};
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::net;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
@@ -104,6 +104,8 @@ pub struct Lb {
     settings: Arc<ArcSwap<CheckSettings>>,
     memory: Arc<NodeMemory>,
     marker: Arc<ArcSwap<PathBuf>>,
+    /// Whether the marker existed at the bootstrap watch's last look.
+    marker_present: Arc<AtomicBool>,
     listeners: Listeners<(PoolKind, SocketAddr)>,
     /// Bound frontend addresses, for `/status`.
     local: Mutex<Vec<(PoolKind, SocketAddr)>>,
@@ -149,6 +151,7 @@ impl Lb {
             settings: Arc::new(ArcSwap::from_pointee(settings)),
             memory: Arc::new(NodeMemory::default()),
             marker: Arc::new(ArcSwap::from_pointee(marker_of(plan))),
+            marker_present: Arc::new(AtomicBool::new(false)),
             listeners: Listeners::default(),
             local: Mutex::new(Vec::new()),
             tasks: Tasks::new("lb"),
@@ -165,6 +168,7 @@ impl Lb {
                 lb.settings.clone(),
                 lb.memory.clone(),
                 lb.marker.clone(),
+                lb.marker_present.clone(),
                 stop,
             ),
         );
@@ -176,13 +180,9 @@ impl Lb {
     }
 
     fn start_checks(&self, backend: &Arc<Backend>) {
+        // Retiring the backend or shutting down stops its checks
+        // (`checker::check_loop` watches both).
         let stop = self.tasks.token();
-        // Retiring the backend or shutting down stops its checks.
-        let (retired, s2) = (backend.retired.clone(), stop.clone());
-        tokio::spawn(async move {
-            retired.cancelled().await;
-            s2.cancel();
-        });
         self.tasks.spawn(
             format!("lb check {} {}", backend.key.pool, backend.key.node),
             stop.clone(),
@@ -221,6 +221,7 @@ impl Lb {
             },
             max_connections: cfg.max_connections,
             bootstrap_complete_marker: self.marker.load().display().to_string(),
+            bootstrap_complete_marker_present: self.marker_present.load(Ordering::Relaxed),
             pools: pools
                 .list
                 .iter()
@@ -232,7 +233,7 @@ impl Lb {
                         .map(|(_, a)| *a)
                         .unwrap_or(p.frontend);
                     PoolStatus {
-                        name: p.kind.as_str().to_string(),
+                        name: p.kind,
                         frontend: frontend.to_string(),
                         check: p.check.to_string(),
                         active_connections: FrontendStats::get(&f.active),
@@ -259,11 +260,8 @@ impl Service for Lb {
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
         let settings = check_settings(&plan)?;
-        let wanted: Vec<(PoolKind, SocketAddr)> = plan
-            .pools
-            .iter()
-            .filter_map(|p| PoolKind::of(p.name).map(|k| (k, p.frontend)))
-            .collect();
+        let wanted: Vec<(PoolKind, SocketAddr)> =
+            plan.pools.iter().map(|p| (p.name, p.frontend)).collect();
         let mut new = Vec::new();
         for (kind, addr) in self.listeners.missing(&wanted) {
             let l = TcpListener::bind(addr)

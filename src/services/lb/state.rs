@@ -20,7 +20,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::health::Health;
@@ -30,47 +29,7 @@ use crate::plan::{Check, Plan};
 use crate::runtime::status::BackendStatus;
 use crate::runtime::sync::LockExt as _;
 
-/// The four OpenShift frontends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub enum PoolKind {
-    #[serde(rename = "api")]
-    Api,
-    #[serde(rename = "machine-config")]
-    MachineConfig,
-    #[serde(rename = "ingress-http")]
-    IngressHttp,
-    #[serde(rename = "ingress-https")]
-    IngressHttps,
-}
-
-impl PoolKind {
-    pub const ALL: [PoolKind; 4] = [
-        PoolKind::Api,
-        PoolKind::MachineConfig,
-        PoolKind::IngressHttp,
-        PoolKind::IngressHttps,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PoolKind::Api => "api",
-            PoolKind::MachineConfig => "machine-config",
-            PoolKind::IngressHttp => "ingress-http",
-            PoolKind::IngressHttps => "ingress-https",
-        }
-    }
-
-    /// The kind of a plan pool (`LbPool::name`).
-    pub fn of(name: &str) -> Option<PoolKind> {
-        PoolKind::ALL.into_iter().find(|k| k.as_str() == name)
-    }
-}
-
-impl std::fmt::Display for PoolKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::model::catalogue::PoolKind;
 
 /// What makes a backend "the same" across reloads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -177,9 +136,7 @@ impl Pools {
         let mut fresh = Vec::new();
         let mut list = Vec::new();
         for p in &plan.pools {
-            let Some(kind) = PoolKind::of(p.name) else {
-                continue;
-            };
+            let kind = p.name;
             let backends = p
                 .backends
                 .iter()

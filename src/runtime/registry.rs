@@ -1,0 +1,97 @@
+//! The running services by their concrete types: one field per
+//! [`ServiceKind`], built in one function ([`Services::create`], linkerd's
+//! `App` shape) from the catalogue's list for the plan.
+//!
+//! No string names: the admin API reaches the load balancer and network
+//! boot through [`Services::lb_control`] and [`Services::boot_control`],
+//! `/status` and `/metrics` iterate [`Services::all`]. The admin service is
+//! not here: it serves the hub this registry lives in, so `serve` creates
+//! it after the hub ([`crate::runtime::supervisor`]).
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use crate::model::catalogue::ServiceKind;
+use crate::plan::Plan;
+use crate::runtime::control::{BootControl, LbControl};
+use crate::runtime::service::Service;
+use crate::services::{dhcp, dns, http, lb, tftp};
+use crate::timeline::Events;
+
+/// The services of one `serve` other than admin; `None` where the plan
+/// does not run that service.
+#[derive(Default)]
+pub struct Services {
+    #[cfg(feature = "libvirt")]
+    pub libvirt: Option<Arc<crate::drivers::libvirt::service::Libvirt>>,
+    pub dns: Option<Arc<dns::Dns>>,
+    pub dhcp: Option<Arc<dhcp::Dhcp>>,
+    pub lb: Option<Arc<lb::Lb>>,
+    pub http: Option<Arc<http::Http>>,
+    pub tftp: Option<Arc<tftp::Tftp>>,
+}
+
+impl Services {
+    /// Create the services `plan` runs (no sockets yet), in start order:
+    /// libvirt first, its network must exist before the others bind to it.
+    pub async fn create(plan: &Arc<Plan>, events: &Events) -> anyhow::Result<Services> {
+        let mut s = Services::default();
+        for kind in plan.cluster.services() {
+            match kind {
+                ServiceKind::Libvirt => s.create_libvirt(plan, events).await?,
+                ServiceKind::Dns => s.dns = Some(dns::Dns::new(plan).context("DNS")?),
+                ServiceKind::Dhcp => s.dhcp = Some(dhcp::Dhcp::new(plan).await.context("DHCP")?),
+                ServiceKind::Lb => {
+                    s.lb = Some(lb::Lb::new(plan, events.clone()).context("load balancer")?)
+                }
+                ServiceKind::Http => s.http = Some(http::Http::new(plan, events.clone())),
+                ServiceKind::Tftp => s.tftp = Some(tftp::Tftp::new(plan).context("TFTP")?),
+                // Serves the hub that holds this registry: created after it.
+                ServiceKind::Admin => {}
+            }
+        }
+        Ok(s)
+    }
+
+    #[cfg(feature = "libvirt")]
+    async fn create_libvirt(&mut self, plan: &Arc<Plan>, events: &Events) -> anyhow::Result<()> {
+        let l = crate::drivers::libvirt::service::Libvirt::new(plan, events.clone());
+        self.libvirt = Some(l.await.context("libvirt")?);
+        Ok(())
+    }
+
+    /// Without the libvirt feature the catalogue never lists libvirt.
+    #[cfg(not(feature = "libvirt"))]
+    async fn create_libvirt(&mut self, _: &Arc<Plan>, _: &Events) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// Every service, in start order.
+    pub fn all(&self) -> Vec<Arc<dyn Service>> {
+        let mut v: Vec<Arc<dyn Service>> = Vec::new();
+        #[cfg(feature = "libvirt")]
+        v.extend(self.libvirt.clone().map(|s| s as Arc<dyn Service>));
+        v.extend(self.dns.clone().map(|s| s as Arc<dyn Service>));
+        v.extend(self.dhcp.clone().map(|s| s as Arc<dyn Service>));
+        v.extend(self.lb.clone().map(|s| s as Arc<dyn Service>));
+        v.extend(self.http.clone().map(|s| s as Arc<dyn Service>));
+        v.extend(self.tftp.clone().map(|s| s as Arc<dyn Service>));
+        v
+    }
+
+    /// The load balancer's control handle, when it runs.
+    pub fn lb_control(&self) -> Option<&dyn LbControl> {
+        self.lb.as_deref().map(|l| l as &dyn LbControl)
+    }
+
+    /// Network-boot control (the HTTP service), when it runs.
+    pub fn boot_control(&self) -> Option<&dyn BootControl> {
+        self.http.as_deref().map(|h| h as &dyn BootControl)
+    }
+
+    /// The load balancer's `/status` section, when it runs.
+    pub fn lb_status(&self) -> Option<crate::runtime::status::ServiceStatus> {
+        self.lb.as_ref().map(|l| l.status())
+    }
+}
