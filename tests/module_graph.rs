@@ -363,3 +363,41 @@ fn units_form_no_cycle_and_model_is_a_leaf() {
         "plan must not depend on config: {g:#?}"
     );
 }
+
+/// `docs/architecture.md`'s picture of the tree names every module: each
+/// entry of `src/` and of the layer folders.
+#[test]
+fn the_architecture_doc_names_every_module() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let names = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "mod.rs" && n != "tests.rs" && !n.ends_with(".html"))
+            .collect()
+    };
+    let mut missing = Vec::new();
+    for n in names(&root.join("src")) {
+        let shown = if n.ends_with(".rs") {
+            n.clone()
+        } else {
+            format!("{n}/")
+        };
+        if !doc.contains(&shown) {
+            missing.push(format!("src/{shown}"));
+        }
+    }
+    for layer in LAYERS {
+        for n in names(&root.join("src").join(layer)) {
+            let stem = n.trim_end_matches(".rs");
+            if !doc.contains(stem) {
+                missing.push(format!("src/{layer}/{n}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in docs/architecture.md: {missing:?}"
+    );
+}

@@ -54,26 +54,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             admin_call(&cluster, "POST", format!("/api/nodes/{node}/reinstall")).await
         }
         Command::Reload => reload_running(&cluster).await,
-        Command::Vm {
-            action: cli::VmAction::Console,
-            node,
-        } => {
-            let plan = config::load(&cluster)?;
-            let node =
-                node.ok_or_else(|| anyhow::anyhow!("vm console: which node? (vm console NODE)"))?;
-            print!("{}", libvirt::console(&plan, &node)?);
-            Ok(())
-        }
-        Command::Vm { action, .. } => {
-            let plan = Arc::new(config::load(&cluster)?);
+        Command::Vm { action, node } => {
             let action = match action {
                 cli::VmAction::Up => libvirt::VmAction::Up,
                 cli::VmAction::Down => libvirt::VmAction::Down,
                 cli::VmAction::Status => libvirt::VmAction::Status,
                 cli::VmAction::RemoveBootstrap => libvirt::VmAction::RemoveBootstrap,
-                // Handled above (it needs no libvirt connection).
-                cli::VmAction::Console => anyhow::bail!("vm console NODE"),
+                // Needs no libvirt connection: the log file only.
+                cli::VmAction::Console => return vm_console(&cluster, node),
             };
+            let plan = Arc::new(config::load(&cluster)?);
             let fetched = match action {
                 libvirt::VmAction::Up => ignition_evidence(&cluster, &plan).await,
                 _ => None,
@@ -122,6 +112,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// `vm console NODE`: the end of the node's serial console log.
+fn vm_console(cluster: &std::path::Path, node: Option<String>) -> anyhow::Result<()> {
+    let plan = config::load(cluster)?;
+    let node = node.ok_or_else(|| anyhow::anyhow!("vm console: which node? (vm console NODE)"))?;
+    print!("{}", libvirt::console(&plan, &node)?);
+    Ok(())
 }
 
 /// One admin API call for the CLI: the address and token from the cluster
