@@ -14,8 +14,9 @@
 //!   file changes); 404 for non-nodes;
 //! - kargs longer than the area → 500 with the reason, and `preflight`
 //!   says so beforehand;
-//! - only the cluster network and `http.bootIsoCidrs` get the ISO (a
-//!   namespace with three local addresses);
+//! - only the appliance host and `http.bootIsoCidrs` get the ISO here (a
+//!   namespace with three local addresses; who else does, node by node:
+//!   `tests/http_acl.rs`);
 //! - a 1 GiB (sparse) ISO downloads with the appliance's RSS flat.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

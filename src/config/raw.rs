@@ -264,6 +264,10 @@ pub struct LoadBalancer {
     /// the benchmark). Keys are node names.
     #[serde(default)]
     pub backend_overrides: std::collections::BTreeMap<String, PoolAddrs>,
+    /// Networks (IPv4 CIDRs) besides the nodes and the appliance host whose
+    /// connections the machine-config frontend (22623) accepts.
+    #[serde(default)]
+    pub machine_config_client_cidrs: Vec<String>,
 }
 
 /// `loadBalancer.caFiles`: a CA bundle per HTTPS-checked pool.
@@ -326,6 +330,7 @@ impl Default for LoadBalancer {
             connect_timeout: connect_timeout(),
             backend_ports: BackendPorts::default(),
             backend_overrides: Default::default(),
+            machine_config_client_cidrs: Vec::new(),
         }
     }
 }
@@ -398,6 +403,11 @@ pub struct Http {
     /// per-node boot ISOs `/boot/<node>.iso`: the BMCs' management network.
     #[serde(default)]
     pub boot_iso_cidrs: Vec<String>,
+    /// Networks (IPv4 CIDRs) that may fetch every ignition config and boot
+    /// ISO besides the nodes they belong to and the appliance host: an
+    /// operator's jump host (`a.b.c.d/32`).
+    #[serde(default)]
+    pub ignition_client_cidrs: Vec<String>,
 }
 
 fn max_connections_per_client() -> u32 {
@@ -413,6 +423,7 @@ impl Default for Http {
             ignition_dir: ignition_dir(),
             max_connections_per_client: max_connections_per_client(),
             boot_iso_cidrs: Vec::new(),
+            ignition_client_cidrs: Vec::new(),
         }
     }
 }

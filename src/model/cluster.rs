@@ -40,8 +40,9 @@ impl Cluster {
         format!("{label}.{}", self.domain)
     }
     /// Is `ip` a client of the cluster: inside `network.cidr`, a relayed
-    /// `dhcp.segments[]` subnet, or loopback? Who may fetch ignition and
-    /// have other names resolved.
+    /// `dhcp.segments[]` subnet, or loopback? Who may have other names
+    /// resolved. (Ignition and the boot ISOs go to their owners only:
+    /// [`super::access`].)
     pub fn is_cluster_client(&self, ip: std::net::IpAddr) -> bool {
         self.network.cidr.contains_or_loopback(ip)
             || self
@@ -49,16 +50,6 @@ impl Cluster {
                 .segments
                 .iter()
                 .any(|s| s.cidr.contains_or_loopback(ip))
-    }
-    /// May `ip` fetch a boot ISO: a cluster client, or inside
-    /// `http.bootIsoCidrs` (the BMCs' network).
-    pub fn is_boot_iso_client(&self, ip: std::net::IpAddr) -> bool {
-        self.is_cluster_client(ip)
-            || self
-                .http
-                .boot_iso_cidrs
-                .iter()
-                .any(|c| c.contains_or_loopback(ip))
     }
     /// `network.cidr` and the relayed segments, for messages.
     pub fn cluster_networks(&self) -> String {
@@ -238,6 +229,9 @@ pub struct LbCfg {
     pub connect_timeout: Duration,
     /// Node name → per-pool backend address replacing `<node ip>:<port>`.
     pub backend_overrides: std::collections::BTreeMap<String, BackendOverrideCfg>,
+    /// Networks besides the nodes and the appliance host whose connections
+    /// the machine-config frontend accepts; see [`super::access`].
+    pub machine_config_client_cidrs: Vec<Ipv4Net>,
 }
 
 /// Backend addresses of one node per pool (`None`: derived as usual).
@@ -274,9 +268,13 @@ pub struct HttpCfg {
     /// Connections one client IP may hold at once (loopback included);
     /// more are closed at accept.
     pub max_connections_per_client: usize,
-    /// Networks besides the cluster's allowed to fetch `/boot/<node>.iso`
+    /// Networks allowed to fetch `/boot/<node>.iso` besides the node itself
     /// (the BMCs' management network).
     pub boot_iso_cidrs: Vec<Ipv4Net>,
+    /// Networks allowed every ignition config and boot ISO besides the
+    /// owning nodes and the appliance host (a jump host); see
+    /// [`super::access`].
+    pub ignition_client_cidrs: Vec<Ipv4Net>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -388,7 +386,7 @@ impl Ipv4Net {
     }
     /// Is `ip` a client of the cluster network: inside this network or on
     /// loopback (IPv4-mapped IPv6 addresses count as their IPv4 address)?
-    /// Who may fetch ignition and have other names resolved.
+    /// Who may have other names resolved (DNS recursion).
     pub fn contains_or_loopback(&self, ip: std::net::IpAddr) -> bool {
         let v4 = match ip {
             std::net::IpAddr::V4(v4) => v4,

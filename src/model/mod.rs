@@ -1,12 +1,14 @@
 //! The model every other module shares: the validated cluster
 //! ([`cluster`]), DNS names and records ([`names`]) and the rules that keep
-//! user records from contradicting the generated ones ([`conflicts`]).
+//! user records from contradicting the generated ones ([`conflicts`]),
+//! and who may fetch a node's secrets ([`access`]).
 //!
 //! A leaf: it imports nothing from `config`, `plan` or the services, so
 //! `config` (which produces a [`cluster::Cluster`] and the plan) and `plan`
 //! (which derives what is served) both depend on it and never on each other
 //! in a cycle.
 
+pub mod access;
 pub mod bmc;
 pub mod boot;
 pub mod catalogue;

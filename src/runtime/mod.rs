@@ -1,7 +1,8 @@
 //! The runtime every service runs in: the service shape and its task
 //! supervision, `serve` (create, run, shut down), hitless reload, the state
 //! shared with the admin API (the hub), the `/status` schema, resource
-//! limits, the TCP accept loop, the Prometheus writer and logging.
+//! limits, the TCP accept loop, the Prometheus writer and logging (with a
+//! once-per-address limiter for refusals, [`once`]).
 
 pub mod control;
 pub mod drain;
@@ -9,6 +10,7 @@ pub mod hub;
 pub mod limits;
 pub mod metrics;
 pub mod net;
+pub mod once;
 pub mod registry;
 pub mod reload;
 pub mod service;

@@ -231,6 +231,10 @@ pub struct PoolStatus {
     pub total_connections: u64,
     pub rejected_over_cap: u64,
     pub closed_no_backend: u64,
+    /// Closed at accept because the client address may not use the
+    /// frontend (machine-config: not a node); never forwarded.
+    #[serde(default)]
+    pub refused_clients: u64,
     pub backends: Vec<BackendStatus>,
 }
 

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};
 
-use super::{Errs, NetParts, resolve, sock};
+use super::{Errs, NetParts, client_cidrs, resolve, sock};
 use crate::config::{raw, secret};
 use crate::model::cluster::{AdminCfg, HttpCfg, Ipv4Net};
 
@@ -40,6 +40,12 @@ pub(crate) fn build_http(
             )
         })
         .collect();
+    let ignition_client_cidrs = client_cidrs(
+        e,
+        "http.ignitionClientCidrs",
+        &t.ignition_client_cidrs,
+        "every ignition config, bootstrap.ign's CA keys included",
+    );
     let images_dir = resolve(base, &t.images_dir);
     let ignition_dir = resolve(base, &t.ignition_dir);
     if !t.images_dir.trim().is_empty()
@@ -55,6 +61,7 @@ pub(crate) fn build_http(
         ignition_dir,
         max_connections_per_client: t.max_connections_per_client as usize,
         boot_iso_cidrs,
+        ignition_client_cidrs,
     })
 }
 

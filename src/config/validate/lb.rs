@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 
-use super::{Errs, NetParts, resolve, sock};
+use super::{Errs, NetParts, client_cidrs, resolve, sock};
 use crate::config::raw;
 use crate::model::cluster::{BackendOverrideCfg, BackendPortsCfg, HealthCfg, LbCfg};
 
@@ -103,6 +103,12 @@ pub(crate) fn build(
         };
         backend_overrides.insert(node.clone(), cfg);
     }
+    let machine_config_client_cidrs = client_cidrs(
+        e,
+        "loadBalancer.machineConfigClientCidrs",
+        &l.machine_config_client_cidrs,
+        "the machine-config server's rendered configs and kubelet bootstrap credentials",
+    );
     Some(LbCfg {
         enabled: l.enabled,
         api: api?,
@@ -137,5 +143,6 @@ pub(crate) fn build(
         idle_timeout: l.idle_timeout.get(),
         connect_timeout: l.connect_timeout.get(),
         backend_overrides,
+        machine_config_client_cidrs,
     })
 }

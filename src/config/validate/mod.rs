@@ -101,6 +101,34 @@ pub(crate) fn sock(
     None
 }
 
+/// An access list of extra client networks (`http.ignitionClientCidrs`,
+/// `loadBalancer.machineConfigClientCidrs`): IPv4 CIDRs in network form,
+/// each reported as `path[i]`. `0.0.0.0/0` is refused: it would hand
+/// `grants` to every address, which is what the list exists to prevent.
+pub(crate) fn client_cidrs(
+    e: &mut Errs,
+    path: &str,
+    list: &[String],
+    grants: &str,
+) -> Vec<Ipv4Net> {
+    let mut out = Vec::new();
+    for (i, text) in list.iter().enumerate() {
+        let field = format!("{path}[{i}]");
+        let Some(net) = e.parse::<Ipv4Net>(&field, text, "IPv4 CIDR (a.b.c.d/prefix)") else {
+            continue;
+        };
+        if net.prefix() == 0 {
+            e.push(
+                field,
+                format!("{text:?} would give {grants} to every address; list the hosts (a.b.c.d/32) or networks that need it"),
+            );
+            continue;
+        }
+        out.push(net);
+    }
+    out
+}
+
 /// Every section of the file, each `None` when it had an error.
 pub(crate) struct Sections {
     pub identity: Option<identity::Identity>,

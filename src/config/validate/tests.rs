@@ -137,6 +137,34 @@ fn boot_iso_cidrs_are_checked() {
 }
 
 #[test]
+fn extra_client_cidrs_are_checked() {
+    let (_, e) = run(&format!(
+        "{BASE}http: {{ ignitionClientCidrs: [192.168.131.40/32, 10.2.0.1/16, 0.0.0.0/0, x] }}\n\
+         loadBalancer: {{ machineConfigClientCidrs: [0.0.0.0/0, 10.9.0.0/24] }}\n"
+    ));
+    let msgs: Vec<String> = e.0.iter().map(|x| format!("{x:?}")).collect();
+    assert_eq!(e.0.len(), 4, "{msgs:?}");
+    for (m, want) in msgs.iter().zip([
+        "loadBalancer.machineConfigClientCidrs[0]",
+        "http.ignitionClientCidrs[1]",
+        "http.ignitionClientCidrs[2]",
+        "http.ignitionClientCidrs[3]",
+    ]) {
+        assert!(m.contains(want), "{want}: {msgs:?}");
+    }
+    assert!(msgs[0].contains("every address"), "{msgs:?}");
+    let (s, e) = run(&format!(
+        "{BASE}http: {{ ignitionClientCidrs: [192.168.131.40/32] }}\n\
+         loadBalancer: {{ machineConfigClientCidrs: [10.9.0.0/24] }}\n"
+    ));
+    assert!(e.0.is_empty(), "{:?}", e.0);
+    let http = s.http.unwrap();
+    assert!(http.ignition_client_cidrs[0].contains("192.168.131.40".parse().unwrap()));
+    assert!(!http.ignition_client_cidrs[0].contains("192.168.131.41".parse().unwrap()));
+    assert!(s.lb.unwrap().machine_config_client_cidrs[0].contains("10.9.0.7".parse().unwrap()));
+}
+
+#[test]
 fn install_kargs_must_fit_a_live_iso_area() {
     let long = vec![format!("x={}", "a".repeat(498)); 4].join(", ");
     let text = BASE.replace(

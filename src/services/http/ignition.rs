@@ -1,10 +1,12 @@
 //! Ignition serving rules (pure): who may fetch, which file answers a
 //! name, and the per-node hostname merge.
 //!
-//! - Access: ignition configs carry cluster secrets (bootstrap certificates,
-//!   pull secret), so only clients inside `network.cidr` or on loopback
-//!   (127.0.0.0/8, ::1, and their IPv4-mapped forms) are served; others get 403
-//!   (`Ipv4Net::contains_or_loopback`, the rule DNS recursion uses too).
+//! - Access: ignition configs carry cluster secrets (`bootstrap.ign` the
+//!   cluster CA keys), so each is served only to its owner ([`owner`]: the
+//!   node of `<node>.ign`, the bootstrap node for `bootstrap.ign`, any node
+//!   for `master.ign` / `worker.ign`), the appliance host and
+//!   `http.ignitionClientCidrs`; everyone else gets 403 (the pure rules:
+//!   [`crate::model::access`]).
 //! - `/ignition/<name>.ign`:
 //!   1. `<name>` is a node: its own `<node>.ign` if that file exists (served
 //!      verbatim), else its role's `<role>.ign` with `/etc/hostname` set to
@@ -27,6 +29,7 @@ use std::net::IpAddr;
 use serde_json::{Value, json};
 
 use crate::config::{Cluster, NodeCfg, Role};
+use crate::model::access::Owner;
 
 /// The node a client address belongs to, if any.
 pub fn node_by_ip(c: &Cluster, ip: IpAddr) -> Option<&NodeCfg> {
@@ -48,6 +51,14 @@ pub enum Target {
     },
     /// A role file, verbatim.
     Role(Role),
+}
+
+/// Whose config `t` is, for the access rules.
+pub fn owner<'a>(c: &'a Cluster, t: &Target) -> Owner<'a> {
+    match t {
+        Target::Node { node, role, .. } => c.node(node).map_or(Owner::Role(*role), Owner::Node),
+        Target::Role(r) => Owner::Role(*r),
+    }
 }
 
 /// Map the file name (`master-0.ign`) to a target; `None` → 404.
@@ -170,6 +181,20 @@ mod tests {
             Some("m0")
         );
         assert!(node_by_ip(&c, "10.0.0.99".parse().unwrap()).is_none());
+    }
+
+    #[test]
+    fn owners() {
+        let c = cluster();
+        let own = |f: &str| owner(&c, &target(&c, f).unwrap());
+        assert_eq!(own("m0.ign"), Owner::Node(c.node("m0").unwrap()));
+        // The node named bootstrap is the owner of bootstrap.ign.
+        assert_eq!(
+            own("bootstrap.ign"),
+            Owner::Node(c.node("bootstrap").unwrap())
+        );
+        assert_eq!(own("master.ign"), Owner::Role(Role::Master));
+        assert_eq!(own("worker.ign"), Owner::Role(Role::Worker));
     }
 
     #[test]

@@ -16,9 +16,12 @@
 //! - The `ETag` covers the file (inode, size, mtime) and the overlay, so it
 //!   changes when the ISO or the node's kargs change; no `Last-Modified`
 //!   (a kargs change does not move the file's date).
-//! - Served only to the cluster network, loopback and `http.bootIsoCidrs`
-//!   (403 otherwise): the kargs carry the ignition URL. An ISO without
-//!   embed areas, or kargs longer than its area, → 500 and an error log.
+//! - Served only to the node it is for (a role's: that role's nodes, any
+//!   node for master and worker), the node's own BMC, the appliance host,
+//!   `http.bootIsoCidrs` and `http.ignitionClientCidrs`
+//!   ([`crate::model::access::boot_iso`]); 403 otherwise, the first refusal
+//!   per address logged. An ISO without embed areas, or kargs longer than
+//!   its area, → 500 and an error log.
 
 use std::fs::File;
 use std::net::SocketAddr;
@@ -32,7 +35,8 @@ use super::range::Validators;
 use super::{Ctx, Region, Resp, plain};
 use crate::boot::iso9660::IsoImage;
 use crate::boot::liveiso::{KargAreas, Patches};
-use crate::config::BootSource;
+use crate::config::{BootSource, Role};
+use crate::model::access::{self, Decision, Owner};
 use crate::model::boot::{IsoTarget, iso_install_kargs};
 
 /// The ISO file opened, with its overlay and validators.
@@ -81,11 +85,28 @@ impl Ctx {
     ) -> Resp {
         let plan = self.plan.load_full();
         let c = &plan.cluster;
-        if !c.is_boot_iso_client(peer.ip()) {
-            warn!(%peer, "boot iso {name}.iso refused: outside the cluster network and http.bootIsoCidrs");
+        let target = IsoTarget::find(c, name);
+        // An unknown name is judged as a role's ISO: 403 or 404 tell a
+        // stranger nothing about which names exist.
+        let owner = match target {
+            Some(IsoTarget::Node(n)) => Owner::Node(n),
+            Some(IsoTarget::Role(r)) => Owner::Role(r),
+            None => Owner::Role(Role::Worker),
+        };
+        let client = peer.ip();
+        if access::boot_iso(c, client, owner) == Decision::Deny {
+            let who = access::describe(c, client);
+            match self.refusals.check(client) {
+                Some(n) => warn!(
+                    "boot iso {name}.iso refused to {client} ({who}): served only to {}, its BMC, the appliance host, http.bootIsoCidrs and http.ignitionClientCidrs{}",
+                    owner.audience(),
+                    crate::runtime::once::not_logged(n)
+                ),
+                None => debug!("boot iso {name}.iso refused to {client} ({who})"),
+            }
             return plain(StatusCode::FORBIDDEN, "forbidden");
         }
-        let Some(target) = IsoTarget::find(c, name) else {
+        let Some(target) = target else {
             debug!(%peer, "boot iso: {name:?} is neither a node nor a role");
             return plain(StatusCode::NOT_FOUND, "not a node or role");
         };

@@ -23,8 +23,10 @@
 //!   get 400, anything outside the root, a directory or a special file 404.
 //! - Range (single, multi, suffix, open), 416, ETag / Last-Modified and the
 //!   RFC 9110 conditionals live in the pure [`range`] module.
-//! - Ignition is answered only to `network.cidr`, `dhcp.segments` and
-//!   loopback (403 otherwise); each body is built once per file version
+//! - Ignition configs and boot ISOs are answered only to the node they
+//!   belong to, the appliance host and the configured extra networks
+//!   ([`crate::model::access`]; 403 otherwise, the first refusal per address
+//!   logged as a warning with the address and the file); each body is built once per file version
 //!   (and node) and shared by every response ([`igncache`]: bounded cache,
 //!   bounded loads); every ignition request is recorded in [`stats::Stats`]
 //!   (client IP ↔ node, file, status, time) and shown by the admin listener.
@@ -66,6 +68,8 @@ use hyper::{Method, Request, Response, StatusCode, Version};
 use tracing::{debug, error, info, warn};
 
 use crate::boot::liveiso::Patches;
+use crate::config::Role;
+use crate::model::access::{self, Decision, Owner};
 use crate::plan::Plan;
 use igncache::IgnError;
 use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};
@@ -128,6 +132,8 @@ pub(crate) struct Ctx {
     ign_cache: igncache::IgnCache,
     /// The install timeline (completed rootfs downloads).
     events: crate::timeline::Events,
+    /// Refused ignition and boot ISO requests: one warning per address.
+    refusals: crate::runtime::once::OncePerAddress,
 }
 
 fn empty() -> Body {
@@ -414,18 +420,29 @@ impl Ctx {
                 bytes,
             });
         };
-        if !c.is_cluster_client(client) {
-            warn!(
-                "ignition {file} refused to {client}: outside {} and not loopback",
-                c.cluster_networks()
-            );
-            record(StatusCode::FORBIDDEN, "client outside network.cidr", 0);
+        let target = ignition::target(c, &file);
+        // An unknown name is judged as a role file (any node may ask), so a
+        // stranger learns nothing about which names exist: 403 either way.
+        let owner = target
+            .as_ref()
+            .map_or(Owner::Role(Role::Worker), |t| ignition::owner(c, t));
+        if access::ignition(c, client, owner) == Decision::Deny {
+            let who = access::describe(c, client);
+            match self.refusals.check(client) {
+                Some(n) => warn!(
+                    "ignition {file} refused to {client} ({who}): served only to {}, the appliance host and http.ignitionClientCidrs{}",
+                    owner.audience(),
+                    crate::runtime::once::not_logged(n)
+                ),
+                None => debug!("ignition {file} refused to {client} ({who})"),
+            }
+            record(StatusCode::FORBIDDEN, &format!("refused: {who}"), 0);
             return plain(
                 StatusCode::FORBIDDEN,
-                "ignition is only served inside the cluster network",
+                "ignition is only served to the node it belongs to",
             );
         }
-        let Some(target) = ignition::target(c, &file) else {
+        let Some(target) = target else {
             record(StatusCode::NOT_FOUND, "not a node or role", 0);
             return plain(StatusCode::NOT_FOUND, "not found");
         };

@@ -63,6 +63,7 @@ impl Http {
                 clients: Arc::new(Clients::default()),
                 ign_cache: Default::default(),
                 events,
+                refusals: Default::default(),
             }),
             listeners: Listeners::default(),
             tasks: Tasks::new("http"),

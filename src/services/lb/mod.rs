@@ -15,6 +15,11 @@
 //!   panic).
 //! - Each frontend holds at most `maxConnections` client connections; over
 //!   the cap new connections are closed at once and counted.
+//! - The machine-config frontend accepts only nodes, the appliance host and
+//!   `loadBalancer.machineConfigClientCidrs` ([`access::machine_config`]):
+//!   any other client is closed right after accept, before the cap and
+//!   before any backend is connected, and counted (`refusedClients`); the
+//!   first refusal per address is logged.
 //! - Half-close is forwarded; a connection idle in both directions for
 //!   `idleTimeout` is closed ([`proxy`]).
 //! - Disabling a node (admin API / `crc-appliance lb disable NODE`) drains
@@ -55,11 +60,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
-use crate::config::LbCfg;
+use crate::config::{Cluster, LbCfg};
+use crate::model::access::{self, Decision};
 use crate::plan::Plan;
 use crate::runtime::control::{LbControl, LbControlError};
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::net;
+use crate::runtime::once::{self, OncePerAddress};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 
 use crate::runtime::status::{HealthStatus, LbStatus, PoolStatus, ServiceStatus};
@@ -114,6 +121,11 @@ pub struct Lb {
     conns_stop: CancellationToken,
     /// The install timeline: machine-config connections from node addresses.
     events: Events,
+    /// The cluster of the last commit: who may use the machine-config
+    /// frontend ([`access::machine_config`]).
+    cluster: ArcSwap<Cluster>,
+    /// Refused machine-config clients: one warning per address.
+    refusals: OncePerAddress,
 }
 
 /// The health settings and probers of `plan`: the api and machine-config
@@ -158,6 +170,8 @@ impl Lb {
             conns: TaskTracker::new(),
             conns_stop: CancellationToken::new(),
             events,
+            cluster: ArcSwap::from_pointee(c.clone()),
+            refusals: OncePerAddress::default(),
         });
         let stop = lb.tasks.shutdown_token();
         lb.tasks.spawn(
@@ -240,6 +254,7 @@ impl Lb {
                         total_connections: FrontendStats::get(&f.total),
                         rejected_over_cap: FrontendStats::get(&f.over_cap),
                         closed_no_backend: FrontendStats::get(&f.no_backend),
+                        refused_clients: FrontendStats::get(&f.refused),
                         backends: p
                             .backends
                             .iter()
@@ -274,6 +289,7 @@ impl Service for Lb {
             let (pools, fresh, gone) = self.pools.load().rebuild(&plan, &self.memory);
             self.settings.store(Arc::new(settings));
             self.cfg.store(Arc::new(plan.cluster.lb.clone()));
+            self.cluster.store(Arc::new(plan.cluster.clone()));
             self.marker.store(Arc::new(marker_of(&plan)));
             self.pools.store(Arc::new(pools));
             for b in &gone {
@@ -357,7 +373,7 @@ impl Service for Lb {
                 );
             }
         }
-        let pool_families: [(&str, Kind, &str, Get<'_, FrontendStats>); 4] = [
+        let pool_families: [(&str, Kind, &str, Get<'_, FrontendStats>); 5] = [
             (
                 "crc_appliance_lb_frontend_active_connections",
                 Kind::Gauge,
@@ -381,6 +397,12 @@ impl Service for Lb {
                 Kind::Counter,
                 "Client connections closed because no backend was available.",
                 &|f| FrontendStats::get(&f.no_backend),
+            ),
+            (
+                "crc_appliance_lb_frontend_refused_total",
+                Kind::Counter,
+                "Client connections closed at accept, never forwarded: the client address may not use the frontend (machine-config: nodes, the appliance host and loadBalancer.machineConfigClientCidrs only).",
+                &|f| FrontendStats::get(&f.refused),
             ),
         ];
         for (name, kind, help, get) in pool_families {
@@ -454,6 +476,11 @@ async fn accept_loop(
         };
         stats.total.fetch_add(1, Ordering::Relaxed);
         if kind == PoolKind::MachineConfig {
+            if refuse_machine_config(&lb, peer) {
+                stats.refused.fetch_add(1, Ordering::Relaxed);
+                drop(stream);
+                continue;
+            }
             lb.events.machine_config_connect(peer.ip());
         }
         let cap = lb.frontend(kind).cap(crate::runtime::limits::cap::scaled(
@@ -482,6 +509,28 @@ async fn accept_loop(
             .instrument(span),
         );
     }
+}
+
+/// Should the machine-config frontend refuse `peer` (close it at once,
+/// never connect a backend)? The rendered configs the machine-config server
+/// hands out carry the kubelet bootstrap credentials, so only nodes, the
+/// appliance host and `loadBalancer.machineConfigClientCidrs` may connect.
+/// The first refusal per address is logged as a warning.
+fn refuse_machine_config(lb: &Lb, peer: SocketAddr) -> bool {
+    let c = lb.cluster.load();
+    if access::machine_config(&c, peer.ip()) == Decision::Allow {
+        return false;
+    }
+    let who = access::describe(&c, peer.ip());
+    match lb.refusals.check(peer.ip()) {
+        Some(n) => warn!(
+            "lb machine-config: connection from {} ({who}) refused: only nodes, the appliance host and loadBalancer.machineConfigClientCidrs may connect{}",
+            peer.ip(),
+            once::not_logged(n)
+        ),
+        None => debug!(%peer, "lb machine-config: refused ({who})"),
+    }
+    true
 }
 
 /// Connect to the next ready backend of the current pools, retrying the

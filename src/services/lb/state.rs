@@ -209,6 +209,9 @@ pub struct FrontendStats {
     pub total: AtomicU64,
     pub over_cap: AtomicU64,
     pub no_backend: AtomicU64,
+    /// Connections closed at accept: the client may not use this frontend
+    /// (machine-config: not a node, [`crate::model::access::machine_config`]).
+    pub refused: AtomicU64,
     /// Set after warning that a client found no backend; cleared by the
     /// next proxied connection (one warning per outage, not per client).
     pub warned_empty: AtomicBool,
