@@ -476,3 +476,28 @@ fn sigterm_during_a_stalled_reload_stops_serve_within_the_grace_period() {
     assert!(log.contains("reload abandoned"), "{log}");
     assert!(!log.contains("configuration reloaded"), "{log}");
 }
+
+/// `reload` lists every field that changed: a changed `network.upstreamDNS`
+/// (once reported as "no changes" although it was applied) shows up in
+/// the CLI's answer and in `/status`.
+#[test]
+fn reload_lists_a_changed_upstream_dns() {
+    let app = Appliance::start(&common::only(&format!(
+        "dns:\n  listen: [\"127.0.0.1:0\"]\nadmin:\n  listen: 127.0.0.1:{}\n",
+        admin_port()
+    )));
+    let good = std::fs::read_to_string(&app.cluster_file).unwrap();
+    let edited = good.replace(
+        "  applianceIP: 127.0.20.1\n",
+        "  applianceIP: 127.0.20.1\n  upstreamDNS: [\"127.0.0.53\"]\n",
+    );
+    assert_ne!(good, edited);
+    std::fs::write(&app.cluster_file, edited).unwrap();
+    let (code, out, err) = reload_cli(&app);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("network.upstreamDns") && out.contains("127.0.0.53:53"),
+        "{out}"
+    );
+    assert!(!out.contains("no changes"), "{out}");
+}

@@ -4,6 +4,7 @@
 //! limits, the TCP accept loop, the Prometheus writer and logging (with a
 //! once-per-address limiter for refusals, [`once`]).
 
+pub mod changes;
 pub mod control;
 pub mod drain;
 pub mod hub;
