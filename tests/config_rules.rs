@@ -167,7 +167,7 @@ fn bad_role_mac_and_ip_syntax() {
 "#,
     );
     expect(&t, "nodes[0].role", "unknown role \"boss\"");
-    expect(&t, "nodes[0].mac", "is not a valid MAC address");
+    expect(&t, "nodes[0].mac", "is not a MAC address");
     expect(&t, "nodes[0].ip", "is not a valid IPv4 address");
     expect(&t, "nodes[1].mac", "multicast");
 }
@@ -204,11 +204,7 @@ fn dhcp_pool_rules() {
     let t = format!(
         "{BASE}dhcp:\n  pool: {{ start: 192.168.131.3, end: 192.168.131.30 }}\n  leaseTime: 10s\n"
     );
-    expect(
-        &t,
-        "dhcp.pool",
-        "contains reserved address 192.168.131.10 of nodes[1] (master-0)",
-    );
+    expect(&t, "dhcp.pool", "192.168.131.10 (master-0)");
     expect(&t, "dhcp.leaseTime", "at least 60s");
     let t = format!("{BASE}dhcp:\n  pool: {{ start: 192.168.132.3, end: 192.168.131.30 }}\n");
     expect(&t, "dhcp.pool.start", "outside network.cidr");
@@ -543,11 +539,7 @@ fn dhcp_segments() {
         "nodes[4].ip",
         "outside network.cidr 192.168.131.0/24 and every dhcp.segments[].cidr",
     );
-    expect(
-        &bad,
-        "dhcp.segments[0].pool",
-        "reserved address 10.77.0.110 of nodes[5]",
-    );
+    expect(&bad, "dhcp.segments[0].pool", "10.77.0.110 (worker-3)");
     expect(&bad, "dhcp.segments[1].cidr", "overlaps network.cidr");
     expect(
         &bad,
@@ -565,4 +557,68 @@ fn dhcp_segments() {
     );
     let e = load(&unknown).unwrap_err().to_string();
     assert!(e.contains("router"), "{e}");
+}
+
+/// Errors at `path`, and the whole list (for "one mistake, one message").
+fn at(errs: &[String], path: &str) -> Vec<String> {
+    errs.iter()
+        .filter(|e| e.starts_with(&format!("{path}: ")))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn one_mistake_one_message() {
+    // A MAC in another notation: its reason once, and any OUI is fine.
+    let errs = errors(&BASE.replace("52:54:00:00:00:0a", "5254.0014.000a"));
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert!(
+        errs[0].starts_with("nodes[1].mac: \"5254.0014.000a\" is not a MAC address ("),
+        "{errs:#?}"
+    );
+    assert_eq!(errs[0].matches("MAC").count(), 1, "said twice: {errs:#?}");
+    assert!(
+        !errs[0].contains("xx:xx"),
+        "implies only 52:54:00 is valid: {errs:#?}"
+    );
+
+    // An unsupported prefix: no cascade over every address.
+    let errs = errors(&BASE.replace("192.168.131.0/24", "10.0.0.0/8"));
+    assert_eq!(
+        errs,
+        ["network.cidr: prefix /8 is not supported (use /16 to /30)"]
+    );
+
+    // A node on the appliance's address (also the VIPs'): one line.
+    let errs = errors(&BASE.replace("ip: 192.168.131.10", "ip: 192.168.131.2"));
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    let e = &at(&errs, "nodes[1].ip")[0];
+    assert!(
+        e.contains("network.applianceIP, network.apiVIP, network.ingressVIP")
+            && e.contains("its own address"),
+        "{e}"
+    );
+
+    // A pool over three node addresses: one line listing them.
+    let errs = errors(&format!(
+        "{BASE}dhcp:\n  pool: {{ start: 192.168.131.3, end: 192.168.131.30 }}\n"
+    ));
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert!(
+        errs[0].starts_with("dhcp.pool: ")
+            && errs[0].contains(
+                "192.168.131.5 (bootstrap), 192.168.131.10 (master-0), 192.168.131.20 (worker-0)"
+            ),
+        "{errs:#?}"
+    );
+
+    // A typo in a role: did you mean, the aliases, and no "no master" echo.
+    let errs = errors(&BASE.replace("role: master", "role: maser"));
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert!(
+        errs[0].starts_with("nodes[1].role: unknown role \"maser\" (did you mean \"master\"?")
+            && errs[0].contains("control-plane")
+            && errs[0].contains("compute"),
+        "{errs:#?}"
+    );
 }

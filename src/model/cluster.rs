@@ -102,7 +102,7 @@ impl fmt::Display for Role {
 /// Why a role, CIDR or MAC address in the cluster file does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
-    #[error("unknown role {0:?} (expected bootstrap, master or worker)")]
+    #[error("unknown role {0:?} ({hint}roles: bootstrap, master (alias control-plane), worker (alias compute))", hint = did_you_mean(.0))]
     Role(String),
     #[error("{0:?} is not in CIDR form (a.b.c.d/prefix)")]
     NotCidr(String),
@@ -112,8 +112,38 @@ pub enum ParseError {
     Prefix(String),
     #[error("{given} has host bits set; the network is {network}")]
     HostBits { given: String, network: String },
-    #[error("{0:?} is not a MAC address (expected 52:54:00:xx:xx:xx)")]
+    #[error(
+        "{0:?} is not a MAC address (six hex octets separated by ':' or '-', e.g. 52:54:00:12:34:56)"
+    )]
     Mac(String),
+}
+
+/// `did you mean "master"? ` when `given` is a small typo of a role name.
+fn did_you_mean(given: &str) -> String {
+    let g = given.to_ascii_lowercase();
+    ["bootstrap", "master", "worker", "control-plane", "compute"]
+        .into_iter()
+        .map(|r| (edit_distance(&g, r), r))
+        .filter(|(d, r)| *d <= 2 && *d < r.len() / 2)
+        .min()
+        .map(|(_, r)| format!("did you mean {r:?}? "))
+        .unwrap_or_default()
+}
+
+/// Levenshtein distance (small inputs only).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 impl FromStr for Role {

@@ -94,7 +94,7 @@ pub(crate) fn build(
     })
 }
 
-/// Record an error for every node address inside the pool `(s, t)`.
+/// One error listing the node addresses inside the pool `(s, t)`.
 fn pool_clear_of_nodes(
     e: &mut Errs,
     path: &str,
@@ -102,16 +102,23 @@ fn pool_clear_of_nodes(
     nodes: Option<&[NodeCfg]>,
 ) {
     let inside = |ip: Ipv4Addr| (u32::from(s)..=u32::from(t)).contains(&u32::from(ip));
-    for (j, node) in nodes.unwrap_or_default().iter().enumerate() {
-        if inside(node.ip) {
-            e.push(
-                path,
-                format!(
-                    "range {s}-{t} contains reserved address {} of nodes[{j}] ({})",
-                    node.ip, node.name
-                ),
-            );
-        }
+    let hit: Vec<String> = nodes
+        .unwrap_or_default()
+        .iter()
+        .filter(|n| inside(n.ip))
+        .map(|n| format!("{} ({})", n.ip, n.name))
+        .collect();
+    if !hit.is_empty() {
+        e.push(
+            path,
+            format!(
+                "range {s}-{t} contains the reserved address{} of {} node{}: {} (move the pool clear of the nodes' addresses)",
+                if hit.len() == 1 { "" } else { "es" },
+                hit.len(),
+                if hit.len() == 1 { "" } else { "s" },
+                hit.join(", ")
+            ),
+        );
     }
 }
 

@@ -57,7 +57,15 @@ impl Errs {
         match text.trim().parse::<T>() {
             Ok(v) => Some(v),
             Err(err) => {
-                self.push(path, format!("{text:?} is not a valid {what} ({err})"));
+                let err = err.to_string();
+                // An error that already names the value says it all once.
+                let said =
+                    err.starts_with(&format!("{:?}", text.trim())) || err.starts_with(text.trim());
+                if said {
+                    self.push(path, err);
+                } else {
+                    self.push(path, format!("{text:?} is not a valid {what} ({err})"));
+                }
                 None
             }
         }

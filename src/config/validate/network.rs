@@ -100,7 +100,7 @@ impl NetParts {
 
 pub(crate) fn parts(n: &raw::Network, e: &mut Errs) -> NetParts {
     let before = e.len();
-    let cidr = e.parse::<Ipv4Net>("network.cidr", &n.cidr, "IPv4 CIDR (a.b.c.d/prefix)");
+    let mut cidr = e.parse::<Ipv4Net>("network.cidr", &n.cidr, "IPv4 CIDR (a.b.c.d/prefix)");
     if let Some(c) = cidr
         && (c.prefix() < 16 || c.prefix() > 30)
     {
@@ -108,6 +108,9 @@ pub(crate) fn parts(n: &raw::Network, e: &mut Errs) -> NetParts {
             "network.cidr",
             format!("prefix /{} is not supported (use /16 to /30)", c.prefix()),
         );
+        // One mistake, one message: no address is checked against a
+        // network the file cannot have.
+        cidr = None;
     }
     let mut p = NetParts {
         cidr,

@@ -65,7 +65,7 @@ pub(crate) fn build(
                 None
             }
         };
-        let mac = e.parse::<MacAddr>(&p("mac"), &rn.mac, "MAC address (52:54:00:xx:xx:xx)");
+        let mac = e.parse::<MacAddr>(&p("mac"), &rn.mac, "MAC address");
         if let Some(m) = mac {
             if m.is_multicast() {
                 e.push(p("mac"), format!("{m} is a multicast address"));
@@ -82,10 +82,20 @@ pub(crate) fn build(
             if let Some(j) = seen_ip.insert(ip, i) {
                 e.push(p("ip"), format!("duplicate IP {ip} (also nodes[{j}].ip)"));
             }
-            for (what, other) in net.taken() {
-                if Some(ip) == other {
-                    e.push(p("ip"), format!("{ip} is already used by {what}"));
-                }
+            let users: Vec<&str> = net
+                .taken()
+                .into_iter()
+                .filter(|(_, other)| *other == Some(ip))
+                .map(|(what, _)| what)
+                .collect();
+            if !users.is_empty() {
+                e.push(
+                    p("ip"),
+                    format!(
+                        "{ip} is already used by {} (give the node its own address)",
+                        users.join(", ")
+                    ),
+                );
             }
         }
         if let Some(dev) = &rn.install_dev {
@@ -113,7 +123,9 @@ pub(crate) fn build(
         }
     }
     let count = |r: Role| raw_nodes.iter().filter(|n| n.role.parse() == Ok(r)).count();
-    if !raw_nodes.is_empty() && count(Role::Master) == 0 {
+    let roles_parse = raw_nodes.iter().all(|n| n.role.parse::<Role>().is_ok());
+    // A mistyped role was reported at its node; "no master" would repeat it.
+    if !raw_nodes.is_empty() && roles_parse && count(Role::Master) == 0 {
         e.push("nodes", "at least one node with role master is required");
     }
     if count(Role::Bootstrap) > 1 {
