@@ -335,3 +335,77 @@ fn missing_rhcos_pxe_files_are_reported() {
     assert!(!out.contains("vmlinuz:"), "{out}");
     assert!(out.contains("preflight: 2 problem(s)"), "{out}");
 }
+
+/// A pointer config as `openshift-install create ignition-configs` writes
+/// it: merge from `source`, trust the PEM in `ca` (a base64 data URL).
+fn pointer(source: &str, ca_pem: &[u8]) -> String {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        r#"{{"ignition":{{"config":{{"merge":[{{"source":"{source}"}}]}},"security":{{"tls":{{"certificateAuthorities":[{{"source":"data:text/plain;charset=utf-8;base64,{ca}"}}]}}}},"version":"3.2.0"}}}}"#
+    )
+}
+
+/// `preflight` checks the role pointer configs against this cluster (their
+/// merge source is `api-int.<cluster>:22623/config/<role>`, their CA
+/// parses) and warns when the files are older than 20 h (their
+/// certificates expire at 24 h). A `master.ign` of another cluster used to
+/// pass as "ok".
+#[test]
+fn pointer_configs_must_point_at_this_cluster_and_be_fresh() {
+    require_tools!("openssl", "touch");
+    let d = dirs();
+    let (cert, key) = (d.path().join("ca.crt"), d.path().join("ca.key"));
+    common::self_signed_cert(&cert, &key, "root-ca");
+    let pem = std::fs::read(&cert).unwrap();
+    let ign = d.path().join("ign");
+    let yaml = only(&http_section(d.path(), "127.0.20.1:0"));
+    let domain = "test.crc.testing";
+    std::fs::write(
+        ign.join("master.ign"),
+        pointer(
+            "https://api-int.othercluster.crc.testing:22623/config/master",
+            &pem,
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        ign.join("worker.ign"),
+        pointer(
+            &format!("https://api-int.{domain}:22623/config/worker"),
+            b"not a certificate",
+        ),
+    )
+    .unwrap();
+    let (code, out) = preflight(d.path(), &yaml);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "master.ign: merges https://api-int.othercluster.crc.testing:22623/config/master"
+        ) && out.contains(&format!("https://api-int.{domain}:22623/config/master")),
+        "{out}"
+    );
+    assert!(
+        out.contains("worker.ign: security.tls.certificateAuthorities[0]"),
+        "{out}"
+    );
+    // Both right: ok.
+    for role in ["master", "worker"] {
+        std::fs::write(
+            ign.join(format!("{role}.ign")),
+            pointer(
+                &format!("https://api-int.{domain}:22623/config/{role}"),
+                &pem,
+            ),
+        )
+        .unwrap();
+    }
+    let (code, out) = preflight(d.path(), &yaml);
+    assert_eq!(code, 0, "{out}");
+    // 21 hours old: a warning with the age.
+    let old = ign.join("bootstrap.ign");
+    common::run_ok("touch", &["-d", "21 hours ago", old.to_str().unwrap()]);
+    let (code, out) = preflight(d.path(), &yaml);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("bootstrap.ign: written 21 h ago"), "{out}");
+}

@@ -32,11 +32,14 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 mod firewalld;
+mod ignition;
 mod ports;
+
+pub use ignition::ignition;
 
 pub use ports::{Bound, ProcNet, Proto, parse_table, ports};
 
-use crate::config::{BootSource, Cluster, Role};
+use crate::config::{BootSource, Cluster};
 use crate::plan::Plan;
 
 /// How serious a finding is: `Warn` fails `preflight` (exit 1), `Info` is
@@ -348,65 +351,6 @@ pub fn pool_label_problem(context: &str) -> Option<String> {
             if ty.is_empty() { "unknown" } else { ty }
         )
     })
-}
-
-// ---- ignition -------------------------------------------------------------
-
-/// The part of an ignition file preflight looks at; every other key is
-/// skipped by the parser (never built as a value).
-#[derive(serde::Deserialize)]
-struct IgnitionHead {
-    #[serde(default)]
-    ignition: Option<serde_json::Value>,
-}
-
-/// `<ignitionDir>/<role>.ign` for every role with nodes: present and an
-/// ignition document (`{"ignition": {"version": …}}`).
-pub fn ignition(c: &Cluster) -> Vec<Finding> {
-    let dir = &c.http.ignition_dir;
-    let mut out = Vec::new();
-    for role in Role::ALL {
-        if c.nodes_with_role(role).next().is_none() {
-            continue;
-        }
-        let file = dir.join(format!("{}.ign", role.as_str()));
-        let problem = match fs::read(&file) {
-            Err(e) => format!("{}: {e}", file.display()),
-            // Only the `ignition` section is kept: the rest (often tens of
-            // MB of files) is checked as JSON and skipped, so preflight at
-            // `serve` start leaves no parsed document behind in the heap.
-            Ok(bytes) => match serde_json::from_slice::<IgnitionHead>(&bytes) {
-                Err(e) if e.is_data() => {
-                    format!("{}: JSON but not an ignition config ({e})", file.display())
-                }
-                Err(e) => format!("{}: not JSON: {e}", file.display()),
-                Ok(v)
-                    if v.ignition
-                        .as_ref()
-                        .and_then(|i| i.get("version"))
-                        .and_then(|v| v.as_str())
-                        .is_none() =>
-                {
-                    format!(
-                        "{}: JSON but not an ignition config (no ignition.version)",
-                        file.display()
-                    )
-                }
-                Ok(_) => continue,
-            },
-        };
-        out.push(Finding {
-            severity: Severity::Warn,
-            check: "ignition",
-            problem,
-            fix: format!(
-                "openshift-install create ignition-configs --dir <dir>, then copy <dir>/{}.ign to {}",
-                role.as_str(),
-                dir.display()
-            ),
-        });
-    }
-    out
 }
 
 #[cfg(test)]
