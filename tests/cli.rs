@@ -312,3 +312,66 @@ fn a_cname_at_a_generated_name_is_refused_everywhere() {
         );
     }
 }
+
+/// `render host-dns`: the three recipes for this host's resolver, each
+/// checked by the tool that reads it: dnsmasq's syntax check for the
+/// NetworkManager/dnsmasq lines, `virt-xml-validate` for the libvirt
+/// default network with the forwarders, and the resolvectl routing domains.
+#[test]
+fn render_host_dns_recipes_are_what_the_tools_accept() {
+    require_tools!("dnsmasq", "virt-xml-validate");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("c.yaml");
+    std::fs::write(
+        &f,
+        common::loopback_cluster_with("dns:\n  listen: [\"127.0.20.1:5353\"]\n"),
+    )
+    .unwrap();
+    let (code, out, err) = run(
+        BIN,
+        &["render", "--cluster", f.to_str().unwrap(), "host-dns"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let zone = "test.crc.testing";
+    let servers: Vec<&str> = out.lines().filter(|l| l.starts_with("server=/")).collect();
+    assert_eq!(
+        servers,
+        [
+            format!("server=/{zone}/127.0.20.1#5353").as_str(),
+            "server=/20.0.127.in-addr.arpa/127.0.20.1#5353"
+        ],
+        "{out}"
+    );
+    let conf = dir.path().join("dnsmasq.conf");
+    std::fs::write(&conf, servers.join("\n") + "\n").unwrap();
+    let (code, o, e) = run(
+        "dnsmasq",
+        &["--test", &format!("--conf-file={}", conf.display())],
+    );
+    assert_eq!(code, 0, "{o}{e}");
+    assert!(format!("{o}{e}").contains("syntax check OK"), "{o}{e}");
+    assert!(
+        out.contains(&format!(
+            "resolvectl domain <bridge> ~{zone} ~20.0.127.in-addr.arpa"
+        )) && out.contains("resolvectl dns <bridge> 127.0.20.1:5353"),
+        "{out}"
+    );
+    let start = out.find("<dns>").unwrap();
+    let end = out.find("</dns>").unwrap() + "</dns>".len();
+    let net = format!(
+        "<network><name>default</name><bridge name='virbr0'/>{}<ip address='192.168.122.1' netmask='255.255.255.0'/></network>\n",
+        &out[start..end]
+    );
+    let xml = dir.path().join("net.xml");
+    std::fs::write(&xml, net).unwrap();
+    let (code, o, e) = run("virt-xml-validate", &[xml.to_str().unwrap(), "network"]);
+    assert_eq!(code, 0, "{o}{e}");
+    assert!(
+        out.contains(&format!("<forwarder domain='{zone}' addr='127.0.20.1'/>")),
+        "{out}"
+    );
+    assert!(
+        out.contains("has no port"),
+        "a non-53 port is called out: {out}"
+    );
+}

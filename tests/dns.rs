@@ -43,6 +43,9 @@ impl Ans {
     fn tc(&self) -> bool {
         self.flags.iter().any(|f| f == "tc")
     }
+    fn ra(&self) -> bool {
+        self.flags.iter().any(|f| f == "ra")
+    }
     /// Answer data fields (after owner, ttl, class, type), sorted.
     fn data(&self) -> Vec<String> {
         let mut v: Vec<String> = self
@@ -935,7 +938,37 @@ fn recursion_acl_end_to_end_in_a_netns() {
         assert_eq!(r.status, "NOERROR", "{}", r.raw);
         assert_eq!(r.data(), ["10.77.0.1"], "{}", r.raw);
         assert!(!r.aa(), "{}", r.raw);
+        // RA: recursion is available to a client that may recurse (so dig
+        // does not warn), not to one outside the cidr; twice each, so the
+        // packet cache's shared answer is checked too.
+        for _ in 0..2 {
+            let r = dig_from("10.77.0.1", &[proto, &format!("api.{Z}"), "A"]);
+            assert!(r.aa() && r.ra(), "{}", r.raw);
+            assert!(
+                !r.raw.contains("recursion requested but not available"),
+                "{}",
+                r.raw
+            );
+            let r = dig_from("10.88.0.2", &[proto, &format!("api.{Z}"), "A"]);
+            assert!(r.aa() && !r.ra(), "{}", r.raw);
+        }
     }
+    // Without an upstream no client may recurse: no RA.
+    let port = up_addr.port().to_string();
+    let r = parse_dig(&ns.exec(&[
+        "dig",
+        "+time=3",
+        "+tries=2",
+        "+nocookie",
+        "-b",
+        "10.77.0.1",
+        "-p",
+        &port,
+        "@10.77.0.1",
+        "api.test.up.testing",
+        "A",
+    ]));
+    assert!(r.aa() && !r.ra(), "{}", r.raw);
 }
 
 // ------------------------------------------------- issue #17 conformance

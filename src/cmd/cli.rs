@@ -128,6 +128,9 @@ pub enum RenderWhat {
     Lb,
     /// libvirt network, volume and domain XML.
     Libvirt,
+    /// How this host's resolver reaches the cluster names (NetworkManager
+    /// dnsmasq, systemd-resolved, libvirt default network).
+    HostDns,
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -37,6 +37,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 RenderWhat::Dhcp => plan::render_dhcp(&plan),
                 RenderWhat::Lb => plan::render_lb(&plan),
                 RenderWhat::Libvirt => libvirt::render(&plan)?,
+                RenderWhat::HostDns => crate::host::hostdns::render(&plan),
             };
             print!("{text}");
             Ok(())

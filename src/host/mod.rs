@@ -1,5 +1,7 @@
-//! Host tooling: checks of the machine `serve` runs on (`preflight`) and
-//! its firewall (`firewall print|apply`).
+//! Host tooling: checks of the machine `serve` runs on (`preflight`), its
+//! firewall (`firewall print|apply`) and its own resolver (`render
+//! host-dns`).
 
 pub mod firewall;
+pub mod hostdns;
 pub mod preflight;

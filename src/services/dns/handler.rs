@@ -561,6 +561,13 @@ impl Core {
                 b
             }
         };
+        // Our own answers (not a forwarded one: the upstream set its flags).
+        let mut bytes = bytes;
+        if !matches!(route, Route::Forward)
+            && let Some(b) = bytes.as_mut()
+        {
+            self.set_ra(b, req.src().ip());
+        }
         if let Some(b) = &bytes {
             self.stats.count_response(b);
             if tracing::enabled!(tracing::Level::DEBUG) {
@@ -587,20 +594,44 @@ impl Core {
         }
     }
 
-    /// The cached answer to `msg`, if any (checked before decoding).
-    pub fn cached(&self, msg: &[u8], protocol: Protocol) -> Option<Vec<u8>> {
+    /// The cached answer to `msg` from `src`, if any (checked before
+    /// decoding).
+    pub fn cached(&self, msg: &[u8], src: IpAddr, protocol: Protocol) -> Option<Vec<u8>> {
         let mut out = Vec::new();
-        self.cached_into(msg, protocol, &mut out).then_some(out)
+        self.cached_into(msg, src, protocol, &mut out)
+            .then_some(out)
     }
 
     /// Like [`Core::cached`], writing into a reusable buffer.
-    pub fn cached_into(&self, msg: &[u8], protocol: Protocol, out: &mut Vec<u8>) -> bool {
+    pub fn cached_into(
+        &self,
+        msg: &[u8],
+        src: IpAddr,
+        protocol: Protocol,
+        out: &mut Vec<u8>,
+    ) -> bool {
         if !self.cache(protocol).get_into(msg, out) {
             return false;
         }
+        self.set_ra(out, src);
         self.stats.cache_hits.fetch_add(1, Relaxed);
         self.stats.count_response(out);
         true
+    }
+
+    /// Set the RA flag of our own answer to `src`: recursion is available
+    /// to it when an upstream is configured and `src` may recurse (so `dig`
+    /// on a cluster client does not warn "recursion requested but not
+    /// available"). Cached answers are shared between clients, so the bit
+    /// is set per answer, not stored.
+    fn set_ra(&self, msg: &mut [u8], src: IpAddr) {
+        if let Some(flags) = msg.get_mut(3) {
+            if self.forwarder.is_some() && self.may_recurse(src) {
+                *flags |= 0x80;
+            } else {
+                *flags &= !0x80;
+            }
+        }
     }
 
     /// Entries in the UDP and TCP packet caches.
@@ -610,7 +641,7 @@ impl Core {
 
     /// The full request path: bytes in, bytes (or nothing) out.
     pub async fn handle(&self, msg: &[u8], src: SocketAddr, protocol: Protocol) -> Option<Vec<u8>> {
-        if let Some(r) = self.cached(msg, protocol) {
+        if let Some(r) = self.cached(msg, src.ip(), protocol) {
             return Some(r);
         }
         match self.prepare(msg, src, protocol) {

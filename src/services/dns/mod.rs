@@ -302,7 +302,7 @@ async fn udp_loop(
             debug!(%src, "DNS query from an address that cannot be answered; dropped");
             continue;
         }
-        if core.cached_into(&buf[..n], Protocol::Udp, &mut out) {
+        if core.cached_into(&buf[..n], src.ip(), Protocol::Udp, &mut out) {
             send_udp(&sock, &out, src).await;
             continue;
         }
@@ -511,7 +511,7 @@ async fn tcp_conn(
             while tasks.try_join_next().is_some() {}
             // The catalog current when the query arrived answers it.
             let core = cores.load_full();
-            if let Some(r) = core.cached(&msg, Protocol::Tcp) {
+            if let Some(r) = core.cached(&msg, peer.ip(), Protocol::Tcp) {
                 if tx.send(r).await.is_err() {
                     break;
                 }
