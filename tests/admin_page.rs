@@ -1,12 +1,14 @@
 //! The admin HTML status page, rendered by a real headless Chromium at
-//! 1280×800: the cluster phase, the install timeline (a row per node) and
-//! the ignition fetch log only exist after its script ran; nothing is wider
-//! than the window; a screenshot is left in `target/admin-page-1280x800.png`.
+//! 1280×800 and at a phone's 390×844: the cluster phase, the install
+//! timeline (a row per node, a card per node on the phone), one health line
+//! per service and the ignition fetch log only exist after its script ran;
+//! every time is UTC; nothing is wider than the window; screenshots are left
+//! in `target/admin-page-1280x800.png` and `target/admin-page-390x844.png`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use common::{Appliance, chromium, run};
+use common::{Appliance, chromium, chromium_sized, run};
 
 #[test]
 fn admin_status_page_renders_in_chromium() {
@@ -115,13 +117,46 @@ fn admin_status_page_renders_in_chromium() {
     assert!(dom.contains("<h3>ignition fetches</h3>"), "{dom}");
     assert!(dom.contains("id=\"updated\">updated "), "{dom}");
 
-    let shot =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/admin-page-1280x800.png");
-    let _ = std::fs::remove_file(&shot);
-    chromium(
-        &format!("http://{admin}/"),
-        &[&format!("--screenshot={}", shot.display())],
+    // One health line per service with its counters; times in UTC.
+    for svc in ["lb", "http", "admin"] {
+        let at = dom
+            .find(&format!("class=\"svc\" data-service=\"{svc}\""))
+            .unwrap_or_else(|| panic!("no health line for {svc}: {dom}"));
+        let line = &dom[at..at + dom[at..].find("</div>").unwrap()];
+        assert!(line.contains(">up<"), "{line}");
+    }
+    assert!(dom.contains("0/10 backends healthy"), "{dom}");
+    assert!(
+        dom.contains("1 requests") || dom.contains("2 requests") || dom.contains("3 requests"),
+        "{dom}"
     );
-    let png = std::fs::read(&shot).expect("a screenshot");
-    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    let updated = &dom[dom.find("id=\"updated\">").unwrap()..];
+    assert!(
+        updated[..updated.find("</span>").unwrap()].ends_with(" UTC"),
+        "header clock in UTC: {updated}"
+    );
+    // The operator's fetch of master-0.ign is not in master-0's cell title.
+    assert!(!m0.contains("title=\"master-0.ign"), "{m0}");
+
+    let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    for (size, name) in [("1280,800", "1280x800"), ("390,844", "390x844")] {
+        let shot = target.join(format!("admin-page-{name}.png"));
+        let _ = std::fs::remove_file(&shot);
+        chromium_sized(
+            &format!("http://{admin}/"),
+            size,
+            &[&format!("--screenshot={}", shot.display())],
+        );
+        let png = std::fs::read(&shot).expect("a screenshot");
+        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+        eprintln!("screenshot: {}", shot.display());
+    }
+    // On a phone the node rows are readable cards: nothing wider than 390.
+    let phone = chromium_sized(&format!("http://{admin}/"), "390,844", &["--dump-dom"]);
+    assert!(
+        phone.contains("data-overflow-x=\"no\""),
+        "wider than 390 px: {}",
+        &phone[phone.find("data-overflow-x").unwrap_or(0)..][..80]
+    );
+    assert!(phone.contains("data-label=\"ignition\""), "{phone}");
 }

@@ -551,6 +551,12 @@ pub fn vm_rss_kib(pid: u32) -> u64 {
 
 /// Headless Chromium at 1280×800 on `url` with `extra` flags; its stdout.
 pub fn chromium(url: &str, extra: &[&str]) -> String {
+    chromium_sized(url, "1280,800", extra)
+}
+
+/// Headless Chromium with a window of `size` (`"390,844"`).
+pub fn chromium_sized(url: &str, size: &str, extra: &[&str]) -> String {
+    let window = format!("--window-size={size}");
     let profile = tempfile::tempdir().unwrap();
     let dir = format!("--user-data-dir={}", profile.path().display());
     let mut args = vec![
@@ -566,7 +572,7 @@ pub fn chromium(url: &str, extra: &[&str]) -> String {
         "--disable-component-update",
         "--disable-sync",
         "--hide-scrollbars",
-        "--window-size=1280,800",
+        &window,
         &dir,
         "--virtual-time-budget=5000",
     ];
