@@ -376,6 +376,10 @@ pub struct TftpStatus {
     pub bytes: u64,
     pub retransmitted_blocks: u64,
     pub malformed: u64,
+    /// Of `busy`: refused because the client address already held
+    /// `pxe.maxTransfersPerClient` transfers.
+    #[serde(default)]
+    pub busy_client_limit: u64,
     /// Newest first.
     pub recent: Vec<TftpTransferRow>,
 }
