@@ -30,6 +30,17 @@ shell script turns into TSV rows. Loopback (127.0.0.0/8) addresses only.
       prints peak_kb.
   mkign FILE MB
       Write an ignition-like JSON document of about MB megabytes.
+  tftphog HOST PORT FILE BURST EVERY_S DURATION_S [--src A] [--ready F]
+      Every EVERY_S seconds send BURST TFTP read requests for FILE, each
+      from its own UDP port, and never ACK (each transfer the server accepts
+      holds its slot until the server gives up). Answers are read for 1 s,
+      then the port is closed. F is created after the first burst. Prints
+      requests, accepted (DATA/OACK), busy (ERROR), silent.
+  tftpget HOST PORT FILE N INTERVAL_S TIMEOUT_S [--src A]
+      N downloads of FILE, one started every INTERVAL_S (each in its own
+      thread), lock-step 512-byte blocks without options, ACK re-sent after
+      1 s of silence, each given up after TIMEOUT_S. Prints attempts, ok,
+      success_rate, busy (ERROR answers), timeouts, p50_ms, max_ms.
   summary TSV
       Median and min-max per (scenario, metric, target) as a Markdown table.
 """
@@ -406,6 +417,139 @@ def mkign(argv):
         json.dump(doc, f)
 
 
+# ---------------------------------------------------------------- tftp
+def tftp_rrq(name):
+    return b"\x00\x01" + name.encode() + b"\x00octet\x00"
+
+
+def tftphog(argv):
+    pos, kw = opts(argv, {"src": 1, "ready": 1})
+    host, port, name = pos[0], int(pos[1]), pos[2]
+    burst, every, dur = int(pos[3]), float(pos[4]), float(pos[5])
+    loopback_only(host)
+    src = kw.get("src", "127.0.0.1")
+    loopback_only(src)
+    burst = min(burst, 500)
+    sel = selectors.DefaultSelector()
+    open_socks = {}  # socket -> close time
+    counts = dict(requests=0, accepted=0, busy=0)
+    answered = set()
+    stop = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
+    start = time.monotonic()
+    next_burst = start
+    ready = kw.get("ready")
+    while not stop[0] and time.monotonic() - start < dur:
+        now = time.monotonic()
+        if now >= next_burst:
+            for _ in range(burst):
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                s.bind((src, 0))
+                s.setblocking(False)
+                s.sendto(tftp_rrq(name), (host, port))
+                sel.register(s, selectors.EVENT_READ)
+                open_socks[s] = now + 1.0
+                counts["requests"] += 1
+            next_burst += every
+            if ready:
+                open(ready, "w").close()
+                ready = None
+        for key, _ in sel.select(timeout=0.05):
+            s = key.fileobj
+            try:
+                d = s.recv(2048)
+            except OSError:
+                continue
+            if s in answered:
+                continue  # a retransmission
+            answered.add(s)
+            if d[:2] in (b"\x00\x03", b"\x00\x06"):
+                counts["accepted"] += 1
+            elif d[:2] == b"\x00\x05":
+                counts["busy"] += 1
+        now = time.monotonic()
+        for s, t in list(open_socks.items()):
+            if now >= t:
+                sel.unregister(s)
+                s.close()
+                answered.discard(s)
+                del open_socks[s]
+    for s in open_socks:
+        s.close()
+    silent = counts["requests"] - counts["accepted"] - counts["busy"]
+    out(**counts, silent=silent)
+
+
+def tftp_download(host, port, name, src, tmo):
+    """One lock-step download; returns (ok, why, ms)."""
+    t0 = time.monotonic()
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.bind((src, 0))
+        s.sendto(tftp_rrq(name), (host, port))
+        last, tid, want, got = tftp_rrq(name), (host, port), 1, 0
+        while True:
+            left = tmo - (time.monotonic() - t0)
+            if left <= 0:
+                return False, "timeout", 0
+            s.settimeout(min(1.0, left))
+            try:
+                d, frm = s.recvfrom(70000)
+            except socket.timeout:
+                s.sendto(last, tid)  # re-send the last ACK (or the RRQ)
+                continue
+            if d[:2] == b"\x00\x05":
+                return False, "busy", 0
+            if d[:2] != b"\x00\x03" or len(d) < 4:
+                return False, "unexpected", 0
+            tid = frm
+            blk = int.from_bytes(d[2:4], "big")
+            if blk == want:
+                got += len(d) - 4
+                want = (want + 1) % 65536
+            last = b"\x00\x04" + d[2:4]
+            s.sendto(last, tid)
+            if blk == (want - 1) % 65536 and len(d) - 4 < 512:
+                return True, "", (time.monotonic() - t0) * 1000
+    except OSError as e:
+        return False, type(e).__name__, 0
+    finally:
+        s.close()
+
+
+def tftpget(argv):
+    pos, kw = opts(argv, {"src": 1})
+    host, port, name = pos[0], int(pos[1]), pos[2]
+    n, interval, tmo = min(int(pos[3]), 1000), float(pos[4]), float(pos[5])
+    loopback_only(host)
+    src = kw.get("src", "127.0.0.1")
+    loopback_only(src)
+    res, lock, threads = [], threading.Lock(), []
+
+    def one():
+        r = tftp_download(host, port, name, src, tmo)
+        with lock:
+            res.append(r)
+
+    start = time.monotonic()
+    for k in range(n):
+        d = start + k * interval - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+        th = threading.Thread(target=one, daemon=True)
+        th.start()
+        threads.append(th)
+    deadline = time.monotonic() + tmo + 1
+    for th in threads:
+        th.join(max(0, deadline - time.monotonic()))
+    with lock:
+        lat = [ms for ok, _, ms in res if ok]
+        out(attempts=n, ok=len(lat), success_rate=f"{len(lat) / n:.4f}" if n else "nan",
+            busy=sum(1 for _, why, _ in res if why == "busy"),
+            timeouts=sum(1 for _, why, _ in res if why == "timeout"),
+            p50_ms=pct(lat, 50), max_ms=f"{max(lat):.2f}" if lat else "nan")
+
+
 # ---------------------------------------------------------------- summary
 def summary(argv):
     import csv
@@ -427,7 +571,8 @@ def summary(argv):
 
 
 if __name__ == "__main__":
-    cmds = dict(flood=flood, probe=probe, lbwatch=lbwatch, hapcmd=hapcmd, rss=rss, mkign=mkign, summary=summary)
+    cmds = dict(flood=flood, probe=probe, lbwatch=lbwatch, hapcmd=hapcmd, rss=rss, mkign=mkign,
+                tftphog=tftphog, tftpget=tftpget, summary=summary)
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])

@@ -33,6 +33,15 @@
 #             the absolute peak, and server CPU time (utime+stime) per
 #             request; for crc also its RSS at start with an empty ignitionDir
 #             (its start-up preflight parses <role>.ign).
+#  tftphog   TFTP slot hogging (audit D4, #22). crc-appliance (pxe only,
+#             defaults: maxTransfers 64, maxTransfersPerClient 4, timeout
+#             1 s, retries 5) and tftpd-hpa (in.tftpd --listen, defaults: one
+#             process per transfer, no cap). 127.0.0.2 sends $HOG_BURST read
+#             requests for undionly.kpxe every 5 s (each from its own port,
+#             never ACKed) for $HOG_S s; meanwhile 127.0.0.3 starts one
+#             lock-step download of the same file every 1 s, $LEGIT_N in all
+#             (each given up after 10 s). With CRC_BEFORE_BIN (a build of
+#             an older commit) also the target crc-before, in the same run.
 #
 # Standalone (the shared harness has no such scenarios) but it follows its
 # rules: scratch dir removed on exit, every process started here is tracked
@@ -43,16 +52,19 @@
 #   bench/pressure.sh                            # all scenarios, REPS=3
 #   REPS=1 SCENARIOS=slowloris bench/pressure.sh
 #
-# Env: REPS (3) SCENARIOS ("lb slowloris ignition") HAPROXY_VARIANTS
+# Env: REPS (3) SCENARIOS ("lb slowloris ignition tftphog") HAPROXY_VARIANTS
 # ("default cap") NOFILE (1024) FLOOD_N (1500) MEASURE_S (10) SLOW_N (1100)
-# SLOW_S (15) IGN_MB (50) IGN_PAR (8) IGN_ROUNDS (3) SUT_CPU (0)
-# CLIENT_CPU (1) KEEP (1 keeps the scratch dir) RESULTS_DIR CRC_BIN.
-# Needs: nginx haproxy openssl curl python3 taskset prlimit ss (iproute2).
-# Root is not required (ports above 1024; prlimit only lowers limits).
+# SLOW_S (15) IGN_MB (50) IGN_PAR (8) IGN_ROUNDS (3) HOG_BURST (70)
+# HOG_S (40) LEGIT_N (28) SUT_CPU (0) CLIENT_CPU (1) KEEP (1 keeps the
+# scratch dir) RESULTS_DIR CRC_BIN CRC_BEFORE_BIN (tftphog only).
+# Needs: nginx haproxy openssl curl python3 taskset prlimit ss (iproute2);
+# tftphog also in.tftpd (tftpd-hpa; its system service need not run).
+# Root is not required (ports above 1024; prlimit only lowers limits),
+# except by in.tftpd, which wants to drop privileges (tftphog only).
 set -euo pipefail
 
 REPS=${REPS:-3}
-SCENARIOS=${SCENARIOS:-lb slowloris ignition}
+SCENARIOS=${SCENARIOS:-lb slowloris ignition tftphog}
 HAPROXY_VARIANTS=${HAPROXY_VARIANTS:-default cap}
 NOFILE=${NOFILE:-1024}
 FLOOD_N=${FLOOD_N:-1500}
@@ -62,6 +74,9 @@ SLOW_S=${SLOW_S:-15}
 IGN_MB=${IGN_MB:-50}
 IGN_PAR=${IGN_PAR:-8}
 IGN_ROUNDS=${IGN_ROUNDS:-3}
+HOG_BURST=${HOG_BURST:-70}
+HOG_S=${HOG_S:-40}
+LEGIT_N=${LEGIT_N:-28}
 SUT_CPU=${SUT_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -72,8 +87,13 @@ CLK_TCK=$(getconf CLK_TCK)
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "FATAL: $*"; exit 1; }
-for t in nginx haproxy openssl curl python3 taskset prlimit timeout ss; do
-  command -v "$t" >/dev/null || die "missing $t (apt-get install nginx haproxy openssl curl python3 util-linux coreutils iproute2)"
+# Tools per scenario: tftphog alone needs neither nginx nor HAProxy.
+NEED="curl python3 taskset prlimit timeout ss"
+[[ " $SCENARIOS " == *" lb "* ]] && NEED+=" nginx haproxy openssl"
+[[ " $SCENARIOS " == *" slowloris "* || " $SCENARIOS " == *" ignition "* ]] && NEED+=" nginx"
+[[ " $SCENARIOS " == *" tftphog "* ]] && NEED+=" in.tftpd"
+for t in $NEED; do
+  command -v "$t" >/dev/null || die "missing $t (apt-get install nginx haproxy openssl curl python3 util-linux coreutils iproute2 tftpd-hpa)"
 done
 [[ -x $CRC_BIN ]] || die "no release binary at $CRC_BIN (cargo build --release)"
 
@@ -189,11 +209,13 @@ tmof() { grep -ci 'too many open files' "$1" || true; }
 log "reps=$REPS scenarios='$SCENARIOS' sut_cpu=$SUT_CPU client_cpu=$CLIENT_CPU results=$RESULTS"
 {
   echo "crc-appliance: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null) $("$CRC_BIN" --version 2>/dev/null | head -1)"
-  echo "haproxy: $(haproxy -v | head -1)"
+  echo "haproxy: $(haproxy -v 2>/dev/null | head -1)"
   echo "nginx: $(nginx -v 2>&1)"
   echo "curl: $(curl --version | head -1)"
   echo "kernel: $(uname -r), cpus: $(nproc), loadavg at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "env: REPS=$REPS NOFILE=$NOFILE FLOOD_N=$FLOOD_N MEASURE_S=$MEASURE_S SLOW_N=$SLOW_N SLOW_S=$SLOW_S IGN_MB=$IGN_MB IGN_PAR=$IGN_PAR IGN_ROUNDS=$IGN_ROUNDS"
+  [[ -n ${CRC_BEFORE_BIN:-} ]] && echo "crc-before: $("$CRC_BEFORE_BIN" --version 2>/dev/null | head -1) ($CRC_BEFORE_BIN)"
+  echo "tftpd-hpa: $(dpkg-query -W -f '${Version}' tftpd-hpa 2>/dev/null || echo none)"
+  echo "env: REPS=$REPS NOFILE=$NOFILE FLOOD_N=$FLOOD_N MEASURE_S=$MEASURE_S SLOW_N=$SLOW_N SLOW_S=$SLOW_S IGN_MB=$IGN_MB IGN_PAR=$IGN_PAR IGN_ROUNDS=$IGN_ROUNDS HOG_BURST=$HOG_BURST HOG_S=$HOG_S LEGIT_N=$LEGIT_N"
 } >"$RAW/versions.txt"
 
 # ====================================================================== lb
@@ -539,6 +561,62 @@ ignition_cell() { # TARGET REP
   stop_pid "$SRV_PID"
 }
 
+# ====================================================================== tftp
+T_ADDR=127.0.43.1 T_PORT=16969 T_FILE=undionly.kpxe
+
+tftp_setup() {
+  [[ -d $W/tftp ]] && return 0
+  command -v in.tftpd >/dev/null || die "missing in.tftpd (apt-get install tftpd-hpa)"
+  mkdir -p "$W/tftp"
+  if [[ -f /usr/lib/ipxe/$T_FILE ]]; then cp "/usr/lib/ipxe/$T_FILE" "$W/tftp/"
+  else head -c 70000 /dev/urandom >"$W/tftp/$T_FILE"; fi
+  cat >"$W/crc-tftp.yaml" <<EOF
+name: bench
+baseDomain: crc.testing
+network: { cidr: 127.0.43.0/24, gateway: 127.0.43.254, applianceIP: 127.0.43.1 }
+nodes:
+  - { name: master-0, role: master, mac: "52:54:00:2b:00:0b", ip: 127.0.43.11 }
+dns: { enabled: false }
+dhcp: { enabled: false }
+loadBalancer: { enabled: false }
+http: { enabled: false }
+admin: { enabled: false }
+pxe: { tftpListen: "$T_ADDR:$T_PORT", tftpRoot: "$W/tftp" }
+EOF
+  cp "$W/crc-tftp.yaml" "$RAW/crc-tftp.yaml"
+}
+
+tftphog_cell() { # TARGET REP
+  local tgt=$1 rep=$2 hpid
+  case $tgt in
+    crc) RUST_LOG=warn start_bg tftp-crc "$SUT_CPU" "$CRC_BIN" serve --cluster "$W/crc-tftp.yaml" ;;
+    crc-before) RUST_LOG=warn start_bg tftp-crc-before "$SUT_CPU" "$CRC_BEFORE_BIN" serve \
+                  --cluster "$W/crc-tftp.yaml" ;;
+    tftpd-hpa) start_bg tftp-tftpd-hpa "$SUT_CPU" in.tftpd --foreground --listen \
+                 --address "$T_ADDR:$T_PORT" --secure "$W/tftp" ;;
+  esac
+  SRV_PID=$BG_PID
+  sleep 1
+  kill -0 "$SRV_PID" || die "$tgt did not start: $(tail -5 "$W/tftp-$tgt.log")"
+  helper tftpget "$T_ADDR" "$T_PORT" "$T_FILE" 5 0.2 10 --src 127.0.0.3 >"$W/tbase.kv"
+  record_kv "$tgt" tftphog_baseline "$rep" legit_ "$W/tbase.kv" success_rate:ratio p50_ms:ms
+  rm -f "$W/hog.ready"
+  taskset -c "$CLIENT_CPU" timeout -k 2 $((HOG_S + 10)) python3 "$HELPER" tftphog "$T_ADDR" "$T_PORT" \
+    "$T_FILE" "$HOG_BURST" 5 "$HOG_S" --src 127.0.0.2 --ready "$W/hog.ready" >"$W/hog.kv" 2>&1 &
+  hpid=$!
+  PIDS+=("$hpid")
+  wait_file "$W/hog.ready" 10 || log "  WARNING: hog not ready"
+  sleep 0.5
+  helper tftpget "$T_ADDR" "$T_PORT" "$T_FILE" "$LEGIT_N" 1 10 --src 127.0.0.3 >"$W/tlegit.kv"
+  record "$tgt" tftphog rss_during "$rep" "$(rss_kb "$SRV_PID")" kB
+  wait_pid "$hpid" $((HOG_S + 10))
+  record_kv "$tgt" tftphog "$rep" legit_ "$W/tlegit.kv" attempts:count ok:count success_rate:ratio busy:count timeouts:count p50_ms:ms max_ms:ms
+  record_kv "$tgt" tftphog "$rep" hog_ "$W/hog.kv" requests:count accepted:count busy:count silent:count
+  cp "$W/tlegit.kv" "$RAW/tftphog-$tgt-$rep-legit.kv"
+  cp "$W/hog.kv" "$RAW/tftphog-$tgt-$rep-hog.kv"
+  stop_pid "$SRV_PID"
+}
+
 # ====================================================================== main
 for scen in $SCENARIOS; do
   case $scen in
@@ -548,6 +626,11 @@ for scen in $SCENARIOS; do
       for v in $HAPROXY_VARIANTS; do targets+=("haproxy-$v"); done
       ;;
     slowloris | ignition) http_setup; targets=(crc nginx) ;;
+    tftphog)
+      tftp_setup
+      targets=(crc tftpd-hpa)
+      [[ -n ${CRC_BEFORE_BIN:-} ]] && targets=(crc-before crc tftpd-hpa)
+      ;;
     *) die "unknown scenario $scen" ;;
   esac
   for ((rep = 1; rep <= REPS; rep++)); do
@@ -557,6 +640,7 @@ for scen in $SCENARIOS; do
         lb) lb_cell "$t" "$rep" ;;
         slowloris) slowloris_cell "$t" "$rep" ;;
         ignition) ignition_cell "$t" "$rep" ;;
+        tftphog) tftphog_cell "$t" "$rep" ;;
       esac
     done
   done

@@ -2,7 +2,9 @@
 //! the RHCOS artifacts streamed out of an xorriso-built live ISO (ranges,
 //! HEAD, ETag), the entry and per-node iPXE scripts with the install kernel
 //! arguments, the switch to local boot once the node fetched its ignition
-//! and booted again (persisted across a restart), and `node reinstall`.
+//! and booted again (persisted across a restart), and `node reinstall`;
+//! the install state on a full disk (a tmpfs, retried writes, kill -9) and
+//! a corrupt state file (every node boots its disk).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -313,4 +315,255 @@ fn dhcp_boot_answers_by_client() {
         "no iPXE binary for client architecture 11",
         Duration::from_secs(5),
     );
+}
+
+/// A small tmpfs mounted on a temp dir, unmounted on drop.
+struct SmallFs(PathBuf);
+
+impl SmallFs {
+    fn mount(dir: PathBuf, size: &str) -> SmallFs {
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = dir.to_str().unwrap();
+        let (code, out, err) = run(
+            "mount",
+            &["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", d],
+        );
+        assert_eq!(code, 0, "mount tmpfs: {out}{err}");
+        SmallFs(dir)
+    }
+
+    /// Fill it with `fill` until the disk is full.
+    fn fill(&self) {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(self.0.join("fill")).unwrap();
+        let block = [0u8; 4096];
+        for _ in 0..10_000 {
+            if f.write_all(&block).and_then(|_| f.sync_all()).is_err() {
+                return;
+            }
+        }
+        panic!("the tmpfs never filled up");
+    }
+
+    /// File names in it, sorted.
+    fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let d = self.0.to_str().unwrap_or_default();
+        if run("umount", &[d]).0 != 0 {
+            let _ = run("umount", &["-l", d]);
+        }
+    }
+}
+
+/// A netboot cluster with its state dir (`dhcp.leaseFile`'s) at `state`,
+/// the PXE artifacts as files and `bootstrap.ign` in `work/ign`, admin on
+/// `admin`.
+fn netboot_cluster(work: &Path, state: &Path, admin: u16) -> String {
+    for (f, b) in [
+        ("k", pattern(1000, 7)),
+        ("i", pattern(100, 9)),
+        ("r", pattern(10, 8)),
+    ] {
+        std::fs::write(work.join(f), b).unwrap();
+    }
+    std::fs::create_dir_all(work.join("ign")).unwrap();
+    for f in ["bootstrap", "master", "worker"] {
+        std::fs::write(
+            work.join(format!("ign/{f}.ign")),
+            r#"{"ignition":{"version":"3.2.0"}}"#,
+        )
+        .unwrap();
+    }
+    let (w, s) = (work.display(), state.display());
+    common::only(&format!(
+        "http:\n  listen: 127.0.0.1:0\n  imagesDir: \"{w}/images\"\n  ignitionDir: \"{w}/ign\"\nadmin:\n  listen: 127.0.0.1:{admin}\ndhcp:\n  enabled: false\n  leaseFile: \"{s}/leases.json\"\nrhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r }}\n"
+    ))
+}
+
+/// The script of the node with `mac` (`52-54-00-…`), fetched from `from`.
+fn node_script(app: &Appliance, mac: &str, from: &str) -> String {
+    let url = format!("http://{}/boot/{mac}.ipxe", app.addr("http"));
+    let (c, code, body) = get(&["--interface", from], &url);
+    assert_eq!((c, code.as_str()), (0, "200"), "{url}");
+    String::from_utf8(body).unwrap()
+}
+
+fn is_install(s: &str) -> bool {
+    s.contains("\nkernel ") && !s.contains("\nexit\n")
+}
+
+fn is_local_boot(s: &str) -> bool {
+    s.contains("\nexit\n") && !s.contains("kernel ")
+}
+
+fn status(admin: u16) -> serde_json::Value {
+    let (_, code, body) = get(&[], &format!("http://127.0.0.1:{admin}/status"));
+    assert_eq!(code, "200");
+    serde_json::from_slice(&body).unwrap()
+}
+
+const BOOTSTRAP_MAC: &str = "52-54-00-14-00-05";
+
+/// The audit's D2: with the state dir on a full tmpfs, a node installs
+/// (script, ignition from its own address, script again → `exit`); the
+/// write fails, leaves no temp file, `/status` says not durable; once space
+/// is back the writer retries on its own and the file appears; after a
+/// kill -9 and a restart the node still boots its disk.
+#[test]
+fn install_state_survives_a_full_disk_and_a_kill() {
+    require!(common::is_root(), "needs root (mount -t tmpfs)");
+    require_tools!("curl", "mount", "umount");
+    let work = tempfile::tempdir().unwrap();
+    let small = SmallFs::mount(work.path().join("state"), "64k");
+    let admin = free_port();
+    let yaml = netboot_cluster(work.path(), &small.0, admin);
+    let mut app = Appliance::start(&yaml);
+    small.fill();
+
+    // The bootstrap node installs while nothing can be written.
+    assert!(is_install(&node_script(&app, BOOTSTRAP_MAC, "127.0.20.5")));
+    let ign = format!("http://{}/ignition/bootstrap.ign", app.addr("http"));
+    assert_eq!(get(&["--interface", "127.0.20.5"], &ign).1, "200");
+    common::wait_until(
+        "the ignition fetch recorded",
+        Duration::from_secs(5),
+        || status(admin)["http"]["netboot"][0]["ignitionAt"].is_u64(),
+    );
+    let s = node_script(&app, BOOTSTRAP_MAC, "127.0.20.5");
+    assert!(
+        is_local_boot(&s),
+        "an installed node must boot its disk:\n{s}"
+    );
+    app.wait_log("cannot write the netboot state", Duration::from_secs(5));
+    assert_eq!(small.names(), ["fill"], "a failed write left a file behind");
+    let st = status(admin)["http"]["netbootState"].clone();
+    assert_eq!(st["durable"], false, "{st}");
+    assert!(
+        st["writeError"]
+            .as_str()
+            .unwrap_or("")
+            .contains("No space left"),
+        "{st}"
+    );
+    assert!(app.log().contains("NOT durable"), "{}", app.log());
+
+    // Space again: the writer retries by itself, no request needed.
+    std::fs::remove_file(small.0.join("fill")).unwrap();
+    let file = small.0.join("test-netboot.json");
+    common::wait_until(
+        "the state file written by a retry",
+        Duration::from_secs(10),
+        || file.exists(),
+    );
+    assert_eq!(small.names(), ["test-netboot.json"], "a temp file remains");
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert!(
+        saved["nodes"]["bootstrap"]["installedAt"].is_u64(),
+        "{saved}"
+    );
+    common::wait_until("durable in /status", Duration::from_secs(5), || {
+        status(admin)["http"]["netbootState"]["durable"] == true
+    });
+    app.wait_log("durable again", Duration::from_secs(5));
+
+    // kill -9 and a restart: the node still boots its disk.
+    assert_eq!(app.stop_with("KILL"), None);
+    let app2 = Appliance::launch().start_path(&app.cluster_file);
+    let s = node_script(&app2, BOOTSTRAP_MAC, "127.0.20.5");
+    assert!(is_local_boot(&s), "the installed node got:\n{s}");
+    // Another node, never installed, still installs.
+    assert!(is_install(&node_script(
+        &app2,
+        "52-54-00-14-00-0a",
+        "127.0.20.10"
+    )));
+}
+
+/// A state file that cannot be parsed at start: nobody knows which node
+/// installed, so every node boots its disk (never the install script), the
+/// file is kept as `.corrupt`, `/status` and the log say why, the safe
+/// state is written in its place (a restart answers the same), and only
+/// `node reinstall` sends a node to the installer.
+#[test]
+fn corrupt_install_state_boots_every_node_from_disk() {
+    require_tools!("curl");
+    let work = tempfile::tempdir().unwrap();
+    let state = work.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let garbage = b"{\"version\": 1, \"nodes\": {\"master-0\": {\"installedAt\": 17";
+    std::fs::write(state.join("test-netboot.json"), garbage).unwrap();
+    let admin = free_port();
+    let yaml = netboot_cluster(work.path(), &state, admin);
+    let mut app = Appliance::start(&yaml);
+    app.wait_log("is unreadable", Duration::from_secs(5));
+    let nodes = [
+        (BOOTSTRAP_MAC, "127.0.20.5"),
+        ("52-54-00-14-00-0a", "127.0.20.10"),
+        ("52-54-00-14-00-14", "127.0.20.20"),
+    ];
+    for (mac, ip) in nodes {
+        let s = node_script(&app, mac, ip);
+        assert!(is_local_boot(&s), "{mac} got:\n{s}");
+    }
+    let st = status(admin);
+    let load = st["http"]["netbootState"]["loadError"]
+        .as_str()
+        .unwrap_or("");
+    assert!(load.contains("kept as"), "{st}");
+    let row = &st["http"]["netboot"][0];
+    assert_eq!(
+        (&row["state"], &row["assumed"]),
+        (&"installed".into(), &true.into())
+    );
+    assert_eq!(
+        std::fs::read(state.join("test-netboot.json.corrupt")).unwrap(),
+        garbage
+    );
+    common::wait_until("the safe state written", Duration::from_secs(5), || {
+        status(admin)["http"]["netbootState"]["durable"] == true
+    });
+
+    // The operator's way back to an install, for one node only.
+    let f = app.cluster_file.to_str().unwrap().to_string();
+    let (code, out, err) = run(BIN, &["node", "reinstall", "master-0", "--cluster", &f]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(is_install(&node_script(
+        &app,
+        "52-54-00-14-00-0a",
+        "127.0.20.10"
+    )));
+    assert!(is_local_boot(&node_script(
+        &app,
+        BOOTSTRAP_MAC,
+        "127.0.20.5"
+    )));
+
+    // A restart reads the safe state: the same answers.
+    assert_eq!(app.stop(), Some(0));
+    let app2 = Appliance::launch().start_path(&app.cluster_file);
+    assert!(is_local_boot(&node_script(
+        &app2,
+        BOOTSTRAP_MAC,
+        "127.0.20.5"
+    )));
+    assert!(is_local_boot(&node_script(
+        &app2,
+        "52-54-00-14-00-14",
+        "127.0.20.20"
+    )));
+    assert!(is_install(&node_script(
+        &app2,
+        "52-54-00-14-00-0a",
+        "127.0.20.10"
+    )));
 }

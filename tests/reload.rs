@@ -383,6 +383,7 @@ fn a_dead_service_task_stops_serve_with_an_error() {
         "lb check machine-config master-0",
         "lb bootstrap watch",
         "http listener",
+        "http netboot state writer",
         "admin listener",
         "tftp listener",
     ];

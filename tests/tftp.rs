@@ -234,7 +234,12 @@ fn twenty_concurrent_curl_transfers() {
     require_tools!("curl");
     let dir = tempfile::tempdir().expect("tempdir");
     let root = make_root(dir.path());
-    let app = start(&dir, &root, "admin:\n  listen: 127.0.0.1:0\n");
+    // All 20 come from 127.0.0.1: allow them all from one address.
+    let app = start(
+        &dir,
+        &root,
+        "  maxTransfersPerClient: 20\nadmin:\n  listen: 127.0.0.1:0\n",
+    );
     let p = port(&app);
     let children: Vec<_> = (0..20)
         .map(|i| {
@@ -642,4 +647,163 @@ fn config_errors_are_reported_with_paths() {
         err.contains("pxe.tftpListen: UDP 127.0.0.1:5353 collides with dns.listen[0]"),
         "{err}"
     );
+}
+
+/// The audit's D4: one address that keeps asking (and never ACKs) holds at
+/// most `maxTransfersPerClient` transfers; the rest of `maxTransfers` stays
+/// free, so a second address still downloads with tftp-hpa and atftp.
+#[test]
+fn one_address_cannot_take_every_slot() {
+    require_tools!("tftp", "atftp", "timeout");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = make_root(dir.path());
+    // Each un-ACKed transfer holds its slot for about 2 s × 5.
+    let app = start(
+        &dir,
+        &root,
+        "  maxTransfers: 8\n  maxTransfersPerClient: 3\n  timeout: 2s\n  retries: 5\nadmin:\n  listen: 127.0.0.1:0\n",
+    );
+    let srv = app.addr("tftp");
+    // The hog: 20 requests from 127.0.0.2, each from its own port.
+    let hog: Vec<UdpSocket> = (0..20)
+        .map(|_| {
+            let s = UdpSocket::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+            s.set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("timeout");
+            s.send_to(&rrq(b"big", "octet", &[]), srv).expect("send");
+            s
+        })
+        .collect();
+    let mut held = Vec::new();
+    let mut busy = 0;
+    for s in &hog {
+        let (p, from) = recv(s);
+        if p[..4] == [0, 3, 0, 1] {
+            held.push((s, from));
+        } else {
+            let (code, msg) = error_of(&p);
+            assert_eq!((code, from), (0, srv), "{msg}");
+            assert!(msg.contains("busy"), "{msg}");
+            busy += 1;
+        }
+    }
+    assert_eq!((held.len(), busy), (3, 17), "the hog's share");
+    // Another address downloads while the hog holds all it may.
+    let p = srv.port().to_string();
+    let out = dir.path().join("out-hpa");
+    let o = out.display().to_string();
+    let (code, text) = run_limited(
+        "tftp",
+        &["127.0.0.1", &p, "-m", "binary", "-c", "get", "big", &o],
+        60,
+    );
+    assert_eq!(code, 0, "tftp-hpa next to the hog: {text}");
+    same(&root.join("big"), &out);
+    let out = dir.path().join("out-atftp");
+    let (code, text) = atftp_get(&p, "f513", &out, &["--option", "blksize 1428"]);
+    assert_eq!(code, 0, "atftp next to the hog: {text}");
+    same(&root.join("f513"), &out);
+    let url = format!("http://{}/status", app.addr("admin"));
+    let (_, body, _) = run("curl", &["-sS", "--max-time", "10", &url]);
+    let doc: serde_json::Value = serde_json::from_str(&body).expect("status json");
+    assert_eq!(doc["tftp"]["busyClientLimit"], 17, "{}", doc["tftp"]);
+    // The hog lets go (ERROR to each transfer), so stopping is quick.
+    for (s, tid) in held {
+        s.send_to(b"\x00\x05\x00\x00bye\x00", tid).expect("send");
+    }
+}
+
+/// The audit's D9: SIGTERM lets running transfers finish (docs/operations.md
+/// promises the grace period) while new requests get ERROR 0 "server
+/// shutting down"; then `serve` exits 0.
+#[test]
+fn sigterm_lets_running_transfers_finish() {
+    require_tools!("atftp");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = make_root(dir.path());
+    std::fs::write(root.join("large"), content(6 * 1024 * 1024 + 7, 5)).expect("write");
+    let mut app = start(&dir, &root, "");
+    let srv = app.addr("tftp");
+    let p = srv.port().to_string();
+    // A raw client with a transfer in progress: DATA 1 received, not ACKed.
+    let slow = client();
+    slow.send_to(&rrq(b"f513", "octet", &[]), srv)
+        .expect("send");
+    let (d1, tid) = recv(&slow);
+    assert_eq!(&d1[..4], &[0, 3, 0, 1]);
+    // A real client in the middle of a large download.
+    let out = dir.path().join("out-large");
+    let mut atftp = Command::new("timeout")
+        .args(["-k", "5", "60", "atftp", "-g", "-r", "large", "-l"])
+        .arg(&out)
+        .args(["127.0.0.1", &p])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn atftp");
+    // 512-byte blocks in lock-step: about a second on loopback; TERM as
+    // soon as the first bytes are written.
+    let size = |f: &Path| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while size(&out) == 0 {
+        assert!(Instant::now() < deadline, "atftp never started receiving");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    app.signal("TERM");
+    let at_term = size(&out);
+    app.wait_log("transfer(s) in progress", Duration::from_secs(5));
+    // New requests are refused while the running ones finish.
+    let late = client();
+    late.send_to(&rrq(b"f511", "octet", &[]), srv)
+        .expect("send");
+    let (p2, from) = recv(&late);
+    let (code, msg) = error_of(&p2);
+    assert_eq!((code, from), (0, srv), "{msg}");
+    assert!(msg.contains("shutting down"), "{msg}");
+    // The raw transfer goes on: ACK 1 → DATA 2 (the last byte) → ACK 2.
+    slow.send_to(&[0, 4, 0, 1], tid).expect("ack 1");
+    let (d2, _) = recv(&slow);
+    assert_eq!(&d2[..], &[0, 3, 0, 2, content(513, 513)[512]]);
+    slow.send_to(&[0, 4, 0, 2], tid).expect("ack 2");
+    let st = atftp.wait().expect("wait atftp");
+    assert!(st.success(), "atftp cut by the shutdown: {st}");
+    same(&root.join("large"), &out);
+    assert!(at_term < size(&out), "atftp had finished before SIGTERM");
+    // GRACE is 10 s; the process is gone well before the harness's kill.
+    assert_eq!(app.wait_exit(Duration::from_secs(12)), Some(Some(0)));
+    let log = app.log();
+    assert!(!log.contains("cut after"), "{log}");
+}
+
+/// A transfer that cannot finish (its client stopped ACKing) is kept for
+/// the drain budget, then ends with ERROR 0 "server shutting down", and
+/// `serve` still exits 0 within the grace period.
+#[test]
+fn sigterm_cuts_a_stalled_transfer_after_the_drain() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = make_root(dir.path());
+    // Un-ACKed, it would be retransmitted for 2 s × 5: longer than the drain.
+    let mut app = start(&dir, &root, "  timeout: 2s\n  retries: 5\n");
+    let srv = app.addr("tftp");
+    let c = client();
+    c.send_to(&rrq(b"f513", "octet", &[]), srv).expect("send");
+    assert_eq!(&recv(&c).0[..4], &[0, 3, 0, 1]);
+    app.signal("TERM");
+    // Still alive after the signal: DATA 1 again (a retransmission), then
+    // the goodbye once the drain is over.
+    let (p, _) = recv(&c);
+    assert_eq!(&p[..4], &[0, 3, 0, 1], "cut at once: {p:?}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let goodbye = loop {
+        assert!(Instant::now() < deadline, "never cut");
+        let (p, _) = recv(&c);
+        if p[1] == 5 {
+            break error_of(&p);
+        }
+    };
+    assert_eq!(goodbye.0, 0);
+    assert!(goodbye.1.contains("shutting down"), "{}", goodbye.1);
+    assert_eq!(app.wait_exit(Duration::from_secs(12)), Some(Some(0)));
+    assert!(app.log().contains("1 transfer(s) on"), "{}", app.log());
 }

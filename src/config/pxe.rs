@@ -8,7 +8,8 @@
 //!
 //! Defaults: `enabled: true` when the section exists, `tftpListen:
 //! <applianceIP>:69`, `tftpRoot`: the first of [`DISTRO_ROOTS`] that exists
-//! (else the first), `maxTransfers: 64`, `timeout: 1s`, `retries: 5`,
+//! (else the first), `maxTransfers: 64`, `maxTransfersPerClient: 4`,
+//! `timeout: 1s`, `retries: 5`,
 //! `allowSymlinksTo`: `[/boot]` when `tftpRoot` is defaulted (Debian's `ipxe`
 //! links `ipxe.efi` and `ipxe.lkrn` to `/boot`), otherwise empty.
 
@@ -39,6 +40,10 @@ pub struct RawPxe {
     /// Transfers served at once; more get ERROR "server busy".
     #[serde(default = "max_transfers")]
     pub max_transfers: usize,
+    /// Transfers one client address may hold at once, so that one host
+    /// cannot take every slot; more get ERROR "server busy".
+    #[serde(default = "max_transfers_per_client")]
+    pub max_transfers_per_client: usize,
     /// Retransmit timeout (the client's RFC 2349 `timeout` option wins).
     #[serde(default = "timeout")]
     pub timeout: Dur,
@@ -59,6 +64,12 @@ fn yes() -> bool {
 }
 fn max_transfers() -> usize {
     64
+}
+/// A PXE client downloads one file at a time; 4 leaves room for a
+/// firmware's retried request (and EDK2's `tsize` probe) while the old
+/// transfer still times out.
+fn max_transfers_per_client() -> usize {
+    4
 }
 fn timeout() -> Dur {
     Dur::secs(1)
@@ -134,6 +145,15 @@ pub fn tftp(
             format!("{} is out of range (1 to 10000)", raw.max_transfers),
         );
     }
+    if raw.max_transfers_per_client == 0 || raw.max_transfers_per_client > 10_000 {
+        push(
+            "pxe.maxTransfersPerClient",
+            format!(
+                "{} is out of range (1 to 10000)",
+                raw.max_transfers_per_client
+            ),
+        );
+    }
     let t = raw.timeout.get();
     if t < Duration::from_millis(100) || t > Duration::from_secs(255) {
         push(
@@ -173,6 +193,7 @@ pub fn tftp(
         listen: listen?,
         root: root?,
         max_transfers: raw.max_transfers,
+        max_transfers_per_client: raw.max_transfers_per_client,
         timeout: t,
         retries: raw.retries,
         allow_symlinks_to: allow,
@@ -209,6 +230,7 @@ mod tests {
         assert_eq!(c.listen, "10.0.0.2:69".parse().expect("addr"));
         assert!(DISTRO_ROOTS.iter().any(|r| Path::new(r) == c.root));
         assert_eq!(c.max_transfers, 64);
+        assert_eq!(c.max_transfers_per_client, 4);
         assert_eq!(c.timeout, Duration::from_secs(1));
         assert_eq!(c.retries, 5);
         assert_eq!(c.allow_symlinks_to, vec![PathBuf::from("/boot")]);
@@ -217,7 +239,7 @@ mod tests {
     #[test]
     fn explicit_values_and_relative_root() {
         let (c, e) = run(
-            "{enabled: false, tftpListen: '127.0.0.1:6969', tftpRoot: boot, maxTransfers: 3, timeout: 500ms, retries: 2}",
+            "{enabled: false, tftpListen: '127.0.0.1:6969', tftpRoot: boot, maxTransfers: 3, maxTransfersPerClient: 2, timeout: 500ms, retries: 2}",
         );
         assert!(e.is_empty(), "{e:?}");
         let c = c.expect("cfg");
@@ -225,6 +247,7 @@ mod tests {
         assert_eq!(c.listen, "127.0.0.1:6969".parse().expect("addr"));
         assert_eq!(c.root, PathBuf::from("/etc/crc/boot"));
         assert_eq!(c.timeout, Duration::from_millis(500));
+        assert_eq!((c.max_transfers, c.max_transfers_per_client), (3, 2));
         assert!(c.allow_symlinks_to.is_empty());
         let (c, _) = run("{tftpListen: '127.0.0.9'}");
         assert_eq!(c.expect("cfg").listen.port(), 69);
@@ -233,7 +256,7 @@ mod tests {
     #[test]
     fn all_errors_at_once_with_paths() {
         let (c, e) = run(
-            "{tftpListen: 'nope', tftpRoot: ' ', maxTransfers: 0, timeout: 300s, retries: 101, allowSymlinksTo: ['']}",
+            "{tftpListen: 'nope', tftpRoot: ' ', maxTransfers: 0, maxTransfersPerClient: 0, timeout: 300s, retries: 101, allowSymlinksTo: ['']}",
         );
         assert!(c.is_none());
         let paths: Vec<_> = e
@@ -246,6 +269,7 @@ mod tests {
                 "pxe.tftpListen",
                 "pxe.tftpRoot",
                 "pxe.maxTransfers",
+                "pxe.maxTransfersPerClient",
                 "pxe.timeout",
                 "pxe.retries",
                 "pxe.allowSymlinksTo[0]"

@@ -368,6 +368,8 @@ pub struct TftpCfg {
     pub listen: SocketAddr,
     pub root: PathBuf,
     pub max_transfers: usize,
+    /// Transfers one client address may hold at once.
+    pub max_transfers_per_client: usize,
     pub timeout: Duration,
     pub retries: u32,
     pub allow_symlinks_to: Vec<PathBuf>,

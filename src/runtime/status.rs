@@ -274,6 +274,30 @@ pub struct HttpStatus {
     /// Network boot progress per node (with an `rhcos` section).
     #[serde(default)]
     pub netboot: Vec<NetbootRow>,
+    /// The file that keeps [`HttpStatus::netboot`] (with an `rhcos` section).
+    #[serde(default)]
+    pub netboot_state: Option<NetbootStateStatus>,
+}
+
+/// Whether the network-boot install state is on disk.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetbootStateStatus {
+    /// `<dir of dhcp.leaseFile>/<cluster>-netboot.json`.
+    pub file: String,
+    /// Every change is on disk: a restart, even a kill, keeps it. While
+    /// false, installed nodes still boot their disk (memory is the truth)
+    /// and the writer retries every second.
+    pub durable: bool,
+    /// Changes in memory only.
+    pub unwritten_changes: u64,
+    /// The last write's error, while writes fail.
+    pub write_error: Option<String>,
+    /// Why the file could not be read at start; every node was then taken
+    /// as installed (`assumed` in its row).
+    pub load_error: Option<String>,
+    pub writes: u64,
+    pub write_failures: u64,
 }
 
 /// One node's network-boot install state.
@@ -286,6 +310,9 @@ pub struct NetbootRow {
     pub install_script_at: Option<u64>,
     pub ignition_at: Option<u64>,
     pub installed_at: Option<u64>,
+    /// Taken as installed because the state file was unreadable at start.
+    #[serde(default)]
+    pub assumed: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -354,6 +381,10 @@ pub struct TftpStatus {
     pub bytes: u64,
     pub retransmitted_blocks: u64,
     pub malformed: u64,
+    /// Of `busy`: refused because the client address already held
+    /// `pxe.maxTransfersPerClient` transfers.
+    #[serde(default)]
+    pub busy_client_limit: u64,
     /// Newest first.
     pub recent: Vec<TftpTransferRow>,
 }

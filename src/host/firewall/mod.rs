@@ -241,6 +241,7 @@ mod tests {
             listen: "192.168.131.1:69".parse().unwrap(),
             root: "/usr/lib/ipxe".into(),
             max_transfers: 8,
+            max_transfers_per_client: 4,
             timeout: std::time::Duration::from_secs(1),
             retries: 3,
             allow_symlinks_to: Vec::new(),

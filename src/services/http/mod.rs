@@ -38,6 +38,7 @@
 //! - A reload swaps the plan (dirs, nodes, ACL) for the next request and
 //!   keeps the listening socket when `http.listen` did not change.
 
+mod bootstate;
 mod clients;
 mod igncache;
 pub mod ignition;

@@ -20,27 +20,23 @@
 //! is *installed* when it asks for its script again after it fetched its
 //! ignition (from its own address) following an install script — the
 //! installer fetched it, wrote the disk and rebooted. `crc-appliance node
-//! reinstall NAME` (admin API) sets it back.
+//! reinstall NAME` (admin API) sets it back. How the state is kept and
+//! why every failure there ends in `exit`: [`super::bootstate`].
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt as _;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::path::PathBuf;
 
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
-use serde::{Deserialize, Serialize};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
+pub use super::bootstate::{BootState, NodeBoot, Script};
 use super::range::{self, Validators};
 use super::{Ctx, Resp, plain};
 use crate::boot::iso9660::IsoImage;
 use crate::config::{BootSource, Cluster, MacAddr, NodeCfg};
 use crate::model::boot::{http_base, install_kargs};
-use crate::runtime::status::NetbootRow;
-use crate::runtime::sync::LockExt as _;
 
 /// Paths of the artifacts inside the live ISO.
 const ISO_PATHS: [(&str, &str); 3] = [
@@ -48,173 +44,6 @@ const ISO_PATHS: [(&str, &str); 3] = [
     ("initrd.img", "images/pxeboot/initrd.img"),
     ("rootfs.img", "images/pxeboot/rootfs.img"),
 ];
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-/// One node's install progress, as persisted.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeBoot {
-    /// Unix time the install script was last served.
-    pub install_script_at: Option<u64>,
-    /// Unix time the node last fetched its ignition from its own address.
-    pub ignition_at: Option<u64>,
-    /// Unix time the node was found installed; then it boots its disk.
-    pub installed_at: Option<u64>,
-}
-
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct StateFile {
-    version: u32,
-    nodes: BTreeMap<String, NodeBoot>,
-}
-
-/// What a node's script says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Script {
-    Install,
-    LocalBoot,
-}
-
-/// The per-node install state and its file.
-pub struct BootState {
-    path: PathBuf,
-    nodes: Mutex<BTreeMap<String, NodeBoot>>,
-}
-
-impl BootState {
-    /// The state file of `c` (next to its lease file).
-    pub fn path_of(c: &Cluster) -> PathBuf {
-        let dir = c
-            .dhcp
-            .lease_file
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        dir.join(format!("{}-netboot.json", c.name))
-    }
-
-    /// Load `path`; a missing file is an empty state, a corrupt one is
-    /// logged and started afresh (nodes then install again, never wrongly
-    /// boot an empty disk).
-    pub fn load(path: PathBuf) -> BootState {
-        let nodes = match std::fs::read(&path) {
-            Ok(b) => match serde_json::from_slice::<StateFile>(&b) {
-                Ok(f) => f.nodes,
-                Err(e) => {
-                    warn!(
-                        "netboot state {} is unreadable ({e}); starting empty",
-                        path.display()
-                    );
-                    BTreeMap::new()
-                }
-            },
-            Err(_) => BTreeMap::new(),
-        };
-        BootState {
-            path,
-            nodes: Mutex::new(nodes),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, NodeBoot>> {
-        self.nodes.locked()
-    }
-
-    /// Write the state (temp file, fsync, rename); failures are logged.
-    fn save(&self, nodes: &BTreeMap<String, NodeBoot>) {
-        let file = StateFile {
-            version: 1,
-            nodes: nodes.clone(),
-        };
-        let tmp = self.path.with_extension("json.tmp");
-        let res = serde_json::to_vec_pretty(&file)
-            .map_err(std::io::Error::other)
-            .and_then(|b| {
-                use std::io::Write as _;
-                let mut f = File::create(&tmp)?;
-                f.write_all(&b)?;
-                f.sync_all()?;
-                std::fs::rename(&tmp, &self.path)
-            });
-        if let Err(e) = res {
-            warn!(
-                "cannot write the netboot state {}: {e}",
-                self.path.display()
-            );
-        }
-    }
-
-    /// Decide `node`'s script now, and record it.
-    pub fn script_for(&self, node: &str) -> Script {
-        let mut nodes = self.lock();
-        let e = nodes.entry(node.to_string()).or_default();
-        let fetched_after_script = matches!(
-            (e.install_script_at, e.ignition_at),
-            (Some(s), Some(i)) if i >= s
-        );
-        let script = if e.installed_at.is_some() {
-            Script::LocalBoot
-        } else if fetched_after_script {
-            e.installed_at = Some(now());
-            info!(
-                "netboot: {node} fetched its ignition and booted again: installed; it boots its disk from now on"
-            );
-            Script::LocalBoot
-        } else {
-            e.install_script_at = Some(now());
-            Script::Install
-        };
-        self.save(&nodes);
-        script
-    }
-
-    /// `node` fetched its ignition from its own address.
-    pub fn ignition_fetched(&self, node: &str) {
-        let mut nodes = self.lock();
-        let e = nodes.entry(node.to_string()).or_default();
-        e.ignition_at = Some(now());
-        self.save(&nodes);
-    }
-
-    /// Forget that `node` installed: its next network boot installs again.
-    pub fn reinstall(&self, node: &str) {
-        let mut nodes = self.lock();
-        nodes.remove(node);
-        self.save(&nodes);
-        info!("netboot: {node} will install again at its next network boot");
-    }
-
-    /// Rows for `/status`.
-    pub fn rows(&self, c: &Cluster) -> Vec<NetbootRow> {
-        let nodes = self.lock();
-        c.nodes
-            .iter()
-            .map(|n| {
-                let b = nodes.get(&n.name).cloned().unwrap_or_default();
-                NetbootRow {
-                    node: n.name.clone(),
-                    state: if b.installed_at.is_some() {
-                        "installed"
-                    } else if b.install_script_at.is_some() {
-                        "installing"
-                    } else {
-                        "pending"
-                    }
-                    .to_string(),
-                    install_script_at: b.install_script_at,
-                    ignition_at: b.ignition_at,
-                    installed_at: b.installed_at,
-                }
-            })
-            .collect()
-    }
-}
 
 /// The entry script every machine can be pointed at (DHCP option 67 for
 /// iPXE clients): chains to the machine's own script by MAC.
@@ -316,13 +145,8 @@ impl Ctx {
                     debug!(%peer, "netboot: no node has {rest}");
                     return plain(StatusCode::NOT_FOUND, "no node has this MAC");
                 };
-                let boot = self.boot.clone();
-                let name = node.name.clone();
-                let script = match tokio::task::spawn_blocking(move || boot.script_for(&name)).await
-                {
-                    Ok(s) => s,
-                    Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
-                };
+                // In memory only (the writer persists it): never blocks.
+                let script = self.boot.script_for(&node.name);
                 info!(%peer, node = %node.name, ?script, "netboot: script served");
                 node_script(c, node, script)
             };

@@ -54,10 +54,19 @@ impl Http {
     /// The service for `plan`, serving nothing until its first commit.
     pub fn new(plan: &Arc<Plan>, events: crate::timeline::Events) -> Arc<Http> {
         let shared = Arc::new(ArcSwap::new(plan.clone()));
+        let boot = Arc::new(BootState::open(&plan.cluster));
+        let tasks = Tasks::new("http");
+        // Persists the install state, retrying while the disk is full.
+        let token = tasks.token();
+        tasks.spawn(
+            "http netboot state writer",
+            token.clone(),
+            boot.clone().run_writer(token),
+        );
         Arc::new(Http {
             ctx: Arc::new(Ctx {
                 stats: Arc::new(Stats::new(shared.clone())),
-                boot: Arc::new(BootState::load(BootState::path_of(&plan.cluster))),
+                boot,
                 plan: shared,
                 boundary_seq: AtomicU64::new(1),
                 clients: Arc::new(Clients::default()),
@@ -66,7 +75,7 @@ impl Http {
                 refusals: Default::default(),
             }),
             listeners: Listeners::default(),
-            tasks: Tasks::new("http"),
+            tasks,
         })
     }
 
@@ -117,12 +126,16 @@ impl Service for Http {
         let plan = self.ctx.plan.load_full();
         if plan.cluster.rhcos.is_some() {
             s.netboot = self.ctx.boot.rows(&plan.cluster);
+            s.netboot_state = Some(self.ctx.boot.store_status());
         }
         crate::runtime::status::ServiceStatus::Http(s)
     }
 
     fn metrics(&self, out: &mut String) {
-        self.ctx.stats.metrics(out)
+        self.ctx.stats.metrics(out);
+        if self.ctx.plan.load().cluster.rhcos.is_some() {
+            self.ctx.boot.metrics(out);
+        }
     }
 }
 

@@ -154,6 +154,7 @@ impl Stats {
             ignition_by_node: by_node,
             ignition_fetches: fetches.iter().map(Fetch::row).collect(),
             netboot: Vec::new(),
+            netboot_state: None,
         }
     }
 

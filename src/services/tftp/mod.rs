@@ -11,8 +11,10 @@
 //! - this file: the sockets. One UDP listener on `pxe.tftpListen` receives
 //!   requests; each accepted RRQ runs in its own task with its own UDP socket
 //!   on the listener's IP and an ephemeral port (the RFC 1350 TID), holding
-//!   one permit of a `maxTransfers` semaphore (over the cap: ERROR 0 "server
-//!   busy" from the listener).
+//!   one permit of a `maxTransfers` semaphore and one of its client
+//!   address's `maxTransfersPerClient` slots ([`clients`]; over either cap:
+//!   ERROR 0 "server busy" from the listener, the per-client cap checked
+//!   first so that a refused host takes no global permit).
 //!
 //! Why our own code and not a crate: `async-tftp` 0.4 runs on smol/async-io
 //! (a second reactor thread next to tokio) and serves through its own
@@ -37,10 +39,13 @@
 //! - Retransmission: a window (or the OACK) is re-sent after `timeout` (or
 //!   the client's `timeout` option) without progress, at most `retries`
 //!   times in a row; then the transfer is abandoned.
-//! - Shutdown: the listener stops, running transfers send ERROR 0 "server
-//!   shutting down" and end; `run` returns once all have ended. If the
-//!   listener keeps failing to receive, `run` returns an error.
+//! - Shutdown (and a reload that removes the listener): the listener stops
+//!   accepting — a read request then gets ERROR 0 "server shutting down" —
+//!   and running transfers get [`DRAIN`] to finish; those still running
+//!   then send the same ERROR and end; `run` returns once all have ended.
+//!   If the listener keeps failing to receive, `run` returns an error.
 
+mod clients;
 pub mod packet;
 
 pub mod stats;
@@ -67,6 +72,7 @@ use crate::boot::bootfiles;
 use crate::plan::Plan;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
+use clients::{ClientSlot, Clients};
 use packet::{ErrorCode, Packet, Request, Shown};
 use stats::{Outcome, Stats};
 use transfer::{Step, Transfer};
@@ -75,6 +81,8 @@ use transfer::{Step, Transfer};
 pub const READ_AHEAD: usize = 64 * 1024;
 /// Consecutive receive errors on the listener before `run` gives up.
 const MAX_RECV_ERRORS: u32 = 1000;
+/// How long running transfers get after shutdown is requested.
+const DRAIN: Duration = crate::runtime::drain::TFTP_TRANSFERS;
 
 /// What every transfer task needs.
 struct Ctx {
@@ -82,6 +90,8 @@ struct Ctx {
     allowed: Vec<PathBuf>,
     timeout: Duration,
     retries: u32,
+    /// `maxTransfersPerClient`.
+    max_per_client: usize,
     stats: Arc<Stats>,
 }
 
@@ -93,6 +103,8 @@ pub struct Tftp {
     /// `maxTransfers` and its semaphore (a new one when the number changes;
     /// running transfers keep their permit).
     permits: std::sync::Mutex<(usize, Arc<Semaphore>)>,
+    /// Running transfers per client address (`maxTransfersPerClient`).
+    clients: Arc<Clients>,
     listeners: Listeners<SocketAddr>,
     tasks: Tasks,
 }
@@ -126,6 +138,7 @@ fn ctx_of(plan: &Plan, stats: &Arc<Stats>) -> anyhow::Result<(Ctx, SocketAddr, u
             allowed,
             timeout: c.timeout,
             retries: c.retries,
+            max_per_client: c.max_transfers_per_client,
             stats: stats.clone(),
         },
         c.listen,
@@ -143,6 +156,7 @@ impl Tftp {
             ctx: Arc::new(ArcSwap::from_pointee(ctx)),
             stats,
             permits: std::sync::Mutex::new((max, Arc::new(Semaphore::new(max)))),
+            clients: Arc::default(),
             listeners: Listeners::default(),
             tasks: Tasks::new("tftp"),
         }))
@@ -198,7 +212,7 @@ impl Service for Tftp {
 
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
         self.tasks
-            .supervise(&shutdown, crate::runtime::drain::TFTP_TRANSFERS)
+            .supervise(&shutdown, crate::runtime::drain::service(DRAIN))
             .await
     }
 
@@ -221,6 +235,8 @@ async fn listen(
     {
         let local = socket.local_addr()?;
         let mut tasks = JoinSet::new();
+        // Ends the transfers: not at shutdown, only after their drain.
+        let stop = CancellationToken::new();
         let mut buf = vec![0u8; 65536];
         let mut errors = 0u32;
         let result = loop {
@@ -245,20 +261,20 @@ async fn listen(
             let ctx = svc.ctx.load_full();
             let permits = svc.permits();
             let reply = match packet::parse(&buf[..n]) {
-                Ok(Packet::Rrq(req)) => match permits.clone().try_acquire_owned() {
-                    Ok(permit) => {
+                Ok(Packet::Rrq(req)) => match admit(&svc.clients, &permits, &ctx, from) {
+                    Ok(held) => {
                         let ctx = ctx.clone();
-                        let tok = shutdown.clone();
+                        let stop = stop.clone();
                         let ip = local.ip();
                         tasks.spawn(async move {
-                            serve(ctx, SocketAddr::new(ip, 0), req, from, tok, permit).await
+                            serve(ctx, SocketAddr::new(ip, 0), req, from, stop, held).await
                         });
                         None
                     }
-                    Err(_) => {
+                    Err(why) => {
                         let file = Shown(&req.filename).to_string();
-                        ctx.stats
-                            .finish(from, &file, Outcome::Busy, "server busy", 0);
+                        debug!(%from, "tftp: {file} refused: {why}");
+                        ctx.stats.finish(from, &file, Outcome::Busy, why, 0);
                         Some(packet::error(
                             ErrorCode::Undefined,
                             "server busy, try again later",
@@ -301,9 +317,92 @@ async fn listen(
                 debug!(%from, "tftp send: {e}");
             }
         };
-        // Transfers watch the same token; wait for them to say goodbye.
+        if result.is_ok() && !tasks.is_empty() {
+            info!(
+                "tftp: {} transfer(s) in progress on {local}: up to {DRAIN:?} to finish; new requests are refused",
+                tasks.len()
+            );
+            let cut = drain(&socket, &mut tasks, &svc.stats, DRAIN).await;
+            if cut > 0 {
+                warn!("tftp: {cut} transfer(s) on {local} cut after {DRAIN:?}");
+            }
+        }
+        stop.cancel();
+        // Each stopped transfer says goodbye (ERROR 0) and ends.
         while tasks.join_next().await.is_some() {}
         result
+    }
+}
+
+/// What an admitted transfer holds until it ends.
+struct Held {
+    _permit: OwnedSemaphorePermit,
+    _slot: ClientSlot,
+}
+
+/// Admit a read request from `from`: one of its client's slots, then one
+/// of the global permits; or why not.
+fn admit(
+    clients: &Arc<Clients>,
+    permits: &Arc<Semaphore>,
+    ctx: &Ctx,
+    from: SocketAddr,
+) -> Result<Held, &'static str> {
+    let Some(slot) = clients.try_acquire(from.ip(), ctx.max_per_client) else {
+        ctx.stats.client_limit.fetch_add(1, Ordering::Relaxed);
+        return Err("client limit (maxTransfersPerClient)");
+    };
+    let permit = permits
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| "server busy (maxTransfers)")?;
+    Ok(Held {
+        _permit: permit,
+        _slot: slot,
+    })
+}
+
+/// After shutdown: let `tasks` finish for up to `budget` while every
+/// request on `socket` gets ERROR 0 "server shutting down". Returns how
+/// many transfers were still running at the end of it.
+async fn drain(
+    socket: &UdpSocket,
+    tasks: &mut JoinSet<()>,
+    stats: &Stats,
+    budget: Duration,
+) -> usize {
+    let deadline = Instant::now() + budget;
+    let mut buf = vec![0u8; 2048];
+    while !tasks.is_empty() {
+        tokio::select! {
+            _ = tasks.join_next() => {}
+            _ = tokio::time::sleep_until(deadline) => return tasks.len(),
+            r = socket.recv_from(&mut buf) => match r {
+                Ok((n, from)) => refuse_stopping(socket, &buf[..n], from, stats).await,
+                Err(e) => {
+                    debug!("tftp recv while stopping: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+        }
+    }
+    0
+}
+
+/// A datagram on the listener while stopping: ERROR 0 to anything but an
+/// ERROR (never ping-pong with another server).
+async fn refuse_stopping(socket: &UdpSocket, datagram: &[u8], from: SocketAddr, stats: &Stats) {
+    match packet::parse(datagram) {
+        Ok(Packet::Error { .. }) => return,
+        Ok(Packet::Rrq(req)) => {
+            let file = Shown(&req.filename).to_string();
+            stats.finish(from, &file, Outcome::Refused, "server shutting down", 0);
+        }
+        _ => {}
+    }
+    let e = packet::error(ErrorCode::Undefined, "server shutting down");
+    if let Err(e) = socket.send_to(&e, from).await {
+        debug!(%from, "tftp send: {e}");
     }
 }
 
@@ -322,8 +421,8 @@ async fn serve(
     bind_to: SocketAddr,
     req: Request,
     client: SocketAddr,
-    shutdown: CancellationToken,
-    _permit: OwnedSemaphorePermit,
+    stop: CancellationToken,
+    _held: Held,
 ) {
     let stats = &ctx.stats;
     stats.active.fetch_add(1, Ordering::Relaxed);
@@ -419,7 +518,7 @@ async fn serve(
             }
         }
         step = tokio::select! {
-            _ = shutdown.cancelled() => {
+            _ = stop.cancelled() => {
                 let _ = sock
                     .send_to(&packet::error(ErrorCode::Undefined, "server shutting down"), client)
                     .await;

@@ -26,7 +26,7 @@ pub enum Outcome {
     Aborted,
     /// Refused before any data: bad name, missing file, write request, mode.
     Refused,
-    /// Over `maxTransfers`.
+    /// Over `maxTransfers` or `maxTransfersPerClient`.
     Busy,
 }
 
@@ -64,6 +64,8 @@ pub struct Stats {
     pub bytes: AtomicU64,
     pub retransmits: AtomicU64,
     pub malformed: AtomicU64,
+    /// Requests refused by `maxTransfersPerClient` (part of `busy`).
+    pub client_limit: AtomicU64,
     pub active: AtomicI64,
     recent: Mutex<VecDeque<Finished>>,
 }
@@ -83,6 +85,7 @@ impl Stats {
             bytes: AtomicU64::new(0),
             retransmits: AtomicU64::new(0),
             malformed: AtomicU64::new(0),
+            client_limit: AtomicU64::new(0),
             active: AtomicI64::new(0),
             recent: Mutex::default(),
         }
@@ -160,6 +163,7 @@ impl Stats {
             bytes: self.bytes.load(Ordering::Relaxed),
             retransmitted_blocks: self.retransmits.load(Ordering::Relaxed),
             malformed: self.malformed.load(Ordering::Relaxed),
+            busy_client_limit: self.client_limit.load(Ordering::Relaxed),
             recent,
         }
     }
@@ -202,6 +206,13 @@ impl Stats {
             "Malformed or unexpected datagrams on the TFTP listener.",
         )
         .sample(&[], self.malformed.load(Ordering::Relaxed));
+        family(
+            out,
+            "crc_appliance_tftp_client_limit_total",
+            Kind::Counter,
+            "TFTP read requests refused because the client held maxTransfersPerClient.",
+        )
+        .sample(&[], self.client_limit.load(Ordering::Relaxed));
         family(
             out,
             "crc_appliance_tftp_active",

@@ -1,0 +1,598 @@
+//! The network-boot install state: which node installed, kept in memory and
+//! persisted by a background writer next to the DHCP lease file as
+//! `<cluster>-netboot.json` (see [`super::netboot`] for what the states
+//! mean).
+//!
+//! Role: the state decides between the install script and `exit` (boot the
+//! disk). Serving the install script to an installed node wipes its disk,
+//! so every failure here must end in `exit`, never in an install:
+//!
+//! - **Writes** happen off the request path: a change bumps a counter and
+//!   wakes [`BootState::run_writer`] (a task of the HTTP service), which
+//!   writes a snapshot (temp file, fsync, rename, fsync of the directory)
+//!   and, while writes fail (a full disk), tries again every [`RETRY`]
+//!   until one works, as the DHCP lease writer does. A failed attempt
+//!   removes its temp file. Meanwhile the memory is the truth: a node that
+//!   fetched its ignition still gets `exit`; `/status` → `http.netbootState`
+//!   says `durable: false` and the log says so (first failure, then every
+//!   [`RELOG`]). Shutdown tries one last write.
+//! - **Reads** happen once, at start. A missing file is an empty state. A
+//!   file that cannot be read or parsed is never taken as empty: nobody
+//!   knows which node installed, so every node of the cluster is taken as
+//!   installed (`assumed`), boots its disk, and only `crc-appliance node
+//!   reinstall NAME` sends one to the installer again. A corrupt file is
+//!   kept as `<file>.corrupt`; the assumed state is written in its place,
+//!   so a restart keeps the same safe answer.
+//!
+//! Invariants: `written <= changes`; the state is durable exactly when they
+//! are equal (every change is on disk); no temp file outlives an attempt.
+//! The lock is a std `Mutex` held for field updates only, never across an
+//! `.await` or a file operation.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+use crate::config::Cluster;
+use crate::runtime::metrics::{Kind, family};
+use crate::runtime::status::{NetbootRow, NetbootStateStatus};
+use crate::runtime::sync::LockExt as _;
+
+/// Wait between write attempts while writes fail.
+pub const RETRY: Duration = Duration::from_secs(1);
+/// How often a write that keeps failing is logged again.
+pub const RELOG: Duration = Duration::from_secs(60);
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// One node's install progress, as persisted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeBoot {
+    /// Unix time the install script was last served.
+    pub install_script_at: Option<u64>,
+    /// Unix time the node last fetched its ignition from its own address.
+    pub ignition_at: Option<u64>,
+    /// Unix time the node was found installed; then it boots its disk.
+    pub installed_at: Option<u64>,
+    /// Taken as installed because the state file was unreadable.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub assumed: bool,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StateFile {
+    version: u32,
+    nodes: BTreeMap<String, NodeBoot>,
+}
+
+/// What a node's script says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Script {
+    Install,
+    LocalBoot,
+}
+
+/// How the state file is written: the real [`write_file`], or a failing
+/// one in unit tests.
+pub type SaveFn = Arc<dyn Fn(&Path, &[u8]) -> std::io::Result<()> + Send + Sync>;
+
+struct Inner {
+    nodes: BTreeMap<String, NodeBoot>,
+    /// Changes made so far; each one bumps it.
+    changes: u64,
+    /// The value of `changes` the file on disk reflects.
+    written: u64,
+    /// The last attempt's error, while writes fail.
+    write_error: Option<String>,
+    /// Why the file could not be read at start.
+    load_error: Option<String>,
+    writes: u64,
+    write_failures: u64,
+}
+
+impl Inner {
+    fn changed(&mut self) {
+        self.changes += 1;
+    }
+
+    fn durable(&self) -> bool {
+        self.written >= self.changes
+    }
+}
+
+/// The per-node install state, its file and its writer.
+pub struct BootState {
+    path: PathBuf,
+    inner: Mutex<Inner>,
+    wake: Notify,
+    save: SaveFn,
+}
+
+/// `<file>.tmp`: where a write goes before its rename.
+fn tmp_of(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".tmp");
+    PathBuf::from(s)
+}
+
+/// Write `bytes` to `path` atomically (temp file, fsync, rename, fsync of
+/// the directory); a failed attempt removes its temp file.
+pub fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = tmp_of(path);
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) => d.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    let attempt = || -> std::io::Result<()> {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        File::open(&dir)?.sync_all()
+    };
+    let res = attempt();
+    if res.is_err() {
+        // A full disk leaves an empty or partial temp file: never keep it.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+/// What reading the file at start gave.
+enum Loaded {
+    Nodes(BTreeMap<String, NodeBoot>),
+    Missing,
+    Unreadable(String),
+}
+
+fn read_state(path: &Path) -> Loaded {
+    match std::fs::read(path) {
+        Ok(b) => match serde_json::from_slice::<StateFile>(&b) {
+            Ok(f) => Loaded::Nodes(f.nodes),
+            Err(e) => {
+                // Kept for the operator; the assumed state replaces it.
+                let mut kept = path.as_os_str().to_owned();
+                kept.push(".corrupt");
+                let kept = PathBuf::from(kept);
+                let note = match std::fs::rename(path, &kept) {
+                    Ok(()) => format!("kept as {}", kept.display()),
+                    Err(re) => format!("cannot keep it as {}: {re}", kept.display()),
+                };
+                Loaded::Unreadable(format!("not valid JSON ({e}); {note}"))
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Loaded::Missing,
+        Err(e) => Loaded::Unreadable(e.to_string()),
+    }
+}
+
+impl BootState {
+    /// The state file of `c` (next to its lease file).
+    pub fn path_of(c: &Cluster) -> PathBuf {
+        let dir = c
+            .dhcp
+            .lease_file
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        dir.join(format!("{}-netboot.json", c.name))
+    }
+
+    /// The state of `c`, read from its file.
+    pub fn open(c: &Cluster) -> BootState {
+        let names: Vec<String> = c.nodes.iter().map(|n| n.name.clone()).collect();
+        BootState::load(BootState::path_of(c), &names, Arc::new(write_file))
+    }
+
+    /// Read `path` (see the module doc for an unreadable file: every one
+    /// of `nodes` is taken as installed); `save` writes it from now on.
+    pub fn load(path: PathBuf, nodes: &[String], save: SaveFn) -> BootState {
+        // A temp file left by a kill during a write is garbage.
+        let _ = std::fs::remove_file(tmp_of(&path));
+        let mut inner = Inner {
+            nodes: BTreeMap::new(),
+            changes: 0,
+            written: 0,
+            write_error: None,
+            load_error: None,
+            writes: 0,
+            write_failures: 0,
+        };
+        match read_state(&path) {
+            Loaded::Nodes(n) => inner.nodes = n,
+            Loaded::Missing => {}
+            Loaded::Unreadable(why) => {
+                error!(
+                    "netboot state {} is unreadable: {why}; which node installed is unknown, so \
+                     every node is taken as installed and boots its disk (never the install \
+                     script); `crc-appliance node reinstall NAME` installs one again",
+                    path.display()
+                );
+                let at = Some(now());
+                for name in nodes {
+                    inner.nodes.insert(
+                        name.clone(),
+                        NodeBoot {
+                            installed_at: at,
+                            assumed: true,
+                            ..NodeBoot::default()
+                        },
+                    );
+                }
+                inner.load_error = Some(why);
+                // Write the safe state in place of the unreadable one.
+                inner.changed();
+            }
+        }
+        BootState {
+            path,
+            inner: Mutex::new(inner),
+            wake: Notify::new(),
+            save,
+        }
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.locked()
+    }
+
+    /// Decide `node`'s script now, and record it.
+    pub fn script_for(&self, node: &str) -> Script {
+        let script = {
+            let mut st = self.inner();
+            let e = st.nodes.entry(node.to_string()).or_default();
+            let fetched_after_script = matches!(
+                (e.install_script_at, e.ignition_at),
+                (Some(s), Some(i)) if i >= s
+            );
+            if e.installed_at.is_some() {
+                return Script::LocalBoot;
+            }
+            let script = if fetched_after_script {
+                e.installed_at = Some(now());
+                info!(
+                    "netboot: {node} fetched its ignition and booted again: installed; it boots its disk from now on"
+                );
+                Script::LocalBoot
+            } else {
+                e.install_script_at = Some(now());
+                Script::Install
+            };
+            st.changed();
+            script
+        };
+        self.wake.notify_one();
+        script
+    }
+
+    /// `node` fetched its ignition from its own address.
+    pub fn ignition_fetched(&self, node: &str) {
+        {
+            let mut st = self.inner();
+            st.nodes.entry(node.to_string()).or_default().ignition_at = Some(now());
+            st.changed();
+        }
+        self.wake.notify_one();
+    }
+
+    /// Forget that `node` installed: its next network boot installs again.
+    pub fn reinstall(&self, node: &str) {
+        {
+            let mut st = self.inner();
+            st.nodes.remove(node);
+            st.changed();
+        }
+        self.wake.notify_one();
+        info!("netboot: {node} will install again at its next network boot");
+    }
+
+    /// True when every change is on disk.
+    pub fn durable(&self) -> bool {
+        self.inner().durable()
+    }
+
+    /// Rows for `/status`.
+    pub fn rows(&self, c: &Cluster) -> Vec<NetbootRow> {
+        let st = self.inner();
+        c.nodes
+            .iter()
+            .map(|n| {
+                let b = st.nodes.get(&n.name).cloned().unwrap_or_default();
+                NetbootRow {
+                    node: n.name.clone(),
+                    state: if b.installed_at.is_some() {
+                        "installed"
+                    } else if b.install_script_at.is_some() {
+                        "installing"
+                    } else {
+                        "pending"
+                    }
+                    .to_string(),
+                    install_script_at: b.install_script_at,
+                    ignition_at: b.ignition_at,
+                    installed_at: b.installed_at,
+                    assumed: b.assumed,
+                }
+            })
+            .collect()
+    }
+
+    /// The file's health for `/status`.
+    pub fn store_status(&self) -> NetbootStateStatus {
+        let st = self.inner();
+        NetbootStateStatus {
+            file: self.path.display().to_string(),
+            durable: st.durable(),
+            unwritten_changes: st.changes - st.written.min(st.changes),
+            write_error: st.write_error.clone(),
+            load_error: st.load_error.clone(),
+            writes: st.writes,
+            write_failures: st.write_failures,
+        }
+    }
+
+    /// Its Prometheus families.
+    pub fn metrics(&self, out: &mut String) {
+        let st = self.store_status();
+        family(
+            out,
+            "crc_appliance_http_netboot_state_durable",
+            Kind::Gauge,
+            "1 when every network-boot install state change is on disk.",
+        )
+        .sample(&[], u8::from(st.durable));
+        family(
+            out,
+            "crc_appliance_http_netboot_state_write_failures_total",
+            Kind::Counter,
+            "Failed writes of the network-boot install state file.",
+        )
+        .sample(&[], st.write_failures);
+    }
+
+    /// Write whenever the state changes, retrying every [`RETRY`] while
+    /// writes fail; on `shutdown`, one last attempt, then return.
+    pub async fn run_writer(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let mut log = FailureLog::default();
+        // What the load left to write (the safe state after an unreadable
+        // file).
+        self.write_pending(&mut log).await;
+        loop {
+            let failing = !self.durable() && self.inner().write_error.is_some();
+            let closing = tokio::select! {
+                _ = self.wake.notified() => false,
+                _ = tokio::time::sleep(RETRY), if failing => false,
+                _ = shutdown.cancelled() => true,
+            };
+            self.write_pending(&mut log).await;
+            if closing {
+                let left = self.store_status().unwritten_changes;
+                if left > 0 {
+                    error!(
+                        "netboot state {} not written at shutdown: {left} change(s) lost; \
+                         nodes that installed since the last write may install again",
+                        self.path.display()
+                    );
+                }
+                return Ok(());
+            }
+        }
+    }
+
+    /// Write the current state if it has unwritten changes.
+    async fn write_pending(&self, log: &mut FailureLog) {
+        let (changes, file) = {
+            let st = self.inner();
+            if st.durable() {
+                return;
+            }
+            let file = StateFile {
+                version: 1,
+                nodes: st.nodes.clone(),
+            };
+            (st.changes, file)
+        };
+        let (path, save) = (self.path.clone(), self.save.clone());
+        let res = tokio::task::spawn_blocking(move || {
+            let mut body = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
+            body.push(b'\n');
+            save(&path, &body)
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        let mut st = self.inner();
+        match res {
+            Ok(()) => {
+                st.written = st.written.max(changes);
+                st.writes += 1;
+                if st.write_error.take().is_some() {
+                    info!(
+                        "netboot state {} written after {} failed attempt(s): durable again",
+                        self.path.display(),
+                        log.failures
+                    );
+                }
+                *log = FailureLog::default();
+            }
+            Err(e) => {
+                st.write_failures += 1;
+                let msg = e.to_string();
+                log.failures += 1;
+                if log.due(&msg) {
+                    error!(
+                        "cannot write the netboot state {}: {msg} ({} attempt(s)); the install \
+                         state is NOT durable (a restart now would forget {} change(s)); \
+                         retrying every {}s",
+                        self.path.display(),
+                        log.failures,
+                        st.changes - st.written.min(st.changes),
+                        RETRY.as_secs()
+                    );
+                }
+                st.write_error = Some(msg);
+            }
+        }
+    }
+}
+
+/// When to log a failing write again: at the first failure, when the error
+/// changes, then every [`RELOG`].
+#[derive(Default)]
+struct FailureLog {
+    failures: u64,
+    last: Option<(Instant, String)>,
+}
+
+impl FailureLog {
+    fn due(&mut self, msg: &str) -> bool {
+        let now = Instant::now();
+        let due = match &self.last {
+            None => true,
+            Some((at, m)) => m != msg || now.duration_since(*at) >= RELOG,
+        };
+        if due {
+            self.last = Some((now, msg.to_string()));
+        }
+        due
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    fn names() -> Vec<String> {
+        ["bootstrap", "master-0"].map(String::from).to_vec()
+    }
+
+    /// A save that fails while `full` is set, else writes for real.
+    fn flaky(full: Arc<AtomicBool>, calls: Arc<AtomicUsize>) -> SaveFn {
+        Arc::new(move |p: &Path, b: &[u8]| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            if full.load(Ordering::SeqCst) {
+                return Err(std::io::Error::other("No space left on device (test)"));
+            }
+            write_file(p, b)
+        })
+    }
+
+    async fn wait_for(what: &str, f: impl Fn() -> bool) {
+        for _ in 0..100 {
+            if f() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_is_retried_until_it_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c-netboot.json");
+        let (full, calls) = (Arc::new(AtomicBool::new(true)), Arc::default());
+        let s = Arc::new(BootState::load(
+            path.clone(),
+            &names(),
+            flaky(full.clone(), Arc::clone(&calls)),
+        ));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(s.clone().run_writer(stop.clone()));
+        assert_eq!(s.script_for("bootstrap"), Script::Install);
+        s.ignition_fetched("bootstrap");
+        wait_for("a failed attempt", || calls.load(Ordering::SeqCst) >= 1).await;
+        wait_for("the error in the status", || {
+            s.store_status().write_error.is_some()
+        })
+        .await;
+        // Memory is the truth meanwhile: the node boots its disk.
+        assert_eq!(s.script_for("bootstrap"), Script::LocalBoot);
+        let st = s.store_status();
+        assert!(!st.durable && st.unwritten_changes >= 1, "{st:?}");
+        assert!(!path.exists());
+        // Let the writer try that last change too (and fail), so that
+        // only the retry timer can write from here on.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!s.durable());
+        // Space again: the retry writes it without any new change.
+        let before = calls.load(Ordering::SeqCst);
+        full.store(false, Ordering::SeqCst);
+        wait_for("a durable state", || s.durable()).await;
+        assert!(calls.load(Ordering::SeqCst) > before);
+        let st = s.store_status();
+        assert_eq!((st.write_error, st.unwritten_changes), (None, 0));
+        let again = BootState::load(path.clone(), &names(), Arc::new(write_file));
+        assert_eq!(again.script_for("bootstrap"), Script::LocalBoot);
+        stop.cancel();
+        task.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn shutdown_writes_what_is_pending() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c-netboot.json");
+        let s = Arc::new(BootState::load(
+            path.clone(),
+            &names(),
+            Arc::new(write_file),
+        ));
+        s.reinstall("master-0");
+        let stop = CancellationToken::new();
+        stop.cancel();
+        s.clone().run_writer(stop).await.unwrap();
+        assert!(s.durable() && path.exists());
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // The target is a directory: the rename fails after the temp file
+        // was written.
+        let path = dir.path().join("state.json");
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("x"), b"x").unwrap();
+        assert!(write_file(&path, b"{}").is_err());
+        assert!(!tmp_of(&path).exists());
+    }
+
+    #[test]
+    fn an_unreadable_file_takes_every_node_as_installed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c-netboot.json");
+        std::fs::write(&path, b"{\"version\": 1, \"nodes\": {").unwrap();
+        std::fs::write(tmp_of(&path), b"").unwrap();
+        let s = BootState::load(path.clone(), &names(), Arc::new(write_file));
+        assert_eq!(s.script_for("bootstrap"), Script::LocalBoot);
+        assert_eq!(s.script_for("master-0"), Script::LocalBoot);
+        let st = s.store_status();
+        assert!(!st.durable, "the assumed state is not written yet");
+        assert!(st.load_error.unwrap().contains("kept as"));
+        assert!(dir.path().join("c-netboot.json.corrupt").exists());
+        assert!(!tmp_of(&path).exists(), "a stale temp file is removed");
+        // Only an explicit reinstall sends a node to the installer.
+        s.reinstall("master-0");
+        assert_eq!(s.script_for("master-0"), Script::Install);
+        assert_eq!(s.script_for("bootstrap"), Script::LocalBoot);
+    }
+}
