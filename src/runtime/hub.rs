@@ -157,37 +157,25 @@ impl Hub {
         let hub = self;
         let plan = hub.plan();
         let c = &plan.cluster;
-        let mut doc = StatusDoc {
-            cluster: c.domain.clone(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            network: NetworkStatus {
-                cidr: c.network.cidr.to_string(),
-                gateway: c.network.gateway,
-                appliance_ip: c.network.appliance_ip,
-                api_vip: c.network.api_vip,
-                ingress_vip: c.network.ingress_vip,
-            },
-            nodes: c
-                .nodes
-                .iter()
-                .map(|n| NodeRow {
-                    name: n.name.clone(),
-                    role: n.role,
-                    mac: n.mac.to_string(),
-                    ip: n.ip,
-                    fqdn: c.fqdn(&n.name),
-                })
-                .collect(),
-            reload: hub.reload_status(),
-            dns: None,
-            dhcp: None,
-            lb: None,
-            http: None,
-            libvirt: None,
-            admin: None,
-            tftp: None,
-            timeline: None,
+        let network = NetworkStatus {
+            cidr: c.network.cidr.to_string(),
+            gateway: c.network.gateway,
+            appliance_ip: c.network.appliance_ip,
+            api_vip: c.network.api_vip,
+            ingress_vip: c.network.ingress_vip,
         };
+        let nodes = c
+            .nodes
+            .iter()
+            .map(|n| NodeRow {
+                name: n.name.clone(),
+                role: n.role,
+                mac: n.mac.to_string(),
+                ip: n.ip,
+                fqdn: c.fqdn(&n.name),
+            })
+            .collect();
+        let mut doc = StatusDoc::new(c.domain.clone(), network, nodes, hub.reload_status());
         for s in hub.services.all() {
             doc.insert(s.status());
         }

@@ -56,6 +56,30 @@ pub enum ServiceStatus {
 }
 
 impl StatusDoc {
+    /// A document with the cluster's summary and no service section yet.
+    pub fn new(
+        cluster: String,
+        network: NetworkStatus,
+        nodes: Vec<NodeRow>,
+        reload: ReloadStatus,
+    ) -> StatusDoc {
+        StatusDoc {
+            cluster,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            network,
+            nodes,
+            reload,
+            dns: None,
+            dhcp: None,
+            lb: None,
+            http: None,
+            libvirt: None,
+            admin: None,
+            tftp: None,
+            timeline: None,
+        }
+    }
+
     /// Put a service's section in its place.
     pub fn insert(&mut self, s: ServiceStatus) {
         match s {

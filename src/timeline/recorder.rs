@@ -254,27 +254,19 @@ nodes:
     }
 
     fn doc(p: &Plan) -> StatusDoc {
-        StatusDoc {
-            cluster: p.cluster.domain.clone(),
-            version: String::new(),
-            network: NetworkStatus {
-                cidr: String::new(),
-                gateway: Ipv4Addr::UNSPECIFIED,
-                appliance_ip: Ipv4Addr::UNSPECIFIED,
-                api_vip: Ipv4Addr::UNSPECIFIED,
-                ingress_vip: Ipv4Addr::UNSPECIFIED,
-            },
-            nodes: Vec::new(),
-            reload: ReloadStatus::default(),
-            dns: None,
-            dhcp: None,
-            lb: None,
-            http: None,
-            libvirt: None,
-            admin: None,
-            tftp: None,
-            timeline: None,
-        }
+        let net = NetworkStatus {
+            cidr: String::new(),
+            gateway: Ipv4Addr::UNSPECIFIED,
+            appliance_ip: Ipv4Addr::UNSPECIFIED,
+            api_vip: Ipv4Addr::UNSPECIFIED,
+            ingress_vip: Ipv4Addr::UNSPECIFIED,
+        };
+        StatusDoc::new(
+            p.cluster.domain.clone(),
+            net,
+            Vec::new(),
+            ReloadStatus::default(),
+        )
     }
 
     #[test]
