@@ -100,7 +100,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Status { json } => watch::status(&admin_target(&cluster)?, json).await,
         Command::WaitFor { goal, timeout } => {
-            watch::wait_for(&admin_target(&cluster)?, goal, timeout).await
+            let notice = watch::notice_interval()?;
+            watch::wait_for(&admin_target(&cluster)?, goal, timeout, notice).await
         }
         Command::Preflight => {
             let plan = config::load(&cluster)?;
