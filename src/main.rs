@@ -19,7 +19,9 @@ fn main() {
         }
     };
     if let Err(e) = rt.block_on(crc_appliance::run(cli)) {
-        eprintln!("error: {e:#}");
+        if !crc_appliance::cmd::reported(&e) {
+            eprintln!("error: {e:#}");
+        }
         std::process::exit(crc_appliance::exit_code(&e));
     }
 }

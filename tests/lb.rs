@@ -390,8 +390,9 @@ fn closed_until_healthy_then_round_robin_with_https_checks() {
     assert!(out.contains("BEGIN CERTIFICATE"), "{out}");
     assert!(out.contains("crc-lb-test"), "{out}");
 
-    // `lb status` prints the same JSON.
-    let (code, out, err) = lb_cli(&app, &["status"]);
+    // `lb status --json` prints the same JSON (plain `lb status` is a
+    // table for people: tests/cli_status.rs).
+    let (code, out, err) = lb_cli(&app, &["status", "--json"]);
     assert_eq!(code, 0, "{out}{err}");
     let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(v["pools"].as_array().map(Vec::len), Some(4), "{v}");

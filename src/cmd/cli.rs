@@ -1,7 +1,12 @@
-//! Command line: `serve`, `check`, `reload`, `render`, `lb`, `vm`, `bmc`,
-//! `firewall`, `preflight`.
+//! Command line: `serve`, `check`, `reload`, `render`, `lb`, `node`, `vm`,
+//! `bmc`, `firewall`, `status`, `wait-for`, `preflight`.
+//!
+//! The cluster file is `--cluster FILE`, else `$CRC_APPLIANCE_CLUSTER`,
+//! else `/etc/crc-appliance/cluster.yaml` (the systemd unit's) when it
+//! exists ([`cluster_file`]).
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -15,6 +20,7 @@ pub struct Cli {
     /// The cluster file (YAML). Accepted anywhere on the command line:
     /// `crc-appliance --cluster F lb disable bootstrap` and
     /// `crc-appliance lb disable bootstrap --cluster F` are the same.
+    /// Default: $CRC_APPLIANCE_CLUSTER, else /etc/crc-appliance/cluster.yaml.
     #[arg(long, short = 'c', value_name = "FILE", global = true)]
     pub cluster: Option<PathBuf>,
     #[command(subcommand)]
@@ -22,21 +28,51 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// Parse the command line; a missing `--cluster` is a usage error
-    /// (exit 2, like every other one).
+    /// Parse the command line (clap exits 2 on a usage error).
     pub fn parse_args() -> Cli {
-        use clap::CommandFactory as _;
-        let cli = Cli::parse();
-        if cli.cluster.is_none() {
-            Cli::command()
-                .error(
-                    clap::error::ErrorKind::MissingRequiredArgument,
-                    "the following required argument was not provided: --cluster <FILE>",
-                )
-                .exit();
-        }
-        cli
+        Cli::parse()
     }
+}
+
+/// Environment variable naming the cluster file when `--cluster` is not given.
+pub const CLUSTER_ENV: &str = "CRC_APPLIANCE_CLUSTER";
+
+/// The cluster file of the packaged systemd unit (systemd/crc-appliance.service).
+pub const DEFAULT_CLUSTER: &str = "/etc/crc-appliance/cluster.yaml";
+
+/// No cluster file was named and the default does not exist (exit 2, a
+/// usage error like clap's).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NoClusterFile(String);
+
+/// The cluster file: `given` (`--cluster`), else `env` (the value of
+/// [`CLUSTER_ENV`], ignored when empty), else [`DEFAULT_CLUSTER`] when
+/// `exists` says it does.
+pub fn cluster_file(
+    given: Option<PathBuf>,
+    env: Option<OsString>,
+    exists: impl Fn(&Path) -> bool,
+) -> Result<PathBuf, NoClusterFile> {
+    if let Some(f) = given {
+        return Ok(f);
+    }
+    if let Some(f) = env.filter(|v| !v.is_empty()).map(PathBuf::from) {
+        if exists(&f) {
+            return Ok(f);
+        }
+        return Err(NoClusterFile(format!(
+            "{CLUSTER_ENV} names {}, which does not exist (pass --cluster <FILE> to use another)",
+            f.display()
+        )));
+    }
+    let default = Path::new(DEFAULT_CLUSTER);
+    if exists(default) {
+        return Ok(default.to_path_buf());
+    }
+    Err(NoClusterFile(format!(
+        "no cluster file: pass --cluster <FILE> or set {CLUSTER_ENV} ({DEFAULT_CLUSTER}, the default, does not exist)"
+    )))
 }
 
 #[derive(Debug, Subcommand)]
@@ -88,8 +124,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Wait until the install reaches a goal, printing steps as they happen;
-    /// exit 0 when reached, 1 on timeout with what is missing.
+    /// Wait until the install reaches a goal, printing steps as they happen
+    /// and "Still waiting" with the reason every 30 s of silence; exit 0
+    /// when reached, 1 on timeout with what is missing.
     WaitFor {
         goal: crate::timeline::render::Goal,
         /// How long to wait (`90s`, `40m`, `1h`).
@@ -139,8 +176,13 @@ pub enum LbAction {
     Disable { node: String },
     /// Put a drained node's backends back into rotation.
     Enable { node: String },
-    /// Print backend health as JSON.
-    Status,
+    /// Frontends and backends as a table (state, connections, last
+    /// change, last check), like HAProxy's `show stat`.
+    Status {
+        /// The admin API's JSON (`GET /api/lb/backends`) instead.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -185,5 +227,38 @@ mod tests {
     #[test]
     fn verify_cli() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn cluster_file_prefers_the_flag_then_the_environment_then_the_default() {
+        let all = |_: &Path| true;
+        let none = |_: &Path| false;
+        let flag = Some(PathBuf::from("/f.yaml"));
+        let env = || Some(OsString::from("/e.yaml"));
+        assert_eq!(
+            cluster_file(flag, env(), none).unwrap(),
+            Path::new("/f.yaml")
+        );
+        assert_eq!(
+            cluster_file(None, env(), all).unwrap(),
+            Path::new("/e.yaml")
+        );
+        assert_eq!(
+            cluster_file(None, Some(OsString::new()), all).unwrap(),
+            Path::new(DEFAULT_CLUSTER)
+        );
+        let e = cluster_file(None, env(), |p: &Path| p == Path::new(DEFAULT_CLUSTER));
+        assert!(
+            e.unwrap_err()
+                .0
+                .contains("CRC_APPLIANCE_CLUSTER names /e.yaml")
+        );
+        let e = cluster_file(None, None, none).unwrap_err().0;
+        assert!(
+            e.contains("--cluster <FILE>")
+                && e.contains(CLUSTER_ENV)
+                && e.contains(DEFAULT_CLUSTER),
+            "{e}"
+        );
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod admin_client;
 pub mod cli;
+pub mod control;
 pub mod watch;
 
 use std::sync::Arc;
@@ -20,9 +21,8 @@ pub const EXIT_CONFIG: i32 = 78;
 
 /// Run a parsed command line. Errors carry their own exit code via [`exit_code`].
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let cluster = cli
-        .cluster
-        .ok_or_else(|| anyhow::anyhow!("--cluster FILE is required"))?;
+    let env = std::env::var_os(cli::CLUSTER_ENV);
+    let cluster = cli::cluster_file(cli.cluster, env, std::path::Path::exists)?;
     match cli.command {
         Command::Serve => supervisor::serve(cluster).await,
         Command::Check => {
@@ -42,17 +42,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{text}");
             Ok(())
         }
-        Command::Lb { action } => {
-            let (method, path) = match &action {
-                LbAction::Disable { node } => ("POST", format!("/api/lb/backends/{node}/disable")),
-                LbAction::Enable { node } => ("POST", format!("/api/lb/backends/{node}/enable")),
-                LbAction::Status => ("GET", "/api/lb/backends".to_string()),
-            };
-            admin_call(&cluster, method, path).await
-        }
+        Command::Lb { action } => lb_command(&cluster, action).await,
         Command::Node { action } => {
             let cli::NodeAction::Reinstall { node } = action;
-            admin_call(&cluster, "POST", format!("/api/nodes/{node}/reinstall")).await
+            node_reinstall(&cluster, &node).await
         }
         Command::Reload => reload_running(&cluster).await,
         Command::Vm { action, node } => {
@@ -101,7 +94,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Status { json } => watch::status(&admin_target(&cluster)?, json).await,
         Command::WaitFor { goal, timeout } => {
-            watch::wait_for(&admin_target(&cluster)?, goal, timeout).await
+            let notice = watch::notice_interval()?;
+            watch::wait_for(&admin_target(&cluster)?, goal, timeout, notice).await
         }
         Command::Preflight => {
             let plan = config::load(&cluster)?;
@@ -124,22 +118,66 @@ fn vm_console(cluster: &std::path::Path, node: Option<String>) -> anyhow::Result
 }
 
 /// One admin API call for the CLI: the address and token from the cluster
-/// file; prints the answer; an error unless it is a 2xx.
+/// file; (HTTP status, body).
 async fn admin_call(
-    cluster: &std::path::Path,
+    c: &config::Cluster,
     method: &'static str,
     path: String,
-) -> anyhow::Result<()> {
-    let c = config::load(cluster)?.cluster;
+) -> anyhow::Result<(u16, String)> {
     let addr = c.admin.listen;
     let token = admin_token(c.admin.token_file.as_deref())?;
-    let (status, body) = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         admin_client::request(addr, token.as_deref(), method, &path)
     })
-    .await??;
-    println!("{}", body.trim_end());
-    if !(200..300).contains(&status) {
-        anyhow::bail!("admin API answered HTTP {status}");
+    .await?
+}
+
+/// `lb status [--json]`, `lb enable|disable NODE`: a table or one line.
+async fn lb_command(cluster: &std::path::Path, action: LbAction) -> anyhow::Result<()> {
+    let c = config::load(cluster)?.cluster;
+    let (what, path) = match &action {
+        LbAction::Status { json } => {
+            let (status, body) = admin_call(&c, "GET", "/api/lb/backends".into()).await?;
+            let body = control::answer("lb status", status, &body)?;
+            if *json {
+                println!("{body}");
+                return Ok(());
+            }
+            let s: crate::runtime::status::LbStatus = serde_json::from_str(&body)
+                .map_err(|e| anyhow::anyhow!("lb status: unexpected answer from serve: {e}"))?;
+            print!("{}", control::lb_table(&s, control::unix_now()));
+            return Ok(());
+        }
+        LbAction::Disable { node } => (
+            format!("lb disable {node}"),
+            format!("/api/lb/backends/{node}/disable"),
+        ),
+        LbAction::Enable { node } => (
+            format!("lb enable {node}"),
+            format!("/api/lb/backends/{node}/enable"),
+        ),
+    };
+    let (status, body) = admin_call(&c, "POST", path).await?;
+    println!("{}", control::answer(&what, status, &body)?);
+    Ok(())
+}
+
+/// `node reinstall NODE`: refused when the cluster file serves no network
+/// boot; otherwise one line, and a note when nothing sends the node to
+/// the install script.
+async fn node_reinstall(cluster: &std::path::Path, node: &str) -> anyhow::Result<()> {
+    let c = config::load(cluster)?.cluster;
+    if let Some(why) = control::reinstall_refusal(&c, node) {
+        anyhow::bail!(why);
+    }
+    let path = format!("/api/nodes/{node}/reinstall");
+    let (status, body) = admin_call(&c, "POST", path).await?;
+    println!(
+        "{}",
+        control::answer(&format!("node reinstall {node}"), status, &body)?
+    );
+    if let Some(note) = control::reinstall_note(&c, node) {
+        eprintln!("{note}");
     }
     Ok(())
 }
@@ -240,9 +278,17 @@ async fn reload_running(path: &std::path::Path) -> anyhow::Result<()> {
     }
 }
 
+/// Whether the command already printed what went wrong (its own report on
+/// stdout), so that `main` adds no `error:` line repeating it.
+pub fn reported(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<preflight::Failed>().is_some()
+}
+
 /// Process exit code for an error returned by [`run`].
 pub fn exit_code(err: &anyhow::Error) -> i32 {
-    if err.downcast_ref::<config::ConfigError>().is_some()
+    if err.downcast_ref::<cli::NoClusterFile>().is_some() {
+        2
+    } else if err.downcast_ref::<config::ConfigError>().is_some()
         || err.downcast_ref::<ReloadInvalid>().is_some()
     {
         EXIT_CONFIG

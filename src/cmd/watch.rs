@@ -2,12 +2,15 @@
 //! `serve`'s timeline through the admin API (`GET /status`).
 //!
 //! `wait-for` polls every [`POLL`] until the goal's phase is reached (exit
-//! 0) or `--timeout` passes (error listing what is missing); it prints one
-//! line per step as steps happen. An unreachable admin API is retried
-//! until the timeout (serve may be restarting) and reported then.
+//! 0) or `--timeout` passes (error listing what is missing); it prints the
+//! deadline first, one line per step as steps happen, "Still waiting" with
+//! the reason after every [`NOTICE_EVERY`] without other output, and the
+//! time elapsed at the end (the messages of `openshift-install wait-for`).
+//! An unreachable admin API is retried until the timeout (serve may be
+//! restarting); its error is the "Still waiting" reason meanwhile.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::cmd::admin_client;
 use crate::runtime::status::{StatusDoc, TimelineStatus};
@@ -51,29 +54,64 @@ pub async fn status(t: &Target, json: bool) -> anyhow::Result<()> {
 
 /// The goal was not reached in time.
 #[derive(Debug, thiserror::Error)]
-#[error("{goal} not reached after {waited}s; missing:\n  {}", missing.join("\n  "))]
+#[error("{goal} not reached after {}; missing:\n  {}", go_duration(*waited), missing.join("\n  "))]
 pub struct NotReached {
     pub goal: &'static str,
-    pub waited: u64,
+    pub waited: Duration,
     pub missing: Vec<String>,
 }
 
-/// `wait-for GOAL`.
-pub async fn wait_for(t: &Target, goal: Goal, timeout: Duration) -> anyhow::Result<()> {
-    let name = match goal {
-        Goal::BootstrapComplete => "bootstrap-complete",
-        Goal::InstallComplete => "install-complete",
-    };
+/// How often `wait-for` says "Still waiting" while nothing else was
+/// printed, unless [`NOTICE_ENV`] says otherwise.
+pub const NOTICE_EVERY: Duration = Duration::from_secs(30);
+
+/// Environment variable overriding [`NOTICE_EVERY`] (a duration such as
+/// `1s`). For tests, which cannot wait 30 s per notice; documented as such.
+pub const NOTICE_ENV: &str = "CRC_APPLIANCE_WAIT_NOTICE_INTERVAL";
+
+/// The "Still waiting" interval: [`NOTICE_ENV`] or [`NOTICE_EVERY`].
+pub fn notice_interval() -> anyhow::Result<Duration> {
+    match std::env::var(NOTICE_ENV) {
+        Err(_) => Ok(NOTICE_EVERY),
+        Ok(v) => crate::config::duration::parse(&v)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| anyhow::anyhow!("{NOTICE_ENV}={v:?} is not a duration such as 30s")),
+    }
+}
+
+/// `wait-for GOAL`, as `openshift-install wait-for` reports: the deadline
+/// first, the progress lines as they happen, "Still waiting: <why>" after
+/// every `notice` without other output (with the admin API's error while
+/// `serve` cannot be reached), and the time it took at the end.
+pub async fn wait_for(
+    t: &Target,
+    goal: Goal,
+    timeout: Duration,
+    notice: Duration,
+) -> anyhow::Result<()> {
+    let name = goal.name();
     let start = Instant::now();
+    println!(
+        "Waiting up to {} (until {} UTC) for {name}...",
+        go_duration(timeout),
+        clock(SystemTime::now() + timeout)
+    );
     let mut last: Option<TimelineStatus> = None;
+    let mut quiet_since = start;
     loop {
         let last_err = match fetch(t).await {
             Ok(tl) => {
-                for line in render::progress(last.as_ref(), &tl) {
+                let lines = render::progress(last.as_ref(), &tl);
+                if !lines.is_empty() {
+                    quiet_since = Instant::now();
+                }
+                for line in lines {
                     println!("{line}");
                 }
                 if goal.reached(&tl) {
                     println!("{name}: reached");
+                    println!("Time elapsed: {}", go_duration(start.elapsed()));
                     return Ok(());
                 }
                 last = Some(tl);
@@ -91,11 +129,97 @@ pub async fn wait_for(t: &Target, goal: Goal, timeout: Duration) -> anyhow::Resu
             }
             return Err(NotReached {
                 goal: name,
-                waited: start.elapsed().as_secs(),
+                waited: start.elapsed(),
                 missing,
             }
             .into());
         }
+        if quiet_since.elapsed() >= notice {
+            println!(
+                "Still waiting for {name}: {}",
+                reason(last.as_ref(), last_err.as_ref(), goal)
+            );
+            quiet_since = Instant::now();
+        }
         tokio::time::sleep(POLL.min(timeout.saturating_sub(start.elapsed()))).await;
+    }
+}
+
+/// Why the goal is not reached yet, on one line: the admin API's error
+/// when `serve` cannot be asked, else the first things missing.
+fn reason(tl: Option<&TimelineStatus>, err: Option<&anyhow::Error>, goal: Goal) -> String {
+    if let Some(e) = err {
+        return format!("{e:#}");
+    }
+    let missing = tl.map(|tl| render::missing(tl, goal)).unwrap_or_default();
+    const SHOWN: usize = 3;
+    let mut out = missing
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if missing.len() > SHOWN {
+        out.push_str(&format!(" (and {} more)", missing.len() - SHOWN));
+    }
+    out
+}
+
+/// A duration as Go prints one (`40m0s`, `1h0m0s`, `3s`), the form
+/// openshift-install's messages use; whole seconds, `ms` below one.
+pub fn go_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s == 0 && d.as_millis() > 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    let (h, m, s) = (s / 3600, (s / 60) % 60, s % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s}s"),
+        _ => format!("{h}h{m}m{s}s"),
+    }
+}
+
+/// `HH:MM:SS` of a point in time, UTC.
+fn clock(t: SystemTime) -> String {
+    let s = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) % 86_400;
+    format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_openshift_install_prints_them() {
+        let d = Duration::from_secs;
+        assert_eq!(go_duration(d(40 * 60)), "40m0s");
+        assert_eq!(go_duration(d(3600)), "1h0m0s");
+        assert_eq!(go_duration(d(86)), "1m26s");
+        assert_eq!(go_duration(d(3)), "3s");
+        assert_eq!(go_duration(d(0)), "0s");
+        assert_eq!(go_duration(Duration::from_millis(500)), "500ms");
+        assert_eq!(go_duration(Duration::from_millis(2900)), "2s");
+    }
+
+    #[test]
+    fn the_reason_is_the_error_or_the_first_things_missing() {
+        let e = anyhow::anyhow!("cannot reach the admin API");
+        assert_eq!(
+            reason(None, Some(&e), Goal::BootstrapComplete),
+            "cannot reach the admin API"
+        );
+        let mut tl = TimelineStatus::default();
+        for n in ["a", "b", "c", "d"] {
+            tl.nodes.push(crate::runtime::status::NodeTimeline {
+                node: n.into(),
+                role: Some(crate::config::Role::Master),
+                ..Default::default()
+            });
+        }
+        assert_eq!(
+            reason(Some(&tl), None, Goal::BootstrapComplete),
+            "a: no DHCP lease yet; b: no DHCP lease yet; c: no DHCP lease yet (and 2 more)"
+        );
     }
 }

@@ -44,11 +44,12 @@ impl fmt::Display for FieldError {
 /// Why a cluster file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read cluster file {path}: {source}")]
+    #[error("cannot read cluster file {path}: {reason}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        /// Not a `source`: the message says it already, and a source would
+        /// be printed a second time by `{:#}` (the CLI's error line).
+        reason: std::io::Error,
     },
     #[error("cluster file {path} is not valid YAML for this schema:\n{message}")]
     Parse { path: PathBuf, message: String },
@@ -123,9 +124,9 @@ pub fn plan_of(cluster: Cluster) -> Result<Plan, Vec<FieldError>> {
 /// Read, parse and validate a cluster file and build its plan. Relative
 /// paths inside it are resolved against the file's directory.
 pub fn load(path: &Path) -> Result<Plan, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+    let text = std::fs::read_to_string(path).map_err(|reason| ConfigError::Io {
         path: path.to_path_buf(),
-        source,
+        reason,
     })?;
     let base = path
         .parent()

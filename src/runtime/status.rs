@@ -277,6 +277,10 @@ pub struct BackendStatus {
     pub active_connections: u64,
     pub total_connections: u64,
     pub connect_failures: u64,
+    /// Unix seconds of the last change of state (healthy, drained,
+    /// removed), or of the backend's creation; absent from older `serve`s.
+    #[serde(default)]
+    pub last_change: Option<u64>,
 }
 
 /// `http`.

@@ -1,28 +1,70 @@
 //! Pure renderings of a [`TimelineStatus`]: the step list of a node, the
 //! `status --cluster F` table, the progress lines and the goal test of
 //! `wait-for`, and what is still missing for a goal.
+//!
+//! Invariant: [`STEPS`] is the one list of install steps. The progress
+//! lines, the metrics' `step` label and the table's columns (header and
+//! cells alike) are all derived from it, so a step added or moved cannot
+//! shift a column under the wrong header.
 
 use std::fmt::Write as _;
 
 use crate::config::Role;
 use crate::runtime::status::{ClusterPhase, NodeTimeline, TimelineStatus};
 
+/// One install step of a node.
+pub struct Step {
+    /// Stable key (`/status` field, metrics `step` label).
+    pub key: &'static str,
+    /// Words for progress lines.
+    pub label: &'static str,
+    /// Column header of `status`: at most [`TIME_WIDTH`] characters, so a
+    /// column is as wide as the times under it.
+    pub column: &'static str,
+    /// Where the node's time of this step is.
+    pub at: fn(&NodeTimeline) -> Option<u64>,
+}
+
+/// Width of a time of day (`HH:MM:SS`).
+pub const TIME_WIDTH: usize = 8;
+
+/// Every install step, in install order.
+#[rustfmt::skip]
+pub const STEPS: [Step; 12] = [
+    step("vmStarted",       "VM started",             "VM",       |n| n.vm_started),
+    step("bmcPowerOn",      "BMC power on",           "BMC",      |n| n.bmc_power_on),
+    step("bootIso",         "boot ISO fetched",       "ISO",      |n| n.boot_iso),
+    step("lease",           "DHCP lease",             "LEASE",    |n| n.lease),
+    step("rootfs",          "rootfs fetched",         "ROOTFS",   |n| n.rootfs),
+    step("ignition",        "ignition fetched",       "IGNITION", |n| n.ignition),
+    step("installFinished", "install finished",       "INSTALL",  |n| n.install_finished),
+    step("firstBoot",       "first boot from disk",   "BOOTED",   |n| n.first_boot),
+    step("mcsHealthy",      "machine-config healthy", "MCS",      |n| n.mcs_healthy),
+    step("apiHealthy",      "API healthy",            "API",      |n| n.api_healthy),
+    step("ingressHealthy",  "ingress healthy",        "INGRESS",  |n| n.ingress_healthy),
+    step("leaseRenewed",    "lease renewed",          "RENEWED",  |n| n.lease_renewed),
+];
+
+const fn step(
+    key: &'static str,
+    label: &'static str,
+    column: &'static str,
+    at: fn(&NodeTimeline) -> Option<u64>,
+) -> Step {
+    Step {
+        key,
+        label,
+        column,
+        at,
+    }
+}
+
 /// A node's steps in install order: (stable key, label, time).
-pub fn steps(n: &NodeTimeline) -> [(&'static str, &'static str, Option<u64>); 12] {
-    [
-        ("vmStarted", "VM started", n.vm_started),
-        ("bmcPowerOn", "BMC power on", n.bmc_power_on),
-        ("bootIso", "boot ISO fetched", n.boot_iso),
-        ("lease", "DHCP lease", n.lease),
-        ("rootfs", "rootfs fetched", n.rootfs),
-        ("ignition", "ignition fetched", n.ignition),
-        ("installFinished", "install finished", n.install_finished),
-        ("firstBoot", "first boot from disk", n.first_boot),
-        ("mcsHealthy", "machine-config healthy", n.mcs_healthy),
-        ("apiHealthy", "API healthy", n.api_healthy),
-        ("ingressHealthy", "ingress healthy", n.ingress_healthy),
-        ("leaseRenewed", "lease renewed", n.lease_renewed),
-    ]
+pub fn steps(n: &NodeTimeline) -> [(&'static str, &'static str, Option<u64>); STEPS.len()] {
+    std::array::from_fn(|i| {
+        let s = &STEPS[i];
+        (s.key, s.label, (s.at)(n))
+    })
 }
 
 /// What `wait-for` waits for.
@@ -33,6 +75,14 @@ pub enum Goal {
 }
 
 impl Goal {
+    /// The goal as typed on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Goal::BootstrapComplete => "bootstrap-complete",
+            Goal::InstallComplete => "install-complete",
+        }
+    }
+
     /// The phase that reaches the goal.
     pub fn phase(self) -> ClusterPhase {
         match self {
@@ -51,33 +101,42 @@ fn hms(unix: u64) -> String {
     format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
 }
 
-/// `status --cluster F`: the phase, then one row per node, one column per
-/// step (UTC time of day, `-` when not seen).
+/// `status --cluster F`: the phase, then one row per node and one column
+/// per step of [`STEPS`] (UTC time of day, `-` when not seen). A step no
+/// node has reached yet has no column (the header grows as the install
+/// goes on: a libvirt cluster never shows BMC or ISO, a bare-metal one
+/// never VM), and so has the last-error column while no node has one.
 pub fn table(t: &TimelineStatus) -> String {
     let mut o = format!("cluster phase: {}\n", t.phase.as_str());
-    let cols = [
-        "NODE",
-        "VM",
-        "LEASE",
-        "ROOTFS",
-        "IGNITION",
-        "INSTALLED",
-        "BOOTED",
-        "MCS",
-        "API",
-        "INGRESS",
-    ];
-    for c in cols {
-        let _ = write!(o, "{c:<10}");
+    let shown: Vec<&Step> = STEPS
+        .iter()
+        .filter(|s| t.nodes.iter().any(|n| (s.at)(n).is_some()))
+        .collect();
+    let errors = t.nodes.iter().any(|n| !n.errors.is_empty());
+    let name_width = t.nodes.iter().map(|n| n.node.len()).fold(4, usize::max);
+    let mut header = format!("{:<name_width$}", "NODE");
+    for s in &shown {
+        let _ = write!(header, "  {:<TIME_WIDTH$}", s.column);
     }
-    o.push_str("ERRORS\n");
+    if errors {
+        header.push_str("  LAST ERROR");
+    }
+    o.push_str(header.trim_end());
+    o.push('\n');
     for n in &t.nodes {
-        let _ = write!(o, "{:<10}", n.node);
-        for (_, _, at) in steps(n).iter().take(9) {
-            let _ = write!(o, "{:<10}", at.map_or("-".to_string(), hms));
+        let mut row = format!("{:<name_width$}", n.node);
+        for s in &shown {
+            let at = (s.at)(n).map_or("-".to_string(), hms);
+            let _ = write!(row, "  {at:<TIME_WIDTH$}");
         }
-        o.push_str(&n.errors.last().cloned().unwrap_or_default());
+        if let Some(e) = n.errors.last() {
+            let _ = write!(row, "  {e}");
+        }
+        o.push_str(row.trim_end());
         o.push('\n');
+    }
+    if shown.is_empty() {
+        o.push_str("no node has reached an install step yet\n");
     }
     if !t.operator_fetches.is_empty() {
         let _ = writeln!(o, "operator fetches (not install progress):");

@@ -255,3 +255,71 @@ fn bmc_steps_keep_their_first_time_and_show_in_the_table() {
     assert!(steps.contains(&("bmcPowerOn", "BMC power on", Some(30))));
     assert!(steps.contains(&("bootIso", "boot ISO fetched", Some(20))));
 }
+
+#[test]
+fn the_table_header_names_the_step_under_it() {
+    let mut t = Timeline::default();
+    t.apply(
+        3600,
+        Event::Lease {
+            node: s("master-0"),
+            expires: 9000,
+        },
+    );
+    t.apply(7322, healthy("master-0", Pool::Api));
+    t.apply(7323, healthy("worker-0", Pool::Ingress));
+    let tab = table(&t.view(&nodes()));
+    let lines: Vec<&str> = tab.lines().collect();
+    let header = lines[1];
+    // Only the steps some node reached have a column.
+    let words: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(words, ["NODE", "LEASE", "API", "INGRESS"], "{tab}");
+    let m0 = lines.iter().find(|l| l.starts_with("master-0")).unwrap();
+    let w0 = lines.iter().find(|l| l.starts_with("worker-0")).unwrap();
+    let at = |col: &str| header.find(col).unwrap();
+    assert_eq!(&m0[at("LEASE")..at("LEASE") + 8], "01:00:00", "{tab}");
+    assert_eq!(&m0[at("API")..at("API") + 8], "02:02:02", "{tab}");
+    assert_eq!(m0[at("INGRESS")..].trim(), "-", "{tab}");
+    assert_eq!(&w0[at("INGRESS")..], "02:02:03", "{tab}");
+}
+
+#[test]
+fn every_step_has_a_unique_key_and_a_column_as_wide_as_a_time() {
+    let keys: std::collections::BTreeSet<_> = render::STEPS.iter().map(|s| s.key).collect();
+    let cols: std::collections::BTreeSet<_> = render::STEPS.iter().map(|s| s.column).collect();
+    assert_eq!((keys.len(), cols.len()), (12, 12));
+    for st in &render::STEPS {
+        assert!(st.column.len() <= render::TIME_WIDTH, "{}", st.column);
+    }
+    let n = NodeTimeline {
+        first_boot: Some(5),
+        ..NodeTimeline::default()
+    };
+    let steps = render::steps(&n);
+    assert_eq!(
+        steps.iter().filter(|s| s.2.is_some()).collect::<Vec<_>>(),
+        [&("firstBoot", "first boot from disk", Some(5))]
+    );
+}
+
+#[test]
+fn a_node_error_is_the_last_column_of_its_row() {
+    let mut t = Timeline::default();
+    t.apply(
+        10,
+        Event::InstallRejected {
+            node: s("master-0"),
+            reason: s("install VM stopped (unknown)"),
+        },
+    );
+    let tab = table(&t.view(&nodes()));
+    assert!(tab.contains("\nNODE       LAST ERROR\n"), "{tab}");
+    assert!(
+        tab.contains("\nmaster-0   install VM stopped (unknown)\n"),
+        "{tab}"
+    );
+    assert!(
+        tab.contains("no node has reached an install step yet"),
+        "{tab}"
+    );
+}

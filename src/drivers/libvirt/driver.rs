@@ -554,17 +554,38 @@ fn vm_phase(name: &str) -> VmPhase {
     }
 }
 
-/// Render `vm status` as a table.
+/// Render `vm status` as a table: each column as wide as its widest cell
+/// (domain names carry the cluster name and grow with it).
 pub fn status_table(rows: &[NodeStatus]) -> String {
-    let mut o = format!(
-        "{:<12} {:<22} {:<9} {:<9} {:<11} {:<17} {}\n",
-        "NODE", "DOMAIN", "ROLE", "STATE", "PHASE", "MAC", "IP"
-    );
-    for r in rows {
-        o.push_str(&format!(
-            "{:<12} {:<22} {:<9} {:<9} {:<11} {:<17} {}\n",
-            r.node, r.domain, r.role, r.state, r.phase, r.mac, r.ip
-        ));
+    let header = ["NODE", "DOMAIN", "ROLE", "STATE", "PHASE", "MAC", "IP"].map(String::from);
+    let cells = rows.iter().map(|r| {
+        [
+            &r.node as &dyn std::fmt::Display,
+            &r.domain,
+            &r.role,
+            &r.state,
+            &r.phase,
+            &r.mac,
+            &r.ip,
+        ]
+        .map(|c| c.to_string())
+    });
+    let table: Vec<[String; 7]> = std::iter::once(header).chain(cells).collect();
+    let mut widths = [0; 7];
+    for r in &table {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut o = String::new();
+    for r in &table {
+        let line: Vec<String> = r
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        o.push_str(line.join("  ").trim_end());
+        o.push('\n');
     }
     o
 }

@@ -11,6 +11,10 @@
 //!   unchanged key — health, counters and flags carry over; new keys start
 //!   unhealthy; dropped ones leave the pools (their established connections
 //!   hold their own `Arc` and run to their end).
+//! - [`BackendState::changed`] is the time of the last change of what
+//!   `lb status` shows (UP/DOWN, drain, removal): every write goes through
+//!   [`Backend::state`], whose guard stamps it when the guard drops, so no
+//!   writer can forget to.
 //! - Operator drains and bootstrap removal are remembered per node in
 //!   [`NodeMemory`], which the LB owns and prunes to the nodes of the plan
 //!   on every reload (a node removed and re-added comes back enabled).
@@ -19,6 +23,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
 
@@ -49,6 +54,57 @@ pub struct BackendState {
     /// True once the bootstrap node was retired.
     pub removed: bool,
     pub last_error: Option<String>,
+    /// Unix seconds of the last change of [`BackendState::shown`], or of
+    /// the backend's creation (HAProxy's `lastchg`).
+    pub changed: u64,
+}
+
+impl BackendState {
+    /// What `lb status` shows: (removed, enabled, healthy), with the
+    /// health checks of a removed backend (reset every interval) and the
+    /// drain flag under a removal left out.
+    fn shown(&self) -> (bool, bool, bool) {
+        let live = !self.removed;
+        (
+            self.removed,
+            live && self.enabled,
+            live && self.health.healthy(),
+        )
+    }
+}
+
+/// The locked state of one backend; stamps [`BackendState::changed`] on
+/// drop when the shown state changed while it was held.
+pub struct StateGuard<'a> {
+    state: MutexGuard<'a, BackendState>,
+    before: (bool, bool, bool),
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = BackendState;
+    fn deref(&self) -> &BackendState {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut BackendState {
+        &mut self.state
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        if self.state.shown() != self.before {
+            self.state.changed = unix_now();
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// One backend of one pool.
@@ -73,6 +129,7 @@ impl Backend {
                 enabled: !flags.disabled,
                 removed: flags.removed,
                 last_error: None,
+                changed: unix_now(),
             }),
             active: AtomicU64::new(0),
             total: AtomicU64::new(0),
@@ -81,10 +138,12 @@ impl Backend {
         }
     }
 
-    pub fn state(&self) -> MutexGuard<'_, BackendState> {
+    pub fn state(&self) -> StateGuard<'_> {
         // A std Mutex: held for a few field reads or writes, never across
         // an await (mini-redis `db.rs`).
-        self.state.locked()
+        let state = self.state.locked();
+        let before = state.shown();
+        StateGuard { state, before }
     }
 
     /// May take new connections: healthy, enabled and not removed.
@@ -239,5 +298,6 @@ pub fn backend_status(b: &Backend) -> BackendStatus {
         active_connections: FrontendStats::get(&b.active),
         total_connections: FrontendStats::get(&b.total),
         connect_failures: FrontendStats::get(&b.connect_failures),
+        last_change: Some(s.changed),
     }
 }
