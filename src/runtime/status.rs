@@ -435,6 +435,33 @@ pub struct TimelineStatus {
     /// Ignition fetches from addresses that are not the node's own (newest
     /// first, at most 50): not install progress.
     pub operator_fetches: Vec<OperatorFetch>,
+    /// What the operator may have to do, with the exact commands.
+    #[serde(default)]
+    pub hints: Vec<TimelineHint>,
+}
+
+/// Advice derived from the timeline (`timeline.hints[]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineHint {
+    pub kind: HintKind,
+    /// The nodes it is about (empty for a cluster-wide hint).
+    pub nodes: Vec<String>,
+    /// One sentence: what was seen and the likely reason.
+    pub message: String,
+    /// Commands to run, exactly as printed.
+    pub commands: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HintKind {
+    /// Workers that booted their installed system (machine-config contact)
+    /// but whose ingress never became healthy: usually pending CSRs.
+    PendingCsr,
+    /// `<ignitionDir>/bootstrap-complete` is older than the ignition files
+    /// and is ignored.
+    StaleBootstrapMarker,
 }
 
 /// One node's install steps (Unix seconds; `None` = not seen yet).
