@@ -5,7 +5,10 @@
 //! connection to the machine-config frontend, and serves TLS health
 //! endpoints with `openssl s_server`; the test drives the cluster through
 //! every phase and asserts `/status`'s `timeline`, `status --cluster F`,
-//! `wait-for` (timeout and success) and `/metrics`.
+//! `wait-for` (timeout and success) and `/metrics`. Further tests use the
+//! same fake endpoints for bootstrap-complete from evidence (the bootstrap's
+//! API backend stopped while the master serves), the marker's freshness,
+//! and the pending-CSR hint of a worker whose ingress never comes up.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
