@@ -5,7 +5,10 @@
 //! connection to the machine-config frontend, and serves TLS health
 //! endpoints with `openssl s_server`; the test drives the cluster through
 //! every phase and asserts `/status`'s `timeline`, `status --cluster F`,
-//! `wait-for` (timeout and success) and `/metrics`.
+//! `wait-for` (timeout and success) and `/metrics`. Further tests use the
+//! same fake endpoints for bootstrap-complete from evidence (the bootstrap's
+//! API backend stopped while the master serves), the marker's freshness,
+//! and the pending-CSR hint of a worker whose ingress never comes up.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -83,6 +86,12 @@ impl Lab {
     }
 
     fn cluster(&self, dir: &Path) -> std::path::PathBuf {
+        self.cluster_with(dir, "")
+    }
+
+    /// The cluster file with `lb_extra` (indented lines) added to
+    /// `loadBalancer`.
+    fn cluster_with(&self, dir: &Path, lb_extra: &str) -> std::path::PathBuf {
         let d = dir.display();
         let mut nodes = String::new();
         for (name, role, mac, ip) in NODES {
@@ -110,7 +119,7 @@ loadBalancer:
   listen: {{ api: "{APPLIANCE}:6443", machineConfig: "{APPLIANCE}:22623", ingressHttp: "{APPLIANCE}:80", ingressHttps: "{APPLIANCE}:443" }}
   backendPorts: {{ api: {api}, machineConfig: {mc}, ingressHttp: {http}, ingressHttps: {https} }}
   healthCheck: {{ interval: 300ms, timeout: 300ms, rise: 1, fall: 2 }}
-http:
+{lb_extra}http:
   listen: {APPLIANCE}:8080
   imagesDir: "{d}/images"
   ignitionDir: "{d}/ignition"
@@ -173,29 +182,49 @@ admin:
 
     /// TLS backends of `ip` (every backend port) with openssl s_server.
     fn backends(&self, dir: &Path, ip: &str, procs: &mut Procs) {
-        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
         for port in BACKENDS {
-            let c = self
-                .nodes
-                .cmd(&[
-                    "openssl",
-                    "s_server",
-                    "-quiet",
-                    "-www",
-                    "-accept",
-                    &format!("{ip}:{port}"),
-                    "-cert",
-                    cert.to_str().unwrap(),
-                    "-key",
-                    key.to_str().unwrap(),
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            procs.0.push(c);
+            procs.0.push(self.backend(dir, ip, port));
         }
+    }
+
+    /// One TLS backend (`openssl s_server -www` answers every GET with 200).
+    fn backend(&self, dir: &Path, ip: &str, port: u16) -> Child {
+        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        self.nodes
+            .cmd(&[
+                "openssl",
+                "s_server",
+                "-quiet",
+                "-www",
+                "-accept",
+                &format!("{ip}:{port}"),
+                "-cert",
+                cert.to_str().unwrap(),
+                "-key",
+                key.to_str().unwrap(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Every node's address on the nodes' end of the veth (one MAC for
+    /// all: no neighbour entries go stale), without DHCP.
+    fn addresses(&self) {
+        for (.., ip) in NODES {
+            self.nodes
+                .ip(&["addr", "add", &format!("{ip}/24"), "dev", &self.ifc]);
+        }
+    }
+
+    /// `/api/lb/backends`.
+    fn lb(&self) -> Value {
+        let body = self
+            .srv
+            .exec(&["curl", "-sf", "http://127.0.0.1:19180/api/lb/backends"]);
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
     }
 }
 
@@ -420,4 +449,322 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
     }
     drop(procs);
     drop(app);
+}
+
+/// An appliance in a lab with ignition files, a rootfs and TLS keys; the
+/// node addresses set without DHCP. `lb_extra` goes into `loadBalancer`.
+fn start_lab(lb_extra: &str) -> (tempfile::TempDir, Lab, std::path::PathBuf, Appliance) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("images")).unwrap();
+    std::fs::create_dir_all(d.join("ignition")).unwrap();
+    for role in ["bootstrap", "master", "worker"] {
+        std::fs::write(
+            d.join(format!("ignition/{role}.ign")),
+            r#"{"ignition":{"version":"3.2.0"}}"#,
+        )
+        .unwrap();
+    }
+    common::self_signed_cert(&d.join("cert.pem"), &d.join("key.pem"), "tl");
+    let lab = Lab::new();
+    let cluster = lab.cluster_with(d, lb_extra);
+    let app = Appliance::launch()
+        .netns(lab.srv.name())
+        .ready_timeout(Duration::from_secs(30))
+        .start_path(&cluster);
+    lab.addresses();
+    (dir, lab, cluster, app)
+}
+
+/// Poll `f` on the LB's status for up to 30 s.
+fn wait_lb(lab: &Lab, app: &Appliance, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let lb = lab.lb();
+        if f(&lb) {
+            return lb;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {lb:#}\nappliance:\n{}",
+            app.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The backend row of `node` in `pool`.
+fn lb_backend<'a>(lb: &'a Value, pool: &str, node: &str) -> &'a Value {
+    lb["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == pool)
+        .and_then(|p| {
+            p["backends"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|b| b["node"] == node)
+        })
+        .unwrap_or_else(|| panic!("no {node} in {pool}: {lb:#}"))
+}
+
+fn lb_healthy(lb: &Value, pool: &str, node: &str) -> bool {
+    lb_backend(lb, pool, node)["healthy"] == true
+}
+
+const BOOTSTRAP_IP: &str = NODES[0].3;
+const MASTER_IP: &str = NODES[1].3;
+const WORKER_IP: &str = NODES[2].3;
+
+/// Bootstrap complete from evidence, with no marker: the master serves the
+/// API and the machine config, then the bootstrap's API goes away (bootkube
+/// tears the bootstrap control plane down): the phase is reached, and the
+/// LB drains the bootstrap by itself.
+#[test]
+fn bootstrap_completes_when_its_api_goes_away_and_is_drained() {
+    require_netns!("tl");
+    require_tools!("curl", "openssl");
+    let (dir, lab, cluster, app) = start_lab("");
+    let d = dir.path();
+    let mut procs = Procs(Vec::new());
+    let mut boot_api = lab.backend(d, BOOTSTRAP_IP, BACKENDS[0]);
+    for port in &BACKENDS[1..] {
+        procs.0.push(lab.backend(d, BOOTSTRAP_IP, *port));
+    }
+    lab.backends(d, MASTER_IP, &mut procs);
+    wait_lb(&lab, &app, "bootstrap and master-0 healthy", |lb| {
+        ["api", "machine-config"]
+            .iter()
+            .all(|p| lb_healthy(lb, p, "bootstrap") && lb_healthy(lb, p, "master-0"))
+    });
+
+    // While the bootstrap serves its API, bootstrap is not complete.
+    let (code, out, err) = lab.cli(
+        &cluster,
+        &["wait-for", "bootstrap-complete", "--timeout", "2s"],
+    );
+    assert_eq!(code, 1, "the bootstrap still serves: {out}{err}");
+    assert_eq!(timeline(&lab, &cluster)["phase"], "bootstrapping");
+    assert_eq!(lab.lb()["bootstrapComplete"], Value::Null);
+
+    // bootkube is done: the bootstrap's API stops answering.
+    boot_api.kill().unwrap();
+    boot_api.wait().unwrap();
+    let (code, out, err) = lab.cli(
+        &cluster,
+        &["wait-for", "bootstrap-complete", "--timeout", "20s"],
+    );
+    assert_eq!(code, 0, "{out}{err}\nappliance:\n{}", app.log());
+    assert!(out.contains("bootstrap-complete: reached"), "{out}");
+    assert!(!d.join("ignition/bootstrap-complete").exists(), "no marker");
+
+    // Drained by itself: removed from every pool, logged, and new
+    // machine-config connections (its MCS still answers) go to master-0.
+    let lb = wait_lb(&lab, &app, "bootstrap removed", |lb| {
+        lb["pools"].as_array().unwrap().iter().all(|p| {
+            p["backends"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["role"] == "bootstrap")
+                .all(|b| b["removed"] == true)
+        })
+    });
+    assert_eq!(lb["bootstrapComplete"], "evidence", "{lb:#}");
+    assert_eq!(lb["removeBootstrap"], "auto", "{lb:#}");
+    app.wait_log("bootstrap's API went away", Duration::from_secs(5));
+    app.wait_log("bootstrap removed from every pool", Duration::from_secs(5));
+    let total = |lb: &Value, node| {
+        lb_backend(lb, "machine-config", node)["totalConnections"]
+            .as_u64()
+            .unwrap()
+    };
+    let (boot_before, master_before) = (total(&lb, "bootstrap"), total(&lb, "master-0"));
+    for _ in 0..4 {
+        let (code, _) = lab.curl(MASTER_IP, &format!("https://{APPLIANCE}:22623/"));
+        assert_eq!(code, 0);
+    }
+    let lb = lab.lb();
+    assert_eq!(total(&lb, "bootstrap"), boot_before, "{lb:#}");
+    assert_eq!(total(&lb, "master-0"), master_before + 4, "{lb:#}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while timeline(&lab, &cluster)["phase"] != "bootstrap-removed" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            timeline(&lab, &cluster)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(procs);
+}
+
+/// A `bootstrap-complete` marker older than the ignition files (left from
+/// an earlier install) completes nothing and says so; touched again it is
+/// the operator's override and completes bootstrap (the bootstrap still
+/// serves: no evidence).
+#[test]
+fn a_stale_marker_is_ignored_and_a_fresh_one_still_completes_bootstrap() {
+    require_netns!("tl");
+    require_tools!("curl", "openssl");
+    let (dir, lab, cluster, app) = start_lab("");
+    let d = dir.path();
+    let mut procs = Procs(Vec::new());
+    lab.backends(d, BOOTSTRAP_IP, &mut procs);
+    lab.backends(d, MASTER_IP, &mut procs);
+    let marker = d.join("ignition/bootstrap-complete");
+    std::fs::write(&marker, "").unwrap();
+    let hour_before = std::fs::metadata(d.join("ignition/master.ign"))
+        .unwrap()
+        .modified()
+        .unwrap()
+        - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&marker)
+        .unwrap()
+        .set_modified(hour_before)
+        .unwrap();
+    let lb = wait_lb(&lab, &app, "stale marker seen, masters healthy", |lb| {
+        lb["bootstrapCompleteMarkerStale"] == true
+            && lb_healthy(lb, "api", "master-0")
+            && lb_healthy(lb, "machine-config", "master-0")
+    });
+    assert_eq!(lb["bootstrapCompleteMarkerPresent"], true, "{lb:#}");
+    let (code, out, err) = lab.cli(
+        &cluster,
+        &["wait-for", "bootstrap-complete", "--timeout", "3s"],
+    );
+    assert_eq!(code, 1, "a stale marker completed bootstrap: {out}{err}");
+    assert!(
+        err.contains(&format!("ignoring {}", marker.display())),
+        "the hint: {err}"
+    );
+    let lb = lab.lb();
+    assert_eq!(lb["bootstrapComplete"], Value::Null, "{lb:#}");
+    assert_eq!(
+        lb_backend(&lb, "api", "bootstrap")["removed"],
+        false,
+        "{lb:#}"
+    );
+    app.wait_log("older than the ignition files", Duration::from_secs(5));
+
+    // The operator touches it again: bootstrap complete by hand.
+    std::fs::File::options()
+        .write(true)
+        .open(&marker)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now())
+        .unwrap();
+    let (code, out, err) = lab.cli(
+        &cluster,
+        &["wait-for", "bootstrap-complete", "--timeout", "20s"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let lb = wait_lb(&lab, &app, "bootstrap removed by the marker", |lb| {
+        lb_backend(lb, "api", "bootstrap")["removed"] == true
+    });
+    assert_eq!(lb["bootstrapComplete"], "marker", "{lb:#}");
+    assert_eq!(lb["bootstrapCompleteMarkerStale"], false, "{lb:#}");
+    drop(procs);
+}
+
+/// A worker that fetched its ignition and its machine config but whose
+/// ingress never becomes healthy (its CSRs wait for approval): after
+/// `csrHintAfter`, `status`, `wait-for install-complete` and the page say
+/// so with the exact `oc` commands.
+#[test]
+fn a_worker_that_never_joins_gets_the_csr_hint() {
+    require_netns!("tl");
+    require_tools!("curl", "openssl");
+    const APPROVE: &str = r#"oc get csr -o go-template='{{range .items}}{{if not .status}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' | xargs oc adm certificate approve"#;
+    let (_dir, lab, cluster, app) = start_lab("  csrHintAfter: 2s\n");
+    let (code, n) = lab.curl(
+        WORKER_IP,
+        &format!("http://{APPLIANCE}:8080/ignition/worker.ign"),
+    );
+    assert!(code == 0 && n > 10, "ignition fetch {code}");
+    // Its installed system asks the machine-config server (no backend
+    // answers here; the connection is what the timeline records).
+    lab.curl(
+        WORKER_IP,
+        &format!("https://{APPLIANCE}:22623/config/worker"),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let tl = loop {
+        let tl = timeline(&lab, &cluster);
+        if tl["hints"].as_array().is_some_and(|h| !h.is_empty()) {
+            break tl;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no hint: {tl:#}\nappliance:\n{}",
+            app.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let w = node(&tl, "worker-0");
+    assert!(w["ignition"].is_u64() && w["firstBoot"].is_u64(), "{w}");
+    assert_eq!(w["ingressHealthy"], Value::Null, "{w}");
+    let h = &tl["hints"][0];
+    assert_eq!(h["kind"], "pending-csr", "{tl:#}");
+    assert_eq!(h["nodes"], serde_json::json!(["worker-0"]), "{tl:#}");
+    assert_eq!(
+        h["commands"],
+        serde_json::json!(["oc get csr", APPROVE]),
+        "{tl:#}"
+    );
+
+    // `status`: the hint and each command on a line of its own.
+    let (code, out, err) = lab.cli(&cluster, &["status"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("hint: worker-0 fetched its machine config"),
+        "{out}"
+    );
+    assert!(out.contains("pending CSRs"), "{out}");
+    for cmd in ["oc get csr", APPROVE] {
+        assert!(out.lines().any(|l| l.trim() == cmd), "{cmd:?} in {out}");
+    }
+
+    // `wait-for install-complete`: printed as progress and in what is missing.
+    let (code, out, err) = lab.cli(
+        &cluster,
+        &["wait-for", "install-complete", "--timeout", "2s"],
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    for text in [&out, &err] {
+        assert!(text.contains("pending CSRs"), "{out}{err}");
+        assert!(text.lines().any(|l| l.trim() == APPROVE), "{out}{err}");
+    }
+
+    // The page shows it (rendered by headless Chromium, when installed).
+    if common::have("chromium") {
+        let profile = tempfile::tempdir().unwrap();
+        let user_dir = format!("--user-data-dir={}", profile.path().display());
+        let out = lab.srv.exec(&[
+            "timeout",
+            "90",
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            &user_dir,
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            "http://127.0.0.1:19180/",
+        ]);
+        assert!(out.contains(r#"data-hint="pending-csr""#), "{out}");
+        assert!(out.contains("pending CSRs"), "{out}");
+        assert!(out.contains("xargs oc adm certificate approve"), "{out}");
+    } else {
+        skipped!("SKIPPED page check: chromium is not installed");
+    }
 }

@@ -300,6 +300,9 @@ mod tests {
             max_connections: 100,
             bootstrap_complete_marker: "/ign/bootstrap-complete".into(),
             bootstrap_complete_marker_present: false,
+            bootstrap_complete_marker_stale: false,
+            bootstrap_complete: None,
+            remove_bootstrap: Default::default(),
             pools: vec![PoolStatus {
                 name: PoolKind::Api,
                 frontend: "10.0.0.1:6443".into(),

@@ -268,6 +268,15 @@ pub struct LoadBalancer {
     /// connections the machine-config frontend (22623) accepts.
     #[serde(default)]
     pub machine_config_client_cidrs: Vec<String>,
+    /// `auto` (default): the LB drains the bootstrap by itself once the
+    /// bootstrap is complete; `manual`: only `lb disable bootstrap` does.
+    #[serde(default)]
+    pub remove_bootstrap: Option<String>,
+    /// How long a worker may go from its first machine-config contact
+    /// without a healthy ingress backend before `status`, `wait-for` and
+    /// the page suggest approving its pending CSRs (default 10m).
+    #[serde(default = "csr_hint_after")]
+    pub csr_hint_after: Dur,
 }
 
 /// `loadBalancer.caFiles`: a CA bundle per HTTPS-checked pool.
@@ -331,6 +340,8 @@ impl Default for LoadBalancer {
             backend_ports: BackendPorts::default(),
             backend_overrides: Default::default(),
             machine_config_client_cidrs: Vec::new(),
+            remove_bootstrap: None,
+            csr_hint_after: csr_hint_after(),
         }
     }
 }
@@ -563,6 +574,9 @@ fn idle_timeout() -> Dur {
 }
 fn connect_timeout() -> Dur {
     Dur::secs(3)
+}
+fn csr_hint_after() -> Dur {
+    Dur::secs(600)
 }
 fn hc_interval() -> Dur {
     Dur::secs(5)

@@ -262,6 +262,23 @@ pub struct LbCfg {
     /// Networks besides the nodes and the appliance host whose connections
     /// the machine-config frontend accepts; see [`super::access`].
     pub machine_config_client_cidrs: Vec<Ipv4Net>,
+    /// Whether the LB drains the bootstrap by itself once it is complete.
+    pub remove_bootstrap: RemoveBootstrap,
+    /// A worker that contacted the machine-config server this long ago
+    /// without a healthy ingress backend gets the pending-CSR hint.
+    pub csr_hint_after: Duration,
+}
+
+/// `loadBalancer.removeBootstrap`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RemoveBootstrap {
+    /// Once the bootstrap is complete (evidence or marker) and every master
+    /// is healthy in the api pool.
+    #[default]
+    Auto,
+    /// Only when the operator disables it (`lb disable bootstrap`).
+    Manual,
 }
 
 /// Backend addresses of one node per pool (`None`: derived as usual).

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Role;
 use crate::model::catalogue::PoolKind;
-use crate::model::cluster::MacAddr;
+use crate::model::cluster::{MacAddr, RemoveBootstrap};
 
 /// `GET /status`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -233,7 +233,29 @@ pub struct LbStatus {
     /// The marker existed at the LB's last look (every health interval).
     #[serde(default)]
     pub bootstrap_complete_marker_present: bool,
+    /// The marker exists but is older than the newest ignition file (left
+    /// from an earlier install): ignored.
+    #[serde(default)]
+    pub bootstrap_complete_marker_stale: bool,
+    /// Why the LB holds the bootstrap complete; `None` while it does not.
+    #[serde(default)]
+    pub bootstrap_complete: Option<BootstrapCompleteBy>,
+    /// `loadBalancer.removeBootstrap`.
+    #[serde(default)]
+    pub remove_bootstrap: RemoveBootstrap,
     pub pools: Vec<PoolStatus>,
+}
+
+/// What made the LB hold the bootstrap complete (`lb.bootstrapComplete`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BootstrapCompleteBy {
+    /// Every master healthy in the api and machine-config pools, then the
+    /// bootstrap's API backend turned unhealthy after having been healthy
+    /// (bootkube tore the bootstrap control plane down).
+    Evidence,
+    /// `<ignitionDir>/bootstrap-complete`, not older than the ignition files.
+    Marker,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -472,6 +494,33 @@ pub struct TimelineStatus {
     /// Ignition fetches from addresses that are not the node's own (newest
     /// first, at most 50): not install progress.
     pub operator_fetches: Vec<OperatorFetch>,
+    /// What the operator may have to do, with the exact commands.
+    #[serde(default)]
+    pub hints: Vec<TimelineHint>,
+}
+
+/// Advice derived from the timeline (`timeline.hints[]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineHint {
+    pub kind: HintKind,
+    /// The nodes it is about (empty for a cluster-wide hint).
+    pub nodes: Vec<String>,
+    /// One sentence: what was seen and the likely reason.
+    pub message: String,
+    /// Commands to run, exactly as printed.
+    pub commands: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HintKind {
+    /// Workers that booted their installed system (machine-config contact)
+    /// but whose ingress never became healthy: usually pending CSRs.
+    PendingCsr,
+    /// `<ignitionDir>/bootstrap-complete` is older than the ignition files
+    /// and is ignored.
+    StaleBootstrapMarker,
 }
 
 /// One node's install steps (Unix seconds; `None` = not seen yet).

@@ -4,7 +4,9 @@
 //!
 //! Pure core: [`Timeline::apply`] takes an [`Event`] and the time it is
 //! applied at (the caller's clock, so tests inject it); [`Timeline::view`]
-//! renders the `/status` section for the plan's nodes. The socket side
+//! renders the `/status` section for the plan's nodes, and
+//! [`Timeline::view_at`] adds the hints that hold at a given time (a worker
+//! stuck on its CSRs, an ignored marker). The socket side
 //! ([`recorder`]) feeds it from the services' status and two direct hooks.
 //!
 //! Invariants:
@@ -25,7 +27,9 @@ pub mod render;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::Role;
-use crate::runtime::status::{ClusterPhase, NodeTimeline, OperatorFetch, TimelineStatus};
+use crate::runtime::status::{
+    ClusterPhase, HintKind, NodeTimeline, OperatorFetch, TimelineHint, TimelineStatus,
+};
 
 pub use recorder::{Events, Recorder};
 
@@ -69,8 +73,12 @@ pub enum Event {
     MachineConfigConnect { node: String },
     /// The node's backend is healthy in `pool`.
     Healthy { node: String, pool: Pool },
-    /// `<ignitionDir>/bootstrap-complete` exists.
+    /// The LB holds bootstrap complete: every master healthy and the
+    /// bootstrap's API gone, or a marker file newer than the ignition files.
     BootstrapComplete,
+    /// The LB ignores the marker at `path` (older than the ignition files);
+    /// `None`: no stale marker (any more).
+    StaleMarker { path: Option<String> },
     /// The bootstrap left the LB pools (or its VM was removed).
     BootstrapRemoved,
 }
@@ -91,6 +99,7 @@ pub struct Timeline {
     bootstrap_complete: Option<u64>,
     bootstrap_removed: Option<u64>,
     operator: BTreeSet<OperatorFetch>,
+    stale_marker: Option<String>,
 }
 
 fn first(slot: &mut Option<u64>, at: u64) {
@@ -203,6 +212,7 @@ impl Timeline {
             }
             Event::BootstrapComplete => first(&mut self.bootstrap_complete, now),
             Event::BootstrapRemoved => first(&mut self.bootstrap_removed, now),
+            Event::StaleMarker { path } => self.stale_marker = path,
         }
     }
 
@@ -259,8 +269,72 @@ impl Timeline {
             phase_times,
             nodes: rows,
             operator_fetches: self.operator.iter().rev().cloned().collect(),
+            hints: Vec::new(),
         }
     }
+
+    /// [`Timeline::view`] with the hints that hold at `now` (Unix seconds):
+    /// workers stuck after their first boot for `csr_hint_after` seconds
+    /// ([`pending_csr`]) and an ignored marker while bootstrap is not
+    /// complete.
+    pub fn view_at(
+        &self,
+        nodes: &[(String, Role)],
+        now: u64,
+        csr_hint_after: u64,
+    ) -> TimelineStatus {
+        let mut v = self.view(nodes);
+        if let Some(h) = pending_csr(&v.nodes, now, csr_hint_after) {
+            v.hints.push(h);
+        }
+        if let Some(path) = &self.stale_marker
+            && v.phase < ClusterPhase::BootstrapComplete
+        {
+            v.hints.push(TimelineHint {
+                kind: HintKind::StaleBootstrapMarker,
+                nodes: Vec::new(),
+                message: format!(
+                    "ignoring {path}: it is older than the ignition files (left from an earlier install?); bootstrap-complete is detected from the load balancer's health checks, or touch the file to declare it by hand"
+                ),
+                commands: Vec::new(),
+            });
+        }
+        v
+    }
+}
+
+/// The commands that list and approve pending certificate signing requests.
+pub const CSR_COMMANDS: [&str; 2] = [
+    "oc get csr",
+    r#"oc get csr -o go-template='{{range .items}}{{if not .status}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' | xargs oc adm certificate approve"#,
+];
+
+/// Workers that fetched their ignition and booted their installed system
+/// (its first machine-config contact) at least `after` seconds before
+/// `now` but whose ingress backend never became healthy: a UPI worker
+/// joins only once an administrator approves its CSRs (its client CSR,
+/// then its serving CSR), so say so with the commands.
+pub fn pending_csr(rows: &[NodeTimeline], now: u64, after: u64) -> Option<TimelineHint> {
+    let stuck: Vec<(&str, u64)> = rows
+        .iter()
+        .filter(|r| r.role == Some(Role::Worker) && r.ingress_healthy.is_none())
+        .filter_map(|r| {
+            let since = r.ignition?.max(r.first_boot?);
+            (now.saturating_sub(since) >= after).then_some((r.node.as_str(), since))
+        })
+        .collect();
+    let oldest = stuck.iter().map(|(_, t)| *t).min()?;
+    let names: Vec<String> = stuck.iter().map(|(n, _)| n.to_string()).collect();
+    let mins = now.saturating_sub(oldest) / 60;
+    Some(TimelineHint {
+        kind: HintKind::PendingCsr,
+        message: format!(
+            "{} fetched its machine config {mins} min ago but its ingress is not healthy: pending CSRs? A worker joins only once its certificate signing requests are approved (its client CSR, then a minute later its serving CSR); list them and approve the pending ones (run the approval again for the serving CSRs)",
+            names.join(", ")
+        ),
+        nodes: names,
+        commands: CSR_COMMANDS.iter().map(|c| c.to_string()).collect(),
+    })
 }
 
 /// When every ingress backend (the workers, or the masters when there are

@@ -4,14 +4,16 @@
 //! install verdicts).
 //!
 //! Everything else is sampled: [`Recorder::observe`] reads the `/status`
-//! sections the services already publish (DHCP leases, LB backend health
-//! and bootstrap removal, the HTTP ignition fetch log, libvirt domain
+//! sections the services already publish (DHCP leases, LB backend health,
+//! bootstrap completion, an ignored marker and bootstrap removal, the HTTP
+//! ignition fetch log, libvirt domain
 //! states) and turns them into idempotent [`Event`]s. `serve` samples once
 //! a second ([`TICK`]) and on every `/status` request, so step times are
 //! exact for fetches and connections and at most a tick late for the rest.
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -45,6 +47,8 @@ struct NodeRef {
 pub struct Recorder {
     tl: Mutex<Timeline>,
     nodes: ArcSwap<Vec<NodeRef>>,
+    /// `loadBalancer.csrHintAfter` in seconds.
+    csr_hint_after: AtomicU64,
 }
 
 fn now() -> u64 {
@@ -71,12 +75,15 @@ impl Recorder {
         Arc::new(Recorder {
             tl: Mutex::new(Timeline::default()),
             nodes: ArcSwap::from_pointee(refs(plan)),
+            csr_hint_after: AtomicU64::new(plan.cluster.lb.csr_hint_after.as_secs()),
         })
     }
 
-    /// A reload may add or remove nodes.
+    /// A reload may add or remove nodes, or change the hint's threshold.
     pub fn set_plan(&self, plan: &Plan) {
         self.nodes.store(Arc::new(refs(plan)));
+        self.csr_hint_after
+            .store(plan.cluster.lb.csr_hint_after.as_secs(), Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, Timeline> {
@@ -135,9 +142,14 @@ impl Recorder {
             }
         }
         if let Some(lb) = &doc.lb {
-            if lb.bootstrap_complete_marker_present {
+            if lb.bootstrap_complete.is_some() {
                 evs.push(Event::BootstrapComplete);
             }
+            evs.push(Event::StaleMarker {
+                path: lb
+                    .bootstrap_complete_marker_stale
+                    .then(|| lb.bootstrap_complete_marker.clone()),
+            });
             for p in &lb.pools {
                 let pool = match p.name {
                     PoolKind::Api => Pool::Api,
@@ -195,7 +207,8 @@ impl Recorder {
             .iter()
             .map(|n| (n.name.clone(), n.role))
             .collect();
-        self.lock().view(&nodes)
+        let after = self.csr_hint_after.load(Ordering::Relaxed);
+        self.lock().view_at(&nodes, now(), after)
     }
 
     /// `crc_appliance_timeline_*`: the phase (one series per phase, 1 for

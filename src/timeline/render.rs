@@ -1,6 +1,7 @@
 //! Pure renderings of a [`TimelineStatus`]: the step list of a node, the
 //! `status --cluster F` table, the progress lines and the goal test of
-//! `wait-for`, and what is still missing for a goal.
+//! `wait-for`, and what is still missing for a goal, with the timeline's
+//! hints (what to do, with the exact commands).
 //!
 //! Invariant: [`STEPS`] is the one list of install steps. The progress
 //! lines, the metrics' `step` label and the table's columns (header and
@@ -10,7 +11,7 @@
 use std::fmt::Write as _;
 
 use crate::config::Role;
-use crate::runtime::status::{ClusterPhase, NodeTimeline, TimelineStatus};
+use crate::runtime::status::{ClusterPhase, HintKind, NodeTimeline, TimelineHint, TimelineStatus};
 
 /// One install step of a node.
 pub struct Step {
@@ -144,7 +145,17 @@ pub fn table(t: &TimelineStatus) -> String {
             let _ = writeln!(o, "  {} {} {}", hms(f.unix_time), f.client, f.file);
         }
     }
+    for line in t.hints.iter().flat_map(hint_lines) {
+        let _ = writeln!(o, "{line}");
+    }
     o
+}
+
+/// A hint as lines: `hint: <message>`, then each command indented.
+pub fn hint_lines(h: &TimelineHint) -> Vec<String> {
+    let mut out = vec![format!("hint: {}", h.message)];
+    out.extend(h.commands.iter().map(|c| format!("  {c}")));
+    out
 }
 
 /// Progress lines for what `new` has that `old` had not.
@@ -165,6 +176,17 @@ pub fn progress(old: Option<&TimelineStatus>, new: &TimelineStatus) -> Vec<Strin
         let old_errors = before.map_or(0, |b| b.errors.len());
         for e in n.errors.iter().skip(old_errors) {
             out.push(format!("{}: {e}", n.node));
+        }
+    }
+    // A hint once when it appears (or when its nodes change).
+    for h in &new.hints {
+        let seen = old.is_some_and(|o| {
+            o.hints
+                .iter()
+                .any(|x| x.kind == h.kind && x.nodes == h.nodes)
+        });
+        if !seen {
+            out.extend(hint_lines(h));
         }
     }
     out
@@ -205,6 +227,15 @@ pub fn missing(t: &TimelineStatus, goal: Goal) -> Vec<String> {
             t.phase.as_str(),
             goal.phase().as_str()
         ));
+    }
+    for h in &t.hints {
+        let relevant = match h.kind {
+            HintKind::PendingCsr => goal == Goal::InstallComplete,
+            HintKind::StaleBootstrapMarker => true,
+        };
+        if relevant {
+            out.extend(hint_lines(h));
+        }
     }
     out
 }

@@ -1,5 +1,6 @@
 use super::render::{Goal, missing, progress, table};
 use super::*;
+use crate::runtime::status::HintKind;
 
 fn nodes() -> Vec<(String, Role)> {
     [
@@ -302,6 +303,59 @@ fn every_step_has_a_unique_key_and_a_column_as_wide_as_a_time() {
     );
 }
 
+/// worker-0 fetched its ignition at 100 and its machine config at 200.
+fn booted_worker() -> Timeline {
+    let mut t = Timeline::default();
+    t.apply(100, ign(Some("worker-0"), "127.0.10.20", 100));
+    t.apply(
+        200,
+        Event::MachineConfigConnect {
+            node: s("worker-0"),
+        },
+    );
+    t
+}
+
+#[test]
+fn a_worker_without_ingress_past_the_threshold_gets_the_csr_hint() {
+    let t = booted_worker();
+    assert!(
+        t.view_at(&nodes(), 200 + 599, 600).hints.is_empty(),
+        "not yet"
+    );
+    let v = t.view_at(&nodes(), 200 + 600, 600);
+    assert_eq!(v.hints.len(), 1, "{v:?}");
+    let h = &v.hints[0];
+    assert_eq!(
+        (h.kind, h.nodes.as_slice()),
+        (HintKind::PendingCsr, &[s("worker-0")][..])
+    );
+    assert!(h.message.contains("10 min ago"), "{}", h.message);
+    assert_eq!(h.commands, CSR_COMMANDS);
+    assert_eq!(
+        CSR_COMMANDS[1],
+        r#"oc get csr -o go-template='{{range .items}}{{if not .status}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' | xargs oc adm certificate approve"#
+    );
+    // Rendered: the table, wait-for's progress once, and what is missing.
+    let tab = table(&v);
+    assert!(
+        tab.contains("hint: worker-0 fetched its machine config"),
+        "{tab}"
+    );
+    assert!(tab.contains(&format!("\n  {}\n", CSR_COMMANDS[1])), "{tab}");
+    let before = t.view_at(&nodes(), 300, 600);
+    let p = progress(Some(&before), &v);
+    assert!(p.iter().any(|l| l == "  oc get csr"), "{p:?}");
+    assert!(progress(Some(&v), &v).is_empty(), "once");
+    let m = missing(&v, Goal::InstallComplete);
+    assert!(m.iter().any(|l| l.contains(CSR_COMMANDS[1])), "{m:?}");
+    assert!(
+        !missing(&v, Goal::BootstrapComplete)
+            .iter()
+            .any(|l| l.contains("csr"))
+    );
+}
+
 #[test]
 fn a_node_error_is_the_last_column_of_its_row() {
     let mut t = Timeline::default();
@@ -322,4 +376,63 @@ fn a_node_error_is_the_last_column_of_its_row() {
         tab.contains("no node has reached an install step yet"),
         "{tab}"
     );
+}
+
+#[test]
+fn no_csr_hint_without_both_steps_or_with_ingress_or_for_masters() {
+    let mut t = Timeline::default();
+    t.apply(100, ign(Some("worker-0"), "127.0.10.20", 100));
+    assert!(
+        t.view_at(&nodes(), 10_000, 60).hints.is_empty(),
+        "no first boot"
+    );
+    let mut t = Timeline::default();
+    t.apply(
+        100,
+        Event::MachineConfigConnect {
+            node: s("worker-0"),
+        },
+    );
+    assert!(
+        t.view_at(&nodes(), 10_000, 60).hints.is_empty(),
+        "no ignition"
+    );
+    let mut t = booted_worker();
+    t.apply(300, healthy("worker-0", Pool::Ingress));
+    assert!(t.view_at(&nodes(), 10_000, 60).hints.is_empty(), "joined");
+    let mut t = Timeline::default();
+    t.apply(100, ign(Some("master-0"), "127.0.10.10", 100));
+    t.apply(
+        200,
+        Event::MachineConfigConnect {
+            node: s("master-0"),
+        },
+    );
+    assert!(t.view_at(&nodes(), 10_000, 60).hints.is_empty(), "a master");
+}
+
+#[test]
+fn a_stale_marker_is_a_hint_until_bootstrap_completes() {
+    let mut t = Timeline::default();
+    let path = Some(s("/srv/ign/bootstrap-complete"));
+    t.apply(10, Event::StaleMarker { path: path.clone() });
+    t.apply(11, Event::StaleMarker { path });
+    let v = t.view_at(&nodes(), 20, 600);
+    assert_eq!(
+        v.phase,
+        ClusterPhase::Provisioning,
+        "a stale marker completes nothing"
+    );
+    assert_eq!(v.hints.len(), 1);
+    assert_eq!(v.hints[0].kind, HintKind::StaleBootstrapMarker);
+    let m = missing(&v, Goal::BootstrapComplete);
+    assert!(
+        m.iter()
+            .any(|l| l.contains("ignoring /srv/ign/bootstrap-complete")),
+        "{m:?}"
+    );
+    t.apply(30, Event::BootstrapComplete);
+    assert!(t.view_at(&nodes(), 40, 600).hints.is_empty());
+    t.apply(50, Event::StaleMarker { path: None });
+    assert!(t.view_at(&nodes(), 60, 600).hints.is_empty());
 }

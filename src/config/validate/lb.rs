@@ -7,7 +7,9 @@ use std::path::Path;
 
 use super::{Errs, NetParts, client_cidrs, resolve, sock};
 use crate::config::raw;
-use crate::model::cluster::{BackendOverrideCfg, BackendPortsCfg, HealthCfg, LbCfg};
+use crate::model::cluster::{
+    BackendOverrideCfg, BackendPortsCfg, HealthCfg, LbCfg, RemoveBootstrap,
+};
 
 pub(crate) fn build(
     l: &raw::LoadBalancer,
@@ -103,6 +105,20 @@ pub(crate) fn build(
         };
         backend_overrides.insert(node.clone(), cfg);
     }
+    let remove_bootstrap = match l.remove_bootstrap.as_deref().unwrap_or("auto") {
+        "auto" => RemoveBootstrap::Auto,
+        "manual" => RemoveBootstrap::Manual,
+        other => {
+            e.push(
+                "loadBalancer.removeBootstrap",
+                format!("unknown value {other:?} (expected auto or manual)"),
+            );
+            RemoveBootstrap::Auto
+        }
+    };
+    if l.csr_hint_after.get().is_zero() {
+        e.push("loadBalancer.csrHintAfter", "must be greater than zero");
+    }
     let machine_config_client_cidrs = client_cidrs(
         e,
         "loadBalancer.machineConfigClientCidrs",
@@ -144,5 +160,7 @@ pub(crate) fn build(
         connect_timeout: l.connect_timeout.get(),
         backend_overrides,
         machine_config_client_cidrs,
+        remove_bootstrap,
+        csr_hint_after: l.csr_hint_after.get(),
     })
 }

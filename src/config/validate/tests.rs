@@ -187,3 +187,29 @@ fn install_kargs_must_fit_a_live_iso_area() {
     );
     assert!(validate(parse_str(&ok).unwrap(), Path::new("/base")).is_ok());
 }
+
+#[test]
+fn bootstrap_removal_and_the_csr_hint_are_configurable() {
+    let (s, e) = run(BASE);
+    assert!(e.0.is_empty(), "{:?}", e.0);
+    let lb = s.lb.unwrap();
+    assert_eq!(lb.remove_bootstrap, RemoveBootstrap::Auto);
+    assert_eq!(lb.csr_hint_after, std::time::Duration::from_secs(600));
+    let (s, e) = run(&format!(
+        "{BASE}loadBalancer: {{ removeBootstrap: manual, csrHintAfter: 3m }}\n"
+    ));
+    assert!(e.0.is_empty(), "{:?}", e.0);
+    let lb = s.lb.unwrap();
+    assert_eq!(lb.remove_bootstrap, RemoveBootstrap::Manual);
+    assert_eq!(lb.csr_hint_after, std::time::Duration::from_secs(180));
+    let (_, e) = run(&format!(
+        "{BASE}loadBalancer: {{ removeBootstrap: never, csrHintAfter: 0s }}\n"
+    ));
+    let msgs: Vec<String> = e.0.iter().map(|x| format!("{x:?}")).collect();
+    assert_eq!(e.0.len(), 2, "{msgs:?}");
+    assert!(
+        msgs[0].contains("loadBalancer.removeBootstrap") && msgs[0].contains("auto or manual"),
+        "{msgs:?}"
+    );
+    assert!(msgs[1].contains("loadBalancer.csrHintAfter"), "{msgs:?}");
+}

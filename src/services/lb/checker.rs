@@ -1,4 +1,6 @@
-//! The health check loop of one backend, and the bootstrap removal watch.
+//! The health check loop of one backend, and the bootstrap watch: when
+//! bootstrap is complete (evidence from the checks, or the operator's
+//! marker) and when the bootstrap node leaves the pools.
 //!
 //! A check loop runs from the moment its backend enters the pools until a
 //! reload drops the backend (its `retired` token) or the LB shuts down. It
@@ -10,9 +12,9 @@
 //! loop is tested in-process with scripted results and paused time.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
@@ -22,8 +24,10 @@ use tracing::{info, warn};
 use super::check::ProbeError;
 use super::health::{self, Health};
 use super::state::{Backend, NodeMemory, PoolKind, Pools};
-use crate::config::{HealthCfg, Role};
+use crate::config::{HealthCfg, RemoveBootstrap, Role};
 use crate::plan::Check;
+use crate::runtime::status::BootstrapCompleteBy;
+use crate::runtime::sync::LockExt as _;
 
 /// One health probe of a backend.
 #[async_trait]
@@ -150,22 +154,69 @@ impl RateLimit {
     }
 }
 
-/// Retire the bootstrap node once the rule of
-/// [`health::bootstrap_removable`] holds; checked every `interval`.
+/// Whether `<ignitionDir>/bootstrap-complete` counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Marker {
+    #[default]
+    Absent,
+    /// Present and not older than the ignition files.
+    Fresh,
+    /// Present but older than the newest ignition file: ignored.
+    Stale,
+}
+
+/// What the bootstrap watch found, read by `/status`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BootstrapReport {
+    pub marker: Marker,
+    /// Latched: once complete, the bootstrap stays complete.
+    pub complete: Option<BootstrapCompleteBy>,
+    /// The modification time of the stale marker last warned about (one
+    /// warning per marker, not per tick).
+    warned_stale: Option<SystemTime>,
+}
+
+/// The bootstrap watch's settings (swapped by a reload) and findings.
+pub struct BootstrapWatch {
+    /// `<ignitionDir>/bootstrap-complete`.
+    pub marker: ArcSwap<PathBuf>,
+    pub mode: ArcSwap<RemoveBootstrap>,
+    pub report: Mutex<BootstrapReport>,
+}
+
+impl BootstrapWatch {
+    pub fn new(marker: PathBuf, mode: RemoveBootstrap) -> BootstrapWatch {
+        BootstrapWatch {
+            marker: ArcSwap::from_pointee(marker),
+            mode: ArcSwap::from_pointee(mode),
+            report: Mutex::new(BootstrapReport::default()),
+        }
+    }
+
+    pub fn report(&self) -> BootstrapReport {
+        *self.report.locked()
+    }
+}
+
+/// Decide the bootstrap's completion and retirement every `interval`
+/// ([`bootstrap_tick`]); the marker is looked at here, once per tick (the
+/// timeline reads the result from the LB's status).
 pub async fn bootstrap_watch(
     pools: Arc<ArcSwap<Pools>>,
     settings: Arc<ArcSwap<CheckSettings>>,
     memory: Arc<NodeMemory>,
-    marker: Arc<ArcSwap<PathBuf>>,
-    marker_present: Arc<AtomicBool>,
+    watch: Arc<BootstrapWatch>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     loop {
-        // The one stat of the marker: the timeline reads the result from
-        // the LB's status instead of looking at the path itself.
-        let present = marker.load().exists();
-        marker_present.store(present, Ordering::Relaxed);
-        maybe_remove_bootstrap(&pools.load(), &memory, present);
+        let path = watch.marker.load_full();
+        let (marker, mtime) = look_at_marker(&path);
+        let auto = **watch.mode.load() == RemoveBootstrap::Auto;
+        {
+            let mut report = watch.report.locked();
+            note_marker(&mut report, marker, mtime, &path);
+            bootstrap_tick(&pools.load(), &memory, auto, &mut report);
+        }
         let interval = settings.load().health.interval;
         tokio::select! {
             _ = stop.cancelled() => return Ok(()),
@@ -174,8 +225,98 @@ pub async fn bootstrap_watch(
     }
 }
 
-/// Apply the removal rule once; true when the bootstrap is (now) removed.
-pub fn maybe_remove_bootstrap(pools: &Pools, memory: &NodeMemory, marker_present: bool) -> bool {
+/// The marker's state and modification time: fresh or stale against the
+/// newest `*.ign` file beside it ([`health::marker_fresh`]). Unreadable
+/// times count as fresh (the marker is the operator's override).
+fn look_at_marker(path: &Path) -> (Marker, Option<SystemTime>) {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return (Marker::Absent, None);
+    };
+    let Ok(mtime) = meta.modified() else {
+        return (Marker::Fresh, None);
+    };
+    let newest = path
+        .parent()
+        .and_then(|dir| std::fs::read_dir(dir).ok())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "ign"))
+        .filter_map(|e| std::fs::metadata(e.path()).and_then(|m| m.modified()).ok())
+        .max();
+    if health::marker_fresh(mtime, newest) {
+        (Marker::Fresh, Some(mtime))
+    } else {
+        (Marker::Stale, Some(mtime))
+    }
+}
+
+/// Record the marker's state; a stale marker is logged once per marker.
+fn note_marker(r: &mut BootstrapReport, marker: Marker, mtime: Option<SystemTime>, path: &Path) {
+    r.marker = marker;
+    if marker == Marker::Stale && r.warned_stale != mtime {
+        r.warned_stale = mtime;
+        if r.complete.is_none() {
+            warn!(
+                "lb: ignoring {}: it is older than the ignition files beside it (left from an earlier install?); bootstrap-complete is detected from the LB's health checks, or touch the file again to declare it by hand",
+                path.display()
+            );
+        }
+    }
+}
+
+/// The healthy flag of every master backend of pool `kind`.
+fn masters_healthy(pools: &Pools, kind: PoolKind) -> Vec<bool> {
+    pools
+        .get(kind)
+        .map(|p| {
+            p.backends
+                .iter()
+                .filter(|b| b.role == Role::Master)
+                .map(|b| b.state().health.healthy())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Why bootstrap is complete now, if it is: the evidence of
+/// [`health::bootstrap_api_gone`] (a removed bootstrap is not checked, so
+/// its reset health is no evidence), else a fresh marker.
+fn completion(
+    pools: &Pools,
+    boot: &[&Arc<Backend>],
+    marker: Marker,
+) -> Option<BootstrapCompleteBy> {
+    let gone = boot
+        .iter()
+        .find(|b| b.key.pool == PoolKind::Api)
+        .is_some_and(|b| {
+            let s = b.state();
+            !s.removed
+                && health::bootstrap_api_gone(
+                    &s.health,
+                    &masters_healthy(pools, PoolKind::Api),
+                    &masters_healthy(pools, PoolKind::MachineConfig),
+                )
+        });
+    if gone {
+        Some(BootstrapCompleteBy::Evidence)
+    } else if marker == Marker::Fresh {
+        Some(BootstrapCompleteBy::Marker)
+    } else {
+        None
+    }
+}
+
+/// One tick of the bootstrap watch: latch completion, then retire the
+/// bootstrap once [`health::bootstrap_removable`] holds (completion counts
+/// only with `auto`). True when the bootstrap is (now) removed.
+pub fn bootstrap_tick(
+    pools: &Pools,
+    memory: &NodeMemory,
+    auto: bool,
+    report: &mut BootstrapReport,
+) -> bool {
     let boot: Vec<&Arc<Backend>> = pools
         .backends()
         .filter(|(_, b)| b.role == Role::Bootstrap)
@@ -184,6 +325,18 @@ pub fn maybe_remove_bootstrap(pools: &Pools, memory: &NodeMemory, marker_present
     let Some(first) = boot.first() else {
         return false;
     };
+    if report.complete.is_none() {
+        report.complete = completion(pools, &boot, report.marker);
+        match report.complete {
+            Some(BootstrapCompleteBy::Evidence) => info!(
+                "lb: bootstrap complete: every master is healthy in the api and machine-config pools and the bootstrap's API went away (bootkube tore the bootstrap control plane down)"
+            ),
+            Some(BootstrapCompleteBy::Marker) => {
+                info!("lb: bootstrap complete: the bootstrap-complete marker is present")
+            }
+            None => {}
+        }
+    }
     let flags = memory.get(&first.key.node);
     if flags.removed {
         return true;
@@ -191,17 +344,8 @@ pub fn maybe_remove_bootstrap(pools: &Pools, memory: &NodeMemory, marker_present
     if flags.kept && !flags.disabled {
         return false;
     }
-    let complete = !flags.kept && marker_present;
-    let masters: Vec<bool> = pools
-        .get(PoolKind::Api)
-        .map(|p| {
-            p.backends
-                .iter()
-                .filter(|b| b.role == Role::Master)
-                .map(|b| b.state().health.healthy())
-                .collect()
-        })
-        .unwrap_or_default();
+    let complete = auto && !flags.kept && report.complete.is_some();
+    let masters = masters_healthy(pools, PoolKind::Api);
     if !health::bootstrap_removable(flags.disabled, complete, &masters) {
         return false;
     }
@@ -212,10 +356,10 @@ pub fn maybe_remove_bootstrap(pools: &Pools, memory: &NodeMemory, marker_present
     for b in &boot {
         b.state().removed = true;
     }
-    let why = if flags.disabled {
-        "disabled by the operator"
-    } else {
-        "install complete marker present"
+    let why = match (flags.disabled, report.complete) {
+        (true, _) => "disabled by the operator",
+        (false, Some(BootstrapCompleteBy::Marker)) => "bootstrap-complete marker present",
+        (false, _) => "bootstrap complete: its API went away",
     };
     info!("lb: bootstrap removed from every pool ({why}, all masters healthy in the api pool)");
     true
@@ -233,7 +377,6 @@ pub fn settings(health: HealthCfg, prober: Arc<dyn Probe>) -> Arc<ArcSwap<CheckS
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::sync::LockExt as _;
     use crate::services::lb::state::{BackendKey, NodeFlags};
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -404,14 +547,22 @@ mod tests {
         let mut backends = vec![boot.clone()];
         backends.extend(masters.iter().cloned());
         Pools {
-            list: vec![crate::services::lb::state::Pool {
-                kind: PoolKind::Api,
-                frontend: "127.0.0.1:6443".parse().unwrap(),
-                check: Check::Tcp,
-                backends,
-                rr: Default::default(),
-            }],
+            list: vec![pool(PoolKind::Api, backends)],
         }
+    }
+
+    fn pool(kind: PoolKind, backends: Vec<Arc<Backend>>) -> crate::services::lb::state::Pool {
+        crate::services::lb::state::Pool {
+            kind,
+            frontend: "127.0.0.1:6443".parse().unwrap(),
+            check: Check::Tcp,
+            backends,
+            rr: Default::default(),
+        }
+    }
+
+    fn tick(pools: &Pools, memory: &NodeMemory, r: &mut BootstrapReport) -> bool {
+        bootstrap_tick(pools, memory, true, r)
     }
 
     #[tokio::test(start_paused = true)]
@@ -422,17 +573,15 @@ mod tests {
         let m1 = backend("master-1", Role::Master, PoolKind::Api, &h);
         let pools = pools_with(&boot, &[m0.clone(), m1.clone()]);
         let memory = NodeMemory::default();
-        let marker = false;
+        let mut r = BootstrapReport::default();
         memory.update("bootstrap", |f| f.disabled = true);
         boot.state().enabled = false;
         m0.state().health.observe(true);
-        assert!(
-            !maybe_remove_bootstrap(&pools, &memory, marker),
-            "master-1 not healthy"
-        );
+        assert!(!tick(&pools, &memory, &mut r), "master-1 not healthy");
         m1.state().health.observe(true);
-        assert!(maybe_remove_bootstrap(&pools, &memory, marker));
+        assert!(tick(&pools, &memory, &mut r));
         assert!(boot.state().removed && memory.get("bootstrap").removed);
+        assert_eq!(r.complete, None, "an operator's removal is no evidence");
         // The operator brings it back (what `lb enable bootstrap` does).
         memory.update("bootstrap", |f| {
             *f = NodeFlags {
@@ -445,10 +594,234 @@ mod tests {
             s.removed = false;
             s.enabled = true;
         }
-        assert!(
-            !maybe_remove_bootstrap(&pools, &memory, marker),
-            "kept until disabled again"
-        );
+        assert!(!tick(&pools, &memory, &mut r), "kept until disabled again");
         assert!(!boot.state().removed);
+    }
+
+    /// bootstrap, master-0 and master-1 in the api and machine-config pools.
+    struct Cluster {
+        pools: Pools,
+        boot_api: Arc<Backend>,
+        masters: Vec<Arc<Backend>>,
+    }
+
+    fn cluster() -> Cluster {
+        let h = health(1, 1);
+        let mut list = Vec::new();
+        let mut boot_api = None;
+        let mut masters = Vec::new();
+        for kind in [PoolKind::Api, PoolKind::MachineConfig] {
+            let boot = backend("bootstrap", Role::Bootstrap, kind, &h);
+            let ms: Vec<_> = ["master-0", "master-1"]
+                .iter()
+                .map(|m| backend(m, Role::Master, kind, &h))
+                .collect();
+            if kind == PoolKind::Api {
+                boot_api = Some(boot.clone());
+            }
+            masters.extend(ms.iter().cloned());
+            let mut all = vec![boot];
+            all.extend(ms);
+            list.push(pool(kind, all));
+        }
+        Cluster {
+            pools: Pools { list },
+            boot_api: boot_api.unwrap(),
+            masters,
+        }
+    }
+
+    #[test]
+    fn the_bootstrap_api_going_away_completes_bootstrap_and_removes_it() {
+        let c = cluster();
+        let memory = NodeMemory::default();
+        let mut r = BootstrapReport::default();
+        // Booting: the bootstrap's API never up yet, masters not either.
+        assert!(!tick(&c.pools, &memory, &mut r));
+        c.boot_api.state().health.observe(true);
+        for m in &c.masters[..3] {
+            m.state().health.observe(true);
+        }
+        // The bootstrap goes away while master-1's MCS is not serving yet.
+        c.boot_api.state().health.observe(false);
+        assert!(!tick(&c.pools, &memory, &mut r), "a master's MCS is down");
+        assert_eq!(r.complete, None);
+        c.masters[3].state().health.observe(true);
+        assert!(tick(&c.pools, &memory, &mut r));
+        assert_eq!(r.complete, Some(BootstrapCompleteBy::Evidence));
+        for (_, b) in c
+            .pools
+            .backends()
+            .filter(|(_, b)| b.role == Role::Bootstrap)
+        {
+            assert!(b.state().removed, "{} left every pool", b.key.pool);
+        }
+        // Latched: a master flapping later does not undo it.
+        c.masters[0].state().health.observe(false);
+        assert!(tick(&c.pools, &memory, &mut r));
+        assert_eq!(r.complete, Some(BootstrapCompleteBy::Evidence));
+    }
+
+    #[test]
+    fn manual_removal_completes_but_keeps_the_bootstrap_until_disabled() {
+        let c = cluster();
+        let memory = NodeMemory::default();
+        let mut r = BootstrapReport::default();
+        c.boot_api.state().health.observe(true);
+        for m in &c.masters {
+            m.state().health.observe(true);
+        }
+        c.boot_api.state().health.observe(false);
+        assert!(!bootstrap_tick(&c.pools, &memory, false, &mut r));
+        assert_eq!(r.complete, Some(BootstrapCompleteBy::Evidence));
+        assert!(!c.boot_api.state().removed);
+        memory.update("bootstrap", |f| f.disabled = true);
+        assert!(bootstrap_tick(&c.pools, &memory, false, &mut r));
+    }
+
+    #[test]
+    fn a_stale_marker_is_ignored_and_a_fresh_one_completes() {
+        let c = cluster();
+        let memory = NodeMemory::default();
+        for m in &c.masters {
+            m.state().health.observe(true);
+        }
+        let mut r = BootstrapReport {
+            marker: Marker::Stale,
+            ..BootstrapReport::default()
+        };
+        assert!(!tick(&c.pools, &memory, &mut r));
+        assert_eq!(r.complete, None);
+        r.marker = Marker::Fresh;
+        assert!(tick(&c.pools, &memory, &mut r));
+        assert_eq!(r.complete, Some(BootstrapCompleteBy::Marker));
+    }
+
+    #[test]
+    fn a_removed_bootstrap_is_no_evidence() {
+        let c = cluster();
+        let memory = NodeMemory::default();
+        let mut r = BootstrapReport::default();
+        for m in &c.masters {
+            m.state().health.observe(true);
+        }
+        c.boot_api.state().health.observe(true);
+        c.boot_api.state().health.observe(false);
+        c.boot_api.state().removed = true;
+        memory.update("bootstrap", |f| f.kept = true);
+        assert!(!tick(&c.pools, &memory, &mut r));
+        assert_eq!(r.complete, None);
+    }
+
+    #[test]
+    fn the_marker_is_stale_when_older_than_an_ignition_file() {
+        let d = tempfile::tempdir().unwrap();
+        let marker = d.path().join("bootstrap-complete");
+        assert_eq!(look_at_marker(&marker).0, Marker::Absent);
+        std::fs::write(&marker, "").unwrap();
+        assert_eq!(
+            look_at_marker(&marker).0,
+            Marker::Fresh,
+            "no ignition files"
+        );
+        let ign = d.path().join("master.ign");
+        std::fs::write(&ign, "{}").unwrap();
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&marker)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(look_at_marker(&marker).0, Marker::Stale);
+        std::fs::File::options()
+            .write(true)
+            .open(&marker)
+            .unwrap()
+            .set_modified(SystemTime::now() + Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(look_at_marker(&marker).0, Marker::Fresh, "touched again");
+    }
+
+    /// Probe results per backend address.
+    struct ByAddr(Mutex<std::collections::HashMap<SocketAddr, bool>>);
+
+    #[async_trait]
+    impl Probe for ByAddr {
+        async fn probe(&self, _: &Check, addr: SocketAddr) -> Result<(), ProbeError> {
+            if self.0.locked().get(&addr).copied().unwrap_or(false) {
+                Ok(())
+            } else {
+                Err(ProbeError::BadResponse("down".into()))
+            }
+        }
+    }
+
+    /// The check loops and the watch together, in paused time: the
+    /// bootstrap's API stops answering once the masters serve, and within
+    /// `fall` checks plus one watch tick it is complete and gone.
+    #[tokio::test(start_paused = true)]
+    async fn the_watch_removes_the_bootstrap_after_its_api_goes_away() {
+        let h = health(1, 2);
+        let addr = |i: u8| -> SocketAddr { format!("127.0.0.{i}:1").parse().unwrap() };
+        let mut list = Vec::new();
+        let mut all = Vec::new();
+        for kind in [PoolKind::Api, PoolKind::MachineConfig] {
+            let mut bs = Vec::new();
+            for (i, (node, role)) in [("bootstrap", Role::Bootstrap), ("master-0", Role::Master)]
+                .into_iter()
+                .enumerate()
+            {
+                let key = BackendKey {
+                    pool: kind,
+                    node: node.into(),
+                    addr: addr(10 * (kind as u8 + 1) + i as u8),
+                    check: Check::Tcp,
+                };
+                bs.push(Arc::new(Backend::new(key, role, &h, NodeFlags::default())));
+            }
+            all.extend(bs.iter().cloned());
+            list.push(pool(kind, bs));
+        }
+        let up = Arc::new(ByAddr(Mutex::new(
+            all.iter().map(|b| (b.key.addr, true)).collect(),
+        )));
+        let s = settings(h, up.clone());
+        let stop = CancellationToken::new();
+        for b in &all {
+            tokio::spawn(check_loop(b.clone(), s.clone(), stop.clone()));
+        }
+        let pools = Arc::new(ArcSwap::from_pointee(Pools { list }));
+        let memory = Arc::new(NodeMemory::default());
+        let d = tempfile::tempdir().unwrap();
+        let watch = Arc::new(BootstrapWatch::new(
+            d.path().join("bootstrap-complete"),
+            RemoveBootstrap::Auto,
+        ));
+        tokio::spawn(bootstrap_watch(
+            pools.clone(),
+            s,
+            memory.clone(),
+            watch.clone(),
+            stop.clone(),
+        ));
+        tokio::time::sleep(INTERVAL * 5).await;
+        assert_eq!(watch.report().complete, None, "the bootstrap still serves");
+        assert!(!memory.get("bootstrap").removed);
+        up.0.locked().insert(addr(10), false);
+        tokio::time::sleep(INTERVAL * 4).await;
+        assert_eq!(watch.report().complete, Some(BootstrapCompleteBy::Evidence));
+        assert!(memory.get("bootstrap").removed);
+        assert!(
+            all.iter()
+                .filter(|b| b.role == Role::Bootstrap)
+                .all(|b| !b.ready())
+        );
+        assert!(
+            all.iter()
+                .filter(|b| b.role == Role::Master)
+                .all(|b| b.ready())
+        );
+        stop.cancel();
     }
 }

@@ -23,13 +23,21 @@
 //! - Half-close is forwarded; a connection idle in both directions for
 //!   `idleTimeout` is closed ([`proxy`]).
 //! - Disabling a node (admin API / `crc-appliance lb disable NODE`) drains
-//!   it: no new connections, existing ones continue. The bootstrap node is
-//!   *removed* (no longer checked or selected) once every master is healthy
-//!   in the api pool and the operator disabled it or
-//!   `<ignitionDir>/bootstrap-complete` exists; `lb enable bootstrap` brings
-//!   it back (unhealthy until it rises again), and it is not removed again
-//!   until disabled again. Disabled/removed survive a reload, not a restart
-//!   (the marker file does).
+//!   it: no new connections, existing ones continue.
+//! - Bootstrap is *complete* ([`checker::bootstrap_tick`], latched) on
+//!   evidence — every master healthy in the api and machine-config pools,
+//!   and the bootstrap's api backend unhealthy after having been healthy
+//!   (bootkube tore the bootstrap control plane down) — or when
+//!   `<ignitionDir>/bootstrap-complete` exists and is not older than the
+//!   ignition files (an older one is ignored, logged once, and shown in
+//!   `/status`). The bootstrap node is *removed* (no longer checked or
+//!   selected) once every master is healthy in the api pool and the
+//!   operator disabled it, or bootstrap is complete and
+//!   `removeBootstrap` is `auto`; `lb enable bootstrap` brings it back
+//!   (unhealthy until it rises again), and it is not removed again until
+//!   disabled again. Disabled/removed survive a reload, not a restart (the
+//!   marker file does; the evidence is seen again only while the
+//!   bootstrap's API is up).
 //! - A reload ([`state`]): unchanged backends keep health, counters and
 //!   flags; new ones start unhealthy; dropped ones stop taking connections
 //!   while their established connections run to their end. Frontends whose
@@ -47,7 +55,7 @@ pub mod state;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -73,7 +81,7 @@ use crate::runtime::status::{HealthStatus, LbStatus, PoolStatus, ServiceStatus};
 use crate::runtime::sync::LockExt as _;
 use crate::timeline::Events;
 use check::Prober;
-use checker::CheckSettings;
+use checker::{BootstrapWatch, CheckSettings, Marker};
 use select::Tried;
 use state::{Backend, FrontendStats, NodeMemory, PoolKind, Pools};
 
@@ -110,9 +118,8 @@ pub struct Lb {
     cfg: ArcSwap<LbCfg>,
     settings: Arc<ArcSwap<CheckSettings>>,
     memory: Arc<NodeMemory>,
-    marker: Arc<ArcSwap<PathBuf>>,
-    /// Whether the marker existed at the bootstrap watch's last look.
-    marker_present: Arc<AtomicBool>,
+    /// The bootstrap watch's marker path, removal mode and findings.
+    bootstrap: Arc<BootstrapWatch>,
     listeners: Listeners<(PoolKind, SocketAddr)>,
     /// Bound frontend addresses, for `/status`.
     local: Mutex<Vec<(PoolKind, SocketAddr)>>,
@@ -162,8 +169,7 @@ impl Lb {
             cfg: ArcSwap::from_pointee(c.lb.clone()),
             settings: Arc::new(ArcSwap::from_pointee(settings)),
             memory: Arc::new(NodeMemory::default()),
-            marker: Arc::new(ArcSwap::from_pointee(marker_of(plan))),
-            marker_present: Arc::new(AtomicBool::new(false)),
+            bootstrap: Arc::new(BootstrapWatch::new(marker_of(plan), c.lb.remove_bootstrap)),
             listeners: Listeners::default(),
             local: Mutex::new(Vec::new()),
             tasks: Tasks::new("lb"),
@@ -181,8 +187,7 @@ impl Lb {
                 lb.pools.clone(),
                 lb.settings.clone(),
                 lb.memory.clone(),
-                lb.marker.clone(),
-                lb.marker_present.clone(),
+                lb.bootstrap.clone(),
                 stop,
             ),
         );
@@ -226,6 +231,7 @@ impl Lb {
         let h = cfg.health;
         let pools = self.pools.load();
         let local = self.local.locked().clone();
+        let boot = self.bootstrap.report();
         LbStatus {
             health: HealthStatus {
                 interval: format!("{:?}", h.interval),
@@ -234,8 +240,11 @@ impl Lb {
                 fall: h.fall,
             },
             max_connections: cfg.max_connections,
-            bootstrap_complete_marker: self.marker.load().display().to_string(),
-            bootstrap_complete_marker_present: self.marker_present.load(Ordering::Relaxed),
+            bootstrap_complete_marker: self.bootstrap.marker.load().display().to_string(),
+            bootstrap_complete_marker_present: boot.marker != Marker::Absent,
+            bootstrap_complete_marker_stale: boot.marker == Marker::Stale,
+            bootstrap_complete: boot.complete,
+            remove_bootstrap: cfg.remove_bootstrap,
             pools: pools
                 .list
                 .iter()
@@ -290,7 +299,10 @@ impl Service for Lb {
             self.settings.store(Arc::new(settings));
             self.cfg.store(Arc::new(plan.cluster.lb.clone()));
             self.cluster.store(Arc::new(plan.cluster.clone()));
-            self.marker.store(Arc::new(marker_of(&plan)));
+            self.bootstrap.marker.store(Arc::new(marker_of(&plan)));
+            self.bootstrap
+                .mode
+                .store(Arc::new(plan.cluster.lb.remove_bootstrap));
             self.pools.store(Arc::new(pools));
             for b in &gone {
                 info!(
