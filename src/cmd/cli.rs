@@ -17,6 +17,10 @@ pub struct Cli {
     /// `crc-appliance lb disable bootstrap --cluster F` are the same.
     #[arg(long, short = 'c', value_name = "FILE", global = true)]
     pub cluster: Option<PathBuf>,
+    /// Log format: `auto` is journald when stderr is the unit's journal
+    /// stream (JOURNAL_STREAM), else text; `json` is one object per line.
+    #[arg(long, value_enum, default_value_t, global = true)]
+    pub log_format: crate::runtime::telemetry::LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
