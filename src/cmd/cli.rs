@@ -1,5 +1,6 @@
 //! Command line: `serve`, `check`, `reload`, `render`, `lb`, `vm`, `bmc`,
-//! `firewall`, `preflight`.
+//! `firewall`, `preflight`, and `completion`, `schema`, `manpage` (which
+//! read no cluster file).
 
 use std::path::PathBuf;
 
@@ -31,7 +32,7 @@ impl Cli {
     pub fn parse_args() -> Cli {
         use clap::CommandFactory as _;
         let cli = Cli::parse();
-        if cli.cluster.is_none() {
+        if cli.cluster.is_none() && cli.command.needs_cluster() {
             Cli::command()
                 .error(
                     clap::error::ErrorKind::MissingRequiredArgument,
@@ -103,6 +104,25 @@ pub enum Command {
     /// Check the host before `serve`/`vm up`: busy ports and their owners,
     /// /dev/kvm, the ISO, the pool dir, ignition files. Exit 1 on findings.
     Preflight,
+    /// Print the shell completion script
+    /// (`crc-appliance completion bash > /etc/bash_completion.d/crc-appliance`).
+    Completion { shell: clap_complete::Shell },
+    /// Print the JSON Schema of the cluster file (for editors:
+    /// yaml-language-server, docs/configuration.md).
+    Schema,
+    /// Write the man pages (crc-appliance.1 and one per subcommand) into DIR.
+    #[command(hide = true)]
+    Manpage { dir: PathBuf },
+}
+
+impl Command {
+    /// False for the commands that read no cluster file.
+    pub fn needs_cluster(&self) -> bool {
+        !matches!(
+            self,
+            Command::Completion { .. } | Command::Schema | Command::Manpage { .. }
+        )
+    }
 }
 
 fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {

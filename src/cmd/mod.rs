@@ -4,6 +4,7 @@
 
 pub mod admin_client;
 pub mod cli;
+pub mod generate;
 pub mod watch;
 
 use std::sync::Arc;
@@ -20,6 +21,9 @@ pub const EXIT_CONFIG: i32 = 78;
 
 /// Run a parsed command line. Errors carry their own exit code via [`exit_code`].
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    if !cli.command.needs_cluster() {
+        return generate::run(cli.command);
+    }
     let cluster = cli
         .cluster
         .ok_or_else(|| anyhow::anyhow!("--cluster FILE is required"))?;
@@ -101,6 +105,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status { json } => watch::status(&admin_target(&cluster)?, json).await,
         Command::WaitFor { goal, timeout } => {
             watch::wait_for(&admin_target(&cluster)?, goal, timeout).await
+        }
+        // Returned above, before the cluster file is needed.
+        c @ (Command::Completion { .. } | Command::Schema | Command::Manpage { .. }) => {
+            generate::run(c)
         }
         Command::Preflight => {
             let plan = config::load(&cluster)?;
