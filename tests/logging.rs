@@ -132,10 +132,15 @@ fn scenario(dir: &Path, start: impl FnOnce(&[&str]) -> Proc, read: impl Fn() -> 
     let (file, port) = cluster(dir);
     let mut app = start(&[BIN, "serve", "--cluster", file.to_str().unwrap()]);
     let pid = app.0.id().to_string();
-    let logged = |what: &str| {
-        let what = what.to_string();
-        wait_until(&what.clone(), Duration::from_secs(30), || {
-            read().contains(&what)
+    let mut logged = |what: &str| {
+        wait_until(what, Duration::from_secs(30), || {
+            if let Some(status) = app.0.try_wait().unwrap() {
+                panic!(
+                    "serve exited ({status}) before logging {what:?}:\n{}",
+                    read()
+                );
+            }
+            read().contains(what)
         });
     };
     logged("crc-appliance ready");
@@ -188,6 +193,8 @@ impl Journald {
                 .env("J", &sockets)
                 .env("L", &log)
                 .env("JOURNALD", journald)
+                // Not the READY=1 of a service manager running the tests.
+                .env_remove("NOTIFY_SOCKET")
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
