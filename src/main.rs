@@ -1,6 +1,6 @@
 fn main() {
     let cli = crc_appliance::cmd::cli::Cli::parse_args();
-    crc_appliance::runtime::telemetry::init();
+    let log = crc_appliance::runtime::telemetry::init(cli.log_format);
     // With one usable core (e.g. pinned with taskset) a multi-thread runtime
     // has a single worker anyway; the current-thread scheduler runs the same
     // tasks without the work-stealing bookkeeping (measured: bench/RESULTS-lb.md).
@@ -20,7 +20,7 @@ fn main() {
     };
     if let Err(e) = rt.block_on(crc_appliance::run(cli)) {
         if !crc_appliance::cmd::reported(&e) {
-            eprintln!("error: {e:#}");
+            crc_appliance::runtime::telemetry::fatal(log, &e);
         }
         std::process::exit(crc_appliance::exit_code(&e));
     }

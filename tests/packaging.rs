@@ -39,7 +39,7 @@ fn systemd_unit_verifies() {
     }
     let d = tempfile::tempdir().unwrap();
     let u = unit_copy(d.path());
-    let (code, out, err) = run("systemd-analyze", &["verify", u.to_str().unwrap()]);
+    let (code, out, err) = verify(&u, &man_path(d.path()));
     // verify exits 0 on unknown keys and bad values, but prints them with
     // the file name: any such line is a failure.
     let ours: Vec<&str> = err
@@ -49,6 +49,29 @@ fn systemd_unit_verifies() {
         .collect();
     assert_eq!(code, 0, "{out}{err}");
     assert!(ours.is_empty(), "systemd-analyze verify: {ours:?}");
+}
+
+/// The pages `crc-appliance manpage` writes, as a MANPATH (`<dir>/man1`).
+fn man_path(dir: &Path) -> PathBuf {
+    let man = dir.join("man");
+    let (code, _, err) = run(BIN, &["manpage", man.join("man1").to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    man
+}
+
+/// `systemd-analyze verify` with `man_path` as MANPATH: verify runs `man`
+/// for each `Documentation=man:` and fails when the page is missing.
+fn verify(unit: &Path, man_path: &Path) -> (i32, String, String) {
+    let out = std::process::Command::new("systemd-analyze")
+        .args(["verify", unit.to_str().unwrap()])
+        .env("MANPATH", man_path)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -122,12 +145,10 @@ fn systemd_unit_contract() {
     ] {
         assert!(u.contains(needle), "unit lacks {needle:?}");
     }
-    // Every documented path is a file the packages install.
+    // Every documented path is a file the packages install (every guide:
+    // the .deb and .rpm tests check the installed lists).
     let pkg = read("scripts/package.sh");
-    assert!(
-        pkg.contains("for f in install operations"),
-        "package.sh docs"
-    );
+    assert!(pkg.contains("\"$root\"/docs/*.md"), "package.sh docs");
 }
 
 #[test]
@@ -361,6 +382,65 @@ const DEB_FILES: &[&str] = &[
     "./etc/crc-appliance/example.yaml",
 ];
 
+/// Which package a file list is for (paths differ by convention).
+#[derive(Clone, Copy, PartialEq)]
+enum Pkg {
+    Deb,
+    Rpm,
+}
+
+/// What both packages must ship beyond [`DEB_FILES`] (issue #27 items
+/// 12, 13, 15): every guide in docs/, man pages, completions for bash, zsh
+/// and fish, the cluster file's schema, the licence, the LGPL notice and
+/// the bundled crates' licences.
+/// Absolute paths; man pages without their compression suffix.
+fn shipped(kind: Pkg) -> Vec<String> {
+    let doc = "/usr/share/doc/crc-appliance";
+    let mut v: Vec<String> = std::fs::read_dir(repo("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("{doc}/{n}"))
+        .collect();
+    assert!(v.len() >= 10, "{v:?}");
+    for m in [
+        "crc-appliance",
+        "crc-appliance-serve",
+        "crc-appliance-wait-for",
+        "crc-appliance-lb-disable",
+    ] {
+        v.push(format!("/usr/share/man/man1/{m}.1"));
+    }
+    v.push("/usr/share/bash-completion/completions/crc-appliance".into());
+    v.push("/usr/share/fish/vendor_completions.d/crc-appliance.fish".into());
+    v.push("/usr/share/crc-appliance/cluster.schema.json".into());
+    let (zsh, licences) = match kind {
+        Pkg::Deb => ("/usr/share/zsh/vendor-completions", doc),
+        Pkg::Rpm => (
+            "/usr/share/zsh/site-functions",
+            "/usr/share/licenses/crc-appliance",
+        ),
+    };
+    v.push(format!("{zsh}/_crc-appliance"));
+    for l in ["LICENSE", "NOTICE", "THIRD-PARTY-LICENSES"] {
+        v.push(format!("{licences}/{l}"));
+    }
+    if kind == Pkg::Deb {
+        v.push(format!("{doc}/copyright"));
+    }
+    v
+}
+
+/// `want` is in the package's file list (man pages compressed or not).
+fn listed(list: &[String], want: &str) -> bool {
+    list.iter().any(|l| {
+        l == want
+            || (want.starts_with("/usr/share/man/")
+                && l.strip_prefix(want)
+                    .is_some_and(|r| r == ".gz" || r == ".xz" || r == ".bz2"))
+    })
+}
+
 fn build_deb(out: &Path) -> PathBuf {
     let (code, o, e) = run(
         repo("scripts/package.sh").to_str().unwrap(),
@@ -392,6 +472,15 @@ fn deb_builds_installs_and_checks_its_example() {
             .all(|l| l.contains(" root/root ") || l.is_empty()),
         "{list}"
     );
+    // `dpkg -c` lines end with `./usr/...`.
+    let paths: Vec<String> = list
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .map(|p| p.trim_start_matches('.').to_string())
+        .collect();
+    for f in shipped(Pkg::Deb) {
+        assert!(listed(&paths, &f), "{f} missing from the .deb:\n{list}");
+    }
     let (_, info, _) = run("dpkg", &["-I", deb.to_str().unwrap()]);
     assert!(info.contains("Package: crc-appliance"), "{info}");
     // The test binary is a default-features build: it links libvirt.
@@ -451,6 +540,11 @@ fn deb_builds_installs_and_checks_its_example() {
     );
     assert_eq!(code, 0, "installed check: {o}{e}");
     assert!(o.contains("cluster ocp4.example.com is valid"), "{o}");
+    installed_extras_work(
+        &root,
+        "/usr/share/doc/crc-appliance",
+        "/usr/share/zsh/vendor-completions",
+    );
     // The unit's Documentation= files are installed.
     let unit =
         std::fs::read_to_string(root.join("usr/lib/systemd/system/crc-appliance.service")).unwrap();
@@ -463,6 +557,20 @@ fn deb_builds_installs_and_checks_its_example() {
             "Documentation={l} not installed"
         );
     }
+    // `systemctl help crc-appliance` opens an installed page.
+    let man: Vec<&str> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("Documentation=man:"))
+        .collect();
+    assert!(!man.is_empty(), "no Documentation=man: in the unit");
+    for m in man {
+        let (name, section) = m.trim_end_matches(')').split_once('(').unwrap();
+        let page = format!("usr/share/man/man{section}/{name}.{section}.gz");
+        assert!(
+            root.join(&page).is_file(),
+            "Documentation=man:{m}: no {page}"
+        );
+    }
     // And the installed unit still verifies against the installed binary.
     if have("systemd-analyze") {
         let u = d.path().join("crc-appliance.service");
@@ -471,9 +579,84 @@ fn deb_builds_installs_and_checks_its_example() {
             unit.replace("/usr/bin/crc-appliance", installed.to_str().unwrap()),
         )
         .unwrap();
-        let (code, o, e) = run("systemd-analyze", &["verify", u.to_str().unwrap()]);
+        let (code, o, e) = verify(&u, &root.join("usr/share/man"));
         assert_eq!(code, 0, "{o}{e}");
     }
+}
+
+// ---- licences ---------------------------------------------------------------
+
+/// THIRD-PARTY-LICENSES is what scripts/third-party-licenses.py generates
+/// from the current Cargo.lock (the script also fails on a licence outside
+/// its allow list), it names every crate `cargo tree` says the binary is
+/// built from (an independent count), and NOTICE names the libvirt
+/// bindings' locked versions.
+#[test]
+fn third_party_licenses_are_current_and_complete() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new("/usr/bin/python3")
+        .arg(repo("scripts/third-party-licenses.py"))
+        .arg("--check")
+        .env("CARGO", &cargo)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = read("THIRD-PARTY-LICENSES");
+    let (code, tree, err) = run(
+        &cargo,
+        &[
+            "tree",
+            "--manifest-path",
+            repo("Cargo.toml").to_str().unwrap(),
+            "-e",
+            "normal",
+            "--target",
+            "x86_64-unknown-linux-gnu",
+            "--prefix",
+            "none",
+            "--locked",
+            "--offline",
+        ],
+    );
+    assert_eq!(code, 0, "cargo tree: {err}");
+    let mut crates = std::collections::BTreeSet::new();
+    for l in tree.lines().filter(|l| !l.contains(" (/")) {
+        let mut w = l.split_whitespace();
+        let (Some(name), Some(version)) = (w.next(), w.next()) else {
+            continue;
+        };
+        crates.insert(format!("{name} {}", version.trim_start_matches('v')));
+    }
+    assert!(crates.len() > 100, "{tree}");
+    for c in &crates {
+        assert!(
+            listed.lines().any(|l| l.starts_with(&format!("  {c} "))),
+            "{c} is built into the binary but not in THIRD-PARTY-LICENSES"
+        );
+    }
+    let lock = read("Cargo.lock");
+    let notice = read("NOTICE");
+    for name in ["virt", "virt-sys"] {
+        let version = lock
+            .split("[[package]]")
+            .find(|p| p.contains(&format!("\nname = \"{name}\"\n")))
+            .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = \"")))
+            .unwrap()
+            .trim_end_matches('"');
+        assert!(
+            notice.contains(&format!("{name} {version}")),
+            "NOTICE does not name {name} {version} (Cargo.lock)"
+        );
+    }
+    assert!(
+        read("LICENSE").contains("Apache License")
+            && read("LICENSE").contains("Version 2.0, January 2004")
+    );
 }
 
 // ---- RPM ------------------------------------------------------------------
@@ -542,6 +725,96 @@ fn rpm_spec_parses_and_builds_with_a_prebuilt_binary() {
         list.lines().any(|l| l == "/var/lib/crc-appliance"),
         "{list}"
     );
+    let paths: Vec<String> = list.lines().map(str::to_string).collect();
+    for f in shipped(Pkg::Rpm) {
+        assert!(listed(&paths, &f), "{f} missing from the rpm:\n{list}");
+    }
+    // The licence files are marked %license.
+    let (code, licences, e) = run("rpm", &["-qp", "--licensefiles", rpm.to_str().unwrap()]);
+    assert_eq!(code, 0, "{e}");
+    for l in ["LICENSE", "NOTICE", "THIRD-PARTY-LICENSES"] {
+        let f = format!("/usr/share/licenses/crc-appliance/{l}");
+        assert!(
+            licences.lines().any(|x| x == f),
+            "{f} not a %license file:\n{licences}"
+        );
+    }
+    // Unpacked, the pages, completions and licences are usable.
+    if have("rpm2cpio") && have("cpio") {
+        let root = d.path().join("rpmroot");
+        std::fs::create_dir_all(&root).unwrap();
+        let script = format!("rpm2cpio '{}' | cpio -idm --quiet", rpm.display());
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        installed_extras_work(
+            &root,
+            "/usr/share/licenses/crc-appliance",
+            "/usr/share/zsh/site-functions",
+        );
+    } else {
+        skipped!("SKIPPED {test} (unpacked checks): rpm2cpio or cpio not installed");
+    }
+}
+
+/// In an unpacked package under `root`: the man page renders (`man -l`),
+/// the completions parse (bash -n, and zsh -n / fish -n when installed),
+/// the schema is JSON, the licence files are the repository's.
+fn installed_extras_work(root: &Path, licences: &str, zsh_dir: &str) {
+    let at = |p: &str| root.join(p.trim_start_matches('/'));
+    let man_dir = at("/usr/share/man/man1");
+    let page = std::fs::read_dir(&man_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("crc-appliance.1"))
+        })
+        .unwrap_or_else(|| panic!("no crc-appliance.1* in {}", man_dir.display()));
+    if have("man") {
+        let out = std::process::Command::new("man")
+            .args(["--warnings=w", "-l", page.to_str().unwrap()])
+            .env("MANWIDTH", "80")
+            .env("MANPAGER", "cat")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && err.trim().is_empty(),
+            "man -l {}: {err}",
+            page.display()
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("crc-appliance-serve(1)"));
+    }
+    let bash = at("/usr/share/bash-completion/completions/crc-appliance");
+    let (code, o, e) = run("bash", &["-n", bash.to_str().unwrap()]);
+    assert_eq!(code, 0, "bash -n: {o}{e}");
+    let zsh = at(&format!("{zsh_dir}/_crc-appliance"));
+    if have("zsh") {
+        let (code, o, e) = run("zsh", &["-n", zsh.to_str().unwrap()]);
+        assert_eq!(code, 0, "zsh -n: {o}{e}");
+    }
+    let fish = at("/usr/share/fish/vendor_completions.d/crc-appliance.fish");
+    if have("fish") {
+        let (code, o, e) = run("fish", &["--no-execute", fish.to_str().unwrap()]);
+        assert_eq!(code, 0, "fish -n: {o}{e}");
+    }
+    let schema =
+        std::fs::read_to_string(at("/usr/share/crc-appliance/cluster.schema.json")).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&schema).unwrap();
+    assert_eq!(schema["title"], "crc-appliance cluster file");
+    for l in ["LICENSE", "NOTICE", "THIRD-PARTY-LICENSES"] {
+        let installed = std::fs::read_to_string(at(&format!("{licences}/{l}"))).unwrap();
+        assert_eq!(installed, read(l), "{l} differs from the repository's");
+    }
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

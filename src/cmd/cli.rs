@@ -1,5 +1,6 @@
 //! Command line: `serve`, `check`, `reload`, `render`, `lb`, `node`, `vm`,
-//! `bmc`, `firewall`, `status`, `wait-for`, `preflight`.
+//! `bmc`, `firewall`, `status`, `wait-for`, `preflight`, and `completion`,
+//! `schema`, `manpage` (which read no cluster file).
 //!
 //! The cluster file is `--cluster FILE`, else `$CRC_APPLIANCE_CLUSTER`,
 //! else `/etc/crc-appliance/cluster.yaml` (the systemd unit's) when it
@@ -23,6 +24,10 @@ pub struct Cli {
     /// Default: $CRC_APPLIANCE_CLUSTER, else /etc/crc-appliance/cluster.yaml.
     #[arg(long, short = 'c', value_name = "FILE", global = true)]
     pub cluster: Option<PathBuf>,
+    /// Log format: `auto` is journald when stderr is the unit's journal
+    /// stream (JOURNAL_STREAM), else text; `json` is one object per line.
+    #[arg(long, value_enum, default_value_t, global = true)]
+    pub log_format: crate::runtime::telemetry::LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -136,6 +141,25 @@ pub enum Command {
     /// Check the host before `serve`/`vm up`: busy ports and their owners,
     /// /dev/kvm, the ISO, the pool dir, ignition files. Exit 1 on findings.
     Preflight,
+    /// Print the shell completion script
+    /// (`crc-appliance completion bash > /etc/bash_completion.d/crc-appliance`).
+    Completion { shell: clap_complete::Shell },
+    /// Print the JSON Schema of the cluster file (for editors:
+    /// yaml-language-server, docs/configuration.md).
+    Schema,
+    /// Write the man pages (crc-appliance.1 and one per subcommand) into DIR.
+    #[command(hide = true)]
+    Manpage { dir: PathBuf },
+}
+
+impl Command {
+    /// False for the commands that read no cluster file.
+    pub fn needs_cluster(&self) -> bool {
+        !matches!(
+            self,
+            Command::Completion { .. } | Command::Schema | Command::Manpage { .. }
+        )
+    }
 }
 
 fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {

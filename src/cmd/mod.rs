@@ -5,6 +5,7 @@
 pub mod admin_client;
 pub mod cli;
 pub mod control;
+pub mod generate;
 pub mod watch;
 
 use std::sync::Arc;
@@ -21,6 +22,9 @@ pub const EXIT_CONFIG: i32 = 78;
 
 /// Run a parsed command line. Errors carry their own exit code via [`exit_code`].
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    if !cli.command.needs_cluster() {
+        return generate::run(cli.command);
+    }
     let env = std::env::var_os(cli::CLUSTER_ENV);
     let cluster = cli::cluster_file(cli.cluster, env, std::path::Path::exists)?;
     match cli.command {
@@ -96,6 +100,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::WaitFor { goal, timeout } => {
             let notice = watch::notice_interval()?;
             watch::wait_for(&admin_target(&cluster)?, goal, timeout, notice).await
+        }
+        // Returned above, before the cluster file is needed.
+        c @ (Command::Completion { .. } | Command::Schema | Command::Manpage { .. }) => {
+            generate::run(c)
         }
         Command::Preflight => {
             let plan = config::load(&cluster)?;

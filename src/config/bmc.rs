@@ -14,6 +14,7 @@
 
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::FieldError;
@@ -21,7 +22,7 @@ use super::validate::resolve;
 use crate::model::bmc::{BmcCfg, BmcTls};
 
 /// `nodes[].bmc` as written.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawBmc {
     /// `https://host/redfish/v1/Systems/<id>`.

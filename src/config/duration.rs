@@ -91,6 +91,24 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
+/// The schema of what [`parse`] accepts: seconds as a number, or a number
+/// with a unit.
+impl schemars::JsonSchema for Dur {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A duration: seconds as a number (30), or a number with a unit: 500ms, 10s, 5m, 12h, 1d.",
+            "oneOf": [
+                { "type": "integer", "minimum": 0 },
+                { "type": "string", "pattern": "^\\s*[0-9]+\\s*(ms|s|m|h|d)?\\s*$" }
+            ]
+        })
+    }
+}
+
 impl Serialize for Dur {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_string())

@@ -17,6 +17,7 @@ pub mod bmc;
 pub mod duration;
 pub mod pxe;
 pub mod raw;
+pub mod schema;
 pub mod secret;
 pub mod validate;
 

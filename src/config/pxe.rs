@@ -17,6 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Dur, FieldError};
@@ -26,7 +27,7 @@ use super::{Dur, FieldError};
 pub const DISTRO_ROOTS: [&str; 2] = ["/usr/lib/ipxe", "/usr/share/ipxe"];
 
 /// `pxe:` as written.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawPxe {
     #[serde(default = "yes")]

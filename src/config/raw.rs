@@ -3,9 +3,10 @@
 //! is reported together with all the others.
 
 use super::Dur;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterFile {
     /// Cluster name: the first label of `<name>.<baseDomain>`.
@@ -32,7 +33,7 @@ pub struct ClusterFile {
     pub pxe: Option<super::pxe::RawPxe>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Network {
     /// Machine network, e.g. `192.168.131.0/24`.
@@ -56,7 +57,7 @@ pub struct Network {
     pub upstream_dns: Vec<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Node {
     pub name: String,
@@ -76,7 +77,7 @@ pub struct Node {
 }
 
 /// `rhcos`: the one RHCOS boot source for VMs and bare metal.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Rhcos {
     /// The live ISO (kernel, initramfs and rootfs are read out of it).
@@ -101,7 +102,7 @@ pub struct Rhcos {
     pub role_kargs: RoleKargs,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleKargs {
     #[serde(default)]
@@ -112,7 +113,7 @@ pub struct RoleKargs {
     pub worker: Vec<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Dns {
     #[serde(default = "yes")]
@@ -146,7 +147,7 @@ impl Default for Dns {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExtraRecord {
     /// Relative to the cluster zone (`registry`) or absolute with a trailing dot.
@@ -160,7 +161,7 @@ pub struct ExtraRecord {
     pub ttl: Option<Dur>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Dhcp {
     #[serde(default = "yes")]
@@ -199,7 +200,7 @@ impl Default for Dhcp {
 }
 
 /// `dhcp.segments[]`: a subnet behind a DHCP relay.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Segment {
     pub cidr: String,
@@ -210,14 +211,14 @@ pub struct Segment {
     pub dns: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Pool {
     pub start: String,
     pub end: String,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Pxe {
     /// siaddr / TFTP server (default: applianceIP).
@@ -231,7 +232,7 @@ pub struct Pxe {
     pub ipxe_script_url: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LoadBalancer {
     #[serde(default = "yes")]
@@ -280,7 +281,7 @@ pub struct LoadBalancer {
 }
 
 /// `loadBalancer.caFiles`: a CA bundle per HTTPS-checked pool.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CaFiles {
     #[serde(default)]
@@ -289,7 +290,7 @@ pub struct CaFiles {
     pub machine_config: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BackendPorts {
     #[serde(default = "p6443")]
@@ -350,7 +351,7 @@ impl Default for LoadBalancer {
 /// (`loadBalancer.listen`, each defaulting to `<apiVIP or ingressVIP>:<port>`)
 /// and one node's backend addresses (`loadBalancer.backendOverrides.<node>`,
 /// `ip:port`, defaulting to `<node ip>:<backendPorts>`).
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PoolAddrs {
     /// Kubernetes API, 6443.
@@ -367,7 +368,7 @@ pub struct PoolAddrs {
     pub ingress_https: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HealthCheck {
     #[serde(default = "hc_interval")]
@@ -393,7 +394,7 @@ impl Default for HealthCheck {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Http {
     #[serde(default = "yes")]
@@ -439,7 +440,7 @@ impl Default for Http {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Admin {
     #[serde(default = "yes")]
@@ -463,7 +464,7 @@ impl Default for Admin {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Libvirt {
     /// Connection URI (default `qemu:///system`).
@@ -486,7 +487,7 @@ pub struct Libvirt {
     pub start_on_serve: bool,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LibvirtPool {
     #[serde(default = "pool_name")]
@@ -505,7 +506,7 @@ impl Default for LibvirtPool {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LibvirtNetwork {
     /// Network name (default: the cluster name).
@@ -523,7 +524,7 @@ pub struct LibvirtNetwork {
     pub nat: bool,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Resources {
     #[serde(default = "res_bootstrap")]
@@ -544,7 +545,7 @@ impl Default for Resources {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Resource {
     pub cpus: u32,
