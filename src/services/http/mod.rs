@@ -30,9 +30,13 @@
 //!   (client IP ↔ node, file, status, time) and shown by the admin listener.
 //! - A bad request or a broken connection is logged at debug and never ends
 //!   the listener; a listener that ends on its own fails the service.
-//!   Silent, idle or trickling connections are closed after
-//!   [`HEADER_TIMEOUT`]; at most [`MAX_CONNECTIONS`] are served at once, and
-//!   at most `http.maxConnectionsPerClient` per client address (`clients`).
+//!   Silent or trickling connections are closed after [`HEADER_TIMEOUT`],
+//!   connections with no request in flight (h2 included) after
+//!   [`IDLE_TIMEOUT`] (`runtime::httpconn`); at most `limits::cap::http_served`
+//!   are served at once (1024 descriptors less a sixteenth kept to judge
+//!   newcomers, fewer under a short open-files limit), at most
+//!   `http.maxConnectionsPerClient` per client address, and when all are
+//!   taken a lighter client takes an idle slot of the heaviest (`clients`).
 //! - A reload swaps the plan (dirs, nodes, ACL) for the next request and
 //!   keeps the listening socket when `http.listen` did not change.
 
@@ -77,10 +81,13 @@ pub const CHUNK: usize = 256 * 1024;
 /// Largest ignition file served (bootstrap.ign is a few hundred kB).
 pub const MAX_IGNITION: u64 = 64 * 1024 * 1024;
 /// How long a new connection may stay silent, and how long a client may
-/// take to send a request head (from when it is awaited, trickled or not).
+/// take to send an HTTP/1 request head (from when it is awaited, trickled
+/// or not).
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Most connections served at once; further clients wait in the backlog.
-pub const MAX_CONNECTIONS: usize = crate::runtime::limits::cap::HTTP_MAX_CONNECTIONS;
+/// How long a connection with no request in flight stays open: an h2
+/// connection with no open stream (or that never completed a request's
+/// headers), an HTTP/1 keep-alive between requests.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The methods served (`Allow` of 405 and OPTIONS answers).
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 /// How long in-flight responses get after shutdown is requested.
