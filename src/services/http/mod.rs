@@ -24,9 +24,9 @@
 //! - Range (single, multi, suffix, open), 416, ETag / Last-Modified and the
 //!   RFC 9110 conditionals live in the pure [`range`] module.
 //! - Ignition is answered only to `network.cidr`, `dhcp.segments` and
-//!   loopback (403 otherwise); each body is built once per file version
-//!   (and node) and shared by every response ([`igncache`]: bounded cache,
-//!   bounded loads); every ignition request is recorded in [`stats::Stats`]
+//!   loopback (403 otherwise); each file is read once per version and
+//!   shared by every response, a node's hostname merge as slices of its
+//!   role file's body ([`igncache`]: bounded cache, bounded loads); every ignition request is recorded in [`stats::Stats`]
 //!   (client IP ↔ node, file, status, time) and shown by the admin listener.
 //! - A bad request or a broken connection is logged at debug and never ends
 //!   the listener; a listener that ends on its own fails the service.
@@ -43,6 +43,7 @@
 mod clients;
 mod igncache;
 pub mod ignition;
+pub mod ignmerge;
 mod iso;
 pub mod netboot;
 pub mod path;
@@ -145,6 +146,14 @@ fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into())
         .map_err(|never| match never {})
         .boxed_unsync()
+}
+
+/// A body of shared pieces (an ignition body: slices of one cached file),
+/// sent as they are, no copy.
+fn shared_body(parts: Arc<[Bytes]>) -> Body {
+    let frames: Vec<std::io::Result<Frame<Bytes>>> =
+        parts.iter().map(|p| Ok(Frame::data(p.clone()))).collect();
+    stream_body(stream::iter(frames))
 }
 
 fn hv(s: &str) -> HeaderValue {
@@ -437,7 +446,7 @@ impl Ctx {
             return plain(StatusCode::NOT_FOUND, "not found");
         };
         let (body, etag, detail) = match self.ign_cache.load(&c.http.ignition_dir, &target).await {
-            Ok(b) => (b.bytes, b.etag, b.detail),
+            Ok(b) => (b.parts, b.etag, b.detail),
             Err(IgnError::Missing(f)) => {
                 info!("ignition {file} for {client}: {f} does not exist");
                 record(StatusCode::NOT_FOUND, &format!("{f} missing"), 0);
@@ -456,7 +465,7 @@ impl Ctx {
             etag,
             modified: None,
         };
-        let len = body.len() as u64;
+        let len: u64 = body.iter().map(|p| p.len() as u64).sum();
         let mut r = Response::new(empty());
         with_validators(&mut r, &v);
         r.headers_mut()
@@ -489,7 +498,7 @@ impl Ctx {
         }
         self.stats.sent(len);
         r.headers_mut().insert(header::CONTENT_LENGTH, len.into());
-        *r.body_mut() = full(body);
+        *r.body_mut() = shared_body(body);
         r
     }
 
