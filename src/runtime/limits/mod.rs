@@ -224,8 +224,8 @@ pub fn client_fds(c: &Cluster) -> u64 {
     d.fds(&d.full())
 }
 
-/// What the caps mean, for the start-up line: `http 68 connections (8 per
-/// client: 8 clients at their limit), dns tcp 16 per listen address, lb 120
+/// What the caps mean, for the start-up line: `http 70 connections (8 per
+/// client: 8 clients at their limit), dns tcp 16 per listen address, lb 90
 /// per frontend (of 10000 configured)`, enabled services only.
 fn describe(c: &Cluster, caps: &cap::Caps) -> String {
     let mut parts = Vec::new();
