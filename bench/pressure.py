@@ -4,15 +4,20 @@
 Every subcommand is bounded in time and prints "key=value" lines that the
 shell script turns into TSV rows. Loopback (127.0.0.0/8) addresses only.
 
-  flood HOST PORT N HOLD_S [--src A] [--head TEXT] [--reopen-rate R] [--ready F]
-      Open N TCP connections (from source address A), optionally send TEXT
-      (a partial request head, never completed) on each, and hold them for
-      HOLD_S seconds or until SIGTERM. Connections the server closes are
-      counted; with --reopen-rate R > 0 they are opened again (at most R per
-      second, like a slowloris that reconnects). A connect pending for more
-      than 5 s is given up and counted. F is created once N connects were
-      started. Prints opened, established_peak, open_at_end,
-      closed_by_server, connect_failed, connect_timeout, reopened.
+  flood HOST PORT N HOLD_S [--src A | --srcs A,B,...] [--head TEXT]
+        [--reopen-rate R] [--connect-rate C] [--ready F]
+      Open N TCP connections (from source address A, or spread evenly over
+      the addresses A,B,...), optionally send TEXT (a partial request head,
+      never completed; Python escapes such as \x00 allowed, e.g. the h2
+      preface and an empty SETTINGS frame) on each, and hold them for HOLD_S
+      seconds or until SIGTERM. At most C connects per second (default: all
+      at once). Connections the server closes are counted (and when, after
+      their connect: closed_p50_s, closed_max_s); with --reopen-rate R > 0
+      they are opened again (at most R per second, like a slowloris that
+      reconnects). A connect pending for more than 5 s is given up and
+      counted. F is created once N connects were started. Prints opened,
+      established_peak, open_at_end, closed_by_server, closed_p50_s,
+      closed_max_s, connect_failed, connect_timeout, reopened.
   probe HOST PORT PATH DURATION_S INTERVAL_S TIMEOUT_S [--src A] [--tls]
       One GET per INTERVAL_S for DURATION_S, each on a new connection
       (Connection: close), started on schedule in its own thread whether or
@@ -96,14 +101,18 @@ def out(**kv):
 
 # ---------------------------------------------------------------- flood
 def flood(argv):
-    pos, kw = opts(argv, {"src": 1, "head": 1, "reopen-rate": 1, "ready": 1})
+    pos, kw = opts(argv, {"src": 1, "srcs": 1, "head": 1, "reopen-rate": 1, "connect-rate": 1,
+                          "ready": 1})
     host, port, n, hold = pos[0], int(pos[1]), int(pos[2]), float(pos[3])
     loopback_only(host)
-    src = kw.get("src")
-    if src:
-        loopback_only(src)
-    head = kw.get("head", "").encode().decode("unicode_escape").encode()
+    srcs = kw["srcs"].split(",") if kw.get("srcs") else [kw.get("src")]
+    for a in srcs:
+        if a:
+            loopback_only(a)
+    # latin-1: "\x00" escapes become single bytes, not UTF-8 sequences.
+    head = kw.get("head", "").encode().decode("unicode_escape").encode("latin-1")
     reopen_rate = float(kw.get("reopen-rate", 0))
+    connect_rate = float(kw.get("connect-rate", 0))
     raise_nofile(n)
     stop = [False]
     signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
@@ -113,8 +122,13 @@ def flood(argv):
               established_peak=0)
     pending = {}   # sock -> connect start
     est = set()
+    born = {}      # sock -> connect start (for when the server closed it)
+    closed_after = []
+    nth = [0]
 
     def start_one():
+        src = srcs[nth[0] % len(srcs)]
+        nth[0] += 1
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setblocking(False)
         try:
@@ -126,7 +140,7 @@ def flood(argv):
             st["connect_failed"] += 1
             return
         st["opened"] += 1
-        pending[s] = time.monotonic()
+        pending[s] = born[s] = time.monotonic()
         sel.register(s, selectors.EVENT_WRITE)
 
     def drop(s):
@@ -136,44 +150,55 @@ def flood(argv):
             pass
         pending.pop(s, None)
         est.discard(s)
+        born.pop(s, None)
         s.close()
 
+    def event(s):
+        """Handle a ready socket; True when it ended (failed or closed)."""
+        if s in pending:
+            err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            pending.pop(s)
+            if err:
+                st["connect_failed"] += 1
+                drop(s)
+                return True
+            est.add(s)
+            if head:
+                try:
+                    s.send(head)
+                except OSError:
+                    pass
+            sel.modify(s, selectors.EVENT_READ)
+            return False
+        try:
+            data = s.recv(4096)
+        except OSError:
+            data = b""
+        if data:
+            return False
+        # EOF or reset: the server closed it
+        st["closed_by_server"] += 1
+        closed_after.append(time.monotonic() - born.get(s, t_start))
+        drop(s)
+        return True
+
     t_end = time.monotonic() + hold
-    for _ in range(n):
+    t_start = time.monotonic()
+    to_reopen = 0
+    for i in range(n):
+        # Paced: keep reading (and counting closes) while waiting.
+        while connect_rate > 0 and time.monotonic() < t_start + i / connect_rate and not stop[0]:
+            for key, _ in sel.select(timeout=0.01):
+                to_reopen += event(key.fileobj)
         start_one()
         if stop[0]:
             break
     if kw.get("ready"):
         open(kw["ready"], "w").close()
-    to_reopen = 0
     last_reopen = time.monotonic()
     while not stop[0] and time.monotonic() < t_end:
         for key, ev in sel.select(timeout=0.1):
-            s = key.fileobj
-            if s in pending:
-                err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                pending.pop(s)
-                if err:
-                    st["connect_failed"] += 1
-                    drop(s)
-                    to_reopen += 1
-                    continue
-                est.add(s)
-                if head:
-                    try:
-                        s.send(head)
-                    except OSError:
-                        pass
-                sel.modify(s, selectors.EVENT_READ)
-            else:
-                try:
-                    data = s.recv(4096)
-                except OSError:
-                    data = b""
-                if not data:   # EOF or reset: the server closed it
-                    st["closed_by_server"] += 1
-                    drop(s)
-                    to_reopen += 1
+            to_reopen += event(key.fileobj)
         now = time.monotonic()
         for s, t0 in list(pending.items()):
             if now - t0 > 5:
@@ -191,6 +216,9 @@ def flood(argv):
                     to_reopen -= 1
     st["open_at_end"] = len(est)
     st["pending_at_end"] = len(pending)
+    closed_after.sort()
+    st["closed_p50_s"] = f"{closed_after[len(closed_after) // 2]:.1f}" if closed_after else "nan"
+    st["closed_max_s"] = f"{closed_after[-1]:.1f}" if closed_after else "nan"
     for s in list(pending) + list(est):
         drop(s)
     out(**st)

@@ -42,6 +42,33 @@
 #             lock-step download of the same file every 1 s, $LEGIT_N in all
 #             (each given up after 10 s). With CRC_BEFORE_BIN (a build of
 #             an older commit) also the target crc-before, in the same run.
+#  h2idle     idle HTTP/2 (#22): $H2_N connections spread over $H2_SRCS source
+#             addresses (127.0.5.x), each sending the h2c preface and an empty
+#             SETTINGS frame and then nothing (never ACKing, never answering
+#             a PING), opened at 500/s and held $H2_S s. crc: its one port
+#             (HTTP/1 and h2c); nginx: a second `listen ... http2` port (h2c
+#             prior knowledge) in the same server and worker, so both share
+#             the 1024 worker_connections. Meanwhile 127.0.0.3 fetches
+#             /small.txt over HTTP/1.1 every 0.5 s for 8 s (3 s timeout).
+#             Recorded: the probe's success, the flood connections the
+#             server closed (and after how long), those still open at the end.
+#  slowmulti  slowloris from many addresses (#22): $MULTI_N connections spread
+#             over $MULTI_SRCS addresses (127.0.6.x), each sending
+#             "GET /small.txt HTTP/1.1\r\nHost: x\r\n" and nothing more, held
+#             $SLOW_S s, closed ones reopened (at most 100/s); the probe as in
+#             slowloris.
+#  nofile     a low open-files limit (#22): crc with a 7-node cluster, the LB
+#             at its default 10000 per frontend (4 frontends, no backends up),
+#             DNS and HTTP, and nginx (worker_connections 1024), both under
+#             `prlimit --nofile=$NOFILE:$NOFILE`. 10 connections from 127.0.0.2
+#             send a partial head and stall (reopened, the audit's D7 repro),
+#             127.0.0.3 fetches /small.txt every 0.5 s for 10 s (3 s timeout).
+#             For crc also the caps it chose (its start-up line).
+#  ignnodes   the ${IGN_MB} MB file fetched by three masters at once (#22): crc
+#             merges /ignition/master-N.ign (role file + the node's
+#             /etc/hostname) for master-0/1/2, each curl from the node's own
+#             address; nginx serves the static file to the same three
+#             clients. Peak RSS growth and CPU, as in ignition.
 #
 # Standalone (the shared harness has no such scenarios) but it follows its
 # rules: scratch dir removed on exit, every process started here is tracked
@@ -52,11 +79,13 @@
 #   bench/pressure.sh                            # all scenarios, REPS=3
 #   REPS=1 SCENARIOS=slowloris bench/pressure.sh
 #
-# Env: REPS (3) SCENARIOS ("lb slowloris ignition tftphog") HAPROXY_VARIANTS
-# ("default cap") NOFILE (1024) FLOOD_N (1500) MEASURE_S (10) SLOW_N (1100)
-# SLOW_S (15) IGN_MB (50) IGN_PAR (8) IGN_ROUNDS (3) HOG_BURST (70)
-# HOG_S (40) LEGIT_N (28) SUT_CPU (0) CLIENT_CPU (1) KEEP (1 keeps the
-# scratch dir) RESULTS_DIR CRC_BIN CRC_BEFORE_BIN (tftphog only).
+# Env: REPS (3) SCENARIOS ("lb slowloris ignition tftphog h2idle slowmulti
+# nofile ignnodes") HAPROXY_VARIANTS ("default cap") NOFILE (1024) FLOOD_N
+# (1500) MEASURE_S (10) SLOW_N (1100) SLOW_S (15) H2_N (1024) H2_SRCS (16)
+# H2_S (25) MULTI_N (1280) MULTI_SRCS (20) IGN_MB (50) IGN_PAR (8)
+# IGN_ROUNDS (3) HOG_BURST (70) HOG_S (40) LEGIT_N (28) SUT_CPU (0)
+# CLIENT_CPU (1) KEEP (1 keeps the scratch dir) RESULTS_DIR CRC_BIN
+# CRC_BEFORE_BIN (tftphog only).
 # Needs: nginx haproxy openssl curl python3 taskset prlimit ss (iproute2);
 # tftphog also in.tftpd (tftpd-hpa; its system service need not run).
 # Root is not required (ports above 1024; prlimit only lowers limits),
@@ -64,13 +93,18 @@
 set -euo pipefail
 
 REPS=${REPS:-3}
-SCENARIOS=${SCENARIOS:-lb slowloris ignition tftphog}
+SCENARIOS=${SCENARIOS:-lb slowloris ignition tftphog h2idle slowmulti nofile ignnodes}
 HAPROXY_VARIANTS=${HAPROXY_VARIANTS:-default cap}
 NOFILE=${NOFILE:-1024}
 FLOOD_N=${FLOOD_N:-1500}
 MEASURE_S=${MEASURE_S:-10}
 SLOW_N=${SLOW_N:-1100}
 SLOW_S=${SLOW_S:-15}
+H2_N=${H2_N:-1024}
+H2_SRCS=${H2_SRCS:-16}
+H2_S=${H2_S:-25}
+MULTI_N=${MULTI_N:-1280}
+MULTI_SRCS=${MULTI_SRCS:-20}
 IGN_MB=${IGN_MB:-50}
 IGN_PAR=${IGN_PAR:-8}
 IGN_ROUNDS=${IGN_ROUNDS:-3}
@@ -90,7 +124,9 @@ die() { log "FATAL: $*"; exit 1; }
 # Tools per scenario: tftphog alone needs neither nginx nor HAProxy.
 NEED="curl python3 taskset prlimit timeout ss"
 [[ " $SCENARIOS " == *" lb "* ]] && NEED+=" nginx haproxy openssl"
-[[ " $SCENARIOS " == *" slowloris "* || " $SCENARIOS " == *" ignition "* ]] && NEED+=" nginx"
+for s in slowloris ignition h2idle slowmulti nofile ignnodes; do
+  [[ " $SCENARIOS " == *" $s "* ]] && NEED+=" nginx openssl"
+done
 [[ " $SCENARIOS " == *" tftphog "* ]] && NEED+=" in.tftpd"
 for t in $NEED; do
   command -v "$t" >/dev/null || die "missing $t (apt-get install nginx haproxy openssl curl python3 util-linux coreutils iproute2 tftpd-hpa)"
@@ -215,7 +251,7 @@ log "reps=$REPS scenarios='$SCENARIOS' sut_cpu=$SUT_CPU client_cpu=$CLIENT_CPU r
   echo "kernel: $(uname -r), cpus: $(nproc), loadavg at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   [[ -n ${CRC_BEFORE_BIN:-} ]] && echo "crc-before: $("$CRC_BEFORE_BIN" --version 2>/dev/null | head -1) ($CRC_BEFORE_BIN)"
   echo "tftpd-hpa: $(dpkg-query -W -f '${Version}' tftpd-hpa 2>/dev/null || echo none)"
-  echo "env: REPS=$REPS NOFILE=$NOFILE FLOOD_N=$FLOOD_N MEASURE_S=$MEASURE_S SLOW_N=$SLOW_N SLOW_S=$SLOW_S IGN_MB=$IGN_MB IGN_PAR=$IGN_PAR IGN_ROUNDS=$IGN_ROUNDS HOG_BURST=$HOG_BURST HOG_S=$HOG_S LEGIT_N=$LEGIT_N"
+  echo "env: REPS=$REPS NOFILE=$NOFILE FLOOD_N=$FLOOD_N MEASURE_S=$MEASURE_S SLOW_N=$SLOW_N SLOW_S=$SLOW_S H2_N=$H2_N H2_SRCS=$H2_SRCS H2_S=$H2_S MULTI_N=$MULTI_N MULTI_SRCS=$MULTI_SRCS IGN_MB=$IGN_MB IGN_PAR=$IGN_PAR IGN_ROUNDS=$IGN_ROUNDS HOG_BURST=$HOG_BURST HOG_S=$HOG_S LEGIT_N=$LEGIT_N"
 } >"$RAW/versions.txt"
 
 # ====================================================================== lb
@@ -418,7 +454,7 @@ d=json.load(open(sys.argv[1])); print([p["rejectedOverCap"] for p in d["pools"] 
 }
 
 # ====================================================================== http
-H_ADDR=127.0.0.1 H_PORT=18190
+H_ADDR=127.0.0.1 H_PORT=18190 H2_PORT=18191
 
 http_setup() {
   [[ -d $W/www ]] && return 0
@@ -434,6 +470,8 @@ baseDomain: crc.testing
 network: { cidr: 127.0.42.0/24, gateway: 127.0.42.1, applianceIP: 127.0.42.2 }
 nodes:
   - { name: master-0, role: master, mac: "52:54:00:2a:00:0b", ip: 127.0.42.11 }
+  - { name: master-1, role: master, mac: "52:54:00:2a:00:0c", ip: 127.0.42.12 }
+  - { name: master-2, role: master, mac: "52:54:00:2a:00:0d", ip: 127.0.42.13 }
 dns: { enabled: false }
 dhcp: { enabled: false }
 loadBalancer: { enabled: false }
@@ -459,12 +497,36 @@ http {
   default_type application/octet-stream;
   server {
     listen $H_ADDR:$H_PORT;
+    listen $H_ADDR:$H2_PORT http2;
     root $W/www;
     location = /master.ign { root $W/ign; }
   }
 }
 EOF
   cp "$W/ngx/nginx.conf" "$RAW/nginx-http.conf"
+  # crc for the nofile scenario: 7 nodes, LB (default cap), DNS, HTTP
+  {
+    cat <<EOF
+name: bench
+baseDomain: crc.testing
+network: { cidr: 127.0.43.0/24, gateway: 127.0.43.1, applianceIP: 127.0.43.2 }
+dns: { listen: ["127.0.43.2:18153"] }
+dhcp: { enabled: false }
+admin: { enabled: false }
+loadBalancer:
+  listen: { api: "127.0.43.2:18443", machineConfig: "127.0.43.2:18623", ingressHttp: "127.0.43.2:18080", ingressHttps: "127.0.43.2:18444" }
+  backendPorts: { api: 18901, machineConfig: 18902, ingressHttp: 18903, ingressHttps: 18904 }
+http: { listen: "$H_ADDR:$H_PORT", imagesDir: "$W/www", ignitionDir: "$W/ign" }
+nodes:
+EOF
+    local i role
+    for i in 0 1 2 3 4 5 6; do
+      role=worker
+      ((i < 3)) && role=master
+      printf '  - { name: node-%s, role: %s, mac: "52:54:00:2b:00:%02x", ip: 127.0.43.%s }\n' "$i" "$role" $((16 + i)) $((10 + i))
+    done
+  } >"$W/crc-nofile.yaml"
+  cp "$W/crc-nofile.yaml" "$RAW/crc-nofile.yaml"
   mkdir -p "$W/ign-empty"
   sed "s#ignitionDir: \"$W/ign\"#ignitionDir: \"$W/ign-empty\"#" "$W/crc-http.yaml" >"$W/crc-http-empty.yaml"
   grep -q ign-empty "$W/crc-http-empty.yaml" || die "could not write crc-http-empty.yaml"
@@ -511,6 +573,146 @@ slowloris_cell() { # TARGET REP
   [[ $tgt == nginx ]] && record "$tgt" slowloris not_enough_worker_connections "$rep" \
     "$(grep -c 'worker_connections are not enough' "$SRV_LOG" || true)" lines
   cp "$SRV_LOG" "$RAW/slowloris-$tgt-$rep.log"
+}
+
+# srcs PREFIX N: "PREFIX.1,PREFIX.2,...,PREFIX.N"
+srcs() { local i out=(); for ((i = 1; i <= $2; i++)); do out+=("$1.$i"); done; (IFS=,; echo "${out[*]}"); }
+
+h2idle_cell() { # TARGET REP
+  local tgt=$1 rep=$2 port=$H_PORT fpid c0 c1
+  [[ $tgt == nginx ]] && port=$H2_PORT
+  start_http "$tgt"
+  helper probe "$H_ADDR" "$H_PORT" /small.txt 2 0.5 3 --src 127.0.0.3 >"$W/hbase.kv"
+  record_kv "$tgt" h2idle_baseline "$rep" client_ "$W/hbase.kv" success_rate:ratio p50_ms:ms
+  rm -f "$W/flood.ready"
+  taskset -c "$CLIENT_CPU" timeout -k 2 $((H2_S + 30)) python3 "$HELPER" flood "$H_ADDR" "$port" "$H2_N" \
+    "$H2_S" --srcs "$(srcs 127.0.5 "$H2_SRCS")" --connect-rate 500 \
+    --head 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00' \
+    --ready "$W/flood.ready" >"$W/hflood.kv" 2>&1 &
+  fpid=$!
+  PIDS+=("$fpid")
+  wait_file "$W/flood.ready" 20 || log "  WARNING: h2 flood not ready"
+  sleep 1.5
+  c0=$(cpu_ticks "$SRV_PID")
+  helper probe "$H_ADDR" "$H_PORT" /small.txt 8 0.5 3 --src 127.0.0.3 >"$W/hprobe.kv"
+  c1=$(cpu_ticks "$SRV_PID")
+  record "$tgt" h2idle server_established_after_probe "$rep" \
+    "$(ss -Htn state established "( sport = :$port )" | wc -l)" conns
+  record "$tgt" h2idle rss_during "$rep" "$(rss_kb "$SRV_PID")" kB
+  record "$tgt" h2idle server_cpu "$rep" "$(( (c1 - c0) * 1000 / CLK_TCK ))" ms
+  wait_pid "$fpid" $((H2_S + 5))   # ends by itself after H2_S s
+  record_kv "$tgt" h2idle "$rep" client_ "$W/hprobe.kv" attempts:count success_rate:ratio p50_ms:ms p99_ms:ms max_ms:ms
+  record_kv "$tgt" h2idle "$rep" h2_ "$W/hflood.kv" established_peak:conns open_at_end:conns closed_by_server:conns \
+    closed_p50_s:s closed_max_s:s connect_timeout:conns
+  cp "$W/hprobe.kv" "$RAW/h2idle-$tgt-$rep-probe.kv"
+  cp "$W/hflood.kv" "$RAW/h2idle-$tgt-$rep-flood.kv"
+  stop_pid "$SRV_PID"
+  [[ $tgt == nginx ]] && record "$tgt" h2idle not_enough_worker_connections "$rep" \
+    "$(grep -c 'worker_connections are not enough' "$SRV_LOG" || true)" lines
+  cp "$SRV_LOG" "$RAW/h2idle-$tgt-$rep.log"
+}
+
+slowmulti_cell() { # TARGET REP
+  local tgt=$1 rep=$2 fpid c0 c1
+  start_http "$tgt"
+  helper probe "$H_ADDR" "$H_PORT" /small.txt 2 0.2 5 --src 127.0.0.3 >"$W/mbase.kv"
+  record_kv "$tgt" slowmulti_baseline "$rep" client_ "$W/mbase.kv" success_rate:ratio p50_ms:ms
+  rm -f "$W/flood.ready"
+  taskset -c "$CLIENT_CPU" timeout -k 2 $((SLOW_S + 30)) python3 "$HELPER" flood "$H_ADDR" "$H_PORT" "$MULTI_N" \
+    $((SLOW_S + 1)) --srcs "$(srcs 127.0.6 "$MULTI_SRCS")" --head 'GET /small.txt HTTP/1.1\r\nHost: x\r\n' \
+    --reopen-rate 100 --ready "$W/flood.ready" >"$W/mflood.kv" 2>&1 &
+  fpid=$!
+  PIDS+=("$fpid")
+  wait_file "$W/flood.ready" 20 || log "  WARNING: slowloris not ready"
+  c0=$(cpu_ticks "$SRV_PID")
+  helper probe "$H_ADDR" "$H_PORT" /small.txt "$SLOW_S" 0.2 5 --src 127.0.0.3 >"$W/mprobe.kv"
+  c1=$(cpu_ticks "$SRV_PID")
+  record "$tgt" slowmulti rss_during "$rep" "$(rss_kb "$SRV_PID")" kB
+  record "$tgt" slowmulti server_cpu "$rep" "$(( (c1 - c0) * 1000 / CLK_TCK ))" ms
+  stop_pid "$fpid"
+  record_kv "$tgt" slowmulti "$rep" client_ "$W/mprobe.kv" attempts:count success_rate:ratio p50_ms:ms p99_ms:ms max_ms:ms
+  record_kv "$tgt" slowmulti "$rep" slow_ "$W/mflood.kv" established_peak:conns open_at_end:conns closed_by_server:conns reopened:conns connect_timeout:conns
+  cp "$W/mprobe.kv" "$RAW/slowmulti-$tgt-$rep-probe.kv"
+  cp "$W/mflood.kv" "$RAW/slowmulti-$tgt-$rep-flood.kv"
+  stop_pid "$SRV_PID"
+  [[ $tgt == nginx ]] && record "$tgt" slowmulti not_enough_worker_connections "$rep" \
+    "$(grep -c 'worker_connections are not enough' "$SRV_LOG" || true)" lines
+  cp "$SRV_LOG" "$RAW/slowmulti-$tgt-$rep.log"
+}
+
+nofile_cell() { # TARGET REP
+  local tgt=$1 rep=$2 fpid line
+  case $tgt in
+    crc) RUST_LOG=info start_bg http-crc "$SUT_CPU" prlimit --nofile="$NOFILE:$NOFILE" \
+           "$CRC_BIN" serve --cluster "$W/crc-nofile.yaml"
+         SRV_LOG=$W/http-crc.log ;;
+    nginx) : >"$W/ngx/error.log"
+           start_bg http-nginx "$SUT_CPU" prlimit --nofile="$NOFILE:$NOFILE" \
+             nginx -e stderr -p "$W/ngx" -c "$W/ngx/nginx.conf"
+           SRV_LOG=$W/ngx/error.log ;;
+  esac
+  SRV_PID=$BG_PID
+  wait_tcp "$H_ADDR" "$H_PORT" 10 || die "$tgt did not listen: $(tail -5 "$W/http-$tgt.log")"
+  sleep 0.5
+  if [[ $tgt == crc ]]; then
+    # "open files 1024: http 70 connections (8 per client: 8 clients at their limit), dns tcp 16 ..."
+    line=$(grep -o "open files $NOFILE: .*" "$SRV_LOG" | head -1)
+    record "$tgt" nofile http_connections "$rep" "$(grep -oP 'http \K[0-9]+' <<<"$line")" conns
+    record "$tgt" nofile http_per_client "$rep" "$(grep -oP '\(\K[0-9]+(?= per client)' <<<"$line")" conns
+    record "$tgt" nofile dns_tcp_per_address "$rep" "$(grep -oP 'dns tcp \K[0-9]+' <<<"$line")" conns
+    record "$tgt" nofile lb_per_frontend "$rep" "$(grep -oP 'lb \K[0-9]+' <<<"$line")" conns
+  fi
+  rm -f "$W/flood.ready"
+  taskset -c "$CLIENT_CPU" timeout -k 2 40 python3 "$HELPER" flood "$H_ADDR" "$H_PORT" 10 12 --src 127.0.0.2 \
+    --head 'GET /small.txt HTTP/1.1\r\nHost: x\r\n' --reopen-rate 100 --ready "$W/flood.ready" >"$W/nflood.kv" 2>&1 &
+  fpid=$!
+  PIDS+=("$fpid")
+  wait_file "$W/flood.ready" 20 || log "  WARNING: flood not ready"
+  sleep 0.5
+  helper probe "$H_ADDR" "$H_PORT" /small.txt 10 0.5 3 --src 127.0.0.3 >"$W/nprobe.kv"
+  stop_pid "$fpid"
+  record_kv "$tgt" nofile "$rep" client_ "$W/nprobe.kv" attempts:count success_rate:ratio p50_ms:ms max_ms:ms
+  record_kv "$tgt" nofile "$rep" slow_ "$W/nflood.kv" established_peak:conns open_at_end:conns closed_by_server:conns
+  stop_pid "$SRV_PID"
+  record "$tgt" nofile too_many_open_files "$rep" "$(tmof "$SRV_LOG")" lines
+  cp "$SRV_LOG" "$RAW/nofile-$tgt-$rep.log"
+}
+
+ignnodes_cell() { # TARGET REP
+  local tgt=$1 rep=$2 base k c0 c1 rpid peak bad url cpids=()
+  start_http "$tgt"
+  base=$(rss_kb "$SRV_PID")
+  rm -f "$W/rss.ready"
+  timeout -k 2 120 python3 "$HELPER" rss "$SRV_PID" 0.02 100 "$W/rss.ready" >"$W/rss.kv" &
+  rpid=$!
+  PIDS+=("$rpid")
+  wait_file "$W/rss.ready" 10 || true
+  c0=$(cpu_ticks "$SRV_PID")
+  for k in 0 1 2; do
+    url=http://$H_ADDR:$H_PORT/master.ign
+    [[ $tgt == crc ]] && url=http://$H_ADDR:$H_PORT/ignition/master-$k.ign
+    taskset -c "$CLIENT_CPU" curl -s --max-time 60 --interface "127.0.42.1$((k + 1))" -o /dev/null \
+      -w '%{http_code} %{size_download}\n' "$url" >"$W/ignn-$k.out" 2>&1 &
+    cpids+=("$!")
+  done
+  for k in "${cpids[@]}"; do wait "$k" || true; done   # each bounded by --max-time
+  c1=$(cpu_ticks "$SRV_PID")
+  stop_pid "$rpid"
+  peak=$(awk -F= '$1=="peak_kb"{print $2}' "$W/rss.kv")
+  bad=0
+  for k in 0 1 2; do
+    # crc's merged body is the file plus the node's /etc/hostname entry
+    read -r code size <"$W/ignn-$k.out"
+    [[ $code == 200 && $size -ge $IGN_SIZE ]] || bad=$((bad + 1))
+  done
+  record "$tgt" ignnodes failed_fetches "$rep" "$bad" of_3
+  record "$tgt" ignnodes rss_start "$rep" "$(( base / 1024 ))" MiB
+  record "$tgt" ignnodes rss_growth "$rep" "$(( (peak - base) / 1024 ))" MiB
+  record "$tgt" ignnodes rss_peak "$rep" "$(( peak / 1024 ))" MiB
+  record "$tgt" ignnodes rss_after "$rep" "$(( $(rss_kb "$SRV_PID") / 1024 ))" MiB
+  record "$tgt" ignnodes cpu_per_req "$rep" \
+    "$(awk -v c=$((c1 - c0)) -v t="$CLK_TCK" 'BEGIN{printf "%.1f", c*1000/t/3}')" ms
+  stop_pid "$SRV_PID"
 }
 
 ignition_cell() { # TARGET REP
@@ -625,7 +827,7 @@ for scen in $SCENARIOS; do
       targets=(crc)
       for v in $HAPROXY_VARIANTS; do targets+=("haproxy-$v"); done
       ;;
-    slowloris | ignition) http_setup; targets=(crc nginx) ;;
+    slowloris | ignition | h2idle | slowmulti | nofile | ignnodes) http_setup; targets=(crc nginx) ;;
     tftphog)
       tftp_setup
       targets=(crc tftpd-hpa)
@@ -641,6 +843,10 @@ for scen in $SCENARIOS; do
         slowloris) slowloris_cell "$t" "$rep" ;;
         ignition) ignition_cell "$t" "$rep" ;;
         tftphog) tftphog_cell "$t" "$rep" ;;
+        h2idle) h2idle_cell "$t" "$rep" ;;
+        slowmulti) slowmulti_cell "$t" "$rep" ;;
+        nofile) nofile_cell "$t" "$rep" ;;
+        ignnodes) ignnodes_cell "$t" "$rep" ;;
       esac
     done
   done

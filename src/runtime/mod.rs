@@ -1,12 +1,14 @@
 //! The runtime every service runs in: the service shape and its task
 //! supervision, `serve` (create, run, shut down), hitless reload, the state
 //! shared with the admin API (the hub), the `/status` schema, resource
-//! limits, the TCP accept loop, the Prometheus writer and logging (with a
-//! once-per-address limiter for refusals, [`once`]).
+//! limits, the TCP accept loop and an HTTP connection's life, the
+//! Prometheus writer and logging (with a once-per-address limiter for
+//! refusals, [`once`]).
 
 pub mod changes;
 pub mod control;
 pub mod drain;
+pub mod httpconn;
 pub mod hub;
 pub mod limits;
 pub mod metrics;

@@ -8,8 +8,8 @@
 //! spawn the handler (holding the permit until it ends), and at shutdown
 //! drain the connections (optionally bounded, then aborted).
 //!
-//! [`serve_http`] runs one hyper connection with the graceful drain at
-//! shutdown that the HTTP and admin listeners share.
+//! One HTTP connection's life (timeouts, idling, drain) is in
+//! `runtime::httpconn`.
 //!
 //! The log callbacks are the caller's so each service keeps its own message,
 //! level and tracing target; [`LogEvery`] rate-limits them (one line per
@@ -21,11 +21,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::runtime::sync::LockExt as _;
-use hyper::body::{Body, Incoming};
-use hyper::service::Service;
-use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::{self, HttpServerConnExec};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -146,38 +141,6 @@ pub async fn serve<F, Fut>(
             if tokio::time::timeout(d, drain).await.is_err() {
                 conns.abort_all();
             }
-        }
-    }
-}
-
-/// Serve one HTTP connection (HTTP/1 or 2, per `builder`) over `stream` (a
-/// `TcpStream` or a wrapper of one) until it ends.
-/// At shutdown, hyper finishes the requests in flight (no new ones) and gets
-/// `drain` to do so; then the connection is dropped and `Ok` returned.
-pub async fn serve_http<S, B, I>(
-    builder: &auto::Builder<TokioExecutor>,
-    stream: I,
-    svc: S,
-    shutdown: &CancellationToken,
-    drain: Duration,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
-where
-    S: Service<Request<Incoming>, Response = Response<B>>,
-    S::Future: 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: Body + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    TokioExecutor: HttpServerConnExec<S::Future, B>,
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
-{
-    let conn = builder.serve_connection(TokioIo::new(stream), svc);
-    tokio::pin!(conn);
-    tokio::select! {
-        r = conn.as_mut() => r,
-        _ = shutdown.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(drain, conn).await;
-            Ok(())
         }
     }
 }

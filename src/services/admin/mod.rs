@@ -31,8 +31,6 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode, body::Incoming};
-use hyper_util::rt::TokioExecutor;
-use hyper_util::server::conn::auto;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -44,9 +42,13 @@ use crate::runtime::hub::{Hub, ReloadResult};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::status::{AdminStatus, ServiceStatus};
 use crate::runtime::sync::LockExt as _;
-use crate::runtime::{drain, net};
+use crate::runtime::{drain, httpconn, net};
 
 pub mod access;
+
+/// How long a connection may stay silent, take to send a request head, or
+/// stay open with no request in flight (as the HTTP listener).
+const CONN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The admin listener.
 pub struct Admin {
@@ -236,18 +238,31 @@ async fn serve_listener(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    // The same connection rules as the HTTP listener (a silent or
+    // trickling client, an idle h2 connection are closed after 10 s), and a
+    // small cap: its descriptors are kept out of the other services' share
+    // (`limits::reserve`).
     let limits = net::Limits {
-        max_conns: None,
+        max_conns: Some(crate::runtime::limits::cap::ADMIN_MAX_CONNECTIONS),
         backoff: Duration::from_millis(50),
         drain: None,
     };
+    let builder = Arc::new(httpconn::builder(CONN_TIMEOUT));
     let on_error = |e: &std::io::Error| debug!("admin accept: {e}");
     let listener_addr = listener.local_addr().ok();
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
         let hub = hub.clone();
         let api_token = api_token.clone();
         let shutdown = shutdown.clone();
+        let builder = builder.clone();
         async move {
+            let activity = httpconn::Activity::new();
+            if let Some(end) =
+                httpconn::request_start(&stream, CONN_TIMEOUT, &activity, &shutdown).await
+            {
+                debug!(%peer, "admin connection closed before a request: {end:?}");
+                return;
+            }
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let hub = hub.clone();
                 let me = AdminStatus {
@@ -271,9 +286,13 @@ async fn serve_listener(
                     Ok::<_, Infallible>(r)
                 }
             });
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let drain = drain::HTTP_REQUESTS;
-            if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, drain).await {
+            let t = httpconn::Timeouts {
+                idle: CONN_TIMEOUT,
+                drain: drain::HTTP_REQUESTS,
+            };
+            if let httpconn::Ended::Failed(e) =
+                httpconn::serve(&builder, stream, svc, &activity, t, &shutdown).await
+            {
                 debug!(%peer, "admin connection: {e}");
             }
         }

@@ -368,7 +368,7 @@ async fn tcp_loop(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let limits = net::Limits {
-        max_conns: Some(crate::runtime::limits::cap::scaled(MAX_TCP_CONNECTIONS)),
+        max_conns: Some(crate::runtime::limits::cap::dns_tcp()),
         backoff: Duration::from_millis(50),
         drain: Some(drain::DNS_QUERIES),
     };
@@ -420,7 +420,7 @@ impl TcpLoad {
         let n = load.open.fetch_add(1, Relaxed) + 1;
         load.pressure.send_if_modified(|p| {
             let was = *p;
-            *p = n >= crate::runtime::limits::cap::scaled(TCP_PRESSURE_AT);
+            *p = n >= tcp_pressure_at();
             was != *p
         });
         TcpSlot(load.clone())
@@ -432,10 +432,17 @@ impl Drop for TcpSlot {
         let n = self.0.open.fetch_sub(1, Relaxed).saturating_sub(1);
         self.0.pressure.send_if_modified(|p| {
             let was = *p;
-            *p = n >= crate::runtime::limits::cap::scaled(TCP_PRESSURE_AT);
+            *p = n >= tcp_pressure_at();
             was != *p
         });
     }
+}
+
+/// [`TCP_PRESSURE_AT`] in proportion to the cap in force (a low
+/// open-files limit scales the cap, `limits::cap`).
+fn tcp_pressure_at() -> usize {
+    let cap = crate::runtime::limits::cap::dns_tcp();
+    (cap * TCP_PRESSURE_AT / MAX_TCP_CONNECTIONS).max(1)
 }
 
 /// Read one RFC 1035 4.2.2 frame (2-byte length, then the message); `None`

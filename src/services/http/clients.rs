@@ -1,28 +1,87 @@
-//! Per-client connection accounting for the HTTP listener.
+//! Connection admission for the HTTP listener: who may hold a connection
+//! slot, and whose idle connection makes room when they are all taken.
 //!
-//! Role: one client address (loopback included) may hold at most
-//! `http.maxConnectionsPerClient` connections at once, so a slowloris from
-//! one host cannot take the listener's slots from every other client.
+//! Role: one client address (loopback included) may hold at most its
+//! per-client limit (`http.maxConnectionsPerClient`, lowered by a short
+//! open-files limit: `limits::cap::http_per_client`), so a slowloris from
+//! one host cannot take every slot. Many hosts together can: 4 addresses ×
+//! 64 idle h2 connections, or 20 × 64 trickled heads, filled the listener
+//! and no other client was served. So when every slot is taken, a new
+//! connection from a client holding `c` connections takes the slot of an
+//! **idle** connection (no request in flight for at least [`MIN_IDLE`]) of
+//! the client holding the most, if that client holds more than `c + 1`:
+//! max-min fairness — the heaviest holder gives way to a lighter one, a
+//! fifth client is served while the others hold all they may, and two
+//! clients of equal weight never take turns evicting each other. A
+//! connection that cannot be admitted is closed at once (no one waits in
+//! the backlog behind idle slots). A request in flight is never evicted.
 //!
-//! Invariants: a count exists in the map only while it is > 0 (the last
-//! [`ClientSlot`] dropped removes it, so the map holds only live clients);
-//! IPv4-mapped IPv6 addresses count as their IPv4 address.
+//! Reserve a share of the slots for clients under their limit instead? It
+//! fails with many sources: the attackers are under their limit too, and
+//! fill the reserve. Eviction of idle connections holds for any number of
+//! sources as long as they idle, which is what holding a slot without
+//! being served is.
+//!
+//! Invariants: a client is in the map only while it holds a connection;
+//! `total` is the number of connections in the map; an evicted connection
+//! leaves the map at once (its slot is the newcomer's), so its own drop
+//! later changes nothing; IPv4-mapped IPv6 addresses count as their IPv4
+//! address.
 
+use crate::runtime::httpconn::Activity;
 use crate::runtime::sync::LockExt as _;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A connection must have had no request in flight this long to be
+/// evicted: a response whose body was just handed to hyper may still be
+/// on its way out.
+pub const MIN_IDLE: Duration = Duration::from_secs(1);
+
+/// One admitted connection.
+struct Held {
+    id: u64,
+    activity: Arc<Activity>,
+}
+
+#[derive(Default)]
+struct Inner {
+    by_ip: HashMap<IpAddr, Vec<Held>>,
+    total: usize,
+    next_id: u64,
+}
 
 /// Live connections per client address.
 #[derive(Default)]
 pub struct Clients {
-    counts: Mutex<HashMap<IpAddr, usize>>,
+    inner: Mutex<Inner>,
 }
 
-/// One connection's place in its client's count; released on drop.
+/// The limits admission applies.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections one client may hold.
+    pub per_client: usize,
+    /// Connections served at once.
+    pub total: usize,
+}
+
+/// Why a connection was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The client holds its per-client limit.
+    PerClient,
+    /// Every slot is taken and no heavier client has an idle connection.
+    Full,
+}
+
+/// One connection's place in the count; released on drop.
 pub struct ClientSlot {
     clients: Arc<Clients>,
     ip: IpAddr,
+    id: u64,
 }
 
 fn canonical(ip: IpAddr) -> IpAddr {
@@ -32,42 +91,110 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-impl Clients {
-    /// A slot for one more connection from `ip`, or `None` when it already
-    /// holds `limit`.
-    pub fn try_acquire(self: &Arc<Self>, ip: IpAddr, limit: usize) -> Option<ClientSlot> {
-        let ip = canonical(ip);
-        let mut m = self.counts.locked();
-        let n = m.entry(ip).or_insert(0);
-        if *n >= limit {
-            if *n == 0 {
-                m.remove(&ip);
+impl Inner {
+    fn count(&self, ip: &IpAddr) -> usize {
+        self.by_ip.get(ip).map_or(0, Vec::len)
+    }
+
+    /// Take an idle connection's slot from the heaviest client holding
+    /// more than `c + 1` (other than `ip`); the one idle longest is closed.
+    /// `Some(victim's address)` when one was found.
+    fn evict_for(&mut self, ip: &IpAddr, c: usize) -> Option<IpAddr> {
+        let mut heavy: Vec<(usize, IpAddr)> = self
+            .by_ip
+            .iter()
+            .filter(|(k, v)| *k != ip && v.len() > c + 1)
+            .map(|(k, v)| (v.len(), *k))
+            .collect();
+        heavy.sort_unstable_by(|a, b| b.cmp(a));
+        for (_, victim) in heavy {
+            let conns = self.by_ip.get_mut(&victim)?;
+            let idlest = conns
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| Some((h.activity.idle_for()?, i)))
+                .filter(|(idle, _)| *idle >= MIN_IDLE)
+                .max();
+            if let Some((_, i)) = idlest {
+                let held = conns.swap_remove(i);
+                if conns.is_empty() {
+                    self.by_ip.remove(&victim);
+                }
+                self.total -= 1;
+                held.activity.kick();
+                return Some(victim);
             }
-            return None;
         }
-        *n += 1;
-        Some(ClientSlot {
-            clients: self.clone(),
-            ip,
-        })
+        None
+    }
+}
+
+impl Clients {
+    /// Admit one more connection from `ip` (its requests counted in
+    /// `activity`) under `limits`, evicting an idle connection of a
+    /// heavier client when every slot is taken (see the module doc).
+    /// `Ok` carries the evicted connection's address, if any.
+    pub fn admit(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        activity: &Arc<Activity>,
+        limits: Limits,
+    ) -> Result<(ClientSlot, Option<IpAddr>), Refused> {
+        let ip = canonical(ip);
+        let mut g = self.inner.locked();
+        let c = g.count(&ip);
+        if c >= limits.per_client {
+            return Err(Refused::PerClient);
+        }
+        let evicted = if g.total >= limits.total {
+            Some(g.evict_for(&ip, c).ok_or(Refused::Full)?)
+        } else {
+            None
+        };
+        g.next_id += 1;
+        let id = g.next_id;
+        g.total += 1;
+        g.by_ip.entry(ip).or_default().push(Held {
+            id,
+            activity: activity.clone(),
+        });
+        Ok((
+            ClientSlot {
+                clients: self.clone(),
+                ip,
+                id,
+            },
+            evicted,
+        ))
     }
 
     /// Connections `ip` holds now.
     #[cfg(test)]
     pub fn count(&self, ip: IpAddr) -> usize {
-        let m = self.counts.locked();
-        m.get(&canonical(ip)).copied().unwrap_or(0)
+        self.inner.locked().count(&canonical(ip))
+    }
+
+    /// Connections held now.
+    #[cfg(test)]
+    fn total(&self) -> usize {
+        self.inner.locked().total
     }
 }
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        let mut m = self.clients.counts.locked();
-        if let Some(n) = m.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                m.remove(&self.ip);
-            }
+        let mut g = self.clients.inner.locked();
+        let inner = &mut *g;
+        let Some(conns) = inner.by_ip.get_mut(&self.ip) else {
+            return;
+        };
+        // Absent when evicted: its slot was given away then.
+        if let Some(i) = conns.iter().position(|h| h.id == self.id) {
+            conns.swap_remove(i);
+            inner.total -= 1;
+        }
+        if conns.is_empty() {
+            inner.by_ip.remove(&self.ip);
         }
     }
 }
@@ -76,22 +203,100 @@ impl Drop for ClientSlot {
 mod tests {
     use super::*;
 
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    const WIDE: Limits = Limits {
+        per_client: 2,
+        total: 100,
+    };
+
     #[test]
     fn limits_per_address_and_releases() {
         let c = Arc::new(Clients::default());
-        let a: IpAddr = "127.0.0.2".parse().unwrap();
-        let mapped: IpAddr = "::ffff:127.0.0.2".parse().unwrap();
-        let b: IpAddr = "127.0.0.3".parse().unwrap();
-        let s1 = c.try_acquire(a, 2).unwrap();
-        let s2 = c.try_acquire(mapped, 2).unwrap();
-        assert!(c.try_acquire(a, 2).is_none(), "third from the same host");
-        let s3 = c.try_acquire(b, 2).unwrap();
-        assert_eq!(c.count(a), 2);
+        let a = Activity::new();
+        let (s1, _) = c.admit(ip("127.0.0.2"), &a, WIDE).unwrap();
+        let (s2, _) = c.admit(ip("::ffff:127.0.0.2"), &a, WIDE).unwrap();
+        assert_eq!(
+            c.admit(ip("127.0.0.2"), &a, WIDE).err(),
+            Some(Refused::PerClient),
+            "third from the same host"
+        );
+        let (s3, _) = c.admit(ip("127.0.0.3"), &a, WIDE).unwrap();
+        assert_eq!(c.count(ip("127.0.0.2")), 2);
         drop(s1);
-        assert_eq!(c.count(a), 1);
-        let s4 = c.try_acquire(a, 2).unwrap();
+        assert_eq!(c.count(ip("127.0.0.2")), 1);
+        let (s4, _) = c.admit(ip("127.0.0.2"), &a, WIDE).unwrap();
         drop((s2, s3, s4));
-        assert_eq!(c.count(a), 0);
-        assert!(c.counts.locked().is_empty());
+        assert_eq!((c.count(ip("127.0.0.2")), c.total()), (0, 0));
+        assert!(c.inner.locked().by_ip.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_full_the_heaviest_idle_holder_gives_way() {
+        let c = Arc::new(Clients::default());
+        let lim = Limits {
+            per_client: 4,
+            total: 6,
+        };
+        // a holds 4 (idle), b holds 2 (one busy): full.
+        let idle: Vec<_> = (0..4).map(|_| Activity::new()).collect();
+        let mut slots: Vec<_> = idle
+            .iter()
+            .map(|a| c.admit(ip("10.0.0.1"), a, lim).unwrap().0)
+            .collect();
+        let b_busy = Activity::new();
+        let _req = b_busy.begin_for_test();
+        slots.push(c.admit(ip("10.0.0.2"), &b_busy, lim).unwrap().0);
+        slots.push(c.admit(ip("10.0.0.2"), &Activity::new(), lim).unwrap().0);
+        let newcomer = Activity::new();
+        // Just connected: not idle long enough to be evicted yet.
+        assert_eq!(
+            c.admit(ip("10.0.0.3"), &newcomer, lim).err(),
+            Some(Refused::Full)
+        );
+        tokio::time::advance(MIN_IDLE).await;
+        // A newcomer (0) takes an idle slot of the heaviest (a: 4).
+        let (s, evicted) = c.admit(ip("10.0.0.3"), &newcomer, lim).unwrap();
+        assert_eq!(evicted, Some(ip("10.0.0.1")));
+        assert_eq!(idle.iter().filter(|a| a.is_kicked()).count(), 1);
+        assert_eq!((c.count(ip("10.0.0.1")), c.total()), (3, 6));
+        // b (2) cannot evict a (3): 3 > 2 + 1 is false, so equals never
+        // take turns.
+        assert_eq!(
+            c.admit(ip("10.0.0.2"), &Activity::new(), lim).err(),
+            Some(Refused::Full)
+        );
+        // The evicted connection's own drop changes nothing.
+        let kicked = idle.iter().position(|a| a.is_kicked()).unwrap();
+        drop(slots.remove(kicked));
+        assert_eq!(c.total(), 6);
+        drop(s);
+        assert_eq!(c.total(), 5);
+        drop(slots);
+        assert_eq!(c.total(), 0);
+        assert!(c.inner.locked().by_ip.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_in_flight_is_never_evicted() {
+        let c = Arc::new(Clients::default());
+        let lim = Limits {
+            per_client: 8,
+            total: 3,
+        };
+        let busy: Vec<_> = (0..3).map(|_| Activity::new()).collect();
+        let _reqs: Vec<_> = busy.iter().map(|a| a.begin_for_test()).collect();
+        let _slots: Vec<_> = busy
+            .iter()
+            .map(|a| c.admit(ip("10.0.0.1"), a, lim).unwrap().0)
+            .collect();
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(
+            c.admit(ip("10.0.0.9"), &Activity::new(), lim).err(),
+            Some(Refused::Full)
+        );
+        assert!(busy.iter().all(|a| !a.is_kicked()));
     }
 }

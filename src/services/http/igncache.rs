@@ -2,8 +2,13 @@
 //!
 //! Role: `/ignition/` answers used to read the file (and merge the
 //! hostname) per request, so 8 parallel fetches of a 50 MB config held 8+
-//! copies (RSS 52 → 945 MB). Now every body is one [`Bytes`] shared by all
-//! responses, cached under the identity of the file it came from.
+//! copies (RSS 52 → 945 MB). Then each node's merged body was a copy of its
+//! role file of its own, and each merge built the document three times: a
+//! 50 MB `master.ign` served to three masters took 25 → 471 MB. Now a file
+//! is read into one [`Bytes`] per version, shared by every response, and a
+//! node's merged body is pieces of it: slices of that one body and the few
+//! bytes the merge adds (`ignmerge`). Memory is one body per file version
+//! plus a little per node.
 //!
 //! Invariants:
 //! - A cache key is the file's `(path, dev, inode, size, mtime)` — plus the
@@ -12,27 +17,34 @@
 //!   served fresh; a file that changes while being read is served but not
 //!   cached. Inserting a key drops the entries of older versions of the
 //!   same file (same path, and hostname for merges).
-//! - At most [`MAX_CACHE_BYTES`] of bodies are kept; the least recently
-//!   used go first. A hit costs a path resolution and an `fstat` on the
+//! - A merged entry is kept only while the entry of the file version it
+//!   slices is (dropping a file's entry drops its merges), so every cached
+//!   file body is counted once, in its own entry; a merged entry counts
+//!   the bytes it adds.
+//! - At most [`MAX_CACHE_BYTES`] are counted; the least recently used
+//!   entries go first. A hit costs a path resolution and an `fstat` on the
 //!   blocking pool — at most once per [`RECHECK`] per (dir, target): in
 //!   between, the key found last is trusted, so a rewritten file is served
 //!   within [`RECHECK`] and a burst of fetches costs no thread hop (the
 //!   hop, not the syscalls, was most of the per-request CPU).
-//! - At most [`MAX_LOADS`] reads/merges run at once ([`IgnCache::load`]
-//!   holds a semaphore permit), and a waiter re-checks the cache first, so
-//!   N parallel first fetches of one file read it once.
+//! - One load per key at a time (the others wait for it and share its
+//!   result: N parallel first fetches of a file, or of several nodes of one
+//!   role, read the file once), and at most [`MAX_LOADS`] reads/merges at
+//!   once (a semaphore permit).
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::future::Future;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::Semaphore;
 
-use super::ignition::{self, Target};
+use super::ignition::Target;
+use super::ignmerge::{self, Piece};
 use super::{MAX_IGNITION, path, range};
 use crate::runtime::sync::LockExt as _;
 
@@ -88,19 +100,38 @@ impl Key {
     fn same_source(&self, other: &Key) -> bool {
         self.file.path == other.file.path && self.hostname == other.hostname
     }
+
+    /// The key of the file body a merged body slices.
+    fn base(&self) -> Key {
+        Key {
+            file: self.file.clone(),
+            hostname: None,
+        }
+    }
 }
 
-/// One shared body and its validator.
+/// One shared body (in pieces) and its validator.
 #[derive(Debug, Clone)]
 pub struct IgnBody {
-    pub bytes: Bytes,
+    /// The body: one piece for a file served as it is; a merged body is
+    /// slices of its role file's cached bytes and the bytes the merge adds.
+    pub parts: Arc<[Bytes]>,
     pub etag: String,
     /// How it was made (`role file`, `node file`, `master.ign + hostname …`).
     pub detail: String,
 }
 
+impl IgnBody {
+    /// Body bytes.
+    pub fn len(&self) -> u64 {
+        self.parts.iter().map(|p| p.len() as u64).sum()
+    }
+}
+
 struct Entry {
     body: IgnBody,
+    /// Bytes counted against [`MAX_CACHE_BYTES`].
+    cost: usize,
     used: u64,
 }
 
@@ -111,6 +142,26 @@ struct Inner {
     tick: u64,
 }
 
+impl Inner {
+    /// Drop `key`, and with a file's body the merges that slice it.
+    fn remove(&mut self, key: &Key) {
+        if let Some(e) = self.map.remove(key) {
+            self.bytes -= e.cost;
+        }
+        if key.hostname.is_none() {
+            let merges: Vec<Key> = self
+                .map
+                .keys()
+                .filter(|k| k.hostname.is_some() && k.file == key.file)
+                .cloned()
+                .collect();
+            for k in merges {
+                self.remove(&k);
+            }
+        }
+    }
+}
+
 /// The located source of a body: the opened file and its key.
 struct Located {
     key: Key,
@@ -119,10 +170,12 @@ struct Located {
     detail: String,
 }
 
-/// Shared ignition bodies plus the bound on concurrent loads.
+/// Shared ignition bodies plus the bounds on loads.
 pub struct IgnCache {
     inner: Mutex<Inner>,
     loads: Semaphore,
+    /// Keys being loaded: later requests for one wait for its first load.
+    flights: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
     /// (dir, target) → the key located last, and when.
     recent: Mutex<HashMap<(PathBuf, Target), (Instant, Key)>>,
     recheck: Duration,
@@ -141,6 +194,7 @@ impl IgnCache {
         IgnCache {
             inner: Mutex::default(),
             loads: Semaphore::new(MAX_LOADS),
+            flights: Mutex::default(),
             recent: Mutex::default(),
             recheck,
         }
@@ -213,9 +267,9 @@ fn locate(dir: &Path, t: &Target) -> Result<Located, IgnError> {
     }
 }
 
-/// Read (and merge) the located file; `cacheable` is false when the file
+/// Read the located file as it is; `cacheable` is false when the file
 /// changed while it was read. Blocking.
-fn build(l: &Located) -> Result<(IgnBody, bool), IgnError> {
+fn read(l: &Located) -> Result<(IgnBody, bool), IgnError> {
     use std::io::Read as _;
     // Sized up front: the shared body keeps its allocation.
     let mut buf = Vec::with_capacity(l.key.file.size as usize + 1);
@@ -231,23 +285,57 @@ fn build(l: &Located) -> Result<(IgnBody, bool), IgnError> {
     }
     let unchanged = FileId::of(&l.path, &l.file).is_ok_and(|id| id == l.key.file)
         && buf.len() as u64 == l.key.file.size;
-    if let Some(hostname) = &l.key.hostname {
-        buf = ignition::merge_hostname(&buf, hostname).map_err(|e| {
-            IgnError::Broken(format!(
-                "cannot merge the hostname into {}: {e}",
-                l.path.display()
-            ))
-        })?;
-    }
     let etag = range::content_etag(&buf);
+    let detail = if l.key.hostname.is_some() {
+        "role file".to_string()
+    } else {
+        l.detail.clone()
+    };
     Ok((
         IgnBody {
-            bytes: Bytes::from(buf),
+            parts: Arc::new([Bytes::from(buf)]),
             etag,
-            detail: l.detail.clone(),
+            detail,
         },
         unchanged,
     ))
+}
+
+/// `base` (a role file's body) with `/etc/hostname` = `hostname` merged in,
+/// as slices of `base` and the merge's new bytes, and how many bytes those
+/// are. Blocking (it scans the whole document).
+fn merge(
+    base: &IgnBody,
+    hostname: &str,
+    path: &Path,
+    detail: String,
+) -> Result<(IgnBody, usize), IgnError> {
+    let whole = base.parts.first().cloned().unwrap_or_default();
+    let pieces = ignmerge::hostname_splice(&whole, hostname).map_err(|e| {
+        IgnError::Broken(format!(
+            "cannot merge the hostname into {}: {e}",
+            path.display()
+        ))
+    })?;
+    let mut added = 0;
+    let parts: Vec<Bytes> = pieces
+        .into_iter()
+        .map(|p| match p {
+            Piece::Base(r) => whole.slice(r),
+            Piece::New(s) => {
+                added += s.len();
+                Bytes::from(s)
+            }
+        })
+        .filter(|b| !b.is_empty())
+        .collect();
+    let refs: Vec<&[u8]> = parts.iter().map(|b| b.as_ref()).collect();
+    let body = IgnBody {
+        etag: range::content_etag_of(&refs),
+        parts: parts.into(),
+        detail,
+    };
+    Ok((body, added))
 }
 
 impl IgnCache {
@@ -282,22 +370,25 @@ impl IgnCache {
         Some(e.body.clone())
     }
 
-    fn insert(&self, key: Key, body: IgnBody) {
-        let size = body.bytes.len();
-        if size > MAX_CACHE_BYTES {
+    /// Cache `body` under `key`, counting `cost` bytes. A merged body is
+    /// kept only while the body it slices is.
+    fn insert(&self, key: Key, body: IgnBody, cost: usize) {
+        if cost > MAX_CACHE_BYTES {
             return;
         }
         let mut g = self.inner.locked();
         let inner = &mut *g;
         // Older versions of the same source are never served again.
-        inner.map.retain(|k, e| {
-            let stale = k.same_source(&key);
-            if stale {
-                inner.bytes -= e.body.bytes.len();
-            }
-            !stale
-        });
-        while inner.bytes + size > MAX_CACHE_BYTES {
+        let stale: Vec<Key> = inner
+            .map
+            .keys()
+            .filter(|k| k.same_source(&key) && **k != key)
+            .cloned()
+            .collect();
+        for k in stale {
+            inner.remove(&k);
+        }
+        while inner.bytes + cost > MAX_CACHE_BYTES {
             let Some(oldest) = inner
                 .map
                 .iter()
@@ -306,19 +397,77 @@ impl IgnCache {
             else {
                 break;
             };
-            if let Some(e) = inner.map.remove(&oldest) {
-                inner.bytes -= e.body.bytes.len();
-            }
+            inner.remove(&oldest);
         }
+        if key.hostname.is_some() && !inner.map.contains_key(&key.base()) {
+            return;
+        }
+        inner.remove(&key);
         inner.tick += 1;
-        inner.bytes += size;
+        inner.bytes += cost;
         let used = inner.tick;
-        inner.map.insert(key, Entry { body, used });
+        inner.map.insert(key, Entry { body, cost, used });
+    }
+
+    /// The body of `key`: from the cache, else made by `make` — one load
+    /// per key at a time (later callers wait and find it cached), at most
+    /// [`MAX_LOADS`] at once — and cached unless `make` says the file
+    /// changed meanwhile.
+    async fn once<F, Fut>(&self, key: &Key, make: F) -> Result<IgnBody, IgnError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<(IgnBody, usize, bool), IgnError>>,
+    {
+        if let Some(b) = self.get(key) {
+            return Ok(b);
+        }
+        let flight = self
+            .flights
+            .locked()
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let r = async {
+            let _turn = flight.lock().await;
+            if let Some(b) = self.get(key) {
+                return Ok(b);
+            }
+            let _permit = self
+                .loads
+                .acquire()
+                .await
+                .map_err(|e| IgnError::Broken(format!("ignition load bound: {e}")))?;
+            let (body, cost, cacheable) = make().await?;
+            if cacheable {
+                self.insert(key.clone(), body.clone(), cost);
+            }
+            Ok(body)
+        }
+        .await;
+        let mut flights = self.flights.locked();
+        // Forget the flight when no one else holds it (the map and us).
+        if flights.get(key).is_some_and(|f| Arc::strong_count(f) <= 2) {
+            flights.remove(key);
+        }
+        r
+    }
+
+    /// The file body of `l` (its key's base: a merge reads its role file).
+    async fn file_body(&self, l: Located) -> Result<IgnBody, IgnError> {
+        let key = l.key.base();
+        self.once(&key, || async move {
+            let (body, fresh) = tokio::task::spawn_blocking(move || read(&l))
+                .await
+                .map_err(|e| IgnError::Broken(format!("ignition task failed: {e}")))??;
+            let cost = body.len() as usize;
+            Ok((body, cost, fresh))
+        })
+        .await
     }
 
     /// The body answering `t` from `dir`: shared from the cache while the
     /// source file is unchanged, else read (and merged) under the load
-    /// bound and cached.
+    /// bounds and cached.
     pub async fn load(&self, dir: &Path, t: &Target) -> Result<IgnBody, IgnError> {
         let id = (dir.to_path_buf(), t.clone());
         if let Some(b) = self.recent_body(&id) {
@@ -332,28 +481,24 @@ impl IgnCache {
         if let Some(b) = self.get(&located.key) {
             return Ok(b);
         }
-        let _permit = self
-            .loads
-            .acquire()
-            .await
-            .map_err(|e| IgnError::Broken(format!("ignition load bound: {e}")))?;
-        // Another request may have built it while this one waited.
-        if let Some(b) = self.get(&located.key) {
-            return Ok(b);
-        }
-        let (key, (body, cacheable)) = tokio::task::spawn_blocking(move || {
-            let built = build(&located);
-            built.map(|b| (located.key, b))
+        let key = located.key.clone();
+        let Some(hostname) = key.hostname.clone() else {
+            return self.file_body(located).await;
+        };
+        let (path, detail) = (located.path.clone(), located.detail.clone());
+        let base = self.file_body(located).await?;
+        self.once(&key, || async move {
+            let (merged, added) =
+                tokio::task::spawn_blocking(move || merge(&base, &hostname, &path, detail))
+                    .await
+                    .map_err(|e| IgnError::Broken(format!("ignition task failed: {e}")))??;
+            // The slices of the base are counted with the base.
+            Ok((merged, added, true))
         })
         .await
-        .map_err(|e| IgnError::Broken(format!("ignition task failed: {e}")))??;
-        if cacheable {
-            self.insert(key, body.clone());
-        }
-        Ok(body)
     }
 
-    /// Bytes held now.
+    /// Bytes counted now.
     #[cfg(test)]
     fn held(&self) -> usize {
         self.inner.locked().bytes
@@ -364,6 +509,13 @@ impl IgnCache {
 mod tests {
     use super::*;
     use crate::config::Role;
+
+    fn text(b: &IgnBody) -> String {
+        b.parts
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect()
+    }
 
     #[tokio::test]
     async fn a_rewrite_is_seen_after_the_recheck_window() {
@@ -376,11 +528,11 @@ mod tests {
         std::fs::write(d.join("master.ign"), br#"{"ignition":{"version":"3.4.0"}}"#).unwrap();
         // Within the window the file is not looked at again...
         let b = c.load(d, &role).await.unwrap();
-        assert_eq!(a.bytes.as_ptr(), b.bytes.as_ptr());
+        assert_eq!(a.parts[0].as_ptr(), b.parts[0].as_ptr());
         // ...after it, the rewrite is served.
         tokio::time::sleep(Duration::from_millis(250)).await;
         let fresh = c.load(d, &role).await.unwrap();
-        assert!(String::from_utf8_lossy(&fresh.bytes).contains("3.4.0"));
+        assert!(text(&fresh).contains("3.4.0"));
     }
 
     #[tokio::test]
@@ -392,28 +544,86 @@ mod tests {
         let role = Target::Role(Role::Master);
         let a = c.load(d, &role).await.unwrap();
         let b = c.load(d, &role).await.unwrap();
-        assert_eq!(a.bytes.as_ptr(), b.bytes.as_ptr(), "one shared body");
+        assert_eq!(a.parts[0].as_ptr(), b.parts[0].as_ptr(), "one shared body");
         let node = Target::Node {
             node: "m0".into(),
             role: Role::Master,
             hostname: "m0.c.example.com".into(),
         };
         let m = c.load(d, &node).await.unwrap();
-        assert!(String::from_utf8_lossy(&m.bytes).contains("m0.c.example.com"));
+        assert!(text(&m).contains("m0.c.example.com"));
+        assert_eq!(m.len(), text(&m).len() as u64);
         assert_eq!(
-            m.bytes.as_ptr(),
-            c.load(d, &node).await.unwrap().bytes.as_ptr()
+            m.parts[0].as_ptr(),
+            c.load(d, &node).await.unwrap().parts[0].as_ptr()
         );
         let held = c.held();
         // A rewrite (new size) is served fresh and replaces the old entries.
         std::fs::write(d.join("master.ign"), br#"{"ignition":{"version":"3.4.0"}}"#).unwrap();
         let a2 = c.load(d, &role).await.unwrap();
-        assert!(String::from_utf8_lossy(&a2.bytes).contains("3.4.0"));
+        assert!(text(&a2).contains("3.4.0"));
         assert_ne!(a2.etag, a.etag);
         assert!(c.held() <= held + 2);
         assert!(matches!(
             c.load(d, &Target::Role(Role::Worker)).await,
             Err(IgnError::Missing(_))
         ));
+    }
+
+    fn master(n: usize) -> Target {
+        Target::Node {
+            node: format!("master-{n}"),
+            role: Role::Master,
+            hostname: format!("master-{n}.c.example.com"),
+        }
+    }
+
+    /// Three masters merged from one large role file, fetched at once:
+    /// their bodies are slices of one cached copy of the file (it was one
+    /// copy per node), the cache counts the file once, and the merged
+    /// bodies are right.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn node_merges_share_their_role_files_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let mut doc = String::from(r#"{"ignition":{"version":"3.2.0"},"pad":""#);
+        doc.push_str(&"x".repeat(2_000_000));
+        doc.push_str(r#"","storage":{"files":[{"path":"/etc/motd"}]}}"#);
+        std::fs::write(d.join("master.ign"), &doc).unwrap();
+        let c = Arc::new(IgnCache::with_recheck(Duration::ZERO));
+        let tasks: Vec<_> = (0..3)
+            .map(|n| {
+                let (c, d) = (c.clone(), d.to_path_buf());
+                tokio::spawn(async move { c.load(&d, &master(n)).await.unwrap() })
+            })
+            .collect();
+        let mut bodies = Vec::new();
+        for t in tasks {
+            bodies.push(t.await.unwrap());
+        }
+        let role = c.load(d, &Target::Role(Role::Master)).await.unwrap();
+        let file = role.parts[0].as_ptr_range();
+        for (n, b) in bodies.iter().enumerate() {
+            let big = b.parts.iter().find(|p| p.len() > 1_000_000).unwrap();
+            assert!(file.contains(&big.as_ptr()), "master-{n} copied the file");
+            let v: serde_json::Value = serde_json::from_str(&text(b)).unwrap();
+            assert_eq!(v["storage"]["files"][0]["path"], "/etc/motd");
+            assert_eq!(
+                v["storage"]["files"][1]["contents"]["source"],
+                format!("data:,master-{n}.c.example.com%0A")
+            );
+            assert_eq!(b.etag, range::content_etag(text(b).as_bytes()));
+        }
+        assert!(c.held() < doc.len() + 3 * 1024, "held {}", c.held());
+        // Dropping the file's entry drops the merges that slice it.
+        c.inner.locked().remove(&Key {
+            file: FileId::of(
+                &d.join("master.ign"),
+                &File::open(d.join("master.ign")).unwrap(),
+            )
+            .unwrap(),
+            hostname: None,
+        });
+        assert_eq!((c.held(), c.inner.locked().map.len()), (0, 0));
     }
 }

@@ -1,5 +1,5 @@
 //! Ignition serving rules (pure): who may fetch, which file answers a
-//! name, and the per-node hostname merge.
+//! name, and what the per-node hostname merge does (done by `ignmerge`).
 //!
 //! - Access: ignition configs carry cluster secrets (`bootstrap.ign` the
 //!   cluster CA keys), so each is served only to its owner ([`owner`]: the
@@ -25,8 +25,6 @@
 //!   for Ignition spec 3.x.
 
 use std::net::IpAddr;
-
-use serde_json::{Value, json};
 
 use crate::config::{Cluster, NodeCfg, Role};
 use crate::model::access::Owner;
@@ -75,67 +73,6 @@ pub fn target(c: &Cluster, file: &str) -> Option<Target> {
         .into_iter()
         .find(|r| r.as_str() == name)
         .map(Target::Role)
-}
-
-/// Why a role config could not be merged.
-#[derive(Debug, thiserror::Error)]
-pub enum MergeError {
-    #[error("not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    #[error("{0}")]
-    Shape(&'static str),
-}
-
-/// `data:` URL for a small text file (percent-encoding what is not unreserved).
-pub fn data_url(text: &str) -> String {
-    let mut out = String::from("data:,");
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// Merge an `/etc/hostname` file into the ignition config `role_config`.
-/// A config with an `ignition.config.replace` pointer is refused: Ignition
-/// would fetch the pointed-to config *instead of* this one and drop the
-/// hostname silently (a `merge` pointer, as openshift-install writes, keeps
-/// it).
-pub fn merge_hostname(role_config: &[u8], hostname: &str) -> Result<Vec<u8>, MergeError> {
-    let mut doc: Value = serde_json::from_slice(role_config)?;
-    if doc
-        .pointer("/ignition/config/replace")
-        .is_some_and(|r| !r.is_null())
-    {
-        return Err(MergeError::Shape(
-            "it has an ignition.config.replace pointer, which would discard the node's /etc/hostname; \
-             use ignition.config.merge, or give the node its own <node>.ign",
-        ));
-    }
-    let root = doc
-        .as_object_mut()
-        .ok_or(MergeError::Shape("top level is not a JSON object"))?;
-    let storage = root
-        .entry("storage")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-        .ok_or(MergeError::Shape("storage is not an object"))?;
-    let files = storage
-        .entry("files")
-        .or_insert_with(|| json!([]))
-        .as_array_mut()
-        .ok_or(MergeError::Shape("storage.files is not an array"))?;
-    files.retain(|f| f.get("path").and_then(Value::as_str) != Some("/etc/hostname"));
-    files.push(json!({
-        "path": "/etc/hostname",
-        "mode": 420,
-        "overwrite": true,
-        "contents": { "source": data_url(&format!("{hostname}\n")) },
-    }));
-    Ok(serde_json::to_vec(&doc)?)
 }
 
 #[cfg(test)]
@@ -195,84 +132,5 @@ mod tests {
         );
         assert_eq!(own("master.ign"), Owner::Role(Role::Master));
         assert_eq!(own("worker.ign"), Owner::Role(Role::Worker));
-    }
-
-    #[test]
-    fn data_urls() {
-        assert_eq!(data_url("m0.c.example.com\n"), "data:,m0.c.example.com%0A");
-        assert_eq!(data_url("a b/c"), "data:,a%20b%2Fc");
-    }
-
-    fn hostname_entries(v: &Value) -> Vec<&Value> {
-        v["storage"]["files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["path"] == "/etc/hostname")
-            .collect()
-    }
-
-    #[test]
-    fn merge_into_pointer_config() {
-        let role = br#"{"ignition":{"config":{"merge":[{"source":"https://api-int.c.example.com:22623/config/master"}]},"version":"3.2.0"}}"#;
-        let out = merge_hostname(role, "m0.c.example.com").unwrap();
-        let v: Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(
-            v["ignition"]["config"]["merge"][0]["source"],
-            "https://api-int.c.example.com:22623/config/master"
-        );
-        assert_eq!(v["ignition"]["version"], "3.2.0");
-        let h = hostname_entries(&v);
-        assert_eq!(h.len(), 1);
-        assert_eq!(h[0]["mode"], 420);
-        assert_eq!(h[0]["overwrite"], true);
-        assert_eq!(h[0]["contents"]["source"], "data:,m0.c.example.com%0A");
-    }
-
-    #[test]
-    fn merge_replaces_existing_hostname_and_keeps_other_files() {
-        let role = br#"{"ignition":{"version":"3.4.0"},"storage":{"disks":[],"files":[
-            {"path":"/etc/hostname","contents":{"source":"data:,old"}},
-            {"path":"/etc/motd","contents":{"source":"data:,hi"}}]},"systemd":{"units":[{"name":"a.service"}]}}"#;
-        let v: Value =
-            serde_json::from_slice(&merge_hostname(role, "w0.c.example.com").unwrap()).unwrap();
-        let h = hostname_entries(&v);
-        assert_eq!(h.len(), 1);
-        assert_eq!(h[0]["contents"]["source"], "data:,w0.c.example.com%0A");
-        assert_eq!(v["storage"]["files"].as_array().unwrap().len(), 2);
-        assert_eq!(v["storage"]["files"][0]["path"], "/etc/motd");
-        assert_eq!(v["storage"]["disks"], json!([]));
-        assert_eq!(v["systemd"]["units"][0]["name"], "a.service");
-    }
-
-    #[test]
-    fn merge_errors() {
-        assert!(matches!(
-            merge_hostname(b"{not json", "h"),
-            Err(MergeError::Json(_))
-        ));
-        assert!(matches!(
-            merge_hostname(b"[]", "h"),
-            Err(MergeError::Shape(_))
-        ));
-        assert!(matches!(
-            merge_hostname(br#"{"storage":[]}"#, "h"),
-            Err(MergeError::Shape(_))
-        ));
-        assert!(matches!(
-            merge_hostname(br#"{"storage":{"files":{}}}"#, "h"),
-            Err(MergeError::Shape(_))
-        ));
-        // A replace pointer would discard the hostname: refused, clearly.
-        let replace =
-            br#"{"ignition":{"version":"3.2.0","config":{"replace":{"source":"https://x/c"}}}}"#;
-        match merge_hostname(replace, "h") {
-            Err(MergeError::Shape(m)) => assert!(m.contains("ignition.config.replace"), "{m}"),
-            other => panic!("{other:?}"),
-        }
-        // A merge pointer (what openshift-install writes) is fine.
-        let merge =
-            br#"{"ignition":{"version":"3.2.0","config":{"merge":[{"source":"https://x/c"}]}}}"#;
-        assert!(merge_hostname(merge, "h").is_ok());
     }
 }

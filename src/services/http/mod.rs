@@ -26,15 +26,20 @@
 //! - Ignition configs and boot ISOs are answered only to the node they
 //!   belong to, the appliance host and the configured extra networks
 //!   ([`crate::model::access`]; 403 otherwise, the first refusal per address
-//!   logged as a warning with the address and the file); each body is built once per file version
-//!   (and node) and shared by every response ([`igncache`]: bounded cache,
-//!   bounded loads); every ignition request is recorded in [`stats::Stats`]
+//!   logged as a warning with the address and the file); each file is read
+//!   once per version and shared by every response, a node's hostname merge
+//!   as slices of its role file's body ([`igncache`]: bounded cache, bounded
+//!   loads); every ignition request is recorded in [`stats::Stats`]
 //!   (client IP ↔ node, file, status, time) and shown by the admin listener.
 //! - A bad request or a broken connection is logged at debug and never ends
 //!   the listener; a listener that ends on its own fails the service.
-//!   Silent, idle or trickling connections are closed after
-//!   [`HEADER_TIMEOUT`]; at most [`MAX_CONNECTIONS`] are served at once, and
-//!   at most `http.maxConnectionsPerClient` per client address (`clients`).
+//!   Silent or trickling connections are closed after [`HEADER_TIMEOUT`],
+//!   connections with no request in flight (h2 included) after
+//!   [`IDLE_TIMEOUT`] (`runtime::httpconn`); at most `limits::cap::http_served`
+//!   are served at once (1024 descriptors less a sixteenth kept to judge
+//!   newcomers, fewer under a short open-files limit), at most
+//!   `http.maxConnectionsPerClient` per client address, and when all are
+//!   taken a lighter client takes an idle slot of the heaviest (`clients`).
 //! - A reload swaps the plan (dirs, nodes, ACL) for the next request and
 //!   keeps the listening socket when `http.listen` did not change.
 
@@ -42,6 +47,7 @@ mod bootstate;
 mod clients;
 mod igncache;
 pub mod ignition;
+pub mod ignmerge;
 mod iso;
 pub mod netboot;
 pub mod path;
@@ -82,10 +88,13 @@ pub const CHUNK: usize = 256 * 1024;
 /// Largest ignition file served (bootstrap.ign is a few hundred kB).
 pub const MAX_IGNITION: u64 = 64 * 1024 * 1024;
 /// How long a new connection may stay silent, and how long a client may
-/// take to send a request head (from when it is awaited, trickled or not).
+/// take to send an HTTP/1 request head (from when it is awaited, trickled
+/// or not).
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Most connections served at once; further clients wait in the backlog.
-pub const MAX_CONNECTIONS: usize = crate::runtime::limits::cap::HTTP_MAX_CONNECTIONS;
+/// How long a connection with no request in flight stays open: an h2
+/// connection with no open stream (or that never completed a request's
+/// headers), an HTTP/1 keep-alive between requests.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The methods served (`Allow` of 405 and OPTIONS answers).
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 /// How long in-flight responses get after shutdown is requested.
@@ -145,6 +154,14 @@ fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into())
         .map_err(|never| match never {})
         .boxed_unsync()
+}
+
+/// A body of shared pieces (an ignition body: slices of one cached file),
+/// sent as they are, no copy.
+fn shared_body(parts: Arc<[Bytes]>) -> Body {
+    let frames: Vec<std::io::Result<Frame<Bytes>>> =
+        parts.iter().map(|p| Ok(Frame::data(p.clone()))).collect();
+    stream_body(stream::iter(frames))
 }
 
 fn hv(s: &str) -> HeaderValue {
@@ -448,7 +465,7 @@ impl Ctx {
             return plain(StatusCode::NOT_FOUND, "not found");
         };
         let (body, etag, detail) = match self.ign_cache.load(&c.http.ignition_dir, &target).await {
-            Ok(b) => (b.bytes, b.etag, b.detail),
+            Ok(b) => (b.parts, b.etag, b.detail),
             Err(IgnError::Missing(f)) => {
                 info!("ignition {file} for {client}: {f} does not exist");
                 record(StatusCode::NOT_FOUND, &format!("{f} missing"), 0);
@@ -467,7 +484,7 @@ impl Ctx {
             etag,
             modified: None,
         };
-        let len = body.len() as u64;
+        let len: u64 = body.iter().map(|p| p.len() as u64).sum();
         let mut r = Response::new(empty());
         with_validators(&mut r, &v);
         r.headers_mut()
@@ -500,7 +517,7 @@ impl Ctx {
         }
         self.stats.sent(len);
         r.headers_mut().insert(header::CONTENT_LENGTH, len.into());
-        *r.body_mut() = full(body);
+        *r.body_mut() = shared_body(body);
         r
     }
 

@@ -237,12 +237,21 @@ pub fn file_etag(inode: u64, len: u64, modified: Option<SystemTime>) -> String {
 
 /// A strong ETag for an in-memory body (FNV-1a 64 of the bytes and length).
 pub fn content_etag(body: &[u8]) -> String {
+    content_etag_of(&[body])
+}
+
+/// [`content_etag`] of the concatenation of `parts`.
+pub fn content_etag_of(parts: &[&[u8]]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in body {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+    let mut len = 0;
+    for part in parts {
+        for b in *part {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        len += part.len();
     }
-    format!("\"{h:016x}-{:x}\"", body.len())
+    format!("\"{h:016x}-{len:x}\"")
 }
 
 /// The framing of a `multipart/byteranges` body: the header before each

@@ -1,6 +1,8 @@
 //! The HTTP service: its listener, its place in the service shape, and the
-//! accept loop that hands each connection to hyper with the request
-//! handler of [`super`].
+//! accept loop that admits each connection ([`clients`]: per-client limit,
+//! global cap, eviction of idle connections when full) and hands it to
+//! hyper with the request handler of [`super`] ([`httpconn`]: request-start,
+//! header and idle timeouts).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -12,18 +14,20 @@ use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use hyper::Request;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
-use super::clients::Clients;
+use super::clients::{self, ClientSlot, Clients, Refused};
 use super::netboot::BootState;
 use super::stats::Stats;
 use super::version::MinorVersion;
-use super::{Ctx, DRAIN, HEADER_TIMEOUT, MAX_CONNECTIONS};
+use super::{Ctx, DRAIN, HEADER_TIMEOUT, IDLE_TIMEOUT};
 use crate::plan::Plan;
+use crate::runtime::httpconn::{self, Activity, Ended};
+use crate::runtime::limits::cap;
 use crate::runtime::net;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 
@@ -139,26 +143,63 @@ impl Service for Http {
     }
 }
 
-/// The HTTP/2 connection preface (RFC 9113 §3.4).
-const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// Wait until hyper-util can tell HTTP/1 from h2 without blocking: the
-/// bytes received differ from the h2 preface, or hold all of it. Its own
-/// sniffing has no timeout, so a client that sent nothing (or `P`, `PRI`…)
-/// and stalled held its connection for ever; the caller bounds this wait.
-/// `false` when the client closed first. `peek`, not `readable()`: the
-/// latter reported fresh sockets ready with no byte in them.
-async fn sniffable(stream: &tokio::net::TcpStream) -> bool {
-    let mut buf = [0u8; H2_PREFACE.len()];
-    loop {
-        match stream.peek(&mut buf).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) if n == buf.len() || buf[..n] != H2_PREFACE[..n] => return true,
-            // A prefix of the preface: wait for more (peek returns at once
-            // while bytes are queued, so poll gently).
-            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+/// How an admitted connection is served: per-client and global limits
+/// with eviction ([`clients`]), then the request-start and idle timeouts
+/// of [`httpconn`].
+async fn serve_conn(
+    ctx: Arc<Ctx>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    admitted: Result<(ClientSlot, Option<std::net::IpAddr>), Refused>,
+    activity: Arc<Activity>,
+    shutdown: CancellationToken,
+) {
+    let _slot = match admitted {
+        Ok((slot, evicted)) => {
+            if let Some(from) = evicted {
+                debug!("http: closing an idle connection of {from} to serve {peer}");
+                ctx.stats.evicted();
+            }
+            slot
         }
+        Err(Refused::PerClient) => {
+            // Closed at once: one host cannot hold every slot (slowloris).
+            debug!("http connection closed: the client holds its limit");
+            ctx.stats.refused_per_client();
+            return;
+        }
+        Err(Refused::Full) => {
+            debug!("http connection closed: every slot is taken, none idle to give way");
+            ctx.stats.refused_full();
+            return;
+        }
+    };
+    // A client that connects and stays silent holds no slot for long;
+    // hyper's header timeout then bounds each HTTP/1 request head, and the
+    // idle timeout every connection with no request in flight (h2 too).
+    if let Some(end) = httpconn::request_start(&stream, HEADER_TIMEOUT, &activity, &shutdown).await
+    {
+        debug!("http connection closed before a request: {end:?}");
+        return;
     }
+    ctx.stats.conn_open();
+    let c2 = ctx.clone();
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let ctx = c2.clone();
+        async move { Ok::<_, Infallible>(ctx.handle(req, peer).await) }
+    });
+    let t = httpconn::Timeouts {
+        idle: IDLE_TIMEOUT,
+        drain: DRAIN,
+    };
+    let stream = MinorVersion::new(stream);
+    match httpconn::serve(&builder, stream, svc, &activity, t, &shutdown).await {
+        Ended::Idle => ctx.stats.closed_idle(),
+        Ended::Failed(e) => debug!("http connection: {e}"),
+        _ => {}
+    }
+    ctx.stats.conn_close();
 }
 
 /// Accept and serve HTTP connections on `listener` until `shutdown`.
@@ -167,11 +208,19 @@ async fn serve_listener(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    // Descriptors bound what is accepted; admission what is served (the
+    // difference lets a newcomer be judged when every slot is taken).
     let limits = net::Limits {
-        max_conns: Some(crate::runtime::limits::cap::scaled(MAX_CONNECTIONS)),
+        max_conns: Some(cap::http()),
         backoff: Duration::from_millis(100),
         drain: None,
     };
+    let total = cap::http_served();
+    let mut builder = httpconn::builder(HEADER_TIMEOUT);
+    // A client that shuts down its write side after the request (busybox
+    // nc, HTTP/1.0 tools) still gets the whole body.
+    builder.http1().half_close(true);
+    let builder = Arc::new(builder);
     // EMFILE and friends: back off instead of spinning; one line a second.
     let every = net::LogEvery::new(Duration::from_secs(1));
     let on_error = |e: &std::io::Error| {
@@ -180,52 +229,24 @@ async fn serve_listener(
         }
     };
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
-        let limit = ctx.plan.load().cluster.http.max_connections_per_client;
-        let slot = ctx.clients.try_acquire(peer.ip(), limit);
+        let configured = ctx.plan.load().cluster.http.max_connections_per_client;
+        let lim = clients::Limits {
+            per_client: cap::http_per_client(configured),
+            total,
+        };
+        let activity = Activity::new();
+        let admitted = ctx.clients.admit(peer.ip(), &activity, lim);
         let _ = stream.set_nodelay(true);
-        let ctx = ctx.clone();
-        let shutdown = shutdown.clone();
-        let span = info_span!("http", %peer);
-        async move {
-            let Some(_slot) = slot else {
-                // Closed at once: one host cannot hold every slot (slowloris).
-                debug!("http connection closed: the client already holds {limit}");
-                ctx.stats.refused_per_client();
-                return;
-            };
-            // A client that connects and stays silent holds no slot for
-            // long; hyper's header timeout then bounds each request head
-            // (the first and every keep-alive follow-up), however slowly
-            // it trickles in: its deadline is not reset by partial data.
-            let silent = tokio::select! {
-                r = tokio::time::timeout(HEADER_TIMEOUT, sniffable(&stream)) => !matches!(r, Ok(true)),
-                _ = shutdown.cancelled() => true,
-            };
-            if silent {
-                debug!("http connection closed: no request");
-                return;
-            }
-            ctx.stats.conn_open();
-            let c2 = ctx.clone();
-            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let ctx = c2.clone();
-                async move { Ok::<_, Infallible>(ctx.handle(req, peer).await) }
-            });
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                // A client that shuts down its write side after the request
-                // (busybox nc, HTTP/1.0 tools) still gets the whole body.
-                .half_close(true)
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT);
-            let stream = MinorVersion::new(stream);
-            if let Err(e) = net::serve_http(&builder, stream, svc, &shutdown, DRAIN).await {
-                debug!("http connection: {e}");
-            }
-            ctx.stats.conn_close();
-        }
-        .instrument(span)
+        let conn = serve_conn(
+            ctx.clone(),
+            builder.clone(),
+            stream,
+            peer,
+            admitted,
+            activity,
+            shutdown.clone(),
+        );
+        conn.instrument(info_span!("http", %peer))
     })
     .await;
     Ok(())

@@ -59,6 +59,9 @@ pub struct Stats {
     active: AtomicI64,
     connections: AtomicU64,
     refused_per_client: AtomicU64,
+    refused_full: AtomicU64,
+    evicted: AtomicU64,
+    closed_idle: AtomicU64,
     fetches: Mutex<VecDeque<Fetch>>,
     ign_by_status: Mutex<BTreeMap<u16, u64>>,
 }
@@ -77,6 +80,9 @@ impl Stats {
             active: AtomicI64::new(0),
             connections: AtomicU64::new(0),
             refused_per_client: AtomicU64::new(0),
+            refused_full: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+            closed_idle: AtomicU64::new(0),
             fetches: Mutex::default(),
             ign_by_status: Mutex::default(),
         }
@@ -97,6 +103,18 @@ impl Stats {
     /// A connection closed at accept: its client held its limit already.
     pub fn refused_per_client(&self) {
         self.refused_per_client.fetch_add(1, Ordering::Relaxed);
+    }
+    /// A connection closed at accept: every slot taken, none to give way.
+    pub fn refused_full(&self) {
+        self.refused_full.fetch_add(1, Ordering::Relaxed);
+    }
+    /// An idle connection closed to make room for a lighter client.
+    pub fn evicted(&self) {
+        self.evicted.fetch_add(1, Ordering::Relaxed);
+    }
+    /// A connection closed after the idle timeout with nothing in flight.
+    pub fn closed_idle(&self) {
+        self.closed_idle.fetch_add(1, Ordering::Relaxed);
     }
     pub fn conn_close(&self) {
         self.active.fetch_sub(1, Ordering::Relaxed);
@@ -196,6 +214,27 @@ impl Stats {
             "Connections closed at accept: the client held http.maxConnectionsPerClient.",
         )
         .sample(&[], self.refused_per_client.load(Ordering::Relaxed));
+        family(
+            out,
+            "crc_appliance_http_connections_refused_full_total",
+            Kind::Counter,
+            "Connections closed at accept: every slot taken and no heavier client had an idle one.",
+        )
+        .sample(&[], self.refused_full.load(Ordering::Relaxed));
+        family(
+            out,
+            "crc_appliance_http_connections_evicted_total",
+            Kind::Counter,
+            "Idle connections closed to serve a client holding fewer (every slot taken).",
+        )
+        .sample(&[], self.evicted.load(Ordering::Relaxed));
+        family(
+            out,
+            "crc_appliance_http_connections_idle_closed_total",
+            Kind::Counter,
+            "Connections closed after the idle timeout with no request in flight (h2 included).",
+        )
+        .sample(&[], self.closed_idle.load(Ordering::Relaxed));
         let mut f = family(
             out,
             "crc_appliance_http_ignition_requests_total",
