@@ -122,6 +122,7 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
 
     let mut set = JoinSet::new();
     tokio::spawn(sample_timeline(hub.clone(), root.clone()));
+    tokio::spawn(crate::runtime::lograte::flush_every(root.clone()));
     for s in &services {
         let (s, token) = (s.clone(), root.clone());
         set.spawn(async move { (s.name(), s.run(token).await) });
@@ -157,6 +158,8 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         warn!("services did not stop within {GRACE:?}; aborting them");
         set.abort_all();
     }
+    // The counts of rate-limited lines not written yet.
+    crate::runtime::lograte::flush_final();
     if outcome.is_ok() {
         info!("stopped");
     }

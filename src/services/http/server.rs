@@ -24,6 +24,7 @@ use super::stats::Stats;
 use super::version::MinorVersion;
 use super::{Ctx, DRAIN, HEADER_TIMEOUT, MAX_CONNECTIONS};
 use crate::plan::Plan;
+use crate::runtime::lograte::LogRate;
 use crate::runtime::net;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 
@@ -147,6 +148,9 @@ async fn sniffable(stream: &tokio::net::TcpStream) -> bool {
     }
 }
 
+/// Accept errors: at most one line a second (counts of the rest).
+static ACCEPT_LOG: LogRate = LogRate::new("http", Duration::from_secs(1));
+
 /// Accept and serve HTTP connections on `listener` until `shutdown`.
 async fn serve_listener(
     ctx: Arc<Ctx>,
@@ -159,10 +163,9 @@ async fn serve_listener(
         drain: None,
     };
     // EMFILE and friends: back off instead of spinning; one line a second.
-    let every = net::LogEvery::new(Duration::from_secs(1));
     let on_error = |e: &std::io::Error| {
-        if let Some(n) = every.allow() {
-            warn!("http accept: {e} ({n} more suppressed)");
+        if let Some(tail) = ACCEPT_LOG.check("accept error", None) {
+            warn!("http accept: {e}{tail}");
         }
     };
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {

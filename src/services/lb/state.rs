@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
@@ -252,9 +252,6 @@ pub struct FrontendStats {
     pub total: AtomicU64,
     pub over_cap: AtomicU64,
     pub no_backend: AtomicU64,
-    /// Set after warning that a client found no backend; cleared by the
-    /// next proxied connection (one warning per outage, not per client).
-    pub warned_empty: AtomicBool,
 }
 
 impl FrontendStats {
