@@ -46,6 +46,14 @@ shell script turns into TSV rows. Loopback (127.0.0.0/8) addresses only.
       thread), lock-step 512-byte blocks without options, ACK re-sent after
       1 s of silence, each given up after TIMEOUT_S. Prints attempts, ok,
       success_rate, busy (ERROR answers), timeouts, p50_ms, max_ms.
+  udpflood HOST PORT N KIND [--src A]
+      Send N DNS datagrams of KIND to HOST:PORT from source address A, in
+      bursts of 100 with a 10 ms pause (bounded: at most N datagrams and
+      60 s), then read answers for 1 s. KIND: opcode (a query for
+      q<i>.bench.crc.testing A with opcode 2, STATUS; a new name each time,
+      so no packet cache answers it), edns (the same query with EDNS
+      version 1), garbage (12..60 random bytes with QR=0). Prints sent,
+      answered, seconds.
   summary TSV
       Median and min-max per (scenario, metric, target) as a Markdown table.
 """
@@ -576,6 +584,63 @@ def tftpget(argv):
             busy=sum(1 for _, why, _ in res if why == "busy"),
             timeouts=sum(1 for _, why, _ in res if why == "timeout"),
             p50_ms=pct(lat, 50), max_ms=f"{max(lat):.2f}" if lat else "nan")
+# ---------------------------------------------------------------- udpflood
+def dns_datagram(kind, i, rnd):
+    qid = (i & 0xFFFF).to_bytes(2, "big")
+    # q<i>.bench.crc.testing A IN: a name of the zone both servers answer
+    # (pressure.sh dnslog), so the query reaches the zone code, and a new
+    # name each time, so no packet cache answers it.
+    label = f"q{i}".encode()
+    question = (bytes([len(label)]) + label + b"\x05bench\x03crc\x07testing\x00"
+                + b"\x00\x01\x00\x01")
+    if kind == "opcode":
+        return qid + bytes([2 << 3, 0, 0, 1, 0, 0, 0, 0, 0, 0]) + question
+    if kind == "edns":
+        # OPT: root name, type 41, payload 1232, ext-rcode 0, version 1, flags 0
+        opt = b"\x00\x00\x29\x04\xd0\x00\x01\x00\x00\x00\x00"
+        return qid + bytes([1, 0, 0, 1, 0, 0, 0, 0, 0, 1]) + question + opt
+    if kind == "garbage":
+        body = bytes(rnd.getrandbits(8) for _ in range(rnd.randint(10, 58)))
+        return qid + bytes([body[0] & 0x7F]) + body[1:]
+    sys.exit(f"unknown kind {kind}")
+
+
+def udpflood(argv):
+    pos, kw = opts(argv, {"src": 1})
+    host, port, n, kind = pos[0], int(pos[1]), int(pos[2]), pos[3]
+    loopback_only(host)
+    src = kw.get("src", "127.0.0.1")
+    loopback_only(src)
+    rnd = random.Random(42)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((src, 0))
+    s.setblocking(False)
+    t0, sent, answered = time.monotonic(), 0, 0
+    buf = bytearray(4096)
+    for i in range(n):
+        if time.monotonic() - t0 > 60:
+            break
+        try:
+            s.sendto(dns_datagram(kind, i, rnd), (host, port))
+            sent += 1
+        except BlockingIOError:
+            pass
+        if i % 100 == 99:
+            time.sleep(0.01)
+        while True:
+            try:
+                s.recv_into(buf)
+                answered += 1
+            except BlockingIOError:
+                break
+    end = time.monotonic() + 1
+    while time.monotonic() < end:
+        try:
+            s.recv_into(buf)
+            answered += 1
+        except BlockingIOError:
+            time.sleep(0.01)
+    out(sent=sent, answered=answered, seconds=round(time.monotonic() - t0, 2))
 
 
 # ---------------------------------------------------------------- summary
@@ -601,6 +666,8 @@ def summary(argv):
 if __name__ == "__main__":
     cmds = dict(flood=flood, probe=probe, lbwatch=lbwatch, hapcmd=hapcmd, rss=rss, mkign=mkign,
                 tftphog=tftphog, tftpget=tftpget, summary=summary)
+    cmds = dict(flood=flood, probe=probe, lbwatch=lbwatch, hapcmd=hapcmd, rss=rss, mkign=mkign, udpflood=udpflood,
+                summary=summary)
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])

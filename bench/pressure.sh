@@ -69,6 +69,17 @@
 #             /etc/hostname) for master-0/1/2, each curl from the node's own
 #             address; nginx serves the static file to the same three
 #             clients. Peak RSS growth and CPU, as in ignition.
+#  dnslog     DNS log flood (#22 item 6). crc-appliance (dns only, RUST_LOG
+#             unset: the default `info`) and Knot (`log: stderr, any: info`,
+#             Knot's default severity), each answering one zone on
+#             127.0.43.x:15353. Per kind of bad datagram ($DNSLOG_KINDS:
+#             opcode = a query with opcode 2 STATUS, edns = EDNS version 1,
+#             garbage = random bytes with QR=0) $DNSLOG_N datagrams from
+#             127.0.0.2 (bursts of 100, 10 ms apart), then $DNSLOG_SETTLE s
+#             (crc writes its summary line 10 s after the first): the log
+#             lines and bytes added, the lines naming 127.0.0.2, the
+#             datagrams answered. With CRC_BEFORE_BIN set, that binary (an
+#             older build) runs first as target crc-before.
 #
 # Standalone (the shared harness has no such scenarios) but it follows its
 # rules: scratch dir removed on exit, every process started here is tracked
@@ -80,20 +91,22 @@
 #   REPS=1 SCENARIOS=slowloris bench/pressure.sh
 #
 # Env: REPS (3) SCENARIOS ("lb slowloris ignition tftphog h2idle slowmulti
-# nofile ignnodes") HAPROXY_VARIANTS ("default cap") NOFILE (1024) FLOOD_N
-# (1500) MEASURE_S (10) SLOW_N (1100) SLOW_S (15) H2_N (1024) H2_SRCS (16)
-# H2_S (25) MULTI_N (1280) MULTI_SRCS (20) IGN_MB (50) IGN_PAR (8)
-# IGN_ROUNDS (3) HOG_BURST (70) HOG_S (40) LEGIT_N (28) SUT_CPU (0)
-# CLIENT_CPU (1) KEEP (1 keeps the scratch dir) RESULTS_DIR CRC_BIN
-# CRC_BEFORE_BIN (tftphog only).
+# nofile ignnodes dnslog") HAPROXY_VARIANTS ("default cap") NOFILE (1024)
+# FLOOD_N (1500) MEASURE_S (10) SLOW_N (1100) SLOW_S (15) H2_N (1024)
+# H2_SRCS (16) H2_S (25) MULTI_N (1280) MULTI_SRCS (20) IGN_MB (50)
+# IGN_PAR (8) IGN_ROUNDS (3) HOG_BURST (70) HOG_S (40) LEGIT_N (28)
+# DNSLOG_N (3000) DNSLOG_KINDS ("opcode edns garbage") DNSLOG_SETTLE (11)
+# SUT_CPU (0) CLIENT_CPU (1) KEEP (1 keeps the scratch dir) RESULTS_DIR
+# CRC_BIN CRC_BEFORE_BIN (tftphog and dnslog only).
 # Needs: nginx haproxy openssl curl python3 taskset prlimit ss (iproute2);
-# tftphog also in.tftpd (tftpd-hpa; its system service need not run).
+# tftphog also in.tftpd (tftpd-hpa; its system service need not run),
+# dnslog knotd (knot).
 # Root is not required (ports above 1024; prlimit only lowers limits),
 # except by in.tftpd, which wants to drop privileges (tftphog only).
 set -euo pipefail
 
 REPS=${REPS:-3}
-SCENARIOS=${SCENARIOS:-lb slowloris ignition tftphog h2idle slowmulti nofile ignnodes}
+SCENARIOS=${SCENARIOS:-lb slowloris ignition tftphog h2idle slowmulti nofile ignnodes dnslog}
 HAPROXY_VARIANTS=${HAPROXY_VARIANTS:-default cap}
 NOFILE=${NOFILE:-1024}
 FLOOD_N=${FLOOD_N:-1500}
@@ -111,6 +124,9 @@ IGN_ROUNDS=${IGN_ROUNDS:-3}
 HOG_BURST=${HOG_BURST:-70}
 HOG_S=${HOG_S:-40}
 LEGIT_N=${LEGIT_N:-28}
+DNSLOG_N=${DNSLOG_N:-3000}
+DNSLOG_KINDS=${DNSLOG_KINDS:-opcode edns garbage}
+DNSLOG_SETTLE=${DNSLOG_SETTLE:-11}
 SUT_CPU=${SUT_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -251,7 +267,8 @@ log "reps=$REPS scenarios='$SCENARIOS' sut_cpu=$SUT_CPU client_cpu=$CLIENT_CPU r
   echo "kernel: $(uname -r), cpus: $(nproc), loadavg at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   [[ -n ${CRC_BEFORE_BIN:-} ]] && echo "crc-before: $("$CRC_BEFORE_BIN" --version 2>/dev/null | head -1) ($CRC_BEFORE_BIN)"
   echo "tftpd-hpa: $(dpkg-query -W -f '${Version}' tftpd-hpa 2>/dev/null || echo none)"
-  echo "env: REPS=$REPS NOFILE=$NOFILE FLOOD_N=$FLOOD_N MEASURE_S=$MEASURE_S SLOW_N=$SLOW_N SLOW_S=$SLOW_S H2_N=$H2_N H2_SRCS=$H2_SRCS H2_S=$H2_S MULTI_N=$MULTI_N MULTI_SRCS=$MULTI_SRCS IGN_MB=$IGN_MB IGN_PAR=$IGN_PAR IGN_ROUNDS=$IGN_ROUNDS HOG_BURST=$HOG_BURST HOG_S=$HOG_S LEGIT_N=$LEGIT_N"
+  echo "knotd: $(knotd --version 2>/dev/null | head -1)"
+  echo "env: REPS=$REPS NOFILE=$NOFILE FLOOD_N=$FLOOD_N MEASURE_S=$MEASURE_S SLOW_N=$SLOW_N SLOW_S=$SLOW_S H2_N=$H2_N H2_SRCS=$H2_SRCS H2_S=$H2_S MULTI_N=$MULTI_N MULTI_SRCS=$MULTI_SRCS IGN_MB=$IGN_MB IGN_PAR=$IGN_PAR IGN_ROUNDS=$IGN_ROUNDS HOG_BURST=$HOG_BURST HOG_S=$HOG_S LEGIT_N=$LEGIT_N DNSLOG_N=$DNSLOG_N DNSLOG_KINDS='$DNSLOG_KINDS' DNSLOG_SETTLE=$DNSLOG_SETTLE"
 } >"$RAW/versions.txt"
 
 # ====================================================================== lb
@@ -819,6 +836,91 @@ tftphog_cell() { # TARGET REP
   stop_pid "$SRV_PID"
 }
 
+# ====================================================================== dnslog
+D_CRC=127.0.43.2 D_KNOT=127.0.43.3 D_PORT=15353 D_SRC=127.0.0.2
+
+dnslog_setup() {
+  [[ -d $W/knot ]] && return 0
+  command -v knotd >/dev/null || die "missing knotd (apt-get install knot)"
+  mkdir -p "$W/knot"
+  cat >"$W/crc-dns.yaml" <<EOF
+name: bench
+baseDomain: crc.testing
+network: { cidr: 127.0.43.0/24, gateway: 127.0.43.1, applianceIP: $D_CRC }
+nodes:
+  - { name: master-0, role: master, mac: "52:54:00:2b:00:0b", ip: 127.0.43.11 }
+dns: { listen: ["$D_CRC:$D_PORT"] }
+dhcp: { enabled: false }
+loadBalancer: { enabled: false }
+http: { enabled: false }
+admin: { enabled: false }
+EOF
+  cat >"$W/knot/bench.zone" <<EOF
+\$ORIGIN bench.crc.testing.
+\$TTL 30
+@ SOA ns1 hostmaster 1 3600 600 86400 30
+@ NS ns1
+ns1 A $D_KNOT
+api A $D_CRC
+master-0 A 127.0.43.11
+EOF
+  cat >"$W/knot/knot.conf" <<EOF
+server:
+    listen: $D_KNOT@$D_PORT
+    identity: ""
+    version: ""
+    rundir: "$W/knot"
+    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+log:
+  - target: stderr
+    any: info
+database:
+    storage: "$W/knot"
+template:
+  - id: default
+    storage: "$W/knot"
+    zonefile-sync: -1
+    zonefile-load: whole
+    journal-content: none
+zone:
+  - domain: bench.crc.testing
+    file: "$W/knot/bench.zone"
+EOF
+  cp "$W/crc-dns.yaml" "$W/knot/knot.conf" "$RAW/"
+}
+
+dnslog_cell() { # TARGET REP
+  local tgt=$1 rep=$2 addr bin logf pid kind l0 l1 b0 b1
+  case $tgt in
+    crc | crc-before)
+         addr=$D_CRC bin=$CRC_BIN
+         [[ $tgt == crc-before ]] && bin=$CRC_BEFORE_BIN
+         start_bg "dns-$tgt" "$SUT_CPU" env -u RUST_LOG "$bin" serve --cluster "$W/crc-dns.yaml" ;;
+    knot) addr=$D_KNOT
+          start_bg "dns-knot" "$SUT_CPU" knotd -c "$W/knot/knot.conf" ;;
+  esac
+  pid=$BG_PID logf=$W/dns-$tgt.log
+  wait_tcp "$addr" "$D_PORT" 10 || die "$tgt did not listen: $(tail -5 "$logf")"
+  sleep 1
+  for kind in $DNSLOG_KINDS; do
+    l0=$(wc -l <"$logf") b0=$(stat -c %s "$logf")
+    helper udpflood "$addr" "$D_PORT" "$DNSLOG_N" "$kind" --src "$D_SRC" >"$W/udp.kv"
+    sleep "$DNSLOG_SETTLE"
+    l1=$(wc -l <"$logf") b1=$(stat -c %s "$logf")
+    record "$tgt" "dnslog_$kind" log_lines "$rep" $((l1 - l0)) lines
+    record "$tgt" "dnslog_$kind" log_bytes "$rep" $((b1 - b0)) B
+    record "$tgt" "dnslog_$kind" lines_naming_client "$rep" \
+      "$(sed -n "$((l0 + 1)),${l1}p" "$logf" | grep -cE "${D_SRC//./\\.}[:@]" || true)" lines
+    record_kv "$tgt" "dnslog_$kind" "$rep" "" "$W/udp.kv" sent:datagrams answered:datagrams
+    # its first 20 lines (sed quits by itself: no SIGPIPE under pipefail)
+    sed -n "$((l0 + 1)),$((l0 + 20))p;$((l0 + 20))q" "$logf" >"$RAW/dnslog-$tgt-$rep-$kind.head"
+  done
+  stop_pid "$pid"
+  cp "$logf" "$RAW/dnslog-$tgt-$rep.log"
+}
+
 # ====================================================================== main
 for scen in $SCENARIOS; do
   case $scen in
@@ -833,6 +935,8 @@ for scen in $SCENARIOS; do
       targets=(crc tftpd-hpa)
       [[ -n ${CRC_BEFORE_BIN:-} ]] && targets=(crc-before crc tftpd-hpa)
       ;;
+    dnslog) dnslog_setup; targets=(crc knot)
+            [[ -n ${CRC_BEFORE_BIN:-} ]] && targets=(crc-before crc knot) ;;
     *) die "unknown scenario $scen" ;;
   esac
   for ((rep = 1; rep <= REPS; rep++)); do
@@ -847,6 +951,7 @@ for scen in $SCENARIOS; do
         slowmulti) slowmulti_cell "$t" "$rep" ;;
         nofile) nofile_cell "$t" "$rep" ;;
         ignnodes) ignnodes_cell "$t" "$rep" ;;
+        dnslog) dnslog_cell "$t" "$rep" ;;
       esac
     done
   done

@@ -517,6 +517,50 @@ fn lb_backend_override_rules() {
     assert_eq!(https.backends[0].addr.to_string(), "192.168.131.20:443");
 }
 
+/// `dhcp.relays`: relay agent addresses answered besides the segments'
+/// gateways; each one an address a relay can have, listed once.
+#[test]
+fn dhcp_relays() {
+    let ok = format!(
+        "{BASE}dhcp:\n  relays: [192.168.131.254, 10.99.0.1]\n  segments:\n    - {{ cidr: 10.77.0.0/24, gateway: 10.77.0.1 }}\n"
+    );
+    let c = load(&ok).unwrap();
+    assert_eq!(c.dhcp.relays.len(), 2);
+    let all: Vec<String> = c
+        .dhcp
+        .relay_addresses()
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    assert_eq!(all, ["10.77.0.1", "10.99.0.1", "192.168.131.254"]);
+    // None by default: no relayed request is answered but a segment's.
+    assert!(load(BASE).unwrap().dhcp.relay_addresses().is_empty());
+    let bad = format!(
+        "{BASE}dhcp:\n  relays: [x, 192.168.131.2, 192.168.131.255, 10.77.0.0, 224.0.0.1, 127.0.0.1, 0.0.0.0, 10.99.0.1, 10.99.0.1]\n  segments:\n    - {{ cidr: 10.77.0.0/24, gateway: 10.77.0.1 }}\n"
+    );
+    expect(&bad, "dhcp.relays[0]", "IPv4 address");
+    expect(&bad, "dhcp.relays[1]", "applianceIP");
+    expect(
+        &bad,
+        "dhcp.relays[2]",
+        "broadcast address of 192.168.131.0/24",
+    );
+    expect(
+        &bad,
+        "dhcp.relays[3]",
+        "network or broadcast address of 10.77.0.0/24",
+    );
+    expect(&bad, "dhcp.relays[4]", "not a unicast address");
+    expect(&bad, "dhcp.relays[5]", "loopback");
+    expect(&bad, "dhcp.relays[6]", "0/8");
+    expect(&bad, "dhcp.relays[8]", "listed twice");
+    assert!(
+        !errors(&bad).iter().any(|e| e.starts_with("dhcp.relays[7]")),
+        "{:#?}",
+        errors(&bad)
+    );
+}
+
 #[test]
 fn dhcp_segments() {
     // Valid: a node on a relayed segment; default DNS is the appliance.

@@ -7,8 +7,11 @@
 //! exist only inside those namespaces. Each test makes its own pair,
 //! named `dhcp<pid><n>{s,c}`, deleted on drop.
 //!
-//! The loopback test (no root) sends garbage and then a relayed (giaddr)
-//! DORA to the binary on 127.0.20.1 and expects unicast answers.
+//! The loopback tests (no root) send garbage and then a relayed (giaddr)
+//! DORA to the binary on 127.0.20.1 and expect unicast answers (the relay
+//! addresses are listed in `dhcp.relays`), a REQUEST with an ASCII Client
+//! FQDN option, a DISCOVER storm on a small pool, and relayed requests
+//! from a relay that is not configured.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -552,7 +555,7 @@ fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
 #[test]
 fn garbage_is_dropped_and_a_relayed_dora_still_works() {
     let mut app = Appliance::start(&common::only(
-        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\nadmin:\n  listen: 127.0.0.1:0\n",
+        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n  relays: [127.0.20.2]\nadmin:\n  listen: 127.0.0.1:0\n",
     ));
     let srv = app.addr("dhcp");
     // The relay agent's address: replies to relayed requests go to giaddr at
@@ -713,7 +716,7 @@ fn block_lease_writes(dir: &std::path::Path) -> std::path::PathBuf {
 #[test]
 fn reserved_node_is_acked_while_the_lease_file_cannot_be_written() {
     let app = Appliance::start(&common::only(
-        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n",
+        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n  relays: [127.0.20.3]\n",
     ));
     let srv = app.addr("dhcp");
     let relay_ip = Ipv4Addr::new(127, 0, 20, 3);
@@ -753,7 +756,7 @@ fn reserved_node_is_acked_while_the_lease_file_cannot_be_written() {
 #[test]
 fn pool_ack_is_withheld_while_the_lease_file_cannot_be_written() {
     let app = Appliance::start(&common::only(
-        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n  pool: { start: 127.0.20.100, end: 127.0.20.120 }\n",
+        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n  pool: { start: 127.0.20.100, end: 127.0.20.120 }\n  relays: [127.0.20.4]\n",
     ));
     let srv = app.addr("dhcp");
     let relay_ip = Ipv4Addr::new(127, 0, 20, 4);
@@ -829,4 +832,248 @@ fn spoofed_and_unknown_relay_addresses_are_dropped() {
         metrics.contains("crc_appliance_dhcp_dropped_total{reason=\"bad_relay\"} 2"),
         "{metrics}"
     );
+}
+
+// ------------------------------------------------- interop (issue #22, 9)
+
+/// The relay of the loopback tests below (listed in `dhcp.relays`).
+const RELAY: Ipv4Addr = Ipv4Addr::new(127, 0, 20, 7);
+
+/// The loopback cluster with a pool, `RELAY` configured and the admin API.
+fn start_relayed(pool: &str) -> Appliance {
+    Appliance::start(&common::only(&format!(
+        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{{dir}}/leases.json\"\n  pool: {{ start: 127.0.20.100, end: {pool} }}\n  relays: [{RELAY}]\nadmin:\n  listen: 127.0.0.1:0\n"
+    )))
+}
+
+/// The relay socket: replies to relayed requests come to giaddr at the
+/// server port.
+fn relay_socket(app: &Appliance, ip: Ipv4Addr, wait: Duration) -> UdpSocket {
+    let sock = UdpSocket::bind((ip, app.addr("dhcp").port())).expect("bind the relay socket");
+    sock.set_read_timeout(Some(wait)).unwrap();
+    sock
+}
+
+/// The next datagram with `xid`, raw (dhcproto cannot read an ASCII
+/// option 81); `None` on timeout.
+fn recv_raw(sock: &UdpSocket, xid: u32) -> Option<Vec<u8>> {
+    let mut buf = [0u8; 1500];
+    loop {
+        let (n, _) = sock.recv_from(&mut buf).ok()?;
+        if buf.get(4..8) == Some(&xid.to_be_bytes()[..]) {
+            return Some(buf[..n].to_vec());
+        }
+    }
+}
+
+/// The data of option `code` of an encoded message, read by hand.
+fn raw_option(b: &[u8], code: u8) -> Option<Vec<u8>> {
+    let mut i = 240;
+    while let Some(&c) = b.get(i) {
+        match c {
+            0 => i += 1,
+            255 => return None,
+            _ => {
+                let len = usize::from(*b.get(i + 1)?);
+                if c == code {
+                    return b.get(i + 2..i + 2 + len).map(<[u8]>::to_vec);
+                }
+                i += 2 + len;
+            }
+        }
+    }
+    None
+}
+
+/// `m` encoded with option 81 (`data`) right after the message type (53)
+/// and before every other option — the requested address (50) and server
+/// id (54) among them, as in the audit's client.
+fn with_fqdn_after_type(m: &Message, data: &[u8]) -> Vec<u8> {
+    let b = m.to_vec().unwrap();
+    let (mut out, mut rest) = (b[..240].to_vec(), Vec::new());
+    let mut i = 240;
+    while let Some(&c) = b.get(i) {
+        if c == 255 {
+            break;
+        }
+        let end = i + 2 + usize::from(b[i + 1]);
+        if c == 53 {
+            out.extend_from_slice(&b[i..end]);
+            out.extend_from_slice(&[81, u8::try_from(data.len()).unwrap()]);
+            out.extend_from_slice(data);
+        } else {
+            rest.extend_from_slice(&b[i..end]);
+        }
+        i = end;
+    }
+    out.extend_from_slice(&rest);
+    out.push(255);
+    out.resize(out.len().max(300), 0);
+    out
+}
+
+/// `GET /status` → `dhcp`, once `pred` holds (5 s).
+fn dhcp_status_when(
+    app: &Appliance,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let mut d = serde_json::Value::Null;
+    wait_until("the DHCP counters", Duration::from_secs(5), || {
+        let status: serde_json::Value =
+            serde_json::from_str(&http_get(app.addr("admin"), "/status")).expect("status JSON");
+        d = status["dhcp"].clone();
+        pred(&d)
+    });
+    d
+}
+
+/// Audit D6: a client that sends option 81 in the older ASCII form (E bit
+/// 0, RFC 4702 §2.3.1) before the requested address and server id got an
+/// OFFER but its REQUEST was silently ignored (dhcproto lost the options
+/// after 81). It gets its ACK now, with
+/// option 81 answered in ASCII.
+#[test]
+fn a_request_with_an_ascii_client_fqdn_is_acked_in_ascii() {
+    let app = start_relayed("127.0.20.110");
+    let relay = relay_socket(&app, RELAY, Duration::from_secs(3));
+    let srv = app.addr("dhcp");
+    let mac = [0x52, 0x54, 0x00, 0x14, 0x99, 0x81]; // a pool client
+    // Flags S=1 (asks the server to update A records), E=0: ASCII.
+    let fqdn = b"\x01\x00\x00winbox.example.org";
+    let mut d = request(MessageType::Discover, mac, RELAY);
+    d.set_xid(0x8181);
+    relay.send_to(&with_fqdn_after_type(&d, fqdn), srv).unwrap();
+    let offer = recv_raw(&relay, 0x8181).expect("an OFFER");
+    let yiaddr = Ipv4Addr::from(<[u8; 4]>::try_from(&offer[16..20]).unwrap());
+    assert!(yiaddr.octets()[3] >= 100, "{yiaddr}");
+    let mut r = request(MessageType::Request, mac, RELAY);
+    r.set_xid(0x8182);
+    r.opts_mut().insert(DhcpOption::RequestedIpAddress(yiaddr));
+    r.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(Ipv4Addr::new(127, 0, 20, 1)));
+    relay.send_to(&with_fqdn_after_type(&r, fqdn), srv).unwrap();
+    let ack = recv_raw(&relay, 0x8182)
+        .unwrap_or_else(|| panic!("no answer to the REQUEST; log:\n{}", app.log()));
+    assert_eq!(
+        raw_option(&ack, 53).as_deref(),
+        Some(&[5u8][..]),
+        "not an ACK"
+    );
+    assert_eq!(&ack[16..20], &yiaddr.octets());
+    // Option 81 in the client's encoding: E=0, N=1 (no DNS updates by the
+    // server), O=1 (S overridden), RCODEs 255, the client's name in ASCII.
+    assert_eq!(
+        raw_option(&ack, 81).as_deref(),
+        Some(&b"\x0a\xff\xffwinbox.example.org"[..])
+    );
+    let d = dhcp_status_when(&app, |d| d["sent"]["ack"] == 1);
+    assert_eq!(d["ignored"], 0, "{d}");
+    assert_eq!(d["malformed"], 0, "{d}");
+}
+
+/// Audit D8: a DISCOVER storm took the pool and nothing was logged. Now
+/// every DISCOVER the pool cannot serve is counted, and logged at warn at
+/// most once every 10 s with the client and (at shutdown here) the count.
+#[test]
+fn an_exhausted_pool_is_logged_and_counted() {
+    let mut app = start_relayed("127.0.20.101");
+    let relay = relay_socket(&app, RELAY, Duration::from_secs(2));
+    let srv = app.addr("dhcp");
+    let discover = |i: u8| {
+        let mut d = request(
+            MessageType::Discover,
+            [0x52, 0x54, 0x00, 0x14, 0x98, i],
+            RELAY,
+        );
+        d.set_xid(0x9800 + u32::from(i));
+        relay.send_to(&d.to_vec().unwrap(), srv).unwrap();
+    };
+    // Two addresses: two offers (held 30 s) take the pool.
+    for i in 0..2 {
+        discover(i);
+        assert!(
+            recv_raw(&relay, 0x9800 + u32::from(i)).is_some(),
+            "offer {i}"
+        );
+    }
+    let storm = 20u8;
+    for i in 2..2 + storm {
+        discover(i);
+    }
+    let d = dhcp_status_when(&app, |d| d["poolExhausted"] == u64::from(storm));
+    assert_eq!(d["sent"]["offer"], 2, "{d}");
+    let metrics = http_get(app.addr("admin"), "/metrics");
+    assert!(
+        metrics.contains(&format!("crc_appliance_dhcp_pool_exhausted_total {storm}")),
+        "{metrics}"
+    );
+    app.wait_log("pool exhausted", Duration::from_secs(5));
+    assert_eq!(app.stop(), Some(0));
+    wait_until("the last log lines", Duration::from_secs(5), || {
+        app.log().lines().any(|l| l.ends_with("stopped"))
+    });
+    let log = app.log();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("pool exhausted"))
+        .collect();
+    assert_eq!(lines.len(), 2, "one line, one summary: {lines:#?}");
+    assert!(
+        lines[0].contains(&format!("from {RELAY}:"))
+            && lines[0].contains("the pool of 127.0.20.0/24 is exhausted"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains(&format!("pool exhausted: {} more in the last", storm - 1))
+            && lines[1].contains(&format!("all from {RELAY}:")),
+        "{}",
+        lines[1]
+    );
+}
+
+/// Audit D8: a giaddr naming any host of the network made the appliance
+/// send its replies there (an OFFER for a node included). Only configured
+/// relays (`dhcp.relays`, a segment's gateway) are answered now; a
+/// request relayed by any other address is dropped, counted and logged.
+#[test]
+fn only_configured_relays_are_answered() {
+    let app = start_relayed("127.0.20.110");
+    // A plain host of the network, named as relay by someone else.
+    let host = Ipv4Addr::new(127, 0, 20, 150);
+    let victim = relay_socket(&app, host, Duration::from_secs(2));
+    let sender = UdpSocket::bind((Ipv4Addr::new(127, 0, 20, 6), 0)).unwrap();
+    let srv = app.addr("dhcp");
+    let m0 = [0x52, 0x54, 0x00, 0x14, 0x00, 0x0a]; // master-0
+    let pool_client = [0x52, 0x54, 0x00, 0x14, 0x97, 0x01];
+    for (i, mac) in [m0, pool_client].into_iter().enumerate() {
+        let mut d = request(MessageType::Discover, mac, host);
+        d.set_xid(0x9700 + i as u32);
+        sender.send_to(&d.to_vec().unwrap(), srv).unwrap();
+    }
+    assert!(
+        recv_raw(&victim, 0x9700).is_none() && recv_raw(&victim, 0x9701).is_none(),
+        "a reply was reflected to {host}, which is no configured relay"
+    );
+    let d = dhcp_status_when(&app, |d| d["unknownRelay"] == 2);
+    assert_eq!(d["sent"]["offer"], 0, "{d}");
+    let metrics = http_get(app.addr("admin"), "/metrics");
+    assert!(
+        metrics.contains("crc_appliance_dhcp_dropped_total{reason=\"unknown_relay\"} 2"),
+        "{metrics}"
+    );
+    app.wait_log("relay not configured", Duration::from_secs(5));
+    assert!(
+        app.log()
+            .contains(&format!("relay address {host} is not a configured relay")),
+        "{}",
+        app.log()
+    );
+    // The configured relay is answered.
+    let relay = relay_socket(&app, RELAY, Duration::from_secs(3));
+    let mut d = request(MessageType::Discover, m0, RELAY);
+    d.set_xid(0x9702);
+    relay.send_to(&d.to_vec().unwrap(), srv).unwrap();
+    let offer = recv_raw(&relay, 0x9702).expect("an OFFER through the configured relay");
+    assert_eq!(&offer[16..20], &[127, 0, 20, 10]);
 }

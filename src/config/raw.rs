@@ -183,6 +183,10 @@ pub struct Dhcp {
     /// Remote subnets behind DHCP relays.
     #[serde(default)]
     pub segments: Vec<Segment>,
+    /// Relay agent addresses (giaddr) answered besides every segment's
+    /// gateway.
+    #[serde(default)]
+    pub relays: Vec<String>,
 }
 
 impl Default for Dhcp {
@@ -195,6 +199,7 @@ impl Default for Dhcp {
             lease_file: None,
             pxe: None,
             segments: Vec::new(),
+            relays: Vec::new(),
         }
     }
 }

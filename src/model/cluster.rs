@@ -218,6 +218,22 @@ pub struct DhcpCfg {
     /// Remote subnets behind DHCP relays (`dhcp.segments`), none
     /// overlapping `network.cidr` or each other.
     pub segments: Vec<SegmentCfg>,
+    /// Relay agent addresses (giaddr) answered besides every segment's
+    /// gateway (`dhcp.relays`): unicast, not the appliance's address, no
+    /// subnet's network or broadcast address, no duplicates.
+    pub relays: Vec<Ipv4Addr>,
+}
+
+impl DhcpCfg {
+    /// Every relay address (giaddr) a relayed request may carry: each
+    /// segment's gateway and `dhcp.relays`.
+    pub fn relay_addresses(&self) -> Vec<Ipv4Addr> {
+        let mut v: Vec<Ipv4Addr> = self.segments.iter().map(|s| s.gateway).collect();
+        v.extend(self.relays.iter().copied());
+        v.sort();
+        v.dedup();
+        v
+    }
 }
 
 /// A relayed subnet (`dhcp.segments[]`): requests whose relay address

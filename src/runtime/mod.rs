@@ -3,7 +3,8 @@
 //! shared with the admin API (the hub), the `/status` schema, resource
 //! limits, the TCP accept loop and an HTTP connection's life, the
 //! Prometheus writer and logging (with a once-per-address limiter for
-//! refusals, [`once`]).
+//! refusals, [`once`], and the rate limiter of per-client log lines,
+//! [`lograte`]).
 
 pub mod changes;
 pub mod control;
@@ -11,6 +12,7 @@ pub mod drain;
 pub mod httpconn;
 pub mod hub;
 pub mod limits;
+pub mod lograte;
 pub mod metrics;
 pub mod net;
 pub mod once;

@@ -12,15 +12,14 @@
 //! `runtime::httpconn`.
 //!
 //! The log callbacks are the caller's so each service keeps its own message,
-//! level and tracing target; [`LogEvery`] rate-limits them (one line per
-//! second per listener for EMFILE storms).
+//! level and tracing target; they rate-limit with
+//! [`crate::runtime::lograte`] (one line per second for EMFILE storms).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::runtime::sync::LockExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -46,41 +45,6 @@ pub async fn accept(
         tokio::select! {
             _ = shutdown.cancelled() => return None,
             _ = tokio::time::sleep(backoff) => {}
-        }
-    }
-}
-
-/// At most one log line per [`LogEvery::period`] for a repeating error
-/// (EMFILE on accept would otherwise log every back-off). Reports how many
-/// were suppressed since the last line.
-pub struct LogEvery {
-    period: Duration,
-    state: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
-}
-
-impl LogEvery {
-    pub fn new(period: Duration) -> LogEvery {
-        LogEvery {
-            period,
-            state: std::sync::Mutex::new((None, 0)),
-        }
-    }
-
-    /// `Some(suppressed)` when a line may be logged now, else `None` (and
-    /// this occurrence is counted as suppressed).
-    pub fn allow(&self) -> Option<u64> {
-        let mut s = self.state.locked();
-        let now = std::time::Instant::now();
-        match s.0 {
-            Some(last) if now.duration_since(last) < self.period => {
-                s.1 += 1;
-                None
-            }
-            _ => {
-                let suppressed = std::mem::take(&mut s.1);
-                s.0 = Some(now);
-                Some(suppressed)
-            }
         }
     }
 }
@@ -149,16 +113,6 @@ pub async fn serve<F, Fut>(
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
-
-    #[test]
-    fn log_every_suppresses_within_the_period() {
-        let l = LogEvery::new(Duration::from_millis(200));
-        assert_eq!(l.allow(), Some(0));
-        assert_eq!(l.allow(), None);
-        assert_eq!(l.allow(), None);
-        std::thread::sleep(Duration::from_millis(250));
-        assert_eq!(l.allow(), Some(2));
-    }
 
     #[tokio::test]
     async fn serves_until_shutdown_then_drains() {

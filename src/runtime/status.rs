@@ -198,6 +198,13 @@ pub struct DhcpStatus {
     /// `dhcp.segments[]` entry.
     #[serde(default)]
     pub unknown_segment: u64,
+    /// Relayed requests for a served subnet from a giaddr that is no
+    /// configured relay (a segment's gateway or `dhcp.relays`).
+    #[serde(default)]
+    pub unknown_relay: u64,
+    /// DISCOVERs that got no offer because the pool had no free address.
+    #[serde(default)]
+    pub pool_exhausted: u64,
     pub send_errors: u64,
     pub lease_file_writes: u64,
     pub lease_file_errors: u64,

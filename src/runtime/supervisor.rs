@@ -118,6 +118,11 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         t.clone(),
         sample_timeline(hub.clone(), t),
     );
+    let t = background.token();
+    background.spawn("serve log summaries", t.clone(), async move {
+        crate::runtime::lograte::flush_every(t).await;
+        Ok(())
+    });
     for s in &services {
         let (s, token) = (s.clone(), root.clone());
         set.spawn(async move { (s.name(), s.run(token).await) });
@@ -158,6 +163,8 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         warn!("services did not stop within {GRACE:?}; aborting them");
         set.abort_all();
     }
+    // The counts of rate-limited lines not written yet.
+    crate::runtime::lograte::flush_final();
     if outcome.is_ok() {
         info!("stopped");
     }

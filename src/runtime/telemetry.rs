@@ -22,6 +22,12 @@
 //! unit with its stderr redirected elsewhere (`2>file`) keeps text lines,
 //! which is the check systemd.exec(5) asks programs to make. An explicit
 //! `--log-format` wins over the detection.
+//!
+//! hickory's catalog logs errors only unless `RUST_LOG` names
+//! `hickory_server`: it warns once per odd query (an unimplemented opcode,
+//! an EDNS version above 0, a malformed update) without the client's
+//! address, so a client could fill the disk with them; the DNS service
+//! logs those itself, rate-limited ([`crate::runtime::lograte`]).
 
 use std::io::IsTerminal;
 
@@ -32,6 +38,9 @@ use tracing_subscriber::fmt::format::{FormatEvent, FormatFields, Writer};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
+
+/// The directive that quiets hickory's per-query warnings.
+const QUIET_CATALOG: &str = "hickory_server::zone_handler::catalog=error";
 
 /// `--log-format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -78,9 +87,14 @@ pub fn priority(level: Level) -> u8 {
 /// Install the global subscriber; returns the sink in use.
 pub fn init(format: LogFormat) -> Sink {
     let filter = || {
-        EnvFilter::builder()
+        let f = EnvFilter::builder()
             .with_default_directive(tracing::level_filters::LevelFilter::INFO.into())
-            .from_env_lossy()
+            .from_env_lossy();
+        let named = std::env::var("RUST_LOG").is_ok_and(|v| v.contains("hickory_server"));
+        match QUIET_CATALOG.parse() {
+            Ok(d) if !named => f.add_directive(d),
+            _ => f,
+        }
     };
     let journal = format == LogFormat::Auto && stderr_is_journal_stream();
     let sink = match format {

@@ -2,7 +2,8 @@
 //! appliance address), lease file, PXE options, and the relayed segments
 //! (`segments[]`: parsed before the nodes, whose addresses may lie in one;
 //! no two overlap, none overlaps `network.cidr`; each pool is clear of node
-//! addresses and the segment's gateway).
+//! addresses and the segment's gateway), and the relay agent addresses
+//! (`relays[]`) answered besides the segments' gateways.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -83,6 +84,7 @@ pub(crate) fn build(
             }
         }
     }
+    let relays = relays(h, net, &segments, e);
     Some(DhcpCfg {
         enabled: h.enabled,
         listen: listen?,
@@ -91,7 +93,47 @@ pub(crate) fn build(
         lease_file,
         pxe,
         segments,
+        relays,
     })
+}
+
+/// `dhcp.relays[]`: addresses a relay agent can have (the same rules the
+/// server applies to a giaddr before it looks at this list), no duplicates.
+fn relays(h: &raw::Dhcp, net: &NetParts, segments: &[SegmentCfg], e: &mut Errs) -> Vec<Ipv4Addr> {
+    let mut out: Vec<Ipv4Addr> = Vec::new();
+    for (i, s) in h.relays.iter().enumerate() {
+        let path = format!("dhcp.relays[{i}]");
+        let Some(ip) = e.parse::<Ipv4Addr>(&path, s, "IPv4 address") else {
+            continue;
+        };
+        let loopback_net = net.cidr.is_some_and(|c| c.network().is_loopback());
+        let edge = |c: &Ipv4Net| c.contains(ip) && c.is_reserved(ip);
+        let why = if ip.is_unspecified() || u32::from(ip) >> 24 == 0 {
+            Some("an address of network 0/8".to_string())
+        } else if ip.is_broadcast() || ip.is_multicast() || u32::from(ip) >> 28 == 0xf {
+            Some("not a unicast address".into())
+        } else if ip.is_loopback() && !loopback_net {
+            Some("a loopback address".into())
+        } else if net.appliance_ip == Some(ip) {
+            Some("network.applianceIP, the server itself".into())
+        } else if let Some(c) = net
+            .cidr
+            .iter()
+            .chain(segments.iter().map(|s| &s.cidr))
+            .find(|c| edge(c))
+        {
+            Some(format!("the network or broadcast address of {c}"))
+        } else if out.contains(&ip) {
+            Some("listed twice".into())
+        } else {
+            None
+        };
+        match why {
+            Some(w) => e.push(path, format!("{ip} is {w}")),
+            None => out.push(ip),
+        }
+    }
+    out
 }
 
 /// One error listing the node addresses inside the pool `(s, t)`.

@@ -4,9 +4,12 @@
 //!
 //! Invariant: every field is hostile; option lengths that dhcproto 0.15
 //! would panic on are rejected before it sees them, nothing indexes
-//! unchecked (fuzzed in the reply tests).
+//! unchecked (fuzzed in the reply tests). Option 81 (Client FQDN) never
+//! reaches dhcproto, whose decoder cannot read its ASCII form and would
+//! lose every option after it: it is cut out of the datagram and kept raw
+//! ([`super::fqdn`]).
 
-use dhcproto::v4::{self, HType, Message, Opcode};
+use dhcproto::v4::{self, DhcpOption, HType, Message, Opcode, OptionCode, UnknownOption};
 use dhcproto::{Decodable, Decoder};
 
 /// Why a datagram was not even considered.
@@ -27,14 +30,14 @@ pub enum Malformed {
 }
 
 /// Reject options whose length dhcproto 0.15 only `debug_assert!`s or
-/// subtracts from unchecked (a panic in debug builds): 80 (0), 81 (≥ 3),
-/// 94 (3), 151 (≥ 1), 152–155 (4). Consecutive options with the same code
-/// are concatenated first (RFC 3396), as dhcproto does.
+/// subtracts from unchecked (a panic in debug builds): 80 (0), 94 (3), 151
+/// (≥ 1), 152–155 (4); 81 is taken out before ([`take_option`]).
+/// Consecutive options with the same code are concatenated first (RFC
+/// 3396), as dhcproto does.
 fn check_option_lengths(opts: &[u8]) -> Result<(), Malformed> {
     fn ok(code: u8, len: usize) -> Result<(), Malformed> {
         let good = match code {
             80 => len == 0,
-            81 => len >= 3,
             94 => len == 3,
             151 => len >= 1,
             152..=155 => len == 4,
@@ -79,6 +82,39 @@ fn check_option_lengths(opts: &[u8]) -> Result<(), Malformed> {
     Ok(())
 }
 
+/// The options area without option `code`, and the data of its instances
+/// concatenated (RFC 3396); `None` when `code` does not occur. A truncated
+/// last option is left in place (dhcproto stops there, as it would have).
+fn take_option(opts: &[u8], code: u8) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut rest = Vec::new();
+    let mut data = Vec::new();
+    let mut found = false;
+    let mut i = 0;
+    while let Some(&c) = opts.get(i) {
+        if c == 0 || c == 255 {
+            rest.push(c);
+            i += 1;
+            continue;
+        }
+        let end = opts
+            .get(i + 1)
+            .map(|l| i + 2 + usize::from(*l))
+            .filter(|e| *e <= opts.len());
+        let Some(end) = end else {
+            rest.extend_from_slice(&opts[i..]);
+            break;
+        };
+        if c == code {
+            found = true;
+            data.extend_from_slice(&opts[i + 2..end]);
+        } else {
+            rest.extend_from_slice(&opts[i..end]);
+        }
+        i = end;
+    }
+    found.then_some((rest, data))
+}
+
 /// Decode a datagram into a request we are willing to look at.
 pub fn decode(buf: &[u8]) -> Result<Message, Malformed> {
     if buf.len() < 240 {
@@ -90,9 +126,25 @@ pub fn decode(buf: &[u8]) -> Result<Message, Malformed> {
     if buf[236..240] != v4::MAGIC {
         return Err(Malformed::Magic);
     }
+    let fqdn = take_option(&buf[240..], u8::from(OptionCode::ClientFQDN));
+    let stripped;
+    let buf = match &fqdn {
+        Some((rest, _)) => {
+            stripped = [&buf[..240], rest.as_slice()].concat();
+            stripped.as_slice()
+        }
+        None => buf,
+    };
     check_option_lengths(&buf[240..])?;
-    let msg =
+    let mut msg =
         Message::decode(&mut Decoder::new(buf)).map_err(|e| Malformed::Decode(e.to_string()))?;
+    if let Some((_, data)) = fqdn {
+        msg.opts_mut()
+            .insert(DhcpOption::Unknown(UnknownOption::new(
+                OptionCode::ClientFQDN,
+                data,
+            )));
+    }
     if msg.opcode() != Opcode::BootRequest {
         return Err(Malformed::NotRequest);
     }

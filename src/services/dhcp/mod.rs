@@ -4,7 +4,9 @@
 //! - [`leases`]: the lease table (pure, injected clock, persisted form).
 //! - [`reply`]: request → reply/NAK/silence (pure, RFC 2131 §4.3).
 //! - `relay`: which subnet a request is for (local network or a relayed
-//!   segment), and relay addresses that are refused.
+//!   segment), and relay addresses that are refused (only configured
+//!   relays are answered).
+//! - `fqdn`: the Client FQDN option (81) in its ASCII and wire forms.
 //! - [`store`]: the lease file (atomic write: temp file, fsync, rename,
 //!   fsync dir; a corrupt file is kept aside, never silently dropped).
 //! - this file: the socket layer. One UDP socket on `dhcp.listen`
@@ -13,10 +15,13 @@
 //!   interface, to ciaddr:68, or to giaddr:67 for relays (client port =
 //!   listen port + 1, relay port = listen port when not 67, for tests).
 //!
-//! Invariants: a bad datagram is logged at debug and dropped, never ends
-//! the socket loop; the socket loop or the lease writer ending on its own
-//! fails the service (an appliance that cannot make ACKs durable must not
-//! look alive). Durability (group commit): the datagrams waiting on the
+//! Invariants: a bad datagram is counted and dropped, never ends the socket
+//! loop; what a client can cause once per datagram (malformed, refused
+//! relays, an exhausted pool, DECLINEs) is logged at warn at most once per
+//! reason every 10 s, with the client and the count of the rest ([`LOG`]);
+//! the socket loop or the lease writer ending on its own fails the service
+//! (an appliance that cannot make ACKs durable must not look alive).
+//! Durability (group commit): the datagrams waiting on the
 //! socket are processed as one batch; replies that need nothing on disk
 //! (OFFER, NAK, INFORM, any ACK of a node's reserved address: the
 //! reservation decides that address, so a full disk never delays a node)
@@ -36,6 +41,7 @@
 
 pub mod boot;
 mod decode;
+mod fqdn;
 mod frame;
 pub mod leases;
 mod link;
@@ -61,6 +67,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
 use leases::{LeaseTable, Scope};
@@ -71,8 +78,11 @@ use writer::Writer;
 
 /// Most datagrams handled per batch (one lease-file write per batch).
 const BATCH: usize = 256;
-/// Seconds between two warnings about requests from an unknown segment.
-const UNKNOWN_SEGMENT_LOG: u64 = 10;
+/// Warnings a client can cause (malformed datagrams, refused relays, an
+/// exhausted pool, address conflicts …): at most one line per reason every
+/// [`lograte::CLIENT_EVENTS`], naming the client, with the count of the
+/// rest.
+static LOG: LogRate = LogRate::new("dhcp", lograte::CLIENT_EVENTS);
 /// Changes that need not be on disk before the reply are written this soon.
 const LAZY_FLUSH: Duration = Duration::from_secs(1);
 
@@ -350,7 +360,9 @@ async fn serve_socket(
                         Ok(x) => x,
                         Err(_) => {
                             shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
-                            error!(%src, "dhcp: internal error on a {n}-byte datagram (dropped); please report");
+                            if let Some(tail) = LOG.check("internal error", Some(src)) {
+                                error!(%src, "dhcp: internal error on a {n}-byte datagram from {src} (dropped); please report{tail}");
+                            }
                             Processed {
                                 reply: None,
                                 durability: Durability::Lazy,
@@ -438,7 +450,9 @@ fn process(
         Ok(m) => m,
         Err(e) => {
             counters.malformed.fetch_add(1, Ordering::Relaxed);
-            debug!(%src, "dhcp: dropped datagram: {e}");
+            warn_client("malformed datagram", src, None, || {
+                format!("{e}; dropped (see dropped_total{{reason=\"malformed\"}})")
+            });
             return none;
         }
     };
@@ -450,36 +464,44 @@ fn process(
         .map(|m| m.to_string())
         .unwrap_or_default();
     let out = reply::handle(cfg, table, &msg, now);
-    match out.dropped {
-        Some(reply::Dropped::BadRelay) => {
-            counters.bad_relay.fetch_add(1, Ordering::Relaxed);
-            debug!(%src, %mac, "dhcp {kind:?}: dropped: {}", out.note);
-            return none;
-        }
-        Some(reply::Dropped::UnknownSegment) => {
-            counters.unknown_segment.fetch_add(1, Ordering::Relaxed);
+    if let Some(why) = out.dropped {
+        let (counter, key, metric) = match why {
+            reply::Dropped::BadRelay => (&counters.bad_relay, "spoofed relay address", "bad_relay"),
             // At the default level, like dnsmasq's "no address range
-            // available", but at most once per UNKNOWN_SEGMENT_LOG.
-            let last = counters.unknown_segment_logged.load(Ordering::Relaxed);
-            if now >= last.saturating_add(UNKNOWN_SEGMENT_LOG)
-                && counters
-                    .unknown_segment_logged
-                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-            {
-                warn!(%src, %mac, "dhcp {kind:?}: dropped: {} (logged at most every {UNKNOWN_SEGMENT_LOG}s; see dropped_total{{reason=\"unknown_segment\"}})", out.note);
-            } else {
-                debug!(%src, %mac, "dhcp {kind:?}: dropped: {}", out.note);
-            }
-            return none;
-        }
-        None => {}
+            // available".
+            reply::Dropped::UnknownSegment => (
+                &counters.unknown_segment,
+                "request from a subnet not served",
+                "unknown_segment",
+            ),
+            reply::Dropped::UnknownRelay => (
+                &counters.unknown_relay,
+                "relay not configured",
+                "unknown_relay",
+            ),
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        warn_client(key, src, Some(&mac), || {
+            format!(
+                "{kind:?} dropped: {} (see dropped_total{{reason=\"{metric}\"}})",
+                out.note
+            )
+        });
+        return none;
+    }
+    if out.pool_exhausted {
+        counters.pool_exhausted.fetch_add(1, Ordering::Relaxed);
+        warn_client("pool exhausted", src, Some(&mac), || {
+            format!("{kind:?}: {} (see pool_exhausted_total)", out.note)
+        });
     }
     let durability = out.apply_marks(table);
     let Some(r) = out.reply else {
         if matches!(kind, MessageType::Release | MessageType::Decline) {
             if kind == MessageType::Decline && durability == Durability::BeforeReply {
-                warn!(%src, %mac, "dhcp: {}", out.note);
+                warn_client("address conflict (DECLINE)", src, Some(&mac), || {
+                    out.note.clone()
+                });
             } else {
                 info!(%src, %mac, "dhcp: {}", out.note);
             }
@@ -523,5 +545,20 @@ fn process(
             kind: r.kind,
         }),
         durability,
+    }
+}
+
+/// Log a warning `key` caused by the client at `src` when [`LOG`] allows
+/// (with the count of the ones not logged), else at debug.
+fn warn_client(
+    key: &'static str,
+    src: SocketAddr,
+    mac: Option<&str>,
+    detail: impl FnOnce() -> String,
+) {
+    let mac = mac.unwrap_or("-");
+    match LOG.check(key, Some(src)) {
+        Some(tail) => warn!(%mac, "dhcp: {key} from {src}: {}{tail}", detail()),
+        None => debug!(%src, %mac, "dhcp: {key}: {}", detail()),
     }
 }

@@ -8,11 +8,18 @@
 //! ([`Dropped::UnknownSegment`], logged at warn by the socket layer,
 //! rate-limited) — dnsmasq's "no address range available".
 //!
-//! Invariant: a giaddr no relay agent can have ([`Config::bad_relay`]) is
+//! Invariants: a giaddr no relay agent can have ([`Config::bad_relay`]) is
 //! never answered, whatever the options say ([`Dropped::BadRelay`]); a
 //! reply is never sent to a broadcast, multicast, loopback (unless the
 //! network is loopback, as in tests) or the appliance's own address on a
-//! request's say-so.
+//! request's say-so. Nor to any other address that is not a configured
+//! relay — a segment's gateway or a `dhcp.relays` entry
+//! ([`Dropped::UnknownRelay`]): replies to a relayed request go to giaddr,
+//! so any host could otherwise have them reflected to any address of the
+//! network. The giaddr is what is matched, not the datagram's source: the
+//! source is the relay's address towards the server (dhcrelay's upstream
+//! interface), which is not giaddr, and it is as easy to forge; matching
+//! giaddr is what keeps replies from going anywhere else.
 
 use std::net::Ipv4Addr;
 
@@ -42,6 +49,9 @@ pub enum Dropped {
     /// Relayed from (or selecting) a subnet that is neither `network.cidr`
     /// nor a `dhcp.segments[]` entry.
     UnknownSegment,
+    /// Relayed for a served subnet by a giaddr that is no configured relay
+    /// (a segment's gateway or `dhcp.relays`).
+    UnknownRelay,
 }
 
 impl Config {
@@ -81,7 +91,8 @@ impl Config {
     /// The subnet a request is for: the local network when it is not
     /// relayed; else the subnet holding the relay's link-selection
     /// sub-option (82/5, RFC 3527) or the subnet-selection option (118, RFC
-    /// 3011) when present, else giaddr. Errors: the request is dropped.
+    /// 3011) when present, else giaddr — if giaddr is a configured relay.
+    /// Errors: the request is dropped.
     pub fn subnet_of(&self, msg: &Message) -> Result<Subnet, (Dropped, String)> {
         let giaddr = msg.giaddr();
         if giaddr.is_unspecified() {
@@ -107,11 +118,21 @@ impl Config {
             _ => None,
         };
         let key = link.or(selection).unwrap_or(giaddr);
-        if self.cidr.contains(key) {
-            return Ok(self.local());
-        }
-        match self.segments.iter().find(|s| s.cidr.contains(key)) {
-            Some(s) => Ok(s.clone()),
+        let subnet = if self.cidr.contains(key) {
+            Some(self.local())
+        } else {
+            self.segments.iter().find(|s| s.cidr.contains(key)).cloned()
+        };
+        match subnet {
+            // Checked after the subnet, so that a relay on a segment that is
+            // not configured at all is reported as such.
+            Some(_) if !self.relays.contains(&giaddr) => Err((
+                Dropped::UnknownRelay,
+                format!(
+                    "relay address {giaddr} is not a configured relay (a dhcp.segments[].gateway or dhcp.relays)"
+                ),
+            )),
+            Some(s) => Ok(s),
             None => Err((
                 Dropped::UnknownSegment,
                 format!(

@@ -21,7 +21,10 @@
 //!   injection). The broadcast flag and giaddr are echoed; so are the
 //!   client identifier (RFC 6842) and relay agent information (RFC 3046).
 //! - Options: 53 and 54 first, then the client's parameter request list
-//!   order, then the rest; padded to 300 bytes (BOOTP minimum).
+//!   order, then the rest (81 last); padded to 300 bytes (BOOTP minimum).
+//! - Client FQDN (81, RFC 4702): answered in OFFER and ACK in the encoding
+//!   the client used, ASCII or wire ([`super::fqdn`]); the server does no
+//!   DNS updates (N = 1).
 //! - Every field of the request is treated as hostile: hardware type/length
 //!   other than Ethernet/6 is ignored, nothing indexes unchecked.
 
@@ -29,7 +32,7 @@ use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use dhcproto::v4::{
-    DhcpOption, DhcpOptions, Flags, HType, Message, MessageType, Opcode, OptionCode,
+    DhcpOption, DhcpOptions, Flags, HType, Message, MessageType, Opcode, OptionCode, UnknownOption,
 };
 use dhcproto::{Encodable, Encoder};
 
@@ -63,6 +66,9 @@ pub struct Config {
     pub client_port: u16,
     /// Relayed subnets (`dhcp.segments`).
     pub segments: Vec<Subnet>,
+    /// The relay addresses (giaddr) answered: every segment's gateway and
+    /// `dhcp.relays`.
+    pub relays: Vec<Ipv4Addr>,
 }
 
 impl Config {
@@ -110,6 +116,7 @@ impl Config {
                     dns: s.dns.clone(),
                 })
                 .collect(),
+            relays: c.dhcp.relay_addresses(),
         }
     }
 }
@@ -176,6 +183,9 @@ pub struct Outcome {
     pub new_binding: bool,
     /// Dropped before any decision (bad or unknown relay).
     pub dropped: Option<Dropped>,
+    /// A DISCOVER got no offer because the subnet's pool has no free
+    /// address (the note says which subnet).
+    pub pool_exhausted: bool,
 }
 
 fn durable_if(changed: bool) -> Durability {
@@ -205,6 +215,7 @@ impl Outcome {
             note: note.into(),
             new_binding: false,
             dropped: None,
+            pool_exhausted: false,
         }
     }
 }
@@ -253,6 +264,14 @@ fn lease_hostname(cfg: &Config, msg: &Message, mac: MacAddr) -> Option<String> {
         .get(&mac)
         .cloned()
         .or_else(|| client_hostname(msg))
+}
+
+/// The client's option 81 (kept raw by [`decode`]), if it can be answered.
+fn client_fqdn(msg: &Message) -> Option<super::fqdn::ClientFqdn> {
+    match msg.opts().get(OptionCode::ClientFQDN)? {
+        DhcpOption::Unknown(u) => super::fqdn::parse(u.data()),
+        _ => None,
+    }
 }
 
 /// Which boot client `msg` comes from, if it asks to boot.
@@ -344,9 +363,17 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                         note: format!("offer {ip}"),
                         new_binding: false,
                         dropped: None,
+                        pool_exhausted: false,
                     }
                 }
                 Err(NoAddress::NotServed) => Outcome::silent("unknown MAC, no pool"),
+                Err(NoAddress::PoolExhausted) => Outcome {
+                    pool_exhausted: true,
+                    ..Outcome::silent(format!(
+                        "no offer: the pool of {} is exhausted (every address is bound, offered or declined)",
+                        net.cidr
+                    ))
+                },
                 Err(e) => Outcome::silent(e.to_string()),
             }
         }
@@ -391,6 +418,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                     note: format!("ack {ip}"),
                     new_binding: !renewal,
                     dropped: None,
+                    pool_exhausted: false,
                 }
             } else {
                 let why = if !net.cidr.contains(ip) {
@@ -414,6 +442,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                     note: format!("nak: {why}"),
                     new_binding: false,
                     dropped: None,
+                    pool_exhausted: false,
                 }
             }
         }
@@ -428,6 +457,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                 bound: None,
                 new_binding: false,
                 dropped: None,
+                pool_exhausted: false,
                 note: format!(
                     "release {} ({})",
                     msg.ciaddr(),
@@ -449,6 +479,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                 bound: None,
                 new_binding: false,
                 dropped: None,
+                pool_exhausted: false,
                 note: format!(
                     "decline {ip} ({})",
                     if changed {
@@ -484,6 +515,7 @@ pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> 
                 note: "inform".into(),
                 new_binding: false,
                 dropped: None,
+                pool_exhausted: false,
             }
         }
         other => Outcome::silent(format!("ignored message type {other:?}")),
@@ -549,6 +581,16 @@ fn build(
         if let Some(h) = cfg.hostnames.get(&mac) {
             o.insert(DhcpOption::Hostname(h.clone()));
         }
+        if !inform && let Some(f) = client_fqdn(req) {
+            let name = cfg
+                .hostnames
+                .get(&mac)
+                .map(|h| format!("{h}.{}", cfg.domain));
+            o.insert(DhcpOption::Unknown(UnknownOption::new(
+                OptionCode::ClientFQDN,
+                super::fqdn::answer(&f, name.as_deref()),
+            )));
+        }
         // Boot options only for a client that asks to boot (firmware PXE,
         // UEFI HTTP Boot, iPXE): never for an installed OS's DHCP client.
         if let Some(client) = boot_client(req) {
@@ -562,7 +604,11 @@ fn build(
                         b.vendor_class,
                         b.pxe_discovery,
                     ),
-                    Err(e) => tracing::warn!(%mac, "dhcp: no network boot: {e}"),
+                    Err(e) => {
+                        if let Some(tail) = super::LOG.check("no network boot", None) {
+                            tracing::warn!(%mac, "dhcp: no network boot: {e}{tail}");
+                        }
+                    }
                 }
             } else if let Some(p) = &cfg.pxe {
                 let file = if client == super::boot::Client::Ipxe {
@@ -611,17 +657,25 @@ pub fn encode(reply: &Reply, req: &Message) -> Vec<u8> {
         Some(DhcpOption::ParameterRequestList(v)) => v.clone(),
         _ => Vec::new(),
     };
+    // Codes compare by number: option 81 is stored as an unknown option.
+    let same = |a: OptionCode, b: OptionCode| u8::from(a) == u8::from(b);
     let mut order: Vec<OptionCode> = vec![OptionCode::MessageType, OptionCode::ServerIdentifier];
-    for c in prl {
-        if !order.contains(&c) && c != OptionCode::RelayAgentInformation {
+    let mut push = |c: OptionCode| {
+        if !order.iter().any(|o| same(*o, c)) && !same(c, OptionCode::RelayAgentInformation) {
             order.push(c);
         }
+    };
+    for c in prl {
+        push(c);
     }
+    // Unless requested, 81 goes last: a client that cannot read its ASCII
+    // form (dhcproto, for one) loses the options after it.
     for (c, _) in opts.iter() {
-        if !order.contains(c) && *c != OptionCode::RelayAgentInformation {
-            order.push(*c);
+        if !same(*c, OptionCode::ClientFQDN) {
+            push(*c);
         }
     }
+    push(OptionCode::ClientFQDN);
     order.push(OptionCode::RelayAgentInformation);
     for c in order {
         if let Some(o) = opts.get(c) {

@@ -22,8 +22,10 @@ pub(super) struct Counters {
     pub(super) bad_relay: AtomicU64,
     /// Relayed from a subnet that is not served.
     pub(super) unknown_segment: AtomicU64,
-    /// Unix second of the last unknown-segment warning (rate limit).
-    pub(super) unknown_segment_logged: AtomicU64,
+    /// Relayed by a giaddr that is no configured relay.
+    pub(super) unknown_relay: AtomicU64,
+    /// DISCOVERs not offered an address: the pool was exhausted.
+    pub(super) pool_exhausted: AtomicU64,
     pub(super) tx: [AtomicU64; 3], // offer ack nak
     pub(super) send_errors: AtomicU64,
     pub(super) persist_errors: AtomicU64,
@@ -106,6 +108,8 @@ pub(super) fn status(s: &Shared) -> DhcpStatus {
         ignored: get(&c.ignored),
         bad_relay: get(&c.bad_relay),
         unknown_segment: get(&c.unknown_segment),
+        unknown_relay: get(&c.unknown_relay),
+        pool_exhausted: get(&c.pool_exhausted),
         send_errors: get(&c.send_errors),
         lease_file_writes: get(&c.persists),
         lease_file_errors: get(&c.persist_errors),
@@ -137,7 +141,7 @@ pub(super) fn metrics(shared: &Shared, out: &mut String) {
         out,
         "crc_appliance_dhcp_dropped_total",
         Kind::Counter,
-        "Datagrams dropped: malformed, not for this server, a spoofed relay address, or from a subnet not served.",
+        "Datagrams dropped: malformed, not for this server, a spoofed relay address, from a subnet not served, or from a relay address not configured.",
     )
     .sample(
         &[("reason", &"malformed")],
@@ -151,7 +155,18 @@ pub(super) fn metrics(shared: &Shared, out: &mut String) {
     .sample(
         &[("reason", &"unknown_segment")],
         c.unknown_segment.load(Ordering::Relaxed),
+    )
+    .sample(
+        &[("reason", &"unknown_relay")],
+        c.unknown_relay.load(Ordering::Relaxed),
     );
+    family(
+        out,
+        "crc_appliance_dhcp_pool_exhausted_total",
+        Kind::Counter,
+        "DISCOVERs that got no offer because the pool had no free address.",
+    )
+    .sample(&[], c.pool_exhausted.load(Ordering::Relaxed));
     family(
         out,
         "crc_appliance_dhcp_lease_file_errors_total",

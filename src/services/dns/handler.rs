@@ -10,8 +10,14 @@
 //!
 //! Invariants:
 //! - Nothing here panics on network input; undecodable messages and
-//!   responses are dropped (counted in `malformed`, logged at debug),
-//!   except a query with two OPT records, which gets FORMERR (RFC 6891).
+//!   responses are dropped (counted in `malformed`), except a query with
+//!   two OPT records, which gets FORMERR (RFC 6891).
+//! - Whatever a client sends costs at most one log line per reason every
+//!   10 s ([`LOG`], with the client address and the count of the rest):
+//!   malformed messages, and the odd requests hickory's catalog would
+//!   warn about once per datagram without the address (an unimplemented
+//!   opcode, an EDNS version above 0, an update without one SOA zone) —
+//!   its catalog logs errors only (`runtime::telemetry`).
 //! - Names in the cluster zones are answered to anyone; other names are
 //!   forwarded only for clients in `network.cidr`, a `dhcp.segments`
 //!   subnet or on loopback, and only
@@ -49,7 +55,45 @@ use super::forward::Forwarder;
 use super::records::{self, HickoryZone, NameClass};
 use crate::config::Ipv4Net;
 use crate::plan::Plan;
+use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::sync::{LockExt as _, RwLockExt as _};
+
+/// Warnings a client can cause (malformed or odd messages): at most one
+/// line per reason every [`lograte::CLIENT_EVENTS`].
+pub static LOG: LogRate = LogRate::new("dns", lograte::CLIENT_EVENTS);
+
+/// Log `key` for `src` at warn if [`LOG`] allows, else at debug.
+pub fn warn_client(key: &'static str, src: SocketAddr, detail: impl FnOnce() -> String) {
+    match LOG.check(key, Some(src)) {
+        Some(tail) => warn!("dns: {key} from {src}: {}{tail}", detail()),
+        None => debug!("dns: {key} from {src}: {}", detail()),
+    }
+}
+
+/// The requests hickory's catalog answers with an error and a warning of
+/// its own (silenced): the reason key and what is answered.
+fn odd_request(req: &Request) -> Option<(&'static str, String)> {
+    if let Some(v) = req.edns.as_ref().map(|e| e.version()).filter(|v| *v > 0) {
+        return Some((
+            "EDNS version above 0",
+            format!("EDNS version {v}, answered BADVERS"),
+        ));
+    }
+    match req.metadata.op_code {
+        OpCode::Query => None,
+        OpCode::Update => match req.queries.queries() {
+            [q] if q.query_type() == RecordType::SOA => None,
+            _ => Some((
+                "invalid update",
+                "an update without exactly one SOA zone, answered FORMERR".into(),
+            )),
+        },
+        op => Some((
+            "unimplemented opcode",
+            format!("opcode {op:?}, answered NOTIMP"),
+        )),
+    }
+}
 
 /// Counters shown in `/status` and `/metrics`.
 #[derive(Default)]
@@ -224,6 +268,7 @@ impl ZoneHandler for WildcardFix {
 #[derive(Clone)]
 struct Capture {
     out: Arc<Mutex<Option<Vec<u8>>>>,
+    src: SocketAddr,
 }
 
 #[async_trait::async_trait]
@@ -248,7 +293,10 @@ impl ResponseHandler for Capture {
         let info = match response.destructive_emit(&mut enc) {
             Ok(info) => info,
             Err(e) => {
-                warn!("encoding DNS response {id} failed: {e}; answering SERVFAIL");
+                let src = self.src;
+                warn_client("response encoding failed", src, || {
+                    format!("encoding response {id} failed: {e}; answering SERVFAIL")
+                });
                 bytes.clear();
                 let mut enc = BinEncoder::new(&mut bytes);
                 let mut metadata = Metadata::new(id, MessageType::Response, op);
@@ -479,12 +527,14 @@ impl Core {
     pub fn prepare(&self, msg: &[u8], src: SocketAddr, protocol: Protocol) -> Prepared {
         if msg.len() < 12 {
             self.stats.malformed.fetch_add(1, Relaxed);
-            debug!(%src, len = msg.len(), "DNS message too short; dropped");
+            warn_client("message too short", src, || {
+                format!("{} bytes, dropped", msg.len())
+            });
             return Prepared::Drop;
         }
         if msg[2] & 0x80 != 0 {
             self.stats.malformed.fetch_add(1, Relaxed);
-            debug!(%src, "DNS response received as a query; dropped");
+            warn_client("response received as a query", src, || "dropped".into());
             return Prepared::Drop;
         }
         match Request::from_bytes(msg.to_vec(), src, protocol) {
@@ -505,7 +555,7 @@ impl Core {
             }
             Err(e) => {
                 self.stats.malformed.fetch_add(1, Relaxed);
-                debug!(%src, "undecodable DNS message dropped: {e}");
+                warn_client("undecodable message", src, || format!("{e}, dropped"));
                 Prepared::Drop
             }
         }
@@ -551,7 +601,13 @@ impl Core {
             }
             Route::Local => {
                 let out = Arc::new(Mutex::new(None));
-                let cap = Capture { out: out.clone() };
+                let cap = Capture {
+                    out: out.clone(),
+                    src: req.src(),
+                };
+                if let Some((key, detail)) = odd_request(req) {
+                    warn_client(key, req.src(), || detail);
+                }
                 self.catalog.handle_request::<_, TokioTime>(req, cap).await;
                 let b = out.locked().take();
                 let b = b.map(|b| encode::fit(complete::complete(&self.zones, b), limit));

@@ -54,6 +54,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::lograte::LogRate;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::status::{DnsStatus, PacketCacheStatus, ServiceStatus};
@@ -362,6 +363,9 @@ async fn send_udp(sock: &UdpSocket, resp: &[u8], to: SocketAddr) {
     }
 }
 
+/// TCP accept errors (EMFILE …): at most one line a second.
+static ACCEPT_LOG: LogRate = LogRate::new("dns tcp", Duration::from_secs(1));
+
 async fn tcp_loop(
     l: TcpListener,
     cores: Arc<ArcSwap<Core>>,
@@ -373,7 +377,11 @@ async fn tcp_loop(
         drain: Some(drain::DNS_QUERIES),
     };
     let load = Arc::new(TcpLoad::default());
-    let on_error = |e: &std::io::Error| warn!("dns tcp accept: {e}");
+    let on_error = |e: &std::io::Error| {
+        if let Some(tail) = ACCEPT_LOG.check("accept error", None) {
+            warn!("dns tcp accept: {e}{tail}");
+        }
+    };
     net::serve(&l, limits, &shutdown, on_error, |stream, peer| {
         let (core, shutdown) = (cores.clone(), shutdown.clone());
         let guard = TcpLoad::enter(&load);
@@ -549,7 +557,7 @@ async fn tcp_conn(
     let writer = async move {
         while let Some(resp) = rx.recv().await {
             let Ok(rlen) = u16::try_from(resp.len()) else {
-                warn!(%peer, "DNS response over 65535 bytes not sent");
+                handler::warn_client("response over 65535 bytes", peer, || "not sent".into());
                 continue;
             };
             let mut frame = Vec::with_capacity(resp.len() + 2);

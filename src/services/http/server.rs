@@ -28,6 +28,7 @@ use super::{Ctx, DRAIN, HEADER_TIMEOUT, IDLE_TIMEOUT};
 use crate::plan::Plan;
 use crate::runtime::httpconn::{self, Activity, Ended};
 use crate::runtime::limits::cap;
+use crate::runtime::lograte::LogRate;
 use crate::runtime::net;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 
@@ -202,6 +203,9 @@ async fn serve_conn(
     ctx.stats.conn_close();
 }
 
+/// Accept errors: at most one line a second (counts of the rest).
+static ACCEPT_LOG: LogRate = LogRate::new("http", Duration::from_secs(1));
+
 /// Accept and serve HTTP connections on `listener` until `shutdown`.
 async fn serve_listener(
     ctx: Arc<Ctx>,
@@ -222,10 +226,9 @@ async fn serve_listener(
     builder.http1().half_close(true);
     let builder = Arc::new(builder);
     // EMFILE and friends: back off instead of spinning; one line a second.
-    let every = net::LogEvery::new(Duration::from_secs(1));
     let on_error = |e: &std::io::Error| {
-        if let Some(n) = every.allow() {
-            warn!("http accept: {e} ({n} more suppressed)");
+        if let Some(tail) = ACCEPT_LOG.check("accept error", None) {
+            warn!("http accept: {e}{tail}");
         }
     };
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {

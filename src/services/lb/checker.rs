@@ -26,8 +26,12 @@ use super::health::{self, Health};
 use super::state::{Backend, NodeMemory, PoolKind, Pools};
 use crate::config::{HealthCfg, RemoveBootstrap, Role};
 use crate::plan::Check;
+use crate::runtime::lograte::LogRate;
 use crate::runtime::status::BootstrapCompleteBy;
 use crate::runtime::sync::LockExt as _;
+
+/// Local errors of one backend's checks: at most one line a minute.
+const LOCAL_ERROR_LOG: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// One health probe of a backend.
 #[async_trait]
@@ -75,7 +79,9 @@ pub async fn check_loop(
 ) -> anyhow::Result<()> {
     let pool = b.key.pool;
     let mut next = tokio::time::Instant::now();
-    let mut local_errors = RateLimit(None);
+    // One per backend (each loop has its own); on tokio's clock, which
+    // the tests pause.
+    let local_errors = LogRate::new("lb health check", LOCAL_ERROR_LOG);
     loop {
         tokio::select! {
             _ = halted(&stop, &b.retired) => return Ok(()),
@@ -102,8 +108,9 @@ pub async fn check_loop(
             {
                 // Our own shortage (EMFILE …) says nothing about the backend:
                 // its state stays; logged at most once per backend and minute.
-                if local_errors.allow() {
-                    warn!(%pool, node = %b.key.node, "lb health check not run: {e} (a local error; the backend keeps its state)");
+                let now = tokio::time::Instant::now().into_std();
+                if let Some(tail) = local_errors.check_at("local error", None, now) {
+                    warn!(%pool, node = %b.key.node, "lb health check not run: {e} (a local error; the backend keeps its state){tail}");
                 }
                 continue_after(&mut next);
                 continue;
@@ -137,20 +144,6 @@ fn continue_after(next: &mut tokio::time::Instant) {
     let now = tokio::time::Instant::now();
     if *next < now {
         *next = now;
-    }
-}
-
-/// At most one message per minute.
-struct RateLimit(Option<tokio::time::Instant>);
-
-impl RateLimit {
-    fn allow(&mut self) -> bool {
-        let now = tokio::time::Instant::now();
-        if self.0.is_some_and(|t| now < t) {
-            return false;
-        }
-        self.0 = Some(now + std::time::Duration::from_secs(60));
-        true
     }
 }
 

@@ -72,6 +72,7 @@ use crate::config::{Cluster, LbCfg};
 use crate::model::access::{self, Decision};
 use crate::plan::Plan;
 use crate::runtime::control::{LbControl, LbControlError};
+use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::net;
 use crate::runtime::once::{self, OncePerAddress};
@@ -466,6 +467,22 @@ impl LbControl for Lb {
     }
 }
 
+/// Accept errors: at most one line a second per frontend.
+static ACCEPT_LOG: LogRate = LogRate::new("lb accept", Duration::from_secs(1));
+/// Client connections closed for want of a backend: at most one line per
+/// pool and [`lograte::CLIENT_EVENTS`], with the counts of the rest.
+static CLIENT_LOG: LogRate = LogRate::new("lb", lograte::CLIENT_EVENTS);
+
+/// The [`CLIENT_LOG`] key of a pool without a backend.
+fn no_backend_key(kind: PoolKind) -> &'static str {
+    match kind {
+        PoolKind::Api => "api: no healthy enabled backend",
+        PoolKind::MachineConfig => "machine-config: no healthy enabled backend",
+        PoolKind::IngressHttp => "ingress-http: no healthy enabled backend",
+        PoolKind::IngressHttps => "ingress-https: no healthy enabled backend",
+    }
+}
+
 async fn accept_loop(
     lb: Arc<Lb>,
     kind: PoolKind,
@@ -473,12 +490,11 @@ async fn accept_loop(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let stats = &lb.frontend(kind).stats;
-    let every = net::LogEvery::new(Duration::from_secs(1));
     loop {
         // EMFILE and friends: back off a little, keep serving; one line a second.
         let on_error = |e: &std::io::Error| {
-            if let Some(n) = every.allow() {
-                warn!("lb {kind}: accept: {e} ({n} more suppressed)");
+            if let Some(tail) = ACCEPT_LOG.check(kind.as_str(), None) {
+                warn!("lb {kind}: accept: {e}{tail}");
             }
         };
         let Some((stream, peer)) =
@@ -584,16 +600,19 @@ async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream) {
     let _ = client.set_nodelay(true);
     let Some((b, mut backend)) = connect_backend(lb, kind).await else {
         stats.no_backend.fetch_add(1, Ordering::Relaxed);
-        if stats.warned_empty.swap(true, Ordering::Relaxed) {
-            debug!("lb {kind}: no backend available; closing");
-        } else {
-            warn!("lb {kind}: no healthy enabled backend; closing client connections until one is");
+        let peer = client.peer_addr().ok();
+        match CLIENT_LOG.check(no_backend_key(kind), peer) {
+            Some(tail) => warn!(
+                "lb {kind}: no healthy enabled backend; closing client connections until one is (closed {}){tail}",
+                peer.map_or_else(
+                    || "a connection".to_string(),
+                    |p| format!("the one from {p}")
+                )
+            ),
+            None => debug!("lb {kind}: no backend available; closing"),
         }
         return;
     };
-    if stats.warned_empty.load(Ordering::Relaxed) {
-        stats.warned_empty.store(false, Ordering::Relaxed);
-    }
     let _ = backend.set_nodelay(true);
     b.active.fetch_add(1, Ordering::Relaxed);
     b.total.fetch_add(1, Ordering::Relaxed);

@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -271,9 +271,6 @@ pub struct FrontendStats {
     /// Connections closed at accept: the client may not use this frontend
     /// (machine-config: not a node, [`crate::model::access::machine_config`]).
     pub refused: AtomicU64,
-    /// Set after warning that a client found no backend; cleared by the
-    /// next proxied connection (one warning per outage, not per client).
-    pub warned_empty: AtomicBool,
 }
 
 impl FrontendStats {

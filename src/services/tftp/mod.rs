@@ -32,7 +32,9 @@
 //!   sender (never for an ERROR packet, so two servers cannot ping-pong);
 //!   a datagram from a foreign TID during a transfer → ERROR 5 to it and the
 //!   transfer continues. Nothing a client sends ends the listener; a listener
-//!   that ends on its own fails the service.
+//!   that ends on its own fails the service. Malformed and unexpected
+//!   datagrams and write requests are logged at warn at most once per
+//!   reason every 10 s (`runtime::lograte`: the client, the count of the rest).
 //! - Memory per transfer is constant: the file is read with `pread` on the
 //!   blocking pool, [`READ_AHEAD`] bytes or one window at a time (at most
 //!   [`transfer::WINDOW_BYTES`]), never whole.
@@ -70,6 +72,7 @@ use tracing::{debug, info, warn};
 
 use crate::boot::bootfiles;
 use crate::plan::Plan;
+use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
 use clients::{ClientSlot, Clients};
@@ -283,7 +286,9 @@ async fn listen(
                 },
                 Ok(Packet::Wrq(req)) => {
                     let file = Shown(&req.filename).to_string();
-                    debug!(%from, "tftp write request for {file} refused");
+                    warn_client("write request refused", from, || {
+                        format!("{file}: read-only server")
+                    });
                     ctx.stats
                         .finish(from, &file, Outcome::Refused, "write request", 0);
                     Some(packet::error(
@@ -297,6 +302,9 @@ async fn listen(
                 }
                 Ok(_) => {
                     ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    warn_client("unexpected packet on the listener", from, || {
+                        "not a read request; answered ERROR 4".into()
+                    });
                     Some(packet::error(
                         ErrorCode::IllegalOperation,
                         "expected a read request",
@@ -304,7 +312,9 @@ async fn listen(
                 }
                 Err(e) => {
                     ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                    debug!(%from, "tftp: malformed request ({e})");
+                    warn_client("malformed request", from, || {
+                        format!("{e}; answered ERROR 4")
+                    });
                     Some(packet::error(
                         ErrorCode::IllegalOperation,
                         &format!("malformed request: {e}"),
@@ -431,7 +441,9 @@ async fn serve(
     let sock = match UdpSocket::bind(bind_to).await {
         Ok(s) => s,
         Err(e) => {
-            warn!(%client, "tftp: cannot bind a transfer socket on {bind_to}: {e}");
+            if let Some(tail) = LOG.check("no transfer socket", Some(client)) {
+                warn!(%client, "tftp: cannot bind a transfer socket on {bind_to}: {e}{tail}");
+            }
             stats.finish(client, &file, Outcome::Failed, "no transfer socket", 0);
             return;
         }
@@ -630,5 +642,19 @@ fn refusal_code(c: bootfiles::ErrorCode) -> ErrorCode {
     match c {
         bootfiles::ErrorCode::FileNotFound => ErrorCode::FileNotFound,
         bootfiles::ErrorCode::AccessViolation => ErrorCode::AccessViolation,
+    }
+}
+
+/// Warnings a client can cause (malformed or unexpected datagrams, write
+/// requests): at most one line per reason every
+/// [`lograte::CLIENT_EVENTS`], naming the client, with the count of the
+/// rest.
+static LOG: LogRate = LogRate::new("tftp", lograte::CLIENT_EVENTS);
+
+/// Log `key` for `from` at warn if [`LOG`] allows, else at debug.
+fn warn_client(key: &'static str, from: SocketAddr, detail: impl FnOnce() -> String) {
+    match LOG.check(key, Some(from)) {
+        Some(tail) => warn!("tftp: {key} from {from}: {}{tail}", detail()),
+        None => debug!(%from, "tftp: {key}: {}", detail()),
     }
 }

@@ -22,7 +22,7 @@ fn ip(s: &str) -> Ipv4Addr {
 }
 
 fn setup() -> (Config, LeaseTable) {
-    let text = "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1 }\nnodes:\n  - { name: master-0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10 }\n  - { name: worker-1, role: worker, mac: '52:54:00:00:00:15', ip: 10.77.0.21 }\ndhcp:\n  segments:\n    - { cidr: 10.77.0.0/24, gateway: 10.77.0.1, dns: [10.0.0.1, 10.0.0.2], pool: { start: 10.77.0.100, end: 10.77.0.101 } }\n";
+    let text = "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1 }\nnodes:\n  - { name: master-0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10 }\n  - { name: worker-1, role: worker, mac: '52:54:00:00:00:15', ip: 10.77.0.21 }\ndhcp:\n  segments:\n    - { cidr: 10.77.0.0/24, gateway: 10.77.0.1, dns: [10.0.0.1, 10.0.0.2], pool: { start: 10.77.0.100, end: 10.77.0.101 } }\n  relays: [10.0.0.2, 10.0.0.3]\n";
     let p: Plan =
         crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t"))
             .unwrap();
@@ -161,6 +161,61 @@ fn link_selection_and_subnet_selection_choose_the_subnet() {
         .insert(DhcpOption::SubnetSelection(ip("10.99.0.0")));
     let out = handle(&cfg, &mut t, &d, T0);
     assert_eq!(out.dropped, Some(Dropped::UnknownSegment));
+}
+
+/// Replies go to giaddr: only configured relays (a segment's gateway,
+/// `dhcp.relays`) are answered, else any host of the network could have
+/// them reflected anywhere (audit D8: giaddr = a plain host).
+#[test]
+fn only_configured_relays_are_answered() {
+    let (cfg, mut t) = setup();
+    assert_eq!(
+        cfg.relays,
+        [ip("10.0.0.2"), ip("10.0.0.3"), ip("10.77.0.1")]
+    );
+    for (g, mac) in [("10.0.0.150", M0), ("10.77.0.5", W1), ("10.0.0.254", M0)] {
+        let out = handle(&cfg, &mut t, &req(MessageType::Discover, mac, ip(g)), T0);
+        assert!(out.reply.is_none(), "{g}: answered");
+        assert_eq!(
+            out.dropped,
+            Some(Dropped::UnknownRelay),
+            "{g}: {}",
+            out.note
+        );
+        assert!(out.note.contains("not a configured relay"), "{}", out.note);
+        // Selecting a served subnet does not make the relay configured.
+        let mut d = req(MessageType::Discover, W1, ip(g));
+        d.opts_mut()
+            .insert(DhcpOption::SubnetSelection(ip("10.77.0.0")));
+        assert_eq!(
+            handle(&cfg, &mut t, &d, T0).dropped,
+            Some(Dropped::UnknownRelay)
+        );
+    }
+    // A segment's gateway and a dhcp.relays entry are answered.
+    assert!(
+        handle(
+            &cfg,
+            &mut t,
+            &req(MessageType::Discover, W1, ip("10.77.0.1")),
+            T0
+        )
+        .reply
+        .is_some()
+    );
+    assert!(
+        handle(
+            &cfg,
+            &mut t,
+            &req(MessageType::Discover, M0, ip("10.0.0.2")),
+            T0
+        )
+        .reply
+        .is_some()
+    );
+    // Not relayed at all: the local network, as before.
+    let local = req(MessageType::Discover, M0, Ipv4Addr::UNSPECIFIED);
+    assert!(handle(&cfg, &mut t, &local, T0).reply.is_some());
 }
 
 #[test]

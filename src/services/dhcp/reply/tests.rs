@@ -8,7 +8,7 @@ const T0: u64 = 1_700_000_000;
 
 fn plan(pool: bool, pxe: bool) -> Plan {
     let mut text = String::from(
-        "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1 }\nnodes:\n  - { name: master-0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10 }\n  - { name: worker-0, role: worker, mac: '52:54:00:00:00:14', ip: 10.0.0.20 }\ndhcp:\n  leaseTime: 1h\n",
+        "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1 }\nnodes:\n  - { name: master-0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10 }\n  - { name: worker-0, role: worker, mac: '52:54:00:00:00:14', ip: 10.0.0.20 }\ndhcp:\n  leaseTime: 1h\n  relays: [10.0.0.2]\n",
     );
     if pool {
         text.push_str("  pool: { start: 10.0.0.100, end: 10.0.0.110 }\n");
@@ -421,6 +421,133 @@ fn pxe_and_ipxe_boot_files() {
     );
 }
 
+/// The data of option `code` in an encoded message (read by hand:
+/// dhcproto cannot read an ASCII option 81).
+fn raw_option(b: &[u8], code: u8) -> Option<Vec<u8>> {
+    let mut i = 240;
+    while let Some(&c) = b.get(i) {
+        match c {
+            0 => i += 1,
+            255 => return None,
+            _ => {
+                let len = usize::from(*b.get(i + 1)?);
+                if c == code {
+                    return b.get(i + 2..i + 2 + len).map(<[u8]>::to_vec);
+                }
+                i += 2 + len;
+            }
+        }
+    }
+    None
+}
+
+/// `m` encoded with option 81 (`data`) as its first option, before the
+/// requested address and server id, as Windows clients place it.
+fn with_fqdn_first(m: &Message, data: &[u8]) -> Vec<u8> {
+    let mut b = m.to_vec().unwrap();
+    let mut opt = vec![81, u8::try_from(data.len()).unwrap()];
+    opt.extend_from_slice(data);
+    b.splice(240..240, opt);
+    b
+}
+
+/// Audit D6: a REQUEST with option 81 in the ASCII form (E = 0, RFC 4702
+/// §2.3.1) was dropped: dhcproto read the name as wire format, failed,
+/// and lost the options after it (50, 54). Both forms are answered now,
+/// each in the client's encoding.
+#[test]
+fn client_fqdn_in_either_encoding_is_answered_in_that_encoding() {
+    let ascii: &[u8] = b"\x01\x00\x00winbox.example.org";
+    for (mac, data, expect) in [
+        // A pool client: its own name echoed; S asked → O set; N set.
+        (UNKNOWN, ascii, &b"\x0a\xff\xffwinbox.example.org"[..]),
+        // A node: the name its DNS serves, fully qualified.
+        (M0, ascii, &b"\x0a\xff\xffmaster-0.c.example.com."[..]),
+        // Wire form, a partial name (no root label).
+        (
+            UNKNOWN,
+            &b"\x04\x00\x00\x06winbox"[..],
+            &b"\x0c\xff\xff\x06winbox"[..],
+        ),
+        (
+            M0,
+            &b"\x04\x00\x00\x06winbox"[..],
+            &b"\x0c\xff\xff\x08master-0\x01c\x07example\x03com\x00"[..],
+        ),
+    ] {
+        let (cfg, mut t) = setup(true, false);
+        let d = req(MessageType::Discover, mac);
+        let parsed = decode(&with_fqdn_first(&d, data)).unwrap();
+        let out = handle(&cfg, &mut t, &parsed, T0);
+        let offer = encode(out.reply.as_ref().unwrap(), &parsed);
+        assert_eq!(raw_option(&offer, 81).as_deref(), Some(expect));
+        let yiaddr = Message::from_bytes(&offer).unwrap().yiaddr();
+        let mut r = req(MessageType::Request, mac);
+        r.opts_mut().insert(DhcpOption::RequestedIpAddress(yiaddr));
+        r.opts_mut()
+            .insert(DhcpOption::ServerIdentifier(cfg.server_id));
+        let bytes = with_fqdn_first(&r, data);
+        let parsed = decode(&bytes).unwrap();
+        let out = handle(&cfg, &mut t, &parsed, T0 + 1);
+        let reply = out.reply.as_ref().expect("an answer to the REQUEST");
+        assert_eq!(reply.kind, MessageType::Ack, "{}", out.note);
+        let ack = encode(reply, &parsed);
+        assert_eq!(raw_option(&ack, 81).as_deref(), Some(expect));
+        // 81 goes last (it was not requested): options before it decode.
+        assert_eq!(Message::from_bytes(&ack).unwrap().yiaddr(), yiaddr);
+    }
+    // What went wrong: dhcproto's own decoder loses the server id behind
+    // an ASCII option 81 (so the REQUEST looked like one for another
+    // server).
+    let mut r = req(MessageType::Request, UNKNOWN);
+    r.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(ip("10.0.0.1")));
+    let m = Message::from_bytes(&with_fqdn_first(&r, ascii)).unwrap();
+    assert_eq!(m.opts().get(OptionCode::ServerIdentifier), None);
+    // An option 81 that is invalid in its encoding is ignored, the
+    // request is not.
+    let (cfg, mut t) = setup(true, false);
+    let d = req(MessageType::Discover, UNKNOWN);
+    let parsed = decode(&with_fqdn_first(&d, b"\x00\x00\x00bad name")).unwrap();
+    let offer = encode(
+        handle(&cfg, &mut t, &parsed, T0).reply.as_ref().unwrap(),
+        &parsed,
+    );
+    assert_eq!(raw_option(&offer, 81), None);
+    // A too-short one too (it used to make the datagram malformed).
+    assert!(decode(&with_fqdn_first(&d, b"\x00")).is_ok());
+}
+
+#[test]
+fn an_exhausted_pool_is_reported() {
+    let (cfg, mut t) = setup(true, false);
+    // The pool is 10.0.0.100-110: eleven offers take it (held 30 s).
+    for i in 0..11u8 {
+        let out = handle(
+            &cfg,
+            &mut t,
+            &req(MessageType::Discover, [0x52, 0x54, 0, 8, 0, i]),
+            T0,
+        );
+        assert!(
+            out.reply.is_some() && !out.pool_exhausted,
+            "{i}: {}",
+            out.note
+        );
+    }
+    let out = handle(&cfg, &mut t, &req(MessageType::Discover, UNKNOWN), T0);
+    assert!(out.reply.is_none());
+    assert!(out.pool_exhausted);
+    assert!(
+        out.note.contains("pool of 10.0.0.0/24 is exhausted"),
+        "{}",
+        out.note
+    );
+    // A node is still served.
+    let out = handle(&cfg, &mut t, &req(MessageType::Discover, M0), T0);
+    assert!(out.reply.is_some() && !out.pool_exhausted);
+}
+
 #[test]
 fn malformed_requests_are_rejected_by_decode() {
     assert!(matches!(decode(&[]), Err(Malformed::Decode(_))));
@@ -478,6 +605,11 @@ fn fuzz_decode_and_handle_never_panic() {
         m.opts_mut().insert(DhcpOption::UserClass(b"iPXE".to_vec()));
         m.opts_mut()
             .insert(DhcpOption::Hostname("h\u{0}\u{7f}ost".into()));
+        m.opts_mut()
+            .insert(DhcpOption::Unknown(dhcproto::v4::UnknownOption::new(
+                OptionCode::ClientFQDN,
+                b"\x01\x00\x00host.example.org".to_vec(),
+            )));
         valid.push(m.to_vec().unwrap());
     }
     let mut handled = 0;
