@@ -8,7 +8,7 @@ use crate::config::Role;
 use crate::runtime::status::{ClusterPhase, NodeTimeline, TimelineStatus};
 
 /// A node's steps in install order: (stable key, label, time).
-pub fn steps(n: &NodeTimeline) -> [(&'static str, &'static str, Option<u64>); 12] {
+pub fn steps(n: &NodeTimeline) -> [(&'static str, &'static str, Option<u64>); 13] {
     [
         ("vmStarted", "VM started", n.vm_started),
         ("bmcPowerOn", "BMC power on", n.bmc_power_on),
@@ -22,6 +22,8 @@ pub fn steps(n: &NodeTimeline) -> [(&'static str, &'static str, Option<u64>); 12
         ("apiHealthy", "API healthy", n.api_healthy),
         ("ingressHealthy", "ingress healthy", n.ingress_healthy),
         ("leaseRenewed", "lease renewed", n.lease_renewed),
+        // Last, so that the step indices above stay as they were.
+        ("netbootScript", "install script served", n.netboot_script),
     ]
 }
 
