@@ -245,10 +245,7 @@ fn merge_appends_consoles_even_when_the_iso_has_them() {
         "ip=dhcp",
     ];
     assert_eq!(got, format!("{iso} {}", added.join(" ")));
-    let last_console = got
-        .split_whitespace()
-        .filter(|w| w.starts_with("console="))
-        .next_back();
+    let last_console = got.split_whitespace().rfind(|w| w.starts_with("console="));
     assert_eq!(
         last_console,
         Some("console=ttyS0,115200n8"),

@@ -41,7 +41,7 @@ use super::range::{self, Validators};
 use super::{Ctx, Resp, plain};
 use crate::boot::iso9660::IsoImage;
 use crate::config::{BootSource, Cluster, MacAddr, NodeCfg};
-use crate::model::boot::{http_base, install_kargs};
+use crate::model::boot::{http_base, install_kargs, ipxe_kernel_args};
 use crate::timeline::Event;
 
 /// Paths of the artifacts inside the live ISO.
@@ -63,20 +63,9 @@ pub fn entry_script(base: &str) -> String {
 pub fn node_script(c: &Cluster, node: &NodeCfg, script: Script) -> String {
     let base = http_base(c);
     let install = || {
-        let dev = c
-            .rhcos
-            .as_ref()
-            .map(|r| r.install_dev.as_str())
-            .unwrap_or(crate::model::boot::DEFAULT_INSTALL_DEV);
-        let kargs = install_kargs(
-            c,
-            node,
-            dev,
-            &format!("{base}/boot/rootfs.img"),
-            &format!("{base}/ignition/{}.ign", node.name),
-        );
         format!(
-            "kernel {base}/boot/vmlinuz initrd=main {kargs}\ninitrd --name main {base}/boot/initrd.img\nboot\n"
+            "kernel {base}/boot/vmlinuz {}\ninitrd --name main {base}/boot/initrd.img\nboot\n",
+            ipxe_kernel_args(c, node)
         )
     };
     match script {
