@@ -85,6 +85,7 @@ dns:
 dhcp:
   listen: 127.0.20.1:0
   leaseFile: "{d}/leases.json"
+  relays: [127.0.20.2]
 loadBalancer:
   listen: {{ api: 127.0.0.1:0, machineConfig: 127.0.0.1:0, ingressHttp: 127.0.0.1:0, ingressHttps: 127.0.0.1:0 }}
   backendPorts: {{ api: {api}, machineConfig: {mc}, ingressHttp: {http}, ingressHttps: {https} }}

@@ -666,3 +666,29 @@ fn one_mistake_one_message() {
         "{errs:#?}"
     );
 }
+
+/// Issue 28 item 4: an iPXE kernel line over the x86 kernel's 2047 bytes is
+/// refused (the ISO line, shorter, still fits), naming the kargs to shorten.
+#[test]
+fn ipxe_kernel_line_over_2047_bytes_is_refused() {
+    let long = |n: usize| format!("\"x={}\"", "a".repeat(n));
+    let text = format!(
+        "{}rhcos: {{ iso: a.iso, kargs: [{}, {}, {}, {}] }}\n",
+        BASE,
+        long(498),
+        long(498),
+        long(498),
+        long(340)
+    );
+    expect(
+        &text,
+        "nodes[1].kargs",
+        "iPXE kernel command line of master-0 would be",
+    );
+    expect(&text, "nodes[1].kargs", "rhcos.kargs[0] (500 bytes)");
+    assert!(
+        !errors(&text).iter().any(|e| e.contains("embed area")),
+        "the ISO line fits: {:#?}",
+        errors(&text)
+    );
+}

@@ -50,7 +50,7 @@ fn artifacts_scripts_and_install_state() {
     // A fixed port: the scripts name the appliance's URL (http.listen).
     let http = free_port();
     let yaml = common::only(&format!(
-        "http:\n  listen: 127.0.0.1:{http}\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\nadmin:\n  listen: 127.0.0.1:{admin}\ndhcp:\n  enabled: false\n  leaseFile: \"{{dir}}/leases.json\"\nrhcos:\n  iso: {}\n  kargs: [ip=dhcp]\n  roleKargs: {{ master: [rd.neednet=1] }}\n",
+        "http:\n  listen: 127.0.0.1:{http}\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\nadmin:\n  listen: 127.0.0.1:{admin}\ndhcp:\n  enabled: false\n  leaseFile: \"{{dir}}/leases.json\"\nrhcos:\n  iso: {}\n  kargs: [\"coreos.inst.image_url=http://127.0.0.1:{http}/images/metal.raw.xz\", ip=dhcp]\n  roleKargs: {{ master: [rd.neednet=1] }}\n",
         iso.display()
     ))
     .replace(
@@ -132,14 +132,20 @@ fn artifacts_scripts_and_install_state() {
         script(&script_url).contains("kernel "),
         "an operator fetch is no install"
     );
-    // Fetched by the node itself, then it boots again: local boot.
-    let (_, code, _) = get(
-        &["--interface", "127.0.20.10"],
-        &format!("{base}/ignition/master-0.ign"),
+    // The node boots, its installer fetches the ignition and the image it
+    // installs, then it boots again: local boot.
+    std::fs::create_dir_all(dir.join("images")).unwrap();
+    std::fs::write(dir.join("images/metal.raw.xz"), pattern(300_000, 4)).unwrap();
+    let own = |url: &str| get(&["--interface", "127.0.20.10"], url);
+    assert!(
+        String::from_utf8(own(&script_url).2)
+            .unwrap()
+            .contains("kernel ")
     );
-    assert_eq!(code, "200");
+    assert_eq!(own(&format!("{base}/ignition/master-0.ign")).1, "200");
+    assert_eq!(own(&format!("{base}/images/metal.raw.xz")).1, "200");
     std::thread::sleep(Duration::from_millis(300));
-    let s = script(&script_url);
+    let s = String::from_utf8(own(&script_url).2).unwrap();
     assert!(s.starts_with("#!ipxe\n") && s.contains("\nexit\n"), "{s}");
     let status: serde_json::Value =
         serde_json::from_slice(&get(&[], &format!("http://127.0.0.1:{admin}/status")).2).unwrap();
@@ -369,6 +375,14 @@ impl Drop for SmallFs {
 /// the PXE artifacts as files and `bootstrap.ign` in `work/ign`, admin on
 /// `admin`.
 fn netboot_cluster(work: &Path, state: &Path, admin: u16) -> String {
+    netboot_cluster_on(work, state, admin, free_port())
+}
+
+/// As [`netboot_cluster`], HTTP on `http`, and the nodes install
+/// `/images/metal.raw.xz` (`coreos.inst.image_url`), which exists.
+fn netboot_cluster_on(work: &Path, state: &Path, admin: u16, http: u16) -> String {
+    std::fs::create_dir_all(work.join("images")).unwrap();
+    std::fs::write(work.join("images/metal.raw.xz"), pattern(200_000, 5)).unwrap();
     for (f, b) in [
         ("k", pattern(1000, 7)),
         ("i", pattern(100, 9)),
@@ -386,7 +400,7 @@ fn netboot_cluster(work: &Path, state: &Path, admin: u16) -> String {
     }
     let (w, s) = (work.display(), state.display());
     common::only(&format!(
-        "http:\n  listen: 127.0.0.1:0\n  imagesDir: \"{w}/images\"\n  ignitionDir: \"{w}/ign\"\nadmin:\n  listen: 127.0.0.1:{admin}\ndhcp:\n  enabled: false\n  leaseFile: \"{s}/leases.json\"\nrhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r }}\n"
+        "http:\n  listen: 127.0.0.1:{http}\n  imagesDir: \"{w}/images\"\n  ignitionDir: \"{w}/ign\"\nadmin:\n  listen: 127.0.0.1:{admin}\ndhcp:\n  enabled: false\n  leaseFile: \"{s}/leases.json\"\nrhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r, kargs: [\"coreos.inst.image_url=http://127.0.0.1:{http}/images/metal.raw.xz\"] }}\n"
     ))
 }
 
@@ -439,6 +453,11 @@ fn install_state_survives_a_full_disk_and_a_kill() {
         Duration::from_secs(5),
         || status(admin)["http"]["netboot"][0]["ignitionAt"].is_u64(),
     );
+    let image = format!("http://{}/images/metal.raw.xz", app.addr("http"));
+    assert_eq!(get(&["--interface", "127.0.20.5"], &image).1, "200");
+    common::wait_until("the install finished", Duration::from_secs(5), || {
+        status(admin)["http"]["netboot"][0]["state"] == "installed"
+    });
     let s = node_script(&app, BOOTSTRAP_MAC, "127.0.20.5");
     assert!(
         is_local_boot(&s),
@@ -566,4 +585,92 @@ fn corrupt_install_state_boots_every_node_from_disk() {
         "52-54-00-14-00-0a",
         "127.0.20.10"
     )));
+}
+
+/// The install state of `node` in `/status` → `http.netboot`.
+fn netboot_row(admin: u16, node: &str) -> serde_json::Value {
+    status(admin)["http"]["netboot"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["node"] == node)
+        .unwrap()
+        .clone()
+}
+
+/// Issue 28 items 1, 2 and 5: only the node's own fetches move its install
+/// state (the operator's curl from loopback, or another node's, changes
+/// nothing); an ignition fetch alone (the install failed after it: no image
+/// download) gets the install script again, behind a BIOS local-disk boot,
+/// never `exit`; a complete download of the image it installs after the
+/// ignition makes it installed: `exit`, and the timeline shows the steps.
+#[test]
+fn install_state_moves_only_on_the_nodes_own_evidence() {
+    require_tools!("curl");
+    let work = tempfile::tempdir().unwrap();
+    let state = work.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let (admin, http) = (free_port(), free_port());
+    let yaml = netboot_cluster_on(work.path(), &state, admin, http);
+    let app = Appliance::start(&yaml);
+    let base = format!("http://{}", app.addr("http"));
+    let mac = "52-54-00-14-00-0a";
+    let (me, other, operator) = ("127.0.20.10", "127.0.20.11", "127.0.0.1");
+    let as_ = |from: &str, url: &str| get(&["--interface", from], url);
+
+    // The operator looks before the install: nothing moves.
+    assert!(is_install(&node_script(&app, mac, operator)));
+    assert_eq!(netboot_row(admin, "master-0")["state"], "pending");
+    app.wait_log("operator fetch of the script", Duration::from_secs(5));
+
+    // The node boots and its installer fetches the ignition.
+    assert!(is_install(&node_script(&app, mac, me)));
+    assert_eq!(as_(me, &format!("{base}/ignition/master-0.ign")).1, "200");
+    common::wait_until("the ignition recorded", Duration::from_secs(5), || {
+        netboot_row(admin, "master-0")["state"] == "unconfirmed"
+    });
+    let before = netboot_row(admin, "master-0");
+
+    // Mid-install, the operator and another node look: nothing moves.
+    for from in [operator, other] {
+        let s = node_script(&app, mac, from);
+        assert!(!s.contains("\nexit\n"), "{from} got:\n{s}");
+        assert_eq!(netboot_row(admin, "master-0"), before, "after {from}");
+    }
+
+    // The install failed after the ignition (its image never came): the
+    // next boot reaches the installer (after a BIOS disk boot attempt).
+    let s = node_script(&app, mac, me);
+    assert!(!s.contains("\nexit\n"), "a failed install got:\n{s}");
+    assert!(
+        s.contains("iseq ${platform} pcbios && sanboot --no-describe --drive 0x80 ||\nkernel "),
+        "{s}"
+    );
+    assert_eq!(netboot_row(admin, "master-0")["state"], "installing");
+
+    // It installs again; part of the image is no evidence, all of it is.
+    assert_eq!(as_(me, &format!("{base}/ignition/master-0.ign")).1, "200");
+    let image = format!("{base}/images/metal.raw.xz");
+    assert_eq!(get(&["--interface", me, "-r", "0-999"], &image).1, "206");
+    assert_eq!(as_(operator, &image).1, "200", "the operator's download");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_ne!(netboot_row(admin, "master-0")["state"], "installed");
+    assert_eq!(as_(me, &image).1, "200");
+    common::wait_until("installed on evidence", Duration::from_secs(5), || {
+        netboot_row(admin, "master-0")["state"] == "installed"
+    });
+    let row = netboot_row(admin, "master-0");
+    assert!(row["installFinishedAt"].is_u64(), "{row}");
+    assert!(is_local_boot(&node_script(&app, mac, me)));
+    // The timeline: script served, ignition, install finished.
+    let tl = status(admin)["timeline"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "master-0")
+        .unwrap()
+        .clone();
+    for step in ["netbootScript", "ignition", "installFinished"] {
+        assert!(tl[step].is_u64(), "{step} missing: {tl}");
+    }
 }

@@ -12,6 +12,11 @@ use super::cluster::{Cluster, NodeCfg, Role};
 /// shorter.
 pub const MAX_KARGS_AREA: usize = 2048;
 
+/// The x86 kernel's command-line size (the bzImage header's
+/// `cmdline_size`): a boot loader copies at most this many bytes, so
+/// arguments beyond it are silently lost.
+pub const MAX_KERNEL_CMDLINE: usize = 2047;
+
 /// Default install disk of a bare-metal node (`rhcos.installDev`).
 pub const DEFAULT_INSTALL_DEV: &str = "/dev/sda";
 
@@ -49,6 +54,25 @@ pub fn install_kargs(
         Some(rootfs_url),
         ignition_url,
     )
+}
+
+/// The kernel arguments of `node`'s iPXE install script (its `kernel` line
+/// after the image URL): `initrd=main` and its [`install_kargs`] with the
+/// appliance's rootfs and ignition URLs. What the kernel receives.
+pub fn ipxe_kernel_args(c: &Cluster, node: &NodeCfg) -> String {
+    let base = http_base(c);
+    let dev = c
+        .rhcos
+        .as_ref()
+        .map_or(DEFAULT_INSTALL_DEV, |r| r.install_dev.as_str());
+    let kargs = install_kargs(
+        c,
+        node,
+        dev,
+        &format!("{base}/boot/rootfs.img"),
+        &format!("{base}/ignition/{}.ign", node.name),
+    );
+    format!("initrd=main {kargs}")
 }
 
 /// Who a boot ISO (`/boot/<name>.iso`) is for.

@@ -362,11 +362,19 @@ pub struct NetbootStateStatus {
 #[serde(rename_all = "camelCase")]
 pub struct NetbootRow {
     pub node: String,
-    /// `pending`, `installing` or `installed` (boots its disk).
+    /// `pending`, `installing`, `unconfirmed` (ignition fetched, install
+    /// end not seen: disk if bootable, else install) or `installed` (boots
+    /// its disk).
     pub state: String,
     pub install_script_at: Option<u64>,
     pub ignition_at: Option<u64>,
     pub installed_at: Option<u64>,
+    /// Evidence: the install image fully downloaded after the ignition.
+    #[serde(default)]
+    pub install_finished_at: Option<u64>,
+    /// Evidence: the installed system's first machine-config contact.
+    #[serde(default)]
+    pub booted_at: Option<u64>,
     /// Taken as installed because the state file was unreadable at start.
     #[serde(default)]
     pub assumed: bool,
@@ -546,6 +554,10 @@ pub struct NodeTimeline {
     /// Bare metal: the node's boot ISO (`/boot/<node>.iso`) was first
     /// fetched (by its BMC, after `bmc up` or startOnServe).
     pub boot_iso: Option<u64>,
+    /// Bare metal: the node's iPXE install script was first served to its
+    /// own address.
+    #[serde(default)]
+    pub netboot_script: Option<u64>,
     /// First DHCP lease, last renewal, renewals.
     pub lease: Option<u64>,
     pub lease_renewed: Option<u64>,

@@ -53,6 +53,8 @@ pub enum Event {
     BmcPowerOn { node: String },
     /// The node's boot ISO was served (a whole fetch or a range).
     BootIso { node: String },
+    /// The node's iPXE install script was served to its own address.
+    NetbootScript { node: String },
     /// The install VM shut down on evidence: installed.
     InstallFinished { node: String },
     /// The install VM stopped without evidence; it installs again.
@@ -90,6 +92,9 @@ struct NodeRec {
     /// Start of the current install attempt (after the last rejection).
     attempt_since: u64,
     install_running: bool,
+    /// The latest machine-config connection from the node's address (the
+    /// network-boot install state's evidence of an installed system).
+    last_machine_config: Option<u64>,
 }
 
 /// The timeline of one cluster.
@@ -132,6 +137,9 @@ impl Timeline {
             }
             Event::BmcPowerOn { node } => first(&mut self.node(&node).t.bmc_power_on, now),
             Event::BootIso { node } => first(&mut self.node(&node).t.boot_iso, now),
+            Event::NetbootScript { node } => {
+                first(&mut self.node(&node).t.netboot_script, now);
+            }
             Event::InstallFinished { node } => {
                 let n = self.node(&node);
                 n.install_running = false;
@@ -195,6 +203,7 @@ impl Timeline {
             },
             Event::MachineConfigConnect { node } => {
                 let n = self.node(&node);
+                n.last_machine_config = Some(n.last_machine_config.map_or(now, |t| t.max(now)));
                 // The live system fetches from the HTTP server; the first
                 // 22623 connection after the install is the disk's first boot.
                 if n.t.install_finished.is_some() || !n.install_running {
@@ -220,6 +229,11 @@ impl Timeline {
     /// current install attempt (the libvirt driver's evidence).
     pub fn fetched_ignition(&self, node: &str) -> bool {
         self.nodes.get(node).is_some_and(|n| n.t.ignition.is_some())
+    }
+
+    /// The latest machine-config connection from `node`'s address.
+    pub fn last_machine_config(&self, node: &str) -> Option<u64> {
+        self.nodes.get(node).and_then(|n| n.last_machine_config)
     }
 
     /// The `/status` section for `nodes` (name, role), in their order.

@@ -122,6 +122,11 @@ impl Recorder {
         }
     }
 
+    /// The latest machine-config connection from `node`'s address.
+    pub fn last_machine_config(&self, node: &str) -> Option<u64> {
+        self.lock().last_machine_config(node)
+    }
+
     /// Whether `node` fetched its ignition in its current install attempt.
     pub fn fetched_ignition(&self, node: &str) -> bool {
         self.lock().fetched_ignition(node)

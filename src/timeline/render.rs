@@ -31,11 +31,12 @@ pub const TIME_WIDTH: usize = 8;
 
 /// Every install step, in install order.
 #[rustfmt::skip]
-pub const STEPS: [Step; 12] = [
+pub const STEPS: [Step; 13] = [
     step("vmStarted",       "VM started",             "VM",       |n| n.vm_started),
     step("bmcPowerOn",      "BMC power on",           "BMC",      |n| n.bmc_power_on),
     step("bootIso",         "boot ISO fetched",       "ISO",      |n| n.boot_iso),
     step("lease",           "DHCP lease",             "LEASE",    |n| n.lease),
+    step("netbootScript",   "install script served",  "SCRIPT",   |n| n.netboot_script),
     step("rootfs",          "rootfs fetched",         "ROOTFS",   |n| n.rootfs),
     step("ignition",        "ignition fetched",       "IGNITION", |n| n.ignition),
     step("installFinished", "install finished",       "INSTALL",  |n| n.install_finished),

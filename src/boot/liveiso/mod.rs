@@ -205,7 +205,7 @@ impl KargAreas {
     }
 
     /// The ISO's current kargs followed by `extra` (words already present
-    /// are not repeated).
+    /// are not repeated, except `console=`; see [`merge`]).
     pub fn with_extra(&self, extra: &str) -> String {
         merge(&self.current, extra)
     }
@@ -254,11 +254,22 @@ pub fn unfit(c: &Cluster, iso: &Path) -> Result<Vec<(String, EmbedError)>, Embed
         .collect())
 }
 
-/// `base` then the words of `extra` that `base` lacks.
+/// `base` then the words of `extra` that `base` lacks, and every
+/// `console=` of `extra` even when `base` has it: the result is what
+/// `coreos-installer iso kargs modify --append W…` writes for those words.
+///
+/// Why `console=` is always appended: it is order-sensitive (the last one
+/// is `/dev/console`, where the installer's output and the emergency shell
+/// go). Dropping the node's `console=ttyS0,115200n8` because the ISO already
+/// has it (`iso kargs modify -a console=ttyS0,115200n8`, the usual serial
+/// set-up) would leave the node's `console=tty0` last, on VGA. Other words
+/// the ISO has (`ignition.firstboot`, `ignition.platform.id=metal`) are set
+/// once, and repeating them would only use up the area.
 pub fn merge(base: &str, extra: &str) -> String {
     let have: Vec<&str> = base.split_whitespace().collect();
     let mut out = base.trim().to_string();
-    for w in extra.split_whitespace().filter(|w| !have.contains(w)) {
+    let wanted = |w: &&str| !have.contains(w) || w.starts_with("console=");
+    for w in extra.split_whitespace().filter(wanted) {
         if !out.is_empty() {
             out.push(' ');
         }

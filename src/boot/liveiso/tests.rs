@@ -228,6 +228,32 @@ fn patches_apply_at_any_offset_and_length() {
 }
 
 #[test]
+fn merge_appends_consoles_even_when_the_iso_has_them() {
+    // The audit's case: an ISO given a serial console with `coreos-installer
+    // iso kargs modify -a console=ttyS0,115200n8`.
+    let iso =
+        "coreos.liveiso=x ignition.firstboot ignition.platform.id=metal console=ttyS0,115200n8";
+    let node = "ignition.firstboot ignition.platform.id=metal coreos.inst.install_dev=/dev/sda \
+                console=tty0 console=ttyS0,115200n8 ip=dhcp";
+    let got = merge(iso, node);
+    // `coreos-installer iso kargs modify --append W` for each added word
+    // (KargsEditor: the words joined by one space after the current ones).
+    let added = [
+        "coreos.inst.install_dev=/dev/sda",
+        "console=tty0",
+        "console=ttyS0,115200n8",
+        "ip=dhcp",
+    ];
+    assert_eq!(got, format!("{iso} {}", added.join(" ")));
+    let last_console = got.split_whitespace().rfind(|w| w.starts_with("console="));
+    assert_eq!(
+        last_console,
+        Some("console=ttyS0,115200n8"),
+        "serial stays /dev/console"
+    );
+}
+
+#[test]
 fn merge_keeps_order_and_skips_duplicates() {
     assert_eq!(merge("a b", "b c a d"), "a b c d");
     assert_eq!(merge("", " x  y "), "x y");

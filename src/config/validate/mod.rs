@@ -265,6 +265,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         tftp,
     };
     rhcos::check_kargs_fit(&c, &mut e);
+    rhcos::check_ipxe_cmdline(&c, &mut e);
     if !e.0.is_empty() {
         return Err(e.0);
     }

@@ -8,7 +8,10 @@ use super::{Errs, resolve};
 use crate::config::raw;
 use crate::model::cluster::{BootSource, RhcosCfg, Role};
 
-use crate::model::boot::{DEFAULT_INSTALL_DEV, IsoTarget, MAX_KARGS_AREA, iso_install_kargs};
+use crate::model::boot::{
+    DEFAULT_INSTALL_DEV, IsoTarget, MAX_KARGS_AREA, MAX_KERNEL_CMDLINE, ipxe_kernel_args,
+    iso_install_kargs,
+};
 use crate::model::cluster::Cluster;
 
 /// Every node's and role's boot ISO kargs (the shortest of its install
@@ -40,6 +43,60 @@ pub(crate) fn check_kargs_fit(c: &Cluster, e: &mut Errs) {
                 ),
             );
         }
+    }
+}
+
+/// Every node's iPXE kernel line (`initrd=main`, the live rootfs URL and
+/// the install kargs: longer than the ISO's) fits the x86 kernel's
+/// command line ([`MAX_KERNEL_CMDLINE`]); beyond it the kernel silently
+/// loses the last arguments, the node's own. The error names the
+/// configured kargs, longest first, as the ones to shorten.
+pub(crate) fn check_ipxe_cmdline(c: &Cluster, e: &mut Errs) {
+    let Some(r) = &c.rhcos else {
+        return;
+    };
+    for (i, n) in c.nodes.iter().enumerate() {
+        let len = ipxe_kernel_args(c, n).len();
+        // A node whose ISO line is too long already has its error.
+        let iso_too_long = iso_install_kargs(c, IsoTarget::Node(n)).len() >= MAX_KARGS_AREA;
+        if len <= MAX_KERNEL_CMDLINE || iso_too_long {
+            continue;
+        }
+        let mut own: Vec<(String, &String)> = r
+            .kargs
+            .iter()
+            .enumerate()
+            .map(|(j, k)| (format!("rhcos.kargs[{j}]"), k))
+            .chain(
+                r.role_kargs
+                    .get(&n.role)
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                    .map(|(j, k)| (format!("rhcos.roleKargs.{}[{j}]", n.role), k)),
+            )
+            .chain(
+                n.kargs
+                    .iter()
+                    .enumerate()
+                    .map(|(j, k)| (format!("nodes[{i}].kargs[{j}]"), k)),
+            )
+            .collect();
+        own.sort_by_key(|(_, k)| std::cmp::Reverse(k.len()));
+        let names: Vec<String> = own
+            .iter()
+            .map(|(p, k)| format!("{p} ({} bytes)", k.len()))
+            .collect();
+        e.push(
+            format!("nodes[{i}].kargs"),
+            format!(
+                "the iPXE kernel command line of {} would be {len} bytes; the x86 kernel takes at most {MAX_KERNEL_CMDLINE} and drops the rest; shorten {} by {} bytes: {}",
+                n.name,
+                if names.len() == 1 { "this karg" } else { "these kargs" },
+                len - MAX_KERNEL_CMDLINE,
+                if names.is_empty() { "(none configured: shorten the appliance's URLs)".to_string() } else { names.join(", ") }
+            ),
+        );
     }
 }
 

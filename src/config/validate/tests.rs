@@ -213,3 +213,52 @@ fn bootstrap_removal_and_the_csr_hint_are_configurable() {
     );
     assert!(msgs[1].contains("loadBalancer.csrHintAfter"), "{msgs:?}");
 }
+
+#[test]
+fn the_ipxe_kernel_line_must_fit_the_kernels_command_line() {
+    // The ISO line fits (under 2048 bytes) but the iPXE line, with
+    // `initrd=main` and the rootfs URL, does not (the audit's case).
+    let with = |n: usize| {
+        let kargs = vec![format!("x={}", "a".repeat(498)); 3]
+            .into_iter()
+            .chain([format!("y={}", "b".repeat(n))])
+            .collect::<Vec<_>>()
+            .join(", ");
+        let text = BASE.replace(
+            "ip: 192.168.131.10 }",
+            &format!("ip: 192.168.131.10, kargs: [{kargs}] }}"),
+        );
+        validate(parse_str(&text).unwrap(), Path::new("/base"))
+    };
+    let mut fits = None;
+    let mut refused = None;
+    for n in 1..400 {
+        match with(n) {
+            Ok(c) => fits = Some((n, c)),
+            Err(e) => {
+                refused = Some((n, e));
+                break;
+            }
+        }
+    }
+    let (n, errs) = refused.expect("a long enough iPXE line is refused");
+    let msgs: Vec<String> = errs.iter().map(|x| format!("{x:?}")).collect();
+    assert_eq!(errs.len(), 1, "{msgs:?}");
+    let m = &msgs[0];
+    assert!(m.contains("nodes[1].kargs"), "{m}");
+    assert!(
+        m.contains("iPXE kernel command line of master-0 would be 2048 bytes"),
+        "{m}"
+    );
+    assert!(m.contains("at most 2047"), "{m}");
+    assert!(m.contains("by 1 bytes"), "{m}");
+    assert!(m.contains("nodes[1].kargs[0] (500 bytes)"), "{m}");
+    // The ISO line of that node still fits its area: only the iPXE line is
+    // too long.
+    let (ok_n, c) = fits.expect("a shorter line passes");
+    assert_eq!(ok_n, n - 1);
+    let node = &c.nodes[1];
+    assert_eq!(crate::model::boot::ipxe_kernel_args(&c, node).len(), 2047);
+    let iso = crate::model::boot::iso_install_kargs(&c, crate::model::boot::IsoTarget::Node(node));
+    assert!(iso.len() < 2048, "{}", iso.len());
+}

@@ -271,7 +271,7 @@ pub fn boot_isos(c: &Cluster, path: &Path) -> Vec<Finding> {
                 finding(
                     Severity::Warn,
                     format!("/boot/{name}.iso: {e}"),
-                    "shorten rhcos.kargs, rhcos.roleKargs or the node's kargs (network boot has no such limit)",
+                    "shorten rhcos.kargs, rhcos.roleKargs or the node's kargs (network boot has its own limit, the kernel's 2047-byte command line, which `check` enforces)",
                 )
             })
             .collect(),

@@ -3,9 +3,13 @@
 //! `<cluster>-netboot.json` (see [`super::netboot`] for what the states
 //! mean).
 //!
-//! Role: the state decides between the install script and `exit` (boot the
-//! disk). Serving the install script to an installed node wipes its disk,
-//! so every failure here must end in `exit`, never in an install:
+//! Role: the state decides between the install script, the disk-or-install
+//! script and `exit` (boot the disk). A node is installed only on evidence
+//! ([`BootState::image_downloaded`], [`BootState::system_booted`]); an
+//! ignition fetch alone never sends a node to `exit`, since a failed install
+//! leaves a blank disk. Serving the install script to an installed node
+//! wipes its disk, so every failure of the file here must end in `exit`,
+//! never in an install:
 //!
 //! - **Writes** happen off the request path: a change bumps a counter and
 //!   wakes [`BootState::run_writer`] (a task of the HTTP service), which
@@ -73,9 +77,22 @@ pub struct NodeBoot {
     pub ignition_at: Option<u64>,
     /// Unix time the node was found installed; then it boots its disk.
     pub installed_at: Option<u64>,
+    /// Unix time the node, after its ignition fetch, completed the
+    /// download of the image it installs (`coreos.inst.image_url` on the
+    /// appliance): the install finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_finished_at: Option<u64>,
+    /// Unix time the installed system first contacted the appliance (its
+    /// machine-config fetch through 22623) after the ignition fetch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub booted_at: Option<u64>,
     /// Taken as installed because the state file was unreadable.
     #[serde(default, skip_serializing_if = "is_false")]
     pub assumed: bool,
+    /// The node fetched its ignition since its last install script (the
+    /// current install attempt); times alone are seconds, too coarse.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ignition_in_attempt: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -87,7 +104,13 @@ struct StateFile {
 /// What a node's script says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Script {
+    /// Install: kernel, initrd and the install kargs.
     Install,
+    /// The node fetched its ignition, but no evidence says its install
+    /// finished: boot the local disk if it boots (BIOS `sanboot`), else
+    /// install (UEFI: always install). Never `exit` onto a blank disk.
+    DiskOrInstall,
+    /// Installed on evidence: `exit`, the firmware boots the disk.
     LocalBoot,
 }
 
@@ -186,6 +209,37 @@ fn read_state(path: &Path) -> Loaded {
     }
 }
 
+/// The node fetched its ignition after its last install script.
+fn ignition_in_attempt(e: &NodeBoot) -> bool {
+    e.install_script_at.is_some() && e.ignition_in_attempt
+}
+
+/// The script a node's state calls for: its disk once installed on
+/// evidence; after an ignition fetch without that evidence its disk if
+/// bootable, else the installer; otherwise the installer.
+fn decide(e: &NodeBoot) -> Script {
+    if e.installed_at.is_some() {
+        Script::LocalBoot
+    } else if ignition_in_attempt(e) {
+        Script::DiskOrInstall
+    } else {
+        Script::Install
+    }
+}
+
+/// The state name in `/status`.
+fn row_state(b: &NodeBoot) -> &'static str {
+    if b.installed_at.is_some() {
+        "installed"
+    } else if ignition_in_attempt(b) {
+        "unconfirmed"
+    } else if b.install_script_at.is_some() {
+        "installing"
+    } else {
+        "pending"
+    }
+}
+
 impl BootState {
     /// The state file of `c` (next to its lease file).
     pub fn path_of(c: &Cluster) -> PathBuf {
@@ -256,28 +310,25 @@ impl BootState {
         self.inner.locked()
     }
 
-    /// Decide `node`'s script now, and record it.
+    /// Decide `node`'s script for a fetch from the node's own address, and
+    /// record it (a new install attempt unless it boots its disk).
     pub fn script_for(&self, node: &str) -> Script {
         let script = {
             let mut st = self.inner();
             let e = st.nodes.entry(node.to_string()).or_default();
-            let fetched_after_script = matches!(
-                (e.install_script_at, e.ignition_at),
-                (Some(s), Some(i)) if i >= s
-            );
-            if e.installed_at.is_some() {
-                return Script::LocalBoot;
+            let script = decide(e);
+            if script == Script::LocalBoot {
+                return script;
             }
-            let script = if fetched_after_script {
-                e.installed_at = Some(now());
+            if script == Script::DiskOrInstall {
                 info!(
-                    "netboot: {node} fetched its ignition and booted again: installed; it boots its disk from now on"
+                    "netboot: {node} fetched its ignition and booted again, but its install end \
+                     was not seen (no complete image download, no contact from the installed \
+                     system): boot its disk if it boots, else install again"
                 );
-                Script::LocalBoot
-            } else {
-                e.install_script_at = Some(now());
-                Script::Install
-            };
+            }
+            e.install_script_at = Some(now());
+            e.ignition_in_attempt = false;
             st.changed();
             script
         };
@@ -285,14 +336,79 @@ impl BootState {
         script
     }
 
+    /// What `node`'s script would be now, changing nothing: for fetches
+    /// from anyone but the node (the operator).
+    pub fn peek(&self, node: &str) -> Script {
+        let st = self.inner();
+        st.nodes.get(node).map_or(Script::Install, decide)
+    }
+
     /// `node` fetched its ignition from its own address.
     pub fn ignition_fetched(&self, node: &str) {
         {
             let mut st = self.inner();
-            st.nodes.entry(node.to_string()).or_default().ignition_at = Some(now());
+            let e = st.nodes.entry(node.to_string()).or_default();
+            e.ignition_at = Some(now());
+            e.ignition_in_attempt = true;
             st.changed();
         }
         self.wake.notify_one();
+    }
+
+    /// `node` completed, from its own address, the download of the image it
+    /// installs. Evidence that the install finished when it follows the
+    /// ignition fetch of the current attempt (coreos-installer fetches the
+    /// ignition first, then writes the image). True when this made the node
+    /// installed.
+    pub fn image_downloaded(&self, node: &str) -> bool {
+        let done = {
+            let mut st = self.inner();
+            let Some(e) = st.nodes.get_mut(node) else {
+                return false;
+            };
+            if e.installed_at.is_some() || !ignition_in_attempt(e) {
+                return false;
+            }
+            let at = now();
+            (e.install_finished_at, e.installed_at) = (Some(at), Some(at));
+            st.changed();
+            true
+        };
+        self.wake.notify_one();
+        info!(
+            "netboot: {node} downloaded its install image after its ignition: installed; it boots its disk from now on"
+        );
+        done
+    }
+
+    /// The installed system of `node` contacted the appliance at `at` (its
+    /// machine-config connection). Evidence of an installed system when it
+    /// follows the node's ignition fetch. True when this made the node
+    /// installed.
+    pub fn system_booted(&self, node: &str, at: u64) -> bool {
+        let newly = {
+            let mut st = self.inner();
+            let Some(e) = st.nodes.get_mut(node) else {
+                return false;
+            };
+            if e.booted_at.is_some() || e.ignition_at.is_none_or(|i| at < i) {
+                return false;
+            }
+            e.booted_at = Some(at);
+            let newly = e.installed_at.is_none();
+            if newly {
+                e.installed_at = Some(at);
+            }
+            st.changed();
+            newly
+        };
+        self.wake.notify_one();
+        if newly {
+            info!(
+                "netboot: {node}'s installed system booted (machine-config contact): installed; it boots its disk from now on"
+            );
+        }
+        newly
     }
 
     /// Forget that `node` installed: its next network boot installs again.
@@ -304,6 +420,12 @@ impl BootState {
         }
         self.wake.notify_one();
         info!("netboot: {node} will install again at its next network boot");
+    }
+
+    #[cfg(test)]
+    fn rows_state(&self, node: &str) -> String {
+        let b = self.inner().nodes.get(node).cloned().unwrap_or_default();
+        row_state(&b).to_string()
     }
 
     /// True when every change is on disk.
@@ -320,17 +442,12 @@ impl BootState {
                 let b = st.nodes.get(&n.name).cloned().unwrap_or_default();
                 NetbootRow {
                     node: n.name.clone(),
-                    state: if b.installed_at.is_some() {
-                        "installed"
-                    } else if b.install_script_at.is_some() {
-                        "installing"
-                    } else {
-                        "pending"
-                    }
-                    .to_string(),
+                    state: row_state(&b).to_string(),
                     install_script_at: b.install_script_at,
                     ignition_at: b.ignition_at,
                     installed_at: b.installed_at,
+                    install_finished_at: b.install_finished_at,
+                    booted_at: b.booted_at,
                     assumed: b.assumed,
                 }
             })
@@ -521,6 +638,7 @@ mod tests {
         let task = tokio::spawn(s.clone().run_writer(stop.clone()));
         assert_eq!(s.script_for("bootstrap"), Script::Install);
         s.ignition_fetched("bootstrap");
+        assert!(s.image_downloaded("bootstrap"));
         wait_for("a failed attempt", || calls.load(Ordering::SeqCst) >= 1).await;
         wait_for("the error in the status", || {
             s.store_status().write_error.is_some()
@@ -546,6 +664,64 @@ mod tests {
         assert_eq!(again.script_for("bootstrap"), Script::LocalBoot);
         stop.cancel();
         task.await.unwrap().unwrap();
+    }
+
+    fn state() -> (tempfile::TempDir, BootState) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c-netboot.json");
+        let s = BootState::load(path, &names(), Arc::new(write_file));
+        (dir, s)
+    }
+
+    #[test]
+    fn an_ignition_fetch_alone_never_boots_the_disk() {
+        let (_d, s) = state();
+        assert_eq!(s.script_for("master-0"), Script::Install);
+        s.ignition_fetched("master-0");
+        // The install failed after the ignition fetch (image 404): the
+        // next boot must reach the installer when the disk is blank.
+        assert_eq!(s.script_for("master-0"), Script::DiskOrInstall);
+        assert_eq!(s.rows_state("master-0"), "installing");
+        s.ignition_fetched("master-0");
+        assert_eq!(s.peek("master-0"), Script::DiskOrInstall);
+        assert_eq!(s.rows_state("master-0"), "unconfirmed");
+    }
+
+    #[test]
+    fn a_complete_image_download_after_the_ignition_finishes_the_install() {
+        let (_d, s) = state();
+        assert_eq!(s.script_for("master-0"), Script::Install);
+        assert!(!s.image_downloaded("master-0"), "no ignition yet");
+        s.ignition_fetched("master-0");
+        assert!(s.image_downloaded("master-0"));
+        assert!(!s.image_downloaded("master-0"), "reported once");
+        assert_eq!(s.script_for("master-0"), Script::LocalBoot);
+        assert_eq!(s.rows_state("master-0"), "installed");
+    }
+
+    #[test]
+    fn the_installed_systems_contact_after_the_ignition_finishes_the_install() {
+        let (_d, s) = state();
+        assert_eq!(s.script_for("master-0"), Script::Install);
+        s.ignition_fetched("master-0");
+        let ign = s.inner().nodes["master-0"].ignition_at.unwrap();
+        assert!(!s.system_booted("master-0", ign - 1), "before the ignition");
+        assert_eq!(s.peek("master-0"), Script::DiskOrInstall);
+        assert!(s.system_booted("master-0", ign));
+        assert_eq!(s.script_for("master-0"), Script::LocalBoot);
+        assert!(!s.system_booted("bootstrap", ign), "never served a script");
+    }
+
+    #[test]
+    fn peek_changes_nothing() {
+        let (_d, s) = state();
+        assert_eq!(s.peek("master-0"), Script::Install);
+        assert_eq!(s.rows_state("master-0"), "pending");
+        assert_eq!(s.script_for("master-0"), Script::Install);
+        s.ignition_fetched("master-0");
+        let before = s.inner().nodes["master-0"].clone();
+        assert_eq!(s.peek("master-0"), Script::DiskOrInstall);
+        assert_eq!(s.inner().nodes["master-0"], before);
     }
 
     #[tokio::test]

@@ -529,6 +529,9 @@ impl Ctx {
         {
             r = track::rootfs(r, peer.ip(), self.events.clone());
         }
+        if r.status() == StatusCode::OK && req.method() == Method::GET {
+            r = self.track_install_image(r, req.uri().path(), peer);
+        }
         self.stats.response(r.status().as_u16());
         debug!(
             "http {peer} {} {} -> {}",

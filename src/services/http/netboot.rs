@@ -15,12 +15,17 @@
 //!   once it has installed. Scripts are for the cluster network and
 //!   loopback only, like ignition.
 //!
-//! Install state (matchbox-like, persisted next to the DHCP lease file as
-//! `<cluster>-netboot.json`, shown in `/status` → `http.netboot`): a node
-//! is *installed* when it asks for its script again after it fetched its
-//! ignition (from its own address) following an install script — the
-//! installer fetched it, wrote the disk and rebooted. `crc-appliance node
-//! reinstall NAME` (admin API) sets it back. How the state is kept and
+//! Install state (persisted next to the DHCP lease file as
+//! `<cluster>-netboot.json`, shown in `/status` → `http.netboot`) moves only
+//! on evidence from the node's own address: its script fetch (a new
+//! attempt), its ignition fetch, the complete download of the image it
+//! installs (`coreos.inst.image_url` on the appliance) after that, or its
+//! installed system's machine-config connection (the LB reports it to the
+//! timeline). A script fetch from any other address is an operator's: it
+//! shows what the node would get and changes nothing. An ignition fetch
+//! without an install end gets [`Script::DiskOrInstall`] (BIOS: `sanboot`
+//! the disk, else install), never `exit`. `crc-appliance node reinstall
+//! NAME` (admin API) sets a node back. How the state is kept and
 //! why every failure there ends in `exit`: [`super::bootstate`].
 
 use std::fs::File;
@@ -36,7 +41,8 @@ use super::range::{self, Validators};
 use super::{Ctx, Resp, plain};
 use crate::boot::iso9660::IsoImage;
 use crate::config::{BootSource, Cluster, MacAddr, NodeCfg};
-use crate::model::boot::{http_base, install_kargs};
+use crate::model::boot::{http_base, install_kargs, ipxe_kernel_args};
+use crate::timeline::Event;
 
 /// Paths of the artifacts inside the live ISO.
 const ISO_PATHS: [(&str, &str); 3] = [
@@ -56,30 +62,52 @@ pub fn entry_script(base: &str) -> String {
 /// The script of `node`.
 pub fn node_script(c: &Cluster, node: &NodeCfg, script: Script) -> String {
     let base = http_base(c);
+    let install = || {
+        format!(
+            "kernel {base}/boot/vmlinuz {}\ninitrd --name main {base}/boot/initrd.img\nboot\n",
+            ipxe_kernel_args(c, node)
+        )
+    };
     match script {
         Script::LocalBoot => format!(
             "#!ipxe\n# crc-appliance: {} is installed; boot its disk\nexit\n",
             node.name
         ),
-        Script::Install => {
-            let dev = c
-                .rhcos
-                .as_ref()
-                .map(|r| r.install_dev.as_str())
-                .unwrap_or(crate::model::boot::DEFAULT_INSTALL_DEV);
-            let kargs = install_kargs(
-                c,
-                node,
-                dev,
-                &format!("{base}/boot/rootfs.img"),
-                &format!("{base}/ignition/{}.ign", node.name),
-            );
-            format!(
-                "#!ipxe\n# crc-appliance: install {} ({})\nkernel {base}/boot/vmlinuz initrd=main {kargs}\ninitrd --name main {base}/boot/initrd.img\nboot\n",
-                node.name, node.role
-            )
-        }
+        Script::Install => format!(
+            "#!ipxe\n# crc-appliance: install {} ({})\n{}",
+            node.name,
+            node.role,
+            install()
+        ),
+        // BIOS: `sanboot` of the first disk returns only when it does not
+        // boot (blank, or wiped by a failed coreos-installer, which writes
+        // the first MiB last); then the install follows. UEFI iPXE cannot
+        // boot a local disk by number and `exit` would hand a blank disk
+        // to the firmware, so it installs again.
+        Script::DiskOrInstall => format!(
+            "#!ipxe\n# crc-appliance: {} fetched its ignition but its install end was not seen: \
+             boot the disk if it boots (BIOS), else install ({})\n\
+             iseq ${{platform}} pcbios && sanboot --no-describe --drive 0x80 ||\n{}",
+            node.name,
+            node.role,
+            install()
+        ),
     }
+}
+
+/// The request path of the image `node` installs (the last
+/// `coreos.inst.image_url`, as coreos-installer's service script reads
+/// it) when the appliance serves it: its complete download is the evidence
+/// that the install finished.
+pub fn install_image_path(c: &Cluster, node: &NodeCfg) -> Option<String> {
+    let base = http_base(c);
+    let kargs = install_kargs(c, node, "", "", "");
+    let url = kargs
+        .split_ascii_whitespace()
+        .filter_map(|a| a.strip_prefix("coreos.inst.image_url="))
+        .next_back()?;
+    let path = url.strip_prefix(&base)?;
+    path.starts_with('/').then(|| path.to_string())
 }
 
 /// `52-54-00-ab-cd-ef.ipxe` or with colons → the MAC.
@@ -145,10 +173,7 @@ impl Ctx {
                     debug!(%peer, "netboot: no node has {rest}");
                     return plain(StatusCode::NOT_FOUND, "no node has this MAC");
                 };
-                // In memory only (the writer persists it): never blocks.
-                let script = self.boot.script_for(&node.name);
-                info!(%peer, node = %node.name, ?script, "netboot: script served");
-                node_script(c, node, script)
+                node_script(c, node, self.node_script_for(peer, c, node))
             };
             let mut r = plain(StatusCode::OK, "");
             *r.body_mut() = super::full(text);
@@ -187,6 +212,73 @@ impl Ctx {
         debug!("netboot: {rest} from {label} ({len} bytes at {off})");
         let region = super::Region::new(file, off, len);
         self.serve_region(req, region, &v, "application/octet-stream")
+    }
+
+    /// The script `node` gets for a fetch from `peer`. Only a fetch from
+    /// the node's own address is a network boot and moves its install
+    /// state; anyone else (loopback, the appliance host, another node) is
+    /// an operator looking, shown what the node would get now.
+    fn node_script_for(&self, peer: std::net::SocketAddr, c: &Cluster, node: &NodeCfg) -> Script {
+        // By address, as the ignition route does: in a test cluster node
+        // addresses may be loopback aliases.
+        let own = super::ignition::node_by_ip(c, peer.ip()).is_some_and(|n| n.name == node.name);
+        if !own {
+            let script = self.boot.peek(&node.name);
+            info!(%peer, node = %node.name, ?script, "netboot: operator fetch of the script (not the node's address): install state unchanged");
+            return script;
+        }
+        self.sync_first_boot(&node.name);
+        // In memory only (the writer persists it): never blocks.
+        let script = self.boot.script_for(&node.name);
+        if script != Script::LocalBoot {
+            self.events.record(Event::NetbootScript {
+                node: node.name.clone(),
+            });
+        }
+        info!(%peer, node = %node.name, ?script, "netboot: script served");
+        script
+    }
+
+    /// Take the installed system's machine-config contact (the LB tells
+    /// the timeline) as evidence for `node`'s install state.
+    pub(crate) fn sync_first_boot(&self, node: &str) {
+        if let Some(at) = self.events.last_machine_config(node)
+            && self.boot.system_booted(node, at)
+        {
+            self.events.record(Event::InstallFinished {
+                node: node.to_string(),
+            });
+        }
+    }
+
+    /// When `path` is the install image of the node at `peer`'s address,
+    /// report its complete download as that node's install evidence.
+    pub(crate) fn track_install_image(
+        &self,
+        r: Resp,
+        path: &str,
+        peer: std::net::SocketAddr,
+    ) -> Resp {
+        let plan = self.plan.load_full();
+        let c = &plan.cluster;
+        if c.rhcos.is_none() {
+            return r;
+        }
+        let Some(node) = super::ignition::node_by_ip(c, peer.ip()) else {
+            return r;
+        };
+        if install_image_path(c, node).as_deref() != Some(path) {
+            return r;
+        }
+        let (boot, events, name) = (self.boot.clone(), self.events.clone(), node.name.clone());
+        super::track::on_complete(
+            r,
+            Box::new(move |_, _| {
+                if boot.image_downloaded(&name) {
+                    events.record(Event::InstallFinished { node: name });
+                }
+            }),
+        )
     }
 
     /// `/boot/ipxe/<file>`: an iPXE binary from the TFTP root, for UEFI

@@ -130,6 +130,11 @@ impl Service for Http {
         let mut s = self.ctx.stats.status();
         let plan = self.ctx.plan.load_full();
         if plan.cluster.rhcos.is_some() {
+            // `serve` samples this every tick: the installed systems'
+            // machine-config contacts reach the install state here too.
+            for n in &plan.cluster.nodes {
+                self.ctx.sync_first_boot(&n.name);
+            }
             s.netboot = self.ctx.boot.rows(&plan.cluster);
             s.netboot_state = Some(self.ctx.boot.store_status());
         }

@@ -1,4 +1,5 @@
-//! Completed live-rootfs downloads, for the install timeline: a response
+//! Completed downloads, for the install timeline and the network-boot
+//! install state (the live rootfs, a node's install image): a response
 //! body wrapper that counts the bytes hyper takes and reports once, when
 //! the whole `Content-Length` has been sent, with the time it took.
 //!
@@ -28,8 +29,11 @@ struct Tracked {
     sent: u64,
     expected: u64,
     start: Instant,
-    report: Option<(Events, IpAddr)>,
+    report: Option<Report>,
 }
+
+/// What runs once a download completed: (bytes sent, time taken).
+pub type Report = Box<dyn FnOnce(u64, std::time::Duration) + Send>;
 
 impl hyper::body::Body for Tracked {
     type Data = Bytes;
@@ -47,9 +51,9 @@ impl hyper::body::Body for Tracked {
             this.sent += d.len() as u64;
         }
         if this.sent >= this.expected
-            && let Some((events, client)) = this.report.take()
+            && let Some(report) = this.report.take()
         {
-            events.rootfs(client, this.sent, this.start.elapsed());
+            report(this.sent, this.start.elapsed());
         }
         r
     }
@@ -65,6 +69,15 @@ impl hyper::body::Body for Tracked {
 
 /// Wrap a 200 answer with a body so its completion is reported.
 pub fn rootfs(r: Resp, client: IpAddr, events: Events) -> Resp {
+    on_complete(
+        r,
+        Box::new(move |bytes, took| events.rootfs(client, bytes, took)),
+    )
+}
+
+/// Wrap a 200 answer with a body so that `report` runs once the whole body
+/// was sent (never for a download cut short).
+pub fn on_complete(r: Resp, report: Report) -> Resp {
     let expected = r
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -79,7 +92,7 @@ pub fn rootfs(r: Resp, client: IpAddr, events: Events) -> Resp {
         sent: 0,
         expected,
         start: Instant::now(),
-        report: Some((events, client)),
+        report: Some(report),
     };
     hyper::Response::from_parts(parts, body.boxed_unsync())
 }
