@@ -225,7 +225,7 @@ fn dhcp_boot_answers_by_client() {
     let w = work.path().display();
     let http = free_port();
     let app = Appliance::start(&common::only(&format!(
-        "http:\n  listen: 127.0.0.1:{http}\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\ndhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{{dir}}/leases.json\"\npxe:\n  tftpListen: 127.0.20.1:0\n  tftpRoot: {w}/ipxe\nrhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r }}\n"
+        "http:\n  listen: 127.0.0.1:{http}\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\ndhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{{dir}}/leases.json\"\n  relays: [127.0.20.4]\npxe:\n  tftpListen: 127.0.20.1:0\n  tftpRoot: {w}/ipxe\nrhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r }}\n"
     )));
     let srv = app.addr("dhcp");
     let relay = Ipv4Addr::new(127, 0, 20, 4);
