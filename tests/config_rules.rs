@@ -17,7 +17,7 @@ nodes:
   - { name: worker-0, role: worker, mac: "52:54:00:00:00:14", ip: 192.168.131.20 }
 "#;
 
-fn load(text: &str) -> Result<config::Cluster, ConfigError> {
+fn load(text: &str) -> Result<crc_appliance::model::cluster::Cluster, ConfigError> {
     config::from_str(text, Path::new("/base"), Path::new("test.yaml")).map(|p| p.cluster)
 }
 
@@ -425,7 +425,7 @@ fn rhcos_section() {
     let r = c.rhcos.unwrap();
     assert_eq!(
         r.source,
-        config::BootSource::Files {
+        crc_appliance::model::cluster::BootSource::Files {
             kernel: "/base/k".into(),
             initramfs: "/base/i".into(),
             rootfs: "/base/r".into()

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Deserialize;
 
 use crate::cmd::watch::go_duration;
-use crate::config::Cluster;
+use crate::model::cluster::Cluster;
 use crate::runtime::status::{BackendStatus, LbStatus, PoolStatus};
 
 /// A 2xx answer's `ok` text (else its body), or one error line with the
@@ -224,8 +224,8 @@ pub fn unix_now() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Role;
     use crate::model::catalogue::PoolKind;
+    use crate::model::cluster::Role;
     use crate::runtime::status::HealthStatus;
 
     fn backend(node: &str) -> BackendStatus {

@@ -128,7 +128,7 @@ fn vm_console(cluster: &std::path::Path, node: Option<String>) -> anyhow::Result
 /// One admin API call for the CLI: the address and token from the cluster
 /// file; (HTTP status, body).
 async fn admin_call(
-    c: &config::Cluster,
+    c: &crate::model::cluster::Cluster,
     method: &'static str,
     path: String,
 ) -> anyhow::Result<(u16, String)> {
@@ -320,7 +320,7 @@ pub fn summary(plan: &Plan) -> String {
         c.network.api_vip,
         c.network.ingress_vip
     );
-    for r in config::Role::ALL {
+    for r in crate::model::cluster::Role::ALL {
         let names: Vec<_> = c.nodes_with_role(r).map(|n| n.name.as_str()).collect();
         let _ = writeln!(out, "{:<9} {} {}", r.as_str(), names.len(), names.join(" "));
     }

@@ -213,7 +213,7 @@ mod tests {
         for n in ["a", "b", "c", "d"] {
             tl.nodes.push(crate::runtime::status::NodeTimeline {
                 node: n.into(),
-                role: Some(crate::config::Role::Master),
+                role: Some(crate::model::cluster::Role::Master),
                 ..Default::default()
             });
         }

@@ -24,10 +24,9 @@ pub mod validate;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use crate::model::cluster::*;
+use crate::model::cluster::Cluster;
 use crate::plan::Plan;
 pub use duration::Dur;
-pub use pxe::TftpCfg;
 
 /// One violated rule, with the path of the offending field (`nodes[2].mac`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Role;
 use crate::model::catalogue::PoolKind;
+use crate::model::cluster::Role;
 use crate::model::cluster::{MacAddr, RemoveBootstrap};
 
 /// `GET /status`.

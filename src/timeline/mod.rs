@@ -26,7 +26,7 @@ pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::config::Role;
+use crate::model::cluster::Role;
 use crate::runtime::status::{
     ClusterPhase, HintKind, NodeTimeline, OperatorFetch, TimelineHint, TimelineStatus,
 };

@@ -20,9 +20,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 
 use super::{Event, Pool, Timeline};
-use crate::config::Role;
 use crate::model::catalogue::PoolKind;
 use crate::model::cluster::MacAddr;
+use crate::model::cluster::Role;
 use crate::plan::Plan;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::status::{

@@ -10,7 +10,7 @@
 
 use std::fmt::Write as _;
 
-use crate::config::Role;
+use crate::model::cluster::Role;
 use crate::runtime::status::{ClusterPhase, HintKind, NodeTimeline, TimelineHint, TimelineStatus};
 
 /// One install step of a node.

@@ -33,7 +33,7 @@ pub use super::install::{Evidence, InstallOutcome};
 use super::spec::{NodeSpec, Phase, Spec};
 use super::xml;
 use crate::boot::iso9660::IsoImage;
-use crate::config::Role;
+use crate::model::cluster::Role;
 
 /// What `vm up` created that is not recognisable by name or metadata.
 #[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use crate::config::{LibvirtCfg, MacAddr, NetMode, Role};
+use crate::model::cluster::{LibvirtCfg, MacAddr, NetMode, Role};
 use crate::plan::Plan;
 
 /// Namespace of our `<metadata>` element in network and domain XML; it marks

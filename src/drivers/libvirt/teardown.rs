@@ -13,7 +13,7 @@ use virt::error::ErrorNumber;
 
 use super::driver::{Driver, found, part_path, remove_file};
 use super::spec::NodeSpec;
-use crate::config::Role;
+use crate::model::cluster::Role;
 
 impl Driver {
     /// Destroy and undefine a node's domain (if ours), delete its volume and

@@ -17,7 +17,7 @@
 use std::fmt::Write as _;
 
 use super::spec::{META_NS, NodeSpec, Phase, Spec};
-use crate::config::NetMode;
+use crate::model::cluster::NetMode;
 
 /// Escape text and attribute values (`&<>'"`).
 pub fn esc(s: &str) -> String {

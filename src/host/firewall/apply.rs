@@ -15,8 +15,8 @@ use std::process::Command;
 
 use anyhow::{Context as _, bail};
 
-use crate::config::Cluster;
 use crate::host::firewall;
+use crate::model::cluster::Cluster;
 
 /// Run `firewall-cmd` with `args`; its stdout, or an error with its output.
 fn firewall_cmd(args: &[&str]) -> anyhow::Result<String> {

@@ -22,8 +22,8 @@ pub mod apply;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use crate::config::Cluster;
 use crate::model::catalogue::ServiceKind;
+use crate::model::cluster::Cluster;
 
 pub use crate::model::catalogue::Proto;
 
@@ -236,7 +236,7 @@ mod tests {
     #[test]
     fn tftp_port_is_opened_when_enabled() {
         let mut c = cluster();
-        c.tftp = Some(crate::config::TftpCfg {
+        c.tftp = Some(crate::model::cluster::TftpCfg {
             enabled: true,
             listen: "192.168.131.1:69".parse().unwrap(),
             root: "/usr/lib/ipxe".into(),

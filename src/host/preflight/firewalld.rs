@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{Finding, Severity};
-use crate::config::Cluster;
 use crate::host::firewall::{self, Port};
+use crate::model::cluster::Cluster;
 
 /// Longest a `firewall-cmd` query may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);

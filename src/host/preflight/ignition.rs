@@ -19,7 +19,7 @@ use rustls::pki_types::pem::PemObject as _;
 use serde_json::Value;
 
 use super::{Finding, Severity};
-use crate::config::{Cluster, Role};
+use crate::model::cluster::{Cluster, Role};
 
 /// Age after which the files' certificates are close to expiring.
 pub const STALE_AFTER: Duration = Duration::from_secs(20 * 3600);

@@ -39,7 +39,7 @@ pub use ignition::ignition;
 
 pub use ports::{Bound, ProcNet, Proto, parse_table, ports};
 
-use crate::config::{BootSource, Cluster};
+use crate::model::cluster::{BootSource, Cluster};
 use crate::plan::Plan;
 
 /// How serious a finding is: `Warn` fails `preflight` (exit 1), `Info` is

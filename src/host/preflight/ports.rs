@@ -6,8 +6,8 @@ use std::fs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::{Finding, Severity};
-use crate::config::Cluster;
 use crate::model::catalogue::ServiceKind;
+use crate::model::cluster::Cluster;
 
 pub use crate::model::catalogue::Proto;
 

@@ -26,7 +26,7 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Ipv4Net, MacAddr};
+use crate::model::cluster::{Ipv4Net, MacAddr};
 
 /// Seconds an offered address stays held for the client.
 pub const OFFER_HOLD: u64 = 30;

@@ -412,7 +412,7 @@ async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {
                 Err(e) => debug!(
                     "dhcp unicast to {} ({}) failed, broadcasting: {e}",
                     dest.to,
-                    crate::config::MacAddr(dest.mac)
+                    crate::model::cluster::MacAddr(dest.mac)
                 ),
             }
         }
@@ -517,7 +517,7 @@ fn process(
     if out.new_binding {
         let host = cfg
             .hostnames
-            .get(&reply::mac_of(&msg).unwrap_or(crate::config::MacAddr([0; 6])));
+            .get(&reply::mac_of(&msg).unwrap_or(crate::model::cluster::MacAddr([0; 6])));
         info!(%mac, hostname = host.map(String::as_str).unwrap_or("-"), "dhcp: {}", out.note);
     } else if r.kind == MessageType::Nak || kind == MessageType::Decline {
         info!(%src, %mac, "dhcp {kind:?}: {}", out.note);

@@ -26,7 +26,7 @@ use std::net::Ipv4Addr;
 use dhcproto::v4::{self, DhcpOption, Message, OptionCode};
 
 use super::reply::Config;
-use crate::config::Ipv4Net;
+use crate::model::cluster::Ipv4Net;
 
 /// The settings of one subnet a reply is for: the local network or a
 /// relayed segment.

@@ -39,7 +39,7 @@ use dhcproto::{Encodable, Encoder};
 pub use super::decode::{Malformed, decode};
 use super::leases::{Client, LeaseTable, NoAddress};
 pub use super::relay::{Dropped, Subnet};
-use crate::config::{MacAddr, PxeCfg};
+use crate::model::cluster::{MacAddr, PxeCfg};
 use crate::plan::Plan;
 
 /// Minimum size of a BOOTP/DHCP message on the wire.
@@ -55,7 +55,7 @@ pub struct Config {
     pub dns: Ipv4Addr,
     pub domain: String,
     pub lease_time: u32,
-    pub cidr: crate::config::Ipv4Net,
+    pub cidr: crate::model::cluster::Ipv4Net,
     pub hostnames: HashMap<MacAddr, String>,
     pub pxe: Option<PxeCfg>,
     /// Automatic network-boot answers (the `pxe:` section's TFTP is on).

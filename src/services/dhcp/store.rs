@@ -112,7 +112,7 @@ pub fn save(path: &Path, file: &LeaseFile) -> anyhow::Result<()> {
 mod tests {
     use super::super::leases::Client;
     use super::*;
-    use crate::config::MacAddr;
+    use crate::model::cluster::MacAddr;
     use std::net::Ipv4Addr;
 
     fn scope() -> Scope {

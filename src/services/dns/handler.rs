@@ -53,7 +53,7 @@ use super::complete::{self, ZoneData, reverse_addr};
 use super::encode;
 use super::forward::Forwarder;
 use super::records::{self, HickoryZone, NameClass};
-use crate::config::Ipv4Net;
+use crate::model::cluster::Ipv4Net;
 use crate::plan::Plan;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::sync::{LockExt as _, RwLockExt as _};

@@ -46,7 +46,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
-use crate::config::Cluster;
+use crate::model::cluster::Cluster;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::status::{NetbootRow, NetbootStateStatus};
 use crate::runtime::sync::LockExt as _;

@@ -508,7 +508,7 @@ impl IgnCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Role;
+    use crate::model::cluster::Role;
 
     fn text(b: &IgnBody) -> String {
         b.parts

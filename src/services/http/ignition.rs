@@ -26,8 +26,8 @@
 
 use std::net::IpAddr;
 
-use crate::config::{Cluster, NodeCfg, Role};
 use crate::model::access::Owner;
+use crate::model::cluster::{Cluster, NodeCfg, Role};
 
 /// The node a client address belongs to, if any.
 pub fn node_by_ip(c: &Cluster, ip: IpAddr) -> Option<&NodeCfg> {

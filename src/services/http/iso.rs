@@ -35,9 +35,9 @@ use super::range::Validators;
 use super::{Ctx, Region, Resp, plain};
 use crate::boot::iso9660::IsoImage;
 use crate::boot::liveiso::{KargAreas, Patches};
-use crate::config::{BootSource, Role};
 use crate::model::access::{self, Decision, Owner};
 use crate::model::boot::{IsoTarget, iso_install_kargs};
+use crate::model::cluster::{BootSource, Role};
 
 /// The ISO file opened, with its overlay and validators.
 struct Prepared {

@@ -75,8 +75,8 @@ use hyper::{Method, Request, Response, StatusCode, Version};
 use tracing::{debug, error, info, warn};
 
 use crate::boot::liveiso::Patches;
-use crate::config::Role;
 use crate::model::access::{self, Decision, Owner};
+use crate::model::cluster::Role;
 use crate::plan::Plan;
 use igncache::IgnError;
 use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};

@@ -40,8 +40,8 @@ pub use super::bootstate::{BootState, NodeBoot, Script};
 use super::range::{self, Validators};
 use super::{Ctx, Resp, plain};
 use crate::boot::iso9660::IsoImage;
-use crate::config::{BootSource, Cluster, MacAddr, NodeCfg};
 use crate::model::boot::{http_base, install_kargs, ipxe_kernel_args};
+use crate::model::cluster::{BootSource, Cluster, MacAddr, NodeCfg};
 use crate::timeline::Event;
 
 /// Paths of the artifacts inside the live ISO.

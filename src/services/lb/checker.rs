@@ -24,7 +24,7 @@ use tracing::{info, warn};
 use super::check::ProbeError;
 use super::health::{self, Health};
 use super::state::{Backend, NodeMemory, PoolKind, Pools};
-use crate::config::{HealthCfg, RemoveBootstrap, Role};
+use crate::model::cluster::{HealthCfg, RemoveBootstrap, Role};
 use crate::plan::Check;
 use crate::runtime::lograte::LogRate;
 use crate::runtime::status::BootstrapCompleteBy;

@@ -68,8 +68,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
-use crate::config::{Cluster, LbCfg};
 use crate::model::access::{self, Decision};
+use crate::model::cluster::{Cluster, LbCfg};
 use crate::plan::Plan;
 use crate::runtime::control::{LbControl, LbControlError};
 use crate::runtime::lograte::{self, LogRate};

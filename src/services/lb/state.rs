@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::health::Health;
 use super::select::RoundRobin;
-use crate::config::{HealthCfg, Role};
+use crate::model::cluster::{HealthCfg, Role};
 use crate::plan::{Check, Plan};
 use crate::runtime::status::BackendStatus;
 use crate::runtime::sync::LockExt as _;

@@ -1,6 +1,6 @@
 //! Read-only TFTP server for network boot (RFC 1350, options RFC 2347,
 //! blksize RFC 2348, timeout/tsize RFC 2349, windowsize RFC 7440), enabled by
-//! the top-level `pxe:` section ([`crate::config::TftpCfg`]).
+//! the top-level `pxe:` section ([`crate::model::cluster::TftpCfg`]).
 //!
 //! - [`packet`]: datagram parse/encode (pure, fuzzed in its tests).
 //! - [`transfer`]: option negotiation and the windowed send state machine

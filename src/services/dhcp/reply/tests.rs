@@ -686,7 +686,7 @@ fn a_client_without_an_address_that_cleared_the_broadcast_flag_gets_a_link_unica
     assert!(!offer.unwrap().flags().broadcast());
     let link = Dest::Link {
         to: SocketAddrV4::new(ip("10.0.0.10"), 68),
-        mac: crate::config::MacAddr(M0),
+        mac: crate::model::cluster::MacAddr(M0),
     };
     assert_eq!(out.reply.unwrap().dest, link);
     let mut r = req(MessageType::Request, M0);
