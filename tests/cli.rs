@@ -375,3 +375,46 @@ fn render_host_dns_recipes_are_what_the_tools_accept() {
         "a non-53 port is called out: {out}"
     );
 }
+
+/// An ordinary host (20000 open files, the default LB cap of 10000 per
+/// frontend) does not start with a warning: the caps are scaled to fit,
+/// every node is still served, and the effective caps are logged at INFO.
+/// A limit too low even for the cluster's nodes still warns.
+#[test]
+fn an_ordinary_open_files_limit_scales_caps_without_a_warning() {
+    require_tools!("prlimit");
+    let yaml = common::loopback_cluster_with(
+        "loadBalancer:\n  listen: { api: \"127.0.0.1:0\", machineConfig: \"127.0.0.1:0\", ingressHttp: \"127.0.0.1:0\", ingressHttps: \"127.0.0.1:0\" }\nhttp:\n  listen: 127.0.0.1:0\n  imagesDir: \"{dir}/images\"\n  ignitionDir: \"{dir}/ign\"\nadmin:\n  listen: 127.0.0.1:0\ndns:\n  listen: [\"127.0.0.1:0\"]\ndhcp:\n  enabled: false\n",
+    );
+    let app = common::Launch::default()
+        .prefix(&["prlimit", "--nofile=20000:20000", "--"])
+        .start(&yaml);
+    app.wait_log("open files 20000: http", Duration::from_secs(10));
+    let log = app.log();
+    let limits: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("runtime::limits"))
+        .collect();
+    assert!(
+        limits.iter().all(|l| !l.contains(" WARN ")),
+        "a default host warned: {limits:#?}"
+    );
+    assert!(
+        limits
+            .iter()
+            .any(|l| l.contains(" INFO ") && l.contains("is below the")),
+        "the scaling is still said: {limits:#?}"
+    );
+    drop(app);
+    let app = common::Launch::default()
+        .prefix(&["prlimit", "--nofile=160:160", "--"])
+        .start(&yaml);
+    app.wait_log("open files limit 160 is below the", Duration::from_secs(10));
+    assert!(
+        app.log()
+            .lines()
+            .any(|l| l.contains(" WARN ") && l.contains("even what the cluster's")),
+        "{}",
+        app.log()
+    );
+}

@@ -303,13 +303,21 @@ pub fn apply(plan: &Plan) {
             d.nodes
         ),
     };
-    tracing::warn!(
+    let msg = format!(
         "open files limit {soft} is below the {need} the configured connection caps may need \
          (loadBalancer.maxConnections × 4 frontends × 2, http 1024, dns tcp 256 per address, \
          +{reserve} kept for health checks, listeners, the admin listener and files); \
          connection caps scaled to fit ({floors}): {what}; \
          raise LimitNOFILE (systemd) or ulimit -n, or lower loadBalancer.maxConnections",
     );
+    // Scaled caps that still serve every node are an ordinary host (the
+    // demo on a 20000-descriptor box): said at INFO. A warning is for a
+    // limit too low for the cluster itself.
+    if fit == Fit::BelowFloors {
+        tracing::warn!("{msg}");
+    } else {
+        tracing::info!("{msg}");
+    }
 }
 
 #[cfg(test)]
