@@ -145,8 +145,12 @@ fn scenario(dir: &Path, start: impl FnOnce(&[&str]) -> Proc, read: impl Fn() -> 
     };
     logged("crc-appliance ready");
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // The first malformed datagram is a (rate-limited) warning, the next
+    // one within the interval a debug event: both levels from one source.
     udp.send_to(b"not dhcp", ("127.0.0.1", port)).unwrap();
-    logged("dropped datagram");
+    logged("dhcp: malformed datagram from");
+    udp.send_to(b"not dhcp", ("127.0.0.1", port)).unwrap();
+    logged("dhcp: malformed datagram:");
     std::fs::write(&file, "name: [not a cluster\n").unwrap();
     run("kill", &["-HUP", &pid]);
     logged("reload rejected");
@@ -279,7 +283,7 @@ fn check_priorities(entries: &[serde_json::Value], transport: &str) {
         ("reload rejected", "3"),
         ("network.interface is not set", "4"),
         ("crc-appliance ready", "6"),
-        ("dropped datagram", "7"),
+        ("dhcp: malformed datagram:", "7"),
     ] {
         let e = with(needle);
         assert_eq!(e["PRIORITY"], prio, "{needle}: {e}");
@@ -320,7 +324,7 @@ fn journald_native_entries_carry_priority_target_and_fields() {
     check_priorities(&entries, "journal");
     let dropped = entries
         .iter()
-        .find(|e| e["MESSAGE"].as_str().unwrap().contains("dropped datagram"))
+        .find(|e| e["MESSAGE"].as_str().unwrap().contains("dhcp: malformed datagram:"))
         .unwrap();
     // Fields as journal fields, not inside the message.
     assert!(
@@ -411,7 +415,7 @@ fn fake_journal_stream_gives_prefixed_lines_without_timestamps() {
         ("reload rejected", "<3>"),
         ("network.interface is not set", "<4>"),
         ("crc-appliance ready", "<6>"),
-        ("dropped datagram", "<7>"),
+        ("dhcp: malformed datagram:", "<7>"),
     ] {
         assert!(
             text.lines()
@@ -487,7 +491,7 @@ fn log_format_json_lines_parse_with_level_target_fields() {
             .unwrap_or_else(|| panic!("no fields.message: {l}"));
         assert!(v["timestamp"].as_str().is_some(), "no timestamp: {l}");
         levels.insert(level.to_string());
-        if msg.contains("dropped datagram") {
+        if level == "DEBUG" && msg.contains("dhcp: malformed datagram:") {
             src = v["fields"]["src"].as_str().map(String::from);
         }
     }
