@@ -611,9 +611,10 @@ fn at(errs: &[String], path: &str) -> Vec<String> {
         .collect()
 }
 
+/// #27 item 17: one mistake, one message with the fix. A MAC in another
+/// notation states its reason once, and any OUI is fine.
 #[test]
-fn one_mistake_one_message() {
-    // A MAC in another notation: its reason once, and any OUI is fine.
+fn a_bad_mac_says_why_once() {
     let errs = errors(&BASE.replace("52:54:00:00:00:0a", "5254.0014.000a"));
     assert_eq!(errs.len(), 1, "{errs:#?}");
     assert!(
@@ -625,15 +626,21 @@ fn one_mistake_one_message() {
         !errs[0].contains("xx:xx"),
         "implies only 52:54:00 is valid: {errs:#?}"
     );
+}
 
-    // An unsupported prefix: no cascade over every address.
+/// An unsupported prefix: no cascade over every address.
+#[test]
+fn an_unsupported_prefix_is_one_error() {
     let errs = errors(&BASE.replace("192.168.131.0/24", "10.0.0.0/8"));
     assert_eq!(
         errs,
         ["network.cidr: prefix /8 is not supported (use /16 to /30)"]
     );
+}
 
-    // A node on the appliance's address (also the VIPs'): one line.
+/// A node on the appliance's address (also the VIPs'): one line.
+#[test]
+fn a_node_on_the_appliance_address_is_one_error() {
     let errs = errors(&BASE.replace("ip: 192.168.131.10", "ip: 192.168.131.2"));
     assert_eq!(errs.len(), 1, "{errs:#?}");
     let e = &at(&errs, "nodes[1].ip")[0];
@@ -642,8 +649,11 @@ fn one_mistake_one_message() {
             && e.contains("its own address"),
         "{e}"
     );
+}
 
-    // A pool over three node addresses: one line listing them.
+/// A pool over three node addresses: one line listing them.
+#[test]
+fn a_pool_over_node_addresses_is_one_error() {
     let errs = errors(&format!(
         "{BASE}dhcp:\n  pool: {{ start: 192.168.131.3, end: 192.168.131.30 }}\n"
     ));
@@ -655,8 +665,11 @@ fn one_mistake_one_message() {
             ),
         "{errs:#?}"
     );
+}
 
-    // A typo in a role: did you mean, the aliases, and no "no master" echo.
+/// A typo in a role: did you mean, the aliases, and no "no master" echo.
+#[test]
+fn an_unknown_role_suggests_the_right_one() {
     let errs = errors(&BASE.replace("role: master", "role: maser"));
     assert_eq!(errs.len(), 1, "{errs:#?}");
     assert!(

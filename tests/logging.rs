@@ -324,7 +324,12 @@ fn journald_native_entries_carry_priority_target_and_fields() {
     check_priorities(&entries, "journal");
     let dropped = entries
         .iter()
-        .find(|e| e["MESSAGE"].as_str().unwrap().contains("dhcp: malformed datagram:"))
+        .find(|e| {
+            e["MESSAGE"]
+                .as_str()
+                .unwrap()
+                .contains("dhcp: malformed datagram:")
+        })
         .unwrap();
     // Fields as journal fields, not inside the message.
     assert!(
