@@ -7,6 +7,7 @@
 //! [`lograte`]).
 
 pub mod changes;
+pub mod clock;
 pub mod control;
 pub mod drain;
 pub mod httpconn;

@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
@@ -51,11 +51,7 @@ pub struct Recorder {
     csr_hint_after: AtomicU64,
 }
 
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+use crate::runtime::clock::unix_now as now;
 
 fn refs(plan: &Plan) -> Vec<NodeRef> {
     plan.cluster

@@ -55,7 +55,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -86,13 +86,7 @@ static LOG: LogRate = LogRate::new("dhcp", lograte::CLIENT_EVENTS);
 /// Changes that need not be on disk before the reply are written this soon.
 const LAZY_FLUSH: Duration = Duration::from_secs(1);
 
-/// Unix seconds now.
-pub fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+pub use crate::runtime::clock::unix_now as now;
 
 /// Shared between the socket loop, the lease writer and the status.
 struct Shared {

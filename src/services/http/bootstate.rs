@@ -38,7 +38,7 @@ use std::fs::File;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
@@ -56,12 +56,7 @@ pub const RETRY: Duration = Duration::from_secs(1);
 /// How often a write that keeps failing is logged again.
 pub const RELOG: Duration = Duration::from_secs(60);
 
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+use crate::runtime::clock::unix_now as now;
 
 fn is_false(b: &bool) -> bool {
     !*b
