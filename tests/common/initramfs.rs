@@ -210,7 +210,19 @@ pub fn rhcos_iso(
     files: [&[u8]; 2],
     area_size: usize,
 ) -> RhcosIso {
-    rhcos_iso_with(dir, volid, files, area_size, false)
+    rhcos_iso_with(dir, volid, files, area_size, false, "")
+}
+
+/// [`rhcos_iso`] whose default kargs end with `extra` (e.g. a serial
+/// console the ISO was built with).
+pub fn rhcos_iso_with_default(
+    dir: &std::path::Path,
+    volid: &str,
+    files: [&[u8]; 2],
+    area_size: usize,
+    extra: &str,
+) -> RhcosIso {
+    rhcos_iso_with(dir, volid, files, area_size, false, extra)
 }
 
 /// GRUB for x86_64 UEFI (Debian `grub-efi-amd64-bin`) and mtools, which
@@ -237,7 +249,7 @@ pub fn rhcos_iso_uefi(
     files: [&[u8]; 2],
     area_size: usize,
 ) -> RhcosIso {
-    rhcos_iso_with(dir, volid, files, area_size, true)
+    rhcos_iso_with(dir, volid, files, area_size, true, "")
 }
 
 /// The FAT image of [`rhcos_iso_uefi`].
@@ -284,10 +296,14 @@ fn rhcos_iso_with(
     [kernel, initrd]: [&[u8]; 2],
     area_size: usize,
     uefi: bool,
+    extra_default: &str,
 ) -> RhcosIso {
-    let default_kargs = format!(
+    let mut default_kargs = format!(
         "coreos.liveiso={volid} ignition.firstboot ignition.platform.id=metal crc.iso.default=1"
     );
+    if !extra_default.is_empty() {
+        default_kargs = format!("{default_kargs} {extra_default}");
+    }
     assert!(default_kargs.len() < area_size, "area_size too small");
     let mut area = format!("{default_kargs}\n").into_bytes();
     area.resize(area_size, b'#');
