@@ -186,7 +186,9 @@ impl Timeline {
             } => match node {
                 Some(node) => {
                     let n = self.node(&node);
-                    if at >= n.attempt_since && n.t.install_finished.is_none() {
+                    // Fetches are sampled up to a tick late: one from before
+                    // the install end (recorded at once) still counts.
+                    if at >= n.attempt_since && n.t.install_finished.is_none_or(|f| at <= f) {
                         first(&mut n.t.ignition, at);
                     }
                 }
