@@ -962,8 +962,7 @@ fn served_equals_append(inst: &Installer, src: &Path, work: &Path, label: &str) 
         let shown = inst.run(&["iso", "kargs", "show", served.to_str().unwrap()]);
         let last = shown
             .split_ascii_whitespace()
-            .filter(|w| w.starts_with("console="))
-            .next_back();
+            .rfind(|w| w.starts_with("console="));
         assert_eq!(last, Some("console=ttyS0,115200n8"), "{label}: {shown}");
     }
 }
