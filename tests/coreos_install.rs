@@ -56,7 +56,8 @@ use std::time::Duration;
 use common::initramfs::{RhcosIso, rhcos_iso_with_default};
 use common::{Appliance, Netns, free_port, have, is_root, run, run_ok, unique_name};
 
-/// Where `scripts/test-tools.sh` installs crates.io tools.
+/// Where `scripts/test-tools.sh` installs crates.io tools (unless
+/// `CRC_TEST_TOOLS` names another root).
 const TOOLS_ROOT: &str = "/var/cache/crc-appliance-tests/cargo";
 const INSTALLER_VERSION: &str = "0.27.0";
 
@@ -96,8 +97,9 @@ fn need(test: &str, tools: &[&str]) -> Option<Installer> {
         missing.is_empty(),
         "{test}: missing {missing:?}: run scripts/prereqs.sh"
     );
-    let bin = Path::new(TOOLS_ROOT).join("bin/coreos-installer");
-    let share = Path::new(TOOLS_ROOT).join(format!("share/coreos-installer-{INSTALLER_VERSION}"));
+    let root = PathBuf::from(std::env::var("CRC_TEST_TOOLS").unwrap_or(TOOLS_ROOT.into()));
+    let bin = root.join("bin/coreos-installer");
+    let share = root.join(format!("share/coreos-installer-{INSTALLER_VERSION}"));
     let fix = "run scripts/test-tools.sh (cargo install coreos-installer --locked into the cache)";
     assert!(bin.is_file(), "{test}: {} missing: {fix}", bin.display());
     let i = Installer { bin, share };
