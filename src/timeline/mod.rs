@@ -15,11 +15,15 @@
 //!   times are kept (`min`), renewals count only a later lease expiry.
 //! - Ignition counts as install progress only when fetched from the node's
 //!   own address, within the current install attempt (after the last
-//!   rejected install). Other fetches are operator fetches.
-//! - An install is finished only through [`Event::InstallFinished`], which
-//!   the libvirt driver sends on evidence (guest shutdown after the
-//!   ignition fetch); a rejection starts a new attempt and clears the
-//!   attempt's steps.
+//!   rejected install) and not after the install end (the fetch log is
+//!   sampled a tick late, so a fetch from before the end still counts).
+//!   Other fetches are operator fetches.
+//! - An install is finished only through [`Event::InstallFinished`], sent
+//!   on evidence: by the libvirt driver (guest shutdown after the ignition
+//!   fetch) and by the HTTP service for network boot (the node's complete
+//!   image download after its ignition fetch, or its installed system's
+//!   machine-config contact); a rejection starts a new attempt and clears
+//!   the attempt's steps.
 
 pub mod recorder;
 pub mod render;
