@@ -21,6 +21,10 @@
 //!   `limits::reserve` keeps out of the client caps. No pipe (pool
 //!   exhausted, `pipe2` failed) is never an error: the caller copies.
 //!
+//! - `splice(2)` has no `MSG_NOSIGNAL`: writing into a socket the peer
+//!   reset raises SIGPIPE, which the Rust runtime ignores before `main`
+//!   (the error comes back as `EPIPE`).
+//!
 //! Written here rather than taken from a crate: `tokio-splice` (0.2.1,
 //! unchanged since 2024) and `tokio-splice2` (0.3) offer only a whole
 //! `copy_bidirectional` with a fresh pipe per direction and connection

@@ -15,8 +15,9 @@
 //! readiness until it would block, the pipe drained), so idle keep-alive
 //! connections hold none. The direction copies instead (buffer grown to
 //! 64 KiB) when the pool is exhausted, and for good when splice is refused
-//! (`EINVAL`/`ENOSYS` on the first splice into a pipe, before any byte is
-//! in it). Small request/response traffic never takes a pipe. Byte counts,
+//! (`EINVAL`/`ENOSYS` from a splice into the pipe, which is empty then; a
+//! refusal on the way out, never seen for TCP, fails the connection).
+//! Small request/response traffic never takes a pipe. Byte counts,
 //! the idle timer, half-close and cancellation (the future is dropped:
 //! a pipe with bytes still in it is closed, an empty one is pooled) are
 //! the same in both modes.
