@@ -338,7 +338,9 @@ mod tests {
         let mut first = vec![0u8; 1 << 20];
         backend_outer.read_exact(&mut first).await.unwrap();
         assert!(first == body(1 << 20, 4), "first MiB differs");
-        backend_outer.set_linger(Some(Duration::ZERO)).unwrap();
+        socket2::SockRef::from(&backend_outer)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
         drop(backend_outer); // RST
         let end = tokio::time::timeout(Duration::from_secs(10), lb)
             .await
