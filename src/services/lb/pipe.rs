@@ -2,8 +2,9 @@
 //! of them.
 //!
 //! Role: [`proxy`](super::proxy) moves bulk bytes socket → pipe → socket
-//! with `splice(2)`, so the payload never enters user space (one copy into
-//! the pipe's page references instead of two copies through a buffer).
+//! with `splice(2)`, so the payload never enters user space: the kernel
+//! passes page references from one socket to the other instead of copying
+//! every byte into a buffer and back out.
 //! A [`Pipe`] is one nonblocking, close-on-exec pipe pair sized to
 //! [`PIPE_SIZE`] (`F_SETPIPE_SZ`; the kernel's size is kept when that
 //! fails) that counts the bytes it holds. A [`Pool`] hands out at most
@@ -20,13 +21,12 @@
 //!   pool is sized by `limits::cap::LB_SPLICE_PIPES`, whose descriptors
 //!   `limits::reserve` keeps out of the client caps. No pipe (pool
 //!   exhausted, `pipe2` failed) is never an error: the caller copies.
-//!
 //! - `splice(2)` has no `MSG_NOSIGNAL`: writing into a socket the peer
 //!   reset raises SIGPIPE, which the Rust runtime ignores before `main`
 //!   (the error comes back as `EPIPE`).
 //!
 //! Written here rather than taken from a crate: `tokio-splice` (0.2.1,
-//! unchanged since 2024) and `tokio-splice2` (0.3) offer only a whole
+//! unchanged since 2024) and `tokio-splice2` (0.3.2) offer only a whole
 //! `copy_bidirectional` with a fresh pipe per direction and connection
 //! (pipe reuse is still on tokio-splice2's to-do list), no hook for the
 //! LB's idle timer, no fallback to copying when splice is refused, and
