@@ -21,6 +21,12 @@ pub const DNS_MAX_TCP_CONNECTIONS: usize = 256;
 /// descriptors are kept in `limits::reserve`).
 pub const ADMIN_MAX_CONNECTIONS: usize = 64;
 
+/// Pipes the LB may hold at once for zero-copy forwarding (two
+/// descriptors each, kept in `limits::reserve`); a pipe serves one
+/// direction of one connection while bulk bytes flow, so this many
+/// directions are spliced at once and any more copy.
+pub const LB_SPLICE_PIPES: usize = 32;
+
 /// The caps `limits::apply` chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Caps {

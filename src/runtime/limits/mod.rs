@@ -68,12 +68,13 @@ pub fn raise_nofile() -> Result<NoFile, std::io::Error> {
 }
 
 /// Descriptors never given to client connections: [`FD_SLACK`], the
-/// admin listener's cap when it is enabled, plus one per health-checked
-/// backend of the plan's pools (a check holds one socket while it runs;
-/// masters are in all four pools when there are no workers).
+/// admin listener's cap when it is enabled, plus, with the LB on, one per
+/// health-checked backend of the plan's pools (a check holds one socket
+/// while it runs; masters are in all four pools when there are no workers)
+/// and two per splice pipe ([`cap::LB_SPLICE_PIPES`]).
 pub fn reserve(plan: &Plan) -> u64 {
-    let checks: usize = if plan.cluster.lb.enabled {
-        plan.pools.iter().map(|p| p.backends.len()).sum()
+    let lb: usize = if plan.cluster.lb.enabled {
+        plan.pools.iter().map(|p| p.backends.len()).sum::<usize>() + 2 * cap::LB_SPLICE_PIPES
     } else {
         0
     };
@@ -82,7 +83,7 @@ pub fn reserve(plan: &Plan) -> u64 {
     } else {
         0
     };
-    FD_SLACK + admin + checks as u64
+    FD_SLACK + admin + lb as u64
 }
 
 /// What the enabled services' client connections may need: the LB's
@@ -306,7 +307,7 @@ pub fn apply(plan: &Plan) {
     let msg = format!(
         "open files limit {soft} is below the {need} the configured connection caps may need \
          (loadBalancer.maxConnections × 4 frontends × 2, http 1024, dns tcp 256 per address, \
-         +{reserve} kept for health checks, listeners, the admin listener and files); \
+         +{reserve} kept for health checks, LB pipes, listeners, the admin listener and files); \
          connection caps scaled to fit ({floors}): {what}; \
          raise LimitNOFILE (systemd) or ulimit -n, or lower loadBalancer.maxConnections",
     );

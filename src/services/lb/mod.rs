@@ -21,7 +21,9 @@
 //!   before any backend is connected, and counted (`refusedClients`); the
 //!   first refusal per address is logged.
 //! - Half-close is forwarded; a connection idle in both directions for
-//!   `idleTimeout` is closed ([`proxy`]).
+//!   `idleTimeout` is closed ([`proxy`]). Bulk bytes are forwarded with
+//!   `splice(2)` through at most `limits::cap::LB_SPLICE_PIPES` pipes
+//!   ([`pipe`]); without a pipe they are copied.
 //! - Disabling a node (admin API / `crc-appliance lb disable NODE`) drains
 //!   it: no new connections, existing ones continue.
 //! - Bootstrap is *complete* ([`checker::bootstrap_tick`], latched) on
@@ -49,6 +51,7 @@
 pub mod check;
 pub mod checker;
 pub mod health;
+pub mod pipe;
 pub mod proxy;
 pub mod select;
 pub mod state;
@@ -85,6 +88,10 @@ use check::Prober;
 use checker::{BootstrapWatch, CheckSettings, Marker};
 use select::Tried;
 use state::{Backend, FrontendStats, NodeMemory, PoolKind, Pools};
+
+/// Pipes for zero-copy forwarding, shared by every frontend; their
+/// descriptors are kept out of the client caps by `limits::reserve`.
+static PIPES: pipe::Pool = pipe::Pool::new(crate::runtime::limits::cap::LB_SPLICE_PIPES);
 
 /// How long in-flight connections may continue after shutdown.
 pub const DRAIN: Duration = crate::runtime::drain::LB_CONNECTIONS;
@@ -617,7 +624,7 @@ async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream) {
     b.active.fetch_add(1, Ordering::Relaxed);
     b.total.fetch_add(1, Ordering::Relaxed);
     let idle = lb.cfg.load().idle_timeout;
-    let end = proxy::splice(&mut client, &mut backend, idle).await;
+    let end = proxy::splice(&mut client, &mut backend, idle, &PIPES).await;
     b.active.fetch_sub(1, Ordering::Relaxed);
     let node = &b.key.node;
     match end {
