@@ -17,7 +17,8 @@
 #
 # USAGE: bench/memory.sh
 # ENV: CRC_BIN (default target/release/crc-appliance), CRC_OLD_BIN (a
-#   "before" build, target crcold; unset = none), AREAS ("dns lb http"),
+#   "before" build, target crcold; unset = none), CRC_TARGETS ("NAME=BINARY
+#   ..." instead of the two: any set of builds, e.g. one without libvirt), AREAS ("dns lb http"),
 #   PHASES ("breakdown harness"), SHARED_BENCH, RESULTS_DIR, SUT_CPU (0),
 #   CLIENT_CPU (1). Only 127.0.0.1 is used; every process is stopped by PID.
 set -euo pipefail
@@ -37,8 +38,12 @@ cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null;
 trap cleanup EXIT
 
 bins=()
-[[ -n $old ]] && bins+=("crcold=$old")
-bins+=("crc=$new")
+if [[ -n ${CRC_TARGETS:-} ]]; then
+  read -r -a bins <<<"$CRC_TARGETS"
+else
+  [[ -n $old ]] && bins+=("crcold=$old")
+  bins+=("crc=$new")
+fi
 
 # wait_tcp PORT: until 127.0.0.1:PORT accepts (at most 10 s).
 wait_tcp() {
