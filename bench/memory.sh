@@ -31,7 +31,6 @@ phases=${PHASES:-breakdown harness}
 sut=${SUT_CPU:-0} cli=${CLIENT_CPU:-1}
 export RESULTS_DIR=${RESULTS_DIR:-$repo/bench/results}
 mkdir -p "$RESULTS_DIR"
-[[ -x $new ]] || { echo "no $new: cargo build --release first" >&2; exit 1; }
 work=$(mktemp -d /tmp/crc-memory.XXXXXX)
 pid=
 cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$work"; }
@@ -44,6 +43,9 @@ else
   [[ -n $old ]] && bins+=("crcold=$old")
   bins+=("crc=$new")
 fi
+for nb in "${bins[@]}"; do
+  [[ -x ${nb#*=} ]] || { echo "no ${nb#*=}: cargo build --release first" >&2; exit 1; }
+done
 
 # wait_tcp PORT: until 127.0.0.1:PORT accepts (at most 10 s).
 wait_tcp() {
