@@ -5,6 +5,7 @@
 # 2.0.192.in-addr.arpa, TTL 300, 192.0.2.0/24 TEST-NET-1 data that is only ever
 # answered), with only DNS enabled, then execs the release binary in the
 # foreground (so the harness's PID is the server; SIGTERM stops it).
+# Env: CRC_BIN = the binary to run (default: target/release/crc-appliance).
 set -eu
 listen=$1 workdir=$2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -38,4 +39,4 @@ http:
 admin:
   enabled: false
 YAML
-exec "$repo/target/release/crc-appliance" serve --cluster "$cfg"
+exec "${CRC_BIN:-$repo/target/release/crc-appliance}" serve --cluster "$cfg"

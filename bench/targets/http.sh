@@ -9,6 +9,7 @@
 # is enabled; RUST_LOG=warn keeps the per-fetch ignition log line out of the
 # wrk run. Execs the release binary in the foreground (the harness's PID is
 # the server; SIGTERM stops it).
+# Env: CRC_BIN = the binary to run (default: target/release/crc-appliance).
 set -eu
 listen=$1 docroot=$2 workdir=$3
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,4 +42,4 @@ admin:
   enabled: false
 YAML
 export RUST_LOG=${RUST_LOG:-warn}
-exec "$repo/target/release/crc-appliance" serve --cluster "$cfg"
+exec "${CRC_BIN:-$repo/target/release/crc-appliance}" serve --cluster "$cfg"

@@ -52,11 +52,12 @@ use tracing::{debug, warn};
 use super::complete::{self, ZoneData, reverse_addr};
 use super::encode;
 use super::forward::Forwarder;
+use super::packetcache::PacketCache;
 use super::records::{self, HickoryZone, NameClass};
 use crate::model::cluster::Ipv4Net;
 use crate::plan::Plan;
 use crate::runtime::lograte::{self, LogRate};
-use crate::runtime::sync::{LockExt as _, RwLockExt as _};
+use crate::runtime::sync::LockExt as _;
 
 /// Warnings a client can cause (malformed or odd messages): at most one
 /// line per reason every [`lograte::CLIENT_EVENTS`].
@@ -327,68 +328,6 @@ pub enum Route {
     Refuse,
     /// Answered with this RCODE alone (non-IN class, qtype 0, zone transfers).
     Error(ResponseCode),
-}
-
-/// Most distinct queries kept in each packet cache (UDP, TCP).
-pub const PACKET_CACHE_ENTRIES: usize = 65_536;
-/// Largest answer stored in a packet cache (bigger ones are always rebuilt).
-pub const PACKET_CACHE_MAX_ANSWER: usize = 1232;
-
-type Packets = std::collections::HashMap<Box<[u8]>, Box<[u8]>>;
-
-/// A PowerDNS-style packet cache for authoritative answers: the query
-/// message minus its ID → the encoded answer minus its ID.
-///
-/// Sound because the zones are immutable for the lifetime of a [`Core`] (a
-/// reload builds a new one), an authoritative answer depends only on the
-/// query bytes and the transport (which picks the size limit; there is one
-/// cache per transport), never on the client address, and forwarded or
-/// refused answers are never stored. Bounded: at most
-/// [`PACKET_CACHE_ENTRIES`] answers of at most [`PACKET_CACHE_MAX_ANSWER`]
-/// bytes (about 15 MB when full); once full, new queries are answered but
-/// not stored.
-#[derive(Default)]
-struct PacketCache {
-    map: std::sync::RwLock<Packets>,
-}
-
-impl PacketCache {
-    /// Only plain single-question queries (at most one additional, the OPT) are cached.
-    fn cacheable(msg: &[u8]) -> bool {
-        msg.len() >= 17
-            && msg.len() <= 512
-            && msg[2] & 0xf8 == 0 // QR=0, OPCODE=QUERY
-            && msg[4..6] == [0, 1]
-            && msg[6..10] == [0, 0, 0, 0]
-            && msg[10] == 0
-            && msg[11] <= 1
-    }
-    /// Write the cached answer to `msg` into `out`; false when not cached.
-    fn get_into(&self, msg: &[u8], out: &mut Vec<u8>) -> bool {
-        if !Self::cacheable(msg) {
-            return false;
-        }
-        let map = self.map.read_locked();
-        let Some(body) = map.get(&msg[2..]) else {
-            return false;
-        };
-        out.clear();
-        out.extend_from_slice(&msg[..2]);
-        out.extend_from_slice(body);
-        true
-    }
-    fn put(&self, msg: &[u8], resp: &[u8]) {
-        if !Self::cacheable(msg) || resp.len() < 12 || resp.len() > PACKET_CACHE_MAX_ANSWER {
-            return;
-        }
-        let mut map = self.map.write_locked();
-        if map.len() < PACKET_CACHE_ENTRIES {
-            map.insert(msg[2..].into(), resp[2..].into());
-        }
-    }
-    fn len(&self) -> usize {
-        self.map.read_locked().len()
-    }
 }
 
 /// The DNS request path without sockets.

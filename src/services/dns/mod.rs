@@ -34,6 +34,7 @@ pub mod complete;
 pub mod encode;
 pub mod forward;
 pub mod handler;
+mod packetcache;
 pub mod records;
 
 use std::net::SocketAddr;

@@ -1,0 +1,235 @@
+//! The DNS packet cache: a query message minus its ID → the encoded
+//! authoritative answer minus its ID (PowerDNS style, docs/dns.md).
+//!
+//! Role: lets [`super::handler::Core`] answer a repeated query with one hash
+//! lookup instead of hickory's decode / catalog / encode path.
+//!
+//! Invariants:
+//! - Transparent: [`PacketCache::get_into`] writes exactly the bytes that
+//!   were stored with [`PacketCache::put`] (with the new query's ID).
+//! - Bounded: at most [`PACKET_CACHE_ENTRIES`] answers of at most
+//!   [`PACKET_CACHE_MAX_ANSWER`] bytes; once full, new queries are answered
+//!   but not stored.
+//! - Compact (the cache is most of a DNS-only server's heap after a run of
+//!   distinct names, bench/RESULTS-memory.md): one allocation per entry
+//!   holding the key and the answer, and the answer's question section is
+//!   not stored, because it is the query's own question byte for byte
+//!   (hickory echoes the original question bytes). An answer whose
+//!   question differs from the query's is not cached.
+
+use std::borrow::Borrow;
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+
+use crate::runtime::sync::RwLockExt as _;
+
+/// Most distinct queries kept in each packet cache (UDP, TCP).
+pub const PACKET_CACHE_ENTRIES: usize = 65_536;
+/// Largest answer stored in a packet cache (bigger ones are always rebuilt).
+pub const PACKET_CACHE_MAX_ANSWER: usize = 1232;
+
+/// Offset of the question section in a DNS message.
+const QUESTION: usize = 12;
+
+/// One cache entry in one allocation: `[key length: u16 BE][key][answer]`,
+/// where key = the query without its ID and answer = the response without
+/// its ID and without its question section. Hashed and compared by the key
+/// alone, so a `HashSet<Entry>` is looked up with the key bytes.
+struct Entry(Box<[u8]>);
+
+impl Entry {
+    fn key(&self) -> &[u8] {
+        let n = usize::from(u16::from_be_bytes([self.0[0], self.0[1]]));
+        &self.0[2..2 + n]
+    }
+    fn answer(&self) -> &[u8] {
+        let n = usize::from(u16::from_be_bytes([self.0[0], self.0[1]]));
+        &self.0[2 + n..]
+    }
+}
+
+impl Borrow<[u8]> for Entry {
+    fn borrow(&self) -> &[u8] {
+        self.key()
+    }
+}
+impl Hash for Entry {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl Eq for Entry {}
+
+/// The packet cache of one transport (see the module doc).
+#[derive(Default)]
+pub(super) struct PacketCache {
+    set: std::sync::RwLock<HashSet<Entry>>,
+}
+
+/// Length of the single question (QNAME without compression, QTYPE,
+/// QCLASS) starting at offset 12 of `msg`; None when it does not fit.
+fn question_len(msg: &[u8]) -> Option<usize> {
+    let mut i = QUESTION;
+    loop {
+        let l = usize::from(*msg.get(i)?);
+        if l == 0 {
+            break;
+        }
+        if l > 63 {
+            return None; // a compression pointer or a reserved label type
+        }
+        i += 1 + l;
+    }
+    let end = i + 1 + 4;
+    (end <= msg.len()).then_some(end - QUESTION)
+}
+
+impl PacketCache {
+    /// Only plain single-question queries (at most one additional, the OPT) are cached.
+    fn cacheable(msg: &[u8]) -> bool {
+        msg.len() >= 17
+            && msg.len() <= 512
+            && msg[2] & 0xf8 == 0 // QR=0, OPCODE=QUERY
+            && msg[4..6] == [0, 1]
+            && msg[6..10] == [0, 0, 0, 0]
+            && msg[10] == 0
+            && msg[11] <= 1
+    }
+
+    /// Write the cached answer to `msg` into `out`; false when not cached.
+    pub(super) fn get_into(&self, msg: &[u8], out: &mut Vec<u8>) -> bool {
+        if !Self::cacheable(msg) {
+            return false;
+        }
+        let Some(qlen) = question_len(msg) else {
+            return false;
+        };
+        let set = self.set.read_locked();
+        let Some(e) = set.get(&msg[2..]) else {
+            return false;
+        };
+        let (header, rest) = e.answer().split_at(QUESTION - 2);
+        out.clear();
+        out.extend_from_slice(&msg[..2]);
+        out.extend_from_slice(header);
+        out.extend_from_slice(&msg[QUESTION..QUESTION + qlen]);
+        out.extend_from_slice(rest);
+        true
+    }
+
+    /// Store `resp` as the answer to `msg` (when both qualify and there is room).
+    pub(super) fn put(&self, msg: &[u8], resp: &[u8]) {
+        if !Self::cacheable(msg) || resp.len() > PACKET_CACHE_MAX_ANSWER {
+            return;
+        }
+        let Some(qlen) = question_len(msg) else {
+            return;
+        };
+        let q = QUESTION..QUESTION + qlen;
+        if resp.len() < q.end || resp[4..6] != [0, 1] || resp[q.clone()] != msg[q.clone()] {
+            return;
+        }
+        let key = &msg[2..];
+        let Ok(klen) = u16::try_from(key.len()) else {
+            return;
+        };
+        let mut set = self.set.write_locked();
+        if set.len() >= PACKET_CACHE_ENTRIES || set.contains(key) {
+            return;
+        }
+        let mut e = Vec::with_capacity(2 + key.len() + resp.len() - 2 - qlen);
+        e.extend_from_slice(&klen.to_be_bytes());
+        e.extend_from_slice(key);
+        e.extend_from_slice(&resp[2..QUESTION]);
+        e.extend_from_slice(&resp[q.end..]);
+        set.insert(Entry(e.into_boxed_slice()));
+    }
+
+    /// Entries stored.
+    pub(super) fn len(&self) -> usize {
+        self.set.read_locked().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A query for `name` A with ID `id` (and an OPT record when `edns`).
+    fn query(id: u16, name: &str, edns: bool) -> Vec<u8> {
+        let mut m = id.to_be_bytes().to_vec();
+        m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, u8::from(edns)]);
+        for l in name.split('.') {
+            m.push(u8::try_from(l.len()).unwrap_or(0));
+            m.extend_from_slice(l.as_bytes());
+        }
+        m.extend_from_slice(&[0, 0, 1, 0, 1]);
+        if edns {
+            m.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0]);
+        }
+        m
+    }
+
+    /// An answer to `q`: its question plus one A record (compressed name).
+    fn answer(q: &[u8]) -> Vec<u8> {
+        let qlen = question_len(q).unwrap_or(0);
+        let mut r = q[..2].to_vec();
+        r.extend_from_slice(&[0x85, 0x00, 0, 1, 0, 1, 0, 0, 0, 0]);
+        r.extend_from_slice(&q[12..12 + qlen]);
+        r.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 5]);
+        r
+    }
+
+    #[test]
+    fn a_cached_answer_is_the_stored_one_with_the_new_id() {
+        let c = PacketCache::default();
+        for edns in [false, true] {
+            let q = query(0x1234, "aBc.apps.mycluster.example.com", edns);
+            let a = answer(&q);
+            let mut out = Vec::new();
+            assert!(!c.get_into(&q, &mut out));
+            c.put(&q, &a);
+            let q2 = query(0x9876, "aBc.apps.mycluster.example.com", edns);
+            assert!(c.get_into(&q2, &mut out));
+            assert_eq!(out[..2], [0x98, 0x76]);
+            assert_eq!(out[2..], a[2..]);
+        }
+        assert_eq!(c.len(), 2);
+        // Another case of the same name is another key.
+        let mut out = Vec::new();
+        assert!(!c.get_into(&query(1, "abc.apps.mycluster.example.com", false), &mut out));
+    }
+
+    #[test]
+    fn an_answer_with_another_question_is_not_cached() {
+        let c = PacketCache::default();
+        let q = query(7, "api.mycluster.example.com", false);
+        let mut a = answer(&q);
+        a[13] = b'A'; // "Api" in the answer's question
+        c.put(&q, &a);
+        assert_eq!(c.len(), 0);
+        // A truncated answer without its question is not cached either.
+        c.put(&q, &a[..12]);
+        assert_eq!(c.len(), 0);
+    }
+
+    #[test]
+    fn malformed_questions_are_neither_stored_nor_found() {
+        let c = PacketCache::default();
+        let mut q = query(7, "api.mycluster.example.com", false);
+        q[12] = 0xc0; // a compression pointer in the query's name
+        let a = q.clone();
+        c.put(&q, &a);
+        assert_eq!(c.len(), 0);
+        let mut out = Vec::new();
+        assert!(!c.get_into(&q, &mut out));
+        // A name running past the end of the message.
+        let q = query(7, "api", false);
+        assert!(question_len(&q[..15]).is_none());
+    }
+}
