@@ -1,0 +1,282 @@
+//! Single-node OpenShift (bootstrap-in-place) and compact clusters through
+//! the real binary: `check` names the install mode and refuses the
+//! contradictions; `render lb` of a compact cluster puts ingress on the
+//! masters; a single-node cluster's api, api-int and `*.apps` resolve to the
+//! node (`dig`, `kdig`) and its LB ports stay closed unless the LB is
+//! switched on; a reload adding a worker leaves the master's records alone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{Appliance, BIN, run, run_ok};
+
+pub const BIP: &str = "bootstrap-in-place-for-live-iso.ign";
+const Z: &str = "sno.crc.testing";
+const NODE_IP: &str = "127.0.21.10";
+
+/// A single-node cluster file on loopback: one master (`extra_nodes`
+/// appended), `ignitionDir` = `<dir>/ign`, every service off unless
+/// `sections` turns it on.
+fn sno_yaml(dir: &Path, extra_nodes: &str, sections: &str) -> String {
+    let mut s = sections.to_string();
+    for name in ["dns", "dhcp", "admin"] {
+        if !s.contains(&format!("{name}:")) {
+            s.push_str(&format!("{name}:\n  enabled: false\n"));
+        }
+    }
+    if !s.contains("http:") {
+        s.push_str(&format!(
+            "http:\n  enabled: false\n  ignitionDir: {}/ign\n",
+            dir.display()
+        ));
+    }
+    format!(
+        r#"name: sno
+baseDomain: crc.testing
+network:
+  cidr: 127.0.21.0/24
+  gateway: 127.0.21.1
+  applianceIP: 127.0.21.1
+nodes:
+  - {{ name: master-0, role: master, mac: "52:54:00:15:00:0a", ip: {NODE_IP} }}
+{extra_nodes}{s}"#
+    )
+}
+
+/// A temp dir with `ign/<BIP>` (when `bip`) and `cluster.yaml`.
+fn setup(bip: bool, extra_nodes: &str, sections: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ign")).unwrap();
+    if bip {
+        std::fs::write(
+            dir.path().join("ign").join(BIP),
+            br#"{"ignition":{"version":"3.2.0"},"storage":{"files":[]}}"#,
+        )
+        .unwrap();
+    }
+    let f = dir.path().join("cluster.yaml");
+    std::fs::write(&f, sno_yaml(dir.path(), extra_nodes, sections)).unwrap();
+    (dir, f)
+}
+
+fn check(f: &Path) -> (i32, String, String) {
+    run(BIN, &["check", "--cluster", f.to_str().unwrap()])
+}
+
+#[test]
+fn check_names_single_node_and_refuses_contradictions() {
+    let (_d, f) = setup(true, "", "");
+    let (code, out, err) = check(&f);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("mode single-node (bootstrap-in-place)"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("api {NODE_IP} ingress {NODE_IP}")),
+        "{out}"
+    );
+    assert!(out.contains("lb off"), "{out}");
+
+    // One master, no bootstrap, no file: refused with the command to run.
+    let (_d, f) = setup(false, "", "");
+    let (code, out, err) = check(&f);
+    assert_eq!(code, 78, "{out}{err}");
+    assert!(err.contains(BIP), "{err}");
+    assert!(
+        err.contains("openshift-install create single-node-ignition-config"),
+        "{err}"
+    );
+
+    // The file with a bootstrap node: refused, both fixes named.
+    let (_d, f) = setup(
+        true,
+        "  - { name: bootstrap, role: bootstrap, mac: \"52:54:00:15:00:05\", ip: 127.0.21.5 }\n",
+        "",
+    );
+    let (code, out, err) = check(&f);
+    assert_eq!(code, 78, "{out}{err}");
+    assert!(
+        err.contains("bootstrap node") && err.contains("remove the bootstrap node"),
+        "{err}"
+    );
+
+    // The file with three masters: refused.
+    let (_d, f) = setup(
+        true,
+        "  - { name: master-1, role: master, mac: \"52:54:00:15:00:0b\", ip: 127.0.21.11 }\n  - { name: master-2, role: master, mac: \"52:54:00:15:00:0c\", ip: 127.0.21.12 }\n",
+        "",
+    );
+    let (code, out, err) = check(&f);
+    assert_eq!(code, 78, "{out}{err}");
+    assert!(err.contains("3 masters"), "{err}");
+
+    // Workers added later: still single-node, api stays on the master.
+    let (_d, f) = setup(
+        true,
+        "  - { name: worker-0, role: worker, mac: \"52:54:00:15:00:14\", ip: 127.0.21.20 }\n",
+        "",
+    );
+    let (code, out, err) = check(&f);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("with 1 worker(s) added"), "{out}");
+    assert!(
+        out.contains(&format!("api {NODE_IP} ingress {NODE_IP}")),
+        "{out}"
+    );
+}
+
+/// `render lb` of a compact cluster (three masters, no workers): every
+/// pool's backends are the masters (and the bootstrap for api and
+/// machine-config); a single-node cluster with the LB switched on has its
+/// master as the one backend of each pool.
+#[test]
+fn compact_ingress_is_the_masters_and_single_node_lb_is_its_master() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("compact.yaml");
+    let compact = r#"name: compact
+baseDomain: crc.testing
+network: { cidr: 127.0.22.0/24, gateway: 127.0.22.1, applianceIP: 127.0.22.1 }
+nodes:
+  - { name: bootstrap, role: bootstrap, mac: "52:54:00:16:00:05", ip: 127.0.22.5 }
+  - { name: master-0, role: master, mac: "52:54:00:16:00:0a", ip: 127.0.22.10 }
+  - { name: master-1, role: master, mac: "52:54:00:16:00:0b", ip: 127.0.22.11 }
+  - { name: master-2, role: master, mac: "52:54:00:16:00:0c", ip: 127.0.22.12 }
+"#;
+    std::fs::write(&f, compact).unwrap();
+    let (code, out, err) = check(&f);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("mode compact"), "{out}");
+    let lb = run_ok(BIN, &["render", "--cluster", f.to_str().unwrap(), "lb"]);
+    let compact_pools = pools(&lb);
+    for ingress in ["ingress-http", "ingress-https"] {
+        assert_eq!(
+            compact_pools[ingress],
+            ["master-0", "master-1", "master-2"],
+            "{ingress}: {lb}"
+        );
+    }
+    assert_eq!(
+        compact_pools["api"],
+        ["bootstrap", "master-0", "master-1", "master-2"],
+        "{lb}"
+    );
+
+    let (_d, f) = setup(
+        true,
+        "  - { name: worker-0, role: worker, mac: \"52:54:00:15:00:14\", ip: 127.0.21.20 }\n",
+        "loadBalancer:\n  enabled: true\n",
+    );
+    let (code, out, err) = check(&f);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("lb on"), "{out}");
+    let lb = run_ok(BIN, &["render", "--cluster", f.to_str().unwrap(), "lb"]);
+    for (pool, backends) in pools(&lb) {
+        assert_eq!(backends, ["master-0"], "{pool}: {lb}");
+    }
+}
+
+/// Pool name → backend names, from `render lb`.
+fn pools(lb: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut cur = String::new();
+    for l in lb.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w.as_slice() {
+            ["frontend", name, ..] => {
+                cur = name.to_string();
+                out.insert(cur.clone(), Vec::new());
+            }
+            ["backend", name, ..] => out.get_mut(&cur).unwrap().push(name.to_string()),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The A records `tool` (dig or kdig) gets for `name`.
+fn a_records(tool: &str, dns: SocketAddr, name: &str, qtype: &str) -> Vec<String> {
+    let port = dns.port().to_string();
+    let server = format!("@{}", dns.ip());
+    let mut args = vec!["+short", "+norecurse", "-p", &port, &server, name, qtype];
+    if tool == "dig" {
+        args.insert(0, "+time=3");
+    } else {
+        args.insert(0, "+time=3");
+    }
+    let (code, out, err) = run(tool, &args);
+    assert_eq!(code, 0, "{tool} {args:?}: {out}{err}");
+    let mut v: Vec<String> = out.lines().map(str::trim).map(str::to_string).collect();
+    v.retain(|l| !l.is_empty());
+    v.sort();
+    v
+}
+
+fn dns_section() -> &'static str {
+    "dns:\n  listen: [\"127.0.0.1:0\"]\n"
+}
+
+#[test]
+fn dig_and_kdig_resolve_api_api_int_and_apps_to_the_node() {
+    require_tools!("dig", "kdig");
+    let (dir, f) = setup(true, "", dns_section());
+    let app = Appliance::start_file(dir, f);
+    let dns = app.addr("dns udp");
+    let apps = format!("x{}.apps.{Z}.", std::process::id());
+    for tool in ["dig", "kdig"] {
+        for name in [format!("api.{Z}."), format!("api-int.{Z}."), apps.clone()] {
+            assert_eq!(a_records(tool, dns, &name, "A"), [NODE_IP], "{tool} {name}");
+        }
+        // The node's PTR names the node only (no api PTR on its address).
+        assert_eq!(
+            a_records(tool, dns, "10.21.0.127.in-addr.arpa.", "PTR"),
+            [format!("master-0.{Z}.")],
+            "{tool} PTR"
+        );
+    }
+}
+
+fn closed(addr: SocketAddr) -> bool {
+    TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_err()
+}
+
+/// The LB of a single-node cluster binds nothing unless `enabled: true`:
+/// the same listen addresses are refused, then answered once switched on.
+#[test]
+fn single_node_lb_ports_are_closed_by_default() {
+    let ports: Vec<u16> = (0..4).map(|_| common::free_port()).collect();
+    let listen = format!(
+        "  listen: {{ api: \"127.0.0.1:{}\", machineConfig: \"127.0.0.1:{}\", ingressHttp: \"127.0.0.1:{}\", ingressHttps: \"127.0.0.1:{}\" }}\n",
+        ports[0], ports[1], ports[2], ports[3]
+    );
+    let addrs: Vec<SocketAddr> = ports
+        .iter()
+        .map(|p| SocketAddr::from(([127, 0, 0, 1], *p)))
+        .collect();
+    let (dir, f) = setup(
+        true,
+        "",
+        &format!("{}loadBalancer:\n{listen}", dns_section()),
+    );
+    let app = Appliance::start_file(dir, f);
+    let _ = app.addr("dns udp");
+    for a in &addrs {
+        assert!(closed(*a), "{a} accepts connections; log:\n{}", app.log());
+    }
+    drop(app);
+
+    let (dir, f) = setup(
+        true,
+        "",
+        &format!("{}loadBalancer:\n  enabled: true\n{listen}", dns_section()),
+    );
+    let app = Appliance::start_file(dir, f);
+    let _ = app.addr("dns udp");
+    common::wait_until("the LB listens", Duration::from_secs(10), || {
+        addrs.iter().all(|a| !closed(*a))
+    });
+}
