@@ -144,6 +144,8 @@ pub(crate) struct Ctx {
     events: crate::timeline::Events,
     /// Refused ignition and boot ISO requests: one warning per address.
     refusals: crate::runtime::once::OncePerAddress,
+    /// The single-node ISO's compressed Ignition initrd, by source file.
+    sno_initrd: Arc<iso::InitrdCache>,
 }
 
 fn empty() -> Body {
