@@ -280,3 +280,184 @@ fn single_node_lb_ports_are_closed_by_default() {
         addrs.iter().all(|a| !closed(*a))
     });
 }
+
+/// The cluster of the reload test, in a server namespace on `ifs`
+/// (10.90.0.1): the single-node master, plus `extra_nodes`.
+fn reload_yaml(dir: &Path, ifs: &str, extra_nodes: &str) -> String {
+    format!(
+        r#"name: sno
+baseDomain: crc.testing
+network: {{ cidr: 10.90.0.0/24, gateway: 10.90.0.1, applianceIP: 10.90.0.1, interface: {ifs} }}
+nodes:
+  - {{ name: master-0, role: master, mac: "52:54:00:5a:00:0a", ip: 10.90.0.10 }}
+{extra_nodes}dns:
+  listen: ["10.90.0.1:53"]
+dhcp:
+  listen: 0.0.0.0:67
+  leaseFile: "{d}/leases.json"
+http:
+  listen: 10.90.0.1:8080
+  imagesDir: "{d}/images"
+  ignitionDir: "{d}/ign"
+admin:
+  listen: 127.0.0.1:0
+rhcos:
+  kernel: "{d}/vmlinuz"
+  initramfs: "{d}/initrd.img"
+  rootfs: "{d}/rootfs.img"
+"#,
+        d = dir.display()
+    )
+}
+
+/// Adding a worker to a single-node cluster and reloading (SIGHUP) gives
+/// the worker DNS, a DHCP lease (udhcpc in a client namespace with its
+/// MAC), an install script (role worker, its ignition from `worker.ign`);
+/// the master's records, `api`, `api-int` and `*.apps` are unchanged and
+/// its script is still the bootstrap-in-place one.
+#[test]
+fn reload_adding_a_worker_leaves_the_master_alone() {
+    require_tools!("dig", "udhcpc", "curl");
+    if let Err(why) = common::netns_available("crcsnorl") {
+        skipped!("SKIPPED reload_adding_a_worker_leaves_the_master_alone: {why}");
+        return;
+    }
+    let base = common::unique_name("snorl");
+    let srv = common::Netns::new(format!("{base}s"));
+    let cli = common::Netns::new(format!("{base}c"));
+    let (ifs, ifc) = (
+        format!("sr{}s", &base["snorl".len()..]),
+        format!("sr{}c", &base["snorl".len()..]),
+    );
+    run_ok(
+        "ip",
+        &[
+            "link",
+            "add",
+            &ifs,
+            "netns",
+            srv.name(),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &ifc,
+            "netns",
+            cli.name(),
+        ],
+    );
+    srv.ip(&["link", "set", "lo", "up"]);
+    srv.ip(&["addr", "add", "10.90.0.1/24", "dev", &ifs]);
+    srv.ip(&["link", "set", &ifs, "up"]);
+    cli.ip(&["link", "set", "dev", &ifc, "address", "52:54:00:5a:00:14"]);
+    cli.ip(&["link", "set", &ifc, "up"]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("ign")).unwrap();
+    std::fs::write(
+        d.join("ign").join(BIP),
+        br#"{"ignition":{"version":"3.2.0"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("ign/worker.ign"),
+        r#"{"ignition":{"version":"3.2.0","config":{"merge":[{"source":"https://api-int.sno.crc.testing:22623/config/worker"}]}}}"#,
+    )
+    .unwrap();
+    for f in ["vmlinuz", "initrd.img", "rootfs.img"] {
+        std::fs::write(d.join(f), f).unwrap();
+    }
+    let f = d.join("cluster.yaml");
+    std::fs::write(&f, reload_yaml(d, &ifs, "")).unwrap();
+    let app = Appliance::launch()
+        .netns(srv.name())
+        .ready_timeout(Duration::from_secs(30))
+        .start_path(&f);
+    let dig = |name: &str, t: &str| {
+        let out = srv.exec(&[
+            "dig",
+            "@10.90.0.1",
+            "+short",
+            "+time=2",
+            "+tries=2",
+            name,
+            t,
+        ]);
+        let mut v: Vec<String> = out.lines().map(str::to_string).collect();
+        v.sort();
+        v
+    };
+    let master_view = || {
+        [
+            ("master-0.sno.crc.testing.", "A"),
+            ("api.sno.crc.testing.", "A"),
+            ("api-int.sno.crc.testing.", "A"),
+            ("anything.apps.sno.crc.testing.", "A"),
+            ("10.0.90.10.in-addr.arpa.", "PTR"),
+            ("etcd-0.sno.crc.testing.", "A"),
+        ]
+        .map(|(n, t)| (n, dig(n, t)))
+    };
+    let before = master_view();
+    assert_eq!(before[1].1, ["10.90.0.10"], "{before:?}");
+    assert_eq!(before[3].1, ["10.90.0.10"], "{before:?}");
+    assert!(dig("worker-0.sno.crc.testing.", "A").is_empty());
+    let script = |mac: &str| {
+        srv.exec(&[
+            "curl",
+            "-sS",
+            &format!("http://10.90.0.1:8080/boot/{mac}.ipxe"),
+        ])
+    };
+    let master_script = script("52-54-00-5a-00-0a");
+    assert!(
+        master_script.contains("ignition.config.url=") && !master_script.contains("coreos.inst."),
+        "{master_script}"
+    );
+
+    std::fs::write(
+        &f,
+        reload_yaml(
+            d,
+            &ifs,
+            "  - { name: worker-0, role: worker, mac: \"52:54:00:5a:00:14\", ip: 10.90.0.20 }\n",
+        ),
+    )
+    .unwrap();
+    app.signal("HUP");
+    app.wait_log("reload", Duration::from_secs(10));
+    common::wait_until("worker-0 in DNS", Duration::from_secs(10), || {
+        dig("worker-0.sno.crc.testing.", "A") == ["10.90.0.20"]
+    });
+    assert_eq!(master_view(), before, "the master's records changed");
+    assert_eq!(
+        dig("20.0.90.10.in-addr.arpa.", "PTR"),
+        ["worker-0.sno.crc.testing."]
+    );
+    // DHCP: the worker's reservation.
+    let lease = common::udhcpc::udhcpc_once(&cli, &ifc, d, "5").expect("no lease for worker-0");
+    assert_eq!(
+        common::udhcpc::kv(&lease, "ip").as_deref(),
+        Some("10.90.0.20"),
+        "{lease}"
+    );
+    assert_eq!(
+        common::udhcpc::kv(&lease, "hostname").as_deref(),
+        Some("worker-0"),
+        "{lease}"
+    );
+    // Boot: the worker installs with worker.ign (its hostname merged in).
+    let w = script("52-54-00-5a-00-14");
+    assert!(
+        w.contains("coreos.inst.ignition_url=http://10.90.0.1:8080/ignition/worker-0.ign")
+            && w.contains("(worker)"),
+        "{w}"
+    );
+    let ign = srv.exec(&["curl", "-sS", "http://10.90.0.1:8080/ignition/worker-0.ign"]);
+    assert!(
+        ign.contains("config/worker") && ign.contains("worker-0.sno.crc.testing"),
+        "{ign}"
+    );
+    assert_eq!(script("52-54-00-5a-00-0a"), master_script);
+}

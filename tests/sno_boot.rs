@@ -505,3 +505,133 @@ fn qemu_boots_the_served_iso_and_its_initramfs_holds_the_config() {
     let cmdline = wait_for(&log, "CRC-CMDLINE:", Duration::from_secs(5)).unwrap_or_default();
     assert!(!cmdline.contains("coreos.inst."), "{cmdline}");
 }
+
+/// The single-node master's iPXE script, fetched by the real iPXE ROM
+/// (SeaBIOS, `ipxe-qemu`'s e1000 ROM) in qemu on a bridge in a namespace:
+/// DHCP and the script from the appliance, the kernel and initramfs read
+/// out of a live-ISO look-alike; the guest's `/proc/cmdline` carries
+/// `ignition.config.url` and the live rootfs URL, no `coreos.inst.` karg.
+#[test]
+fn ipxe_rom_boots_the_single_node_script_without_install_kargs() {
+    let rom = "/usr/lib/ipxe/qemu/pxe-e1000.rom";
+    let kpath = match common::netns_available("crcsnoq")
+        .and_then(|_| {
+            for t in ["qemu-system-x86_64", "xorriso", "busybox", "curl"] {
+                if !have(t) {
+                    return Err(format!("{t} is not installed"));
+                }
+            }
+            if !Path::new(rom).is_file() {
+                return Err("ipxe-qemu is not installed".into());
+            }
+            Ok(())
+        })
+        .and_then(|_| host_kernel().ok_or_else(|| "no /boot/vmlinuz-*".to_string()))
+    {
+        Ok(k) => k,
+        Err(why) => {
+            skipped!("SKIPPED ipxe_rom_boots_the_single_node_script_without_install_kargs: {why}");
+            return;
+        }
+    };
+    let work = tempfile::tempdir().unwrap();
+    let kernel = std::fs::read(kpath).unwrap();
+    let iso = common::initramfs::live_iso(
+        work.path(),
+        "live",
+        [&kernel, &common::qemu::cmdline_initramfs(), b"rootfs"],
+        &[],
+        true,
+    );
+    let ns = common::Netns::new(common::unique_name("crcsnq"));
+    let net = "10.89.0";
+    ns.ip(&["link", "set", "lo", "up"]);
+    ns.ip(&["link", "add", "br0", "type", "bridge"]);
+    ns.ip(&["addr", "add", &format!("{net}.1/24"), "dev", "br0"]);
+    ns.ip(&["link", "set", "br0", "up"]);
+    ns.ip(&["tuntap", "add", "dev", "tap0", "mode", "tap"]);
+    ns.ip(&["link", "set", "tap0", "master", "br0"]);
+    ns.ip(&["link", "set", "tap0", "up"]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ign")).unwrap();
+    std::fs::write(dir.path().join("ign").join(BIP), bip_config(3)).unwrap();
+    let yaml = format!(
+        r#"name: sno
+baseDomain: crc.testing
+network: {{ cidr: {net}.0/24, gateway: {net}.1, applianceIP: {net}.1, interface: br0 }}
+nodes:
+  - {{ name: master-0, role: master, mac: "52:54:00:59:00:0a", ip: {net}.10 }}
+dns: {{ enabled: false }}
+dhcp:
+  listen: 0.0.0.0:67
+  leaseFile: "{d}/leases.json"
+http:
+  listen: {net}.1:8080
+  imagesDir: "{d}/images"
+  ignitionDir: "{d}/ign"
+admin: {{ enabled: false }}
+pxe:
+  tftpListen: {net}.1:69
+rhcos:
+  iso: {iso}
+  kargs: [crc.test=1]
+"#,
+        d = dir.path().display(),
+        iso = iso.display()
+    );
+    let f = dir.path().join("cluster.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    let app = Appliance::launch()
+        .netns(&ns.0)
+        .ready_timeout(Duration::from_secs(60))
+        .start_file(dir, f);
+    let log = work.path().join("serial.log");
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns.0, "qemu-system-x86_64"])
+        .args([
+            "-machine",
+            "pc",
+            "-boot",
+            "n",
+            "-m",
+            "768",
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+            "-no-reboot",
+            "-netdev",
+            "tap,id=n0,ifname=tap0,script=no,downscript=no",
+            "-device",
+            &format!("e1000,romfile={rom},netdev=n0,mac=52:54:00:59:00:0a"),
+            "-serial",
+            &format!("file:{}", log.display()),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _vm = Qemu(cmd.spawn().expect("qemu"));
+    let Some(line) = wait_for(&log, common::qemu::CMDLINE_MARK, Duration::from_secs(420)) else {
+        panic!(
+            "the guest never printed its command line;\nserial tail:\n{}\nappliance:\n{}",
+            tail(&log, 3000),
+            app.log()
+        );
+    };
+    eprintln!("guest: {line}");
+    for needle in [
+        format!("ignition.config.url=http://{net}.1:8080/ignition/master-0.ign"),
+        format!("coreos.live.rootfs_url=http://{net}.1:8080/boot/rootfs.img"),
+        "ignition.firstboot".to_string(),
+        "ignition.platform.id=metal".to_string(),
+        "crc.test=1".to_string(),
+    ] {
+        assert!(line.contains(&needle), "cmdline lacks {needle}: {line}");
+    }
+    assert!(!line.contains("coreos.inst."), "install karg in {line}");
+    assert!(
+        app.log().contains("netboot: script served"),
+        "{}",
+        app.log()
+    );
+}
