@@ -428,7 +428,16 @@ impl Ctx {
                 && let Some(n) = &node
             {
                 let (boot, n) = (self.boot.clone(), n.clone());
-                tokio::task::spawn_blocking(move || boot.ignition_fetched(&n));
+                // The single-node master's live system fetched the
+                // bootstrap-in-place config: it writes its disk itself and
+                // reboots into it, so later network boots boot the disk.
+                let live = c.node(&n).is_some_and(|x| c.is_single_node_master(x));
+                tokio::task::spawn_blocking(move || {
+                    boot.ignition_fetched(&n);
+                    if live {
+                        boot.bootstrap_in_place(&n);
+                    }
+                });
             }
             self.stats.ignition(Fetch {
                 time: SystemTime::now(),
