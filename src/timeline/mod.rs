@@ -89,6 +89,9 @@ pub enum Event {
     BootstrapRemoved,
     /// The install mode: `Some(master)` for single-node (bootstrap-in-place).
     SingleNode { node: Option<String> },
+    /// Seconds since the bootstrap-in-place Ignition was written
+    /// (single-node), `None` when not single-node or unreadable.
+    BootstrapInPlaceAge { secs: Option<u64> },
     /// The node's API backend is not healthy (single-node: after its
     /// bootstrap API was up, the node writes its disk and reboots).
     ApiDown { node: String },
@@ -116,7 +119,13 @@ pub struct Timeline {
     stale_marker: Option<String>,
     /// Single-node: the master and its bootstrap-in-place progress.
     single: Option<Single>,
+    /// The bootstrap-in-place Ignition's age (seconds), when known.
+    bip_age: Option<u64>,
 }
+
+/// Age after which the bootstrap-in-place Ignition's certificates are
+/// close to expiring (they last 24 h).
+pub const BIP_STALE_AFTER: u64 = 20 * 3600;
 
 /// A single-node install: the node's API (6443/readyz) comes up on the
 /// live system (its bootstrap control plane), goes down when it has written
@@ -266,6 +275,7 @@ impl Timeline {
                 Some(_) => {}
                 None => self.single = None,
             },
+            Event::BootstrapInPlaceAge { secs } => self.bip_age = secs,
             Event::ApiDown { node } => {
                 if let Some(sn) = self.single.as_mut().filter(|s| s.node == node)
                     && sn.bootstrap_api.is_some()
@@ -397,6 +407,22 @@ impl Timeline {
         let mut v = self.view(nodes);
         if let Some(h) = pending_csr(&v.nodes, now, csr_hint_after) {
             v.hints.push(h);
+        }
+        if let Some(age) = self.bip_age.filter(|a| *a > BIP_STALE_AFTER)
+            && self.single.is_some()
+            && v.phase < ClusterPhase::IngressReady
+        {
+            v.hints.push(TimelineHint {
+                kind: HintKind::StaleBootstrapInPlace,
+                nodes: Vec::new(),
+                message: format!(
+                    "bootstrap-in-place-for-live-iso.ign was written {} h ago; its certificates expire 24 h after `openshift-install create single-node-ignition-config`: create it again (and boot the node again) unless the install completes soon",
+                    age / 3600
+                ),
+                commands: vec![
+                    "openshift-install create single-node-ignition-config --dir <dir>".into(),
+                ],
+            });
         }
         if let Some(path) = &self.stale_marker
             && v.phase < ClusterPhase::BootstrapComplete

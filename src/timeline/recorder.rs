@@ -184,6 +184,9 @@ impl Recorder {
             }
         }
         if let Some(h) = &doc.http {
+            evs.push(Event::BootstrapInPlaceAge {
+                secs: h.bootstrap_in_place_age,
+            });
             for f in h.ignition_fetches.iter().filter(|f| f.status == 200) {
                 evs.push(Event::Ignition {
                     node: f.node.clone(),

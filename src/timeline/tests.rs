@@ -514,3 +514,35 @@ fn a_single_node_cluster_bootstraps_in_place_reboots_and_completes() {
     assert_eq!(v.phase, ClusterPhase::IngressReady);
     assert_eq!(v.nodes[0].install_finished, Some(200));
 }
+
+#[test]
+fn an_old_bootstrap_in_place_file_is_a_hint_until_the_install_completes() {
+    let sno = vec![(s("master-0"), Role::Master)];
+    let mut t = Timeline::default();
+    t.apply(
+        1,
+        Event::SingleNode {
+            node: Some(s("master-0")),
+        },
+    );
+    t.apply(
+        2,
+        Event::BootstrapInPlaceAge {
+            secs: Some(19 * 3600),
+        },
+    );
+    assert!(t.view_at(&sno, 3, 600).hints.is_empty());
+    t.apply(
+        4,
+        Event::BootstrapInPlaceAge {
+            secs: Some(21 * 3600),
+        },
+    );
+    let v = t.view_at(&sno, 5, 600);
+    assert_eq!(v.hints.len(), 1, "{v:?}");
+    assert_eq!(v.hints[0].kind, HintKind::StaleBootstrapInPlace);
+    assert!(v.hints[0].message.contains("21 h ago"), "{:?}", v.hints[0]);
+    // Not single-node: no hint whatever the age.
+    t.apply(6, Event::SingleNode { node: None });
+    assert!(t.view_at(&sno, 7, 600).hints.is_empty());
+}
