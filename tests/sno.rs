@@ -461,3 +461,47 @@ fn reload_adding_a_worker_leaves_the_master_alone() {
     );
     assert_eq!(script("52-54-00-5a-00-0a"), master_script);
 }
+
+/// A bootstrap-in-place file written 21 h ago: `preflight` warns with the
+/// command, `/status` shows its age and the timeline's hint (what the page,
+/// `status` and `wait-for` show).
+#[test]
+fn an_old_bootstrap_in_place_file_is_reported() {
+    require_tools!("touch", "curl");
+    let admin = common::free_port();
+    let (dir, f) = setup(
+        true,
+        "",
+        &format!(
+            "admin:\n  listen: 127.0.0.1:{admin}\nhttp:\n  listen: 127.0.0.1:0\n  ignitionDir: {{dir}}/ign\n"
+        ),
+    );
+    let text = std::fs::read_to_string(&f)
+        .unwrap()
+        .replace("{dir}", &dir.path().display().to_string());
+    std::fs::write(&f, text).unwrap();
+    let bip = dir.path().join("ign").join(BIP);
+    run_ok("touch", &["-d", "21 hours ago", bip.to_str().unwrap()]);
+    let (code, out, err) = run(BIN, &["preflight", "--cluster", f.to_str().unwrap()]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("written 21 h ago")
+            && out.contains("openshift-install create single-node-ignition-config"),
+        "{out}{err}"
+    );
+    let app = Appliance::start_file(dir, f);
+    let mut st = serde_json::Value::Null;
+    common::wait_until("the hint in /status", Duration::from_secs(15), || {
+        let body = run_ok(
+            "curl",
+            &["-sS", &format!("http://127.0.0.1:{admin}/status")],
+        );
+        st = serde_json::from_str(&body).unwrap_or_default();
+        st["timeline"]["hints"]
+            .to_string()
+            .contains("written 21 h ago")
+    });
+    let age = st["http"]["bootstrapInPlaceAge"].as_u64().unwrap_or(0);
+    assert!((21 * 3600..22 * 3600).contains(&age), "{age}: {st:#}");
+    drop(app);
+}
