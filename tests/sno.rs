@@ -115,6 +115,16 @@ fn check_names_single_node_and_refuses_contradictions() {
     assert_eq!(code, 78, "{out}{err}");
     assert!(err.contains("3 masters"), "{err}");
 
+    // The libvirt driver cannot create a single-node VM yet: refused.
+    let (_d, f) = setup(
+        true,
+        "",
+        "rhcos: { iso: /nonexistent/rhcos.iso }\nlibvirt: { uri: \"qemu:///system\" }\n",
+    );
+    let (code, out, err) = check(&f);
+    assert_eq!(code, 78, "{out}{err}");
+    assert!(err.contains("libvirt: single-node"), "{err}");
+
     // Workers added later: still single-node, api stays on the master.
     let (_d, f) = setup(
         true,
