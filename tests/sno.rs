@@ -212,12 +212,16 @@ fn pools(lb: &str) -> std::collections::BTreeMap<String, Vec<String>> {
 fn a_records(tool: &str, dns: SocketAddr, name: &str, qtype: &str) -> Vec<String> {
     let port = dns.port().to_string();
     let server = format!("@{}", dns.ip());
-    let mut args = vec!["+short", "+norecurse", "-p", &port, &server, name, qtype];
-    if tool == "dig" {
-        args.insert(0, "+time=3");
-    } else {
-        args.insert(0, "+time=3");
-    }
+    let args = [
+        "+time=3",
+        "+short",
+        "+norecurse",
+        "-p",
+        &port,
+        &server,
+        name,
+        qtype,
+    ];
     let (code, out, err) = run(tool, &args);
     assert_eq!(code, 0, "{tool} {args:?}: {out}{err}");
     let mut v: Vec<String> = out.lines().map(str::trim).map(str::to_string).collect();
