@@ -115,15 +115,30 @@ fn check_names_single_node_and_refuses_contradictions() {
     assert_eq!(code, 78, "{out}{err}");
     assert!(err.contains("3 masters"), "{err}");
 
-    // The libvirt driver cannot create a single-node VM yet: refused.
+    // libvirt: the master's install domain boots the live system with the
+    // bootstrap-in-place Ignition, no install kargs.
     let (_d, f) = setup(
         true,
         "",
         "rhcos: { iso: /nonexistent/rhcos.iso }\nlibvirt: { uri: \"qemu:///system\" }\n",
     );
     let (code, out, err) = check(&f);
-    assert_eq!(code, 78, "{out}{err}");
-    assert!(err.contains("libvirt: single-node"), "{err}");
+    assert_eq!(code, 0, "{out}{err}");
+    let xml = run_ok(
+        BIN,
+        &["render", "--cluster", f.to_str().unwrap(), "libvirt"],
+    );
+    let cmdline = xml
+        .lines()
+        .find(|l| l.contains("<cmdline>"))
+        .unwrap_or_else(|| panic!("no cmdline in {xml}"));
+    assert!(
+        cmdline.contains("/ignition/master-0.ign")
+            && cmdline.contains("ignition.config.url=")
+            && cmdline.contains("coreos.live.rootfs_url=")
+            && !cmdline.contains("coreos.inst."),
+        "{cmdline}"
+    );
 
     // Workers added later: still single-node, api stays on the master.
     let (_d, f) = setup(

@@ -289,12 +289,4 @@ fn install_mode(c: &mut Cluster, raw_lb_enabled: Option<bool>, e: &mut Errs) {
     if c.mode.is_single_node() && raw_lb_enabled.is_none() {
         c.lb.enabled = false;
     }
-    // The libvirt driver installs with coreos.inst.* and treats the first
-    // power-off as the install end; neither holds for bootstrap-in-place.
-    if c.mode.is_single_node() && c.libvirt.is_some() {
-        e.push(
-            "libvirt",
-            "single-node (bootstrap-in-place) VMs are not created by the libvirt driver yet; remove the libvirt section and boot the VM from http://<appliance>/boot/<node>.iso (or by network boot), see docs/sno.md",
-        );
-    }
 }
