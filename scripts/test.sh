@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/prereqs.sh
+./scripts/test-tools.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # Hosts that only want DNS/DHCP/LB/HTTP build without libvirt.

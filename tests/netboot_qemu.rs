@@ -11,21 +11,85 @@
 //! out of a live-ISO look-alike (the host's Debian kernel and a busybox
 //! initramfs), and the guest prints its `/proc/cmdline` on the serial
 //! console, which must carry the node's `coreos.inst.*` kernel arguments.
+//!
+//! After an install whose end was not seen (issue #28: master-0 fetched its
+//! script and ignition from its own address first, nothing more), the
+//! disk-or-install script with a disk attached: on SeaBIOS a blank disk
+//! (what a failed coreos-installer leaves) falls through `sanboot` to the
+//! installer, and a bootable one (a boot sector that prints a mark on
+//! COM1) boots instead; on OVMF a blank disk gets the installer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::initramfs::live_iso;
-use common::qemu::{CMDLINE_MARK, Qemu, cmdline_initramfs, host_kernel, tail, wait_for};
+use common::qemu::{CMDLINE_MARK, Qemu, cmdline_initramfs, host_kernel, tail};
 use common::{Appliance, Netns, netns_available, unique_name};
 
-/// Boot one VM with `firmware` args in a fresh namespace; returns the
-/// guest's command line line and the appliance log.
-fn boot(firmware: &[&str], nic: &str, octet: u8) -> (Option<String>, String, String, u64) {
+/// The VM's first disk.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Disk {
+    /// No disk.
+    None,
+    /// All zeros: what a failed coreos-installer leaves (it writes the
+    /// first MiB last).
+    Blank,
+    /// An MBR whose boot code prints [`DISK_MARK`] on COM1 and halts.
+    Bootable,
+}
+
+/// What the boot code of [`Disk::Bootable`] prints on the serial port.
+const DISK_MARK: &str = "CRC-DISK-BOOTED";
+
+/// A 1 MiB disk image: blank, or with a boot sector (hand-assembled 16-bit
+/// code: `out` each byte of [`DISK_MARK`] to 0x3f8, then `hlt`).
+fn disk_image(path: &Path, kind: Disk) {
+    let mut img = vec![0u8; 1 << 20];
+    if kind == Disk::Bootable {
+        #[rustfmt::skip]
+        let code: [u8; 22] = [
+            0xfa,             // cli
+            0x31, 0xc0,       // xor ax, ax
+            0x8e, 0xd8,       // mov ds, ax
+            0xbe, 0x16, 0x7c, // mov si, 0x7c16 (the message, after the code)
+            0xba, 0xf8, 0x03, // mov dx, 0x3f8 (COM1)
+            0xac,             // lodsb
+            0x84, 0xc0,       // test al, al
+            0x74, 0x03,       // jz +3 (to hlt)
+            0xee,             // out dx, al
+            0xeb, 0xf8,       // jmp -8 (to lodsb)
+            0xf4,             // hlt
+            0xeb, 0xfd,       // jmp -3 (to hlt)
+        ];
+        img[..code.len()].copy_from_slice(&code);
+        let msg = format!("{DISK_MARK}\r\n\0");
+        img[code.len()..code.len() + msg.len()].copy_from_slice(msg.as_bytes());
+        img[510] = 0x55;
+        img[511] = 0xaa;
+    }
+    std::fs::write(path, img).unwrap();
+}
+
+/// What a boot showed.
+struct Booted {
+    /// The guest's command-line line, when the install kernel ran.
+    line: Option<String>,
+    /// The disk's boot code ran.
+    disk_booted: bool,
+    app_log: String,
+    serial: String,
+    tftp_done: u64,
+}
+
+/// Boot one VM with `firmware` args and `disk` in a fresh namespace. With
+/// `unconfirmed`, master-0 first fetches its script and its ignition from
+/// its own address (a temporary address in the namespace), so the VM's
+/// boot is the one after an install whose end was not seen.
+fn boot(firmware: &[&str], nic: &str, octet: u8, disk: Disk, unconfirmed: bool) -> Booted {
     let work = tempfile::tempdir().unwrap();
     let kernel = std::fs::read(host_kernel().unwrap()).unwrap();
     let iso = live_iso(
@@ -74,6 +138,10 @@ rhcos:
         .netns(&ns.0)
         .ready_timeout(Duration::from_secs(60))
         .start(&yaml);
+    let admin = app.addr("admin");
+    if unconfirmed {
+        make_unconfirmed(&ns, &app, &net, octet);
+    }
     let log = work.path().join("serial.log");
     let mut args: Vec<String> = firmware.iter().map(|s| s.to_string()).collect();
     args.extend(
@@ -94,6 +162,12 @@ rhcos:
     args.push(format!("{nic},netdev=n0,mac=52:54:00:{octet:02x}:00:0a"));
     args.push("-serial".into());
     args.push(format!("file:{}", log.display()));
+    if disk != Disk::None {
+        let img = work.path().join("disk.img");
+        disk_image(&img, disk);
+        args.push("-drive".into());
+        args.push(format!("file={},format=raw,if=ide,index=0", img.display()));
+    }
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns.0, "qemu-system-x86_64"])
         .args(&args)
@@ -101,7 +175,7 @@ rhcos:
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let _vm = Qemu(cmd.spawn().expect("qemu"));
-    let line = wait_for(&log, CMDLINE_MARK, Duration::from_secs(420));
+    let found = wait_for_any(&log, &[CMDLINE_MARK, DISK_MARK], Duration::from_secs(420));
     let serial = tail(&log, 3000);
     // TFTP transfers that completed, from /status inside the namespace.
     let status = ns.exec(&[
@@ -109,11 +183,71 @@ rhcos:
         "-sS",
         "--max-time",
         "5",
-        &format!("http://{}/status", app.addr("admin")),
+        &format!("http://{admin}/status"),
     ]);
     let v: serde_json::Value = serde_json::from_str(&status).unwrap_or_default();
     let tftp_done = v["tftp"]["transfers"]["completed"].as_u64().unwrap_or(0);
-    (line, app.log(), serial, tftp_done)
+    Booted {
+        disk_booted: found.as_deref().is_some_and(|l| l.contains(DISK_MARK)),
+        line: found.filter(|l| l.contains(CMDLINE_MARK)),
+        app_log: app.log(),
+        serial,
+        tftp_done,
+    }
+}
+
+/// Poll `log` every 500 ms until a line holds one of `needles`; that line.
+fn wait_for_any(log: &Path, needles: &[&str], timeout: Duration) -> Option<String> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        let text = String::from_utf8_lossy(&std::fs::read(log).unwrap_or_default()).to_string();
+        if let Some(l) = text.lines().find(|l| needles.iter().any(|n| l.contains(n))) {
+            return Some(l.to_string());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    None
+}
+
+/// master-0 (`<net>.10`) fetches its install script and its ignition from
+/// its own address (on `lo` for the moment; the VM gets it by DHCP later):
+/// its state is `unconfirmed`, as after an install that failed after its
+/// ignition fetch.
+fn make_unconfirmed(ns: &Netns, app: &Appliance, net: &str, octet: u8) {
+    std::fs::create_dir_all(app.dir.path().join("ign")).unwrap();
+    std::fs::write(
+        app.dir.path().join("ign/master.ign"),
+        r#"{"ignition":{"version":"3.2.0"}}"#,
+    )
+    .unwrap();
+    let me = format!("{net}.10");
+    ns.ip(&["addr", "add", &format!("{me}/32"), "dev", "lo"]);
+    let get = |path: &str| {
+        let url = format!("http://{net}.1:8080{path}");
+        ns.exec(&[
+            "curl",
+            "-sS",
+            "-f",
+            "--max-time",
+            "10",
+            "--interface",
+            &me,
+            &url,
+        ])
+    };
+    let script = get(&format!("/boot/52-54-00-{octet:02x}-00-0a.ipxe"));
+    assert!(script.contains("\nkernel "), "{script}");
+    get("/ignition/master-0.ign");
+    ns.ip(&["addr", "del", &format!("{me}/32"), "dev", "lo"]);
+    let st = ns.exec(&[
+        "curl",
+        "-sS",
+        "--max-time",
+        "5",
+        &format!("http://{}/status", app.addr("admin")),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&st).unwrap();
+    assert_eq!(v["http"]["netboot"][0]["state"], "unconfirmed", "{v}");
 }
 
 fn check(line: Option<String>, app_log: &str, serial: &str, octet: u8) {
@@ -146,6 +280,51 @@ fn tools_ok() -> Result<(), String> {
     Ok(())
 }
 
+/// SeaBIOS + the iPXE ROM of an e1000 on `-machine pc`.
+const SEABIOS_ROM: &str = "/usr/lib/ipxe/qemu/pxe-e1000.rom";
+const OVMF: &str = "/usr/share/ovmf/OVMF.fd";
+
+fn seabios(octet: u8, disk: Disk, unconfirmed: bool) -> Booted {
+    boot(
+        &["-machine", "pc", "-boot", "n"],
+        &format!("e1000,romfile={SEABIOS_ROM}"),
+        octet,
+        disk,
+        unconfirmed,
+    )
+}
+
+/// q35 + OVMF's own virtio-net driver and PXE client (no NIC ROM).
+fn ovmf(octet: u8, disk: Disk, unconfirmed: bool) -> Booted {
+    boot(
+        &["-machine", "q35", "-bios", OVMF],
+        "virtio-net-pci,romfile=",
+        octet,
+        disk,
+        unconfirmed,
+    )
+}
+
+fn ovmf_ok() -> Result<(), String> {
+    tools_ok()?;
+    if !Path::new(OVMF).is_file() {
+        return Err("ovmf is not installed".into());
+    }
+    if !Path::new("/usr/lib/ipxe/snponly.efi").exists() {
+        return Err("ipxe (snponly.efi) is not installed".into());
+    }
+    Ok(())
+}
+
+/// The appliance served master-0 the disk-or-install script.
+fn served_disk_or_install(b: &Booted) {
+    assert!(
+        b.app_log.contains("script=DiskOrInstall"),
+        "not the disk-or-install script:\n{}",
+        b.app_log
+    );
+}
+
 #[test]
 fn seabios_ipxe_rom_boots_the_node_script() {
     if let Err(why) = tools_ok() {
@@ -154,36 +333,84 @@ fn seabios_ipxe_rom_boots_the_node_script() {
     }
     // i440fx + e1000 with iPXE's ROM: SeaBIOS runs it and boots from it
     // (Debian's 2019 virtio ROM registers no boot entry on q35).
-    let rom = "/usr/lib/ipxe/qemu/pxe-e1000.rom";
-    require!(Path::new(rom).is_file(), "ipxe-qemu is not installed");
-    let (line, log, serial, tftp) = boot(
-        &["-machine", "pc", "-boot", "n"],
-        &format!("e1000,romfile={rom}"),
-        87,
+    require!(
+        Path::new(SEABIOS_ROM).is_file(),
+        "ipxe-qemu is not installed"
     );
-    check(line, &log, &serial, 87);
-    assert_eq!(tftp, 0, "the iPXE ROM should go straight to HTTP");
+    let b = seabios(87, Disk::None, false);
+    check(b.line, &b.app_log, &b.serial, 87);
+    assert_eq!(b.tftp_done, 0, "the iPXE ROM should go straight to HTTP");
 }
 
 #[test]
 fn ovmf_pxe_tftp_ipxe_boots_the_node_script() {
-    if let Err(why) = tools_ok() {
+    if let Err(why) = ovmf_ok() {
         skipped!("SKIPPED ovmf_pxe_tftp_ipxe_boots_the_node_script: {why}");
         return;
     }
-    let fw = "/usr/share/ovmf/OVMF.fd";
-    require!(Path::new(fw).is_file(), "ovmf is not installed");
-    require!(
-        Path::new("/usr/lib/ipxe/snponly.efi").exists(),
-        "ipxe (snponly.efi) is not installed"
-    );
-    // q35 + OVMF's own virtio-net driver and PXE client (no NIC ROM).
-    let (line, log, serial, tftp) = boot(
-        &["-machine", "q35", "-bios", fw],
-        "virtio-net-pci,romfile=",
-        88,
-    );
-    check(line, &log, &serial, 88);
+    let b = ovmf(88, Disk::None, false);
+    check(b.line, &b.app_log, &b.serial, 88);
     // EDK2's PXE fetched the iPXE binary over TFTP first.
-    assert!(tftp >= 1, "no completed TFTP transfer:\n{log}");
+    assert!(
+        b.tftp_done >= 1,
+        "no completed TFTP transfer:\n{}",
+        b.app_log
+    );
+}
+
+/// Issue #28: after an install whose end was not seen (ignition fetched,
+/// no image download), BIOS iPXE gets `sanboot` of the first disk with
+/// the installer behind it: a blank disk (a failed install) does not boot,
+/// so the installer runs.
+#[test]
+fn seabios_unconfirmed_blank_disk_falls_back_to_the_installer() {
+    if let Err(why) = tools_ok() {
+        skipped!("SKIPPED seabios_unconfirmed_blank_disk_falls_back_to_the_installer: {why}");
+        return;
+    }
+    require!(
+        Path::new(SEABIOS_ROM).is_file(),
+        "ipxe-qemu is not installed"
+    );
+    let b = seabios(89, Disk::Blank, true);
+    assert!(!b.disk_booted);
+    served_disk_or_install(&b);
+    check(b.line, &b.app_log, &b.serial, 89);
+}
+
+/// The same script on BIOS with a bootable disk (the install did finish,
+/// its end just was not seen): `sanboot` boots the disk, no install.
+#[test]
+fn seabios_unconfirmed_bootable_disk_boots_the_disk() {
+    if let Err(why) = tools_ok() {
+        skipped!("SKIPPED seabios_unconfirmed_bootable_disk_boots_the_disk: {why}");
+        return;
+    }
+    require!(
+        Path::new(SEABIOS_ROM).is_file(),
+        "ipxe-qemu is not installed"
+    );
+    let b = seabios(90, Disk::Bootable, true);
+    served_disk_or_install(&b);
+    assert!(
+        b.disk_booted && b.line.is_none(),
+        "the disk's boot code did not run (line {:?});\nserial:\n{}\nappliance:\n{}",
+        b.line,
+        b.serial,
+        b.app_log
+    );
+}
+
+/// UEFI: iPXE skips the BIOS disk attempt (`${platform}` is `efi`), so a
+/// blank disk gets the installer (as any disk does: see
+/// docs/bare-metal.md).
+#[test]
+fn ovmf_unconfirmed_blank_disk_gets_the_installer() {
+    if let Err(why) = ovmf_ok() {
+        skipped!("SKIPPED ovmf_unconfirmed_blank_disk_gets_the_installer: {why}");
+        return;
+    }
+    let b = ovmf(91, Disk::Blank, true);
+    served_disk_or_install(&b);
+    check(b.line, &b.app_log, &b.serial, 91);
 }

@@ -15,11 +15,15 @@
 //!   times are kept (`min`), renewals count only a later lease expiry.
 //! - Ignition counts as install progress only when fetched from the node's
 //!   own address, within the current install attempt (after the last
-//!   rejected install). Other fetches are operator fetches.
-//! - An install is finished only through [`Event::InstallFinished`], which
-//!   the libvirt driver sends on evidence (guest shutdown after the
-//!   ignition fetch); a rejection starts a new attempt and clears the
-//!   attempt's steps. Single-node (bootstrap-in-place, [`Event::SingleNode`])
+//!   rejected install) and not after the install end (the fetch log is
+//!   sampled a tick late, so a fetch from before the end still counts).
+//!   Other fetches are operator fetches.
+//! - An install is finished only through [`Event::InstallFinished`], sent
+//!   on evidence: by the libvirt driver (guest shutdown after the ignition
+//!   fetch) and by the HTTP service for network boot (the node's complete
+//!   image download after its ignition fetch, or its installed system's
+//!   machine-config contact); a rejection starts a new attempt and clears
+//!   the attempt's steps. Single-node (bootstrap-in-place, [`Event::SingleNode`])
 //!   has its own phases: the node's API up on the live system
 //!   (bootstrapping), down (disk written, reboot: its install end), up
 //!   again (bootstrap-complete: the node's own API), then its ingress
@@ -220,7 +224,9 @@ impl Timeline {
             } => match node {
                 Some(node) => {
                     let n = self.node(&node);
-                    if at >= n.attempt_since && n.t.install_finished.is_none() {
+                    // Fetches are sampled up to a tick late: one from before
+                    // the install end (recorded at once) still counts.
+                    if at >= n.attempt_since && n.t.install_finished.is_none_or(|f| at <= f) {
                         first(&mut n.t.ignition, at);
                     }
                 }

@@ -117,6 +117,39 @@ fn an_operator_fetch_is_not_progress() {
     assert_eq!(v.operator_fetches[0].unix_time, 199, "newest first");
 }
 
+/// The HTTP fetch log is sampled once a tick, the install end is recorded
+/// at once: a fast install (image download right after the ignition) must
+/// not lose its ignition step; a fetch after the install end is not one.
+#[test]
+fn an_ignition_sampled_after_the_install_end_still_counts() {
+    let mut t = Timeline::default();
+    t.apply(
+        101,
+        Event::InstallFinished {
+            node: s("master-0"),
+        },
+    );
+    t.apply(102, ign(Some("master-0"), "127.0.10.10", 101));
+    t.apply(103, ign(Some("worker-0"), "127.0.10.20", 100));
+    t.apply(
+        100,
+        Event::InstallFinished {
+            node: s("worker-0"),
+        },
+    );
+    t.apply(
+        109,
+        Event::InstallFinished {
+            node: s("bootstrap"),
+        },
+    );
+    t.apply(111, ign(Some("bootstrap"), "127.0.10.5", 111));
+    let v = t.view(&nodes());
+    assert_eq!(v.nodes[1].ignition, Some(101), "same second as the end");
+    assert_eq!(v.nodes[2].ignition, Some(100), "before the end");
+    assert_eq!(v.nodes[0].ignition, None, "after the end");
+}
+
 #[test]
 fn a_rejected_install_starts_a_new_attempt() {
     let mut t = Timeline::default();

@@ -210,7 +210,23 @@ pub fn rhcos_iso(
     files: [&[u8]; 2],
     area_size: usize,
 ) -> RhcosIso {
-    rhcos_iso_with(dir, volid, files, area_size, false)
+    rhcos_iso_with(dir, volid, files, area_size, Boot::Bios, "")
+}
+
+/// [`rhcos_iso`] whose default kargs end with `extra` (e.g. a serial
+/// console the ISO was built with), without El Torito boot records: for
+/// coreos-installer's `iso kargs` commands, whose ISO 9660 reader looks
+/// names up in upper case as genisoimage (RHCOS) writes them, while
+/// xorriso's mkisofs mode with `-boot-info-table` writes them in lower
+/// case. Not bootable.
+pub fn rhcos_iso_with_default(
+    dir: &std::path::Path,
+    volid: &str,
+    files: [&[u8]; 2],
+    area_size: usize,
+    extra: &str,
+) -> RhcosIso {
+    rhcos_iso_with(dir, volid, files, area_size, Boot::None, extra)
 }
 
 /// GRUB for x86_64 UEFI (Debian `grub-efi-amd64-bin`) and mtools, which
@@ -237,7 +253,7 @@ pub fn rhcos_iso_uefi(
     files: [&[u8]; 2],
     area_size: usize,
 ) -> RhcosIso {
-    rhcos_iso_with(dir, volid, files, area_size, true)
+    rhcos_iso_with(dir, volid, files, area_size, Boot::BiosAndUefi, "")
 }
 
 /// The FAT image of [`rhcos_iso_uefi`].
@@ -278,16 +294,29 @@ fn efiboot_img(dir: &std::path::Path) -> Vec<u8> {
     std::fs::read(&img).expect("read efiboot.img")
 }
 
+/// The El Torito boot records of [`rhcos_iso_with`]'s image.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Boot {
+    None,
+    Bios,
+    BiosAndUefi,
+}
+
 fn rhcos_iso_with(
     dir: &std::path::Path,
     volid: &str,
     [kernel, initrd]: [&[u8]; 2],
     area_size: usize,
-    uefi: bool,
+    boot_by: Boot,
+    extra_default: &str,
 ) -> RhcosIso {
-    let default_kargs = format!(
+    let uefi = boot_by == Boot::BiosAndUefi;
+    let mut default_kargs = format!(
         "coreos.liveiso={volid} ignition.firstboot ignition.platform.id=metal crc.iso.default=1"
     );
+    if !extra_default.is_empty() {
+        default_kargs = format!("{default_kargs} {extra_default}");
+    }
     assert!(default_kargs.len() < area_size, "area_size too small");
     let mut area = format!("{default_kargs}\n").into_bytes();
     area.resize(area_size, b'#');
@@ -344,6 +373,9 @@ fn rhcos_iso_with(
             "images/efiboot.img",
             "-no-emul-boot",
         ]);
+    }
+    if boot_by == Boot::None {
+        boot.truncate(2); // -R -J
     }
     let path = xorriso_iso(dir, volid, [kernel, initrd, b"rootfs"], &extra, &boot);
     RhcosIso {
