@@ -6,7 +6,9 @@
 //!   reverse zones with PTRs for every node, api and api-int.
 //! - DHCP: one reservation per node.
 //! - LB: four pools; 6443/22623 → bootstrap + masters, 80/443 → workers, or
-//!   masters when there are no workers.
+//!   masters when there are no workers (compact) or the cluster is
+//!   single-node. Single-node without the LB: api, api-int and `*.apps`
+//!   resolve to the master ([`Cluster::api_address`]).
 
 use std::collections::BTreeSet;
 use std::fmt::{self, Write as _};
@@ -187,9 +189,9 @@ fn zones(c: &Cluster) -> Vec<Zone> {
     let net = &c.network;
     let mut fwd = vec![
         a(n(NS), net.appliance_ip),
-        a(n(API), net.api_vip),
-        a(n(API_INT), net.api_vip),
-        a(n(&format!("*.{APPS}")), net.ingress_vip),
+        a(n(API), c.api_address()),
+        a(n(API_INT), c.api_address()),
+        a(n(&format!("*.{APPS}")), c.apps_address()),
     ];
     for node in &c.nodes {
         fwd.push(a(n(&node.name), node.ip));
@@ -212,7 +214,13 @@ fn zones(c: &Cluster) -> Vec<Zone> {
     }
     let rev_origins = reverse_zones(net.cidr);
     let mut rev_body: Vec<Vec<Record>> = vec![Vec::new(); rev_origins.len()];
-    let mut ptrs: Vec<(Ipv4Addr, String)> = vec![(net.api_vip, n(API)), (net.api_vip, n(API_INT))];
+    // Single-node without the LB: api is the node's address, whose PTR
+    // names the node only.
+    let mut ptrs: Vec<(Ipv4Addr, String)> = if c.nodes.iter().any(|x| x.ip == c.api_address()) {
+        Vec::new()
+    } else {
+        vec![(c.api_address(), n(API)), (c.api_address(), n(API_INT))]
+    };
     ptrs.extend(c.nodes.iter().map(|node| (node.ip, n(&node.name))));
     for (ip, target) in ptrs {
         let name = ptr_name(ip);
@@ -264,7 +272,9 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
         .filter(|n| matches!(n.role, Role::Bootstrap | Role::Master))
         .collect();
     let workers: Vec<_> = c.nodes_with_role(Role::Worker).collect();
-    let ingress = if workers.is_empty() {
+    // Compact clusters run ingress on the masters; single-node keeps it
+    // on its master when workers are added.
+    let ingress = if workers.is_empty() || c.mode.is_single_node() {
         c.nodes_with_role(Role::Master).collect()
     } else {
         workers

@@ -31,6 +31,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve => supervisor::serve(cluster).await,
         Command::Check => {
             let plan = config::load(&cluster)?;
+            check_mode(&plan, &cluster)?;
             print!("{}", summary(&plan));
             Ok(())
         }
@@ -305,6 +306,26 @@ pub fn exit_code(err: &anyhow::Error) -> i32 {
     }
 }
 
+/// `check` refuses a single-master inventory that has neither a bootstrap
+/// node nor the bootstrap-in-place Ignition (`serve` runs it as a bootstrap
+/// install and preflight warns).
+fn check_mode(plan: &Plan, path: &std::path::Path) -> Result<(), config::ConfigError> {
+    use crate::model::mode::{BIP_IGNITION, missing_bip};
+    let c = &plan.cluster;
+    let dir = &c.http.ignition_dir;
+    let bip = dir.join(BIP_IGNITION).is_file();
+    match missing_bip(c.shape(), bip, &dir.display().to_string()) {
+        None => Ok(()),
+        Some(why) => Err(config::ConfigError::Invalid {
+            path: path.to_path_buf(),
+            errors: vec![config::FieldError {
+                path: "nodes".into(),
+                message: format!("{}; {}", why.problem, why.fix),
+            }],
+        }),
+    }
+}
+
 /// `check` output: what the file declares and what will be served.
 pub fn summary(plan: &Plan) -> String {
     use std::fmt::Write as _;
@@ -313,12 +334,17 @@ pub fn summary(plan: &Plan) -> String {
     let _ = writeln!(out, "cluster {} is valid", c.domain);
     let _ = writeln!(
         out,
+        "mode {}",
+        crate::model::mode::describe(c.mode, c.shape())
+    );
+    let _ = writeln!(
+        out,
         "network {} gateway {} appliance {} api {} ingress {}",
         c.network.cidr,
         c.network.gateway,
         c.network.appliance_ip,
-        c.network.api_vip,
-        c.network.ingress_vip
+        c.api_address(),
+        c.apps_address()
     );
     for r in crate::model::cluster::Role::ALL {
         let names: Vec<_> = c.nodes_with_role(r).map(|n| n.name.as_str()).collect();

@@ -240,8 +240,10 @@ pub struct Pxe {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LoadBalancer {
-    #[serde(default = "yes")]
-    pub enabled: bool,
+    /// Default on; off for single-node OpenShift (api and `*.apps` resolve
+    /// to the node) unless set to `true` here.
+    #[serde(default)]
+    pub enabled: Option<bool>,
     #[serde(default)]
     pub listen: PoolAddrs,
     #[serde(default)]
@@ -335,7 +337,7 @@ fn p443() -> u16 {
 impl Default for LoadBalancer {
     fn default() -> Self {
         LoadBalancer {
-            enabled: true,
+            enabled: None,
             listen: PoolAddrs::default(),
             health_check: HealthCheck::default(),
             ca_file: None,

@@ -1,5 +1,6 @@
 //! How a node installs RHCOS: the one source of its install kernel
-//! arguments, used by the libvirt install domain, the iPXE scripts of
+//! arguments (and of the single-node master's live arguments, which have no
+//! `coreos.inst.*`: bootstrap-in-place writes the disk itself), used by the libvirt install domain, the iPXE scripts of
 //! network boot and the per-node live ISO alike, and the URLs the
 //! appliance serves them under.
 
@@ -61,6 +62,12 @@ pub fn install_kargs(
 /// appliance's rootfs and ignition URLs. What the kernel receives.
 pub fn ipxe_kernel_args(c: &Cluster, node: &NodeCfg) -> String {
     let base = http_base(c);
+    if c.is_single_node_master(node) {
+        return format!(
+            "initrd=main coreos.live.rootfs_url={base}/boot/rootfs.img {}",
+            single_node_kargs(c, node, Some(&format!("{base}/ignition/{}.ign", node.name)))
+        );
+    }
     let dev = c
         .rhcos
         .as_ref()
@@ -153,6 +160,29 @@ fn kargs(
             .chain(r.role_kargs.get(&role).into_iter().flatten())
     });
     for a in extra.chain(own.iter()) {
+        k.push(' ');
+        k.push_str(a);
+    }
+    k
+}
+
+/// The live kernel arguments of the single-node master (bootstrap-in-place:
+/// no `coreos.inst.*`; the Ignition itself writes the disk): first-boot
+/// Ignition on metal from `ignition_url` when given (iPXE; the ISO embeds
+/// the config instead), serial and VGA consoles, then `rhcos.kargs`, the
+/// master role's and the node's extra arguments.
+pub fn single_node_kargs(c: &Cluster, node: &NodeCfg, ignition_url: Option<&str>) -> String {
+    let mut k = String::from("ignition.firstboot ignition.platform.id=metal ");
+    if let Some(url) = ignition_url {
+        k.push_str(&format!("ignition.config.url={url} "));
+    }
+    k.push_str("console=tty0 console=ttyS0,115200n8");
+    let extra = c.rhcos.iter().flat_map(|r| {
+        r.kargs
+            .iter()
+            .chain(r.role_kargs.get(&node.role).into_iter().flatten())
+    });
+    for a in extra.chain(node.kargs.iter()) {
         k.push(' ');
         k.push_str(a);
     }

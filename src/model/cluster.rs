@@ -26,6 +26,8 @@ pub struct Cluster {
     pub libvirt: Option<LibvirtCfg>,
     /// The `pxe:` section (TFTP server), if present.
     pub tftp: Option<TftpCfg>,
+    /// Bootstrap node or single-node bootstrap-in-place ([`super::mode`]).
+    pub mode: super::mode::InstallMode,
 }
 
 impl Cluster {
@@ -34,6 +36,44 @@ impl Cluster {
     }
     pub fn node(&self, name: &str) -> Option<&NodeCfg> {
         self.nodes.iter().find(|n| n.name == name)
+    }
+    /// How many nodes of each role.
+    pub fn shape(&self) -> super::mode::Shape {
+        let n = |r| self.nodes_with_role(r).count();
+        super::mode::Shape {
+            bootstrap: n(Role::Bootstrap),
+            masters: n(Role::Master),
+            workers: n(Role::Worker),
+        }
+    }
+    /// The single-node cluster's master (`None` unless [`Cluster::mode`]
+    /// is single-node).
+    pub fn single_node(&self) -> Option<&NodeCfg> {
+        if !self.mode.is_single_node() {
+            return None;
+        }
+        self.nodes_with_role(Role::Master).next()
+    }
+    /// Is `node` the single-node master (booted with bootstrap-in-place)?
+    pub fn is_single_node_master(&self, node: &NodeCfg) -> bool {
+        self.single_node().is_some_and(|m| m.name == node.name)
+    }
+    /// What `api` and `api-int` resolve to: the API VIP, or the
+    /// single-node master when the load balancer is off.
+    pub fn api_address(&self) -> Ipv4Addr {
+        match self.single_node() {
+            Some(m) if !self.lb.enabled => m.ip,
+            _ => self.network.api_vip,
+        }
+    }
+    /// What `*.apps` resolves to: the ingress VIP, or the single-node
+    /// master when the load balancer is off (also with workers added: the
+    /// router stays on the master).
+    pub fn apps_address(&self) -> Ipv4Addr {
+        match self.single_node() {
+            Some(m) if !self.lb.enabled => m.ip,
+            _ => self.network.ingress_vip,
+        }
     }
     /// Fully qualified node name, no trailing dot.
     pub fn fqdn(&self, label: &str) -> String {

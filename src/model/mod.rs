@@ -1,7 +1,8 @@
 //! The model every other module shares: the validated cluster
 //! ([`cluster`]), DNS names and records ([`names`]) and the rules that keep
 //! user records from contradicting the generated ones ([`conflicts`]),
-//! and who may fetch a node's secrets ([`access`]).
+//! who may fetch a node's secrets ([`access`]), and the install mode
+//! (bootstrap node or single-node bootstrap-in-place, [`mode`]).
 //!
 //! A leaf: it imports nothing from `config`, `plan` or the services, so
 //! `config` (which produces a [`cluster::Cluster`] and the plan) and `plan`
@@ -14,4 +15,5 @@ pub mod boot;
 pub mod catalogue;
 pub mod cluster;
 pub mod conflicts;
+pub mod mode;
 pub mod names;

@@ -319,6 +319,10 @@ pub struct HttpStatus {
     pub listen: Option<String>,
     pub images_dir: String,
     pub ignition_dir: String,
+    /// Single-node: seconds since `bootstrap-in-place-for-live-iso.ign` was
+    /// written (its certificates expire after 24 h); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_in_place_age: Option<u64>,
     pub requests: u64,
     /// Responses by status code.
     pub responses_by_status: BTreeMap<String, u64>,
@@ -536,6 +540,9 @@ pub enum HintKind {
     /// `<ignitionDir>/bootstrap-complete` is older than the ignition files
     /// and is ignored.
     StaleBootstrapMarker,
+    /// Single-node: the bootstrap-in-place Ignition is over 20 h old and
+    /// the install is not complete (its certificates expire after 24 h).
+    StaleBootstrapInPlace,
 }
 
 /// One node's install steps (Unix seconds; `None` = not seen yet).

@@ -23,7 +23,11 @@
 //!   fetch) and by the HTTP service for network boot (the node's complete
 //!   image download after its ignition fetch, or its installed system's
 //!   machine-config contact); a rejection starts a new attempt and clears
-//!   the attempt's steps.
+//!   the attempt's steps. Single-node (bootstrap-in-place, [`Event::SingleNode`])
+//!   has its own phases: the node's API up on the live system
+//!   (bootstrapping), down (disk written, reboot: its install end), up
+//!   again (bootstrap-complete: the node's own API), then its ingress
+//!   (ingress-ready, `wait-for install-complete`).
 
 pub mod recorder;
 pub mod render;
@@ -87,6 +91,14 @@ pub enum Event {
     StaleMarker { path: Option<String> },
     /// The bootstrap left the LB pools (or its VM was removed).
     BootstrapRemoved,
+    /// The install mode: `Some(master)` for single-node (bootstrap-in-place).
+    SingleNode { node: Option<String> },
+    /// Seconds since the bootstrap-in-place Ignition was written
+    /// (single-node), `None` when not single-node or unreadable.
+    BootstrapInPlaceAge { secs: Option<u64> },
+    /// The node's API backend is not healthy (single-node: after its
+    /// bootstrap API was up, the node writes its disk and reboots).
+    ApiDown { node: String },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -109,6 +121,28 @@ pub struct Timeline {
     bootstrap_removed: Option<u64>,
     operator: BTreeSet<OperatorFetch>,
     stale_marker: Option<String>,
+    /// Single-node: the master and its bootstrap-in-place progress.
+    single: Option<Single>,
+    /// The bootstrap-in-place Ignition's age (seconds), when known.
+    bip_age: Option<u64>,
+}
+
+/// Age after which the bootstrap-in-place Ignition's certificates are
+/// close to expiring (they last 24 h).
+pub const BIP_STALE_AFTER: u64 = 20 * 3600;
+
+/// A single-node install: the node's API (6443/readyz) comes up on the
+/// live system (its bootstrap control plane), goes down when it has written
+/// its disk and reboots, and comes up again from the disk.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Single {
+    node: String,
+    /// The bootstrap API was first healthy.
+    bootstrap_api: Option<u64>,
+    /// The API went down after that: disk written, rebooting.
+    rebooted: Option<u64>,
+    /// The API healthy again after the reboot: the node's own control plane.
+    node_api: Option<u64>,
 }
 
 fn first(slot: &mut Option<u64>, at: u64) {
@@ -217,6 +251,15 @@ impl Timeline {
                 }
             }
             Event::Healthy { node, pool } => {
+                if pool == Pool::Api
+                    && let Some(sn) = self.single.as_mut().filter(|s| s.node == node)
+                {
+                    match (sn.bootstrap_api, sn.rebooted) {
+                        (None, _) => sn.bootstrap_api = Some(now),
+                        (Some(_), Some(_)) => first(&mut sn.node_api, now),
+                        (Some(_), None) => {}
+                    }
+                }
                 let n = self.node(&node);
                 let slot = match pool {
                     Pool::Api => &mut n.t.api_healthy,
@@ -228,6 +271,27 @@ impl Timeline {
             Event::BootstrapComplete => first(&mut self.bootstrap_complete, now),
             Event::BootstrapRemoved => first(&mut self.bootstrap_removed, now),
             Event::StaleMarker { path } => self.stale_marker = path,
+            Event::SingleNode { node } => match node {
+                Some(node) if self.single.as_ref().is_none_or(|s| s.node != node) => {
+                    self.single = Some(Single {
+                        node,
+                        ..Single::default()
+                    });
+                }
+                Some(_) => {}
+                None => self.single = None,
+            },
+            Event::BootstrapInPlaceAge { secs } => self.bip_age = secs,
+            Event::ApiDown { node } => {
+                if let Some(sn) = self.single.as_mut().filter(|s| s.node == node)
+                    && sn.bootstrap_api.is_some()
+                    && sn.rebooted.is_none()
+                {
+                    sn.rebooted = Some(now);
+                    let n = self.node(&node);
+                    first(&mut n.t.install_finished, now);
+                }
+            }
         }
     }
 
@@ -259,6 +323,9 @@ impl Timeline {
                 t
             })
             .collect();
+        if let Some(sn) = &self.single {
+            return self.single_node_view(sn, rows);
+        }
         let mut phase_times = BTreeMap::new();
         let boot_api = rows
             .iter()
@@ -293,6 +360,46 @@ impl Timeline {
         }
     }
 
+    /// Single-node phases: bootstrapping from the bootstrap API on the
+    /// live system, bootstrap-complete once the API is back after the
+    /// reboot from disk (the node's own control plane), ingress-ready once
+    /// the node's ingress is healthy after that (install complete). There
+    /// is no bootstrap to remove.
+    fn single_node_view(&self, sn: &Single, mut rows: Vec<NodeTimeline>) -> TimelineStatus {
+        let mut phase_times = BTreeMap::new();
+        let ingress = rows
+            .iter()
+            .find(|r| r.node == sn.node)
+            .and_then(|r| r.ingress_healthy)
+            .and_then(|t| Some(t.max(sn.node_api?)));
+        if let Some(r) = rows.iter_mut().find(|r| r.node == sn.node)
+            && r.first_boot.is_none()
+        {
+            r.first_boot = sn.node_api;
+        }
+        for (phase, at) in [
+            (ClusterPhase::Bootstrapping, sn.bootstrap_api),
+            (ClusterPhase::BootstrapComplete, sn.node_api),
+            (ClusterPhase::IngressReady, ingress),
+        ] {
+            if let Some(at) = at {
+                phase_times.insert(phase.as_str().to_string(), at);
+            }
+        }
+        let phase = ClusterPhase::ALL
+            .into_iter()
+            .rev()
+            .find(|p| phase_times.contains_key(p.as_str()))
+            .unwrap_or_default();
+        TimelineStatus {
+            phase,
+            phase_times,
+            nodes: rows,
+            operator_fetches: self.operator.iter().rev().cloned().collect(),
+            hints: Vec::new(),
+        }
+    }
+
     /// [`Timeline::view`] with the hints that hold at `now` (Unix seconds):
     /// workers stuck after their first boot for `csr_hint_after` seconds
     /// ([`pending_csr`]) and an ignored marker while bootstrap is not
@@ -306,6 +413,22 @@ impl Timeline {
         let mut v = self.view(nodes);
         if let Some(h) = pending_csr(&v.nodes, now, csr_hint_after) {
             v.hints.push(h);
+        }
+        if let Some(age) = self.bip_age.filter(|a| *a > BIP_STALE_AFTER)
+            && self.single.is_some()
+            && v.phase < ClusterPhase::IngressReady
+        {
+            v.hints.push(TimelineHint {
+                kind: HintKind::StaleBootstrapInPlace,
+                nodes: Vec::new(),
+                message: format!(
+                    "bootstrap-in-place-for-live-iso.ign was written {} h ago; its certificates expire 24 h after `openshift-install create single-node-ignition-config`: create it again (and boot the node again) unless the install completes soon",
+                    age / 3600
+                ),
+                commands: vec![
+                    "openshift-install create single-node-ignition-config --dir <dir>".into(),
+                ],
+            });
         }
         if let Some(path) = &self.stale_marker
             && v.phase < ClusterPhase::BootstrapComplete

@@ -66,13 +66,22 @@ fn refs(plan: &Plan) -> Vec<NodeRef> {
         .collect()
 }
 
+/// The install mode's event: the single-node master, if any.
+fn single_node(plan: &Plan) -> Event {
+    Event::SingleNode {
+        node: plan.cluster.single_node().map(|n| n.name.clone()),
+    }
+}
+
 impl Recorder {
     pub fn new(plan: &Plan) -> Events {
-        Arc::new(Recorder {
+        let r = Arc::new(Recorder {
             tl: Mutex::new(Timeline::default()),
             nodes: ArcSwap::from_pointee(refs(plan)),
             csr_hint_after: AtomicU64::new(plan.cluster.lb.csr_hint_after.as_secs()),
-        })
+        });
+        r.record(single_node(plan));
+        r
     }
 
     /// A reload may add or remove nodes, or change the hint's threshold.
@@ -80,6 +89,7 @@ impl Recorder {
         self.nodes.store(Arc::new(refs(plan)));
         self.csr_hint_after
             .store(plan.cluster.lb.csr_hint_after.as_secs(), Ordering::Relaxed);
+        self.record(single_node(plan));
     }
 
     fn lock(&self) -> MutexGuard<'_, Timeline> {
@@ -165,11 +175,18 @@ impl Recorder {
                             node: b.node.clone(),
                             pool,
                         });
+                    } else if pool == Pool::Api {
+                        evs.push(Event::ApiDown {
+                            node: b.node.clone(),
+                        });
                     }
                 }
             }
         }
         if let Some(h) = &doc.http {
+            evs.push(Event::BootstrapInPlaceAge {
+                secs: h.bootstrap_in_place_age,
+            });
             for f in h.ignition_fetches.iter().filter(|f| f.status == 200) {
                 evs.push(Event::Ignition {
                     node: f.node.clone(),

@@ -232,7 +232,7 @@ pub fn missing(t: &TimelineStatus, goal: Goal) -> Vec<String> {
     for h in &t.hints {
         let relevant = match h.kind {
             HintKind::PendingCsr => goal == Goal::InstallComplete,
-            HintKind::StaleBootstrapMarker => true,
+            HintKind::StaleBootstrapMarker | HintKind::StaleBootstrapInPlace => true,
         };
         if relevant {
             out.extend(hint_lines(h));

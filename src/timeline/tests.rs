@@ -469,3 +469,113 @@ fn a_stale_marker_is_a_hint_until_bootstrap_completes() {
     t.apply(50, Event::StaleMarker { path: None });
     assert!(t.view_at(&nodes(), 60, 600).hints.is_empty());
 }
+
+#[test]
+fn a_single_node_cluster_bootstraps_in_place_reboots_and_completes() {
+    let sno = vec![(s("master-0"), Role::Master)];
+    let mut t = Timeline::default();
+    t.apply(
+        1,
+        Event::SingleNode {
+            node: Some(s("master-0")),
+        },
+    );
+    t.apply(
+        10,
+        Event::BootIso {
+            node: s("master-0"),
+        },
+    );
+    t.apply(20, ign(Some("master-0"), "10.0.0.10", 20));
+    // Not up yet: provisioning; a down API before it ever came up is no reboot.
+    t.apply(
+        25,
+        Event::ApiDown {
+            node: s("master-0"),
+        },
+    );
+    assert_eq!(t.view(&sno).phase, ClusterPhase::Provisioning);
+    // The bootstrap control plane on the live system.
+    t.apply(100, healthy("master-0", Pool::Api));
+    t.apply(110, healthy("master-0", Pool::Api));
+    let v = t.view(&sno);
+    assert_eq!(v.phase, ClusterPhase::Bootstrapping);
+    assert_eq!(v.nodes[0].install_finished, None);
+    // Disk written, reboot: the API goes away.
+    t.apply(
+        200,
+        Event::ApiDown {
+            node: s("master-0"),
+        },
+    );
+    t.apply(
+        210,
+        Event::ApiDown {
+            node: s("master-0"),
+        },
+    );
+    let v = t.view(&sno);
+    assert_eq!(v.phase, ClusterPhase::Bootstrapping);
+    assert_eq!(v.nodes[0].install_finished, Some(200));
+    assert!(!Goal::BootstrapComplete.reached(&v));
+    // Ingress healthy before the node's own API does not complete it.
+    t.apply(250, healthy("master-0", Pool::Ingress));
+    // The node's own API from its disk.
+    t.apply(300, healthy("master-0", Pool::Api));
+    let v = t.view(&sno);
+    assert_eq!(v.phase, ClusterPhase::IngressReady);
+    assert_eq!(v.phase_times["bootstrap-complete"], 300);
+    assert_eq!(v.phase_times["ingress-ready"], 300);
+    assert!(!v.phase_times.contains_key("bootstrap-removed"));
+    assert_eq!(v.nodes[0].first_boot, Some(300));
+    assert!(Goal::InstallComplete.reached(&v));
+    // A reload keeping the mode keeps the progress; a later outage of the
+    // installed node is no second reboot.
+    t.apply(
+        400,
+        Event::SingleNode {
+            node: Some(s("master-0")),
+        },
+    );
+    t.apply(
+        410,
+        Event::ApiDown {
+            node: s("master-0"),
+        },
+    );
+    let v = t.view(&sno);
+    assert_eq!(v.phase, ClusterPhase::IngressReady);
+    assert_eq!(v.nodes[0].install_finished, Some(200));
+}
+
+#[test]
+fn an_old_bootstrap_in_place_file_is_a_hint_until_the_install_completes() {
+    let sno = vec![(s("master-0"), Role::Master)];
+    let mut t = Timeline::default();
+    t.apply(
+        1,
+        Event::SingleNode {
+            node: Some(s("master-0")),
+        },
+    );
+    t.apply(
+        2,
+        Event::BootstrapInPlaceAge {
+            secs: Some(19 * 3600),
+        },
+    );
+    assert!(t.view_at(&sno, 3, 600).hints.is_empty());
+    t.apply(
+        4,
+        Event::BootstrapInPlaceAge {
+            secs: Some(21 * 3600),
+        },
+    );
+    let v = t.view_at(&sno, 5, 600);
+    assert_eq!(v.hints.len(), 1, "{v:?}");
+    assert_eq!(v.hints[0].kind, HintKind::StaleBootstrapInPlace);
+    assert!(v.hints[0].message.contains("21 h ago"), "{:?}", v.hints[0]);
+    // Not single-node: no hint whatever the age.
+    t.apply(6, Event::SingleNode { node: None });
+    assert!(t.view_at(&sno, 7, 600).hints.is_empty());
+}

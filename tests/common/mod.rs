@@ -660,3 +660,23 @@ pub fn ca_signed_cert(
         ],
     );
 }
+
+/// The real `coreos-installer` the test setup builds once into the test
+/// tools cache (`$CRC_TEST_TOOLS`, default
+/// `/var/cache/crc-appliance-tests/cargo`, by `cargo install --locked`), or
+/// why it is missing (the caller skips; on CI a skip fails the suite).
+pub fn coreos_installer() -> Result<PathBuf, String> {
+    let root = std::env::var_os("CRC_TEST_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/crc-appliance-tests/cargo"));
+    let bin = root.join("bin/coreos-installer");
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(format!(
+            "{} is missing (cargo install coreos-installer --locked --root {})",
+            bin.display(),
+            root.display()
+        ))
+    }
+}

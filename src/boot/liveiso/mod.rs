@@ -17,6 +17,8 @@
 //! area holds the same kargs, areas do not overlap); bad input is an
 //! [`EmbedError`], never a panic. Memory: `size` bytes per area.
 
+pub mod embed;
+
 use std::io::{Read, Seek};
 use std::path::Path;
 
@@ -43,6 +45,14 @@ pub enum EmbedError {
     BadInfo(String),
     #[error("kernel-argument embed area: {0}")]
     BadArea(String),
+    #[error(
+        "no Ignition embed area ({0} is missing): not an RHCOS/FCOS live ISO coreos-installer can embed a config in"
+    )]
+    NoIgnitionArea(String),
+    #[error(
+        "the compressed Ignition is {len} bytes; the ISO's Ignition embed area holds {area} (coreos-installer has the same limit)"
+    )]
+    IgnitionTooLarge { len: usize, area: usize },
     #[error(
         "kernel arguments are {len} bytes; the ISO's embed area holds at most {max} (kargs.json size {size} minus the line end)",
         max = size - 1
@@ -302,6 +312,13 @@ impl Patches {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// These patches and `more` (which must not overlap them).
+    pub fn with(self, more: Vec<(u64, Vec<u8>)>) -> Result<Patches, EmbedError> {
+        let mut v = self.0;
+        v.extend(more);
+        Patches::new(v)
     }
 
     /// The highest offset a patch reaches (0 without patches).

@@ -126,7 +126,7 @@ pub(crate) fn build(
         "the machine-config server's rendered configs and kubelet bootstrap credentials",
     );
     Some(LbCfg {
-        enabled: l.enabled,
+        enabled: l.enabled.unwrap_or(true),
         api: api?,
         machine_config: mc?,
         ingress_http: http?,

@@ -221,6 +221,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
 
 pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError>> {
     let mut e = Errs::default();
+    let raw_lb_enabled = raw.load_balancer.enabled;
     let s = sections(&raw, base, &mut e);
     let Sections {
         identity: Some(id),
@@ -263,11 +264,29 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         rhcos,
         libvirt,
         tftp,
+        mode: Default::default(),
     };
+    let mut c = c;
+    install_mode(&mut c, raw_lb_enabled, &mut e);
     rhcos::check_kargs_fit(&c, &mut e);
     rhcos::check_ipxe_cmdline(&c, &mut e);
     if !e.0.is_empty() {
         return Err(e.0);
     }
     Ok(c)
+}
+
+/// Set the install mode from the inventory and the bootstrap-in-place
+/// file ([`crate::model::mode`]); single-node turns the load balancer off
+/// unless `loadBalancer.enabled` is set.
+fn install_mode(c: &mut Cluster, raw_lb_enabled: Option<bool>, e: &mut Errs) {
+    use crate::model::mode::{self, BIP_IGNITION};
+    let bip = c.http.ignition_dir.join(BIP_IGNITION).is_file();
+    match mode::detect(c.shape(), bip) {
+        Ok(m) => c.mode = m,
+        Err(why) => e.push("nodes", format!("{}; {}", why.problem, why.fix)),
+    }
+    if c.mode.is_single_node() && raw_lb_enabled.is_none() {
+        c.lb.enabled = false;
+    }
 }

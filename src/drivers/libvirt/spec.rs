@@ -242,13 +242,25 @@ impl Spec {
                     format!("{}.ign", n.role)
                 };
                 let ignition_url = format!("{http_base}/ignition/{ign}");
-                let cmdline = crate::model::boot::install_kargs(
-                    c,
-                    n,
-                    &v.install_dev,
-                    &rootfs_url,
-                    &ignition_url,
-                );
+                // Single-node: the live system with the bootstrap-in-place
+                // Ignition (`/ignition/<node>.ign` serves it) and no
+                // coreos.inst.*; it writes its disk at the end of bootstrap
+                // and reboots once, which `on_reboot=destroy` turns into
+                // the guest shutdown that ends the install phase.
+                let (ignition_url, cmdline) = if c.is_single_node_master(n) {
+                    let url = format!("{http_base}/ignition/{}.ign", n.name);
+                    let k = crate::model::boot::single_node_kargs(c, n, Some(&url));
+                    (url, format!("coreos.live.rootfs_url={rootfs_url} {k}"))
+                } else {
+                    let k = crate::model::boot::install_kargs(
+                        c,
+                        n,
+                        &v.install_dev,
+                        &rootfs_url,
+                        &ignition_url,
+                    );
+                    (ignition_url, k)
+                };
                 NodeSpec {
                     node: n.name.clone(),
                     uuid: stable_uuid(&format!("{}/{}", c.domain, n.name)),

@@ -4,7 +4,10 @@
 //! `worker.ign`) merges from this cluster's machine-config server
 //! (`https://api-int.<name>.<baseDomain>:22623/config/<role>`) and carries a
 //! CA that parses; and the files are younger than 20 h (their certificates
-//! expire 24 h after they were made).
+//! expire 24 h after they were made). A single-node cluster's master
+//! boots with `bootstrap-in-place-for-live-iso.ign` instead of `master.ign`
+//! (same checks but the pointer's; its age is the one that matters), and a
+//! lone master with neither a bootstrap node nor that file is a warning.
 //!
 //! Only the `ignition` section of a file is parsed (role files are often
 //! tens of MB): the rest is checked as JSON and skipped, so preflight at
@@ -20,6 +23,7 @@ use serde_json::Value;
 
 use super::{Finding, Severity};
 use crate::model::cluster::{Cluster, Role};
+use crate::model::mode::{BIP_IGNITION, missing_bip};
 
 /// Age after which the files' certificates are close to expiring.
 pub const STALE_AFTER: Duration = Duration::from_secs(20 * 3600);
@@ -36,16 +40,38 @@ struct IgnitionHead {
 pub fn ignition(c: &Cluster) -> Vec<Finding> {
     let dir = &c.http.ignition_dir;
     let mut out = Vec::new();
+    let bip = dir.join(BIP_IGNITION);
+    if let Some(why) = missing_bip(c.shape(), bip.is_file(), &dir.display().to_string()) {
+        out.push(Finding {
+            severity: Severity::Warn,
+            check: "ignition",
+            problem: why.problem,
+            fix: why.fix,
+        });
+    }
     for role in Role::ALL {
         if c.nodes_with_role(role).next().is_none() {
             continue;
         }
-        let file = dir.join(format!("{}.ign", role.as_str()));
-        let fix_regenerate = format!(
-            "openshift-install create ignition-configs --dir <dir>, then copy <dir>/{}.ign to {}",
-            role.as_str(),
-            dir.display()
-        );
+        // The single-node master boots with the bootstrap-in-place file.
+        let single = role == Role::Master && c.mode.is_single_node();
+        let file = if single {
+            bip.clone()
+        } else {
+            dir.join(format!("{}.ign", role.as_str()))
+        };
+        let fix_regenerate = if single {
+            format!(
+                "openshift-install create single-node-ignition-config --dir <dir>, then copy <dir>/{BIP_IGNITION} to {}",
+                dir.display()
+            )
+        } else {
+            format!(
+                "openshift-install create ignition-configs --dir <dir>, then copy <dir>/{}.ign to {}",
+                role.as_str(),
+                dir.display()
+            )
+        };
         let warn = |problem: String, fix: String| Finding {
             severity: Severity::Warn,
             check: "ignition",
@@ -78,7 +104,12 @@ pub fn ignition(c: &Cluster) -> Vec<Finding> {
                 continue;
             }
         };
-        for problem in pointer_problems(&ign, &c.domain, role) {
+        let pointer = if single {
+            Vec::new()
+        } else {
+            pointer_problems(&ign, &c.domain, role)
+        };
+        for problem in pointer {
             out.push(warn(
                 format!("{}: {problem}", file.display()),
                 fix_regenerate.clone(),

@@ -376,6 +376,30 @@ impl BootState {
         done
     }
 
+    /// The single-node master `node` fetched its bootstrap-in-place config
+    /// from its own address: no installer runs and no image is downloaded
+    /// (the live system writes the disk itself at the end of bootstrap and
+    /// reboots into it), so this is the install end as far as network
+    /// boot is concerned: from now on its script boots the disk.
+    pub fn bootstrap_in_place(&self, node: &str) {
+        {
+            let mut st = self.inner();
+            let Some(e) = st.nodes.get_mut(node) else {
+                return;
+            };
+            if e.installed_at.is_some() {
+                return;
+            }
+            let at = now();
+            (e.install_finished_at, e.installed_at) = (Some(at), Some(at));
+            st.changed();
+        }
+        self.wake.notify_one();
+        info!(
+            "netboot: {node} (single-node) fetched its bootstrap-in-place config: it writes its disk and reboots into it; it boots its disk from now on"
+        );
+    }
+
     /// The installed system of `node` contacted the appliance at `at` (its
     /// machine-config connection). Evidence of an installed system when it
     /// follows the node's ignition fetch. True when this made the node
@@ -617,6 +641,24 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("timed out waiting for {what}");
+    }
+
+    #[test]
+    fn the_single_node_master_boots_its_disk_after_its_live_ignition_fetch() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = BootState::load(
+            dir.path().join("c-netboot.json"),
+            &names(),
+            Arc::new(|p: &Path, b: &[u8]| write_file(p, b)),
+        );
+        assert_eq!(s.script_for("master-0"), Script::Install);
+        s.ignition_fetched("master-0");
+        // Without the bootstrap-in-place evidence: disk or install again.
+        assert_eq!(s.peek("master-0"), Script::DiskOrInstall);
+        s.bootstrap_in_place("master-0");
+        assert_eq!(s.script_for("master-0"), Script::LocalBoot);
+        s.reinstall("master-0");
+        assert_eq!(s.script_for("master-0"), Script::Install);
     }
 
     #[tokio::test]

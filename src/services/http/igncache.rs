@@ -223,6 +223,20 @@ fn open_ign(dir: &Path, name: &str) -> Result<Option<(PathBuf, File, FileId)>, I
 /// Which file answers `t`, opened. Blocking.
 fn locate(dir: &Path, t: &Target) -> Result<Located, IgnError> {
     match t {
+        Target::SingleNode { .. } => {
+            let stem = crate::model::mode::BIP_IGNITION.trim_end_matches(".ign");
+            let (path, file, id) = open_ign(dir, stem)?
+                .ok_or_else(|| IgnError::Missing(crate::model::mode::BIP_IGNITION.into()))?;
+            Ok(Located {
+                key: Key {
+                    file: id,
+                    hostname: None,
+                },
+                path,
+                file,
+                detail: "bootstrap-in-place file".into(),
+            })
+        }
         Target::Role(role) => {
             let (path, file, id) = open_ign(dir, role.as_str())?
                 .ok_or_else(|| IgnError::Missing(format!("{role}.ign")))?;

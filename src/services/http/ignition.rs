@@ -15,6 +15,10 @@
 //!   2. `<name>` is a role (`bootstrap`, `master`, `worker`): `<role>.ign`
 //!      verbatim;
 //!   3. anything else: 404.
+//!
+//!   The single-node master's `<node>.ign` is the bootstrap-in-place
+//!   Ignition (`bootstrap-in-place-for-live-iso.ign`) verbatim, to that node
+//!   only (the iPXE route's `ignition.config.url`).
 //! - The merge keeps every other key; an existing `/etc/hostname` entry is
 //!   replaced. A role config with an `ignition.config.replace` pointer is
 //!   refused (500, logged): Ignition would drop the hostname.
@@ -49,6 +53,8 @@ pub enum Target {
     },
     /// A role file, verbatim.
     Role(Role),
+    /// The single-node master: the bootstrap-in-place Ignition, verbatim.
+    SingleNode { node: String },
 }
 
 /// Whose config `t` is, for the access rules.
@@ -56,6 +62,7 @@ pub fn owner<'a>(c: &'a Cluster, t: &Target) -> Owner<'a> {
     match t {
         Target::Node { node, role, .. } => c.node(node).map_or(Owner::Role(*role), Owner::Node),
         Target::Role(r) => Owner::Role(*r),
+        Target::SingleNode { node } => c.node(node).map_or(Owner::Role(Role::Master), Owner::Node),
     }
 }
 
@@ -63,6 +70,11 @@ pub fn owner<'a>(c: &'a Cluster, t: &Target) -> Owner<'a> {
 pub fn target(c: &Cluster, file: &str) -> Option<Target> {
     let name = file.strip_suffix(".ign")?;
     if let Some(n) = c.node(name) {
+        if c.is_single_node_master(n) {
+            return Some(Target::SingleNode {
+                node: n.name.clone(),
+            });
+        }
         return Some(Target::Node {
             node: n.name.clone(),
             role: n.role,

@@ -34,10 +34,14 @@ use tracing::{debug, error, info, warn};
 use super::range::Validators;
 use super::{Ctx, Region, Resp, plain};
 use crate::boot::iso9660::IsoImage;
+use crate::boot::liveiso::embed::{IgnArea, ignition_initrd};
 use crate::boot::liveiso::{KargAreas, Patches};
 use crate::model::access::{self, Decision, Owner};
-use crate::model::boot::{IsoTarget, iso_install_kargs};
+use crate::model::boot::{IsoTarget, iso_install_kargs, single_node_kargs};
 use crate::model::cluster::{BootSource, Role};
+use crate::model::mode::BIP_IGNITION;
+use crate::runtime::sync::LockExt as _;
+use std::sync::Arc;
 
 /// The ISO file opened, with its overlay and validators.
 struct Prepared {
@@ -47,15 +51,69 @@ struct Prepared {
     etag: String,
 }
 
-/// Open `iso`, locate its embed areas and patch `extra` in.
-fn prepare(iso: &std::path::Path, extra: &str) -> Result<Prepared, String> {
+/// Largest bootstrap-in-place Ignition read (real ones are about 1 MiB).
+const MAX_BIP: u64 = 64 << 20;
+
+/// The last compressed Ignition initrd and the file state it was made
+/// from (inode, size, mtime): a BMC reads the ISO in many ranges, and each
+/// would otherwise compress the config again.
+#[derive(Default)]
+pub(crate) struct InitrdCache(std::sync::Mutex<Option<(InitrdKey, Arc<Vec<u8>>)>>);
+
+type InitrdKey = (std::path::PathBuf, u64, u64, i64, i64);
+
+impl InitrdCache {
+    /// The initrd of the config at `path` (read and compressed on a miss).
+    fn get(&self, path: &std::path::Path) -> Result<Arc<Vec<u8>>, String> {
+        let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let m = f
+            .metadata()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if m.len() > MAX_BIP {
+            return Err(format!("{} is larger than {MAX_BIP} bytes", path.display()));
+        }
+        let key = (
+            path.to_path_buf(),
+            m.ino(),
+            m.len(),
+            m.mtime(),
+            m.mtime_nsec(),
+        );
+        if let Some((k, v)) = self.0.locked().as_ref()
+            && *k == key
+        {
+            return Ok(v.clone());
+        }
+        let mut config = Vec::with_capacity(m.len() as usize);
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_BIP), &mut config)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let initrd = Arc::new(ignition_initrd(&config).map_err(|e| e.to_string())?);
+        *self.0.locked() = Some((key, initrd.clone()));
+        Ok(initrd)
+    }
+}
+
+/// Open `iso`, locate its embed areas and patch `extra` in, and the
+/// compressed Ignition `ign` into its Ignition embed area.
+fn prepare(
+    iso: &std::path::Path,
+    extra: &str,
+    ign: Option<Arc<Vec<u8>>>,
+) -> Result<Prepared, String> {
     let file = File::open(iso).map_err(|e| format!("{}: {e}", iso.display()))?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
     let mut img = IsoImage::open(&file).map_err(|e| format!("{}: {e}", iso.display()))?;
     let areas = KargAreas::locate(&mut img).map_err(|e| format!("{}: {e}", iso.display()))?;
-    let patches = areas
+    let mut patches = areas
         .patches(&areas.with_extra(extra))
         .map_err(|e| format!("{}: {e}", iso.display()))?;
+    if let Some(initrd) = ign {
+        let at = |e: crate::boot::liveiso::EmbedError| format!("{}: {e}", iso.display());
+        let area = IgnArea::locate(&mut img).map_err(at)?;
+        patches = patches
+            .with(vec![area.patch(&initrd).map_err(at)?])
+            .map_err(at)?;
+    }
     let nanos = meta
         .modified()
         .ok()
@@ -113,8 +171,28 @@ impl Ctx {
         let Some(BootSource::Iso(iso)) = c.rhcos.as_ref().map(|r| &r.source) else {
             return plain(StatusCode::NOT_FOUND, "boot ISOs need rhcos.iso");
         };
-        let (iso, extra) = (iso.clone(), iso_install_kargs(c, target));
-        let prepared = tokio::task::spawn_blocking(move || prepare(&iso, &extra)).await;
+        let single = match target {
+            IsoTarget::Node(n) if c.is_single_node_master(n) => Some(n),
+            IsoTarget::Role(Role::Master) if c.mode.is_single_node() => {
+                return plain(
+                    StatusCode::NOT_FOUND,
+                    "single-node: the master's ISO is /boot/<node>.iso",
+                );
+            }
+            _ => None,
+        };
+        let extra = match single {
+            Some(n) => single_node_kargs(c, n, None),
+            None => iso_install_kargs(c, target),
+        };
+        let bip = single.map(|_| c.http.ignition_dir.join(BIP_IGNITION));
+        let iso = iso.clone();
+        let cache = self.sno_initrd.clone();
+        let prepared = tokio::task::spawn_blocking(move || {
+            let ign = bip.map(|p| cache.get(&p)).transpose()?;
+            prepare(&iso, &extra, ign)
+        })
+        .await;
         let p = match prepared {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {

@@ -144,6 +144,8 @@ pub(crate) struct Ctx {
     events: crate::timeline::Events,
     /// Refused ignition and boot ISO requests: one warning per address.
     refusals: crate::runtime::once::OncePerAddress,
+    /// The single-node ISO's compressed Ignition initrd, by source file.
+    sno_initrd: Arc<iso::InitrdCache>,
 }
 
 fn empty() -> Body {
@@ -426,7 +428,16 @@ impl Ctx {
                 && let Some(n) = &node
             {
                 let (boot, n) = (self.boot.clone(), n.clone());
-                tokio::task::spawn_blocking(move || boot.ignition_fetched(&n));
+                // The single-node master's live system fetched the
+                // bootstrap-in-place config: it writes its disk itself and
+                // reboots into it, so later network boots boot the disk.
+                let live = c.node(&n).is_some_and(|x| c.is_single_node_master(x));
+                tokio::task::spawn_blocking(move || {
+                    boot.ignition_fetched(&n);
+                    if live {
+                        boot.bootstrap_in_place(&n);
+                    }
+                });
             }
             self.stats.ignition(Fetch {
                 time: SystemTime::now(),

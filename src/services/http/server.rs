@@ -78,6 +78,7 @@ impl Http {
                 ign_cache: Default::default(),
                 events,
                 refusals: Default::default(),
+                sno_initrd: Default::default(),
             }),
             listeners: Listeners::default(),
             tasks,

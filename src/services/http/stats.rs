@@ -164,6 +164,7 @@ impl Stats {
             listen: lock(&self.listen).map(|a| a.to_string()),
             images_dir: c.http.images_dir.display().to_string(),
             ignition_dir: c.http.ignition_dir.display().to_string(),
+            bootstrap_in_place_age: c.mode.is_single_node().then(|| bip_age(c)).flatten(),
             requests: statuses.values().sum::<u64>(),
             responses_by_status: statuses,
             bytes_sent: self.bytes.load(Ordering::Relaxed),
@@ -245,4 +246,14 @@ impl Stats {
             f.sample(&[("code", code)], n);
         }
     }
+}
+
+/// Seconds since the bootstrap-in-place Ignition was written, if readable.
+fn bip_age(c: &crate::model::cluster::Cluster) -> Option<u64> {
+    let f = c.http.ignition_dir.join(crate::model::mode::BIP_IGNITION);
+    let m = std::fs::metadata(f).and_then(|m| m.modified()).ok()?;
+    std::time::SystemTime::now()
+        .duration_since(m)
+        .ok()
+        .map(|d| d.as_secs())
 }
