@@ -347,6 +347,11 @@ type Packets = std::collections::HashMap<Box<[u8]>, Box<[u8]>>;
 /// [`PACKET_CACHE_ENTRIES`] answers of at most [`PACKET_CACHE_MAX_ANSWER`]
 /// bytes (about 15 MB when full); once full, new queries are answered but
 /// not stored.
+///
+/// Never waits for its lock: the UDP worker threads share it, and a
+/// thread preempted while holding it must not stall the other. A lookup
+/// that finds a writer in the way is a miss (the catalog answers), and an
+/// insert that finds the lock taken is skipped (a later miss stores it).
 #[derive(Default)]
 struct PacketCache {
     map: std::sync::RwLock<Packets>,
@@ -368,7 +373,9 @@ impl PacketCache {
         if !Self::cacheable(msg) {
             return false;
         }
-        let map = self.map.read_locked();
+        let Some(map) = self.map.try_read_locked() else {
+            return false;
+        };
         let Some(body) = map.get(&msg[2..]) else {
             return false;
         };
@@ -381,7 +388,9 @@ impl PacketCache {
         if !Self::cacheable(msg) || resp.len() < 12 || resp.len() > PACKET_CACHE_MAX_ANSWER {
             return;
         }
-        let mut map = self.map.write_locked();
+        let Some(mut map) = self.map.try_write_locked() else {
+            return;
+        };
         if map.len() < PACKET_CACHE_ENTRIES {
             map.insert(msg[2..].into(), resp[2..].into());
         }
