@@ -12,7 +12,7 @@
 //! milliseconds (measured with `perf sched` at a fixed 20k q/s on a
 //! contended core: the one crc thread waited 3-9 ms on average for the CPU
 //! each time it was switched out, Knot's two UDP threads 0.03 ms; Knot
-//! with one UDP worker was as slow as crc). Two threads on one socket let
+//! with one UDP worker was nearly as slow as crc). Two threads on one socket let
 //! one answer while the other waits for the CPU, and a blocking `recvfrom`
 //! costs two syscalls per query (receive, send) instead of the readiness
 //! loop's four (receive, `EAGAIN`, `epoll_wait`, send).
