@@ -11,7 +11,9 @@
 //! These are std locks, not tokio ones: none is held across an `.await`
 //! (mini-redis `src/db.rs` explains the choice).
 
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{
+    Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
+};
 
 /// `lock()` under the policy above.
 pub trait LockExt<T: ?Sized> {
@@ -29,6 +31,11 @@ impl<T: ?Sized> LockExt<T> for Mutex<T> {
 pub trait RwLockExt<T: ?Sized> {
     fn read_locked(&self) -> RwLockReadGuard<'_, T>;
     fn write_locked(&self) -> RwLockWriteGuard<'_, T>;
+    /// `try_read()`: `None` only when the lock is taken (or wanted) by a
+    /// writer now.
+    fn try_read_locked(&self) -> Option<RwLockReadGuard<'_, T>>;
+    /// `try_write()`: `None` only when the lock is held now.
+    fn try_write_locked(&self) -> Option<RwLockWriteGuard<'_, T>>;
 }
 
 #[allow(clippy::disallowed_methods)] // the one place that calls read()/write()
@@ -38,6 +45,20 @@ impl<T: ?Sized> RwLockExt<T> for RwLock<T> {
     }
     fn write_locked(&self) -> RwLockWriteGuard<'_, T> {
         self.write().unwrap_or_else(PoisonError::into_inner)
+    }
+    fn try_read_locked(&self) -> Option<RwLockReadGuard<'_, T>> {
+        match self.try_read() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+    fn try_write_locked(&self) -> Option<RwLockWriteGuard<'_, T>> {
+        match self.try_write() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 }
 
@@ -57,5 +78,28 @@ mod tests {
         .join();
         assert!(m.is_poisoned());
         assert_eq!(*m.locked(), 2);
+    }
+
+    #[test]
+    fn try_locks_give_up_only_while_the_lock_is_taken() {
+        let l = std::sync::Arc::new(RwLock::new(1));
+        {
+            let _r = l.read_locked();
+            assert!(l.try_read_locked().is_some(), "readers share");
+            assert!(l.try_write_locked().is_none(), "a reader holds it");
+        }
+        {
+            let _w = l.write_locked();
+            assert!(l.try_read_locked().is_none(), "a writer holds it");
+            assert!(l.try_write_locked().is_none());
+        }
+        let l2 = l.clone();
+        let _ = std::thread::spawn(move || {
+            let _w = l2.write_locked();
+            panic!("poison it");
+        })
+        .join();
+        assert_eq!(l.try_read_locked().map(|g| *g), Some(1), "poisoned: taken");
+        assert!(l.try_write_locked().is_some());
     }
 }

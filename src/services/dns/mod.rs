@@ -16,15 +16,18 @@
 //! [`handler`] is the socket-free request path (hickory `Catalog` with a
 //! wildcard fix, the recursion ACL), [`complete`] fills in what hickory's
 //! answers lack, [`encode`] the UDP size rules and raw error answers,
-//! [`forward`] the upstream client, and this file is the thin socket layer:
-//! one UDP loop and one TCP accept loop per listen address. TCP connections
+//! [`forward`] the upstream client, [`udp`] the UDP hot path (worker
+//! threads on the bound socket), and this file is the thin socket layer:
+//! one UDP socket served by [`udp::serve`] and one TCP accept loop per
+//! listen address. TCP connections
 //! answer pipelined queries concurrently (RFC 7766 6.2.1.1) and close fast
 //! when the listener is under pressure.
 //!
 //! Invariants: sockets are bound in [`Service::stage`], before anything
 //! changes; no packet or connection can end a loop, and a loop that ends on
-//! its own fails the service; forwarded queries run in their own (bounded)
-//! tasks so a slow upstream never stalls authoritative answers. A reload
+//! its own (or a UDP worker thread that exits) fails the service;
+//! forwarded queries run in their own (bounded) tasks so a slow upstream
+//! never stalls authoritative answers. A reload
 //! swaps the whole catalog at once ([`ArcSwap`]): each query is answered by
 //! the catalog current when it arrived, in-flight forwards keep theirs and
 //! never delay the swap, and listen addresses that did not change keep
@@ -36,6 +39,7 @@ pub mod forward;
 pub mod handler;
 mod packetcache;
 pub mod records;
+pub mod udp;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -60,7 +64,7 @@ use crate::runtime::metrics::{Kind, family};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::status::{DnsStatus, PacketCacheStatus, ServiceStatus};
 use crate::runtime::{drain, net};
-use handler::{Core, Prepared, Route, Stats};
+use handler::{Core, Prepared, Stats};
 
 /// Idle time after which a TCP connection is closed (RFC 7766 suggests seconds).
 pub const TCP_IDLE: Duration = Duration::from_secs(10);
@@ -164,7 +168,7 @@ impl Dns {
         self.tasks.spawn(
             format!("dns udp {addr}"),
             token.clone(),
-            udp_loop(Arc::new(udp), self.core.clone(), token.clone()),
+            udp::serve(udp, self.core.clone(), token.clone()),
         );
         self.tasks.spawn(
             format!("dns tcp {addr}"),
@@ -267,100 +271,6 @@ impl Service for Dns {
         ] {
             family(out, name, Kind::Counter, help).sample(&[], v.load(Relaxed));
         }
-    }
-}
-
-async fn udp_loop(
-    sock: Arc<UdpSocket>,
-    cores: Arc<ArcSwap<Core>>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let forwards = Arc::new(Semaphore::new(MAX_FORWARDS_IN_FLIGHT));
-    let mut inflight = JoinSet::new();
-    let mut buf = vec![0u8; 65_535];
-    let mut out = Vec::with_capacity(1232);
-    // One cancellation future for the whole loop (not one per packet).
-    let cancelled = shutdown.cancelled();
-    tokio::pin!(cancelled);
-    loop {
-        let (n, src) = tokio::select! {
-            biased;
-            _ = &mut cancelled => break,
-            r = sock.recv_from(&mut buf) => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    // ICMP errors from earlier sends (ECONNREFUSED) and the
-                    // like: nothing to do for this socket but go on.
-                    debug!("dns udp recv: {e}");
-                    continue;
-                }
-            },
-        };
-        // The catalog current when the query arrived answers it, even if
-        // a reload swaps it meanwhile.
-        let core = cores.load_full();
-        if !answerable(src) {
-            core.stats.malformed.fetch_add(1, Relaxed);
-            debug!(%src, "DNS query from an address that cannot be answered; dropped");
-            continue;
-        }
-        if core.cached_into(&buf[..n], src.ip(), Protocol::Udp, &mut out) {
-            send_udp(&sock, &out, src).await;
-            continue;
-        }
-        let (req, route) = match core.prepare(&buf[..n], src, Protocol::Udp) {
-            Prepared::Drop => continue,
-            Prepared::Reply(r) => {
-                send_udp(&sock, &r, src).await;
-                continue;
-            }
-            Prepared::Query(req, route) => (req, route),
-        };
-        match route {
-            Route::Forward => {
-                while inflight.try_join_next().is_some() {}
-                let Ok(permit) = forwards.clone().try_acquire_owned() else {
-                    debug!(%src, "too many forwarded queries in flight; dropped");
-                    continue;
-                };
-                let (core, sock) = (core.clone(), sock.clone());
-                inflight.spawn(async move {
-                    let _permit = permit;
-                    if let Some(resp) = core.answer(&req, Route::Forward).await {
-                        send_udp(&sock, &resp, src).await;
-                    }
-                });
-            }
-            route => {
-                if let Some(resp) = core.answer(&req, route).await {
-                    send_udp(&sock, &resp, src).await;
-                }
-            }
-        }
-    }
-    let drain = async { while inflight.join_next().await.is_some() {} };
-    if tokio::time::timeout(drain::DNS_QUERIES, drain)
-        .await
-        .is_err()
-    {
-        inflight.abort_all();
-    }
-    Ok(())
-}
-
-/// A UDP source we may answer: not port 0, not unspecified, broadcast or
-/// multicast (spoofed sources used for reflection).
-fn answerable(src: SocketAddr) -> bool {
-    let ip = src.ip();
-    src.port() != 0
-        && !ip.is_unspecified()
-        && !ip.is_multicast()
-        && !matches!(ip, std::net::IpAddr::V4(v4) if v4.is_broadcast())
-}
-
-async fn send_udp(sock: &UdpSocket, resp: &[u8], to: SocketAddr) {
-    if let Err(e) = sock.send_to(resp, to).await {
-        debug!(%to, "dns udp send: {e}");
     }
 }
 

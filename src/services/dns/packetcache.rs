@@ -16,6 +16,11 @@
 //!   not stored, because it is the query's own question byte for byte
 //!   (hickory echoes the original question bytes). An answer whose
 //!   question differs from the query's is not cached.
+//! - Never waits for its lock: the UDP worker threads (`udp.rs`) share it,
+//!   and a thread preempted while holding it must not stall the other. A
+//!   lookup that finds a writer in the way is a miss (the catalog answers),
+//!   and an insert that finds the lock taken is skipped (a later miss
+//!   stores it).
 
 use std::borrow::Borrow;
 use std::collections::HashSet;
@@ -109,7 +114,9 @@ impl PacketCache {
         let Some(qlen) = question_len(msg) else {
             return false;
         };
-        let set = self.set.read_locked();
+        let Some(set) = self.set.try_read_locked() else {
+            return false;
+        };
         let Some(e) = set.get(&msg[2..]) else {
             return false;
         };
@@ -138,7 +145,9 @@ impl PacketCache {
         let Ok(klen) = u16::try_from(key.len()) else {
             return;
         };
-        let mut set = self.set.write_locked();
+        let Some(mut set) = self.set.try_write_locked() else {
+            return;
+        };
         if set.len() >= PACKET_CACHE_ENTRIES || set.contains(key) {
             return;
         }
