@@ -2,10 +2,10 @@
 //! how long it may wait for a request, when it is closed for idling, and
 //! how it ends at shutdown or when the listener evicts it.
 //!
-//! - [`request_start`]: before hyper, wait (bounded by the header timeout)
-//!   until the first bytes tell HTTP/1 from h2 ([`Proto`], by peeking:
-//!   hyper-util's own sniffing has no timeout, and reading the bytes twice
-//!   costs a `recv` and a buffer per connection).
+//! - [`request_start`]: before hyper, read (bounded by the header timeout)
+//!   until the first bytes tell HTTP/1 from h2 ([`Proto`]); hyper-util's
+//!   own sniffing has no timeout, and peeking then reading again cost a
+//!   `recv` per connection. [`Replay`] hands the bytes read to hyper.
 //! - [`builder`]: hyper-util's auto builder with HTTP/1's header timeout;
 //!   [`Builders`] its HTTP/1-only and h2-only copies, one per [`Proto`].
 //! - [`serve`]: run the connection; [`Activity`] counts its requests in
@@ -39,6 +39,8 @@ use std::time::Duration;
 use futures_util::task::AtomicWaker;
 use pin_project_lite::pin_project;
 
+use bytes::{Buf as _, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -260,21 +262,86 @@ fn proto_of(first: &[u8]) -> Option<Proto> {
     }
 }
 
-/// The protocol, once the bytes received tell it (see [`proto_of`]);
-/// `None` when the client closed first. `peek`, not `readable()`: the
-/// latter reported fresh sockets ready with no byte in them.
-async fn sniff(stream: &TcpStream) -> Option<Proto> {
-    let mut buf = [0u8; H2_PREFACE.len()];
+/// Bytes read before the protocol was known: what one `recv` brings of a
+/// typical request head (more is left to hyper).
+const FIRST_READ: usize = 4096;
+
+/// Read until the bytes received tell the protocol (see [`proto_of`]):
+/// the protocol and the bytes, `None` when the client closed first.
+async fn sniff(stream: &TcpStream) -> Option<(Proto, Bytes)> {
+    let mut buf = BytesMut::with_capacity(FIRST_READ);
     loop {
-        match stream.peek(&mut buf).await {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => match proto_of(&buf[..n]) {
-                Some(p) => return Some(p),
-                // A prefix of the preface: wait for more (peek returns at
-                // once while bytes are queued, so poll gently).
-                None => tokio::time::sleep(Duration::from_millis(10)).await,
-            },
+        stream.readable().await.ok()?;
+        // A readiness without bytes (seen on fresh sockets) is WouldBlock:
+        // it clears the readiness and we wait again.
+        match stream.try_read_buf(&mut buf) {
+            Ok(0) => return None,
+            Ok(_) => {
+                if let Some(p) = proto_of(&buf) {
+                    return Some((p, buf.freeze()));
+                }
+                // A prefix of the h2 preface: wait for more.
+                buf.reserve(H2_PREFACE.len());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return None,
         }
+    }
+}
+
+/// A stream whose first bytes, read by [`request_start`], are read again
+/// before the rest. Writes pass through (vectored ones included).
+pub struct Replay<S> {
+    first: Bytes,
+    inner: S,
+}
+
+impl<S> Replay<S> {
+    pub fn new(inner: S, first: Bytes) -> Replay<S> {
+        Replay { first, inner }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.first.is_empty() {
+            return Pin::new(&mut this.inner).poll_read(cx, buf);
+        }
+        let n = this.first.len().min(buf.remaining());
+        buf.put_slice(&this.first[..n]);
+        this.first.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
 
@@ -296,15 +363,16 @@ pub enum Ended {
     Shutdown,
 }
 
-/// Wait until the client's first bytes tell the protocol (see `sniff`),
-/// at most `header_timeout`: the protocol when it may be served, else how
-/// it ended (silent, kicked, shutdown).
+/// Read until the client's first bytes tell the protocol (see `sniff`),
+/// at most `header_timeout`: the protocol and the bytes read (for
+/// [`Replay`]) when it may be served, else how it ended (silent, kicked,
+/// shutdown).
 pub async fn request_start(
     stream: &TcpStream,
     header_timeout: Duration,
     activity: &Activity,
     shutdown: &CancellationToken,
-) -> Result<Proto, Ended> {
+) -> Result<(Proto, Bytes), Ended> {
     tokio::select! {
         r = tokio::time::timeout(header_timeout, sniff(stream)) => match r {
             Ok(Some(p)) => Ok(p),

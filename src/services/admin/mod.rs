@@ -257,7 +257,7 @@ async fn serve_listener(
         let builders = builders.clone();
         async move {
             let activity = httpconn::Activity::new();
-            let proto =
+            let (proto, first) =
                 match httpconn::request_start(&stream, CONN_TIMEOUT, &activity, &shutdown).await {
                     Ok(p) => p,
                     Err(end) => {
@@ -293,7 +293,7 @@ async fn serve_listener(
                 drain: drain::HTTP_REQUESTS,
             };
             if let httpconn::Ended::Failed(e) =
-                httpconn::serve(&builders, proto, stream, svc, &activity, t, &shutdown).await
+                httpconn::serve(&builders, proto, httpconn::Replay::new(stream, first), svc, &activity, t, &shutdown).await
             {
                 debug!(%peer, "admin connection: {e}");
             }

@@ -188,13 +188,14 @@ async fn serve_conn(
     // A client that connects and stays silent holds no slot for long;
     // hyper's header timeout then bounds each HTTP/1 request head, and the
     // idle timeout every connection with no request in flight (h2 too).
-    let proto = match httpconn::request_start(&stream, HEADER_TIMEOUT, &activity, &shutdown).await {
-        Ok(p) => p,
-        Err(end) => {
-            debug!("http connection closed before a request: {end:?}");
-            return;
-        }
-    };
+    let (proto, first) =
+        match httpconn::request_start(&stream, HEADER_TIMEOUT, &activity, &shutdown).await {
+            Ok(p) => p,
+            Err(end) => {
+                debug!("http connection closed before a request: {end:?}");
+                return;
+            }
+        };
     ctx.stats.conn_open();
     let c2 = ctx.clone();
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
@@ -205,7 +206,7 @@ async fn serve_conn(
         idle: IDLE_TIMEOUT,
         drain: DRAIN,
     };
-    let stream = MinorVersion::new(stream);
+    let stream = MinorVersion::new(httpconn::Replay::new(stream, first));
     match httpconn::serve(&builders, proto, stream, svc, &activity, t, &shutdown).await {
         Ended::Idle => ctx.stats.closed_idle(),
         Ended::Failed(e) => debug!("http connection: {e}"),
