@@ -539,6 +539,59 @@ mod tests {
         assert_eq!(proto_of(&more), Some(Proto::H2));
     }
 
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        (l.accept().await.unwrap().0, c)
+    }
+
+    #[tokio::test]
+    async fn request_start_reads_once_and_replays_the_bytes() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let (srv, mut cli) = pair().await;
+        let req = b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
+        cli.write_all(req).await.unwrap();
+        let (a, sd) = (Activity::new(), CancellationToken::new());
+        let (p, first) = request_start(&srv, Duration::from_secs(5), &a, &sd)
+            .await
+            .unwrap();
+        assert_eq!(p, Proto::Http1);
+        let mut r = Replay::new(srv, first);
+        cli.write_all(b"more").await.unwrap();
+        let mut got = vec![0u8; req.len() + 4];
+        r.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got[..req.len()], req, "the bytes read first come first");
+        assert_eq!(&got[req.len()..], b"more");
+    }
+
+    #[tokio::test]
+    async fn request_start_waits_for_the_whole_h2_preface() {
+        use tokio::io::AsyncWriteExt as _;
+        let (srv, mut cli) = pair().await;
+        let (a, sd) = (Activity::new(), CancellationToken::new());
+        cli.write_all(&H2_PREFACE[..10]).await.unwrap();
+        let rest = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            cli.write_all(&H2_PREFACE[10..]).await.unwrap();
+            cli
+        });
+        let (p, first) = request_start(&srv, Duration::from_secs(5), &a, &sd)
+            .await
+            .unwrap();
+        assert_eq!(p, Proto::H2);
+        assert_eq!(&first[..], H2_PREFACE);
+        drop(rest.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn request_start_ends_silent_clients() {
+        let (srv, cli) = pair().await;
+        let (a, sd) = (Activity::new(), CancellationToken::new());
+        let r = request_start(&srv, Duration::from_millis(200), &a, &sd).await;
+        assert!(matches!(r, Err(Ended::Silent)), "{r:?}");
+        drop(cli);
+    }
+
     /// A future that counts its polls and is ready once `go` is cancelled.
     async fn counting(polls: &AtomicUsize, go: &CancellationToken) {
         std::future::poll_fn(|cx| {

@@ -286,3 +286,19 @@ impl crate::runtime::control::BootControl for Http {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// `start_listener` relies on it: an accepted socket inherits
+    /// TCP_NODELAY from its listener (Linux), so no per-connection call.
+    #[tokio::test]
+    async fn accepted_sockets_inherit_nodelay_from_the_listener() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        socket2::SockRef::from(&l).set_tcp_nodelay(true).unwrap();
+        let _c = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        assert!(s.nodelay().unwrap());
+    }
+}
