@@ -594,11 +594,11 @@ mod tests {
 
     /// A future that counts its polls and is ready once `go` is cancelled.
     async fn counting(polls: &AtomicUsize, go: &CancellationToken) {
+        let f = go.cancelled();
+        tokio::pin!(f);
         std::future::poll_fn(|cx| {
             polls.fetch_add(1, Ordering::SeqCst);
-            let f = go.cancelled();
-            tokio::pin!(f);
-            f.poll(cx)
+            f.as_mut().poll(cx)
         })
         .await
     }
