@@ -2,10 +2,12 @@
 //! how long it may wait for a request, when it is closed for idling, and
 //! how it ends at shutdown or when the listener evicts it.
 //!
-//! - [`request_start`]: before hyper, wait (bounded by the header timeout)
-//!   until hyper-util can tell HTTP/1 from h2 without blocking; its own
-//!   sniffing has no timeout.
-//! - [`builder`]: hyper-util's auto builder with HTTP/1's header timeout.
+//! - [`request_start`]: before hyper, read (bounded by the header timeout)
+//!   until the first bytes tell HTTP/1 from h2 ([`Proto`]); hyper-util's
+//!   own sniffing has no timeout, and peeking then reading again cost a
+//!   `recv` per connection. [`Replay`] hands the bytes read to hyper.
+//! - [`builder`]: hyper-util's auto builder with HTTP/1's header timeout;
+//!   [`Builders`] its HTTP/1-only and h2-only copies, one per [`Proto`].
 //! - [`serve`]: run the connection; [`Activity`] counts its requests in
 //!   flight (from the request head to the end of the response body) and
 //!   when the last one ended. A connection with no request in flight for
@@ -16,6 +18,11 @@
 //!   later unless a request raced in. [`Activity::kick`] does the same at
 //!   once: the listener's eviction of an idle connection under pressure.
 //!
+//! Cost per request (the ignition hot path): the count is two atomics and
+//! no allocation ([`CountedFuture`], [`Tracked`]); the idle, kick and
+//! shutdown watch is polled only when one of its own timers or tokens
+//! fires (`Quiet`), not on every wake-up of the connection.
+//!
 //! Invariants: a connection with nothing in flight lives at most the idle
 //! timeout plus [`CLOSE_GRACE`] (plus one timer tick) — whatever the client
 //! sends or leaves unanswered (SETTINGS, PING, a partial HEADERS frame);
@@ -25,10 +32,15 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll, Wake, Waker, ready};
 use std::time::Duration;
 
+use futures_util::task::AtomicWaker;
+use pin_project_lite::pin_project;
+
+use bytes::{Buf as _, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -120,7 +132,7 @@ impl Drop for InFlight {
 /// A response body that keeps its request counted until hyper drops it.
 pub struct Tracked<B> {
     body: B,
-    _req: InFlight,
+    _req: Option<InFlight>,
 }
 
 impl<B: Body + Unpin> Body for Tracked<B> {
@@ -149,29 +161,45 @@ pub struct Counted<S> {
     activity: Arc<Activity>,
 }
 
-type CountedFuture<B, E> = Pin<Box<dyn Future<Output = Result<Response<Tracked<B>>, E>> + Send>>;
+pin_project! {
+    /// The service's future, counted from the request head on; its response
+    /// body carries the count on ([`Tracked`]). No allocation per request.
+    pub struct CountedFuture<F> {
+        #[pin]
+        fut: F,
+        req: Option<InFlight>,
+    }
+}
+
+impl<F, B, E> Future for CountedFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<Tracked<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let r = ready!(this.fut.poll(cx));
+        // An error drops the guard here: the request ended.
+        let req = this.req.take();
+        Poll::Ready(r.map(|resp| resp.map(|body| Tracked { body, _req: req })))
+    }
+}
 
 impl<S, B> Service<Request<Incoming>> for Counted<S>
 where
     S: Service<Request<Incoming>, Response = Response<B>>,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-    B: Send + 'static,
 {
     type Response = Response<Tracked<B>>;
     type Error = S::Error;
-    type Future = CountedFuture<B, S::Error>;
+    type Future = CountedFuture<S::Future>;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
-        let req_in_flight = self.activity.begin();
-        let fut = self.svc.call(req);
-        Box::pin(async move {
-            let r = fut.await?;
-            Ok(r.map(|body| Tracked {
-                body,
-                _req: req_in_flight,
-            }))
-        })
+        let in_flight = self.activity.begin();
+        CountedFuture {
+            fut: self.svc.call(req),
+            req: Some(in_flight),
+        }
     }
 }
 
@@ -186,20 +214,134 @@ pub fn builder(header_timeout: Duration) -> auto::Builder<TokioExecutor> {
     b
 }
 
-/// Whether the bytes received let hyper-util tell HTTP/1 from h2 without
-/// blocking: they differ from the h2 preface, or hold all of it. `false`
-/// when the client closed first. `peek`, not `readable()`: the latter
-/// reported fresh sockets ready with no byte in them.
-async fn sniffable(stream: &TcpStream) -> bool {
-    let mut buf = [0u8; H2_PREFACE.len()];
-    loop {
-        match stream.peek(&mut buf).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) if n == buf.len() || buf[..n] != H2_PREFACE[..n] => return true,
-            // A prefix of the preface: wait for more (peek returns at once
-            // while bytes are queued, so poll gently).
-            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+/// The protocol a connection speaks, from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    /// Anything but the h2 preface (hyper answers what is not HTTP/1).
+    Http1,
+    /// The h2 connection preface (h2c with prior knowledge).
+    H2,
+}
+
+/// One connection builder per [`Proto`], so hyper-util does not sniff the
+/// version again (its sniffing reads the first 24 bytes into a buffer of
+/// its own: one more `recv` and allocation per connection).
+pub struct Builders {
+    h1: auto::Builder<TokioExecutor>,
+    h2: auto::Builder<TokioExecutor>,
+}
+
+impl Builders {
+    /// The HTTP/1-only and h2-only copies of `b` (configured as wanted).
+    pub fn new(b: auto::Builder<TokioExecutor>) -> Builders {
+        Builders {
+            h1: b.clone().http1_only(),
+            h2: b.http2_only(),
         }
+    }
+
+    fn get(&self, p: Proto) -> &auto::Builder<TokioExecutor> {
+        match p {
+            Proto::Http1 => &self.h1,
+            Proto::H2 => &self.h2,
+        }
+    }
+}
+
+/// What the first bytes say, as hyper-util would judge them: h2 when
+/// they are the whole preface, HTTP/1 as soon as they differ from it,
+/// `None` while they are a prefix of it.
+fn proto_of(first: &[u8]) -> Option<Proto> {
+    let n = first.len().min(H2_PREFACE.len());
+    if first[..n] != H2_PREFACE[..n] {
+        Some(Proto::Http1)
+    } else if n == H2_PREFACE.len() {
+        Some(Proto::H2)
+    } else {
+        None
+    }
+}
+
+/// Bytes read before the protocol was known: what one `recv` brings of a
+/// typical request head (more is left to hyper).
+const FIRST_READ: usize = 4096;
+
+/// Read until the bytes received tell the protocol (see [`proto_of`]):
+/// the protocol and the bytes, `None` when the client closed first.
+async fn sniff(stream: &TcpStream) -> Option<(Proto, Bytes)> {
+    let mut buf = BytesMut::with_capacity(FIRST_READ);
+    loop {
+        stream.readable().await.ok()?;
+        // A readiness without bytes (seen on fresh sockets) is WouldBlock:
+        // it clears the readiness and we wait again.
+        match stream.try_read_buf(&mut buf) {
+            Ok(0) => return None,
+            Ok(_) => {
+                if let Some(p) = proto_of(&buf) {
+                    return Some((p, buf.freeze()));
+                }
+                // A prefix of the h2 preface: wait for more.
+                buf.reserve(H2_PREFACE.len());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+/// A stream whose first bytes, read by [`request_start`], are read again
+/// before the rest. Writes pass through (vectored ones included).
+pub struct Replay<S> {
+    first: Bytes,
+    inner: S,
+}
+
+impl<S> Replay<S> {
+    pub fn new(inner: S, first: Bytes) -> Replay<S> {
+        Replay { first, inner }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.first.is_empty() {
+            return Pin::new(&mut this.inner).poll_read(cx, buf);
+        }
+        let n = this.first.len().min(buf.remaining());
+        buf.put_slice(&this.first[..n]);
+        this.first.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
 
@@ -221,22 +363,79 @@ pub enum Ended {
     Shutdown,
 }
 
-/// Wait until the client's first bytes let the protocol be told (see
-/// `sniffable`), at most `header_timeout`: `None` when it may be served,
-/// else how it ended (silent, kicked, shutdown).
+/// Read until the client's first bytes tell the protocol (see `sniff`),
+/// at most `header_timeout`: the protocol and the bytes read (for
+/// [`Replay`]) when it may be served, else how it ended (silent, kicked,
+/// shutdown).
 pub async fn request_start(
     stream: &TcpStream,
     header_timeout: Duration,
     activity: &Activity,
     shutdown: &CancellationToken,
-) -> Option<Ended> {
+) -> Result<(Proto, Bytes), Ended> {
     tokio::select! {
-        r = tokio::time::timeout(header_timeout, sniffable(stream)) => match r {
-            Ok(true) => None,
-            _ => Some(Ended::Silent),
+        r = tokio::time::timeout(header_timeout, sniff(stream)) => match r {
+            Ok(Some(p)) => Ok(p),
+            _ => Err(Ended::Silent),
         },
-        _ = activity.kick.cancelled() => Some(Ended::Kicked),
-        _ = shutdown.cancelled() => Some(Ended::Shutdown),
+        _ = activity.kick.cancelled() => Err(Ended::Kicked),
+        _ = shutdown.cancelled() => Err(Ended::Shutdown),
+    }
+}
+
+/// Sets `woken` and wakes the task that polls the [`Quiet`] future.
+#[derive(Default)]
+struct WakeFlag {
+    woken: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl Wake for WakeFlag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.task.wake();
+    }
+}
+
+pin_project! {
+    /// `fut`, polled only when a waker it registered fired (or the first
+    /// time): in a `select!` with the connection, the watch's timers and
+    /// tokens are not re-polled (a lock each) on every wake-up of the
+    /// connection, i.e. on every request.
+    struct Quiet<F> {
+        #[pin]
+        fut: F,
+        flag: Arc<WakeFlag>,
+        waker: Waker,
+    }
+}
+
+impl<F: Future> Quiet<F> {
+    fn new(fut: F) -> Quiet<F> {
+        let flag = Arc::new(WakeFlag {
+            woken: AtomicBool::new(true),
+            task: AtomicWaker::new(),
+        });
+        let waker = Waker::from(flag.clone());
+        Quiet { fut, flag, waker }
+    }
+}
+
+impl<F: Future> Future for Quiet<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        // Register first: a wake-up from here on polls the task again.
+        this.flag.task.register(cx.waker());
+        if !this.flag.woken.swap(false, Ordering::AcqRel) {
+            return Poll::Pending;
+        }
+        this.fut.poll(&mut Context::from_waker(this.waker))
     }
 }
 
@@ -260,12 +459,13 @@ pub struct Timeouts {
     pub drain: Duration,
 }
 
-/// Serve one HTTP connection (HTTP/1 or 2, per `builder`) over `io` (a
-/// `TcpStream` or a wrapper of one) until it ends: the client closes it,
-/// it idles out, it is kicked, or `shutdown` (then hyper finishes the
+/// Serve one HTTP connection (`proto`, from [`request_start`]) over `io`
+/// (a `TcpStream` or a wrapper of one) until it ends: the client closes
+/// it, it idles out, it is kicked, or `shutdown` (then hyper finishes the
 /// requests in flight, no new ones, within `t.drain`).
 pub async fn serve<S, B, I>(
-    builder: &auto::Builder<TokioExecutor>,
+    builders: &Builders,
+    proto: Proto,
     io: I,
     svc: S,
     activity: &Arc<Activity>,
@@ -286,16 +486,24 @@ where
         svc,
         activity: activity.clone(),
     };
-    let conn = builder.serve_connection(TokioIo::new(io), svc);
+    let conn = builders.get(proto).serve_connection(TokioIo::new(io), svc);
     tokio::pin!(conn);
+    let watch = Quiet::new(async {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => Ended::Shutdown,
+            _ = activity.kick.cancelled() => Ended::Kicked,
+            _ = idled_out(activity, t.idle) => Ended::Idle,
+        }
+    });
+    tokio::pin!(watch);
     let why = tokio::select! {
+        biased;
         r = conn.as_mut() => return match r {
             Ok(()) => Ended::Done,
             Err(e) => Ended::Failed(e),
         },
-        _ = shutdown.cancelled() => Ended::Shutdown,
-        _ = idled_out(activity, t.idle) => Ended::Idle,
-        _ = activity.kick.cancelled() => Ended::Kicked,
+        why = watch => why,
     };
     conn.as_mut().graceful_shutdown();
     if matches!(why, Ended::Shutdown) {
@@ -317,6 +525,113 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protocol_from_the_first_bytes() {
+        assert_eq!(proto_of(b"GET / HTTP/1.1\r\n"), Some(Proto::Http1));
+        assert_eq!(proto_of(b"G"), Some(Proto::Http1));
+        assert_eq!(proto_of(b"PRI * HTTP/1.1"), Some(Proto::Http1));
+        assert_eq!(proto_of(b"PRI * HTTP/2.0\r\n"), None);
+        assert_eq!(proto_of(b""), None);
+        assert_eq!(proto_of(H2_PREFACE), Some(Proto::H2));
+        let mut more = H2_PREFACE.to_vec();
+        more.extend_from_slice(b"\0\0\x12\x04");
+        assert_eq!(proto_of(&more), Some(Proto::H2));
+    }
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        (l.accept().await.unwrap().0, c)
+    }
+
+    #[tokio::test]
+    async fn request_start_reads_once_and_replays_the_bytes() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let (srv, mut cli) = pair().await;
+        let req = b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
+        cli.write_all(req).await.unwrap();
+        let (a, sd) = (Activity::new(), CancellationToken::new());
+        let (p, first) = request_start(&srv, Duration::from_secs(5), &a, &sd)
+            .await
+            .unwrap();
+        assert_eq!(p, Proto::Http1);
+        let mut r = Replay::new(srv, first);
+        cli.write_all(b"more").await.unwrap();
+        let mut got = vec![0u8; req.len() + 4];
+        r.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got[..req.len()], req, "the bytes read first come first");
+        assert_eq!(&got[req.len()..], b"more");
+    }
+
+    #[tokio::test]
+    async fn request_start_waits_for_the_whole_h2_preface() {
+        use tokio::io::AsyncWriteExt as _;
+        let (srv, mut cli) = pair().await;
+        let (a, sd) = (Activity::new(), CancellationToken::new());
+        cli.write_all(&H2_PREFACE[..10]).await.unwrap();
+        let rest = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            cli.write_all(&H2_PREFACE[10..]).await.unwrap();
+            cli
+        });
+        let (p, first) = request_start(&srv, Duration::from_secs(5), &a, &sd)
+            .await
+            .unwrap();
+        assert_eq!(p, Proto::H2);
+        assert_eq!(&first[..], H2_PREFACE);
+        drop(rest.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn request_start_ends_silent_clients() {
+        let (srv, cli) = pair().await;
+        let (a, sd) = (Activity::new(), CancellationToken::new());
+        let r = request_start(&srv, Duration::from_millis(200), &a, &sd).await;
+        assert!(matches!(r, Err(Ended::Silent)), "{r:?}");
+        drop(cli);
+    }
+
+    /// A future that counts its polls and is ready once `go` is cancelled.
+    async fn counting(polls: &AtomicUsize, go: &CancellationToken) {
+        let f = go.cancelled();
+        tokio::pin!(f);
+        std::future::poll_fn(|cx| {
+            polls.fetch_add(1, Ordering::SeqCst);
+            f.as_mut().poll(cx)
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn quiet_polls_only_after_its_own_wakeup() {
+        let polls = AtomicUsize::new(0);
+        let go = CancellationToken::new();
+        let q = Quiet::new(counting(&polls, &go));
+        tokio::pin!(q);
+        let noop = Waker::noop();
+        let mut cx = Context::from_waker(noop);
+        assert!(q.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(
+            polls.load(Ordering::SeqCst),
+            1,
+            "the first poll goes through"
+        );
+        for _ in 0..5 {
+            assert!(q.as_mut().poll(&mut cx).is_pending());
+        }
+        assert_eq!(
+            polls.load(Ordering::SeqCst),
+            1,
+            "no wake-up of its own: not polled"
+        );
+        go.cancel();
+        assert!(
+            q.as_mut().poll(&mut cx).is_ready(),
+            "woken: polled, and done"
+        );
+        assert_eq!(polls.load(Ordering::SeqCst), 2);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn idle_time_counts_from_the_last_request() {

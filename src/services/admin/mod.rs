@@ -247,22 +247,24 @@ async fn serve_listener(
         backoff: Duration::from_millis(50),
         drain: None,
     };
-    let builder = Arc::new(httpconn::builder(CONN_TIMEOUT));
+    let builders = Arc::new(httpconn::Builders::new(httpconn::builder(CONN_TIMEOUT)));
     let on_error = |e: &std::io::Error| debug!("admin accept: {e}");
     let listener_addr = listener.local_addr().ok();
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
         let hub = hub.clone();
         let api_token = api_token.clone();
         let shutdown = shutdown.clone();
-        let builder = builder.clone();
+        let builders = builders.clone();
         async move {
             let activity = httpconn::Activity::new();
-            if let Some(end) =
-                httpconn::request_start(&stream, CONN_TIMEOUT, &activity, &shutdown).await
-            {
-                debug!(%peer, "admin connection closed before a request: {end:?}");
-                return;
-            }
+            let (proto, first) =
+                match httpconn::request_start(&stream, CONN_TIMEOUT, &activity, &shutdown).await {
+                    Ok(p) => p,
+                    Err(end) => {
+                        debug!(%peer, "admin connection closed before a request: {end:?}");
+                        return;
+                    }
+                };
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let hub = hub.clone();
                 let me = AdminStatus {
@@ -291,7 +293,7 @@ async fn serve_listener(
                 drain: drain::HTTP_REQUESTS,
             };
             if let httpconn::Ended::Failed(e) =
-                httpconn::serve(&builder, stream, svc, &activity, t, &shutdown).await
+                httpconn::serve(&builders, proto, httpconn::Replay::new(stream, first), svc, &activity, t, &shutdown).await
             {
                 debug!(%peer, "admin connection: {e}");
             }

@@ -159,11 +159,47 @@ fn full(b: impl Into<Bytes>) -> Body {
 }
 
 /// A body of shared pieces (an ignition body: slices of one cached file),
-/// sent as they are, no copy.
+/// sent as they are, no copy: one frame per piece, its exact length known
+/// (no per-response list of frames, no stream machinery).
+struct Parts {
+    parts: Arc<[Bytes]>,
+    next: usize,
+    left: u64,
+}
+
+impl hyper::body::Body for Parts {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::io::Result<Frame<Bytes>>>> {
+        let Some(p) = self.parts.get(self.next).cloned() else {
+            return std::task::Poll::Ready(None);
+        };
+        self.next += 1;
+        self.left = self.left.saturating_sub(p.len() as u64);
+        std::task::Poll::Ready(Some(Ok(Frame::data(p))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.next >= self.parts.len()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.left)
+    }
+}
+
 fn shared_body(parts: Arc<[Bytes]>) -> Body {
-    let frames: Vec<std::io::Result<Frame<Bytes>>> =
-        parts.iter().map(|p| Ok(Frame::data(p.clone()))).collect();
-    stream_body(stream::iter(frames))
+    let left = parts.iter().map(|p| p.len() as u64).sum();
+    Parts {
+        parts,
+        next: 0,
+        left,
+    }
+    .boxed_unsync()
 }
 
 fn hv(s: &str) -> HeaderValue {
@@ -408,8 +444,13 @@ impl Ctx {
         r
     }
 
-    async fn serve_ignition(&self, req: &Request<Incoming>, peer: SocketAddr, name: &str) -> Resp {
-        let plan = self.plan.load_full();
+    async fn serve_ignition(
+        &self,
+        req: &Request<Incoming>,
+        plan: &Plan,
+        peer: SocketAddr,
+        name: &str,
+    ) -> Resp {
         let c = &plan.cluster;
         let client = peer.ip();
         let node = ignition::node_by_ip(c, client).map(|n| n.name.clone());
@@ -583,10 +624,10 @@ impl Ctx {
         } else if let Some(rest) = p.strip_prefix("/boot/") {
             self.serve_boot(req, peer, rest).await
         } else if let Some(rest) = p.strip_prefix("/ignition/") {
-            self.serve_ignition(req, peer, rest).await
+            self.serve_ignition(req, &plan, peer, rest).await
         } else if let Some(rest) = p.strip_prefix('/') {
             if rest.ends_with(".ign") && !rest.contains('/') {
-                self.serve_ignition(req, peer, rest).await
+                self.serve_ignition(req, &plan, peer, rest).await
             } else {
                 self.serve_file(req, &cfg.images_dir, rest).await
             }

@@ -259,7 +259,7 @@ impl Ctx {
         path: &str,
         peer: std::net::SocketAddr,
     ) -> Resp {
-        let plan = self.plan.load_full();
+        let plan = self.plan.load();
         let c = &plan.cluster;
         if c.rhcos.is_none() {
             return r;

@@ -14,8 +14,6 @@ use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use hyper::Request;
 use hyper::body::Incoming;
-use hyper_util::rt::TokioExecutor;
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, info_span, warn};
@@ -26,7 +24,7 @@ use super::stats::Stats;
 use super::version::MinorVersion;
 use super::{Ctx, DRAIN, HEADER_TIMEOUT, IDLE_TIMEOUT};
 use crate::plan::Plan;
-use crate::runtime::httpconn::{self, Activity, Ended};
+use crate::runtime::httpconn::{self, Activity, Builders, Ended};
 use crate::runtime::limits::cap;
 use crate::runtime::lograte::LogRate;
 use crate::runtime::net;
@@ -87,6 +85,12 @@ impl Http {
 
     fn start_listener(&self, addr: SocketAddr, listener: TcpListener) {
         let token = self.tasks.token();
+        // Accepted sockets inherit TCP_NODELAY from the listener (Linux):
+        // one `setsockopt` per listener, not per connection. Without it,
+        // each connection sets it (see `serve_listener`).
+        let nodelay_inherited = socket2::SockRef::from(&listener)
+            .set_tcp_nodelay(true)
+            .is_ok();
         if let Ok(local) = listener.local_addr() {
             info!("listening for http on {local}");
             self.ctx.stats.set_listen(local);
@@ -94,7 +98,7 @@ impl Http {
         self.tasks.spawn(
             format!("http listener {addr}"),
             token.clone(),
-            serve_listener(self.ctx.clone(), listener, token.clone()),
+            serve_listener(self.ctx.clone(), listener, nodelay_inherited, token.clone()),
         );
         self.listeners.insert(addr, token);
     }
@@ -155,7 +159,7 @@ impl Service for Http {
 /// of [`httpconn`].
 async fn serve_conn(
     ctx: Arc<Ctx>,
-    builder: Arc<auto::Builder<TokioExecutor>>,
+    builders: Arc<Builders>,
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     admitted: Result<(ClientSlot, Option<std::net::IpAddr>), Refused>,
@@ -185,11 +189,14 @@ async fn serve_conn(
     // A client that connects and stays silent holds no slot for long;
     // hyper's header timeout then bounds each HTTP/1 request head, and the
     // idle timeout every connection with no request in flight (h2 too).
-    if let Some(end) = httpconn::request_start(&stream, HEADER_TIMEOUT, &activity, &shutdown).await
-    {
-        debug!("http connection closed before a request: {end:?}");
-        return;
-    }
+    let (proto, first) =
+        match httpconn::request_start(&stream, HEADER_TIMEOUT, &activity, &shutdown).await {
+            Ok(p) => p,
+            Err(end) => {
+                debug!("http connection closed before a request: {end:?}");
+                return;
+            }
+        };
     ctx.stats.conn_open();
     let c2 = ctx.clone();
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
@@ -200,8 +207,8 @@ async fn serve_conn(
         idle: IDLE_TIMEOUT,
         drain: DRAIN,
     };
-    let stream = MinorVersion::new(stream);
-    match httpconn::serve(&builder, stream, svc, &activity, t, &shutdown).await {
+    let stream = MinorVersion::new(httpconn::Replay::new(stream, first));
+    match httpconn::serve(&builders, proto, stream, svc, &activity, t, &shutdown).await {
         Ended::Idle => ctx.stats.closed_idle(),
         Ended::Failed(e) => debug!("http connection: {e}"),
         _ => {}
@@ -216,6 +223,7 @@ static ACCEPT_LOG: LogRate = LogRate::new("http", Duration::from_secs(1));
 async fn serve_listener(
     ctx: Arc<Ctx>,
     listener: TcpListener,
+    nodelay_inherited: bool,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     // Descriptors bound what is accepted; admission what is served (the
@@ -230,7 +238,7 @@ async fn serve_listener(
     // A client that shuts down its write side after the request (busybox
     // nc, HTTP/1.0 tools) still gets the whole body.
     builder.http1().half_close(true);
-    let builder = Arc::new(builder);
+    let builders = Arc::new(Builders::new(builder));
     // EMFILE and friends: back off instead of spinning; one line a second.
     let on_error = |e: &std::io::Error| {
         if let Some(tail) = ACCEPT_LOG.check("accept error", None) {
@@ -245,16 +253,20 @@ async fn serve_listener(
         };
         let activity = Activity::new();
         let admitted = ctx.clients.admit(peer.ip(), &activity, lim);
-        let _ = stream.set_nodelay(true);
-        let conn = serve_conn(
+        if !nodelay_inherited {
+            let _ = stream.set_nodelay(true);
+        }
+        // Boxed: the connection's state (hyper's h1 and h2 machines) is
+        // large, and the task would otherwise copy it in and out whole.
+        let conn = Box::pin(serve_conn(
             ctx.clone(),
-            builder.clone(),
+            builders.clone(),
             stream,
             peer,
             admitted,
             activity,
             shutdown.clone(),
-        );
+        ));
         conn.instrument(info_span!("http", %peer))
     })
     .await;
@@ -273,5 +285,21 @@ impl crate::runtime::control::BootControl for Http {
         Ok(format!(
             "{node} will install again at its next network boot"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `start_listener` relies on it: an accepted socket inherits
+    /// TCP_NODELAY from its listener (Linux), so no per-connection call.
+    #[tokio::test]
+    async fn accepted_sockets_inherit_nodelay_from_the_listener() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        socket2::SockRef::from(&l).set_tcp_nodelay(true).unwrap();
+        let _c = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        assert!(s.nodelay().unwrap());
     }
 }
