@@ -152,9 +152,7 @@ async fn tick(
     events: &Events,
 ) {
     let probes = ts.iter().map(|t| async move {
-        let Some(pr) = probers.get(&t.pool) else {
-            return None;
-        };
+        let pr = probers.get(&t.pool)?;
         match tokio::time::timeout(timeout, pr.probe(&t.check, t.addr)).await {
             Ok(Ok(())) => Some(true),
             Ok(Err(e)) if e.is_local() => None,
