@@ -4,7 +4,8 @@
 //! limits, the TCP accept loop and an HTTP connection's life, the
 //! Prometheus writer and logging (with a once-per-address limiter for
 //! refusals, [`once`], and the rate limiter of per-client log lines,
-//! [`lograte`]).
+//! [`lograte`]), and the health probes with their rise/fall state machine
+//! ([`probe`], [`health`]) that the LB and the single-node prober share.
 
 pub mod changes;
 pub mod clock;
