@@ -191,8 +191,10 @@ fn zones(c: &Cluster) -> Vec<Zone> {
         a(n(NS), net.appliance_ip),
         a(n(API), c.api_address()),
         a(n(API_INT), c.api_address()),
-        a(n(&format!("*.{APPS}")), c.apps_address()),
     ];
+    for ip in c.apps_addresses() {
+        fwd.push(a(n(&format!("*.{APPS}")), ip));
+    }
     for node in &c.nodes {
         fwd.push(a(n(&node.name), node.ip));
     }
@@ -271,14 +273,9 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
         .iter()
         .filter(|n| matches!(n.role, Role::Bootstrap | Role::Master))
         .collect();
-    let workers: Vec<_> = c.nodes_with_role(Role::Worker).collect();
-    // Compact clusters run ingress on the masters; single-node keeps it
-    // on its master when workers are added.
-    let ingress = if workers.is_empty() || c.mode.is_single_node() {
-        c.nodes_with_role(Role::Master).collect()
-    } else {
-        workers
-    };
+    // `ingress`, or: compact clusters run ingress on the masters;
+    // single-node keeps it on its master when workers are added.
+    let ingress = c.ingress_nodes();
     // `loadBalancer.backendOverrides` replaces `<node ip>:<port>` per pool.
     type Pick = fn(&BackendOverrideCfg) -> Option<SocketAddr>;
     let backends = |nodes: &[&NodeCfg], port: u16, pick: Pick| {

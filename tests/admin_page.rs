@@ -160,3 +160,71 @@ fn admin_status_page_renders_in_chromium() {
     );
     assert!(phone.contains("data-label=\"ignition\""), "{phone}");
 }
+
+/// Single-node: a bootstrap-in-place Ignition written 21 h ago (its
+/// certificates expire 24 h after it was made) shows the warning box on the
+/// page, with the command that makes it again; a fresh one shows none.
+#[test]
+fn the_page_warns_about_an_old_bootstrap_in_place_ignition() {
+    require_tools!("chromium");
+    let dir = tempfile::tempdir().unwrap();
+    let ign = dir.path().join("ignition");
+    std::fs::create_dir_all(&ign).unwrap();
+    let bip = ign.join("bootstrap-in-place-for-live-iso.ign");
+    std::fs::write(&bip, r#"{"ignition":{"version":"3.2.0"}}"#).unwrap();
+    let yaml = format!(
+        r#"name: sno
+baseDomain: crc.testing
+network:
+  cidr: 127.0.20.0/24
+  gateway: 127.0.20.1
+  applianceIP: 127.0.20.1
+nodes:
+  - {{ name: master-0, role: master, mac: "52:54:00:14:00:0a", ip: 127.0.20.10 }}
+dns:
+  enabled: false
+dhcp:
+  enabled: false
+http:
+  listen: 127.0.0.1:0
+  imagesDir: {d}/images
+  ignitionDir: {i}
+admin:
+  listen: 127.0.0.1:0
+"#,
+        d = dir.path().display(),
+        i = ign.display()
+    );
+    let app = Appliance::start(&yaml);
+    let admin = app.addr("admin");
+    let hint = "data-hint=\"stale-bootstrap-in-place\"";
+    let dom = chromium(&format!("http://{admin}/"), &["--dump-dom"]);
+    assert!(dom.contains("data-node=\"master-0\""), "{dom}");
+    assert!(!dom.contains(hint), "a fresh file is no warning: {dom}");
+
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(21 * 3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&bip)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    // The timeline samples the HTTP section once a second.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let dom = loop {
+        let dom = chromium(&format!("http://{admin}/"), &["--dump-dom"]);
+        if dom.contains(hint) || std::time::Instant::now() > deadline {
+            break dom;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let at = dom
+        .find(hint)
+        .unwrap_or_else(|| panic!("no warning: {dom}"));
+    let boxed = &dom[at..at + dom[at..].find("</div>").unwrap()];
+    assert!(boxed.contains("21 h ago"), "{boxed}");
+    assert!(
+        boxed.contains("openshift-install create single-node-ignition-config"),
+        "{boxed}"
+    );
+}

@@ -413,6 +413,110 @@ mod driver {
         assert!(d.down().unwrap().is_empty());
     }
 
+    /// Single-node (bootstrap-in-place) on the test driver: the install
+    /// domain boots the live kernel with the bootstrap-in-place Ignition URL
+    /// and no `coreos.inst.*`; its reboot is a guest shutdown
+    /// (`on_reboot=destroy`), and the first shutdown after the node's
+    /// Ignition fetch means "disk written": the VM is started again from the
+    /// persistent definition, which boots the disk.
+    #[test]
+    fn single_node_boots_live_with_bootstrap_in_place_then_its_disk() {
+        require_tools!("xorriso");
+        let dir = tempfile::tempdir().unwrap();
+        let iso = make_iso(dir.path(), "rhcos-sno", true);
+        std::fs::create_dir_all(dir.path().join("ign")).unwrap();
+        std::fs::write(
+            dir.path().join("ign/bootstrap-in-place-for-live-iso.ign"),
+            r#"{"ignition":{"version":"3.2.0"}}"#,
+        )
+        .unwrap();
+        // The test cluster's nodes minus all but master-0.
+        let yaml: String = cluster_yaml(dir.path(), &test_uri(dir.path()), &iso, "")
+            .lines()
+            .filter(|l| {
+                !["bootstrap,", "master-1,", "master-2,", "worker-0,"]
+                    .iter()
+                    .any(|n| l.contains(&format!("name: {n}")))
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let (spec, mut d) = open_driver(dir.path(), &yaml);
+        let (_, plan) = load(dir.path(), &yaml);
+        assert!(plan.cluster.mode.is_single_node(), "{yaml}");
+
+        let up = d.up().unwrap().join("\n");
+        assert!(
+            up.contains("started test-master-0 from the live ISO kernel"),
+            "{up}"
+        );
+        let live = domain_xml(&d, "test-master-0", false);
+        assert!(live.contains("<kernel>"), "{live}");
+        assert!(live.contains("<initrd>"), "{live}");
+        assert!(
+            live.contains("ignition.config.url=http://127.0.20.1:18080/ignition/master-0.ign"),
+            "the bootstrap-in-place URL (the node's own): {live}"
+        );
+        assert!(
+            live.contains("ignition.firstboot ignition.platform.id=metal"),
+            "{live}"
+        );
+        assert!(
+            live.contains(
+                "coreos.live.rootfs_url=http://127.0.20.1:18080/images/test-live-rootfs.img"
+            ),
+            "{live}"
+        );
+        assert!(!live.contains("coreos.inst"), "no install kargs: {live}");
+        assert!(live.contains("<on_reboot>destroy</on_reboot>"), "{live}");
+        let fin = domain_xml(&d, "test-master-0", true);
+        assert!(!fin.contains("<kernel>"), "{fin}");
+        assert!(fin.contains("<boot order='1'/>"), "{fin}");
+        assert!(fin.contains(&spec.node("master-0").unwrap().uuid), "{fin}");
+
+        // A shutdown before the Ignition fetch: the live system again.
+        d.set_evidence(Box::new(|_| false));
+        let dom = d.conn().lookup_domain_by_name("test-master-0").unwrap();
+        dom.shutdown().unwrap();
+        let out = d.finish_installs().unwrap();
+        assert!(
+            out[0]
+                .result
+                .clone()
+                .unwrap_err()
+                .contains("before the node fetched its ignition"),
+            "{out:?}"
+        );
+        assert!(domain_xml(&d, "test-master-0", false).contains("<kernel>"));
+        assert_eq!(row(&d.status().unwrap(), "master-0").phase, "install");
+
+        // The node wrote its disk and rebooted (a guest shutdown, after its
+        // Ignition fetch): started from the disk, not the live system.
+        d.set_evidence(Box::new(|_| true));
+        d.conn()
+            .lookup_domain_by_name("test-master-0")
+            .unwrap()
+            .shutdown()
+            .unwrap();
+        let out = d.finish_installs().unwrap();
+        assert_eq!(
+            out.iter().map(|o| o.line()).collect::<Vec<_>>(),
+            ["started test-master-0 from its disk"]
+        );
+        let live = domain_xml(&d, "test-master-0", false);
+        assert!(!live.contains("<kernel>"), "boots the disk: {live}");
+        assert!(!live.contains("ignition.config.url"), "{live}");
+        let st = d.status().unwrap();
+        assert_eq!(
+            (
+                row(&st, "master-0").state.as_str(),
+                row(&st, "master-0").phase.as_str()
+            ),
+            ("running", "installed")
+        );
+        assert!(d.finish_installs().unwrap().is_empty());
+        assert!(!d.down().unwrap().is_empty());
+    }
+
     #[test]
     fn down_leaves_foreign_objects_alone() {
         require_tools!("xorriso");

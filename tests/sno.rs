@@ -269,6 +269,65 @@ fn dig_and_kdig_resolve_api_api_int_and_apps_to_the_node() {
     }
 }
 
+/// `ingress`: with workers added, `*.apps` stays on the master (api and
+/// api-int always do) until the cluster file says the router moved; then it
+/// resolves to the named nodes, and the LB's ingress pools follow it.
+#[test]
+fn apps_follow_the_ingress_setting_and_stay_on_the_master_by_default() {
+    require_tools!("dig", "kdig");
+    let workers = "  - { name: worker-0, role: worker, mac: \"52:54:00:15:00:14\", ip: 127.0.21.20 }\n  - { name: worker-1, role: worker, mac: \"52:54:00:15:00:15\", ip: 127.0.21.21 }\n";
+    let apps = format!("y{}.apps.{Z}.", std::process::id());
+    let (dir, f) = setup(true, workers, dns_section());
+    let app = Appliance::start_file(dir, f);
+    let dns = app.addr("dns udp");
+    for tool in ["dig", "kdig"] {
+        assert_eq!(a_records(tool, dns, &apps, "A"), [NODE_IP], "{tool}");
+    }
+    drop(app);
+    let moved = format!("ingress: [worker-0, worker-1]\n{}", dns_section());
+    let (dir, f) = setup(true, workers, &moved);
+    let (code, out, err) = check(&f);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("ingress 127.0.21.20,127.0.21.21"), "{out}");
+    let app = Appliance::start_file(dir, f);
+    let dns = app.addr("dns udp");
+    for tool in ["dig", "kdig"] {
+        assert_eq!(
+            a_records(tool, dns, &apps, "A"),
+            ["127.0.21.20", "127.0.21.21"],
+            "{tool}"
+        );
+        for name in [format!("api.{Z}."), format!("api-int.{Z}.")] {
+            assert_eq!(a_records(tool, dns, &name, "A"), [NODE_IP], "{tool} {name}");
+        }
+    }
+    // With the LB on, the ingress pools are the named nodes (api stays on
+    // the master).
+    let (_d, f) = setup(
+        true,
+        workers,
+        "ingress: [worker-1]\nloadBalancer:\n  enabled: true\n",
+    );
+    let lb = run_ok(BIN, &["render", "--cluster", f.to_str().unwrap(), "lb"]);
+    let p = pools(&lb);
+    assert_eq!(p["ingress-https"], ["worker-1"], "{lb}");
+    assert_eq!(p["ingress-http"], ["worker-1"], "{lb}");
+    assert_eq!(p["api"], ["master-0"], "{lb}");
+    // Bad entries are refused with their field paths.
+    let (_d, f) = setup(true, workers, "ingress: [worker-9, worker-0, worker-0]\n");
+    let (code, out, err) = check(&f);
+    assert_eq!(code, 78, "{out}{err}");
+    let all = format!("{out}{err}");
+    assert!(
+        all.contains("ingress[0]") && all.contains("no node named \"worker-9\""),
+        "{all}"
+    );
+    assert!(
+        all.contains("ingress[2]") && all.contains("listed twice"),
+        "{all}"
+    );
+}
+
 fn closed(addr: SocketAddr) -> bool {
     TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_err()
 }

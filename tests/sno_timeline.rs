@@ -2,11 +2,13 @@
 //! as `tests/timeline.rs` uses them: the appliance in a "lab" namespace,
 //! the node in a second one joined by a veth pair; the node fetches its
 //! bootstrap-in-place Ignition with curl from its own address and serves
-//! TLS health endpoints with `openssl s_server`. The load balancer is on
-//! (`loadBalancer.enabled: true`), so its health checks of the master are
-//! the evidence: API up (bootstrapping), down (disk written, reboot: the
-//! install end), up again (bootstrap-complete), ingress up (ingress-ready;
-//! `wait-for install-complete` returns 0).
+//! TLS health endpoints with `openssl s_server`. Once with the load
+//! balancer on (`loadBalancer.enabled: true`): its health checks of the
+//! master are the evidence; once with it off (the single-node default):
+//! the timeline's own single-node prober checks the master. Either way:
+//! API up (bootstrapping), down (disk written, reboot: the install end), up
+//! again (bootstrap-complete), ingress up (ingress-ready; `wait-for
+//! install-complete` returns 0, and times out before).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -32,9 +34,16 @@ impl Drop for Proc {
     }
 }
 
-fn cluster(dir: &Path, ifs: &str, admin: u16) -> std::path::PathBuf {
+fn cluster(dir: &Path, ifs: &str, admin: u16, lb: bool) -> std::path::PathBuf {
     let d = dir.display();
     let [api, mc, http, https] = BACKENDS;
+    let frontends = if lb {
+        format!(
+            "  enabled: true\n  listen: {{ api: \"{APPLIANCE}:6443\", machineConfig: \"{APPLIANCE}:22623\", ingressHttp: \"{APPLIANCE}:80\", ingressHttps: \"{APPLIANCE}:443\" }}\n"
+        )
+    } else {
+        String::new()
+    };
     let text = format!(
         r#"name: sno
 baseDomain: crc.testing
@@ -51,9 +60,7 @@ dhcp:
   enabled: false
   leaseFile: "{d}/leases.json"
 loadBalancer:
-  enabled: true
-  listen: {{ api: "{APPLIANCE}:6443", machineConfig: "{APPLIANCE}:22623", ingressHttp: "{APPLIANCE}:80", ingressHttps: "{APPLIANCE}:443" }}
-  backendPorts: {{ api: {api}, machineConfig: {mc}, ingressHttp: {http}, ingressHttps: {https} }}
+{frontends}  backendPorts: {{ api: {api}, machineConfig: {mc}, ingressHttp: {http}, ingressHttps: {https} }}
   healthCheck: {{ interval: 300ms, timeout: 300ms, rise: 1, fall: 2 }}
 http:
   listen: {APPLIANCE}:8080
@@ -72,6 +79,19 @@ admin:
 fn a_single_node_install_goes_live_bootstrap_reboot_api_ingress() {
     require_netns!("sntl");
     require_tools!("curl", "openssl");
+    drive(true);
+}
+
+/// The single-node default: no load balancer; the timeline's own prober
+/// checks the node's 6443/readyz and ingress.
+#[test]
+fn without_the_load_balancer_the_prober_drives_the_single_node_phases() {
+    require_netns!("sntl");
+    require_tools!("curl", "openssl");
+    drive(false);
+}
+
+fn drive(lb: bool) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::create_dir_all(d.join("images")).unwrap();
@@ -110,7 +130,7 @@ fn a_single_node_install_goes_live_bootstrap_reboot_api_ingress() {
     nodes.ip(&["addr", "add", &format!("{NODE}/24"), "dev", &ifc]);
     nodes.ip(&["link", "set", &ifc, "up"]);
     let admin = common::free_port();
-    let f = cluster(d, &ifs, admin);
+    let f = cluster(d, &ifs, admin, lb);
     let app = Appliance::launch()
         .netns(srv.name())
         .ready_timeout(Duration::from_secs(30))

@@ -344,7 +344,11 @@ pub fn summary(plan: &Plan) -> String {
         c.network.gateway,
         c.network.appliance_ip,
         c.api_address(),
-        c.apps_address()
+        c.apps_addresses()
+            .iter()
+            .map(|ip| ip.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     );
     for r in crate::model::cluster::Role::ALL {
         let names: Vec<_> = c.nodes_with_role(r).map(|n| n.name.as_str()).collect();

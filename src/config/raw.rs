@@ -14,6 +14,14 @@ pub struct ClusterFile {
     pub base_domain: String,
     pub network: Network,
     pub nodes: Vec<Node>,
+    /// Nodes that run the default ingress router, by name: `*.apps` (on
+    /// single-node without the load balancer) and the load balancer's
+    /// ingress pools follow it. Absent or empty: the masters when there are
+    /// no workers (compact) or the cluster is single-node (also after
+    /// workers were added), the workers otherwise. Set it when the router
+    /// was moved (its IngressController's `nodePlacement`).
+    #[serde(default)]
+    pub ingress: Vec<String>,
     #[serde(default)]
     pub dns: Dns,
     #[serde(default)]

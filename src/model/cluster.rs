@@ -28,6 +28,10 @@ pub struct Cluster {
     pub tftp: Option<TftpCfg>,
     /// Bootstrap node or single-node bootstrap-in-place ([`super::mode`]).
     pub mode: super::mode::InstallMode,
+    /// `ingress`: the nodes that run the ingress router, by name (validated:
+    /// existing, not the bootstrap, no repeats); empty = the default
+    /// ([`Cluster::ingress_nodes`]).
+    pub ingress: Vec<String>,
 }
 
 impl Cluster {
@@ -66,14 +70,36 @@ impl Cluster {
             _ => self.network.api_vip,
         }
     }
-    /// What `*.apps` resolves to: the ingress VIP, or the single-node
-    /// master when the load balancer is off (also with workers added: the
-    /// router stays on the master).
-    pub fn apps_address(&self) -> Ipv4Addr {
-        match self.single_node() {
-            Some(m) if !self.lb.enabled => m.ip,
-            _ => self.network.ingress_vip,
+    /// The nodes that run the ingress router (the LB's ingress pools): the
+    /// `ingress` list when set; else the masters of a compact or
+    /// single-node cluster (single-node: also after workers were added, the
+    /// router stays on the master), else the workers.
+    pub fn ingress_nodes(&self) -> Vec<&NodeCfg> {
+        if !self.ingress.is_empty() {
+            return self
+                .ingress
+                .iter()
+                .filter_map(|name| self.node(name))
+                .collect();
         }
+        let workers: Vec<_> = self.nodes_with_role(Role::Worker).collect();
+        if workers.is_empty() || self.mode.is_single_node() {
+            self.nodes_with_role(Role::Master).collect()
+        } else {
+            workers
+        }
+    }
+    /// What `*.apps` resolves to: the ingress VIP, or, single-node with the
+    /// load balancer off, the ingress nodes' addresses (the master unless
+    /// `ingress` says the router moved).
+    pub fn apps_addresses(&self) -> Vec<Ipv4Addr> {
+        if self.single_node().is_some() && !self.lb.enabled {
+            let ips: Vec<_> = self.ingress_nodes().iter().map(|n| n.ip).collect();
+            if !ips.is_empty() {
+                return ips;
+            }
+        }
+        vec![self.network.ingress_vip]
     }
     /// Fully qualified node name, no trailing dot.
     pub fn fqdn(&self, label: &str) -> String {

@@ -4,12 +4,14 @@
 //! limits, the TCP accept loop and an HTTP connection's life, the
 //! Prometheus writer and logging (with a once-per-address limiter for
 //! refusals, [`once`], and the rate limiter of per-client log lines,
-//! [`lograte`]).
+//! [`lograte`]), and the health probes with their rise/fall state machine
+//! ([`probe`], [`health`]) that the LB and the single-node prober share.
 
 pub mod changes;
 pub mod clock;
 pub mod control;
 pub mod drain;
+pub mod health;
 pub mod httpconn;
 pub mod hub;
 pub mod limits;
@@ -17,6 +19,7 @@ pub mod lograte;
 pub mod metrics;
 pub mod net;
 pub mod once;
+pub mod probe;
 pub mod registry;
 pub mod reload;
 pub mod service;

@@ -29,8 +29,8 @@ use crate::services::admin;
 
 pub use super::drain::GRACE;
 
-/// The name of `serve`'s own task set (signals, timeline sampler, BMC
-/// `startOnServe`): its tasks fail `serve` like a service's would.
+/// The name of `serve`'s own task set (signals, timeline sampler, the
+/// single-node prober, BMC `startOnServe`): its tasks fail `serve` like a service's would.
 pub const BACKGROUND: &str = "serve";
 
 /// Sample the services' status into the install timeline every
@@ -117,6 +117,13 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         "serve timeline sampler",
         t.clone(),
         sample_timeline(hub.clone(), t),
+    );
+    let t = background.token();
+    let h = hub.clone();
+    background.spawn(
+        "serve single-node prober",
+        t.clone(),
+        crate::timeline::prober::run(move || h.plan(), hub.events(), t),
     );
     let t = background.token();
     background.spawn("serve log summaries", t.clone(), async move {

@@ -7,7 +7,8 @@
 //! renders the `/status` section for the plan's nodes, and
 //! [`Timeline::view_at`] adds the hints that hold at a given time (a worker
 //! stuck on its CSRs, an ignored marker). The socket side
-//! ([`recorder`]) feeds it from the services' status and two direct hooks.
+//! ([`recorder`]) feeds it from the services' status and two direct hooks;
+//! [`prober`] checks a single-node master itself when the LB is off.
 //!
 //! Invariants:
 //! - Every event is idempotent: applying the same observation again (the
@@ -29,6 +30,7 @@
 //!   again (bootstrap-complete: the node's own API), then its ingress
 //!   (ingress-ready, `wait-for install-complete`).
 
+pub mod prober;
 pub mod recorder;
 pub mod render;
 

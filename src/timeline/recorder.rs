@@ -20,7 +20,6 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use super::{Event, Pool, Timeline};
-use crate::model::catalogue::PoolKind;
 use crate::model::cluster::MacAddr;
 use crate::model::cluster::Role;
 use crate::plan::Plan;
@@ -162,11 +161,7 @@ impl Recorder {
                     .then(|| lb.bootstrap_complete_marker.clone()),
             });
             for p in &lb.pools {
-                let pool = match p.name {
-                    PoolKind::Api => Pool::Api,
-                    PoolKind::MachineConfig => Pool::MachineConfig,
-                    PoolKind::IngressHttp | PoolKind::IngressHttps => Pool::Ingress,
-                };
+                let pool = super::prober::pool_of(p.name);
                 for b in &p.backends {
                     if b.removed && b.role == Role::Bootstrap {
                         evs.push(Event::BootstrapRemoved);

@@ -265,9 +265,11 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         libvirt,
         tftp,
         mode: Default::default(),
+        ingress: Vec::new(),
     };
     let mut c = c;
     install_mode(&mut c, raw_lb_enabled, &mut e);
+    c.ingress = nodes::ingress(&raw.ingress, &c.nodes, &mut e);
     rhcos::check_kargs_fit(&c, &mut e);
     rhcos::check_ipxe_cmdline(&c, &mut e);
     if !e.0.is_empty() {

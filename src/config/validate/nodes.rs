@@ -1,6 +1,7 @@
 //! `nodes[]`: names, roles, MACs and addresses, unique and inside the
 //! network (or a `dhcp.segments[]` subnet, not its gateway), never an
-//! address the appliance or a VIP has.
+//! address the appliance or a VIP has. `ingress[]`: names of those nodes,
+//! not the bootstrap, each once.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -132,4 +133,29 @@ pub(crate) fn build(
         e.push("nodes", "at most one node may have role bootstrap");
     }
     Some(nodes)
+}
+
+/// `ingress`: every entry names a node of `nodes` that is not the
+/// bootstrap (it leaves the cluster), once. Returns the valid names.
+pub(crate) fn ingress(list: &[String], nodes: &[NodeCfg], e: &mut Errs) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, name) in list.iter().enumerate() {
+        let p = format!("ingress[{i}]");
+        match nodes.iter().find(|n| &n.name == name) {
+            None => {
+                let known: Vec<_> = nodes.iter().map(|n| n.name.as_str()).collect();
+                e.push(
+                    p,
+                    format!("no node named {name:?} (nodes: {})", known.join(", ")),
+                );
+            }
+            Some(n) if n.role == Role::Bootstrap => e.push(
+                p,
+                format!("{name:?} is the bootstrap node, which leaves the cluster; name the masters or workers that run the router"),
+            ),
+            Some(_) if out.contains(name) => e.push(p, format!("{name:?} is listed twice")),
+            Some(_) => out.push(name.clone()),
+        }
+    }
+    out
 }

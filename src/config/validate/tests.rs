@@ -262,3 +262,26 @@ fn the_ipxe_kernel_line_must_fit_the_kernels_command_line() {
     let iso = crate::model::boot::iso_install_kargs(&c, crate::model::boot::IsoTarget::Node(node));
     assert!(iso.len() < 2048, "{}", iso.len());
 }
+
+#[test]
+fn ingress_names_existing_non_bootstrap_nodes_once() {
+    let text = format!(
+        "{BASE}  - {{ name: worker-0, role: worker, mac: \"52:54:00:00:00:14\", ip: 192.168.131.20 }}\ningress: [worker-0, bootstrap, nope, worker-0]\n"
+    )
+    .replace("rhcos: { iso: /x.iso }\nlibvirt: {}\n  - ", "  - ");
+    let text = format!("{text}rhcos: {{ iso: /x.iso }}\nlibvirt: {{}}\n");
+    let errs = validate(parse_str(&text).unwrap(), Path::new("/base")).unwrap_err();
+    let msgs: Vec<String> = errs.iter().map(|x| format!("{x:?}")).collect();
+    assert_eq!(errs.len(), 3, "{msgs:?}");
+    assert!(msgs[0].contains("ingress[1]") && msgs[0].contains("bootstrap node"));
+    assert!(msgs[1].contains("ingress[2]") && msgs[1].contains("no node named"));
+    assert!(msgs[2].contains("ingress[3]") && msgs[2].contains("twice"));
+    let ok = text.replace("[worker-0, bootstrap, nope, worker-0]", "[master-0]");
+    let c = validate(parse_str(&ok).unwrap(), Path::new("/base")).unwrap();
+    let names: Vec<_> = c.ingress_nodes().iter().map(|n| n.name.clone()).collect();
+    assert_eq!(names, ["master-0"], "the router moved to the master");
+    let default = ok.replace("ingress: [master-0]\n", "");
+    let c = validate(parse_str(&default).unwrap(), Path::new("/base")).unwrap();
+    let names: Vec<_> = c.ingress_nodes().iter().map(|n| n.name.clone()).collect();
+    assert_eq!(names, ["worker-0"], "default with workers: the workers");
+}

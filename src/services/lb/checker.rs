@@ -21,12 +21,12 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::check::ProbeError;
 use super::health::{self, Health};
 use super::state::{Backend, NodeMemory, PoolKind, Pools};
 use crate::model::cluster::{HealthCfg, RemoveBootstrap, Role};
 use crate::plan::Check;
 use crate::runtime::lograte::LogRate;
+use crate::runtime::probe::ProbeError;
 use crate::runtime::status::BootstrapCompleteBy;
 use crate::runtime::sync::LockExt as _;
 
@@ -40,9 +40,9 @@ pub trait Probe: Send + Sync {
 }
 
 #[async_trait]
-impl Probe for super::check::Prober {
+impl Probe for crate::runtime::probe::Prober {
     async fn probe(&self, check: &Check, addr: SocketAddr) -> Result<(), ProbeError> {
-        super::check::Prober::probe(self, check, addr).await
+        crate::runtime::probe::Prober::probe(self, check, addr).await
     }
 }
 

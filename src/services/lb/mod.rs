@@ -48,7 +48,6 @@
 //! - Every loop selects on shutdown. On shutdown the listeners close and
 //!   in-flight connections get [`DRAIN`] to finish before they are cut.
 
-pub mod check;
 pub mod checker;
 pub mod health;
 pub mod pipe;
@@ -81,10 +80,10 @@ use crate::runtime::net;
 use crate::runtime::once::{self, OncePerAddress};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 
+use crate::runtime::probe::Prober;
 use crate::runtime::status::{HealthStatus, LbStatus, PoolStatus, ServiceStatus};
 use crate::runtime::sync::LockExt as _;
 use crate::timeline::Events;
-use check::Prober;
 use checker::{BootstrapWatch, CheckSettings, Marker};
 use select::Tried;
 use state::{Backend, FrontendStats, NodeMemory, PoolKind, Pools};

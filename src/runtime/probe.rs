@@ -1,4 +1,6 @@
-//! Health check probes (the I/O side of [`super::health`]).
+//! Health check probes (the I/O side of [`super::health`]), shared by the
+//! load balancer's check loops and the timeline's single-node prober (the
+//! node's API and ingress when the load balancer is off).
 //!
 //! - `Tcp`: a TCP connect.
 //! - `Tls`: a TCP connect plus a completed TLS handshake; the certificate is
