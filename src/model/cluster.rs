@@ -26,6 +26,8 @@ pub struct Cluster {
     pub libvirt: Option<LibvirtCfg>,
     /// The `pxe:` section (TFTP server), if present.
     pub tftp: Option<TftpCfg>,
+    /// The `ntp:` section (NTP server), if present.
+    pub ntp: Option<NtpCfg>,
 }
 
 impl Cluster {
@@ -408,6 +410,18 @@ pub struct TftpCfg {
     pub allow_symlinks_to: Vec<PathBuf>,
     /// Boot options for pool clients too (default: nodes only).
     pub pool: bool,
+}
+
+/// The validated `ntp:` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NtpCfg {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+    /// Serve the host clock at this stratum even when it is not
+    /// synchronised (`None`: follow the kernel's state).
+    pub local_stratum: Option<u8>,
+    /// Requests per second per client address (burst: twice as many).
+    pub client_rate: u32,
 }
 
 /// An IPv4 network in CIDR form; the address is stored masked.
