@@ -11,7 +11,9 @@
 use std::fmt::Write as _;
 
 use crate::model::cluster::Role;
-use crate::runtime::status::{ClusterPhase, HintKind, NodeTimeline, TimelineHint, TimelineStatus};
+use crate::runtime::status::{
+    ClusterPhase, HintKind, NodeTimeline, NtpStatus, TimelineHint, TimelineStatus,
+};
 
 /// One install step of a node.
 pub struct Step {
@@ -150,6 +152,35 @@ pub fn table(t: &TimelineStatus) -> String {
         let _ = writeln!(o, "{line}");
     }
     o
+}
+
+/// `status`: the clock of every NTP client (nodes first), from the NTP
+/// service's section; `ERROR` where the offset is above 1 s (certificates
+/// then fail), and a line for an unsynchronised appliance clock.
+pub fn clock_lines(n: &NtpStatus) -> Vec<String> {
+    let mut out = Vec::new();
+    if n.serving == "unsynchronised" {
+        out.push("ntp: the appliance's clock is not synchronised: nodes will not use it (set ntp.localStratum if it is the lab's time source)".into());
+    }
+    if n.clients.is_empty() {
+        return out;
+    }
+    out.push("clock offsets (ntp clients, offset = appliance - client):".into());
+    let mut rows: Vec<_> = n.clients.iter().collect();
+    rows.sort_by_key(|c| (c.node.is_none(), c.node.clone(), c.client.clone()));
+    for c in rows {
+        let who = match &c.node {
+            Some(node) => format!("{node} ({})", c.client),
+            None => c.client.clone(),
+        };
+        let secs = c.offset_ms / 1000.0;
+        let mut line = format!("  {who:<28} {secs:+.3} s");
+        if c.skewed {
+            line.push_str("  ERROR: clock skew above 1 s, certificates will fail");
+        }
+        out.push(line);
+    }
+    out
 }
 
 /// A hint as lines: `hint: <message>`, then each command indented.
