@@ -53,6 +53,18 @@ impl Cluster {
                 .iter()
                 .any(|s| s.cidr.contains_or_loopback(ip))
     }
+    /// The NTP server the nodes are told about (DHCP option 42, `render
+    /// chrony`): `ntp.listen`'s IPv4 address, or the appliance's when it
+    /// listens on every address (or IPv6), and its port; `None` while NTP
+    /// is off.
+    pub fn ntp_server(&self) -> Option<(Ipv4Addr, u16)> {
+        let n = self.ntp.as_ref().filter(|n| n.enabled)?;
+        let ip = match n.listen.ip() {
+            std::net::IpAddr::V4(ip) if !ip.is_unspecified() => ip,
+            _ => self.network.appliance_ip,
+        };
+        Some((ip, n.listen.port()))
+    }
     /// `network.cidr` and the relayed segments, for messages.
     pub fn cluster_networks(&self) -> String {
         std::iter::once(self.network.cidr)
