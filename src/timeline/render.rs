@@ -271,3 +271,51 @@ pub fn missing(t: &TimelineStatus, goal: Goal) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod clock_tests {
+    use super::*;
+    use crate::runtime::status::NtpClientRow;
+
+    fn row(client: &str, node: Option<&str>, offset_ms: f64) -> NtpClientRow {
+        NtpClientRow {
+            client: client.into(),
+            node: node.map(str::to_string),
+            offset_ms,
+            skewed: offset_ms.abs() > 1000.0,
+            unix_time: 0,
+            requests: 1,
+        }
+    }
+
+    #[test]
+    fn skewed_clients_are_errors_and_nodes_come_first() {
+        let n = NtpStatus {
+            listen: None,
+            serving: "unsynchronised".into(),
+            leap: 3,
+            stratum: 16,
+            requests: 2,
+            replies: 2,
+            kod_rate: 0,
+            rate_dropped: 0,
+            malformed: 0,
+            refused_mode: 0,
+            skewed: 1,
+            clients: vec![
+                row("10.0.0.99", None, 0.2),
+                row("10.0.0.10", Some("master-0"), 3_600_000.0),
+            ],
+        };
+        let l = clock_lines(&n);
+        assert!(l[0].contains("not synchronised"), "{l:?}");
+        assert!(
+            l[2].contains("master-0 (10.0.0.10)") && l[2].contains("+3600.000 s  ERROR"),
+            "{l:?}"
+        );
+        assert!(
+            l[3].contains("10.0.0.99") && !l[3].contains("ERROR"),
+            "{l:?}"
+        );
+    }
+}
