@@ -418,3 +418,71 @@ fn an_ordinary_open_files_limit_scales_caps_without_a_warning() {
         app.log()
     );
 }
+
+/// Issue #24: `render chrony` is two MachineConfigs (master, worker) whose
+/// chrony.conf names the appliance and keeps `sourcedir /run/chrony-dhcp`;
+/// golden file, parsed as YAML, the data URL decoded. Without `ntp:` it
+/// refuses (there would be no server to name).
+#[test]
+fn render_chrony_matches_golden_file_and_keeps_sourcedir() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let example = std::fs::read_to_string(configs("example.yaml")).unwrap();
+    let file = dir.path().join("cluster.yaml");
+    std::fs::write(&file, format!("{example}\nntp:\n  localStratum: 10\n")).unwrap();
+    let (code, out, err) = run(
+        BIN,
+        &["render", "--cluster", file.to_str().unwrap(), "chrony"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/chrony.yaml");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden, &out).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden).expect("golden file (UPDATE_GOLDEN=1 to create)");
+    assert_eq!(
+        out, want,
+        "render chrony changed; rerun with UPDATE_GOLDEN=1 if intended"
+    );
+
+    let appliance = {
+        let v: serde_json::Value = serde_saphyr::from_str(&example).unwrap();
+        v["network"]["applianceIP"].as_str().unwrap().to_string()
+    };
+    let docs: Vec<&str> = out.split("\n---\n").collect();
+    assert_eq!(docs.len(), 2, "{out}");
+    for (doc, role) in docs.iter().zip(["master", "worker"]) {
+        let v: serde_json::Value = serde_saphyr::from_str(doc).expect("valid YAML");
+        assert_eq!(v["kind"], "MachineConfig");
+        assert_eq!(
+            v["metadata"]["labels"]["machineconfiguration.openshift.io/role"],
+            role
+        );
+        let f = &v["spec"]["config"]["storage"]["files"][0];
+        assert_eq!(f["path"], "/etc/chrony.conf");
+        let src = f["contents"]["source"].as_str().unwrap();
+        let b64 = src.split_once("base64,").unwrap().1;
+        let conf = String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(
+            conf.lines().any(|l| l == "sourcedir /run/chrony-dhcp"),
+            "{conf}"
+        );
+        assert!(
+            conf.lines()
+                .any(|l| l == format!("server {appliance} iburst")),
+            "{conf}"
+        );
+    }
+
+    let (code, _, err) = run(
+        BIN,
+        &["render", "--cluster", &configs("example.yaml"), "chrony"],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("ntp"), "{err}");
+}

@@ -131,6 +131,11 @@ fn assert_kv(env: &str, expected: &[(&str, &str)]) {
 }
 
 fn cluster_yaml(net: &Net, dir: &Path, pool: bool) -> PathBuf {
+    cluster_yaml_with(net, dir, pool, "")
+}
+
+/// [`cluster_yaml`] with `extra` sections appended (e.g. `ntp:`).
+fn cluster_yaml_with(net: &Net, dir: &Path, pool: bool, extra: &str) -> PathBuf {
     let pool = if pool {
         "  pool: { start: 10.231.0.100, end: 10.231.0.120 }\n"
     } else {
@@ -160,7 +165,7 @@ http:
   enabled: false
 admin:
   listen: 127.0.0.1:0
-"#,
+{extra}"#,
         ifs = net.ifs,
         dir = dir.display()
     );
@@ -219,7 +224,7 @@ impl<'a> Dhclient<'a> {
         };
         std::fs::write(
             d.dir.join("dhclient.conf"),
-            "timeout 20;\nretry 1;\ninitial-interval 1;\nbackoff-cutoff 2;\nrequest subnet-mask, broadcast-address, routers, domain-name, domain-name-servers, host-name;\n",
+            "timeout 20;\nretry 1;\ninitial-interval 1;\nbackoff-cutoff 2;\nrequest subnet-mask, broadcast-address, routers, domain-name, domain-name-servers, host-name, ntp-servers;\n",
         )
         .unwrap();
         let script = d.dir.join("dhclient.sh");
@@ -510,6 +515,82 @@ fn dhcpcd_gets_the_reservation() {
             ("new_domain_name_servers", "10.231.0.1"),
         ],
     );
+}
+
+/// Issue #24: with `ntp:` on, dhclient, udhcpc and dhcpcd each receive
+/// option 42 naming the appliance (read from each client's hook output);
+/// without it (the other tests' lab) dhclient sees no NTP server.
+#[test]
+fn ntp_on_hands_out_option_42_to_dhclient_udhcpc_and_dhcpcd() {
+    require_netns!("dhcp");
+    require_tools!("dhclient", "udhcpc", "dhcpcd");
+    let dir = tempfile::tempdir().unwrap();
+    let net = Net::new(M0_MAC);
+    let cluster = cluster_yaml_with(&net, dir.path(), false, "ntp:\n  listen: 10.231.0.1:123\n");
+    let srv = start_server(&net, &cluster);
+    srv.wait_log(
+        "listening for ntp on 10.231.0.1:123",
+        Duration::from_secs(1),
+    );
+
+    let dh_dir = tempfile::tempdir().unwrap();
+    let dh = Dhclient::new(&net, dh_dir.path());
+    assert_eq!(dh.run(&["-1"]), 0, "dhclient failed:\n{}", dh.log());
+    assert_kv(&dh.env(), &[("new_ntp_servers", "10.231.0.1")]);
+    assert_eq!(dh.run(&["-r"]), 0, "dhclient -r failed:\n{}", dh.log());
+    drop(dh);
+
+    let env = udhcpc(&net, dir.path(), "5")
+        .unwrap_or_else(|| panic!("udhcpc got no lease; server:\n{}", srv.log()));
+    assert_kv(&env, &[("ip", "10.231.0.10"), ("ntpsrv", "10.231.0.1")]);
+
+    let script = dir.path().join("dhcpcd.sh");
+    let out = dir.path().join("dhcpcd.env");
+    write_script(
+        &script,
+        format!(
+            "#!/bin/sh\n[ \"$reason\" = BOUND ] && env | grep '^new_' > {}\nexit 0\n",
+            out.display()
+        ),
+    );
+    let _ = net
+        .in_cli_quiet(&[
+            "timeout",
+            "40",
+            "dhcpcd",
+            "-4",
+            "-1",
+            "-B",
+            "-A",
+            "-t",
+            "20",
+            "-c",
+            script.to_str().unwrap(),
+            "-o",
+            "ntp_servers",
+            &net.ifc,
+        ])
+        .status();
+    let env = std::fs::read_to_string(&out)
+        .unwrap_or_else(|_| panic!("dhcpcd got no lease; server:\n{}", srv.log()));
+    let _ = std::fs::remove_file(format!("/var/lib/dhcpcd/{}.lease", net.ifc));
+    assert_kv(
+        &env,
+        &[
+            ("new_ip_address", "10.231.0.10"),
+            ("new_ntp_servers", "10.231.0.1"),
+        ],
+    );
+}
+
+#[test]
+fn without_ntp_no_option_42_is_sent() {
+    require_netns!("dhcp");
+    require_tools!("udhcpc");
+    let (dir, net, _, srv) = lab(W0_MAC);
+    let env = udhcpc(&net, dir.path(), "5")
+        .unwrap_or_else(|| panic!("udhcpc got no lease; server:\n{}", srv.log()));
+    assert_kv(&env, &[("ip", "10.231.0.20"), ("ntpsrv", "")]);
 }
 
 // ---------------------------------------------------------------- loopback

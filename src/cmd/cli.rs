@@ -192,6 +192,10 @@ pub enum RenderWhat {
     /// How this host's resolver reaches the cluster names (NetworkManager
     /// dnsmasq, systemd-resolved, libvirt default network).
     HostDns,
+    /// MachineConfigs (master, worker) whose chrony.conf names the
+    /// appliance's NTP server and keeps `sourcedir /run/chrony-dhcp`
+    /// (optional: DHCP option 42 already does it).
+    Chrony,
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -43,6 +43,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 RenderWhat::Lb => plan::render_lb(&plan),
                 RenderWhat::Libvirt => libvirt::render(&plan)?,
                 RenderWhat::HostDns => crate::host::hostdns::render(&plan),
+                RenderWhat::Chrony => {
+                    crate::model::chrony::render(&plan.cluster).map_err(anyhow::Error::msg)?
+                }
             };
             print!("{text}");
             Ok(())

@@ -27,6 +27,14 @@ pub struct Target {
 
 /// The timeline of the running `serve`.
 pub async fn fetch(t: &Target) -> anyhow::Result<TimelineStatus> {
+    fetch_doc(t)
+        .await?
+        .timeline
+        .ok_or_else(|| anyhow::anyhow!("the running serve has no install timeline"))
+}
+
+/// The running `serve`'s `/status` document.
+pub async fn fetch_doc(t: &Target) -> anyhow::Result<StatusDoc> {
     let (addr, token) = (t.addr, t.token.clone());
     let (status, body) = tokio::task::spawn_blocking(move || {
         admin_client::request(addr, token.as_deref(), "GET", "/status")
@@ -35,19 +43,22 @@ pub async fn fetch(t: &Target) -> anyhow::Result<TimelineStatus> {
     if status != 200 {
         anyhow::bail!("admin API answered HTTP {status}: {}", body.trim());
     }
-    let doc: StatusDoc = serde_json::from_str(&body)
-        .map_err(|e| anyhow::anyhow!("unexpected /status document: {e}"))?;
-    doc.timeline
-        .ok_or_else(|| anyhow::anyhow!("the running serve has no install timeline"))
+    serde_json::from_str(&body).map_err(|e| anyhow::anyhow!("unexpected /status document: {e}"))
 }
 
 /// `status`: the table, or the `timeline` JSON with `--json`.
 pub async fn status(t: &Target, json: bool) -> anyhow::Result<()> {
-    let tl = fetch(t).await?;
+    let doc = fetch_doc(t).await?;
+    let tl = doc
+        .timeline
+        .ok_or_else(|| anyhow::anyhow!("the running serve has no install timeline"))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&tl)?);
     } else {
         print!("{}", render::table(&tl));
+        for line in doc.ntp.iter().flat_map(render::clock_lines) {
+            println!("{line}");
+        }
     }
     Ok(())
 }

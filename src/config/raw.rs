@@ -39,6 +39,9 @@ pub struct ClusterFile {
     /// TFTP for network boot (`super::pxe`); absent = off.
     #[serde(default)]
     pub pxe: Option<super::pxe::RawPxe>,
+    /// NTP server for the nodes (`super::ntp`); absent = off.
+    #[serde(default)]
+    pub ntp: Option<super::ntp::RawNtp>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

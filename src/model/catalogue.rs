@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::cluster::{AdminCfg, Cluster, DhcpCfg, DnsCfg, HttpCfg, LbCfg, TftpCfg};
+use super::cluster::{AdminCfg, Cluster, DhcpCfg, DnsCfg, HttpCfg, LbCfg, NtpCfg, TftpCfg};
 
 /// A service of the appliance (the key of its `/status` section).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -31,12 +31,13 @@ pub enum ServiceKind {
     Http,
     Admin,
     Tftp,
+    Ntp,
 }
 
 impl ServiceKind {
     /// Every service, in start order (libvirt first: with `startOnServe` it
     /// creates the bridge the others bind to).
-    pub const ALL: [ServiceKind; 7] = [
+    pub const ALL: [ServiceKind; 8] = [
         ServiceKind::Libvirt,
         ServiceKind::Dns,
         ServiceKind::Dhcp,
@@ -44,6 +45,7 @@ impl ServiceKind {
         ServiceKind::Http,
         ServiceKind::Admin,
         ServiceKind::Tftp,
+        ServiceKind::Ntp,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +57,7 @@ impl ServiceKind {
             ServiceKind::Http => "http",
             ServiceKind::Admin => "admin",
             ServiceKind::Tftp => "tftp",
+            ServiceKind::Ntp => "ntp",
         }
     }
 }
@@ -172,6 +175,7 @@ pub struct Sections<'a> {
     pub http: Option<&'a HttpCfg>,
     pub admin: Option<&'a AdminCfg>,
     pub tftp: Option<&'a TftpCfg>,
+    pub ntp: Option<&'a NtpCfg>,
 }
 
 impl<'a> Sections<'a> {
@@ -183,6 +187,7 @@ impl<'a> Sections<'a> {
             http: Some(&c.http),
             admin: Some(&c.admin),
             tftp: c.tftp.as_ref(),
+            ntp: c.ntp.as_ref(),
         }
     }
 }
@@ -242,6 +247,11 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
                     add(kind, "tftp", Proto::Udp, t.listen, "pxe.tftpListen".into());
                 }
             }
+            ServiceKind::Ntp => {
+                if let Some(n) = s.ntp.filter(|n| n.enabled) {
+                    add(kind, "ntp", Proto::Udp, n.listen, "ntp.listen".into());
+                }
+            }
         }
     }
     out
@@ -260,6 +270,7 @@ impl Cluster {
             ServiceKind::Http => self.http.enabled,
             ServiceKind::Admin => self.admin.enabled,
             ServiceKind::Tftp => self.tftp.as_ref().is_some_and(|t| t.enabled),
+            ServiceKind::Ntp => self.ntp.as_ref().is_some_and(|n| n.enabled),
         }
     }
 

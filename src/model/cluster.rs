@@ -32,6 +32,8 @@ pub struct Cluster {
     /// existing, not the bootstrap, no repeats); empty = the default
     /// ([`Cluster::ingress_nodes`]).
     pub ingress: Vec<String>,
+    /// The `ntp:` section (NTP server), if present.
+    pub ntp: Option<NtpCfg>,
 }
 
 impl Cluster {
@@ -116,6 +118,18 @@ impl Cluster {
                 .segments
                 .iter()
                 .any(|s| s.cidr.contains_or_loopback(ip))
+    }
+    /// The NTP server the nodes are told about (DHCP option 42, `render
+    /// chrony`): `ntp.listen`'s IPv4 address, or the appliance's when it
+    /// listens on every address (or IPv6), and its port; `None` while NTP
+    /// is off.
+    pub fn ntp_server(&self) -> Option<(Ipv4Addr, u16)> {
+        let n = self.ntp.as_ref().filter(|n| n.enabled)?;
+        let ip = match n.listen.ip() {
+            std::net::IpAddr::V4(ip) if !ip.is_unspecified() => ip,
+            _ => self.network.appliance_ip,
+        };
+        Some((ip, n.listen.port()))
     }
     /// `network.cidr` and the relayed segments, for messages.
     pub fn cluster_networks(&self) -> String {
@@ -474,6 +488,18 @@ pub struct TftpCfg {
     pub allow_symlinks_to: Vec<PathBuf>,
     /// Boot options for pool clients too (default: nodes only).
     pub pool: bool,
+}
+
+/// The validated `ntp:` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NtpCfg {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+    /// Serve the host clock at this stratum even when it is not
+    /// synchronised (`None`: follow the kernel's state).
+    pub local_stratum: Option<u8>,
+    /// Requests per second per client address (burst: twice as many).
+    pub client_rate: u32,
 }
 
 /// An IPv4 network in CIDR form; the address is stored masked.

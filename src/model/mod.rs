@@ -13,6 +13,7 @@ pub mod access;
 pub mod bmc;
 pub mod boot;
 pub mod catalogue;
+pub mod chrony;
 pub mod cluster;
 pub mod conflicts;
 pub mod mode;

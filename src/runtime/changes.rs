@@ -123,7 +123,7 @@ fn listener_changes(o: &Cluster, n: &Cluster) -> Vec<String> {
 /// Model paths that the semantic lines above already report: the nodes
 /// (per node) and the listen addresses (per listener, with their file
 /// field).
-const COVERED: [&str; 10] = [
+const COVERED: [&str; 11] = [
     "nodes",
     "dns.listen",
     "dhcp.listen",
@@ -134,6 +134,7 @@ const COVERED: [&str; 10] = [
     "http.listen",
     "admin.listen",
     "tftp.listen",
+    "ntp.listen",
 ];
 
 /// `path: old → new` for every leaf of the validated cluster that differs,

@@ -16,7 +16,7 @@ use crate::model::catalogue::ServiceKind;
 use crate::plan::Plan;
 use crate::runtime::control::{BootControl, LbControl};
 use crate::runtime::service::Service;
-use crate::services::{dhcp, dns, http, lb, tftp};
+use crate::services::{dhcp, dns, http, lb, ntp, tftp};
 use crate::timeline::Events;
 
 /// The services of one `serve` other than admin; `None` where the plan
@@ -30,6 +30,7 @@ pub struct Services {
     pub lb: Option<Arc<lb::Lb>>,
     pub http: Option<Arc<http::Http>>,
     pub tftp: Option<Arc<tftp::Tftp>>,
+    pub ntp: Option<Arc<ntp::Ntp>>,
 }
 
 impl Services {
@@ -47,6 +48,7 @@ impl Services {
                 }
                 ServiceKind::Http => s.http = Some(http::Http::new(plan, events.clone())),
                 ServiceKind::Tftp => s.tftp = Some(tftp::Tftp::new(plan).context("TFTP")?),
+                ServiceKind::Ntp => s.ntp = Some(ntp::Ntp::new(plan).context("NTP")?),
                 // Serves the hub that holds this registry: created after it.
                 ServiceKind::Admin => {}
             }
@@ -77,6 +79,7 @@ impl Services {
         v.extend(self.lb.clone().map(|s| s as Arc<dyn Service>));
         v.extend(self.http.clone().map(|s| s as Arc<dyn Service>));
         v.extend(self.tftp.clone().map(|s| s as Arc<dyn Service>));
+        v.extend(self.ntp.clone().map(|s| s as Arc<dyn Service>));
         v
     }
 

@@ -37,6 +37,8 @@ pub struct StatusDoc {
     pub admin: Option<AdminStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tftp: Option<TftpStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ntp: Option<NtpStatus>,
     /// The install timeline (`serve` only; docs/operations.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<TimelineStatus>,
@@ -53,6 +55,7 @@ pub enum ServiceStatus {
     Libvirt(LibvirtStatus),
     Admin(AdminStatus),
     Tftp(TftpStatus),
+    Ntp(NtpStatus),
 }
 
 impl StatusDoc {
@@ -76,6 +79,7 @@ impl StatusDoc {
             libvirt: None,
             admin: None,
             tftp: None,
+            ntp: None,
             timeline: None,
         }
     }
@@ -90,6 +94,7 @@ impl StatusDoc {
             ServiceStatus::Libvirt(x) => self.libvirt = Some(x),
             ServiceStatus::Admin(x) => self.admin = Some(x),
             ServiceStatus::Tftp(x) => self.tftp = Some(x),
+            ServiceStatus::Ntp(x) => self.ntp = Some(x),
         }
     }
 }
@@ -467,6 +472,48 @@ pub struct TftpTransferRow {
     pub result: String,
     pub detail: String,
     pub bytes: u64,
+}
+
+/// `ntp`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NtpStatus {
+    pub listen: Option<String>,
+    /// How the host clock is served: `synchronised`, `unsynchronised`
+    /// (leap indicator 3: clients will not select it) or `localStratum`;
+    /// empty before the first request.
+    pub serving: String,
+    pub leap: u8,
+    pub stratum: u8,
+    pub requests: u64,
+    pub replies: u64,
+    /// KoD RATE replies sent.
+    pub kod_rate: u64,
+    /// Over the rate and the KoD budget: not answered.
+    pub rate_dropped: u64,
+    /// Too short, bad version, zero transmit timestamp.
+    pub malformed: u64,
+    /// Symmetric, broadcast, control, private or server mode.
+    pub refused_mode: u64,
+    /// Clients whose offset is above 1 s.
+    pub skewed: usize,
+    pub clients: Vec<NtpClientRow>,
+}
+
+/// A client's clock offset estimate (its latest request).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NtpClientRow {
+    pub client: String,
+    /// The cluster node with that address, if any.
+    pub node: Option<String>,
+    /// Our receive time minus the client's transmit time (positive: the
+    /// client is behind), milliseconds.
+    pub offset_ms: f64,
+    /// `|offset| > 1 s`: certificates will fail.
+    pub skewed: bool,
+    pub unix_time: u64,
+    pub requests: u64,
 }
 
 /// Cluster install phase, in order (`timeline.phase`).

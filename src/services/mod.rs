@@ -1,5 +1,5 @@
 //! One folder per service, each in the shape of [`crate::runtime::service`]:
-//! DNS, DHCP, the TCP load balancer, HTTP, TFTP and the admin API.
+//! DNS, DHCP, the TCP load balancer, HTTP, TFTP, NTP and the admin API.
 //!
 //! Rule (checked by `tests/module_graph.rs`): no service imports another
 //! service or driver; what two of them share lives in `runtime`, `boot`,
@@ -10,4 +10,5 @@ pub mod dhcp;
 pub mod dns;
 pub mod http;
 pub mod lb;
+pub mod ntp;
 pub mod tftp;

@@ -9,7 +9,7 @@ use super::{Netns, run_ok, unique_name};
 
 /// Run udhcpc once on `ifname` in `ns` with `tries` DISCOVERs; the bound
 /// script's `KEY=VALUE` output (ip, hostname, router, dns, domain, subnet,
-/// broadcast, serverid, lease), or None if no lease was obtained.
+/// broadcast, serverid, lease, ntpsrv), or None if no lease was obtained.
 pub fn udhcpc_once(ns: &Netns, ifname: &str, dir: &Path, tries: &str) -> Option<String> {
     udhcpc_with(ns, ifname, dir, tries, &[])
 }
@@ -28,7 +28,7 @@ pub fn udhcpc_with(
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\n[ \"$1\" = bound ] || exit 0\n{{ echo ip=$ip; echo hostname=$hostname; echo router=$router; echo dns=$dns; echo domain=$domain; echo subnet=$subnet; echo broadcast=$broadcast; echo serverid=$serverid; echo lease=$lease; }} > {}\n",
+            "#!/bin/sh\n[ \"$1\" = bound ] || exit 0\n{{ echo ip=$ip; echo hostname=$hostname; echo router=$router; echo dns=$dns; echo domain=$domain; echo subnet=$subnet; echo broadcast=$broadcast; echo serverid=$serverid; echo lease=$lease; echo ntpsrv=$ntpsrv; }} > {}\n",
             out.display()
         ),
     )

@@ -149,6 +149,8 @@ pub(crate) struct Sections {
     pub admin: Option<AdminCfg>,
     /// The `pxe:` section (TFTP), `None` when absent or invalid.
     pub tftp: Option<TftpCfg>,
+    /// The `ntp:` section, `None` when absent or invalid.
+    pub ntp: Option<crate::model::cluster::NtpCfg>,
     /// `Some(None)`: no `rhcos` section.
     pub rhcos: Option<Option<RhcosCfg>>,
     /// `Some(None)`: no `libvirt` section.
@@ -178,6 +180,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
     let http = http::build_http(&raw.http, &net, base, e);
     let admin = http::build_admin(&raw.admin, base, e);
     let tftp = super::pxe::tftp(raw.pxe.as_ref(), net.appliance_ip, base, &mut e.0);
+    let ntp = super::ntp::ntp(raw.ntp.as_ref(), net.appliance_ip, &mut e.0);
     listeners::check(
         &crate::model::catalogue::Sections {
             dns: dns.as_ref(),
@@ -186,6 +189,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
             http: http.as_ref(),
             admin: admin.as_ref(),
             tftp: tftp.as_ref(),
+            ntp: ntp.as_ref(),
         },
         e,
     );
@@ -214,6 +218,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
         http,
         admin,
         tftp,
+        ntp,
         rhcos,
         libvirt,
     }
@@ -235,6 +240,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         rhcos: Some(rhcos),
         libvirt: Some(libvirt),
         tftp,
+        ntp,
     } = s
     else {
         if e.0.is_empty() {
@@ -266,6 +272,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         tftp,
         mode: Default::default(),
         ingress: Vec::new(),
+        ntp,
     };
     let mut c = c;
     install_mode(&mut c, raw_lb_enabled, &mut e);

@@ -253,6 +253,21 @@ mod tests {
     }
 
     #[test]
+    fn ntp_port_is_opened_when_enabled() {
+        let mut c = cluster();
+        assert!(!pairs(&ports(&c)).contains(&("udp", 123)));
+        c.ntp = Some(crate::model::cluster::NtpCfg {
+            enabled: true,
+            listen: "192.168.131.1:123".parse().unwrap(),
+            local_stratum: None,
+            client_rate: 8,
+        });
+        assert!(pairs(&ports(&c)).contains(&("udp", 123)));
+        c.ntp.as_mut().unwrap().enabled = false;
+        assert!(!pairs(&ports(&c)).contains(&("udp", 123)));
+    }
+
+    #[test]
     fn escaping() {
         let x = service_xml("a<b", "x & \"y\"", &[]);
         assert!(x.contains("<short>a&lt;b</short>"));

@@ -200,6 +200,12 @@ pub fn ports(c: &Cluster, net: &ProcNet) -> Vec<Finding> {
                      or set DNSStubListener=no in /etc/systemd/resolved.conf",
                     want.ip()
                 )
+            } else if owner.contains("chronyd") || owner.contains("ntpd") {
+                format!(
+                    "this host's NTP daemon serves port 123: bind ntp.listen to the cluster address only \
+                     (chronyd: `bindaddress`/`port 0` in chrony.conf so it stops serving), or remove the ntp: section \
+                     and let {owner} serve the nodes"
+                )
             } else if owner.contains("tftpd") {
                 "another TFTP server: `systemctl disable --now tftpd-hpa` (Debian) or `tftp.socket` (Fedora), \
                  or set pxe.tftpListen to another address"

@@ -60,6 +60,10 @@ pub struct Config {
     pub pxe: Option<PxeCfg>,
     /// Automatic network-boot answers (the `pxe:` section's TFTP is on).
     pub netboot: Option<Netboot>,
+    /// Option 42 (NTP servers): the appliance's NTP address while the
+    /// `ntp:` section is on (taken from the model: this service does not
+    /// know the NTP service).
+    pub ntp: Option<Ipv4Addr>,
     /// Port relay agents listen on (67; the listen port in tests).
     pub server_port: u16,
     /// Port clients listen on (68; listen port + 1 in tests).
@@ -100,6 +104,7 @@ impl Config {
                 },
                 pool: t.pool,
             }),
+            ntp: c.ntp_server().map(|(ip, _)| ip),
             server_port,
             client_port: if server_port == 67 {
                 68
@@ -578,6 +583,9 @@ fn build(
         o.insert(DhcpOption::Router(vec![net.router]));
         o.insert(DhcpOption::DomainNameServer(net.dns.clone()));
         o.insert(DhcpOption::DomainName(cfg.domain.clone()));
+        if let Some(ntp) = cfg.ntp {
+            o.insert(DhcpOption::NtpServers(vec![ntp]));
+        }
         if let Some(h) = cfg.hostnames.get(&mac) {
             o.insert(DhcpOption::Hostname(h.clone()));
         }

@@ -711,3 +711,33 @@ fn a_client_without_an_address_that_cleared_the_broadcast_flag_gets_a_link_unica
     let (out, _) = roundtrip(&cfg, &mut t, &flagged, T0);
     assert_eq!(out.reply.map(|r| r.dest), Some(Dest::Broadcast));
 }
+
+/// Option 42 names the appliance's NTP address while `ntp:` is on, and is
+/// absent otherwise (the answers stay as they were).
+#[test]
+fn option_42_names_the_ntp_server_only_when_ntp_is_on() {
+    let (cfg, mut t) = setup(false, false);
+    assert_eq!(cfg.ntp, None);
+    let (_, r) = roundtrip(&cfg, &mut t, &req(MessageType::Discover, M0), T0);
+    assert!(r.unwrap().opts().get(OptionCode::NtpServers).is_none());
+
+    let mut p = plan(false, false);
+    let base = p.cluster.network.appliance_ip;
+    p.cluster.ntp = Some(crate::model::cluster::NtpCfg {
+        enabled: true,
+        listen: "0.0.0.0:123".parse().unwrap(),
+        local_stratum: None,
+        client_rate: 8,
+    });
+    let cfg = Config::from_plan(&p, 67);
+    assert_eq!(cfg.ntp, Some(base));
+    let (_, r) = roundtrip(&cfg, &mut t, &req(MessageType::Discover, M0), T0);
+    match r.unwrap().opts().get(OptionCode::NtpServers) {
+        Some(DhcpOption::NtpServers(v)) => assert_eq!(v, &vec![base]),
+        other => panic!("option 42: {other:?}"),
+    }
+    p.cluster.ntp.as_mut().unwrap().listen = "10.0.0.3:123".parse().unwrap();
+    assert_eq!(Config::from_plan(&p, 67).ntp, Some(ip("10.0.0.3")));
+    p.cluster.ntp.as_mut().unwrap().enabled = false;
+    assert_eq!(Config::from_plan(&p, 67).ntp, None);
+}

@@ -1,0 +1,149 @@
+//! The top-level `ntp:` section: the appliance's NTP server (issue #24).
+//! Raw schema, defaults and validation in one unit, like `pxe.rs`.
+//!
+//! Defaults: the section absent = no NTP service (the port is privileged
+//! and a host may already run chronyd; existing cluster files keep their
+//! exact DHCP answers); present = `enabled: true`, `listen:
+//! <applianceIP>:123`, no `localStratum` (the host clock is served as
+//! synchronised only when the kernel says it is), `clientRate: 8`
+//! requests per second per client address with a burst of `2 × clientRate`.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::FieldError;
+pub use crate::model::cluster::NtpCfg;
+
+/// `ntp:` as written.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawNtp {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// UDP address of the server (default `<applianceIP>:123`).
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// Declare the host clock authoritative at this stratum (1 to 15) even
+    /// when the kernel says it is not synchronised: a lab with no upstream
+    /// time at all. Absent: unsynchronised host → leap indicator 3 and
+    /// stratum 16, so clients do not select the appliance.
+    #[serde(default)]
+    pub local_stratum: Option<u8>,
+    /// Requests per second one client address may send (a burst of twice
+    /// as many); more get a KoD RATE reply.
+    #[serde(default = "client_rate")]
+    pub client_rate: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+fn client_rate() -> u32 {
+    8
+}
+
+/// Validate `ntp:`. `None` when absent or invalid (errors pushed with
+/// their field paths).
+pub fn ntp(
+    raw: Option<&RawNtp>,
+    appliance_ip: Option<Ipv4Addr>,
+    errs: &mut Vec<FieldError>,
+) -> Option<NtpCfg> {
+    let raw = raw?;
+    let before = errs.len();
+    let mut push = |path: &str, message: String| {
+        errs.push(FieldError {
+            path: path.into(),
+            message,
+        })
+    };
+    let listen = match &raw.listen {
+        Some(text) => {
+            let t = text.trim();
+            match (t.parse::<SocketAddr>(), t.parse::<IpAddr>()) {
+                (Ok(sa), _) => Some(sa),
+                (_, Ok(ip)) => Some(SocketAddr::new(ip, 123)),
+                _ => {
+                    push(
+                        "ntp.listen",
+                        format!("{text:?} is not a valid address (ip or ip:port)"),
+                    );
+                    None
+                }
+            }
+        }
+        None => appliance_ip.map(|ip| SocketAddr::new(ip.into(), 123)),
+    };
+    if let Some(s) = raw.local_stratum
+        && !(1..=15).contains(&s)
+    {
+        push("ntp.localStratum", format!("{s} is out of range (1 to 15)"));
+    }
+    if raw.client_rate == 0 || raw.client_rate > 100_000 {
+        push(
+            "ntp.clientRate",
+            format!("{} is out of range (1 to 100000)", raw.client_rate),
+        );
+    }
+    if errs.len() != before {
+        return None;
+    }
+    Some(NtpCfg {
+        enabled: raw.enabled,
+        listen: listen?,
+        local_stratum: raw.local_stratum,
+        client_rate: raw.client_rate,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(yaml: &str) -> (Option<NtpCfg>, Vec<String>) {
+        let raw: RawNtp = serde_saphyr::from_str(yaml).expect("yaml");
+        let mut errs = Vec::new();
+        let out = ntp(Some(&raw), Some(Ipv4Addr::new(10, 0, 0, 1)), &mut errs);
+        (out, errs.into_iter().map(|e| e.path).collect())
+    }
+
+    #[test]
+    fn defaults() {
+        let (c, e) = run("{}");
+        assert!(e.is_empty());
+        let c = c.unwrap();
+        assert!(c.enabled);
+        assert_eq!(c.listen, "10.0.0.1:123".parse().unwrap());
+        assert_eq!(c.local_stratum, None);
+        assert_eq!(c.client_rate, 8);
+    }
+
+    #[test]
+    fn explicit_values_and_a_bare_ip() {
+        let (c, _) =
+            run("{enabled: false, listen: '127.0.0.1:1123', localStratum: 10, clientRate: 2}");
+        let c = c.unwrap();
+        assert!(!c.enabled);
+        assert_eq!(c.listen.port(), 1123);
+        assert_eq!(c.local_stratum, Some(10));
+        let (c, _) = run("{listen: '127.0.0.9'}");
+        assert_eq!(c.unwrap().listen, "127.0.0.9:123".parse().unwrap());
+    }
+
+    #[test]
+    fn errors_name_their_fields() {
+        let (c, e) = run("{listen: nope, localStratum: 16, clientRate: 0}");
+        assert!(c.is_none());
+        assert_eq!(e, ["ntp.listen", "ntp.localStratum", "ntp.clientRate"]);
+        let (_, e) = run("{localStratum: 0}");
+        assert_eq!(e, ["ntp.localStratum"]);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_and_absent_is_off() {
+        assert!(serde_saphyr::from_str::<RawNtp>("{localstratum: 3}").is_err());
+        assert!(ntp(None, None, &mut Vec::new()).is_none());
+    }
+}

@@ -1,0 +1,334 @@
+//! NTP server (RFC 5905 server mode) serving the host clock to the
+//! cluster's nodes, enabled by the top-level `ntp:` section
+//! ([`crate::model::cluster::NtpCfg`]; docs/ntp.md).
+//!
+//! - [`packet`]: the 48-byte header codec (why our own: its module doc).
+//! - [`core`]: request → reply decision (pure, fuzzed in its tests).
+//! - [`clients`]: per-client token buckets and the KoD budget (pure).
+//! - [`stats`]: counters, per-client clock offsets, `/status`, `/metrics`.
+//! - this file: the socket loop and the host clock reading.
+//!
+//! Invariants:
+//! - One UDP socket on `ntp.listen`; one task reads it. Nothing a client
+//!   sends ends the loop: malformed datagrams and refused modes are dropped
+//!   and counted, logged at warn at most once per reason every 10 s
+//!   (`runtime::lograte`). Replies are never longer than requests.
+//! - The host clock state comes from `adjtimex` (crate `hostclock`), read
+//!   at most once per [`CLOCK_REREAD`]. For tests only, the environment
+//!   variable [`TEST_HOST_CLOCK_ENV`] (`synchronised` | `unsynchronised`)
+//!   replaces that reading, so the decision path (leap indicator, stratum,
+//!   `localStratum`) can be exercised on any host; it is logged at warn
+//!   when set.
+//! - A reload swaps `localStratum` and `clientRate` between datagrams and
+//!   moves the listener when `ntp.listen` changes.
+
+pub mod clients;
+pub mod core;
+pub mod packet;
+pub mod stats;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use tokio::net::UdpSocket;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::plan::Plan;
+use crate::runtime::lograte::{self, LogRate};
+use crate::runtime::service::{Commit, Listeners, Service, Tasks};
+use crate::runtime::sync::LockExt as _;
+use clients::Limiter;
+use core::{Decision, Drop, HostClock};
+use packet::Timestamp;
+use stats::Stats;
+
+/// How often the host clock state is read again.
+pub const CLOCK_REREAD: Duration = Duration::from_secs(1);
+/// Test-only override of the adjtimex reading (see the module doc).
+pub const TEST_HOST_CLOCK_ENV: &str = "CRC_APPLIANCE_TEST_HOST_CLOCK";
+/// Consecutive receive errors before the listener gives up.
+const MAX_RECV_ERRORS: u32 = 1000;
+
+/// What the loop reads per datagram, swapped by a reload.
+struct Ctx {
+    local_stratum: Option<u8>,
+    client_rate: u32,
+    /// Node names by address, for the offsets on `/status`.
+    nodes: HashMap<IpAddr, String>,
+}
+
+/// The NTP service.
+pub struct Ntp {
+    ctx: ArcSwap<Ctx>,
+    stats: Arc<Stats>,
+    limiter: std::sync::Mutex<Limiter>,
+    listeners: Listeners<SocketAddr>,
+    tasks: Tasks,
+}
+
+fn ctx_of(plan: &Plan) -> anyhow::Result<(Ctx, SocketAddr)> {
+    let c = plan
+        .cluster
+        .ntp
+        .as_ref()
+        .context("the ntp section is not configured")?;
+    let nodes = plan
+        .cluster
+        .nodes
+        .iter()
+        .map(|n| (IpAddr::V4(n.ip), n.name.clone()))
+        .collect();
+    Ok((
+        Ctx {
+            local_stratum: c.local_stratum,
+            client_rate: c.client_rate,
+            nodes,
+        },
+        c.listen,
+    ))
+}
+
+impl Ntp {
+    pub fn new(plan: &Plan) -> anyhow::Result<Arc<Ntp>> {
+        let (ctx, _) = ctx_of(plan)?;
+        let rate = ctx.client_rate;
+        Ok(Arc::new(Ntp {
+            ctx: ArcSwap::from_pointee(ctx),
+            stats: Arc::default(),
+            limiter: std::sync::Mutex::new(Limiter::new(rate)),
+            listeners: Listeners::default(),
+            tasks: Tasks::new("ntp"),
+        }))
+    }
+}
+
+#[async_trait]
+impl Service for Ntp {
+    fn name(&self) -> &'static str {
+        "ntp"
+    }
+
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let (ctx, addr) = ctx_of(&plan)?;
+        let mut new = None;
+        if !self.listeners.missing(&[addr]).is_empty() {
+            new = Some(
+                UdpSocket::bind(addr)
+                    .await
+                    .with_context(|| format!("bind UDP {addr}"))?,
+            );
+        }
+        Ok(Box::new(move || {
+            self.limiter.locked().set_rate(ctx.client_rate);
+            self.ctx.store(Arc::new(ctx));
+            for gone in self.listeners.retain(&[addr]) {
+                info!("ntp: closed listener {gone}");
+            }
+            if let Some(socket) = new {
+                let token = self.tasks.token();
+                if let Ok(local) = socket.local_addr() {
+                    info!("listening for ntp on {local}");
+                    self.stats.set_bound(local);
+                }
+                self.tasks.spawn(
+                    format!("ntp listener {addr}"),
+                    token.clone(),
+                    listen(self.clone(), socket, token.clone()),
+                );
+                self.listeners.insert(addr, token);
+            }
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        self.tasks
+            .supervise(&shutdown, crate::runtime::drain::service(Duration::ZERO))
+            .await
+    }
+
+    fn status(&self) -> crate::runtime::status::ServiceStatus {
+        crate::runtime::status::ServiceStatus::Ntp(self.stats.status())
+    }
+
+    fn metrics(&self, out: &mut String) {
+        self.stats.metrics(out)
+    }
+}
+
+/// The host clock per adjtimex, or per [`TEST_HOST_CLOCK_ENV`].
+fn read_host_clock(local_stratum: Option<u8>) -> HostClock {
+    let forced = std::env::var(TEST_HOST_CLOCK_ENV).ok();
+    let (synchronised, max_error) = match forced.as_deref() {
+        Some("synchronised") => (true, 0.001),
+        Some("unsynchronised") => (false, 16.0),
+        _ => match hostclock::read() {
+            Ok(r) => (r.synchronised, r.max_error_us as f64 / 1e6),
+            Err(e) => {
+                if let Some(tail) = LOG.check("adjtimex failed", None) {
+                    warn!(
+                        "ntp: cannot read the host clock state (adjtimex): {e}; serving it as unsynchronised{tail}"
+                    );
+                }
+                (false, 16.0)
+            }
+        },
+    };
+    HostClock {
+        synchronised,
+        max_error,
+        local_stratum,
+    }
+}
+
+fn now_ts() -> Timestamp {
+    Timestamp::from_unix(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default(),
+    )
+}
+
+/// Record how the clock is served (status, logs on change).
+fn note_serving(stats: &Stats, clock: &HostClock, last: &mut Option<(u8, u8)>) {
+    let s = clock.serving();
+    if *last != Some((s.leap, s.stratum)) {
+        let how = match (clock.local_stratum, clock.synchronised) {
+            (Some(_), _) => "localStratum",
+            (None, true) => "synchronised",
+            (None, false) => "unsynchronised",
+        };
+        if s.leap == 3 {
+            warn!(
+                "ntp: the host clock is not synchronised: serving leap indicator 3 (clients will not select it); set ntp.localStratum if this host is the lab's time source"
+            );
+        } else {
+            info!(
+                "ntp: serving the host clock ({how}) at stratum {}",
+                s.stratum
+            );
+        }
+        stats.set_serving(how, s.leap, s.stratum);
+        *last = Some((s.leap, s.stratum));
+    }
+}
+
+async fn listen(
+    svc: Arc<Ntp>,
+    socket: UdpSocket,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let local = socket.local_addr()?;
+    if let Ok(v) = std::env::var(TEST_HOST_CLOCK_ENV) {
+        warn!("ntp: {TEST_HOST_CLOCK_ENV}={v}: the host clock state is forced (tests only)");
+    }
+    let mut buf = vec![0u8; 2048];
+    let mut errors = 0u32;
+    let mut served: Option<(u8, u8)> = None;
+    let first = read_host_clock(svc.ctx.load().local_stratum);
+    note_serving(&svc.stats, &first, &mut served);
+    let mut clock_at = Some((Instant::now(), first.local_stratum, first));
+    loop {
+        let (n, from) = tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            r = socket.recv_from(&mut buf) => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    errors += 1;
+                    if errors >= MAX_RECV_ERRORS {
+                        anyhow::bail!("ntp listener {local}: receive keeps failing: {e}");
+                    }
+                    debug!("ntp recv: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let recv = now_ts();
+        errors = 0;
+        let stats = &svc.stats;
+        stats.requests.fetch_add(1, Ordering::Relaxed);
+        let ctx = svc.ctx.load();
+        let now = Instant::now();
+        let clock = match clock_at {
+            Some((at, ls, c))
+                if now.duration_since(at) < CLOCK_REREAD && ls == ctx.local_stratum =>
+            {
+                c
+            }
+            _ => {
+                let c = read_host_clock(ctx.local_stratum);
+                clock_at = Some((now, ctx.local_stratum, c));
+                c
+            }
+        };
+        note_serving(stats, &clock, &mut served);
+        let data = buf.get(..n).unwrap_or(&[]);
+        let decision = core::decide(
+            data,
+            &clock,
+            || svc.limiter.locked().check(from.ip(), now),
+            recv,
+            now_ts(),
+        );
+        let out = match decision {
+            Decision::Reply { bytes, offset } => {
+                stats.replies.fetch_add(1, Ordering::Relaxed);
+                let ip = canonical(from.ip());
+                stats.offset(ip, ctx.nodes.get(&ip).map(String::as_str), offset);
+                Some(bytes)
+            }
+            Decision::Kod(bytes) => {
+                stats.kod_rate.fetch_add(1, Ordering::Relaxed);
+                warn_client("rate limited (KoD RATE)", from);
+                Some(bytes)
+            }
+            Decision::Drop(d) => {
+                match d {
+                    Drop::RateLimited => stats.rate_dropped.fetch_add(1, Ordering::Relaxed),
+                    Drop::RefusedMode(_) => {
+                        warn_client("refused mode", from);
+                        stats.refused_mode.fetch_add(1, Ordering::Relaxed)
+                    }
+                    Drop::Malformed | Drop::BadVersion | Drop::NoTransmit => {
+                        warn_client("malformed request", from);
+                        stats.malformed.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
+                debug!(%from, "ntp: dropped: {d:?}");
+                None
+            }
+        };
+        if let Some(bytes) = out
+            && let Err(e) = socket.send_to(&bytes, from).await
+        {
+            stats.send_errors.fetch_add(1, Ordering::Relaxed);
+            debug!(%from, "ntp send: {e}");
+        }
+    }
+}
+
+/// An IPv4-mapped IPv6 address as IPv4 (a dual-stack socket).
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Warnings a client can cause: one line per reason every
+/// [`lograte::CLIENT_EVENTS`], with the count of the rest.
+static LOG: LogRate = LogRate::new("ntp", lograte::CLIENT_EVENTS);
+
+fn warn_client(key: &'static str, from: SocketAddr) {
+    match LOG.check(key, Some(from)) {
+        Some(tail) => warn!("ntp: {key} from {from}{tail}"),
+        None => debug!(%from, "ntp: {key}"),
+    }
+}

@@ -1,0 +1,458 @@
+//! The NTP service end to end (issue #24): real clients — chronyd/chronyc
+//! (extracted, see scripts/packages.txt), ntpsec's `ntpdate -q` and `sntp`
+//! — in a network namespace with the appliance on port 123, and a raw UDP
+//! client on loopback for skew, fuzzing and flooding.
+//!
+//! The host clock state is forced with `CRC_APPLIANCE_TEST_HOST_CLOCK`
+//! (the documented test-only override of the adjtimex reading), so the
+//! leap-indicator decision is exercised the same way on any host.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{Appliance, Netns, free_port, only, run, unique_name, wait_until};
+
+const CHRONY: &str = "/var/cache/crc-appliance-tests/extract/chrony";
+const CLOCK_ENV: &str = "CRC_APPLIANCE_TEST_HOST_CLOCK";
+
+fn chronyd() -> PathBuf {
+    Path::new(CHRONY).join("usr/sbin/chronyd")
+}
+fn chronyc() -> PathBuf {
+    Path::new(CHRONY).join("usr/bin/chronyc")
+}
+
+/// The appliance inside `ns`, NTP on 127.0.0.1:123 there.
+fn start_in(ns: &Netns, clock: &str, extra: &str) -> Appliance {
+    let yaml = only(&format!(
+        "admin:\n  listen: 127.0.0.1:19181\nntp:\n  listen: 127.0.0.1:123\n{extra}"
+    ));
+    Appliance::launch()
+        .netns(ns.name())
+        .env(CLOCK_ENV, clock)
+        .start(&yaml)
+}
+
+/// chronyd in `ns` with only `server 127.0.0.1 iburst`, not touching the
+/// system clock (`-x`), its command socket in `dir`.
+struct Chrony {
+    child: Child,
+    sock: PathBuf,
+    ns: String,
+}
+
+impl Chrony {
+    fn start(ns: &Netns, dir: &Path) -> Chrony {
+        // chronyd refuses a socket directory others may read (0700 is
+        // not enough either: it wants its own 0770).
+        let run_dir = dir.join("run");
+        std::fs::create_dir_all(&run_dir).unwrap();
+        std::fs::set_permissions(
+            &run_dir,
+            std::os::unix::fs::PermissionsExt::from_mode(0o770),
+        )
+        .unwrap();
+        let sock = run_dir.join("chronyd.sock");
+        let conf = dir.join("chrony.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "server 127.0.0.1 iburst\nbindcmdaddress {}\ncmdport 0\npidfile {}\n",
+                sock.display(),
+                dir.join("chronyd.pid").display()
+            ),
+        )
+        .unwrap();
+        let child = ns
+            .cmd(&[
+                chronyd().to_str().unwrap(),
+                "-x",
+                "-d",
+                "-u",
+                "root",
+                "-f",
+                conf.to_str().unwrap(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.join("chronyd.log")).unwrap(),
+            ))
+            .spawn()
+            .expect("spawn chronyd");
+        Chrony {
+            child,
+            sock,
+            ns: ns.name().to_string(),
+        }
+    }
+
+    /// `chronyc -c sources` (CSV).
+    fn sources(&self) -> String {
+        let (_, out, err) = run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &self.ns,
+                chronyc().to_str().unwrap(),
+                "-h",
+                self.sock.to_str().unwrap(),
+                "-c",
+                "-n",
+                "sources",
+            ],
+        );
+        format!("{out}{err}")
+    }
+}
+
+impl Drop for Chrony {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn require_chrony_netns() -> Option<(Netns, tempfile::TempDir)> {
+    if let Err(why) = common::netns_available("ntp") {
+        common::note_skip(&format!("SKIPPED ntp: {why}"));
+        return None;
+    }
+    if !chronyd().is_file() {
+        common::note_skip(&format!(
+            "SKIPPED ntp: chrony is not extracted to {CHRONY} (scripts/prereqs.sh)"
+        ));
+        return None;
+    }
+    Some((Netns::new(unique_name("ntp")), tempfile::tempdir().unwrap()))
+}
+
+/// The `chronyc -c sources` row of 127.0.0.1: (state, offset seconds).
+fn source_row(csv: &str) -> Option<(String, f64)> {
+    let line = csv.lines().find(|l| l.contains(",127.0.0.1,"))?;
+    let f: Vec<&str> = line.split(',').collect();
+    Some((f.get(1)?.to_string(), f.get(7)?.parse().ok()?))
+}
+
+#[test]
+fn chrony_selects_a_synchronised_appliance_and_ntpdate_and_sntp_agree() {
+    let Some((ns, dir)) = require_chrony_netns() else {
+        return;
+    };
+    require_tools!("ntpdate", "sntp");
+    let _app = start_in(&ns, "synchronised", "");
+    let chrony = Chrony::start(&ns, dir.path());
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let (offset, last) = loop {
+        let last = chrony.sources();
+        if let Some((state, off)) = source_row(&last)
+            && state == "*"
+        {
+            break (off, last);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "chrony did not select the appliance: {last}\n{}",
+            std::fs::read_to_string(dir.path().join("chronyd.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(offset.abs() < 0.010, "chrony offset {offset} s: {last}");
+
+    // ntpsec's ntpdate -q: "... offset +0.000012 ..." or a table.
+    let (code, out, err) = run(
+        "ip",
+        &["netns", "exec", ns.name(), "ntpdate", "-q", "127.0.0.1"],
+    );
+    assert_eq!(code, 0, "ntpdate -q: {out}{err}");
+    let a = first_offset(&out).unwrap_or_else(|| panic!("no offset in ntpdate output: {out}"));
+    let (code, out2, err2) = run("ip", &["netns", "exec", ns.name(), "sntp", "127.0.0.1"]);
+    assert_eq!(code, 0, "sntp: {out2}{err2}");
+    let b = first_offset(&out2).unwrap_or_else(|| panic!("no offset in sntp output: {out2}"));
+    assert!(
+        a.abs() < 0.010 && b.abs() < 0.010,
+        "ntpdate {a} s, sntp {b} s"
+    );
+    assert!((a - b).abs() < 0.010, "ntpdate {a} s vs sntp {b} s");
+}
+
+/// The first signed decimal (`+0.000123` / `-0.000123`) in `text`.
+fn first_offset(text: &str) -> Option<f64> {
+    text.split_whitespace()
+        .find(|w| (w.starts_with('+') || w.starts_with('-')) && w.contains('.'))
+        .and_then(|w| w.trim_end_matches(',').parse().ok())
+}
+
+#[test]
+fn chrony_does_not_select_an_unsynchronised_appliance() {
+    let Some((ns, dir)) = require_chrony_netns() else {
+        return;
+    };
+    require_tools!("curl");
+    let _app = start_in(&ns, "unsynchronised", "");
+    let chrony = Chrony::start(&ns, dir.path());
+    // iburst: four exchanges in the first ~8 s; then the source would have
+    // been selected had it been acceptable. Wait until it has answered.
+    let t0 = Instant::now();
+    let mut last = String::new();
+    while t0.elapsed() < Duration::from_secs(14) {
+        last = chrony.sources();
+        if let Some((state, _)) = source_row(&last) {
+            assert_ne!(state, "*", "selected an unsynchronised server: {last}");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let row = source_row(&last).unwrap_or_else(|| panic!("no source row: {last}"));
+    assert_ne!(row.0, "*", "{last}");
+    // The appliance did answer chrony, with leap indicator 3 (chrony does
+    // not even count such replies in its reach register).
+    let (code, out, err) = run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            ns.name(),
+            "curl",
+            "-sf",
+            "http://127.0.0.1:19181/status",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        doc["ntp"]["replies"].as_u64().unwrap() >= 2,
+        "{}",
+        doc["ntp"]
+    );
+    assert_eq!(doc["ntp"]["leap"], 3);
+    assert_eq!(doc["ntp"]["stratum"], 16);
+    assert_eq!(doc["ntp"]["serving"], "unsynchronised");
+}
+
+#[test]
+fn local_stratum_makes_an_unsynchronised_host_selectable() {
+    let Some((ns, dir)) = require_chrony_netns() else {
+        return;
+    };
+    let _app = start_in(&ns, "unsynchronised", "  localStratum: 10\n");
+    let chrony = Chrony::start(&ns, dir.path());
+    let mut last = String::new();
+    wait_until(
+        "chrony selects the localStratum appliance",
+        Duration::from_secs(40),
+        || {
+            last = chrony.sources();
+            source_row(&last).is_some_and(|(s, _)| s == "*")
+        },
+    );
+    assert!(last.contains(",10,"), "stratum 10 expected: {last}");
+}
+
+// ---- raw client on loopback ----------------------------------------------
+
+fn ntp_now(shift: f64) -> u64 {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let secs = d.as_secs_f64() + 2_208_988_800.0 + shift;
+    (secs * 4_294_967_296.0) as u64
+}
+
+fn request(shift: f64) -> [u8; 48] {
+    let mut b = [0u8; 48];
+    b[0] = 0x23;
+    b[40..48].copy_from_slice(&ntp_now(shift).to_be_bytes());
+    b
+}
+
+/// A client socket on `ip` with a short timeout.
+fn client(ip: &str) -> UdpSocket {
+    let s = UdpSocket::bind(format!("{ip}:0")).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    s
+}
+
+fn lab(extra: &str) -> (Appliance, u16) {
+    let admin = free_port();
+    let yaml = only(&format!(
+        "admin:\n  listen: 127.0.0.1:{admin}\nntp:\n  listen: 127.0.0.1:0\n{extra}"
+    ));
+    let app = Appliance::launch()
+        .env(CLOCK_ENV, "synchronised")
+        .start(&yaml);
+    (app, admin)
+}
+
+fn status(admin: u16) -> serde_json::Value {
+    let (code, out, err) = run(
+        "curl",
+        &["-sf", &format!("http://127.0.0.1:{admin}/status")],
+    );
+    assert_eq!(code, 0, "curl /status: {err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn a_client_an_hour_off_shows_as_skewed_on_status_and_the_cli() {
+    require_tools!("curl");
+    let (app, admin) = lab("");
+    let ntp = app.addr("ntp");
+    // master-0 (127.0.20.10) one hour behind; master-1 on time.
+    for (ip, shift) in [("127.0.20.10", -3600.0), ("127.0.20.11", 0.0)] {
+        let c = client(ip);
+        c.send_to(&request(shift), ntp).unwrap();
+        let mut buf = [0u8; 100];
+        let (n, _) = c.recv_from(&mut buf).expect("a reply");
+        assert_eq!(n, 48);
+        assert_eq!(buf[0] & 7, 4, "server mode");
+    }
+    let doc = status(admin);
+    let rows = doc["ntp"]["clients"].as_array().unwrap();
+    let m0 = rows.iter().find(|r| r["node"] == "master-0").unwrap();
+    assert_eq!(m0["skewed"], true, "{doc:#}");
+    let off = m0["offsetMs"].as_f64().unwrap();
+    assert!((off - 3_600_000.0).abs() < 1000.0, "{off}");
+    let m1 = rows.iter().find(|r| r["node"] == "master-1").unwrap();
+    assert_eq!(m1["skewed"], false);
+    assert_eq!(doc["ntp"]["skewed"], 1);
+
+    let out = Command::new(common::BIN)
+        .args(["status", "--cluster", app.cluster_file.to_str().unwrap()])
+        .env_remove("CRC_APPLIANCE_CLUSTER")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains("master-0 (127.0.20.10)"))
+        .unwrap_or_else(|| panic!("no clock line for master-0:\n{text}"));
+    assert!(line.contains("+3600.") && line.contains("ERROR"), "{line}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("master-1 (127.0.20.11)"))
+        .unwrap();
+    assert!(!line.contains("ERROR"), "{line}");
+}
+
+/// Deterministic pseudo-random bytes.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn fuzzed_datagrams_never_stop_the_service_and_no_reply_is_larger() {
+    require_tools!("curl");
+    let (mut app, admin) = lab("  clientRate: 100000\n");
+    let ntp = app.addr("ntp");
+    let c = client("127.0.20.30");
+    c.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let valid = request(0.0);
+    let mut buf = [0u8; 2048];
+    let mut replies = 0;
+    for i in 0..5000 {
+        let data: Vec<u8> = if i % 2 == 0 {
+            let len = (rng.next() % 200) as usize;
+            (0..len).map(|_| rng.next() as u8).collect()
+        } else {
+            let mut d = valid.to_vec();
+            for _ in 0..(rng.next() % 4 + 1) {
+                let at = (rng.next() as usize) % d.len();
+                d[at] = rng.next() as u8;
+            }
+            d.truncate((rng.next() % 60) as usize + 1);
+            d
+        };
+        c.send_to(&data, ntp).unwrap();
+        while let Ok((n, _)) = c.recv_from(&mut buf) {
+            replies += 1;
+            assert_eq!(n, 48);
+        }
+    }
+    // Still serving, to a valid request.
+    let c2 = client("127.0.20.31");
+    c2.send_to(&request(0.0), ntp).unwrap();
+    let (n, _) = c2.recv_from(&mut buf).expect("the service still answers");
+    assert_eq!(n, 48);
+    let doc = status(admin);
+    assert!(
+        doc["ntp"]["malformed"].as_u64().unwrap() > 100,
+        "{}",
+        doc["ntp"]
+    );
+    assert!(
+        doc["ntp"]["refusedMode"].as_u64().unwrap() > 100,
+        "{}",
+        doc["ntp"]
+    );
+    eprintln!("fuzz: {replies} replies to 5000 datagrams; {}", doc["ntp"]);
+    assert_eq!(
+        app.wait_exit(Duration::from_millis(10)),
+        None,
+        "the appliance exited"
+    );
+}
+
+#[test]
+fn a_flood_gets_kod_rate_and_does_not_starve_another_client() {
+    let (app, _) = lab("  clientRate: 4\n");
+    let ntp: SocketAddr = app.addr("ntp");
+    let flood = client("127.0.20.40");
+    flood.set_nonblocking(true).unwrap();
+    let other = client("127.0.20.41");
+    let mut buf = [0u8; 100];
+    let (mut kods, mut normal, mut other_ok) = (0, 0, 0);
+    let t0 = Instant::now();
+    let mut sent = 0u32;
+    // ≤ 3 s and ≤ 12000 datagrams from one address (about 4000/s); the
+    // other asks every 250 ms.
+    let mut next_other = t0;
+    while t0.elapsed() < Duration::from_secs(3) && sent < 12_000 {
+        let _ = flood.send_to(&request(0.0), ntp);
+        sent += 1;
+        while let Ok((n, _)) = flood.recv_from(&mut buf) {
+            if n == 48 && buf[1] == 0 && &buf[12..16] == b"RATE" {
+                kods += 1;
+            } else {
+                normal += 1;
+            }
+        }
+        if Instant::now() >= next_other {
+            next_other += Duration::from_millis(250);
+            other.send_to(&request(0.0), ntp).unwrap();
+            match other.recv_from(&mut buf) {
+                Ok((48, _)) if buf[1] != 0 => other_ok += 1,
+                r => panic!("the second client got {r:?} ({:?})", &buf[..16]),
+            }
+        }
+        if sent.is_multiple_of(4) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    assert!(
+        kods >= 1,
+        "no KoD RATE in {sent} requests ({normal} answered)"
+    );
+    // Burst 8 + 4/s over ~3 s, plus a little slack.
+    assert!(normal <= 8 + 4 * 4 + 4, "{normal} answered of {sent}");
+    assert!(other_ok >= 10, "second client answered {other_ok} times");
+    eprintln!(
+        "flood: {sent} sent, {normal} answered, {kods} KoD; second client {other_ok} answered"
+    );
+}
