@@ -992,3 +992,43 @@ fn a_flooded_frontend_leaves_descriptors_for_checks_and_other_frontends() {
     assert_eq!(code, 0);
     assert!(body.starts_with("worker-"), "{body}");
 }
+
+/// A compact cluster (bootstrap and three masters, no workers) end to end:
+/// the ingress frontends forward to the masters, and only to them; the
+/// workers' nginx on 127.0.20.20-21 keeps running to catch a wrong pool.
+#[test]
+fn compact_cluster_ingress_goes_to_the_masters() {
+    require_tools!("nginx", "curl", "openssl");
+    let ports = Ports::new();
+    let _b = Backends::start(&ports, &[], false);
+    let file = cluster(&ports, admin_port(), "")
+        .replace(
+            "  - { name: worker-0, role: worker, mac: \"52:54:00:14:00:14\", ip: 127.0.20.20 }\n",
+            "",
+        )
+        .replace(
+            "  - { name: worker-1, role: worker, mac: \"52:54:00:14:00:15\", ip: 127.0.20.21 }\n",
+            "",
+        );
+    assert!(!file.contains("role: worker"), "{file}");
+    let app = Appliance::start(&file);
+    let masters = ["master-0", "master-1", "master-2"];
+    let st = wait_status(&app, "masters healthy in both ingress pools", |st| {
+        ["ingress-http", "ingress-https"]
+            .iter()
+            .all(|p| masters.iter().all(|m| healthy(st, p, m)))
+    });
+    for p in ["ingress-http", "ingress-https"] {
+        let nodes: BTreeSet<String> = pool(&st, p)["backends"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["node"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(nodes, set(&masters), "{p}: {st:#}");
+    }
+    let http = format!("http://{}/", app.addr("lb ingress-http"));
+    let https = format!("https://{}/", app.addr("lb ingress-https"));
+    assert_eq!(names_seen(&http, 9), set(&masters));
+    assert_eq!(names_seen(&https, 9), set(&masters));
+}
