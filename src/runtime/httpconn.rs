@@ -70,6 +70,9 @@ pub struct Activity {
     /// Milliseconds after `start` when the last request ended (0: none yet).
     idle_since_ms: AtomicU64,
     kick: CancellationToken,
+    /// A request asked to close the connection after its response
+    /// ([`Activity::set_closing`]).
+    closing: AtomicBool,
 }
 
 impl Activity {
@@ -79,7 +82,19 @@ impl Activity {
             in_flight: AtomicUsize::new(0),
             idle_since_ms: AtomicU64::new(0),
             kick: CancellationToken::new(),
+            closing: AtomicBool::new(false),
         })
+    }
+
+    /// Note that the response being made is the connection's last (its
+    /// request said `Connection: close`).
+    pub fn set_closing(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Activity::set_closing`] was called.
+    pub fn closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
     }
 
     /// How long the connection has had no request in flight; `None` while
