@@ -281,23 +281,42 @@ fn proto_of(first: &[u8]) -> Option<Proto> {
 /// typical request head (more is left to hyper).
 const FIRST_READ: usize = 4096;
 
+thread_local! {
+    /// Where [`sniff`]'s `recv`s land: one buffer per runtime thread,
+    /// reused (never held across an `.await`).
+    static FIRST: std::cell::RefCell<Vec<u8>> =
+        std::cell::RefCell::new(Vec::with_capacity(FIRST_READ));
+}
+
+/// One non-blocking `recv` of up to [`FIRST_READ`] bytes, appended to
+/// `got`: `Ok(0)` at EOF.
+fn read_first(stream: &TcpStream, got: &mut Vec<u8>) -> std::io::Result<usize> {
+    FIRST.with(|b| {
+        let mut buf = b.borrow_mut();
+        buf.clear();
+        buf.reserve(FIRST_READ);
+        let n = stream.try_read_buf(&mut *buf)?;
+        got.extend_from_slice(&buf);
+        Ok(n)
+    })
+}
+
 /// Read until the bytes received tell the protocol (see [`proto_of`]):
 /// the protocol and the bytes, `None` when the client closed first.
 ///
-/// Each `recv` lands in a stack buffer and only the bytes received are
-/// kept (a request head: a small allocation). A 4 KiB heap buffer per
-/// connection cost ~700 instructions in glibc's large-chunk path.
+/// Each `recv` lands in a per-thread buffer and only the bytes received
+/// are kept (a request head: a small allocation). A 4 KiB heap buffer per
+/// connection cost ~700 instructions in glibc's large-chunk path, and a
+/// zeroed stack buffer a 4 KiB `memset` per connection.
 async fn sniff(stream: &TcpStream) -> Option<(Proto, Bytes)> {
     let mut got: Vec<u8> = Vec::new();
     loop {
         stream.readable().await.ok()?;
-        let mut buf = [0u8; FIRST_READ];
         // A readiness without bytes (seen on fresh sockets) is WouldBlock:
         // it clears the readiness and we wait again.
-        match stream.try_read(&mut buf) {
+        match read_first(stream, &mut got) {
             Ok(0) => return None,
-            Ok(n) => {
-                got.extend_from_slice(&buf[..n]);
+            Ok(_) => {
                 if let Some(p) = proto_of(&got) {
                     return Some((p, Bytes::from(got)));
                 }
