@@ -142,22 +142,34 @@ impl Clients {
     ) -> Result<(ClientSlot, Option<IpAddr>), Refused> {
         let ip = canonical(ip);
         let mut g = self.inner.locked();
-        let c = g.count(&ip);
-        if c >= limits.per_client {
-            return Err(Refused::PerClient);
-        }
-        let evicted = if g.total >= limits.total {
-            Some(g.evict_for(&ip, c).ok_or(Refused::Full)?)
-        } else {
-            None
-        };
-        g.next_id += 1;
-        let id = g.next_id;
-        g.total += 1;
-        g.by_ip.entry(ip).or_default().push(Held {
-            id,
+        let inner = &mut *g;
+        let held = Held {
+            id: inner.next_id + 1,
             activity: activity.clone(),
-        });
+        };
+        let evicted = if inner.total < limits.total {
+            // The usual case, one map lookup: a slot is free.
+            let conns = inner.by_ip.entry(ip).or_default();
+            if conns.len() >= limits.per_client {
+                if conns.is_empty() {
+                    inner.by_ip.remove(&ip);
+                }
+                return Err(Refused::PerClient);
+            }
+            conns.push(held);
+            None
+        } else {
+            let c = inner.count(&ip);
+            if c >= limits.per_client {
+                return Err(Refused::PerClient);
+            }
+            let victim = inner.evict_for(&ip, c).ok_or(Refused::Full)?;
+            inner.by_ip.entry(ip).or_default().push(held);
+            Some(victim)
+        };
+        inner.next_id += 1;
+        let id = inner.next_id;
+        inner.total += 1;
         Ok((
             ClientSlot {
                 clients: self.clone(),

@@ -24,9 +24,12 @@
 //! - At most [`MAX_CACHE_BYTES`] are counted; the least recently used
 //!   entries go first. A hit costs a path resolution and an `fstat` on the
 //!   blocking pool — at most once per [`RECHECK`] per (dir, target): in
-//!   between, the key found last is trusted, so a rewritten file is served
-//!   within [`RECHECK`] and a burst of fetches costs no thread hop (the
-//!   hop, not the syscalls, was most of the per-request CPU).
+//!   between, the entry found last is trusted (while the cache keeps it),
+//!   so a rewritten file is served within [`RECHECK`] and a burst of
+//!   fetches costs no thread hop (the hop, not the syscalls, was most of
+//!   the per-request CPU). Such a hit hashes the target only (no path, no
+//!   key) and allocates nothing: the body's pieces, ETag and detail are
+//!   shared (`Arc`, `Bytes`).
 //! - One load per key at a time (the others wait for it and share its
 //!   result: N parallel first fetches of a file, or of several nodes of one
 //!   role, read the file once), and at most [`MAX_LOADS`] reads/merges at
@@ -37,10 +40,12 @@ use std::fs::File;
 use std::future::Future;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use hyper::header::HeaderValue;
 use tokio::sync::Semaphore;
 
 use super::ignition::Target;
@@ -116,30 +121,56 @@ pub struct IgnBody {
     /// The body: one piece for a file served as it is; a merged body is
     /// slices of its role file's cached bytes and the bytes the merge adds.
     pub parts: Arc<[Bytes]>,
-    pub etag: String,
+    pub etag: Arc<str>,
+    /// `etag` as a header value, made once per body.
+    pub etag_value: HeaderValue,
     /// How it was made (`role file`, `node file`, `master.ign + hostname …`).
-    pub detail: String,
+    pub detail: Arc<str>,
 }
 
 impl IgnBody {
+    fn new(parts: Arc<[Bytes]>, etag: String, detail: Arc<str>) -> IgnBody {
+        let etag_value = HeaderValue::from_maybe_shared(Bytes::from(etag.clone()))
+            .unwrap_or_else(|_| HeaderValue::from_static("\"invalid\""));
+        IgnBody {
+            parts,
+            etag: etag.into(),
+            etag_value,
+            detail,
+        }
+    }
+
     /// Body bytes.
     pub fn len(&self) -> u64 {
         self.parts.iter().map(|p| p.len() as u64).sum()
     }
 }
 
-struct Entry {
+/// A cached body and when it was last served (for LRU).
+struct Cached {
     body: IgnBody,
+    used: AtomicU64,
+}
+
+struct Entry {
+    cached: Arc<Cached>,
     /// Bytes counted against [`MAX_CACHE_BYTES`].
     cost: usize,
-    used: u64,
 }
 
 #[derive(Default)]
 struct Inner {
     map: HashMap<Key, Entry>,
     bytes: usize,
-    tick: u64,
+}
+
+/// The entry located last for a target, trusted for the recheck window.
+struct Recent {
+    dir: PathBuf,
+    at: Instant,
+    /// Gone when the cache dropped the entry (then the file is located
+    /// again).
+    hit: Weak<Cached>,
 }
 
 impl Inner {
@@ -176,8 +207,10 @@ pub struct IgnCache {
     loads: Semaphore,
     /// Keys being loaded: later requests for one wait for its first load.
     flights: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
-    /// (dir, target) → the key located last, and when.
-    recent: Mutex<HashMap<(PathBuf, Target), (Instant, Key)>>,
+    /// Target → the entry located last for it (and under which dir, when).
+    recent: Mutex<HashMap<Target, Recent>>,
+    /// LRU clock: bumped per served body.
+    tick: AtomicU64,
     recheck: Duration,
 }
 
@@ -196,6 +229,7 @@ impl IgnCache {
             loads: Semaphore::new(MAX_LOADS),
             flights: Mutex::default(),
             recent: Mutex::default(),
+            tick: AtomicU64::new(0),
             recheck,
         }
     }
@@ -300,17 +334,13 @@ fn read(l: &Located) -> Result<(IgnBody, bool), IgnError> {
     let unchanged = FileId::of(&l.path, &l.file).is_ok_and(|id| id == l.key.file)
         && buf.len() as u64 == l.key.file.size;
     let etag = range::content_etag(&buf);
-    let detail = if l.key.hostname.is_some() {
-        "role file".to_string()
+    let detail: &str = if l.key.hostname.is_some() {
+        "role file"
     } else {
-        l.detail.clone()
+        &l.detail
     };
     Ok((
-        IgnBody {
-            parts: Arc::new([Bytes::from(buf)]),
-            etag,
-            detail,
-        },
+        IgnBody::new(Arc::new([Bytes::from(buf)]), etag, detail.into()),
         unchanged,
     ))
 }
@@ -344,44 +374,58 @@ fn merge(
         .filter(|b| !b.is_empty())
         .collect();
     let refs: Vec<&[u8]> = parts.iter().map(|b| b.as_ref()).collect();
-    let body = IgnBody {
-        etag: range::content_etag_of(&refs),
-        parts: parts.into(),
-        detail,
-    };
+    let etag = range::content_etag_of(&refs);
+    let body = IgnBody::new(parts.into(), etag, detail.into());
     Ok((body, added))
 }
 
 impl IgnCache {
-    /// The cached body of the key located for `id` less than [`RECHECK`] ago.
-    fn recent_body(&self, id: &(PathBuf, Target)) -> Option<IgnBody> {
-        let key = {
-            let recent = self.recent.locked();
-            let (at, key) = recent.get(id)?;
-            if at.elapsed() >= self.recheck {
-                return None;
-            }
-            key.clone()
-        };
-        self.get(&key)
+    /// Mark `c` served now (LRU) and share its body.
+    fn serve(&self, c: &Cached) -> IgnBody {
+        let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
+        c.used.store(tick, Ordering::Relaxed);
+        c.body.clone()
     }
 
-    fn remember(&self, id: (PathBuf, Target), key: &Key) {
+    /// The cached body located for `t` under `dir` less than [`RECHECK`]
+    /// ago, if the cache still holds it.
+    fn recent_body(&self, dir: &Path, t: &Target) -> Option<IgnBody> {
+        let hit = {
+            let recent = self.recent.locked();
+            let r = recent.get(t)?;
+            if r.dir != dir || r.at.elapsed() >= self.recheck {
+                return None;
+            }
+            r.hit.upgrade()?
+        };
+        Some(self.serve(&hit))
+    }
+
+    /// Trust the entry of `key` (if cached) for `t` under `dir` for the
+    /// recheck window.
+    fn remember(&self, dir: &Path, t: &Target, key: &Key) {
+        let hit = self
+            .inner
+            .locked()
+            .map
+            .get(key)
+            .map_or_else(Weak::new, |e| Arc::downgrade(&e.cached));
         let mut recent = self.recent.locked();
         // Bounded by the cluster's targets; forget stale ones when it grows.
         if recent.len() > 1024 {
-            recent.retain(|_, (at, _)| at.elapsed() < self.recheck);
+            recent.retain(|_, r| r.at.elapsed() < self.recheck);
         }
-        recent.insert(id, (Instant::now(), key.clone()));
+        let r = Recent {
+            dir: dir.to_path_buf(),
+            at: Instant::now(),
+            hit,
+        };
+        recent.insert(t.clone(), r);
     }
 
     fn get(&self, key: &Key) -> Option<IgnBody> {
-        let mut g = self.inner.locked();
-        g.tick += 1;
-        let tick = g.tick;
-        let e = g.map.get_mut(key)?;
-        e.used = tick;
-        Some(e.body.clone())
+        let hit = self.inner.locked().map.get(key)?.cached.clone();
+        Some(self.serve(&hit))
     }
 
     /// Cache `body` under `key`, counting `cost` bytes. A merged body is
@@ -406,7 +450,7 @@ impl IgnCache {
             let Some(oldest) = inner
                 .map
                 .iter()
-                .min_by_key(|(_, e)| e.used)
+                .min_by_key(|(_, e)| e.cached.used.load(Ordering::Relaxed))
                 .map(|(k, _)| k.clone())
             else {
                 break;
@@ -417,10 +461,10 @@ impl IgnCache {
             return;
         }
         inner.remove(&key);
-        inner.tick += 1;
         inner.bytes += cost;
-        let used = inner.tick;
-        inner.map.insert(key, Entry { body, cost, used });
+        let used = AtomicU64::new(self.tick.fetch_add(1, Ordering::Relaxed) + 1);
+        let cached = Arc::new(Cached { body, used });
+        inner.map.insert(key, Entry { cached, cost });
     }
 
     /// The body of `key`: from the cache, else made by `make` — one load
@@ -483,15 +527,29 @@ impl IgnCache {
     /// source file is unchanged, else read (and merged) under the load
     /// bounds and cached.
     pub async fn load(&self, dir: &Path, t: &Target) -> Result<IgnBody, IgnError> {
-        let id = (dir.to_path_buf(), t.clone());
-        if let Some(b) = self.recent_body(&id) {
+        if let Some(b) = self.recent_body(dir, t) {
             return Ok(b);
         }
-        let (dir, t) = id.clone();
-        let located = tokio::task::spawn_blocking(move || locate(&dir, &t))
+        // Boxed: the hit above keeps the caller's future small.
+        Box::pin(self.locate_and_load(dir, t)).await
+    }
+
+    /// [`IgnCache::load`] past the recent hit: locate the file, then its
+    /// body.
+    async fn locate_and_load(&self, dir: &Path, t: &Target) -> Result<IgnBody, IgnError> {
+        let (d, tt) = (dir.to_path_buf(), t.clone());
+        let located = tokio::task::spawn_blocking(move || locate(&d, &tt))
             .await
             .map_err(|e| IgnError::Broken(format!("ignition task failed: {e}")))??;
-        self.remember(id, &located.key);
+        let key = located.key.clone();
+        let body = self.located_body(located).await;
+        // Trusted only once cached (a file that changed while read is not).
+        self.remember(dir, t, &key);
+        body
+    }
+
+    /// The body of a located file: cached, else read (and merged).
+    async fn located_body(&self, located: Located) -> Result<IgnBody, IgnError> {
         if let Some(b) = self.get(&located.key) {
             return Ok(b);
         }
@@ -626,7 +684,7 @@ mod tests {
                 v["storage"]["files"][1]["contents"]["source"],
                 format!("data:,master-{n}.c.example.com%0A")
             );
-            assert_eq!(b.etag, range::content_etag(text(b).as_bytes()));
+            assert_eq!(&*b.etag, range::content_etag(text(b).as_bytes()));
         }
         assert!(c.held() < doc.len() + 3 * 1024, "held {}", c.held());
         // Dropping the file's entry drops the merges that slice it.

@@ -49,6 +49,7 @@ mod igncache;
 pub mod ignition;
 pub mod ignmerge;
 mod iso;
+mod lastsend;
 pub mod netboot;
 pub mod path;
 pub mod range;
@@ -454,14 +455,18 @@ impl Ctx {
         let c = &plan.cluster;
         let client = peer.ip();
         let node = ignition::node_by_ip(c, client).map(|n| n.name.clone());
-        let file = match path::sanitize(name) {
-            Ok(p) if p.components().count() == 1 => p.to_string_lossy().into_owned(),
-            _ => {
-                debug!("http: refused ignition path {:?}", req.uri().path());
-                return plain(StatusCode::BAD_REQUEST, "bad path");
-            }
+        let file: Arc<str> = match path::plain_name(name) {
+            // The usual `master-0.ign`: nothing to decode or resolve.
+            Some(n) => n.into(),
+            None => match path::sanitize(name) {
+                Ok(p) if p.components().count() == 1 => p.to_string_lossy().into(),
+                _ => {
+                    debug!("http: refused ignition path {:?}", req.uri().path());
+                    return plain(StatusCode::BAD_REQUEST, "bad path");
+                }
+            },
         };
-        let record = |status: StatusCode, detail: &str, bytes: u64| {
+        let record = |status: StatusCode, detail: Arc<str>, bytes: u64| {
             // Network boot: the node itself fetched its ignition (the
             // installer did), so its next network boot boots the disk.
             if status == StatusCode::OK
@@ -486,7 +491,7 @@ impl Ctx {
                 node: node.clone(),
                 file: file.clone(),
                 status: status.as_u16(),
-                detail: detail.to_string(),
+                detail,
                 bytes,
             });
         };
@@ -506,53 +511,58 @@ impl Ctx {
                 ),
                 None => debug!("ignition {file} refused to {client} ({who})"),
             }
-            record(StatusCode::FORBIDDEN, &format!("refused: {who}"), 0);
+            record(StatusCode::FORBIDDEN, format!("refused: {who}").into(), 0);
             return plain(
                 StatusCode::FORBIDDEN,
                 "ignition is only served to the node it belongs to",
             );
         }
         let Some(target) = target else {
-            record(StatusCode::NOT_FOUND, "not a node or role", 0);
+            record(StatusCode::NOT_FOUND, "not a node or role".into(), 0);
             return plain(StatusCode::NOT_FOUND, "not found");
         };
-        let (body, etag, detail) = match self.ign_cache.load(&c.http.ignition_dir, &target).await {
-            Ok(b) => (b.parts, b.etag, b.detail),
+        let ign = match self.ign_cache.load(&c.http.ignition_dir, &target).await {
+            Ok(b) => b,
             Err(IgnError::Missing(f)) => {
                 info!("ignition {file} for {client}: {f} does not exist");
-                record(StatusCode::NOT_FOUND, &format!("{f} missing"), 0);
+                record(StatusCode::NOT_FOUND, format!("{f} missing").into(), 0);
                 return plain(StatusCode::NOT_FOUND, "not found");
             }
             Err(IgnError::Broken(msg)) => {
                 error!("ignition {file} for {client}: {msg}");
-                record(StatusCode::INTERNAL_SERVER_ERROR, &msg, 0);
+                record(StatusCode::INTERNAL_SERVER_ERROR, msg.as_str().into(), 0);
                 return plain(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "ignition config is invalid",
                 );
             }
         };
-        let v = Validators {
-            etag,
-            modified: None,
-        };
-        let len: u64 = body.iter().map(|p| p.len() as u64).sum();
+        let len = ign.len();
         let mut r = Response::new(empty());
-        with_validators(&mut r, &v);
+        // The ETag header value is made once per body (`IgnBody`).
+        r.headers_mut().insert(header::ETAG, ign.etag_value.clone());
         r.headers_mut()
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        let cond = Conditions {
-            if_none_match: req
-                .headers()
-                .get(header::IF_NONE_MATCH)
-                .and_then(|h| h.to_str().ok()),
-            ..Default::default()
-        };
-        if range::evaluate_conditions(&cond, &v) == Precondition::NotModified {
-            *r.status_mut() = StatusCode::NOT_MODIFIED;
-            record(StatusCode::NOT_MODIFIED, &detail, 0);
-            return r;
+        let if_none_match = req
+            .headers()
+            .get(header::IF_NONE_MATCH)
+            .and_then(|h| h.to_str().ok());
+        if let Some(inm) = if_none_match {
+            let v = Validators {
+                etag: ign.etag.to_string(),
+                modified: None,
+            };
+            let cond = Conditions {
+                if_none_match: Some(inm),
+                ..Default::default()
+            };
+            if range::evaluate_conditions(&cond, &v) == Precondition::NotModified {
+                *r.status_mut() = StatusCode::NOT_MODIFIED;
+                record(StatusCode::NOT_MODIFIED, ign.detail, 0);
+                return r;
+            }
         }
+        let detail = &ign.detail;
         r.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/vnd.coreos.ignition+json"),
@@ -563,13 +573,14 @@ impl Ctx {
                 .map(|n| format!(" (node {n})"))
                 .unwrap_or_default()
         );
-        record(StatusCode::OK, &detail, len);
+        record(StatusCode::OK, detail.clone(), len);
         if req.method() == Method::HEAD {
             return head_only(r, len);
         }
         self.stats.sent(len);
-        r.headers_mut().insert(header::CONTENT_LENGTH, len.into());
-        *r.body_mut() = shared_body(body);
+        // No Content-Length header: hyper writes it from the body's exact
+        // size (no header value to build per response).
+        *r.body_mut() = shared_body(ign.parts);
         r
     }
 
@@ -619,17 +630,20 @@ impl Ctx {
         let p = path::normalize(req.uri().path());
         let plan = self.plan.load_full();
         let cfg = &plan.cluster.http;
+        // The file and boot futures are boxed: kept inline, their state
+        // made every request's future larger, and hyper and the counting
+        // wrapper move it (a `memcpy` of it per request, ignition too).
         if let Some(rest) = p.strip_prefix("/images/") {
-            self.serve_file(req, &cfg.images_dir, rest).await
+            Box::pin(self.serve_file(req, &cfg.images_dir, rest)).await
         } else if let Some(rest) = p.strip_prefix("/boot/") {
-            self.serve_boot(req, peer, rest).await
+            Box::pin(self.serve_boot(req, peer, rest)).await
         } else if let Some(rest) = p.strip_prefix("/ignition/") {
             self.serve_ignition(req, &plan, peer, rest).await
         } else if let Some(rest) = p.strip_prefix('/') {
             if rest.ends_with(".ign") && !rest.contains('/') {
                 self.serve_ignition(req, &plan, peer, rest).await
             } else {
-                self.serve_file(req, &cfg.images_dir, rest).await
+                Box::pin(self.serve_file(req, &cfg.images_dir, rest)).await
             }
         } else {
             plain(StatusCode::BAD_REQUEST, "bad path")

@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
-use hyper::Request;
 use hyper::body::Incoming;
+use hyper::{Request, Version};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use super::clients::{self, ClientSlot, Clients, Refused};
+use super::lastsend::{self, LastSend};
 use super::netboot::BootState;
 use super::stats::Stats;
 use super::version::MinorVersion;
@@ -199,7 +200,14 @@ async fn serve_conn(
         };
     ctx.stats.conn_open();
     let c2 = ctx.clone();
+    let a2 = activity.clone();
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        // hyper answers such a request last: its bytes go with the FIN.
+        if matches!(req.version(), Version::HTTP_10 | Version::HTTP_11)
+            && lastsend::asks_close(req.headers())
+        {
+            a2.set_closing();
+        }
         let ctx = c2.clone();
         async move { Ok::<_, Infallible>(ctx.handle(req, peer).await) }
     });
@@ -207,6 +215,8 @@ async fn serve_conn(
         idle: IDLE_TIMEOUT,
         drain: DRAIN,
     };
+    // A closing response's last bytes leave with the FIN (`lastsend`).
+    let stream = LastSend::new(stream, activity.clone());
     let stream = MinorVersion::new(httpconn::Replay::new(stream, first));
     match httpconn::serve(&builders, proto, stream, svc, &activity, t, &shutdown).await {
         Ended::Idle => ctx.stats.closed_idle(),

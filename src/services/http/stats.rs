@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
@@ -25,10 +25,10 @@ pub struct Fetch {
     /// The node whose IP the client has, if any.
     pub node: Option<String>,
     /// Requested file, e.g. `master-0.ign`.
-    pub file: String,
+    pub file: Arc<str>,
     pub status: u16,
     /// `node file`, `role file`, `role file + hostname`, or why not served.
-    pub detail: String,
+    pub detail: Arc<str>,
     pub bytes: u64,
 }
 
@@ -43,9 +43,9 @@ impl Fetch {
                 .unwrap_or(0),
             client: self.client.to_string(),
             node: self.node.clone(),
-            file: self.file.clone(),
+            file: self.file.to_string(),
             status: self.status,
-            detail: self.detail.clone(),
+            detail: self.detail.to_string(),
             bytes: self.bytes,
         }
     }
@@ -146,7 +146,7 @@ impl Stats {
                 let last = fetches
                     .iter()
                     .find(|f| f.node.as_deref() == Some(n.name.as_str()))
-                    .or_else(|| fetches.iter().find(|f| f.file == own));
+                    .or_else(|| fetches.iter().find(|f| *f.file == *own));
                 IgnitionByNode {
                     node: n.name.clone(),
                     ip: n.ip,
