@@ -8,7 +8,7 @@
 //! synchronised only when the kernel says it is), `clientRate: 8`
 //! requests per second per client address with a burst of `2 × clientRate`.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -60,20 +60,9 @@ pub fn ntp(
         })
     };
     let listen = match &raw.listen {
-        Some(text) => {
-            let t = text.trim();
-            match (t.parse::<SocketAddr>(), t.parse::<IpAddr>()) {
-                (Ok(sa), _) => Some(sa),
-                (_, Ok(ip)) => Some(SocketAddr::new(ip, 123)),
-                _ => {
-                    push(
-                        "ntp.listen",
-                        format!("{text:?} is not a valid address (ip or ip:port)"),
-                    );
-                    None
-                }
-            }
-        }
+        Some(text) => super::validate::parse_sock(text, Some(123))
+            .map_err(|message| push("ntp.listen", message))
+            .ok(),
         None => appliance_ip.map(|ip| SocketAddr::new(ip.into(), 123)),
     };
     if let Some(s) = raw.local_stratum

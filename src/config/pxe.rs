@@ -13,7 +13,7 @@
 //! `allowSymlinksTo`: `[/boot]` when `tftpRoot` is defaulted (Debian's `ipxe`
 //! links `ipxe.efi` and `ipxe.lkrn` to `/boot`), otherwise empty.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -108,20 +108,9 @@ pub fn tftp(
         })
     };
     let listen = match &raw.tftp_listen {
-        Some(text) => {
-            let t = text.trim();
-            match (t.parse::<SocketAddr>(), t.parse::<IpAddr>()) {
-                (Ok(sa), _) => Some(sa),
-                (_, Ok(ip)) => Some(SocketAddr::new(ip, 69)),
-                _ => {
-                    push(
-                        "pxe.tftpListen",
-                        format!("{text:?} is not a valid address (ip or ip:port)"),
-                    );
-                    None
-                }
-            }
-        }
+        Some(text) => super::validate::parse_sock(text, Some(69))
+            .map_err(|message| push("pxe.tftpListen", message))
+            .ok(),
         None => appliance_ip.map(|ip| SocketAddr::new(ip.into(), 69)),
     };
     let resolve = |p: &str| {

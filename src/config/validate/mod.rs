@@ -93,20 +93,27 @@ pub(crate) fn sock(
     text: &str,
     default_port: Option<u16>,
 ) -> Option<SocketAddr> {
+    parse_sock(text, default_port)
+        .map_err(|message| e.push(path, message))
+        .ok()
+}
+
+/// [`sock`] for the section validators that keep their own error list
+/// (`pxe:`, `ntp:`): the address, or the message naming the forms accepted.
+pub(crate) fn parse_sock(text: &str, default_port: Option<u16>) -> Result<SocketAddr, String> {
     let t = text.trim();
     if let Ok(sa) = t.parse::<SocketAddr>() {
-        return Some(sa);
+        return Ok(sa);
     }
     if let (Some(p), Ok(ip)) = (default_port, t.parse::<IpAddr>()) {
-        return Some(SocketAddr::new(ip, p));
+        return Ok(SocketAddr::new(ip, p));
     }
     let hint = if default_port.is_some() {
         "ip or ip:port"
     } else {
         "ip:port"
     };
-    e.push(path, format!("{text:?} is not a valid address ({hint})"));
-    None
+    Err(format!("{text:?} is not a valid address ({hint})"))
 }
 
 /// An access list of extra client networks (`http.ignitionClientCidrs`,
