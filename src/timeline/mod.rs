@@ -328,7 +328,6 @@ impl Timeline {
         if let Some(sn) = &self.single {
             return self.single_node_view(sn, rows);
         }
-        let mut phase_times = BTreeMap::new();
         let boot_api = rows
             .iter()
             .find(|r| r.role == Some(Role::Bootstrap))
@@ -338,28 +337,15 @@ impl Timeline {
         let complete = self.bootstrap_complete.or(self.bootstrap_removed);
         let bootstrapping = boot_api.or(complete);
         let ingress = ingress_ready(&rows).and_then(|t| Some(t.max(self.bootstrap_removed?)));
-        for (phase, at) in [
-            (ClusterPhase::Bootstrapping, bootstrapping),
-            (ClusterPhase::BootstrapComplete, complete),
-            (ClusterPhase::BootstrapRemoved, self.bootstrap_removed),
-            (ClusterPhase::IngressReady, ingress),
-        ] {
-            if let Some(at) = at {
-                phase_times.insert(phase.as_str().to_string(), at);
-            }
-        }
-        let phase = ClusterPhase::ALL
-            .into_iter()
-            .rev()
-            .find(|p| phase_times.contains_key(p.as_str()))
-            .unwrap_or_default();
-        TimelineStatus {
-            phase,
-            phase_times,
-            nodes: rows,
-            operator_fetches: self.operator.iter().rev().cloned().collect(),
-            hints: Vec::new(),
-        }
+        self.status_at_phases(
+            [
+                (ClusterPhase::Bootstrapping, bootstrapping),
+                (ClusterPhase::BootstrapComplete, complete),
+                (ClusterPhase::BootstrapRemoved, self.bootstrap_removed),
+                (ClusterPhase::IngressReady, ingress),
+            ],
+            rows,
+        )
     }
 
     /// Single-node phases: bootstrapping from the bootstrap API on the
@@ -368,7 +354,6 @@ impl Timeline {
     /// the node's ingress is healthy after that (install complete). There
     /// is no bootstrap to remove.
     fn single_node_view(&self, sn: &Single, mut rows: Vec<NodeTimeline>) -> TimelineStatus {
-        let mut phase_times = BTreeMap::new();
         let ingress = rows
             .iter()
             .find(|r| r.node == sn.node)
@@ -379,15 +364,28 @@ impl Timeline {
         {
             r.first_boot = sn.node_api;
         }
-        for (phase, at) in [
-            (ClusterPhase::Bootstrapping, sn.bootstrap_api),
-            (ClusterPhase::BootstrapComplete, sn.node_api),
-            (ClusterPhase::IngressReady, ingress),
-        ] {
-            if let Some(at) = at {
-                phase_times.insert(phase.as_str().to_string(), at);
-            }
-        }
+        self.status_at_phases(
+            [
+                (ClusterPhase::Bootstrapping, sn.bootstrap_api),
+                (ClusterPhase::BootstrapComplete, sn.node_api),
+                (ClusterPhase::IngressReady, ingress),
+            ],
+            rows,
+        )
+    }
+
+    /// The document for `rows` with the phases reached so far (Unix
+    /// seconds); the cluster's phase is the latest of them in
+    /// [`ClusterPhase::ALL`] order.
+    fn status_at_phases<const N: usize>(
+        &self,
+        reached: [(ClusterPhase, Option<u64>); N],
+        rows: Vec<NodeTimeline>,
+    ) -> TimelineStatus {
+        let phase_times: BTreeMap<String, u64> = reached
+            .into_iter()
+            .filter_map(|(phase, at)| Some((phase.as_str().to_string(), at?)))
+            .collect();
         let phase = ClusterPhase::ALL
             .into_iter()
             .rev()
