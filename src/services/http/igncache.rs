@@ -254,63 +254,51 @@ fn open_ign(dir: &Path, name: &str) -> Result<Option<(PathBuf, File, FileId)>, I
     }
 }
 
+impl Located {
+    /// `opened` (from [`open_ign`]) served with the hostname merge `hostname`.
+    fn of(
+        (path, file, id): (PathBuf, File, FileId),
+        hostname: Option<String>,
+        detail: String,
+    ) -> Located {
+        Located {
+            key: Key { file: id, hostname },
+            path,
+            file,
+            detail,
+        }
+    }
+}
+
 /// Which file answers `t`, opened. Blocking.
 fn locate(dir: &Path, t: &Target) -> Result<Located, IgnError> {
     match t {
         Target::SingleNode { .. } => {
             let stem = crate::model::mode::BIP_IGNITION.trim_end_matches(".ign");
-            let (path, file, id) = open_ign(dir, stem)?
+            let opened = open_ign(dir, stem)?
                 .ok_or_else(|| IgnError::Missing(crate::model::mode::BIP_IGNITION.into()))?;
-            Ok(Located {
-                key: Key {
-                    file: id,
-                    hostname: None,
-                },
-                path,
-                file,
-                detail: "bootstrap-in-place file".into(),
-            })
+            Ok(Located::of(opened, None, "bootstrap-in-place file".into()))
         }
         Target::Role(role) => {
-            let (path, file, id) = open_ign(dir, role.as_str())?
+            let opened = open_ign(dir, role.as_str())?
                 .ok_or_else(|| IgnError::Missing(format!("{role}.ign")))?;
-            Ok(Located {
-                key: Key {
-                    file: id,
-                    hostname: None,
-                },
-                path,
-                file,
-                detail: "role file".into(),
-            })
+            Ok(Located::of(opened, None, "role file".into()))
         }
         Target::Node {
             node,
             role,
             hostname,
         } => {
-            if let Some((path, file, id)) = open_ign(dir, node)? {
-                return Ok(Located {
-                    key: Key {
-                        file: id,
-                        hostname: None,
-                    },
-                    path,
-                    file,
-                    detail: "node file".into(),
-                });
+            if let Some(opened) = open_ign(dir, node)? {
+                return Ok(Located::of(opened, None, "node file".into()));
             }
-            let (path, file, id) = open_ign(dir, role.as_str())?
+            let opened = open_ign(dir, role.as_str())?
                 .ok_or_else(|| IgnError::Missing(format!("{node}.ign and {role}.ign")))?;
-            Ok(Located {
-                key: Key {
-                    file: id,
-                    hostname: Some(hostname.clone()),
-                },
-                path,
-                file,
-                detail: format!("{role}.ign + hostname {hostname}"),
-            })
+            Ok(Located::of(
+                opened,
+                Some(hostname.clone()),
+                format!("{role}.ign + hostname {hostname}"),
+            ))
         }
     }
 }
