@@ -198,6 +198,14 @@ pub struct Dhcp {
     /// gateway.
     #[serde(default)]
     pub relays: Vec<String>,
+    /// DHCPv6 UDP listen address (default `[::]:547`; only with
+    /// `network.ipv6`).
+    #[serde(default)]
+    pub listen6: Option<String>,
+    /// Where DHCPv6 bindings are persisted (default: the lease file's name
+    /// with `-v6` before its extension).
+    #[serde(default)]
+    pub binding_file6: Option<String>,
 }
 
 impl Default for Dhcp {
@@ -211,6 +219,8 @@ impl Default for Dhcp {
             pxe: None,
             segments: Vec::new(),
             relays: Vec::new(),
+            listen6: None,
+            binding_file6: None,
         }
     }
 }

@@ -302,6 +302,11 @@ pub struct DhcpCfg {
     /// gateway (`dhcp.relays`): unicast, not the appliance's address, no
     /// subnet's network or broadcast address, no duplicates.
     pub relays: Vec<Ipv4Addr>,
+    /// The DHCPv6 socket (`dhcp.listen6`, `[::]:547`); bound only with
+    /// `network.ipv6`.
+    pub listen6: SocketAddr,
+    /// The DHCPv6 binding file (`dhcp.bindingFile6`).
+    pub binding_file6: PathBuf,
 }
 
 impl DhcpCfg {

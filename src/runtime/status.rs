@@ -28,6 +28,8 @@ pub struct StatusDoc {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dhcp: Option<DhcpStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dhcp6: Option<Dhcp6Status>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lb: Option<LbStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpStatus>,
@@ -50,6 +52,7 @@ pub struct StatusDoc {
 pub enum ServiceStatus {
     Dns(DnsStatus),
     Dhcp(DhcpStatus),
+    Dhcp6(Dhcp6Status),
     Lb(LbStatus),
     Http(HttpStatus),
     Libvirt(LibvirtStatus),
@@ -74,6 +77,7 @@ impl StatusDoc {
             reload,
             dns: None,
             dhcp: None,
+            dhcp6: None,
             lb: None,
             http: None,
             libvirt: None,
@@ -89,6 +93,7 @@ impl StatusDoc {
         match s {
             ServiceStatus::Dns(x) => self.dns = Some(x),
             ServiceStatus::Dhcp(x) => self.dhcp = Some(x),
+            ServiceStatus::Dhcp6(x) => self.dhcp6 = Some(x),
             ServiceStatus::Lb(x) => self.lb = Some(x),
             ServiceStatus::Http(x) => self.http = Some(x),
             ServiceStatus::Libvirt(x) => self.libvirt = Some(x),
@@ -213,6 +218,55 @@ pub struct DhcpStatus {
     pub send_errors: u64,
     pub lease_file_writes: u64,
     pub lease_file_errors: u64,
+}
+
+/// `dhcp6`: the DHCPv6 server and router advertisements.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dhcp6Status {
+    pub listen: Option<String>,
+    pub interface: Option<String>,
+    pub binding_file: String,
+    pub bindings: Vec<Binding6Row>,
+    /// Messages received by type (`solicit` … `information-request`,
+    /// `other`).
+    pub received: BTreeMap<String, u64>,
+    /// Replies sent by type (`advertise`, `reply`).
+    pub sent: BTreeMap<String, u64>,
+    pub malformed: u64,
+    /// Messages dropped for a protocol reason (another server's, no client
+    /// identifier, a server identifier where none belongs).
+    pub ignored: u64,
+    /// Clients that got no address, by reason (`no_mac`, `not_reserved`,
+    /// `reserved_declined`, `pool_exhausted`).
+    pub refused: BTreeMap<String, u64>,
+    pub relayed: u64,
+    pub send_errors: u64,
+    pub binding_file_writes: u64,
+    pub binding_file_errors: u64,
+    /// Router advertisements (`None`: `routerAdvertisements` is off).
+    pub router_advertisements: Option<RaStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Binding6Row {
+    pub address: std::net::Ipv6Addr,
+    pub duid: String,
+    pub iaid: u32,
+    pub mac: Option<String>,
+    pub state: LeaseState,
+    /// Unix seconds.
+    pub expires: u64,
+    pub reserved: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RaStatus {
+    pub sent: u64,
+    pub solicitations: u64,
+    pub send_errors: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

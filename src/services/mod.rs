@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod dhcp;
+pub mod dhcp6;
 pub mod dns;
 pub mod http;
 pub mod lb;

@@ -85,6 +85,26 @@ pub(crate) fn build(
         }
     }
     let relays = relays(h, net, &segments, e);
+    let listen6 = match &h.listen6 {
+        Some(s) => sock(e, "dhcp.listen6", s, Some(547)).filter(|a| {
+            a.is_ipv6() || {
+                e.push("dhcp.listen6", "must be an IPv6 address (e.g. [::]:547)");
+                false
+            }
+        }),
+        None => Some(SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 547))),
+    };
+    let binding_file6 = match &h.binding_file6 {
+        Some(f) if f.trim().is_empty() => {
+            e.push("dhcp.bindingFile6", "must not be empty");
+            PathBuf::new()
+        }
+        Some(f) => resolve(base, f),
+        None => v6_name(&lease_file),
+    };
+    if binding_file6 == lease_file {
+        e.push("dhcp.bindingFile6", "must differ from dhcp.leaseFile");
+    }
     Some(DhcpCfg {
         enabled: h.enabled,
         listen: listen?,
@@ -94,7 +114,23 @@ pub(crate) fn build(
         pxe,
         segments,
         relays,
+        listen6: listen6?,
+        binding_file6,
     })
+}
+
+/// `x/name-leases.json` → `x/name-leases-v6.json` (the DHCPv6 binding
+/// file beside the DHCPv4 lease file).
+fn v6_name(lease_file: &Path) -> PathBuf {
+    let stem = lease_file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "leases".into());
+    let name = match lease_file.extension() {
+        Some(ext) => format!("{stem}-v6.{}", ext.to_string_lossy()),
+        None => format!("{stem}-v6"),
+    };
+    lease_file.with_file_name(name)
 }
 
 /// `dhcp.relays[]`: addresses a relay agent can have (the same rules the

@@ -1,0 +1,524 @@
+//! DHCPv6 server with MAC reservations (RFC 8415; client link-layer
+//! address RFC 6939) and router advertisements (RFC 4861), for clusters
+//! with `network.ipv6`.
+//!
+//! - [`ident`]: the node's MAC from a DUID, the relay's option 79 or an
+//!   EUI-64 link-local address (pure).
+//! - [`relay`]: Relay-Forward/Relay-Reply envelopes (pure).
+//! - [`bindings`]: the binding table (pure, injected clock, persisted form).
+//! - [`reply`]: message → Advertise/Reply/silence (pure, RFC 8415 §18.3).
+//! - [`store`]: the binding file (atomic, durable; corrupt kept aside).
+//! - `writer`: group commit of pool bindings before their replies.
+//! - [`ra`]: router advertisements on a raw ICMPv6 socket.
+//! - this file: the socket layer. One UDP socket on `dhcp.listen6`
+//!   (`[::]:547`, IPv6 only, no SO_REUSEADDR), bound to
+//!   `network.interface` with SO_BINDTODEVICE and joined to
+//!   `ff02::1:2` on it. Replies go back to the datagram's source (the
+//!   client's link-local address and port, or the relay).
+//!
+//! Invariants (as the DHCPv4 service): a bad datagram is counted and
+//! dropped, never ends the loop; what a client can cause per datagram
+//! (malformed, refused clients) is logged at warn at most once per reason
+//! every 10 s ([`LOG`]); the socket loop or the writer ending on its own
+//! fails the service. Durability: replies for reserved addresses leave at
+//! once (the reservation decides them; the binding is written within a
+//! second); pool bindings, and releases/declines of them, are on disk
+//! before their reply; a failed write drops the held replies (the client
+//! retries) and keeps the records unwritten.
+//!
+//! Reload: the reply configuration is swapped between batches and the
+//! table rebuilt under the new reservations; the socket is kept unless
+//! `dhcp.listen6` or `network.interface` changed; router advertisements
+//! restart when their settings change. A changed `dhcp.bindingFile6` takes
+//! a restart.
+
+pub mod bindings;
+pub mod ident;
+pub mod ra;
+pub mod relay;
+pub mod reply;
+mod status;
+pub mod store;
+mod writer;
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use arc_swap::{ArcSwap, ArcSwapOption};
+use async_trait::async_trait;
+use dhcproto::v6::MessageType;
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::UdpSocket;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+use crate::plan::Plan;
+use crate::runtime::lograte::{self, LogRate};
+use crate::runtime::service::{Commit, Listeners, Service, Tasks};
+use crate::runtime::sync::LockExt as _;
+use bindings::{Scope, Table};
+use reply::{Config, Durability, Request};
+use status::Counters;
+use writer::Writer;
+
+const BATCH: usize = 256;
+/// Per-client warnings: one line per reason every 10 s.
+static LOG: LogRate = LogRate::new("dhcp6", lograte::CLIENT_EVENTS);
+const LAZY_FLUSH: Duration = Duration::from_secs(1);
+/// All_DHCP_Relay_Agents_and_Servers (RFC 8415 §7.1).
+pub const ALL_SERVERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 1, 2);
+
+pub use crate::runtime::clock::unix_now as now;
+
+/// Everything the service takes from the plan.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub interface: Option<String>,
+    pub binding_file: PathBuf,
+    pub scope: Scope,
+    pub reply: Config,
+    /// Router advertisements: the prefix, when `routerAdvertisements`.
+    pub ra: Option<(Ipv6Addr, u8)>,
+}
+
+impl Settings {
+    /// `None` without `network.ipv6` (a v4-only cluster runs no DHCPv6).
+    pub fn from_plan(_plan: &Plan) -> Option<Settings> {
+        None
+    }
+}
+
+/// The server's DUID: a DUID-UUID (type 4, RFC 6355) derived from the
+/// cluster name, so it is the same across restarts and hosts.
+pub fn server_duid(cluster: &str) -> Vec<u8> {
+    let fnv = |seed: u64| {
+        cluster.bytes().fold(seed, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    };
+    let mut d = vec![0, 4];
+    d.extend_from_slice(&fnv(0xcbf2_9ce4_8422_2325).to_be_bytes());
+    d.extend_from_slice(&fnv(0x6c62_272e_07bb_0142).to_be_bytes());
+    d
+}
+
+/// Shared between the socket loop, the writer and the status.
+struct Shared {
+    table: Mutex<Table>,
+    counters: Counters,
+    socket: ArcSwapOption<UdpSocket>,
+    bound: Mutex<Option<(SocketAddr, Option<String>)>>,
+    binding_file: PathBuf,
+    ra: ArcSwapOption<ra::RaCounters>,
+}
+
+impl Shared {
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.locked()
+    }
+}
+
+/// The DHCPv6 service.
+pub struct Dhcp6 {
+    shared: Arc<Shared>,
+    cfg: ArcSwap<Config>,
+    writer: Arc<Writer>,
+    listeners: Listeners<(SocketAddr, Option<String>)>,
+    advertisers: Listeners<ra::RaCfg>,
+    tasks: Tasks,
+}
+
+#[async_trait]
+impl Service for Dhcp6 {
+    fn name(&self) -> &'static str {
+        "dhcp6"
+    }
+
+    async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
+        let s = Settings::from_plan(&plan)
+            .context("network.ipv6 was removed: stopping DHCPv6 takes a restart")?;
+        if s.binding_file != self.shared.binding_file {
+            anyhow::bail!(
+                "dhcp.bindingFile6 changed ({} → {}): that takes a restart",
+                self.shared.binding_file.display(),
+                s.binding_file.display()
+            );
+        }
+        let key = (s.listen, s.interface.clone());
+        let new = if self.listeners.missing(std::slice::from_ref(&key)).is_empty() {
+            None
+        } else {
+            Some(bind_socket(key.0, key.1.as_deref())?)
+        };
+        let ra_cfg = match (s.ra, s.interface.as_deref()) {
+            (Some((prefix, prefix_len)), Some(ifname)) => {
+                let (index, mac) = ra::interface_info(ifname)?;
+                Some((
+                    ra::RaCfg {
+                        interface: ifname.to_string(),
+                        prefix,
+                        prefix_len,
+                        mac,
+                    },
+                    index,
+                ))
+            }
+            (Some(_), None) => anyhow::bail!(
+                "network.ipv6.routerAdvertisements needs network.interface (the link to advertise on)"
+            ),
+            _ => None,
+        };
+        let wanted: Vec<ra::RaCfg> = ra_cfg.iter().map(|(c, _)| c.clone()).collect();
+        let ra_new = match &ra_cfg {
+            Some((c, index)) if !self.advertisers.missing(&wanted).is_empty() => {
+                Some((c.clone(), *index, Arc::new(ra::open(&c.interface, *index)?)))
+            }
+            _ => None,
+        };
+        Ok(Box::new(move || {
+            self.cfg.store(Arc::new(s.reply.clone()));
+            {
+                let mut table = self.shared.table();
+                let (rebuilt, notes) = Table::from_file(s.scope.clone(), &table.to_file());
+                *table = rebuilt;
+                for n in notes {
+                    info!("dhcp6 reload: {n}");
+                }
+            }
+            self.writer.mark_dirty();
+            for gone in self.listeners.retain(std::slice::from_ref(&key)) {
+                info!("dhcp6: closed listener {}", gone.0);
+            }
+            if let Some(socket) = new {
+                let socket = Arc::new(socket);
+                let token = self.tasks.token();
+                self.shared.socket.store(Some(socket.clone()));
+                *self.shared.bound.locked() = Some(key.clone());
+                self.tasks.spawn(
+                    format!("dhcp6 socket {}", key.0),
+                    token.clone(),
+                    serve_socket(self.clone(), socket, token.clone()),
+                );
+                self.listeners.insert(key, token);
+            }
+            for gone in self.advertisers.retain(&wanted) {
+                info!("dhcp6: stopped router advertisements on {}", gone.interface);
+            }
+            if wanted.is_empty() {
+                self.shared.ra.store(None);
+            }
+            if let Some((c, index, sock)) = ra_new {
+                let counters = Arc::new(ra::RaCounters::default());
+                self.shared.ra.store(Some(counters.clone()));
+                let token = self.tasks.token();
+                self.tasks.spawn(
+                    format!("dhcp6 router advertisements on {}", c.interface),
+                    token.clone(),
+                    ra::run(sock, c.clone(), index, counters, token.clone()),
+                );
+                self.advertisers.insert(c, token);
+            }
+        }))
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        self.tasks
+            .supervise(&shutdown, crate::runtime::drain::DHCP_WRITER)
+            .await
+    }
+
+    fn status(&self) -> crate::runtime::status::ServiceStatus {
+        crate::runtime::status::ServiceStatus::Dhcp6(status::status(&self.shared))
+    }
+
+    fn metrics(&self, out: &mut String) {
+        status::metrics(&self.shared, out)
+    }
+}
+
+/// The DHCPv6 socket on `addr` (IPv6 only; bound to `interface` and joined
+/// to `ff02::1:2` there when set).
+fn bind_socket(addr: SocketAddr, interface: Option<&str>) -> anyhow::Result<UdpSocket> {
+    let sock = Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP))
+        .context("creating the DHCPv6 socket")?;
+    sock.set_only_v6(true).context("IPV6_V6ONLY")?;
+    let index = match interface {
+        Some(ifname) => {
+            sock.bind_device(Some(ifname.as_bytes())).with_context(|| {
+                format!("binding the DHCPv6 socket to interface {ifname} (SO_BINDTODEVICE needs CAP_NET_RAW and an existing interface)")
+            })?;
+            ra::interface_info(ifname)?.0
+        }
+        None => 0,
+    };
+    let _ = sock.set_recv_buffer_size(4 << 20);
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())
+        .with_context(|| format!("bind UDP {addr}"))?;
+    if addr.ip().is_unspecified() {
+        match sock.join_multicast_v6(&ALL_SERVERS, index) {
+            Ok(()) => {}
+            Err(e) if interface.is_some() => {
+                return Err(e).context(format!("joining {ALL_SERVERS}"));
+            }
+            Err(e) => warn!("dhcp6: joining {ALL_SERVERS} on the default interface: {e}"),
+        }
+    }
+    if interface.is_none() {
+        warn!("network.interface is not set: DHCPv6 joins {ALL_SERVERS} on the default interface only");
+    }
+    let socket = UdpSocket::from_std(sock.into()).context("registering the DHCPv6 socket")?;
+    info!(
+        "listening for dhcp6 on {}{}",
+        socket.local_addr()?,
+        interface
+            .map(|i| format!(" (interface {i}, {ALL_SERVERS})"))
+            .unwrap_or_default()
+    );
+    Ok(socket)
+}
+
+impl Dhcp6 {
+    /// Load the binding file and start the writer; no socket yet.
+    pub async fn new(plan: &Arc<Plan>) -> anyhow::Result<Arc<Dhcp6>> {
+        let s = Settings::from_plan(plan).context("DHCPv6 needs network.ipv6")?;
+        let path = s.binding_file.clone();
+        let (p2, scope) = (path.clone(), s.scope.clone());
+        let table = tokio::task::spawn_blocking(move || store::load(&p2, scope))
+            .await
+            .context("loading DHCPv6 bindings")??;
+        let d = Arc::new(Dhcp6 {
+            cfg: ArcSwap::from_pointee(s.reply),
+            shared: Arc::new(Shared {
+                table: Mutex::new(table),
+                counters: Counters::default(),
+                socket: ArcSwapOption::empty(),
+                bound: Mutex::new(None),
+                binding_file: path,
+                ra: ArcSwapOption::empty(),
+            }),
+            writer: Arc::new(Writer::new(writer::real_save())),
+            listeners: Listeners::default(),
+            advertisers: Listeners::default(),
+            tasks: Tasks::new("dhcp6"),
+        });
+        let token = d.tasks.shutdown_token();
+        d.tasks.spawn(
+            "dhcp6 binding writer",
+            token.clone(),
+            d.writer.clone().run(d.shared.clone(), token),
+        );
+        Ok(d)
+    }
+}
+
+/// One reply (held for the writer, or sent at once).
+struct Pending {
+    bytes: Vec<u8>,
+    to: SocketAddr,
+    kind: MessageType,
+}
+
+async fn serve_socket(
+    d: Arc<Dhcp6>,
+    socket: Arc<UdpSocket>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let (shared, writer) = (&d.shared, &d.writer);
+    let mut buf = vec![0u8; 65_536];
+    let mut gc = tokio::time::interval(Duration::from_secs(30));
+    gc.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut flush = tokio::time::interval(LAZY_FLUSH);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = gc.tick() => {
+                if shared.table().gc(now()) {
+                    writer.mark_dirty();
+                }
+                continue;
+            }
+            _ = flush.tick() => {
+                writer.wake_if_dirty();
+                continue;
+            }
+            r = socket.readable() => {
+                if let Err(e) = r {
+                    warn!("dhcp6 socket: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            }
+        }
+        let cfg = d.cfg.load_full();
+        let (mut held, mut ready) = (Vec::new(), Vec::new());
+        let mut durable = false;
+        {
+            let now = now();
+            let mut table = shared.table();
+            for _ in 0..BATCH {
+                let (n, src) = match socket.try_recv_from(&mut buf) {
+                    Ok(x) => x,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        debug!("dhcp6 recv: {e}");
+                        break;
+                    }
+                };
+                let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    process(&cfg, &shared.counters, &mut table, &buf[..n], src, now)
+                })) {
+                    Ok(x) => x,
+                    Err(_) => {
+                        shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
+                        if let Some(tail) = LOG.check("internal error", Some(src)) {
+                            error!(%src, "dhcp6: internal error on a {n}-byte datagram from {src} (dropped); please report{tail}");
+                        }
+                        (None, Durability::None)
+                    }
+                };
+                match done.1 {
+                    Durability::BeforeReply => {
+                        durable = true;
+                        held.extend(done.0);
+                    }
+                    Durability::Lazy => {
+                        writer.mark_dirty();
+                        ready.extend(done.0);
+                    }
+                    Durability::None => ready.extend(done.0),
+                }
+            }
+            if durable {
+                writer.hold(held);
+            }
+        }
+        send_all(&socket, shared, ready).await;
+        if durable {
+            writer.wake();
+        }
+    }
+    Ok(())
+}
+
+async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {
+    for p in replies {
+        match socket.send_to(&p.bytes, p.to).await {
+            Ok(_) => shared.counters.tx(p.kind),
+            Err(e) => {
+                shared.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+                debug!("dhcp6 send to {}: {e}", p.to);
+            }
+        }
+    }
+}
+
+/// Unwrap, decide, encode one datagram. Never panics on input.
+fn process(
+    cfg: &Config,
+    counters: &Counters,
+    table: &mut Table,
+    data: &[u8],
+    src: SocketAddr,
+    now: u64,
+) -> (Option<Pending>, Durability) {
+    let none = (None, Durability::None);
+    let malformed = |e: String| {
+        counters.malformed.fetch_add(1, Ordering::Relaxed);
+        warn_client("malformed datagram", src, None, || {
+            format!("{e}; dropped (see dhcp6_dropped_total{{reason=\"malformed\"}})")
+        });
+        none_of()
+    };
+    let env = match relay::unwrap(data) {
+        Ok(u) => u,
+        Err(e) => return malformed(e.to_string()),
+    };
+    let msg = match reply::decode(env.inner) {
+        Ok(m) => m,
+        Err(e) => return malformed(e.to_string()),
+    };
+    if !env.hops.is_empty() {
+        counters.relayed.fetch_add(1, Ordering::Relaxed);
+    }
+    let kind = msg.msg_type();
+    counters.rx(kind);
+    let peer = match env.innermost() {
+        Some(h) => Some(h.peer),
+        None => match src.ip() {
+            IpAddr::V6(a) => Some(a),
+            IpAddr::V4(_) => None,
+        },
+    };
+    let req = Request {
+        msg: &msg,
+        peer,
+        option79: env.innermost().and_then(|h| h.client_linklayer.as_deref()),
+    };
+    let out = reply::handle(cfg, table, &req, now);
+    let mac = out.mac.map(|(m, s)| format!("{m} ({})", s.as_str()));
+    if out.dropped {
+        counters.ignored.fetch_add(1, Ordering::Relaxed);
+        debug!(%src, "dhcp6 {kind:?}: dropped: {}", out.note);
+        return none;
+    }
+    if let Some(why) = out.refused {
+        counters.refused(why);
+        warn_client("client refused", src, mac.as_deref(), || {
+            format!("{kind:?} from DUID {}: no address: {why}", duid_hex(&msg))
+        });
+    }
+    let Some(r) = out.reply else {
+        debug!(%src, "dhcp6 {kind:?}: no reply: {}", out.note);
+        return none;
+    };
+    if out.new_binding {
+        let host = out
+            .mac
+            .and_then(|(m, _)| cfg.hostnames.get(&m))
+            .map(String::as_str)
+            .unwrap_or("-");
+        info!(mac = mac.as_deref().unwrap_or("-"), hostname = host, duid = %duid_hex(&msg), "dhcp6: {}", out.note);
+    } else {
+        debug!(%src, "dhcp6 {kind:?}: {}", out.note);
+    }
+    let bytes = relay::wrap(&env.hops, reply::encode(&r));
+    (
+        Some(Pending {
+            bytes,
+            to: src,
+            kind: r.msg_type(),
+        }),
+        out.durability,
+    )
+}
+
+fn none_of() -> (Option<Pending>, Durability) {
+    (None, Durability::None)
+}
+
+fn duid_hex(m: &dhcproto::v6::Message) -> String {
+    match m.opts().get(dhcproto::v6::OptionCode::ClientId) {
+        Some(dhcproto::v6::DhcpOption::ClientId(d)) => bindings::hex(d),
+        _ => "-".into(),
+    }
+}
+
+fn warn_client(
+    key: &'static str,
+    src: SocketAddr,
+    mac: Option<&str>,
+    detail: impl FnOnce() -> String,
+) {
+    let mac = mac.unwrap_or("-");
+    match LOG.check(key, Some(src)) {
+        Some(tail) => warn!(%mac, "dhcp6: {key} from {src}: {}{tail}", detail()),
+        None => debug!(%src, %mac, "dhcp6: {key}: {}", detail()),
+    }
+}
