@@ -169,3 +169,80 @@ impl Writer {
 pub(super) fn real_save() -> SaveFn {
     Arc::new(|path: &Path, file: &BindingFile| store::save(path, file))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::services::dhcp6::bindings::{Scope, Table};
+    use crate::services::dhcp6::status::Counters;
+    use arc_swap::ArcSwapOption;
+    use dhcproto::v6::MessageType;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+    use tokio::net::UdpSocket;
+
+    fn pending(text: &str, to: std::net::SocketAddr) -> Pending {
+        Pending {
+            bytes: text.as_bytes().to_vec(),
+            to,
+            kind: MessageType::Reply,
+        }
+    }
+
+    /// Held replies leave only after a write that covers them succeeded
+    /// (the save fails every other call, the first fails).
+    #[tokio::test]
+    async fn held_replies_wait_for_a_successful_write() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c2 = calls.clone();
+        let save: SaveFn = Arc::new(move |_: &Path, _: &BindingFile| {
+            if c2.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
+                anyhow::bail!("disk full (test)")
+            }
+            Ok(())
+        });
+        let server = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let to = client.local_addr().unwrap();
+        let scope = Scope {
+            prefix: "fd00::".parse().unwrap(),
+            prefix_len: 64,
+            pool: None,
+            reserved: Default::default(),
+            lease_time: 60,
+        };
+        let shared = Arc::new(Shared {
+            table: Mutex::new(Table::new(scope)),
+            counters: Counters::default(),
+            socket: ArcSwapOption::new(Some(server)),
+            bound: Mutex::new(None),
+            binding_file: "/nonexistent/b6.json".into(),
+            ra: ArcSwapOption::empty(),
+        });
+        let writer = Arc::new(Writer::new(save));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(writer.clone().run(shared.clone(), stop.clone()));
+        let recv = |ms| {
+            let client = &client;
+            async move {
+                let mut buf = [0u8; 64];
+                match tokio::time::timeout(Duration::from_millis(ms), client.recv(&mut buf)).await {
+                    Ok(Ok(n)) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+                    _ => None,
+                }
+            }
+        };
+        writer.hold(vec![pending("first", to)]);
+        writer.wake();
+        assert_eq!(recv(300).await, None, "sent although its write failed");
+        assert!(writer.state().dirty);
+        writer.hold(vec![pending("second", to)]);
+        writer.wake();
+        assert_eq!(recv(2000).await.as_deref(), Some("second"));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        stop.cancel();
+        task.await.unwrap().unwrap();
+        assert_eq!(shared.counters.persists.load(Ordering::SeqCst), 1);
+        assert_eq!(shared.counters.persist_errors.load(Ordering::SeqCst), 1);
+    }
+}
