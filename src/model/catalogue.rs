@@ -27,6 +27,7 @@ pub enum ServiceKind {
     Libvirt,
     Dns,
     Dhcp,
+    Dhcp6,
     Lb,
     Http,
     Admin,
@@ -37,10 +38,11 @@ pub enum ServiceKind {
 impl ServiceKind {
     /// Every service, in start order (libvirt first: with `startOnServe` it
     /// creates the bridge the others bind to).
-    pub const ALL: [ServiceKind; 8] = [
+    pub const ALL: [ServiceKind; 9] = [
         ServiceKind::Libvirt,
         ServiceKind::Dns,
         ServiceKind::Dhcp,
+        ServiceKind::Dhcp6,
         ServiceKind::Lb,
         ServiceKind::Http,
         ServiceKind::Admin,
@@ -53,6 +55,7 @@ impl ServiceKind {
             ServiceKind::Libvirt => "libvirt",
             ServiceKind::Dns => "dns",
             ServiceKind::Dhcp => "dhcp",
+            ServiceKind::Dhcp6 => "dhcp6",
             ServiceKind::Lb => "lb",
             ServiceKind::Http => "http",
             ServiceKind::Admin => "admin",
@@ -176,6 +179,8 @@ pub struct Sections<'a> {
     pub admin: Option<&'a AdminCfg>,
     pub tftp: Option<&'a TftpCfg>,
     pub ntp: Option<&'a NtpCfg>,
+    /// `network.ipv6` is set (DHCPv6 binds `dhcp.listen6` only then).
+    pub ipv6: bool,
 }
 
 impl<'a> Sections<'a> {
@@ -188,6 +193,7 @@ impl<'a> Sections<'a> {
             admin: Some(&c.admin),
             tftp: c.tftp.as_ref(),
             ntp: c.ntp.as_ref(),
+            ipv6: c.network.ipv6.is_some(),
         }
     }
 }
@@ -222,6 +228,11 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
             ServiceKind::Dhcp => {
                 if let Some(d) = s.dhcp.filter(|d| d.enabled) {
                     add(kind, "dhcp", Proto::Udp, d.listen, "dhcp.listen".into());
+                }
+            }
+            ServiceKind::Dhcp6 => {
+                if let Some(d) = s.dhcp.filter(|d| d.enabled && s.ipv6) {
+                    add(kind, "dhcp6", Proto::Udp, d.listen6, "dhcp.listen6".into());
                 }
             }
             ServiceKind::Lb => {
@@ -266,6 +277,9 @@ impl Cluster {
             }
             ServiceKind::Dns => self.dns.enabled,
             ServiceKind::Dhcp => self.dhcp.enabled,
+            // DHCPv6 only for a dual-stack network: a v4-only file starts
+            // no DHCPv6 service.
+            ServiceKind::Dhcp6 => self.dhcp.enabled && self.network.ipv6.is_some(),
             ServiceKind::Lb => self.lb.enabled,
             ServiceKind::Http => self.http.enabled,
             ServiceKind::Admin => self.admin.enabled,

@@ -16,7 +16,7 @@ use crate::model::catalogue::ServiceKind;
 use crate::plan::Plan;
 use crate::runtime::control::{BootControl, LbControl};
 use crate::runtime::service::Service;
-use crate::services::{dhcp, dns, http, lb, ntp, tftp};
+use crate::services::{dhcp, dhcp6, dns, http, lb, ntp, tftp};
 use crate::timeline::Events;
 
 /// The services of one `serve` other than admin; `None` where the plan
@@ -27,6 +27,7 @@ pub struct Services {
     pub libvirt: Option<Arc<crate::drivers::libvirt::service::Libvirt>>,
     pub dns: Option<Arc<dns::Dns>>,
     pub dhcp: Option<Arc<dhcp::Dhcp>>,
+    pub dhcp6: Option<Arc<dhcp6::Dhcp6>>,
     pub lb: Option<Arc<lb::Lb>>,
     pub http: Option<Arc<http::Http>>,
     pub tftp: Option<Arc<tftp::Tftp>>,
@@ -43,6 +44,9 @@ impl Services {
                 ServiceKind::Libvirt => s.create_libvirt(plan, events).await?,
                 ServiceKind::Dns => s.dns = Some(dns::Dns::new(plan).context("DNS")?),
                 ServiceKind::Dhcp => s.dhcp = Some(dhcp::Dhcp::new(plan).await.context("DHCP")?),
+                ServiceKind::Dhcp6 => {
+                    s.dhcp6 = Some(dhcp6::Dhcp6::new(plan).await.context("DHCPv6")?)
+                }
                 ServiceKind::Lb => {
                     s.lb = Some(lb::Lb::new(plan, events.clone()).context("load balancer")?)
                 }
@@ -76,6 +80,7 @@ impl Services {
         v.extend(self.libvirt.clone().map(|s| s as Arc<dyn Service>));
         v.extend(self.dns.clone().map(|s| s as Arc<dyn Service>));
         v.extend(self.dhcp.clone().map(|s| s as Arc<dyn Service>));
+        v.extend(self.dhcp6.clone().map(|s| s as Arc<dyn Service>));
         v.extend(self.lb.clone().map(|s| s as Arc<dyn Service>));
         v.extend(self.http.clone().map(|s| s as Arc<dyn Service>));
         v.extend(self.tftp.clone().map(|s| s as Arc<dyn Service>));

@@ -197,6 +197,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
             admin: admin.as_ref(),
             tftp: tftp.as_ref(),
             ntp: ntp.as_ref(),
+            ipv6: raw.network.ipv6.is_some(),
         },
         e,
     );

@@ -88,8 +88,43 @@ pub struct Settings {
 
 impl Settings {
     /// `None` without `network.ipv6` (a v4-only cluster runs no DHCPv6).
-    pub fn from_plan(_plan: &Plan) -> Option<Settings> {
-        None
+    pub fn from_plan(plan: &Plan) -> Option<Settings> {
+        let c = &plan.cluster;
+        let v6 = c.network.ipv6.as_ref()?;
+        let reserved = c.nodes.iter().filter_map(|n| Some((n.mac, n.ipv6?))).collect();
+        let hostnames = c.nodes.iter().map(|n| (n.mac, n.name.clone())).collect();
+        // Option 56 only where the time service answers over IPv6.
+        let ntp = c
+            .ntp
+            .as_ref()
+            .filter(|n| n.enabled)
+            .and_then(|n| match n.listen.ip() {
+                IpAddr::V6(a) if a.is_unspecified() => Some(v6.appliance_ip),
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            });
+        Some(Settings {
+            listen: c.dhcp.listen6,
+            interface: c.network.interface.clone(),
+            binding_file: c.dhcp.binding_file6.clone(),
+            scope: Scope {
+                prefix: v6.cidr.network(),
+                prefix_len: v6.cidr.prefix(),
+                pool: v6.pool,
+                reserved,
+                lease_time: u32::try_from(c.dhcp.lease_time.as_secs()).unwrap_or(u32::MAX),
+            },
+            reply: Config {
+                server_duid: server_duid(&c.name),
+                dns: vec![v6.appliance_ip],
+                search: vec![c.domain.clone()],
+                ntp: ntp.into_iter().collect(),
+                hostnames,
+            },
+            ra: v6
+                .router_advertisements
+                .then(|| (v6.cidr.network(), v6.cidr.prefix())),
+        })
     }
 }
 
