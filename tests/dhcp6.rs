@@ -74,6 +74,16 @@ fn up(ns: &Netns, ifname: &str, mac: Option<&str>, addrs: &[&str]) {
     ns.ip(&["link", "set", ifname, "up"]);
 }
 
+/// The link-local address comes with the link (clients and dhcrelay need
+/// it): wait for it.
+fn wait_link_local(ns: &Netns, ifname: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !ns.exec(&["ip", "-6", "addr", "show", "dev", ifname]).contains("fe80::") {
+        assert!(Instant::now() < deadline, "no link-local address on {ifname}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Server and client namespaces joined by a veth pair.
 struct Lab {
     cli: Netns,
@@ -103,12 +113,7 @@ impl Lab {
     fn set_mac(&self, mac: &str) {
         self.cli.ip(&["link", "set", &self.ifc, "down"]);
         up(&self.cli, &self.ifc, Some(mac), &[]);
-        // The link-local address comes with the link; wait for it.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !self.cli.exec(&["ip", "-6", "addr", "show", "dev", &self.ifc]).contains("fe80::") {
-            assert!(Instant::now() < deadline, "no link-local address on {}", self.ifc);
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_link_local(&self.cli, &self.ifc);
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -373,6 +378,8 @@ fn a_relayed_solicit_is_answered_from_the_reservation() {
     // The appliance's second link to the router; the cluster interface stays.
     up(&lab.srv, &ifs2, None, &["fd00:233::1/64"]);
     rtr.exec(&["sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"]);
+    wait_link_local(&cli, &ifc);
+    wait_link_local(&rtr, &ifrc);
     let mut cluster = std::fs::read_to_string(lab.cluster(false, true)).unwrap();
     // Listen on every interface of the server namespace (the relay reaches
     // it over its second link, by unicast).
@@ -380,11 +387,15 @@ fn a_relayed_solicit_is_answered_from_the_reservation() {
     let p = lab.path("cluster-relay.yaml");
     std::fs::write(&p, cluster).unwrap();
     let app = lab.start(&p);
+    let relay_log = lab.path("dhcrelay.log");
     let relay = Killed(
-        quiet(rtr.cmd(&[
+        rtr.cmd(&[
             "dhcrelay", "-6", "-d", "--no-pid", "-l", &ifrc, "-u",
             &format!("fd00:233::1%{ifru}"),
-        ]))
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&relay_log).unwrap())
         .spawn()
         .expect("start dhcrelay"),
     );
@@ -408,12 +419,18 @@ fn a_relayed_solicit_is_answered_from_the_reservation() {
         .expect("start dhclient"),
     );
     let got = wait_file(&env, Duration::from_secs(20))
-        .unwrap_or_else(|| panic!("relayed dhclient got no address; server:\n{}", app.log()));
+        .unwrap_or_else(|| {
+            panic!(
+                "relayed dhclient got no address; dhcrelay:\n{}\nserver:\n{}",
+                std::fs::read_to_string(&relay_log).unwrap_or_default(),
+                app.log()
+            )
+        });
     drop(client);
     drop(relay);
     assert_eq!(kv(&got, "new_ip6_address").as_deref(), Some(M0_V6), "{got}");
-    let status = app.log();
-    assert!(status.contains("dhcp6"), "{status}");
+    // Found by the MAC inside the DUID, through the relay.
+    app.wait_log(&format!("mac={M0_MAC} mac_from=duid hostname=master-0"), Duration::from_secs(5));
 }
 
 #[test]

@@ -181,7 +181,8 @@ pub fn ports(c: &Cluster, net: &ProcNet) -> Vec<Finding> {
             // DHCP binds 0.0.0.0:67 to its own interface (SO_BINDTODEVICE);
             // another server doing the same on another bridge (libvirt's
             // dnsmasq on virbr0) coexists. /proc/net does not show devices.
-            let shared_dhcp = l.service == ServiceKind::Dhcp && c.network.interface.is_some();
+            let shared_dhcp = matches!(l.service, ServiceKind::Dhcp | ServiceKind::Dhcp6)
+                && c.network.interface.is_some();
             let fix = if owner.contains("dnsmasq") {
                 if shared_dhcp {
                     "fine if this dnsmasq serves another libvirt network (each binds its own bridge); \

@@ -514,12 +514,16 @@ fn process(
         return none;
     };
     if out.new_binding {
+        let (mac, from) = match out.mac {
+            Some((m, f)) => (m.to_string(), f.as_str()),
+            None => ("-".into(), "-"),
+        };
         let host = out
             .mac
             .and_then(|(m, _)| cfg.hostnames.get(&m))
             .map(String::as_str)
             .unwrap_or("-");
-        info!(mac = mac.as_deref().unwrap_or("-"), hostname = host, duid = %duid_hex(&msg), "dhcp6: {}", out.note);
+        info!(%mac, mac_from = %from, hostname = %host, duid = %duid_hex(&msg), "dhcp6: {}", out.note);
     } else {
         debug!(%src, "dhcp6 {kind:?}: {}", out.note);
     }
