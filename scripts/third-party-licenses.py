@@ -36,6 +36,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "THIRD-PARTY-LICENSES")
 TARGETS = ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"]
 ALLOWED = {
+    # Zero-clause BSD (smoltcp, managed: the router advertisement's packet
+    # types): public-domain equivalent, no conditions at all.
+    "0BSD",
     "Apache-2.0",
     "BSD-2-Clause",
     "BSD-3-Clause",

@@ -334,6 +334,7 @@ fn no_service_imports_another_service() {
     for s in [
         "services::dns",
         "services::dhcp",
+        "services::dhcp6",
         "services::lb",
         "services::http",
         "services::tftp",
