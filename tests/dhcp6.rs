@@ -408,7 +408,10 @@ fn a_relayed_solicit_is_answered_from_the_reservation() {
     );
     write_script(
         &script,
-        format!("#!/bin/sh\n[ \"$reason\" = BOUND6 ] && env > {}\nexit 0\n", env.display()),
+        format!(
+            "#!/bin/sh\n[ \"$reason\" = BOUND6 ] && env > {}.tmp && mv {0}.tmp {0}\nexit 0\n",
+            env.display()
+        ),
     );
     let client = Killed(
         quiet(cli.cmd(&[
