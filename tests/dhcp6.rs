@@ -51,7 +51,17 @@ fn veth(a: &str, na: &Netns, b: &str, nb: &Netns) {
     run_ok(
         "ip",
         &[
-            "link", "add", a, "netns", na.name(), "type", "veth", "peer", "name", b, "netns",
+            "link",
+            "add",
+            a,
+            "netns",
+            na.name(),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b,
+            "netns",
             nb.name(),
         ],
     );
@@ -60,7 +70,12 @@ fn veth(a: &str, na: &Netns, b: &str, nb: &Netns) {
 /// Bring `ifname` up in `ns` without duplicate address detection (the
 /// addresses are usable at once), with an optional MAC and address.
 fn up(ns: &Netns, ifname: &str, mac: Option<&str>, addrs: &[&str]) {
-    ns.exec(&["sysctl", "-q", "-w", &format!("net.ipv6.conf.{ifname}.accept_dad=0")]);
+    ns.exec(&[
+        "sysctl",
+        "-q",
+        "-w",
+        &format!("net.ipv6.conf.{ifname}.accept_dad=0"),
+    ]);
     if let Some(m) = mac {
         ns.ip(&["link", "set", "dev", ifname, "address", m]);
     }
@@ -78,8 +93,14 @@ fn up(ns: &Netns, ifname: &str, mac: Option<&str>, addrs: &[&str]) {
 /// it): wait for it.
 fn wait_link_local(ns: &Netns, ifname: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !ns.exec(&["ip", "-6", "addr", "show", "dev", ifname]).contains("fe80::") {
-        assert!(Instant::now() < deadline, "no link-local address on {ifname}");
+    while !ns
+        .exec(&["ip", "-6", "addr", "show", "dev", ifname])
+        .contains("fe80::")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no link-local address on {ifname}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -105,7 +126,12 @@ impl Lab {
             dir: tempfile::tempdir().unwrap(),
         };
         veth(&lab.ifs, &lab.srv, &lab.ifc, &lab.cli);
-        up(&lab.srv, &lab.ifs, None, &["10.231.0.1/24", "fd00:231::1/64"]);
+        up(
+            &lab.srv,
+            &lab.ifs,
+            None,
+            &["10.231.0.1/24", "fd00:231::1/64"],
+        );
         lab.set_mac(client_mac);
         lab
     }
@@ -130,7 +156,13 @@ impl Lab {
         } else {
             String::new()
         };
-        let node_v6 = |a: &str| if v6 { format!(", ipv6: \"{a}\"") } else { String::new() };
+        let node_v6 = |a: &str| {
+            if v6 {
+                format!(", ipv6: \"{a}\"")
+            } else {
+                String::new()
+            }
+        };
         let text = format!(
             r#"name: lab6
 baseDomain: v6.test
@@ -193,7 +225,13 @@ admin:
             ),
         );
         let mut args = vec![
-            "dhclient", "-6", "-d", "-1", "-lf", leases.to_str().unwrap(), "-pf",
+            "dhclient",
+            "-6",
+            "-d",
+            "-1",
+            "-lf",
+            leases.to_str().unwrap(),
+            "-pf",
         ];
         let pid = self.path(&format!("{n}.pid"));
         args.extend([pid.to_str().unwrap(), "-sf", script.to_str().unwrap()]);
@@ -245,7 +283,9 @@ admin:
 }
 
 fn quiet(mut c: Command) -> Command {
-    c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     c
 }
 
@@ -273,7 +313,9 @@ fn kv(env: &str, key: &str) -> Option<String> {
 }
 
 fn mac_bytes(mac: &str) -> Vec<u8> {
-    mac.split(':').map(|h| u8::from_str_radix(h, 16).unwrap()).collect()
+    mac.split(':')
+        .map(|h| u8::from_str_radix(h, 16).unwrap())
+        .collect()
 }
 
 fn duid_llt(time: u32, mac: &str) -> Vec<u8> {
@@ -297,14 +339,25 @@ fn dhclient_gets_the_reservation_under_every_duid_of_its_mac() {
     let app = lab.start(&lab.cluster(false, true));
     for (what, duid) in [
         ("DUID-LLT", Some(duid_llt(0x1111_1111, M0_MAC))),
-        ("DUID-LLT, another time", Some(duid_llt(0x2222_2222, M0_MAC))),
+        (
+            "DUID-LLT, another time",
+            Some(duid_llt(0x2222_2222, M0_MAC)),
+        ),
         ("DUID-LL", None),
     ] {
         let env = lab
             .dhclient(duid.as_deref(), 20)
             .unwrap_or_else(|| panic!("dhclient ({what}) got no address; server:\n{}", app.log()));
-        assert_eq!(kv(&env, "new_ip6_address").as_deref(), Some(M0_V6), "{what}: {env}");
-        assert_eq!(kv(&env, "new_dhcp6_name_servers").as_deref(), Some("fd00:231::1"), "{env}");
+        assert_eq!(
+            kv(&env, "new_ip6_address").as_deref(),
+            Some(M0_V6),
+            "{what}: {env}"
+        );
+        assert_eq!(
+            kv(&env, "new_dhcp6_name_servers").as_deref(),
+            Some("fd00:231::1"),
+            "{env}"
+        );
         assert!(
             kv(&env, "new_dhcp6_domain_search").is_some_and(|s| s.contains("lab6.v6.test")),
             "{env}"
@@ -319,7 +372,10 @@ fn dhclient_gets_the_reservation_under_every_duid_of_its_mac() {
         text = std::fs::read_to_string(lab.path("leases-v6.json")).unwrap_or_default();
     }
     assert_eq!(text.matches("\"addr\"").count(), 1, "{text}");
-    assert!(text.contains("000300015254"), "the DUID-LL binding was persisted: {text}");
+    assert!(
+        text.contains("000300015254"),
+        "the DUID-LL binding was persisted: {text}"
+    );
 }
 
 #[test]
@@ -336,8 +392,16 @@ fn dhcpcd_gets_the_reservation_under_every_duid_of_its_mac() {
         let env = lab
             .dhcpcd(&duid, 20)
             .unwrap_or_else(|| panic!("dhcpcd ({what}) got no address; server:\n{}", app.log()));
-        assert_eq!(kv(&env, "new_dhcp6_ia_na1_ia_addr1").as_deref(), Some(W0_V6), "{what}: {env}");
-        assert_eq!(kv(&env, "new_dhcp6_name_servers").as_deref(), Some("fd00:231::1"), "{env}");
+        assert_eq!(
+            kv(&env, "new_dhcp6_ia_na1_ia_addr1").as_deref(),
+            Some(W0_V6),
+            "{what}: {env}"
+        );
+        assert_eq!(
+            kv(&env, "new_dhcp6_name_servers").as_deref(),
+            Some("fd00:231::1"),
+            "{env}"
+        );
     }
 }
 
@@ -347,11 +411,19 @@ fn an_unknown_mac_gets_nothing_and_the_log_says_why() {
     require_tools!("dhclient");
     let lab = Lab::new(UNKNOWN_MAC);
     let app = lab.start(&lab.cluster(false, true));
-    assert!(lab.dhclient(None, 5).is_none(), "an unknown MAC got an address");
+    assert!(
+        lab.dhclient(None, 5).is_none(),
+        "an unknown MAC got an address"
+    );
     app.wait_log("its MAC has no IPv6 reservation", Duration::from_secs(5));
     // An opaque DUID (DUID-EN) from a stable-privacy link-local address:
     // no MAC at all.
-    lab.cli.exec(&["sysctl", "-q", "-w", &format!("net.ipv6.conf.{}.addr_gen_mode=3", lab.ifc)]);
+    lab.cli.exec(&[
+        "sysctl",
+        "-q",
+        "-w",
+        &format!("net.ipv6.conf.{}.addr_gen_mode=3", lab.ifc),
+    ]);
     lab.set_mac(UNKNOWN_MAC);
     let en = [0u8, 2, 0, 0, 0x9, 0x99, 1, 2, 3, 4];
     assert!(lab.dhclient(Some(&en), 5).is_none());
@@ -390,7 +462,13 @@ fn a_relayed_solicit_is_answered_from_the_reservation() {
     let relay_log = lab.path("dhcrelay.log");
     let relay = Killed(
         rtr.cmd(&[
-            "dhcrelay", "-6", "-d", "--no-pid", "-l", &ifrc, "-u",
+            "dhcrelay",
+            "-6",
+            "-d",
+            "--no-pid",
+            "-l",
+            &ifrc,
+            "-u",
             &format!("fd00:233::1%{ifru}"),
         ])
         .stdin(Stdio::null())
@@ -415,25 +493,38 @@ fn a_relayed_solicit_is_answered_from_the_reservation() {
     );
     let client = Killed(
         quiet(cli.cmd(&[
-            "dhclient", "-6", "-d", "-1", "-D", "LL", "-lf", leases.to_str().unwrap(), "-pf",
-            lab.path(&format!("{n}.pid")).to_str().unwrap(), "-sf", script.to_str().unwrap(), &ifc,
+            "dhclient",
+            "-6",
+            "-d",
+            "-1",
+            "-D",
+            "LL",
+            "-lf",
+            leases.to_str().unwrap(),
+            "-pf",
+            lab.path(&format!("{n}.pid")).to_str().unwrap(),
+            "-sf",
+            script.to_str().unwrap(),
+            &ifc,
         ]))
         .spawn()
         .expect("start dhclient"),
     );
-    let got = wait_file(&env, Duration::from_secs(20))
-        .unwrap_or_else(|| {
-            panic!(
-                "relayed dhclient got no address; dhcrelay:\n{}\nserver:\n{}",
-                std::fs::read_to_string(&relay_log).unwrap_or_default(),
-                app.log()
-            )
-        });
+    let got = wait_file(&env, Duration::from_secs(20)).unwrap_or_else(|| {
+        panic!(
+            "relayed dhclient got no address; dhcrelay:\n{}\nserver:\n{}",
+            std::fs::read_to_string(&relay_log).unwrap_or_default(),
+            app.log()
+        )
+    });
     drop(client);
     drop(relay);
     assert_eq!(kv(&got, "new_ip6_address").as_deref(), Some(M0_V6), "{got}");
     // Found by the MAC inside the DUID, through the relay.
-    app.wait_log(&format!("mac={M0_MAC} mac_from=duid hostname=master-0"), Duration::from_secs(5));
+    app.wait_log(
+        &format!("mac={M0_MAC} mac_from=duid hostname=master-0"),
+        Duration::from_secs(5),
+    );
 }
 
 #[test]
@@ -450,7 +541,10 @@ fn rdisc6_and_radvdump_read_the_router_advertisement() {
         quiet(lab.cli.cmd(&[
             "sh",
             "-c",
-            &format!("exec timeout -s INT 6 stdbuf -oL radvdump > {}", dump_file.display()),
+            &format!(
+                "exec timeout -s INT 6 stdbuf -oL radvdump > {}",
+                dump_file.display()
+            ),
         ]))
         .spawn()
         .expect("start radvdump"),
@@ -458,7 +552,9 @@ fn rdisc6_and_radvdump_read_the_router_advertisement() {
     std::thread::sleep(Duration::from_millis(500));
     // rdisc6 solicits; the appliance answers with a multicast RA that
     // radvdump sees too.
-    let out = lab.cli.exec(&["rdisc6", "-1", "-w", "3000", "-r", "3", &lab.ifc]);
+    let out = lab
+        .cli
+        .exec(&["rdisc6", "-1", "-w", "3000", "-r", "3", &lab.ifc]);
     for line in [
         "Stateful address conf. : Yes",
         "Stateful other conf. : Yes",
@@ -477,7 +573,11 @@ fn rdisc6_and_radvdump_read_the_router_advertisement() {
         "AdvOnLink on;",
         "AdvAutonomous off;",
     ] {
-        assert!(text.contains(line), "radvdump lacks {line:?}:\n{text}\nserver:\n{}", app.log());
+        assert!(
+            text.contains(line),
+            "radvdump lacks {line:?}:\n{text}\nserver:\n{}",
+            app.log()
+        );
     }
 }
 

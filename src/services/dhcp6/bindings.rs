@@ -140,7 +140,9 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 /// Why a client gets no address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum NoAddress {
-    #[error("its DUID holds no MAC, no relay or EUI-64 link-local address gave one, no earlier binding has this DUID, and no v6 pool is configured")]
+    #[error(
+        "its DUID holds no MAC, no relay or EUI-64 link-local address gave one, no earlier binding has this DUID, and no v6 pool is configured"
+    )]
     NoMac,
     #[error("its MAC has no IPv6 reservation and no v6 pool is configured")]
     NotReserved,
@@ -202,7 +204,8 @@ impl Table {
 
     /// The client's current binding (any state).
     pub fn binding_of(&self, c: &Client) -> Option<&Binding> {
-        self.by_addr.get(self.by_key.get(&(c.duid.clone(), c.iaid))?)
+        self.by_addr
+            .get(self.by_key.get(&(c.duid.clone(), c.iaid))?)
     }
 
     /// May `c` use `a` now?
@@ -210,7 +213,10 @@ impl Table {
         if let Some(r) = self.reserved(c.mac) {
             return r == a && !self.is_declined(a, now);
         }
-        if self.reserved_addrs.contains_key(&a) || !self.scope.in_pool(a) || self.is_declined(a, now) {
+        if self.reserved_addrs.contains_key(&a)
+            || !self.scope.in_pool(a)
+            || self.is_declined(a, now)
+        {
             return false;
         }
         match self.by_addr.get(&a) {
@@ -220,7 +226,12 @@ impl Table {
     }
 
     /// The address for `c`'s IA_NA (`hint`: an address the client asked for).
-    pub fn choose(&self, c: &Client, hint: Option<Ipv6Addr>, now: u64) -> Result<Ipv6Addr, NoAddress> {
+    pub fn choose(
+        &self,
+        c: &Client,
+        hint: Option<Ipv6Addr>,
+        now: u64,
+    ) -> Result<Ipv6Addr, NoAddress> {
         if let Some(r) = self.reserved(c.mac) {
             return if self.is_declined(r, now) {
                 Err(NoAddress::ReservedDeclined)
@@ -270,7 +281,10 @@ impl Table {
     /// an info line. Marks the record unsynced.
     pub fn bind(&mut self, c: &Client, a: Ipv6Addr, now: u64) -> bool {
         let key: Key = (c.duid.clone(), c.iaid);
-        let new = !self.by_addr.get(&a).is_some_and(|b| b.active(now) && b.key().as_ref() == Some(&key));
+        let new = !self
+            .by_addr
+            .get(&a)
+            .is_some_and(|b| b.active(now) && b.key().as_ref() == Some(&key));
         // The client moves: forget its previous address.
         if let Some(old) = self.by_key.get(&key).copied()
             && old != a
@@ -379,7 +393,10 @@ impl Table {
         let mut declined: Vec<Declined> = self
             .declined
             .iter()
-            .map(|(a, u)| Declined { addr: *a, until: *u })
+            .map(|(a, u)| Declined {
+                addr: *a,
+                until: *u,
+            })
             .collect();
         declined.sort_by_key(|d| d.addr);
         BindingFile {
@@ -457,7 +474,10 @@ mod tests {
     #[test]
     fn a_new_duid_of_the_same_mac_takes_the_reserved_address_over() {
         let mut t = Table::new(scope(false));
-        let llt = client(&[0, 1, 0, 1, 9, 9, 9, 9, 0x52, 0x54, 0, 0, 0, 1], Some(NODE));
+        let llt = client(
+            &[0, 1, 0, 1, 9, 9, 9, 9, 0x52, 0x54, 0, 0, 0, 1],
+            Some(NODE),
+        );
         let ll = client(&[0, 3, 0, 1, 0x52, 0x54, 0, 0, 0, 1], Some(NODE));
         assert_eq!(t.choose(&llt, None, 100), Ok(a("fd00:10::10")));
         assert!(t.bind(&llt, a("fd00:10::10"), 100));
@@ -473,7 +493,10 @@ mod tests {
     fn unknown_clients_get_nothing_without_a_pool_and_pool_addresses_with_one() {
         let t = Table::new(scope(false));
         let en = client(&[0, 2, 0, 0, 0, 9, 1], None);
-        let other = client(&[0, 3, 0, 1, 2, 0, 0, 0, 0, 9], Some(MacAddr([2, 0, 0, 0, 0, 9])));
+        let other = client(
+            &[0, 3, 0, 1, 2, 0, 0, 0, 0, 9],
+            Some(MacAddr([2, 0, 0, 0, 0, 9])),
+        );
         assert_eq!(t.choose(&en, None, 1), Err(NoAddress::NoMac));
         assert_eq!(t.choose(&other, None, 1), Err(NoAddress::NotReserved));
         let mut t = Table::new(scope(true));

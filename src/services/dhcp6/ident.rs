@@ -120,12 +120,17 @@ mod tests {
 
     #[test]
     fn duid_llt_and_ll_give_the_mac_others_do_not() {
-        let llt = [0, 1, 0, 1, 0x2a, 0x2b, 0x2c, 0x2d, 0x52, 0x54, 0, 0xab, 0xcd, 0xef];
+        let llt = [
+            0, 1, 0, 1, 0x2a, 0x2b, 0x2c, 0x2d, 0x52, 0x54, 0, 0xab, 0xcd, 0xef,
+        ];
         assert_eq!(mac_from_duid(&llt), Some(MAC));
         assert_eq!(mac_from_duid(&duid_ll(MAC)), Some(MAC));
         // DUID-EN, DUID-UUID: no MAC.
         assert_eq!(mac_from_duid(&[0, 2, 0, 0, 0, 9, 1, 2, 3]), None);
-        assert_eq!(mac_from_duid(&[0, 4, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]), None);
+        assert_eq!(
+            mac_from_duid(&[0, 4, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]),
+            None
+        );
         // Not Ethernet (InfiniBand 32), truncated, too long, empty.
         assert_eq!(mac_from_duid(&[0, 3, 0, 32, 1, 2, 3, 4, 5, 6]), None);
         assert_eq!(mac_from_duid(&[0, 3, 0, 1, 1, 2, 3]), None);
@@ -139,8 +144,14 @@ mod tests {
         let ll: Ipv6Addr = "fe80::5054:ff:feab:cdef".parse().unwrap();
         assert_eq!(mac_from_link_local(ll), Some(MAC));
         // Stable-privacy link-local, global EUI-64 address: no.
-        assert_eq!(mac_from_link_local("fe80::1c2d:3e4f:5a6b:7c8d".parse().unwrap()), None);
-        assert_eq!(mac_from_link_local("2001:db8::5054:ff:feab:cdef".parse().unwrap()), None);
+        assert_eq!(
+            mac_from_link_local("fe80::1c2d:3e4f:5a6b:7c8d".parse().unwrap()),
+            None
+        );
+        assert_eq!(
+            mac_from_link_local("2001:db8::5054:ff:feab:cdef".parse().unwrap()),
+            None
+        );
     }
 
     #[test]
@@ -155,8 +166,14 @@ mod tests {
             Some((other, MacSource::Duid))
         );
         let en = [0, 2, 0, 0, 0, 9, 1];
-        assert_eq!(find_mac(&en, Some(&o79), None), Some((MAC, MacSource::Relay)));
-        assert_eq!(find_mac(&en, None, Some(ll)), Some((MAC, MacSource::LinkLocal)));
+        assert_eq!(
+            find_mac(&en, Some(&o79), None),
+            Some((MAC, MacSource::Relay))
+        );
+        assert_eq!(
+            find_mac(&en, None, Some(ll)),
+            Some((MAC, MacSource::LinkLocal))
+        );
         assert_eq!(find_mac(&en, None, Some("fe80::1".parse().unwrap())), None);
     }
 }

@@ -91,7 +91,11 @@ impl Settings {
     pub fn from_plan(plan: &Plan) -> Option<Settings> {
         let c = &plan.cluster;
         let v6 = c.network.ipv6.as_ref()?;
-        let reserved = c.nodes.iter().filter_map(|n| Some((n.mac, n.ipv6?))).collect();
+        let reserved = c
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n.mac, n.ipv6?)))
+            .collect();
         let hostnames = c.nodes.iter().map(|n| (n.mac, n.name.clone())).collect();
         // Option 56 only where the time service answers over IPv6.
         let ntp = c
@@ -185,7 +189,11 @@ impl Service for Dhcp6 {
             );
         }
         let key = (s.listen, s.interface.clone());
-        let new = if self.listeners.missing(std::slice::from_ref(&key)).is_empty() {
+        let new = if self
+            .listeners
+            .missing(std::slice::from_ref(&key))
+            .is_empty()
+        {
             None
         } else {
             Some(bind_socket(key.0, key.1.as_deref())?)
@@ -305,7 +313,9 @@ fn bind_socket(addr: SocketAddr, interface: Option<&str>) -> anyhow::Result<UdpS
         }
     }
     if interface.is_none() {
-        warn!("network.interface is not set: DHCPv6 joins {ALL_SERVERS} on the default interface only");
+        warn!(
+            "network.interface is not set: DHCPv6 joins {ALL_SERVERS} on the default interface only"
+        );
     }
     let socket = UdpSocket::from_std(sock.into()).context("registering the DHCPv6 socket")?;
     info!(

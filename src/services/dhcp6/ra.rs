@@ -154,7 +154,9 @@ fn receive(sock: Arc<Socket>, tx: tokio::sync::mpsc::Sender<()>, stop: Cancellat
             Err(e)
                 if matches!(
                     e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => {
                 debug!("dhcp6 ra recv: {e}");
@@ -269,14 +271,22 @@ mod tests {
         let b = build(&cfg);
         let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
         assert_eq!(p.msg_type(), Icmpv6Message::RouterAdvert);
-        let NdiscRepr::RouterAdvert { flags, router_lifetime, lladdr, prefix_info, .. } =
-            NdiscRepr::parse(&p).unwrap()
+        let NdiscRepr::RouterAdvert {
+            flags,
+            router_lifetime,
+            lladdr,
+            prefix_info,
+            ..
+        } = NdiscRepr::parse(&p).unwrap()
         else {
             panic!("not an RA")
         };
         assert_eq!(flags, NdiscRouterFlags::MANAGED | NdiscRouterFlags::OTHER);
         assert_eq!(router_lifetime.secs(), 0);
-        assert_eq!(lladdr, Some(RawHardwareAddress::from_bytes(&[2, 0, 0, 0, 0, 1])));
+        assert_eq!(
+            lladdr,
+            Some(RawHardwareAddress::from_bytes(&[2, 0, 0, 0, 0, 1]))
+        );
         let pi = prefix_info.unwrap();
         assert_eq!(pi.flags, NdiscPrefixInfoFlags::ON_LINK, "A must be 0");
         assert_eq!((pi.prefix, pi.prefix_len), (cfg.prefix, 64));

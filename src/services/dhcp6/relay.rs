@@ -184,7 +184,10 @@ mod tests {
         let u = unwrap(&outer).unwrap();
         assert_eq!(u.inner, &client);
         assert_eq!(u.hops, vec![hop(0), hop(1)]);
-        assert_eq!(u.innermost().unwrap().client_linklayer.as_deref(), Some(&[0, 1, 2, 0, 0, 0, 0, 1][..]));
+        assert_eq!(
+            u.innermost().unwrap().client_linklayer.as_deref(),
+            Some(&[0, 1, 2, 0, 0, 0, 0, 1][..])
+        );
         // The reply: Relay-Repl(hop 0, Relay-Repl(hop 1, reply)).
         let r = wrap(&u.hops, vec![7, 1, 2, 3]);
         assert_eq!(r[0], RELAY_REPL);

@@ -140,7 +140,10 @@ fn skeleton(cfg: &Config, kind: MessageType, req: &Message, duid: Option<&[u8]>)
     }
     if !cfg.ntp.is_empty() {
         o.insert(DhcpOption::NtpServer(
-            cfg.ntp.iter().map(|a| NtpSuboption::ServerAddress(*a)).collect(),
+            cfg.ntp
+                .iter()
+                .map(|a| NtpSuboption::ServerAddress(*a))
+                .collect(),
         ));
     }
     m
@@ -217,7 +220,8 @@ pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> O
         T::Solicit | T::Request | T::Renew | T::Rebind | T::Release | T::Decline | T::Confirm => {}
         T::InformationRequest => {
             let mut r = skeleton(cfg, T::Reply, msg, client_id.as_deref());
-            r.opts_mut().insert(DhcpOption::InformationRefreshTime(86_400));
+            r.opts_mut()
+                .insert(DhcpOption::InformationRefreshTime(86_400));
             return Outcome {
                 reply: Some(r),
                 durability: Durability::None,
@@ -264,7 +268,10 @@ pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> O
             } else {
                 status(Status::NotOnLink, "not on this link")
             });
-            out.note = format!("Confirm: {}", if on_link { "on link" } else { "not on link" });
+            out.note = format!(
+                "Confirm: {}",
+                if on_link { "on link" } else { "not on link" }
+            );
             out.reply = Some(r);
         }
         T::Release | T::Decline => {
@@ -302,7 +309,9 @@ pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> O
             out.note = format!("{kind:?} of {done:?}");
             out.reply = Some(r);
         }
-        _ => assign(cfg, table, msg, &requested, &duid, &client, life, now, &mut out),
+        _ => assign(
+            cfg, table, msg, &requested, &duid, &client, life, now, &mut out,
+        ),
     }
     out
 }
@@ -324,7 +333,12 @@ fn assign(
     let kind = msg.msg_type();
     let rapid = kind == T::Solicit && msg.opts().get(OptionCode::RapidCommit).is_some();
     let commit = kind != T::Solicit || rapid;
-    let mut r = skeleton(cfg, if commit { T::Reply } else { T::Advertise }, msg, Some(duid));
+    let mut r = skeleton(
+        cfg,
+        if commit { T::Reply } else { T::Advertise },
+        msg,
+        Some(duid),
+    );
     if rapid {
         r.opts_mut().insert(DhcpOption::RapidCommit);
     }
@@ -336,9 +350,13 @@ fn assign(
     for ia in requested {
         let c = client(ia.id);
         let asked = ia_addrs(ia);
-        let chosen = table
-            .choose(&c, asked.first().copied(), now)
-            .and_then(|a| if given.insert(a) { Ok(a) } else { Err(NoAddress::NotReserved) });
+        // `Err(None)`: the client's one address went to an earlier IA_NA
+        // of this message.
+        let chosen = match table.choose(&c, asked.first().copied(), now) {
+            Ok(a) if given.insert(a) => Ok(a),
+            Ok(_) => Err(None),
+            Err(e) => Err(Some(e)),
+        };
         let mut opts = Vec::new();
         match chosen {
             Ok(a) => {
@@ -354,12 +372,16 @@ fn assign(
                 opts.push(iaaddr(a, life));
                 notes.push(a.to_string());
             }
-            Err(e) => {
+            Err(Some(e)) => {
                 if out.refused.is_none() {
                     out.refused = Some(e);
                 }
                 opts.push(status(Status::NoAddrsAvail, &e.to_string()));
             }
+            Err(None) => opts.push(status(
+                Status::NoAddrsAvail,
+                "one address per node: given to another IA_NA",
+            )),
         }
         // Addresses the client holds that are not (or no longer) its own.
         if matches!(kind, T::Renew | T::Rebind) {

@@ -22,7 +22,12 @@ const RX_NAMES: [&str; 8] = [
     "information-request",
 ];
 const TX_NAMES: [&str; 2] = ["advertise", "reply"];
-const REFUSED: [&str; 4] = ["no_mac", "not_reserved", "reserved_declined", "pool_exhausted"];
+const REFUSED: [&str; 4] = [
+    "no_mac",
+    "not_reserved",
+    "reserved_declined",
+    "pool_exhausted",
+];
 
 #[derive(Default)]
 pub(super) struct Counters {

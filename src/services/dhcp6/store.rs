@@ -29,7 +29,11 @@ pub fn load(path: &Path, scope: Scope) -> anyhow::Result<Table> {
             for n in notes {
                 warn!("binding file {}: {n}", path.display());
             }
-            info!("loaded {} DHCPv6 binding(s) from {}", t.bindings().count(), path.display());
+            info!(
+                "loaded {} DHCPv6 binding(s) from {}",
+                t.bindings().count(),
+                path.display()
+            );
             Ok(t)
         }
         Err(e) => {
@@ -97,7 +101,11 @@ mod tests {
             lease_time: 60,
         };
         let mut t = load(&p, scope.clone()).unwrap();
-        let c = Client { duid: vec![0, 2, 1], iaid: 7, mac: None };
+        let c = Client {
+            duid: vec![0, 2, 1],
+            iaid: 7,
+            mac: None,
+        };
         t.bind(&c, "fd00::100".parse().unwrap(), 5);
         save(&p, &t.to_file()).unwrap();
         assert_eq!(load(&p, scope.clone()).unwrap().to_file(), t.to_file());
@@ -107,6 +115,9 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
-        assert!(names.len() == 1 && names[0].starts_with("b6.json.corrupt-"), "{names:?}");
+        assert!(
+            names.len() == 1 && names[0].starts_with("b6.json.corrupt-"),
+            "{names:?}"
+        );
     }
 }

@@ -27,14 +27,24 @@ fn table(pool: bool) -> Table {
     })
 }
 
-fn msg(kind: MessageType, duid: &[u8], server: Option<&[u8]>, ia: Option<(u32, Option<Ipv6Addr>)>) -> Message {
+fn msg(
+    kind: MessageType,
+    duid: &[u8],
+    server: Option<&[u8]>,
+    ia: Option<(u32, Option<Ipv6Addr>)>,
+) -> Message {
     let mut m = Message::new_with_id(kind, [1, 2, 3]);
     m.opts_mut().insert(DhcpOption::ClientId(duid.to_vec()));
     if let Some(s) = server {
         m.opts_mut().insert(DhcpOption::ServerId(s.to_vec()));
     }
     if let Some((id, addr)) = ia {
-        let mut ia = IANA { id, t1: 0, t2: 0, opts: Default::default() };
+        let mut ia = IANA {
+            id,
+            t1: 0,
+            t2: 0,
+            opts: Default::default(),
+        };
         if let Some(x) = addr {
             ia.opts.insert(iaaddr(x, 0));
         }
@@ -45,17 +55,26 @@ fn msg(kind: MessageType, duid: &[u8], server: Option<&[u8]>, ia: Option<(u32, O
 }
 
 fn run(t: &mut Table, m: &Message, peer: Option<&str>, o79: Option<&[u8]>) -> Outcome {
-    let req = Request { msg: m, peer: peer.map(a), option79: o79 };
+    let req = Request {
+        msg: m,
+        peer: peer.map(a),
+        option79: o79,
+    };
     handle(&cfg(), t, &req, 1000)
 }
 
 fn addrs_of(r: &Message) -> Vec<(Ipv6Addr, u32)> {
     ias(r)
         .iter()
-        .flat_map(|ia| ia.opts.iter().filter_map(|o| match o {
-            DhcpOption::IAAddr(x) => Some((x.addr, x.valid_life)),
-            _ => None,
-        }).collect::<Vec<_>>())
+        .flat_map(|ia| {
+            ia.opts
+                .iter()
+                .filter_map(|o| match o {
+                    DhcpOption::IAAddr(x) => Some((x.addr, x.valid_life)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
@@ -66,24 +85,53 @@ const EN: [u8; 7] = [0, 2, 0, 0, 0, 9, 7];
 #[test]
 fn solicit_request_renew_with_options() {
     let mut t = table(false);
-    let o = run(&mut t, &msg(MessageType::Solicit, &LLT, None, Some((5, None))), None, None);
+    let o = run(
+        &mut t,
+        &msg(MessageType::Solicit, &LLT, None, Some((5, None))),
+        None,
+        None,
+    );
     let adv = o.reply.unwrap();
     assert_eq!(adv.msg_type(), MessageType::Advertise);
     assert_eq!(addrs_of(&adv), vec![(a("fd00:10::10"), 3600)]);
     assert_eq!(o.durability, Durability::None, "an Advertise binds nothing");
-    assert!(matches!(adv.opts().get(OptionCode::DomainNameServers), Some(DhcpOption::DomainNameServers(d)) if d == &[a("fd00:10::2")]));
+    assert!(
+        matches!(adv.opts().get(OptionCode::DomainNameServers), Some(DhcpOption::DomainNameServers(d)) if d == &[a("fd00:10::2")])
+    );
     assert!(adv.opts().get(OptionCode::DomainSearchList).is_some());
     assert!(adv.opts().get(OptionCode::NtpServer).is_some());
-    assert!(matches!(adv.opts().get(OptionCode::Preference), Some(DhcpOption::Preference(255))));
+    assert!(matches!(
+        adv.opts().get(OptionCode::Preference),
+        Some(DhcpOption::Preference(255))
+    ));
     let sid = cfg().server_duid;
-    let o = run(&mut t, &msg(MessageType::Request, &LLT, Some(&sid), Some((5, Some(a("fd00:10::99"))))), None, None);
+    let o = run(
+        &mut t,
+        &msg(
+            MessageType::Request,
+            &LLT,
+            Some(&sid),
+            Some((5, Some(a("fd00:10::99")))),
+        ),
+        None,
+        None,
+    );
     let rep = o.reply.unwrap();
     assert_eq!(rep.msg_type(), MessageType::Reply);
     assert_eq!(addrs_of(&rep), vec![(a("fd00:10::10"), 3600)]);
-    assert_eq!(o.durability, Durability::Lazy, "a reservation is answered at once");
+    assert_eq!(
+        o.durability,
+        Durability::Lazy,
+        "a reservation is answered at once"
+    );
     assert!(o.new_binding);
     // Renew with a stale second address: that one gets lifetime 0.
-    let mut m = msg(MessageType::Renew, &LLT, Some(&sid), Some((5, Some(a("fd00:10::10")))));
+    let mut m = msg(
+        MessageType::Renew,
+        &LLT,
+        Some(&sid),
+        Some((5, Some(a("fd00:10::10")))),
+    );
     if let Some(DhcpOption::IANA(ia)) = m.opts_mut().get_mut(OptionCode::IANA) {
         ia.opts.insert(iaaddr(a("fd00:10::77"), 100));
     }
@@ -97,21 +145,43 @@ fn solicit_request_renew_with_options() {
 fn another_duid_of_the_same_mac_gets_the_same_address() {
     let mut t = table(false);
     for duid in [&LLT[..], &LL[..]] {
-        let o = run(&mut t, &msg(MessageType::Solicit, duid, None, Some((1, None))), None, None);
+        let o = run(
+            &mut t,
+            &msg(MessageType::Solicit, duid, None, Some((1, None))),
+            None,
+            None,
+        );
         assert_eq!(addrs_of(&o.reply.unwrap()), vec![(a("fd00:10::10"), 3600)]);
     }
     // An opaque DUID: found by the relay's option 79, or by the EUI-64
     // link-local address; then by the earlier binding alone.
     let o79 = [0, 1, 0x52, 0x54, 0, 0xab, 0xcd, 0xef];
-    let o = run(&mut t, &msg(MessageType::Solicit, &EN, None, Some((1, None))), None, Some(&o79));
+    let o = run(
+        &mut t,
+        &msg(MessageType::Solicit, &EN, None, Some((1, None))),
+        None,
+        Some(&o79),
+    );
     assert_eq!(o.mac, Some((NODE, MacSource::Relay)));
     assert!(o.reply.is_some());
-    let o = run(&mut t, &msg(MessageType::Solicit, &EN, None, Some((1, None))), Some("fe80::5054:ff:feab:cdef"), None);
+    let o = run(
+        &mut t,
+        &msg(MessageType::Solicit, &EN, None, Some((1, None))),
+        Some("fe80::5054:ff:feab:cdef"),
+        None,
+    );
     assert_eq!(o.mac, Some((NODE, MacSource::LinkLocal)));
     let sid = cfg().server_duid;
     let m = msg(MessageType::Request, &EN, Some(&sid), Some((1, None)));
-    run(&mut t, &m, Some("fe80::5054:ff:feab:cdef"), None).reply.unwrap();
-    let o = run(&mut t, &msg(MessageType::Solicit, &EN, None, Some((1, None))), Some("fe80::1"), None);
+    run(&mut t, &m, Some("fe80::5054:ff:feab:cdef"), None)
+        .reply
+        .unwrap();
+    let o = run(
+        &mut t,
+        &msg(MessageType::Solicit, &EN, None, Some((1, None))),
+        Some("fe80::1"),
+        None,
+    );
     assert_eq!(o.mac, Some((NODE, MacSource::Binding)));
     assert_eq!(addrs_of(&o.reply.unwrap()), vec![(a("fd00:10::10"), 3600)]);
 }
@@ -119,18 +189,36 @@ fn another_duid_of_the_same_mac_gets_the_same_address() {
 #[test]
 fn unknown_clients_get_silence_without_a_pool_and_say_why() {
     let mut t = table(false);
-    let o = run(&mut t, &msg(MessageType::Solicit, &EN, None, Some((1, None))), Some("fe80::1"), None);
+    let o = run(
+        &mut t,
+        &msg(MessageType::Solicit, &EN, None, Some((1, None))),
+        Some("fe80::1"),
+        None,
+    );
     assert!(o.reply.is_none());
     assert_eq!(o.refused, Some(NoAddress::NoMac));
     let other = [0, 3, 0, 1, 2, 0, 0, 0, 0, 9];
-    let o = run(&mut t, &msg(MessageType::Solicit, &other, None, Some((1, None))), None, None);
+    let o = run(
+        &mut t,
+        &msg(MessageType::Solicit, &other, None, Some((1, None))),
+        None,
+        None,
+    );
     assert!(o.reply.is_none());
     assert_eq!(o.refused, Some(NoAddress::NotReserved));
     // With a pool: an address, written before the reply.
     let mut t = table(true);
     let sid = cfg().server_duid;
-    let o = run(&mut t, &msg(MessageType::Request, &EN, Some(&sid), Some((1, None))), Some("fe80::1"), None);
-    assert_eq!(addrs_of(&o.reply.unwrap()), vec![(a("fd00:10::1000"), 3600)]);
+    let o = run(
+        &mut t,
+        &msg(MessageType::Request, &EN, Some(&sid), Some((1, None))),
+        Some("fe80::1"),
+        None,
+    );
+    assert_eq!(
+        addrs_of(&o.reply.unwrap()),
+        vec![(a("fd00:10::1000"), 3600)]
+    );
     assert_eq!(o.durability, Durability::BeforeReply);
 }
 
@@ -151,33 +239,141 @@ fn server_identifier_rules() {
     let mut t = table(false);
     let sid = cfg().server_duid;
     let other = ident::duid_ll(MacAddr([2, 0, 0, 0, 0, 0xbb]));
-    assert!(run(&mut t, &msg(MessageType::Request, &LL, Some(&other), Some((1, None))), None, None).dropped);
-    assert!(run(&mut t, &msg(MessageType::Request, &LL, None, Some((1, None))), None, None).dropped);
-    assert!(run(&mut t, &msg(MessageType::Solicit, &LL, Some(&sid), Some((1, None))), None, None).dropped);
+    assert!(
+        run(
+            &mut t,
+            &msg(MessageType::Request, &LL, Some(&other), Some((1, None))),
+            None,
+            None
+        )
+        .dropped
+    );
+    assert!(
+        run(
+            &mut t,
+            &msg(MessageType::Request, &LL, None, Some((1, None))),
+            None,
+            None
+        )
+        .dropped
+    );
+    assert!(
+        run(
+            &mut t,
+            &msg(MessageType::Solicit, &LL, Some(&sid), Some((1, None))),
+            None,
+            None
+        )
+        .dropped
+    );
     let mut no_id = Message::new_with_id(MessageType::Solicit, [0, 0, 1]);
     no_id.opts_mut().insert(DhcpOption::RapidCommit);
     assert!(run(&mut t, &no_id, None, None).dropped);
-    assert!(run(&mut t, &msg(MessageType::Reply, &LL, None, None), None, None).dropped);
+    assert!(
+        run(
+            &mut t,
+            &msg(MessageType::Reply, &LL, None, None),
+            None,
+            None
+        )
+        .dropped
+    );
 }
 
 #[test]
 fn confirm_release_decline_information_request() {
     let mut t = table(false);
     let sid = cfg().server_duid;
-    let r = run(&mut t, &msg(MessageType::Confirm, &LL, None, Some((1, Some(a("fd00:10::10"))))), None, None).reply.unwrap();
-    assert!(matches!(r.opts().get(OptionCode::StatusCode), Some(DhcpOption::StatusCode(s)) if s.status == Status::Success));
-    let r = run(&mut t, &msg(MessageType::Confirm, &LL, None, Some((1, Some(a("fd00:99::10"))))), None, None).reply.unwrap();
-    assert!(matches!(r.opts().get(OptionCode::StatusCode), Some(DhcpOption::StatusCode(s)) if s.status == Status::NotOnLink));
-    run(&mut t, &msg(MessageType::Request, &LL, Some(&sid), Some((1, None))), None, None).reply.unwrap();
-    let o = run(&mut t, &msg(MessageType::Release, &LL, Some(&sid), Some((1, Some(a("fd00:10::10"))))), None, None);
+    let r = run(
+        &mut t,
+        &msg(
+            MessageType::Confirm,
+            &LL,
+            None,
+            Some((1, Some(a("fd00:10::10")))),
+        ),
+        None,
+        None,
+    )
+    .reply
+    .unwrap();
+    assert!(
+        matches!(r.opts().get(OptionCode::StatusCode), Some(DhcpOption::StatusCode(s)) if s.status == Status::Success)
+    );
+    let r = run(
+        &mut t,
+        &msg(
+            MessageType::Confirm,
+            &LL,
+            None,
+            Some((1, Some(a("fd00:99::10")))),
+        ),
+        None,
+        None,
+    )
+    .reply
+    .unwrap();
+    assert!(
+        matches!(r.opts().get(OptionCode::StatusCode), Some(DhcpOption::StatusCode(s)) if s.status == Status::NotOnLink)
+    );
+    run(
+        &mut t,
+        &msg(MessageType::Request, &LL, Some(&sid), Some((1, None))),
+        None,
+        None,
+    )
+    .reply
+    .unwrap();
+    let o = run(
+        &mut t,
+        &msg(
+            MessageType::Release,
+            &LL,
+            Some(&sid),
+            Some((1, Some(a("fd00:10::10")))),
+        ),
+        None,
+        None,
+    );
     assert!(o.reply.is_some());
     assert_eq!(o.durability, Durability::Lazy);
     // Release of something never bound: NoBinding in the IA.
-    let r = run(&mut t, &msg(MessageType::Release, &LL, Some(&sid), Some((9, Some(a("fd00:10::10"))))), None, None).reply.unwrap();
+    let r = run(
+        &mut t,
+        &msg(
+            MessageType::Release,
+            &LL,
+            Some(&sid),
+            Some((9, Some(a("fd00:10::10")))),
+        ),
+        None,
+        None,
+    )
+    .reply
+    .unwrap();
     let ia = ias(&r);
-    assert!(matches!(ia[0].opts.get(OptionCode::StatusCode), Some(DhcpOption::StatusCode(s)) if s.status == Status::NoBinding));
-    run(&mut t, &msg(MessageType::Request, &LL, Some(&sid), Some((1, None))), None, None).reply.unwrap();
-    let o = run(&mut t, &msg(MessageType::Decline, &LL, Some(&sid), Some((1, Some(a("fd00:10::10"))))), None, None);
+    assert!(
+        matches!(ia[0].opts.get(OptionCode::StatusCode), Some(DhcpOption::StatusCode(s)) if s.status == Status::NoBinding)
+    );
+    run(
+        &mut t,
+        &msg(MessageType::Request, &LL, Some(&sid), Some((1, None))),
+        None,
+        None,
+    )
+    .reply
+    .unwrap();
+    let o = run(
+        &mut t,
+        &msg(
+            MessageType::Decline,
+            &LL,
+            Some(&sid),
+            Some((1, Some(a("fd00:10::10")))),
+        ),
+        None,
+        None,
+    );
     assert!(o.reply.is_some());
     assert!(t.is_declined(a("fd00:10::10"), 1001));
     let mut info = Message::new_with_id(MessageType::InformationRequest, [9, 9, 9]);
@@ -191,10 +387,32 @@ fn confirm_release_decline_information_request() {
 #[test]
 fn every_truncation_of_a_real_message_is_handled() {
     let mut t = table(true);
-    let full = encode(&msg(MessageType::Solicit, &LLT, None, Some((1, Some(a("fd00:10::10"))))));
+    let full = encode(&msg(
+        MessageType::Solicit,
+        &LLT,
+        None,
+        Some((1, Some(a("fd00:10::10")))),
+    ));
     for n in 0..full.len() {
         if let Ok(m) = decode(&full[..n]) {
             let _ = run(&mut t, &m, None, None);
         }
     }
+}
+
+#[test]
+fn a_node_gets_its_one_address_in_the_first_ia_only() {
+    let mut t = table(false);
+    let mut m = msg(MessageType::Solicit, &LL, None, Some((1, None)));
+    m.opts_mut().insert(DhcpOption::IANA(IANA {
+        id: 2,
+        t1: 0,
+        t2: 0,
+        opts: Default::default(),
+    }));
+    let o = run(&mut t, &m, None, None);
+    assert_eq!(o.refused, None);
+    let r = o.reply.unwrap();
+    assert_eq!(addrs_of(&r), vec![(a("fd00:10::10"), 3600)]);
+    assert_eq!(ias(&r).len(), 2);
 }
