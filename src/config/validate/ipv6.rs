@@ -344,9 +344,13 @@ network:
         );
     }
 
+    fn v6_text_without_interface() -> String {
+        "  ipv6:\n    cidr: 2001:db8:131::/48\n    applianceIP: 2001:db8:131::2\n    routerAdvertisements: true\n".into()
+    }
+
     #[test]
     fn vips_gateway_and_upstreams() {
-        let v6 = "  upstreamDNS: [\"[fd00:99::53]:5353\", \"fd00:99::54\", \"10.0.0.53\"]\n  ipv6:\n    cidr: 2001:db8:131::/48\n    applianceIP: 2001:db8:131::2\n    gateway: fe80::1\n    routerAdvertisements: true\n    apiVIP: 2001:db8:131::3\n    ingressVIP: 2001:db8:131::4\n";
+        let v6 = "  interface: br0\n  upstreamDNS: [\"[fd00:99::53]:5353\", \"fd00:99::54\", \"10.0.0.53\"]\n  ipv6:\n    cidr: 2001:db8:131::/48\n    applianceIP: 2001:db8:131::2\n    gateway: fe80::1\n    routerAdvertisements: true\n    apiVIP: 2001:db8:131::3\n    ingressVIP: 2001:db8:131::4\n";
         let plan = load(&file(v6, &NODES.replace("fd00:131::", "2001:db8:131::"))).unwrap();
         let c = &plan.cluster;
         let v6 = c.ipv6().unwrap();
@@ -362,6 +366,13 @@ network:
         assert_eq!(
             up,
             ["[fd00:99::53]:5353", "[fd00:99::54]:53", "10.0.0.53:53"]
+        );
+        // Router advertisements need the link to advertise on.
+        let no_if = v6_text_without_interface();
+        assert!(
+            errors(&file(&no_if, &NODES.replace("fd00:131::", "2001:db8:131::")))
+                .iter()
+                .any(|e| e.starts_with("network.ipv6.routerAdvertisements: needs network.interface")),
         );
         // A gateway inside the prefix is fine too.
         let g = GOOD.to_string() + "    gateway: fd00:131::1\n";

@@ -168,5 +168,12 @@ pub(crate) fn parts(n: &raw::Network, e: &mut Errs) -> NetParts {
     // After `failed`: the IPv6 half keeps its own flag (its pool is
     // checked later, against the nodes).
     p.v6 = super::ipv6::parts(n.ipv6.as_ref(), e);
+    // Router advertisements go out on one link: the cluster interface.
+    if n.ipv6.as_ref().is_some_and(|v6| v6.router_advertisements) && n.interface.is_none() {
+        e.push(
+            "network.ipv6.routerAdvertisements",
+            "needs network.interface (the link to advertise on)",
+        );
+    }
     p
 }
