@@ -370,9 +370,12 @@ network:
         // Router advertisements need the link to advertise on.
         let no_if = v6_text_without_interface();
         assert!(
-            errors(&file(&no_if, &NODES.replace("fd00:131::", "2001:db8:131::")))
-                .iter()
-                .any(|e| e.starts_with("network.ipv6.routerAdvertisements: needs network.interface")),
+            errors(&file(
+                &no_if,
+                &NODES.replace("fd00:131::", "2001:db8:131::")
+            ))
+            .iter()
+            .any(|e| e.starts_with("network.ipv6.routerAdvertisements: needs network.interface")),
         );
         // A gateway inside the prefix is fine too.
         let g = GOOD.to_string() + "    gateway: fd00:131::1\n";

@@ -515,7 +515,14 @@ fn process(
     }
     if let Some(why) = out.refused {
         counters.refused(why);
-        warn_client("client refused", src, mac.as_deref(), || {
+        // One rate-limit key per reason: each shows at least once.
+        let key = match why {
+            bindings::NoAddress::NoMac => "client without a MAC refused",
+            bindings::NoAddress::NotReserved => "unknown MAC refused",
+            bindings::NoAddress::ReservedDeclined => "declined reservation",
+            bindings::NoAddress::PoolExhausted => "v6 pool exhausted",
+        };
+        warn_client(key, src, mac.as_deref(), || {
             format!("{kind:?} from DUID {}: no address: {why}", duid_hex(&msg))
         });
     }
