@@ -395,6 +395,16 @@ pub fn summary(plan: &Plan) -> String {
         c.dhcp.listen,
         plan.reservations.len()
     );
+    if let Some(v6) = &c.network.ipv6 {
+        let _ = writeln!(
+            out,
+            "dhcp6 {} {} ({} reservations, router advertisements {})",
+            on(c.runs(crate::model::catalogue::ServiceKind::Dhcp6)),
+            c.dhcp.listen6,
+            c.nodes.iter().filter(|n| n.ipv6.is_some()).count(),
+            on(v6.router_advertisements)
+        );
+    }
     let _ = writeln!(
         out,
         "lb {} api {} machine-config {} http {} https {}",
