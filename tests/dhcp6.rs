@@ -14,10 +14,14 @@
 //!   M=1, O=1, the prefix with A=0;
 //! - a v4-only cluster file starts no DHCPv6 service.
 //!
-//! NetworkManager is not run: it needs the system D-Bus, udev and polkit
-//! and takes over every interface it sees, which a test namespace on a
-//! shared host cannot give it safely (docs/ipv6.md gives the settings it
-//! needs instead). dhcpcd keeps its DUID and leases under /var/lib/dhcpcd,
+//! NetworkManager (1.42, its internal DHCPv6 client, as RHCOS uses) runs
+//! in the client namespace from the package extracted by
+//! scripts/prereqs.sh (installing it would take over the host's network),
+//! on a private dbus-daemon, in a private mount namespace (tmpfs over its
+//! state directories; /sys read-only so that it does not wait for udev),
+//! managing only the test interface, with a keyfile profile
+//! `ipv6.method=dhcp`, `ipv6.dhcp-duid=<DUID>`, `ipv6.dhcp-iaid=mac`.
+//! dhcpcd keeps its DUID and leases under /var/lib/dhcpcd,
 //! so it runs in a private mount namespace with a tmpfs there holding the
 //! DUID the test chooses.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -35,6 +39,10 @@ const M0_V6: &str = "fd00:231::10";
 const W0_MAC: &str = "52:54:00:e6:00:14";
 const W0_V6: &str = "fd00:231::20";
 const UNKNOWN_MAC: &str = "52:54:00:e6:99:01";
+const W1_MAC: &str = "52:54:00:e6:00:15";
+const W1_V6: &str = "fd00:231::21";
+/// NetworkManager as scripts/prereqs.sh extracts it.
+const NM: &str = "/var/cache/crc-appliance-tests/extract/network-manager/usr/sbin/NetworkManager";
 
 /// A child process killed (by its PID) on drop.
 struct Killed(Child);
@@ -174,6 +182,7 @@ network:
 {ipv6}nodes:
   - {{ name: master-0, role: master, mac: "{M0_MAC}", ip: 10.231.0.10{m0} }}
   - {{ name: worker-0, role: worker, mac: "{W0_MAC}", ip: 10.231.0.20{w0} }}
+  - {{ name: worker-1, role: worker, mac: "{W1_MAC}", ip: 10.231.0.21{w1} }}
 dns:
   enabled: false
 dhcp:
@@ -189,6 +198,7 @@ admin:
             ifs = self.ifs,
             m0 = node_v6(M0_V6),
             w0 = node_v6(W0_V6),
+            w1 = node_v6(W1_V6),
             dir = self.dir.path().display()
         );
         let p = self.path("cluster.yaml");
@@ -287,6 +297,124 @@ admin:
         );
         let _ = quiet(self.cli.cmd(&["unshare", "-m", "sh", "-c", &inner])).status();
         std::fs::read_to_string(&env).ok()
+    }
+}
+
+/// A process stopped with SIGTERM (then SIGKILL) on drop, by its PID.
+struct Termed(Child);
+
+impl Drop for Termed {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Lab {
+    /// NetworkManager with `ipv6.dhcp-duid=<duid>` on the client interface
+    /// until the interface has a global IPv6 address (or `secs` pass): that
+    /// address.
+    fn network_manager(&self, duid: &[u8], secs: u64) -> Option<String> {
+        let n = unique_name("nm");
+        let d = self.path(&n);
+        std::fs::create_dir_all(d.join("connections")).unwrap();
+        std::fs::write(
+            d.join("bus.conf"),
+            format!(
+                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN" "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path={}/bus</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+"#,
+                d.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("nm.conf"),
+            format!(
+                "[main]\nplugins=keyfile\ndhcp=internal\nauth-polkit=false\ndns=none\nrc-manager=unmanaged\nno-auto-default=*\n[keyfile]\npath={}/connections\nunmanaged-devices=except:interface-name:{}\n[logging]\nlevel=INFO\n",
+                d.display(),
+                self.ifc
+            ),
+        )
+        .unwrap();
+        let hex: Vec<String> = duid.iter().map(|b| format!("{b:02x}")).collect();
+        let profile = d.join("connections/c6.nmconnection");
+        std::fs::write(
+            &profile,
+            format!(
+                "[connection]\nid=c6\ntype=ethernet\ninterface-name={}\n[ipv4]\nmethod=disabled\n[ipv6]\nmethod=dhcp\ndhcp-duid={}\ndhcp-iaid=mac\naddr-gen-mode=stable-privacy\n",
+                self.ifc,
+                hex.join(":")
+            ),
+        )
+        .unwrap();
+        run_ok("chmod", &["600", profile.to_str().unwrap()]);
+        let bus = Termed(
+            quiet({
+                let mut c = Command::new("dbus-daemon");
+                c.arg(format!("--config-file={}/bus.conf", d.display()))
+                    .args(["--nofork", "--nopidfile"]);
+                c
+            })
+            .spawn()
+            .expect("start dbus-daemon"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !d.join("bus").exists() {
+            assert!(Instant::now() < deadline, "dbus-daemon made no socket");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let inner = format!(
+            "mkdir -p /run/NetworkManager /var/lib/NetworkManager && mount -t tmpfs crc-test /run/NetworkManager && mount -t tmpfs crc-test /var/lib/NetworkManager && mount -o remount,ro /sys && DBUS_SYSTEM_BUS_ADDRESS=unix:path={d}/bus exec {NM} --no-daemon --config {d}/nm.conf --config-dir {d}/none --state-file {d}/nm.state",
+            d = d.display()
+        );
+        let log = std::fs::File::create(d.join("nm.log")).unwrap();
+        let nm = Termed(
+            self.cli
+                .cmd(&["unshare", "-m", "sh", "-c", &inner])
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("start NetworkManager"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let mut got = None;
+        while Instant::now() < deadline && got.is_none() {
+            let out = self.cli.exec(&[
+                "ip", "-6", "addr", "show", "dev", &self.ifc, "scope", "global",
+            ]);
+            got = out
+                .split_whitespace()
+                .skip_while(|w| *w != "inet6")
+                .nth(1)
+                .map(|a| a.split('/').next().unwrap_or("").to_string());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        drop(nm);
+        drop(bus);
+        // The next client starts without this one's address.
+        self.cli
+            .ip(&["-6", "addr", "flush", "dev", &self.ifc, "scope", "global"]);
+        got
     }
 }
 
@@ -410,6 +538,37 @@ fn dhcpcd_gets_the_reservation_under_every_duid_of_its_mac() {
             Some("fd00:231::1"),
             "{env}"
         );
+    }
+}
+
+#[test]
+fn network_manager_gets_the_reservation_under_every_duid_of_its_mac() {
+    require_netns!("d6");
+    require_tools!("dbus-daemon", "unshare");
+    if !Path::new(NM).exists() {
+        skipped!(
+            "SKIPPED {}: {NM} missing (scripts/prereqs.sh extracts network-manager)",
+            module_path!()
+        );
+        return;
+    }
+    let lab = Lab::new(W1_MAC);
+    let app = lab.start(&lab.cluster(false, true));
+    for (what, duid) in [
+        ("DUID-LLT", duid_llt(0x5555_5555, W1_MAC)),
+        ("DUID-LLT, another time", duid_llt(0x6666_6666, W1_MAC)),
+        ("DUID-LL", duid_ll(W1_MAC)),
+    ] {
+        let got = lab.network_manager(&duid, 20);
+        assert_eq!(
+            got.as_deref(),
+            Some(W1_V6),
+            "NetworkManager ({what}); server:\n{}",
+            app.log()
+        );
+        // It sent the DUID of its profile, and the server bound it.
+        let hex: String = duid.iter().map(|b| format!("{b:02x}")).collect();
+        app.wait_log(&format!("duid={hex}"), Duration::from_secs(5));
     }
 }
 
