@@ -100,16 +100,22 @@ fn up(ns: &Netns, ifname: &str, mac: Option<&str>, addrs: &[&str]) {
 /// The link-local address comes with the link (clients and dhcrelay need
 /// it): wait for it.
 fn wait_link_local(ns: &Netns, ifname: &str) {
+    // The same single non-tentative link-local address twice, 200 ms apart
+    // (a mode change can replace it right after the link comes up).
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !ns
-        .exec(&["ip", "-6", "addr", "show", "dev", ifname])
-        .contains("fe80::")
-    {
+    let mut last = String::new();
+    loop {
+        let out = ns.exec(&["ip", "-6", "addr", "show", "dev", ifname, "scope", "link"]);
+        let ready = out.contains("fe80::") && !out.contains("tentative");
+        if ready && out == last {
+            return;
+        }
         assert!(
             Instant::now() < deadline,
-            "no link-local address on {ifname}"
+            "no settled link-local address on {ifname}: {out}"
         );
-        std::thread::sleep(Duration::from_millis(50));
+        last = if ready { out } else { String::new() };
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -585,6 +591,9 @@ fn an_unknown_mac_gets_nothing_and_the_log_says_why() {
     app.wait_log("its MAC has no IPv6 reservation", Duration::from_secs(5));
     // An opaque DUID (DUID-EN) from a stable-privacy link-local address:
     // no MAC at all.
+    // (Changed with the link down: a change while it is up replaces the
+    // link-local address under a starting client.)
+    lab.cli.ip(&["link", "set", &lab.ifc, "down"]);
     lab.cli.exec(&[
         "sysctl",
         "-q",
