@@ -48,7 +48,10 @@ Faults (`--fault SPEC`, repeatable)
 -----------------------------------
     SPEC  := OP "=" KIND [ "x" COUNT ] [ "+" SKIP ]
     OP    := any | get | patch | post | insert | eject | boot | reset | auth
-    KIND  := <3-digit HTTP status> | post400 | sys446 | drop
+    KIND  := STATUS [ ":" SAMPLE ] | post400 | sys446 | drop
+    STATUS:= a 3-digit HTTP status
+    SAMPLE:= a file name (without .json) in the sushy error samples
+             (tests/fixtures/redfish/sushy-errors/), used as the body
     COUNT := how many matching requests get the fault (default: all, forever)
     SKIP  := how many matching requests pass untouched first (default 0)
 
@@ -59,10 +62,25 @@ action; `auth` answers every authenticated request with KIND (401/403) even
 with the right credentials. `post400` is HPE's 400
 iLO.2.14.UnableToModifyDuringSystemPOST body, `sys446` Dell's 500
 IDRAC.2.8.SYS446 body, `drop` closes the connection without an answer; a
-numeric KIND answers that status with a Redfish error body. A faulted request
+numeric KIND answers that status with a Redfish error body (or the SAMPLE
+body). A faulted request
 changes nothing. Examples: `insert=500x1` (first insert 500), `boot=post400x1`,
 `any=500` (every request 500 forever), `reset=409x1`, `auth=401`,
-`insert=503x1+1` (the second insert 503).
+`insert=503x1+1` (the second insert 503),
+`reset=500:error_single_ext_infox1` (an `@Message.ExtendedInfo` that is a
+single object, not an array).
+
+Other options
+-------------
+* `--require-insert-param NAME` (repeatable): an InsertMedia action without
+  NAME is answered 400 with sushy's recorded body for that case
+  (TransferProtocolType: transfer_proto_required_error3.json, TransferMethod:
+  transfer_method_required_error.json, UserName/Password:
+  credentials_required_error.json), as the BMCs sushy's `insert_media`
+  retries for do.
+* `--errors DIR`: the sushy error samples (default
+  tests/fixtures/redfish/sushy-errors next to this file's tests/ directory).
+  A 401 is answered with session_error.json.
 
 Vendor rules (each with its public source)
 ------------------------------------------
@@ -286,12 +304,12 @@ def dell_sys446():
 
 FAULT_RE = re.compile(
     r"^(?P<op>any|get|patch|post|insert|eject|boot|reset|auth)="
-    r"(?P<kind>\d{3}|post400|sys446|drop)(?:x(?P<count>\d+))?(?:\+(?P<skip>\d+))?$"
+    r"(?P<kind>\d{3}(?::[A-Za-z0-9_]+?)?|post400|sys446|drop)(?:x(?P<count>\d+))?(?:\+(?P<skip>\d+))?$"
 )
 
 
 class Fault:
-    def __init__(self, spec):
+    def __init__(self, spec, samples):
         m = FAULT_RE.match(spec)
         if not m:
             raise ValueError(f"bad --fault {spec!r} (see the grammar at the top of bmcsim.py)")
@@ -300,6 +318,12 @@ class Fault:
         self.kind = m["kind"]
         self.left = int(m["count"]) if m["count"] is not None else None
         self.skip = int(m["skip"] or 0)
+        self.sample = None
+        if ":" in self.kind:
+            self.kind, name = self.kind.split(":", 1)
+            self.sample = samples.get(name)
+            if self.sample is None:
+                raise ValueError(f"--fault {spec!r}: no error sample {name!r}")
 
     def fire(self, ops):
         """True when this fault answers a request classified as `ops`."""
@@ -323,7 +347,7 @@ class Fault:
         if self.kind == "drop":
             return None, None
         status = int(self.kind)
-        return status, status_error(status)
+        return status, copy.deepcopy(self.sample) if self.sample else status_error(status)
 
 
 # --------------------------------------------------------------------------
@@ -360,6 +384,20 @@ def load_tree(tree):
     return res
 
 
+def load_samples(d):
+    """The sushy error samples by name (without .json); {} when absent."""
+    out = {}
+    if d and os.path.isdir(d):
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".json"):
+                with open(os.path.join(d, f), encoding="utf-8") as fh:
+                    out[f[:-5]] = json.load(fh)
+    return out
+
+
+DEFAULT_ERRORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "redfish", "sushy-errors")
+
+
 def etag_of(obj):
     clean = {k: v for k, v in obj.items() if k != "@odata.etag"}
     return hashlib.sha256(json.dumps(clean, sort_keys=True).encode()).hexdigest()[:16]
@@ -383,7 +421,9 @@ class Sim:
         self.openbmc = args.openbmc_rules
         self.user = args.user
         self.password = args.password
-        self.faults = [Fault(s) for s in args.fault or []]
+        self.samples = load_samples(args.errors)
+        self.faults = [Fault(s, self.samples) for s in args.fault or []]
+        self.require_params = list(args.require_insert_param or [])
         self.res = load_tree(args.tree)
         self.lock = threading.Lock()
         self.requests = 0
@@ -581,7 +621,8 @@ class Sim:
             if not authed:
                 return Reply(
                     401,
-                    base_error("NoValidSession", "There is no valid session established with the implementation."),
+                    copy.deepcopy(self.samples.get("session_error"))
+                    or base_error("NoValidSession", "There is no valid session established with the implementation."),
                     {"WWW-Authenticate": 'Basic realm="bmcsim"'},
                     "auth",
                 )
@@ -860,12 +901,29 @@ class Sim:
                     r = Reply(400, base_error("ActionParameterNotSupported", f"The parameter {k} for the action InsertMedia is not supported on the target resource.", [k, "InsertMedia"], [f"#/{k}"]))
                     r.rule = "supermicro: parameter not in ActionInfo"
                     return r
+        for name in self.require_params:
+            if name not in params:
+                return self.missing_param(name)
         rest = {k: v for k, v in params.items() if k != "Image"}
         err = self.check_insert(slot, image, rest, action=True)
         if err:
             return err
         self.apply_insert(slot, image, rest)
         return self.ok_action()
+
+    def missing_param(self, name):
+        sample = {
+            "TransferProtocolType": "transfer_proto_required_error3",
+            "TransferMethod": "transfer_method_required_error",
+            "UserName": "credentials_required_error",
+            "Password": "credentials_required_error",
+        }.get(name)
+        body = copy.deepcopy(self.samples.get(sample)) if sample else None
+        if body is None:
+            body = base_error("ActionParameterMissing", f"The action InsertMedia requires the parameter {name} to be present in the request body.", ["InsertMedia", name], [f"#/{name}"])
+        r = Reply(400, body)
+        r.rule = f"--require-insert-param {name}"
+        return r
 
     def action_info(self, res_path, action):
         act = (self.res[res_path].get("Actions") or {}).get(action) or {}
@@ -1054,6 +1112,8 @@ def main(argv=None):
     p.add_argument("--fault", action="append")
     p.add_argument("--initial-power", choices=("On", "Off"))
     p.add_argument("--foreign-image")
+    p.add_argument("--require-insert-param", action="append")
+    p.add_argument("--errors", default=DEFAULT_ERRORS)
     args = p.parse_args(argv)
     try:
         sim = Sim(args)
