@@ -1038,8 +1038,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # quiet: the JSON log is the record
         pass
 
+    MAX_BODY = 1 << 20
+
     def read_body(self):
+        """The request body (Content-Length or chunked); ValueError when bad."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            out = b""
+            while True:
+                size = int(self.rfile.readline(64).split(b";")[0].strip() or b"x", 16)
+                if size == 0:
+                    while self.rfile.readline(1024).strip():
+                        pass  # trailers
+                    return out
+                out += self.rfile.read(size)
+                self.rfile.readline(8)
+                if len(out) > self.MAX_BODY:
+                    raise ValueError("body too large")
         n = int(self.headers.get("Content-Length") or 0)
+        if n < 0 or n > self.MAX_BODY:
+            raise ValueError("bad Content-Length")
         return self.rfile.read(n) if n > 0 else b""
 
     def send(self, status, body, headers):
@@ -1060,6 +1077,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raw = self.read_body()
         except (ValueError, OSError):
             self.close_connection = True
+            self.send(400, base_error("MalformedJSON", "The request body could not be read."), {"Connection": "close"})
             return
         path = norm_path(self.path)
         sim = self.sim
@@ -1069,7 +1087,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send(200, st, {})
             return
         with sim.lock:
-            reply = sim.handle(self.command, path, self.headers, raw)
+            try:
+                reply = sim.handle(self.command, path, self.headers, raw)
+            except Exception as e:  # a simulator bug: say so, keep serving
+                import traceback
+
+                traceback.print_exc()
+                reply = Reply(500, status_error(500), rule=f"bmcsim bug: {e!r}")
             parsed = None
             if raw:
                 try:
