@@ -431,3 +431,84 @@ fn faults_are_injected_as_specified() {
         .count();
     assert_eq!(faults, 3);
 }
+
+/// A one-file HTTP server on 127.0.0.1 (a thread): `/node.iso` is `bytes`,
+/// anything else 404. Returns its port.
+fn serve_file(bytes: Vec<u8>) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut req = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+            let ok = req.starts_with(b"GET /node.iso ");
+            let body: &[u8] = if ok { &bytes } else { b"" };
+            let head = format!(
+                "HTTP/1.1 {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                if ok { "200 OK" } else { "404 Not Found" },
+                body.len()
+            );
+            let _ = s
+                .write_all(head.as_bytes())
+                .and_then(|()| s.write_all(body));
+        }
+    });
+    port
+}
+
+#[test]
+fn fetch_images_gets_the_image_before_accepting_the_insert() {
+    need_tools!();
+    let bytes: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let port = serve_file(bytes.clone());
+    let sim = Sim::start(Opts::new("hpe").arg("--fetch-images"));
+    let ins = "/redfish/v1/Managers/1/VirtualMedia/2/Actions/VirtualMedia.InsertMedia";
+    let missing = format!("http://127.0.0.1:{port}/missing.iso");
+    let r = sim.req("POST", ins, Some(&insert_body(&missing)), &[]);
+    assert_eq!(r.status, 400);
+    assert_eq!(r.message_id(), "Base.1.12.CouldNotEstablishConnection");
+    // Not loopback: refused without a connection attempt.
+    assert_eq!(
+        sim.req(
+            "POST",
+            ins,
+            Some(&insert_body("http://192.0.2.1/x.iso")),
+            &[]
+        )
+        .status,
+        400
+    );
+    let good = format!("http://127.0.0.1:{port}/node.iso");
+    assert_eq!(
+        sim.req("POST", ins, Some(&insert_body(&good)), &[]).status,
+        200
+    );
+    let st = sim.state();
+    let f = &st["fetches"];
+    assert_eq!(f[0]["status"], 404, "{st}");
+    assert!(
+        f[1]["error"].as_str().unwrap().contains("not a loopback"),
+        "{st}"
+    );
+    assert_eq!(f[2]["bytes"], 200_000, "{st}");
+    let file = sim.dir.path().join("node.iso");
+    std::fs::write(&file, &bytes).unwrap();
+    let sum = common::run_ok("sha256sum", &[file.to_str().unwrap()]);
+    assert_eq!(
+        f[2]["sha256"],
+        sum.split_whitespace().next().unwrap(),
+        "{st}"
+    );
+    assert_eq!(
+        st["slots"]["/redfish/v1/Managers/1/VirtualMedia/2"]["image"],
+        good.as_str()
+    );
+}

@@ -78,6 +78,13 @@ Other options
   transfer_method_required_error.json, UserName/Password:
   credentials_required_error.json), as the BMCs sushy's `insert_media`
   retries for do.
+* `--fetch-images`: an accepted insert first GETs the image, as a BMC does
+  when it attaches an http(s) image; a failed fetch (connection, status not
+  2xx) refuses the insert with 400 CouldNotEstablishConnection. Only
+  loopback addresses are fetched (anything else is refused unfetched); TLS
+  certificates are not verified (Lenovo's slots record
+  `VerifyCertificate: false`); no proxy is used. The state gains
+  `fetches: [{"url", "status", "bytes", "sha256"} | {"url", "error"}]`.
 * `--errors DIR`: the sushy error samples (default
   tests/fixtures/redfish/sushy-errors next to this file's tests/ directory).
   A 401 is answered with session_error.json.
@@ -193,6 +200,7 @@ import base64
 import copy
 import hashlib
 import http.server
+import ipaddress
 import json
 import os
 import re
@@ -201,7 +209,9 @@ import ssl
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 
 BASE = "Base.1.12"
 VENDORS = ("dell", "hpe", "lenovo", "supermicro")
@@ -398,6 +408,44 @@ def load_samples(d):
 DEFAULT_ERRORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "redfish", "sushy-errors")
 
 
+FETCH_LIMIT = 1 << 30
+
+
+def fetch_image(url):
+    """GET `url` as a BMC attaching it would: {url, status, bytes, sha256} or
+    {url, error}. Loopback addresses only (the tests' network rule)."""
+    u = urllib.parse.urlsplit(url)
+    host = u.hostname or ""
+    try:
+        ip = ipaddress.ip_address("127.0.0.1" if host == "localhost" else host)
+    except ValueError:
+        return {"url": url, "error": f"{host!r} is not a loopback address (not fetched)"}
+    if not ip.is_loopback:
+        return {"url": url, "error": f"{host} is not a loopback address (not fetched)"}
+    if u.scheme not in ("http", "https"):
+        return {"url": url, "error": f"scheme {u.scheme!r} is not fetched"}
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx))
+    h = hashlib.sha256()
+    n = 0
+    try:
+        with opener.open(urllib.request.Request(url, headers={"User-Agent": "bmcsim"}), timeout=20) as r:
+            status = r.status
+            while n <= FETCH_LIMIT:
+                chunk = r.read(1 << 16)
+                if not chunk:
+                    break
+                h.update(chunk)
+                n += len(chunk)
+    except urllib.error.HTTPError as e:
+        return {"url": url, "status": e.code, "error": f"HTTP {e.code}"}
+    except (OSError, ValueError) as e:
+        return {"url": url, "error": str(e)}
+    return {"url": url, "status": status, "bytes": n, "sha256": h.hexdigest()}
+
+
 def etag_of(obj):
     clean = {k: v for k, v in obj.items() if k != "@odata.etag"}
     return hashlib.sha256(json.dumps(clean, sort_keys=True).encode()).hexdigest()[:16]
@@ -424,6 +472,8 @@ class Sim:
         self.samples = load_samples(args.errors)
         self.faults = [Fault(s, self.samples) for s in args.fault or []]
         self.require_params = list(args.require_insert_param or [])
+        self.fetch = args.fetch_images
+        self.fetches = []
         self.res = load_tree(args.tree)
         self.lock = threading.Lock()
         self.requests = 0
@@ -565,6 +615,7 @@ class Sim:
             "in_post": self.in_post,
             "vendor": self.vendor,
             "openbmc": self.openbmc,
+            "fetches": list(self.fetches),
         }
 
     # ---- request dispatch ------------------------------------------------
@@ -811,6 +862,13 @@ class Sim:
             r = Reply(409, base_error("ResourceInUse", "The change to the requested resource failed because the resource is in use or in transition."))
             r.rule = "slot occupied"
             return r
+        if self.fetch:
+            got = fetch_image(image)
+            self.fetches.append(got)
+            if "error" in got:
+                r = Reply(400, base_error("CouldNotEstablishConnection", f"An attempt to access the resource/file/image at URI {image} was unsuccessful because a connection could not be established: {got['error']}.", [image]))
+                r.rule = "fetch failed"
+                return r
         if self.vendor == "dell":
             t = self.last_eject.pop(slot, None)
             if t is not None and time.monotonic() - t < DELL_EJECT_WINDOW:
@@ -1138,6 +1196,7 @@ def main(argv=None):
     p.add_argument("--foreign-image")
     p.add_argument("--require-insert-param", action="append")
     p.add_argument("--errors", default=DEFAULT_ERRORS)
+    p.add_argument("--fetch-images", action="store_true")
     args = p.parse_args(argv)
     try:
         sim = Sim(args)
