@@ -85,6 +85,7 @@ Other options
   certificates are not verified (Lenovo's slots record
   `VerifyCertificate: false`); no proxy is used. The state gains
   `fetches: [{"url", "status", "bytes", "sha256"} | {"url", "error"}]`.
+  The simulator answers nothing else while it fetches.
 * `--errors DIR`: the sushy error samples (default
   tests/fixtures/redfish/sushy-errors next to this file's tests/ directory).
   A 401 is answered with session_error.json.
@@ -178,9 +179,9 @@ Supermicro X13 (--vendor supermicro):
   `insert_media` ("SuperMicro X11 will return an error if Inserted or
   WriteProtected are specified"); the recorded X13 ActionInfo lists them.
 * The recorded slots have no EjectMedia action; the simulator offers one
-  while the slot holds an image (as the BMC's web UI does) and also accepts a
-  POST to .../Actions/VirtualMedia.EjectMedia. (Simulator choice: the record
-  was captured with empty slots.)
+  while the slot holds an image and accepts a POST to
+  .../Actions/VirtualMedia.EjectMedia. (Simulator choice without a source:
+  the record was captured with empty slots.)
 
 OpenBMC rule set (--openbmc-rules, on top of any tree):
 * Insert accepts only https:// and smb:// Image URLs: any other scheme is
@@ -931,6 +932,8 @@ class Sim:
 
     def post(self, path, body, raw_body):
         target = self.actions.get(path)
+        if target is None and path in self.res:
+            return Reply(405, base_error("OperationNotAllowed", f"POST is not allowed on {path}."), {"Allow": self.allow(path)})
         if target is None:
             return Reply(404, base_error("ResourceMissingAtURI", f"The resource at the URI {path} was not found.", [path]))
         res_path, name = target
@@ -1125,7 +1128,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if body is not None:
             self.send_header("Content-Type", "application/json;charset=utf-8")
             self.send_header("OData-Version", "4.0")
-        self.send_header("Content-Length", str(len(data)))
+        if status != 204:  # RFC 9110 8.6: no Content-Length on a 204
+            self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if data and self.command != "HEAD":
             self.wfile.write(data)
