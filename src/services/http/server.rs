@@ -265,28 +265,9 @@ async fn serve_conn(
         shutdown,
     };
     if let Some(acceptor) = tls {
-        // The handshake is bounded like a request head; then the same
-        // connection life as plain HTTP, with the HTTPS routes.
-        let started = httpconn::tls_start(
-            acceptor,
-            stream,
-            HEADER_TIMEOUT,
-            &conn.activity,
-            &conn.shutdown,
-        )
-        .await;
-        match started {
-            Ok((proto, s)) => {
-                conn.ctx.https.handshake(true);
-                conn.serve(proto, MinorVersion::new(s), Scheme::Https).await;
-            }
-            Err(end) => {
-                if matches!(end, Ended::Failed(_) | Ended::Silent) {
-                    conn.ctx.https.handshake(false);
-                }
-                debug!("https connection closed before a request: {end:?}");
-            }
-        }
+        // Boxed: the TLS state would otherwise enlarge every plain
+        // connection's future too.
+        Box::pin(serve_tls(conn, acceptor, stream)).await;
         return;
     }
     // A client that connects and stays silent holds no slot for long;
@@ -310,6 +291,31 @@ async fn serve_conn(
     let stream = LastSend::new(stream, conn.activity.clone());
     let stream = MinorVersion::new(httpconn::Replay::new(stream, first));
     conn.serve(proto, stream, Scheme::Http).await;
+}
+
+/// An admitted HTTPS connection: the handshake, bounded like a request
+/// head, then the same connection life as plain HTTP with the HTTPS routes.
+async fn serve_tls(conn: Conn, acceptor: tokio_rustls::TlsAcceptor, stream: tokio::net::TcpStream) {
+    let started = httpconn::tls_start(
+        acceptor,
+        stream,
+        HEADER_TIMEOUT,
+        &conn.activity,
+        &conn.shutdown,
+    )
+    .await;
+    match started {
+        Ok((proto, s)) => {
+            conn.ctx.https.handshake(true);
+            conn.serve(proto, MinorVersion::new(s), Scheme::Https).await;
+        }
+        Err(end) => {
+            if matches!(end, Ended::Failed(_) | Ended::Silent) {
+                conn.ctx.https.handshake(false);
+            }
+            debug!("https connection closed before a request: {end:?}");
+        }
+    }
 }
 
 /// An admitted connection, its protocol known.
