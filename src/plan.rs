@@ -102,6 +102,9 @@ pub struct Backend {
 pub struct LbPool {
     pub name: PoolKind,
     pub frontend: SocketAddr,
+    /// The frontend's IPv6 twin on the IPv6 VIP (dual-stack only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frontend_v6: Option<SocketAddr>,
     pub check: Check,
     pub backends: Vec<Backend>,
 }
@@ -276,52 +279,60 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
     // `ingress`, or: compact clusters run ingress on the masters;
     // single-node keeps it on its master when workers are added.
     let ingress = c.ingress_nodes();
-    // `loadBalancer.backendOverrides` replaces `<node ip>:<port>` per pool.
+    // `loadBalancer.backendOverrides` replaces `<node ip>:<port>` per pool;
+    // the nodes' IPv6 addresses follow as backends of their own (none for
+    // a node whose backend is overridden in that pool).
     type Pick = fn(&BackendOverrideCfg) -> Option<SocketAddr>;
     let backends = |nodes: &[&NodeCfg], port: u16, pick: Pick| {
-        nodes
-            .iter()
-            .map(|n| Backend {
-                name: n.name.clone(),
-                role: n.role,
-                addr: lb
-                    .backend_overrides
-                    .get(&n.name)
-                    .and_then(pick)
-                    .unwrap_or_else(|| SocketAddr::new(n.ip.into(), port)),
-            })
-            .collect::<Vec<_>>()
+        let over = |n: &NodeCfg| lb.backend_overrides.get(&n.name).and_then(pick);
+        let backend = |n: &NodeCfg, addr| Backend {
+            name: n.name.clone(),
+            role: n.role,
+            addr,
+        };
+        let v4 = nodes.iter().map(|n| {
+            backend(n, over(n).unwrap_or_else(|| SocketAddr::new(n.ip.into(), port)))
+        });
+        let v6 = nodes.iter().filter(|n| over(n).is_none()).filter_map(|n| {
+            let ip = n.ipv6.filter(|_| c.network.ipv6.is_some())?;
+            Some(backend(n, SocketAddr::new(ip.into(), port)))
+        });
+        v4.chain(v6).collect::<Vec<_>>()
     };
     let p = lb.backend_ports;
+    let v6 = c.network.ipv6.as_ref();
+    let pool = |name: PoolKind, check, backends| LbPool {
+        name,
+        frontend: name.frontend(lb),
+        frontend_v6: name.frontend_v6(lb, v6),
+        check,
+        backends,
+    };
     vec![
-        LbPool {
-            name: PoolKind::Api,
-            frontend: lb.api,
-            check: Check::Https {
+        pool(
+            PoolKind::Api,
+            Check::Https {
                 path: "/readyz".into(),
             },
-            backends: backends(&control, p.api, |o| o.api),
-        },
-        LbPool {
-            name: PoolKind::MachineConfig,
-            frontend: lb.machine_config,
-            check: Check::Https {
+            backends(&control, p.api, |o| o.api),
+        ),
+        pool(
+            PoolKind::MachineConfig,
+            Check::Https {
                 path: "/healthz".into(),
             },
-            backends: backends(&control, p.machine_config, |o| o.machine_config),
-        },
-        LbPool {
-            name: PoolKind::IngressHttp,
-            frontend: lb.ingress_http,
-            check: Check::Tcp,
-            backends: backends(&ingress, p.ingress_http, |o| o.ingress_http),
-        },
-        LbPool {
-            name: PoolKind::IngressHttps,
-            frontend: lb.ingress_https,
-            check: Check::Tls,
-            backends: backends(&ingress, p.ingress_https, |o| o.ingress_https),
-        },
+            backends(&control, p.machine_config, |o| o.machine_config),
+        ),
+        pool(
+            PoolKind::IngressHttp,
+            Check::Tcp,
+            backends(&ingress, p.ingress_http, |o| o.ingress_http),
+        ),
+        pool(
+            PoolKind::IngressHttps,
+            Check::Tls,
+            backends(&ingress, p.ingress_https, |o| o.ingress_https),
+        ),
     ]
 }
 
@@ -385,9 +396,15 @@ pub fn render_lb(plan: &Plan) -> String {
         h.interval, h.timeout, h.rise, h.fall
     );
     for p in &plan.pools {
-        let _ = writeln!(out, "frontend {} {} check {}", p.name, p.frontend, p.check);
+        let v6 = p.frontend_v6.map(|a| format!(" and {a}")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "frontend {} {}{v6} check {}",
+            p.name, p.frontend, p.check
+        );
         for b in &p.backends {
-            let _ = writeln!(out, "  backend {:<16} {:<21} {}", b.name, b.addr, b.role);
+            let addr = b.addr.to_string();
+            let _ = writeln!(out, "  backend {:<16} {addr:<21} {}", b.name, b.role);
         }
         if p.backends.is_empty() {
             let _ = writeln!(out, "  (no backends)");

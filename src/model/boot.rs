@@ -3,6 +3,12 @@
 //! `coreos.inst.*`: bootstrap-in-place writes the disk itself), used by the libvirt install domain, the iPXE scripts of
 //! network boot and the per-node live ISO alike, and the URLs the
 //! appliance serves them under.
+//!
+//! Dual-stack (`network.ipv6`): a node with an IPv6 address (and a role ISO
+//! of such a cluster) also gets [`DUAL_STACK_KARG`] unless its own or the
+//! configured kernel arguments carry an `ip=` already. `ip=dhcp` alone
+//! makes NetworkManager's initrd generator require IPv4; `dhcp,dhcp6`
+//! asks for both families and waits for both (docs/ipv6.md).
 
 use std::net::IpAddr;
 
@@ -17,6 +23,15 @@ pub const MAX_KARGS_AREA: usize = 2048;
 /// `cmdline_size`): a boot loader copies at most this many bytes, so
 /// arguments beyond it are silently lost.
 pub const MAX_KERNEL_CMDLINE: usize = 2047;
+
+/// The initramfs network argument of a dual-stack node: DHCPv4 and DHCPv6.
+pub const DUAL_STACK_KARG: &str = "ip=dhcp,dhcp6";
+
+/// Is `node` dual-stack: `network.ipv6` set and the node has an IPv6
+/// address?
+pub fn dual_stack(c: &Cluster, node: &NodeCfg) -> bool {
+    c.network.ipv6.is_some() && node.ipv6.is_some()
+}
 
 /// Default install disk of a bare-metal node (`rhcos.installDev`).
 pub const DEFAULT_INSTALL_DEV: &str = "/dev/sda";
@@ -49,7 +64,7 @@ pub fn install_kargs(
     let dev = node.install_dev.as_deref().unwrap_or(default_dev);
     kargs(
         c,
-        node.role,
+        (node.role, dual_stack(c, node)),
         &node.kargs,
         dev,
         Some(rootfs_url),
@@ -131,15 +146,25 @@ pub fn iso_install_kargs(c: &Cluster, t: IsoTarget<'_>) -> String {
     match t {
         IsoTarget::Node(n) => {
             let dev = n.install_dev.as_deref().unwrap_or(default_dev);
-            kargs(c, n.role, &n.kargs, dev, None, &ignition_url)
+            kargs(c, (n.role, dual_stack(c, n)), &n.kargs, dev, None, &ignition_url)
         }
-        IsoTarget::Role(r) => kargs(c, r, &[], default_dev, None, &ignition_url),
+        // Any node of the role may boot it: dual-stack with the cluster.
+        IsoTarget::Role(r) => kargs(
+            c,
+            (r, c.network.ipv6.is_some()),
+            &[],
+            default_dev,
+            None,
+            &ignition_url,
+        ),
     }
 }
 
+/// `(role, dual)`: the role's extra arguments, and whether to add
+/// [`DUAL_STACK_KARG`].
 fn kargs(
     c: &Cluster,
-    role: Role,
+    (role, dual): (Role, bool),
     own: &[String],
     dev: &str,
     rootfs_url: Option<&str>,
@@ -154,16 +179,31 @@ fn kargs(
          coreos.inst.install_dev={dev} coreos.inst.ignition_url={ignition_url} \
          console=tty0 console=ttyS0,115200n8"
     ));
-    let extra = c.rhcos.iter().flat_map(|r| {
-        r.kargs
-            .iter()
-            .chain(r.role_kargs.get(&role).into_iter().flatten())
-    });
-    for a in extra.chain(own.iter()) {
+    let extra: Vec<&String> = c
+        .rhcos
+        .iter()
+        .flat_map(|r| {
+            r.kargs
+                .iter()
+                .chain(r.role_kargs.get(&role).into_iter().flatten())
+        })
+        .chain(own.iter())
+        .collect();
+    push_extra(&mut k, dual, &extra);
+    k
+}
+
+/// Append [`DUAL_STACK_KARG`] when `dual` and no `extra` argument is an
+/// `ip=` (the operator's network setup wins), then `extra`.
+fn push_extra(k: &mut String, dual: bool, extra: &[&String]) {
+    if dual && !extra.iter().any(|a| a.starts_with("ip=")) {
+        k.push(' ');
+        k.push_str(DUAL_STACK_KARG);
+    }
+    for a in extra {
         k.push(' ');
         k.push_str(a);
     }
-    k
 }
 
 /// The live kernel arguments of the single-node master (bootstrap-in-place:
@@ -177,14 +217,16 @@ pub fn single_node_kargs(c: &Cluster, node: &NodeCfg, ignition_url: Option<&str>
         k.push_str(&format!("ignition.config.url={url} "));
     }
     k.push_str("console=tty0 console=ttyS0,115200n8");
-    let extra = c.rhcos.iter().flat_map(|r| {
-        r.kargs
-            .iter()
-            .chain(r.role_kargs.get(&node.role).into_iter().flatten())
-    });
-    for a in extra.chain(node.kargs.iter()) {
-        k.push(' ');
-        k.push_str(a);
-    }
+    let extra: Vec<&String> = c
+        .rhcos
+        .iter()
+        .flat_map(|r| {
+            r.kargs
+                .iter()
+                .chain(r.role_kargs.get(&node.role).into_iter().flatten())
+        })
+        .chain(node.kargs.iter())
+        .collect();
+    push_extra(&mut k, dual_stack(c, node), &extra);
     k
 }

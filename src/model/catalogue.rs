@@ -12,13 +12,23 @@
 //! Invariants: a disabled section binds nothing; listeners come in service
 //! start order, DNS with UDP before TCP per address; [`PoolKind`] names the
 //! four LB frontends everywhere (plan, LB, status, timeline).
+//!
+//! Dual-stack (`network.ipv6`): a listener of the LB, HTTP, admin or TFTP
+//! configured on an IPv4 address that is not loopback (its default, the
+//! VIP or applianceIP, or `0.0.0.0`) gets an IPv6 twin on the same port
+//! ([`v6_twin`]): the LB's on the IPv6 API or ingress VIP, the others on
+//! the IPv6 applianceIP. Each twin follows its IPv4 listener in the list.
+//! A loopback listener (the admin default) gets none, nor does one
+//! configured on an IPv6 address. Without `network.ipv6` the list is what
+//! it always was.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{Ipv6Addr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
 use super::cluster::{AdminCfg, Cluster, DhcpCfg, DnsCfg, HttpCfg, LbCfg, NtpCfg, TftpCfg};
+use super::ipv6::Ipv6Cfg;
 
 /// A service of the appliance (the key of its `/status` section).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -127,6 +137,22 @@ impl PoolKind {
             PoolKind::IngressHttps => lb.ingress_https,
         }
     }
+
+    /// The IPv6 VIP of the frontend (api and machine-config: the API VIP;
+    /// ingress: the ingress VIP) and its field.
+    pub fn vip6(self, v6: &Ipv6Cfg) -> (Ipv6Addr, &'static str) {
+        match self {
+            PoolKind::Api | PoolKind::MachineConfig => (v6.api_vip, "network.ipv6.apiVIP"),
+            PoolKind::IngressHttp | PoolKind::IngressHttps => {
+                (v6.ingress_vip, "network.ipv6.ingressVIP")
+            }
+        }
+    }
+
+    /// The frontend's IPv6 twin ([`v6_twin`] on its IPv6 VIP), if any.
+    pub fn frontend_v6(self, lb: &LbCfg, v6: Option<&Ipv6Cfg>) -> Option<SocketAddr> {
+        v6_twin(self.frontend(lb), self.vip6(v6?).0)
+    }
 }
 
 impl fmt::Display for PoolKind {
@@ -164,6 +190,16 @@ pub struct Listener {
     pub field: String,
 }
 
+/// The IPv6 twin of a listener on `addr`: `[ip]:port` when `addr` is an
+/// IPv4 address other than loopback (a listener on the cluster network, or
+/// on every IPv4 address); `None` for loopback and IPv6 listeners.
+pub fn v6_twin(addr: SocketAddr, ip: Ipv6Addr) -> Option<SocketAddr> {
+    match addr {
+        SocketAddr::V4(a) if !a.ip().is_loopback() => Some(SocketAddr::new(ip.into(), a.port())),
+        _ => None,
+    }
+}
+
 /// The sections that bind sockets, as far as they exist (validation builds
 /// this from what it could assemble; [`Cluster::listeners`] from a valid
 /// cluster). A section that is present but disabled binds nothing.
@@ -176,6 +212,8 @@ pub struct Sections<'a> {
     pub admin: Option<&'a AdminCfg>,
     pub tftp: Option<&'a TftpCfg>,
     pub ntp: Option<&'a NtpCfg>,
+    /// `network.ipv6`: the IPv6 twins ([`v6_twin`]).
+    pub ipv6: Option<&'a Ipv6Cfg>,
 }
 
 impl<'a> Sections<'a> {
@@ -188,6 +226,7 @@ impl<'a> Sections<'a> {
             admin: Some(&c.admin),
             tftp: c.tftp.as_ref(),
             ntp: c.ntp.as_ref(),
+            ipv6: c.network.ipv6.as_ref(),
         }
     }
 }
@@ -195,6 +234,7 @@ impl<'a> Sections<'a> {
 /// Every socket the enabled sections of `s` bind, in start order.
 pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
     let mut out = Vec::new();
+    let app6 = s.ipv6.map(|v| v.appliance_ip);
     let mut add = |service, what, proto, addr, field: String| {
         out.push(Listener {
             service,
@@ -204,6 +244,9 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
             field,
         });
     };
+    // The IPv6 twin of an HTTP, admin or TFTP listener.
+    let twin = |addr| app6.and_then(|ip| v6_twin(addr, ip));
+    const APP6: &str = "network.ipv6.applianceIP";
     for kind in ServiceKind::ALL {
         match kind {
             // The libvirt service binds nothing of its own.
@@ -229,22 +272,37 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
                     for p in PoolKind::ALL {
                         let field = format!("loadBalancer.listen.{}", p.listen_field());
                         add(kind, p.listener_name(), Proto::Tcp, p.frontend(l), field);
+                        if let Some(v6) = s.ipv6
+                            && let Some(t) = p.frontend_v6(l, Some(v6))
+                        {
+                            let field = p.vip6(v6).1.to_string();
+                            add(kind, p.listener_name(), Proto::Tcp, t, field);
+                        }
                     }
                 }
             }
             ServiceKind::Http => {
                 if let Some(h) = s.http.filter(|h| h.enabled) {
                     add(kind, "http", Proto::Tcp, h.listen, "http.listen".into());
+                    if let Some(l6) = twin(h.listen) {
+                        add(kind, "http", Proto::Tcp, l6, APP6.into());
+                    }
                 }
             }
             ServiceKind::Admin => {
                 if let Some(a) = s.admin.filter(|a| a.enabled) {
                     add(kind, "admin", Proto::Tcp, a.listen, "admin.listen".into());
+                    if let Some(l6) = twin(a.listen) {
+                        add(kind, "admin", Proto::Tcp, l6, APP6.into());
+                    }
                 }
             }
             ServiceKind::Tftp => {
                 if let Some(t) = s.tftp.filter(|t| t.enabled) {
                     add(kind, "tftp", Proto::Udp, t.listen, "pxe.tftpListen".into());
+                    if let Some(l6) = twin(t.listen) {
+                        add(kind, "tftp", Proto::Udp, l6, APP6.into());
+                    }
                 }
             }
             ServiceKind::Ntp => {
@@ -285,5 +343,14 @@ impl Cluster {
     /// Every socket the enabled services bind.
     pub fn listeners(&self) -> Vec<Listener> {
         listeners(&Sections::of(self))
+    }
+
+    /// The addresses `kind` binds (with their IPv6 twins), in order.
+    pub fn listen_addrs(&self, kind: ServiceKind) -> Vec<SocketAddr> {
+        self.listeners()
+            .into_iter()
+            .filter(|l| l.service == kind)
+            .map(|l| l.addr)
+            .collect()
     }
 }

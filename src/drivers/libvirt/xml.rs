@@ -8,6 +8,13 @@
 //!   forwards the cluster and reverse zones to applianceIP (`<forwarder
 //!   domain= addr=/>`), and serves the reservations when the appliance's DHCP
 //!   is disabled.
+//! - Dual-stack (`network.ipv6`, appliance mode): the bridge also gets the
+//!   IPv6 applianceIP (`<ip family='ipv6' address= prefix=/>`), with no
+//!   `<dhcp>`: with DNS off and no DHCP range or host on any `<ip>`,
+//!   libvirt starts no dnsmasq, so it sends no router advertisements and
+//!   answers no DHCPv6 (the appliance does both, docs/ipv6.md). Forwarder
+//!   mode is refused with IPv6 ([`super::spec::Spec::new`]): its dnsmasq
+//!   would advertise the prefix for SLAAC (`ra-only`).
 //! - `<forward mode='nat'/>` only with `nat: true`; otherwise isolated.
 //! - Install domain: direct kernel boot of the ISO's kernel/initrd with the
 //!   `coreos.inst.*` cmdline, `on_reboot=destroy` (the installer's reboot
@@ -99,6 +106,9 @@ pub fn network_xml(s: &Spec) -> String {
             );
         }
         let _ = writeln!(x, "    </dhcp>\n  </ip>");
+    }
+    if let Some((ip, prefix)) = s.bridge_ip6 {
+        let _ = writeln!(x, "  <ip family='ipv6' address='{ip}' prefix='{prefix}'/>");
     }
     let _ = writeln!(x, "</network>");
     x

@@ -84,7 +84,7 @@ impl Http {
         })
     }
 
-    fn start_listener(&self, addr: SocketAddr, listener: TcpListener) {
+    fn start_listener(&self, addr: SocketAddr, listener: TcpListener, twin: bool) {
         let token = self.tasks.token();
         // Accepted sockets inherit TCP_NODELAY from the listener (Linux):
         // one `setsockopt` per listener, not per connection. Without it,
@@ -94,7 +94,7 @@ impl Http {
             .is_ok();
         if let Ok(local) = listener.local_addr() {
             info!("listening for http on {local}");
-            self.ctx.stats.set_listen(local);
+            self.ctx.stats.set_listen(local, twin);
         }
         self.tasks.spawn(
             format!("http listener {addr}"),
@@ -112,16 +112,22 @@ impl Service for Http {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let addr = plan.cluster.http.listen;
-        let new = self.listeners.bind_tcp_if_missing(addr).await?;
+        // `http.listen` and its IPv6 twin (dual-stack).
+        let addrs = plan
+            .cluster
+            .listen_addrs(crate::model::catalogue::ServiceKind::Http);
+        let new = self.listeners.bind_tcp_missing(&addrs).await?;
         Ok(Box::new(move || {
             warn_missing_dirs(&plan);
             self.ctx.plan.store(plan);
-            for gone in self.listeners.retain(&[addr]) {
+            for gone in self.listeners.retain(&addrs) {
                 info!("http: closed listener {gone}");
             }
-            if let Some(l) = new {
-                self.start_listener(addr, l);
+            if addrs.len() < 2 {
+                self.ctx.stats.clear_twin();
+            }
+            for (addr, l) in new {
+                self.start_listener(addr, l, Some(&addr) != addrs.first());
             }
         }))
     }
