@@ -531,4 +531,59 @@ mod tests {
             "{text}"
         );
     }
+
+    #[test]
+    fn dual_stack_pools_have_v6_frontends_and_backends_after_the_v4_ones() {
+        let text = "name: c\nbaseDomain: example.com\n\
+            network: { cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1, \
+            ipv6: { cidr: 'fd00::/64', applianceIP: 'fd00::1', ingressVIP: 'fd00::7' } }\n\
+            nodes:\n\
+            \x20 - { name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10, ipv6: 'fd00::10' }\n\
+            \x20 - { name: m1, role: master, mac: '52:54:00:00:00:02', ip: 10.0.0.11 }\n\
+            \x20 - { name: w0, role: worker, mac: '52:54:00:00:00:03', ip: 10.0.0.20, ipv6: 'fd00::20' }\n\
+            loadBalancer: { backendOverrides: { w0: { ingressHttp: '10.9.9.9:8080' } } }\n";
+        let c = crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .unwrap()
+            .cluster;
+        let p = Plan::new(c);
+        let addrs = |k: PoolKind| {
+            p.pool(k)
+                .unwrap()
+                .backends
+                .iter()
+                .map(|b| format!("{} {}", b.name, b.addr))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            addrs(PoolKind::Api),
+            ["m0 10.0.0.10:6443", "m1 10.0.0.11:6443", "m0 [fd00::10]:6443"]
+        );
+        // An overridden backend has no IPv6 twin in that pool only.
+        assert_eq!(addrs(PoolKind::IngressHttp), ["w0 10.9.9.9:8080"]);
+        assert_eq!(
+            addrs(PoolKind::IngressHttps),
+            ["w0 10.0.0.20:443", "w0 [fd00::20]:443"]
+        );
+        let f6 = |k: PoolKind| p.pool(k).unwrap().frontend_v6.map(|a| a.to_string());
+        assert_eq!(f6(PoolKind::Api).as_deref(), Some("[fd00::1]:6443"));
+        assert_eq!(f6(PoolKind::MachineConfig).as_deref(), Some("[fd00::1]:22623"));
+        assert_eq!(f6(PoolKind::IngressHttps).as_deref(), Some("[fd00::7]:443"));
+        let text = render_lb(&p);
+        assert!(
+            text.contains("frontend api 10.0.0.1:6443 and [fd00::1]:6443 check"),
+            "{text}"
+        );
+        assert!(text.contains("backend m0               [fd00::10]:6443"), "{text}");
+    }
+
+    #[test]
+    fn ipv4_only_pools_and_their_json_are_unchanged() {
+        let n = "  - { name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10 }\n";
+        let p = Plan::new(cluster(n, "10.0.0.0/24"));
+        assert!(p.pools.iter().all(|pool| pool.frontend_v6.is_none()
+            && pool.backends.iter().all(|b| b.addr.is_ipv4())));
+        let json = serde_json::to_string(&p.pools).unwrap();
+        assert!(!json.contains("frontend_v6"), "{json}");
+        assert!(render_lb(&p).contains("frontend api 10.0.0.1:6443 check https GET /readyz\n"));
+    }
 }

@@ -230,3 +230,66 @@ pub fn single_node_kargs(c: &Cluster, node: &NodeCfg, ignition_url: Option<&str>
     push_extra(&mut k, dual_stack(c, node), &extra);
     k
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(v6: bool, extra: &str) -> Cluster {
+        let (net6, node6) = if v6 {
+            (
+                ", ipv6: { cidr: 'fd00::/64', applianceIP: 'fd00::1' }",
+                ", ipv6: 'fd00::10'",
+            )
+        } else {
+            ("", "")
+        };
+        let text = format!(
+            "name: c\nbaseDomain: example.com\n\
+             network: {{ cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1{net6} }}\n\
+             nodes:\n\
+             \x20 - {{ name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10{node6} }}\n\
+             \x20 - {{ name: w0, role: worker, mac: '52:54:00:00:00:02', ip: 10.0.0.20 }}\n{extra}"
+        );
+        crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .cluster
+    }
+
+    #[test]
+    fn dual_stack_nodes_ask_for_dhcp_and_dhcpv6() {
+        let c = cluster(true, "");
+        let m0 = c.node("m0").unwrap();
+        let w0 = c.node("w0").unwrap();
+        let k = ipxe_kernel_args(&c, m0);
+        assert!(k.ends_with("console=ttyS0,115200n8 ip=dhcp,dhcp6"), "{k}");
+        assert!(iso_install_kargs(&c, IsoTarget::Node(m0)).ends_with(" ip=dhcp,dhcp6"));
+        // A node without an IPv6 address is IPv4-only: no argument.
+        assert!(!ipxe_kernel_args(&c, w0).contains("ip="));
+        assert!(!iso_install_kargs(&c, IsoTarget::Node(w0)).contains("ip="));
+        // A role ISO may boot any node of a dual-stack cluster.
+        assert!(iso_install_kargs(&c, IsoTarget::Role(Role::Worker)).contains(DUAL_STACK_KARG));
+    }
+
+    #[test]
+    fn an_ip_argument_of_the_operator_wins() {
+        let c = cluster(true, "rhcos: { iso: /x.iso, kargs: ['ip=ens3:dhcp6'] }\n");
+        let k = ipxe_kernel_args(&c, c.node("m0").unwrap());
+        assert_eq!(k.matches("ip=").count(), 1, "{k}");
+        assert!(k.ends_with("ip=ens3:dhcp6"), "{k}");
+    }
+
+    #[test]
+    fn ipv4_only_kargs_are_unchanged() {
+        let c = cluster(false, "");
+        let m0 = c.node("m0").unwrap();
+        assert_eq!(
+            ipxe_kernel_args(&c, m0),
+            "initrd=main coreos.live.rootfs_url=http://10.0.0.1:8080/boot/rootfs.img \
+             ignition.firstboot ignition.platform.id=metal coreos.inst.install_dev=/dev/sda \
+             coreos.inst.ignition_url=http://10.0.0.1:8080/ignition/m0.ign \
+             console=tty0 console=ttyS0,115200n8"
+        );
+        assert!(!iso_install_kargs(&c, IsoTarget::Role(Role::Master)).contains("ip="));
+    }
+}

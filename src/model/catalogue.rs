@@ -354,3 +354,133 @@ impl Cluster {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NODES: &str = "nodes:\n  - { name: m0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10, ipv6: 'fd00::10' }\n";
+
+    fn parse(net6: &str, extra: &str) -> Result<Cluster, String> {
+        let nodes = if net6.is_empty() {
+            NODES.replace(", ipv6: 'fd00::10'", "")
+        } else {
+            NODES.to_string()
+        };
+        let text = format!(
+            "name: c\nbaseDomain: example.com\nnetwork:\n  cidr: 10.0.0.0/24\n  gateway: 10.0.0.254\n  applianceIP: 10.0.0.1\n{net6}{nodes}{extra}"
+        );
+        crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .map(|f| f.cluster)
+            .map_err(|e| e.to_string())
+    }
+
+    const V6: &str = "  ipv6: { cidr: 'fd00::/64', applianceIP: 'fd00::1', apiVIP: 'fd00::5', ingressVIP: 'fd00::7' }\n";
+    const PXE: &str = "pxe: { tftpRoot: / }\n";
+
+    fn rows(c: &Cluster) -> Vec<String> {
+        c.listeners()
+            .iter()
+            .map(|l| format!("{} {} {} {}", l.what, l.proto.as_str(), l.addr, l.field))
+            .collect()
+    }
+
+    #[test]
+    fn ipv4_only_listeners_are_unchanged() {
+        let c = parse("", PXE).unwrap();
+        assert_eq!(
+            rows(&c),
+            [
+                "dns udp 10.0.0.1:53 dns.listen[0]",
+                "dns tcp 10.0.0.1:53 dns.listen[0]",
+                "dhcp udp 0.0.0.0:67 dhcp.listen",
+                "lb api tcp 10.0.0.1:6443 loadBalancer.listen.api",
+                "lb machine-config tcp 10.0.0.1:22623 loadBalancer.listen.machineConfig",
+                "lb ingress-http tcp 10.0.0.1:80 loadBalancer.listen.ingressHttp",
+                "lb ingress-https tcp 10.0.0.1:443 loadBalancer.listen.ingressHttps",
+                "http tcp 10.0.0.1:8080 http.listen",
+                "admin tcp 127.0.0.1:9180 admin.listen",
+                "tftp udp 10.0.0.1:69 pxe.tftpListen",
+            ]
+        );
+        assert_eq!(c.listen_addrs(ServiceKind::Http).len(), 1);
+    }
+
+    #[test]
+    fn dual_stack_twins_follow_their_ipv4_listener() {
+        let c = parse(V6, PXE).unwrap();
+        let got = rows(&c);
+        let after = |a: &str, b: &str| {
+            let i = got.iter().position(|r| r == a).unwrap_or_else(|| panic!("{a}: {got:#?}"));
+            assert_eq!(got[i + 1], b, "{got:#?}");
+        };
+        after(
+            "lb api tcp 10.0.0.1:6443 loadBalancer.listen.api",
+            "lb api tcp [fd00::5]:6443 network.ipv6.apiVIP",
+        );
+        after(
+            "lb machine-config tcp 10.0.0.1:22623 loadBalancer.listen.machineConfig",
+            "lb machine-config tcp [fd00::5]:22623 network.ipv6.apiVIP",
+        );
+        after(
+            "lb ingress-https tcp 10.0.0.1:443 loadBalancer.listen.ingressHttps",
+            "lb ingress-https tcp [fd00::7]:443 network.ipv6.ingressVIP",
+        );
+        after(
+            "http tcp 10.0.0.1:8080 http.listen",
+            "http tcp [fd00::1]:8080 network.ipv6.applianceIP",
+        );
+        after(
+            "tftp udp 10.0.0.1:69 pxe.tftpListen",
+            "tftp udp [fd00::1]:69 network.ipv6.applianceIP",
+        );
+        // The admin default is loopback: no twin.
+        assert_eq!(c.listen_addrs(ServiceKind::Admin).len(), 1, "{got:#?}");
+        assert_eq!(
+            c.listen_addrs(ServiceKind::Http),
+            ["10.0.0.1:8080".parse().unwrap(), "[fd00::1]:8080".parse().unwrap()]
+        );
+    }
+
+    #[test]
+    fn twins_only_for_ipv4_addresses_off_loopback() {
+        let ip6: Ipv6Addr = "fd00::1".parse().unwrap();
+        let t = |a: &str| v6_twin(a.parse().unwrap(), ip6).map(|s| s.to_string());
+        assert_eq!(t("10.0.0.1:80").as_deref(), Some("[fd00::1]:80"));
+        assert_eq!(t("0.0.0.0:80").as_deref(), Some("[fd00::1]:80"));
+        assert_eq!(t("127.0.0.1:80"), None);
+        assert_eq!(t("[::]:80"), None);
+        assert_eq!(t("[fd00::9]:80"), None);
+        // An admin listener off loopback (token required) gets one.
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "t0k3n-for-the-test-0123456789abcdef").unwrap();
+        std::fs::set_permissions(
+            &token,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
+        let admin = format!("admin: {{ listen: '0.0.0.0:9180', tokenFile: {} }}\n", token.display());
+        let c = parse(V6, &admin).unwrap();
+        assert_eq!(
+            c.listen_addrs(ServiceKind::Admin),
+            ["0.0.0.0:9180".parse().unwrap(), "[fd00::1]:9180".parse().unwrap()]
+        );
+    }
+
+    #[test]
+    fn collisions_are_per_family_except_for_the_ipv6_wildcard() {
+        // `0.0.0.0` and the IPv6 twins share ports without colliding.
+        parse(
+            V6,
+            "http: { listen: '0.0.0.0:8080' }\nloadBalancer: { listen: { api: '0.0.0.0:6443' } }\n",
+        )
+        .unwrap();
+        // `[::]` takes IPv4 too.
+        let e = parse(V6, "http: { listen: '[::]:6443' }\n").unwrap_err();
+        assert!(e.contains("collides with"), "{e}");
+        // A twin collides with what is configured on its address.
+        let e = parse(V6, "dns: { listen: ['[fd00::1]:8080'] }\n").unwrap_err();
+        assert!(e.contains("network.ipv6.applianceIP"), "{e}");
+    }
+}
