@@ -12,12 +12,13 @@
 
 use std::collections::BTreeSet;
 use std::fmt::{self, Write as _};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use serde::Serialize;
 
 pub use crate::model::catalogue::PoolKind;
 use crate::model::cluster::{BackendOverrideCfg, Cluster, MacAddr, NodeCfg, Role};
+pub use crate::model::ipv6::ptr_name6;
 use crate::model::names::{API, API_INT, APPS, ETCD_PREFIX, ETCD_SRV, NS};
 pub use crate::model::names::{RData, Record, absolute, ptr_name, reverse_zones};
 
@@ -184,28 +185,9 @@ fn zones(c: &Cluster) -> Vec<Zone> {
     let origin = format!("{}.", c.domain);
     let ttl = c.dns.ttl;
     let n = |label: &str| format!("{label}.{}.", c.domain);
-    let a = |name: String, ip: Ipv4Addr| Record {
-        name,
-        ttl,
-        data: RData::A(ip),
-    };
-    let net = &c.network;
-    let mut fwd = vec![
-        a(n(NS), net.appliance_ip),
-        a(n(API), c.api_address()),
-        a(n(API_INT), c.api_address()),
-    ];
-    for ip in c.apps_addresses() {
-        fwd.push(a(n(&format!("*.{APPS}")), ip));
-    }
-    for node in &c.nodes {
-        fwd.push(a(n(&node.name), node.ip));
-    }
-    let masters: Vec<_> = c.nodes_with_role(Role::Master).collect();
-    for (i, m) in masters.iter().enumerate() {
-        fwd.push(a(n(&format!("{ETCD_PREFIX}{i}")), m.ip));
-    }
-    for i in 0..masters.len() {
+    let mut fwd = address_records(c);
+    let masters = c.nodes_with_role(Role::Master).count();
+    for i in 0..masters {
         fwd.push(Record {
             name: n(ETCD_SRV),
             ttl,
@@ -217,18 +199,9 @@ fn zones(c: &Cluster) -> Vec<Zone> {
             },
         });
     }
-    let rev_origins = reverse_zones(net.cidr);
+    let rev_origins = c.reverse_zones();
     let mut rev_body: Vec<Vec<Record>> = vec![Vec::new(); rev_origins.len()];
-    // Single-node without the LB: api is the node's address, whose PTR
-    // names the node only.
-    let mut ptrs: Vec<(Ipv4Addr, String)> = if c.nodes.iter().any(|x| x.ip == c.api_address()) {
-        Vec::new()
-    } else {
-        vec![(c.api_address(), n(API)), (c.api_address(), n(API_INT))]
-    };
-    ptrs.extend(c.nodes.iter().map(|node| (node.ip, n(&node.name))));
-    for (ip, target) in ptrs {
-        let name = ptr_name(ip);
+    for (name, target) in ptr_targets(c) {
         if let Some(i) = rev_origins
             .iter()
             .position(|z| name.ends_with(&format!(".{z}")))
@@ -253,6 +226,93 @@ fn zones(c: &Cluster) -> Vec<Zone> {
     for (z, body) in rev_origins.into_iter().zip(rev_body) {
         out.push(finish_zone(z, c, body));
     }
+    out
+}
+
+/// The address records of the cluster zone: `ns1`, `api`, `api-int`,
+/// `*.apps`, every node and `etcd-<i>`, each A followed by its AAAA on a
+/// dual-stack network (a node without `ipv6` has none; an IPv4-only
+/// cluster gets exactly the A records).
+fn address_records(c: &Cluster) -> Vec<Record> {
+    let ttl = c.dns.ttl;
+    let n = |label: &str| format!("{label}.{}.", c.domain);
+    let mut out = Vec::new();
+    let v6 = c.ipv6().map(|v| v.appliance_ip);
+    push_pair(&mut out, ttl, n(NS), c.network.appliance_ip, v6);
+    push_pair(&mut out, ttl, n(API), c.api_address(), c.api_address_v6());
+    push_pair(
+        &mut out,
+        ttl,
+        n(API_INT),
+        c.api_address(),
+        c.api_address_v6(),
+    );
+    let wild = n(&format!("*.{APPS}"));
+    for ip in c.apps_addresses() {
+        push_pair(&mut out, ttl, wild.clone(), ip, None);
+    }
+    for ip in c.apps_addresses_v6() {
+        out.push(Record {
+            name: wild.clone(),
+            ttl,
+            data: RData::Aaaa(ip),
+        });
+    }
+    for node in &c.nodes {
+        push_pair(&mut out, ttl, n(&node.name), node.ip, node.ipv6);
+    }
+    for (i, m) in c.nodes_with_role(Role::Master).enumerate() {
+        let name = n(&format!("{ETCD_PREFIX}{i}"));
+        push_pair(&mut out, ttl, name, m.ip, m.ipv6);
+    }
+    out
+}
+
+/// `name`'s A record, then its AAAA when it has an IPv6 address.
+fn push_pair(out: &mut Vec<Record>, ttl: u32, name: String, ip: Ipv4Addr, ip6: Option<Ipv6Addr>) {
+    if let Some(ip6) = ip6 {
+        out.push(Record {
+            name: name.clone(),
+            ttl,
+            data: RData::A(ip),
+        });
+        out.push(Record {
+            name,
+            ttl,
+            data: RData::Aaaa(ip6),
+        });
+    } else {
+        out.push(Record {
+            name,
+            ttl,
+            data: RData::A(ip),
+        });
+    }
+}
+
+/// (PTR owner, target) for api, api-int and every node, IPv4 then IPv6.
+/// Single-node without the LB: api is the node's address, whose PTR names
+/// the node only (in each family).
+fn ptr_targets(c: &Cluster) -> Vec<(String, String)> {
+    let n = |label: &str| format!("{label}.{}.", c.domain);
+    let mut out = Vec::new();
+    let api = c.api_address();
+    if !c.nodes.iter().any(|x| x.ip == api) {
+        out.push((ptr_name(api), n(API)));
+        out.push((ptr_name(api), n(API_INT)));
+    }
+    out.extend(c.nodes.iter().map(|x| (ptr_name(x.ip), n(&x.name))));
+    if let Some(api) = c.api_address_v6()
+        && !c.nodes.iter().any(|x| x.ipv6 == Some(api))
+    {
+        out.push((ptr_name6(api), n(API)));
+        out.push((ptr_name6(api), n(API_INT)));
+    }
+    out.extend(
+        c.nodes
+            .iter()
+            .filter_map(|x| Some((ptr_name6(x.ipv6?), n(&x.name)))),
+    );
     out
 }
 
