@@ -351,7 +351,10 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
             addr,
         };
         let v4 = nodes.iter().map(|n| {
-            backend(n, over(n).unwrap_or_else(|| SocketAddr::new(n.ip.into(), port)))
+            backend(
+                n,
+                over(n).unwrap_or_else(|| SocketAddr::new(n.ip.into(), port)),
+            )
         });
         let v6 = nodes.iter().filter(|n| over(n).is_none()).filter_map(|n| {
             let ip = n.ipv6.filter(|_| c.network.ipv6.is_some())?;
@@ -456,7 +459,10 @@ pub fn render_lb(plan: &Plan) -> String {
         h.interval, h.timeout, h.rise, h.fall
     );
     for p in &plan.pools {
-        let v6 = p.frontend_v6.map(|a| format!(" and {a}")).unwrap_or_default();
+        let v6 = p
+            .frontend_v6
+            .map(|a| format!(" and {a}"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
             "frontend {} {}{v6} check {}",
@@ -616,7 +622,11 @@ mod tests {
         };
         assert_eq!(
             addrs(PoolKind::Api),
-            ["m0 10.0.0.10:6443", "m1 10.0.0.11:6443", "m0 [fd00::10]:6443"]
+            [
+                "m0 10.0.0.10:6443",
+                "m1 10.0.0.11:6443",
+                "m0 [fd00::10]:6443"
+            ]
         );
         // An overridden backend has no IPv6 twin in that pool only.
         assert_eq!(addrs(PoolKind::IngressHttp), ["w0 10.9.9.9:8080"]);
@@ -626,22 +636,29 @@ mod tests {
         );
         let f6 = |k: PoolKind| p.pool(k).unwrap().frontend_v6.map(|a| a.to_string());
         assert_eq!(f6(PoolKind::Api).as_deref(), Some("[fd00::1]:6443"));
-        assert_eq!(f6(PoolKind::MachineConfig).as_deref(), Some("[fd00::1]:22623"));
+        assert_eq!(
+            f6(PoolKind::MachineConfig).as_deref(),
+            Some("[fd00::1]:22623")
+        );
         assert_eq!(f6(PoolKind::IngressHttps).as_deref(), Some("[fd00::7]:443"));
         let text = render_lb(&p);
         assert!(
             text.contains("frontend api 10.0.0.1:6443 and [fd00::1]:6443 check"),
             "{text}"
         );
-        assert!(text.contains("backend m0               [fd00::10]:6443"), "{text}");
+        assert!(
+            text.contains("backend m0               [fd00::10]:6443"),
+            "{text}"
+        );
     }
 
     #[test]
     fn ipv4_only_pools_and_their_json_are_unchanged() {
         let n = "  - { name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10 }\n";
         let p = Plan::new(cluster(n, "10.0.0.0/24"));
-        assert!(p.pools.iter().all(|pool| pool.frontend_v6.is_none()
-            && pool.backends.iter().all(|b| b.addr.is_ipv4())));
+        assert!(p.pools.iter().all(
+            |pool| pool.frontend_v6.is_none() && pool.backends.iter().all(|b| b.addr.is_ipv4())
+        ));
         let json = serde_json::to_string(&p.pools).unwrap();
         assert!(!json.contains("frontend_v6"), "{json}");
         assert!(render_lb(&p).contains("frontend api 10.0.0.1:6443 check https GET /readyz\n"));

@@ -42,6 +42,8 @@ const UNKNOWN6: &str = "fd00:67::77";
 const API_PORT: u16 = 16443;
 const MCS_PORT: u16 = 18623;
 const CA_MARKER: &str = "V6-BOOTSTRAP-CA-KEY-SECRET";
+/// Served by TFTP over both families.
+const TFTP_FILE: &str = "not really iPXE, served over IPv6";
 
 /// A child process killed on drop.
 struct Proc(Child);
@@ -89,8 +91,18 @@ impl Lab {
         run_ok(
             "ip",
             &[
-                "link", "add", &ifs, "netns", srv.name(), "type", "veth", "peer", "name", &ifc,
-                "netns", cli.name(),
+                "link",
+                "add",
+                &ifs,
+                "netns",
+                srv.name(),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &ifc,
+                "netns",
+                cli.name(),
             ],
         );
         srv.ip(&["addr", "add", &format!("{APP4}/24"), "dev", &ifs]);
@@ -109,6 +121,8 @@ impl Lab {
         let d = dir.path();
         std::fs::create_dir_all(d.join("images")).unwrap();
         std::fs::create_dir_all(d.join("ign")).unwrap();
+        std::fs::create_dir_all(d.join("tftp")).unwrap();
+        std::fs::write(d.join("tftp/undionly.kpxe"), TFTP_FILE).unwrap();
         for (role, extra) in [
             ("bootstrap", format!(",\"marker\":\"{CA_MARKER}\"")),
             ("master", String::new()),
@@ -168,6 +182,8 @@ http:
   ignitionDir: "{d}/ign"
 admin:
   listen: 127.0.0.1:19180
+pxe:
+  tftpRoot: "{d}/tftp"
 "#,
             d = d.display(),
         );
@@ -233,7 +249,10 @@ admin:
             if pred(&st) {
                 return st;
             }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}: {st:#}");
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {st:#}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -270,7 +289,15 @@ http {{
     let path = d.join(format!("{tag}.conf"));
     std::fs::write(&path, conf).unwrap();
     let child = ns
-        .cmd(&["nginx", "-e", "stderr", "-p", &dd.to_string(), "-c", path.to_str().unwrap()])
+        .cmd(&[
+            "nginx",
+            "-e",
+            "stderr",
+            "-p",
+            &dd.to_string(),
+            "-c",
+            path.to_str().unwrap(),
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -325,9 +352,14 @@ const M0_6: &str = "[fd00:67::10]:16443";
 const M1_6: &str = "[fd00:67::11]:16443";
 
 fn masters_up(st: &Value) -> bool {
-    [("master-0", M0_4), ("master-0", M0_6), ("master-1", M1_4), ("master-1", M1_6)]
-        .iter()
-        .all(|(n, a)| healthy(st, "api", n, a))
+    [
+        ("master-0", M0_4),
+        ("master-0", M0_6),
+        ("master-1", M1_4),
+        ("master-1", M1_6),
+    ]
+    .iter()
+    .all(|(n, a)| healthy(st, "api", n, a))
 }
 
 #[test]
@@ -385,7 +417,8 @@ fn api_over_the_v6_vip_reaches_v6_backends_and_a_killed_one_is_drained() {
 
     // Draining master-0 by name drains both its families: IPv6 clients
     // then fall back to the IPv4 backend left (master-1).
-    lab.srv.exec(&[BIN, "lb", "--cluster", &f, "disable", "master-0"]);
+    lab.srv
+        .exec(&[BIN, "lb", "--cluster", &f, "disable", "master-0"]);
     assert_eq!(lab.seen(&v6, 4), set(&["master-1 v4"]));
     let st = lab.status();
     assert_eq!(backend(&st, "api", "master-0", M0_6)["disabled"], true);
@@ -444,7 +477,11 @@ fn ignition_over_v6_follows_the_per_node_rules() {
         (POOL6, "403"),
         (UNKNOWN6, "403"),
     ] {
-        assert_eq!(get(from, "/ignition/master.ign").0, want, "{from} master.ign");
+        assert_eq!(
+            get(from, "/ignition/master.ign").0,
+            want,
+            "{from} master.ign"
+        );
     }
     // A node's own config: to that node only.
     assert_eq!(get("fd00:67::20", "/ignition/worker-0.ign").0, "200");
@@ -461,6 +498,33 @@ fn ignition_over_v6_follows_the_per_node_rules() {
     ]);
     assert_eq!(code, 0);
     let st = lab.status();
-    assert_eq!(st["http"]["listen"], format!("{APP4}:8080"), "{:#}", st["http"]);
+    assert_eq!(
+        st["http"]["listen"],
+        format!("{APP4}:8080"),
+        "{:#}",
+        st["http"]
+    );
     assert_eq!(st["http"]["listenV6"], format!("[{APP6}]:8080"));
+}
+
+#[test]
+fn tftp_answers_on_the_v6_appliance_address() {
+    require_lab!();
+    let lab = Lab::new();
+    for (url, from) in [
+        (format!("tftp://[{APP6}]/undionly.kpxe"), "fd00:67::20"),
+        (format!("tftp://{APP4}/undionly.kpxe"), "10.67.0.20"),
+    ] {
+        let (code, body) = lab.curl(&["--interface", from, &url]);
+        assert_eq!(code, 0, "{url}\n{}", lab.app.log());
+        assert_eq!(body, TFTP_FILE, "{url}");
+    }
+    let st = lab.status();
+    assert_eq!(
+        st["tftp"]["listen"],
+        format!("{APP4}:69"),
+        "{:#}",
+        st["tftp"]
+    );
+    assert_eq!(st["tftp"]["listenV6"], format!("[{APP6}]:69"));
 }

@@ -416,9 +416,10 @@ mod tests {
              network: { cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1, \
              ipv6: { cidr: 'fd00::/64', applianceIP: 'fd00::1', pool: { start: 'fd00::100', end: 'fd00::1ff' } } }\n\
              nodes:\n  - { name: x, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.2, ipv6: 'fd00::2' }\n";
-        let v6 = crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t"))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .cluster;
+        let v6 =
+            crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t"))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .cluster;
         c.network.ipv6 = v6.network.ipv6;
         for n in &mut c.nodes {
             n.ipv6 = Some(format!("fd00::{}", n.ip.octets()[3]).parse().unwrap());
@@ -445,8 +446,16 @@ mod tests {
             assert_eq!(ignition(&c, ip(who), boot), want, "{who}");
             assert_eq!(ignition(&c, ip(who), node(&c, "bootstrap")), want, "{who}");
         }
-        for (who, want) in [("fd00::10", Allow), ("fd00::20", Allow), ("fd00::150", Deny)] {
-            assert_eq!(ignition(&c, ip(who), Owner::Role(Role::Worker)), want, "{who}");
+        for (who, want) in [
+            ("fd00::10", Allow),
+            ("fd00::20", Allow),
+            ("fd00::150", Deny),
+        ] {
+            assert_eq!(
+                ignition(&c, ip(who), Owner::Role(Role::Worker)),
+                want,
+                "{who}"
+            );
             assert_eq!(machine_config(&c, ip(who)), want, "{who}");
         }
         assert_eq!(ignition(&c, ip("fd00::10"), node(&c, "m0")), Allow);
@@ -454,19 +463,37 @@ mod tests {
         assert_eq!(boot_iso(&c, ip("fd00::20"), node(&c, "w0")), Allow);
         assert_eq!(boot_iso(&c, ip("fd00::10"), node(&c, "w0")), Deny);
         assert_eq!(describe(&c, ip("fd00::150")), "a DHCPv6 pool address");
-        assert_eq!(describe(&c, ip("fd00::77")), "not a node (inside fd00::/64)");
-        assert_eq!(describe(&c, ip("2001:db8::1")), "outside the cluster network");
-        assert_eq!(describe(&c, ip("fd00::14")), "not a node (inside fd00::/64)");
+        assert_eq!(
+            describe(&c, ip("fd00::77")),
+            "not a node (inside fd00::/64)"
+        );
+        assert_eq!(
+            describe(&c, ip("2001:db8::1")),
+            "outside the cluster network"
+        );
+        assert_eq!(
+            describe(&c, ip("fd00::14")),
+            "not a node (inside fd00::/64)"
+        );
         assert_eq!(describe(&c, ip("fd00::20")), "node w0");
-        assert_eq!(node_at(&c, ip("fd00::11")).map(|n| n.name.as_str()), Some("m1"));
+        assert_eq!(
+            node_at(&c, ip("fd00::11")).map(|n| n.name.as_str()),
+            Some("m1")
+        );
     }
 
     #[test]
     fn ipv6_addresses_are_nobody_without_network_ipv6() {
         let mut c = dual("");
         c.network.ipv6 = None;
-        assert_eq!(ignition(&c, ip("fd00::5"), Owner::Role(Role::Bootstrap)), Deny);
-        assert_eq!(ignition(&c, ip("fd00::1"), Owner::Role(Role::Bootstrap)), Deny);
+        assert_eq!(
+            ignition(&c, ip("fd00::5"), Owner::Role(Role::Bootstrap)),
+            Deny
+        );
+        assert_eq!(
+            ignition(&c, ip("fd00::1"), Owner::Role(Role::Bootstrap)),
+            Deny
+        );
         assert_eq!(machine_config(&c, ip("fd00::10")), Deny);
     }
 

@@ -146,7 +146,14 @@ pub fn iso_install_kargs(c: &Cluster, t: IsoTarget<'_>) -> String {
     match t {
         IsoTarget::Node(n) => {
             let dev = n.install_dev.as_deref().unwrap_or(default_dev);
-            kargs(c, (n.role, dual_stack(c, n)), &n.kargs, dev, None, &ignition_url)
+            kargs(
+                c,
+                (n.role, dual_stack(c, n)),
+                &n.kargs,
+                dev,
+                None,
+                &ignition_url,
+            )
         }
         // Any node of the role may boot it: dual-stack with the cluster.
         IsoTarget::Role(r) => kargs(

@@ -411,7 +411,10 @@ mod tests {
         let c = parse(V6, PXE).unwrap();
         let got = rows(&c);
         let after = |a: &str, b: &str| {
-            let i = got.iter().position(|r| r == a).unwrap_or_else(|| panic!("{a}: {got:#?}"));
+            let i = got
+                .iter()
+                .position(|r| r == a)
+                .unwrap_or_else(|| panic!("{a}: {got:#?}"));
             assert_eq!(got[i + 1], b, "{got:#?}");
         };
         after(
@@ -438,7 +441,10 @@ mod tests {
         assert_eq!(c.listen_addrs(ServiceKind::Admin).len(), 1, "{got:#?}");
         assert_eq!(
             c.listen_addrs(ServiceKind::Http),
-            ["10.0.0.1:8080".parse().unwrap(), "[fd00::1]:8080".parse().unwrap()]
+            [
+                "10.0.0.1:8080".parse().unwrap(),
+                "[fd00::1]:8080".parse().unwrap()
+            ]
         );
     }
 
@@ -455,16 +461,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let token = dir.path().join("token");
         std::fs::write(&token, "t0k3n-for-the-test-0123456789abcdef").unwrap();
-        std::fs::set_permissions(
-            &token,
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .unwrap();
-        let admin = format!("admin: {{ listen: '0.0.0.0:9180', tokenFile: {} }}\n", token.display());
+        std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let admin = format!(
+            "admin: {{ listen: '0.0.0.0:9180', tokenFile: {} }}\n",
+            token.display()
+        );
         let c = parse(V6, &admin).unwrap();
         assert_eq!(
             c.listen_addrs(ServiceKind::Admin),
-            ["0.0.0.0:9180".parse().unwrap(), "[fd00::1]:9180".parse().unwrap()]
+            [
+                "0.0.0.0:9180".parse().unwrap(),
+                "[fd00::1]:9180".parse().unwrap()
+            ]
         );
     }
 

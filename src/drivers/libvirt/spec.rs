@@ -205,7 +205,10 @@ impl Spec {
                 v6.cidr
             );
         }
-        let bridge_ip6 = net.ipv6.as_ref().map(|v6| (v6.appliance_ip, v6.cidr.prefix()));
+        let bridge_ip6 = net
+            .ipv6
+            .as_ref()
+            .map(|v6| (v6.appliance_ip, v6.cidr.prefix()));
         if v.mode == NetMode::Appliance && net.gateway != net.appliance_ip {
             warnings.push(format!(
                 "network.gateway {} is not applianceIP {}: the bridge gets applianceIP, so the \

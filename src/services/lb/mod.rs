@@ -307,7 +307,11 @@ impl Service for Lb {
         let wanted: Vec<(PoolKind, SocketAddr)> = plan
             .pools
             .iter()
-            .flat_map(|p| std::iter::once(p.frontend).chain(p.frontend_v6).map(|a| (p.name, a)))
+            .flat_map(|p| {
+                std::iter::once(p.frontend)
+                    .chain(p.frontend_v6)
+                    .map(|a| (p.name, a))
+            })
             .collect();
         let mut new = Vec::new();
         for (kind, addr) in self.listeners.missing(&wanted) {
@@ -405,10 +409,17 @@ impl Service for Lb {
                 let (pool, node) = (p.kind.as_str(), &b.key.node);
                 // A node's IPv6 backend: the same labels and `family`.
                 if b.key.addr.is_ipv6() {
-                    let labels = [("pool", &pool as &dyn std::fmt::Display), ("backend", node), ("family", &"ipv6")];
+                    let labels = [
+                        ("pool", &pool as &dyn std::fmt::Display),
+                        ("backend", node),
+                        ("family", &"ipv6"),
+                    ];
                     f.sample(&labels, get(b));
                 } else {
-                    f.sample(&[("pool", &pool as &dyn std::fmt::Display), ("backend", node)], get(b));
+                    f.sample(
+                        &[("pool", &pool as &dyn std::fmt::Display), ("backend", node)],
+                        get(b),
+                    );
                 }
             }
         }
