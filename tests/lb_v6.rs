@@ -394,6 +394,21 @@ fn api_over_the_v6_vip_reaches_v6_backends_and_a_killed_one_is_drained() {
         assert!(table.contains(&want), "{want} missing:\n{table}");
     }
 
+    // Metrics: the IPv6 backend's samples carry `family`.
+    let metrics = lab.srv.exec(&[
+        "curl",
+        "-sS",
+        "--max-time",
+        "5",
+        "http://127.0.0.1:19180/metrics",
+    ]);
+    for want in [
+        "crc_appliance_lb_backend_up{pool=\"api\",backend=\"master-1\",family=\"ipv6\"} 1",
+        "crc_appliance_lb_backend_up{pool=\"api\",backend=\"master-1\"} 1",
+    ] {
+        assert!(metrics.contains(want), "{want} missing:\n{metrics}");
+    }
+
     lab.kill("master-1", 6);
     // The check notices within fall × interval; until then a failed connect
     // is retried on the next backend, so no request fails meanwhile.

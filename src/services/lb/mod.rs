@@ -406,21 +406,15 @@ impl Service for Lb {
         for (name, kind, help, get) in backend_families {
             let mut f = family(out, name, kind, help);
             for (p, b) in pools.backends() {
-                let (pool, node) = (p.kind.as_str(), &b.key.node);
                 // A node's IPv6 backend: the same labels and `family`.
-                if b.key.addr.is_ipv6() {
-                    let labels = [
-                        ("pool", &pool as &dyn std::fmt::Display),
-                        ("backend", node),
-                        ("family", &"ipv6"),
-                    ];
-                    f.sample(&labels, get(b));
-                } else {
-                    f.sample(
-                        &[("pool", &pool as &dyn std::fmt::Display), ("backend", node)],
-                        get(b),
-                    );
-                }
+                let pool = p.kind.as_str();
+                let labels: [(&str, &dyn std::fmt::Display); 3] = [
+                    ("pool", &pool),
+                    ("backend", &b.key.node),
+                    ("family", &"ipv6"),
+                ];
+                let n = if b.key.addr.is_ipv6() { 3 } else { 2 };
+                f.sample(&labels[..n], get(b));
             }
         }
         let pool_families: [(&str, Kind, &str, Get<'_, FrontendStats>); 5] = [
@@ -529,6 +523,8 @@ async fn accept_loop(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let stats = &lb.frontend(kind).stats;
+    // The frontend's family: its connections prefer backends of it.
+    let v6 = listener.local_addr().is_ok_and(|a| a.is_ipv6());
     loop {
         // EMFILE and friends: back off a little, keep serving; one line a second.
         let on_error = |e: &std::io::Error| {
@@ -541,7 +537,6 @@ async fn accept_loop(
         else {
             return Ok(());
         };
-        let v6 = listener.local_addr().is_ok_and(|a| a.is_ipv6());
         stats.total.fetch_add(1, Ordering::Relaxed);
         if kind == PoolKind::MachineConfig {
             if refuse_machine_config(&lb, peer) {
