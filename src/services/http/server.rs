@@ -146,9 +146,10 @@ impl Service for Http {
         // listener is bound apart below.
         let addrs: Vec<SocketAddr> = plan
             .cluster
-            .listen_addrs(crate::model::catalogue::ServiceKind::Http)
+            .listeners()
             .into_iter()
-            .filter(|a| Some(*a) != plan.cluster.http.tls_listen)
+            .filter(|l| l.service == crate::model::catalogue::ServiceKind::Http && l.what == "http")
+            .map(|l| l.addr)
             .collect();
         // The certificate is checked (made, when generated) before any
         // bind: a broken one fails the start or the reload, nothing else.
