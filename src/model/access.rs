@@ -308,6 +308,7 @@ mod tests {
             password_file: "/p".into(),
             tls: crate::model::bmc::BmcTls::Insecure,
             start_on_serve: false,
+            media: crate::model::bmc::BmcMedia::Auto,
         };
         c.nodes[1].bmc = Some(bmc);
         assert_eq!(boot_iso(&c, ip("10.0.0.60"), node(&c, "m0")), Allow);

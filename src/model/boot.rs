@@ -4,7 +4,7 @@
 //! network boot and the per-node live ISO alike, and the URLs the
 //! appliance serves them under.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::cluster::{Cluster, NodeCfg, Role};
 
@@ -21,17 +21,49 @@ pub const MAX_KERNEL_CMDLINE: usize = 2047;
 /// Default install disk of a bare-metal node (`rhcos.installDev`).
 pub const DEFAULT_INSTALL_DEV: &str = "/dev/sda";
 
+/// Default port of the boot ISOs' HTTPS listener (`http.tlsListen`).
+pub const HTTPS_PORT: u16 = 8443;
+
 /// `http://<applianceIP or http.listen>:<port>`: where nodes fetch from.
 pub fn http_base(c: &Cluster) -> String {
-    let http = c.http.listen;
-    let ip = match http.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(c.network.appliance_ip),
-        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V4(c.network.appliance_ip),
+    base("http", c, c.http.listen)
+}
+
+/// `https://<applianceIP or http.tlsListen>:<port>` when the HTTPS
+/// listener runs.
+pub fn https_base(c: &Cluster) -> Option<String> {
+    c.http.tls_listen.map(|l| base("https", c, l))
+}
+
+/// `<scheme>://<ip>:<port>` of a listener, `applianceIP` for an
+/// unspecified address.
+fn base(scheme: &str, c: &Cluster, listen: SocketAddr) -> String {
+    let ip = match listen.ip() {
+        ip if ip.is_unspecified() => IpAddr::V4(c.network.appliance_ip),
         ip => ip,
     };
     match ip {
-        IpAddr::V4(ip) => format!("http://{ip}:{}", http.port()),
-        IpAddr::V6(ip) => format!("http://[{ip}]:{}", http.port()),
+        IpAddr::V4(ip) => format!("{scheme}://{ip}:{}", listen.port()),
+        IpAddr::V6(ip) => format!("{scheme}://[{ip}]:{}", listen.port()),
+    }
+}
+
+/// A node's boot ISO URLs: what a BMC's virtual media is given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsoUrls {
+    /// `http://<applianceIP>:<port>/boot/<node>.iso`.
+    pub http: String,
+    /// `https://<applianceIP>:8443/boot/<node>.iso`, when the HTTPS
+    /// listener runs (`http.tlsListen`).
+    pub https: Option<String>,
+}
+
+/// The boot ISO URLs of `node` over both schemes.
+pub fn iso_urls(c: &Cluster, node: &NodeCfg) -> IsoUrls {
+    let path = format!("/boot/{}.iso", node.name);
+    IsoUrls {
+        http: format!("{}{path}", http_base(c)),
+        https: https_base(c).map(|b| format!("{b}{path}")),
     }
 }
 

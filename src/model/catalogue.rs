@@ -235,6 +235,9 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
             ServiceKind::Http => {
                 if let Some(h) = s.http.filter(|h| h.enabled) {
                     add(kind, "http", Proto::Tcp, h.listen, "http.listen".into());
+                    if let Some(t) = h.tls_listen {
+                        add(kind, "https", Proto::Tcp, t, "http.tlsListen".into());
+                    }
                 }
             }
             ServiceKind::Admin => {

@@ -184,7 +184,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
         e,
     );
     let lb = lb::build(&raw.load_balancer, &raw.nodes, &net, base, e);
-    let http = http::build_http(&raw.http, &net, base, e);
+    let http = http::build_http(&raw.http, &net, nodes.as_deref(), base, e);
     let admin = http::build_admin(&raw.admin, base, e);
     let tftp = super::pxe::tftp(raw.pxe.as_ref(), net.appliance_ip, base, &mut e.0);
     let ntp = super::ntp::ntp(raw.ntp.as_ref(), net.appliance_ip, &mut e.0);

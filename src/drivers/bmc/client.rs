@@ -505,6 +505,7 @@ mod tests {
             password_file: "p".into(),
             tls: BmcTls::Plain,
             start_on_serve: false,
+            media: crate::model::bmc::BmcMedia::Auto,
         }
     }
 

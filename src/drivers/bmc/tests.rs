@@ -102,6 +102,7 @@ fn node(dir: &Path, port: u16) -> NodeCfg {
             password_file: dir.join("p"),
             tls: BmcTls::Plain,
             start_on_serve: false,
+            media: crate::model::bmc::BmcMedia::Auto,
         }),
     }
 }
