@@ -290,18 +290,19 @@ impl Client {
 
     /// POST (an action) or PATCH `body` to `path`, with `If-Match` when
     /// given, with the retries of transient refusals; any 2xx is success.
+    /// The answer's `ETag`, if any (a PATCHed resource's new one).
     pub async fn send(
         &self,
         method: Method,
         path: &str,
         body: &Value,
         if_match: Option<&str>,
-    ) -> Result<(), CallError> {
+    ) -> Result<Option<String>, CallError> {
         self.retrying(|| async {
             let a = self
                 .call(method.clone(), path, Some(body), if_match)
                 .await?;
-            check(a.status, &a.body)
+            check(a.status, &a.body).map(|()| a.etag)
         })
         .await
     }

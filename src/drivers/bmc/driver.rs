@@ -344,10 +344,15 @@ impl Bmc {
         mut journal: Option<(&Path, &mut Journal)>,
     ) -> anyhow::Result<Outcome> {
         let mut out = Outcome::default();
+        let mut slot = slot.clone();
         for step in steps {
             let res = match step {
-                Step::Eject => self.eject_slot(slot).await.map(|()| None),
-                Step::Insert => self.insert(slot, urls).await.map(Some),
+                Step::Eject => self.eject_slot(&slot).await.map(|tag| {
+                    // The slot's new ETag for a PATCH-style insert next.
+                    slot.etag = tag.or(slot.etag.take());
+                    None
+                }),
+                Step::Insert => self.insert(&slot, urls).await.map(Some),
                 Step::Boot(t) => self.boot(sys, *t).await.map(|()| None),
                 Step::Reset(r) => self.reset(sys, r).await.map(|()| None),
             };
@@ -409,7 +414,7 @@ impl Bmc {
                     let mut first: Option<StepError> = None;
                     for body in insert_bodies(url, params.as_deref()) {
                         match self.client.send(Method::POST, target, &body, None).await {
-                            Ok(()) => return Ok(url.clone()),
+                            Ok(_) => return Ok(url.clone()),
                             Err(e) => {
                                 let r = e.refusal();
                                 let err = (what(url, &format!("POST {target}")), e);
@@ -427,7 +432,7 @@ impl Bmc {
                     last = first;
                 }
                 None => match self.patch_slot(slot, &plan::patch_insert_body(url)).await {
-                    Ok(()) => return Ok(url.clone()),
+                    Ok(_) => return Ok(url.clone()),
                     Err(e) => {
                         let r = e.refusal();
                         let err = (what(url, &format!("PATCH {}", slot.odata_id)), e);
@@ -453,8 +458,9 @@ impl Bmc {
         Err((format!("{what}{hint}"), e))
     }
 
-    /// Eject what is in the slot: its action with `{}`, else a PATCH.
-    async fn eject_slot(&self, slot: &MediaView) -> Result<(), StepError> {
+    /// Eject what is in the slot: its action with `{}`, else a PATCH; the
+    /// slot's new ETag when the answer has one.
+    async fn eject_slot(&self, slot: &MediaView) -> Result<Option<String>, StepError> {
         let what = |call: &str| {
             format!(
                 "cannot eject {} from {} ({call}; media busy?)",
@@ -477,7 +483,11 @@ impl Bmc {
 
     /// PATCH a slot with `If-Match` from its ETag; on 412 read it again and
     /// retry once; on 428 without an ETag, read it for one.
-    async fn patch_slot(&self, slot: &MediaView, body: &Value) -> Result<(), CallError> {
+    async fn patch_slot(
+        &self,
+        slot: &MediaView,
+        body: &Value,
+    ) -> Result<Option<String>, CallError> {
         self.patch_with_etag(&slot.odata_id, body, slot.etag.clone(), true)
             .await
     }
@@ -490,7 +500,7 @@ impl Bmc {
         body: &Value,
         etag: Option<String>,
         eager: bool,
-    ) -> Result<(), CallError> {
+    ) -> Result<Option<String>, CallError> {
         let first = self
             .client
             .send(Method::PATCH, path, body, etag.as_deref().filter(|_| eager))
@@ -529,6 +539,7 @@ impl Bmc {
         let body = plan::boot_body(t, sys.boot_mode.as_deref());
         self.patch_with_etag(&path, &body, etag, eager)
             .await
+            .map(|_| ())
             .map_err(|e| {
                 (
                     format!("cannot set the next boot to {} (PATCH {path})", t.as_str()),
@@ -545,6 +556,7 @@ impl Bmc {
         self.client
             .send(Method::POST, &target, &json!({ "ResetType": r }), None)
             .await
+            .map(|_| ())
             .map_err(|e| (format!("cannot reset the system ({r}, POST {target})"), e))
     }
 

@@ -31,7 +31,8 @@ use anyhow::anyhow;
 
 use tracing::{info, warn};
 
-use crate::model::boot::http_base;
+use crate::model::bmc::BmcMedia;
+use crate::model::boot::{http_base, iso_urls};
 use crate::model::cluster::{Cluster, NodeCfg};
 use crate::plan::Plan;
 pub use driver::{Bmc, NodeStatus, Outcome, Urls};
@@ -54,14 +55,23 @@ pub fn iso_url(c: &Cluster, node: &NodeCfg) -> String {
     format!("{}/boot/{}.iso", http_base(c), node.name)
 }
 
-/// The node's ISO URLs: the `http://` one is the boot's identity and
-/// the one inserted.
+/// The node's ISO URLs for its BMC: the `http://` one is the boot's
+/// identity; `bmc.media` says which are inserted (`auto`: `http://`, then
+/// `https://` when the BMC refuses the scheme or format).
 pub fn urls(c: &Cluster, node: &NodeCfg) -> Urls {
-    let http = iso_url(c, node);
+    let u = iso_urls(c, node);
+    let media = node.bmc.as_ref().map(|b| b.media).unwrap_or_default();
+    let mut ours = vec![u.http.clone()];
+    ours.extend(u.https.clone());
+    let insert = match (media, &u.https) {
+        (BmcMedia::Http, _) | (_, None) => vec![u.http.clone()],
+        (BmcMedia::Https, Some(s)) => vec![s.clone()],
+        (BmcMedia::Auto, Some(s)) => vec![u.http.clone(), s.clone()],
+    };
     Urls {
-        id: http.clone(),
-        insert: vec![http.clone()],
-        ours: vec![http],
+        id: u.http,
+        insert,
+        ours,
     }
 }
 

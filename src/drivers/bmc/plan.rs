@@ -4,8 +4,8 @@
 //!
 //! - **Slot**: a virtual media slot whose `MediaTypes` hold `CD` or `DVD`
 //!   (HPE's slot 1 is floppy/USB), never Lenovo's `RDOC*`/`Remote*` (they
-//!   take no URL); the one holding our image, else an empty one, else the
-//!   first (its foreign image is ejected first).
+//!   take no URL); the one holding our image, else the first (its foreign
+//!   image is ejected first).
 //! - **Insert**: the `InsertMedia` action when the slot has one: with the
 //!   parameters its ActionInfo lists, else the image alone, then with
 //!   `TransferProtocolType` from the URL's scheme, then with
@@ -120,17 +120,15 @@ pub fn insertable(path: &str) -> bool {
 }
 
 /// The slot to use among `slots`: CD-capable and insertable; the one
-/// holding one of `ours`, else an empty one, else the first.
+/// holding one of `ours`, else the first (a foreign image in it is
+/// ejected: with two CD slots, as on iDRAC, an image left in the first
+/// would be the one the host boots).
 pub fn choose_slot<'a>(slots: &'a [MediaView], ours: &[String]) -> Option<&'a MediaView> {
-    let cds: Vec<&MediaView> = slots
+    let mut cds = slots
         .iter()
-        .filter(|s| s.is_cd() && insertable(&s.odata_id))
-        .collect();
-    cds.iter()
-        .find(|s| holds(s, ours))
-        .or_else(|| cds.iter().find(|s| !s.inserted))
-        .or_else(|| cds.first())
-        .copied()
+        .filter(|s| s.is_cd() && insertable(&s.odata_id));
+    let first = cds.clone().next();
+    cds.find(|s| holds(s, ours)).or(first)
 }
 
 /// Does `slot` hold one of `ours`?

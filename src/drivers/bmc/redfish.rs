@@ -196,8 +196,9 @@ pub fn names_system(doc: &Value, id: &str) -> bool {
 /// A Redfish error body, as far as the driver reads it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RedfishError {
-    /// `error.message` and each `@Message.ExtendedInfo` `Message` (and its
-    /// `Resolution` when there is no message), joined with "; ".
+    /// `error.message` and each `@Message.ExtendedInfo` `Message` (else
+    /// its `Resolution`, else its `MessageId` with its arguments), joined
+    /// with "; ".
     pub message: Option<String>,
     /// `error.code` and each extended info's `MessageId`.
     pub ids: Vec<String>,
@@ -230,12 +231,18 @@ impl RedfishError {
             _ => Vec::new(),
         };
         for info in infos {
+            let id = info.get("MessageId").and_then(Value::as_str);
+            let args = strings(info.get("MessageArgs"));
             match (
                 info.get("Message").and_then(Value::as_str),
                 info.get("Resolution").and_then(Value::as_str),
+                id,
             ) {
-                (Some(m), _) => add(&mut parts, m),
-                (None, Some(r)) => add(&mut parts, r),
+                (Some(m), _, _) => add(&mut parts, m),
+                (None, Some(r), _) => add(&mut parts, r),
+                // iLO sends bare ids: name them, with their arguments.
+                (None, None, Some(id)) if args.is_empty() => add(&mut parts, id),
+                (None, None, Some(id)) => add(&mut parts, &format!("{id} ({})", args.join(", "))),
                 _ => {}
             }
             if let Some(id) = info.get("MessageId").and_then(Value::as_str) {
@@ -323,7 +330,15 @@ mod tests {
             "@Message.ExtendedInfo":[{"MessageId":"Base.1.0.GeneralError"},{"Message":"Try again"}]}}"#;
         assert_eq!(
             error_message(body).as_deref(),
-            Some("Incorrect username or password; Try again")
+            Some("Incorrect username or password; Base.1.0.GeneralError; Try again")
+        );
+        let ilo = br#"{"error":{"code":"iLO.0.10.ExtendedInfo","message":"See @Message.ExtendedInfo for more information.",
+            "@Message.ExtendedInfo":[{"MessageArgs":["Boot"],"MessageId":"iLO.2.14.UnableToModifyDuringSystemPOST"}]}}"#;
+        assert_eq!(
+            error_message(ilo).as_deref(),
+            Some(
+                "See @Message.ExtendedInfo for more information.; iLO.2.14.UnableToModifyDuringSystemPOST (Boot)"
+            )
         );
         assert_eq!(error_message(b"<html>"), None);
         assert_eq!(error_message(br#"{"error":{}}"#), None);
