@@ -48,7 +48,10 @@ Faults (`--fault SPEC`, repeatable)
 -----------------------------------
     SPEC  := OP "=" KIND [ "x" COUNT ] [ "+" SKIP ]
     OP    := any | get | patch | post | insert | eject | boot | reset | auth
-    KIND  := <3-digit HTTP status> | post400 | sys446 | drop
+    KIND  := STATUS [ ":" SAMPLE ] | post400 | sys446 | drop
+    STATUS:= a 3-digit HTTP status
+    SAMPLE:= a file name (without .json) in the sushy error samples
+             (tests/fixtures/redfish/sushy-errors/), used as the body
     COUNT := how many matching requests get the fault (default: all, forever)
     SKIP  := how many matching requests pass untouched first (default 0)
 
@@ -59,10 +62,33 @@ action; `auth` answers every authenticated request with KIND (401/403) even
 with the right credentials. `post400` is HPE's 400
 iLO.2.14.UnableToModifyDuringSystemPOST body, `sys446` Dell's 500
 IDRAC.2.8.SYS446 body, `drop` closes the connection without an answer; a
-numeric KIND answers that status with a Redfish error body. A faulted request
+numeric KIND answers that status with a Redfish error body (or the SAMPLE
+body). A faulted request
 changes nothing. Examples: `insert=500x1` (first insert 500), `boot=post400x1`,
 `any=500` (every request 500 forever), `reset=409x1`, `auth=401`,
-`insert=503x1+1` (the second insert 503).
+`insert=503x1+1` (the second insert 503),
+`reset=500:error_single_ext_infox1` (an `@Message.ExtendedInfo` that is a
+single object, not an array).
+
+Other options
+-------------
+* `--require-insert-param NAME` (repeatable): an InsertMedia action without
+  NAME is answered 400 with sushy's recorded body for that case
+  (TransferProtocolType: transfer_proto_required_error3.json, TransferMethod:
+  transfer_method_required_error.json, UserName/Password:
+  credentials_required_error.json), as the BMCs sushy's `insert_media`
+  retries for do.
+* `--fetch-images`: an accepted insert first GETs the image, as a BMC does
+  when it attaches an http(s) image; a failed fetch (connection, status not
+  2xx) refuses the insert with 400 CouldNotEstablishConnection. Only
+  loopback addresses are fetched (anything else is refused unfetched); TLS
+  certificates are not verified (Lenovo's slots record
+  `VerifyCertificate: false`); no proxy is used. The state gains
+  `fetches: [{"url", "status", "bytes", "sha256"} | {"url", "error"}]`.
+  The simulator answers nothing else while it fetches.
+* `--errors DIR`: the sushy error samples (default
+  tests/fixtures/redfish/sushy-errors next to this file's tests/ directory).
+  A 401 is answered with session_error.json.
 
 Vendor rules (each with its public source)
 ------------------------------------------
@@ -153,9 +179,9 @@ Supermicro X13 (--vendor supermicro):
   `insert_media` ("SuperMicro X11 will return an error if Inserted or
   WriteProtected are specified"); the recorded X13 ActionInfo lists them.
 * The recorded slots have no EjectMedia action; the simulator offers one
-  while the slot holds an image (as the BMC's web UI does) and also accepts a
-  POST to .../Actions/VirtualMedia.EjectMedia. (Simulator choice: the record
-  was captured with empty slots.)
+  while the slot holds an image and accepts a POST to
+  .../Actions/VirtualMedia.EjectMedia. (Simulator choice without a source:
+  the record was captured with empty slots.)
 
 OpenBMC rule set (--openbmc-rules, on top of any tree):
 * Insert accepts only https:// and smb:// Image URLs: any other scheme is
@@ -175,6 +201,7 @@ import base64
 import copy
 import hashlib
 import http.server
+import ipaddress
 import json
 import os
 import re
@@ -183,7 +210,9 @@ import ssl
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 
 BASE = "Base.1.12"
 VENDORS = ("dell", "hpe", "lenovo", "supermicro")
@@ -286,12 +315,12 @@ def dell_sys446():
 
 FAULT_RE = re.compile(
     r"^(?P<op>any|get|patch|post|insert|eject|boot|reset|auth)="
-    r"(?P<kind>\d{3}|post400|sys446|drop)(?:x(?P<count>\d+))?(?:\+(?P<skip>\d+))?$"
+    r"(?P<kind>\d{3}(?::[A-Za-z0-9_]+?)?|post400|sys446|drop)(?:x(?P<count>\d+))?(?:\+(?P<skip>\d+))?$"
 )
 
 
 class Fault:
-    def __init__(self, spec):
+    def __init__(self, spec, samples):
         m = FAULT_RE.match(spec)
         if not m:
             raise ValueError(f"bad --fault {spec!r} (see the grammar at the top of bmcsim.py)")
@@ -300,6 +329,12 @@ class Fault:
         self.kind = m["kind"]
         self.left = int(m["count"]) if m["count"] is not None else None
         self.skip = int(m["skip"] or 0)
+        self.sample = None
+        if ":" in self.kind:
+            self.kind, name = self.kind.split(":", 1)
+            self.sample = samples.get(name)
+            if self.sample is None:
+                raise ValueError(f"--fault {spec!r}: no error sample {name!r}")
 
     def fire(self, ops):
         """True when this fault answers a request classified as `ops`."""
@@ -323,7 +358,7 @@ class Fault:
         if self.kind == "drop":
             return None, None
         status = int(self.kind)
-        return status, status_error(status)
+        return status, copy.deepcopy(self.sample) if self.sample else status_error(status)
 
 
 # --------------------------------------------------------------------------
@@ -360,6 +395,58 @@ def load_tree(tree):
     return res
 
 
+def load_samples(d):
+    """The sushy error samples by name (without .json); {} when absent."""
+    out = {}
+    if d and os.path.isdir(d):
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".json"):
+                with open(os.path.join(d, f), encoding="utf-8") as fh:
+                    out[f[:-5]] = json.load(fh)
+    return out
+
+
+DEFAULT_ERRORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "redfish", "sushy-errors")
+
+
+FETCH_LIMIT = 1 << 30
+
+
+def fetch_image(url):
+    """GET `url` as a BMC attaching it would: {url, status, bytes, sha256} or
+    {url, error}. Loopback addresses only (the tests' network rule)."""
+    u = urllib.parse.urlsplit(url)
+    host = u.hostname or ""
+    try:
+        ip = ipaddress.ip_address("127.0.0.1" if host == "localhost" else host)
+    except ValueError:
+        return {"url": url, "error": f"{host!r} is not a loopback address (not fetched)"}
+    if not ip.is_loopback:
+        return {"url": url, "error": f"{host} is not a loopback address (not fetched)"}
+    if u.scheme not in ("http", "https"):
+        return {"url": url, "error": f"scheme {u.scheme!r} is not fetched"}
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx))
+    h = hashlib.sha256()
+    n = 0
+    try:
+        with opener.open(urllib.request.Request(url, headers={"User-Agent": "bmcsim"}), timeout=20) as r:
+            status = r.status
+            while n <= FETCH_LIMIT:
+                chunk = r.read(1 << 16)
+                if not chunk:
+                    break
+                h.update(chunk)
+                n += len(chunk)
+    except urllib.error.HTTPError as e:
+        return {"url": url, "status": e.code, "error": f"HTTP {e.code}"}
+    except (OSError, ValueError) as e:
+        return {"url": url, "error": str(e)}
+    return {"url": url, "status": status, "bytes": n, "sha256": h.hexdigest()}
+
+
 def etag_of(obj):
     clean = {k: v for k, v in obj.items() if k != "@odata.etag"}
     return hashlib.sha256(json.dumps(clean, sort_keys=True).encode()).hexdigest()[:16]
@@ -383,7 +470,11 @@ class Sim:
         self.openbmc = args.openbmc_rules
         self.user = args.user
         self.password = args.password
-        self.faults = [Fault(s) for s in args.fault or []]
+        self.samples = load_samples(args.errors)
+        self.faults = [Fault(s, self.samples) for s in args.fault or []]
+        self.require_params = list(args.require_insert_param or [])
+        self.fetch = args.fetch_images
+        self.fetches = []
         self.res = load_tree(args.tree)
         self.lock = threading.Lock()
         self.requests = 0
@@ -525,6 +616,7 @@ class Sim:
             "in_post": self.in_post,
             "vendor": self.vendor,
             "openbmc": self.openbmc,
+            "fetches": list(self.fetches),
         }
 
     # ---- request dispatch ------------------------------------------------
@@ -581,7 +673,8 @@ class Sim:
             if not authed:
                 return Reply(
                     401,
-                    base_error("NoValidSession", "There is no valid session established with the implementation."),
+                    copy.deepcopy(self.samples.get("session_error"))
+                    or base_error("NoValidSession", "There is no valid session established with the implementation."),
                     {"WWW-Authenticate": 'Basic realm="bmcsim"'},
                     "auth",
                 )
@@ -770,6 +863,13 @@ class Sim:
             r = Reply(409, base_error("ResourceInUse", "The change to the requested resource failed because the resource is in use or in transition."))
             r.rule = "slot occupied"
             return r
+        if self.fetch:
+            got = fetch_image(image)
+            self.fetches.append(got)
+            if "error" in got:
+                r = Reply(400, base_error("CouldNotEstablishConnection", f"An attempt to access the resource/file/image at URI {image} was unsuccessful because a connection could not be established: {got['error']}.", [image]))
+                r.rule = "fetch failed"
+                return r
         if self.vendor == "dell":
             t = self.last_eject.pop(slot, None)
             if t is not None and time.monotonic() - t < DELL_EJECT_WINDOW:
@@ -832,6 +932,8 @@ class Sim:
 
     def post(self, path, body, raw_body):
         target = self.actions.get(path)
+        if target is None and path in self.res:
+            return Reply(405, base_error("OperationNotAllowed", f"POST is not allowed on {path}."), {"Allow": self.allow(path)})
         if target is None:
             return Reply(404, base_error("ResourceMissingAtURI", f"The resource at the URI {path} was not found.", [path]))
         res_path, name = target
@@ -860,12 +962,29 @@ class Sim:
                     r = Reply(400, base_error("ActionParameterNotSupported", f"The parameter {k} for the action InsertMedia is not supported on the target resource.", [k, "InsertMedia"], [f"#/{k}"]))
                     r.rule = "supermicro: parameter not in ActionInfo"
                     return r
+        for name in self.require_params:
+            if name not in params:
+                return self.missing_param(name)
         rest = {k: v for k, v in params.items() if k != "Image"}
         err = self.check_insert(slot, image, rest, action=True)
         if err:
             return err
         self.apply_insert(slot, image, rest)
         return self.ok_action()
+
+    def missing_param(self, name):
+        sample = {
+            "TransferProtocolType": "transfer_proto_required_error3",
+            "TransferMethod": "transfer_method_required_error",
+            "UserName": "credentials_required_error",
+            "Password": "credentials_required_error",
+        }.get(name)
+        body = copy.deepcopy(self.samples.get(sample)) if sample else None
+        if body is None:
+            body = base_error("ActionParameterMissing", f"The action InsertMedia requires the parameter {name} to be present in the request body.", ["InsertMedia", name], [f"#/{name}"])
+        r = Reply(400, body)
+        r.rule = f"--require-insert-param {name}"
+        return r
 
     def action_info(self, res_path, action):
         act = (self.res[res_path].get("Actions") or {}).get(action) or {}
@@ -980,8 +1099,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # quiet: the JSON log is the record
         pass
 
+    MAX_BODY = 1 << 20
+
     def read_body(self):
+        """The request body (Content-Length or chunked); ValueError when bad."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            out = b""
+            while True:
+                size = int(self.rfile.readline(64).split(b";")[0].strip() or b"x", 16)
+                if size == 0:
+                    while self.rfile.readline(1024).strip():
+                        pass  # trailers
+                    return out
+                out += self.rfile.read(size)
+                self.rfile.readline(8)
+                if len(out) > self.MAX_BODY:
+                    raise ValueError("body too large")
         n = int(self.headers.get("Content-Length") or 0)
+        if n < 0 or n > self.MAX_BODY:
+            raise ValueError("bad Content-Length")
         return self.rfile.read(n) if n > 0 else b""
 
     def send(self, status, body, headers):
@@ -992,7 +1128,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if body is not None:
             self.send_header("Content-Type", "application/json;charset=utf-8")
             self.send_header("OData-Version", "4.0")
-        self.send_header("Content-Length", str(len(data)))
+        if status != 204:  # RFC 9110 8.6: no Content-Length on a 204
+            self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if data and self.command != "HEAD":
             self.wfile.write(data)
@@ -1002,6 +1139,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raw = self.read_body()
         except (ValueError, OSError):
             self.close_connection = True
+            self.send(400, base_error("MalformedJSON", "The request body could not be read."), {"Connection": "close"})
             return
         path = norm_path(self.path)
         sim = self.sim
@@ -1011,7 +1149,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send(200, st, {})
             return
         with sim.lock:
-            reply = sim.handle(self.command, path, self.headers, raw)
+            try:
+                reply = sim.handle(self.command, path, self.headers, raw)
+            except Exception as e:  # a simulator bug: say so, keep serving
+                import traceback
+
+                traceback.print_exc()
+                reply = Reply(500, status_error(500), rule=f"bmcsim bug: {e!r}")
             parsed = None
             if raw:
                 try:
@@ -1054,6 +1198,9 @@ def main(argv=None):
     p.add_argument("--fault", action="append")
     p.add_argument("--initial-power", choices=("On", "Off"))
     p.add_argument("--foreign-image")
+    p.add_argument("--require-insert-param", action="append")
+    p.add_argument("--errors", default=DEFAULT_ERRORS)
+    p.add_argument("--fetch-images", action="store_true")
     args = p.parse_args(argv)
     try:
         sim = Sim(args)
