@@ -345,7 +345,7 @@ mod tests {
     }
 
     /// Real error bodies from sushy's unit tests (Apache-2.0, see
-    /// tests/fixtures/redfish/sushy-errors/README).
+    /// tests/fixtures/redfish/sushy-errors/README.md).
     #[test]
     fn extended_info_as_an_array_or_a_single_object() {
         let single = include_bytes!(
