@@ -343,6 +343,23 @@ pub struct HttpStatus {
     /// The file that keeps [`HttpStatus::netboot`] (with an `rhcos` section).
     #[serde(default)]
     pub netboot_state: Option<NetbootStateStatus>,
+    /// The boot ISOs' HTTPS listener, while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https: Option<HttpsStatus>,
+}
+
+/// The boot ISOs' HTTPS listener (`http.tlsListen`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpsStatus {
+    /// The bound address.
+    pub listen: Option<String>,
+    /// The certificate served: its files, origin and SHA-256.
+    pub cert: crate::runtime::certs::CertInfo,
+    /// TLS handshakes completed.
+    pub handshakes: u64,
+    /// TLS handshakes that failed or timed out.
+    pub handshake_failures: u64,
 }
 
 /// Whether the network-boot install state is on disk.

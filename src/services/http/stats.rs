@@ -174,6 +174,7 @@ impl Stats {
             ignition_fetches: fetches.iter().map(Fetch::row).collect(),
             netboot: Vec::new(),
             netboot_state: None,
+            https: None,
         }
     }
 
