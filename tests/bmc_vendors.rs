@@ -20,13 +20,15 @@
 //! the one test of the real bound. Needs python3 (3.11), openssl, curl.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "bmcsim/harness.rs"]
+mod bmcsim;
 mod common;
 
-use std::io::{BufRead as _, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use bmcsim::{Opts, Sim};
 use common::{BIN, free_port};
 use serde_json::Value;
 
@@ -37,7 +39,6 @@ const FOREIGN: &str = "http://192.0.2.7/old-install.iso";
 #[derive(Clone, Copy)]
 struct Vendor {
     name: &'static str,
-    tree: &'static str,
     system: &'static str,
     openbmc: bool,
     /// The override target of the virtual CD.
@@ -47,7 +48,6 @@ struct Vendor {
 
 const DELL: Vendor = Vendor {
     name: "dell",
-    tree: "dell",
     system: "System.Embedded.1",
     openbmc: false,
     cd: "Cd",
@@ -55,7 +55,6 @@ const DELL: Vendor = Vendor {
 };
 const HPE: Vendor = Vendor {
     name: "hpe",
-    tree: "hpe",
     system: "1",
     openbmc: false,
     cd: "Cd",
@@ -63,7 +62,6 @@ const HPE: Vendor = Vendor {
 };
 const LENOVO: Vendor = Vendor {
     name: "lenovo",
-    tree: "lenovo",
     system: "1",
     openbmc: false,
     cd: "Cd",
@@ -71,7 +69,6 @@ const LENOVO: Vendor = Vendor {
 };
 const SUPERMICRO: Vendor = Vendor {
     name: "supermicro",
-    tree: "supermicro",
     system: "1",
     openbmc: false,
     cd: "UsbCd",
@@ -79,7 +76,6 @@ const SUPERMICRO: Vendor = Vendor {
 };
 const OPENBMC: Vendor = Vendor {
     name: "dell",
-    tree: "dell",
     system: "System.Embedded.1",
     openbmc: true,
     cd: "Cd",
@@ -87,103 +83,60 @@ const OPENBMC: Vendor = Vendor {
 };
 
 fn ready() -> bool {
-    if !common::have("python3") || !common::have("openssl") || !common::have("curl") {
-        skipped!("SKIPPED bmc_vendors: needs python3, openssl and curl");
+    if let Some(t) = Sim::TOOLS.iter().find(|t| !common::have(t)) {
+        skipped!("SKIPPED bmc_vendors: needs {t}");
         return false;
     }
     true
 }
 
-/// A running bmcsim and the lab around it (certificates, credentials,
-/// cluster file, state directory).
+/// A running bmcsim and the lab around it (credentials, cluster file,
+/// state directory).
 struct Lab {
-    child: Child,
-    port: u16,
+    sim: Sim,
+    /// The appliance side: credentials, cluster file, state directory.
     dir: tempfile::TempDir,
     cluster: PathBuf,
     http: String,
     https: String,
 }
 
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn manifest() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 impl Lab {
-    fn start(v: Vendor, extra: &[&str]) -> Lab {
+    /// The simulator for `v` (host on) with `opts` applied, and a cluster
+    /// whose node `metal-0` has it as BMC.
+    fn start(v: Vendor, opts: impl FnOnce(Opts) -> Opts) -> Lab {
+        let mut o = Opts::new(v.name).power("On");
+        if v.openbmc {
+            o = o.openbmc();
+        }
+        let sim = Sim::start(opts(o));
+        let (hp, sp) = (free_port(), free_port());
+        Lab::around(sim, v, hp, sp)
+    }
+
+    /// The lab around `sim`, the appliance's HTTP on `hp`, HTTPS on `sp`.
+    fn around(sim: Sim, v: Vendor, hp: u16, sp: u16) -> Lab {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        common::ca_signed_cert(
-            (&d.join("ca.pem"), &d.join("ca.key"), "bmcsim-test-ca"),
-            (&d.join("tls.pem"), &d.join("tls.key"), "127.0.0.1"),
-            "subjectAltName=IP:127.0.0.1\n",
-        );
-        let s = |p: &Path| p.to_str().unwrap().to_string();
-        let tree = manifest().join("tests/fixtures/redfish").join(v.tree);
-        let mut args = vec![
-            s(&manifest().join("tests/bmcsim/bmcsim.py")),
-            "--tree".into(),
-            s(&tree),
-            "--vendor".into(),
-            v.name.into(),
-            "--listen".into(),
-            "127.0.0.1:0".into(),
-            "--cert".into(),
-            s(&d.join("tls.pem")),
-            "--key".into(),
-            s(&d.join("tls.key")),
-            "--user".into(),
-            "admin".into(),
-            "--password".into(),
-            "secret".into(),
-            "--log".into(),
-            s(&d.join("sim.log")),
-            "--initial-power".into(),
-            "On".into(),
-        ];
-        if v.openbmc {
-            args.push("--openbmc-rules".into());
-        }
-        args.extend(extra.iter().map(|a| a.to_string()));
-        let mut child = Command::new("python3")
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line
-            .trim()
-            .strip_prefix("READY ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("bmcsim did not start: {line:?}"));
-        std::fs::write(d.join("user"), "admin\n").unwrap();
-        std::fs::write(d.join("pass"), "secret\n").unwrap();
+        std::fs::write(d.join("user"), format!("{}\n", sim.user)).unwrap();
+        std::fs::write(d.join("pass"), format!("{}\n", sim.password)).unwrap();
         std::fs::set_permissions(
             d.join("pass"),
             std::os::unix::fs::PermissionsExt::from_mode(0o600),
         )
         .unwrap();
-        std::fs::write(d.join("rhcos.iso"), b"not an iso").unwrap();
+        std::fs::copy(&sim.ca, d.join("ca.pem")).unwrap();
+        if !d.join("rhcos.iso").exists() {
+            std::fs::write(d.join("rhcos.iso"), b"not an iso").unwrap();
+        }
         for sub in ["images", "ign"] {
             std::fs::create_dir_all(d.join(sub)).unwrap();
         }
-        let (hp, sp) = (free_port(), free_port());
         let node = format!(
             "  - name: {NODE}\n    role: worker\n    mac: \"52:54:00:14:00:1e\"\n    ip: 127.0.20.30\n    \
-             bmc: {{ redfish: \"https://127.0.0.1:{port}/redfish/v1/Systems/{}\", usernameFile: user, \
+             bmc: {{ redfish: \"{}/redfish/v1/Systems/{}\", usernameFile: user, \
              passwordFile: pass, caFile: ca.pem }}\n",
+            sim.base(),
             v.system
         );
         let dd = d.display();
@@ -200,8 +153,7 @@ impl Lab {
         )
         .unwrap();
         Lab {
-            child,
-            port,
+            sim,
             cluster,
             http: format!("http://127.0.0.1:{hp}/boot/{NODE}.iso"),
             https: format!("https://127.0.0.1:{sp}/boot/{NODE}.iso"),
@@ -244,27 +196,12 @@ impl Lab {
         out
     }
 
-    /// The simulator's state.
     fn state(&self) -> Value {
-        let out = common::run_ok(
-            "curl",
-            &[
-                "-sSf",
-                "--cacert",
-                self.dir.path().join("ca.pem").to_str().unwrap(),
-                &format!("https://127.0.0.1:{}/_sim/state", self.port),
-            ],
-        );
-        serde_json::from_str(&out).unwrap()
+        self.sim.state()
     }
 
-    /// The simulator's request log.
     fn log(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("sim.log"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        self.sim.log()
     }
 
     fn log_tail(&self) -> String {
@@ -324,7 +261,7 @@ fn boots_once_converges_and_ejects(v: Vendor) {
     if !ready() {
         return;
     }
-    let lab = Lab::start(v, &[]);
+    let lab = Lab::start(v, |o| o);
     let url = lab.ours(v).to_string();
     let out = lab.up_ok();
     assert!(out.contains(&format!("{NODE}: inserted {url}")), "{out}");
@@ -403,7 +340,7 @@ fn up_over_a_foreign_image_boots_once(v: Vendor) {
     if !ready() {
         return;
     }
-    let lab = Lab::start(v, &["--foreign-image", FOREIGN]);
+    let lab = Lab::start(v, |o| o.foreign(FOREIGN));
     assert!(slot_with(&lab.state(), FOREIGN).is_some());
     let out = lab.up_ok();
     assert!(out.contains("ejected the virtual media"), "{out}");
@@ -431,11 +368,9 @@ fn transient_errors_are_retried(v: Vendor) {
     if v.name == "dell" {
         faults.push("insert=sys446x1");
     }
-    let mut args = vec!["--foreign-image", FOREIGN];
-    for f in &faults {
-        args.extend(["--fault", f]);
-    }
-    let lab = Lab::start(v, &args);
+    let lab = Lab::start(v, |o| {
+        faults.iter().fold(o.foreign(FOREIGN), |o, f| o.fault(f))
+    });
     lab.up_ok();
     let url = lab.ours(v).to_string();
     assert_booted_once(&lab, v, &url);
@@ -457,7 +392,7 @@ fn a_part_done_up_is_finished_by_the_next(v: Vendor) {
     if !ready() {
         return;
     }
-    let lab = Lab::start(v, &["--fault", "boot=post400x5"]);
+    let lab = Lab::start(v, |o| o.fault("boot=post400x5"));
     let (code, out, err, _) = lab.bmc(&["up", NODE]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
@@ -512,11 +447,12 @@ fn a_bmc_answering_only_500_fails_clearly_within_90s_and_40_requests() {
     if !ready() {
         return;
     }
-    let lab = Lab::start(DELL, &["--fault", "any=500"]);
+    let lab = Lab::start(DELL, |o| o.fault("any=500"));
     let (code, out, err, took) = lab.bmc_env(&["up", NODE], None);
     assert_eq!(code, 1, "{out}{err}");
     assert!(took < Duration::from_secs(90), "{took:?}");
     let n = lab.state()["requests"].as_u64().unwrap();
+    eprintln!("any=500: failed after {n} requests in {took:?}");
     assert!(n <= 40, "{n} requests");
     assert!(
         err.contains(&format!("BMC of {NODE}"))
@@ -533,7 +469,7 @@ fn wrong_credentials_fail_at_once() {
     if !ready() {
         return;
     }
-    let lab = Lab::start(HPE, &["--fault", "auth=401"]);
+    let lab = Lab::start(HPE, |o| o.fault("auth=401"));
     let (code, out, err, took) = lab.bmc(&["up", NODE]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
@@ -543,4 +479,61 @@ fn wrong_credentials_fail_at_once() {
     );
     assert_eq!(lab.state()["requests"], 1, "no retry of a 401");
     assert!(took < Duration::from_secs(10));
+}
+
+/// End to end with `serve` running: the BMC (bmcsim `--fetch-images`)
+/// fetches what `bmc up` inserted, and gets the node's ISO. OpenBMC refuses
+/// the `http://` URL, so `media: auto` inserts the `https://` one, served
+/// by the appliance with its generated certificate; Dell takes `http://`.
+#[test]
+fn the_bmc_fetches_the_inserted_iso_from_serve() {
+    use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, rhcos_iso};
+    if !ready() {
+        return;
+    }
+    require_tools!("xorriso", "sha256sum");
+    for f in [ISOLINUX_BIN, LDLINUX_C32] {
+        require!(
+            std::path::Path::new(f).is_file(),
+            "isolinux/syslinux-common are not installed"
+        );
+    }
+    for v in [OPENBMC, DELL] {
+        let mut o = Opts::new(v.name).power("On").arg("--fetch-images");
+        if v.openbmc {
+            o = o.openbmc();
+        }
+        let lab = Lab::around(Sim::start(o), v, free_port(), free_port());
+        let d = lab.dir.path();
+        let built = rhcos_iso(d, "bmc", [b"kernel", b"initrd"], 1024);
+        std::fs::rename(&built.path, d.join("rhcos.iso")).unwrap();
+        for role in ["bootstrap", "master", "worker"] {
+            std::fs::write(
+                d.join(format!("ign/{role}.ign")),
+                "{\"ignition\":{\"version\":\"3.2.0\"}}",
+            )
+            .unwrap();
+        }
+        let app = common::Appliance::launch().start_path(&lab.cluster);
+        let out = lab.up_ok();
+        let url = lab.ours(v).to_string();
+        assert!(out.contains(&format!("inserted {url}")), "{out}");
+        let st = lab.state();
+        let fetched = st["fetches"]
+            .as_array()
+            .and_then(|f| f.iter().find(|f| f["url"] == url.as_str()))
+            .unwrap_or_else(|| panic!("{}: not fetched: {st}\n{}", v.name, app.log()));
+        assert_eq!(fetched["status"], 200, "{st}");
+        // The same bytes as the appliance serves for the node.
+        let file = d.join("served.iso");
+        common::run_ok("curl", &["-sSfk", "-o", file.to_str().unwrap(), &url]);
+        let sum = common::run_ok("sha256sum", &[file.to_str().unwrap()]);
+        assert_eq!(
+            fetched["sha256"].as_str(),
+            sum.split_whitespace().next(),
+            "{st}"
+        );
+        assert_booted_once(&lab, v, &url);
+        drop(app);
+    }
 }
