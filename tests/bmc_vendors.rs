@@ -116,6 +116,11 @@ impl Lab {
 
     /// The lab around `sim`, the appliance's HTTP on `hp`, HTTPS on `sp`.
     fn around(sim: Sim, v: Vendor, hp: u16, sp: u16) -> Lab {
+        Lab::around_with(sim, v, hp, sp, "")
+    }
+
+    /// [`Lab::around`] with `bmc_extra` in the node's `bmc` mapping.
+    fn around_with(sim: Sim, v: Vendor, hp: u16, sp: u16, bmc_extra: &str) -> Lab {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::write(d.join("user"), format!("{}\n", sim.user)).unwrap();
@@ -135,7 +140,7 @@ impl Lab {
         let node = format!(
             "  - name: {NODE}\n    role: worker\n    mac: \"52:54:00:14:00:1e\"\n    ip: 127.0.20.30\n    \
              bmc: {{ redfish: \"{}/redfish/v1/Systems/{}\", usernameFile: user, \
-             passwordFile: pass, caFile: ca.pem }}\n",
+             passwordFile: pass, caFile: ca.pem{bmc_extra} }}\n",
             sim.base(),
             v.system
         );
@@ -487,17 +492,10 @@ fn wrong_credentials_fail_at_once() {
 /// by the appliance with its generated certificate; Dell takes `http://`.
 #[test]
 fn the_bmc_fetches_the_inserted_iso_from_serve() {
-    use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, rhcos_iso};
-    if !ready() {
+    if !ready() || !can_serve() {
         return;
     }
-    require_tools!("xorriso", "sha256sum");
-    for f in [ISOLINUX_BIN, LDLINUX_C32] {
-        require!(
-            std::path::Path::new(f).is_file(),
-            "isolinux/syslinux-common are not installed"
-        );
-    }
+    require_tools!("sha256sum");
     for v in [OPENBMC, DELL] {
         let mut o = Opts::new(v.name).power("On").arg("--fetch-images");
         if v.openbmc {
@@ -505,15 +503,7 @@ fn the_bmc_fetches_the_inserted_iso_from_serve() {
         }
         let lab = Lab::around(Sim::start(o), v, free_port(), free_port());
         let d = lab.dir.path();
-        let built = rhcos_iso(d, "bmc", [b"kernel", b"initrd"], 1024);
-        std::fs::rename(&built.path, d.join("rhcos.iso")).unwrap();
-        for role in ["bootstrap", "master", "worker"] {
-            std::fs::write(
-                d.join(format!("ign/{role}.ign")),
-                "{\"ignition\":{\"version\":\"3.2.0\"}}",
-            )
-            .unwrap();
-        }
+        servable(d);
         let app = common::Appliance::launch().start_path(&lab.cluster);
         let out = lab.up_ok();
         let url = lab.ours(v).to_string();
@@ -534,6 +524,94 @@ fn the_bmc_fetches_the_inserted_iso_from_serve() {
             "{st}"
         );
         assert_booted_once(&lab, v, &url);
+        drop(app);
+    }
+}
+
+/// Whether `serve` can run here (a live ISO needs xorriso and ISOLINUX).
+fn can_serve() -> bool {
+    use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32};
+    if !common::have("xorriso") {
+        skipped!("SKIPPED bmc_vendors: xorriso is not installed");
+        return false;
+    }
+    if ![ISOLINUX_BIN, LDLINUX_C32]
+        .iter()
+        .all(|f| std::path::Path::new(f).is_file())
+    {
+        skipped!("SKIPPED bmc_vendors: isolinux/syslinux-common are not installed");
+        return false;
+    }
+    true
+}
+
+/// A live ISO and role ignition files in the lab, so `serve` can run.
+fn servable(d: &std::path::Path) {
+    let built = common::initramfs::rhcos_iso(d, "bmc", [b"kernel", b"initrd"], 1024);
+    std::fs::rename(&built.path, d.join("rhcos.iso")).unwrap();
+    for role in ["bootstrap", "master", "worker"] {
+        std::fs::write(
+            d.join(format!("ign/{role}.ign")),
+            "{\"ignition\":{\"version\":\"3.2.0\"}}",
+        )
+        .unwrap();
+    }
+}
+
+/// The node's row of the running appliance's install timeline.
+fn node_timeline(app: &common::Appliance) -> Value {
+    let out = common::run_ok(
+        "curl",
+        &["-sSf", &format!("http://{}/status", app.addr("admin"))],
+    );
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    doc["timeline"]["nodes"]
+        .as_array()
+        .and_then(|ns| ns.iter().find(|n| n["node"] == NODE))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// `startOnServe` records `bmcPowerOn` when its `up` powered the node on
+/// or restarted it, and not when it found the boot already done.
+#[test]
+fn start_on_serve_records_a_power_on_only_when_it_happened() {
+    if !ready() || !can_serve() {
+        return;
+    }
+    for already in [true, false] {
+        let sim = Sim::start(Opts::new("hpe").power("Off"));
+        let lab = Lab::around_with(sim, HPE, free_port(), free_port(), ", startOnServe: true");
+        servable(lab.dir.path());
+        if already {
+            let out = lab.up_ok();
+            assert!(out.contains("powered on"), "{out}");
+        }
+        let app = common::Appliance::launch().start_path(&lab.cluster);
+        let line = if already {
+            format!("bmc: {NODE}: already booted from {}", lab.http)
+        } else {
+            format!("bmc: {NODE}: powered on")
+        };
+        app.wait_log(&line, Duration::from_secs(60));
+        let st = lab.state();
+        assert_eq!(
+            st["resets"],
+            serde_json::json!(["On"]),
+            "one power-on in all: {st}"
+        );
+        if already {
+            // (the old code recorded right after that line)
+            std::thread::sleep(Duration::from_secs(1));
+            let tl = node_timeline(&app);
+            assert!(tl["bmcPowerOn"].is_null(), "{tl}\n{}", app.log());
+        } else {
+            common::wait_until(
+                "bmcPowerOn in the timeline",
+                Duration::from_secs(20),
+                || node_timeline(&app)["bmcPowerOn"].is_u64(),
+            );
+        }
         drop(app);
     }
 }

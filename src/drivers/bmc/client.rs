@@ -260,7 +260,8 @@ impl Client {
         self.retrying(|| self.get_once(path)).await
     }
 
-    async fn get_once(&self, path: &str) -> Result<Doc, CallError> {
+    /// GET `path` once (no retry): for looking around after a failure.
+    pub async fn get_once(&self, path: &str) -> Result<Doc, CallError> {
         let mut path = path.to_string();
         for _ in 0..=MAX_REDIRECTS {
             let a = self.call(Method::GET, &path, None, None).await?;

@@ -175,13 +175,14 @@ impl Bmc {
 
     /// Whether the BMC lists our system (by path, `Id`, `Name` or `UUID`),
     /// and the systems it lists; `None` when the list cannot be read.
+    /// Read without retries: this runs after a failure, within its budget.
     async fn listed_systems(&self) -> Option<(bool, String)> {
-        let v = self.client.get("/redfish/v1/Systems").await.ok()?.doc;
+        let v = self.client.get_once("/redfish/v1/Systems").await.ok()?.doc;
         let id = self.cfg.path.rsplit('/').next().unwrap_or_default();
         let mut found = false;
         let mut names = Vec::new();
         for m in members(&v).into_iter().take(MAX_LISTED) {
-            let doc = self.client.get(&m).await.ok().map(|d| d.doc);
+            let doc = self.client.get_once(&m).await.ok().map(|d| d.doc);
             found |= m == self.cfg.path || doc.as_ref().is_some_and(|d| names_system(d, id));
             let name = doc
                 .as_ref()
