@@ -589,7 +589,8 @@ fn start_on_serve_records_a_power_on_only_when_it_happened() {
         }
         let app = common::Appliance::launch().start_path(&lab.cluster);
         let line = if already {
-            format!("bmc: {NODE}: already booted from {}", lab.http)
+            // ("already booting from" before this driver)
+            format!("bmc: {NODE}: already boot")
         } else {
             format!("bmc: {NODE}: powered on")
         };
