@@ -539,6 +539,28 @@ mod tests {
         assert_eq!(c.same_origin(None), None);
     }
 
+    #[test]
+    fn backoff_doubles_then_holds() {
+        let b = Duration::from_secs(2);
+        let got: Vec<u64> = (1..=5).map(|a| backoff(b, a).as_secs()).collect();
+        assert_eq!(got, vec![2, 4, 8, 8, 8]);
+        // ATTEMPTS tries wait 22 s in all: well inside MAX_TIME.
+        let total: Duration = (1..ATTEMPTS).map(|a| backoff(BACKOFF, a)).sum();
+        assert!(total < MAX_TIME / 2, "{total:?}");
+    }
+
+    #[tokio::test]
+    async fn a_spent_budget_sends_nothing() {
+        let c = Client::new(&cfg(), "a", "b").unwrap();
+        c.requests
+            .store(MAX_REQUESTS, std::sync::atomic::Ordering::Relaxed);
+        let e = c.get("/redfish/v1/Systems/x").await.unwrap_err();
+        assert!(
+            matches!(&e, CallError::Budget(m) if m.contains("not sent") && m.contains("made 40 requests")),
+            "{e}"
+        );
+    }
+
     #[tokio::test]
     async fn refused_connection_is_unreachable() {
         let c = Client::new(&cfg(), "a", "b").unwrap();

@@ -388,7 +388,8 @@ impl Bmc {
                     );
                 }
             }
-            out.reset |= matches!(step, Step::Reset(_));
+            out.reset |=
+                matches!(step, Step::Reset(r) if r != "ForceOff" && r != "GracefulShutdown");
         }
         Ok(out)
     }
