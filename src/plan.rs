@@ -12,12 +12,13 @@
 
 use std::collections::BTreeSet;
 use std::fmt::{self, Write as _};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use serde::Serialize;
 
 pub use crate::model::catalogue::PoolKind;
 use crate::model::cluster::{BackendOverrideCfg, Cluster, MacAddr, NodeCfg, Role};
+pub use crate::model::ipv6::ptr_name6;
 use crate::model::names::{API, API_INT, APPS, ETCD_PREFIX, ETCD_SRV, NS};
 pub use crate::model::names::{RData, Record, absolute, ptr_name, reverse_zones};
 
@@ -102,6 +103,9 @@ pub struct Backend {
 pub struct LbPool {
     pub name: PoolKind,
     pub frontend: SocketAddr,
+    /// The frontend's IPv6 twin on the IPv6 VIP (dual-stack only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frontend_v6: Option<SocketAddr>,
     pub check: Check,
     pub backends: Vec<Backend>,
 }
@@ -181,28 +185,9 @@ fn zones(c: &Cluster) -> Vec<Zone> {
     let origin = format!("{}.", c.domain);
     let ttl = c.dns.ttl;
     let n = |label: &str| format!("{label}.{}.", c.domain);
-    let a = |name: String, ip: Ipv4Addr| Record {
-        name,
-        ttl,
-        data: RData::A(ip),
-    };
-    let net = &c.network;
-    let mut fwd = vec![
-        a(n(NS), net.appliance_ip),
-        a(n(API), c.api_address()),
-        a(n(API_INT), c.api_address()),
-    ];
-    for ip in c.apps_addresses() {
-        fwd.push(a(n(&format!("*.{APPS}")), ip));
-    }
-    for node in &c.nodes {
-        fwd.push(a(n(&node.name), node.ip));
-    }
-    let masters: Vec<_> = c.nodes_with_role(Role::Master).collect();
-    for (i, m) in masters.iter().enumerate() {
-        fwd.push(a(n(&format!("{ETCD_PREFIX}{i}")), m.ip));
-    }
-    for i in 0..masters.len() {
+    let mut fwd = address_records(c);
+    let masters = c.nodes_with_role(Role::Master).count();
+    for i in 0..masters {
         fwd.push(Record {
             name: n(ETCD_SRV),
             ttl,
@@ -214,18 +199,9 @@ fn zones(c: &Cluster) -> Vec<Zone> {
             },
         });
     }
-    let rev_origins = reverse_zones(net.cidr);
+    let rev_origins = c.reverse_zones();
     let mut rev_body: Vec<Vec<Record>> = vec![Vec::new(); rev_origins.len()];
-    // Single-node without the LB: api is the node's address, whose PTR
-    // names the node only.
-    let mut ptrs: Vec<(Ipv4Addr, String)> = if c.nodes.iter().any(|x| x.ip == c.api_address()) {
-        Vec::new()
-    } else {
-        vec![(c.api_address(), n(API)), (c.api_address(), n(API_INT))]
-    };
-    ptrs.extend(c.nodes.iter().map(|node| (node.ip, n(&node.name))));
-    for (ip, target) in ptrs {
-        let name = ptr_name(ip);
+    for (name, target) in ptr_targets(c) {
         if let Some(i) = rev_origins
             .iter()
             .position(|z| name.ends_with(&format!(".{z}")))
@@ -253,6 +229,93 @@ fn zones(c: &Cluster) -> Vec<Zone> {
     out
 }
 
+/// The address records of the cluster zone: `ns1`, `api`, `api-int`,
+/// `*.apps`, every node and `etcd-<i>`, each A followed by its AAAA on a
+/// dual-stack network (a node without `ipv6` has none; an IPv4-only
+/// cluster gets exactly the A records).
+fn address_records(c: &Cluster) -> Vec<Record> {
+    let ttl = c.dns.ttl;
+    let n = |label: &str| format!("{label}.{}.", c.domain);
+    let mut out = Vec::new();
+    let v6 = c.ipv6().map(|v| v.appliance_ip);
+    push_pair(&mut out, ttl, n(NS), c.network.appliance_ip, v6);
+    push_pair(&mut out, ttl, n(API), c.api_address(), c.api_address_v6());
+    push_pair(
+        &mut out,
+        ttl,
+        n(API_INT),
+        c.api_address(),
+        c.api_address_v6(),
+    );
+    let wild = n(&format!("*.{APPS}"));
+    for ip in c.apps_addresses() {
+        push_pair(&mut out, ttl, wild.clone(), ip, None);
+    }
+    for ip in c.apps_addresses_v6() {
+        out.push(Record {
+            name: wild.clone(),
+            ttl,
+            data: RData::Aaaa(ip),
+        });
+    }
+    for node in &c.nodes {
+        push_pair(&mut out, ttl, n(&node.name), node.ip, node.ipv6);
+    }
+    for (i, m) in c.nodes_with_role(Role::Master).enumerate() {
+        let name = n(&format!("{ETCD_PREFIX}{i}"));
+        push_pair(&mut out, ttl, name, m.ip, m.ipv6);
+    }
+    out
+}
+
+/// `name`'s A record, then its AAAA when it has an IPv6 address.
+fn push_pair(out: &mut Vec<Record>, ttl: u32, name: String, ip: Ipv4Addr, ip6: Option<Ipv6Addr>) {
+    if let Some(ip6) = ip6 {
+        out.push(Record {
+            name: name.clone(),
+            ttl,
+            data: RData::A(ip),
+        });
+        out.push(Record {
+            name,
+            ttl,
+            data: RData::Aaaa(ip6),
+        });
+    } else {
+        out.push(Record {
+            name,
+            ttl,
+            data: RData::A(ip),
+        });
+    }
+}
+
+/// (PTR owner, target) for api, api-int and every node, IPv4 then IPv6.
+/// Single-node without the LB: api is the node's address, whose PTR names
+/// the node only (in each family).
+fn ptr_targets(c: &Cluster) -> Vec<(String, String)> {
+    let n = |label: &str| format!("{label}.{}.", c.domain);
+    let mut out = Vec::new();
+    let api = c.api_address();
+    if !c.nodes.iter().any(|x| x.ip == api) {
+        out.push((ptr_name(api), n(API)));
+        out.push((ptr_name(api), n(API_INT)));
+    }
+    out.extend(c.nodes.iter().map(|x| (ptr_name(x.ip), n(&x.name))));
+    if let Some(api) = c.api_address_v6()
+        && !c.nodes.iter().any(|x| x.ipv6 == Some(api))
+    {
+        out.push((ptr_name6(api), n(API)));
+        out.push((ptr_name6(api), n(API_INT)));
+    }
+    out.extend(
+        c.nodes
+            .iter()
+            .filter_map(|x| Some((ptr_name6(x.ipv6?), n(&x.name)))),
+    );
+    out
+}
+
 fn reservations(c: &Cluster) -> Vec<Reservation> {
     c.nodes
         .iter()
@@ -276,52 +339,63 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
     // `ingress`, or: compact clusters run ingress on the masters;
     // single-node keeps it on its master when workers are added.
     let ingress = c.ingress_nodes();
-    // `loadBalancer.backendOverrides` replaces `<node ip>:<port>` per pool.
+    // `loadBalancer.backendOverrides` replaces `<node ip>:<port>` per pool;
+    // the nodes' IPv6 addresses follow as backends of their own (none for
+    // a node whose backend is overridden in that pool).
     type Pick = fn(&BackendOverrideCfg) -> Option<SocketAddr>;
     let backends = |nodes: &[&NodeCfg], port: u16, pick: Pick| {
-        nodes
-            .iter()
-            .map(|n| Backend {
-                name: n.name.clone(),
-                role: n.role,
-                addr: lb
-                    .backend_overrides
-                    .get(&n.name)
-                    .and_then(pick)
-                    .unwrap_or_else(|| SocketAddr::new(n.ip.into(), port)),
-            })
-            .collect::<Vec<_>>()
+        let over = |n: &NodeCfg| lb.backend_overrides.get(&n.name).and_then(pick);
+        let backend = |n: &NodeCfg, addr| Backend {
+            name: n.name.clone(),
+            role: n.role,
+            addr,
+        };
+        let v4 = nodes.iter().map(|n| {
+            backend(
+                n,
+                over(n).unwrap_or_else(|| SocketAddr::new(n.ip.into(), port)),
+            )
+        });
+        let v6 = nodes.iter().filter(|n| over(n).is_none()).filter_map(|n| {
+            let ip = n.ipv6.filter(|_| c.network.ipv6.is_some())?;
+            Some(backend(n, SocketAddr::new(ip.into(), port)))
+        });
+        v4.chain(v6).collect::<Vec<_>>()
     };
     let p = lb.backend_ports;
+    let v6 = c.network.ipv6.as_ref();
+    let pool = |name: PoolKind, check, backends| LbPool {
+        name,
+        frontend: name.frontend(lb),
+        frontend_v6: name.frontend_v6(lb, v6),
+        check,
+        backends,
+    };
     vec![
-        LbPool {
-            name: PoolKind::Api,
-            frontend: lb.api,
-            check: Check::Https {
+        pool(
+            PoolKind::Api,
+            Check::Https {
                 path: "/readyz".into(),
             },
-            backends: backends(&control, p.api, |o| o.api),
-        },
-        LbPool {
-            name: PoolKind::MachineConfig,
-            frontend: lb.machine_config,
-            check: Check::Https {
+            backends(&control, p.api, |o| o.api),
+        ),
+        pool(
+            PoolKind::MachineConfig,
+            Check::Https {
                 path: "/healthz".into(),
             },
-            backends: backends(&control, p.machine_config, |o| o.machine_config),
-        },
-        LbPool {
-            name: PoolKind::IngressHttp,
-            frontend: lb.ingress_http,
-            check: Check::Tcp,
-            backends: backends(&ingress, p.ingress_http, |o| o.ingress_http),
-        },
-        LbPool {
-            name: PoolKind::IngressHttps,
-            frontend: lb.ingress_https,
-            check: Check::Tls,
-            backends: backends(&ingress, p.ingress_https, |o| o.ingress_https),
-        },
+            backends(&control, p.machine_config, |o| o.machine_config),
+        ),
+        pool(
+            PoolKind::IngressHttp,
+            Check::Tcp,
+            backends(&ingress, p.ingress_http, |o| o.ingress_http),
+        ),
+        pool(
+            PoolKind::IngressHttps,
+            Check::Tls,
+            backends(&ingress, p.ingress_https, |o| o.ingress_https),
+        ),
     ]
 }
 
@@ -385,9 +459,18 @@ pub fn render_lb(plan: &Plan) -> String {
         h.interval, h.timeout, h.rise, h.fall
     );
     for p in &plan.pools {
-        let _ = writeln!(out, "frontend {} {} check {}", p.name, p.frontend, p.check);
+        let v6 = p
+            .frontend_v6
+            .map(|a| format!(" and {a}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "frontend {} {}{v6} check {}",
+            p.name, p.frontend, p.check
+        );
         for b in &p.backends {
-            let _ = writeln!(out, "  backend {:<16} {:<21} {}", b.name, b.addr, b.role);
+            let addr = b.addr.to_string();
+            let _ = writeln!(out, "  backend {:<16} {addr:<21} {}", b.name, b.role);
         }
         if p.backends.is_empty() {
             let _ = writeln!(out, "  (no backends)");
@@ -513,5 +596,71 @@ mod tests {
             2,
             "{text}"
         );
+    }
+
+    #[test]
+    fn dual_stack_pools_have_v6_frontends_and_backends_after_the_v4_ones() {
+        let text = "name: c\nbaseDomain: example.com\n\
+            network: { cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1, \
+            ipv6: { cidr: 'fd00::/64', applianceIP: 'fd00::1', ingressVIP: 'fd00::7' } }\n\
+            nodes:\n\
+            \x20 - { name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10, ipv6: 'fd00::10' }\n\
+            \x20 - { name: m1, role: master, mac: '52:54:00:00:00:02', ip: 10.0.0.11 }\n\
+            \x20 - { name: w0, role: worker, mac: '52:54:00:00:00:03', ip: 10.0.0.20, ipv6: 'fd00::20' }\n\
+            loadBalancer: { backendOverrides: { w0: { ingressHttp: '10.9.9.9:8080' } } }\n";
+        let c = crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .unwrap()
+            .cluster;
+        let p = Plan::new(c);
+        let addrs = |k: PoolKind| {
+            p.pool(k)
+                .unwrap()
+                .backends
+                .iter()
+                .map(|b| format!("{} {}", b.name, b.addr))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            addrs(PoolKind::Api),
+            [
+                "m0 10.0.0.10:6443",
+                "m1 10.0.0.11:6443",
+                "m0 [fd00::10]:6443"
+            ]
+        );
+        // An overridden backend has no IPv6 twin in that pool only.
+        assert_eq!(addrs(PoolKind::IngressHttp), ["w0 10.9.9.9:8080"]);
+        assert_eq!(
+            addrs(PoolKind::IngressHttps),
+            ["w0 10.0.0.20:443", "w0 [fd00::20]:443"]
+        );
+        let f6 = |k: PoolKind| p.pool(k).unwrap().frontend_v6.map(|a| a.to_string());
+        assert_eq!(f6(PoolKind::Api).as_deref(), Some("[fd00::1]:6443"));
+        assert_eq!(
+            f6(PoolKind::MachineConfig).as_deref(),
+            Some("[fd00::1]:22623")
+        );
+        assert_eq!(f6(PoolKind::IngressHttps).as_deref(), Some("[fd00::7]:443"));
+        let text = render_lb(&p);
+        assert!(
+            text.contains("frontend api 10.0.0.1:6443 and [fd00::1]:6443 check"),
+            "{text}"
+        );
+        assert!(
+            text.contains("backend m0               [fd00::10]:6443"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn ipv4_only_pools_and_their_json_are_unchanged() {
+        let n = "  - { name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10 }\n";
+        let p = Plan::new(cluster(n, "10.0.0.0/24"));
+        assert!(p.pools.iter().all(
+            |pool| pool.frontend_v6.is_none() && pool.backends.iter().all(|b| b.addr.is_ipv4())
+        ));
+        let json = serde_json::to_string(&p.pools).unwrap();
+        assert!(!json.contains("frontend_v6"), "{json}");
+        assert!(render_lb(&p).contains("frontend api 10.0.0.1:6443 check https GET /readyz\n"));
     }
 }

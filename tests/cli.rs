@@ -18,11 +18,22 @@ fn configs(name: &str) -> String {
 
 #[test]
 fn check_accepts_shipped_configs() {
-    for f in ["demo.yaml", "example.yaml"] {
+    for f in ["demo.yaml", "example.yaml", "dualstack.yaml"] {
         let (code, out, err) = run(BIN, &["check", "--cluster", &configs(f)]);
         assert_eq!(code, 0, "{f}: {out}{err}");
         assert!(out.contains("is valid"), "{out}");
+        // The IPv6 line only for the dual-stack file.
+        assert_eq!(out.contains("\nipv6 "), f == "dualstack.yaml", "{f}: {out}");
     }
+    let (_, out, _) = run(BIN, &["check", "--cluster", &configs("dualstack.yaml")]);
+    assert!(
+        out.contains("ipv6 fd00:131::/64 gateway - appliance fd00:131::1 api fd00:131::1 ingress fd00:131::1 router-advertisements on pool fd00:131::1000-fd00:131::1fff"),
+        "{out}"
+    );
+    assert!(
+        out.contains("dns on [192.168.131.1:53, [fd00:131::1]:53]"),
+        "{out}"
+    );
 }
 
 #[test]

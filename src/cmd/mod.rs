@@ -374,6 +374,28 @@ pub fn summary(plan: &Plan) -> String {
             .collect::<Vec<_>>()
             .join(",")
     );
+    if let Some(v6) = c.ipv6() {
+        let opt = |ip: Option<std::net::Ipv6Addr>| ip.map_or("-".to_string(), |ip| ip.to_string());
+        let _ = writeln!(
+            out,
+            "ipv6 {} gateway {} appliance {} api {} ingress {} router-advertisements {} pool {}",
+            v6.cidr,
+            opt(v6.gateway),
+            v6.appliance_ip,
+            opt(c.api_address_v6()),
+            c.apps_addresses_v6()
+                .iter()
+                .map(|ip| ip.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            if v6.router_advertisements {
+                "on"
+            } else {
+                "off"
+            },
+            v6.pool.map_or("-".to_string(), |(s, e)| format!("{s}-{e}")),
+        );
+    }
     for r in crate::model::cluster::Role::ALL {
         let names: Vec<_> = c.nodes_with_role(r).map(|n| n.name.as_str()).collect();
         let _ = writeln!(out, "{:<9} {} {}", r.as_str(), names.len(), names.join(" "));

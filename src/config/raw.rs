@@ -66,6 +66,41 @@ pub struct Network {
     /// Resolvers for names outside the cluster zones: `ip` or `ip:port`.
     #[serde(rename = "upstreamDNS", default)]
     pub upstream_dns: Vec<String>,
+    /// The IPv6 half of a dual-stack network (docs/ipv6.md); absent = IPv4
+    /// only.
+    #[serde(default)]
+    pub ipv6: Option<Ipv6>,
+}
+
+/// `network.ipv6`: the cluster network's IPv6 prefix and addresses.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ipv6 {
+    /// IPv6 prefix of the machine network, e.g. `fd00:131::/64`; its length
+    /// must be a multiple of 4 (one `ip6.arpa` zone).
+    pub cidr: String,
+    /// The appliance's own IPv6 address inside `cidr`.
+    #[serde(rename = "applianceIP")]
+    pub appliance_ip: String,
+    /// Default router, when not the one router advertisements announce
+    /// (inside `cidr`, or link-local `fe80::/10`).
+    #[serde(default)]
+    pub gateway: Option<String>,
+    /// Send router advertisements on the cluster interface (M=1, O=1,
+    /// the prefix with A=0). Off by default: leave them to the network's
+    /// router when it sends them.
+    #[serde(default)]
+    pub router_advertisements: bool,
+    /// Address `api`/`api-int` resolve to over IPv6 (default: applianceIP).
+    #[serde(rename = "apiVIP", default)]
+    pub api_vip: Option<String>,
+    /// Address `*.apps` resolves to over IPv6 (default: applianceIP).
+    #[serde(rename = "ingressVIP", default)]
+    pub ingress_vip: Option<String>,
+    /// DHCPv6 range for clients without a reservation; without it they get
+    /// no address.
+    #[serde(default)]
+    pub pool: Option<Pool>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -76,6 +111,9 @@ pub struct Node {
     pub role: String,
     pub mac: String,
     pub ip: String,
+    /// The node's IPv6 address inside `network.ipv6.cidr` (dual-stack).
+    #[serde(default)]
+    pub ipv6: Option<String>,
     /// Install disk of this node (overrides `rhcos.installDev`).
     #[serde(default)]
     pub install_dev: Option<String>,

@@ -2,7 +2,7 @@
 //! checked (by `config::validate`, which is the only producer).
 
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -103,12 +103,52 @@ impl Cluster {
         }
         vec![self.network.ingress_vip]
     }
+    /// The IPv6 half of the network, when the cluster is dual-stack.
+    pub fn ipv6(&self) -> Option<&super::ipv6::Ipv6Cfg> {
+        self.network.ipv6.as_ref()
+    }
+    /// The IPv6 address of the node named `name`, if it has one.
+    pub fn node_ipv6(&self, name: &str) -> Option<Ipv6Addr> {
+        self.node(name).and_then(|n| n.ipv6)
+    }
+    /// What `api` and `api-int` resolve to over IPv6 (AAAA): the IPv6 API
+    /// VIP, or the single-node master's IPv6 address when the load
+    /// balancer is off (none when that master has no IPv6 address);
+    /// `None` without `network.ipv6`.
+    pub fn api_address_v6(&self) -> Option<Ipv6Addr> {
+        let v6 = self.ipv6()?;
+        match self.single_node() {
+            Some(m) if !self.lb.enabled => m.ipv6,
+            _ => Some(v6.api_vip),
+        }
+    }
+    /// What `*.apps` resolves to over IPv6 (AAAA), as
+    /// [`Cluster::apps_addresses`]: the IPv6 ingress VIP, or single-node
+    /// without the load balancer the ingress nodes' IPv6 addresses. Empty
+    /// without `network.ipv6`.
+    pub fn apps_addresses_v6(&self) -> Vec<Ipv6Addr> {
+        let Some(v6) = self.ipv6() else {
+            return Vec::new();
+        };
+        if self.single_node().is_some() && !self.lb.enabled {
+            return self.ingress_nodes().iter().filter_map(|n| n.ipv6).collect();
+        }
+        vec![v6.ingress_vip]
+    }
+    /// The reverse zones served (absolute): those of `network.cidr`
+    /// ([`super::names::reverse_zones`]), then the `ip6.arpa` zone of
+    /// `network.ipv6.cidr` on a dual-stack network.
+    pub fn reverse_zones(&self) -> Vec<String> {
+        let mut z = super::names::reverse_zones(self.network.cidr);
+        z.extend(self.ipv6().map(|v6| v6.cidr.reverse_zone()));
+        z
+    }
     /// Fully qualified node name, no trailing dot.
     pub fn fqdn(&self, label: &str) -> String {
         format!("{label}.{}", self.domain)
     }
     /// Is `ip` a client of the cluster: inside `network.cidr`, a relayed
-    /// `dhcp.segments[]` subnet, or loopback? Who may have other names
+    /// `dhcp.segments[]` subnet, `network.ipv6.cidr`, or loopback? Who may have other names
     /// resolved. (Ignition and the boot ISOs go to their owners only:
     /// [`super::access`].)
     pub fn is_cluster_client(&self, ip: std::net::IpAddr) -> bool {
@@ -118,6 +158,7 @@ impl Cluster {
                 .segments
                 .iter()
                 .any(|s| s.cidr.contains_or_loopback(ip))
+            || self.ipv6().is_some_and(|v6| v6.cidr.contains_ip(ip))
     }
     /// The NTP server the nodes are told about (DHCP option 42, `render
     /// chrony`): `ntp.listen`'s IPv4 address, or the appliance's when it
@@ -150,6 +191,9 @@ pub struct NetworkCfg {
     pub ingress_vip: Ipv4Addr,
     pub interface: Option<String>,
     pub upstream_dns: Vec<SocketAddr>,
+    /// `network.ipv6`: the IPv6 half of a dual-stack network (`None`:
+    /// IPv4 only, everything served exactly as without it).
+    pub ipv6: Option<super::ipv6::Ipv6Cfg>,
 }
 
 #[derive(
@@ -244,6 +288,8 @@ pub struct NodeCfg {
     pub role: Role,
     pub mac: MacAddr,
     pub ip: Ipv4Addr,
+    /// The node's IPv6 address (`nodes[].ipv6`; only with `network.ipv6`).
+    pub ipv6: Option<Ipv6Addr>,
     /// Install disk (overrides `rhcos.installDev` / `libvirt.installDev`).
     pub install_dev: Option<String>,
     /// Extra kernel arguments of this node's install.

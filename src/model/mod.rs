@@ -1,7 +1,8 @@
 //! The model every other module shares: the validated cluster
 //! ([`cluster`]), DNS names and records ([`names`]) and the rules that keep
 //! user records from contradicting the generated ones ([`conflicts`]),
-//! who may fetch a node's secrets ([`access`]), and the install mode
+//! who may fetch a node's secrets ([`access`]), the IPv6 half of a
+//! dual-stack network ([`ipv6`]), and the install mode
 //! (bootstrap node or single-node bootstrap-in-place, [`mode`]).
 //!
 //! A leaf: it imports nothing from `config`, `plan` or the services, so
@@ -16,5 +17,6 @@ pub mod catalogue;
 pub mod chrony;
 pub mod cluster;
 pub mod conflicts;
+pub mod ipv6;
 pub mod mode;
 pub mod names;

@@ -194,11 +194,16 @@ pub fn fingerprint(der: &[u8]) -> String {
 /// (0600), each through a temporary file renamed into place.
 fn generate(cert: &Path, key: &Path, ips: &[IpAddr], cluster: &str) -> Result<(), String> {
     let (cert_pem, key_pem) = self_signed(ips, cluster).map_err(|e| format!("generating: {e}"))?;
+    let hint = |e: String| {
+        format!(
+            "{e} (the generated certificate is kept next to dhcp.leaseFile: make that directory writable, or set http.tls)"
+        )
+    };
     if let Some(dir) = cert.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| hint(format!("{}: {e}", dir.display())))?;
     }
-    write_new(key, key_pem.as_bytes(), 0o600)?;
-    write_new(cert, cert_pem.as_bytes(), 0o644)?;
+    write_new(key, key_pem.as_bytes(), 0o600).map_err(hint)?;
+    write_new(cert, cert_pem.as_bytes(), 0o644).map_err(hint)?;
     info!(
         "https: generated a self-signed certificate for {} in {}",
         ips.iter()

@@ -24,13 +24,12 @@ pub fn changes(old: &Plan, new: &Plan) -> Vec<String> {
     }
     for node in &n.nodes {
         match o.node(&node.name) {
-            None => out.push(format!(
-                "node {} added ({} {} {})",
-                node.name, node.role, node.ip, node.mac
-            )),
+            None => out.push(format!("node {} added ({})", node.name, describe(node))),
             Some(prev) if prev != node => out.push(format!(
-                "node {} changed ({} {} {} → {} {} {})",
-                node.name, prev.role, prev.ip, prev.mac, node.role, node.ip, node.mac
+                "node {} changed ({} → {})",
+                node.name,
+                describe(prev),
+                describe(node)
             )),
             Some(_) => {}
         }
@@ -92,6 +91,15 @@ pub fn changes(old: &Plan, new: &Plan) -> Vec<String> {
     }
     out.extend(field_changes(o, n));
     out
+}
+
+/// `role ip mac`, with the IPv6 address after the IPv4 one when the node
+/// has one.
+fn describe(n: &crate::model::cluster::NodeCfg) -> String {
+    match n.ipv6 {
+        Some(v6) => format!("{} {} {v6} {}", n.role, n.ip, n.mac),
+        None => format!("{} {} {}", n.role, n.ip, n.mac),
+    }
 }
 
 /// `<field> <old> → <new>` for every listener (the catalogue's list) whose

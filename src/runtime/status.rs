@@ -284,6 +284,9 @@ pub struct HealthStatus {
 pub struct PoolStatus {
     pub name: PoolKind,
     pub frontend: String,
+    /// The IPv6 frontend (dual-stack clusters only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend_v6: Option<String>,
     pub check: String,
     pub active_connections: u64,
     pub total_connections: u64,
@@ -322,6 +325,9 @@ pub struct BackendStatus {
 #[serde(rename_all = "camelCase")]
 pub struct HttpStatus {
     pub listen: Option<String>,
+    /// The IPv6 twin's address (dual-stack clusters only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen_v6: Option<String>,
     pub images_dir: String,
     pub ignition_dir: String,
     /// Single-node: seconds since `bootstrap-in-place-for-live-iso.ign` was
@@ -454,8 +460,12 @@ pub struct VmRow {
 
 /// `admin`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct AdminStatus {
     pub listen: Option<String>,
+    /// The IPv6 twin's address (dual-stack clusters only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen_v6: Option<String>,
 }
 
 /// `tftp`.
@@ -463,6 +473,9 @@ pub struct AdminStatus {
 #[serde(rename_all = "camelCase")]
 pub struct TftpStatus {
     pub listen: Option<String>,
+    /// The IPv6 twin's address (dual-stack clusters only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen_v6: Option<String>,
     pub root: Option<String>,
     pub started: u64,
     pub active: i64,

@@ -2,7 +2,7 @@
 //! zone membership here; conflicts with generated records are checked on
 //! the built zones, `config::plan_of`).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::{Errs, NetParts, sock};
 use crate::config::raw;
@@ -23,10 +23,19 @@ pub(crate) fn build(d: &raw::Dns, net: &NetParts, domain: &str, e: &mut Errs) ->
                 .filter_map(|(i, s)| sock(e, &format!("dns.listen[{i}]"), s, Some(53)))
                 .collect()
         }
+        // Both families of the appliance on a dual-stack network.
         None => net
             .appliance_ip
-            .map(|ip| vec![SocketAddr::new(ip.into(), 53)])
-            .unwrap_or_default(),
+            .map(IpAddr::from)
+            .into_iter()
+            .chain(
+                net.v6
+                    .as_ref()
+                    .and_then(|v6| v6.appliance_ip)
+                    .map(IpAddr::from),
+            )
+            .map(|ip| SocketAddr::new(ip, 53))
+            .collect(),
     };
     let ttl = secs_u32(e, "dns.ttl", d.ttl);
     let negative_ttl = secs_u32(e, "dns.negativeTtl", d.negative_ttl);
@@ -44,7 +53,10 @@ pub(crate) fn build(d: &raw::Dns, net: &NetParts, domain: &str, e: &mut Errs) ->
             );
         }
     }
-    let reverse = net.cidr.map(reverse_zones).unwrap_or_default();
+    let mut reverse = net.cidr.map(reverse_zones).unwrap_or_default();
+    if let Some(c) = net.v6.as_ref().and_then(|v6| v6.cidr) {
+        reverse.push(c.reverse_zone());
+    }
     let mut records = Vec::new();
     for (i, r) in d.records.iter().enumerate() {
         match extra_record(r, domain, &reverse, ttl) {

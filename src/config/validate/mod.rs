@@ -1,7 +1,8 @@
 //! Raw cluster file → validated [`Cluster`]. Every rule is checked and every
 //! violation reported, each with the path of its field.
 //!
-//! One builder per section ([`identity`], [`network`], [`nodes`], [`dns`],
+//! One builder per section ([`identity`], [`network`] with [`ipv6`],
+//! [`nodes`], [`dns`],
 //! [`dhcp`], [`lb`], [`http`] for `http` and `admin`, [`libvirt`], and the
 //! listener collision check in [`listeners`]). Each returns
 //! `Option<Section>` and records its errors. A builder returns `Some` whenever
@@ -18,6 +19,7 @@ mod dhcp;
 mod dns;
 mod http;
 mod identity;
+mod ipv6;
 mod lb;
 mod libvirt;
 mod listeners;
@@ -173,6 +175,9 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
     let segments = dhcp::segments(&raw.dhcp, &net, e);
     net.segments = segments.iter().map(|s| (s.cidr, s.gateway)).collect();
     let nodes = nodes::build(&raw.nodes, &net, &domain, base, e);
+    if let (Some(v6), Some(r)) = (net.v6.as_mut(), raw.network.ipv6.as_ref()) {
+        v6.check_pool(r, nodes.as_deref(), e);
+    }
     let dns = dns::build(&raw.dns, &net, &domain, e);
     let dhcp = dhcp::build(
         &raw.dhcp,
@@ -188,6 +193,8 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
     let admin = http::build_admin(&raw.admin, base, e);
     let tftp = super::pxe::tftp(raw.pxe.as_ref(), net.appliance_ip, base, &mut e.0);
     let ntp = super::ntp::ntp(raw.ntp.as_ref(), net.appliance_ip, &mut e.0);
+    // The IPv6 twins of the listeners (`network.ipv6`, as far as it parsed).
+    let ipv6 = net.v6.as_ref().and_then(|v| v.finish());
     listeners::check(
         &crate::model::catalogue::Sections {
             dns: dns.as_ref(),
@@ -197,6 +204,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
             admin: admin.as_ref(),
             tftp: tftp.as_ref(),
             ntp: ntp.as_ref(),
+            ipv6: ipv6.as_ref(),
         },
         e,
     );

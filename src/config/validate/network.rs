@@ -1,4 +1,5 @@
-//! `network`: the machine network, the appliance's and the VIPs' addresses.
+//! `network`: the machine network, the appliance's and the VIPs' addresses
+//! (the IPv6 half, `network.ipv6`, in [`super::ipv6`]).
 //!
 //! [`parts`] parses every field it can; later sections check their
 //! addresses against the parts that parsed ([`NetParts::in_net`]), and
@@ -21,6 +22,8 @@ pub(crate) struct NetParts {
     /// `dhcp.segments[]` that parsed: (cidr, gateway). Node addresses may
     /// lie in one of them instead of `network.cidr`.
     pub segments: Vec<(Ipv4Net, Ipv4Addr)>,
+    /// What parsed of `network.ipv6` (`None`: the file has none).
+    pub v6: Option<super::ipv6::V6Parts>,
     /// An error was recorded for the section.
     failed: bool,
 }
@@ -86,6 +89,10 @@ impl NetParts {
         if self.failed {
             return None;
         }
+        let ipv6 = match &self.v6 {
+            None => None,
+            Some(v6) => Some(v6.finish()?),
+        };
         Some(NetworkCfg {
             cidr: self.cidr?,
             gateway: self.gateway?,
@@ -94,6 +101,7 @@ impl NetParts {
             ingress_vip: self.ingress_vip?,
             interface: raw.interface.clone(),
             upstream_dns: self.upstream_dns.clone(),
+            ipv6,
         })
     }
 }
@@ -120,6 +128,7 @@ pub(crate) fn parts(n: &raw::Network, e: &mut Errs) -> NetParts {
         ingress_vip: None,
         upstream_dns: Vec::new(),
         segments: Vec::new(),
+        v6: None,
         failed: false,
     };
     p.gateway = e.parse::<Ipv4Addr>("network.gateway", &n.gateway, "IPv4 address");
@@ -156,5 +165,8 @@ pub(crate) fn parts(n: &raw::Network, e: &mut Errs) -> NetParts {
         }
     }
     p.failed = e.len() > before;
+    // After `failed`: the IPv6 half keeps its own flag (its pool is
+    // checked later, against the nodes).
+    p.v6 = super::ipv6::parts(n.ipv6.as_ref(), e);
     p
 }

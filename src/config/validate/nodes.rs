@@ -1,10 +1,11 @@
 //! `nodes[]`: names, roles, MACs and addresses, unique and inside the
 //! network (or a `dhcp.segments[]` subnet, not its gateway), never an
-//! address the appliance or a VIP has. `ingress[]`: names of those nodes,
+//! address the appliance or a VIP has; the same for `ipv6` against
+//! `network.ipv6` (required for it). `ingress[]`: names of those nodes,
 //! not the bootstrap, each once.
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::{Errs, NetParts};
 use crate::config::raw;
@@ -27,6 +28,7 @@ pub(crate) fn build(
     let mut seen_name: HashMap<String, usize> = HashMap::new();
     let mut seen_mac: HashMap<MacAddr, usize> = HashMap::new();
     let mut seen_ip: HashMap<Ipv4Addr, usize> = HashMap::new();
+    let mut seen_ip6: HashMap<Ipv6Addr, usize> = HashMap::new();
     if raw_nodes.is_empty() {
         e.push("nodes", "at least one node is required");
     }
@@ -99,6 +101,24 @@ pub(crate) fn build(
                 );
             }
         }
+        let ipv6 = rn.ipv6.as_deref().and_then(|text| match &net.v6 {
+            None => {
+                e.push(
+                    p("ipv6"),
+                    "needs network.ipv6 (a dual-stack network: its cidr and applianceIP)",
+                );
+                None
+            }
+            Some(v6) => v6.node(e, &p("ipv6"), text),
+        });
+        if let Some(ip) = ipv6
+            && let Some(j) = seen_ip6.insert(ip, i)
+        {
+            e.push(
+                p("ipv6"),
+                format!("duplicate IPv6 address {ip} (also nodes[{j}].ipv6)"),
+            );
+        }
         if let Some(dev) = &rn.install_dev {
             super::rhcos::check_install_dev(e, &p("installDev"), dev);
         }
@@ -117,6 +137,7 @@ pub(crate) fn build(
                 role,
                 mac,
                 ip,
+                ipv6,
                 install_dev: rn.install_dev.clone(),
                 kargs: rn.kargs.clone(),
                 bmc,

@@ -90,6 +90,7 @@ fn node(dir: &Path, port: u16) -> NodeCfg {
         role: Role::Worker,
         mac: "52:54:00:00:00:01".parse::<MacAddr>().unwrap(),
         ip: "127.0.20.30".parse().unwrap(),
+        ipv6: None,
         install_dev: None,
         kargs: Vec::new(),
         bmc: Some(BmcCfg {

@@ -20,7 +20,7 @@
 //!   its catalog logs errors only (`runtime::telemetry`).
 //! - Names in the cluster zones are answered to anyone; other names are
 //!   forwarded only for clients in `network.cidr`, a `dhcp.segments`
-//!   subnet or on loopback, and only
+//!   subnet, `network.ipv6.cidr` or on loopback, and only
 //!   when `upstreamDNS` is set; otherwise REFUSED. Address names of a
 //!   reverse zone outside `network.cidr` (a /25../30 network's /24) that own
 //!   no record count as other names.
@@ -55,6 +55,7 @@ use super::forward::Forwarder;
 use super::packetcache::PacketCache;
 use super::records::{self, HickoryZone, NameClass};
 use crate::model::cluster::Ipv4Net;
+use crate::model::ipv6::Ipv6Net;
 use crate::plan::Plan;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::sync::LockExt as _;
@@ -338,6 +339,8 @@ pub struct Core {
     cidr: Ipv4Net,
     /// Relayed segments (`dhcp.segments`): their clients may recurse too.
     segments: Vec<Ipv4Net>,
+    /// `network.ipv6.cidr` on a dual-stack network: its clients may recurse.
+    cidr6: Option<Ipv6Net>,
     cache_udp: PacketCache,
     cache_tcp: PacketCache,
     pub stats: Arc<Stats>,
@@ -398,6 +401,7 @@ pub fn build(plan: &Plan) -> anyhow::Result<Core> {
         forwarder,
         cidr: c.network.cidr,
         segments: c.dhcp.segments.iter().map(|s| s.cidr).collect(),
+        cidr6: c.network.ipv6.as_ref().map(|v6| v6.cidr),
         cache_udp: PacketCache::default(),
         cache_tcp: PacketCache::default(),
         stats: Arc::new(Stats::default()),
@@ -409,6 +413,7 @@ impl Core {
     pub fn may_recurse(&self, ip: IpAddr) -> bool {
         self.cidr.contains_or_loopback(ip)
             || self.segments.iter().any(|s| s.contains_or_loopback(ip))
+            || self.cidr6.is_some_and(|c| c.contains_ip(ip))
     }
 
     fn zone_of(&self, name: &LowerName) -> Option<&ZoneData> {

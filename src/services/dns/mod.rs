@@ -2,8 +2,10 @@
 //!
 //! Role: answer `<name>.<baseDomain>` (SOA, NS, api, api-int, `*.apps`,
 //! nodes, etcd-N, `_etcd-server-ssl._tcp` SRV, extra records) and its reverse
-//! zones with the AA flag, from the zones computed in `plan.rs`; forward
-//! other names to `network.upstreamDNS` for clients in `network.cidr` or on
+//! zones with the AA flag, from the zones computed in `plan.rs` (A and
+//! AAAA, `in-addr.arpa` and, dual-stack, the `ip6.arpa` zone of
+//! `network.ipv6.cidr`); forward other names to `network.upstreamDNS` (IPv4
+//! or IPv6) for clients in `network.cidr`, `network.ipv6.cidr` or on
 //! loopback; REFUSED otherwise.
 //!
 //! RFCs: 1034/1035 (AA, NXDOMAIN with the SOA for negative caching, TCP

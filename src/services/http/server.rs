@@ -96,8 +96,9 @@ impl Http {
     }
 
     /// Serve `listener` (bound for `addr`): plain HTTP, or HTTPS with the
-    /// current [`TlsConfig`] when `tls`.
-    fn start_listener(&self, addr: SocketAddr, listener: TcpListener, tls: bool) {
+    /// current [`TlsConfig`] when `tls`; `twin` marks the IPv6 copy of
+    /// `http.listen` (dual-stack).
+    fn start_listener(&self, addr: SocketAddr, listener: TcpListener, tls: bool, twin: bool) {
         let token = self.tasks.token();
         // Accepted sockets inherit TCP_NODELAY from the listener (Linux):
         // one `setsockopt` per listener, not per connection. Without it,
@@ -111,7 +112,7 @@ impl Http {
             if tls {
                 self.ctx.https.set_listen(Some(local));
             } else {
-                self.ctx.stats.set_listen(local);
+                self.ctx.stats.set_listen(local, twin);
             }
         }
         let config = tls.then(|| self.tls.clone());
@@ -141,14 +142,21 @@ impl Service for Http {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let addr = plan.cluster.http.listen;
+        // `http.listen` and its IPv6 twin (dual-stack); the HTTPS
+        // listener is bound apart below.
+        let addrs: Vec<SocketAddr> = plan
+            .cluster
+            .listen_addrs(crate::model::catalogue::ServiceKind::Http)
+            .into_iter()
+            .filter(|a| Some(*a) != plan.cluster.http.tls_listen)
+            .collect();
         // The certificate is checked (made, when generated) before any
         // bind: a broken one fails the start or the reload, nothing else.
         let https = match plan.cluster.http.tls_listen {
             Some(a) => Some((a, super::https::load_cert(&plan).await?)),
             None => None,
         };
-        let new = self.listeners.bind_tcp_if_missing(addr).await?;
+        let new = self.listeners.bind_tcp_missing(&addrs).await?;
         let new_tls = match &https {
             Some((a, _)) => self.tls_listeners.bind_tcp_if_missing(*a).await?,
             None => None,
@@ -156,11 +164,14 @@ impl Service for Http {
         Ok(Box::new(move || {
             warn_missing_dirs(&plan);
             self.ctx.plan.store(plan);
-            for gone in self.listeners.retain(&[addr]) {
+            for gone in self.listeners.retain(&addrs) {
                 info!("http: closed listener {gone}");
             }
-            if let Some(l) = new {
-                self.start_listener(addr, l, false);
+            if addrs.len() < 2 {
+                self.ctx.stats.clear_twin();
+            }
+            for (addr, l) in new {
+                self.start_listener(addr, l, false, Some(&addr) != addrs.first());
             }
             let keep: Vec<SocketAddr> = https.iter().map(|(a, _)| *a).collect();
             for gone in self.tls_listeners.retain(&keep) {
@@ -169,7 +180,7 @@ impl Service for Http {
             let cert = https.map(|(_, c)| c);
             self.ctx.https.use_cert(&self.tls, cert);
             if let (Some(l), Some(a)) = (new_tls, keep.first()) {
-                self.start_listener(*a, l, true);
+                self.start_listener(*a, l, true, false);
             }
         }))
     }
@@ -265,28 +276,9 @@ async fn serve_conn(
         shutdown,
     };
     if let Some(acceptor) = tls {
-        // The handshake is bounded like a request head; then the same
-        // connection life as plain HTTP, with the HTTPS routes.
-        let started = httpconn::tls_start(
-            acceptor,
-            stream,
-            HEADER_TIMEOUT,
-            &conn.activity,
-            &conn.shutdown,
-        )
-        .await;
-        match started {
-            Ok((proto, s)) => {
-                conn.ctx.https.handshake(true);
-                conn.serve(proto, MinorVersion::new(s), Scheme::Https).await;
-            }
-            Err(end) => {
-                if matches!(end, Ended::Failed(_) | Ended::Silent) {
-                    conn.ctx.https.handshake(false);
-                }
-                debug!("https connection closed before a request: {end:?}");
-            }
-        }
+        // Boxed: the TLS state would otherwise enlarge every plain
+        // connection's future too.
+        Box::pin(serve_tls(conn, acceptor, stream)).await;
         return;
     }
     // A client that connects and stays silent holds no slot for long;
@@ -310,6 +302,31 @@ async fn serve_conn(
     let stream = LastSend::new(stream, conn.activity.clone());
     let stream = MinorVersion::new(httpconn::Replay::new(stream, first));
     conn.serve(proto, stream, Scheme::Http).await;
+}
+
+/// An admitted HTTPS connection: the handshake, bounded like a request
+/// head, then the same connection life as plain HTTP with the HTTPS routes.
+async fn serve_tls(conn: Conn, acceptor: tokio_rustls::TlsAcceptor, stream: tokio::net::TcpStream) {
+    let started = httpconn::tls_start(
+        acceptor,
+        stream,
+        HEADER_TIMEOUT,
+        &conn.activity,
+        &conn.shutdown,
+    )
+    .await;
+    match started {
+        Ok((proto, s)) => {
+            conn.ctx.https.handshake(true);
+            conn.serve(proto, MinorVersion::new(s), Scheme::Https).await;
+        }
+        Err(end) => {
+            if matches!(end, Ended::Failed(_) | Ended::Silent) {
+                conn.ctx.https.handshake(false);
+            }
+            debug!("https connection closed before a request: {end:?}");
+        }
+    }
 }
 
 /// An admitted connection, its protocol known.
