@@ -51,7 +51,8 @@ pub enum ServiceStatus {
     Dns(DnsStatus),
     Dhcp(DhcpStatus),
     Lb(LbStatus),
-    Http(HttpStatus),
+    // Boxed: the HTTP section (netboot rows, https, twins) is the largest.
+    Http(Box<HttpStatus>),
     Libvirt(LibvirtStatus),
     Admin(AdminStatus),
     Tftp(TftpStatus),
@@ -90,7 +91,7 @@ impl StatusDoc {
             ServiceStatus::Dns(x) => self.dns = Some(x),
             ServiceStatus::Dhcp(x) => self.dhcp = Some(x),
             ServiceStatus::Lb(x) => self.lb = Some(x),
-            ServiceStatus::Http(x) => self.http = Some(x),
+            ServiceStatus::Http(x) => self.http = Some(*x),
             ServiceStatus::Libvirt(x) => self.libvirt = Some(x),
             ServiceStatus::Admin(x) => self.admin = Some(x),
             ServiceStatus::Tftp(x) => self.tftp = Some(x),

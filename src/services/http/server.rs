@@ -205,7 +205,7 @@ impl Service for Http {
             s.netboot_state = Some(self.ctx.boot.store_status());
         }
         s.https = self.ctx.https.status();
-        crate::runtime::status::ServiceStatus::Http(s)
+        crate::runtime::status::ServiceStatus::Http(Box::new(s))
     }
 
     fn metrics(&self, out: &mut String) {
