@@ -103,6 +103,9 @@ pub struct Backend {
 pub struct LbPool {
     pub name: PoolKind,
     pub frontend: SocketAddr,
+    /// The frontend's IPv6 twin on the IPv6 VIP (dual-stack only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frontend_v6: Option<SocketAddr>,
     pub check: Check,
     pub backends: Vec<Backend>,
 }
@@ -336,52 +339,63 @@ fn pools(c: &Cluster) -> Vec<LbPool> {
     // `ingress`, or: compact clusters run ingress on the masters;
     // single-node keeps it on its master when workers are added.
     let ingress = c.ingress_nodes();
-    // `loadBalancer.backendOverrides` replaces `<node ip>:<port>` per pool.
+    // `loadBalancer.backendOverrides` replaces `<node ip>:<port>` per pool;
+    // the nodes' IPv6 addresses follow as backends of their own (none for
+    // a node whose backend is overridden in that pool).
     type Pick = fn(&BackendOverrideCfg) -> Option<SocketAddr>;
     let backends = |nodes: &[&NodeCfg], port: u16, pick: Pick| {
-        nodes
-            .iter()
-            .map(|n| Backend {
-                name: n.name.clone(),
-                role: n.role,
-                addr: lb
-                    .backend_overrides
-                    .get(&n.name)
-                    .and_then(pick)
-                    .unwrap_or_else(|| SocketAddr::new(n.ip.into(), port)),
-            })
-            .collect::<Vec<_>>()
+        let over = |n: &NodeCfg| lb.backend_overrides.get(&n.name).and_then(pick);
+        let backend = |n: &NodeCfg, addr| Backend {
+            name: n.name.clone(),
+            role: n.role,
+            addr,
+        };
+        let v4 = nodes.iter().map(|n| {
+            backend(
+                n,
+                over(n).unwrap_or_else(|| SocketAddr::new(n.ip.into(), port)),
+            )
+        });
+        let v6 = nodes.iter().filter(|n| over(n).is_none()).filter_map(|n| {
+            let ip = n.ipv6.filter(|_| c.network.ipv6.is_some())?;
+            Some(backend(n, SocketAddr::new(ip.into(), port)))
+        });
+        v4.chain(v6).collect::<Vec<_>>()
     };
     let p = lb.backend_ports;
+    let v6 = c.network.ipv6.as_ref();
+    let pool = |name: PoolKind, check, backends| LbPool {
+        name,
+        frontend: name.frontend(lb),
+        frontend_v6: name.frontend_v6(lb, v6),
+        check,
+        backends,
+    };
     vec![
-        LbPool {
-            name: PoolKind::Api,
-            frontend: lb.api,
-            check: Check::Https {
+        pool(
+            PoolKind::Api,
+            Check::Https {
                 path: "/readyz".into(),
             },
-            backends: backends(&control, p.api, |o| o.api),
-        },
-        LbPool {
-            name: PoolKind::MachineConfig,
-            frontend: lb.machine_config,
-            check: Check::Https {
+            backends(&control, p.api, |o| o.api),
+        ),
+        pool(
+            PoolKind::MachineConfig,
+            Check::Https {
                 path: "/healthz".into(),
             },
-            backends: backends(&control, p.machine_config, |o| o.machine_config),
-        },
-        LbPool {
-            name: PoolKind::IngressHttp,
-            frontend: lb.ingress_http,
-            check: Check::Tcp,
-            backends: backends(&ingress, p.ingress_http, |o| o.ingress_http),
-        },
-        LbPool {
-            name: PoolKind::IngressHttps,
-            frontend: lb.ingress_https,
-            check: Check::Tls,
-            backends: backends(&ingress, p.ingress_https, |o| o.ingress_https),
-        },
+            backends(&control, p.machine_config, |o| o.machine_config),
+        ),
+        pool(
+            PoolKind::IngressHttp,
+            Check::Tcp,
+            backends(&ingress, p.ingress_http, |o| o.ingress_http),
+        ),
+        pool(
+            PoolKind::IngressHttps,
+            Check::Tls,
+            backends(&ingress, p.ingress_https, |o| o.ingress_https),
+        ),
     ]
 }
 
@@ -445,9 +459,18 @@ pub fn render_lb(plan: &Plan) -> String {
         h.interval, h.timeout, h.rise, h.fall
     );
     for p in &plan.pools {
-        let _ = writeln!(out, "frontend {} {} check {}", p.name, p.frontend, p.check);
+        let v6 = p
+            .frontend_v6
+            .map(|a| format!(" and {a}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "frontend {} {}{v6} check {}",
+            p.name, p.frontend, p.check
+        );
         for b in &p.backends {
-            let _ = writeln!(out, "  backend {:<16} {:<21} {}", b.name, b.addr, b.role);
+            let addr = b.addr.to_string();
+            let _ = writeln!(out, "  backend {:<16} {addr:<21} {}", b.name, b.role);
         }
         if p.backends.is_empty() {
             let _ = writeln!(out, "  (no backends)");
@@ -573,5 +596,71 @@ mod tests {
             2,
             "{text}"
         );
+    }
+
+    #[test]
+    fn dual_stack_pools_have_v6_frontends_and_backends_after_the_v4_ones() {
+        let text = "name: c\nbaseDomain: example.com\n\
+            network: { cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1, \
+            ipv6: { cidr: 'fd00::/64', applianceIP: 'fd00::1', ingressVIP: 'fd00::7' } }\n\
+            nodes:\n\
+            \x20 - { name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10, ipv6: 'fd00::10' }\n\
+            \x20 - { name: m1, role: master, mac: '52:54:00:00:00:02', ip: 10.0.0.11 }\n\
+            \x20 - { name: w0, role: worker, mac: '52:54:00:00:00:03', ip: 10.0.0.20, ipv6: 'fd00::20' }\n\
+            loadBalancer: { backendOverrides: { w0: { ingressHttp: '10.9.9.9:8080' } } }\n";
+        let c = crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .unwrap()
+            .cluster;
+        let p = Plan::new(c);
+        let addrs = |k: PoolKind| {
+            p.pool(k)
+                .unwrap()
+                .backends
+                .iter()
+                .map(|b| format!("{} {}", b.name, b.addr))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            addrs(PoolKind::Api),
+            [
+                "m0 10.0.0.10:6443",
+                "m1 10.0.0.11:6443",
+                "m0 [fd00::10]:6443"
+            ]
+        );
+        // An overridden backend has no IPv6 twin in that pool only.
+        assert_eq!(addrs(PoolKind::IngressHttp), ["w0 10.9.9.9:8080"]);
+        assert_eq!(
+            addrs(PoolKind::IngressHttps),
+            ["w0 10.0.0.20:443", "w0 [fd00::20]:443"]
+        );
+        let f6 = |k: PoolKind| p.pool(k).unwrap().frontend_v6.map(|a| a.to_string());
+        assert_eq!(f6(PoolKind::Api).as_deref(), Some("[fd00::1]:6443"));
+        assert_eq!(
+            f6(PoolKind::MachineConfig).as_deref(),
+            Some("[fd00::1]:22623")
+        );
+        assert_eq!(f6(PoolKind::IngressHttps).as_deref(), Some("[fd00::7]:443"));
+        let text = render_lb(&p);
+        assert!(
+            text.contains("frontend api 10.0.0.1:6443 and [fd00::1]:6443 check"),
+            "{text}"
+        );
+        assert!(
+            text.contains("backend m0               [fd00::10]:6443"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn ipv4_only_pools_and_their_json_are_unchanged() {
+        let n = "  - { name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10 }\n";
+        let p = Plan::new(cluster(n, "10.0.0.0/24"));
+        assert!(p.pools.iter().all(
+            |pool| pool.frontend_v6.is_none() && pool.backends.iter().all(|b| b.addr.is_ipv4())
+        ));
+        let json = serde_json::to_string(&p.pools).unwrap();
+        assert!(!json.contains("frontend_v6"), "{json}");
+        assert!(render_lb(&p).contains("frontend api 10.0.0.1:6443 check https GET /readyz\n"));
     }
 }

@@ -94,6 +94,21 @@ pub fn lb_table(s: &LbStatus, now: u64) -> String {
     ];
     for p in &s.pools {
         rows.push(frontend_row(p));
+        if let Some(v6) = &p.frontend_v6 {
+            rows.push(
+                [
+                    p.name.as_str(),
+                    "FRONTEND",
+                    v6,
+                    "OPEN",
+                    "-",
+                    "-",
+                    "-",
+                    "IPv6 (counted with the row above)",
+                ]
+                .map(String::from),
+            );
+        }
         for b in &p.backends {
             rows.push(backend_row(p, b, s, now));
         }
@@ -306,6 +321,7 @@ mod tests {
             pools: vec![PoolStatus {
                 name: PoolKind::Api,
                 frontend: "10.0.0.1:6443".into(),
+                frontend_v6: None,
                 check: "https GET /readyz".into(),
                 active_connections: 2,
                 total_connections: 20,

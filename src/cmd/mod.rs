@@ -329,6 +329,27 @@ fn check_mode(plan: &Plan, path: &std::path::Path) -> Result<(), config::ConfigE
     }
 }
 
+/// `check`'s HTTPS line: the certificate a BMC must trust, when it exists
+/// (it is generated at `serve`'s first start otherwise).
+fn https_check_line(c: &crate::model::cluster::Cluster, l: std::net::SocketAddr) -> String {
+    use crate::runtime::certs;
+    let on = if c.http.enabled { "on" } else { "off" };
+    let cert = match certs::peek(c) {
+        Some(i) => format!("{} SHA-256 {}", i.cert_file.display(), i.sha256),
+        None => match &c.http.tls {
+            Some(t) => format!(
+                "{} (does not load: serve will say why)",
+                t.cert_file.display()
+            ),
+            None => format!(
+                "{} (generated at serve's first start)",
+                certs::generated_paths(c).0.display()
+            ),
+        },
+    };
+    format!("https {on} {l} certificate {cert}")
+}
+
 /// `check` output: what the file declares and what will be served.
 pub fn summary(plan: &Plan) -> String {
     use std::fmt::Write as _;
@@ -415,6 +436,9 @@ pub fn summary(plan: &Plan) -> String {
         c.lb.ingress_https
     );
     let _ = writeln!(out, "http {} {}", on(c.http.enabled), c.http.listen);
+    if let Some(l) = c.http.tls_listen {
+        let _ = writeln!(out, "{}", https_check_line(c, l));
+    }
     let _ = writeln!(out, "admin {} {}", on(c.admin.enabled), c.admin.listen);
     if let Some(t) = &c.tftp {
         let _ = writeln!(out, "{}", crate::boot::bootfiles::check_line(t));

@@ -59,8 +59,27 @@ pub async fn status(t: &Target, json: bool) -> anyhow::Result<()> {
         for line in doc.ntp.iter().flat_map(render::clock_lines) {
             println!("{line}");
         }
+        if let Some(h) = doc.http.as_ref().and_then(|h| h.https.as_ref()) {
+            println!("{}", https_line(h));
+        }
     }
     Ok(())
+}
+
+/// The HTTPS boot ISO listener and its certificate, for an operator who
+/// uploads it to a BMC's trust store.
+pub fn https_line(h: &crate::runtime::status::HttpsStatus) -> String {
+    let origin = if h.cert.generated {
+        "generated"
+    } else {
+        "http.tls"
+    };
+    format!(
+        "https boot ISOs on {}: certificate {} ({origin}), SHA-256 {}",
+        h.listen.as_deref().unwrap_or("-"),
+        h.cert.cert_file.display(),
+        h.cert.sha256
+    )
 }
 
 /// The goal was not reached in time.

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::FieldError;
 use super::validate::resolve;
-use crate::model::bmc::{BmcCfg, BmcTls};
+use crate::model::bmc::{BmcCfg, BmcMedia, BmcTls};
 
 /// `nodes[].bmc` as written.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -38,6 +38,31 @@ pub struct RawBmc {
     /// `serve` boots this node through its BMC (`bmc up`) once it is ready.
     #[serde(default)]
     pub start_on_serve: bool,
+    /// Which URL of the node's boot ISO the BMC is given: `auto` (the
+    /// `http://` one, then the `https://` one when the BMC refuses the
+    /// scheme), `http` or `https`.
+    #[serde(default)]
+    pub media: RawMedia,
+}
+
+/// `nodes[].bmc.media` as written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RawMedia {
+    #[default]
+    Auto,
+    Http,
+    Https,
+}
+
+impl From<RawMedia> for BmcMedia {
+    fn from(m: RawMedia) -> BmcMedia {
+        match m {
+            RawMedia::Auto => BmcMedia::Auto,
+            RawMedia::Http => BmcMedia::Http,
+            RawMedia::Https => BmcMedia::Https,
+        }
+    }
 }
 
 /// The parts of a valid Redfish system URL: origin, host, port, path.
@@ -175,6 +200,7 @@ pub(crate) fn build(
         password_file: pass,
         tls: tls?,
         start_on_serve: raw.start_on_serve,
+        media: raw.media.into(),
     })
 }
 
@@ -191,6 +217,7 @@ mod tests {
             insecure: false,
             ca_file: None,
             start_on_serve: false,
+            media: RawMedia::Auto,
         }
     }
 

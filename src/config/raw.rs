@@ -486,6 +486,26 @@ pub struct Http {
     /// operator's jump host (`a.b.c.d/32`).
     #[serde(default)]
     pub ignition_client_cidrs: Vec<String>,
+    /// The HTTPS listener of the boot ISOs (`/boot/<node>.iso` only);
+    /// default `<applianceIP>:8443`. It runs when this or `tls` is set, or
+    /// when a node has a `bmc` whose `media` is not `http`.
+    #[serde(default)]
+    pub tls_listen: Option<String>,
+    /// The certificate and key of the HTTPS listener; without it the
+    /// appliance generates a self-signed one for its address and keeps it
+    /// in its state directory.
+    #[serde(default)]
+    pub tls: Option<HttpTls>,
+}
+
+/// `http.tls`: PEM files of the HTTPS listener.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpTls {
+    /// Certificate chain (PEM), the server's certificate first.
+    pub cert_file: String,
+    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key_file: String,
 }
 
 fn max_connections_per_client() -> u32 {
@@ -502,6 +522,8 @@ impl Default for Http {
             max_connections_per_client: max_connections_per_client(),
             boot_iso_cidrs: Vec::new(),
             ignition_client_cidrs: Vec::new(),
+            tls_listen: None,
+            tls: None,
         }
     }
 }

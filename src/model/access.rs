@@ -24,9 +24,16 @@
 //! is refused.
 //!
 //! Invariants: an address is a node's when it equals the node's `ip`
-//! (IPv4-mapped IPv6 counts as its IPv4 address); IPv6 other than `::1` is
-//! never local and never a node. The rules look only at the validated
-//! cluster, so a reload changes them for the next request or connection.
+//! (IPv4-mapped IPv6 counts as its IPv4 address) or, in a dual-stack
+//! cluster (`network.ipv6`), the node's `ipv6`; the IPv6 applianceIP is
+//! local like the IPv4 one. Any other IPv6 address but `::1` (a DHCPv6
+//! pool client, another host of the IPv6 prefix) is neither local nor a
+//! node, so the per-node rules are the same for both families. The extra
+//! networks (`http.ignitionClientCidrs`, `http.bootIsoCidrs`,
+//! `loadBalancer.machineConfigClientCidrs`) are IPv4; a BMC named by an
+//! IPv6 literal gets its node's ISO over IPv6. The rules look only at the
+//! validated cluster, so a reload changes them for the next request or
+//! connection.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -51,21 +58,32 @@ fn v4(ip: IpAddr) -> Option<Ipv4Addr> {
     }
 }
 
+/// The node whose address `ip` is: its `ip` (IPv4, or IPv4-mapped IPv6)
+/// or, with `network.ipv6`, its `ipv6`.
+pub fn node_at(c: &Cluster, ip: IpAddr) -> Option<&NodeCfg> {
+    match (v4(ip), ip) {
+        (Some(a), _) => c.nodes.iter().find(|n| n.ip == a),
+        (None, IpAddr::V6(a)) if c.network.ipv6.is_some() => {
+            c.nodes.iter().find(|n| n.ipv6 == Some(a))
+        }
+        (None, _) => None,
+    }
+}
+
 /// Who `ip` is in `c`.
 pub fn classify(c: &Cluster, ip: IpAddr) -> Client<'_> {
     if ip.is_loopback() {
         return Client::Local;
     }
-    let Some(a) = v4(ip) else {
-        return Client::Other;
+    let local = match (v4(ip), ip) {
+        (Some(a), _) => a.is_loopback() || a == c.network.appliance_ip,
+        (None, IpAddr::V6(a)) => c.network.ipv6.as_ref().is_some_and(|v| v.appliance_ip == a),
+        (None, IpAddr::V4(_)) => false,
     };
-    if a.is_loopback() || a == c.network.appliance_ip {
+    if local {
         return Client::Local;
     }
-    c.nodes
-        .iter()
-        .find(|n| n.ip == a)
-        .map_or(Client::Other, Client::Node)
+    node_at(c, ip).map_or(Client::Other, Client::Node)
 }
 
 /// Is `ip` inside one of `cidrs`?
@@ -142,15 +160,21 @@ fn owner_rule(who: Client<'_>, owner: Owner<'_>) -> Decision {
     if ok { Decision::Allow } else { Decision::Deny }
 }
 
-/// Is `client` the owning node's BMC (its Redfish URL's host, an IPv4
+/// Is `client` the owning node's BMC (its Redfish URL's host, an IP
 /// literal)? A BMC fetches the ISO it was told to insert from its own
 /// address, which may well lie inside the cluster network.
 fn is_own_bmc(owner: Owner<'_>, client: IpAddr) -> bool {
     let Owner::Node(n) = owner else {
         return false;
     };
-    let bmc = n.bmc.as_ref().and_then(|b| b.host.parse::<Ipv4Addr>().ok());
-    bmc.is_some() && bmc == v4(client)
+    let Some(bmc) = n.bmc.as_ref().and_then(|b| b.host.parse::<IpAddr>().ok()) else {
+        return false;
+    };
+    match (bmc, v4(client)) {
+        (IpAddr::V4(b), c4) => c4 == Some(b),
+        (IpAddr::V6(b), None) => client == IpAddr::V6(b),
+        (IpAddr::V6(_), Some(_)) => false,
+    }
 }
 
 /// What `ip` is, for a refusal's log line: `node worker-0`, `a DHCP pool
@@ -163,7 +187,7 @@ pub fn describe(c: &Cluster, ip: IpAddr) -> String {
         Client::Other => {}
     }
     let Some(a) = v4(ip) else {
-        return "outside the cluster network".to_string();
+        return describe_v6(c, ip);
     };
     let in_pool = |p: &Option<(Ipv4Addr, Ipv4Addr)>| p.is_some_and(|(s, e)| s <= a && a <= e);
     if in_pool(&c.dhcp.pool) || c.dhcp.segments.iter().any(|s| in_pool(&s.pool)) {
@@ -175,6 +199,17 @@ pub fn describe(c: &Cluster, ip: IpAddr) -> String {
     match net {
         Some(n) => format!("not a node (inside {n})"),
         None => "outside the cluster network".to_string(),
+    }
+}
+
+/// [`describe`] for an IPv6 address that is not the host's nor a node's.
+fn describe_v6(c: &Cluster, ip: IpAddr) -> String {
+    match (&c.network.ipv6, ip) {
+        (Some(v6), IpAddr::V6(a)) if v6.in_pool(a) => "a DHCPv6 pool address".to_string(),
+        (Some(v6), IpAddr::V6(a)) if v6.cidr.contains(a) => {
+            format!("not a node (inside {})", v6.cidr)
+        }
+        _ => "outside the cluster network".to_string(),
     }
 }
 
@@ -308,6 +343,7 @@ mod tests {
             password_file: "/p".into(),
             tls: crate::model::bmc::BmcTls::Insecure,
             start_on_serve: false,
+            media: crate::model::bmc::BmcMedia::Auto,
         };
         c.nodes[1].bmc = Some(bmc);
         assert_eq!(boot_iso(&c, ip("10.0.0.60"), node(&c, "m0")), Allow);
@@ -371,5 +407,115 @@ mod tests {
         );
         assert_eq!(describe(&c, ip("8.8.8.8")), "outside the cluster network");
         assert_eq!(describe(&c, ip("127.0.0.1")), "the appliance host");
+    }
+
+    /// The cluster of [`cluster`], dual-stack: every node with an IPv6
+    /// address (`fd00::` and its last IPv4 octet's digits), a DHCPv6 pool.
+    fn dual(extra: &str) -> Cluster {
+        let mut c = cluster(extra);
+        let text = "name: c\nbaseDomain: example.com\n\
+             network: { cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1, \
+             ipv6: { cidr: 'fd00::/64', applianceIP: 'fd00::1', pool: { start: 'fd00::100', end: 'fd00::1ff' } } }\n\
+             nodes:\n  - { name: x, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.2, ipv6: 'fd00::2' }\n";
+        let v6 =
+            crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t"))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .cluster;
+        c.network.ipv6 = v6.network.ipv6;
+        for n in &mut c.nodes {
+            n.ipv6 = Some(format!("fd00::{}", n.ip.octets()[3]).parse().unwrap());
+        }
+        c
+    }
+
+    #[test]
+    fn ipv6_follows_the_same_per_node_rules() {
+        let c = dual("");
+        let boot = Owner::Role(Role::Bootstrap);
+        // `dual` wrote each node's last IPv4 octet as the IPv6 tail:
+        // fd00::5 bootstrap, fd00::10 m0, fd00::11 m1, fd00::20 w0.
+        for (who, want) in [
+            ("fd00::5", Allow),
+            ("fd00::1", Allow), // the IPv6 applianceIP: the host
+            ("::1", Allow),
+            ("fd00::10", Deny),
+            ("fd00::20", Deny),
+            ("fd00::150", Deny), // pool
+            ("fd00::77", Deny),
+            ("2001:db8::5", Deny),
+        ] {
+            assert_eq!(ignition(&c, ip(who), boot), want, "{who}");
+            assert_eq!(ignition(&c, ip(who), node(&c, "bootstrap")), want, "{who}");
+        }
+        for (who, want) in [
+            ("fd00::10", Allow),
+            ("fd00::20", Allow),
+            ("fd00::150", Deny),
+        ] {
+            assert_eq!(
+                ignition(&c, ip(who), Owner::Role(Role::Worker)),
+                want,
+                "{who}"
+            );
+            assert_eq!(machine_config(&c, ip(who)), want, "{who}");
+        }
+        assert_eq!(ignition(&c, ip("fd00::10"), node(&c, "m0")), Allow);
+        assert_eq!(ignition(&c, ip("fd00::11"), node(&c, "m0")), Deny);
+        assert_eq!(boot_iso(&c, ip("fd00::20"), node(&c, "w0")), Allow);
+        assert_eq!(boot_iso(&c, ip("fd00::10"), node(&c, "w0")), Deny);
+        assert_eq!(describe(&c, ip("fd00::150")), "a DHCPv6 pool address");
+        assert_eq!(
+            describe(&c, ip("fd00::77")),
+            "not a node (inside fd00::/64)"
+        );
+        assert_eq!(
+            describe(&c, ip("2001:db8::1")),
+            "outside the cluster network"
+        );
+        assert_eq!(
+            describe(&c, ip("fd00::14")),
+            "not a node (inside fd00::/64)"
+        );
+        assert_eq!(describe(&c, ip("fd00::20")), "node w0");
+        assert_eq!(
+            node_at(&c, ip("fd00::11")).map(|n| n.name.as_str()),
+            Some("m1")
+        );
+    }
+
+    #[test]
+    fn ipv6_addresses_are_nobody_without_network_ipv6() {
+        let mut c = dual("");
+        c.network.ipv6 = None;
+        assert_eq!(
+            ignition(&c, ip("fd00::5"), Owner::Role(Role::Bootstrap)),
+            Deny
+        );
+        assert_eq!(
+            ignition(&c, ip("fd00::1"), Owner::Role(Role::Bootstrap)),
+            Deny
+        );
+        assert_eq!(machine_config(&c, ip("fd00::10")), Deny);
+    }
+
+    #[test]
+    fn an_ipv6_bmc_gets_its_nodes_iso() {
+        let mut c = dual("");
+        let bmc = crate::model::bmc::BmcCfg {
+            url: "https://[fd00::60]/redfish/v1/Systems/1".into(),
+            origin: "https://[fd00::60]".into(),
+            host: "fd00::60".into(),
+            port: 443,
+            path: "/redfish/v1/Systems/1".into(),
+            username_file: "/u".into(),
+            password_file: "/p".into(),
+            tls: crate::model::bmc::BmcTls::Insecure,
+            start_on_serve: false,
+            media: Default::default(),
+        };
+        c.nodes[1].bmc = Some(bmc);
+        assert_eq!(boot_iso(&c, ip("fd00::60"), node(&c, "m0")), Allow);
+        assert_eq!(boot_iso(&c, ip("fd00::60"), node(&c, "m1")), Deny);
+        assert_eq!(ignition(&c, ip("fd00::60"), node(&c, "m0")), Deny);
     }
 }

@@ -32,6 +32,23 @@ pub struct BmcCfg {
     pub tls: BmcTls,
     /// `serve` runs `bmc up` for this node once it is ready.
     pub start_on_serve: bool,
+    /// Which URL of the node's boot ISO the BMC is given.
+    pub media: BmcMedia,
+}
+
+/// Which of the node's boot ISO URLs ([`crate::model::boot::iso_urls`])
+/// the BMC is given (`nodes[].bmc.media`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BmcMedia {
+    /// The `http://` URL first, the `https://` one when the BMC refuses
+    /// the URL's scheme or format (OpenBMC takes only `https://`).
+    #[default]
+    Auto,
+    /// The `http://` URL only.
+    Http,
+    /// The `https://` URL only.
+    Https,
 }
 
 /// How the BMC's certificate is checked.

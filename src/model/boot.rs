@@ -3,8 +3,14 @@
 //! `coreos.inst.*`: bootstrap-in-place writes the disk itself), used by the libvirt install domain, the iPXE scripts of
 //! network boot and the per-node live ISO alike, and the URLs the
 //! appliance serves them under.
+//!
+//! Dual-stack (`network.ipv6`): a node with an IPv6 address (and a role ISO
+//! of such a cluster) also gets [`DUAL_STACK_KARG`] unless its own or the
+//! configured kernel arguments carry an `ip=` already. `ip=dhcp` alone
+//! makes NetworkManager's initrd generator require IPv4; `dhcp,dhcp6`
+//! asks for both families and waits for both (docs/ipv6.md).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::cluster::{Cluster, NodeCfg, Role};
 
@@ -18,20 +24,61 @@ pub const MAX_KARGS_AREA: usize = 2048;
 /// arguments beyond it are silently lost.
 pub const MAX_KERNEL_CMDLINE: usize = 2047;
 
+/// The initramfs network argument of a dual-stack node: DHCPv4 and DHCPv6.
+pub const DUAL_STACK_KARG: &str = "ip=dhcp,dhcp6";
+
+/// Is `node` dual-stack: `network.ipv6` set and the node has an IPv6
+/// address?
+pub fn dual_stack(c: &Cluster, node: &NodeCfg) -> bool {
+    c.network.ipv6.is_some() && node.ipv6.is_some()
+}
+
 /// Default install disk of a bare-metal node (`rhcos.installDev`).
 pub const DEFAULT_INSTALL_DEV: &str = "/dev/sda";
 
+/// Default port of the boot ISOs' HTTPS listener (`http.tlsListen`).
+pub const HTTPS_PORT: u16 = 8443;
+
 /// `http://<applianceIP or http.listen>:<port>`: where nodes fetch from.
 pub fn http_base(c: &Cluster) -> String {
-    let http = c.http.listen;
-    let ip = match http.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(c.network.appliance_ip),
-        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V4(c.network.appliance_ip),
+    base("http", c, c.http.listen)
+}
+
+/// `https://<applianceIP or http.tlsListen>:<port>` when the HTTPS
+/// listener runs.
+pub fn https_base(c: &Cluster) -> Option<String> {
+    c.http.tls_listen.map(|l| base("https", c, l))
+}
+
+/// `<scheme>://<ip>:<port>` of a listener, `applianceIP` for an
+/// unspecified address.
+fn base(scheme: &str, c: &Cluster, listen: SocketAddr) -> String {
+    let ip = match listen.ip() {
+        ip if ip.is_unspecified() => IpAddr::V4(c.network.appliance_ip),
         ip => ip,
     };
     match ip {
-        IpAddr::V4(ip) => format!("http://{ip}:{}", http.port()),
-        IpAddr::V6(ip) => format!("http://[{ip}]:{}", http.port()),
+        IpAddr::V4(ip) => format!("{scheme}://{ip}:{}", listen.port()),
+        IpAddr::V6(ip) => format!("{scheme}://[{ip}]:{}", listen.port()),
+    }
+}
+
+/// A node's boot ISO URLs: what a BMC's virtual media is given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsoUrls {
+    /// `http://<applianceIP>:<port>/boot/<node>.iso`.
+    pub http: String,
+    /// `https://<applianceIP>:8443/boot/<node>.iso`, when the HTTPS
+    /// listener runs (`http.tlsListen`).
+    pub https: Option<String>,
+}
+
+/// The boot ISO URLs of `node` over both schemes.
+pub fn iso_urls(c: &Cluster, node: &NodeCfg) -> IsoUrls {
+    let path = format!("/boot/{}.iso", node.name);
+    IsoUrls {
+        http: format!("{}{path}", http_base(c)),
+        https: https_base(c).map(|b| format!("{b}{path}")),
     }
 }
 
@@ -49,7 +96,7 @@ pub fn install_kargs(
     let dev = node.install_dev.as_deref().unwrap_or(default_dev);
     kargs(
         c,
-        node.role,
+        (node.role, dual_stack(c, node)),
         &node.kargs,
         dev,
         Some(rootfs_url),
@@ -131,15 +178,32 @@ pub fn iso_install_kargs(c: &Cluster, t: IsoTarget<'_>) -> String {
     match t {
         IsoTarget::Node(n) => {
             let dev = n.install_dev.as_deref().unwrap_or(default_dev);
-            kargs(c, n.role, &n.kargs, dev, None, &ignition_url)
+            kargs(
+                c,
+                (n.role, dual_stack(c, n)),
+                &n.kargs,
+                dev,
+                None,
+                &ignition_url,
+            )
         }
-        IsoTarget::Role(r) => kargs(c, r, &[], default_dev, None, &ignition_url),
+        // Any node of the role may boot it: dual-stack with the cluster.
+        IsoTarget::Role(r) => kargs(
+            c,
+            (r, c.network.ipv6.is_some()),
+            &[],
+            default_dev,
+            None,
+            &ignition_url,
+        ),
     }
 }
 
+/// `(role, dual)`: the role's extra arguments, and whether to add
+/// [`DUAL_STACK_KARG`].
 fn kargs(
     c: &Cluster,
-    role: Role,
+    (role, dual): (Role, bool),
     own: &[String],
     dev: &str,
     rootfs_url: Option<&str>,
@@ -154,16 +218,31 @@ fn kargs(
          coreos.inst.install_dev={dev} coreos.inst.ignition_url={ignition_url} \
          console=tty0 console=ttyS0,115200n8"
     ));
-    let extra = c.rhcos.iter().flat_map(|r| {
-        r.kargs
-            .iter()
-            .chain(r.role_kargs.get(&role).into_iter().flatten())
-    });
-    for a in extra.chain(own.iter()) {
+    let extra: Vec<&String> = c
+        .rhcos
+        .iter()
+        .flat_map(|r| {
+            r.kargs
+                .iter()
+                .chain(r.role_kargs.get(&role).into_iter().flatten())
+        })
+        .chain(own.iter())
+        .collect();
+    push_extra(&mut k, dual, &extra);
+    k
+}
+
+/// Append [`DUAL_STACK_KARG`] when `dual` and no `extra` argument is an
+/// `ip=` (the operator's network setup wins), then `extra`.
+fn push_extra(k: &mut String, dual: bool, extra: &[&String]) {
+    if dual && !extra.iter().any(|a| a.starts_with("ip=")) {
+        k.push(' ');
+        k.push_str(DUAL_STACK_KARG);
+    }
+    for a in extra {
         k.push(' ');
         k.push_str(a);
     }
-    k
 }
 
 /// The live kernel arguments of the single-node master (bootstrap-in-place:
@@ -177,14 +256,79 @@ pub fn single_node_kargs(c: &Cluster, node: &NodeCfg, ignition_url: Option<&str>
         k.push_str(&format!("ignition.config.url={url} "));
     }
     k.push_str("console=tty0 console=ttyS0,115200n8");
-    let extra = c.rhcos.iter().flat_map(|r| {
-        r.kargs
-            .iter()
-            .chain(r.role_kargs.get(&node.role).into_iter().flatten())
-    });
-    for a in extra.chain(node.kargs.iter()) {
-        k.push(' ');
-        k.push_str(a);
-    }
+    let extra: Vec<&String> = c
+        .rhcos
+        .iter()
+        .flat_map(|r| {
+            r.kargs
+                .iter()
+                .chain(r.role_kargs.get(&node.role).into_iter().flatten())
+        })
+        .chain(node.kargs.iter())
+        .collect();
+    push_extra(&mut k, dual_stack(c, node), &extra);
     k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(v6: bool, extra: &str) -> Cluster {
+        let (net6, node6) = if v6 {
+            (
+                ", ipv6: { cidr: 'fd00::/64', applianceIP: 'fd00::1' }",
+                ", ipv6: 'fd00::10'",
+            )
+        } else {
+            ("", "")
+        };
+        let text = format!(
+            "name: c\nbaseDomain: example.com\n\
+             network: {{ cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1{net6} }}\n\
+             nodes:\n\
+             \x20 - {{ name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10{node6} }}\n\
+             \x20 - {{ name: w0, role: worker, mac: '52:54:00:00:00:02', ip: 10.0.0.20 }}\n{extra}"
+        );
+        crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .cluster
+    }
+
+    #[test]
+    fn dual_stack_nodes_ask_for_dhcp_and_dhcpv6() {
+        let c = cluster(true, "");
+        let m0 = c.node("m0").unwrap();
+        let w0 = c.node("w0").unwrap();
+        let k = ipxe_kernel_args(&c, m0);
+        assert!(k.ends_with("console=ttyS0,115200n8 ip=dhcp,dhcp6"), "{k}");
+        assert!(iso_install_kargs(&c, IsoTarget::Node(m0)).ends_with(" ip=dhcp,dhcp6"));
+        // A node without an IPv6 address is IPv4-only: no argument.
+        assert!(!ipxe_kernel_args(&c, w0).contains("ip="));
+        assert!(!iso_install_kargs(&c, IsoTarget::Node(w0)).contains("ip="));
+        // A role ISO may boot any node of a dual-stack cluster.
+        assert!(iso_install_kargs(&c, IsoTarget::Role(Role::Worker)).contains(DUAL_STACK_KARG));
+    }
+
+    #[test]
+    fn an_ip_argument_of_the_operator_wins() {
+        let c = cluster(true, "rhcos: { iso: /x.iso, kargs: ['ip=ens3:dhcp6'] }\n");
+        let k = ipxe_kernel_args(&c, c.node("m0").unwrap());
+        assert_eq!(k.matches("ip=").count(), 1, "{k}");
+        assert!(k.ends_with("ip=ens3:dhcp6"), "{k}");
+    }
+
+    #[test]
+    fn ipv4_only_kargs_are_unchanged() {
+        let c = cluster(false, "");
+        let m0 = c.node("m0").unwrap();
+        assert_eq!(
+            ipxe_kernel_args(&c, m0),
+            "initrd=main coreos.live.rootfs_url=http://10.0.0.1:8080/boot/rootfs.img \
+             ignition.firstboot ignition.platform.id=metal coreos.inst.install_dev=/dev/sda \
+             coreos.inst.ignition_url=http://10.0.0.1:8080/ignition/m0.ign \
+             console=tty0 console=ttyS0,115200n8"
+        );
+        assert!(!iso_install_kargs(&c, IsoTarget::Role(Role::Master)).contains("ip="));
+    }
 }

@@ -12,13 +12,23 @@
 //! Invariants: a disabled section binds nothing; listeners come in service
 //! start order, DNS with UDP before TCP per address; [`PoolKind`] names the
 //! four LB frontends everywhere (plan, LB, status, timeline).
+//!
+//! Dual-stack (`network.ipv6`): a listener of the LB, HTTP, admin or TFTP
+//! configured on an IPv4 address that is not loopback (its default, the
+//! VIP or applianceIP, or `0.0.0.0`) gets an IPv6 twin on the same port
+//! ([`v6_twin`]): the LB's on the IPv6 API or ingress VIP, the others on
+//! the IPv6 applianceIP. Each twin follows its IPv4 listener in the list.
+//! A loopback listener (the admin default) gets none, nor does one
+//! configured on an IPv6 address. Without `network.ipv6` the list is what
+//! it always was.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{Ipv6Addr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
 use super::cluster::{AdminCfg, Cluster, DhcpCfg, DnsCfg, HttpCfg, LbCfg, NtpCfg, TftpCfg};
+use super::ipv6::Ipv6Cfg;
 
 /// A service of the appliance (the key of its `/status` section).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -130,6 +140,22 @@ impl PoolKind {
             PoolKind::IngressHttps => lb.ingress_https,
         }
     }
+
+    /// The IPv6 VIP of the frontend (api and machine-config: the API VIP;
+    /// ingress: the ingress VIP) and its field.
+    pub fn vip6(self, v6: &Ipv6Cfg) -> (Ipv6Addr, &'static str) {
+        match self {
+            PoolKind::Api | PoolKind::MachineConfig => (v6.api_vip, "network.ipv6.apiVIP"),
+            PoolKind::IngressHttp | PoolKind::IngressHttps => {
+                (v6.ingress_vip, "network.ipv6.ingressVIP")
+            }
+        }
+    }
+
+    /// The frontend's IPv6 twin ([`v6_twin`] on its IPv6 VIP), if any.
+    pub fn frontend_v6(self, lb: &LbCfg, v6: Option<&Ipv6Cfg>) -> Option<SocketAddr> {
+        v6_twin(self.frontend(lb), self.vip6(v6?).0)
+    }
 }
 
 impl fmt::Display for PoolKind {
@@ -167,6 +193,16 @@ pub struct Listener {
     pub field: String,
 }
 
+/// The IPv6 twin of a listener on `addr`: `[ip]:port` when `addr` is an
+/// IPv4 address other than loopback (a listener on the cluster network, or
+/// on every IPv4 address); `None` for loopback and IPv6 listeners.
+pub fn v6_twin(addr: SocketAddr, ip: Ipv6Addr) -> Option<SocketAddr> {
+    match addr {
+        SocketAddr::V4(a) if !a.ip().is_loopback() => Some(SocketAddr::new(ip.into(), a.port())),
+        _ => None,
+    }
+}
+
 /// The sections that bind sockets, as far as they exist (validation builds
 /// this from what it could assemble; [`Cluster::listeners`] from a valid
 /// cluster). A section that is present but disabled binds nothing.
@@ -179,8 +215,8 @@ pub struct Sections<'a> {
     pub admin: Option<&'a AdminCfg>,
     pub tftp: Option<&'a TftpCfg>,
     pub ntp: Option<&'a NtpCfg>,
-    /// `network.ipv6` is set (DHCPv6 binds `dhcp.listen6` only then).
-    pub ipv6: bool,
+    /// `network.ipv6`: the IPv6 twins ([`v6_twin`]).
+    pub ipv6: Option<&'a Ipv6Cfg>,
 }
 
 impl<'a> Sections<'a> {
@@ -193,7 +229,7 @@ impl<'a> Sections<'a> {
             admin: Some(&c.admin),
             tftp: c.tftp.as_ref(),
             ntp: c.ntp.as_ref(),
-            ipv6: c.network.ipv6.is_some(),
+            ipv6: c.network.ipv6.as_ref(),
         }
     }
 }
@@ -201,6 +237,7 @@ impl<'a> Sections<'a> {
 /// Every socket the enabled sections of `s` bind, in start order.
 pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
     let mut out = Vec::new();
+    let app6 = s.ipv6.map(|v| v.appliance_ip);
     let mut add = |service, what, proto, addr, field: String| {
         out.push(Listener {
             service,
@@ -210,6 +247,9 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
             field,
         });
     };
+    // The IPv6 twin of an HTTP, admin or TFTP listener.
+    let twin = |addr| app6.and_then(|ip| v6_twin(addr, ip));
+    const APP6: &str = "network.ipv6.applianceIP";
     for kind in ServiceKind::ALL {
         match kind {
             // The libvirt service binds nothing of its own.
@@ -231,7 +271,7 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
                 }
             }
             ServiceKind::Dhcp6 => {
-                if let Some(d) = s.dhcp.filter(|d| d.enabled && s.ipv6) {
+                if let Some(d) = s.dhcp.filter(|d| d.enabled && s.ipv6.is_some()) {
                     add(kind, "dhcp6", Proto::Udp, d.listen6, "dhcp.listen6".into());
                 }
             }
@@ -240,22 +280,40 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
                     for p in PoolKind::ALL {
                         let field = format!("loadBalancer.listen.{}", p.listen_field());
                         add(kind, p.listener_name(), Proto::Tcp, p.frontend(l), field);
+                        if let Some(v6) = s.ipv6
+                            && let Some(t) = p.frontend_v6(l, Some(v6))
+                        {
+                            let field = p.vip6(v6).1.to_string();
+                            add(kind, p.listener_name(), Proto::Tcp, t, field);
+                        }
                     }
                 }
             }
             ServiceKind::Http => {
                 if let Some(h) = s.http.filter(|h| h.enabled) {
                     add(kind, "http", Proto::Tcp, h.listen, "http.listen".into());
+                    if let Some(t) = h.tls_listen {
+                        add(kind, "https", Proto::Tcp, t, "http.tlsListen".into());
+                    }
+                    if let Some(l6) = twin(h.listen) {
+                        add(kind, "http", Proto::Tcp, l6, APP6.into());
+                    }
                 }
             }
             ServiceKind::Admin => {
                 if let Some(a) = s.admin.filter(|a| a.enabled) {
                     add(kind, "admin", Proto::Tcp, a.listen, "admin.listen".into());
+                    if let Some(l6) = twin(a.listen) {
+                        add(kind, "admin", Proto::Tcp, l6, APP6.into());
+                    }
                 }
             }
             ServiceKind::Tftp => {
                 if let Some(t) = s.tftp.filter(|t| t.enabled) {
                     add(kind, "tftp", Proto::Udp, t.listen, "pxe.tftpListen".into());
+                    if let Some(l6) = twin(t.listen) {
+                        add(kind, "tftp", Proto::Udp, l6, APP6.into());
+                    }
                 }
             }
             ServiceKind::Ntp => {
@@ -299,5 +357,153 @@ impl Cluster {
     /// Every socket the enabled services bind.
     pub fn listeners(&self) -> Vec<Listener> {
         listeners(&Sections::of(self))
+    }
+
+    /// The addresses `kind` binds (with their IPv6 twins), in order.
+    pub fn listen_addrs(&self, kind: ServiceKind) -> Vec<SocketAddr> {
+        self.listeners()
+            .into_iter()
+            .filter(|l| l.service == kind)
+            .map(|l| l.addr)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NODES: &str = "nodes:\n  - { name: m0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10, ipv6: 'fd00::10' }\n";
+
+    fn parse(net6: &str, extra: &str) -> Result<Cluster, String> {
+        let nodes = if net6.is_empty() {
+            NODES.replace(", ipv6: 'fd00::10'", "")
+        } else {
+            NODES.to_string()
+        };
+        let text = format!(
+            "name: c\nbaseDomain: example.com\nnetwork:\n  cidr: 10.0.0.0/24\n  gateway: 10.0.0.254\n  applianceIP: 10.0.0.1\n{net6}{nodes}{extra}"
+        );
+        crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .map(|f| f.cluster)
+            .map_err(|e| e.to_string())
+    }
+
+    const V6: &str = "  ipv6: { cidr: 'fd00::/64', applianceIP: 'fd00::1', apiVIP: 'fd00::5', ingressVIP: 'fd00::7' }\n";
+    const PXE: &str = "pxe: { tftpRoot: / }\n";
+
+    fn rows(c: &Cluster) -> Vec<String> {
+        c.listeners()
+            .iter()
+            .map(|l| format!("{} {} {} {}", l.what, l.proto.as_str(), l.addr, l.field))
+            .collect()
+    }
+
+    #[test]
+    fn ipv4_only_listeners_are_unchanged() {
+        let c = parse("", PXE).unwrap();
+        assert_eq!(
+            rows(&c),
+            [
+                "dns udp 10.0.0.1:53 dns.listen[0]",
+                "dns tcp 10.0.0.1:53 dns.listen[0]",
+                "dhcp udp 0.0.0.0:67 dhcp.listen",
+                "lb api tcp 10.0.0.1:6443 loadBalancer.listen.api",
+                "lb machine-config tcp 10.0.0.1:22623 loadBalancer.listen.machineConfig",
+                "lb ingress-http tcp 10.0.0.1:80 loadBalancer.listen.ingressHttp",
+                "lb ingress-https tcp 10.0.0.1:443 loadBalancer.listen.ingressHttps",
+                "http tcp 10.0.0.1:8080 http.listen",
+                "admin tcp 127.0.0.1:9180 admin.listen",
+                "tftp udp 10.0.0.1:69 pxe.tftpListen",
+            ]
+        );
+        assert_eq!(c.listen_addrs(ServiceKind::Http).len(), 1);
+    }
+
+    #[test]
+    fn dual_stack_twins_follow_their_ipv4_listener() {
+        let c = parse(V6, PXE).unwrap();
+        let got = rows(&c);
+        let after = |a: &str, b: &str| {
+            let i = got
+                .iter()
+                .position(|r| r == a)
+                .unwrap_or_else(|| panic!("{a}: {got:#?}"));
+            assert_eq!(got[i + 1], b, "{got:#?}");
+        };
+        after(
+            "lb api tcp 10.0.0.1:6443 loadBalancer.listen.api",
+            "lb api tcp [fd00::5]:6443 network.ipv6.apiVIP",
+        );
+        after(
+            "lb machine-config tcp 10.0.0.1:22623 loadBalancer.listen.machineConfig",
+            "lb machine-config tcp [fd00::5]:22623 network.ipv6.apiVIP",
+        );
+        after(
+            "lb ingress-https tcp 10.0.0.1:443 loadBalancer.listen.ingressHttps",
+            "lb ingress-https tcp [fd00::7]:443 network.ipv6.ingressVIP",
+        );
+        after(
+            "http tcp 10.0.0.1:8080 http.listen",
+            "http tcp [fd00::1]:8080 network.ipv6.applianceIP",
+        );
+        after(
+            "tftp udp 10.0.0.1:69 pxe.tftpListen",
+            "tftp udp [fd00::1]:69 network.ipv6.applianceIP",
+        );
+        // The admin default is loopback: no twin.
+        assert_eq!(c.listen_addrs(ServiceKind::Admin).len(), 1, "{got:#?}");
+        assert_eq!(
+            c.listen_addrs(ServiceKind::Http),
+            [
+                "10.0.0.1:8080".parse().unwrap(),
+                "[fd00::1]:8080".parse().unwrap()
+            ]
+        );
+    }
+
+    #[test]
+    fn twins_only_for_ipv4_addresses_off_loopback() {
+        let ip6: Ipv6Addr = "fd00::1".parse().unwrap();
+        let t = |a: &str| v6_twin(a.parse().unwrap(), ip6).map(|s| s.to_string());
+        assert_eq!(t("10.0.0.1:80").as_deref(), Some("[fd00::1]:80"));
+        assert_eq!(t("0.0.0.0:80").as_deref(), Some("[fd00::1]:80"));
+        assert_eq!(t("127.0.0.1:80"), None);
+        assert_eq!(t("[::]:80"), None);
+        assert_eq!(t("[fd00::9]:80"), None);
+        // An admin listener off loopback (token required) gets one.
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "t0k3n-for-the-test-0123456789abcdef").unwrap();
+        std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let admin = format!(
+            "admin: {{ listen: '0.0.0.0:9180', tokenFile: {} }}\n",
+            token.display()
+        );
+        let c = parse(V6, &admin).unwrap();
+        assert_eq!(
+            c.listen_addrs(ServiceKind::Admin),
+            [
+                "0.0.0.0:9180".parse().unwrap(),
+                "[fd00::1]:9180".parse().unwrap()
+            ]
+        );
+    }
+
+    #[test]
+    fn collisions_are_per_family_except_for_the_ipv6_wildcard() {
+        // `0.0.0.0` and the IPv6 twins share ports without colliding.
+        parse(
+            V6,
+            "http: { listen: '0.0.0.0:8080' }\nloadBalancer: { listen: { api: '0.0.0.0:6443' } }\n",
+        )
+        .unwrap();
+        // `[::]` takes IPv4 too.
+        let e = parse(V6, "http: { listen: '[::]:6443' }\n").unwrap_err();
+        assert!(e.contains("collides with"), "{e}");
+        // A twin collides with what is configured on its address.
+        let e = parse(V6, "dns: { listen: ['[fd00::1]:8080'] }\n").unwrap_err();
+        assert!(e.contains("network.ipv6.applianceIP"), "{e}");
     }
 }

@@ -469,6 +469,21 @@ pub struct HttpCfg {
     /// owning nodes and the appliance host (a jump host); see
     /// [`super::access`].
     pub ignition_client_cidrs: Vec<Ipv4Net>,
+    /// The HTTPS listener of the boot ISOs, when it runs (`http.tlsListen`
+    /// or `http.tls` set, or a node's BMC may be given the `https://` URL).
+    pub tls_listen: Option<SocketAddr>,
+    /// `http.tls`: the operator's certificate; `None`: the appliance's own
+    /// (generated in the state directory).
+    pub tls: Option<HttpTlsCfg>,
+}
+
+/// `http.tls`, validated: both files exist and are readable (that they
+/// parse and match is checked before the listener binds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpTlsCfg {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

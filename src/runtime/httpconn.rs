@@ -422,6 +422,30 @@ pub async fn request_start(
     }
 }
 
+/// [`request_start`] of a TLS listener: the handshake with `acceptor`,
+/// at most `header_timeout` (a silent or trickling client holds no slot
+/// for long), then the protocol from ALPN (`h2`, else HTTP/1).
+pub async fn tls_start(
+    acceptor: tokio_rustls::TlsAcceptor,
+    stream: TcpStream,
+    header_timeout: Duration,
+    activity: &Activity,
+    shutdown: &CancellationToken,
+) -> Result<(Proto, tokio_rustls::server::TlsStream<TcpStream>), Ended> {
+    tokio::select! {
+        r = tokio::time::timeout(header_timeout, acceptor.accept(stream)) => match r {
+            Ok(Ok(s)) => {
+                let h2 = s.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                Ok((if h2 { Proto::H2 } else { Proto::Http1 }, s))
+            }
+            Ok(Err(e)) => Err(Ended::Failed(e.into())),
+            Err(_) => Err(Ended::Silent),
+        },
+        _ = activity.kick.cancelled() => Err(Ended::Kicked),
+        _ = shutdown.cancelled() => Err(Ended::Shutdown),
+    }
+}
+
 /// Sets `woken` and wakes the task that polls the [`Quiet`] future.
 #[derive(Default)]
 struct WakeFlag {

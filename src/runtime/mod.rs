@@ -7,6 +7,7 @@
 //! [`lograte`]), and the health probes with their rise/fall state machine
 //! ([`probe`], [`health`]) that the LB and the single-node prober share.
 
+pub mod certs;
 pub mod changes;
 pub mod clock;
 pub mod control;

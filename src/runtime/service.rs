@@ -319,6 +319,21 @@ impl Listeners<std::net::SocketAddr> {
             .map_err(|e| anyhow::anyhow!("bind TCP {addr}: {e}"))?;
         Ok(Some(l))
     }
+
+    /// TCP listeners on those of `addrs` not held yet (a service with an
+    /// IPv6 twin, [`crate::model::catalogue::v6_twin`]).
+    pub async fn bind_tcp_missing(
+        &self,
+        addrs: &[std::net::SocketAddr],
+    ) -> anyhow::Result<Vec<(std::net::SocketAddr, tokio::net::TcpListener)>> {
+        let mut out = Vec::new();
+        for a in addrs {
+            if let Some(l) = self.bind_tcp_if_missing(*a).await? {
+                out.push((*a, l));
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl<K: std::hash::Hash + Eq + Clone> Listeners<K> {

@@ -54,7 +54,8 @@ pub enum ServiceStatus {
     Dhcp(DhcpStatus),
     Dhcp6(Dhcp6Status),
     Lb(LbStatus),
-    Http(HttpStatus),
+    // Boxed: the HTTP section (netboot rows, https, twins) is the largest.
+    Http(Box<HttpStatus>),
     Libvirt(LibvirtStatus),
     Admin(AdminStatus),
     Tftp(TftpStatus),
@@ -95,7 +96,7 @@ impl StatusDoc {
             ServiceStatus::Dhcp(x) => self.dhcp = Some(x),
             ServiceStatus::Dhcp6(x) => self.dhcp6 = Some(x),
             ServiceStatus::Lb(x) => self.lb = Some(x),
-            ServiceStatus::Http(x) => self.http = Some(x),
+            ServiceStatus::Http(x) => self.http = Some(*x),
             ServiceStatus::Libvirt(x) => self.libvirt = Some(x),
             ServiceStatus::Admin(x) => self.admin = Some(x),
             ServiceStatus::Tftp(x) => self.tftp = Some(x),
@@ -338,6 +339,9 @@ pub struct HealthStatus {
 pub struct PoolStatus {
     pub name: PoolKind,
     pub frontend: String,
+    /// The IPv6 frontend (dual-stack clusters only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend_v6: Option<String>,
     pub check: String,
     pub active_connections: u64,
     pub total_connections: u64,
@@ -376,6 +380,9 @@ pub struct BackendStatus {
 #[serde(rename_all = "camelCase")]
 pub struct HttpStatus {
     pub listen: Option<String>,
+    /// The IPv6 twin's address (dual-stack clusters only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen_v6: Option<String>,
     pub images_dir: String,
     pub ignition_dir: String,
     /// Single-node: seconds since `bootstrap-in-place-for-live-iso.ign` was
@@ -397,6 +404,23 @@ pub struct HttpStatus {
     /// The file that keeps [`HttpStatus::netboot`] (with an `rhcos` section).
     #[serde(default)]
     pub netboot_state: Option<NetbootStateStatus>,
+    /// The boot ISOs' HTTPS listener, while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https: Option<HttpsStatus>,
+}
+
+/// The boot ISOs' HTTPS listener (`http.tlsListen`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpsStatus {
+    /// The bound address.
+    pub listen: Option<String>,
+    /// The certificate served: its files, origin and SHA-256.
+    pub cert: crate::runtime::certs::CertInfo,
+    /// TLS handshakes completed.
+    pub handshakes: u64,
+    /// TLS handshakes that failed or timed out.
+    pub handshake_failures: u64,
 }
 
 /// Whether the network-boot install state is on disk.
@@ -491,8 +515,12 @@ pub struct VmRow {
 
 /// `admin`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct AdminStatus {
     pub listen: Option<String>,
+    /// The IPv6 twin's address (dual-stack clusters only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen_v6: Option<String>,
 }
 
 /// `tftp`.
@@ -500,6 +528,9 @@ pub struct AdminStatus {
 #[serde(rename_all = "camelCase")]
 pub struct TftpStatus {
     pub listen: Option<String>,
+    /// The IPv6 twin's address (dual-stack clusters only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen_v6: Option<String>,
     pub root: Option<String>,
     pub started: u64,
     pub active: i64,

@@ -39,6 +39,8 @@ struct NodeRef {
     name: String,
     role: Role,
     ip: Ipv4Addr,
+    /// The node's IPv6 address (dual-stack clusters).
+    ipv6: Option<std::net::Ipv6Addr>,
     mac: MacAddr,
 }
 
@@ -60,6 +62,7 @@ fn refs(plan: &Plan) -> Vec<NodeRef> {
             name: n.name.clone(),
             role: n.role,
             ip: n.ip,
+            ipv6: n.ipv6.filter(|_| plan.cluster.network.ipv6.is_some()),
             mac: n.mac,
         })
         .collect()
@@ -101,14 +104,17 @@ impl Recorder {
 
     /// The node whose address `ip` is.
     pub fn node_by_ip(&self, ip: IpAddr) -> Option<String> {
-        let ip = match ip {
-            IpAddr::V4(v4) => v4,
-            IpAddr::V6(v6) => v6.to_ipv4_mapped()?,
+        let (v4, v6) = match ip {
+            IpAddr::V4(v4) => (Some(v4), None),
+            IpAddr::V6(v6) => (v6.to_ipv4_mapped(), Some(v6)),
         };
         self.nodes
             .load()
             .iter()
-            .find(|n| n.ip == ip)
+            .find(|n| match v4 {
+                Some(v4) => n.ip == v4,
+                None => v6.is_some() && n.ipv6 == v6,
+            })
             .map(|n| n.name.clone())
     }
 

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 #![allow(dead_code)]
 
+pub mod dnstools;
 pub mod initramfs;
 pub mod libvirtd;
 pub mod qemu;

@@ -5,11 +5,13 @@ use std::path::{Component, Path, PathBuf};
 
 use super::{Errs, NetParts, client_cidrs, resolve, sock};
 use crate::config::{raw, secret};
-use crate::model::cluster::{AdminCfg, HttpCfg, Ipv4Net};
+use crate::model::boot::HTTPS_PORT;
+use crate::model::cluster::{AdminCfg, HttpCfg, HttpTlsCfg, Ipv4Net, NodeCfg};
 
 pub(crate) fn build_http(
     t: &raw::Http,
     net: &NetParts,
+    nodes: Option<&[NodeCfg]>,
     base: &Path,
     e: &mut Errs,
 ) -> Option<HttpCfg> {
@@ -17,6 +19,8 @@ pub(crate) fn build_http(
         Some(s) => sock(e, "http.listen", s, Some(8080)),
         None => net.appliance_ip.map(|ip| SocketAddr::new(ip.into(), 8080)),
     };
+    let tls = t.tls.as_ref().and_then(|x| tls_files(x, base, e));
+    let tls_listen = tls_listen(t, net, nodes, e);
     for (f, v) in [
         ("imagesDir", &t.images_dir),
         ("ignitionDir", &t.ignition_dir),
@@ -62,6 +66,55 @@ pub(crate) fn build_http(
         max_connections_per_client: t.max_connections_per_client as usize,
         boot_iso_cidrs,
         ignition_client_cidrs,
+        tls_listen: tls_listen?,
+        tls,
+    })
+}
+
+/// The HTTPS listener's address when it runs: `http.tlsListen` (default
+/// port 8443), else `<applianceIP>:8443` when `http.tls` is set or a
+/// node's BMC may be given the `https://` URL; `Some(None)`: it does not
+/// run; `None`: an error was pushed.
+fn tls_listen(
+    t: &raw::Http,
+    net: &NetParts,
+    nodes: Option<&[NodeCfg]>,
+    e: &mut Errs,
+) -> Option<Option<SocketAddr>> {
+    if let Some(s) = &t.tls_listen {
+        return sock(e, "http.tlsListen", s, Some(HTTPS_PORT)).map(Some);
+    }
+    let https_media = nodes.unwrap_or_default().iter().any(|n| {
+        n.bmc
+            .as_ref()
+            .is_some_and(|b| b.media != crate::model::bmc::BmcMedia::Http)
+    });
+    if t.tls.is_none() && !https_media {
+        return Some(None);
+    }
+    // Without applianceIP the network section has already reported it.
+    net.appliance_ip
+        .map(|ip| Some(SocketAddr::new(ip.into(), HTTPS_PORT)))
+}
+
+/// `http.tls`: both files readable (parsing and the key matching the
+/// certificate are checked before the listener binds).
+fn tls_files(t: &raw::HttpTls, base: &Path, e: &mut Errs) -> Option<HttpTlsCfg> {
+    let cert_file = resolve(base, &t.cert_file);
+    let key_file = resolve(base, &t.key_file);
+    let mut ok = true;
+    for (field, f) in [("certFile", &cert_file), ("keyFile", &key_file)] {
+        if let Err(err) = std::fs::File::open(f) {
+            e.push(
+                format!("http.tls.{field}"),
+                format!("{}: {err}", f.display()),
+            );
+            ok = false;
+        }
+    }
+    ok.then_some(HttpTlsCfg {
+        cert_file,
+        key_file,
     })
 }
 

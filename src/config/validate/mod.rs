@@ -189,10 +189,12 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
         e,
     );
     let lb = lb::build(&raw.load_balancer, &raw.nodes, &net, base, e);
-    let http = http::build_http(&raw.http, &net, base, e);
+    let http = http::build_http(&raw.http, &net, nodes.as_deref(), base, e);
     let admin = http::build_admin(&raw.admin, base, e);
     let tftp = super::pxe::tftp(raw.pxe.as_ref(), net.appliance_ip, base, &mut e.0);
     let ntp = super::ntp::ntp(raw.ntp.as_ref(), net.appliance_ip, &mut e.0);
+    // The IPv6 twins of the listeners (`network.ipv6`, as far as it parsed).
+    let ipv6 = net.v6.as_ref().and_then(|v| v.finish());
     listeners::check(
         &crate::model::catalogue::Sections {
             dns: dns.as_ref(),
@@ -202,7 +204,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
             admin: admin.as_ref(),
             tftp: tftp.as_ref(),
             ntp: ntp.as_ref(),
-            ipv6: raw.network.ipv6.is_some(),
+            ipv6: ipv6.as_ref(),
         },
         e,
     );

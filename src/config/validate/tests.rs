@@ -285,3 +285,116 @@ fn ingress_names_existing_non_bootstrap_nodes_once() {
     let names: Vec<_> = c.ingress_nodes().iter().map(|n| n.name.clone()).collect();
     assert_eq!(names, ["worker-0"], "default with workers: the workers");
 }
+
+#[test]
+fn https_listener_runs_when_asked_for_or_a_bmc_may_need_it() {
+    let (s, e) = run(BASE);
+    assert!(e.0.is_empty(), "{:?}", e.0);
+    assert_eq!(s.http.unwrap().tls_listen, None, "off by default");
+    let (s, e) = run(&format!("{BASE}http: {{ tlsListen: 127.0.0.1 }}\n"));
+    assert!(e.0.is_empty(), "{:?}", e.0);
+    assert_eq!(
+        s.http.unwrap().tls_listen,
+        Some("127.0.0.1:8443".parse().unwrap())
+    );
+    let (_, e) = run(&format!("{BASE}http: {{ tlsListen: nope }}\n"));
+    assert_eq!(e.0.len(), 1, "{:?}", e.0);
+    assert_eq!(e.0[0].path, "http.tlsListen");
+    // Files that cannot be opened are named with their field.
+    let (_, e) = run(&format!(
+        "{BASE}http: {{ tls: {{ certFile: /nonexistent/c.pem, keyFile: k.pem }} }}\n"
+    ));
+    let paths: Vec<&str> = e.0.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["http.tls.certFile", "http.tls.keyFile"],
+        "{:?}",
+        e.0
+    );
+    // Unknown keys are refused.
+    assert!(
+        parse_str(&format!(
+            "{BASE}http: {{ tls: {{ certFile: a, keyFile: b, x: 1 }} }}\n"
+        ))
+        .is_err()
+    );
+    // The same port and address as http.listen collides.
+    let (_, e) = run(&format!(
+        "{BASE}http: {{ listen: 127.0.0.1:8443, tlsListen: 127.0.0.1 }}\n"
+    ));
+    assert!(
+        e.0.iter()
+            .any(|f| f.path == "http.tlsListen" && f.message.contains("collides with http.listen")),
+        "{:?}",
+        e.0
+    );
+}
+
+#[test]
+fn bmc_media_and_the_iso_urls_of_both_schemes() {
+    use crate::model::bmc::BmcMedia;
+    use crate::model::boot::{IsoUrls, iso_urls};
+    use std::os::unix::fs::PermissionsExt as _;
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("user"), "admin\n").unwrap();
+    std::fs::write(d.path().join("pass"), "secret\n").unwrap();
+    std::fs::set_permissions(
+        d.path().join("pass"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::write(d.path().join("c.pem"), "x").unwrap();
+    std::fs::write(d.path().join("k.pem"), "x").unwrap();
+    let with = |media: &str, http: &str| {
+        let text = BASE.replace(
+            "ip: 192.168.131.10 }",
+            &format!(
+                "ip: 192.168.131.10, bmc: {{ redfish: 'http://10.9.0.5/redfish/v1/Systems/1', usernameFile: user, passwordFile: pass{media} }} }}"
+            ),
+        ) + http;
+        crate::config::from_str(&text, d.path(), Path::new("t"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .cluster
+    };
+    // auto (the default) and https need the HTTPS listener: it runs on
+    // <applianceIP>:8443.
+    for media in ["", ", media: auto", ", media: https"] {
+        let c = with(media, "");
+        let want = if media.contains("https") {
+            BmcMedia::Https
+        } else {
+            BmcMedia::Auto
+        };
+        assert_eq!(c.nodes[1].bmc.as_ref().unwrap().media, want);
+        assert_eq!(
+            iso_urls(&c, &c.nodes[1]),
+            IsoUrls {
+                http: "http://192.168.131.2:8080/boot/master-0.iso".into(),
+                https: Some("https://192.168.131.2:8443/boot/master-0.iso".into()),
+            }
+        );
+    }
+    // http only: no HTTPS listener unless asked for.
+    let c = with(", media: http", "");
+    assert_eq!(c.http.tls_listen, None);
+    assert_eq!(iso_urls(&c, &c.nodes[1]).https, None);
+    let c = with(
+        ", media: http",
+        "http: { listen: 0.0.0.0:81, tlsListen: '0.0.0.0:9443', tls: { certFile: c.pem, keyFile: k.pem } }\n",
+    );
+    assert_eq!(
+        iso_urls(&c, &c.nodes[1]),
+        IsoUrls {
+            http: "http://192.168.131.2:81/boot/master-0.iso".into(),
+            https: Some("https://192.168.131.2:9443/boot/master-0.iso".into()),
+        }
+    );
+    let tls = c.http.tls.unwrap();
+    assert_eq!(tls.cert_file, d.path().join("c.pem"));
+    assert_eq!(tls.key_file, d.path().join("k.pem"));
+    let text = BASE.replace(
+        "ip: 192.168.131.10 }",
+        "ip: 192.168.131.10, bmc: { redfish: 'http://10.9.0.5/redfish/v1/Systems/1', usernameFile: user, passwordFile: pass, media: ftp } }",
+    );
+    assert!(crate::config::from_str(&text, d.path(), Path::new("t")).is_err());
+}

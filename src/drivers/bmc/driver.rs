@@ -1,25 +1,38 @@
-//! One node's BMC: find its system and virtual CD, read the state the
-//! plans in [`super::redfish`] start from, run their steps, and turn every
-//! failure into a sentence that names the node, the URL and, when the BMC
+//! One node's BMC: find its system and virtual media slot, read what the
+//! plans in [`super::plan`] decide from, run their steps the way this BMC
+//! takes them, keep the node's [`Journal`] after each step, and turn every
+//! failure into a sentence naming the node, the call and, when the BMC
 //! sent one, its Redfish message.
 //!
 //! Links are followed, never built: the system's `@odata.id` (a BMC may
 //! redirect a name to a UUID), its `VirtualMedia` collection first, else
-//! its managers' (`Links.ManagedBy`), and the actions' `target`s.
+//! its managers' (`Links.ManagedBy`), the actions' `target`s and
+//! `@Redfish.ActionInfo`s, the `@Redfish.Settings` object.
+
+use std::path::Path;
 
 use anyhow::anyhow;
 use hyper::Method;
 use serde::Serialize;
 use serde_json::{Value, json};
+use tracing::warn;
 
 use super::client::{CallError, Client};
-use super::redfish::{MediaView, State, Step, SystemView, insert_bodies, members, names_system};
-
-/// Systems read when looking for an unknown one.
-const MAX_LISTED: usize = 32;
+use super::journal;
+use super::plan::{
+    self, BootTarget, Journal, Observed, Refusal, Step, choose_slot, insert_bodies, insertable,
+};
+use super::redfish::{
+    MediaView, SystemView, action_parameters, members, names_system, parameter_values, text,
+};
 use crate::config::bmc::read_first_line;
 use crate::model::bmc::BmcCfg;
 use crate::model::cluster::NodeCfg;
+
+/// Systems read when looking for an unknown one.
+const MAX_LISTED: usize = 32;
+/// Slots read per VirtualMedia collection.
+const MAX_SLOTS: usize = 16;
 
 /// One node's row of `bmc status`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -29,12 +42,37 @@ pub struct NodeStatus {
     pub power: String,
     pub boot_target: String,
     pub boot_enabled: String,
-    /// The virtual CD's `@odata.id`.
+    /// The slot in use: its `@odata.id`.
     pub media: String,
     pub inserted: bool,
     pub image: Option<String>,
+    /// The system's `Manufacturer` and `Model`.
+    pub manufacturer: String,
+    pub model: String,
+    /// The BMC's (manager's) `FirmwareVersion`.
+    pub firmware: String,
     /// Why the BMC could not be read (the other fields are then empty).
     pub error: Option<String>,
+}
+
+/// What one command did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// What changed, one line per step.
+    pub lines: Vec<String>,
+    /// The system was powered on or restarted by this command.
+    pub reset: bool,
+}
+
+/// The node's ISO URLs for one command.
+#[derive(Debug, Clone)]
+pub struct Urls {
+    /// The boot's identity (the `http://` URL).
+    pub id: String,
+    /// The URLs to insert, in order (`media`: auto gives http then https).
+    pub insert: Vec<String>,
+    /// Every URL of the node's ISO (what counts as "ours" in a slot).
+    pub ours: Vec<String>,
 }
 
 /// A node's BMC.
@@ -44,6 +82,9 @@ pub struct Bmc {
     cfg: BmcCfg,
     client: Client,
 }
+
+/// A failed step: what it was, and the call's error.
+type StepError = (String, CallError);
 
 impl Bmc {
     /// Read the node's credentials and prepare its client; `None` for a
@@ -65,41 +106,51 @@ impl Bmc {
         }))
     }
 
+    /// Requests made so far.
+    pub fn requests(&self) -> u32 {
+        self.client.requests()
+    }
+
     /// `what` failed with `e`, as a sentence for the operator.
     fn fail(&self, what: &str, e: CallError) -> anyhow::Error {
         match e {
-            CallError::Status {
-                status: 401,
-                message,
-            } => anyhow!(
+            CallError::Status { status: 401, .. } => anyhow!(
                 "wrong credentials for BMC of {} ({}){}",
                 self.node,
                 self.client.origin(),
-                message.map(|m| format!(": {m}")).unwrap_or_default()
+                e.message().map(|m| format!(": {m}")).unwrap_or_default()
             ),
             CallError::Unreachable(m) => anyhow!("BMC of {} unreachable: {m}", self.node),
             e => anyhow!("BMC of {}: {what}: {e}", self.node),
         }
     }
 
+    /// GET `path`, failing with a sentence.
+    async fn get(&self, path: &str) -> anyhow::Result<super::client::Doc> {
+        self.client
+            .get(path)
+            .await
+            .map_err(|e| self.fail(&format!("GET {path}"), e))
+    }
+
     /// The system, or why it cannot be read.
     async fn system(&self) -> anyhow::Result<SystemView> {
         let url = &self.cfg.url;
         match self.client.get(&self.cfg.path).await {
-            Ok((path, v)) => {
-                let mut s = SystemView::parse(&v);
+            Ok(d) => {
+                let mut s = SystemView::parse(&d.doc);
                 if s.odata_id.is_empty() {
-                    s.odata_id = path;
+                    s.odata_id = d.path;
+                }
+                if s.etag.is_none() {
+                    s.etag = d.etag;
                 }
                 Ok(s)
             }
-            Err(CallError::Status {
-                status: 404,
-                message,
-            }) => Err(anyhow!(
+            Err(e @ CallError::Status { status: 404, .. }) => Err(anyhow!(
                 "no such system at {url} (BMC of {}){}",
                 self.node,
-                message.map(|m| format!(": {m}")).unwrap_or_default()
+                e.message().map(|m| format!(": {m}")).unwrap_or_default()
             )),
             Err(e @ CallError::Status { status, .. }) if status != 401 && status != 403 => {
                 // Some BMCs (sushy-emulator) answer an unknown id with a
@@ -110,7 +161,11 @@ impl Bmc {
                         self.node
                     ),
                     Some((true, _)) | None => {
-                        anyhow!("BMC of {}: cannot read the system at {url}: {e}", self.node)
+                        anyhow!(
+                            "BMC of {}: cannot read the system at {url} (GET {}): {e}",
+                            self.node,
+                            self.cfg.path
+                        )
                     }
                 })
             }
@@ -120,13 +175,14 @@ impl Bmc {
 
     /// Whether the BMC lists our system (by path, `Id`, `Name` or `UUID`),
     /// and the systems it lists; `None` when the list cannot be read.
+    /// Read without retries: this runs after a failure, within its budget.
     async fn listed_systems(&self) -> Option<(bool, String)> {
-        let (_, v) = self.client.get("/redfish/v1/Systems").await.ok()?;
+        let v = self.client.get_once("/redfish/v1/Systems").await.ok()?.doc;
         let id = self.cfg.path.rsplit('/').next().unwrap_or_default();
         let mut found = false;
         let mut names = Vec::new();
         for m in members(&v).into_iter().take(MAX_LISTED) {
-            let doc = self.client.get(&m).await.ok().map(|(_, d)| d);
+            let doc = self.client.get_once(&m).await.ok().map(|d| d.doc);
             found |= m == self.cfg.path || doc.as_ref().is_some_and(|d| names_system(d, id));
             let name = doc
                 .as_ref()
@@ -143,51 +199,48 @@ impl Bmc {
         Some((found, names.join(", ")))
     }
 
-    /// The first CD/DVD of a VirtualMedia collection.
-    async fn cd_in(&self, collection: &str) -> anyhow::Result<Option<MediaView>> {
-        let (_, v) = self
-            .client
-            .get(collection)
-            .await
-            .map_err(|e| self.fail(&format!("GET {collection}"), e))?;
-        for m in members(&v) {
-            let (path, doc) = self
-                .client
-                .get(&m)
-                .await
-                .map_err(|e| self.fail(&format!("GET {m}"), e))?;
-            let mut media = MediaView::parse(&doc);
+    /// The insertable slots of a VirtualMedia collection.
+    async fn slots_in(&self, collection: &str) -> anyhow::Result<Vec<MediaView>> {
+        let v = self.get(collection).await?.doc;
+        let mut out = Vec::new();
+        for m in members(&v)
+            .into_iter()
+            .filter(|m| insertable(m))
+            .take(MAX_SLOTS)
+        {
+            let d = self.get(&m).await?;
+            let mut media = MediaView::parse(&d.doc);
             if media.odata_id.is_empty() {
-                media.odata_id = path;
+                media.odata_id = d.path;
             }
-            if media.is_cd() {
-                return Ok(Some(media));
+            if media.etag.is_none() {
+                media.etag = d.etag;
             }
+            out.push(media);
         }
-        Ok(None)
+        Ok(out)
     }
 
-    /// The virtual CD: the system's VirtualMedia first, else its managers'.
-    async fn media(&self, sys: &SystemView) -> anyhow::Result<MediaView> {
+    /// The slot to use: the system's VirtualMedia first, else its managers'.
+    async fn slot(&self, sys: &SystemView, ours: &[String]) -> anyhow::Result<MediaView> {
         let mut looked = Vec::new();
         if let Some(c) = &sys.virtual_media {
-            if let Some(m) = self.cd_in(c).await? {
-                return Ok(m);
+            if let Some(m) = choose_slot(&self.slots_in(c).await?, ours) {
+                return Ok(m.clone());
             }
             looked.push(c.clone());
         }
         for mgr in &sys.managers {
-            let (_, v) = self
-                .client
-                .get(mgr)
-                .await
-                .map_err(|e| self.fail(&format!("GET {mgr}"), e))?;
-            let Some(c) = SystemView::parse(&v).virtual_media else {
+            let v = self.get(mgr).await?.doc;
+            let Some(c) = text(&v, &["VirtualMedia", "@odata.id"]) else {
                 looked.push(mgr.clone());
                 continue;
             };
-            if let Some(m) = self.cd_in(&c).await? {
-                return Ok(m);
+            if sys.virtual_media.as_ref() == Some(&c) {
+                continue;
+            }
+            if let Some(m) = choose_slot(&self.slots_in(&c).await?, ours) {
+                return Ok(m.clone());
             }
             looked.push(c);
         }
@@ -203,137 +256,342 @@ impl Bmc {
         ))
     }
 
-    /// The system, its virtual CD and the plans' starting state.
-    pub async fn read(&self) -> anyhow::Result<(SystemView, MediaView, State)> {
+    /// The reset types allowed: listed inline, else in the ActionInfo.
+    async fn reset_types(&self, sys: &SystemView) -> Vec<String> {
+        if !sys.reset_types.is_empty() {
+            return sys.reset_types.clone();
+        }
+        let Some(info) = &sys.reset_info else {
+            return Vec::new();
+        };
+        match self.client.get(info).await {
+            Ok(d) => parameter_values(&d.doc, "ResetType"),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The system, the slot in use, what the plans start from, and the
+    /// reset types allowed.
+    async fn read(&self, ours: &[String]) -> anyhow::Result<(SystemView, MediaView, Observed)> {
         let sys = self.system().await?;
-        let media = self.media(&sys).await?;
-        let state = State {
+        let slot = self.slot(&sys, ours).await?;
+        let o = Observed {
             power: sys.power(),
             boot_target: sys.boot_target.clone(),
-            cd_target: sys.cd_target(),
-            inserted: media.inserted,
-            image: media.image.clone(),
+            boot_enabled: sys.boot_enabled.clone(),
+            cd_target: plan::cd_target(&sys),
+            inserted: slot.inserted,
+            image: slot.image.clone(),
         };
-        Ok((sys, media, state))
+        Ok((sys, slot, o))
     }
 
-    /// Run `steps` in order; the lines say what was done.
-    pub async fn apply(
+    /// `bmc up`: boot once from the node's ISO (see [`plan::plan_up`]);
+    /// the journal at `jpath` records each step done.
+    pub async fn up(&self, urls: &Urls, jpath: &Path) -> anyhow::Result<Outcome> {
+        let (sys, slot, o) = self.read(&urls.ours).await?;
+        let types = self.reset_types(&sys).await;
+        let j = journal::load(jpath, &urls.id);
+        let steps = plan::plan_up(&o, j.as_ref(), &urls.ours, &types)
+            .map_err(|m| anyhow!("BMC of {}: {m}", self.node))?;
+        if steps.is_empty() {
+            return Ok(Outcome::default());
+        }
+        let have = plan::holds(&slot, &urls.ours);
+        let mut cur = match j.filter(|j| !j.reset) {
+            Some(j) if have => j,
+            _ => Journal {
+                url: urls.id.clone(),
+                inserted: have.then(|| slot.image.clone()).flatten(),
+                boot: false,
+                reset: false,
+            },
+        };
+        self.run(&sys, &slot, &steps, &urls.insert, Some((jpath, &mut cur)))
+            .await
+    }
+
+    /// `bmc down`: power off and eject; the node's journal is cleared.
+    pub async fn down(&self, urls: &Urls, jpath: &Path) -> anyhow::Result<Outcome> {
+        let (sys, slot, o) = self.read(&urls.ours).await?;
+        let types = self.reset_types(&sys).await;
+        self.clear(jpath);
+        self.run(&sys, &slot, &plan::plan_down(&o, &types), &[], None)
+            .await
+    }
+
+    /// `bmc eject`: eject and boot from disk once, no reset; the node's
+    /// journal is cleared.
+    pub async fn eject(&self, urls: &Urls, jpath: &Path) -> anyhow::Result<Outcome> {
+        let (sys, slot, o) = self.read(&urls.ours).await?;
+        self.clear(jpath);
+        self.run(&sys, &slot, &plan::plan_eject(&o), &[], None)
+            .await
+    }
+
+    fn clear(&self, jpath: &Path) {
+        if let Err(e) = journal::clear(jpath) {
+            warn!("bmc: {}: cannot remove {}: {e}", self.node, jpath.display());
+        }
+    }
+
+    /// Run `steps` in order, recording each in the journal.
+    async fn run(
         &self,
         sys: &SystemView,
-        media: &MediaView,
+        slot: &MediaView,
         steps: &[Step],
-    ) -> anyhow::Result<Vec<String>> {
-        let mut done = Vec::new();
+        urls: &[String],
+        mut journal: Option<(&Path, &mut Journal)>,
+    ) -> anyhow::Result<Outcome> {
+        let mut out = Outcome::default();
+        let mut slot = slot.clone();
         for step in steps {
-            let (method, target, body) = match step {
-                Step::Eject => (
-                    Method::POST,
-                    self.action(&media.eject_target, "EjectMedia", &media.odata_id)?,
-                    json!({}),
-                ),
-                Step::Insert(url) => (
-                    Method::POST,
-                    self.action(&media.insert_target, "InsertMedia", &media.odata_id)?,
-                    insert_bodies(url)[0].clone(),
-                ),
-                Step::Boot(t) => (
-                    Method::PATCH,
-                    sys.odata_id.clone(),
-                    json!({"Boot": {"BootSourceOverrideTarget": t.as_str(), "BootSourceOverrideEnabled": "Once"}}),
-                ),
-                Step::Reset(r) => (
-                    Method::POST,
-                    sys.reset_target.clone().unwrap_or_else(|| {
-                        format!("{}/Actions/ComputerSystem.Reset", sys.odata_id)
-                    }),
-                    json!({ "ResetType": r.as_str() }),
-                ),
+            let res = match step {
+                Step::Eject => self.eject_slot(&slot).await.map(|tag| {
+                    // The slot's new ETag for a PATCH-style insert next.
+                    slot.etag = tag.or(slot.etag.take());
+                    None
+                }),
+                Step::Insert => self.insert(&slot, urls).await.map(Some),
+                Step::Boot(t) => self.boot(sys, *t).await.map(|()| None),
+                Step::Reset(r) => self.reset(sys, r).await.map(|()| None),
             };
-            let res = self.send_step(sys, step, method, &target, &body).await;
-            if let Err(e) = res {
-                let what = match step {
-                    Step::Eject => format!(
-                        "cannot eject {} from {} (media busy?)",
-                        media.image.as_deref().unwrap_or("the inserted image"),
-                        media.odata_id
-                    ),
-                    Step::Insert(url) => format!("cannot insert {url} into {}", media.odata_id),
-                    Step::Boot(t) => format!("cannot set the next boot to {}", t.as_str()),
-                    Step::Reset(r) => format!("cannot reset the system ({})", r.as_str()),
-                };
-                let err = self.fail(&what, e);
-                return Err(if done.is_empty() {
-                    err
-                } else {
-                    anyhow!("{err:#} (done before the failure: {})", done.join(", "))
-                });
-            }
-            done.push(step.to_string());
-        }
-        Ok(done)
-    }
-
-    /// Send one step's call, with the retries some BMCs need: a PATCH
-    /// refused for want of an ETag goes again with `If-Match`; an
-    /// InsertMedia refused with 400/422 goes again with the optional
-    /// transfer fields ([`insert_bodies`]). The first refusal is reported.
-    async fn send_step(
-        &self,
-        sys: &SystemView,
-        step: &Step,
-        method: Method,
-        target: &str,
-        body: &Value,
-    ) -> Result<(), CallError> {
-        let first = self.client.send(method.clone(), target, body, None).await;
-        let Err(CallError::Status { status, .. }) = &first else {
-            return first;
-        };
-        match (step, *status, &sys.etag) {
-            (Step::Boot(_), 412 | 428, Some(tag)) => {
-                self.client.send(method, target, body, Some(tag)).await
-            }
-            (Step::Insert(url), 400 | 422, _) => {
-                for b in insert_bodies(url).iter().skip(1) {
-                    if self
-                        .client
-                        .send(method.clone(), target, b, None)
-                        .await
-                        .is_ok()
-                    {
-                        return Ok(());
-                    }
+            let inserted = match res {
+                Ok(u) => u,
+                Err((what, e)) => {
+                    let err = self.fail(&what, e);
+                    return Err(if out.lines.is_empty() {
+                        err
+                    } else {
+                        anyhow!(
+                            "{err:#} (done before the failure: {})",
+                            out.lines.join(", ")
+                        )
+                    });
                 }
-                first
+            };
+            out.lines
+                .push(step.done(inserted.as_deref().unwrap_or_default()));
+            if let Some((path, j)) = journal.as_mut() {
+                match step {
+                    Step::Eject => j.inserted = None,
+                    Step::Insert => j.inserted = inserted,
+                    Step::Boot(_) => j.boot = true,
+                    Step::Reset(_) => j.reset = true,
+                }
+                if let Err(e) = journal::save(path, j) {
+                    warn!(
+                        "bmc: {}: cannot record the step in {}: {e}",
+                        self.node,
+                        path.display()
+                    );
+                }
             }
-            _ => first,
+            out.reset |=
+                matches!(step, Step::Reset(r) if r != "ForceOff" && r != "GracefulShutdown");
+        }
+        Ok(out)
+    }
+
+    /// Insert the first of `urls` the BMC takes; the URL inserted.
+    async fn insert(&self, slot: &MediaView, urls: &[String]) -> Result<String, StepError> {
+        let what =
+            |u: &str, call: &str| format!("cannot insert {u} into {} ({call})", slot.odata_id);
+        let params = match &slot.insert_info {
+            Some(i) => self
+                .client
+                .get(i)
+                .await
+                .ok()
+                .map(|d| action_parameters(&d.doc)),
+            None => None,
+        };
+        let mut last: Option<StepError> = None;
+        for url in urls {
+            match &slot.insert_target {
+                Some(target) => {
+                    // The first refusal of this URL is the one reported
+                    // (the later bodies are variants of it).
+                    let mut first: Option<StepError> = None;
+                    for body in insert_bodies(url, params.as_deref()) {
+                        match self.client.send(Method::POST, target, &body, None).await {
+                            Ok(_) => return Ok(url.clone()),
+                            Err(e) => {
+                                let r = e.refusal();
+                                let err = (what(url, &format!("POST {target}")), e);
+                                match r {
+                                    Some(Refusal::Body) => first = first.or(Some(err)),
+                                    Some(Refusal::Scheme) => {
+                                        first = Some(err);
+                                        break;
+                                    }
+                                    _ => return Err(err),
+                                }
+                            }
+                        }
+                    }
+                    last = first;
+                }
+                None => match self.patch_slot(slot, &plan::patch_insert_body(url)).await {
+                    Ok(_) => return Ok(url.clone()),
+                    Err(e) => {
+                        let r = e.refusal();
+                        let err = (what(url, &format!("PATCH {}", slot.odata_id)), e);
+                        if !matches!(r, Some(Refusal::Body | Refusal::Scheme)) {
+                            return Err(err);
+                        }
+                        last = Some(err);
+                    }
+                },
+            }
+        }
+        let Some((what, e)) = last else {
+            return Err((
+                format!("cannot insert into {}", slot.odata_id),
+                CallError::Bad("no image URL to insert".into()),
+            ));
+        };
+        let hint = if e.refusal() == Some(Refusal::Scheme) && urls.len() == 1 {
+            " (the BMC refuses this URL's scheme: try bmc.media: https)"
+        } else {
+            ""
+        };
+        Err((format!("{what}{hint}"), e))
+    }
+
+    /// Eject what is in the slot: its action with `{}`, else a PATCH; the
+    /// slot's new ETag when the answer has one.
+    async fn eject_slot(&self, slot: &MediaView) -> Result<Option<String>, StepError> {
+        let what = |call: &str| {
+            format!(
+                "cannot eject {} from {} ({call}; media busy?)",
+                slot.image.as_deref().unwrap_or("the inserted image"),
+                slot.odata_id
+            )
+        };
+        match &slot.eject_target {
+            Some(t) => self
+                .client
+                .send(Method::POST, t, &json!({}), None)
+                .await
+                .map_err(|e| (what(&format!("POST {t}")), e)),
+            None => self
+                .patch_slot(slot, &plan::patch_eject_body())
+                .await
+                .map_err(|e| (what(&format!("PATCH {}", slot.odata_id)), e)),
         }
     }
 
-    fn action(&self, target: &Option<String>, name: &str, media: &str) -> anyhow::Result<String> {
-        target.clone().ok_or_else(|| {
-            anyhow!(
-                "BMC of {}: the virtual CD {media} has no VirtualMedia.{name} action \
-                 (PATCH-style virtual media is not supported)",
-                self.node
-            )
-        })
+    /// PATCH a slot with `If-Match` from its ETag; on 412 read it again and
+    /// retry once; on 428 without an ETag, read it for one.
+    async fn patch_slot(
+        &self,
+        slot: &MediaView,
+        body: &Value,
+    ) -> Result<Option<String>, CallError> {
+        self.patch_with_etag(&slot.odata_id, body, slot.etag.clone(), true)
+            .await
+    }
+
+    /// PATCH `path` (with `If-Match: etag` when `eager`); a 412 or 428 is
+    /// answered by reading `path` for its current ETag and sending once more.
+    async fn patch_with_etag(
+        &self,
+        path: &str,
+        body: &Value,
+        etag: Option<String>,
+        eager: bool,
+    ) -> Result<Option<String>, CallError> {
+        let first = self
+            .client
+            .send(Method::PATCH, path, body, etag.as_deref().filter(|_| eager))
+            .await;
+        match first {
+            Err(e) if matches!(e.refusal(), Some(Refusal::Stale | Refusal::NeedsEtag)) => {
+                let fresh = match self.client.get(path).await {
+                    Ok(d) => d.etag,
+                    Err(_) => None,
+                };
+                let Some(tag) = fresh.or(etag) else {
+                    return Err(e);
+                };
+                self.client
+                    .send(Method::PATCH, path, body, Some(&tag))
+                    .await
+            }
+            r => r,
+        }
+    }
+
+    /// Set the next boot (once) to `t`, in the settings object when the
+    /// system has one that takes the Boot override.
+    async fn boot(&self, sys: &SystemView, t: BootTarget) -> Result<(), StepError> {
+        let mut path = sys.odata_id.clone();
+        let mut etag = sys.etag.clone();
+        let mut eager = false;
+        if let Some(so) = &sys.settings_object
+            && let Ok(d) = self.client.get(so).await
+            && plan::settings_takes_boot(&d.doc)
+        {
+            path = d.path;
+            etag = d.etag;
+            eager = true;
+        }
+        let body = plan::boot_body(t, sys.boot_mode.as_deref());
+        self.patch_with_etag(&path, &body, etag, eager)
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                (
+                    format!("cannot set the next boot to {} (PATCH {path})", t.as_str()),
+                    e,
+                )
+            })
+    }
+
+    async fn reset(&self, sys: &SystemView, r: &str) -> Result<(), StepError> {
+        let target = sys
+            .reset_target
+            .clone()
+            .unwrap_or_else(|| format!("{}/Actions/ComputerSystem.Reset", sys.odata_id));
+        self.client
+            .send(Method::POST, &target, &json!({ "ResetType": r }), None)
+            .await
+            .map(|_| ())
+            .map_err(|e| (format!("cannot reset the system ({r}, POST {target})"), e))
     }
 
     /// `bmc status` for this node.
-    pub async fn status(&self) -> NodeStatus {
-        match self.read().await {
-            Ok((sys, media, _)) => NodeStatus {
+    pub async fn status(&self, ours: &[String]) -> NodeStatus {
+        let read = async {
+            let (sys, slot, _) = self.read(ours).await?;
+            let firmware = match sys.managers.first() {
+                Some(m) => self
+                    .client
+                    .get(m)
+                    .await
+                    .ok()
+                    .and_then(|d| text(&d.doc, &["FirmwareVersion"]))
+                    .unwrap_or_default(),
+                None => String::new(),
+            };
+            Ok::<_, anyhow::Error>(NodeStatus {
                 node: self.node.clone(),
                 power: sys.power_state,
                 boot_target: sys.boot_target,
                 boot_enabled: sys.boot_enabled,
-                media: media.odata_id,
-                inserted: media.inserted,
-                image: media.image,
+                media: slot.odata_id,
+                inserted: slot.inserted,
+                image: slot.image,
+                manufacturer: sys.manufacturer,
+                model: sys.model,
+                firmware,
                 error: None,
-            },
+            })
+        };
+        match read.await {
+            Ok(s) => s,
             Err(e) => NodeStatus {
                 node: self.node.clone(),
                 error: Some(format!("{e:#}")),

@@ -2,18 +2,25 @@
 //! appliance's per-node ISO (`<http base>/boot/<node>.iso`) through virtual
 //! media, like `vm up` does for VMs.
 //!
-//! Layers: [`redfish`] (pure: JSON → typed views, the plan of calls for
-//! `up`/`down`/`eject` from the current state), [`client`] (HTTP/1.1 over
-//! TCP or rustls, Basic auth, bounded), [`driver`] (one node's BMC: links,
-//! steps, error sentences). Needs no libvirt: it is for bare metal.
+//! Layers: [`redfish`] (pure: JSON → typed views), [`plan`] (pure: every
+//! decision, vendor rules included, from those views and the node's
+//! journal), [`client`] (HTTP/1.1 over TCP or rustls, Basic auth, bounded,
+//! retries of transient refusals within a per-command budget), [`journal`]
+//! (the steps of the current boot, per node, in the state directory),
+//! [`driver`] (one node's BMC: links, steps, error sentences). Needs no
+//! libvirt: it is for bare metal. docs/bare-metal.md has the vendor table.
 //!
-//! Invariants: `up`, `down` and `eject` are idempotent (a second run makes
-//! no call that changes anything); a failure leaves later steps undone and
-//! says which steps were done; credentials are read from their files per
-//! command and never printed or logged.
+//! Invariants: `up`, `down` and `eject` converge (a second run after a
+//! successful one makes no call that changes anything; an `up` that failed
+//! part-way is finished by the next with one reset in all); a failure
+//! leaves later steps undone and says which steps were done; one command
+//! makes at most 40 requests within 90 s per node; credentials are read
+//! from their files per command and never printed or logged.
 
 pub mod client;
 pub mod driver;
+pub mod journal;
+pub mod plan;
 pub mod redfish;
 
 use std::fmt::Write as _;
@@ -24,10 +31,11 @@ use anyhow::anyhow;
 
 use tracing::{info, warn};
 
-use crate::model::boot::http_base;
+use crate::model::bmc::BmcMedia;
+use crate::model::boot::{http_base, iso_urls};
 use crate::model::cluster::{Cluster, NodeCfg};
 use crate::plan::Plan;
-pub use driver::{Bmc, NodeStatus};
+pub use driver::{Bmc, NodeStatus, Outcome, Urls};
 
 /// What `crc-appliance bmc` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +53,26 @@ pub enum BmcAction {
 /// The ISO URL a node boots from: `<http base>/boot/<node>.iso`.
 pub fn iso_url(c: &Cluster, node: &NodeCfg) -> String {
     format!("{}/boot/{}.iso", http_base(c), node.name)
+}
+
+/// The node's ISO URLs for its BMC: the `http://` one is the boot's
+/// identity; `bmc.media` says which are inserted (`auto`: `http://`, then
+/// `https://` when the BMC refuses the scheme or format).
+pub fn urls(c: &Cluster, node: &NodeCfg) -> Urls {
+    let u = iso_urls(c, node);
+    let media = node.bmc.as_ref().map(|b| b.media).unwrap_or_default();
+    let mut ours = vec![u.http.clone()];
+    ours.extend(u.https.clone());
+    let insert = match (media, &u.https) {
+        (BmcMedia::Http, _) | (_, None) => vec![u.http.clone()],
+        (BmcMedia::Https, Some(s)) => vec![s.clone()],
+        (BmcMedia::Auto, Some(s)) => vec![u.http.clone(), s.clone()],
+    };
+    Urls {
+        id: u.http,
+        insert,
+        ours,
+    }
 }
 
 /// The nodes a command acts on: `node`, or every node with a `bmc`.
@@ -71,26 +99,29 @@ fn select<'a>(c: &'a Cluster, node: Option<&str>) -> anyhow::Result<Vec<&'a Node
     }
 }
 
-/// Run `action` on one node; the lines say what changed.
-pub async fn act(c: &Cluster, node: &NodeCfg, action: BmcAction) -> anyhow::Result<Vec<String>> {
+/// Run `action` on one node; the outcome says what changed.
+pub async fn act(c: &Cluster, node: &NodeCfg, action: BmcAction) -> anyhow::Result<Outcome> {
     let Some(bmc) = Bmc::open(node)? else {
         anyhow::bail!("node {} has no bmc", node.name);
     };
-    let (sys, media, state) = bmc.read().await?;
-    let steps = match action {
-        BmcAction::Up => redfish::plan_up(&state, &iso_url(c, node)),
-        BmcAction::Down => redfish::plan_down(&state),
-        BmcAction::Eject => redfish::plan_eject(&state),
-        BmcAction::Status => Vec::new(),
-    };
-    bmc.apply(&sys, &media, &steps).await
+    let u = urls(c, node);
+    let jpath = journal::path_of(c, &node.name);
+    match action {
+        BmcAction::Up => bmc.up(&u, &jpath).await,
+        BmcAction::Down => bmc.down(&u, &jpath).await,
+        BmcAction::Eject => bmc.eject(&u, &jpath).await,
+        BmcAction::Status => match bmc.status(&u.ours).await.error {
+            Some(e) => Err(anyhow!("{e}")),
+            None => Ok(Outcome::default()),
+        },
+    }
 }
 
 /// `bmc status` as a table.
 pub fn status_table(rows: &[NodeStatus]) -> String {
     let mut out = format!(
-        "{:<16} {:<10} {:<18} {:<9} {}\n",
-        "NODE", "POWER", "BOOT OVERRIDE", "MEDIA", "IMAGE"
+        "{:<16} {:<10} {:<18} {:<9} {:<40} {:<40} {}\n",
+        "NODE", "POWER", "BOOT OVERRIDE", "MEDIA", "IMAGE", "SLOT", "BMC"
     );
     for r in rows {
         if let Some(e) = &r.error {
@@ -99,14 +130,28 @@ pub fn status_table(rows: &[NodeStatus]) -> String {
         }
         let boot = format!("{} ({})", r.boot_target, r.boot_enabled);
         let media = if r.inserted { "inserted" } else { "empty" };
+        let bmc = [r.manufacturer.as_str(), r.model.as_str()]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let bmc = match (bmc.is_empty(), r.firmware.is_empty()) {
+            (true, true) => "-".to_string(),
+            (_, true) => bmc,
+            (_, false) => format!("{bmc} (firmware {})", r.firmware)
+                .trim()
+                .to_string(),
+        };
         let _ = writeln!(
             out,
-            "{:<16} {:<10} {:<18} {:<9} {}",
+            "{:<16} {:<10} {:<18} {:<9} {:<40} {:<40} {}",
             r.node,
             r.power,
             boot,
             media,
-            r.image.as_deref().unwrap_or("-")
+            r.image.as_deref().unwrap_or("-"),
+            r.media,
+            bmc
         );
     }
     out
@@ -126,7 +171,7 @@ pub async fn run(
         let mut rows = Vec::new();
         for n in &nodes {
             rows.push(match Bmc::open(n) {
-                Ok(Some(b)) => b.status().await,
+                Ok(Some(b)) => b.status(&urls(c, n).ours).await,
                 Ok(None) => continue,
                 Err(e) => NodeStatus {
                     node: n.name.clone(),
@@ -144,9 +189,9 @@ pub async fn run(
     } else {
         for n in &nodes {
             match act(c, n, action).await {
-                Ok(lines) if lines.is_empty() => println!("{}: nothing to do", n.name),
-                Ok(lines) => {
-                    for l in lines {
+                Ok(o) if o.lines.is_empty() => println!("{}: nothing to do", n.name),
+                Ok(o) => {
+                    for l in o.lines {
                         println!("{}: {l}", n.name);
                     }
                 }
@@ -173,9 +218,9 @@ pub const START_RETRY: Duration = Duration::from_secs(30);
 /// `serve`: once every service is up (the BMC fetches the ISO from us),
 /// run `up` for each node with `bmc.startOnServe`, retrying failures
 /// [`START_ATTEMPTS`] times; errors are logged and never stop the appliance.
-/// Runs once per `serve` (a reload does not re-run it). A node found on
-/// and booting from its ISO (just now or before) is a `bmcPowerOn` step of
-/// its install timeline.
+/// Runs once per `serve` (a reload does not re-run it). A node this run
+/// powered on or restarted is a `bmcPowerOn` step of its install timeline
+/// (one found already booted from its ISO is not: nothing happened).
 pub fn start_on_serve(
     plan: &Arc<Plan>,
     events: crate::timeline::Events,
@@ -203,14 +248,16 @@ pub fn start_on_serve(
                     r = act(c, node, BmcAction::Up) => r,
                 };
                 match res {
-                    Ok(lines) => {
-                        for l in &lines {
+                    Ok(o) => {
+                        for l in &o.lines {
                             info!("bmc: {name}: {l}");
                         }
-                        if lines.is_empty() {
-                            info!("bmc: {name}: already booting from {}", iso_url(c, node));
+                        if o.lines.is_empty() {
+                            info!("bmc: {name}: already booted from {}", iso_url(c, node));
                         }
-                        events.record(crate::timeline::Event::BmcPowerOn { node: name });
+                        if o.reset {
+                            events.record(crate::timeline::Event::BmcPowerOn { node: name });
+                        }
                         return Ok(());
                     }
                     Err(e) => {
@@ -245,6 +292,9 @@ mod table_tests {
                 media: "/redfish/v1/Systems/1/VirtualMedia/Cd".into(),
                 inserted: true,
                 image: Some("http://10.0.0.1:8080/boot/master-0.iso".into()),
+                manufacturer: "Dell Inc.".into(),
+                model: "PowerEdge R750".into(),
+                firmware: "6.00.30.00".into(),
                 error: None,
             },
             NodeStatus {
@@ -255,6 +305,11 @@ mod table_tests {
         ];
         let t = status_table(&rows);
         assert!(t.contains("master-0         On         Cd (Once)          inserted  http://10.0.0.1:8080/boot/master-0.iso"), "{t}");
+        assert!(
+            t.contains("/redfish/v1/Systems/1/VirtualMedia/Cd")
+                && t.contains("Dell Inc. PowerEdge R750 (firmware 6.00.30.00)"),
+            "{t}"
+        );
         assert!(
             t.contains("worker-0         error: BMC of worker-0 unreachable"),
             "{t}"

@@ -1,6 +1,7 @@
 //! The driver against a scripted Redfish server on 127.0.0.1: link
-//! following (manager fallback), the calls `up` makes, and the error
-//! sentences for 404, 403, a missing CD and a failing step.
+//! following (manager fallback), the calls `up` makes, retries of
+//! transient refusals, the journal, and the error sentences for 404, 403,
+//! a missing CD and a failing step.
 
 use crate::runtime::sync::LockExt as _;
 use std::collections::HashMap;
@@ -81,6 +82,7 @@ async fn server(routes: Routes) -> (u16, Log) {
 }
 
 fn node(dir: &Path, port: u16) -> NodeCfg {
+    super::client::TEST_BACKOFF_MS.store(10, std::sync::atomic::Ordering::Relaxed);
     std::fs::write(dir.join("u"), "admin\n").unwrap();
     std::fs::write(dir.join("p"), "pw\n").unwrap();
     NodeCfg {
@@ -101,12 +103,23 @@ fn node(dir: &Path, port: u16) -> NodeCfg {
             password_file: dir.join("p"),
             tls: BmcTls::Plain,
             start_on_serve: false,
+            media: crate::model::bmc::BmcMedia::Auto,
         }),
     }
 }
 
 fn cluster(n: &NodeCfg) -> crate::model::cluster::Cluster {
-    let text = "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1 }\nnodes:\n  - { name: m0, role: master, mac: '52:54:00:00:00:02', ip: 10.0.0.10 }\n";
+    // The journal goes next to the lease file: the node's temp directory.
+    let dir = n
+        .bmc
+        .as_ref()
+        .and_then(|b| b.username_file.parent())
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    let text = format!(
+        "name: c\nbaseDomain: example.com\nnetwork: {{ cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1 }}\ndhcp: {{ leaseFile: {dir}/leases.json }}\nnodes:\n  - {{ name: m0, role: master, mac: '52:54:00:00:00:02', ip: 10.0.0.10 }}\n"
+    );
+    let text = text.as_str();
     let mut c = crate::config::from_str(text, Path::new("/"), Path::new("t"))
         .unwrap()
         .cluster;
@@ -177,7 +190,7 @@ async fn up_follows_the_manager_link_and_replaces_the_image() {
     let n = node(dir.path(), port);
     let c = cluster(&n);
     let url = super::iso_url(&c, &n);
-    let lines = act(&c, &n, BmcAction::Up).await.unwrap();
+    let lines = act(&c, &n, BmcAction::Up).await.unwrap().lines;
     assert_eq!(
         lines,
         vec![
@@ -237,7 +250,7 @@ async fn a_patch_refused_without_etag_is_sent_again_with_if_match() {
     );
     let (port, log) = server(r).await;
     let n = node(dir.path(), port);
-    let lines = act(&cluster(&n), &n, BmcAction::Up).await.unwrap();
+    let lines = act(&cluster(&n), &n, BmcAction::Up).await.unwrap().lines;
     assert!(lines.contains(&"powered on".to_string()), "{lines:?}");
     let patches = log.locked().iter().filter(|(m, _, _)| m == "PATCH").count();
     assert_eq!(patches, 2, "the PATCH again, with If-Match");
@@ -316,8 +329,16 @@ async fn errors_name_the_node_the_url_and_the_bmc_message() {
     );
     let (e, _, log) = failure(dir.path(), r, BmcAction::Up).await;
     assert!(
-        e.contains("cannot eject http://old/x.iso from /vm/Cd (media busy?): HTTP 500: Virtual media is busy"),
+        e.contains("cannot eject http://old/x.iso from /vm/Cd (POST /vm/Cd/eject; media busy?): HTTP 500: Virtual media is busy (5 attempts)"),
         "{e}"
+    );
+    assert_eq!(
+        log.locked()
+            .iter()
+            .filter(|(_, p, _)| p == "/vm/Cd/eject")
+            .count(),
+        5,
+        "a 500 is tried again, boundedly"
     );
     assert!(
         !log.locked().iter().any(|(m, _, _)| m == "PATCH"),
@@ -325,13 +346,15 @@ async fn errors_name_the_node_the_url_and_the_bmc_message() {
     );
     // Insert refused after the eject: the BMC's words and what was done.
     let mut r = routes();
-    post(
-        &mut r,
-        "/vm/Cd/insert",
-        400,
-        json!({"error": {"message": "General error",
-        "@Message.ExtendedInfo": [{"Message": "The image URL is not reachable."}]}}),
-    );
+    for p in ["/vm/Cd/insert", "/vm/Cd/insert#stream"] {
+        post(
+            &mut r,
+            p,
+            400,
+            json!({"error": {"message": "General error",
+            "@Message.ExtendedInfo": [{"Message": "The image URL is not reachable."}]}}),
+        );
+    }
     let (e, _, log) = failure(dir.path(), r, BmcAction::Up).await;
     assert!(
         e.contains("cannot insert http://")
@@ -346,4 +369,52 @@ async fn errors_name_the_node_the_url_and_the_bmc_message() {
         !log.locked().iter().any(|(_, p, _)| p == "/reset"),
         "no power call after a failed step"
     );
+}
+
+#[tokio::test]
+async fn a_bmc_answering_only_500_fails_clearly_within_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Routes::new();
+    for p in ["/redfish/v1/Systems/1", "/redfish/v1/Systems"] {
+        r.insert(
+            ("GET".into(), p.into()),
+            (
+                500,
+                json!({"error": {"code": "Base.1.8.InternalError",
+                "@Message.ExtendedInfo": {"MessageId": "Base.1.8.InternalError",
+                    "Message": "The request failed due to an internal service error."}}}),
+            ),
+        );
+    }
+    let (e, _, log) = failure(dir.path(), r, BmcAction::Up).await;
+    assert!(
+        e.contains("BMC of metal-0")
+            && e.contains("GET /redfish/v1/Systems/1")
+            && e.contains(
+                "HTTP 500: The request failed due to an internal service error. (5 attempts)"
+            ),
+        "{e}"
+    );
+    let n = log.locked().len();
+    assert!((5..=40).contains(&n), "{n} requests");
+}
+
+#[tokio::test]
+async fn the_journal_records_each_step_of_the_boot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, _) = server(routes()).await;
+    let n = node(dir.path(), port);
+    let c = cluster(&n);
+    let first = act(&c, &n, BmcAction::Up).await.unwrap();
+    assert!(first.reset, "{first:?}");
+    let j = super::journal::load(
+        &super::journal::path_of(&c, "metal-0"),
+        &super::iso_url(&c, &n),
+    )
+    .unwrap();
+    assert!(j.boot && j.reset, "{j:?}");
+    assert_eq!(j.inserted, Some(super::iso_url(&c, &n)));
+    // eject forgets it: the next up is a new boot.
+    act(&c, &n, BmcAction::Eject).await.unwrap();
+    assert!(!super::journal::path_of(&c, "metal-0").exists());
 }

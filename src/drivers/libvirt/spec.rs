@@ -101,6 +101,9 @@ pub struct Spec {
     /// gateway (forwarder mode, where libvirt's dnsmasq binds it).
     pub bridge_ip: Ipv4Addr,
     pub netmask: Ipv4Addr,
+    /// Dual-stack (appliance mode only): the bridge's IPv6 address (the
+    /// IPv6 applianceIP) and prefix length.
+    pub bridge_ip6: Option<(std::net::Ipv6Addr, u8)>,
     /// Forwarder mode: `(domain, applianceIP)` for the cluster and reverse zones.
     pub forwarders: Vec<(String, Ipv4Addr)>,
     /// Forwarder mode with the appliance's DHCP disabled: libvirt hands out
@@ -192,6 +195,20 @@ impl Spec {
                 net.gateway
             }
         };
+        if let (NetMode::Forwarder, Some(v6)) = (v.mode, &net.ipv6) {
+            anyhow::bail!(
+                "libvirt.network.mode forwarder with network.ipv6: libvirt runs its dnsmasq for \
+                 the forwarding DNS, and that dnsmasq sends its own router advertisements \
+                 (SLAAC, `ra-only`) for every IPv6 address of the network ({}), so the nodes \
+                 would take addresses outside their reservations; use mode appliance \
+                 (docs/ipv6.md)",
+                v6.cidr
+            );
+        }
+        let bridge_ip6 = net
+            .ipv6
+            .as_ref()
+            .map(|v6| (v6.appliance_ip, v6.cidr.prefix()));
         if v.mode == NetMode::Appliance && net.gateway != net.appliance_ip {
             warnings.push(format!(
                 "network.gateway {} is not applianceIP {}: the bridge gets applianceIP, so the \
@@ -292,6 +309,7 @@ impl Spec {
             nat: v.nat,
             bridge_ip,
             netmask: net.cidr.netmask(),
+            bridge_ip6,
             forwarders,
             dhcp_hosts,
             kernel: pool.join(format!("{cluster}-live-vmlinuz")),

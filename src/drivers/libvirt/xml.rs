@@ -8,6 +8,13 @@
 //!   forwards the cluster and reverse zones to applianceIP (`<forwarder
 //!   domain= addr=/>`), and serves the reservations when the appliance's DHCP
 //!   is disabled.
+//! - Dual-stack (`network.ipv6`, appliance mode): the bridge also gets the
+//!   IPv6 applianceIP (`<ip family='ipv6' address= prefix=/>`), with no
+//!   `<dhcp>`: with DNS off and no DHCP range or host on any `<ip>`,
+//!   libvirt starts no dnsmasq, so it sends no router advertisements and
+//!   answers no DHCPv6 (the appliance does both, docs/ipv6.md). Forwarder
+//!   mode is refused with IPv6 ([`super::spec::Spec::new`]): its dnsmasq
+//!   would advertise the prefix for SLAAC (`ra-only`).
 //! - `<forward mode='nat'/>` only with `nat: true`; otherwise isolated.
 //! - Install domain: direct kernel boot of the ISO's kernel/initrd with the
 //!   `coreos.inst.*` cmdline, `on_reboot=destroy` (the installer's reboot
@@ -99,6 +106,9 @@ pub fn network_xml(s: &Spec) -> String {
             );
         }
         let _ = writeln!(x, "    </dhcp>\n  </ip>");
+    }
+    if let Some((ip, prefix)) = s.bridge_ip6 {
+        let _ = writeln!(x, "  <ip family='ipv6' address='{ip}' prefix='{prefix}'/>");
     }
     let _ = writeln!(x, "</network>");
     x
@@ -366,6 +376,60 @@ http:
             x.contains("<host mac='52:54:00:a1:31:0a' name='master-0' ip='192.168.131.10'/>"),
             "{x}"
         );
+    }
+
+    #[test]
+    fn dual_stack_network_gets_the_v6_address_without_dhcp() {
+        let v6 = "  ipv6: { cidr: 'fd00:131::/64', applianceIP: 'fd00:131::1' }\n";
+        let s = Spec::with_ignition_check(&plan_v6(v6), &|_| false).unwrap();
+        let x = network_xml(&s);
+        let want = "\
+  <dns enable='no'/>
+  <ip address='192.168.131.1' netmask='255.255.255.0'/>
+  <ip family='ipv6' address='fd00:131::1' prefix='64'/>
+</network>
+";
+        assert!(x.ends_with(want), "{x}");
+        assert!(!x.contains("<dhcp"), "{x}");
+        // The install command line asks for both families.
+        let m0 = s.node("master-0").unwrap();
+        assert!(m0.cmdline.contains(" ip=dhcp,dhcp6"), "{}", m0.cmdline);
+        // Without network.ipv6 nothing changes.
+        let x4 = network_xml(&Spec::with_ignition_check(&plan(LV), &|_| false).unwrap());
+        assert!(!x4.contains("ipv6"), "{x4}");
+        assert!(!x4.contains("ip=dhcp"), "{x4}");
+    }
+
+    #[test]
+    fn forwarder_mode_is_refused_with_ipv6() {
+        let mut c = plan_v6("  ipv6: { cidr: 'fd00:131::/64', applianceIP: 'fd00:131::1' }\n")
+            .cluster
+            .clone();
+        c.libvirt.as_mut().unwrap().mode = NetMode::Forwarder;
+        c.network.appliance_ip = "192.168.131.2".parse().unwrap();
+        let e = Spec::new(&Plan::new(c)).unwrap_err().to_string();
+        assert!(e.contains("router advertisements"), "{e}");
+    }
+
+    /// [`plan`] with `network.ipv6` and every node dual-stack.
+    fn plan_v6(net6: &str) -> Plan {
+        let mut p = plan(LV);
+        let v6 = crate::config::from_str(
+            &format!(
+                "name: x\nbaseDomain: y\nnetwork:\n  cidr: 10.0.0.0/24\n  gateway: 10.0.0.1\n  applianceIP: 10.0.0.1\n{net6}nodes:\n  - {{ name: n, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.2 }}\n"
+            ),
+            std::path::Path::new("/"),
+            std::path::Path::new("t"),
+        )
+        .unwrap()
+        .cluster
+        .network
+        .ipv6;
+        p.cluster.network.ipv6 = v6;
+        for (i, n) in p.cluster.nodes.iter_mut().enumerate() {
+            n.ipv6 = Some(format!("fd00:131::{}", 10 + i).parse().unwrap());
+        }
+        Plan::new(p.cluster)
     }
 
     #[test]

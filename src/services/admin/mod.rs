@@ -56,6 +56,8 @@ pub struct Admin {
     /// The API token (`admin.tokenFile`), read at each commit.
     token: Arc<ArcSwapOption<String>>,
     listen: std::sync::Mutex<Option<SocketAddr>>,
+    /// The IPv6 twin's bound address (dual-stack).
+    listen_v6: std::sync::Mutex<Option<SocketAddr>>,
     listeners: Listeners<SocketAddr>,
     tasks: Tasks,
 }
@@ -66,6 +68,7 @@ impl Admin {
             hub,
             token: Arc::new(ArcSwapOption::empty()),
             listen: std::sync::Mutex::new(None),
+            listen_v6: std::sync::Mutex::new(None),
             listeners: Listeners::default(),
             tasks: Tasks::new("admin"),
         })
@@ -79,29 +82,37 @@ impl Service for Admin {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let addr = plan.cluster.admin.listen;
+        // `admin.listen` and its IPv6 twin (dual-stack, not on loopback).
+        let addrs = plan
+            .cluster
+            .listen_addrs(crate::model::catalogue::ServiceKind::Admin);
         let token = match &plan.cluster.admin.token_file {
             Some(f) => Some(crate::config::secret::read_token(f).map_err(|e| anyhow::anyhow!(e))?),
             None => None,
         };
-        let new = self.listeners.bind_tcp_if_missing(addr).await?;
+        let new = self.listeners.bind_tcp_missing(&addrs).await?;
         Ok(Box::new(move || {
             self.token.store(token.map(Arc::new));
-            for gone in self.listeners.retain(&[addr]) {
+            for gone in self.listeners.retain(&addrs) {
                 info!("admin: closed listener {gone}");
             }
-            let Some(l) = new else { return };
-            let token = self.tasks.token();
-            if let Ok(local) = l.local_addr() {
-                info!("listening for admin on {local}");
-                *self.listen.locked() = Some(local);
+            if addrs.len() < 2 {
+                *self.listen_v6.locked() = None;
             }
-            self.tasks.spawn(
-                format!("admin listener {addr}"),
-                token.clone(),
-                serve_listener(self.hub.clone(), self.token.clone(), l, token.clone()),
-            );
-            self.listeners.insert(addr, token);
+            for (addr, l) in new {
+                let token = self.tasks.token();
+                if let Ok(local) = l.local_addr() {
+                    info!("listening for admin on {local}");
+                    let twin = Some(&addr) != addrs.first();
+                    *(if twin { &self.listen_v6 } else { &self.listen }).locked() = Some(local);
+                }
+                self.tasks.spawn(
+                    format!("admin listener {addr}"),
+                    token.clone(),
+                    serve_listener(self.hub.clone(), self.token.clone(), l, token.clone()),
+                );
+                self.listeners.insert(addr, token);
+            }
         }))
     }
 
@@ -113,8 +124,10 @@ impl Service for Admin {
 
     fn status(&self) -> ServiceStatus {
         let listen = *self.listen.locked();
+        let listen_v6 = *self.listen_v6.locked();
         ServiceStatus::Admin(AdminStatus {
             listen: listen.map(|a| a.to_string()),
+            listen_v6: listen_v6.map(|a| a.to_string()),
         })
     }
 
@@ -269,6 +282,7 @@ async fn serve_listener(
                 let hub = hub.clone();
                 let me = AdminStatus {
                     listen: listener_addr.map(|a| a.to_string()),
+                    listen_v6: None,
                 };
                 let token = api_token.load_full();
                 async move {

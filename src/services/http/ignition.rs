@@ -35,11 +35,7 @@ use crate::model::cluster::{Cluster, NodeCfg, Role};
 
 /// The node a client address belongs to, if any.
 pub fn node_by_ip(c: &Cluster, ip: IpAddr) -> Option<&NodeCfg> {
-    let v4 = match ip {
-        IpAddr::V4(v4) => v4,
-        IpAddr::V6(v6) => v6.to_ipv4_mapped()?,
-    };
-    c.nodes.iter().find(|n| n.ip == v4)
+    crate::model::access::node_at(c, ip)
 }
 
 /// What `/ignition/<name>.ign` maps to.

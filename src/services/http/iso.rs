@@ -133,6 +133,11 @@ fn prepare(
     })
 }
 
+/// The `<name>` of a `/boot/` path's rest `<name>.iso` (one component).
+pub(crate) fn iso_name(rest: &str) -> Option<&str> {
+    rest.strip_suffix(".iso").filter(|n| !n.contains('/'))
+}
+
 impl Ctx {
     /// `/boot/<name>.iso` (`name` without the suffix).
     pub(crate) async fn serve_boot_iso(

@@ -45,6 +45,7 @@
 
 mod bootstate;
 mod clients;
+mod https;
 mod igncache;
 pub mod ignition;
 pub mod ignmerge;
@@ -133,6 +134,14 @@ impl Region {
     }
 }
 
+/// Which listener a request came in on: `http.listen` serves every route,
+/// `http.tlsListen` the boot ISOs only ([`https`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheme {
+    Http,
+    Https,
+}
+
 pub(crate) struct Ctx {
     plan: Arc<ArcSwap<Plan>>,
     stats: Arc<Stats>,
@@ -147,6 +156,8 @@ pub(crate) struct Ctx {
     refusals: crate::runtime::once::OncePerAddress,
     /// The single-node ISO's compressed Ignition initrd, by source file.
     sno_initrd: Arc<iso::InitrdCache>,
+    /// The HTTPS listener's certificate and counters.
+    https: https::HttpsState,
 }
 
 fn empty() -> Body {
@@ -584,8 +595,8 @@ impl Ctx {
         r
     }
 
-    async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Resp {
-        let mut r = self.route(&req, peer).await;
+    async fn handle(&self, req: Request<Incoming>, peer: SocketAddr, scheme: Scheme) -> Resp {
+        let mut r = self.route(&req, peer, scheme).await;
         if r.status() == StatusCode::OK
             && req.method() == Method::GET
             && track::is_rootfs(req.uri().path())
@@ -605,7 +616,7 @@ impl Ctx {
         r
     }
 
-    async fn route(&self, req: &Request<Incoming>, peer: SocketAddr) -> Resp {
+    async fn route(&self, req: &Request<Incoming>, peer: SocketAddr, scheme: Scheme) -> Resp {
         // RFC 9112 §3.2: an HTTP/1.1 request without Host, or any request
         // with several, is answered 400 (as nginx does).
         let hosts = req.headers().get_all(header::HOST).iter().count();
@@ -628,6 +639,9 @@ impl Ctx {
             return r;
         }
         let p = path::normalize(req.uri().path());
+        if scheme == Scheme::Https {
+            return Box::pin(self.route_https(req, peer, &p)).await;
+        }
         let plan = self.plan.load_full();
         let cfg = &plan.cluster.http;
         // The file and boot futures are boxed: kept inline, their state

@@ -182,9 +182,7 @@ impl Ctx {
         if let Some(file) = rest.strip_prefix("ipxe/") {
             return self.serve_ipxe_binary(req, c, file).await;
         }
-        if let Some(name) = rest.strip_suffix(".iso")
-            && !name.contains('/')
-        {
+        if let Some(name) = super::iso::iso_name(rest) {
             return self.serve_boot_iso(req, peer, name).await;
         }
         let src = rhcos.source.clone();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use async_trait::async_trait;
 use hyper::body::Incoming;
 use hyper::{Request, Version};
@@ -23,7 +23,7 @@ use super::lastsend::{self, LastSend};
 use super::netboot::BootState;
 use super::stats::Stats;
 use super::version::MinorVersion;
-use super::{Ctx, DRAIN, HEADER_TIMEOUT, IDLE_TIMEOUT};
+use super::{Ctx, DRAIN, HEADER_TIMEOUT, IDLE_TIMEOUT, Scheme};
 use crate::plan::Plan;
 use crate::runtime::httpconn::{self, Activity, Builders, Ended};
 use crate::runtime::limits::cap;
@@ -31,13 +31,21 @@ use crate::runtime::lograte::LogRate;
 use crate::runtime::net;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 
-/// The HTTP service: one listener on `http.listen`; the plan (dirs, nodes,
-/// ACL) is swapped by a reload and read per request.
+/// The HTTP service: one listener on `http.listen` and, when it runs, the
+/// boot ISOs' HTTPS listener on `http.tlsListen`; the plan (dirs, nodes,
+/// ACL) and the certificate are swapped by a reload and read per request
+/// (per connection for the certificate).
 pub struct Http {
     ctx: Arc<Ctx>,
     listeners: Listeners<SocketAddr>,
+    tls_listeners: Listeners<SocketAddr>,
+    /// The HTTPS listener's configuration (`None` while it does not run).
+    tls: TlsConfig,
     tasks: Tasks,
 }
+
+/// The current server configuration of the HTTPS listener.
+type TlsConfig = Arc<ArcSwapOption<rustls::ServerConfig>>;
 
 fn warn_missing_dirs(plan: &Plan) {
     let cfg = &plan.cluster.http;
@@ -78,13 +86,19 @@ impl Http {
                 events,
                 refusals: Default::default(),
                 sno_initrd: Default::default(),
+                https: Default::default(),
             }),
             listeners: Listeners::default(),
+            tls_listeners: Listeners::default(),
+            tls: TlsConfig::default(),
             tasks,
         })
     }
 
-    fn start_listener(&self, addr: SocketAddr, listener: TcpListener) {
+    /// Serve `listener` (bound for `addr`): plain HTTP, or HTTPS with the
+    /// current [`TlsConfig`] when `tls`; `twin` marks the IPv6 copy of
+    /// `http.listen` (dual-stack).
+    fn start_listener(&self, addr: SocketAddr, listener: TcpListener, tls: bool, twin: bool) {
         let token = self.tasks.token();
         // Accepted sockets inherit TCP_NODELAY from the listener (Linux):
         // one `setsockopt` per listener, not per connection. Without it,
@@ -92,16 +106,32 @@ impl Http {
         let nodelay_inherited = socket2::SockRef::from(&listener)
             .set_tcp_nodelay(true)
             .is_ok();
+        let what = if tls { "https" } else { "http" };
         if let Ok(local) = listener.local_addr() {
-            info!("listening for http on {local}");
-            self.ctx.stats.set_listen(local);
+            info!("listening for {what} on {local}");
+            if tls {
+                self.ctx.https.set_listen(Some(local));
+            } else {
+                self.ctx.stats.set_listen(local, twin);
+            }
         }
+        let config = tls.then(|| self.tls.clone());
         self.tasks.spawn(
-            format!("http listener {addr}"),
+            format!("{what} listener {addr}"),
             token.clone(),
-            serve_listener(self.ctx.clone(), listener, nodelay_inherited, token.clone()),
+            serve_listener(
+                self.ctx.clone(),
+                listener,
+                nodelay_inherited,
+                config,
+                token.clone(),
+            ),
         );
-        self.listeners.insert(addr, token);
+        if tls {
+            self.tls_listeners.insert(addr, token);
+        } else {
+            self.listeners.insert(addr, token);
+        }
     }
 }
 
@@ -112,16 +142,46 @@ impl Service for Http {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let addr = plan.cluster.http.listen;
-        let new = self.listeners.bind_tcp_if_missing(addr).await?;
+        // `http.listen` and its IPv6 twin (dual-stack); the HTTPS
+        // listener is bound apart below.
+        let addrs: Vec<SocketAddr> = plan
+            .cluster
+            .listeners()
+            .into_iter()
+            .filter(|l| l.service == crate::model::catalogue::ServiceKind::Http && l.what == "http")
+            .map(|l| l.addr)
+            .collect();
+        // The certificate is checked (made, when generated) before any
+        // bind: a broken one fails the start or the reload, nothing else.
+        let https = match plan.cluster.http.tls_listen {
+            Some(a) => Some((a, super::https::load_cert(&plan).await?)),
+            None => None,
+        };
+        let new = self.listeners.bind_tcp_missing(&addrs).await?;
+        let new_tls = match &https {
+            Some((a, _)) => self.tls_listeners.bind_tcp_if_missing(*a).await?,
+            None => None,
+        };
         Ok(Box::new(move || {
             warn_missing_dirs(&plan);
             self.ctx.plan.store(plan);
-            for gone in self.listeners.retain(&[addr]) {
+            for gone in self.listeners.retain(&addrs) {
                 info!("http: closed listener {gone}");
             }
-            if let Some(l) = new {
-                self.start_listener(addr, l);
+            if addrs.len() < 2 {
+                self.ctx.stats.clear_twin();
+            }
+            for (addr, l) in new {
+                self.start_listener(addr, l, false, Some(&addr) != addrs.first());
+            }
+            let keep: Vec<SocketAddr> = https.iter().map(|(a, _)| *a).collect();
+            for gone in self.tls_listeners.retain(&keep) {
+                info!("https: closed listener {gone}");
+            }
+            let cert = https.map(|(_, c)| c);
+            self.ctx.https.use_cert(&self.tls, cert);
+            if let (Some(l), Some(a)) = (new_tls, keep.first()) {
+                self.start_listener(*a, l, true, false);
             }
         }))
     }
@@ -144,20 +204,51 @@ impl Service for Http {
             s.netboot = self.ctx.boot.rows(&plan.cluster);
             s.netboot_state = Some(self.ctx.boot.store_status());
         }
-        crate::runtime::status::ServiceStatus::Http(s)
+        s.https = self.ctx.https.status();
+        crate::runtime::status::ServiceStatus::Http(Box::new(s))
     }
 
     fn metrics(&self, out: &mut String) {
         self.ctx.stats.metrics(out);
+        self.ctx.https.metrics(out);
         if self.ctx.plan.load().cluster.rhcos.is_some() {
             self.ctx.boot.metrics(out);
         }
     }
 }
 
+/// The slot of an admitted connection; `None` (counted) when refused.
+fn admitted_slot(
+    ctx: &Ctx,
+    peer: SocketAddr,
+    admitted: Result<(ClientSlot, Option<std::net::IpAddr>), Refused>,
+) -> Option<ClientSlot> {
+    match admitted {
+        Ok((slot, evicted)) => {
+            if let Some(from) = evicted {
+                debug!("http: closing an idle connection of {from} to serve {peer}");
+                ctx.stats.evicted();
+            }
+            Some(slot)
+        }
+        Err(Refused::PerClient) => {
+            // Closed at once: one host cannot hold every slot (slowloris).
+            debug!("http connection closed: the client holds its limit");
+            ctx.stats.refused_per_client();
+            None
+        }
+        Err(Refused::Full) => {
+            debug!("http connection closed: every slot is taken, none idle to give way");
+            ctx.stats.refused_full();
+            None
+        }
+    }
+}
+
 /// How an admitted connection is served: per-client and global limits
-/// with eviction ([`clients`]), then the request-start and idle timeouts
-/// of [`httpconn`].
+/// with eviction ([`clients`]), then the request-start (or TLS handshake)
+/// and idle timeouts of [`httpconn`].
+#[allow(clippy::too_many_arguments)]
 async fn serve_conn(
     ctx: Arc<Ctx>,
     builders: Arc<Builders>,
@@ -165,65 +256,126 @@ async fn serve_conn(
     peer: SocketAddr,
     admitted: Result<(ClientSlot, Option<std::net::IpAddr>), Refused>,
     activity: Arc<Activity>,
+    tls: Option<Option<Arc<rustls::ServerConfig>>>,
     shutdown: CancellationToken,
 ) {
-    let _slot = match admitted {
-        Ok((slot, evicted)) => {
-            if let Some(from) = evicted {
-                debug!("http: closing an idle connection of {from} to serve {peer}");
-                ctx.stats.evicted();
-            }
-            slot
-        }
-        Err(Refused::PerClient) => {
-            // Closed at once: one host cannot hold every slot (slowloris).
-            debug!("http connection closed: the client holds its limit");
-            ctx.stats.refused_per_client();
-            return;
-        }
-        Err(Refused::Full) => {
-            debug!("http connection closed: every slot is taken, none idle to give way");
-            ctx.stats.refused_full();
-            return;
-        }
+    let Some(_slot) = admitted_slot(&ctx, peer, admitted) else {
+        return;
     };
+    // `Some(None)`: an HTTPS listener with no certificate (not yet, or no
+    // longer, configured): nothing to serve with.
+    let tls = match tls {
+        Some(None) => return,
+        Some(Some(cfg)) => Some(tokio_rustls::TlsAcceptor::from(cfg)),
+        None => None,
+    };
+    let conn = Conn {
+        ctx,
+        builders,
+        peer,
+        activity,
+        shutdown,
+    };
+    if let Some(acceptor) = tls {
+        // Boxed: the TLS state would otherwise enlarge every plain
+        // connection's future too.
+        Box::pin(serve_tls(conn, acceptor, stream)).await;
+        return;
+    }
     // A client that connects and stays silent holds no slot for long;
     // hyper's header timeout then bounds each HTTP/1 request head, and the
     // idle timeout every connection with no request in flight (h2 too).
-    let (proto, first) =
-        match httpconn::request_start(&stream, HEADER_TIMEOUT, &activity, &shutdown).await {
-            Ok(p) => p,
-            Err(end) => {
-                debug!("http connection closed before a request: {end:?}");
-                return;
-            }
-        };
-    ctx.stats.conn_open();
-    let c2 = ctx.clone();
-    let a2 = activity.clone();
-    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-        // hyper answers such a request last: its bytes go with the FIN.
-        if matches!(req.version(), Version::HTTP_10 | Version::HTTP_11)
-            && lastsend::asks_close(req.headers())
-        {
-            a2.set_closing();
+    let (proto, first) = match httpconn::request_start(
+        &stream,
+        HEADER_TIMEOUT,
+        &conn.activity,
+        &conn.shutdown,
+    )
+    .await
+    {
+        Ok(p) => p,
+        Err(end) => {
+            debug!("http connection closed before a request: {end:?}");
+            return;
         }
-        let ctx = c2.clone();
-        async move { Ok::<_, Infallible>(ctx.handle(req, peer).await) }
-    });
-    let t = httpconn::Timeouts {
-        idle: IDLE_TIMEOUT,
-        drain: DRAIN,
     };
     // A closing response's last bytes leave with the FIN (`lastsend`).
-    let stream = LastSend::new(stream, activity.clone());
+    let stream = LastSend::new(stream, conn.activity.clone());
     let stream = MinorVersion::new(httpconn::Replay::new(stream, first));
-    match httpconn::serve(&builders, proto, stream, svc, &activity, t, &shutdown).await {
-        Ended::Idle => ctx.stats.closed_idle(),
-        Ended::Failed(e) => debug!("http connection: {e}"),
-        _ => {}
+    conn.serve(proto, stream, Scheme::Http).await;
+}
+
+/// An admitted HTTPS connection: the handshake, bounded like a request
+/// head, then the same connection life as plain HTTP with the HTTPS routes.
+async fn serve_tls(conn: Conn, acceptor: tokio_rustls::TlsAcceptor, stream: tokio::net::TcpStream) {
+    let started = httpconn::tls_start(
+        acceptor,
+        stream,
+        HEADER_TIMEOUT,
+        &conn.activity,
+        &conn.shutdown,
+    )
+    .await;
+    match started {
+        Ok((proto, s)) => {
+            conn.ctx.https.handshake(true);
+            conn.serve(proto, MinorVersion::new(s), Scheme::Https).await;
+        }
+        Err(end) => {
+            if matches!(end, Ended::Failed(_) | Ended::Silent) {
+                conn.ctx.https.handshake(false);
+            }
+            debug!("https connection closed before a request: {end:?}");
+        }
     }
-    ctx.stats.conn_close();
+}
+
+/// An admitted connection, its protocol known.
+struct Conn {
+    ctx: Arc<Ctx>,
+    builders: Arc<Builders>,
+    peer: SocketAddr,
+    activity: Arc<Activity>,
+    shutdown: CancellationToken,
+}
+
+impl Conn {
+    /// Serve requests on `io` with the routes of `scheme` until it ends.
+    async fn serve<I>(self, proto: httpconn::Proto, io: I, scheme: Scheme)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let Conn {
+            ctx,
+            builders,
+            peer,
+            activity,
+            shutdown,
+        } = self;
+        ctx.stats.conn_open();
+        let c2 = ctx.clone();
+        let a2 = activity.clone();
+        let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+            // hyper answers such a request last: its bytes go with the FIN.
+            if matches!(req.version(), Version::HTTP_10 | Version::HTTP_11)
+                && lastsend::asks_close(req.headers())
+            {
+                a2.set_closing();
+            }
+            let ctx = c2.clone();
+            async move { Ok::<_, Infallible>(ctx.handle(req, peer, scheme).await) }
+        });
+        let t = httpconn::Timeouts {
+            idle: IDLE_TIMEOUT,
+            drain: DRAIN,
+        };
+        match httpconn::serve(&builders, proto, io, svc, &activity, t, &shutdown).await {
+            Ended::Idle => ctx.stats.closed_idle(),
+            Ended::Failed(e) => debug!("http connection: {e}"),
+            _ => {}
+        }
+        ctx.stats.conn_close();
+    }
 }
 
 /// Accept errors: at most one line a second (counts of the rest).
@@ -234,6 +386,7 @@ async fn serve_listener(
     ctx: Arc<Ctx>,
     listener: TcpListener,
     nodelay_inherited: bool,
+    tls: Option<TlsConfig>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     // Descriptors bound what is accepted; admission what is served (the
@@ -263,6 +416,8 @@ async fn serve_listener(
         };
         let activity = Activity::new();
         let admitted = ctx.clients.admit(peer.ip(), &activity, lim);
+        // HTTPS: the certificate current at accept (a reload swaps it).
+        let acceptor = tls.as_ref().map(|t| t.load_full());
         if !nodelay_inherited {
             let _ = stream.set_nodelay(true);
         }
@@ -275,6 +430,7 @@ async fn serve_listener(
             peer,
             admitted,
             activity,
+            acceptor,
             shutdown.clone(),
         ));
         conn.instrument(info_span!("http", %peer))

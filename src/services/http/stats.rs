@@ -54,6 +54,8 @@ impl Fetch {
 pub struct Stats {
     plan: std::sync::Arc<ArcSwap<Plan>>,
     listen: Mutex<Option<SocketAddr>>,
+    /// The IPv6 twin's bound address (dual-stack).
+    listen_v6: Mutex<Option<SocketAddr>>,
     by_status: Mutex<BTreeMap<u16, u64>>,
     bytes: AtomicU64,
     active: AtomicI64,
@@ -75,6 +77,7 @@ impl Stats {
         Stats {
             plan,
             listen: Mutex::new(None),
+            listen_v6: Mutex::new(None),
             by_status: Mutex::default(),
             bytes: AtomicU64::new(0),
             active: AtomicI64::new(0),
@@ -87,8 +90,13 @@ impl Stats {
             ign_by_status: Mutex::default(),
         }
     }
-    pub fn set_listen(&self, addr: SocketAddr) {
-        *lock(&self.listen) = Some(addr);
+    /// The bound address of `http.listen` or (`twin`) of its IPv6 twin.
+    pub fn set_listen(&self, addr: SocketAddr, twin: bool) {
+        *lock(if twin { &self.listen_v6 } else { &self.listen }) = Some(addr);
+    }
+    /// The IPv6 twin was closed (a reload dropped `network.ipv6`).
+    pub fn clear_twin(&self) {
+        *lock(&self.listen_v6) = None;
     }
     pub fn response(&self, status: u16) {
         *lock(&self.by_status).entry(status).or_default() += 1;
@@ -162,6 +170,7 @@ impl Stats {
             .collect();
         HttpStatus {
             listen: lock(&self.listen).map(|a| a.to_string()),
+            listen_v6: lock(&self.listen_v6).map(|a| a.to_string()),
             images_dir: c.http.images_dir.display().to_string(),
             ignition_dir: c.http.ignition_dir.display().to_string(),
             bootstrap_in_place_age: c.mode.is_single_node().then(|| bip_age(c)).flatten(),
@@ -174,6 +183,7 @@ impl Stats {
             ignition_fetches: fetches.iter().map(Fetch::row).collect(),
             netboot: Vec::new(),
             netboot_state: None,
+            https: None,
         }
     }
 

@@ -258,18 +258,21 @@ fn note_marker(r: &mut BootstrapReport, marker: Marker, mtime: Option<SystemTime
     }
 }
 
-/// The healthy flag of every master backend of pool `kind`.
+/// The healthy flag of every master of pool `kind`, in pool order: healthy
+/// when one of its backends is (a dual-stack node has one per family).
 fn masters_healthy(pools: &Pools, kind: PoolKind) -> Vec<bool> {
-    pools
-        .get(kind)
-        .map(|p| {
-            p.backends
-                .iter()
-                .filter(|b| b.role == Role::Master)
-                .map(|b| b.state().health.healthy())
-                .collect()
-        })
-        .unwrap_or_default()
+    let Some(p) = pools.get(kind) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(&str, bool)> = Vec::new();
+    for b in p.backends.iter().filter(|b| b.role == Role::Master) {
+        let healthy = b.state().health.healthy();
+        match out.iter_mut().find(|(n, _)| *n == b.key.node) {
+            Some((_, h)) => *h |= healthy,
+            None => out.push((&b.key.node, healthy)),
+        }
+    }
+    out.into_iter().map(|(_, h)| h).collect()
 }
 
 /// Why bootstrap is complete now, if it is: the evidence of
@@ -548,6 +551,7 @@ mod tests {
         crate::services::lb::state::Pool {
             kind,
             frontend: "127.0.0.1:6443".parse().unwrap(),
+            frontend_v6: None,
             check: Check::Tcp,
             backends,
             rr: Default::default(),

@@ -5,6 +5,15 @@
 //! proxied byte for byte (no TLS termination, no session persistence) to the
 //! next healthy, enabled backend in round-robin order.
 //!
+//! Dual-stack (`network.ipv6`): each frontend has an IPv6 twin on the IPv6
+//! VIP, and a pool holds the nodes' IPv6 addresses as backends of their
+//! own (own health checks, over IPv6) after the IPv4 ones. A connection
+//! goes to a backend of its frontend's family while one is ready, else to
+//! one of the other family (a pool whose IPv6 backends are all down still
+//! serves IPv6 clients). A node's backends of both families are one node
+//! for draining, bootstrap removal and completion (a master counts as
+//! healthy in a pool when one of its backends is).
+//!
 //! Invariants:
 //! - Backends start unhealthy; checks run at once, then every `interval`;
 //!   `rise`/`fall` consecutive results flip the state ([`health`]). Flips are
@@ -221,7 +230,7 @@ impl Lb {
         if let Ok(local) = l.local_addr() {
             info!("listening for lb {kind} on {local}");
             let mut v = self.local.locked();
-            v.retain(|(k, _)| *k != kind);
+            v.retain(|(k, a)| *k != kind || a.is_ipv6() != local.is_ipv6());
             v.push((kind, local));
         }
         self.tasks.spawn(
@@ -257,14 +266,18 @@ impl Lb {
                 .iter()
                 .map(|p| {
                     let f = &self.frontend(p.kind).stats;
-                    let frontend = local
-                        .iter()
-                        .find(|(k, _)| *k == p.kind)
-                        .map(|(_, a)| *a)
-                        .unwrap_or(p.frontend);
+                    let bound = |v6: bool| {
+                        local
+                            .iter()
+                            .find(|(k, a)| *k == p.kind && a.is_ipv6() == v6)
+                            .map(|(_, a)| *a)
+                    };
+                    let frontend = bound(p.frontend.is_ipv6()).unwrap_or(p.frontend);
+                    let frontend_v6 = p.frontend_v6.map(|a| bound(true).unwrap_or(a));
                     PoolStatus {
                         name: p.kind,
                         frontend: frontend.to_string(),
+                        frontend_v6: frontend_v6.map(|a| a.to_string()),
                         check: p.check.to_string(),
                         active_connections: FrontendStats::get(&f.active),
                         total_connections: FrontendStats::get(&f.total),
@@ -291,8 +304,15 @@ impl Service for Lb {
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
         let settings = check_settings(&plan)?;
-        let wanted: Vec<(PoolKind, SocketAddr)> =
-            plan.pools.iter().map(|p| (p.name, p.frontend)).collect();
+        let wanted: Vec<(PoolKind, SocketAddr)> = plan
+            .pools
+            .iter()
+            .flat_map(|p| {
+                std::iter::once(p.frontend)
+                    .chain(p.frontend_v6)
+                    .map(|a| (p.name, a))
+            })
+            .collect();
         let mut new = Vec::new();
         for (kind, addr) in self.listeners.missing(&wanted) {
             let l = TcpListener::bind(addr)
@@ -386,10 +406,15 @@ impl Service for Lb {
         for (name, kind, help, get) in backend_families {
             let mut f = family(out, name, kind, help);
             for (p, b) in pools.backends() {
-                f.sample(
-                    &[("pool", &p.kind.as_str()), ("backend", &b.key.node)],
-                    get(b),
-                );
+                // A node's IPv6 backend: the same labels and `family`.
+                let pool = p.kind.as_str();
+                let labels: [(&str, &dyn std::fmt::Display); 3] = [
+                    ("pool", &pool),
+                    ("backend", &b.key.node),
+                    ("family", &"ipv6"),
+                ];
+                let n = if b.key.addr.is_ipv6() { 3 } else { 2 };
+                f.sample(&labels[..n], get(b));
             }
         }
         let pool_families: [(&str, Kind, &str, Get<'_, FrontendStats>); 5] = [
@@ -448,7 +473,9 @@ impl LbControl for Lb {
                 s.removed = false;
                 revived = true;
             }
-            names.push(p.kind.as_str());
+            if !names.contains(&p.kind.as_str()) {
+                names.push(p.kind.as_str());
+            }
         }
         if names.is_empty() {
             return Err(LbControlError::UnknownNode(node.to_string()));
@@ -496,6 +523,8 @@ async fn accept_loop(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let stats = &lb.frontend(kind).stats;
+    // The frontend's family: its connections prefer backends of it.
+    let v6 = listener.local_addr().is_ok_and(|a| a.is_ipv6());
     loop {
         // EMFILE and friends: back off a little, keep serving; one line a second.
         let on_error = |e: &std::io::Error| {
@@ -535,7 +564,7 @@ async fn accept_loop(
                 stats.active.fetch_add(1, Ordering::Relaxed);
                 tokio::select! {
                     _ = stop.cancelled() => {}
-                    _ = serve_conn(&lb2, kind, stream) => {}
+                    _ = serve_conn(&lb2, kind, stream, v6) => {}
                 }
                 stats.active.fetch_sub(1, Ordering::Relaxed);
                 drop(permit);
@@ -568,16 +597,23 @@ fn refuse_machine_config(lb: &Lb, peer: SocketAddr) -> bool {
 }
 
 /// Connect to the next ready backend of the current pools, retrying the
-/// others on failure.
-async fn connect_backend(lb: &Lb, kind: PoolKind) -> Option<(Arc<Backend>, TcpStream)> {
+/// others on failure: those of the client's frontend family (`v6`) first,
+/// then the others.
+async fn connect_backend(lb: &Lb, kind: PoolKind, v6: bool) -> Option<(Arc<Backend>, TcpStream)> {
     let pools = lb.pools.load_full();
     let pool = pools.get(kind)?;
     let connect_timeout = lb.cfg.load().connect_timeout;
     let mut tried = Tried::default();
     loop {
-        let i = pool.rr.pick(pool.backends.len(), |i| {
-            !tried.contains(i) && pool.backends[i].ready()
-        })?;
+        let eligible = |i: usize, family: bool| {
+            let b = &pool.backends[i];
+            !tried.contains(i) && (!family || b.key.addr.is_ipv6() == v6) && b.ready()
+        };
+        let n = pool.backends.len();
+        let i = pool
+            .rr
+            .pick(n, |i| eligible(i, true))
+            .or_else(|| pool.rr.pick(n, |i| eligible(i, false)))?;
         tried.insert(i);
         let b = &pool.backends[i];
         match tokio::time::timeout(connect_timeout, TcpStream::connect(b.key.addr)).await {
@@ -601,10 +637,10 @@ async fn connect_backend(lb: &Lb, kind: PoolKind) -> Option<(Arc<Backend>, TcpSt
 }
 
 /// Proxy one client connection (inside its `lb` span: pool and peer).
-async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream) {
+async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream, v6: bool) {
     let stats = &lb.frontend(kind).stats;
     let _ = client.set_nodelay(true);
-    let Some((b, mut backend)) = connect_backend(lb, kind).await else {
+    let Some((b, mut backend)) = connect_backend(lb, kind, v6).await else {
         stats.no_backend.fetch_add(1, Ordering::Relaxed);
         let peer = client.peer_addr().ok();
         match CLIENT_LOG.check(no_backend_key(kind), peer) {

@@ -152,6 +152,8 @@ impl Backend {
 pub struct Pool {
     pub kind: PoolKind,
     pub frontend: SocketAddr,
+    /// The IPv6 frontend (dual-stack).
+    pub frontend_v6: Option<SocketAddr>,
     pub check: Check,
     pub backends: Vec<Arc<Backend>>,
     pub rr: RoundRobin,
@@ -211,6 +213,7 @@ impl Pools {
             list.push(Pool {
                 kind,
                 frontend: p.frontend,
+                frontend_v6: p.frontend_v6,
                 check: p.check.clone(),
                 backends,
                 rr: RoundRobin::new(),

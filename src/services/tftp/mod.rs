@@ -113,7 +113,9 @@ pub struct Tftp {
 }
 
 /// The transfer settings of `plan`, with the root checked.
-fn ctx_of(plan: &Plan, stats: &Arc<Stats>) -> anyhow::Result<(Ctx, SocketAddr, usize)> {
+/// Returns the context, the listen addresses (`pxe.tftpListen` and its
+/// IPv6 twin) and `maxTransfers`.
+fn ctx_of(plan: &Plan, stats: &Arc<Stats>) -> anyhow::Result<(Ctx, Vec<SocketAddr>, usize)> {
     let c = plan
         .cluster
         .tftp
@@ -144,7 +146,8 @@ fn ctx_of(plan: &Plan, stats: &Arc<Stats>) -> anyhow::Result<(Ctx, SocketAddr, u
             max_per_client: c.max_transfers_per_client,
             stats: stats.clone(),
         },
-        c.listen,
+        plan.cluster
+            .listen_addrs(crate::model::catalogue::ServiceKind::Tftp),
         c.max_transfers,
     ))
 }
@@ -177,13 +180,13 @@ impl Service for Tftp {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let (ctx, addr, max) = ctx_of(&plan, &self.stats)?;
-        let mut new = None;
-        if !self.listeners.missing(&[addr]).is_empty() {
+        let (ctx, addrs, max) = ctx_of(&plan, &self.stats)?;
+        let mut new = Vec::new();
+        for addr in self.listeners.missing(&addrs) {
             let socket = UdpSocket::bind(addr)
                 .await
                 .with_context(|| format!("bind UDP {addr}"))?;
-            new = Some(socket);
+            new.push((addr, socket));
         }
         Ok(Box::new(move || {
             let root = ctx.root.clone();
@@ -194,14 +197,18 @@ impl Service for Tftp {
                     *p = (max, Arc::new(Semaphore::new(max)));
                 }
             }
-            for gone in self.listeners.retain(&[addr]) {
+            for gone in self.listeners.retain(&addrs) {
                 info!("tftp: closed listener {gone}");
             }
-            if let Some(socket) = new {
+            if addrs.len() < 2 {
+                self.stats.clear_twin();
+            }
+            for (addr, socket) in new {
                 let token = self.tasks.token();
                 if let Ok(local) = socket.local_addr() {
                     info!("listening for tftp on {local} (root {})", root.display());
-                    self.stats.set_bound(local, root);
+                    let twin = Some(&addr) != addrs.first();
+                    self.stats.set_bound(local, root.clone(), twin);
                 }
                 self.tasks.spawn(
                     format!("tftp listener {addr}"),

@@ -59,6 +59,8 @@ struct Finished {
 pub struct Stats {
     /// The bound listener and the canonical root, set at each commit.
     bound: Mutex<Option<(SocketAddr, PathBuf)>>,
+    /// The IPv6 twin's bound address (dual-stack).
+    bound_v6: Mutex<Option<SocketAddr>>,
     pub started: AtomicU64,
     outcomes: [AtomicU64; 5],
     pub bytes: AtomicU64,
@@ -80,6 +82,7 @@ impl Stats {
     pub fn new() -> Stats {
         Stats {
             bound: Mutex::new(None),
+            bound_v6: Mutex::new(None),
             started: AtomicU64::new(0),
             outcomes: Default::default(),
             bytes: AtomicU64::new(0),
@@ -91,8 +94,18 @@ impl Stats {
         }
     }
 
-    pub fn set_bound(&self, listen: SocketAddr, root: PathBuf) {
-        *self.bound.locked() = Some((listen, root));
+    /// The bound address of `pxe.tftpListen`, or (`twin`) of its IPv6 twin.
+    pub fn set_bound(&self, listen: SocketAddr, root: PathBuf, twin: bool) {
+        if twin {
+            *self.bound_v6.locked() = Some(listen);
+        } else {
+            *self.bound.locked() = Some((listen, root));
+        }
+    }
+
+    /// The IPv6 twin was closed (a reload dropped `network.ipv6`).
+    pub fn clear_twin(&self) {
+        *self.bound_v6.locked() = None;
     }
 
     /// Record how one request ended.
@@ -153,6 +166,7 @@ impl Stats {
         let bound = self.bound.locked().clone();
         TftpStatus {
             listen: bound.as_ref().map(|b| b.0.to_string()),
+            listen_v6: self.bound_v6.locked().map(|a| a.to_string()),
             root: bound.map(|b| b.1.display().to_string()),
             started: self.started.load(Ordering::Relaxed),
             active: self.active.load(Ordering::Relaxed),

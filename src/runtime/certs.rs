@@ -1,0 +1,337 @@
+//! The certificate of the boot ISOs' HTTPS listener (`http.tlsListen`,
+//! issue #30): the operator's `http.tls` files, or a self-signed one the
+//! appliance generates for its address at first start and keeps in its
+//! state directory (next to the lease file), reused on later starts.
+//!
+//! Invariants:
+//! - A certificate is used only once its chain and key parse and the key
+//!   matches the first certificate (rustls compares the public keys):
+//!   [`load`] fails otherwise, before anything binds or changes.
+//! - A generated certificate names `network.applianceIP` and the listener's
+//!   own address (when it is not the unspecified one) as IP SANs; one kept
+//!   from an earlier start is reused while it parses, matches its key and
+//!   still names every such address, else it is made again (and logged).
+//!   Its key file is created with mode 0600 and never widened.
+//! - The fingerprint is the SHA-256 of the first certificate's DER, as
+//!   `openssl x509 -fingerprint -sha256` prints it (`AA:BB:…`).
+//!
+//! The generated key is ECDSA P-256 (what rcgen makes with ring, the
+//! crypto backend of the rest of the appliance); a BMC whose TLS client
+//! takes RSA only needs `http.tls` with an RSA certificate.
+
+use std::io::Write as _;
+use std::net::IpAddr;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use serde::{Deserialize, Serialize};
+use tracing::info;
+
+use crate::model::cluster::Cluster;
+
+/// Years a generated certificate is valid from January 1st of the year it
+/// is made.
+const VALID_YEARS: i32 = 10;
+
+/// What the listener serves with, and what the status shows of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CertInfo {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    /// Made by the appliance (no `http.tls`).
+    pub generated: bool,
+    /// SHA-256 of the certificate's DER, `AA:BB:…`.
+    pub sha256: String,
+}
+
+/// A ready server configuration and where it came from.
+pub struct ServerCert {
+    pub config: Arc<ServerConfig>,
+    pub info: CertInfo,
+}
+
+/// Where a generated certificate and key of `c` are kept: next to the
+/// lease file, `<cluster>-https-cert.pem` and `<cluster>-https-key.pem`.
+pub fn generated_paths(c: &Cluster) -> (PathBuf, PathBuf) {
+    let dir = c
+        .dhcp
+        .lease_file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    (
+        dir.join(format!("{}-https-cert.pem", c.name)),
+        dir.join(format!("{}-https-key.pem", c.name)),
+    )
+}
+
+/// The addresses a generated certificate must name: `applianceIP` and the
+/// HTTPS listener's address unless unspecified.
+pub fn wanted_ips(c: &Cluster) -> Vec<IpAddr> {
+    let mut ips = vec![IpAddr::V4(c.network.appliance_ip)];
+    if let Some(l) = c.http.tls_listen
+        && !l.ip().is_unspecified()
+        && !ips.contains(&l.ip())
+    {
+        ips.push(l.ip());
+    }
+    ips
+}
+
+/// The certificate of `c`'s HTTPS listener: `http.tls`, else the generated
+/// one (made now when missing, stale or broken). Blocking file I/O.
+pub fn load(c: &Cluster) -> Result<ServerCert, String> {
+    if let Some(t) = &c.http.tls {
+        return from_files(&t.cert_file, &t.key_file, false);
+    }
+    let (cert, key) = generated_paths(c);
+    let ips = wanted_ips(c);
+    match reusable(&cert, &key, &ips) {
+        Ok(found) => return Ok(found),
+        Err(why) if cert.exists() || key.exists() => {
+            info!("https: making a new certificate: {why}");
+        }
+        Err(_) => {}
+    }
+    generate(&cert, &key, &ips, &c.name)?;
+    from_files(&cert, &key, true)
+}
+
+/// What `check` can say without making anything: the generated
+/// certificate's info when one is kept and still fits.
+pub fn peek(c: &Cluster) -> Option<CertInfo> {
+    if let Some(t) = &c.http.tls {
+        return from_files(&t.cert_file, &t.key_file, false)
+            .ok()
+            .map(|s| s.info);
+    }
+    let (cert, key) = generated_paths(c);
+    reusable(&cert, &key, &wanted_ips(c)).ok().map(|s| s.info)
+}
+
+/// The kept certificate when it loads and names every address of `ips`.
+fn reusable(cert: &Path, key: &Path, ips: &[IpAddr]) -> Result<ServerCert, String> {
+    let s = from_files(cert, key, true)?;
+    let der = read_chain(cert)?.remove(0);
+    let ee =
+        webpki::EndEntityCert::try_from(&der).map_err(|e| format!("{}: {e}", cert.display()))?;
+    for ip in ips {
+        let name = ServerName::IpAddress((*ip).into());
+        if ee.verify_is_valid_for_subject_name(&name).is_err() {
+            return Err(format!("{} does not name {ip}", cert.display()));
+        }
+    }
+    Ok(s)
+}
+
+/// Parse `cert` and `key` into a server configuration (the key must match).
+pub fn from_files(cert: &Path, key: &Path, generated: bool) -> Result<ServerCert, String> {
+    let chain = read_chain(cert)?;
+    let key_der = read_key(key)?;
+    let sha256 = fingerprint(&chain[0]);
+    let config = server_config(chain, key_der)
+        .map_err(|e| format!("{} and {}: {e}", cert.display(), key.display()))?;
+    Ok(ServerCert {
+        config: Arc::new(config),
+        info: CertInfo {
+            cert_file: cert.to_path_buf(),
+            key_file: key.to_path_buf(),
+            generated,
+            sha256,
+        },
+    })
+}
+
+fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let chain = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: not a PEM certificate chain ({e})", path.display()))?;
+    if chain.is_empty() {
+        return Err(format!("{}: no PEM certificate in it", path.display()));
+    }
+    Ok(chain)
+}
+
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| {
+        format!(
+            "{}: no PEM private key (PKCS#8, PKCS#1 or SEC1) in it ({e})",
+            path.display()
+        )
+    })
+}
+
+/// TLS 1.3 and 1.2 with ring, ALPN h2 then http/1.1; fails when the key
+/// does not match the certificate.
+fn server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<ServerConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+/// SHA-256 of `der` as `AA:BB:…`.
+pub fn fingerprint(der: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, der);
+    let hex: Vec<String> = d.as_ref().iter().map(|b| format!("{b:02X}")).collect();
+    hex.join(":")
+}
+
+/// Make a self-signed certificate for `ips` and write it and its key
+/// (0600), each through a temporary file renamed into place.
+fn generate(cert: &Path, key: &Path, ips: &[IpAddr], cluster: &str) -> Result<(), String> {
+    let (cert_pem, key_pem) = self_signed(ips, cluster).map_err(|e| format!("generating: {e}"))?;
+    let hint = |e: String| {
+        format!(
+            "{e} (the generated certificate is kept next to dhcp.leaseFile: make that directory writable, or set http.tls)"
+        )
+    };
+    if let Some(dir) = cert.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| hint(format!("{}: {e}", dir.display())))?;
+    }
+    write_new(key, key_pem.as_bytes(), 0o600).map_err(hint)?;
+    write_new(cert, cert_pem.as_bytes(), 0o644).map_err(hint)?;
+    info!(
+        "https: generated a self-signed certificate for {} in {}",
+        ips.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        cert.display()
+    );
+    Ok(())
+}
+
+/// The PEM certificate and key: IP SANs `ips`, server authentication,
+/// valid from January 1st of this year for [`VALID_YEARS`].
+fn self_signed(ips: &[IpAddr], cluster: &str) -> Result<(String, String), rcgen::Error> {
+    let mut p = rcgen::CertificateParams::default();
+    p.subject_alt_names = ips
+        .iter()
+        .map(|ip| rcgen::SanType::IpAddress(*ip))
+        .collect();
+    let cn = match ips.first() {
+        Some(ip) => format!("crc-appliance {cluster} {ip}"),
+        None => format!("crc-appliance {cluster}"),
+    };
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, cn.as_str());
+    p.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let year = this_year();
+    p.not_before = rcgen::date_time_ymd(year, 1, 1);
+    p.not_after = rcgen::date_time_ymd(year + VALID_YEARS, 1, 1);
+    let key = rcgen::KeyPair::generate()?;
+    let cert = p.self_signed(&key)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// The current year (UTC), from the system clock.
+fn this_year() -> i32 {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // Days to civil year (Howard Hinnant's algorithm, year part only).
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let year = yoe + era * 400 + i64::from(mp >= 10);
+    i32::try_from(year).unwrap_or(1970)
+}
+
+/// Write `bytes` to `path` through `<path>.tmp` (created with `mode`),
+/// synced, then renamed over `path`.
+fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
+    let tmp = path.with_extension("pem.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let at = |e: std::io::Error| format!("{}: {e}", tmp.display());
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(at)?;
+    f.write_all(bytes).map_err(at)?;
+    f.sync_all().map_err(at)?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn ips(v: &[&str]) -> Vec<IpAddr> {
+        v.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn generated_once_then_reused_key_private() {
+        let d = tempfile::tempdir().unwrap();
+        let (cert, key) = (d.path().join("c.pem"), d.path().join("k.pem"));
+        let want = ips(&["10.0.0.1", "127.0.0.1"]);
+        assert!(reusable(&cert, &key, &want).is_err());
+        generate(&cert, &key, &want, "c").unwrap();
+        let first = reusable(&cert, &key, &want).unwrap().info;
+        assert!(first.generated);
+        assert_eq!(first.sha256.len(), 32 * 3 - 1);
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // Another wanted address: not reusable.
+        let err = reusable(&cert, &key, &ips(&["10.0.0.2"])).err().unwrap();
+        assert!(err.contains("does not name 10.0.0.2"), "{err}");
+    }
+
+    #[test]
+    fn a_key_of_another_certificate_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = |n: &str| d.path().join(n);
+        generate(&p("a.pem"), &p("a.key"), &ips(&["10.0.0.1"]), "c").unwrap();
+        generate(&p("b.pem"), &p("b.key"), &ips(&["10.0.0.1"]), "c").unwrap();
+        let err = from_files(&p("a.pem"), &p("b.key"), false).err().unwrap();
+        assert!(
+            err.contains("a.pem and") && err.to_lowercase().contains("key"),
+            "{err}"
+        );
+        std::fs::write(p("junk.pem"), "not pem").unwrap();
+        let err = from_files(&p("junk.pem"), &p("a.key"), false)
+            .err()
+            .unwrap();
+        assert!(err.contains("no PEM certificate"), "{err}");
+        let err = from_files(&p("a.pem"), &p("junk.pem"), false)
+            .err()
+            .unwrap();
+        assert!(err.contains("no PEM private key"), "{err}");
+    }
+
+    #[test]
+    fn fingerprint_is_sha256_in_openssl_form() {
+        assert_eq!(
+            fingerprint(b"abc"),
+            "BA:78:16:BF:8F:01:CF:EA:41:41:40:DE:5D:AE:22:23:B0:03:61:A3:96:17:7A:9C:B4:10:FF:61:F2:00:15:AD"
+        );
+    }
+
+    #[test]
+    fn the_year_is_plausible() {
+        let y = this_year();
+        assert!((2024..2200).contains(&y), "{y}");
+    }
+}
