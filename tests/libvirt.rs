@@ -1048,3 +1048,33 @@ fn vm_without_the_helper_says_it_is_missing() {
     assert_ne!(code, 0, "{out}");
     assert!(err.contains("crc-appliance-libvirt is missing"), "{err}");
 }
+
+/// A reload reaches the helper: a node added to the file gets its VM
+/// (the helper opens a driver for the new plan, serve polls it once
+/// committed).
+#[cfg(feature = "libvirt")]
+#[test]
+fn reload_forwards_the_new_plan_to_the_helper() {
+    require_tools!("xorriso");
+    let (_aux, app) = start_on_serve_appliance("rhcos-reload");
+    app.wait_log(
+        "started test-worker-0 from the live ISO kernel",
+        std::time::Duration::from_secs(30),
+    );
+    assert!(!app.log().contains("test-worker-1"), "{}", app.log());
+    let text = std::fs::read_to_string(&app.cluster_file).unwrap();
+    let w0 = "  - { name: worker-0, role: worker, mac: \"52:54:00:14:00:14\", ip: 127.0.20.20 }\n";
+    assert!(text.contains(w0), "{text}");
+    let text = text.replace(
+        w0,
+        &format!(
+            "{w0}  - {{ name: worker-1, role: worker, mac: \"52:54:00:14:00:15\", ip: 127.0.20.21 }}\n"
+        ),
+    );
+    std::fs::write(&app.cluster_file, text).unwrap();
+    app.signal("HUP");
+    app.wait_log(
+        "started test-worker-1 from the live ISO kernel",
+        std::time::Duration::from_secs(30),
+    );
+}
