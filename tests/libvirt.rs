@@ -1039,8 +1039,12 @@ fn vm_without_the_helper_says_it_is_missing() {
         dir.path(),
         &cluster_yaml(dir.path(), "test:///default", &iso, ""),
     );
-    let bin = dir.path().join("crc-appliance");
-    std::fs::copy(BIN, &bin).unwrap();
+    // A hard link (same file system as the build) rather than a copy: a
+    // file just written may still be open in a child another test thread
+    // forked meanwhile, and exec then fails with ETXTBSY.
+    let bindir = tempfile::tempdir_in(Path::new(BIN).parent().unwrap()).unwrap();
+    let bin = bindir.path().join("crc-appliance");
+    std::fs::hard_link(BIN, &bin).unwrap();
     let (code, out, err) = run(
         bin.to_str().unwrap(),
         &["vm", "--cluster", f.to_str().unwrap(), "status"],
