@@ -162,6 +162,9 @@ demo_env=()
 if [ -n "$prebuilt" ]; then
   mkdir -p "$w/upper/opt/crc-appliance"
   cp "$prebuilt" "$w/upper/opt/crc-appliance/crc-appliance"
+  # The libvirt driver runs in the helper next to the binary (demo.yaml
+  # has libvirt.startOnServe).
+  cp "$(dirname "$prebuilt")/crc-appliance-libvirt" "$w/upper/opt/crc-appliance/"
   bin=/opt/crc-appliance/crc-appliance
   demo_env=(CRC_APPLIANCE_BIN="$bin")
 fi

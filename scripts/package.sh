@@ -5,8 +5,9 @@
 #   scripts/package.sh [--binary PATH] [--out DIR]
 #
 # Without --binary, builds `cargo build --release --locked` first. The
-# package's Depends follow the binary: libvirt0 only when it links
-# libvirt.so.0 (a --no-default-features build does not).
+# libvirt helper crc-appliance-libvirt is taken from next to the binary when
+# it is there (a --no-default-features build has none). The package's
+# Depends follow the binaries: libvirt0 only when one links libvirt.so.0.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="" out="$root/dist"
@@ -30,6 +31,14 @@ trap 'rm -rf "$stage"' EXIT
 pkg="$stage/crc-appliance"
 
 install -D -m 0755 "$bin" "$pkg/usr/bin/crc-appliance"
+# The libvirt driver's process: serve and `vm` run it from the directory of
+# crc-appliance (src/drivers/libvirt/client.rs).
+helper="$(dirname "$bin")/crc-appliance-libvirt"
+bins=("$pkg/usr/bin/crc-appliance")
+if [ -x "$helper" ]; then
+  install -D -m 0755 "$helper" "$pkg/usr/bin/crc-appliance-libvirt"
+  bins+=("$pkg/usr/bin/crc-appliance-libvirt")
+fi
 install -D -m 0644 "$root/systemd/crc-appliance.service" "$pkg/usr/lib/systemd/system/crc-appliance.service"
 install -D -m 0644 "$root/systemd/crc-appliance.sysusers" "$pkg/usr/lib/sysusers.d/crc-appliance.conf"
 install -D -m 0644 "$root/packaging/firewalld/crc-appliance.xml" "$pkg/usr/lib/firewalld/services/crc-appliance.xml"
@@ -47,9 +56,10 @@ cat > "$doc/copyright" <<COPY
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: crc-appliance
 Source: https://github.com/crc-appliance/crc-appliance
-Comment: /usr/bin/crc-appliance contains the Rust crates listed, with their
- licence texts, in /usr/share/doc/crc-appliance/THIRD-PARTY-LICENSES, among
- them the libvirt bindings virt and virt-sys (LGPL-2.1), and links
+Comment: /usr/bin/crc-appliance and /usr/bin/crc-appliance-libvirt contain
+ the Rust crates listed, with their licence texts, in
+ /usr/share/doc/crc-appliance/THIRD-PARTY-LICENSES; crc-appliance-libvirt
+ contains the libvirt bindings virt and virt-sys (LGPL-2.1) and links
  libvirt.so.0 (LGPL-2.1+) dynamically: see NOTICE in the same directory.
 
 Files: *
@@ -77,13 +87,16 @@ chmod 0644 "$pkg/usr/share/crc-appliance/cluster.schema.json"
 chmod 0644 "$pkg/usr/share/bash-completion/completions/crc-appliance" \
   "$pkg/usr/share/zsh/vendor-completions/_crc-appliance" \
   "$pkg/usr/share/fish/vendor_completions.d/crc-appliance.fish"
-strip --strip-debug "$pkg/usr/bin/crc-appliance" 2>/dev/null || true
+strip --strip-debug "${bins[@]}" 2>/dev/null || true
 
 depends="libc6"
-if { command -v readelf >/dev/null && readelf -d "$pkg/usr/bin/crc-appliance" | grep -q 'NEEDED.*libvirt\.so'; } ||
-   { ! command -v readelf >/dev/null && grep -qa 'libvirt\.so\.0' "$pkg/usr/bin/crc-appliance"; }; then
-  depends="$depends, libvirt0"
-fi
+for b in "${bins[@]}"; do
+  if { command -v readelf >/dev/null && readelf -d "$b" | grep -q 'NEEDED.*libvirt\.so'; } ||
+     { ! command -v readelf >/dev/null && grep -qa 'libvirt\.so\.0' "$b"; }; then
+    depends="$depends, libvirt0"
+    break
+  fi
+done
 install -d "$pkg/DEBIAN"
 size=$(du -sk --exclude=DEBIAN "$pkg" | cut -f1)
 cat > "$pkg/DEBIAN/control" <<CTRL

@@ -904,3 +904,181 @@ fn serve_installs_a_stopped_install_again_and_shows_why() {
         skipped!("SKIPPED status page part: chromium is not installed");
     }
 }
+
+// ------------------------------------------------------- helper process
+
+/// The helper next to the binary under test (cargo builds both).
+#[cfg(feature = "libvirt")]
+fn helper_bin() -> PathBuf {
+    Path::new(BIN).with_file_name("crc-appliance-libvirt")
+}
+
+/// `(pid N)` of the `libvirt helper ... started (pid N)` log line.
+#[cfg(feature = "libvirt")]
+fn helper_pid(app: &common::Appliance) -> u32 {
+    app.wait_log("libvirt helper ", std::time::Duration::from_secs(30));
+    let log = app.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("libvirt helper ") && l.contains("started (pid "))
+        .unwrap_or_else(|| panic!("no helper start line:\n{log}"));
+    let rest = &line[line.find("(pid ").unwrap() + 5..];
+    rest[..rest.find(')').unwrap()].parse().unwrap()
+}
+
+/// Whether `pid` is gone (or a zombie nobody reaped yet).
+#[cfg(feature = "libvirt")]
+fn dead(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+/// A serve that starts the VMs, in its own temp dir.
+#[cfg(feature = "libvirt")]
+fn start_on_serve_appliance(volid: &str) -> (tempfile::TempDir, common::Appliance) {
+    let aux = tempfile::tempdir().unwrap();
+    let iso = make_iso(aux.path(), volid, true);
+    let yaml = cluster_yaml(
+        Path::new("{dir}"),
+        &test_uri(aux.path()),
+        &iso,
+        "admin:\n  listen: 127.0.0.1:0\n",
+    )
+    .replace("  resources:\n", "  startOnServe: true\n  resources:\n")
+    .replace(
+        "http:\n  listen: 127.0.20.1:18080\n",
+        "http:\n  enabled: false\n  listen: 127.0.20.1:18080\n",
+    );
+    (aux, common::Appliance::start(&yaml))
+}
+
+/// libvirt runs in the helper: `crc-appliance` itself does not link
+/// libvirt.so.0 (its ~50 libraries would be resident in every serve), the
+/// helper does.
+#[cfg(feature = "libvirt")]
+#[test]
+fn only_the_helper_links_libvirt() {
+    require_tools!("readelf");
+    let needed = |bin: &str| {
+        let (code, out, err) = run("readelf", &["-d", bin]);
+        assert_eq!(code, 0, "readelf -d {bin}: {err}");
+        out.lines()
+            .filter(|l| l.contains("(NEEDED)"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let main = needed(BIN);
+    assert!(
+        main.iter().any(|l| l.contains("libc.so")),
+        "readelf output not understood: {main:?}"
+    );
+    assert!(
+        !main.iter().any(|l| l.contains("libvirt")),
+        "{BIN} links libvirt: {main:?}"
+    );
+    let helper = helper_bin();
+    let h = needed(helper.to_str().unwrap());
+    assert!(h.iter().any(|l| l.contains("libvirt.so.0")), "{h:?}");
+}
+
+/// The helper killed under `serve`: serve exits non-zero and says why (a
+/// service that cannot drive its VMs does not run half alive).
+#[cfg(feature = "libvirt")]
+#[test]
+fn serve_fails_when_the_libvirt_helper_dies() {
+    require_tools!("xorriso");
+    let (_aux, mut app) = start_on_serve_appliance("rhcos-kill");
+    let pid = helper_pid(&app);
+    app.wait_log(
+        "started test-worker-0 from the live ISO kernel",
+        std::time::Duration::from_secs(30),
+    );
+    let (code, _, err) = run("kill", &["-KILL", &pid.to_string()]);
+    assert_eq!(code, 0, "{err}");
+    let exit = app.wait_exit(std::time::Duration::from_secs(20));
+    let log = app.log();
+    assert!(
+        matches!(exit, Some(Some(c)) if c != 0),
+        "serve did not fail: {exit:?}\n{log}"
+    );
+    assert!(
+        log.contains(&format!("(pid {pid}) exited unexpectedly")) && log.contains("SIGKILL"),
+        "{log}"
+    );
+}
+
+/// `serve` killed with SIGKILL (no cleanup runs) takes the helper with it
+/// (PR_SET_PDEATHSIG in the helper).
+#[cfg(feature = "libvirt")]
+#[test]
+fn the_libvirt_helper_dies_with_serve() {
+    require_tools!("xorriso");
+    let (_aux, mut app) = start_on_serve_appliance("rhcos-orphan");
+    let pid = helper_pid(&app);
+    assert!(!dead(pid));
+    app.stop_with("KILL");
+    common::wait_until(
+        "the helper to die with serve",
+        std::time::Duration::from_secs(10),
+        || dead(pid),
+    );
+}
+
+/// A `crc-appliance` without its helper beside it says what is missing.
+#[cfg(feature = "libvirt")]
+#[test]
+fn vm_without_the_helper_says_it_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let iso = dir.path().join("rhcos.iso");
+    std::fs::write(&iso, b"not read").unwrap();
+    let (f, _) = load(
+        dir.path(),
+        &cluster_yaml(dir.path(), "test:///default", &iso, ""),
+    );
+    // A hard link (same file system as the build) rather than a copy: a
+    // file just written may still be open in a child another test thread
+    // forked meanwhile, and exec then fails with ETXTBSY.
+    let bindir = tempfile::tempdir_in(Path::new(BIN).parent().unwrap()).unwrap();
+    let bin = bindir.path().join("crc-appliance");
+    std::fs::hard_link(BIN, &bin).unwrap();
+    let (code, out, err) = run(
+        bin.to_str().unwrap(),
+        &["vm", "--cluster", f.to_str().unwrap(), "status"],
+    );
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("crc-appliance-libvirt is missing"), "{err}");
+}
+
+/// A reload reaches the helper: a node added to the file gets its VM
+/// (the helper opens a driver for the new plan, serve polls it once
+/// committed).
+#[cfg(feature = "libvirt")]
+#[test]
+fn reload_forwards_the_new_plan_to_the_helper() {
+    require_tools!("xorriso");
+    let (_aux, app) = start_on_serve_appliance("rhcos-reload");
+    app.wait_log(
+        "started test-worker-0 from the live ISO kernel",
+        std::time::Duration::from_secs(30),
+    );
+    assert!(!app.log().contains("test-worker-1"), "{}", app.log());
+    let text = std::fs::read_to_string(&app.cluster_file).unwrap();
+    let w0 = "  - { name: worker-0, role: worker, mac: \"52:54:00:14:00:14\", ip: 127.0.20.20 }\n";
+    assert!(text.contains(w0), "{text}");
+    let text = text.replace(
+        w0,
+        &format!(
+            "{w0}  - {{ name: worker-1, role: worker, mac: \"52:54:00:14:00:15\", ip: 127.0.20.21 }}\n"
+        ),
+    );
+    std::fs::write(&app.cluster_file, text).unwrap();
+    app.signal("HUP");
+    app.wait_log(
+        "started test-worker-1 from the live ISO kernel",
+        std::time::Duration::from_secs(30),
+    );
+}

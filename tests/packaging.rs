@@ -483,9 +483,15 @@ fn deb_builds_installs_and_checks_its_example() {
     }
     let (_, info, _) = run("dpkg", &["-I", deb.to_str().unwrap()]);
     assert!(info.contains("Package: crc-appliance"), "{info}");
-    // The test binary is a default-features build: it links libvirt.
+    // The test build has default features: its libvirt helper, installed
+    // next to crc-appliance, links libvirt.
     let libvirt = cfg!(feature = "libvirt");
     assert_eq!(info.contains("Depends: libc6, libvirt0"), libvirt, "{info}");
+    assert_eq!(
+        listed(&paths, "/usr/bin/crc-appliance-libvirt"),
+        libvirt,
+        "{list}"
+    );
     let (_, conf, _) = run(
         "dpkg-deb",
         &[
@@ -726,6 +732,7 @@ fn rpm_spec_parses_and_builds_with_a_prebuilt_binary() {
         "{list}"
     );
     let paths: Vec<String> = list.lines().map(str::to_string).collect();
+    assert!(listed(&paths, "/usr/bin/crc-appliance-libvirt"), "{list}");
     for f in shipped(Pkg::Rpm) {
         assert!(listed(&paths, &f), "{f} missing from the rpm:\n{list}");
     }

@@ -496,7 +496,7 @@ pub struct AdminCfg {
     pub token_file: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NetMode {
     /// libvirt runs no DHCP/DNS on the network; the appliance serves both.

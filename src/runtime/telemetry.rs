@@ -84,8 +84,17 @@ pub fn priority(level: Level) -> u8 {
     }
 }
 
+/// The format [`init`] was called with (helper processes log the same way).
+static FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// The `--log-format` value [`init`] was given (`auto` before it ran).
+pub fn format() -> LogFormat {
+    FORMAT.get().copied().unwrap_or_default()
+}
+
 /// Install the global subscriber; returns the sink in use.
 pub fn init(format: LogFormat) -> Sink {
+    let _ = FORMAT.set(format);
     let filter = || {
         let f = EnvFilter::builder()
             .with_default_directive(tracing::level_filters::LevelFilter::INFO.into())

@@ -11,17 +11,30 @@
 //!
 //! Layers: [`spec`] (names, paths, URLs, UUIDs — pure), [`xml`] (XML — pure),
 //! [`iso9660`] (reader — pure over `Read + Seek`), `driver` (virt calls,
-//! feature `libvirt`, blocking: called through `spawn_blocking`).
+//! feature `libvirt`, blocking).
+//!
+//! Processes: only the helper binary `crc-appliance-libvirt` links libvirt
+//! (`helper` runs `driver` there); `crc-appliance` talks to it over a pipe
+//! ([`proto`], `client`; `service` in `serve`, [`vm`] for the `vm`
+//! commands), so a `serve` without a `libvirt:` section never maps
+//! libvirt's ~50 shared libraries (bench/RESULTS-memory.md). Nothing
+//! reachable from `crc-appliance`'s `main` may use `driver`, `install`,
+//! `teardown` or `helper`.
 //!
 //! Invariants: everything created carries the cluster name (`<cluster>-...`)
 //! or our `<metadata>`; `vm down` removes only such objects; `vm up` and
 //! `vm down` are idempotent.
 
+pub mod proto;
 pub mod spec;
 pub mod xml;
 
 #[cfg(feature = "libvirt")]
+pub mod client;
+#[cfg(feature = "libvirt")]
 pub mod driver;
+#[cfg(feature = "libvirt")]
+pub mod helper;
 #[cfg(feature = "libvirt")]
 mod install;
 #[cfg(feature = "libvirt")]
@@ -65,7 +78,8 @@ pub fn console(plan: &Plan, node: &str) -> anyhow::Result<String> {
 }
 
 /// What `crc-appliance vm` does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum VmAction {
     /// Define the network, volumes and VMs and start the install (idempotent).
     Up,
@@ -100,39 +114,32 @@ async fn run_vm(_spec: Spec, action: VmAction, _fetched: Fetched) -> anyhow::Res
     )
 }
 
+/// What a `vm up|down|remove-bootstrap` prints for the lines it did.
+pub fn vm_output(lines: Vec<String>) -> String {
+    let mut o = String::new();
+    if lines.is_empty() {
+        o.push_str("nothing to do\n");
+    }
+    for l in lines {
+        o.push_str(&l);
+        o.push('\n');
+    }
+    o
+}
+
+/// In the libvirt helper process ([`client::Helper::once`]).
 #[cfg(feature = "libvirt")]
 async fn run_vm(spec: Spec, action: VmAction, fetched: Fetched) -> anyhow::Result<()> {
-    let out = tokio::task::spawn_blocking(move || -> anyhow::Result<String> {
-        let mut d = driver::Driver::open(spec)?;
-        if let Some(set) = fetched {
-            d.set_evidence(Box::new(move |node| set.contains(node)));
+    let req = proto::Request::Vm {
+        spec: Box::new(spec),
+        action,
+        fetched: proto::fetched_list(fetched),
+    };
+    match client::Helper::once(req).await? {
+        proto::Response::Output { text } => {
+            print!("{text}");
+            Ok(())
         }
-        let lines = match action {
-            VmAction::Up => {
-                let mut l = d.up()?;
-                l.extend(d.finish_installs()?.iter().map(|o| o.line()));
-                l
-            }
-            VmAction::Down => d.down()?,
-            VmAction::RemoveBootstrap => d.remove_bootstrap()?,
-            VmAction::Status => {
-                let mut o = d.network_status()?;
-                o.push('\n');
-                o.push_str(&driver::status_table(&d.status()?));
-                return Ok(o);
-            }
-        };
-        let mut o = String::new();
-        if lines.is_empty() {
-            o.push_str("nothing to do\n");
-        }
-        for l in lines {
-            o.push_str(&l);
-            o.push('\n');
-        }
-        Ok(o)
-    })
-    .await??;
-    print!("{out}");
-    Ok(())
+        other => anyhow::bail!("libvirt helper: unexpected answer {other:?}"),
+    }
 }

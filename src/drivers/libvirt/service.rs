@@ -1,32 +1,36 @@
 //! `serve` integration (`libvirt.startOnServe: true`, feature `libvirt`).
 //!
-//! [`Libvirt::new`] runs before the other services bind: it brings the
+//! The driver runs in the libvirt helper process ([`super::client`]):
+//! [`Libvirt::new`] starts it, and `serve` fails as soon as it exits on its
+//! own, the rule for any task that dies. [`Libvirt::new`] runs before the
+//! other services bind: it brings the
 //! cluster network up, so in appliance mode the bridge already carries
 //! applianceIP when DNS, DHCP and HTTP bind to it. Its poller then does what
 //! `vm up` does (pool, boot files, volumes, install domains) and every
 //! [`POLL`] turns installs whose VM powered off into disk boots
-//! ([`Driver::finish_installs`]), until shutdown. libvirt errors are logged
+//! (`Driver::finish_installs` in the helper), until shutdown. libvirt errors are logged
 //! and retried; they never stop the appliance. A reload opens a driver for
-//! the new plan and runs `up` again (idempotent: a node added to the file
+//! the new plan in the helper (a new generation, polled once committed)
+//! and runs `up` again (idempotent: a node added to the file
 //! gets its VM). Status (`/status` key `libvirt`) and metrics come from the
 //! last poll.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::driver::{Driver, NodeStatus};
+use super::client::Helper;
+use super::proto::{Polled, Request, Response};
 use super::spec::Spec;
 use crate::plan::Plan;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::service::{Commit, Service, Tasks};
-use crate::runtime::status::{LibvirtStatus, ServiceStatus};
+use crate::runtime::status::{LibvirtStatus, ServiceStatus, VmRow};
 use crate::runtime::status::{VmPhase, VmState};
 use crate::runtime::sync::LockExt as _;
 use crate::timeline::{Event, Events};
@@ -34,11 +38,17 @@ use crate::timeline::{Event, Events};
 /// How often installs are checked for completion.
 pub const POLL: Duration = Duration::from_secs(5);
 
+/// How long the helper gets to exit at shutdown before it is killed.
+const HELPER_GRACE: Duration = Duration::from_secs(2);
+
 /// The libvirt service (`libvirt.startOnServe`).
 pub struct Libvirt {
-    driver: ArcSwap<Driver>,
-    /// The plan the current driver was opened for.
-    plan: Mutex<Arc<Plan>>,
+    helper: Arc<Helper>,
+    /// The plan the committed driver was opened for, and its nodes.
+    plan: Mutex<(Arc<Plan>, Vec<String>)>,
+    /// The helper's driver generation in use (a reload commits a new one).
+    current: AtomicU64,
+    next: AtomicU64,
     /// `up` must run (start, or a reload changed the plan).
     up_needed: AtomicBool,
     status: Status,
@@ -47,41 +57,42 @@ pub struct Libvirt {
     events: Events,
 }
 
-fn open(plan: &Arc<Plan>, network_up: bool, events: &Events) -> anyhow::Result<Driver> {
+fn spec(plan: &Plan) -> anyhow::Result<(Spec, Vec<String>)> {
     let spec = Spec::new(plan)?;
     for w in &spec.warnings {
         warn!("{w}");
     }
-    let mut d = Driver::open(spec)?;
-    // Only our HTTP service sees the ignition fetches; with another server
-    // the shut-off reason alone decides.
-    if plan.cluster.http.enabled {
-        let ev = events.clone();
-        d.set_evidence(Box::new(move |node| ev.fetched_ignition(node)));
-    }
-    if network_up {
-        for line in d.network_up()? {
-            info!("libvirt: {line}");
-        }
-    }
-    Ok(d)
+    let nodes = spec.nodes.iter().map(|n| n.node.clone()).collect();
+    Ok((spec, nodes))
 }
 
 impl Libvirt {
-    /// Connect and bring the network up (blocking calls on the blocking pool).
+    /// Start the helper, connect and bring the network up.
     pub async fn new(plan: &Arc<Plan>, events: Events) -> anyhow::Result<Arc<Libvirt>> {
-        let (p, ev) = (plan.clone(), events.clone());
-        let driver = tokio::task::spawn_blocking(move || open(&p, true, &ev))
-            .await
-            .context("libvirt task")??;
+        let (sp, nodes) = spec(plan)?;
+        let helper = Arc::new(Helper::spawn()?);
         info!(
-            "libvirt network {} ready on {}",
-            driver.spec().network_name,
-            driver.spec().uri
+            "libvirt helper {} started (pid {})",
+            helper.path().display(),
+            helper.pid()
         );
+        let (network, uri) = (sp.network_name.clone(), sp.uri.clone());
+        let open = Request::Open {
+            id: 0,
+            spec: Box::new(sp),
+            network_up: true,
+        };
+        if let Response::Opened { lines, .. } = helper.call(open).await? {
+            for line in lines {
+                info!("libvirt: {line}");
+            }
+        }
+        info!("libvirt network {network} ready on {uri}");
         let lv = Arc::new(Libvirt {
-            driver: ArcSwap::from_pointee(driver),
-            plan: Mutex::new(plan.clone()),
+            helper,
+            plan: Mutex::new((plan.clone(), nodes)),
+            current: AtomicU64::new(0),
+            next: AtomicU64::new(1),
             up_needed: AtomicBool::new(true),
             status: Status {
                 network: Mutex::new(String::new()),
@@ -91,50 +102,102 @@ impl Libvirt {
             events,
         });
         let stop = lv.tasks.shutdown_token();
+        if let Some(child) = lv.helper.take_child() {
+            lv.tasks.spawn(
+                "libvirt helper",
+                stop.clone(),
+                lv.clone().watch(child, stop.clone()),
+            );
+        }
         lv.tasks
             .spawn("libvirt poller", stop.clone(), lv.clone().poll(stop));
         Ok(lv)
     }
 
+    /// `serve` fails when the helper exits on its own (like any task).
+    async fn watch(
+        self: Arc<Self>,
+        mut child: tokio::process::Child,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<()> {
+        tokio::select! {
+            status = child.wait() => {
+                let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                anyhow::bail!(
+                    "the libvirt helper {} (pid {}) exited unexpectedly ({status})",
+                    self.helper.path().display(),
+                    self.helper.pid()
+                )
+            }
+            _ = shutdown.cancelled() => {
+                self.helper.stop(&mut child, HELPER_GRACE).await;
+                Ok(())
+            }
+        }
+    }
+
+    /// The nodes that fetched their ignition, when our HTTP service can
+    /// tell (with another server the shut-off reason alone decides).
+    fn evidence(&self, plan: &Plan, nodes: &[String]) -> Option<Vec<String>> {
+        plan.cluster.http.enabled.then(|| {
+            nodes
+                .iter()
+                .filter(|n| self.events.fetched_ignition(n))
+                .cloned()
+                .collect()
+        })
+    }
+
+    async fn poll_once(&self, up: bool) -> anyhow::Result<()> {
+        let fetched = {
+            let p = self.plan.locked();
+            self.evidence(&p.0, &p.1)
+        };
+        let req = Request::Poll {
+            id: self.current.load(Ordering::SeqCst),
+            up,
+            fetched,
+        };
+        let Response::Polled(p) = self.helper.call(req).await? else {
+            anyhow::bail!("libvirt helper: unexpected answer to a poll");
+        };
+        let Polled {
+            lines,
+            installs,
+            network,
+            nodes,
+        } = *p;
+        for line in lines {
+            info!("libvirt: {line}");
+        }
+        for i in installs {
+            self.events.record(match i.rejected {
+                None => Event::InstallFinished { node: i.node },
+                Some(reason) => Event::InstallRejected {
+                    node: i.node,
+                    reason,
+                },
+            });
+        }
+        *self.status.network.locked() = network;
+        *self.status.nodes.locked() = nodes;
+        Ok(())
+    }
+
     async fn poll(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
         loop {
-            let d = self.driver.load_full();
-            let me = self.clone();
             let need_up = self.up_needed.swap(false, Ordering::SeqCst);
-            let res = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-                if need_up {
-                    for line in d.up()? {
-                        info!("libvirt: {line}");
-                    }
-                }
-                for o in d.finish_installs()? {
-                    me.events.record(match o.result {
-                        Ok(()) => Event::InstallFinished { node: o.node },
-                        Err(reason) => Event::InstallRejected {
-                            node: o.node,
-                            reason,
-                        },
-                    });
-                }
-                *me.status.network.locked() = d.network_status()?;
-                *me.status.nodes.locked() = d.status()?;
-                Ok(())
-            })
-            .await;
+            let res = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                r = self.poll_once(need_up) => r,
+            };
             let wait = match res {
-                Ok(Ok(())) => POLL,
-                Ok(Err(e)) => {
-                    if need_up {
-                        self.up_needed.store(true, Ordering::SeqCst);
-                    }
-                    warn!("libvirt: {e:#}; retrying in 30s");
-                    Duration::from_secs(30)
-                }
+                Ok(()) => POLL,
                 Err(e) => {
                     if need_up {
                         self.up_needed.store(true, Ordering::SeqCst);
                     }
-                    warn!("libvirt task failed: {e}; retrying in 30s");
+                    warn!("libvirt: {e:#}; retrying in 30s");
                     Duration::from_secs(30)
                 }
             };
@@ -148,7 +211,7 @@ impl Libvirt {
 
 struct Status {
     network: Mutex<String>,
-    nodes: Mutex<Vec<NodeStatus>>,
+    nodes: Mutex<Vec<VmRow>>,
 }
 
 #[async_trait]
@@ -158,17 +221,21 @@ impl Service for Libvirt {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let same = Arc::ptr_eq(&self.plan.locked(), &plan);
+        let same = Arc::ptr_eq(&self.plan.locked().0, &plan);
         if same {
             return Ok(Box::new(|| {}));
         }
-        let (p, ev) = (plan.clone(), self.events.clone());
-        let driver = tokio::task::spawn_blocking(move || open(&p, false, &ev))
-            .await
-            .context("libvirt task")??;
+        let (sp, nodes) = spec(&plan)?;
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        let open = Request::Open {
+            id,
+            spec: Box::new(sp),
+            network_up: false,
+        };
+        self.helper.call(open).await.context("libvirt helper")?;
         Ok(Box::new(move || {
-            self.driver.store(Arc::new(driver));
-            *self.plan.locked() = plan;
+            self.current.store(id, Ordering::SeqCst);
+            *self.plan.locked() = (plan, nodes);
             self.up_needed.store(true, Ordering::SeqCst);
         }))
     }

@@ -5,6 +5,8 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 use crate::model::cluster::{LibvirtCfg, MacAddr, NetMode, Role};
 use crate::plan::Plan;
 
@@ -49,7 +51,7 @@ pub fn install_verdict(reason: &str, fetched_ignition: Option<bool>) -> Result<(
     Ok(())
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeSpec {
     /// Node name from the cluster file (`master-0`).
     pub node: String,
@@ -75,14 +77,14 @@ pub struct NodeSpec {
 
 /// A DHCP host entry for libvirt's dnsmasq (forwarder mode without the
 /// appliance's DHCP).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DhcpHost {
     pub mac: MacAddr,
     pub name: String,
     pub ip: Ipv4Addr,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spec {
     /// Cluster name (prefix of everything we create).
     pub cluster: String,

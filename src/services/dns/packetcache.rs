@@ -11,20 +11,22 @@
 //!   [`PACKET_CACHE_MAX_ANSWER`] bytes; once full, new queries are answered
 //!   but not stored.
 //! - Compact (the cache is most of a DNS-only server's heap after a run of
-//!   distinct names, bench/RESULTS-memory.md): one allocation per entry
-//!   holding the key and the answer, and the answer's question section is
-//!   not stored, because it is the query's own question byte for byte
-//!   (hickory echoes the original question bytes). An answer whose
-//!   question differs from the query's is not cached.
+//!   distinct names, bench/RESULTS-memory.md): entries are appended to one
+//!   byte arena (no allocation, malloc header or rounding per entry; the
+//!   cache never removes an entry, it is replaced whole with its zones) and
+//!   the hash table holds 4-byte offsets into it (hashbrown's `HashTable`,
+//!   which std's `HashSet` cannot do: the key lives in the arena). The
+//!   answer's question section is not stored, because it is the query's
+//!   own question byte for byte (hickory echoes the original question
+//!   bytes). An answer whose question differs from the query's is not
+//!   cached.
 //! - Never waits for its lock: the UDP worker threads (`udp.rs`) share it,
 //!   and a thread preempted while holding it must not stall the other. A
 //!   lookup that finds a writer in the way is a miss (the catalog answers),
 //!   and an insert that finds the lock taken is skipped (a later miss
 //!   stores it).
 
-use std::borrow::Borrow;
-use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher as _;
 
 use crate::runtime::sync::RwLockExt as _;
 
@@ -36,44 +38,67 @@ pub const PACKET_CACHE_MAX_ANSWER: usize = 1232;
 /// Offset of the question section in a DNS message.
 const QUESTION: usize = 12;
 
-/// One cache entry in one allocation: `[key length: u16 BE][key][answer]`,
-/// where key = the query without its ID and answer = the response without
-/// its ID and without its question section. Hashed and compared by the key
-/// alone, so a `HashSet<Entry>` is looked up with the key bytes.
-struct Entry(Box<[u8]>);
-
-impl Entry {
-    fn key(&self) -> &[u8] {
-        let n = usize::from(u16::from_be_bytes([self.0[0], self.0[1]]));
-        &self.0[2..2 + n]
-    }
-    fn answer(&self) -> &[u8] {
-        let n = usize::from(u16::from_be_bytes([self.0[0], self.0[1]]));
-        &self.0[2 + n..]
-    }
+/// The entries: `[key length: u16 BE][answer length: u16 BE][key][answer]`
+/// each, back to back in `arena`, where key = the query without its ID and
+/// answer = the response without its ID and without its question section;
+/// `index` holds each entry's offset, hashed by its key. Offsets fit a u32:
+/// at most [`PACKET_CACHE_ENTRIES`] entries of at most 4 + 510 + 1232 bytes.
+#[derive(Default)]
+struct Store {
+    arena: Vec<u8>,
+    index: hashbrown::HashTable<u32>,
+    hasher: std::hash::RandomState,
 }
 
-impl Borrow<[u8]> for Entry {
-    fn borrow(&self) -> &[u8] {
-        self.key()
+impl Store {
+    /// (key, answer) of the entry at `off`.
+    fn entry(&self, off: u32) -> (&[u8], &[u8]) {
+        let o = off as usize;
+        let e = self.arena.get(o..).unwrap_or_default();
+        let len = |i: usize| usize::from(u16::from_be_bytes([e[i], e[i + 1]]));
+        let (k, a) = (len(0), len(2));
+        (&e[4..4 + k], &e[4 + k..4 + k + a])
+    }
+
+    fn find(&self, key: &[u8]) -> Option<&[u8]> {
+        let h = self.hasher.hash_one(key);
+        let off = self.index.find(h, |&o| self.entry(o).0 == key)?;
+        Some(self.entry(*off).1)
+    }
+
+    /// Append an entry whose answer is the concatenation of `answer`.
+    fn insert(&mut self, key: &[u8], answer: [&[u8]; 2]) {
+        let alen = answer[0].len() + answer[1].len();
+        let (Ok(k), Ok(a), Ok(off)) = (
+            u16::try_from(key.len()),
+            u16::try_from(alen),
+            u32::try_from(self.arena.len()),
+        ) else {
+            return;
+        };
+        self.arena.extend_from_slice(&k.to_be_bytes());
+        self.arena.extend_from_slice(&a.to_be_bytes());
+        self.arena.extend_from_slice(key);
+        self.arena.extend_from_slice(answer[0]);
+        self.arena.extend_from_slice(answer[1]);
+        let h = self.hasher.hash_one(key);
+        let Store {
+            arena,
+            index,
+            hasher,
+        } = self;
+        index.insert_unique(h, off, |&o| {
+            let o = o as usize;
+            let k = usize::from(u16::from_be_bytes([arena[o], arena[o + 1]]));
+            hasher.hash_one(&arena[o + 4..o + 4 + k])
+        });
     }
 }
-impl Hash for Entry {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.key().hash(state);
-    }
-}
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-impl Eq for Entry {}
 
 /// The packet cache of one transport (see the module doc).
 #[derive(Default)]
 pub(super) struct PacketCache {
-    set: std::sync::RwLock<HashSet<Entry>>,
+    store: std::sync::RwLock<Store>,
 }
 
 /// Length of the single question (QNAME without compression, QTYPE,
@@ -114,13 +139,13 @@ impl PacketCache {
         let Some(qlen) = question_len(msg) else {
             return false;
         };
-        let Some(set) = self.set.try_read_locked() else {
+        let Some(store) = self.store.try_read_locked() else {
             return false;
         };
-        let Some(e) = set.get(&msg[2..]) else {
+        let Some(answer) = store.find(&msg[2..]) else {
             return false;
         };
-        let (header, rest) = e.answer().split_at(QUESTION - 2);
+        let (header, rest) = answer.split_at(QUESTION - 2);
         out.clear();
         out.extend_from_slice(&msg[..2]);
         out.extend_from_slice(header);
@@ -142,26 +167,18 @@ impl PacketCache {
             return;
         }
         let key = &msg[2..];
-        let Ok(klen) = u16::try_from(key.len()) else {
+        let Some(mut store) = self.store.try_write_locked() else {
             return;
         };
-        let Some(mut set) = self.set.try_write_locked() else {
-            return;
-        };
-        if set.len() >= PACKET_CACHE_ENTRIES || set.contains(key) {
+        if store.index.len() >= PACKET_CACHE_ENTRIES || store.find(key).is_some() {
             return;
         }
-        let mut e = Vec::with_capacity(2 + key.len() + resp.len() - 2 - qlen);
-        e.extend_from_slice(&klen.to_be_bytes());
-        e.extend_from_slice(key);
-        e.extend_from_slice(&resp[2..QUESTION]);
-        e.extend_from_slice(&resp[q.end..]);
-        set.insert(Entry(e.into_boxed_slice()));
+        store.insert(key, [&resp[2..QUESTION], &resp[q.end..]]);
     }
 
     /// Entries stored.
     pub(super) fn len(&self) -> usize {
-        self.set.read_locked().len()
+        self.store.read_locked().index.len()
     }
 }
 
@@ -212,6 +229,34 @@ mod tests {
         // Another case of the same name is another key.
         let mut out = Vec::new();
         assert!(!c.get_into(&query(1, "abc.apps.mycluster.example.com", false), &mut out));
+    }
+
+    /// Past several index resizes (which rehash the keys out of the arena),
+    /// every name still finds its own answer, and the bound holds.
+    #[test]
+    fn many_names_each_find_their_answer_up_to_the_bound() {
+        let c = PacketCache::default();
+        let name = |i: usize| format!("n{i}.apps.mycluster.example.com");
+        for i in 0..PACKET_CACHE_ENTRIES + 10 {
+            let q = query(1, &name(i), i % 2 == 0);
+            let mut a = answer(&q);
+            let n = a.len();
+            a[n - 2..].copy_from_slice(&u16::try_from(i % 65_536).unwrap().to_be_bytes());
+            c.put(&q, &a);
+        }
+        assert_eq!(c.len(), PACKET_CACHE_ENTRIES);
+        let mut out = Vec::new();
+        for i in (0..PACKET_CACHE_ENTRIES).step_by(97) {
+            let q = query(0x4242, &name(i), i % 2 == 0);
+            assert!(c.get_into(&q, &mut out), "{i}");
+            let n = out.len();
+            assert_eq!(out[n - 2..], u16::try_from(i).unwrap().to_be_bytes(), "{i}");
+            assert_eq!(out[..2], [0x42, 0x42]);
+        }
+        let q = query(1, &name(PACKET_CACHE_ENTRIES + 1), false);
+        assert!(!c.get_into(&q, &mut out), "over the bound: not stored");
+        // The other EDNS variant of a stored name is another key.
+        assert!(!c.get_into(&query(1, &name(0), false), &mut out));
     }
 
     #[test]
