@@ -403,5 +403,12 @@ pub fn summary(plan: &Plan) -> String {
             v.uri, v.network_name, v.mode
         );
     }
+    if let Some(h) = &c.ha {
+        let _ = writeln!(
+            out,
+            "ha peer {} interface {} priority {} virtualRouterId {}",
+            h.peer, h.interface, h.priority, h.virtual_router_id
+        );
+    }
     out
 }
