@@ -46,6 +46,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 RenderWhat::Chrony => {
                     crate::model::chrony::render(&plan.cluster).map_err(anyhow::Error::msg)?
                 }
+                RenderWhat::Keepalived => render_keepalived(&plan, &cluster)?,
             };
             print!("{text}");
             Ok(())
@@ -100,6 +101,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", firewall::apply::apply(&c)?);
             Ok(())
         }
+        Command::Health => health(&cluster),
         Command::Status { json } => watch::status(&admin_target(&cluster)?, json).await,
         Command::WaitFor { goal, timeout } => {
             let notice = watch::notice_interval()?;
@@ -119,6 +121,44 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// `render keepalived`: this member's keepalived.conf, its track script
+/// naming this binary and the cluster file by absolute paths.
+fn render_keepalived(plan: &Plan, cluster: &std::path::Path) -> anyhow::Result<String> {
+    let exe = std::env::current_exe()?;
+    let file = std::path::absolute(cluster)?;
+    crate::model::keepalived::render(&plan.cluster, &exe, &file).ok_or_else(|| {
+        anyhow::anyhow!("render keepalived: the cluster file has no `ha:` section (docs/ha.md)")
+    })
+}
+
+/// How long `health` may wait for the connection and for each read: the
+/// whole check stays under the track script's 1 s timeout.
+const HEALTH_BOUND: std::time::Duration = std::time::Duration::from_millis(400);
+
+/// `health`: `GET /api/health` of the running `serve`; Ok only on 200.
+fn health(cluster: &std::path::Path) -> anyhow::Result<()> {
+    let c = config::load(cluster)?.cluster;
+    if !c.admin.enabled {
+        anyhow::bail!("health: the admin API is off (admin.enabled: false); nothing to ask");
+    }
+    let (status, body) = admin_client::request_within(
+        c.admin.listen,
+        None,
+        "GET",
+        "/api/health",
+        HEALTH_BOUND,
+        HEALTH_BOUND,
+    )?;
+    if status == 200 {
+        return Ok(());
+    }
+    let why = serde_json::from_str::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+        .unwrap_or_else(|| body.trim().to_string());
+    anyhow::bail!("not healthy (HTTP {status}): {why}")
 }
 
 /// `vm console NODE`: the end of the node's serial console log.

@@ -16,5 +16,6 @@ pub mod catalogue;
 pub mod chrony;
 pub mod cluster;
 pub mod conflicts;
+pub mod keepalived;
 pub mod mode;
 pub mod names;

@@ -156,6 +156,10 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         &mut set,
     )
     .await;
+    hub.set_stopping(&match &outcome {
+        Ok(()) => "shutting down".to_string(),
+        Err(e) => format!("{e:#}"),
+    });
     root.cancel();
     let drain = async {
         while let Some(r) = set.join_next().await {

@@ -7,6 +7,7 @@
 //! | GET | `/` | self-contained HTML status page (polls `/status` every 2 s) |
 //! | GET | `/status` | plan summary plus every registered service's status |
 //! | GET | `/metrics` | every registered service's metrics |
+//! | GET | `/api/health` | 200 when every enabled service is serving, else 503 with the reason (`crc-appliance health`) |
 //! | GET | `/api/lb/backends` | the `lb` service's status (503 when the LB is off) |
 //! | POST | `/api/lb/backends/{node}/disable` | drain `node` in every pool |
 //! | POST | `/api/lb/backends/{node}/enable` | put `node` back |
@@ -158,6 +159,10 @@ pub async fn route(hub: &Hub, me: &AdminStatus, method: &Method, path: &str) -> 
                 &serde_json::to_value(doc).unwrap_or_default(),
             )
         }
+        (&Method::GET, "/api/health") => match hub.health() {
+            Ok(serving) => json_resp(StatusCode::OK, &json!({ "ok": true, "serving": serving })),
+            Err(why) => json_resp(StatusCode::SERVICE_UNAVAILABLE, &json!({ "error": why })),
+        },
         (&Method::GET, "/metrics") => respond(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
