@@ -13,6 +13,15 @@ pub trait LbControl: Send + Sync {
 pub trait BootControl: Send + Sync {
     /// Make `node` install again at its next network boot.
     fn reinstall(&self, node: &str) -> Result<String, NodeControlError>;
+
+    /// The install state for the HA peer (`runtime::hasync`): the change
+    /// counter (a new value means something changed) and the state as
+    /// JSON (node → entry).
+    fn sync_state(&self) -> (u64, serde_json::Value);
+
+    /// Merge the HA peer's install state (newer entries win); how many
+    /// entries were taken, or why the document was refused.
+    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String>;
 }
 
 /// Why a node control request was refused.

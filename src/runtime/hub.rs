@@ -209,6 +209,7 @@ impl Hub {
         for s in hub.services.all() {
             doc.insert(s.status());
         }
+        doc.ha = crate::runtime::ha::status();
         let events = hub.events();
         events.observe(&doc);
         doc.timeline = Some(events.view());

@@ -346,6 +346,12 @@ async fn serve_socket(
                             break;
                         }
                     };
+                    // An HA member that does not hold the VIPs stays
+                    // silent: the holder answers (one OFFER per DISCOVER;
+                    // runtime::ha).
+                    if !crate::runtime::ha::holds_vips() {
+                        continue;
+                    }
                     // Defense in depth: a bug on some input must not stop
                     // the service (the decoder is fuzzed; this is the net).
                     let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -295,8 +295,7 @@ impl Service for Lb {
             plan.pools.iter().map(|p| (p.name, p.frontend)).collect();
         let mut new = Vec::new();
         for (kind, addr) in self.listeners.missing(&wanted) {
-            let l = TcpListener::bind(addr)
-                .await
+            let l = crate::runtime::bind::tcp(addr)
                 .with_context(|| format!("bind TCP {addr} for the {kind} frontend"))?;
             new.push((kind, addr, l));
         }

@@ -180,9 +180,8 @@ impl Service for Tftp {
         let (ctx, addr, max) = ctx_of(&plan, &self.stats)?;
         let mut new = None;
         if !self.listeners.missing(&[addr]).is_empty() {
-            let socket = UdpSocket::bind(addr)
-                .await
-                .with_context(|| format!("bind UDP {addr}"))?;
+            let socket =
+                crate::runtime::bind::udp(addr).with_context(|| format!("bind UDP {addr}"))?;
             new = Some(socket);
         }
         Ok(Box::new(move || {
@@ -438,7 +437,7 @@ async fn serve(
     stats.active.fetch_add(1, Ordering::Relaxed);
     let _guard = ActiveGuard(stats);
     let file = Shown(&req.filename).to_string();
-    let sock = match UdpSocket::bind(bind_to).await {
+    let sock = match crate::runtime::bind::udp(bind_to) {
         Ok(s) => s,
         Err(e) => {
             if let Some(tail) = LOG.check("no transfer socket", Some(client)) {
