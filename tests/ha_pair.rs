@@ -22,8 +22,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Appliance, BIN, Netns, run, unique_name};
@@ -599,9 +599,7 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
     let mut serve_b = start_serve(&lab.b, &file_b);
     let mut ka_a = keepalived(&lab.a, &file_a, w, "a");
     let mut ka_b = keepalived(&lab.b, &file_b, w, "b");
-    let logs = Mutex::new(());
     let show = |what: &str| {
-        let _g = logs.lock().unwrap();
         for tag in ["a", "b"] {
             let l = std::fs::read_to_string(w.join(format!("keepalived-{tag}.log")))
                 .unwrap_or_default();
