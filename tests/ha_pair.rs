@@ -40,6 +40,8 @@ const W1_IP: &str = "10.77.0.51";
 /// it change no install state.
 const JUMP: &str = "10.77.0.100";
 const MASTER_IP: &str = "10.77.0.60";
+/// A client that is not in the inventory (pool lease).
+const POOL_MAC: &str = "52:54:00:4d:00:99";
 /// How long a takeover may take (1 s adverts).
 const TAKEOVER: Duration = Duration::from_secs(4);
 
@@ -63,6 +65,7 @@ nodes:
   - {{ name: worker-1, role: worker, mac: "52:54:00:4d:00:33", ip: {W1_IP} }}
 dhcp:
   leaseFile: "{o}/leases.json"
+  pool: {{ start: 10.77.0.150, end: 10.77.0.152 }}
 http:
   imagesDir: "{s}/images"
   ignitionDir: "{s}/ign"
@@ -437,14 +440,15 @@ fn check_window(what: &str, probes: &[(&'static str, Vec<Record>)], cut: Instant
 /// the node's interface): `discover N` prints one `OFFERS <count> ...`
 /// line per DISCOVER (broadcast flag set; 1.5 s of replies each);
 /// `renew IP SERVER` sends a RENEWING REQUEST by unicast and prints the
-/// replies' `REPLY <type> <server id> <yiaddr>`.
+/// replies' `REPLY <type> <server id> <yiaddr>`; `dora` takes the first
+/// OFFER and REQUESTs it (SELECTING), printing the replies the same way.
 const DHCP_CLIENT: &str = r#"
 import random, socket, struct, sys, time
 mode, iface, mac = sys.argv[1], sys.argv[2], bytes.fromhex(sys.argv[3].replace(':', ''))
-def pkt(xid, kind, ciaddr='0.0.0.0', flags=0x8000):
+def pkt(xid, kind, ciaddr='0.0.0.0', flags=0x8000, extra=b''):
     p = struct.pack('!BBBBIHH4s4s4s4s16s64s128s', 1, 1, 6, 0, xid, 0, flags,
         socket.inet_aton(ciaddr), bytes(4), bytes(4), bytes(4), mac + bytes(10), b'', b'')
-    return p + b'\x63\x82\x53\x63' + bytes([53, 1, kind, 255])
+    return p + b'\x63\x82\x53\x63' + bytes([53, 1, kind]) + extra + bytes([255])
 def opts(b):
     o, i = {}, 0
     while i < len(b) and b[i] != 255:
@@ -477,6 +481,17 @@ if mode == 'discover':
         s.sendto(pkt(xid, 1), ('255.255.255.255', 67))
         offers = [r for r in collect(xid, 1.5) if r[0] == 2]
         print('OFFERS', len(offers), ' '.join('%s/%s' % (r[1], r[2]) for r in offers), flush=True)
+elif mode == 'dora':
+    xid = random.getrandbits(32)
+    s.sendto(pkt(xid, 1), ('255.255.255.255', 67))
+    offers = [r for r in collect(xid, 1.5) if r[0] == 2]
+    if not offers:
+        print('NO OFFER', flush=True); sys.exit(0)
+    _, sid, yi = offers[0]
+    ask = bytes([50, 4]) + socket.inet_aton(yi) + bytes([54, 4]) + socket.inet_aton(sid)
+    s.sendto(pkt(xid, 3, extra=ask), ('255.255.255.255', 67))
+    for r in collect(xid, 1.5):
+        print('REPLY', r[0], r[1], r[2], flush=True)
 else:
     xid = random.getrandbits(32)
     s.sendto(pkt(xid, 3, sys.argv[4], 0), (sys.argv[5], 67))
@@ -634,6 +649,24 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
         assert_eq!(*l, format!("OFFERS 1 10.77.0.2/{W0_IP}"), "{out}");
     }
 
+    // A pool client binds through A; B learns its lease.
+    let out = dhcp_client(&lab.node, w, &["dora", "eth0", POOL_MAC]);
+    let pool_ip = out
+        .lines()
+        .find_map(|l| l.strip_prefix("REPLY 5 10.77.0.2 "))
+        .unwrap_or_else(|| panic!("no ACK for the pool client: {out}"))
+        .trim()
+        .to_string();
+    wait_for("B learned the pool lease", Duration::from_secs(10), || {
+        status(&lab.b)["dhcp"]["leases"]
+            .as_array()
+            .is_some_and(|ls| {
+                ls.iter().any(|l| {
+                    l["mac"] == POOL_MAC && l["ip"] == pool_ip.as_str() && l["state"] == "bound"
+                })
+            })
+    });
+
     // worker-0 installs through A; B learns it.
     install(&lab.node, W0_IP, "worker-0", "52-54-00-4d-00-32");
     wait_for(
@@ -686,6 +719,59 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
         out.contains(&format!("REPLY 5 10.77.0.2 {W0_IP}")),
         "renewal not acked by B: {out}"
     );
+    // B does not hand the pool client's address to another client.
+    let out = dhcp_client(
+        &lab.node,
+        w,
+        &["discover", "eth0", "52:54:00:4d:00:98", "1"],
+    );
+    assert!(
+        out.starts_with("OFFERS 1 10.77.0.2/") && !out.contains(&format!("/{pool_ip}")),
+        "B offered the leased {pool_ip} again: {out}"
+    );
+    // A down is shown, not fatal.
+    wait_for(
+        "B shows the peer unreachable",
+        Duration::from_secs(10),
+        || status(&lab.b)["ha"]["peerReachable"] == false,
+    );
+    // The exchange is refused without the pair's token.
+    let (_, refused) = curl(&lab.node, JUMP, "http://10.77.0.12:9180/api/ha/state");
+    assert!(refused.contains("method not allowed"), "{refused}");
+    let out = lab.node.exec(&[
+        "curl",
+        "-s",
+        "--max-time",
+        "2",
+        "-X",
+        "POST",
+        "-d",
+        "{}",
+        "-w",
+        " %{http_code}",
+        "http://10.77.0.12:9180/api/ha/state",
+    ]);
+    assert!(
+        out.ends_with(" 401") && out.contains("ha.tokenFile"),
+        "{out}"
+    );
+    let out = lab.node.exec(&[
+        "curl",
+        "-s",
+        "--max-time",
+        "2",
+        "-X",
+        "POST",
+        "-d",
+        "{}",
+        "-w",
+        " %{http_code}",
+        "-H",
+        "Authorization: Bearer wrong-token-0123456789",
+        "http://10.77.0.12:9180/api/ha/state",
+    ]);
+    assert!(out.ends_with(" 401"), "{out}");
+
     // worker-1 installs through B while A is down.
     install(&lab.node, W1_IP, "worker-1", "52-54-00-4d-00-33");
 
@@ -697,6 +783,23 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
     });
     let st_a = status(&lab.a);
     assert_eq!(netboot_state(&st_a, "worker-0"), "installed", "{st_a}");
+    let (code, text, err) = run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            lab.a.name(),
+            BIN,
+            "status",
+            "--cluster",
+            file_a.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("ha: the peer 10.77.0.12 holds the VIPs; peer reachable; last sync "),
+        "{text}"
+    );
     // Its track script succeeds again (rise 2 at 1 s): nopreempt keeps B.
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(5) {

@@ -13,14 +13,19 @@ pub trait LbControl: Send + Sync {
 pub trait BootControl: Send + Sync {
     /// Make `node` install again at its next network boot.
     fn reinstall(&self, node: &str) -> Result<String, NodeControlError>;
+}
 
-    /// The install state for the HA peer (`runtime::hasync`): the change
-    /// counter (a new value means something changed) and the state as
-    /// JSON (node → entry).
+/// State a service shares with the HA peer (`runtime::hasync`): network
+/// boot's install state, DHCP's pool leases.
+pub trait SyncControl: Send + Sync {
+    /// This part's key in the exchanged document (`netboot`, `leases`).
+    fn part(&self) -> &'static str;
+
+    /// A value that changes whenever the state does, and the state as JSON.
     fn sync_state(&self) -> (u64, serde_json::Value);
 
-    /// Merge the HA peer's install state (newer entries win); how many
-    /// entries were taken, or why the document was refused.
+    /// Merge the peer's state (the newer entry wins); how many entries
+    /// were taken, or why the document was refused.
     fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String>;
 }
 

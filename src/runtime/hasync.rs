@@ -1,6 +1,8 @@
 //! The state an HA pair shares (`ha:`, docs/ha.md): the network-boot
 //! install state (which node installed: a node that installed through one
-//! member must get `exit` from the other, never the install script).
+//! member must get `exit` from the other, never the install script) and
+//! DHCP's pool leases (the survivor does not hand a leased address to
+//! another client). Each is a part ([`SyncControl`]) of one document.
 //!
 //! Transport: each member POSTs its whole state to the peer's admin API
 //! (`POST /api/ha/state`, `Authorization: Bearer <ha.tokenFile>`; refused
@@ -23,7 +25,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -45,35 +48,36 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(4);
 /// Largest state document accepted.
 pub const MAX_DOC: usize = 1 << 20;
 
-/// One member's shared state, as exchanged.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SyncDoc {
-    /// Network-boot install state: node → entry (absent when the member
-    /// serves no HTTP).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub netboot: Option<serde_json::Value>,
-}
+/// One member's shared state, as exchanged: part name (`netboot`,
+/// `leases`) → that part's state. A part this member does not run is
+/// absent and ignored on the other side.
+pub type SyncDoc = BTreeMap<String, serde_json::Value>;
 
-/// This member's state and its change counter.
+/// This member's state and a value that changes whenever it does.
 fn local(hub: &Hub) -> (u64, SyncDoc) {
-    match hub.services.boot_control() {
-        Some(b) => {
-            let (changes, v) = b.sync_state();
-            (changes, SyncDoc { netboot: Some(v) })
-        }
-        None => (0, SyncDoc::default()),
+    let mut doc = SyncDoc::new();
+    let mut version: u64 = 0;
+    for p in hub.services.sync_parts() {
+        let (v, state) = p.sync_state();
+        version = version.rotate_left(17) ^ v;
+        doc.insert(p.part().to_string(), state);
     }
+    (version, doc)
 }
 
 /// Merge `peer`'s state into ours; how many entries were taken.
-fn merge(hub: &Hub, peer: SyncDoc) -> Result<usize, String> {
-    let (Some(b), Some(v)) = (hub.services.boot_control(), peer.netboot) else {
-        return Ok(0);
-    };
-    let taken = b.merge_state(v)?;
+fn merge(hub: &Hub, mut peer: SyncDoc) -> Result<usize, String> {
+    let mut taken = 0;
+    for p in hub.services.sync_parts() {
+        if let Some(v) = peer.remove(p.part()) {
+            let n = p.merge_state(v)?;
+            if n > 0 {
+                info!("ha: took {n} {} entr(y/ies) from the peer", p.part());
+            }
+            taken += n;
+        }
+    }
     if taken > 0 {
-        info!("ha: took {taken} install-state entr(y/ies) from the peer");
         ha::update(|s| s.learned += taken as u64);
     }
     Ok(taken)

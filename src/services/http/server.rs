@@ -296,6 +296,12 @@ impl crate::runtime::control::BootControl for Http {
             "{node} will install again at its next network boot"
         ))
     }
+}
+
+impl crate::runtime::control::SyncControl for Http {
+    fn part(&self) -> &'static str {
+        "netboot"
+    }
 
     fn sync_state(&self) -> (u64, serde_json::Value) {
         let (changes, nodes) = self.ctx.boot.snapshot();
