@@ -23,7 +23,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Appliance, BIN, Netns, run, unique_name};
@@ -277,6 +277,8 @@ type Record = (Instant, bool, String, Instant);
 /// the flag, at most `MAX_TRIES`).
 struct Probes {
     stop: Arc<AtomicBool>,
+    /// Probes finished so far, per kind.
+    done: Vec<Arc<AtomicUsize>>,
     threads: Vec<(&'static str, std::thread::JoinHandle<Vec<Record>>)>,
 }
 
@@ -332,9 +334,11 @@ impl Probes {
                 "ok",
             ),
         ];
+        let done: Vec<Arc<AtomicUsize>> = (0..kinds.len()).map(|_| Arc::default()).collect();
         let threads = kinds
             .into_iter()
-            .map(|(name, args, want)| {
+            .zip(done.clone())
+            .map(|((name, args, want), count)| {
                 let (stop, ns) = (stop.clone(), ns.clone());
                 let h = std::thread::spawn(move || {
                     let mut out = Vec::new();
@@ -361,6 +365,7 @@ impl Probes {
                             Err(e) => (false, e.to_string()),
                         };
                         out.push((t, ok, if ok { String::new() } else { why }, Instant::now()));
+                        count.fetch_add(1, Ordering::Relaxed);
                         std::thread::sleep(Duration::from_millis(50));
                     }
                     out
@@ -368,7 +373,27 @@ impl Probes {
                 (name, h)
             })
             .collect();
-        Probes { stop, threads }
+        Probes {
+            stop,
+            done,
+            threads,
+        }
+    }
+
+    /// Wait (bounded) until every kind finished `n` more probes than now:
+    /// on a loaded host a fixed pause may see too few.
+    fn wait_more(&self, n: usize, within: Duration) {
+        let base: Vec<usize> = self
+            .done
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        wait_for("more probes", within, || {
+            self.done
+                .iter()
+                .zip(&base)
+                .all(|(c, b)| c.load(Ordering::Relaxed) >= b + n)
+        });
     }
 
     fn finish(self) -> Vec<(&'static str, Vec<Record>)> {
@@ -694,14 +719,14 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
 
     // 1. kill -9 of the holder's serve.
     let probes = Probes::start(&lab.node);
-    std::thread::sleep(Duration::from_millis(1500));
+    probes.wait_more(3, Duration::from_secs(30));
     let cut = Instant::now();
     serve_a.stop_with("KILL");
     let Some(at) = wait_holder(&lab.b, &lab.a, TAKEOVER + Duration::from_secs(6)) else {
         show("kill -9 of A's serve");
         panic!("B never held every VIP");
     };
-    std::thread::sleep(Duration::from_millis(2000));
+    probes.wait_more(5, Duration::from_secs(30));
     check_window("kill -9 of A's serve", &probes.finish(), cut, at);
 
     // B answers for A: worker-0 boots its disk; its renewal is acked.
@@ -814,14 +839,14 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
 
     // 2. The holder's keepalived stops (a box that dies).
     let probes = Probes::start(&lab.node);
-    std::thread::sleep(Duration::from_millis(1500));
+    probes.wait_more(3, Duration::from_secs(30));
     let cut = Instant::now();
     ka_b.stop("TERM");
     let Some(at) = wait_holder(&lab.a, &lab.b, TAKEOVER + Duration::from_secs(6)) else {
         show("keepalived of B stopped");
         panic!("A never held every VIP again");
     };
-    std::thread::sleep(Duration::from_millis(2000));
+    probes.wait_more(5, Duration::from_secs(30));
     check_window("B's keepalived stopped", &probes.finish(), cut, at);
     // A serves worker-1's disk (learned) and is the one DHCP server.
     let (_, s) = curl(
