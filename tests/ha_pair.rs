@@ -612,6 +612,22 @@ fn shared_files(dir: &Path) {
     }
 }
 
+/// Prints both keepalived logs when the test fails (declared after the
+/// work directory, so it runs before the directory goes).
+struct LogsOnPanic(PathBuf);
+
+impl Drop for LogsOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for tag in ["a", "b"] {
+                let f = self.0.join(format!("keepalived-{tag}.log"));
+                let l = std::fs::read_to_string(f).unwrap_or_default();
+                eprintln!("--- keepalived {tag}:\n{l}");
+            }
+        }
+    }
+}
+
 fn start_serve(ns: &Netns, cluster: &Path) -> Appliance {
     Appliance::launch().netns(ns.name()).start_path(cluster)
 }
@@ -626,6 +642,7 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
     require_netns!("hap");
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
+    let _logs = LogsOnPanic(w.to_path_buf());
     shared_files(w);
     let (dir_a, dir_b): (PathBuf, PathBuf) = (w.join("a"), w.join("b"));
     std::fs::create_dir_all(&dir_a).unwrap();
@@ -637,8 +654,10 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
     let _backend = backend(&lab.be, w);
     let mut serve_a = start_serve(&lab.a, &file_a);
     let mut serve_b = start_serve(&lab.b, &file_b);
+    // A's keepalived first: it takes the VIPs (after its master-down timer),
+    // then B's joins as backup. Started together, the first election goes
+    // to whichever is healthy first (both are `state BACKUP`, nopreempt).
     let mut ka_a = keepalived(&lab.a, &file_a, w, "a");
-    let mut ka_b = keepalived(&lab.b, &file_b, w, "b");
     let show = |what: &str| {
         for tag in ["a", "b"] {
             let l = std::fs::read_to_string(w.join(format!("keepalived-{tag}.log")))
@@ -646,7 +665,6 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
             eprintln!("--- keepalived {tag} ({what}):\n{l}");
         }
     };
-    // A (priority 150) wins the first election.
     if wait_holder(&lab.a, &lab.b, Duration::from_secs(15)).is_none() {
         show("first election");
         panic!(
@@ -655,6 +673,7 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
             held(&lab.b)
         );
     }
+    let mut ka_b = keepalived(&lab.b, &file_b, w, "b");
     wait_for(
         "A's /status: holds the VIPs, peer reachable",
         Duration::from_secs(10),
