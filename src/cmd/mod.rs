@@ -134,8 +134,8 @@ fn render_keepalived(plan: &Plan, cluster: &std::path::Path) -> anyhow::Result<S
 }
 
 /// How long `health` may wait for the connection and for each read: the
-/// whole check stays under the track script's 1 s timeout.
-const HEALTH_BOUND: std::time::Duration = std::time::Duration::from_millis(400);
+/// whole check stays under the track script's 2 s timeout.
+const HEALTH_BOUND: std::time::Duration = std::time::Duration::from_millis(700);
 
 /// `health`: `GET /api/health` of the running `serve`; Ok only on 200.
 /// Only `admin:` is read from the file (parsed, not validated: no file

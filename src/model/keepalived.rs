@@ -6,15 +6,15 @@
 //! `state BACKUP` + `nopreempt` so a member that comes back does not take
 //! the VIPs back, advert 1 s), the distinct VIPs (`applianceIP`, `apiVIP`,
 //! `ingressVIP`) with the prefix of `network.cidr`, and a `track_script`
-//! running `crc-appliance health --cluster FILE` every second: one failure
-//! puts the member in FAULT, which releases the VIPs at once (keepalived
-//! sends a priority-0 advert, so the peer takes over without waiting for
-//! the master-down timer). A dead serve fails the check at once
-//! (connection refused) and a hung one within `health`'s own bound
-//! (0.8 s); the script's timeout is 2 s so that a loaded host that is slow
-//! to even start the check (seen in the tests: both members' checks timed
-//! out together at 1 s and neither held the VIPs) does not count as a
-//! failure. `health` reads only `admin:` from the file.
+//! running `crc-appliance health --cluster FILE` every second: two failures
+//! in a row put the member in FAULT, which releases the VIPs at once
+//! (keepalived sends a priority-0 advert, so the peer takes over without
+//! waiting for the master-down timer). A dead serve fails each check at
+//! once (connection refused), a hung one within `health`'s own bound; the
+//! script's timeout is 2 s and one failure is forgiven, because a loaded
+//! host can be slow to even start the check (seen in the tests: both
+//! members' checks timed out together and neither held the VIPs).
+//! `health` reads only `admin:` from the file.
 
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -70,7 +70,7 @@ pub fn render(c: &Cluster, exe: &Path, cluster_file: &Path) -> Option<String> {
         exe.display(),
         cluster_file.display()
     );
-    out.push_str("    interval 1\n    timeout 2\n    fall 1\n    rise 2\n}\n\n");
+    out.push_str("    interval 1\n    timeout 2\n    fall 2\n    rise 2\n}\n\n");
     instance(&mut out, c, h);
     Some(out)
 }
