@@ -12,11 +12,39 @@ pub fn request(
     method: &str,
     path: &str,
 ) -> anyhow::Result<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).map_err(|e| {
+    // A reload may open libvirt and bind sockets before it answers.
+    request_within(
+        addr,
+        token,
+        method,
+        path,
+        Duration::from_secs(3),
+        Duration::from_secs(90),
+    )
+}
+
+/// [`request`] with its own bounds: `connect` for the connection, `read`
+/// for each read of the answer (`health` keeps both well under a second).
+pub fn request_within(
+    addr: SocketAddr,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    connect: Duration,
+    read: Duration,
+) -> anyhow::Result<(u16, String)> {
+    // A wildcard listener is reached on loopback.
+    let addr = match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    };
+    let mut s = TcpStream::connect_timeout(&addr, connect).map_err(|e| {
         anyhow::anyhow!("cannot reach the admin API at {addr} (is `serve` running?): {e}")
     })?;
-    // A reload may open libvirt and bind sockets before it answers.
-    s.set_read_timeout(Some(Duration::from_secs(90)))?;
+    s.set_read_timeout(Some(read))?;
+    s.set_write_timeout(Some(read))?;
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();

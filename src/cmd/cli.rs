@@ -138,6 +138,10 @@ pub enum Command {
         #[arg(long, default_value = "40m", value_parser = parse_timeout)]
         timeout: std::time::Duration,
     },
+    /// Exit 0 only when `serve` is up and every enabled service is serving
+    /// (asks its admin API, bounded to under a second, changes nothing):
+    /// keepalived's track script of an HA pair (`render keepalived`).
+    Health,
     /// Check the host before `serve`/`vm up`: busy ports and their owners,
     /// /dev/kvm, the ISO, the pool dir, ignition files. Exit 1 on findings.
     Preflight,
@@ -196,6 +200,8 @@ pub enum RenderWhat {
     /// appliance's NTP server and keeps `sourcedir /run/chrony-dhcp`
     /// (optional: DHCP option 42 already does it).
     Chrony,
+    /// keepalived.conf of this member of an HA pair (`ha:`, docs/ha.md).
+    Keepalived,
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -46,6 +46,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 RenderWhat::Chrony => {
                     crate::model::chrony::render(&plan.cluster).map_err(anyhow::Error::msg)?
                 }
+                RenderWhat::Keepalived => render_keepalived(&plan, &cluster)?,
             };
             print!("{text}");
             Ok(())
@@ -100,6 +101,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", firewall::apply::apply(&c)?);
             Ok(())
         }
+        Command::Health => health(&cluster),
         Command::Status { json } => watch::status(&admin_target(&cluster)?, json).await,
         Command::WaitFor { goal, timeout } => {
             let notice = watch::notice_interval()?;
@@ -119,6 +121,54 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// `render keepalived`: this member's keepalived.conf, its track script
+/// naming this binary and the cluster file by absolute paths.
+fn render_keepalived(plan: &Plan, cluster: &std::path::Path) -> anyhow::Result<String> {
+    let exe = std::env::current_exe()?;
+    let file = std::path::absolute(cluster)?;
+    crate::model::keepalived::render(&plan.cluster, &exe, &file).ok_or_else(|| {
+        anyhow::anyhow!("render keepalived: the cluster file has no `ha:` section (docs/ha.md)")
+    })
+}
+
+/// How long `health` may wait for the connection and for each read: the
+/// whole check stays under the track script's 2 s timeout.
+const HEALTH_BOUND: std::time::Duration = std::time::Duration::from_millis(700);
+
+/// `health`: `GET /api/health` of the running `serve`; Ok only on 200.
+/// Only `admin:` is read from the file (parsed, not validated: no file
+/// checks, so the whole run stays well under a second on a loaded host;
+/// serve validated the file it runs).
+fn health(cluster: &std::path::Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(cluster)
+        .map_err(|e| anyhow::anyhow!("cannot read cluster file {}: {e}", cluster.display()))?;
+    let raw =
+        config::parse_str(&text).map_err(|m| anyhow::anyhow!("{}: {m}", cluster.display()))?;
+    if !raw.admin.enabled {
+        anyhow::bail!("health: the admin API is off (admin.enabled: false); nothing to ask");
+    }
+    let listen: std::net::SocketAddr =
+        raw.admin.listen.trim().parse().map_err(|_| {
+            anyhow::anyhow!("admin.listen {:?} is not an address", raw.admin.listen)
+        })?;
+    let (status, body) = admin_client::request_within(
+        listen,
+        None,
+        "GET",
+        "/api/health",
+        HEALTH_BOUND,
+        HEALTH_BOUND,
+    )?;
+    if status == 200 {
+        return Ok(());
+    }
+    let why = serde_json::from_str::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+        .unwrap_or_else(|| body.trim().to_string());
+    anyhow::bail!("not healthy (HTTP {status}): {why}")
 }
 
 /// `vm console NODE`: the end of the node's serial console log.
@@ -457,6 +507,13 @@ pub fn summary(plan: &Plan) -> String {
             out,
             "libvirt {} network {} ({:?})",
             v.uri, v.network_name, v.mode
+        );
+    }
+    if let Some(h) = &c.ha {
+        let _ = writeln!(
+            out,
+            "ha peer {} interface {} priority {} virtualRouterId {}",
+            h.peer, h.interface, h.priority, h.virtual_router_id
         );
     }
     out

@@ -62,6 +62,9 @@ pub async fn status(t: &Target, json: bool) -> anyhow::Result<()> {
         if let Some(h) = doc.http.as_ref().and_then(|h| h.https.as_ref()) {
             println!("{}", https_line(h));
         }
+        if let Some(h) = &doc.ha {
+            println!("{}", ha_line(h));
+        }
     }
     Ok(())
 }
@@ -79,6 +82,39 @@ pub fn https_line(h: &crate::runtime::status::HttpsStatus) -> String {
         h.listen.as_deref().unwrap_or("-"),
         h.cert.cert_file.display(),
         h.cert.sha256
+    )
+}
+
+/// `status`'s line for an HA member: who holds the VIPs, the peer, the
+/// last sync.
+pub fn ha_line(h: &crate::runtime::ha::HaStatus) -> String {
+    let holder = if h.holds_vips {
+        "this member holds the VIPs".to_string()
+    } else {
+        format!("the peer {} holds the VIPs", h.peer)
+    };
+    let peer = if h.peer_reachable {
+        "peer reachable".to_string()
+    } else {
+        format!(
+            "peer {} UNREACHABLE{}",
+            h.peer,
+            h.peer_error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        )
+    };
+    let sync = match h.last_sync {
+        Some(t) => format!(
+            "last sync {}",
+            clock(std::time::UNIX_EPOCH + Duration::from_secs(t))
+        ),
+        None => "never synced".to_string(),
+    };
+    format!(
+        "ha: {holder}; {peer}; {sync}; {} entries learned from the peer",
+        h.learned
     )
 }
 

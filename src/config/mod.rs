@@ -15,6 +15,7 @@
 
 pub mod bmc;
 pub mod duration;
+pub mod ha;
 pub mod ntp;
 pub mod pxe;
 pub mod raw;

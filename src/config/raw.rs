@@ -42,6 +42,10 @@ pub struct ClusterFile {
     /// NTP server for the nodes (`super::ntp`); absent = off.
     #[serde(default)]
     pub ntp: Option<super::ntp::RawNtp>,
+    /// One member of a keepalived HA pair (`super::ha`, docs/ha.md);
+    /// absent = a single appliance.
+    #[serde(default)]
+    pub ha: Option<super::ha::RawHa>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

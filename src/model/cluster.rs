@@ -34,6 +34,8 @@ pub struct Cluster {
     pub ingress: Vec<String>,
     /// The `ntp:` section (NTP server), if present.
     pub ntp: Option<NtpCfg>,
+    /// The `ha:` section (one member of a keepalived pair), if present.
+    pub ha: Option<HaCfg>,
 }
 
 impl Cluster {
@@ -554,6 +556,21 @@ pub struct TftpCfg {
     pub allow_symlinks_to: Vec<PathBuf>,
     /// Boot options for pool clients too (default: nodes only).
     pub pool: bool,
+}
+
+/// The validated `ha:` section (`config::ha`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HaCfg {
+    /// The other member's own address.
+    pub peer: Ipv4Addr,
+    /// This member's own address (`None`: the interface's primary one).
+    pub own_ip: Option<Ipv4Addr>,
+    /// `network.interface`: where the VIPs live.
+    pub interface: String,
+    pub priority: u8,
+    pub virtual_router_id: u8,
+    /// The pair's shared token (read when used, never stored here).
+    pub token_file: PathBuf,
 }
 
 /// The validated `ntp:` section.

@@ -18,5 +18,6 @@ pub mod chrony;
 pub mod cluster;
 pub mod conflicts;
 pub mod ipv6;
+pub mod keepalived;
 pub mod mode;
 pub mod names;

@@ -15,6 +15,20 @@ pub trait BootControl: Send + Sync {
     fn reinstall(&self, node: &str) -> Result<String, NodeControlError>;
 }
 
+/// State a service shares with the HA peer (`runtime::hasync`): network
+/// boot's install state, DHCP's pool leases.
+pub trait SyncControl: Send + Sync {
+    /// This part's key in the exchanged document (`netboot`, `leases`).
+    fn part(&self) -> &'static str;
+
+    /// A value that changes whenever the state does, and the state as JSON.
+    fn sync_state(&self) -> (u64, serde_json::Value);
+
+    /// Merge the peer's state (the newer entry wins); how many entries
+    /// were taken, or why the document was refused.
+    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String>;
+}
+
 /// Why a node control request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NodeControlError {

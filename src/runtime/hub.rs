@@ -82,6 +82,9 @@ pub struct Hub {
     reload: Mutex<ReloadStatus>,
     reload_tx: mpsc::Sender<ReloadRequest>,
     events: Events,
+    /// Why `serve` is no longer serving (a service failed, shutdown
+    /// started): `GET /api/health` then answers 503.
+    stopping: Mutex<Option<String>>,
 }
 
 impl Hub {
@@ -99,6 +102,7 @@ impl Hub {
             reload: Mutex::new(ReloadStatus::default()),
             reload_tx,
             events,
+            stopping: Mutex::new(None),
         });
         (hub, rx)
     }
@@ -111,6 +115,32 @@ impl Hub {
     pub fn set_plan(&self, plan: Arc<Plan>) {
         self.events.set_plan(&plan);
         self.plan.store(plan);
+    }
+
+    /// `serve` stops serving (a service failed or shutdown began): from
+    /// now on [`Hub::health`] fails with `why`.
+    pub fn set_stopping(&self, why: &str) {
+        self.stopping
+            .locked()
+            .get_or_insert_with(|| why.to_string());
+    }
+
+    /// `GET /api/health`: the services serving, or why not. A task that
+    /// dies stops `serve` ([`crate::runtime::service::Tasks`]), so up and
+    /// not stopping, with every service the plan runs present, is serving.
+    pub fn health(&self) -> Result<Vec<&'static str>, String> {
+        if let Some(why) = self.stopping.locked().clone() {
+            return Err(why);
+        }
+        let running: Vec<&'static str> = self.services.all().iter().map(|s| s.name()).collect();
+        let plan = self.plan();
+        for kind in plan.cluster.services() {
+            let name = kind.as_str();
+            if name != "admin" && !running.contains(&name) {
+                return Err(format!("{name} is enabled but not running"));
+            }
+        }
+        Ok(running)
     }
 
     /// The install timeline the services report to.
@@ -179,6 +209,7 @@ impl Hub {
         for s in hub.services.all() {
             doc.insert(s.status());
         }
+        doc.ha = crate::runtime::ha::status();
         let events = hub.events();
         events.observe(&doc);
         doc.timeline = Some(events.view());

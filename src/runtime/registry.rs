@@ -98,6 +98,18 @@ impl Services {
         self.http.as_deref().map(|h| h as &dyn BootControl)
     }
 
+    /// The services that share state with an HA peer (`runtime::hasync`).
+    pub fn sync_parts(&self) -> Vec<&dyn crate::runtime::control::SyncControl> {
+        let mut v: Vec<&dyn crate::runtime::control::SyncControl> = Vec::new();
+        if let Some(h) = self.http.as_deref() {
+            v.push(h);
+        }
+        if let Some(d) = self.dhcp.as_deref() {
+            v.push(d);
+        }
+        v
+    }
+
     /// The load balancer's `/status` section, when it runs.
     pub fn lb_status(&self) -> Option<crate::runtime::status::ServiceStatus> {
         self.lb.as_ref().map(|l| l.status())

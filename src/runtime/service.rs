@@ -314,9 +314,8 @@ impl Listeners<std::net::SocketAddr> {
         if self.missing(&[addr]).is_empty() {
             return Ok(None);
         }
-        let l = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| anyhow::anyhow!("bind TCP {addr}: {e}"))?;
+        let l =
+            crate::runtime::bind::tcp(addr).map_err(|e| anyhow::anyhow!("bind TCP {addr}: {e}"))?;
         Ok(Some(l))
     }
 

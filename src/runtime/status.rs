@@ -41,6 +41,9 @@ pub struct StatusDoc {
     pub tftp: Option<TftpStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ntp: Option<NtpStatus>,
+    /// This member of an HA pair (`ha:`; docs/ha.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<crate::runtime::ha::HaStatus>,
     /// The install timeline (`serve` only; docs/operations.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<TimelineStatus>,
@@ -85,6 +88,7 @@ impl StatusDoc {
             admin: None,
             tftp: None,
             ntp: None,
+            ha: None,
             timeline: None,
         }
     }

@@ -89,6 +89,19 @@ fn sd_notify(state: &str) {
 pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     let plan = Arc::new(config::load(&path)?);
     crate::runtime::service::load_faults();
+    // HA: VIP listeners bind before the address is local; the VIP holder
+    // is known before any service answers (runtime::ha).
+    crate::runtime::bind::set_freebind(plan.cluster.ha.is_some());
+    let ha_token = match &plan.cluster.ha {
+        Some(h) => {
+            crate::runtime::ha::start(h.peer, plan.cluster.network.appliance_ip);
+            Some(
+                config::secret::read_token(&h.token_file)
+                    .map_err(|e| anyhow::anyhow!("ha.tokenFile: {e}"))?,
+            )
+        }
+        None => None,
+    };
     crate::runtime::limits::apply(&plan);
     crate::host::preflight::log(&plan);
     let root = CancellationToken::new();
@@ -125,6 +138,22 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         t.clone(),
         crate::timeline::prober::run(move || h.plan(), hub.events(), t),
     );
+    if let (Some(h), Some(token)) = (&plan.cluster.ha, ha_token) {
+        let vip = plan.cluster.network.appliance_ip;
+        let t = background.token();
+        background.spawn(
+            "serve ha vip watch",
+            t.clone(),
+            crate::runtime::ha::watch(vip, t),
+        );
+        let peer = std::net::SocketAddr::new(h.peer.into(), plan.cluster.admin.listen.port());
+        let t = background.token();
+        background.spawn(
+            "serve ha sync",
+            t.clone(),
+            crate::runtime::hasync::run(hub.clone(), peer, token, t),
+        );
+    }
     let t = background.token();
     background.spawn("serve log summaries", t.clone(), async move {
         crate::runtime::lograte::flush_every(t).await;
@@ -156,6 +185,10 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         &mut set,
     )
     .await;
+    hub.set_stopping(&match &outcome {
+        Ok(()) => "shutting down".to_string(),
+        Err(e) => format!("{e:#}"),
+    });
     root.cancel();
     let drain = async {
         while let Some(r) = set.join_next().await {

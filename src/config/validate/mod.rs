@@ -242,6 +242,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
 pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError>> {
     let mut e = Errs::default();
     let raw_lb_enabled = raw.load_balancer.enabled;
+    let raw_ha = raw.ha.clone();
     let s = sections(&raw, base, &mut e);
     let Sections {
         identity: Some(id),
@@ -288,12 +289,14 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         mode: Default::default(),
         ingress: Vec::new(),
         ntp,
+        ha: None,
     };
     let mut c = c;
     install_mode(&mut c, raw_lb_enabled, &mut e);
     c.ingress = nodes::ingress(&raw.ingress, &c.nodes, &mut e);
     rhcos::check_kargs_fit(&c, &mut e);
     rhcos::check_ipxe_cmdline(&c, &mut e);
+    c.ha = super::ha::ha(raw_ha.as_ref(), &c, base, &mut e.0);
     if !e.0.is_empty() {
         return Err(e.0);
     }

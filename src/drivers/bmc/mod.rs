@@ -242,6 +242,14 @@ pub fn start_on_serve(
             let Some(node) = c.nodes.iter().find(|n| n.name == name) else {
                 return Ok(());
             };
+            // HA: only the member holding the VIPs drives installs; the
+            // other waits until it takes them over (runtime::ha).
+            if !crate::runtime::ha::holds_vips() {
+                info!("bmc: {name}: startOnServe waits until this member holds the VIPs");
+            }
+            if !crate::runtime::ha::until_holder(&stop).await {
+                return Ok(());
+            }
             for attempt in 1..=START_ATTEMPTS {
                 let res = tokio::select! {
                     _ = stop.cancelled() => return Ok(()),

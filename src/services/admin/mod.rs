@@ -7,10 +7,12 @@
 //! | GET | `/` | self-contained HTML status page (polls `/status` every 2 s) |
 //! | GET | `/status` | plan summary plus every registered service's status |
 //! | GET | `/metrics` | every registered service's metrics |
+//! | GET | `/api/health` | 200 when every enabled service is serving, else 503 with the reason (`crc-appliance health`) |
 //! | GET | `/api/lb/backends` | the `lb` service's status (503 when the LB is off) |
 //! | POST | `/api/lb/backends/{node}/disable` | drain `node` in every pool |
 //! | POST | `/api/lb/backends/{node}/enable` | put `node` back |
 //! | POST | `/api/nodes/{node}/reinstall` | network boot: `node` installs again at its next boot |
+//! | POST | `/api/ha/state` | HA pair only, with `ha.tokenFile`'s token: merge the peer's shared state, answer ours (`runtime::hasync`) |
 //! | POST | `/api/reload` | reload the cluster file; answers its [`crate::runtime::status::ReloadStatus`] (200 applied, 422 invalid file, 409 not applicable) |
 //!
 //! Every request passes [`access::check`] first: the Host must be an IP
@@ -55,6 +57,9 @@ pub struct Admin {
     hub: Arc<Hub>,
     /// The API token (`admin.tokenFile`), read at each commit.
     token: Arc<ArcSwapOption<String>>,
+    /// The HA pair's token (`ha.tokenFile`), read at each commit; `None`
+    /// without `ha:` (then `/api/ha/state` does not exist).
+    ha_token: Arc<ArcSwapOption<String>>,
     listen: std::sync::Mutex<Option<SocketAddr>>,
     /// The IPv6 twin's bound address (dual-stack).
     listen_v6: std::sync::Mutex<Option<SocketAddr>>,
@@ -67,6 +72,7 @@ impl Admin {
         Arc::new(Admin {
             hub,
             token: Arc::new(ArcSwapOption::empty()),
+            ha_token: Arc::new(ArcSwapOption::empty()),
             listen: std::sync::Mutex::new(None),
             listen_v6: std::sync::Mutex::new(None),
             listeners: Listeners::default(),
@@ -90,9 +96,17 @@ impl Service for Admin {
             Some(f) => Some(crate::config::secret::read_token(f).map_err(|e| anyhow::anyhow!(e))?),
             None => None,
         };
+        let ha_token = match &plan.cluster.ha {
+            Some(h) => Some(
+                crate::config::secret::read_token(&h.token_file)
+                    .map_err(|e| anyhow::anyhow!("ha.tokenFile: {e}"))?,
+            ),
+            None => None,
+        };
         let new = self.listeners.bind_tcp_missing(&addrs).await?;
         Ok(Box::new(move || {
             self.token.store(token.map(Arc::new));
+            self.ha_token.store(ha_token.map(Arc::new));
             for gone in self.listeners.retain(&addrs) {
                 info!("admin: closed listener {gone}");
             }
@@ -109,7 +123,15 @@ impl Service for Admin {
                 self.tasks.spawn(
                     format!("admin listener {addr}"),
                     token.clone(),
-                    serve_listener(self.hub.clone(), self.token.clone(), l, token.clone()),
+                    serve_listener(
+                        self.hub.clone(),
+                        Tokens {
+                            api: self.token.clone(),
+                            ha: self.ha_token.clone(),
+                        },
+                        l,
+                        token.clone(),
+                    ),
                 );
                 self.listeners.insert(addr, token);
             }
@@ -171,6 +193,10 @@ pub async fn route(hub: &Hub, me: &AdminStatus, method: &Method, path: &str) -> 
                 &serde_json::to_value(doc).unwrap_or_default(),
             )
         }
+        (&Method::GET, "/api/health") => match hub.health() {
+            Ok(serving) => json_resp(StatusCode::OK, &json!({ "ok": true, "serving": serving })),
+            Err(why) => json_resp(StatusCode::SERVICE_UNAVAILABLE, &json!({ "error": why })),
+        },
         (&Method::GET, "/metrics") => respond(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
@@ -245,9 +271,65 @@ pub async fn route(hub: &Hub, me: &AdminStatus, method: &Method, path: &str) -> 
     }
 }
 
+/// The tokens requests are checked against.
+#[derive(Clone)]
+struct Tokens {
+    api: Arc<ArcSwapOption<String>>,
+    ha: Arc<ArcSwapOption<String>>,
+}
+
+/// `POST /api/ha/state` from the HA peer: checked against the pair's token
+/// (refused without it, and 404 without `ha:`), then merged and answered
+/// with this member's state ([`crate::runtime::hasync`]).
+async fn ha_state(hub: &Hub, ha_token: Option<Arc<String>>, req: Request<Incoming>) -> Resp {
+    use http_body_util::BodyExt as _;
+    let Some(token) = ha_token else {
+        return json_resp(
+            StatusCode::NOT_FOUND,
+            &json!({"error": "this appliance is not an HA member (no ha: section)"}),
+        );
+    };
+    if req.method() != Method::POST {
+        return json_resp(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &json!({"error": "method not allowed"}),
+        );
+    }
+    if let Err((code, why)) = access::check(
+        req.method(),
+        req.headers(),
+        req.uri().authority().map(|a| a.as_str()),
+        Some(token.as_str()),
+    ) {
+        let why = if code == StatusCode::UNAUTHORIZED {
+            "a valid HA token is required (Authorization: Bearer, see ha.tokenFile)"
+        } else {
+            why
+        };
+        return json_resp(code, &json!({ "error": why }));
+    }
+    let limited = http_body_util::Limited::new(req.into_body(), crate::runtime::hasync::MAX_DOC);
+    let body = match limited.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return json_resp(
+                StatusCode::BAD_REQUEST,
+                &json!({ "error": format!("cannot read the state document: {e}") }),
+            );
+        }
+    };
+    match crate::runtime::hasync::exchange(hub, &body) {
+        Ok(doc) => json_resp(
+            StatusCode::OK,
+            &serde_json::to_value(doc).unwrap_or_default(),
+        ),
+        Err(e) => json_resp(StatusCode::BAD_REQUEST, &json!({ "error": e })),
+    }
+}
+
 async fn serve_listener(
     hub: Arc<Hub>,
-    api_token: Arc<ArcSwapOption<String>>,
+    tokens: Tokens,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -265,7 +347,7 @@ async fn serve_listener(
     let listener_addr = listener.local_addr().ok();
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
         let hub = hub.clone();
-        let api_token = api_token.clone();
+        let tokens = tokens.clone();
         let shutdown = shutdown.clone();
         let builders = builders.clone();
         async move {
@@ -284,8 +366,12 @@ async fn serve_listener(
                     listen: listener_addr.map(|a| a.to_string()),
                     listen_v6: None,
                 };
-                let token = api_token.load_full();
+                let token = tokens.api.load_full();
+                let ha_token = tokens.ha.load_full();
                 async move {
+                    if req.uri().path() == crate::runtime::hasync::PATH {
+                        return Ok::<_, Infallible>(ha_state(&hub, ha_token, req).await);
+                    }
                     let checked = access::check(
                         req.method(),
                         req.headers(),

@@ -514,6 +514,50 @@ impl LeaseTable {
         before != self.declined.len()
     }
 
+    /// Take the HA peer's active bound pool leases that expire later than
+    /// what this table has for their address and their client (a renewal
+    /// through the peer wins; our own newer record wins). Reservations are
+    /// not shared: both members answer them alike. Returns the addresses
+    /// taken; they are marked for the lease file.
+    pub fn merge_peer(&mut self, peer: &[Lease], now: u64) -> Vec<Ipv4Addr> {
+        let mut taken = Vec::new();
+        for l in peer {
+            if l.reserved
+                || l.state != State::Bound
+                || !l.active(now)
+                || !self.scope.in_pool(l.ip)
+                || self.reserved_ips.contains_key(&l.ip)
+                || self
+                    .by_ip
+                    .get(&l.ip)
+                    .is_some_and(|o| o.expires >= l.expires)
+            {
+                continue;
+            }
+            let key = self.key_of(l);
+            if let Some(old) = self.by_key.get(&key).copied()
+                && old != l.ip
+            {
+                if self.by_ip.get(&old).is_some_and(|o| o.expires >= l.expires) {
+                    continue;
+                }
+                self.by_ip.remove(&old);
+            }
+            // Another client's older record at this address goes.
+            if let Some(o) = self.by_ip.get(&l.ip) {
+                let k = self.key_of(o);
+                if self.by_key.get(&k) == Some(&l.ip) {
+                    self.by_key.remove(&k);
+                }
+            }
+            self.by_ip.insert(l.ip, l.clone());
+            self.by_key.insert(key, l.ip);
+            self.unsynced.insert(l.ip);
+            taken.push(l.ip);
+        }
+        taken
+    }
+
     /// All leases, ordered by address.
     pub fn leases(&self) -> Vec<&Lease> {
         let mut v: Vec<_> = self.by_ip.values().collect();

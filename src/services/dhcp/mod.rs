@@ -121,6 +121,43 @@ pub struct Dhcp {
     tasks: Tasks,
 }
 
+/// The pool leases, shared with the HA peer (`runtime::hasync`).
+impl crate::runtime::control::SyncControl for Dhcp {
+    fn part(&self) -> &'static str {
+        "leases"
+    }
+
+    fn sync_state(&self) -> (u64, serde_json::Value) {
+        use std::hash::{Hash as _, Hasher as _};
+        let table = self.shared.table();
+        let now = now();
+        let shared: Vec<&leases::Lease> = table
+            .leases()
+            .into_iter()
+            .filter(|l| !l.reserved && l.state == leases::State::Bound && l.active(now))
+            .collect();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for l in &shared {
+            (u32::from(l.ip), l.expires, l.mac.to_string()).hash(&mut h);
+        }
+        (
+            h.finish(),
+            serde_json::to_value(&shared).unwrap_or_default(),
+        )
+    }
+
+    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String> {
+        let peer: Vec<leases::Lease> =
+            serde_json::from_value(peer).map_err(|e| format!("leases: {e}"))?;
+        let taken = self.shared.table().merge_peer(&peer, now());
+        if !taken.is_empty() {
+            self.writer.mark_dirty();
+            self.writer.wake_if_dirty();
+        }
+        Ok(taken.len())
+    }
+}
+
 #[async_trait]
 impl Service for Dhcp {
     fn name(&self) -> &'static str {
@@ -346,6 +383,12 @@ async fn serve_socket(
                             break;
                         }
                     };
+                    // An HA member that does not hold the VIPs stays
+                    // silent: the holder answers (one OFFER per DISCOVER;
+                    // runtime::ha).
+                    if !crate::runtime::ha::holds_vips() {
+                        continue;
+                    }
                     // Defense in depth: a bug on some input must not stop
                     // the service (the decoder is fuzzed; this is the net).
                     let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -90,21 +90,15 @@ pub const MAX_FORWARDS_IN_FLIGHT: usize = 1024;
 /// a few times when the kernel's UDP pick is taken for TCP).
 async fn bind_pair(addr: SocketAddr) -> anyhow::Result<(UdpSocket, TcpListener)> {
     if addr.port() != 0 {
-        let udp = UdpSocket::bind(addr)
-            .await
-            .with_context(|| format!("bind UDP {addr}"))?;
-        let tcp = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("bind TCP {addr}"))?;
+        let udp = crate::runtime::bind::udp(addr).with_context(|| format!("bind UDP {addr}"))?;
+        let tcp = crate::runtime::bind::tcp(addr).with_context(|| format!("bind TCP {addr}"))?;
         return Ok((udp, tcp));
     }
     let mut last = None;
     for _ in 0..20 {
-        let udp = UdpSocket::bind(addr)
-            .await
-            .with_context(|| format!("bind UDP {addr}"))?;
+        let udp = crate::runtime::bind::udp(addr).with_context(|| format!("bind UDP {addr}"))?;
         let same = udp.local_addr()?;
-        match TcpListener::bind(same).await {
+        match crate::runtime::bind::tcp(same) {
             Ok(tcp) => return Ok((udp, tcp)),
             Err(e) => last = Some(e),
         }

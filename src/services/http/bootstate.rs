@@ -88,6 +88,24 @@ pub struct NodeBoot {
     /// current install attempt); times alone are seconds, too coarse.
     #[serde(default, skip_serializing_if = "is_false")]
     pub ignition_in_attempt: bool,
+    /// Revision of this entry: bumped by every change (milliseconds since
+    /// the epoch, or one more than the last); the newer one wins when the
+    /// members of an HA pair merge their states ([`BootState::merge`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rev: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The revision after `prev`: now in milliseconds, or `prev + 1` when the
+/// clock is behind it.
+fn next_rev(prev: u64) -> u64 {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    ms.max(prev.saturating_add(1))
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -284,6 +302,9 @@ impl BootState {
                         NodeBoot {
                             installed_at: at,
                             assumed: true,
+                            // The lowest revision: any state the HA peer
+                            // really saw wins over this guess.
+                            rev: 1,
                             ..NodeBoot::default()
                         },
                     );
@@ -324,6 +345,7 @@ impl BootState {
             }
             e.install_script_at = Some(now());
             e.ignition_in_attempt = false;
+            e.rev = next_rev(e.rev);
             st.changed();
             script
         };
@@ -345,6 +367,7 @@ impl BootState {
             let e = st.nodes.entry(node.to_string()).or_default();
             e.ignition_at = Some(now());
             e.ignition_in_attempt = true;
+            e.rev = next_rev(e.rev);
             st.changed();
         }
         self.wake.notify_one();
@@ -366,6 +389,7 @@ impl BootState {
             }
             let at = now();
             (e.install_finished_at, e.installed_at) = (Some(at), Some(at));
+            e.rev = next_rev(e.rev);
             st.changed();
             true
         };
@@ -392,6 +416,7 @@ impl BootState {
             }
             let at = now();
             (e.install_finished_at, e.installed_at) = (Some(at), Some(at));
+            e.rev = next_rev(e.rev);
             st.changed();
         }
         self.wake.notify_one();
@@ -418,6 +443,7 @@ impl BootState {
             if newly {
                 e.installed_at = Some(at);
             }
+            e.rev = next_rev(e.rev);
             st.changed();
             newly
         };
@@ -434,7 +460,13 @@ impl BootState {
     pub fn reinstall(&self, node: &str) {
         {
             let mut st = self.inner();
-            st.nodes.remove(node);
+            // A blank entry (the same script as none) with a newer
+            // revision, so that the peer of an HA pair forgets it too.
+            let e = st.nodes.entry(node.to_string()).or_default();
+            *e = NodeBoot {
+                rev: next_rev(e.rev),
+                ..NodeBoot::default()
+            };
             st.changed();
         }
         self.wake.notify_one();
@@ -445,6 +477,40 @@ impl BootState {
     fn rows_state(&self, node: &str) -> String {
         let b = self.inner().nodes.get(node).cloned().unwrap_or_default();
         row_state(&b).to_string()
+    }
+
+    /// Every node's entry, and the change counter they reflect (for the HA
+    /// peer: a new counter means something changed).
+    pub fn snapshot(&self) -> (u64, BTreeMap<String, NodeBoot>) {
+        let st = self.inner();
+        (st.changes, st.nodes.clone())
+    }
+
+    /// Take the HA peer's entries that are newer (higher `rev`) than ours,
+    /// for the nodes of `known`; how many were taken. The writer persists
+    /// them like any change.
+    pub fn merge(&self, peer: BTreeMap<String, NodeBoot>, known: &[String]) -> usize {
+        let mut taken = 0;
+        {
+            let mut st = self.inner();
+            for (node, theirs) in peer {
+                if !known.contains(&node) {
+                    continue;
+                }
+                let ours = st.nodes.get(&node).map_or(0, |e| e.rev);
+                if theirs.rev > ours {
+                    st.nodes.insert(node, theirs);
+                    taken += 1;
+                }
+            }
+            if taken > 0 {
+                st.changed();
+            }
+        }
+        if taken > 0 {
+            self.wake.notify_one();
+        }
+        taken
     }
 
     /// True when every change is on disk.
@@ -641,6 +707,40 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("timed out waiting for {what}");
+    }
+
+    #[test]
+    fn ha_merge_takes_newer_entries_in_both_directions_and_forgets_reinstalls() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = BootState::load(dir.path().join("a.json"), &names(), Arc::new(write_file));
+        let b = BootState::load(dir.path().join("b.json"), &names(), Arc::new(write_file));
+        // master-0 installs through A.
+        assert_eq!(a.script_for("master-0"), Script::Install);
+        a.ignition_fetched("master-0");
+        assert!(a.image_downloaded("master-0"));
+        let (_, snap) = a.snapshot();
+        assert_eq!(b.merge(snap.clone(), &names()), 1);
+        assert_eq!(b.peek("master-0"), Script::LocalBoot, "B learned it: exit");
+        // Again: nothing newer, nothing taken; unknown nodes are ignored.
+        assert_eq!(b.merge(snap, &names()), 0);
+        let mut stray = BTreeMap::new();
+        stray.insert(
+            "ghost".to_string(),
+            NodeBoot {
+                rev: u64::MAX,
+                ..NodeBoot::default()
+            },
+        );
+        assert_eq!(b.merge(stray, &names()), 0);
+        // A reinstall on B wins over A's older entry, and reaches A.
+        b.reinstall("master-0");
+        assert_eq!(a.merge(b.snapshot().1, &names()), 1);
+        assert_eq!(a.peek("master-0"), Script::Install);
+        // An older entry never overwrites a newer one.
+        let (_, old) = a.snapshot();
+        a.ignition_fetched("master-0");
+        assert_eq!(a.merge(old, &names()), 0);
+        assert_eq!(a.rows_state("master-0"), "pending");
     }
 
     #[test]

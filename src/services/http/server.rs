@@ -454,6 +454,25 @@ impl crate::runtime::control::BootControl for Http {
     }
 }
 
+impl crate::runtime::control::SyncControl for Http {
+    fn part(&self) -> &'static str {
+        "netboot"
+    }
+
+    fn sync_state(&self) -> (u64, serde_json::Value) {
+        let (changes, nodes) = self.ctx.boot.snapshot();
+        (changes, serde_json::to_value(nodes).unwrap_or_default())
+    }
+
+    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String> {
+        let nodes: std::collections::BTreeMap<String, super::netboot::NodeBoot> =
+            serde_json::from_value(peer).map_err(|e| format!("netboot state: {e}"))?;
+        let plan = self.ctx.plan.load_full();
+        let known: Vec<String> = plan.cluster.nodes.iter().map(|n| n.name.clone()).collect();
+        Ok(self.ctx.boot.merge(nodes, &known))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// `start_listener` relies on it: an accepted socket inherits

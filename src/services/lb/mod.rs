@@ -315,8 +315,7 @@ impl Service for Lb {
             .collect();
         let mut new = Vec::new();
         for (kind, addr) in self.listeners.missing(&wanted) {
-            let l = TcpListener::bind(addr)
-                .await
+            let l = crate::runtime::bind::tcp(addr)
                 .with_context(|| format!("bind TCP {addr} for the {kind} frontend"))?;
             new.push((kind, addr, l));
         }

@@ -119,11 +119,8 @@ impl Service for Ntp {
         let (ctx, addr) = ctx_of(&plan)?;
         let mut new = None;
         if !self.listeners.missing(&[addr]).is_empty() {
-            new = Some(
-                UdpSocket::bind(addr)
-                    .await
-                    .with_context(|| format!("bind UDP {addr}"))?,
-            );
+            new =
+                Some(crate::runtime::bind::udp(addr).with_context(|| format!("bind UDP {addr}"))?);
         }
         Ok(Box::new(move || {
             self.limiter.locked().set_rate(ctx.client_rate);

@@ -183,9 +183,8 @@ impl Service for Tftp {
         let (ctx, addrs, max) = ctx_of(&plan, &self.stats)?;
         let mut new = Vec::new();
         for addr in self.listeners.missing(&addrs) {
-            let socket = UdpSocket::bind(addr)
-                .await
-                .with_context(|| format!("bind UDP {addr}"))?;
+            let socket =
+                crate::runtime::bind::udp(addr).with_context(|| format!("bind UDP {addr}"))?;
             new.push((addr, socket));
         }
         Ok(Box::new(move || {
@@ -445,7 +444,7 @@ async fn serve(
     stats.active.fetch_add(1, Ordering::Relaxed);
     let _guard = ActiveGuard(stats);
     let file = Shown(&req.filename).to_string();
-    let sock = match UdpSocket::bind(bind_to).await {
+    let sock = match crate::runtime::bind::udp(bind_to) {
         Ok(s) => s,
         Err(e) => {
             if let Some(tail) = LOG.check("no transfer socket", Some(client)) {

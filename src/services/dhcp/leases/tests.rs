@@ -185,3 +185,35 @@ fn lease_file_rejects_garbage() {
         .is_err()
     );
 }
+
+#[test]
+fn ha_merge_takes_the_peers_newer_pool_leases_only() {
+    let mut a = table(true);
+    let mut b = table(true);
+    // Client 7 binds through A.
+    a.bind(&cl(7), ip(100), Some("seven"), T0);
+    a.bind(&cl(1), ip(10), None, T0);
+    let peer: Vec<Lease> = a.leases().into_iter().cloned().collect();
+    assert_eq!(
+        b.merge_peer(&peer, T0 + 1),
+        vec![ip(100)],
+        "the reservation is not shared"
+    );
+    assert!(!b.is_synced(ip(100)), "taken leases go to the lease file");
+    // B no longer hands that address to someone else.
+    assert!(!b.may_use(&cl(8), ip(100), T0 + 2));
+    assert_eq!(b.choose(&cl(8), None, T0 + 2), Ok(ip(101)));
+    assert_eq!(b.lease_of(&cl(7)).map(|l| l.ip), Some(ip(100)));
+    // Again: nothing newer. A renewal through B wins over A's older record.
+    assert!(b.merge_peer(&peer, T0 + 3).is_empty());
+    b.bind(&cl(7), ip(100), Some("seven"), T0 + 100);
+    let newer: Vec<Lease> = b.leases().into_iter().cloned().collect();
+    assert_eq!(a.merge_peer(&newer, T0 + 101), vec![ip(100)]);
+    assert!(
+        b.merge_peer(&peer, T0 + 102).is_empty(),
+        "an older record never wins"
+    );
+    // Expired or released records are not taken.
+    let mut c = table(true);
+    assert!(c.merge_peer(&newer, T0 + 100_000).is_empty());
+}
