@@ -7,12 +7,14 @@
 //! [`lograte`]), and the health probes with their rise/fall state machine
 //! ([`probe`], [`health`]) that the LB and the single-node prober share.
 
+pub mod atomicfile;
 pub mod bind;
 pub mod certs;
 pub mod changes;
 pub mod clock;
 pub mod control;
 pub mod drain;
+pub mod groupcommit;
 pub mod ha;
 pub mod hasync;
 pub mod health;

@@ -1,18 +1,19 @@
 //! The lease file: JSON ([`LeaseFile`]), written atomically — a temp file
 //! in the same directory, fsync, rename over the old file, fsync the
-//! directory — so a crash leaves either the old or the new file, never a
-//! torn one. A missing file is an empty table; a corrupt one is logged as
+//! directory ([`atomicfile`]) — so a crash leaves either the old or the new
+//! file, never a torn one. A missing file is an empty table; a corrupt one is logged as
 //! an error and kept aside as `<file>.corrupt-<unix time>`, never silently
 //! dropped.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Write as _};
+use std::fs;
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use tracing::{error, info, warn};
 
 use super::leases::{FILE_VERSION, LeaseFile, LeaseTable, Scope};
+use crate::runtime::atomicfile;
 
 /// Load the table from `path` under `scope`. Errors only for an unusable
 /// directory (cannot be created) or unreadable file, which must fail bind.
@@ -74,38 +75,12 @@ pub fn load(path: &Path, scope: Scope) -> anyhow::Result<LeaseTable> {
 }
 
 fn corrupt_name(path: &Path) -> PathBuf {
-    let mut n = path.as_os_str().to_owned();
-    n.push(format!(".corrupt-{}", super::now()));
-    PathBuf::from(n)
+    atomicfile::corrupt_name(path, super::now())
 }
 
 /// Write `file` to `path` atomically and durably.
 pub fn save(path: &Path, file: &LeaseFile) -> anyhow::Result<()> {
-    let mut body = serde_json::to_vec_pretty(file).context("serializing leases")?;
-    body.push(b'\n');
-    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(d) => d.to_path_buf(),
-        None => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "leases".into());
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let write = || -> std::io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(&body)?;
-        // fdatasync: the data and the size; the mtime need not be durable.
-        f.sync_data()?;
-        drop(f);
-        fs::rename(&tmp, path)?;
-        File::open(&dir)?.sync_all()
-    };
-    write().with_context(|| format!("writing {}", path.display()))
+    atomicfile::save_json(path, file, "leases")
 }
 
 #[cfg(test)]

@@ -1,182 +1,70 @@
-//! The lease-file writer: the "on disk before the ACK" promise.
+//! The lease-file writer: the "on disk before the ACK" promise, the
+//! group commit of [`crate::runtime::groupcommit`] (generations, held
+//! replies, lazy changes, lock order: the table, then the writer state)
+//! over the lease table.
 //!
 //! The socket loop decides each datagram under the table lock; a batch whose
 //! changes must be durable before their replies ([`Durability::BeforeReply`])
 //! hands those replies to [`Writer::hold`] *while still holding the table
-//! lock*, which tags them with a new generation. The writer takes its
-//! snapshot (file contents, unsynced records, generation) under the same
-//! lock, so a snapshot of generation `g` contains every change of every
-//! batch tagged `≤ g`. After a successful write it sends the replies tagged
-//! `≤ g`; after a failed one it drops them (the clients retry, and their
-//! next request is written again), puts the unsynced marks back and stays
-//! dirty. Lazy changes ([`Durability::Lazy`]) only set `dirty`; the socket
-//! loop wakes the writer for them within a second.
-//!
-//! Lock order: the table, then the writer state — never the other way.
+//! lock*; lazy changes ([`Durability::Lazy`]) only mark the writer dirty.
 //!
 //! [`Durability::BeforeReply`]: super::reply::Durability::BeforeReply
 //! [`Durability::Lazy`]: super::reply::Durability::Lazy
+//! [`Writer::hold`]: crate::runtime::groupcommit::Writer::hold
 
-use std::path::Path;
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
-
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
-use tracing::{error, warn};
 
 use super::leases::LeaseFile;
 use super::{Pending, Shared, send_all, store};
-use crate::runtime::sync::LockExt as _;
+use crate::runtime::groupcommit::{self, Host, Labels};
 
 /// How the lease file is written (the real one is [`store::save`]; tests
 /// inject failures).
-pub(super) type SaveFn = Arc<dyn Fn(&Path, &LeaseFile) -> anyhow::Result<()> + Send + Sync>;
+pub(super) type SaveFn = groupcommit::SaveFn<LeaseFile>;
 
-/// The writer's state. A std `Mutex`, not a tokio one: it is held for a few
-/// field updates and never across an `.await` (mini-redis `src/db.rs`
-/// explains the choice), and the socket loop takes it while it holds the
-/// table's std `Mutex`.
-#[derive(Default)]
-struct WriterState {
-    /// Bumped for every batch with changes that must be on disk before
-    /// their replies.
-    generation: u64,
-    /// Changes not on disk yet that no reply waits for.
-    dirty: bool,
-    /// Replies waiting for the write of their generation.
-    held: Vec<(u64, Pending)>,
-}
+/// The lease writer.
+pub(super) type Writer = groupcommit::Writer<Shared>;
 
-pub(super) struct Writer {
-    wake: Notify,
-    state: Mutex<WriterState>,
-    save: SaveFn,
-}
+impl Host for Shared {
+    type File = LeaseFile;
+    type Marks = HashSet<Ipv4Addr>;
+    type Reply = Pending;
+    const LABELS: Labels = Labels {
+        service: "dhcp",
+        replies: "ACK(s)",
+        file: "lease file",
+        file_long: "DHCP lease file",
+        withheld: "ACKs",
+    };
 
-impl Writer {
-    pub(super) fn new(save: SaveFn) -> Writer {
-        Writer {
-            wake: Notify::new(),
-            state: Mutex::new(WriterState::default()),
-            save,
+    fn snapshot<T>(&self, under_lock: impl FnOnce() -> T) -> (T, LeaseFile, HashSet<Ipv4Addr>) {
+        let mut t = self.table();
+        let r = under_lock();
+        (r, t.to_file(), t.take_unsynced())
+    }
+
+    fn restore(&self, marks: HashSet<Ipv4Addr>) {
+        self.table().restore_unsynced(marks);
+    }
+
+    async fn send(&self, replies: Vec<Pending>) {
+        if let Some(socket) = self.socket.load_full() {
+            send_all(&socket, self, replies).await;
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, WriterState> {
-        self.state.locked()
+    fn path(&self) -> PathBuf {
+        self.lease_file.clone()
     }
 
-    /// Hold `replies` until the batch they belong to is on disk. Call with
-    /// the table locked, after the batch's changes; then [`Writer::wake`].
-    pub(super) fn hold(&self, replies: Vec<Pending>) {
-        let mut st = self.state();
-        st.generation += 1;
-        let g = st.generation;
-        st.held.extend(replies.into_iter().map(|p| (g, p)));
-    }
-
-    /// Note a change that must be written soon but holds no reply.
-    pub(super) fn mark_dirty(&self) {
-        self.state().dirty = true;
-    }
-
-    pub(super) fn wake(&self) {
-        self.wake.notify_one();
-    }
-
-    /// Wake the writer if lazy changes wait (the socket loop's 1 s tick).
-    pub(super) fn wake_if_dirty(&self) {
-        if self.state().dirty {
-            self.wake.notify_one();
-        }
-    }
-
-    /// Write until `shutdown`, then once more and return.
-    pub(super) async fn run(
-        self: Arc<Self>,
-        shared: Arc<Shared>,
-        shutdown: CancellationToken,
-    ) -> anyhow::Result<()> {
-        let mut written = 0u64;
-        loop {
-            let closing = tokio::select! {
-                _ = self.wake.notified() => false,
-                _ = shutdown.cancelled() => true,
-            };
-            let pending = {
-                let st = self.state();
-                st.generation > written || st.dirty
-            };
-            if pending {
-                let (generation, file, covered) = {
-                    let mut t = shared.table();
-                    let mut st = self.state();
-                    st.dirty = false;
-                    (st.generation, t.to_file(), t.take_unsynced())
-                };
-                let ok = self.write(&shared, file).await;
-                let due: Vec<Pending> = {
-                    let mut st = self.state();
-                    if !ok {
-                        st.dirty = true;
-                    }
-                    let (due, keep) = std::mem::take(&mut st.held)
-                        .into_iter()
-                        .partition(|(g, _)| *g <= generation);
-                    st.held = keep;
-                    due.into_iter().map(|(_, p)| p).collect()
-                };
-                written = generation;
-                if ok {
-                    if let Some(socket) = shared.socket.load_full() {
-                        send_all(&socket, &shared, due).await;
-                    }
-                } else {
-                    shared.table().restore_unsynced(covered);
-                    if !due.is_empty() {
-                        warn!(
-                            "dhcp: {} ACK(s) withheld: the lease file could not be written",
-                            due.len()
-                        );
-                    }
-                }
-                // More work arrived during the write: go again.
-                if self.state().generation > written {
-                    self.wake.notify_one();
-                }
-            }
-            if closing {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Write the lease file on the blocking pool. True on success.
-    async fn write(&self, shared: &Arc<Shared>, file: LeaseFile) -> bool {
-        let path = shared.lease_file.clone();
-        let save = self.save.clone();
-        let res = tokio::task::spawn_blocking(move || save(&path, &file)).await;
-        let c = &shared.counters;
-        match res {
-            Ok(Ok(())) => {
-                c.persists.fetch_add(1, Ordering::Relaxed);
-                true
-            }
-            Ok(Err(e)) => {
-                c.persist_errors.fetch_add(1, Ordering::Relaxed);
-                error!(
-                    "cannot write the DHCP lease file {}: {e:#}; withholding ACKs until it works",
-                    shared.lease_file.display()
-                );
-                false
-            }
-            Err(e) => {
-                c.persist_errors.fetch_add(1, Ordering::Relaxed);
-                error!("lease file writer failed: {e}");
-                false
-            }
-        }
+    fn count_write(&self, ok: bool) {
+        let c = &self.counters;
+        let n = if ok { &c.persists } else { &c.persist_errors };
+        n.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -192,9 +80,11 @@ mod tests {
     use crate::services::dhcp::status::Counters;
     use arc_swap::ArcSwapOption;
     use dhcproto::v4::MessageType;
+    use std::sync::Mutex;
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
     use tokio::net::UdpSocket;
+    use tokio_util::sync::CancellationToken;
 
     fn pending(text: &str, to: std::net::SocketAddr) -> Pending {
         Pending {
@@ -205,9 +95,12 @@ mod tests {
         }
     }
 
-    /// A save that fails every other call (the first fails).
+    /// Failure injection through the lease service: an ACK leaves only
+    /// after a write that covers it succeeded (the save fails every other
+    /// call, the first fails; the generic cases are in
+    /// `runtime::groupcommit`).
     #[tokio::test]
-    async fn replies_leave_only_after_a_write_that_covers_them_succeeded() {
+    async fn acks_leave_only_after_a_write_that_covers_them_succeeded() {
         let calls = Arc::new(AtomicUsize::new(0));
         let c2 = calls.clone();
         let save: SaveFn = Arc::new(move |_: &Path, _: &LeaseFile| {
@@ -247,41 +140,15 @@ mod tests {
         writer.wake();
         assert_eq!(recv(300).await, None, "sent although its write failed");
         assert_eq!(calls.load(Ordering::SeqCst), 1);
-        assert!(
-            writer.state().dirty,
-            "a failed write leaves the table dirty"
-        );
+        assert!(writer.is_dirty(), "a failed write leaves the table dirty");
         // Write 2 succeeds: its reply leaves.
         writer.hold(vec![pending("second", to)]);
         writer.wake();
         assert_eq!(recv(2000).await.as_deref(), Some("second"));
         assert_eq!(calls.load(Ordering::SeqCst), 2);
-        // A lazy change: write 3 fails, the writer stays dirty, write 4 works.
-        writer.mark_dirty();
-        writer.wake_if_dirty();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(calls.load(Ordering::SeqCst), 3);
-        assert!(writer.state().dirty);
-        writer.wake_if_dirty();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(calls.load(Ordering::SeqCst), 4);
-        assert!(!writer.state().dirty);
-        // Two batches held before one write: both leave with it (write 5
-        // fails and drops both; write 6 then covers two new ones).
-        writer.hold(vec![pending("a", to)]);
-        writer.hold(vec![pending("b", to)]);
-        writer.wake();
-        assert_eq!(recv(300).await, None);
-        writer.hold(vec![pending("c", to)]);
-        writer.hold(vec![pending("d", to)]);
-        writer.wake();
-        let mut got = vec![recv(2000).await, recv(2000).await];
-        got.sort();
-        assert_eq!(got, vec![Some("c".to_string()), Some("d".to_string())]);
-        assert_eq!(recv(200).await, None, "a dropped reply leaked");
-        assert_eq!(shared.counters.persists.load(Ordering::SeqCst), 3);
-        assert_eq!(shared.counters.persist_errors.load(Ordering::SeqCst), 3);
         stop.cancel();
         task.await.unwrap().unwrap();
+        assert_eq!(shared.counters.persists.load(Ordering::SeqCst), 1);
+        assert_eq!(shared.counters.persist_errors.load(Ordering::SeqCst), 1);
     }
 }

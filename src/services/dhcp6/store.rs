@@ -1,15 +1,15 @@
 //! The DHCPv6 binding file: JSON, written atomically and durably (temp
-//! file, fdatasync, rename, fsync of the directory) like the DHCPv4 lease
-//! file; a corrupt file is moved aside and logged, never silently dropped.
+//! file, fdatasync, rename, fsync of the directory: [`atomicfile`]) like
+//! the DHCPv4 lease file; a corrupt file is moved aside and logged, never silently dropped.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::fs;
+use std::path::Path;
 
 use anyhow::Context as _;
 use tracing::{error, info, warn};
 
 use super::bindings::{BindingFile, Scope, Table};
+use crate::runtime::atomicfile;
 
 /// Load `path` under `scope` (a missing file is an empty table; the
 /// directory is created so that a bad directory fails at start).
@@ -37,9 +37,7 @@ pub fn load(path: &Path, scope: Scope) -> anyhow::Result<Table> {
             Ok(t)
         }
         Err(e) => {
-            let mut aside = path.as_os_str().to_owned();
-            aside.push(format!(".corrupt-{}", super::now()));
-            let aside = PathBuf::from(aside);
+            let aside = atomicfile::corrupt_name(path, super::now());
             fs::rename(path, &aside).map_err(|re| {
                 anyhow::anyhow!(
                     "binding file {} is corrupt ({e}) and cannot be moved aside ({re})",
@@ -58,30 +56,7 @@ pub fn load(path: &Path, scope: Scope) -> anyhow::Result<Table> {
 
 /// Write `file` to `path` atomically and durably.
 pub fn save(path: &Path, file: &BindingFile) -> anyhow::Result<()> {
-    let mut body = serde_json::to_vec_pretty(file).context("serializing bindings")?;
-    body.push(b'\n');
-    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(d) => d.to_path_buf(),
-        None => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "bindings".into());
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let write = || -> std::io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(&body)?;
-        f.sync_data()?;
-        drop(f);
-        fs::rename(&tmp, path)?;
-        File::open(&dir)?.sync_all()
-    };
-    write().with_context(|| format!("writing {}", path.display()))
+    atomicfile::save_json(path, file, "bindings")
 }
 
 #[cfg(test)]

@@ -1,0 +1,364 @@
+//! Group commit of a state file: the "on disk before the reply" promise
+//! that the DHCPv4 lease file and the DHCPv6 binding file share.
+//!
+//! A service's socket loop decides each datagram under its table lock; a
+//! batch whose changes must be durable before their replies hands those
+//! replies to [`Writer::hold`] *while still holding the table lock*, which
+//! tags them with a new generation. The writer takes its snapshot (file
+//! contents, unsynced marks, generation) under the same lock
+//! ([`Host::snapshot`]), so a snapshot of generation `g` contains every
+//! change of every batch tagged `≤ g`. After a successful write it sends the
+//! replies tagged `≤ g`; after a failed one it drops them (the clients
+//! retry, and their next request is written again), puts the unsynced marks
+//! back ([`Host::restore`]) and stays dirty. Lazy changes only set `dirty`
+//! ([`Writer::mark_dirty`]); the socket loop wakes the writer for them
+//! within a second ([`Writer::wake_if_dirty`]).
+//!
+//! Lock order: the host's table, then the writer state — never the other
+//! way.
+//!
+//! What differs between services is the [`Host`]: the table, the file type,
+//! the reply type and how replies leave, the counters, and the wording of
+//! the log lines ([`Labels`]). The save function is injected ([`SaveFn`]) so
+//! that tests can make writes fail.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, warn};
+
+use crate::runtime::sync::LockExt as _;
+
+/// How the file is written (the real one is the service's store; tests
+/// inject failures).
+pub type SaveFn<F> = Arc<dyn Fn(&Path, &F) -> anyhow::Result<()> + Send + Sync>;
+
+/// The service-specific words of the writer's log lines.
+pub struct Labels {
+    /// Prefix of the withheld-replies warning (`dhcp`).
+    pub service: &'static str,
+    /// The replies, counted (`ACK(s)`).
+    pub replies: &'static str,
+    /// The file, short (`lease file`).
+    pub file: &'static str,
+    /// The file, in the write-error line (`DHCP lease file`).
+    pub file_long: &'static str,
+    /// What is withheld while writes fail (`ACKs`).
+    pub withheld: &'static str,
+}
+
+/// What a service gives the writer.
+pub trait Host: Send + Sync + 'static {
+    /// The file's contents, written on the blocking pool.
+    type File: Send + 'static;
+    /// The unsynced marks a snapshot takes (put back after a failed write).
+    type Marks: Send;
+    /// A reply held until its batch is on disk.
+    type Reply: Send + 'static;
+    /// The wording of the log lines.
+    const LABELS: Labels;
+
+    /// Lock the table, run `under_lock` (which takes the writer state: lock
+    /// order), and snapshot the file and take the unsynced marks.
+    fn snapshot<T>(&self, under_lock: impl FnOnce() -> T) -> (T, Self::File, Self::Marks);
+    /// Put the marks of a failed write back.
+    fn restore(&self, marks: Self::Marks);
+    /// Send replies whose write succeeded.
+    fn send(&self, replies: Vec<Self::Reply>) -> impl Future<Output = ()> + Send;
+    /// Where the file lives.
+    fn path(&self) -> PathBuf;
+    /// Count one write, successful or not.
+    fn count_write(&self, ok: bool);
+}
+
+/// The writer's state. A std `Mutex`, not a tokio one: it is held for a few
+/// field updates and never across an `.await` (mini-redis `src/db.rs`
+/// explains the choice), and the socket loop takes it while it holds the
+/// table's std `Mutex`.
+struct WriterState<R> {
+    /// Bumped for every batch with changes that must be on disk before
+    /// their replies.
+    generation: u64,
+    /// Changes not on disk yet that no reply waits for.
+    dirty: bool,
+    /// Replies waiting for the write of their generation.
+    held: Vec<(u64, R)>,
+}
+
+pub struct Writer<H: Host> {
+    wake: Notify,
+    state: Mutex<WriterState<H::Reply>>,
+    save: SaveFn<H::File>,
+}
+
+impl<H: Host> Writer<H> {
+    pub fn new(save: SaveFn<H::File>) -> Writer<H> {
+        Writer {
+            wake: Notify::new(),
+            state: Mutex::new(WriterState {
+                generation: 0,
+                dirty: false,
+                held: Vec::new(),
+            }),
+            save,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, WriterState<H::Reply>> {
+        self.state.locked()
+    }
+
+    /// Whether changes wait that no successful write covered yet.
+    pub fn is_dirty(&self) -> bool {
+        self.state().dirty
+    }
+
+    /// Hold `replies` until the batch they belong to is on disk. Call with
+    /// the table locked, after the batch's changes; then [`Writer::wake`].
+    pub fn hold(&self, replies: Vec<H::Reply>) {
+        let mut st = self.state();
+        st.generation += 1;
+        let g = st.generation;
+        st.held.extend(replies.into_iter().map(|p| (g, p)));
+    }
+
+    /// Note a change that must be written soon but holds no reply.
+    pub fn mark_dirty(&self) {
+        self.state().dirty = true;
+    }
+
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Wake the writer if lazy changes wait (the socket loop's 1 s tick).
+    pub fn wake_if_dirty(&self) {
+        if self.state().dirty {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Write until `shutdown`, then once more and return.
+    pub async fn run(
+        self: Arc<Self>,
+        host: Arc<H>,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<()> {
+        let mut written = 0u64;
+        loop {
+            let closing = tokio::select! {
+                _ = self.wake.notified() => false,
+                _ = shutdown.cancelled() => true,
+            };
+            let pending = {
+                let st = self.state();
+                st.generation > written || st.dirty
+            };
+            if pending {
+                let (generation, file, covered) = host.snapshot(|| {
+                    let mut st = self.state();
+                    st.dirty = false;
+                    st.generation
+                });
+                let ok = self.write(&host, file).await;
+                let due: Vec<H::Reply> = {
+                    let mut st = self.state();
+                    if !ok {
+                        st.dirty = true;
+                    }
+                    let (due, keep) = std::mem::take(&mut st.held)
+                        .into_iter()
+                        .partition(|(g, _)| *g <= generation);
+                    st.held = keep;
+                    due.into_iter().map(|(_, p)| p).collect()
+                };
+                written = generation;
+                if ok {
+                    host.send(due).await;
+                } else {
+                    host.restore(covered);
+                    if !due.is_empty() {
+                        let l = &H::LABELS;
+                        warn!(
+                            "{}: {} {} withheld: the {} could not be written",
+                            l.service,
+                            due.len(),
+                            l.replies,
+                            l.file
+                        );
+                    }
+                }
+                // More work arrived during the write: go again.
+                if self.state().generation > written {
+                    self.wake.notify_one();
+                }
+            }
+            if closing {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Write the file on the blocking pool. True on success.
+    async fn write(&self, host: &Arc<H>, file: H::File) -> bool {
+        let path = host.path();
+        let save = self.save.clone();
+        let res = {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || save(&path, &file)).await
+        };
+        let l = &H::LABELS;
+        let ok = match res {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                error!(
+                    "cannot write the {} {}: {e:#}; withholding {} until it works",
+                    l.file_long,
+                    path.display(),
+                    l.withheld
+                );
+                false
+            }
+            Err(e) => {
+                error!("{} writer failed: {e}", l.file);
+                false
+            }
+        };
+        host.count_write(ok);
+        ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::time::Duration;
+    use tokio::sync::mpsc;
+
+    /// A table of numbers, written as a list; replies are strings sent on
+    /// a channel.
+    struct Fake {
+        table: Mutex<(Vec<u32>, HashSet<u32>)>,
+        sent: mpsc::UnboundedSender<String>,
+        persists: AtomicU64,
+        persist_errors: AtomicU64,
+    }
+
+    impl Host for Fake {
+        type File = Vec<u32>;
+        type Marks = HashSet<u32>;
+        type Reply = String;
+        const LABELS: Labels = Labels {
+            service: "fake",
+            replies: "reply(s)",
+            file: "fake file",
+            file_long: "fake state file",
+            withheld: "replies",
+        };
+        fn snapshot<T>(&self, under_lock: impl FnOnce() -> T) -> (T, Vec<u32>, HashSet<u32>) {
+            let mut t = self.table.locked();
+            let r = under_lock();
+            (r, t.0.clone(), std::mem::take(&mut t.1))
+        }
+        fn restore(&self, marks: HashSet<u32>) {
+            self.table.locked().1.extend(marks);
+        }
+        async fn send(&self, replies: Vec<String>) {
+            for r in replies {
+                let _ = self.sent.send(r);
+            }
+        }
+        fn path(&self) -> PathBuf {
+            "/nonexistent/fake.json".into()
+        }
+        fn count_write(&self, ok: bool) {
+            let c = if ok {
+                &self.persists
+            } else {
+                &self.persist_errors
+            };
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    async fn recv(rx: &mut mpsc::UnboundedReceiver<String>, ms: u64) -> Option<String> {
+        tokio::time::timeout(Duration::from_millis(ms), rx.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// A save that fails every other call (the first fails).
+    #[tokio::test]
+    async fn replies_leave_only_after_a_write_that_covers_them_succeeded() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c2 = calls.clone();
+        let save: SaveFn<Vec<u32>> = Arc::new(move |_: &Path, _: &Vec<u32>| {
+            if c2.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
+                anyhow::bail!("disk full (test)")
+            }
+            Ok(())
+        });
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let host = Arc::new(Fake {
+            table: Mutex::new((vec![1], HashSet::from([1]))),
+            sent: tx,
+            persists: AtomicU64::new(0),
+            persist_errors: AtomicU64::new(0),
+        });
+        let writer = Arc::new(Writer::<Fake>::new(save));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(writer.clone().run(host.clone(), stop.clone()));
+
+        // Write 1 fails: the reply it covered is dropped, never sent, and
+        // the unsynced marks go back.
+        writer.hold(vec!["first".into()]);
+        writer.wake();
+        assert_eq!(
+            recv(&mut rx, 300).await,
+            None,
+            "sent although its write failed"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert!(writer.is_dirty(), "a failed write leaves the table dirty");
+        assert_eq!(host.table.locked().1, HashSet::from([1]));
+        // Write 2 succeeds: its reply leaves.
+        writer.hold(vec!["second".into()]);
+        writer.wake();
+        assert_eq!(recv(&mut rx, 2000).await.as_deref(), Some("second"));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert!(host.table.locked().1.is_empty());
+        // A lazy change: write 3 fails, the writer stays dirty, write 4 works.
+        writer.mark_dirty();
+        writer.wake_if_dirty();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert!(writer.is_dirty());
+        writer.wake_if_dirty();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
+        assert!(!writer.is_dirty());
+        // Two batches held before one write: both leave with it (write 5
+        // fails and drops both; write 6 then covers two new ones).
+        writer.hold(vec!["a".into()]);
+        writer.hold(vec!["b".into()]);
+        writer.wake();
+        assert_eq!(recv(&mut rx, 300).await, None);
+        writer.hold(vec!["c".into()]);
+        writer.hold(vec!["d".into()]);
+        writer.wake();
+        let mut got = vec![recv(&mut rx, 2000).await, recv(&mut rx, 2000).await];
+        got.sort();
+        assert_eq!(got, vec![Some("c".to_string()), Some("d".to_string())]);
+        assert_eq!(recv(&mut rx, 200).await, None, "a dropped reply leaked");
+        assert_eq!(host.persists.load(Ordering::SeqCst), 3);
+        assert_eq!(host.persist_errors.load(Ordering::SeqCst), 3);
+        stop.cancel();
+        task.await.unwrap().unwrap();
+    }
+}
