@@ -12,7 +12,8 @@
 //! retry, and their next request is written again), puts the unsynced marks
 //! back ([`Host::restore`]) and stays dirty. Lazy changes only set `dirty`
 //! ([`Writer::mark_dirty`]); the socket loop wakes the writer for them
-//! within a second ([`Writer::wake_if_dirty`]).
+//! within a second ([`Writer::wake_if_dirty`]; the socket loop's wait,
+//! [`Ticks`], does that and the table's GC).
 //!
 //! Lock order: the host's table, then the writer state — never the other
 //! way.
@@ -25,8 +26,11 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
+use tokio::net::UdpSocket;
 use tokio::sync::Notify;
+use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
@@ -232,12 +236,60 @@ impl<H: Host> Writer<H> {
     }
 }
 
+/// The socket loop's wait between batches, with the table's housekeeping:
+/// every `gc_every` the table's GC runs (a lazy change if it removed
+/// anything), every `flush_every` the writer is woken if lazy changes
+/// wait. Create once per socket loop (the intervals keep their phase).
+pub struct Ticks {
+    gc: tokio::time::Interval,
+    flush: tokio::time::Interval,
+}
+
+impl Ticks {
+    pub fn new(gc_every: Duration, flush_every: Duration) -> Ticks {
+        let mut gc = tokio::time::interval(gc_every);
+        gc.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut flush = tokio::time::interval(flush_every);
+        flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Ticks { gc, flush }
+    }
+
+    /// Wait until `socket` is readable (true) or `shutdown` (false), doing
+    /// the housekeeping meanwhile; `gc` returns whether it changed the
+    /// table. A readiness error is logged and retried after 50 ms.
+    pub async fn readable<H: Host>(
+        &mut self,
+        writer: &Writer<H>,
+        socket: &UdpSocket,
+        shutdown: &CancellationToken,
+        mut gc: impl FnMut() -> bool,
+    ) -> bool {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return false,
+                _ = self.gc.tick() => {
+                    if gc() {
+                        writer.mark_dirty();
+                    }
+                }
+                _ = self.flush.tick() => writer.wake_if_dirty(),
+                r = socket.readable() => match r {
+                    Ok(()) => return true,
+                    Err(e) => {
+                        warn!("{} socket: {e}", H::LABELS.service);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashSet;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-    use std::time::Duration;
     use tokio::sync::mpsc;
 
     /// A table of numbers, written as a list; replies are strings sent on

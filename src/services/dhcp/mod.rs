@@ -67,6 +67,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::groupcommit::Ticks;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
@@ -85,6 +86,8 @@ const BATCH: usize = 256;
 static LOG: LogRate = LogRate::new("dhcp", lograte::CLIENT_EVENTS);
 /// Changes that need not be on disk before the reply are written this soon.
 const LAZY_FLUSH: Duration = Duration::from_secs(1);
+/// Expired leases are dropped this often.
+const GC_EVERY: Duration = Duration::from_secs(30);
 
 pub use crate::runtime::clock::unix_now as now;
 
@@ -341,30 +344,11 @@ async fn serve_socket(
     let (shared, writer) = (&dhcp.shared, &dhcp.writer);
     {
         let mut buf = vec![0u8; 4096];
-        let mut gc = tokio::time::interval(Duration::from_secs(30));
-        gc.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut flush = tokio::time::interval(LAZY_FLUSH);
-        flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticks = Ticks::new(GC_EVERY, LAZY_FLUSH);
         loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = gc.tick() => {
-                    if shared.table().gc(now()) {
-                        writer.mark_dirty();
-                    }
-                    continue;
-                }
-                _ = flush.tick() => {
-                    writer.wake_if_dirty();
-                    continue;
-                }
-                r = socket.readable() => {
-                    if let Err(e) = r {
-                        warn!("dhcp socket: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                }
+            let gc = || shared.table().gc(now());
+            if !ticks.readable(writer, &socket, &shutdown, gc).await {
+                break;
             }
             // A reload swaps the reply configuration between batches.
             let cfg = dhcp.cfg.load_full();

@@ -57,6 +57,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::groupcommit::Ticks;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
@@ -69,6 +70,8 @@ const BATCH: usize = 256;
 /// Per-client warnings: one line per reason every 10 s.
 static LOG: LogRate = LogRate::new("dhcp6", lograte::CLIENT_EVENTS);
 const LAZY_FLUSH: Duration = Duration::from_secs(1);
+/// Expired bindings are dropped this often.
+const GC_EVERY: Duration = Duration::from_secs(30);
 /// All_DHCP_Relay_Agents_and_Servers (RFC 8415 §7.1).
 pub const ALL_SERVERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 1, 2);
 
@@ -376,30 +379,11 @@ async fn serve_socket(
 ) -> anyhow::Result<()> {
     let (shared, writer) = (&d.shared, &d.writer);
     let mut buf = vec![0u8; 65_536];
-    let mut gc = tokio::time::interval(Duration::from_secs(30));
-    gc.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut flush = tokio::time::interval(LAZY_FLUSH);
-    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks = Ticks::new(GC_EVERY, LAZY_FLUSH);
     loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = gc.tick() => {
-                if shared.table().gc(now()) {
-                    writer.mark_dirty();
-                }
-                continue;
-            }
-            _ = flush.tick() => {
-                writer.wake_if_dirty();
-                continue;
-            }
-            r = socket.readable() => {
-                if let Err(e) = r {
-                    warn!("dhcp6 socket: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            }
+        let gc = || shared.table().gc(now());
+        if !ticks.readable(writer, &socket, &shutdown, gc).await {
+            break;
         }
         let cfg = d.cfg.load_full();
         let (mut held, mut ready) = (Vec::new(), Vec::new());
