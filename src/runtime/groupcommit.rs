@@ -413,4 +413,47 @@ mod tests {
         stop.cancel();
         task.await.unwrap().unwrap();
     }
+
+    fn fake() -> (Arc<Fake>, mpsc::UnboundedReceiver<String>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let host = Arc::new(Fake {
+            table: Mutex::new((vec![], HashSet::new())),
+            sent: tx,
+            persists: AtomicU64::new(0),
+            persist_errors: AtomicU64::new(0),
+        });
+        (host, rx)
+    }
+
+    /// The wait runs the GC on its interval (a change marks the writer
+    /// dirty), returns true for a datagram and false on shutdown.
+    #[tokio::test(start_paused = true)]
+    async fn ticks_run_the_gc_and_return_on_a_datagram_or_shutdown() {
+        let (_host, _rx) = fake();
+        let writer = Writer::<Fake>::new(Arc::new(|_: &Path, _: &Vec<u32>| Ok(())));
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let stop = CancellationToken::new();
+        let mut ticks = Ticks::new(Duration::from_secs(30), Duration::from_secs(1));
+        let gcs = AtomicUsize::new(0);
+        let gc = || gcs.fetch_add(1, Ordering::SeqCst) == 1;
+        let waited = tokio::time::timeout(
+            Duration::from_secs(45),
+            ticks.readable(&writer, &socket, &stop, gc),
+        )
+        .await;
+        assert!(waited.is_err(), "returned without a datagram");
+        // The first tick is immediate, the second at 30 s (which changed
+        // the table).
+        assert_eq!(gcs.load(Ordering::SeqCst), 2);
+        assert!(writer.is_dirty());
+        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.send_to(b"x", socket.local_addr().unwrap()).unwrap();
+        assert!(ticks.readable(&writer, &socket, &stop, || false).await);
+        let mut buf = [0u8; 4];
+        socket.try_recv(&mut buf).unwrap();
+        // Drained: this WouldBlock clears the readiness.
+        assert!(socket.try_recv(&mut buf).is_err());
+        stop.cancel();
+        assert!(!ticks.readable(&writer, &socket, &stop, || false).await);
+    }
 }
