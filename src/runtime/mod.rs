@@ -7,7 +7,6 @@
 //! [`lograte`]), and the health probes with their rise/fall state machine
 //! ([`probe`], [`health`]) that the LB and the single-node prober share.
 
-pub mod atomicfile;
 pub mod bind;
 pub mod certs;
 pub mod changes;
@@ -29,6 +28,7 @@ pub mod probe;
 pub mod registry;
 pub mod reload;
 pub mod service;
+pub mod statefile;
 pub mod status;
 pub mod supervisor;
 pub mod sync;

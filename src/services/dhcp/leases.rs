@@ -27,6 +27,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use crate::model::cluster::{Ipv4Net, MacAddr};
+use crate::runtime::statefile::{hex, unhex};
 
 /// Seconds an offered address stays held for the client.
 pub const OFFER_HOLD: u64 = 30;
@@ -184,20 +185,6 @@ mod mac_serde {
         let s = String::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
     }
-}
-
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
-        .collect()
 }
 
 /// Why no address can be offered.

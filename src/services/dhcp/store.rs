@@ -1,6 +1,6 @@
 //! The lease file: JSON ([`LeaseFile`]), written atomically — a temp file
 //! in the same directory, fsync, rename over the old file, fsync the
-//! directory ([`atomicfile`]) — so a crash leaves either the old or the new
+//! directory ([`statefile`]) — so a crash leaves either the old or the new
 //! file, never a torn one. A missing file is an empty table; a corrupt one is logged as
 //! an error and kept aside as `<file>.corrupt-<unix time>`, never silently
 //! dropped.
@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use tracing::{error, info, warn};
 
 use super::leases::{FILE_VERSION, LeaseFile, LeaseTable, Scope};
-use crate::runtime::atomicfile;
+use crate::runtime::statefile;
 
 /// Load the table from `path` under `scope`. Errors only for an unusable
 /// directory (cannot be created) or unreadable file, which must fail bind.
@@ -75,12 +75,12 @@ pub fn load(path: &Path, scope: Scope) -> anyhow::Result<LeaseTable> {
 }
 
 fn corrupt_name(path: &Path) -> PathBuf {
-    atomicfile::corrupt_name(path, super::now())
+    statefile::corrupt_name(path, super::now())
 }
 
 /// Write `file` to `path` atomically and durably.
 pub fn save(path: &Path, file: &LeaseFile) -> anyhow::Result<()> {
-    atomicfile::save_json(path, file, "leases")
+    statefile::save_json(path, file, "leases")
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ use std::net::Ipv6Addr;
 use serde::{Deserialize, Serialize};
 
 use crate::model::cluster::MacAddr;
+use crate::runtime::statefile::{hex, unhex};
 
 /// Seconds a declined address stays out of service.
 pub const DECLINE_HOLD: u64 = 600;
@@ -121,20 +122,6 @@ pub struct BindingFile {
     pub bindings: Vec<Binding>,
     #[serde(default)]
     pub declined: Vec<Declined>,
-}
-
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
-        .collect()
 }
 
 /// Why a client gets no address.

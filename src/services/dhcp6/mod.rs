@@ -545,7 +545,7 @@ fn none_of() -> (Option<Pending>, Durability) {
 
 fn duid_hex(m: &dhcproto::v6::Message) -> String {
     match m.opts().get(dhcproto::v6::OptionCode::ClientId) {
-        Some(dhcproto::v6::DhcpOption::ClientId(d)) => bindings::hex(d),
+        Some(dhcproto::v6::DhcpOption::ClientId(d)) => crate::runtime::statefile::hex(d),
         _ => "-".into(),
     }
 }

@@ -1,5 +1,5 @@
 //! The DHCPv6 binding file: JSON, written atomically and durably (temp
-//! file, fdatasync, rename, fsync of the directory: [`atomicfile`]) like
+//! file, fdatasync, rename, fsync of the directory: [`statefile`]) like
 //! the DHCPv4 lease file; a corrupt file is moved aside and logged, never silently dropped.
 
 use std::fs;
@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use tracing::{error, info, warn};
 
 use super::bindings::{BindingFile, Scope, Table};
-use crate::runtime::atomicfile;
+use crate::runtime::statefile;
 
 /// Load `path` under `scope` (a missing file is an empty table; the
 /// directory is created so that a bad directory fails at start).
@@ -37,7 +37,7 @@ pub fn load(path: &Path, scope: Scope) -> anyhow::Result<Table> {
             Ok(t)
         }
         Err(e) => {
-            let aside = atomicfile::corrupt_name(path, super::now());
+            let aside = statefile::corrupt_name(path, super::now());
             fs::rename(path, &aside).map_err(|re| {
                 anyhow::anyhow!(
                     "binding file {} is corrupt ({e}) and cannot be moved aside ({re})",
@@ -56,7 +56,7 @@ pub fn load(path: &Path, scope: Scope) -> anyhow::Result<Table> {
 
 /// Write `file` to `path` atomically and durably.
 pub fn save(path: &Path, file: &BindingFile) -> anyhow::Result<()> {
-    atomicfile::save_json(path, file, "bindings")
+    statefile::save_json(path, file, "bindings")
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! directory, are fdatasync'd, renamed over the old file, and the directory
 //! is fsync'd — so a crash leaves either the old or the new file, never a
 //! torn one, and a successful write leaves no temp file behind. Also the
-//! name a corrupt file is kept aside under.
+//! name a corrupt file is kept aside under, and the files' encoding of byte
+//! strings (client identifiers, DUIDs): lowercase hex ([`hex`], [`unhex`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write as _;
@@ -57,6 +58,22 @@ pub fn corrupt_name(path: &Path, now: u64) -> PathBuf {
     PathBuf::from(n)
 }
 
+/// `b` as lowercase hex.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The bytes of a hex string (None: odd length or a non-hex digit).
+pub fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,5 +100,16 @@ mod tests {
             format!("{e:#}").contains("writing /nonexistent/dir/f.json"),
             "{e:#}"
         );
+    }
+
+    #[test]
+    fn hex_round_trips_and_rejects_bad_digits() {
+        assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");
+        assert_eq!(unhex("00ab10"), Some(vec![0, 0xab, 0x10]));
+        assert_eq!(unhex("00AB"), Some(vec![0, 0xab]));
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("zz"), None);
+        assert_eq!(unhex("é1"), None);
+        assert_eq!(unhex(""), Some(vec![]));
     }
 }
