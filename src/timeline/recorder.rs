@@ -283,9 +283,8 @@ impl Recorder {
     }
 }
 
-/// The HA pair's `timeline` part (`runtime::hasync`): the local log out,
-/// the peer's unseen events applied at their own time (never logged, so
-/// never sent back).
+/// The HA pair's `timeline` part (`runtime::hasync`, `super::shared`): the
+/// log out, the peer's unseen events applied at their own time.
 impl crate::runtime::control::SyncControl for Recorder {
     fn part(&self) -> &'static str {
         "timeline"
@@ -389,8 +388,8 @@ nodes:
         assert!(m.contains("step=\"rootfs\""), "{m}");
     }
 
-    /// HA: B applies what A observed (at A's times), sends nothing back,
-    /// and a resent log changes nothing.
+    /// HA: B applies what A observed (at A's times) once, relays it, and
+    /// A takes nothing back.
     #[test]
     fn ha_peer_events_merge_once_without_ping_pong() {
         use crate::runtime::control::SyncControl as _;
@@ -422,10 +421,14 @@ nodes:
         assert!(rb.install_finished.is_some());
         assert_eq!(rb.install_finished, ra.install_finished);
         assert_eq!(rb.netboot_script, ra.netboot_script);
-        // B's log did not move: nothing goes back to A.
+        // B relays them, but A has seen them: nothing comes back.
         let (vb2, back) = b.sync_state();
-        assert_eq!(vb2, vb);
-        assert_eq!(a.merge_state(back), Ok(0));
+        assert_ne!(vb2, vb);
+        assert_eq!(a.merge_state(back.clone()), Ok(0));
+        // A restarted A (empty timeline) gets its own events back.
+        let a2 = Recorder::new(&p);
+        assert_eq!(a2.merge_state(back), Ok(2));
+        assert_eq!(row(&a2).install_finished, ra.install_finished);
         assert_eq!(a.sync_state().0, va);
         // Every exchange resends the whole log: taken once only.
         assert_eq!(b.merge_state(doc), Ok(0));

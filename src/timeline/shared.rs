@@ -8,11 +8,14 @@
 //!
 //! Invariants:
 //! - An event is identified by its time and content ([`Stamped`]); one
-//!   already seen is not applied again ([`SEEN`] identities are kept, more
-//!   than a peer's log holds, so a resent log changes nothing).
-//! - Only events observed locally enter the log, never the peer's: no
-//!   event goes back and forth, and the log's change counter moves only
-//!   with local events.
+//!   already seen — observed here, or taken from the peer — is not applied
+//!   again ([`SEEN`] identities are kept, more than a peer's log holds, so
+//!   a resent log changes nothing).
+//! - The log holds the events observed here and those taken from the peer
+//!   (so a member that restarts, its timeline empty, gets its own earlier
+//!   events back from the peer). No event goes back and forth: the member
+//!   it came from has seen it and does not take it again, so the log's
+//!   change counter moves once per new event.
 //! - Only what happened to the cluster is shared ([`is_shared`]): the
 //!   install mode, the marker's staleness, the bootstrap-in-place age and
 //!   LB health (each member's LB checks the backends itself) are local.
@@ -61,11 +64,32 @@ pub struct Shared {
 impl Shared {
     /// A local event at `at` that changed the timeline.
     pub fn note(&mut self, at: u64, event: Event) {
+        let s = Stamped { at, event };
+        self.see(&s);
+        self.push(s);
+    }
+
+    fn push(&mut self, s: Stamped) {
         if self.log.len() >= LOG {
             self.log.pop_front();
         }
-        self.log.push_back(Stamped { at, event });
+        self.log.push_back(s);
         self.changes = self.changes.wrapping_add(1);
+    }
+
+    /// Remember `s` as seen; false if it already was.
+    fn see(&mut self, s: &Stamped) -> bool {
+        if self.seen.contains(s) {
+            return false;
+        }
+        if self.seen_order.len() >= SEEN
+            && let Some(old) = self.seen_order.pop_front()
+        {
+            self.seen.remove(&old);
+        }
+        self.seen.insert(s.clone());
+        self.seen_order.push_back(s.clone());
+        true
     }
 
     /// The log's change counter and the log, oldest first.
@@ -74,26 +98,21 @@ impl Shared {
     }
 
     /// The peer's events not seen yet (and shared kinds only), oldest
-    /// first; they are remembered as seen.
+    /// first; they are remembered as seen and relayed in the log.
     pub fn take(&mut self, mut peer: Vec<Stamped>) -> Vec<Stamped> {
         if peer.len() > LOG {
             peer.drain(..peer.len() - LOG);
         }
         let mut new: Vec<Stamped> = Vec::new();
         for s in peer {
-            if !is_shared(&s.event) || self.seen.contains(&s) {
-                continue;
+            if is_shared(&s.event) && self.see(&s) {
+                new.push(s);
             }
-            if self.seen_order.len() >= SEEN
-                && let Some(old) = self.seen_order.pop_front()
-            {
-                self.seen.remove(&old);
-            }
-            self.seen.insert(s.clone());
-            self.seen_order.push_back(s.clone());
-            new.push(s);
         }
         new.sort_by_key(|s| s.at);
+        for s in &new {
+            self.push(s.clone());
+        }
         new
     }
 }
@@ -129,8 +148,18 @@ mod tests {
             event: ev("a"),
         }]);
         assert_eq!(got.len(), 1);
-        // Taking never feeds the local log: nothing to send back.
-        assert_eq!(s.log(), (0, Vec::new()));
+        // Taken events are relayed, and the member they came from (it has
+        // seen them) takes none of them back.
+        let (changes, log) = s.log();
+        assert_eq!((changes, log.len()), (3, 3));
+        let mut origin = Shared::default();
+        origin.note(20, ev("b"));
+        origin.note(10, ev("a"));
+        origin.note(30, ev("a"));
+        assert!(origin.take(log).is_empty());
+        assert_eq!(origin.log().0, 3);
+        // A restarted member (nothing seen) gets them all back.
+        assert_eq!(Shared::default().take(s.log().1).len(), 3);
     }
 
     #[test]
