@@ -41,6 +41,8 @@ if [ -x "$helper" ]; then
 fi
 install -D -m 0644 "$root/systemd/crc-appliance.service" "$pkg/usr/lib/systemd/system/crc-appliance.service"
 install -D -m 0644 "$root/systemd/crc-appliance.sysusers" "$pkg/usr/lib/sysusers.d/crc-appliance.conf"
+# keepalived of an HA pair starts after serve and stops before it (docs/ha.md).
+install -D -m 0644 "$root/systemd/keepalived-crc-appliance.conf" "$pkg/usr/lib/systemd/system/keepalived.service.d/crc-appliance.conf"
 install -D -m 0644 "$root/packaging/firewalld/crc-appliance.xml" "$pkg/usr/lib/firewalld/services/crc-appliance.xml"
 install -D -m 0644 "$root/configs/example.yaml" "$pkg/etc/crc-appliance/example.yaml"
 doc="$pkg/usr/share/doc/crc-appliance"

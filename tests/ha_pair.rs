@@ -553,6 +553,15 @@ fn netboot_state(st: &serde_json::Value, node: &str) -> String {
         .to_string()
 }
 
+/// `node`'s step `step` (`ignition`, `installFinished`) in `st`'s timeline.
+fn step(st: &serde_json::Value, node: &str, step: &str) -> Option<u64> {
+    st["timeline"]["nodes"]
+        .as_array()?
+        .iter()
+        .find(|r| r["node"] == node)?[step]
+        .as_u64()
+}
+
 fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
     while !f() {
@@ -718,6 +727,25 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
         Duration::from_secs(10),
         || netboot_state(&status(&lab.b), "worker-0") == "installed",
     );
+    // ... and A's timeline events for it, at A's times (B saw none of it).
+    let mut a_steps = [None, None];
+    wait_for(
+        "A's timeline shows worker-0 installed",
+        Duration::from_secs(5),
+        || {
+            let st = status(&lab.a);
+            a_steps = ["ignition", "installFinished"].map(|s| step(&st, "worker-0", s));
+            a_steps.iter().all(Option::is_some)
+        },
+    );
+    wait_for(
+        "B's timeline shows worker-0's steps seen by A",
+        Duration::from_secs(10),
+        || {
+            let st = status(&lab.b);
+            ["ignition", "installFinished"].map(|s| step(&st, "worker-0", s)) == a_steps
+        },
+    );
     // The LB of both is warm: master-0 healthy on B as well.
     wait_for(
         "master-0 healthy in B's api pool",
@@ -824,6 +852,13 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
     wait_for("A learned worker-1 from B", Duration::from_secs(10), || {
         let st = status(&lab.a);
         netboot_state(&st, "worker-1") == "installed" && st["ha"]["peerReachable"] == true
+    });
+    // A's timeline is back: worker-1's steps seen by B, and its own
+    // earlier ones for worker-0 relayed by B.
+    wait_for("A's timeline from B", Duration::from_secs(10), || {
+        let st = status(&lab.a);
+        step(&st, "worker-1", "installFinished").is_some()
+            && ["ignition", "installFinished"].map(|s| step(&st, "worker-0", s)) == a_steps
     });
     let st_a = status(&lab.a);
     assert_eq!(netboot_state(&st_a, "worker-0"), "installed", "{st_a}");

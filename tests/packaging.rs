@@ -375,6 +375,7 @@ const DEB_FILES: &[&str] = &[
     "./usr/bin/crc-appliance",
     "./usr/lib/systemd/system/crc-appliance.service",
     "./usr/lib/sysusers.d/crc-appliance.conf",
+    "./usr/lib/systemd/system/keepalived.service.d/crc-appliance.conf",
     "./usr/lib/firewalld/services/crc-appliance.xml",
     "./usr/share/doc/crc-appliance/README.md",
     "./usr/share/doc/crc-appliance/install.md",

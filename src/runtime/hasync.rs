@@ -1,8 +1,12 @@
 //! The state an HA pair shares (`ha:`, docs/ha.md): the network-boot
 //! install state (which node installed: a node that installed through one
-//! member must get `exit` from the other, never the install script) and
+//! member must get `exit` from the other, never the install script),
 //! DHCP's pool leases (the survivor does not hand a leased address to
-//! another client). Each is a part ([`SyncControl`]) of one document.
+//! another client), the install timeline's events (`timeline::shared`:
+//! the survivor's `status` shows what happened through the other) and the
+//! nodes' BMC journals (`drivers::bmc::journal`: a `bmc up` on the
+//! survivor does not redo the other's steps). Each is a part
+//! ([`SyncControl`]) of one document.
 //!
 //! Transport: each member POSTs its whole state to the peer's admin API
 //! (`POST /api/ha/state`, `Authorization: Bearer <ha.tokenFile>`; refused
@@ -32,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::runtime::clock::unix_now;
+use crate::runtime::control::SyncControl;
 use crate::runtime::ha;
 use crate::runtime::hub::Hub;
 
@@ -53,11 +58,26 @@ pub const MAX_DOC: usize = 1 << 20;
 /// absent and ignored on the other side.
 pub type SyncDoc = BTreeMap<String, serde_json::Value>;
 
+/// Call `f` with every part this member shares: the services' (netboot,
+/// leases), the timeline's events and the BMC journals.
+fn with_parts<R>(hub: &Hub, f: impl FnOnce(&[&dyn SyncControl]) -> R) -> R {
+    let events = hub.events();
+    let bmc = crate::drivers::bmc::journal::Journals::new(&hub.plan().cluster);
+    let mut parts = hub.services.sync_parts();
+    parts.push(&*events);
+    parts.push(&bmc);
+    f(&parts)
+}
+
 /// This member's state and a value that changes whenever it does.
 fn local(hub: &Hub) -> (u64, SyncDoc) {
+    with_parts(hub, |parts| local_of(parts))
+}
+
+fn local_of(parts: &[&dyn SyncControl]) -> (u64, SyncDoc) {
     let mut doc = SyncDoc::new();
     let mut version: u64 = 0;
-    for p in hub.services.sync_parts() {
+    for p in parts {
         let (v, state) = p.sync_state();
         version = version.rotate_left(17) ^ v;
         doc.insert(p.part().to_string(), state);
@@ -66,9 +86,13 @@ fn local(hub: &Hub) -> (u64, SyncDoc) {
 }
 
 /// Merge `peer`'s state into ours; how many entries were taken.
-fn merge(hub: &Hub, mut peer: SyncDoc) -> Result<usize, String> {
+fn merge(hub: &Hub, peer: SyncDoc) -> Result<usize, String> {
+    with_parts(hub, |parts| merge_into(parts, peer))
+}
+
+fn merge_into(parts: &[&dyn SyncControl], mut peer: SyncDoc) -> Result<usize, String> {
     let mut taken = 0;
-    for p in hub.services.sync_parts() {
+    for p in parts {
         if let Some(v) = peer.remove(p.part()) {
             let n = p.merge_state(v)?;
             if n > 0 {

@@ -33,6 +33,7 @@
 pub mod prober;
 pub mod recorder;
 pub mod render;
+pub mod shared;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,15 +48,18 @@ pub use recorder::{Events, Recorder};
 pub const OPERATOR_FETCHES: usize = 50;
 
 /// An LB pool, for health events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum Pool {
     Api,
     MachineConfig,
     Ingress,
 }
 
-/// One observation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One observation. Serialized (tagged by `kind`) in the log an HA pair
+/// exchanges ([`shared`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Event {
     /// The node's install VM is running (libvirt).
     InstallRunning { node: String },
@@ -103,7 +107,32 @@ pub enum Event {
     ApiDown { node: String },
 }
 
-#[derive(Debug, Clone, Default)]
+impl Event {
+    /// The node the event is about, if any.
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Event::InstallRunning { node }
+            | Event::BmcPowerOn { node }
+            | Event::BootIso { node }
+            | Event::NetbootScript { node }
+            | Event::InstallFinished { node }
+            | Event::InstallRejected { node, .. }
+            | Event::Lease { node, .. }
+            | Event::Rootfs { node, .. }
+            | Event::MachineConfigConnect { node }
+            | Event::Healthy { node, .. }
+            | Event::ApiDown { node } => Some(node),
+            Event::Ignition { node, .. } => node.as_deref(),
+            Event::BootstrapComplete
+            | Event::StaleMarker { .. }
+            | Event::BootstrapRemoved
+            | Event::SingleNode { .. }
+            | Event::BootstrapInPlaceAge { .. } => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
 struct NodeRec {
     t: NodeTimeline,
     lease_expires: Option<u64>,
@@ -116,7 +145,7 @@ struct NodeRec {
 }
 
 /// The timeline of one cluster.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Timeline {
     nodes: BTreeMap<String, NodeRec>,
     bootstrap_complete: Option<u64>,
@@ -162,6 +191,25 @@ impl Timeline {
                 },
                 ..NodeRec::default()
             })
+    }
+
+    /// Apply `ev` at `now` like [`Timeline::apply`]; whether it changed
+    /// the timeline (compared on what the event can touch: its node's
+    /// record and the cluster-wide steps).
+    pub fn apply_changed(&mut self, now: u64, ev: Event) -> bool {
+        let node = ev.node().map(str::to_string);
+        let look = |t: &Timeline| {
+            (
+                node.as_deref().and_then(|n| t.nodes.get(n)).cloned(),
+                t.bootstrap_complete,
+                t.bootstrap_removed,
+                t.operator.len(),
+                t.single.clone(),
+            )
+        };
+        let before = look(self);
+        self.apply(now, ev);
+        look(self) != before
     }
 
     /// Apply `ev`, observed at `now` (Unix seconds).

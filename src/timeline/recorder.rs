@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+use super::shared::{Shared, Stamped, is_shared};
 use super::{Event, Pool, Timeline};
 use crate::model::cluster::MacAddr;
 use crate::model::cluster::Role;
@@ -47,6 +48,8 @@ struct NodeRef {
 /// The timeline of the running cluster, behind one lock.
 pub struct Recorder {
     tl: Mutex<Timeline>,
+    /// The events shared with an HA peer (locked after `tl`).
+    shared: Mutex<Shared>,
     nodes: ArcSwap<Vec<NodeRef>>,
     /// `loadBalancer.csrHintAfter` in seconds.
     csr_hint_after: AtomicU64,
@@ -79,6 +82,7 @@ impl Recorder {
     pub fn new(plan: &Plan) -> Events {
         let r = Arc::new(Recorder {
             tl: Mutex::new(Timeline::default()),
+            shared: Mutex::new(Shared::default()),
             nodes: ArcSwap::from_pointee(refs(plan)),
             csr_hint_after: AtomicU64::new(plan.cluster.lb.csr_hint_after.as_secs()),
         });
@@ -99,7 +103,18 @@ impl Recorder {
     }
 
     pub fn record(&self, ev: Event) {
-        self.lock().apply(now(), ev);
+        let mut tl = self.lock();
+        self.apply_local(&mut tl, now(), ev);
+    }
+
+    /// Apply a local observation; one that changed the timeline and is of
+    /// a shared kind enters the HA log.
+    fn apply_local(&self, tl: &mut Timeline, at: u64, ev: Event) {
+        if !is_shared(&ev) {
+            tl.apply(at, ev);
+        } else if tl.apply_changed(at, ev.clone()) {
+            self.shared.locked().note(at, ev);
+        }
     }
 
     /// The node whose address `ip` is.
@@ -214,7 +229,7 @@ impl Recorder {
         let t = now();
         let mut tl = self.lock();
         for e in evs {
-            tl.apply(t, e);
+            self.apply_local(&mut tl, t, e);
         }
     }
 
@@ -265,6 +280,31 @@ impl Recorder {
         for n in &v.nodes {
             f.sample(&[("node", &n.node)], n.install_attempts);
         }
+    }
+}
+
+/// The HA pair's `timeline` part (`runtime::hasync`, `super::shared`): the
+/// log out, the peer's unseen events applied at their own time.
+impl crate::runtime::control::SyncControl for Recorder {
+    fn part(&self) -> &'static str {
+        "timeline"
+    }
+
+    fn sync_state(&self) -> (u64, serde_json::Value) {
+        let (changes, log) = self.shared.locked().log();
+        (changes, serde_json::to_value(log).unwrap_or_default())
+    }
+
+    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String> {
+        let peer: Vec<Stamped> =
+            serde_json::from_value(peer).map_err(|e| format!("timeline events: {e}"))?;
+        let mut tl = self.lock();
+        let new = self.shared.locked().take(peer);
+        let n = new.len();
+        for s in new {
+            tl.apply(s.at, s.event);
+        }
+        Ok(n)
     }
 }
 
@@ -346,5 +386,52 @@ nodes:
             "{m}"
         );
         assert!(m.contains("step=\"rootfs\""), "{m}");
+    }
+
+    /// HA: B applies what A observed (at A's times) once, relays it, and
+    /// A takes nothing back.
+    #[test]
+    fn ha_peer_events_merge_once_without_ping_pong() {
+        use crate::runtime::control::SyncControl as _;
+        let p = plan();
+        let a = Recorder::new(&p);
+        let b = Recorder::new(&p);
+        a.record(Event::NetbootScript {
+            node: "master-0".into(),
+        });
+        a.record(Event::InstallFinished {
+            node: "master-0".into(),
+        });
+        // Repeats that change nothing are not logged.
+        a.record(Event::InstallFinished {
+            node: "master-0".into(),
+        });
+        let (va, doc) = a.sync_state();
+        assert_eq!(va, 2);
+        let (vb, _) = b.sync_state();
+        assert_eq!(b.merge_state(doc.clone()), Ok(2));
+        let row = |r: &Recorder| {
+            r.view()
+                .nodes
+                .into_iter()
+                .find(|n| n.node == "master-0")
+                .unwrap()
+        };
+        let (ra, rb) = (row(&a), row(&b));
+        assert!(rb.install_finished.is_some());
+        assert_eq!(rb.install_finished, ra.install_finished);
+        assert_eq!(rb.netboot_script, ra.netboot_script);
+        // B relays them, but A has seen them: nothing comes back.
+        let (vb2, back) = b.sync_state();
+        assert_ne!(vb2, vb);
+        assert_eq!(a.merge_state(back.clone()), Ok(0));
+        // A restarted A (empty timeline) gets its own events back.
+        let a2 = Recorder::new(&p);
+        assert_eq!(a2.merge_state(back), Ok(2));
+        assert_eq!(row(&a2).install_finished, ra.install_finished);
+        assert_eq!(a.sync_state().0, va);
+        // Every exchange resends the whole log: taken once only.
+        assert_eq!(b.merge_state(doc), Ok(0));
+        assert!(b.merge_state(serde_json::json!({"not": "a log"})).is_err());
     }
 }

@@ -7,9 +7,20 @@
 //! another URL is not this boot's. A failed write is reported to the
 //! caller, which warns and goes on (the BMC's state is the truth; the
 //! journal only saves a second reset).
+//!
+//! An HA pair shares the journals ([`Journals`], the `bmc` part of
+//! `runtime::hasync`'s document): per node the journal with the later
+//! modification time wins and is written to the other member's state
+//! directory with that time, so both sides agree and a repeat changes
+//! nothing. A cleared journal (`eject`, `down`) is not sent: the peer keeps
+//! its copy (its next `up` then asks the BMC, as without a journal).
 
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
 
 use super::plan::Journal;
 use crate::model::cluster::Cluster;
@@ -59,6 +70,117 @@ pub fn clear(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// How far ahead of this member's clock a peer's journal time may be.
+const FUTURE_MS: u64 = 24 * 3600 * 1000;
+
+/// One node's journal as the HA pair exchanges it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Shared {
+    /// The file's modification time, Unix milliseconds.
+    pub modified: u64,
+    pub journal: Journal,
+}
+
+/// The journals of the cluster's nodes with a BMC, for the HA pair.
+pub struct Journals {
+    files: Vec<(String, PathBuf)>,
+}
+
+impl Journals {
+    pub fn new(c: &Cluster) -> Self {
+        let files = c
+            .nodes
+            .iter()
+            .filter(|n| n.bmc.is_some())
+            .map(|n| (n.name.clone(), path_of(c, &n.name)))
+            .collect();
+        Journals { files }
+    }
+
+    /// Every readable journal by node.
+    pub fn read(&self) -> BTreeMap<String, Shared> {
+        let mut out = BTreeMap::new();
+        for (node, path) in &self.files {
+            let Some(modified) = std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            else {
+                continue;
+            };
+            let Some(journal) = std::fs::read(path)
+                .ok()
+                .and_then(|t| serde_json::from_slice::<Journal>(&t).ok())
+            else {
+                continue;
+            };
+            let modified = u64::try_from(modified.as_millis()).unwrap_or(u64::MAX);
+            out.insert(node.clone(), Shared { modified, journal });
+        }
+        out
+    }
+
+    /// Take the peer's journals that are newer than ours (nodes of this
+    /// cluster with a BMC only); how many were written.
+    pub fn merge(&self, peer: BTreeMap<String, Shared>) -> usize {
+        let ours = self.read();
+        let now_ms = UNIX_EPOCH
+            .elapsed()
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let mut taken = 0;
+        for (node, path) in &self.files {
+            let Some(theirs) = peer.get(node) else {
+                continue;
+            };
+            if ours
+                .get(node)
+                .is_some_and(|o| o.modified >= theirs.modified)
+            {
+                continue;
+            }
+            // A time more than a day ahead (a broken clock, a bad
+            // document) is refused: it would win over every later `up`.
+            if theirs.modified > now_ms.saturating_add(FUTURE_MS) {
+                continue;
+            }
+            let at = UNIX_EPOCH + Duration::from_millis(theirs.modified);
+            let res = save(path, &theirs.journal).and_then(|()| {
+                std::fs::File::options()
+                    .write(true)
+                    .open(path)?
+                    .set_modified(at)
+            });
+            match res {
+                Ok(()) => taken += 1,
+                // The next exchange tries again; the other parts go on.
+                Err(e) => tracing::warn!("ha: writing {}: {e}", path.display()),
+            }
+        }
+        taken
+    }
+}
+
+impl crate::runtime::control::SyncControl for Journals {
+    fn part(&self) -> &'static str {
+        "bmc"
+    }
+
+    fn sync_state(&self) -> (u64, serde_json::Value) {
+        let all = self.read();
+        let version = all
+            .values()
+            .fold(all.len() as u64, |v, s| v.rotate_left(13) ^ s.modified);
+        (version, serde_json::to_value(all).unwrap_or_default())
+    }
+
+    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String> {
+        let peer: BTreeMap<String, Shared> =
+            serde_json::from_value(peer).map_err(|e| format!("BMC journals: {e}"))?;
+        Ok(self.merge(peer))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +203,71 @@ mod tests {
         clear(&p).unwrap_or_else(|e| panic!("{e}"));
         clear(&p).unwrap_or_else(|e| panic!("{e}"));
         assert!(!p.exists());
+    }
+
+    fn member(dir: &Path) -> Cluster {
+        let text = format!(
+            "name: c\nbaseDomain: example.com\nnetwork: {{ cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.1 }}\ndhcp: {{ leaseFile: {}/leases.json }}\nnodes:\n  - {{ name: m0, role: master, mac: '52:54:00:00:00:02', ip: 10.0.0.10 }}\n  - {{ name: metal-0, role: worker, mac: '52:54:00:00:00:03', ip: 10.0.0.11, bmc: {{ redfish: 'http://127.0.0.1:1/redfish/v1/Systems/1', usernameFile: {0}/u, passwordFile: {0}/p }} }}\n",
+            dir.display()
+        );
+        std::fs::write(dir.join("u"), "admin\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.join("p"), "pw\n").unwrap_or_else(|e| panic!("{e}"));
+        for f in ["u", "p"] {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o600))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        crate::config::from_str(&text, Path::new("/"), Path::new("t"))
+            .unwrap_or_else(|e| panic!("{e:#}"))
+            .cluster
+    }
+
+    /// HA: B takes A's journal with A's time; a repeat and an older one
+    /// change nothing; a newer one on B wins back.
+    #[test]
+    fn ha_merge_newer_journal_wins() {
+        use crate::runtime::control::SyncControl as _;
+        let (da, db) = (
+            tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")),
+            tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")),
+        );
+        let (ca, cb) = (member(da.path()), member(db.path()));
+        let (a, b) = (Journals::new(&ca), Journals::new(&cb));
+        let done = Journal {
+            url: "http://a/boot/metal-0.iso".into(),
+            inserted: Some("http://a/boot/metal-0.iso".into()),
+            boot: true,
+            reset: true,
+        };
+        save(&path_of(&ca, "metal-0"), &done).unwrap_or_else(|e| panic!("{e}"));
+        let (va, doc) = a.sync_state();
+        assert_eq!(b.sync_state().1, serde_json::json!({}));
+        assert_eq!(b.merge_state(doc.clone()), Ok(1));
+        let pb = path_of(&cb, "metal-0");
+        assert_eq!(load(&pb, &done.url), Some(done.clone()));
+        // Same time on both sides now: nothing moves either way.
+        assert_eq!(b.read(), a.read());
+        assert_eq!(b.merge_state(doc), Ok(0));
+        assert_eq!(a.merge_state(b.sync_state().1), Ok(0));
+        assert_eq!(a.sync_state().0, va);
+        // A newer journal on B (a later `up` there) goes to A.
+        std::thread::sleep(Duration::from_millis(20));
+        let next = Journal {
+            reset: false,
+            ..done.clone()
+        };
+        save(&pb, &next).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.merge_state(b.sync_state().1), Ok(1));
+        assert_eq!(
+            load(&path_of(&ca, "metal-0"), &done.url),
+            Some(next.clone())
+        );
+        // Nodes without a BMC and unknown nodes are ignored; garbage refused.
+        let stray = serde_json::json!({"m0": {"modified": u64::MAX, "journal": done}});
+        assert_eq!(b.merge_state(stray), Ok(0));
+        assert!(!path_of(&cb, "m0").exists());
+        let huge = serde_json::json!({"metal-0": {"modified": u64::MAX, "journal": next}});
+        assert_eq!(b.merge_state(huge), Ok(0));
+        assert!(b.merge_state(serde_json::json!([1])).is_err());
     }
 }
