@@ -51,23 +51,7 @@ impl Net {
             ifs,
             ifc,
         };
-        run_ok(
-            "ip",
-            &[
-                "link",
-                "add",
-                &net.ifs,
-                "netns",
-                net.srv.name(),
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &net.ifc,
-                "netns",
-                net.cli.name(),
-            ],
-        );
+        common::veth(&net.ifs, &net.srv, &net.ifc, &net.cli);
         net.srv
             .ip(&["addr", "add", "10.231.0.1/24", "dev", &net.ifs]);
         net.srv.ip(&["link", "set", &net.ifs, "up"]);

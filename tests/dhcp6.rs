@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, Netns, run_ok, unique_name};
+use common::{Appliance, Netns, run_ok, unique_name, veth};
 
 const M0_MAC: &str = "52:54:00:e6:00:0a";
 const M0_V6: &str = "fd00:231::10";
@@ -52,27 +52,6 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// `ip link add <a> netns <na> type veth peer name <b> netns <nb>`.
-fn veth(a: &str, na: &Netns, b: &str, nb: &Netns) {
-    run_ok(
-        "ip",
-        &[
-            "link",
-            "add",
-            a,
-            "netns",
-            na.name(),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            b,
-            "netns",
-            nb.name(),
-        ],
-    );
 }
 
 /// Bring `ifname` up in `ns` without duplicate address detection (the

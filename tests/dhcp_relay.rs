@@ -16,31 +16,10 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::udhcpc::{kv, udhcpc_once};
-use common::{Appliance, Netns, run_ok, unique_name};
+use common::{Appliance, Netns, unique_name, veth};
 
 const W1_MAC: &str = "52:54:00:e8:00:15";
 const OTHER_MAC: &str = "52:54:00:e8:00:16";
-
-/// `ip link add <a> netns <na> type veth peer name <b> netns <nb>`.
-fn veth(a: &str, na: &Netns, b: &str, nb: &Netns) {
-    run_ok(
-        "ip",
-        &[
-            "link",
-            "add",
-            a,
-            "netns",
-            na.name(),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            b,
-            "netns",
-            nb.name(),
-        ],
-    );
-}
 
 /// One interface: optional MAC, optional address, up.
 fn up(ns: &Netns, ifname: &str, mac: Option<&str>, addr: Option<&str>) {

@@ -69,23 +69,7 @@ impl Segment {
     /// A veth pair: `ifname` inside `ns`, its peer a port of the bridge.
     fn port(&self, ns: &Netns, ifname: &str, tag: &str) {
         let peer = format!("{}{tag}", &self.bridge);
-        common::run_ok(
-            "ip",
-            &[
-                "link",
-                "add",
-                ifname,
-                "netns",
-                ns.name(),
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &peer,
-                "netns",
-                self.srv.name(),
-            ],
-        );
+        common::veth(ifname, ns, &peer, &self.srv);
         self.srv.ip(&["link", "set", &peer, "master", &self.bridge]);
         self.srv.ip(&["link", "set", &peer, "up"]);
         ns.ip(&["link", "set", ifname, "up"]);

@@ -28,7 +28,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, rhcos_iso};
-use common::{Appliance, Netns, have, netns_available, run_ok, unique_name};
+use common::{Appliance, Netns, have, netns_available, unique_name};
 use serde_json::Value;
 
 const APPLIANCE: &str = "10.66.0.1";
@@ -158,23 +158,7 @@ impl Lab {
         let (ifs, ifc) = (format!("{base}s"), format!("{base}c"));
         let srv = Netns::new(format!("{base}srv"));
         let cli = Netns::new(format!("{base}cli"));
-        run_ok(
-            "ip",
-            &[
-                "link",
-                "add",
-                &ifs,
-                "netns",
-                srv.name(),
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &ifc,
-                "netns",
-                cli.name(),
-            ],
-        );
+        common::veth(&ifs, &srv, &ifc, &cli);
         srv.ip(&["addr", "add", &format!("{APPLIANCE}/24"), "dev", &ifs]);
         srv.ip(&["link", "set", &ifs, "up"]);
         for net in ["192.0.2.0/24", "198.51.100.0/24"] {

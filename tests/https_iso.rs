@@ -449,23 +449,7 @@ fn https_isos_follow_the_per_node_access_rule() {
     let (ifs, ifc) = (format!("{base}s"), format!("{base}c"));
     let srv = Netns::new(format!("{base}srv"));
     let cli = Netns::new(format!("{base}cli"));
-    run_ok(
-        "ip",
-        &[
-            "link",
-            "add",
-            &ifs,
-            "netns",
-            srv.name(),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &ifc,
-            "netns",
-            cli.name(),
-        ],
-    );
+    common::veth(&ifs, &srv, &ifc, &cli);
     srv.ip(&["addr", "add", &format!("{APPLIANCE}/24"), "dev", &ifs]);
     srv.ip(&["link", "set", &ifs, "up"]);
     for net in ["192.0.2.0/24", "198.51.100.0/24"] {

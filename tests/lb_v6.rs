@@ -26,7 +26,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, BIN, Netns, have, netns_available, run_ok, unique_name};
+use common::{Appliance, BIN, Netns, have, netns_available, unique_name};
 use serde_json::Value;
 
 const APP4: &str = "10.67.0.1";
@@ -88,23 +88,7 @@ impl Lab {
         let (ifs, ifc) = (format!("{base}s"), format!("{base}c"));
         let srv = Netns::new(format!("{base}srv"));
         let cli = Netns::new(format!("{base}cli"));
-        run_ok(
-            "ip",
-            &[
-                "link",
-                "add",
-                &ifs,
-                "netns",
-                srv.name(),
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &ifc,
-                "netns",
-                cli.name(),
-            ],
-        );
+        common::veth(&ifs, &srv, &ifc, &cli);
         srv.ip(&["addr", "add", &format!("{APP4}/24"), "dev", &ifs]);
         srv.ip(&["addr", "add", &format!("{APP6}/64"), "dev", &ifs, "nodad"]);
         srv.ip(&["link", "set", &ifs, "up"]);

@@ -417,23 +417,7 @@ fn reload_adding_a_worker_leaves_the_master_alone() {
         format!("sr{}s", &base["snorl".len()..]),
         format!("sr{}c", &base["snorl".len()..]),
     );
-    run_ok(
-        "ip",
-        &[
-            "link",
-            "add",
-            &ifs,
-            "netns",
-            srv.name(),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &ifc,
-            "netns",
-            cli.name(),
-        ],
-    );
+    common::veth(&ifs, &srv, &ifc, &cli);
     srv.ip(&["link", "set", "lo", "up"]);
     srv.ip(&["addr", "add", "10.90.0.1/24", "dev", &ifs]);
     srv.ip(&["link", "set", &ifs, "up"]);

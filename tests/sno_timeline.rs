@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, BIN, Netns, run_ok, unique_name};
+use common::{Appliance, BIN, Netns, unique_name};
 use serde_json::Value;
 
 const APPLIANCE: &str = "10.233.0.1";
@@ -106,23 +106,7 @@ fn drive(lb: bool) {
     let (ifs, ifc) = (format!("{base}s"), format!("{base}c"));
     let srv = Netns::new(format!("{base}srv"));
     let nodes = Netns::new(format!("{base}nod"));
-    run_ok(
-        "ip",
-        &[
-            "link",
-            "add",
-            &ifs,
-            "netns",
-            srv.name(),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &ifc,
-            "netns",
-            nodes.name(),
-        ],
-    );
+    common::veth(&ifs, &srv, &ifc, &nodes);
     srv.ip(&["link", "set", "lo", "up"]);
     srv.ip(&["addr", "add", &format!("{APPLIANCE}/24"), "dev", &ifs]);
     srv.ip(&["link", "set", &ifs, "up"]);

@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::udhcpc::{kv, udhcpc_once};
-use common::{Appliance, BIN, Netns, run_ok, unique_name};
+use common::{Appliance, BIN, Netns, unique_name};
 use serde_json::Value;
 
 const APPLIANCE: &str = "10.232.0.1";
@@ -61,23 +61,7 @@ impl Lab {
             ifs: ifs.clone(),
             ifc,
         };
-        run_ok(
-            "ip",
-            &[
-                "link",
-                "add",
-                &ifs,
-                "netns",
-                lab.srv.name(),
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &lab.ifc,
-                "netns",
-                lab.nodes.name(),
-            ],
-        );
+        common::veth(&ifs, &lab.srv, &lab.ifc, &lab.nodes);
         lab.srv
             .ip(&["addr", "add", &format!("{APPLIANCE}/24"), "dev", &ifs]);
         lab.srv.ip(&["link", "set", &ifs, "up"]);

@@ -478,6 +478,28 @@ macro_rules! require_netns {
     };
 }
 
+/// A veth pair: `a_if` in namespace `a`, its peer `b_if` in `b` (both
+/// down, without addresses).
+pub fn veth(a_if: &str, a: &Netns, b_if: &str, b: &Netns) {
+    run_ok(
+        "ip",
+        &[
+            "link",
+            "add",
+            a_if,
+            "netns",
+            a.name(),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b_if,
+            "netns",
+            b.name(),
+        ],
+    );
+}
+
 /// A network namespace with `lo` up, deleted on drop (which also deletes
 /// the interfaces inside it).
 pub struct Netns(pub String);
