@@ -405,6 +405,29 @@ impl Probes {
     }
 }
 
+/// One failover while the node's probes run: `cut` the holder (`to.1`),
+/// wait until `to.0` holds every VIP (within [`TAKEOVER`] + 6 s; else the
+/// keepalived logs are shown and the test fails), then check the probes'
+/// failure window.
+fn fail_over(
+    node: &Netns,
+    to: (&Netns, &Netns),
+    what: &str,
+    cut: impl FnOnce(),
+    show: &dyn Fn(&str),
+) {
+    let probes = Probes::start(node);
+    probes.wait_more(3, Duration::from_secs(30));
+    let at_cut = Instant::now();
+    cut();
+    let Some(at) = wait_holder(to.0, to.1, TAKEOVER + Duration::from_secs(6)) else {
+        show(what);
+        panic!("{what}: the peer never held every VIP");
+    };
+    probes.wait_more(5, Duration::from_secs(30));
+    check_window(what, &probes.finish(), at_cut, at);
+}
+
 /// Check a failover's probes: none that ended before `cut` failed, none
 /// that started after `held` (+ 300 ms for the node's neighbour entry to
 /// follow the gratuitous ARP) failed, and every kind worked after. Prints
@@ -765,16 +788,15 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
     );
 
     // 1. kill -9 of the holder's serve.
-    let probes = Probes::start(&lab.node);
-    probes.wait_more(3, Duration::from_secs(30));
-    let cut = Instant::now();
-    serve_a.stop_with("KILL");
-    let Some(at) = wait_holder(&lab.b, &lab.a, TAKEOVER + Duration::from_secs(6)) else {
-        show("kill -9 of A's serve");
-        panic!("B never held every VIP");
-    };
-    probes.wait_more(5, Duration::from_secs(30));
-    check_window("kill -9 of A's serve", &probes.finish(), cut, at);
+    fail_over(
+        &lab.node,
+        (&lab.b, &lab.a),
+        "kill -9 of A's serve",
+        || {
+            serve_a.stop_with("KILL");
+        },
+        &show,
+    );
 
     // B answers for A: worker-0 boots its disk; its renewal is acked.
     let (_, s) = curl(
@@ -892,16 +914,13 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
     assert_eq!(status(&lab.a)["ha"]["holdsVIPs"], false);
 
     // 2. The holder's keepalived stops (a box that dies).
-    let probes = Probes::start(&lab.node);
-    probes.wait_more(3, Duration::from_secs(30));
-    let cut = Instant::now();
-    ka_b.stop("TERM");
-    let Some(at) = wait_holder(&lab.a, &lab.b, TAKEOVER + Duration::from_secs(6)) else {
-        show("keepalived of B stopped");
-        panic!("A never held every VIP again");
-    };
-    probes.wait_more(5, Duration::from_secs(30));
-    check_window("B's keepalived stopped", &probes.finish(), cut, at);
+    fail_over(
+        &lab.node,
+        (&lab.a, &lab.b),
+        "B's keepalived stopped",
+        || ka_b.stop("TERM"),
+        &show,
+    );
     // A serves worker-1's disk (learned) and is the one DHCP server.
     let (_, s) = curl(
         &lab.node,
