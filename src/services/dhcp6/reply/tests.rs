@@ -280,42 +280,26 @@ fn server_identifier_rules() {
     );
 }
 
+/// The status code in `opts` (a message's or an IA's), if any.
+fn status_of(opts: &dhcproto::v6::DhcpOptions) -> Option<Status> {
+    match opts.get(OptionCode::StatusCode) {
+        Some(DhcpOption::StatusCode(s)) => Some(s.status),
+        _ => None,
+    }
+}
+
+/// The status of the Reply to a Confirm of `addr` in IA 1.
+fn confirm(t: &mut Table, addr: &str) -> Option<Status> {
+    let m = msg(MessageType::Confirm, &LL, None, Some((1, Some(a(addr)))));
+    status_of(run(t, &m, None, None).reply.unwrap().opts())
+}
+
 #[test]
 fn confirm_release_decline_information_request() {
     let mut t = table(false);
     let sid = cfg().server_duid;
-    let r = run(
-        &mut t,
-        &msg(
-            MessageType::Confirm,
-            &LL,
-            None,
-            Some((1, Some(a("fd00:10::10")))),
-        ),
-        None,
-        None,
-    )
-    .reply
-    .unwrap();
-    assert!(
-        matches!(r.opts().get(OptionCode::StatusCode), Some(DhcpOption::StatusCode(s)) if s.status == Status::Success)
-    );
-    let r = run(
-        &mut t,
-        &msg(
-            MessageType::Confirm,
-            &LL,
-            None,
-            Some((1, Some(a("fd00:99::10")))),
-        ),
-        None,
-        None,
-    )
-    .reply
-    .unwrap();
-    assert!(
-        matches!(r.opts().get(OptionCode::StatusCode), Some(DhcpOption::StatusCode(s)) if s.status == Status::NotOnLink)
-    );
+    assert_eq!(confirm(&mut t, "fd00:10::10"), Some(Status::Success));
+    assert_eq!(confirm(&mut t, "fd00:99::10"), Some(Status::NotOnLink));
     run(
         &mut t,
         &msg(MessageType::Request, &LL, Some(&sid), Some((1, None))),
@@ -352,9 +336,7 @@ fn confirm_release_decline_information_request() {
     .reply
     .unwrap();
     let ia = ias(&r);
-    assert!(
-        matches!(ia[0].opts.get(OptionCode::StatusCode), Some(DhcpOption::StatusCode(s)) if s.status == Status::NoBinding)
-    );
+    assert_eq!(status_of(&ia[0].opts), Some(Status::NoBinding));
     run(
         &mut t,
         &msg(MessageType::Request, &LL, Some(&sid), Some((1, None))),
