@@ -21,7 +21,12 @@ pub trait SyncControl: Send + Sync {
     /// This part's key in the exchanged document (`netboot`, `leases`).
     fn part(&self) -> &'static str;
 
-    /// A value that changes whenever the state does, and the state as JSON.
+    /// A value that changes whenever the state does. Cheap: the exchange
+    /// loop looks at it every 100 ms and builds the document
+    /// ([`SyncControl::sync_state`]) only when it moved.
+    fn sync_version(&self) -> u64;
+
+    /// [`SyncControl::sync_version`] and the state as JSON.
     fn sync_state(&self) -> (u64, serde_json::Value);
 
     /// Merge the peer's state (the newer entry wins); how many entries

@@ -69,20 +69,24 @@ fn with_parts<R>(hub: &Hub, f: impl FnOnce(&[&dyn SyncControl]) -> R) -> R {
     f(&parts)
 }
 
-/// This member's state and a value that changes whenever it does.
-fn local(hub: &Hub) -> (u64, SyncDoc) {
-    with_parts(hub, |parts| local_of(parts))
+/// A value that changes whenever this member's state does (cheap: no
+/// document is built).
+fn version(hub: &Hub) -> u64 {
+    with_parts(hub, |parts| {
+        parts
+            .iter()
+            .fold(0u64, |v, p| v.rotate_left(17) ^ p.sync_version())
+    })
 }
 
-fn local_of(parts: &[&dyn SyncControl]) -> (u64, SyncDoc) {
-    let mut doc = SyncDoc::new();
-    let mut version: u64 = 0;
-    for p in parts {
-        let (v, state) = p.sync_state();
-        version = version.rotate_left(17) ^ v;
-        doc.insert(p.part().to_string(), state);
-    }
-    (version, doc)
+/// This member's state.
+fn local(hub: &Hub) -> SyncDoc {
+    with_parts(hub, |parts| {
+        parts
+            .iter()
+            .map(|p| (p.part().to_string(), p.sync_state().1))
+            .collect()
+    })
 }
 
 /// Merge `peer`'s state into ours; how many entries were taken.
@@ -119,7 +123,7 @@ pub fn exchange(hub: &Hub, body: &[u8]) -> Result<SyncDoc, String> {
         s.last_sync = Some(unix_now());
         s.peer_error = None;
     });
-    Ok(local(hub).1)
+    Ok(local(hub))
 }
 
 /// One exchange with the peer (blocking): our document out, theirs back.
@@ -177,12 +181,14 @@ pub async fn run(
             _ = stop.cancelled() => return Ok(()),
             _ = tokio::time::sleep(wait) => {}
         }
-        let (changes, doc) = local(&hub);
+        // The version before the document: a change in between is in the
+        // document and, as the version moved, sent again at the next look.
+        let changes = version(&hub);
         if backoff.is_zero() && sent == Some(changes) && last.elapsed() < HEARTBEAT {
             continue;
         }
         last = Instant::now();
-        let body = serde_json::to_vec(&doc)?;
+        let body = serde_json::to_vec(&local(&hub))?;
         let token = token.clone();
         let res = tokio::task::spawn_blocking(move || post(peer, &token, &body))
             .await

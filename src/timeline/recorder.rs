@@ -290,6 +290,10 @@ impl crate::runtime::control::SyncControl for Recorder {
         "timeline"
     }
 
+    fn sync_version(&self) -> u64 {
+        self.shared.locked().changes()
+    }
+
     fn sync_state(&self) -> (u64, serde_json::Value) {
         let (changes, log) = self.shared.locked().log();
         (changes, serde_json::to_value(log).unwrap_or_default())

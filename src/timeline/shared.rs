@@ -93,6 +93,11 @@ impl Shared {
     }
 
     /// The log's change counter and the log, oldest first.
+    /// The change counter alone (what [`SharedLog::log`] starts with).
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
     pub fn log(&self) -> (u64, Vec<Stamped>) {
         (self.changes, self.log.iter().cloned().collect())
     }

@@ -102,11 +102,7 @@ impl Journals {
     pub fn read(&self) -> BTreeMap<String, Shared> {
         let mut out = BTreeMap::new();
         for (node, path) in &self.files {
-            let Some(modified) = std::fs::metadata(path)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            else {
+            let Some(modified) = modified_ms(path) else {
                 continue;
             };
             let Some(journal) = std::fs::read(path)
@@ -115,10 +111,18 @@ impl Journals {
             else {
                 continue;
             };
-            let modified = u64::try_from(modified.as_millis()).unwrap_or(u64::MAX);
             out.insert(node.clone(), Shared { modified, journal });
         }
         out
+    }
+
+    /// A value that changes when a journal file is written, added or
+    /// removed: their modification times (a `stat` each, nothing read).
+    pub fn version(&self) -> u64 {
+        self.files
+            .iter()
+            .filter_map(|(_, path)| modified_ms(path))
+            .fold(0u64, |v, m| v.rotate_left(13) ^ m)
     }
 
     /// Take the peer's journals that are newer than ours (nodes of this
@@ -161,17 +165,28 @@ impl Journals {
     }
 }
 
+/// When `path` was last modified, in ms since the epoch (None: no file).
+fn modified_ms(path: &Path) -> Option<u64> {
+    let t = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
+    let since = t.duration_since(UNIX_EPOCH).ok()?;
+    Some(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+}
+
 impl crate::runtime::control::SyncControl for Journals {
     fn part(&self) -> &'static str {
         "bmc"
     }
 
+    fn sync_version(&self) -> u64 {
+        self.version()
+    }
+
     fn sync_state(&self) -> (u64, serde_json::Value) {
-        let all = self.read();
-        let version = all
-            .values()
-            .fold(all.len() as u64, |v, s| v.rotate_left(13) ^ s.modified);
-        (version, serde_json::to_value(all).unwrap_or_default())
+        let version = self.version();
+        (
+            version,
+            serde_json::to_value(self.read()).unwrap_or_default(),
+        )
     }
 
     fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String> {

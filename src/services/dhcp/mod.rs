@@ -124,29 +124,36 @@ pub struct Dhcp {
     tasks: Tasks,
 }
 
+/// The leases shared with the HA peer: bound, active pool leases
+/// (reservations are answered alike by both members).
+fn shared_leases<'a>(all: &[&'a leases::Lease], now: u64) -> Vec<&'a leases::Lease> {
+    all.iter()
+        .copied()
+        .filter(|l| !l.reserved && l.state == leases::State::Bound && l.active(now))
+        .collect()
+}
+
 /// The pool leases, shared with the HA peer (`runtime::hasync`).
 impl crate::runtime::control::SyncControl for Dhcp {
     fn part(&self) -> &'static str {
         "leases"
     }
 
-    fn sync_state(&self) -> (u64, serde_json::Value) {
+    fn sync_version(&self) -> u64 {
         use std::hash::{Hash as _, Hasher as _};
         let table = self.shared.table();
-        let now = now();
-        let shared: Vec<&leases::Lease> = table
-            .leases()
-            .into_iter()
-            .filter(|l| !l.reserved && l.state == leases::State::Bound && l.active(now))
-            .collect();
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        for l in &shared {
-            (u32::from(l.ip), l.expires, l.mac.to_string()).hash(&mut h);
+        for l in shared_leases(&table.leases(), now()) {
+            (l.ip, l.expires, l.mac).hash(&mut h);
         }
-        (
-            h.finish(),
-            serde_json::to_value(&shared).unwrap_or_default(),
-        )
+        h.finish()
+    }
+
+    fn sync_state(&self) -> (u64, serde_json::Value) {
+        let version = self.sync_version();
+        let table = self.shared.table();
+        let shared = shared_leases(&table.leases(), now());
+        (version, serde_json::to_value(&shared).unwrap_or_default())
     }
 
     fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String> {

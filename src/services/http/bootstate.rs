@@ -481,6 +481,11 @@ impl BootState {
 
     /// Every node's entry, and the change counter they reflect (for the HA
     /// peer: a new counter means something changed).
+    /// The change counter alone (what [`BootState::snapshot`] starts with).
+    pub fn changes(&self) -> u64 {
+        self.inner().changes
+    }
+
     pub fn snapshot(&self) -> (u64, BTreeMap<String, NodeBoot>) {
         let st = self.inner();
         (st.changes, st.nodes.clone())

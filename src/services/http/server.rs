@@ -459,6 +459,10 @@ impl crate::runtime::control::SyncControl for Http {
         "netboot"
     }
 
+    fn sync_version(&self) -> u64 {
+        self.ctx.boot.changes()
+    }
+
     fn sync_state(&self) -> (u64, serde_json::Value) {
         let (changes, nodes) = self.ctx.boot.snapshot();
         (changes, serde_json::to_value(nodes).unwrap_or_default())
