@@ -31,6 +31,15 @@ fn connect_from(from: &str, to: SocketAddr) -> std::io::Result<TcpStream> {
     Ok(sock.into())
 }
 
+/// A connection from `from` that has begun a request head (one byte) and
+/// goes no further. One that sends nothing at all stays in the kernel for
+/// about a second (`TCP_DEFER_ACCEPT`) before the appliance sees it.
+fn begun_head_from(from: &str, to: SocketAddr) -> TcpStream {
+    let mut s = connect_from(from, to).unwrap();
+    s.write_all(b"G").unwrap();
+    s
+}
+
 /// Has the server closed `s` (EOF or reset), within `wait`?
 fn closed_by_server(s: &mut TcpStream, wait: Duration) -> bool {
     s.set_read_timeout(Some(wait)).unwrap();
@@ -46,11 +55,12 @@ fn closed_by_server(s: &mut TcpStream, wait: Duration) -> bool {
     }
 }
 
-/// 200 silent connections from 127.0.0.2 with `maxConnectionsPerClient: 16`:
-/// the excess is closed at once (old code: all 200 held for 30 s), and a
-/// curl from 127.0.0.3 gets its file promptly; a request head trickled one
-/// byte at a time is cut off by the header timeout (10 s), as is a silent
-/// connection.
+/// 200 connections from 127.0.0.2 that began a request head and stopped,
+/// with `maxConnectionsPerClient: 16`: the excess is closed at once (old
+/// code: all 200 held for 30 s), and a curl from 127.0.0.3 gets its file
+/// promptly; a request head trickled one byte at a time is cut off by the
+/// header timeout (10 s), as is a silent connection (accepted after the
+/// kernel's deferral of about a second).
 #[test]
 fn http_slowloris_per_client_limit_and_trickled_heads() {
     require_tools!("curl");
@@ -70,7 +80,7 @@ fn http_slowloris_per_client_limit_and_trickled_heads() {
     let start = Instant::now();
     let mut conns = Vec::new();
     for _ in 0..200 {
-        conns.push(connect_from("127.0.0.2", addr).unwrap());
+        conns.push(begun_head_from("127.0.0.2", addr));
     }
     // Another client is served promptly.
     let t = Instant::now();
@@ -600,7 +610,7 @@ fn a_slowloris_from_many_addresses_leaves_room_for_another_client() {
 /// address, so one client with 10 slow connections blocked HTTP. Here a
 /// cluster of 8 nodes with the LB at its default 10,000 per frontend (it
 /// dominates the descriptor budget) under `prlimit --nofile=1024:1024`:
-/// every node holds 3 silent connections and fetches a file at the same
+/// every node holds 3 stalled connections and fetches a file at the same
 /// time, and all are served (the old code served 10 connections in all);
 /// the start-up line says what the limit means in clients.
 #[test]
@@ -647,10 +657,10 @@ fn a_low_open_files_limit_still_serves_every_node() {
         "127.0.20.22",
         "127.0.20.23",
     ];
-    let mut silent = Vec::new();
+    let mut stalled = Vec::new();
     for n in nodes {
         for _ in 0..3 {
-            silent.push(connect_from(n, addr).unwrap());
+            stalled.push(begun_head_from(n, addr));
         }
     }
     let url = format!("http://{addr}/images/small.txt");
@@ -669,7 +679,7 @@ fn a_low_open_files_limit_still_serves_every_node() {
             "node {n} while every node holds 3 connections"
         );
     }
-    drop(silent);
+    drop(stalled);
     // What the limit means, said at start.
     let log = app.log();
     let line = log

@@ -48,8 +48,9 @@ use hyper::service::Service;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::{self, HttpServerConnExec};
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
+
+use super::lazytcp::LazyTcp;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -282,21 +283,19 @@ fn proto_of(first: &[u8]) -> Option<Proto> {
 const FIRST_READ: usize = 4096;
 
 thread_local! {
-    /// Where [`sniff`]'s `recv`s land: one buffer per runtime thread,
-    /// reused (never held across an `.await`).
-    static FIRST: std::cell::RefCell<Vec<u8>> =
-        std::cell::RefCell::new(Vec::with_capacity(FIRST_READ));
+    /// Where [`sniff`]'s `recv`s land: one zeroed buffer per runtime
+    /// thread, reused (never held across an `.await`).
+    static FIRST: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0; FIRST_READ].into_boxed_slice());
 }
 
 /// One non-blocking `recv` of up to [`FIRST_READ`] bytes, appended to
-/// `got`: `Ok(0)` at EOF.
-fn read_first(stream: &TcpStream, got: &mut Vec<u8>) -> std::io::Result<usize> {
+/// `got`: `Ok(0)` at EOF, `WouldBlock` when nothing has arrived.
+fn read_first(stream: &LazyTcp, got: &mut Vec<u8>) -> std::io::Result<usize> {
     FIRST.with(|b| {
         let mut buf = b.borrow_mut();
-        buf.clear();
-        buf.reserve(FIRST_READ);
-        let n = stream.try_read_buf(&mut *buf)?;
-        got.extend_from_slice(&buf);
+        let n = stream.try_read(&mut buf)?;
+        got.extend_from_slice(&buf[..n]);
         Ok(n)
     })
 }
@@ -304,25 +303,29 @@ fn read_first(stream: &TcpStream, got: &mut Vec<u8>) -> std::io::Result<usize> {
 /// Read until the bytes received tell the protocol (see [`proto_of`]):
 /// the protocol and the bytes, `None` when the client closed first.
 ///
-/// Each `recv` lands in a per-thread buffer and only the bytes received
-/// are kept (a request head: a small allocation). A 4 KiB heap buffer per
+/// The first `recv` is tried at once: a request that arrived with its
+/// connection is read without registering the socket ([`LazyTcp`]). Each
+/// `recv` lands in a per-thread buffer and only the bytes received are
+/// kept (a request head: a small allocation). A 4 KiB heap buffer per
 /// connection cost ~700 instructions in glibc's large-chunk path, and a
 /// zeroed stack buffer a 4 KiB `memset` per connection.
-async fn sniff(stream: &TcpStream) -> Option<(Proto, Bytes)> {
+async fn sniff(stream: &mut LazyTcp) -> Option<(Proto, Bytes)> {
     let mut got: Vec<u8> = Vec::new();
     loop {
-        stream.readable().await.ok()?;
-        // A readiness without bytes (seen on fresh sockets) is WouldBlock:
-        // it clears the readiness and we wait again.
         match read_first(stream, &mut got) {
             Ok(0) => return None,
             Ok(_) => {
                 if let Some(p) = proto_of(&got) {
                     return Some((p, Bytes::from(got)));
                 }
-                // A prefix of the h2 preface: wait for more.
+                // A prefix of the h2 preface: read on (or wait for more).
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            // A readiness without bytes (seen on fresh sockets) is
+            // WouldBlock too: it clears the readiness and we wait again.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                stream.readable().await.ok()?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return None,
         }
     }
@@ -407,7 +410,7 @@ pub enum Ended {
 /// [`Replay`]) when it may be served, else how it ended (silent, kicked,
 /// shutdown).
 pub async fn request_start(
-    stream: &TcpStream,
+    stream: &mut LazyTcp,
     header_timeout: Duration,
     activity: &Activity,
     shutdown: &CancellationToken,
@@ -427,11 +430,11 @@ pub async fn request_start(
 /// for long), then the protocol from ALPN (`h2`, else HTTP/1).
 pub async fn tls_start(
     acceptor: tokio_rustls::TlsAcceptor,
-    stream: TcpStream,
+    stream: LazyTcp,
     header_timeout: Duration,
     activity: &Activity,
     shutdown: &CancellationToken,
-) -> Result<(Proto, tokio_rustls::server::TlsStream<TcpStream>), Ended> {
+) -> Result<(Proto, tokio_rustls::server::TlsStream<LazyTcp>), Ended> {
     tokio::select! {
         r = tokio::time::timeout(header_timeout, acceptor.accept(stream)) => match r {
             Ok(Ok(s)) => {
@@ -588,6 +591,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::net::TcpStream;
 
     #[test]
     fn protocol_from_the_first_bytes() {
@@ -602,8 +606,9 @@ mod tests {
         assert_eq!(proto_of(&more), Some(Proto::H2));
     }
 
-    async fn pair() -> (TcpStream, TcpStream) {
+    async fn pair() -> (LazyTcp, TcpStream) {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let l = crate::runtime::lazytcp::LazyListener::new(l).unwrap();
         let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
         (l.accept().await.unwrap().0, c)
     }
@@ -611,11 +616,11 @@ mod tests {
     #[tokio::test]
     async fn request_start_reads_once_and_replays_the_bytes() {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        let (srv, mut cli) = pair().await;
+        let (mut srv, mut cli) = pair().await;
         let req = b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
         cli.write_all(req).await.unwrap();
         let (a, sd) = (Activity::new(), CancellationToken::new());
-        let (p, first) = request_start(&srv, Duration::from_secs(5), &a, &sd)
+        let (p, first) = request_start(&mut srv, Duration::from_secs(5), &a, &sd)
             .await
             .unwrap();
         assert_eq!(p, Proto::Http1);
@@ -630,7 +635,7 @@ mod tests {
     #[tokio::test]
     async fn request_start_waits_for_the_whole_h2_preface() {
         use tokio::io::AsyncWriteExt as _;
-        let (srv, mut cli) = pair().await;
+        let (mut srv, mut cli) = pair().await;
         let (a, sd) = (Activity::new(), CancellationToken::new());
         cli.write_all(&H2_PREFACE[..10]).await.unwrap();
         let rest = tokio::spawn(async move {
@@ -638,7 +643,7 @@ mod tests {
             cli.write_all(&H2_PREFACE[10..]).await.unwrap();
             cli
         });
-        let (p, first) = request_start(&srv, Duration::from_secs(5), &a, &sd)
+        let (p, first) = request_start(&mut srv, Duration::from_secs(5), &a, &sd)
             .await
             .unwrap();
         assert_eq!(p, Proto::H2);
@@ -648,9 +653,9 @@ mod tests {
 
     #[tokio::test]
     async fn request_start_ends_silent_clients() {
-        let (srv, cli) = pair().await;
+        let (mut srv, cli) = pair().await;
         let (a, sd) = (Activity::new(), CancellationToken::new());
-        let r = request_start(&srv, Duration::from_millis(200), &a, &sd).await;
+        let r = request_start(&mut srv, Duration::from_millis(200), &a, &sd).await;
         assert!(matches!(r, Err(Ended::Silent)), "{r:?}");
         drop(cli);
     }

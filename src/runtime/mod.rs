@@ -19,6 +19,7 @@ pub mod hasync;
 pub mod health;
 pub mod httpconn;
 pub mod hub;
+pub mod lazytcp;
 pub mod limits;
 pub mod lograte;
 pub mod metrics;

@@ -25,19 +25,46 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::lazytcp::{LazyListener, LazyTcp};
+
+/// A listening socket the accept loops take connections from: tokio's
+/// [`TcpListener`] (registered streams) or the HTTP listeners'
+/// [`LazyListener`] (streams registered when they first wait).
+pub trait Accept {
+    /// An accepted connection.
+    type Conn: Send + 'static;
+    /// The next connection and its peer.
+    fn accept_conn(&self)
+    -> impl Future<Output = std::io::Result<(Self::Conn, SocketAddr)>> + Send;
+}
+
+impl Accept for TcpListener {
+    type Conn = TcpStream;
+    fn accept_conn(&self) -> impl Future<Output = std::io::Result<(TcpStream, SocketAddr)>> + Send {
+        self.accept()
+    }
+}
+
+impl Accept for LazyListener {
+    type Conn = LazyTcp;
+    fn accept_conn(&self) -> impl Future<Output = std::io::Result<(LazyTcp, SocketAddr)>> + Send {
+        self.accept()
+    }
+}
+
 /// Accept one connection. On an accept error, `on_error` logs it and the
 /// loop sleeps `backoff` before trying again. `None` once `shutdown` is
 /// cancelled.
-pub async fn accept(
-    listener: &TcpListener,
+pub async fn accept<L: Accept>(
+    listener: &L,
     shutdown: &CancellationToken,
     backoff: Duration,
     on_error: impl Fn(&std::io::Error),
-) -> Option<(TcpStream, SocketAddr)> {
+) -> Option<(L::Conn, SocketAddr)> {
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return None,
-            r = listener.accept() => match r {
+            r = listener.accept_conn() => match r {
                 Ok(x) => return Some(x),
                 Err(e) => on_error(&e),
             },
@@ -64,14 +91,15 @@ pub struct Limits {
 /// Accept and serve connections until `shutdown` is cancelled, then drain.
 /// `handle` is called in the accept loop (so per-socket setup in its body
 /// runs before the next accept) and the future it returns is spawned.
-pub async fn serve<F, Fut>(
-    listener: &TcpListener,
+pub async fn serve<L, F, Fut>(
+    listener: &L,
     limits: Limits,
     shutdown: &CancellationToken,
     on_error: impl Fn(&std::io::Error),
     mut handle: F,
 ) where
-    F: FnMut(TcpStream, SocketAddr) -> Fut,
+    L: Accept,
+    F: FnMut(L::Conn, SocketAddr) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let slots = limits.max_conns.map(|n| Arc::new(Semaphore::new(n)));

@@ -345,7 +345,8 @@ async fn serve_listener(
     let builders = Arc::new(httpconn::Builders::new(httpconn::builder(CONN_TIMEOUT)));
     let on_error = |e: &std::io::Error| debug!("admin accept: {e}");
     let listener_addr = listener.local_addr().ok();
-    net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
+    let listener = crate::runtime::lazytcp::LazyListener::new(listener)?;
+    net::serve(&listener, limits, &shutdown, on_error, |mut stream, peer| {
         let hub = hub.clone();
         let tokens = tokens.clone();
         let shutdown = shutdown.clone();
@@ -353,7 +354,7 @@ async fn serve_listener(
         async move {
             let activity = httpconn::Activity::new();
             let (proto, first) =
-                match httpconn::request_start(&stream, CONN_TIMEOUT, &activity, &shutdown).await {
+                match httpconn::request_start(&mut stream, CONN_TIMEOUT, &activity, &shutdown).await {
                     Ok(p) => p,
                     Err(end) => {
                         debug!(%peer, "admin connection closed before a request: {end:?}");

@@ -23,13 +23,13 @@
 use std::io::IoSlice;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use hyper::header::{CONNECTION, HeaderMap};
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::runtime::httpconn::Activity;
+use crate::runtime::lazytcp::LazyTcp;
 
 /// Whether request headers `h` carry the `close` connection option
 /// (RFC 9112 §9.6; case-insensitive, in a comma-separated list).
@@ -44,32 +44,22 @@ pub fn asks_close(h: &HeaderMap) -> bool {
 /// A TCP stream that sends the bytes of a closing response with
 /// `MSG_MORE` (see the module doc).
 pub struct LastSend {
-    inner: TcpStream,
+    inner: LazyTcp,
     activity: Arc<Activity>,
 }
 
 impl LastSend {
     /// `inner`, its closing response told by `activity`.
-    pub fn new(inner: TcpStream, activity: Arc<Activity>) -> LastSend {
+    pub fn new(inner: LazyTcp, activity: Arc<Activity>) -> LastSend {
         LastSend { inner, activity }
     }
 
     fn poll_send_more(
-        &self,
+        &mut self,
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        let flags = libc::MSG_MORE | libc::MSG_NOSIGNAL;
-        loop {
-            ready!(self.inner.poll_write_ready(cx))?;
-            let sock = socket2::SockRef::from(&self.inner);
-            match self.inner.try_io(Interest::WRITABLE, || {
-                sock.send_vectored_with_flags(bufs, flags)
-            }) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                r => return Poll::Ready(r),
-            }
-        }
+        self.inner.poll_send_with_flags(cx, bufs, libc::MSG_MORE)
     }
 }
 
@@ -142,7 +132,10 @@ mod tests {
     #[tokio::test]
     async fn a_closing_response_arrives_whole_and_ends_the_stream() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let l = crate::runtime::lazytcp::LazyListener::new(l).unwrap();
+        let mut client = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+            .await
+            .unwrap();
         let (s, _) = l.accept().await.unwrap();
         s.set_nodelay(true).unwrap();
         let activity = Activity::new();

@@ -26,6 +26,7 @@ use super::version::MinorVersion;
 use super::{Ctx, DRAIN, HEADER_TIMEOUT, IDLE_TIMEOUT, Scheme};
 use crate::plan::Plan;
 use crate::runtime::httpconn::{self, Activity, Builders, Ended};
+use crate::runtime::lazytcp::{LazyListener, LazyTcp};
 use crate::runtime::limits::cap;
 use crate::runtime::lograte::LogRate;
 use crate::runtime::net;
@@ -252,7 +253,7 @@ fn admitted_slot(
 async fn serve_conn(
     ctx: Arc<Ctx>,
     builders: Arc<Builders>,
-    stream: tokio::net::TcpStream,
+    mut stream: LazyTcp,
     peer: SocketAddr,
     admitted: Result<(ClientSlot, Option<std::net::IpAddr>), Refused>,
     activity: Arc<Activity>,
@@ -285,20 +286,16 @@ async fn serve_conn(
     // A client that connects and stays silent holds no slot for long;
     // hyper's header timeout then bounds each HTTP/1 request head, and the
     // idle timeout every connection with no request in flight (h2 too).
-    let (proto, first) = match httpconn::request_start(
-        &stream,
-        HEADER_TIMEOUT,
-        &conn.activity,
-        &conn.shutdown,
-    )
-    .await
-    {
-        Ok(p) => p,
-        Err(end) => {
-            debug!("http connection closed before a request: {end:?}");
-            return;
-        }
-    };
+    let (proto, first) =
+        match httpconn::request_start(&mut stream, HEADER_TIMEOUT, &conn.activity, &conn.shutdown)
+            .await
+        {
+            Ok(p) => p,
+            Err(end) => {
+                debug!("http connection closed before a request: {end:?}");
+                return;
+            }
+        };
     // A closing response's last bytes leave with the FIN (`lastsend`).
     let stream = LastSend::new(stream, conn.activity.clone());
     let stream = MinorVersion::new(httpconn::Replay::new(stream, first));
@@ -307,7 +304,7 @@ async fn serve_conn(
 
 /// An admitted HTTPS connection: the handshake, bounded like a request
 /// head, then the same connection life as plain HTTP with the HTTPS routes.
-async fn serve_tls(conn: Conn, acceptor: tokio_rustls::TlsAcceptor, stream: tokio::net::TcpStream) {
+async fn serve_tls(conn: Conn, acceptor: tokio_rustls::TlsAcceptor, stream: LazyTcp) {
     let started = httpconn::tls_start(
         acceptor,
         stream,
@@ -408,6 +405,9 @@ async fn serve_listener(
             warn!("http accept: {e}{tail}");
         }
     };
+    // Connections join the reactor only when they have to wait (a one-shot
+    // request that arrived with its connection never does: `lazytcp`).
+    let listener = LazyListener::new(listener)?;
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
         let configured = ctx.plan.load().cluster.http.max_connections_per_client;
         let lim = clients::Limits {
