@@ -122,6 +122,72 @@ pub fn opt_count(msg: &[u8]) -> Option<usize> {
     Some(opts)
 }
 
+/// Answer records whose owner repeats the question name byte for byte get
+/// a pointer to it instead (RFC 1035 4.1.4), as Knot sends them. hickory
+/// writes such an owner in full: it echoes the question's bytes and so has
+/// no pointer to them. Only where shortening cannot displace a pointer:
+/// one question, answers of A and AAAA records (their data holds no
+/// name), no authority records, and only the OPT (root owner) in the
+/// additional section. Anything else, or anything malformed, is returned
+/// unchanged. Besides ~30 bytes per answer, it makes the answers to every
+/// name under a wildcard the same bytes, which the packet cache stores
+/// once.
+pub fn point_at_question(resp: Vec<u8>) -> Vec<u8> {
+    pointed(&resp).unwrap_or(resp)
+}
+
+fn pointed(msg: &[u8]) -> Option<Vec<u8>> {
+    const A: usize = 1;
+    const AAAA: usize = 28;
+    const OPT: usize = 41;
+    let (qd, an, ns, ar) = (
+        count(msg, 4)?,
+        count(msg, 6)?,
+        count(msg, 8)?,
+        count(msg, 10)?,
+    );
+    if qd != 1 || an == 0 || ns != 0 {
+        return None;
+    }
+    let qname = msg.get(12..skip_name(msg, 12)?)?;
+    if qname.len() <= 2 || qname.first().is_some_and(|b| b & 0xc0 != 0) {
+        return None;
+    }
+    let mut pos = question_end(msg)?;
+    let mut out = msg.get(..pos)?.to_vec();
+    let mut changed = false;
+    for i in 0..an + ar {
+        let owner_end = skip_name(msg, pos)?;
+        let owner = &msg[pos..owner_end];
+        let rtype = count(msg, owner_end)?;
+        let fixed = msg.get(owner_end..owner_end + 10)?;
+        let rdlen = count(msg, owner_end + 8)?;
+        let end = owner_end + 10 + rdlen;
+        let rdata = msg.get(owner_end + 10..end)?;
+        if i < an {
+            if rtype != A && rtype != AAAA {
+                return None;
+            }
+            if owner == qname {
+                out.extend_from_slice(&[0xc0, 12]);
+                changed = true;
+            } else if owner == [0xc0, 12] {
+                out.extend_from_slice(owner);
+            } else {
+                return None;
+            }
+        } else if owner == [0] && rtype == OPT {
+            out.extend_from_slice(owner);
+        } else {
+            return None;
+        }
+        out.extend_from_slice(fixed);
+        out.extend_from_slice(rdata);
+        pos = end;
+    }
+    (changed && pos == msg.len()).then_some(out)
+}
+
 /// An error answer built from the query bytes: same ID, opcode and RD, QR
 /// set, `rcode`, the question copied when there is exactly one, and an OPT
 /// (buffer [`UDP_MAX`], version 0) when `with_opt`.
@@ -210,5 +276,83 @@ mod tests {
         let r = error_reply(&q, ResponseCode::FormErr, false).unwrap();
         assert_eq!(r, [0, 1, 0x80, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1]);
         assert!(error_reply(&q[..5], ResponseCode::FormErr, false).is_none());
+    }
+
+    /// A response to `name` A as hickory writes it for a wildcard: the
+    /// question echoed, each answer's owner in full, then an OPT.
+    fn owner_in_full(name: &str, answers: &[[u8; 4]], authority: bool) -> Vec<u8> {
+        let ar = 1u8;
+        let ns = u8::from(authority);
+        let an = u8::try_from(answers.len()).unwrap();
+        let mut m = vec![0x12, 0x34, 0x85, 0, 0, 1, 0, an, 0, ns, 0, ar];
+        let mut qname = Vec::new();
+        for l in name.split('.') {
+            qname.push(u8::try_from(l.len()).unwrap());
+            qname.extend_from_slice(l.as_bytes());
+        }
+        qname.push(0);
+        m.extend_from_slice(&qname);
+        m.extend_from_slice(&[0, 1, 0, 1]);
+        for a in answers {
+            m.extend_from_slice(&qname);
+            m.extend_from_slice(&[0, 1, 0, 1, 0, 0, 1, 44, 0, 4]);
+            m.extend_from_slice(a);
+        }
+        if authority {
+            m.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 10, 0, 0, 1]);
+        }
+        m.extend_from_slice(&[0, 0, 41, 4, 0xd0, 0, 0, 0, 0, 0, 0]);
+        m
+    }
+
+    #[test]
+    fn owners_that_repeat_the_question_point_at_it() {
+        let full = owner_in_full(
+            "Abc.apps.c.example",
+            &[[192, 0, 2, 5], [192, 0, 2, 6]],
+            false,
+        );
+        let short = point_at_question(full.clone());
+        assert_eq!(short.len(), full.len() - 2 * (20 - 2));
+        let (a, b) = (
+            Message::from_vec(&full).unwrap(),
+            Message::from_vec(&short).unwrap(),
+        );
+        assert_eq!(a.answers, b.answers);
+        assert_eq!(a.edns, b.edns);
+        assert_eq!(a.queries, b.queries);
+        // Every name under the wildcard now gets the same bytes after the
+        // question.
+        let other = point_at_question(owner_in_full(
+            "x.apps.c.example",
+            &[[192, 0, 2, 5], [192, 0, 2, 6]],
+            false,
+        ));
+        let tail = |m: &[u8]| m[question_end(m).unwrap()..].to_vec();
+        assert_eq!(tail(&short), tail(&other));
+        // Pointed already: unchanged.
+        assert_eq!(point_at_question(short.clone()), short);
+    }
+
+    #[test]
+    fn other_shapes_and_junk_are_left_alone() {
+        // An authority section: its names could point past the owner.
+        let with_ns = owner_in_full("abc.apps.c.example", &[[192, 0, 2, 5]], true);
+        assert_eq!(point_at_question(with_ns.clone()), with_ns);
+        // A record type whose data may hold a name (CNAME).
+        let mut cname = owner_in_full("abc.apps.c.example", &[[192, 0, 2, 5]], false);
+        let t = question_end(&cname).unwrap() + 20 + 1;
+        cname[t] = 5;
+        assert_eq!(point_at_question(cname.clone()), cname);
+        // Every truncation of a good answer: no panic, nothing invented.
+        let good = owner_in_full("abc.apps.c.example", &[[192, 0, 2, 5]], false);
+        for n in 0..good.len() {
+            let cut = good[..n].to_vec();
+            assert_eq!(point_at_question(cut.clone()), cut, "{n}");
+        }
+        // A trailing byte after the last record.
+        let mut extra = good.clone();
+        extra.push(0);
+        assert_eq!(point_at_question(extra.clone()), extra);
     }
 }

@@ -554,7 +554,10 @@ impl Core {
                 }
                 self.catalog.handle_request::<_, TokioTime>(req, cap).await;
                 let b = out.locked().take();
-                let b = b.map(|b| encode::fit(complete::complete(&self.zones, b), limit));
+                let b = b.map(|b| {
+                    let b = encode::point_at_question(complete::complete(&self.zones, b));
+                    encode::fit(b, limit)
+                });
                 if let Some(b) = &b {
                     self.cache(req.protocol()).put(req.as_slice(), b);
                 }

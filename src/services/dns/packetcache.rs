@@ -18,7 +18,9 @@
 //!   which std's `HashSet` cannot do: the key lives in the arena). The
 //!   answer's question section is not stored, because it is the query's
 //!   own question byte for byte (hickory echoes the original question
-//!   bytes). An answer whose question differs from the query's is not
+//!   bytes), and identical answers are stored once: a run of distinct
+//!   names under the `*.apps` wildcard (or of nonexistent names) adds only
+//!   its keys. An answer whose question differs from the query's is not
 //!   cached.
 //! - Never waits for its lock: the UDP worker threads (`udp.rs`) share it,
 //!   and a thread preempted while holding it must not stall the other. A
@@ -38,60 +40,113 @@ pub const PACKET_CACHE_MAX_ANSWER: usize = 1232;
 /// Offset of the question section in a DNS message.
 const QUESTION: usize = 12;
 
-/// The entries: `[key length: u16 BE][answer length: u16 BE][key][answer]`
-/// each, back to back in `arena`, where key = the query without its ID and
-/// answer = the response without its ID and without its question section;
-/// `index` holds each entry's offset, hashed by its key. Offsets fit a u32:
-/// at most [`PACKET_CACHE_ENTRIES`] entries of at most 4 + 510 + 1232 bytes.
+/// The entries and their answers, back to back in `arena`: an entry is
+/// `[key length: u16 BE][answer offset: u32 BE][key]`, an answer
+/// `[length: u16 BE][answer]`, where key = the query without its ID and
+/// answer = the response without its ID and without its question section.
+/// Identical answers are stored once (`answers`): every name under a
+/// wildcard, and most negative answers, get the same bytes, because the
+/// answer names the question through a compression pointer. `index` holds
+/// each entry's offset hashed by its key, `answers` each answer's offset
+/// hashed by its bytes. Offsets fit a u32: at most
+/// [`PACKET_CACHE_ENTRIES`] entries of at most 6 + 510 + 2 + 1232 bytes.
 #[derive(Default)]
 struct Store {
     arena: Vec<u8>,
     index: hashbrown::HashTable<u32>,
+    answers: hashbrown::HashTable<u32>,
     hasher: std::hash::RandomState,
 }
 
-impl Store {
-    /// (key, answer) of the entry at `off`.
-    fn entry(&self, off: u32) -> (&[u8], &[u8]) {
-        let o = off as usize;
-        let e = self.arena.get(o..).unwrap_or_default();
-        let len = |i: usize| usize::from(u16::from_be_bytes([e[i], e[i + 1]]));
-        let (k, a) = (len(0), len(2));
-        (&e[4..4 + k], &e[4 + k..4 + k + a])
-    }
+/// Big-endian u16 and u32 at `o` in `b` (offsets the store wrote).
+fn u16_at(b: &[u8], o: usize) -> usize {
+    usize::from(u16::from_be_bytes([b[o], b[o + 1]]))
+}
+fn u32_at(b: &[u8], o: usize) -> usize {
+    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]) as usize
+}
 
+/// The key of the entry at `off`.
+fn key_at(arena: &[u8], off: u32) -> &[u8] {
+    let o = off as usize;
+    &arena[o + 6..o + 6 + u16_at(arena, o)]
+}
+
+/// The answer stored at `off`.
+fn answer_at(arena: &[u8], off: u32) -> &[u8] {
+    let o = off as usize;
+    &arena[o + 2..o + 2 + u16_at(arena, o)]
+}
+
+/// The hash of the concatenation of `parts` (the same for the same bytes
+/// however they are split).
+fn hash_parts(h: &std::hash::RandomState, parts: &[&[u8]]) -> u64 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut s = h.build_hasher();
+    for p in parts {
+        s.write(p);
+    }
+    s.finish()
+}
+
+impl Store {
     fn find(&self, key: &[u8]) -> Option<&[u8]> {
         let h = self.hasher.hash_one(key);
-        let off = self.index.find(h, |&o| self.entry(o).0 == key)?;
-        Some(self.entry(*off).1)
+        let off = self.index.find(h, |&o| key_at(&self.arena, o) == key)?;
+        let ans = u32_at(&self.arena, *off as usize + 2);
+        Some(answer_at(&self.arena, u32::try_from(ans).ok()?))
+    }
+
+    /// The offset of the answer `parts` (concatenated), stored now unless
+    /// an identical one is.
+    fn intern(&mut self, parts: [&[u8]; 2]) -> Option<u32> {
+        let Store {
+            arena,
+            answers,
+            hasher,
+            ..
+        } = self;
+        let h = hash_parts(hasher, &parts);
+        let same = |&o: &u32| {
+            let a = answer_at(arena, o);
+            a.len() == parts[0].len() + parts[1].len()
+                && a[..parts[0].len()] == *parts[0]
+                && a[parts[0].len()..] == *parts[1]
+        };
+        if let Some(&o) = answers.find(h, same) {
+            return Some(o);
+        }
+        let len = u16::try_from(parts[0].len() + parts[1].len()).ok()?;
+        let off = u32::try_from(arena.len()).ok()?;
+        arena.extend_from_slice(&len.to_be_bytes());
+        arena.extend_from_slice(parts[0]);
+        arena.extend_from_slice(parts[1]);
+        answers.insert_unique(h, off, |&o| hash_parts(hasher, &[answer_at(arena, o)]));
+        Some(off)
     }
 
     /// Append an entry whose answer is the concatenation of `answer`.
     fn insert(&mut self, key: &[u8], answer: [&[u8]; 2]) {
-        let alen = answer[0].len() + answer[1].len();
-        let (Ok(k), Ok(a), Ok(off)) = (
-            u16::try_from(key.len()),
-            u16::try_from(alen),
-            u32::try_from(self.arena.len()),
-        ) else {
+        let Ok(k) = u16::try_from(key.len()) else {
+            return;
+        };
+        let Some(ans) = self.intern(answer) else {
+            return;
+        };
+        let Ok(off) = u32::try_from(self.arena.len()) else {
             return;
         };
         self.arena.extend_from_slice(&k.to_be_bytes());
-        self.arena.extend_from_slice(&a.to_be_bytes());
+        self.arena.extend_from_slice(&ans.to_be_bytes());
         self.arena.extend_from_slice(key);
-        self.arena.extend_from_slice(answer[0]);
-        self.arena.extend_from_slice(answer[1]);
         let h = self.hasher.hash_one(key);
         let Store {
             arena,
             index,
             hasher,
+            ..
         } = self;
-        index.insert_unique(h, off, |&o| {
-            let o = o as usize;
-            let k = usize::from(u16::from_be_bytes([arena[o], arena[o + 1]]));
-            hasher.hash_one(&arena[o + 4..o + 4 + k])
-        });
+        index.insert_unique(h, off, |&o| hasher.hash_one(key_at(arena, o)));
     }
 }
 
@@ -257,6 +312,41 @@ mod tests {
         assert!(!c.get_into(&q, &mut out), "over the bound: not stored");
         // The other EDNS variant of a stored name is another key.
         assert!(!c.get_into(&query(1, &name(0), false), &mut out));
+    }
+
+    /// Distinct names under a wildcard get the same answer bytes (the
+    /// owner is a pointer to the question): it is stored once, each name
+    /// adds only its key; a different answer is stored apart.
+    #[test]
+    fn identical_answers_are_stored_once() {
+        let c = PacketCache::default();
+        let arena = |c: &PacketCache| c.store.read_locked().arena.len();
+        let name = |i: usize| format!("r{i:05}.apps.mycluster.example.com");
+        let q0 = query(1, &name(0), true);
+        c.put(&q0, &answer(&q0));
+        let after_first = arena(&c);
+        for i in 1..1000 {
+            let q = query(1, &name(i), true);
+            c.put(&q, &answer(&q));
+        }
+        let key_len = q0.len() - 2;
+        assert_eq!(arena(&c) - after_first, 999 * (6 + key_len));
+        let q = query(1, "other.apps.mycluster.example.com", true);
+        let mut a = answer(&q);
+        let n = a.len();
+        a[n - 1] = 6; // 192.0.2.6
+        c.put(&q, &a);
+        let mut out = Vec::new();
+        for i in [0, 1, 500, 999] {
+            let q = query(0x0102, &name(i), true);
+            assert!(c.get_into(&q, &mut out), "{i}");
+            assert_eq!(out[2..], answer(&q)[2..], "{i}");
+        }
+        assert!(c.get_into(
+            &query(3, "other.apps.mycluster.example.com", true),
+            &mut out
+        ));
+        assert_eq!(out[out.len() - 1], 6);
     }
 
     #[test]
