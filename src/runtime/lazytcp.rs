@@ -261,6 +261,13 @@ mod tests {
     use std::time::Duration;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+    /// What `client` reads until the server closes.
+    async fn rest_of(mut client: TcpStream) -> Vec<u8> {
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        got
+    }
+
     async fn listener() -> LazyListener {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         LazyListener::new(l).unwrap()
@@ -282,9 +289,7 @@ mod tests {
         conn.shutdown().await.unwrap();
         assert!(!conn.is_registered(), "nothing had to wait");
         drop(conn);
-        let mut got = Vec::new();
-        client.read_to_end(&mut got).await.unwrap();
-        assert_eq!(got, b"HTTP/1.1 200 OK\r\n\r\n");
+        assert_eq!(rest_of(client).await, b"HTTP/1.1 200 OK\r\n\r\n");
     }
 
     /// A read that finds nothing registers the socket; what arrives later
@@ -312,12 +317,10 @@ mod tests {
         let mut rest = [0u8; 2];
         conn.read_exact(&mut rest).await.unwrap();
         assert_eq!(&rest, b"bc");
-        let mut client = later.await.unwrap();
+        let client = later.await.unwrap();
         conn.write_all(b"ok").await.unwrap();
         drop(conn);
-        let mut got = Vec::new();
-        client.read_to_end(&mut got).await.unwrap();
-        assert_eq!(got, b"ok");
+        assert_eq!(rest_of(client).await, b"ok");
     }
 
     /// A client that connects and says nothing is handed over only after
