@@ -29,7 +29,7 @@
 //! the operation that needed it and stays unusable (it is closed when
 //! dropped).
 
-use std::io::{self, IoSlice, Read as _, Write as _};
+use std::io::{self, IoSlice, Read as _};
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::AsFd as _;
 use std::pin::Pin;
@@ -130,12 +130,11 @@ impl LazyTcp {
 
     /// The registered stream, registering it now if it is not yet.
     fn registered(&mut self) -> io::Result<&mut TcpStream> {
-        if let State::Plain(_) = self.state {
-            let State::Plain(s) = std::mem::replace(&mut self.state, State::Failed) else {
-                unreachable!("checked above");
-            };
-            self.state = State::Registered(TcpStream::from_std(s)?);
-        }
+        // A failed registration leaves `Failed` behind (the socket closed).
+        self.state = match std::mem::replace(&mut self.state, State::Failed) {
+            State::Plain(s) => State::Registered(TcpStream::from_std(s)?),
+            other => other,
+        };
         match &mut self.state {
             State::Registered(s) => Ok(s),
             _ => Err(io::Error::other(
@@ -168,8 +167,9 @@ impl LazyTcp {
         self.registered()?.readable().await
     }
 
-    /// Send `bufs` with the `send` `flags` (e.g. `MSG_MORE`); waits while
-    /// the socket buffer is full.
+    /// Send `bufs` with the `send` `flags` (e.g. `MSG_MORE`; 0 for a plain
+    /// write): on the plain socket first, and through the reactor once it
+    /// would block (then waiting while the socket buffer is full).
     pub fn poll_send_with_flags(
         &mut self,
         cx: &mut Context<'_>,
@@ -225,14 +225,7 @@ impl AsyncWrite for LazyTcp {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        if let State::Plain(s) = &this.state {
-            match (&*s).write_vectored(bufs) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                r => return Poll::Ready(r),
-            }
-        }
-        Pin::new(this.registered()?).poll_write_vectored(cx, bufs)
+        self.get_mut().poll_send_with_flags(cx, bufs, 0)
     }
 
     fn is_write_vectored(&self) -> bool {

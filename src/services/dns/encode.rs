@@ -108,18 +108,21 @@ pub fn opt_count(msg: &[u8]) -> Option<usize> {
     let (an, ns, ar) = (count(msg, 6)?, count(msg, 8)?, count(msg, 10)?);
     let mut opts = 0;
     for i in 0..an + ns + ar {
-        pos = skip_name(msg, pos)?;
-        let rtype = count(msg, pos)?;
-        let rdlen = count(msg, pos + 8)?;
-        pos += 10 + rdlen;
-        if pos > msg.len() {
-            return None;
-        }
+        let (_, rtype, end) = record_at(msg, pos)?;
+        pos = end;
         if i >= an + ns && rtype == 41 {
             opts += 1;
         }
     }
     Some(opts)
+}
+
+/// The resource record starting at `pos`: where its owner name ends, its
+/// type, and where the record ends; `None` when it runs past the message.
+fn record_at(msg: &[u8], pos: usize) -> Option<(usize, usize, usize)> {
+    let owner_end = skip_name(msg, pos)?;
+    let end = owner_end + 10 + count(msg, owner_end + 8)?;
+    (end <= msg.len()).then_some((owner_end, count(msg, owner_end)?, end))
 }
 
 /// Answer records whose owner repeats the question name byte for byte get
@@ -157,13 +160,8 @@ fn pointed(msg: &[u8]) -> Option<Vec<u8>> {
     let mut out = msg.get(..pos)?.to_vec();
     let mut changed = false;
     for i in 0..an + ar {
-        let owner_end = skip_name(msg, pos)?;
+        let (owner_end, rtype, end) = record_at(msg, pos)?;
         let owner = &msg[pos..owner_end];
-        let rtype = count(msg, owner_end)?;
-        let fixed = msg.get(owner_end..owner_end + 10)?;
-        let rdlen = count(msg, owner_end + 8)?;
-        let end = owner_end + 10 + rdlen;
-        let rdata = msg.get(owner_end + 10..end)?;
         if i < an {
             if rtype != A && rtype != AAAA {
                 return None;
@@ -181,8 +179,7 @@ fn pointed(msg: &[u8]) -> Option<Vec<u8>> {
         } else {
             return None;
         }
-        out.extend_from_slice(fixed);
-        out.extend_from_slice(rdata);
+        out.extend_from_slice(&msg[owner_end..end]);
         pos = end;
     }
     (changed && pos == msg.len()).then_some(out)

@@ -62,8 +62,8 @@ struct Store {
 fn u16_at(b: &[u8], o: usize) -> usize {
     usize::from(u16::from_be_bytes([b[o], b[o + 1]]))
 }
-fn u32_at(b: &[u8], o: usize) -> usize {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]) as usize
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }
 
 /// The key of the entry at `off`.
@@ -93,8 +93,10 @@ impl Store {
     fn find(&self, key: &[u8]) -> Option<&[u8]> {
         let h = self.hasher.hash_one(key);
         let off = self.index.find(h, |&o| key_at(&self.arena, o) == key)?;
-        let ans = u32_at(&self.arena, *off as usize + 2);
-        Some(answer_at(&self.arena, u32::try_from(ans).ok()?))
+        Some(answer_at(
+            &self.arena,
+            u32_at(&self.arena, *off as usize + 2),
+        ))
     }
 
     /// The offset of the answer `parts` (concatenated), stored now unless
