@@ -10,7 +10,12 @@
 # Env: CRC_BIN (default: target/release/crc-appliance of this repo),
 #      CRC_POOL=1 to give the harness's pool to unknown MACs (default: off,
 #      reservations only, which is what a UPI cluster uses),
-#      CRC_CHECK=1 to run `check` on the generated file instead of serving.
+#      CRC_CHECK=1 to run `check` on the generated file instead of serving,
+#      CRC_RELAYS="ip …" the relays to declare in dhcp.relays (default: the
+#      harness's client address, 10.99.0.2 in shared/bench/dhcp.sh: perfdhcp
+#      always sends as a relay agent with giaddr = its own address, and a
+#      relay that is neither a segment gateway nor in dhcp.relays is
+#      dropped, as it must be; without it perfdhcp got 0 leases/s).
 set -euo pipefail
 [[ $# -eq 11 ]] || { echo "usage: $0 IFACE SERVER_IP PREFIX SUBNET POOL_START POOL_END ROUTER DOMAIN LEASE_S RESERVATIONS WORKDIR" >&2; exit 2; }
 IFACE=$1 SERVER_IP=$2 PREFIX=$3 SUBNET=$4 POOL_START=$5 POOL_END=$6 ROUTER=$7 DOMAIN=$8 LEASE_S=$9
@@ -46,6 +51,7 @@ F=$WORK/crc-dhcp-cluster.yaml
   echo "  listen: 0.0.0.0:67"
   echo "  leaseTime: ${LEASE_S}s"
   echo "  leaseFile: $WORK/crc-dhcp-leases.json"
+  echo "  relays: [$(echo "${CRC_RELAYS:-10.99.0.2}" | tr -s ' ' ',' | sed 's/^,//; s/,$//')]"
   if [[ ${CRC_POOL:-0} == 1 ]]; then
     echo "  pool: { start: $POOL_START, end: $POOL_END }"
   fi
