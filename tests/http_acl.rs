@@ -144,7 +144,7 @@ fn tools_ok() -> Result<(), String> {
 macro_rules! require_lab {
     () => {
         if let Err(why) = tools_ok() {
-            eprintln!("SKIPPED {}: {why}", module_path!());
+            common::note_skip(&format!("SKIPPED {}: {why}", module_path!()));
             return;
         }
     };

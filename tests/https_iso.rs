@@ -46,7 +46,7 @@ fn tools() -> Result<(), String> {
 macro_rules! require_tools {
     () => {
         if let Err(why) = tools() {
-            eprintln!("SKIPPED {}: {why}", module_path!());
+            common::note_skip(&format!("SKIPPED {}: {why}", module_path!()));
             return;
         }
     };
@@ -442,7 +442,7 @@ const OUTSIDE: &str = "198.51.100.5";
 fn https_isos_follow_the_per_node_access_rule() {
     require_tools!();
     if let Err(why) = netns_available("tis") {
-        eprintln!("SKIPPED {}: {why}", module_path!());
+        common::note_skip(&format!("SKIPPED {}: {why}", module_path!()));
         return;
     }
     let base = unique_name("tis");

@@ -72,3 +72,36 @@ fn on_ci_a_run_without_skips_passes() {
     let (code, text) = gate(&dir.path().join("missing"), Some("true"));
     assert_eq!(code, 0, "no log file = nothing skipped: {text}");
 }
+
+/// Every `SKIPPED` line a test prints goes through `note_skip` (directly or
+/// through `require!`, `require_netns!`, `skipped!`): a bare `eprintln!` or
+/// `println!` of one is hidden by libtest and never reaches the gate.
+#[test]
+fn no_test_prints_a_skip_past_the_gate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut leaks = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (n, line) in text.lines().enumerate() {
+                    let bare = ["eprintln!(\"SKIPPED", "println!(\"SKIPPED"]
+                        .iter()
+                        .any(|p| line.contains(p));
+                    if bare {
+                        leaks.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "SKIPPED printed without note_skip (the gate never sees it):\n{}",
+        leaks.join("\n")
+    );
+}
