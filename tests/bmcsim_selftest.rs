@@ -522,7 +522,11 @@ fn strict_switch_turns_every_schema_behaviour_on() {
     need_tools!();
     let sim = Sim::start(Opts::new("hpe").arg("--strict"));
     let system = "/redfish/v1/Systems/1";
-    assert_eq!(sim.req("GET", system, None, &[]).status, 401, "Basic refused");
+    assert_eq!(
+        sim.req("GET", system, None, &[]).status,
+        401,
+        "Basic refused"
+    );
     let login = json!({"UserName": sim.user, "Password": sim.password}).to_string();
     let s = "/redfish/v1/SessionService/Sessions";
     assert_eq!(sim.curl("POST", s, Some("{}"), &[], None).status, 401);
@@ -552,7 +556,10 @@ fn strict_switch_turns_every_schema_behaviour_on() {
     let no_mode = json!({"Boot": {"BootSourceOverrideEnabled": "Once",
                                   "BootSourceOverrideTarget": "Cd"}});
     let r = patch(&["If-Match: *"], &no_mode.to_string());
-    assert_eq!((r.status, r.message_id().ends_with("PropertyMissing")), (400, true));
+    assert_eq!(
+        (r.status, r.message_id().ends_with("PropertyMissing")),
+        (400, true)
+    );
     assert_eq!(patch(&["If-Match: *"], &full).status, 200);
     let insert = "/redfish/v1/Managers/1/VirtualMedia/2/Actions/VirtualMedia.InsertMedia";
     let r = sim.curl("POST", insert, Some(&insert_body(ISO)), &[&token], None);
@@ -560,10 +567,19 @@ fn strict_switch_turns_every_schema_behaviour_on() {
     let with = json!({"Image": ISO, "TransferProtocolType": "HTTP"}).to_string();
     let r = sim.curl("POST", insert, Some(&with), &[&token], None);
     assert_eq!(r.status, 200, "{r:?}");
-    assert_eq!(sim.curl("DELETE", &session, None, &[&token], None).status, 204);
+    assert_eq!(
+        sim.curl("DELETE", &session, None, &[&token], None).status,
+        204
+    );
     assert_eq!(get(system).status, 401, "the session is gone");
     let st = sim.state();
-    assert_eq!(st["sessions"], json!({"created": 1, "deleted": 1, "open": 0}));
+    assert_eq!(
+        st["sessions"],
+        json!({"created": 1, "deleted": 1, "open": 0})
+    );
     let logged = std::fs::read_to_string(&sim.log_path).unwrap();
-    assert!(!logged.contains(&sim.password), "the log redacts the password");
+    assert!(
+        !logged.contains(&sim.password),
+        "the log redacts the password"
+    );
 }

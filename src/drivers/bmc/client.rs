@@ -41,6 +41,7 @@ use super::plan::Refusal;
 use super::redfish::{RedfishError, bounded};
 use super::session::Session;
 use crate::model::bmc::{BmcCfg, BmcTls};
+use crate::runtime::sync::LockExt as _;
 
 /// TCP connect plus TLS handshake.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -144,7 +145,7 @@ impl std::fmt::Debug for Client {
             .field("origin", &self.origin)
             .field("user", &self.user)
             .field("password", &"<redacted>")
-            .field("session", &self.session.lock().map(|s| s.is_some()).ok())
+            .field("session", &self.session.locked().is_some())
             .finish()
     }
 }
@@ -222,19 +223,15 @@ impl Client {
 
     /// Keep a note of something done beyond the plain calls.
     pub fn note(&self, what: String) {
-        if let Ok(mut n) = self.notes.lock()
-            && !n.contains(&what)
-        {
+        let mut n = self.notes.locked();
+        if !n.contains(&what) {
             n.push(what);
         }
     }
 
     /// The notes kept so far (emptied).
     pub fn take_notes(&self) -> Vec<String> {
-        self.notes
-            .lock()
-            .map(|mut n| std::mem::take(&mut *n))
-            .unwrap_or_default()
+        std::mem::take(&mut *self.notes.locked())
     }
 
     /// GET `path` as JSON, following same-origin redirects, with the
@@ -361,9 +358,7 @@ impl Client {
             .call_as(Auth::Yes, method.clone(), path, body, if_match)
             .await?;
         if a.status == 401 && self.login(&a).await {
-            return self
-                .call_as(Auth::Yes, method, path, body, if_match)
-                .await;
+            return self.call_as(Auth::Yes, method, path, body, if_match).await;
         }
         Ok(a)
     }
@@ -444,19 +439,13 @@ impl Client {
             req = req.header(hyper::header::IF_MATCH, tag);
         }
         if auth == Auth::Yes {
-            let token = self
-                .session
-                .lock()
-                .ok()
-                .and_then(|s| s.as_ref().map(|s| s.token.clone()));
+            let token = self.session.locked().as_ref().map(|s| s.token.clone());
             req = match token {
                 Some(t) => req.header("X-Auth-Token", t),
                 None => req.header(hyper::header::AUTHORIZATION, &self.authorization),
             };
         }
-        let req = req
-            .body(Full::new(payload))
-            .map_err(Transport::Request)?;
+        let req = req.body(Full::new(payload)).map_err(Transport::Request)?;
         match &self.tls {
             None => exchange(TokioIo::new(tcp), req).await,
             Some((connector, name)) => {

@@ -310,8 +310,8 @@ pub enum TaskState {
 pub fn task_state(doc: &Value) -> Option<TaskState> {
     let state = doc.get("TaskState")?.as_str().unwrap_or("");
     let critical = doc.get("TaskStatus").and_then(Value::as_str) == Some("Critical");
-    let failed = matches!(state, "Exception" | "Killed" | "Cancelled")
-        || (state == "Completed" && critical);
+    let failed =
+        matches!(state, "Exception" | "Killed" | "Cancelled") || (state == "Completed" && critical);
     Some(if failed {
         let msgs: Vec<String> = doc
             .get("Messages")

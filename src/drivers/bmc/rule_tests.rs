@@ -31,7 +31,11 @@ impl Req {
         let key = format!("\r\n{}:", name.to_ascii_lowercase());
         let at = self.head.find(&key)? + key.len();
         let rest = &self.head[at..];
-        Some(rest[..rest.find("\r\n").unwrap_or(rest.len())].trim().to_string())
+        Some(
+            rest[..rest.find("\r\n").unwrap_or(rest.len())]
+                .trim()
+                .to_string(),
+        )
     }
 }
 
@@ -70,7 +74,9 @@ fn from_tree(r: &Req, docs: &Docs) -> Reply {
     match docs.get(&r.path) {
         Some(d) => {
             let tag = d.get("@odata.etag").and_then(Value::as_str);
-            let h = tag.map(|t| vec![("ETag", t.to_string())]).unwrap_or_default();
+            let h = tag
+                .map(|t| vec![("ETag", t.to_string())])
+                .unwrap_or_default();
             (200, h, d.clone())
         }
         None => (404, Vec::new(), json!({"error": {"message": "not here"}})),
@@ -235,7 +241,9 @@ async fn a_slot_without_media_types_is_a_cd_by_its_name_or_its_action_info() {
     let e = format!("{:#}", res.unwrap_err());
     assert!(
         e.contains("has no virtual media CD/DVD")
-            && e.contains("/redfish/v1/Managers/1/VirtualMedia/1 (no MediaTypes, Name \"VirtualMedia\")")
+            && e.contains(
+                "/redfish/v1/Managers/1/VirtualMedia/1 (no MediaTypes, Name \"VirtualMedia\")"
+            )
             && e.contains("/redfish/v1/Managers/1/VirtualMedia/2 (no MediaTypes"),
         "{e}"
     );
@@ -244,10 +252,28 @@ async fn a_slot_without_media_types_is_a_cd_by_its_name_or_its_action_info() {
 #[test]
 fn cd_names() {
     use super::redfish::names_cd;
-    for yes in ["CD1", "Cd", "CD/DVD", "VirtualCD", "CD-ROM", "DVD2", "Virtual CD", "vcd"] {
+    for yes in [
+        "CD1",
+        "Cd",
+        "CD/DVD",
+        "VirtualCD",
+        "CD-ROM",
+        "DVD2",
+        "Virtual CD",
+        "vcd",
+    ] {
         assert!(names_cd(yes), "{yes}");
     }
-    for no in ["abcd", "CDC", "VirtualMedia", "USB1", "Floppy", "1", "RemovableDisk", ""] {
+    for no in [
+        "abcd",
+        "CDC",
+        "VirtualMedia",
+        "USB1",
+        "Floppy",
+        "1",
+        "RemovableDisk",
+        "",
+    ] {
         assert!(!names_cd(no), "{no}");
     }
 }
@@ -270,9 +296,15 @@ async fn a_weak_etag_refused_by_its_own_bmc_is_replaced_by_a_star() {
         LENOVO_SYS,
         weak,
         |r, _| match (r.method.as_str(), r.header("if-match").as_deref()) {
-            ("PATCH", None) => Some((428, vec![], json!({"error": {"message": "If-Match required"}}))),
+            ("PATCH", None) => Some((
+                428,
+                vec![],
+                json!({"error": {"message": "If-Match required"}}),
+            )),
             ("PATCH", Some("*")) => None,
-            ("PATCH", Some(_)) => Some((412, vec![], json!({"error": {"message": "ETag mismatch"}}))),
+            ("PATCH", Some(_)) => {
+                Some((412, vec![], json!({"error": {"message": "ETag mismatch"}})))
+            }
             _ => None,
         },
         BmcAction::Up,
@@ -288,7 +320,9 @@ async fn a_weak_etag_refused_by_its_own_bmc_is_replaced_by_a_star() {
     assert_eq!(stars, 2, "the slot and the boot override: {patches:?}");
     assert!(patches.len() <= 6, "bounded: {}", patches.len());
     assert!(
-        o.notes.iter().any(|n| n.contains("sent again with If-Match: *")),
+        o.notes
+            .iter()
+            .any(|n| n.contains("sent again with If-Match: *")),
         "{:?}",
         o.notes
     );
@@ -323,7 +357,9 @@ async fn a_400_naming_transfer_protocol_type_is_answered_with_it() {
         json!({"Image": url, "TransferProtocolType": "HTTP"})
     );
     assert!(
-        o.notes.iter().any(|n| n.contains("asked for TransferProtocolType")),
+        o.notes
+            .iter()
+            .any(|n| n.contains("asked for TransferProtocolType")),
         "{:?}",
         o.notes
     );
@@ -362,7 +398,9 @@ async fn a_boot_patch_refused_without_its_mode_gets_one() {
         })
     };
     let no_mode = |d: &mut Docs| {
-        let boot = d.get_mut(DELL_SYS).unwrap()["Boot"].as_object_mut().unwrap();
+        let boot = d.get_mut(DELL_SYS).unwrap()["Boot"]
+            .as_object_mut()
+            .unwrap();
         boot.remove("BootSourceOverrideMode");
     };
     // The system shows no mode and lists none: the 400 is answered once.
@@ -375,7 +413,11 @@ async fn a_boot_patch_refused_without_its_mode_gets_one() {
         json!({"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once",
                "BootSourceOverrideMode": "UEFI"})
     );
-    assert!(o.notes.iter().any(|n| n.contains("without BootSourceOverrideMode")));
+    assert!(
+        o.notes
+            .iter()
+            .any(|n| n.contains("without BootSourceOverrideMode"))
+    );
     // It lists the modes: the first PATCH carries one.
     let (res, log, _) = run(
         "dell",
@@ -423,25 +465,47 @@ async fn a_401_to_basic_auth_with_sessions_advertised_signs_in() {
             if r.method == "POST" && r.path == "/redfish/v1/SessionService/Sessions" {
                 let ok = r.body == json!({"UserName": "admin", "Password": "pw"});
                 return Some(if ok {
-                    (201, vec![("X-Auth-Token", TOKEN.into()), ("Location", SESSION.into())], json!({"@odata.id": SESSION}))
+                    (
+                        201,
+                        vec![("X-Auth-Token", TOKEN.into()), ("Location", SESSION.into())],
+                        json!({"@odata.id": SESSION}),
+                    )
                 } else {
                     (401, vec![], json!({"error": {"message": "bad login"}}))
                 });
             }
-            (r.header("x-auth-token").as_deref() != Some(TOKEN))
-                .then(|| (401, vec![], json!({"error": {"message": "There is no valid session"}})))
+            (r.header("x-auth-token").as_deref() != Some(TOKEN)).then(|| {
+                (
+                    401,
+                    vec![],
+                    json!({"error": {"message": "There is no valid session"}}),
+                )
+            })
         },
         BmcAction::Up,
     )
     .await;
     let o = res.unwrap();
     assert!(o.reset, "{o:?}");
-    assert!(o.notes.iter().any(|n| n.contains("Redfish session")), "{:?}", o.notes);
-    assert!(!format!("{o:?}").contains(TOKEN), "the token is never shown");
+    assert!(
+        o.notes.iter().any(|n| n.contains("Redfish session")),
+        "{:?}",
+        o.notes
+    );
+    assert!(
+        !format!("{o:?}").contains(TOKEN),
+        "the token is never shown"
+    );
     let last = log.last().unwrap();
-    assert_eq!((last.method.as_str(), last.path.as_str()), ("DELETE", SESSION));
+    assert_eq!(
+        (last.method.as_str(), last.path.as_str()),
+        ("DELETE", SESSION)
+    );
     assert_eq!(last.header("x-auth-token").as_deref(), Some(TOKEN));
-    let basic = log.iter().filter(|r| r.header("authorization").is_some()).count();
+    let basic = log
+        .iter()
+        .filter(|r| r.header("authorization").is_some())
+        .count();
     assert_eq!(basic, 1, "Basic once, then the token");
 }
 
@@ -460,7 +524,11 @@ fn task_hook(running: usize, end: Value) -> impl Fn(&Req, &Docs) -> Option<Reply
             let mut n = polls.locked();
             *n += 1;
             return Some(if *n <= running {
-                (202, vec![], json!({"@odata.id": TASK, "TaskState": "Running"}))
+                (
+                    202,
+                    vec![],
+                    json!({"@odata.id": TASK, "TaskState": "Running"}),
+                )
             } else {
                 (200, vec![], end.clone())
             });
@@ -474,13 +542,27 @@ async fn an_insert_answered_202_is_followed_until_its_task_completes() {
     let done = json!({"@odata.id": TASK, "TaskState": "Completed", "TaskStatus": "OK"});
     let (res, log, _) = run("dell", DELL_SYS, |_| {}, task_hook(1, done), BmcAction::Up).await;
     assert!(res.is_ok(), "{res:?}");
-    assert_eq!(calls(&log, "GET", TASK).len(), 2, "completes after two polls");
+    assert_eq!(
+        calls(&log, "GET", TASK).len(),
+        2,
+        "completes after two polls"
+    );
     let at = |p: &str| log.iter().position(|r| r.path.ends_with(p)).unwrap();
-    assert!(at(TASK) < at("ComputerSystem.Reset"), "the boot waits for the insert");
+    assert!(
+        at(TASK) < at("ComputerSystem.Reset"),
+        "the boot waits for the insert"
+    );
     // A task that fails: its state and message, nothing after it.
     let failed = json!({"TaskState": "Exception", "TaskStatus": "Critical",
         "Messages": [{"Message": "Unable to mount the image.\nFORGED"}]});
-    let (res, log, _) = run("dell", DELL_SYS, |_| {}, task_hook(1, failed), BmcAction::Up).await;
+    let (res, log, _) = run(
+        "dell",
+        DELL_SYS,
+        |_| {},
+        task_hook(1, failed),
+        BmcAction::Up,
+    )
+    .await;
     let e = format!("{:#}", res.unwrap_err());
     assert!(
         e.contains("task ended Exception: Unable to mount the image.\\nFORGED"),
@@ -488,8 +570,14 @@ async fn an_insert_answered_202_is_followed_until_its_task_completes() {
     );
     assert!(!log.iter().any(|r| r.path.ends_with("ComputerSystem.Reset")));
     // One that never ends: bounded.
-    let (res, log, _) =
-        run("dell", DELL_SYS, |_| {}, task_hook(usize::MAX, Value::Null), BmcAction::Up).await;
+    let (res, log, _) = run(
+        "dell",
+        DELL_SYS,
+        |_| {},
+        task_hook(usize::MAX, Value::Null),
+        BmcAction::Up,
+    )
+    .await;
     let e = format!("{:#}", res.unwrap_err());
     assert!(e.contains("did not finish"), "{e}");
     assert!(calls(&log, "GET", TASK).len() <= super::task::MAX_TASK_POLLS as usize);
@@ -504,7 +592,11 @@ async fn a_hostile_bmc_error_text_is_bounded_and_escaped() {
     );
     let hostile = move |r: &Req, _: &Docs| {
         (r.path == DELL_SYS).then(|| {
-            (400, vec![], json!({"error": {"code": "Base.1.0.GeneralError", "message": forged}}))
+            (
+                400,
+                vec![],
+                json!({"error": {"code": "Base.1.0.GeneralError", "message": forged}}),
+            )
         })
     };
     for action in [BmcAction::Up, BmcAction::Status] {

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use super::client::{Answer, Auth, Client};
 use super::redfish::text;
+use crate::runtime::sync::LockExt as _;
 
 /// How long the session's DELETE may take.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,7 +59,8 @@ impl Client {
             return false;
         };
         let root: Value = serde_json::from_slice(&root.body).unwrap_or(Value::Null);
-        let Some(path) = sessions_link(&root).and_then(|p| self.same_origin(Some(p.as_str()))) else {
+        let Some(path) = sessions_link(&root).and_then(|p| self.same_origin(Some(p.as_str())))
+        else {
             return false;
         };
         let body = json!({ "UserName": self.user, "Password": self.password });
@@ -77,9 +79,7 @@ impl Client {
             .as_deref()
             .and_then(|l| self.same_origin(Some(l)))
             .or_else(|| text(&doc, &["@odata.id"]));
-        if let Ok(mut s) = self.session.lock() {
-            *s = Some(Session { token, location });
-        }
+        *self.session.locked() = Some(Session { token, location });
         self.note(
             "Basic auth refused (HTTP 401): signed in with a Redfish session (X-Auth-Token)".into(),
         );
@@ -89,19 +89,14 @@ impl Client {
     /// End the command: DELETE its session, if one was made (a failure
     /// is ignored: the BMC expires it).
     pub async fn close(&self) {
-        let Some(s) = self.session.lock().ok().and_then(|mut s| s.take()) else {
-            return;
-        };
-        let Some(loc) = s.location.clone() else {
-            return;
-        };
-        // The token goes back in for this one request.
-        if let Ok(mut cur) = self.session.lock() {
-            *cur = Some(s);
+        let location = self
+            .session
+            .locked()
+            .as_ref()
+            .and_then(|s| s.location.clone());
+        if let Some(loc) = location {
+            let _ = tokio::time::timeout(CLOSE_TIMEOUT, self.delete_unbudgeted(&loc)).await;
         }
-        let _ = tokio::time::timeout(CLOSE_TIMEOUT, self.delete_unbudgeted(&loc)).await;
-        if let Ok(mut cur) = self.session.lock() {
-            *cur = None;
-        }
+        *self.session.locked() = None;
     }
 }

@@ -37,18 +37,16 @@ impl Bmc {
         urls: &[String],
     ) -> Result<String, StepError> {
         let params = match &slot.insert_info {
-            Some(i) => self
-                .client
-                .get(i)
-                .await
-                .ok()
-                .map(|d| action_params(&d.doc)),
+            Some(i) => self.client.get(i).await.ok().map(|d| action_params(&d.doc)),
             None => None,
         };
         let mut last: Option<StepError> = None;
         for url in urls {
             let res = match &slot.insert_target {
-                Some(target) => self.insert_action(slot, target, url, params.as_deref()).await,
+                Some(target) => {
+                    self.insert_action(slot, target, url, params.as_deref())
+                        .await
+                }
                 None => self
                     .patch_slot(slot, &plan::patch_insert_body(url))
                     .await
@@ -152,7 +150,11 @@ impl Bmc {
     }
 
     /// PATCH a slot with `If-Match` from its ETag.
-    async fn patch_slot(&self, slot: &MediaView, body: &Value) -> Result<Option<String>, CallError> {
+    async fn patch_slot(
+        &self,
+        slot: &MediaView,
+        body: &Value,
+    ) -> Result<Option<String>, CallError> {
         self.patch_with_etag(&slot.odata_id, body, slot.etag.clone(), true)
             .await
     }
@@ -223,11 +225,15 @@ impl Bmc {
         plan::check_boot(sys, t).map_err(|m| (what.clone(), CallError::Bad(m)))?;
         let mode = plan::boot_mode(sys);
         let body = plan::boot_body(t, mode.as_deref());
-        let res = match self.patch_with_etag(&path, &body, etag.clone(), eager).await {
+        let res = match self
+            .patch_with_etag(&path, &body, etag.clone(), eager)
+            .await
+        {
             Err(e)
                 if mode.is_none()
                     && e.refusal() == Some(Refusal::Body)
-                    && e.error().is_some_and(|r| r.mentions("BootSourceOverrideMode")) =>
+                    && e.error()
+                        .is_some_and(|r| r.mentions("BootSourceOverrideMode")) =>
             {
                 self.client.note(format!(
                     "PATCH {path}: refused without BootSourceOverrideMode (HTTP 400): sent again with UEFI"
