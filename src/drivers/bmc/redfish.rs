@@ -475,6 +475,20 @@ mod tests {
     }
 
     #[test]
+    fn bmc_text_is_bounded_and_escaped() {
+        assert_eq!(bounded("plain text"), "plain text");
+        assert_eq!(bounded("a\nb\r\u{1b}[2J\t"), "a\\nb\\r\\u{1b}[2J\\t");
+        // Cut on a character boundary, saying how much was left out.
+        let long = "é".repeat(400);
+        let b = bounded(&long);
+        assert!(
+            b.len() <= MAX_TEXT + 32 && b.ends_with("… (288 more bytes)"),
+            "{b}"
+        );
+        assert!(b.starts_with(&"é".repeat(256)));
+    }
+
+    #[test]
     fn a_system_answers_to_its_id_name_or_uuid() {
         let d = json!({"Id": "d3ae", "Name": "node-1", "UUID": "d3ae-uuid"});
         assert!(
