@@ -325,6 +325,32 @@ fn wrong_credentials_fail_at_once() {
     assert!(took < Duration::from_secs(10));
 }
 
+/// A hostile BMC (the audit's L4, issue #40 item 8): a 2 MB error message
+/// with newlines, a forged log line and an escape sequence reaches the
+/// output bounded and escaped, for `status` and `up`.
+#[test]
+fn a_hostile_bmc_error_text_is_bounded_and_escaped() {
+    if !ready() {
+        return;
+    }
+    let lab = Lab::start(DELL, |o| o.fault("get=hostile"));
+    for args in [&["status", NODE][..], &["up", NODE]] {
+        let (code, out, err, _) = lab.bmc(args);
+        let all = format!("{out}{err}");
+        assert_eq!(code, 1, "{args:?}");
+        assert!(all.len() < 8192, "{args:?}: {} bytes", all.len());
+        assert!(
+            all.contains("boom\\n2026-11-28T00:00:00.000000Z  INFO crc_appliance: FORGED LOG LINE\\r\\n\\u{1b}[2J"),
+            "{all}"
+        );
+        assert!(
+            !all.contains('\u{1b}') && all.contains("more bytes)"),
+            "{all}"
+        );
+        assert!(!all.lines().any(|l| l.starts_with("2026-11-28")), "{all}");
+    }
+}
+
 /// End to end with `serve` running: the BMC (bmcsim `--fetch-images`)
 /// fetches what `bmc up` inserted, and gets the node's ISO. OpenBMC refuses
 /// the `http://` URL, so `media: auto` inserts the `https://` one, served

@@ -48,7 +48,7 @@ Faults (`--fault SPEC`, repeatable)
 -----------------------------------
     SPEC  := OP "=" KIND [ "x" COUNT ] [ "+" SKIP ]
     OP    := any | get | patch | post | insert | eject | boot | reset | auth
-    KIND  := STATUS [ ":" SAMPLE ] | post400 | sys446 | drop
+    KIND  := STATUS [ ":" SAMPLE ] | post400 | sys446 | drop | hostile
     STATUS:= a 3-digit HTTP status
     SAMPLE:= a file name (without .json) in the sushy error samples
              (tests/fixtures/redfish/sushy-errors/), used as the body
@@ -61,7 +61,9 @@ or its settings object that carries `Boot`; `reset` the ComputerSystem.Reset
 action; `auth` answers every authenticated request with KIND (401/403) even
 with the right credentials. `post400` is HPE's 400
 iLO.2.14.UnableToModifyDuringSystemPOST body, `sys446` Dell's 500
-IDRAC.2.8.SYS446 body, `drop` closes the connection without an answer; a
+IDRAC.2.8.SYS446 body, `drop` closes the connection without an answer,
+`hostile` a 500 whose message is 2 MB with newlines and a forged log line
+(the audit's fakebmc.py errmsg, issue #40 item 8); a
 numeric KIND answers that status with a Redfish error body (or the SAMPLE
 body). A faulted request
 changes nothing. Examples: `insert=500x1` (first insert 500), `boot=post400x1`,
@@ -338,7 +340,7 @@ def dell_sys446():
 
 FAULT_RE = re.compile(
     r"^(?P<op>any|get|patch|post|insert|eject|boot|reset|auth)="
-    r"(?P<kind>\d{3}(?::[A-Za-z0-9_]+?)?|post400|sys446|drop)(?:x(?P<count>\d+))?(?:\+(?P<skip>\d+))?$"
+    r"(?P<kind>\d{3}(?::[A-Za-z0-9_]+?)?|post400|sys446|drop|hostile)(?:x(?P<count>\d+))?(?:\+(?P<skip>\d+))?$"
 )
 
 
@@ -380,6 +382,10 @@ class Fault:
             return 500, dell_sys446()
         if self.kind == "drop":
             return None, None
+        if self.kind == "hostile":
+            forged = "2026-11-28T00:00:00.000000Z  INFO crc_appliance: FORGED LOG LINE"
+            m = f"boom\n{forged}\r\n\x1b[2J" + "B" * (2 << 20)
+            return 500, {"error": {"code": f"{BASE}.GeneralError", "message": m}}
         status = int(self.kind)
         return status, copy.deepcopy(self.sample) if self.sample else status_error(status)
 
