@@ -1,6 +1,6 @@
 //! One node's BMC: find its system and virtual media slot, read what the
-//! plans in [`super::plan`] decide from, run their steps the way this BMC
-//! takes them, keep the node's [`Journal`] after each step, and turn every
+//! plans in [`super::plan`] decide from, run their steps (the calls of each
+//! are in `steps.rs`), keep the node's [`Journal`] after each step, and turn every
 //! failure into a sentence naming the node, the call and, when the BMC
 //! sent one, its Redfish message.
 //!
@@ -77,7 +77,7 @@ pub struct Urls {
 /// A node's BMC.
 #[derive(Debug)]
 pub struct Bmc {
-    pub(super) node: String,
+    node: String,
     cfg: BmcCfg,
     pub(super) client: Client,
 }
