@@ -7,7 +7,8 @@
 //! Per BMC: `up` on a running host boots it exactly once from the node's
 //! ISO, in a CD-capable slot, with override `Once` and the vendor's
 //! virtual-CD target, its boot mode kept; a second `up` changes nothing;
-//! `eject` empties the slot and sets `Hdd` (Once) without a reset; `status`
+//! `eject` empties the slot and sets `Hdd` (Once) without a reset, and a
+//! re-`up` boots once more from the ISO; `status`
 //! shows manufacturer, model, firmware and slot; `up` over a foreign image
 //! boots once from ours; an `up` whose calls first hit transient errors
 //! (500, iDRAC's SYS446, iLO's 400 in POST, 409, 503) finishes in the same
@@ -16,6 +17,11 @@
 //! within 90 s and 40 requests (with the real back-off); a 401 fails at
 //! once.
 //!
+//! Each BMC also as its `--strict` variant (issue #41: no `MediaTypes`,
+//! its own weak ETag refused, `TransferProtocolType` required, a Boot
+//! PATCH without its mode refused, Basic auth refused so a Redfish session
+//! is needed): `up`, a second `up`, `eject` and a re-`up`, as above.
+//!
 //! The back-off is shortened with `CRC_APPLIANCE_BMC_BACKOFF_MS` except in
 //! the one test of the real bound. Needs python3 (3.11), openssl, curl.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -23,64 +29,17 @@
 #[path = "bmcsim/harness.rs"]
 mod bmcsim;
 mod common;
+#[path = "bmcsim/lab.rs"]
+mod lab;
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bmcsim::{Opts, Sim};
-use common::{BIN, free_port};
+use common::free_port;
+use lab::*;
 use serde_json::Value;
 
-const NODE: &str = "metal-0";
 const FOREIGN: &str = "http://192.0.2.7/old-install.iso";
-
-/// One vendor's tree, system and rules.
-#[derive(Clone, Copy)]
-struct Vendor {
-    name: &'static str,
-    system: &'static str,
-    openbmc: bool,
-    /// The override target of the virtual CD.
-    cd: &'static str,
-    manufacturer: &'static str,
-}
-
-const DELL: Vendor = Vendor {
-    name: "dell",
-    system: "System.Embedded.1",
-    openbmc: false,
-    cd: "Cd",
-    manufacturer: "Dell Inc.",
-};
-const HPE: Vendor = Vendor {
-    name: "hpe",
-    system: "1",
-    openbmc: false,
-    cd: "Cd",
-    manufacturer: "HPE",
-};
-const LENOVO: Vendor = Vendor {
-    name: "lenovo",
-    system: "1",
-    openbmc: false,
-    cd: "Cd",
-    manufacturer: "Lenovo",
-};
-const SUPERMICRO: Vendor = Vendor {
-    name: "supermicro",
-    system: "1",
-    openbmc: false,
-    cd: "UsbCd",
-    manufacturer: "Supermicro",
-};
-const OPENBMC: Vendor = Vendor {
-    name: "dell",
-    system: "System.Embedded.1",
-    openbmc: true,
-    cd: "Cd",
-    manufacturer: "Dell Inc.",
-};
 
 fn ready() -> bool {
     if let Some(t) = Sim::TOOLS.iter().find(|t| !common::have(t)) {
@@ -88,154 +47,6 @@ fn ready() -> bool {
         return false;
     }
     true
-}
-
-/// A running bmcsim and the lab around it (credentials, cluster file,
-/// state directory).
-struct Lab {
-    sim: Sim,
-    /// The appliance side: credentials, cluster file, state directory.
-    dir: tempfile::TempDir,
-    cluster: PathBuf,
-    http: String,
-    https: String,
-}
-
-impl Lab {
-    /// The simulator for `v` (host on) with `opts` applied, and a cluster
-    /// whose node `metal-0` has it as BMC.
-    fn start(v: Vendor, opts: impl FnOnce(Opts) -> Opts) -> Lab {
-        let mut o = Opts::new(v.name).power("On");
-        if v.openbmc {
-            o = o.openbmc();
-        }
-        let sim = Sim::start(opts(o));
-        let (hp, sp) = (free_port(), free_port());
-        Lab::around(sim, v, hp, sp)
-    }
-
-    /// The lab around `sim`, the appliance's HTTP on `hp`, HTTPS on `sp`.
-    fn around(sim: Sim, v: Vendor, hp: u16, sp: u16) -> Lab {
-        Lab::around_with(sim, v, hp, sp, "")
-    }
-
-    /// [`Lab::around`] with `bmc_extra` in the node's `bmc` mapping.
-    fn around_with(sim: Sim, v: Vendor, hp: u16, sp: u16, bmc_extra: &str) -> Lab {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        std::fs::write(d.join("user"), format!("{}\n", sim.user)).unwrap();
-        std::fs::write(d.join("pass"), format!("{}\n", sim.password)).unwrap();
-        std::fs::set_permissions(
-            d.join("pass"),
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .unwrap();
-        std::fs::copy(&sim.ca, d.join("ca.pem")).unwrap();
-        if !d.join("rhcos.iso").exists() {
-            std::fs::write(d.join("rhcos.iso"), b"not an iso").unwrap();
-        }
-        for sub in ["images", "ign"] {
-            std::fs::create_dir_all(d.join(sub)).unwrap();
-        }
-        let node = format!(
-            "  - name: {NODE}\n    role: worker\n    mac: \"52:54:00:14:00:1e\"\n    ip: 127.0.20.30\n    \
-             bmc: {{ redfish: \"{}/redfish/v1/Systems/{}\", usernameFile: user, \
-             passwordFile: pass, caFile: ca.pem{bmc_extra} }}\n",
-            sim.base(),
-            v.system
-        );
-        let dd = d.display();
-        let sections = format!(
-            "http:\n  listen: 127.0.0.1:{hp}\n  tlsListen: 127.0.0.1:{sp}\n  imagesDir: \"{dd}/images\"\n  ignitionDir: \"{dd}/ign\"\n\
-             rhcos: {{ iso: \"{dd}/rhcos.iso\" }}\n\
-             dns: {{ enabled: false }}\ndhcp: {{ enabled: false, leaseFile: \"{dd}/state/leases.json\" }}\n\
-             loadBalancer: {{ enabled: false }}\nadmin: {{ listen: \"127.0.0.1:0\" }}\n"
-        );
-        let cluster = d.join("cluster.yaml");
-        std::fs::write(
-            &cluster,
-            common::loopback_cluster_with_nodes(&node, &sections),
-        )
-        .unwrap();
-        Lab {
-            sim,
-            cluster,
-            http: format!("http://127.0.0.1:{hp}/boot/{NODE}.iso"),
-            https: format!("https://127.0.0.1:{sp}/boot/{NODE}.iso"),
-            dir,
-        }
-    }
-
-    /// The URL this BMC is given (OpenBMC takes only https://).
-    fn ours(&self, v: Vendor) -> &str {
-        if v.openbmc { &self.https } else { &self.http }
-    }
-
-    /// `crc-appliance bmc ARGS` with a short back-off: (code, out, err, time).
-    fn bmc(&self, args: &[&str]) -> (i32, String, String, Duration) {
-        self.bmc_env(args, Some("50"))
-    }
-
-    fn bmc_env(&self, args: &[&str], backoff: Option<&str>) -> (i32, String, String, Duration) {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["--cluster", self.cluster.to_str().unwrap(), "bmc"])
-            .args(args)
-            .stdin(Stdio::null());
-        match backoff {
-            Some(ms) => cmd.env("CRC_APPLIANCE_BMC_BACKOFF_MS", ms),
-            None => cmd.env_remove("CRC_APPLIANCE_BMC_BACKOFF_MS"),
-        };
-        let t = Instant::now();
-        let out = cmd.output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-            t.elapsed(),
-        )
-    }
-
-    fn up_ok(&self) -> String {
-        let (code, out, err, _) = self.bmc(&["up", NODE]);
-        assert_eq!(code, 0, "bmc up: {out}{err}\n{}", self.log_tail());
-        out
-    }
-
-    fn state(&self) -> Value {
-        self.sim.state()
-    }
-
-    fn log(&self) -> Vec<Value> {
-        self.sim.log()
-    }
-
-    fn log_tail(&self) -> String {
-        let log = self.log();
-        let n = log.len().saturating_sub(30);
-        log[n..]
-            .iter()
-            .map(|l| l.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// Requests that change something (not GET), from entry `from` on.
-    fn changes_since(&self, from: usize) -> Vec<Value> {
-        self.log()
-            .into_iter()
-            .skip(from)
-            .filter(|l| l["method"] != "GET")
-            .collect()
-    }
-}
-
-/// The slot holding `url`, its id.
-fn slot_with(st: &Value, url: &str) -> Option<String> {
-    st["slots"]
-        .as_object()?
-        .iter()
-        .find(|(_, s)| s["inserted"] == true && s["image"] == url)
-        .map(|(k, _)| k.clone())
 }
 
 /// The state after one good boot from `url`.
@@ -262,11 +73,20 @@ fn assert_booted_once(lab: &Lab, v: Vendor, url: &str) -> Value {
     st
 }
 
-fn boots_once_converges_and_ejects(v: Vendor) {
+/// The output without the driver's notes (`<node>: note: …`).
+fn without_notes(out: &str) -> String {
+    let note = format!("{NODE}: note: ");
+    out.lines()
+        .filter(|l| !l.starts_with(&note))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn boots_once_converges_and_ejects(v: Vendor, strict: bool) {
     if !ready() {
         return;
     }
-    let lab = Lab::start(v, |o| o);
+    let lab = Lab::start(v, |o| if strict { o.arg("--strict") } else { o });
     let url = lab.ours(v).to_string();
     let out = lab.up_ok();
     assert!(out.contains(&format!("{NODE}: inserted {url}")), "{out}");
@@ -281,7 +101,7 @@ fn boots_once_converges_and_ejects(v: Vendor) {
     let mark = lab.log().len();
     let (code, out, err, _) = lab.bmc(&["up"]);
     assert_eq!(
-        (code, out.trim()),
+        (code, without_notes(&out).trim()),
         (0, format!("{NODE}: nothing to do").as_str()),
         "{err}"
     );
@@ -339,6 +159,20 @@ fn boots_once_converges_and_ejects(v: Vendor) {
         Some(1),
         "no reset: {st}"
     );
+
+    // A re-up boots once more from our ISO.
+    let out = lab.up_ok();
+    assert!(out.contains(&format!("{NODE}: inserted {url}")), "{out}");
+    let st = lab.state();
+    assert_eq!(st["booted_from"], serde_json::json!([url, url]), "{st}");
+    if strict {
+        // A session per command, each deleted; the BMC's own ETag refused.
+        let s = &st["sessions"];
+        assert!(s["created"].as_u64() >= Some(4) && s["open"] == 0, "{st}");
+        assert_eq!(s["created"], s["deleted"], "{st}");
+        let rules: Vec<Value> = lab.log().iter().map(|l| l["rule"].clone()).collect();
+        assert!(rules.contains(&"strict: weak If-Match refused".into()));
+    }
 }
 
 fn up_over_a_foreign_image_boots_once(v: Vendor) {
@@ -426,7 +260,11 @@ macro_rules! per_vendor {
             use super::*;
             #[test]
             fn boots_once_converges_and_ejects() {
-                super::boots_once_converges_and_ejects($v);
+                super::boots_once_converges_and_ejects($v, false);
+            }
+            #[test]
+            fn strict_variant_boots_once_converges_and_ejects() {
+                super::boots_once_converges_and_ejects($v, true);
             }
             #[test]
             fn up_over_a_foreign_image_boots_once() {
@@ -482,8 +320,35 @@ fn wrong_credentials_fail_at_once() {
             && err.contains("There is no valid session"),
         "{err}"
     );
-    assert_eq!(lab.state()["requests"], 1, "no retry of a 401");
+    // The 401, the service root, the refused session: no retry.
+    assert_eq!(lab.state()["requests"], 3, "no retry of a 401");
     assert!(took < Duration::from_secs(10));
+}
+
+/// A hostile BMC (the audit's L4, issue #40 item 8): a 2 MB error message
+/// with newlines, a forged log line and an escape sequence reaches the
+/// output bounded and escaped, for `status` and `up`.
+#[test]
+fn a_hostile_bmc_error_text_is_bounded_and_escaped() {
+    if !ready() {
+        return;
+    }
+    let lab = Lab::start(DELL, |o| o.fault("get=hostile"));
+    for args in [&["status", NODE][..], &["up", NODE]] {
+        let (code, out, err, _) = lab.bmc(args);
+        let all = format!("{out}{err}");
+        assert_eq!(code, 1, "{args:?}");
+        assert!(all.len() < 8192, "{args:?}: {} bytes", all.len());
+        assert!(
+            all.contains("boom\\n2026-11-28T00:00:00.000000Z  INFO crc_appliance: FORGED LOG LINE\\r\\n\\u{1b}[2J"),
+            "{all}"
+        );
+        assert!(
+            !all.contains('\u{1b}') && all.contains("more bytes)"),
+            "{all}"
+        );
+        assert!(!all.lines().any(|l| l.starts_with("2026-11-28")), "{all}");
+    }
 }
 
 /// End to end with `serve` running: the BMC (bmcsim `--fetch-images`)

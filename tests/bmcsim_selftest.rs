@@ -512,3 +512,74 @@ fn fetch_images_gets_the_image_before_accepting_the_insert() {
         good.as_str()
     );
 }
+
+/// `--strict` (issue #41): Basic refused but a session works and is
+/// deleted; no `MediaTypes` (the CD is known from the ActionInfo); weak
+/// ETags, If-Match required and only `*` matching; `TransferProtocolType`
+/// required; a Boot PATCH without its mode refused.
+#[test]
+fn strict_switch_turns_every_schema_behaviour_on() {
+    need_tools!();
+    let sim = Sim::start(Opts::new("hpe").arg("--strict"));
+    let system = "/redfish/v1/Systems/1";
+    assert_eq!(
+        sim.req("GET", system, None, &[]).status,
+        401,
+        "Basic refused"
+    );
+    let login = json!({"UserName": sim.user, "Password": sim.password}).to_string();
+    let s = "/redfish/v1/SessionService/Sessions";
+    assert_eq!(sim.curl("POST", s, Some("{}"), &[], None).status, 401);
+    let r = sim.curl("POST", s, Some(&login), &[], None);
+    assert_eq!(r.status, 201, "{r:?}");
+    let token = format!("X-Auth-Token: {}", r.header("x-auth-token").unwrap());
+    let session = r.header("location").unwrap().to_string();
+    let get = |p: &str| sim.curl("GET", p, None, &[&token], None);
+    let slot = get("/redfish/v1/Managers/1/VirtualMedia/2");
+    assert_eq!(slot.status, 200);
+    assert!(slot.body.get("MediaTypes").is_none(), "{:?}", slot.body);
+    let info = slot.body["Actions"]["#VirtualMedia.InsertMedia"]["@Redfish.ActionInfo"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(get(&info).body["Parameters"].to_string().contains("\"CD\""));
+    let tag = get(system).header("etag").unwrap().to_string();
+    assert!(tag.starts_with("W/"), "{tag}");
+    let patch = |h: &[&str], body: &str| {
+        let mut hs = vec![token.as_str()];
+        hs.extend_from_slice(h);
+        sim.curl("PATCH", system, Some(body), &hs, None)
+    };
+    let full = boot_once("Cd");
+    assert_eq!(patch(&[], &full).status, 428);
+    assert_eq!(patch(&[&format!("If-Match: {tag}")], &full).status, 412);
+    let no_mode = json!({"Boot": {"BootSourceOverrideEnabled": "Once",
+                                  "BootSourceOverrideTarget": "Cd"}});
+    let r = patch(&["If-Match: *"], &no_mode.to_string());
+    assert_eq!(
+        (r.status, r.message_id().ends_with("PropertyMissing")),
+        (400, true)
+    );
+    assert_eq!(patch(&["If-Match: *"], &full).status, 200);
+    let insert = "/redfish/v1/Managers/1/VirtualMedia/2/Actions/VirtualMedia.InsertMedia";
+    let r = sim.curl("POST", insert, Some(&insert_body(ISO)), &[&token], None);
+    assert_eq!(r.status, 400, "TransferProtocolType required");
+    let with = json!({"Image": ISO, "TransferProtocolType": "HTTP"}).to_string();
+    let r = sim.curl("POST", insert, Some(&with), &[&token], None);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        sim.curl("DELETE", &session, None, &[&token], None).status,
+        204
+    );
+    assert_eq!(get(system).status, 401, "the session is gone");
+    let st = sim.state();
+    assert_eq!(
+        st["sessions"],
+        json!({"created": 1, "deleted": 1, "open": 0})
+    );
+    let logged = std::fs::read_to_string(&sim.log_path).unwrap();
+    assert!(
+        !logged.contains(&sim.password),
+        "the log redacts the password"
+    );
+}

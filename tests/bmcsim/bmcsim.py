@@ -48,7 +48,7 @@ Faults (`--fault SPEC`, repeatable)
 -----------------------------------
     SPEC  := OP "=" KIND [ "x" COUNT ] [ "+" SKIP ]
     OP    := any | get | patch | post | insert | eject | boot | reset | auth
-    KIND  := STATUS [ ":" SAMPLE ] | post400 | sys446 | drop
+    KIND  := STATUS [ ":" SAMPLE ] | post400 | sys446 | drop | hostile
     STATUS:= a 3-digit HTTP status
     SAMPLE:= a file name (without .json) in the sushy error samples
              (tests/fixtures/redfish/sushy-errors/), used as the body
@@ -61,7 +61,9 @@ or its settings object that carries `Boot`; `reset` the ComputerSystem.Reset
 action; `auth` answers every authenticated request with KIND (401/403) even
 with the right credentials. `post400` is HPE's 400
 iLO.2.14.UnableToModifyDuringSystemPOST body, `sys446` Dell's 500
-IDRAC.2.8.SYS446 body, `drop` closes the connection without an answer; a
+IDRAC.2.8.SYS446 body, `drop` closes the connection without an answer,
+`hostile` a 500 whose message is 2 MB with newlines and a forged log line
+(the audit's fakebmc.py errmsg, issue #40 item 8); a
 numeric KIND answers that status with a Redfish error body (or the SAMPLE
 body). A faulted request
 changes nothing. Examples: `insert=500x1` (first insert 500), `boot=post400x1`,
@@ -183,6 +185,27 @@ Supermicro X13 (--vendor supermicro):
   .../Actions/VirtualMedia.EjectMedia. (Simulator choice without a source:
   the record was captured with empty slots.)
 
+Sessions (all vendors): POST /redfish/v1/SessionService/Sessions with
+{"UserName", "Password"} (no auth needed; an `auth` fault applies) answers
+201 with `X-Auth-Token` and `Location`; the token authenticates like Basic
+until a DELETE of that Location. The state gains `sessions: {"created",
+"deleted", "open"}`. The log shows the Password as "<redacted>". (DSP0266
+"Redfish session login authentication".)
+
+Strict variant (--strict, on top of any vendor; issue #41): every behaviour
+the schema and RFC 9110 allow that the recorded BMCs do not show, at once:
+* no slot has `MediaTypes`: a CD-capable slot with an InsertMedia action
+  gets an ActionInfo (its own, or the recorded one extended) whose
+  `MediaType` parameter allows the recorded types; one without the action
+  (Lenovo) is named "Virtual CD/DVD <Id>";
+* every ETag is weak (`W/"…"`), If-Match is required on every PATCH (428)
+  and compared strongly (RFC 9110 §13.1.1): only `*` matches (412);
+* InsertMedia without TransferProtocolType is refused (as
+  --require-insert-param TransferProtocolType);
+* a Boot PATCH without BootSourceOverrideMode (or Target, or Enabled) is
+  refused: 400 PropertyMissing;
+* Basic auth is refused (401): a Redfish session is required.
+
 OpenBMC rule set (--openbmc-rules, on top of any tree):
 * Insert accepts only https:// and smb:// Image URLs: any other scheme is
   400 ResourceAtUriInUnknownFormat, whatever TransferProtocolType says;
@@ -205,6 +228,7 @@ import ipaddress
 import json
 import os
 import re
+import secrets
 import socket
 import ssl
 import sys
@@ -215,6 +239,7 @@ import urllib.parse
 import urllib.request
 
 BASE = "Base.1.12"
+SESSIONS = "/redfish/v1/SessionService/Sessions"
 VENDORS = ("dell", "hpe", "lenovo", "supermicro")
 DELL_EJECT_WINDOW = 30.0
 CD_TYPES = {"CD", "DVD"}
@@ -315,7 +340,7 @@ def dell_sys446():
 
 FAULT_RE = re.compile(
     r"^(?P<op>any|get|patch|post|insert|eject|boot|reset|auth)="
-    r"(?P<kind>\d{3}(?::[A-Za-z0-9_]+?)?|post400|sys446|drop)(?:x(?P<count>\d+))?(?:\+(?P<skip>\d+))?$"
+    r"(?P<kind>\d{3}(?::[A-Za-z0-9_]+?)?|post400|sys446|drop|hostile)(?:x(?P<count>\d+))?(?:\+(?P<skip>\d+))?$"
 )
 
 
@@ -357,6 +382,10 @@ class Fault:
             return 500, dell_sys446()
         if self.kind == "drop":
             return None, None
+        if self.kind == "hostile":
+            forged = "2026-11-28T00:00:00.000000Z  INFO crc_appliance: FORGED LOG LINE"
+            m = f"boom\n{forged}\r\n\x1b[2J" + "B" * (2 << 20)
+            return 500, {"error": {"code": f"{BASE}.GeneralError", "message": m}}
         status = int(self.kind)
         return status, copy.deepcopy(self.sample) if self.sample else status_error(status)
 
@@ -472,7 +501,12 @@ class Sim:
         self.password = args.password
         self.samples = load_samples(args.errors)
         self.faults = [Fault(s, self.samples) for s in args.fault or []]
+        self.strict = args.strict
         self.require_params = list(args.require_insert_param or [])
+        if self.strict and "TransferProtocolType" not in self.require_params:
+            self.require_params.append("TransferProtocolType")
+        self.sessions = {}  # token -> session path
+        self.session_counts = {"created": 0, "deleted": 0}
         self.fetch = args.fetch_images
         self.fetches = []
         self.res = load_tree(args.tree)
@@ -507,6 +541,9 @@ class Sim:
                     "Boot": {},
                 }
         self.slots = self.find_slots()
+        self.cd_slots = {s for s in self.slots if CD_TYPES & set(self.res[s].get("MediaTypes") or [])}
+        if self.strict:
+            self.strict_slots()
         # action target -> (resource path, action name)
         self.actions = {}
         for path, obj in self.res.items():
@@ -546,7 +583,31 @@ class Sim:
         return slots
 
     def cd_capable(self, slot):
-        return bool(CD_TYPES & set(self.res[slot].get("MediaTypes") or []))
+        return slot in self.cd_slots
+
+    def strict_slots(self):
+        """--strict: no MediaTypes; what a slot takes is in its InsertMedia
+        ActionInfo (`MediaType`), or (no action) in its name."""
+        for s in self.slots:
+            o = self.res[s]
+            types = o.pop("MediaTypes", None) or []
+            act = (o.get("Actions") or {}).get("#VirtualMedia.InsertMedia")
+            if act is None:
+                if s in self.cd_slots:
+                    o["Name"] = f"Virtual CD/DVD {o.get('Id', '')}".strip()
+                continue
+            info_path = (act.get("@Redfish.ActionInfo") or s + "/InsertMediaActionInfo").rstrip("/")
+            info = self.res.setdefault(info_path, {
+                "@odata.type": "#ActionInfo.v1_1_2.ActionInfo",
+                "@odata.id": info_path,
+                "Id": "InsertMediaActionInfo",
+                "Name": "Insert Media Action Info",
+                "Parameters": [{"Name": "Image", "Required": True, "DataType": "String"}],
+            })
+            info.setdefault("Parameters", []).append(
+                {"Name": "MediaType", "Required": False, "DataType": "String", "AllowableValues": types}
+            )
+            act["@Redfish.ActionInfo"] = info_path
 
     def insertable(self, slot):
         if self.vendor == "lenovo":
@@ -587,7 +648,8 @@ class Sim:
                 "target": path + "/Actions/VirtualMedia.EjectMedia"
             }
         tag = etag_of(obj)
-        tag = f'W/"{tag}"' if str(obj.get("@odata.etag", "")).startswith("W/") else f'"{tag}"'
+        weak = self.strict or str(obj.get("@odata.etag", "")).startswith("W/")
+        tag = f'W/"{tag}"' if weak else f'"{tag}"'
         if "@odata.etag" in obj:
             obj["@odata.etag"] = tag
         return obj, tag
@@ -617,12 +679,18 @@ class Sim:
             "vendor": self.vendor,
             "openbmc": self.openbmc,
             "fetches": list(self.fetches),
+            "sessions": {**self.session_counts, "open": len(self.sessions)},
+            "strict": self.strict,
         }
 
     # ---- request dispatch ------------------------------------------------
 
-    def authorized(self, header):
-        if not header or not header.startswith("Basic "):
+    def authorized(self, headers):
+        token = headers.get("X-Auth-Token")
+        if token:
+            return token in self.sessions
+        header = headers.get("Authorization")
+        if self.strict or not header or not header.startswith("Basic "):
             return False
         try:
             raw = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8")
@@ -662,8 +730,15 @@ class Sim:
                 body = json.loads(raw_body)
             except (ValueError, UnicodeDecodeError):
                 bad_json = True
+        login = method == "POST" and path == SESSIONS
         open_path = path in ("/redfish", "/redfish/v1")
-        authed = self.authorized(headers.get("Authorization"))
+        authed = self.authorized(headers)
+        if login:
+            for f in self.faults:
+                if f.op == "auth" and f.fire({"auth"}):
+                    st, b = f.answer()
+                    return Reply(st, b, rule=f"fault {f.spec}")
+            return self.login(body)
         ops = self.classify(method, path, body)
         if not open_path:
             for f in self.faults:
@@ -690,7 +765,25 @@ class Sim:
             return self.patch(path, headers, body)
         if method == "POST":
             return self.post(path, body, raw_body)
+        if method == "DELETE" and path in self.sessions.values():
+            token = next(t for t, p in self.sessions.items() if p == path)
+            del self.sessions[token]
+            self.session_counts["deleted"] += 1
+            return Reply(204)
         return Reply(405, base_error("OperationNotAllowed", f"The HTTP method {method} is not allowed on {path}."), {"Allow": self.allow(path) if path in self.res else "GET"})
+
+    def login(self, body):
+        """POST to the sessions collection: a token for the right user."""
+        body = body if isinstance(body, dict) else {}
+        if body.get("UserName") != self.user or body.get("Password") != self.password:
+            return Reply(401, copy.deepcopy(self.samples.get("session_error")) or base_error("NoValidSession", "There is no valid session established with the implementation."), rule="session refused")
+        self.session_counts["created"] += 1
+        sid = str(self.session_counts["created"])
+        path = f"{SESSIONS}/{sid}"
+        token = secrets.token_hex(16)
+        self.sessions[token] = path
+        doc = {"@odata.id": path, "@odata.type": "#Session.v1_0_0.Session", "Id": sid, "Name": "User Session", "UserName": self.user}
+        return Reply(201, doc, {"X-Auth-Token": token, "Location": path}, rule="session created")
 
     def get(self, path):
         if path == "/redfish":
@@ -702,6 +795,16 @@ class Sim:
 
     def check_if_match(self, path, headers, required):
         im = headers.get("If-Match")
+        if self.strict:
+            # RFC 9110 13.1.1: If-Match uses the strong comparison, and a
+            # weak entity tag never matches; only "*" does here.
+            if im is None:
+                return Reply(428, base_error("PreconditionRequired", "A precondition header or annotation is required to change the resource."), rule="strict: If-Match required")
+            current = self.view(path)[1]
+            tags = [t.strip() for t in im.split(",")]
+            if "*" in tags or any(t == current and not t.startswith("W/") for t in tags):
+                return None
+            return Reply(412, base_error("PreconditionFailed", "The ETag supplied did not match the ETag required to change this resource."), rule="strict: weak If-Match refused")
         if im is None:
             if required:
                 return Reply(
@@ -758,6 +861,10 @@ class Sim:
             return self.ok_patch(path)
         if not isinstance(boot, dict):
             return Reply(400, base_error("PropertyValueTypeError", "The value for the property Boot is of a different type than the property can accept.", ["Boot"], ["#/Boot"]))
+        if self.strict:
+            for k in ("BootSourceOverrideTarget", "BootSourceOverrideEnabled", "BootSourceOverrideMode"):
+                if k not in boot:
+                    return Reply(400, base_error("PropertyMissing", f"The property {k} is a required property and must be included in the request.", [k], [f"#/Boot/{k}"]), rule=f"strict: Boot PATCH without {k}")
         if self.vendor == "hpe" and self.in_post:
             # ironic redfish/management.py _is_during_post_error; iLO 5 registry.
             self.in_post = False
@@ -1070,6 +1177,8 @@ class Sim:
     def write_log(self, method, path, body, status, rule):
         if not self.log:
             return
+        if isinstance(body, dict) and "Password" in body:
+            body = {**body, "Password": "<redacted>"}
         entry = {"method": method, "path": path, "body": body, "status": status}
         if rule:
             entry["rule"] = rule
@@ -1201,6 +1310,7 @@ def main(argv=None):
     p.add_argument("--require-insert-param", action="append")
     p.add_argument("--errors", default=DEFAULT_ERRORS)
     p.add_argument("--fetch-images", action="store_true")
+    p.add_argument("--strict", action="store_true")
     args = p.parse_args(argv)
     try:
         sim = Sim(args)

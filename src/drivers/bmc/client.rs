@@ -1,5 +1,6 @@
 //! The HTTP side of the Redfish driver: one HTTP/1.1 connection per call
-//! (session-less, Basic auth) over TCP or rustls (ring), every step
+//! (Basic auth; a Redfish session when Basic is refused, [`super::session`])
+//! over TCP or rustls (ring), every step
 //! bounded: connect [`CONNECT_TIMEOUT`], the whole call [`CALL_TIMEOUT`],
 //! bodies at most [`MAX_BODY`] bytes. GETs follow up to [`MAX_REDIRECTS`]
 //! redirects, only to the same origin (credentials never go elsewhere).
@@ -12,8 +13,12 @@
 //! in milliseconds with `CRC_APPLIANCE_BMC_BACKOFF_MS` for tests), at most
 //! [`ATTEMPTS`] times, never past the budget.
 //!
-//! The `Authorization` value lives in [`Client`] only; its `Debug` prints
-//! the user name, never the password.
+//! A 202 Accepted is followed to its end ([`super::task`]). What the client
+//! had to do beyond the plain call (a session, `If-Match: *`, a parameter
+//! added) is kept as a note ([`Client::take_notes`]) for the operator.
+//!
+//! The `Authorization` value, the password and a session's token live in
+//! [`Client`] only; its `Debug` prints the user name, never a secret.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,9 +36,12 @@ use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use super::plan::{self, Refusal};
-use super::redfish::RedfishError;
+pub use super::error::{CallError, Transport};
+use super::plan::Refusal;
+use super::redfish::{RedfishError, bounded};
+use super::session::Session;
 use crate::model::bmc::{BmcCfg, BmcTls};
+use crate::runtime::sync::LockExt as _;
 
 /// TCP connect plus TLS handshake.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -78,85 +86,26 @@ pub fn backoff(base: Duration, attempt: u32) -> Duration {
     base * (1u32 << attempt.saturating_sub(1).min(2))
 }
 
-/// Why a call failed.
-#[derive(Debug)]
-pub enum CallError {
-    /// No HTTP answer: connect refused, timeout, TLS failure, broken reply.
-    Unreachable(String),
-    /// An HTTP error status, with the BMC's Redfish error if it sent one,
-    /// after `attempts` tries.
-    Status {
-        status: u16,
-        error: Option<RedfishError>,
-        attempts: u32,
-    },
-    /// A 2xx whose body is not the JSON expected.
-    Bad(String),
-    /// The command's budget ([`MAX_REQUESTS`], [`MAX_TIME`]) is spent.
-    Budget(String),
-}
-
-impl CallError {
-    /// The HTTP status of a refusal.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            CallError::Status { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-
-    /// How the BMC refused (see [`plan::classify`]); `None` for no answer.
-    pub fn refusal(&self) -> Option<Refusal> {
-        match self {
-            CallError::Status { status, error, .. } => {
-                Some(plan::classify(*status, error.as_ref()))
-            }
-            _ => None,
-        }
-    }
-
-    /// The BMC's message, if it sent one.
-    pub fn message(&self) -> Option<&str> {
-        match self {
-            CallError::Status { error, .. } => error.as_ref().and_then(|e| e.message.as_deref()),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::Unreachable(m) | CallError::Bad(m) | CallError::Budget(m) => f.write_str(m),
-            CallError::Status {
-                status, attempts, ..
-            } => {
-                write!(f, "HTTP {status}")?;
-                if let Some(m) = self.message() {
-                    write!(f, ": {m}")?;
-                }
-                if *attempts > 1 {
-                    write!(f, " ({attempts} attempts)")?;
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
 /// A Redfish client for one BMC.
 pub struct Client {
     origin: String,
     host: String,
     port: u16,
     tls: Option<(TlsConnector, ServerName<'static>)>,
-    user: String,
+    pub(super) user: String,
+    pub(super) password: String,
     authorization: String,
+    /// The Redfish session in use, if Basic auth was refused.
+    pub(super) session: std::sync::Mutex<Option<Session>>,
+    /// A session was tried (once per command).
+    pub(super) session_tried: std::sync::atomic::AtomicBool,
+    /// What the client did beyond the plain calls, for the operator.
+    notes: std::sync::Mutex<Vec<String>>,
     /// Requests made so far (the budget is [`MAX_REQUESTS`]).
     requests: std::sync::atomic::AtomicU32,
     /// When the command's time ([`MAX_TIME`]) is up.
     deadline: tokio::time::Instant,
-    backoff: Duration,
+    pub(super) backoff: Duration,
 }
 
 /// A GET's answer.
@@ -170,11 +119,24 @@ pub struct Doc {
 }
 
 /// One HTTP answer.
-struct Answer {
-    status: u16,
-    location: Option<String>,
-    etag: Option<String>,
-    body: Bytes,
+pub(super) struct Answer {
+    pub(super) status: u16,
+    pub(super) location: Option<String>,
+    pub(super) etag: Option<String>,
+    /// `X-Auth-Token` (a session's creation).
+    pub(super) token: Option<String>,
+    /// `Retry-After` in seconds (a task monitor's pace).
+    pub(super) retry_after: Option<u64>,
+    pub(super) body: Bytes,
+}
+
+/// Whether a request carries the client's credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Auth {
+    /// Basic, or the session's token.
+    Yes,
+    /// None: the service root and the session's creation.
+    No,
 }
 
 impl std::fmt::Debug for Client {
@@ -183,6 +145,7 @@ impl std::fmt::Debug for Client {
             .field("origin", &self.origin)
             .field("user", &self.user)
             .field("password", &"<redacted>")
+            .field("session", &self.session.locked().is_some())
             .finish()
     }
 }
@@ -237,7 +200,11 @@ impl Client {
             port: cfg.port,
             tls,
             user: user.to_string(),
+            password: password.to_string(),
             authorization: format!("Basic {token}"),
+            session: Default::default(),
+            session_tried: Default::default(),
+            notes: Default::default(),
             requests: Default::default(),
             deadline: tokio::time::Instant::now() + MAX_TIME,
             backoff: backoff_base(),
@@ -254,6 +221,19 @@ impl Client {
         self.requests.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Keep a note of something done beyond the plain calls.
+    pub fn note(&self, what: String) {
+        let mut n = self.notes.locked();
+        if !n.contains(&what) {
+            n.push(what);
+        }
+    }
+
+    /// The notes kept so far (emptied).
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.locked())
+    }
+
     /// GET `path` as JSON, following same-origin redirects, with the
     /// retries of transient refusals.
     pub async fn get(&self, path: &str) -> Result<Doc, CallError> {
@@ -268,8 +248,10 @@ impl Client {
             if (300..400).contains(&a.status) {
                 path = self.same_origin(a.location.as_deref()).ok_or_else(|| {
                     CallError::Bad(format!(
-                        "GET {path}: HTTP {} redirect to {:?}, which is not on {}",
-                        a.status, a.location, self.origin
+                        "GET {path}: HTTP {} redirect to {}, which is not on {}",
+                        a.status,
+                        bounded(&format!("{:?}", a.location)),
+                        self.origin
                     ))
                 })?;
                 continue;
@@ -290,7 +272,8 @@ impl Client {
     }
 
     /// POST (an action) or PATCH `body` to `path`, with `If-Match` when
-    /// given, with the retries of transient refusals; any 2xx is success.
+    /// given, with the retries of transient refusals; any 2xx is success,
+    /// a 202 once the task it started has finished.
     /// The answer's `ETag`, if any (a PATCHed resource's new one).
     pub async fn send(
         &self,
@@ -299,13 +282,19 @@ impl Client {
         body: &Value,
         if_match: Option<&str>,
     ) -> Result<Option<String>, CallError> {
-        self.retrying(|| async {
-            let a = self
-                .call(method.clone(), path, Some(body), if_match)
-                .await?;
-            check(a.status, &a.body).map(|()| a.etag)
-        })
-        .await
+        let a = self
+            .retrying(|| async {
+                let a = self
+                    .call(method.clone(), path, Some(body), if_match)
+                    .await?;
+                check(a.status, &a.body).map(|()| a)
+            })
+            .await?;
+        if a.status != 202 {
+            return Ok(a.etag);
+        }
+        let done = self.follow_task(&format!("{method} {path}"), a).await?;
+        check(done.status, &done.body).map(|()| done.etag)
     }
 
     /// Run `once` until it succeeds or fails for good: a transient refusal
@@ -346,7 +335,7 @@ impl Client {
     }
 
     /// A redirect target as a path on this origin.
-    fn same_origin(&self, location: Option<&str>) -> Option<String> {
+    pub(super) fn same_origin(&self, location: Option<&str>) -> Option<String> {
         let l = location?;
         if l.starts_with('/') {
             return Some(l.to_string());
@@ -355,9 +344,29 @@ impl Client {
         rest.starts_with('/').then(|| rest.to_string())
     }
 
-    /// One request, counted against the budget.
-    async fn call(
+    /// One request with the client's credentials; a 401 to Basic auth is
+    /// answered by signing in with a Redfish session (once per command)
+    /// and sending the request again with its token.
+    pub(super) async fn call(
         &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        if_match: Option<&str>,
+    ) -> Result<Answer, CallError> {
+        let a = self
+            .call_as(Auth::Yes, method.clone(), path, body, if_match)
+            .await?;
+        if a.status == 401 && self.login(&a).await {
+            return self.call_as(Auth::Yes, method, path, body, if_match).await;
+        }
+        Ok(a)
+    }
+
+    /// One request, counted against the budget.
+    pub(super) async fn call_as(
+        &self,
+        auth: Auth,
         method: Method,
         path: &str,
         body: Option<&Value>,
@@ -378,7 +387,7 @@ impl Client {
             )));
         }
         let limit = CALL_TIMEOUT.min(room);
-        tokio::time::timeout(limit, self.call_inner(method, path, body, if_match))
+        tokio::time::timeout(limit, self.call_inner(auth, method, path, body, if_match))
             .await
             .map_err(|_| {
                 CallError::Unreachable(format!("{what}: no answer within {}s", limit.as_secs()))
@@ -386,23 +395,32 @@ impl Client {
             .map_err(|m| CallError::Unreachable(format!("{what}: {m}")))
     }
 
+    /// DELETE `path` outside the budget (the session's end), once.
+    pub(super) async fn delete_unbudgeted(&self, path: &str) -> Option<u16> {
+        self.call_inner(Auth::Yes, Method::DELETE, path, None, None)
+            .await
+            .ok()
+            .map(|a| a.status)
+    }
+
     async fn call_inner(
         &self,
+        auth: Auth,
         method: Method,
         path: &str,
         body: Option<&Value>,
         if_match: Option<&str>,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, Transport> {
         let connect = async {
             let tcp = TcpStream::connect((self.host.as_str(), self.port))
                 .await
-                .map_err(|e| format!("cannot connect: {e}"))?;
+                .map_err(Transport::Connect)?;
             let _ = tcp.set_nodelay(true);
-            Ok::<_, String>(tcp)
+            Ok::<_, Transport>(tcp)
         };
         let tcp = tokio::time::timeout(CONNECT_TIMEOUT, connect)
             .await
-            .map_err(|_| format!("cannot connect within {}s", CONNECT_TIMEOUT.as_secs()))??;
+            .map_err(|_| Transport::ConnectTimeout)??;
         let payload = match body {
             Some(v) => Bytes::from(v.to_string()),
             None => Bytes::new(),
@@ -411,7 +429,6 @@ impl Client {
             .method(method)
             .uri(path)
             .header(hyper::header::HOST, host_header(&self.origin))
-            .header(hyper::header::AUTHORIZATION, &self.authorization)
             .header(hyper::header::ACCEPT, "application/json")
             .header("OData-Version", "4.0")
             .header(hyper::header::CONNECTION, "close");
@@ -421,17 +438,22 @@ impl Client {
         if let Some(tag) = if_match {
             req = req.header(hyper::header::IF_MATCH, tag);
         }
-        let req = req
-            .body(Full::new(payload))
-            .map_err(|e| format!("bad request: {e}"))?;
+        if auth == Auth::Yes {
+            let token = self.session.locked().as_ref().map(|s| s.token.clone());
+            req = match token {
+                Some(t) => req.header("X-Auth-Token", t),
+                None => req.header(hyper::header::AUTHORIZATION, &self.authorization),
+            };
+        }
+        let req = req.body(Full::new(payload)).map_err(Transport::Request)?;
         match &self.tls {
             None => exchange(TokioIo::new(tcp), req).await,
             Some((connector, name)) => {
                 let tls =
                     tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name.clone(), tcp))
                         .await
-                        .map_err(|_| "TLS handshake timed out".to_string())?
-                        .map_err(|e| format!("TLS handshake failed: {e}"))?;
+                        .map_err(|_| Transport::TlsTimeout)?
+                        .map_err(Transport::Tls)?;
                 exchange(TokioIo::new(tls), req).await
             }
         }
@@ -443,20 +465,20 @@ fn host_header(origin: &str) -> &str {
     origin.split_once("://").map_or(origin, |(_, h)| h)
 }
 
-async fn exchange<T>(io: T, req: Request<Full<Bytes>>) -> Result<Answer, String>
+async fn exchange<T>(io: T, req: Request<Full<Bytes>>) -> Result<Answer, Transport>
 where
     T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
         .await
-        .map_err(|e| format!("HTTP handshake failed: {e}"))?;
+        .map_err(Transport::Handshake)?;
     let driver = tokio::spawn(async move {
         let _ = conn.await;
     });
     let res = sender
         .send_request(req)
         .await
-        .map_err(|e| format!("no HTTP answer: {e}"))?;
+        .map_err(Transport::NoAnswer)?;
     let status = res.status().as_u16();
     let header = |h| {
         res.headers()
@@ -466,21 +488,25 @@ where
     };
     let location = header(hyper::header::LOCATION);
     let etag = header(hyper::header::ETAG);
+    let token = header(hyper::header::HeaderName::from_static("x-auth-token"));
+    let retry_after = header(hyper::header::RETRY_AFTER).and_then(|v| v.trim().parse().ok());
     let body = Limited::new(res.into_body(), MAX_BODY)
         .collect()
         .await
-        .map_err(|e| format!("reading the answer: {e}"))?
+        .map_err(Transport::Body)?
         .to_bytes();
     driver.abort();
     Ok(Answer {
         status,
         location,
         etag,
+        token,
+        retry_after,
         body,
     })
 }
 
-fn check(status: u16, body: &[u8]) -> Result<(), CallError> {
+pub(super) fn check(status: u16, body: &[u8]) -> Result<(), CallError> {
     if (200..300).contains(&status) {
         Ok(())
     } else {

@@ -1,6 +1,6 @@
 //! One node's BMC: find its system and virtual media slot, read what the
-//! plans in [`super::plan`] decide from, run their steps the way this BMC
-//! takes them, keep the node's [`Journal`] after each step, and turn every
+//! plans in [`super::plan`] decide from, run their steps (the calls of each
+//! are in `steps.rs`), keep the node's [`Journal`] after each step, and turn every
 //! failure into a sentence naming the node, the call and, when the BMC
 //! sent one, its Redfish message.
 //!
@@ -12,18 +12,14 @@
 use std::path::Path;
 
 use anyhow::anyhow;
-use hyper::Method;
 use serde::Serialize;
-use serde_json::{Value, json};
 use tracing::warn;
 
 use super::client::{CallError, Client};
 use super::journal;
-use super::plan::{
-    self, BootTarget, Journal, Observed, Refusal, Step, choose_slot, insert_bodies, insertable,
-};
+use super::plan::{self, Journal, Observed, Step, choose_slot, insertable};
 use super::redfish::{
-    MediaView, SystemView, action_parameters, members, names_system, parameter_values, text,
+    MediaView, SystemView, bounded, members, names_system, parameter_values, text,
 };
 use crate::config::bmc::read_first_line;
 use crate::model::bmc::BmcCfg;
@@ -62,6 +58,9 @@ pub struct Outcome {
     pub lines: Vec<String>,
     /// The system was powered on or restarted by this command.
     pub reset: bool,
+    /// What the driver did beyond the plain calls (a Redfish session,
+    /// `If-Match: *`, an InsertMedia parameter the BMC asked for).
+    pub notes: Vec<String>,
 }
 
 /// The node's ISO URLs for one command.
@@ -80,11 +79,11 @@ pub struct Urls {
 pub struct Bmc {
     node: String,
     cfg: BmcCfg,
-    client: Client,
+    pub(super) client: Client,
 }
 
 /// A failed step: what it was, and the call's error.
-type StepError = (String, CallError);
+pub(super) type StepError = (String, CallError);
 
 impl Bmc {
     /// Read the node's credentials and prepare its client; `None` for a
@@ -109,6 +108,16 @@ impl Bmc {
     /// Requests made so far.
     pub fn requests(&self) -> u32 {
         self.client.requests()
+    }
+
+    /// What was done beyond the plain calls so far (emptied).
+    pub fn take_notes(&self) -> Vec<String> {
+        self.client.take_notes()
+    }
+
+    /// End the command (its Redfish session, if one was made).
+    pub async fn close(&self) {
+        self.client.close().await;
     }
 
     /// `what` failed with `e`, as a sentence for the operator.
@@ -188,10 +197,10 @@ impl Bmc {
                 .as_ref()
                 .and_then(|d| d.get("Name"))
                 .and_then(|n| n.as_str());
-            names.push(match name {
+            names.push(bounded(&match name {
                 Some(n) => format!("{n} ({m})"),
                 None => m,
-            });
+            }));
         }
         if names.is_empty() {
             names.push("no systems".into());
@@ -216,6 +225,15 @@ impl Bmc {
             if media.etag.is_none() {
                 media.etag = d.etag;
             }
+            // `MediaTypes` is optional: a slot without it whose name says
+            // nothing is a CD if its InsertMedia ActionInfo allows one.
+            if media.media_types.is_empty()
+                && !media.named_cd()
+                && let Some(info) = &media.insert_info
+                && let Ok(i) = self.client.get(info).await
+            {
+                media.info_media_types = parameter_values(&i.doc, "MediaType");
+            }
             out.push(media);
         }
         Ok(out)
@@ -225,10 +243,11 @@ impl Bmc {
     async fn slot(&self, sys: &SystemView, ours: &[String]) -> anyhow::Result<MediaView> {
         let mut looked = Vec::new();
         if let Some(c) = &sys.virtual_media {
-            if let Some(m) = choose_slot(&self.slots_in(c).await?, ours) {
+            let slots = self.slots_in(c).await?;
+            if let Some(m) = choose_slot(&slots, ours) {
                 return Ok(m.clone());
             }
-            looked.push(c.clone());
+            looked.push(offered(c, &slots));
         }
         for mgr in &sys.managers {
             let v = self.get(mgr).await?.doc;
@@ -239,10 +258,11 @@ impl Bmc {
             if sys.virtual_media.as_ref() == Some(&c) {
                 continue;
             }
-            if let Some(m) = choose_slot(&self.slots_in(&c).await?, ours) {
+            let slots = self.slots_in(&c).await?;
+            if let Some(m) = choose_slot(&slots, ours) {
                 return Ok(m.clone());
             }
-            looked.push(c);
+            looked.push(offered(&c, &slots));
         }
         Err(anyhow!(
             "BMC of {} has no virtual media CD/DVD for {} (looked at: {})",
@@ -251,7 +271,7 @@ impl Bmc {
             if looked.is_empty() {
                 "the system has no VirtualMedia link and no manager".to_string()
             } else {
-                looked.join(", ")
+                looked.join("; ")
             }
         ))
     }
@@ -394,174 +414,6 @@ impl Bmc {
         Ok(out)
     }
 
-    /// Insert the first of `urls` the BMC takes; the URL inserted.
-    async fn insert(&self, slot: &MediaView, urls: &[String]) -> Result<String, StepError> {
-        let what =
-            |u: &str, call: &str| format!("cannot insert {u} into {} ({call})", slot.odata_id);
-        let params = match &slot.insert_info {
-            Some(i) => self
-                .client
-                .get(i)
-                .await
-                .ok()
-                .map(|d| action_parameters(&d.doc)),
-            None => None,
-        };
-        let mut last: Option<StepError> = None;
-        for url in urls {
-            match &slot.insert_target {
-                Some(target) => {
-                    // The first refusal of this URL is the one reported
-                    // (the later bodies are variants of it).
-                    let mut first: Option<StepError> = None;
-                    for body in insert_bodies(url, params.as_deref()) {
-                        match self.client.send(Method::POST, target, &body, None).await {
-                            Ok(_) => return Ok(url.clone()),
-                            Err(e) => {
-                                let r = e.refusal();
-                                let err = (what(url, &format!("POST {target}")), e);
-                                match r {
-                                    Some(Refusal::Body) => first = first.or(Some(err)),
-                                    Some(Refusal::Scheme) => {
-                                        first = Some(err);
-                                        break;
-                                    }
-                                    _ => return Err(err),
-                                }
-                            }
-                        }
-                    }
-                    last = first;
-                }
-                None => match self.patch_slot(slot, &plan::patch_insert_body(url)).await {
-                    Ok(_) => return Ok(url.clone()),
-                    Err(e) => {
-                        let r = e.refusal();
-                        let err = (what(url, &format!("PATCH {}", slot.odata_id)), e);
-                        if !matches!(r, Some(Refusal::Body | Refusal::Scheme)) {
-                            return Err(err);
-                        }
-                        last = Some(err);
-                    }
-                },
-            }
-        }
-        let Some((what, e)) = last else {
-            return Err((
-                format!("cannot insert into {}", slot.odata_id),
-                CallError::Bad("no image URL to insert".into()),
-            ));
-        };
-        let hint = if e.refusal() == Some(Refusal::Scheme) && urls.len() == 1 {
-            " (the BMC refuses this URL's scheme: try bmc.media: https)"
-        } else {
-            ""
-        };
-        Err((format!("{what}{hint}"), e))
-    }
-
-    /// Eject what is in the slot: its action with `{}`, else a PATCH; the
-    /// slot's new ETag when the answer has one.
-    async fn eject_slot(&self, slot: &MediaView) -> Result<Option<String>, StepError> {
-        let what = |call: &str| {
-            format!(
-                "cannot eject {} from {} ({call}; media busy?)",
-                slot.image.as_deref().unwrap_or("the inserted image"),
-                slot.odata_id
-            )
-        };
-        match &slot.eject_target {
-            Some(t) => self
-                .client
-                .send(Method::POST, t, &json!({}), None)
-                .await
-                .map_err(|e| (what(&format!("POST {t}")), e)),
-            None => self
-                .patch_slot(slot, &plan::patch_eject_body())
-                .await
-                .map_err(|e| (what(&format!("PATCH {}", slot.odata_id)), e)),
-        }
-    }
-
-    /// PATCH a slot with `If-Match` from its ETag; on 412 read it again and
-    /// retry once; on 428 without an ETag, read it for one.
-    async fn patch_slot(
-        &self,
-        slot: &MediaView,
-        body: &Value,
-    ) -> Result<Option<String>, CallError> {
-        self.patch_with_etag(&slot.odata_id, body, slot.etag.clone(), true)
-            .await
-    }
-
-    /// PATCH `path` (with `If-Match: etag` when `eager`); a 412 or 428 is
-    /// answered by reading `path` for its current ETag and sending once more.
-    async fn patch_with_etag(
-        &self,
-        path: &str,
-        body: &Value,
-        etag: Option<String>,
-        eager: bool,
-    ) -> Result<Option<String>, CallError> {
-        let first = self
-            .client
-            .send(Method::PATCH, path, body, etag.as_deref().filter(|_| eager))
-            .await;
-        match first {
-            Err(e) if matches!(e.refusal(), Some(Refusal::Stale | Refusal::NeedsEtag)) => {
-                let fresh = match self.client.get(path).await {
-                    Ok(d) => d.etag,
-                    Err(_) => None,
-                };
-                let Some(tag) = fresh.or(etag) else {
-                    return Err(e);
-                };
-                self.client
-                    .send(Method::PATCH, path, body, Some(&tag))
-                    .await
-            }
-            r => r,
-        }
-    }
-
-    /// Set the next boot (once) to `t`, in the settings object when the
-    /// system has one that takes the Boot override.
-    async fn boot(&self, sys: &SystemView, t: BootTarget) -> Result<(), StepError> {
-        let mut path = sys.odata_id.clone();
-        let mut etag = sys.etag.clone();
-        let mut eager = false;
-        if let Some(so) = &sys.settings_object
-            && let Ok(d) = self.client.get(so).await
-            && plan::settings_takes_boot(&d.doc)
-        {
-            path = d.path;
-            etag = d.etag;
-            eager = true;
-        }
-        let body = plan::boot_body(t, sys.boot_mode.as_deref());
-        self.patch_with_etag(&path, &body, etag, eager)
-            .await
-            .map(|_| ())
-            .map_err(|e| {
-                (
-                    format!("cannot set the next boot to {} (PATCH {path})", t.as_str()),
-                    e,
-                )
-            })
-    }
-
-    async fn reset(&self, sys: &SystemView, r: &str) -> Result<(), StepError> {
-        let target = sys
-            .reset_target
-            .clone()
-            .unwrap_or_else(|| format!("{}/Actions/ComputerSystem.Reset", sys.odata_id));
-        self.client
-            .send(Method::POST, &target, &json!({ "ResetType": r }), None)
-            .await
-            .map(|_| ())
-            .map_err(|e| (format!("cannot reset the system ({r}, POST {target})"), e))
-    }
-
     /// `bmc status` for this node.
     pub async fn status(&self, ours: &[String]) -> NodeStatus {
         let read = async {
@@ -576,17 +428,18 @@ impl Bmc {
                     .unwrap_or_default(),
                 None => String::new(),
             };
+            // What the BMC wrote is shown bounded and escaped.
             Ok::<_, anyhow::Error>(NodeStatus {
                 node: self.node.clone(),
-                power: sys.power_state,
-                boot_target: sys.boot_target,
-                boot_enabled: sys.boot_enabled,
-                media: slot.odata_id,
+                power: bounded(&sys.power_state),
+                boot_target: bounded(&sys.boot_target),
+                boot_enabled: bounded(&sys.boot_enabled),
+                media: bounded(&slot.odata_id),
                 inserted: slot.inserted,
-                image: slot.image,
-                manufacturer: sys.manufacturer,
-                model: sys.model,
-                firmware,
+                image: slot.image.as_deref().map(bounded),
+                manufacturer: bounded(&sys.manufacturer),
+                model: bounded(&sys.model),
+                firmware: bounded(&firmware),
                 error: None,
             })
         };
@@ -599,4 +452,14 @@ impl Bmc {
             },
         }
     }
+}
+
+/// A VirtualMedia collection and what each of its slots offered, for the
+/// error when none is a CD/DVD.
+fn offered(collection: &str, slots: &[MediaView]) -> String {
+    if slots.is_empty() {
+        return format!("{collection} (no insertable slot)");
+    }
+    let each: Vec<String> = slots.iter().map(MediaView::offered).collect();
+    format!("{collection}: {}", each.join(", "))
 }

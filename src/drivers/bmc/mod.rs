@@ -5,23 +5,31 @@
 //! Layers: [`redfish`] (pure: JSON → typed views), [`plan`] (pure: every
 //! decision, vendor rules included, from those views and the node's
 //! journal), [`client`] (HTTP/1.1 over TCP or rustls, Basic auth, bounded,
-//! retries of transient refusals within a per-command budget), [`journal`]
-//! (the steps of the current boot, per node, in the state directory),
-//! [`driver`] (one node's BMC: links, steps, error sentences). Needs no
-//! libvirt: it is for bare metal. docs/bare-metal.md has the vendor table.
+//! retries of transient refusals within a per-command budget), [`session`]
+//! (a Redfish session when Basic auth is refused), [`task`] (a 202's task
+//! followed to its end), [`journal`] (the steps of the current boot, per
+//! node, in the state directory), [`driver`] (one node's BMC: links, error
+//! sentences) and `steps` (each step's calls: InsertMedia parameters,
+//! If-Match per RFC 9110, the Boot PATCH). Needs no libvirt: it is for bare
+//! metal. docs/bare-metal.md has the vendor table and the schema rules.
 //!
 //! Invariants: `up`, `down` and `eject` converge (a second run after a
 //! successful one makes no call that changes anything; an `up` that failed
 //! part-way is finished by the next with one reset in all); a failure
 //! leaves later steps undone and says which steps were done; one command
-//! makes at most 40 requests within 90 s per node; credentials are read
-//! from their files per command and never printed or logged.
+//! makes at most 40 requests within 90 s per node; credentials (and a
+//! session's token) are read from their files per command and never
+//! printed or logged; a BMC's own text is shown bounded and escaped.
 
 pub mod client;
 pub mod driver;
+pub mod error;
 pub mod journal;
 pub mod plan;
 pub mod redfish;
+pub mod session;
+mod steps;
+pub mod task;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -106,7 +114,7 @@ pub async fn act(c: &Cluster, node: &NodeCfg, action: BmcAction) -> anyhow::Resu
     };
     let u = urls(c, node);
     let jpath = journal::path_of(c, &node.name);
-    match action {
+    let res = match action {
         BmcAction::Up => bmc.up(&u, &jpath).await,
         BmcAction::Down => bmc.down(&u, &jpath).await,
         BmcAction::Eject => bmc.eject(&u, &jpath).await,
@@ -114,7 +122,10 @@ pub async fn act(c: &Cluster, node: &NodeCfg, action: BmcAction) -> anyhow::Resu
             Some(e) => Err(anyhow!("{e}")),
             None => Ok(Outcome::default()),
         },
-    }
+    };
+    let notes = bmc.take_notes();
+    bmc.close().await;
+    res.map(|o| Outcome { notes, ..o })
 }
 
 /// `bmc status` as a table.
@@ -171,7 +182,11 @@ pub async fn run(
         let mut rows = Vec::new();
         for n in &nodes {
             rows.push(match Bmc::open(n) {
-                Ok(Some(b)) => b.status(&urls(c, n).ours).await,
+                Ok(Some(b)) => {
+                    let row = b.status(&urls(c, n).ours).await;
+                    b.close().await;
+                    row
+                }
                 Ok(None) => continue,
                 Err(e) => NodeStatus {
                     node: n.name.clone(),
@@ -189,8 +204,13 @@ pub async fn run(
     } else {
         for n in &nodes {
             match act(c, n, action).await {
-                Ok(o) if o.lines.is_empty() => println!("{}: nothing to do", n.name),
                 Ok(o) => {
+                    for l in &o.notes {
+                        println!("{}: note: {l}", n.name);
+                    }
+                    if o.lines.is_empty() {
+                        println!("{}: nothing to do", n.name);
+                    }
                     for l in o.lines {
                         println!("{}: {l}", n.name);
                     }
@@ -257,6 +277,9 @@ pub fn start_on_serve(
                 };
                 match res {
                     Ok(o) => {
+                        for l in &o.notes {
+                            info!("bmc: {name}: note: {l}");
+                        }
                         for l in &o.lines {
                             info!("bmc: {name}: {l}");
                         }
@@ -282,6 +305,8 @@ pub fn start_on_serve(
     }
 }
 
+#[cfg(test)]
+mod rule_tests;
 #[cfg(test)]
 mod tests;
 

@@ -2,12 +2,14 @@
 //! up|down|eject` makes from the Redfish JSON a BMC returned, with no I/O
 //! (the vendor rules are unit tests against recorded trees).
 //!
-//! - **Slot**: a virtual media slot whose `MediaTypes` hold `CD` or `DVD`
-//!   (HPE's slot 1 is floppy/USB), never Lenovo's `RDOC*`/`Remote*` (they
-//!   take no URL); the one holding our image, else the first (its foreign
-//!   image is ejected first).
+//! - **Slot**: a CD/DVD virtual media slot ([`MediaView::is_cd`]: its
+//!   `MediaTypes`, else its id/name or its InsertMedia ActionInfo; HPE's
+//!   slot 1 is floppy/USB), never Lenovo's `RDOC*`/`Remote*` (they take no
+//!   URL); the one holding our image, else the first (its foreign image is
+//!   ejected first).
 //! - **Insert**: the `InsertMedia` action when the slot has one: with the
-//!   parameters its ActionInfo lists, else the image alone, then with
+//!   parameters its ActionInfo lists ([`insert_body`]), plus what a 400
+//!   names as missing ([`add_missing`]), then the image alone, then with
 //!   `TransferProtocolType` from the URL's scheme, then with
 //!   `TransferMethod: Stream` (sushy's order); without the action, a PATCH
 //!   of the slot (`Image`, `Inserted`, `WriteProtected`, `If-Match`).
@@ -15,8 +17,10 @@
 //!   body; else PATCH `Image: null, Inserted: false`).
 //! - **Boot**: `UsbCd` when the system lists it (Supermicro's virtual
 //!   media; its `Cd` is the physical drive), else `Cd`; one PATCH with
-//!   `Once`, the target and the current `BootSourceOverrideMode`
-//!   (Supermicro reverts omitted fields; iLO refuses a mode change).
+//!   `Once`, the target and the mode ([`boot_mode`]: the current one, else
+//!   from its `AllowableValues`), checked against the allowed values
+//!   ([`check_boot`]) (Supermicro reverts omitted fields; iLO refuses a
+//!   mode change).
 //! - **Reset**: `On` when off; when on `ForceRestart`, else the first
 //!   allowed of `PowerCycle`, `GracefulRestart`.
 //! - **Errors**: 5xx (not 501/505), 409 and a 400 whose message id says
@@ -29,7 +33,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::redfish::{MediaView, Power, RedfishError, SystemView};
+use super::redfish::{ActionParam, MediaView, Power, RedfishError, SystemView};
 
 /// Boot override targets the driver sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +62,9 @@ pub fn cd_target(sys: &SystemView) -> BootTarget {
     }
 }
 
-/// The Boot PATCH: `Once`, the target and the system's current mode.
+/// The Boot PATCH: `Once`, the target and the mode, all three together
+/// (some firmware refuses a PATCH that omits one, some reverts what is
+/// omitted); no mode when the BMC shows none and lists none.
 pub fn boot_body(target: BootTarget, mode: Option<&str>) -> Value {
     let mut boot = json!({
         "BootSourceOverrideEnabled": "Once",
@@ -68,6 +74,41 @@ pub fn boot_body(target: BootTarget, mode: Option<&str>) -> Value {
         boot["BootSourceOverrideMode"] = json!(m);
     }
     json!({ "Boot": boot })
+}
+
+/// The mode a Boot PATCH carries: the system's current one (never changed:
+/// iLO refuses a change); else, from `BootSourceOverrideMode@Redfish.
+/// AllowableValues`, `UEFI` when listed, else the first; else none.
+pub fn boot_mode(sys: &SystemView) -> Option<String> {
+    if let Some(m) = &sys.boot_mode {
+        return Some(m.clone());
+    }
+    let m = &sys.boot_modes;
+    m.iter()
+        .find(|v| *v == "UEFI")
+        .or_else(|| m.first())
+        .cloned()
+}
+
+/// Check a Boot PATCH against the system's `@Redfish.AllowableValues`:
+/// `Once` and the target must be allowed where the BMC lists them (a
+/// `Continuous` override would boot the ISO again at every restart).
+pub fn check_boot(sys: &SystemView, target: BootTarget) -> Result<(), String> {
+    let listed = |vals: &[String], v: &str| vals.is_empty() || vals.iter().any(|a| a == v);
+    if !listed(&sys.boot_enabled_values, "Once") {
+        return Err(format!(
+            "the BMC does not allow a one-time boot override (BootSourceOverrideEnabled allows {})",
+            sys.boot_enabled_values.join(", ")
+        ));
+    }
+    if !listed(&sys.boot_targets, target.as_str()) {
+        return Err(format!(
+            "the BMC does not offer the boot target {} (BootSourceOverrideTarget allows {})",
+            target.as_str(),
+            sys.boot_targets.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// Does a settings object (`@Redfish.Settings`) take the Boot override?
@@ -143,24 +184,77 @@ pub fn protocol_of(url: &str) -> String {
         .unwrap_or_else(|| "HTTP".into())
 }
 
-/// The InsertMedia bodies to try, in order. With an ActionInfo's
-/// parameter list: first the listed ones we have values for; then (and
-/// without a list) the image alone, then with `TransferProtocolType`, then
-/// also `TransferMethod: Stream`.
-pub fn insert_bodies(url: &str, params: Option<&[String]>) -> Vec<Value> {
+/// The InsertMedia body an ActionInfo's parameters ask for: the image and
+/// each listed parameter the driver has a value for (`Inserted` and
+/// `WriteProtected` true, `TransferProtocolType` from the URL's scheme,
+/// `TransferMethod: Stream`); `UserName`/`Password` (empty: the
+/// appliance's ISO needs none) and `MediaType` (`CD`) only where the
+/// ActionInfo marks them `Required`.
+pub fn insert_body(url: &str, params: &[ActionParam]) -> Value {
+    let mut b = json!({ "Image": url });
+    for p in params {
+        let n = p.name.as_str();
+        match n {
+            "Inserted" | "WriteProtected" => b[n] = json!(true),
+            "TransferProtocolType" => b[n] = json!(protocol_of(url)),
+            "TransferMethod" => b[n] = json!("Stream"),
+            "UserName" | "Password" if p.required => b[n] = json!(""),
+            "MediaType" if p.required => {
+                let t = ["CD", "DVD"]
+                    .into_iter()
+                    .find(|t| p.values.is_empty() || p.values.iter().any(|v| v == t));
+                b[n] = json!(t.unwrap_or("CD"));
+            }
+            _ => {}
+        }
+    }
+    b
+}
+
+/// Insert parameters a refusal may name as missing, and their values.
+const SUPPLIABLE: [&str; 4] = [
+    "TransferProtocolType",
+    "TransferMethod",
+    "UserName",
+    "Password",
+];
+
+/// Add to `body` the parameters a 400 names as missing (its message id
+/// `ActionParameterMissing`/`PropertyMissing`, or a message saying
+/// "required"/"missing") that the driver can supply; their names (none:
+/// the refusal is not about a missing parameter the driver knows).
+pub fn add_missing(body: &mut Value, url: &str, e: &RedfishError) -> Vec<&'static str> {
+    let msg = e.message.as_deref().unwrap_or("").to_ascii_lowercase();
+    let says_missing = e.has_id("ActionParameterMissing")
+        || e.has_id("PropertyMissing")
+        || msg.contains("requir")
+        || msg.contains("missing");
+    if !says_missing {
+        return Vec::new();
+    }
+    let mut added = Vec::new();
+    for n in SUPPLIABLE {
+        if body.get(n).is_none() && e.mentions(n) {
+            body[n] = match n {
+                "TransferProtocolType" => json!(protocol_of(url)),
+                "TransferMethod" => json!("Stream"),
+                _ => json!(""),
+            };
+            added.push(n);
+        }
+    }
+    added
+}
+
+/// The InsertMedia bodies tried blindly after a refusal that names nothing
+/// (sushy's order): the image alone, then with `TransferProtocolType`, then
+/// also `TransferMethod: Stream`; the ActionInfo's body first when it has
+/// parameters.
+pub fn insert_bodies(url: &str, params: Option<&[ActionParam]>) -> Vec<Value> {
     let proto = protocol_of(url);
     let mut out = Vec::new();
     if let Some(ps) = params.filter(|p| !p.is_empty()) {
-        let mut b = json!({ "Image": url });
-        for p in ps {
-            match p.as_str() {
-                "Inserted" | "WriteProtected" => b[p] = json!(true),
-                "TransferProtocolType" => b[p] = json!(proto),
-                "TransferMethod" => b[p] = json!("Stream"),
-                _ => {}
-            }
-        }
-        out.push(b);
+        out.push(insert_body(url, ps));
     }
     for b in [
         json!({ "Image": url }),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::drivers::bmc::redfish::{MediaView, RedfishError, SystemView, action_parameters};
+use crate::drivers::bmc::redfish::{MediaView, RedfishError, SystemView, action_params};
 
 const URL: &str = "http://10.0.0.1:8080/boot/master-0.iso";
 const HTTPS: &str = "https://10.0.0.1:8443/boot/master-0.iso";
@@ -176,7 +176,7 @@ fn supermicro_x13_usbcd_actioninfo_parameters_and_patch_eject() {
         "/redfish/v1/Managers/1/VirtualMedia/VirtualMedia1"
     );
     assert!(slot.eject_target.is_none(), "eject is a PATCH here");
-    let params = action_parameters(&doc(
+    let params = action_params(&doc(
         "supermicro",
         slot.insert_info.as_deref().unwrap_or(""),
     ));

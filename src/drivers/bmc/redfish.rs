@@ -6,9 +6,35 @@
 //!
 //! Invariants: parsing never fails (absent or ill-typed fields read as
 //! empty), so a BMC's odd document yields a plan or a clear refusal, never
-//! a panic.
+//! a panic. Text a BMC wrote that can reach output or logs (its error
+//! messages, names) goes through [`bounded`]: at most [`MAX_TEXT`] bytes,
+//! control characters escaped (issue #40 item 8).
 
 use serde_json::Value;
+
+/// The most bytes of one BMC-written text shown (an error message, a name).
+pub const MAX_TEXT: usize = 512;
+
+/// A BMC's text as it may be shown: control characters (newlines, ESC, …)
+/// escaped (`\n`, `\u{1b}`), cut at [`MAX_TEXT`] bytes on a character
+/// boundary with a note of how much was left out.
+pub fn bounded(s: &str) -> String {
+    let mut out = String::with_capacity(s.len().min(MAX_TEXT + 32));
+    for (i, c) in s.char_indices() {
+        let before = out.len();
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+        if out.len() > MAX_TEXT {
+            out.truncate(before);
+            out.push_str(&format!("… ({} more bytes)", s.len() - i));
+            break;
+        }
+    }
+    out
+}
 
 /// A system's power state as far as the plans care.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +56,10 @@ pub struct SystemView {
     pub boot_mode: Option<String>,
     /// `Boot.BootSourceOverrideTarget@Redfish.AllowableValues`.
     pub boot_targets: Vec<String>,
+    /// `Boot.BootSourceOverrideEnabled@Redfish.AllowableValues`.
+    pub boot_enabled_values: Vec<String>,
+    /// `Boot.BootSourceOverrideMode@Redfish.AllowableValues`.
+    pub boot_modes: Vec<String>,
     /// `@odata.etag` (sent as `If-Match` when a PATCH demands one).
     pub etag: Option<String>,
     /// `Actions.#ComputerSystem.Reset.target`.
@@ -53,7 +83,14 @@ pub struct SystemView {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MediaView {
     pub odata_id: String,
+    /// `Id` and `Name` (what says "CD" on a slot without `MediaTypes`).
+    pub id: String,
+    pub name: String,
+    /// `MediaTypes` (optional in the schema: empty when absent).
     pub media_types: Vec<String>,
+    /// The `MediaType` values the InsertMedia ActionInfo allows (read by
+    /// the driver only for a slot without `MediaTypes` whose name is mute).
+    pub info_media_types: Vec<String>,
     pub inserted: bool,
     /// The inserted image's URL (`None` when empty or absent).
     pub image: Option<String>,
@@ -104,6 +141,12 @@ impl SystemView {
             boot_targets: strings(
                 boot.and_then(|b| b.get("BootSourceOverrideTarget@Redfish.AllowableValues")),
             ),
+            boot_enabled_values: strings(
+                boot.and_then(|b| b.get("BootSourceOverrideEnabled@Redfish.AllowableValues")),
+            ),
+            boot_modes: strings(
+                boot.and_then(|b| b.get("BootSourceOverrideMode@Redfish.AllowableValues")),
+            ),
             etag: text(v, &["@odata.etag"]),
             reset_target: reset.and_then(|r| text(r, &["target"])),
             reset_types: strings(reset.and_then(|r| r.get("ResetType@Redfish.AllowableValues"))),
@@ -134,7 +177,10 @@ impl MediaView {
             .and_then(|a| a.get("#VirtualMedia.InsertMedia"));
         MediaView {
             odata_id: text(v, &["@odata.id"]).unwrap_or_default(),
+            id: text(v, &["Id"]).unwrap_or_default(),
+            name: text(v, &["Name"]).unwrap_or_default(),
             media_types: strings(v.get("MediaTypes")),
+            info_media_types: Vec::new(),
             // Some BMCs omit `Inserted`; an image URL then means inserted.
             inserted: v
                 .get("Inserted")
@@ -148,17 +194,91 @@ impl MediaView {
         }
     }
 
-    /// A CD or DVD drive (what an ISO is inserted into).
+    /// A CD or DVD drive (what an ISO is inserted into): by its
+    /// `MediaTypes` when it lists them; else (the property is optional)
+    /// by its `Id` or `Name` (`CD1`, `Cd`, `CD/DVD`, `VirtualCD`), or by
+    /// the `MediaType` values its InsertMedia ActionInfo allows.
     pub fn is_cd(&self) -> bool {
-        self.media_types.iter().any(|t| t == "CD" || t == "DVD")
+        if !self.media_types.is_empty() {
+            return has_cd(&self.media_types);
+        }
+        self.named_cd() || has_cd(&self.info_media_types)
+    }
+
+    /// Does the slot's `Id` or `Name` say CD or DVD?
+    pub fn named_cd(&self) -> bool {
+        names_cd(&self.id) || names_cd(&self.name) || names_cd(last_segment(&self.odata_id))
+    }
+
+    /// What the slot offers, for the error when no slot qualifies.
+    pub fn offered(&self) -> String {
+        let types = if self.media_types.is_empty() {
+            let info = if self.info_media_types.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", InsertMedia allows MediaType {}",
+                    self.info_media_types.join("/")
+                )
+            };
+            format!("no MediaTypes, Name {:?}{info}", self.name)
+        } else {
+            format!("MediaTypes {}", self.media_types.join("/"))
+        };
+        bounded(&format!("{} ({types})", self.odata_id))
     }
 }
 
-/// The `Name`s of an ActionInfo's `Parameters`.
-pub fn action_parameters(info: &Value) -> Vec<String> {
+fn has_cd(types: &[String]) -> bool {
+    types.iter().any(|t| t == "CD" || t == "DVD")
+}
+
+fn last_segment(path: &str) -> &str {
+    path.trim_end_matches('/').rsplit('/').next().unwrap_or("")
+}
+
+/// Does a slot's id or name call it a CD/DVD drive? A word (split at
+/// anything not a letter or digit) that is `cd`/`dvd` with an optional
+/// `v`/`virtual`/`usb` before and `rom` and digits after: `CD1`, `Cd`,
+/// `CD/DVD`, `VirtualCD`, `CD-ROM`, `DVD2`; not `abcd` or `CDC`.
+pub fn names_cd(s: &str) -> bool {
+    s.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| {
+        let w = w.to_ascii_lowercase();
+        let w = ["virtual", "usb", "v"]
+            .iter()
+            .find_map(|p| w.strip_prefix(p))
+            .unwrap_or(&w);
+        let Some(rest) = w.strip_prefix("cd").or_else(|| w.strip_prefix("dvd")) else {
+            return false;
+        };
+        let rest = rest.strip_prefix("rom").unwrap_or(rest);
+        rest.chars().all(|c| c.is_ascii_digit())
+    })
+}
+
+/// One ActionInfo parameter.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ActionParam {
+    pub name: String,
+    pub required: bool,
+    pub values: Vec<String>,
+}
+
+/// An ActionInfo's `Parameters`: name, `Required`, `AllowableValues`.
+pub fn action_params(info: &Value) -> Vec<ActionParam> {
     info.get("Parameters")
         .and_then(Value::as_array)
-        .map(|ps| ps.iter().filter_map(|p| text(p, &["Name"])).collect())
+        .map(|ps| {
+            ps.iter()
+                .filter_map(|p| {
+                    Some(ActionParam {
+                        name: text(p, &["Name"])?,
+                        required: p.get("Required").and_then(Value::as_bool) == Some(true),
+                        values: strings(p.get("AllowableValues")),
+                    })
+                })
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -171,6 +291,45 @@ pub fn parameter_values(info: &Value, name: &str) -> Vec<String> {
         .find(|p| p.get("Name").and_then(Value::as_str) == Some(name))
         .map(|p| strings(p.get("AllowableValues")))
         .unwrap_or_default()
+}
+
+/// Where a Task (DSP0266 "Asynchronous operations") stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskState {
+    /// `New`, `Starting`, `Running`, `Pending`, …: poll again.
+    Running,
+    /// `Completed` with a `TaskStatus` other than `Critical`.
+    Done,
+    /// `Exception`, `Killed`, `Cancelled`, or `Completed` but `Critical`:
+    /// the state and the task's messages (bounded).
+    Failed(String),
+}
+
+/// The state of a Task document; `None` when `doc` is not a Task (no
+/// `TaskState`): a task monitor's final answer is the operation's own.
+pub fn task_state(doc: &Value) -> Option<TaskState> {
+    let state = doc.get("TaskState")?.as_str().unwrap_or("");
+    let critical = doc.get("TaskStatus").and_then(Value::as_str) == Some("Critical");
+    let failed =
+        matches!(state, "Exception" | "Killed" | "Cancelled") || (state == "Completed" && critical);
+    Some(if failed {
+        let msgs: Vec<String> = doc
+            .get("Messages")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|m| text(m, &["Message"]).or_else(|| text(m, &["MessageId"])))
+            .collect();
+        let mut what = format!("the BMC's task ended {state}");
+        if !msgs.is_empty() {
+            what = format!("{what}: {}", msgs.join("; "));
+        }
+        TaskState::Failed(bounded(&what))
+    } else if state == "Completed" {
+        TaskState::Done
+    } else {
+        TaskState::Running
+    })
 }
 
 /// The `@odata.id`s of a `Members` array (or any array of links).
@@ -251,7 +410,7 @@ impl RedfishError {
             e.related.extend(strings(info.get("RelatedProperties")));
             e.related.extend(strings(info.get("MessageArgs")));
         }
-        e.message = (!parts.is_empty()).then(|| parts.join("; "));
+        e.message = (!parts.is_empty()).then(|| bounded(&parts.join("; ")));
         (e.message.is_some() || !e.ids.is_empty()).then_some(e)
     }
 
@@ -313,6 +472,20 @@ mod tests {
         let odd = SystemView::parse(&json!({"Boot": 7, "Actions": [], "PowerState": null}));
         assert_eq!(odd.power(), Power::On);
         assert!(odd.boot_targets.is_empty() && odd.reset_target.is_none());
+    }
+
+    #[test]
+    fn bmc_text_is_bounded_and_escaped() {
+        assert_eq!(bounded("plain text"), "plain text");
+        assert_eq!(bounded("a\nb\r\u{1b}[2J\t"), "a\\nb\\r\\u{1b}[2J\\t");
+        // Cut on a character boundary, saying how much was left out.
+        let long = "é".repeat(400);
+        let b = bounded(&long);
+        assert!(
+            b.len() <= MAX_TEXT + 32 && b.ends_with("… (288 more bytes)"),
+            "{b}"
+        );
+        assert!(b.starts_with(&"é".repeat(256)));
     }
 
     #[test]
