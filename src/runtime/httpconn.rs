@@ -62,8 +62,8 @@ use hyper_util::server::conn::auto::{self, HttpServerConnExec};
 use tokio_util::sync::CancellationToken;
 
 use super::lazytcp::LazyTcp;
-use super::writestall::WriteWatch;
 pub use super::writestall::WRITE_STALL_TIMEOUT;
+use super::writestall::WriteWatch;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -365,8 +365,11 @@ fn bmc_media_and_the_iso_urls_of_both_schemes() {
     .unwrap();
     std::fs::write(d.path().join("c.pem"), "x").unwrap();
     std::fs::write(d.path().join("k.pem"), "x").unwrap();
-    std::fs::set_permissions(d.path().join("k.pem"), std::fs::Permissions::from_mode(0o600))
-        .unwrap();
+    std::fs::set_permissions(
+        d.path().join("k.pem"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     let with = |media: &str, http: &str| {
         let text = BASE.replace(
             "ip: 192.168.131.10 }",
