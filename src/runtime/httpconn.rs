@@ -63,7 +63,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::lazytcp::LazyTcp;
 pub use super::writestall::WRITE_STALL_TIMEOUT;
-use super::writestall::WriteWatch;
+use super::writestall::{WriteStall, WriteWatch};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -83,9 +83,8 @@ pub struct Activity {
     in_flight: AtomicUsize,
     /// Milliseconds after `start` when the last request ended (0: none yet).
     idle_since_ms: AtomicU64,
-    /// One more than the milliseconds after `start` since when a write has
-    /// been waiting for room in the send buffer with no byte sent; 0: none is.
-    stalled_since_ms: AtomicU64,
+    /// Since when its writes wait on a client that does not read.
+    stall: WriteStall,
     kick: CancellationToken,
     /// A request asked to close the connection after its response
     /// ([`Activity::set_closing`]).
@@ -94,11 +93,12 @@ pub struct Activity {
 
 impl Activity {
     pub fn new() -> Arc<Activity> {
+        let start = Instant::now();
         Arc::new(Activity {
-            start: Instant::now(),
+            start,
             in_flight: AtomicUsize::new(0),
             idle_since_ms: AtomicU64::new(0),
-            stalled_since_ms: AtomicU64::new(0),
+            stall: WriteStall::new(start),
             kick: CancellationToken::new(),
             closing: AtomicBool::new(false),
         })
@@ -129,30 +129,19 @@ impl Activity {
     /// socket's send buffer without a byte sent (a client that does not
     /// read); `None` while they progress or nothing waits.
     pub fn stalled_for(&self) -> Option<Duration> {
-        match self.stalled_since_ms.load(Ordering::Acquire) {
-            0 => None,
-            since => Some(
-                self.start
-                    .elapsed()
-                    .saturating_sub(Duration::from_millis(since - 1)),
-            ),
-        }
+        self.stall.stalled_for()
     }
 
-    /// A write found the send buffer full: the stall starts now unless it
-    /// already had.
+    /// A write found the send buffer full (tests elsewhere).
+    #[cfg(test)]
     pub fn write_waits(&self) {
-        if self.stalled_since_ms.load(Ordering::Relaxed) == 0 {
-            let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
-            self.stalled_since_ms.store(now + 1, Ordering::Release);
-        }
+        self.stall.waits();
     }
 
-    /// Bytes left: no stall (one load when there was none).
+    /// A write sent bytes (tests elsewhere).
+    #[cfg(test)]
     pub fn write_progressed(&self) {
-        if self.stalled_since_ms.load(Ordering::Relaxed) != 0 {
-            self.stalled_since_ms.store(0, Ordering::Release);
-        }
+        self.stall.progressed();
     }
 
     /// Ask the connection to close as if it had idled out (eviction).
@@ -175,6 +164,12 @@ impl Activity {
     #[cfg(test)]
     pub fn is_kicked(&self) -> bool {
         self.kick.is_cancelled()
+    }
+}
+
+impl AsRef<WriteStall> for Activity {
+    fn as_ref(&self) -> &WriteStall {
+        &self.stall
     }
 }
 

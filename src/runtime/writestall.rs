@@ -5,10 +5,11 @@
 //! window, then nothing) keeps its request in flight for as long as the
 //! client likes, and with it a connection slot and a descriptor: 300 such
 //! downloads from 10 addresses gave a node none of its requests (audit
-//! M5). [`WriteWatch`] sits between hyper (or the TLS layer's caller) and
-//! the stream and marks the connection's [`Activity`] when a write must
-//! wait for room in the send buffer, and clears the mark as soon as a
-//! byte leaves; `httpconn::serve` drops a connection stalled for
+//! M5). [`WriteWatch`] sits between hyper and the stream (plain or TLS)
+//! and marks the connection's [`WriteStall`] (kept in its
+//! `httpconn::Activity`) when a write must wait for room in the send
+//! buffer, and clears the mark as soon as a byte leaves.
+//! `httpconn::serve` drops a connection stalled for
 //! [`WRITE_STALL_TIMEOUT`], and the listener's admission may evict one
 //! stalled for a moment when every slot is taken.
 //!
@@ -21,41 +22,92 @@
 use std::io::IoSlice;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-
-use super::httpconn::Activity;
+use tokio::time::Instant;
 
 /// A connection whose writes (response bytes, TLS records) made no
 /// progress this long, its send buffer full, is dropped: a client that
 /// stopped reading holds no slot, descriptor or request for longer.
 pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// `inner`, its write progress noted in an [`Activity`].
-pub struct WriteWatch<S> {
-    inner: S,
-    activity: Arc<Activity>,
+/// Since when a connection's writes have been waiting for room in its
+/// send buffer with no byte sent, if they are.
+#[derive(Debug)]
+pub struct WriteStall {
+    origin: Instant,
+    /// One more than the milliseconds after `origin` when the stall
+    /// began; 0: no write waits.
+    since_ms: AtomicU64,
 }
 
-impl<S> WriteWatch<S> {
-    pub fn new(inner: S, activity: Arc<Activity>) -> WriteWatch<S> {
-        WriteWatch { inner, activity }
+impl WriteStall {
+    /// No stall; times counted from `origin` (the connection's start).
+    pub fn new(origin: Instant) -> WriteStall {
+        WriteStall {
+            origin,
+            since_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// How long the writes have waited without a byte sent; `None` while
+    /// they progress or nothing waits.
+    pub fn stalled_for(&self) -> Option<Duration> {
+        match self.since_ms.load(Ordering::Acquire) {
+            0 => None,
+            since => Some(
+                self.origin
+                    .elapsed()
+                    .saturating_sub(Duration::from_millis(since - 1)),
+            ),
+        }
+    }
+
+    /// A write found the send buffer full: the stall starts now unless it
+    /// already had.
+    pub fn waits(&self) {
+        if self.since_ms.load(Ordering::Relaxed) == 0 {
+            let now = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+            self.since_ms.store(now + 1, Ordering::Release);
+        }
+    }
+
+    /// Bytes left: no stall (one load when there was none).
+    pub fn progressed(&self) {
+        if self.since_ms.load(Ordering::Relaxed) != 0 {
+            self.since_ms.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// `inner`, its write progress noted in the [`WriteStall`] of `owner`
+/// (the connection's `httpconn::Activity`).
+pub struct WriteWatch<S, A> {
+    inner: S,
+    owner: Arc<A>,
+}
+
+impl<S, A: AsRef<WriteStall>> WriteWatch<S, A> {
+    pub fn new(inner: S, owner: Arc<A>) -> WriteWatch<S, A> {
+        WriteWatch { inner, owner }
     }
 
     /// Note what a write-side poll said: `Pending` waits, a result with
     /// `progressed` true is progress.
     fn note<T>(&self, r: &Poll<std::io::Result<T>>, progressed: impl FnOnce(&T) -> bool) {
+        let stall = (*self.owner).as_ref();
         match r {
-            Poll::Pending => self.activity.write_waits(),
-            Poll::Ready(Ok(v)) if progressed(v) => self.activity.write_progressed(),
+            Poll::Pending => stall.waits(),
+            Poll::Ready(Ok(v)) if progressed(v) => stall.progressed(),
             Poll::Ready(_) => {}
         }
     }
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for WriteWatch<S> {
+impl<S: AsyncRead + Unpin, A> AsyncRead for WriteWatch<S, A> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -65,7 +117,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for WriteWatch<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for WriteWatch<S> {
+impl<S: AsyncWrite + Unpin, A: AsRef<WriteStall>> AsyncWrite for WriteWatch<S, A> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -108,6 +160,14 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+    struct Owner(WriteStall);
+
+    impl AsRef<WriteStall> for Owner {
+        fn as_ref(&self) -> &WriteStall {
+            &self.0
+        }
+    }
+
     /// A client that does not read stalls the writes once the buffers
     /// are full; reading ends the stall.
     #[tokio::test]
@@ -117,11 +177,11 @@ mod tests {
             .await
             .unwrap();
         let (srv, _) = l.accept().await.unwrap();
-        let activity = Activity::new();
+        let activity = Arc::new(Owner(WriteStall::new(Instant::now())));
         let mut w = WriteWatch::new(srv, activity.clone());
         let chunk = vec![7u8; 64 * 1024];
         w.write_all(&chunk).await.unwrap();
-        assert_eq!(activity.stalled_for(), None, "written at once");
+        assert_eq!(activity.0.stalled_for(), None, "written at once");
         // Until the buffers are full: a write that has to wait.
         let mut sent = chunk.len();
         loop {
@@ -132,7 +192,7 @@ mod tests {
             sent += chunk.len();
             assert!(sent < 256 << 20, "the buffers never filled");
         }
-        assert!(activity.stalled_for().is_some(), "the write waits");
+        assert!(activity.0.stalled_for().is_some(), "the write waits");
         // The client reads: the next write progresses.
         let reader = tokio::spawn(async move {
             let mut buf = vec![0u8; 1 << 20];
@@ -146,7 +206,7 @@ mod tests {
             got
         });
         w.write_all(b"x").await.unwrap();
-        assert_eq!(activity.stalled_for(), None, "progress ends the stall");
+        assert_eq!(activity.0.stalled_for(), None, "progress ends the stall");
         w.shutdown().await.unwrap();
         drop(w);
         assert!(reader.await.unwrap() > chunk.len());
