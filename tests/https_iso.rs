@@ -427,6 +427,71 @@ fn a_broken_certificate_stops_serve_before_it_binds() {
     assert!(!err.contains("listening for"), "{err}");
 }
 
+/// Issue #40 item 9 (audit L5): a private key that group or others can
+/// read is refused, as token and password files are: `http.tls.keyFile`
+/// by `check` (and so by `serve`), a kept generated key by `serve` and
+/// `check`; at 0600 both are accepted. The old code took both silently.
+#[test]
+fn tls_keys_readable_by_others_are_refused() {
+    require_tools!();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let chmod = |f: &Path, mode: u32| {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let check = |cluster: &Path| {
+        let (code, out, err) = run(BIN, &["check", "--cluster", cluster.to_str().unwrap()]);
+        (code, format!("{out}{err}"))
+    };
+    // The generated key, made by a first start, then widened.
+    let cluster = loopback_cluster(d, "");
+    let key = d.join("state/test-https-key.pem");
+    let mut app = Appliance::launch().start_path(&cluster);
+    app.stop();
+    drop(app);
+    chmod(&key, 0o644);
+    let (code, out) = check(&cluster);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("{} has mode 0644", key.display())) && out.contains("chmod 600"),
+        "{out}"
+    );
+    let served = Command::new(BIN)
+        .args(["serve", "--cluster", cluster.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&served.stderr);
+    assert!(!served.status.success(), "{err}");
+    assert!(err.contains("has mode 0644"), "{err}");
+    assert!(!err.contains("listening for https"), "{err}");
+    chmod(&key, 0o600);
+    let (code, out) = check(&cluster);
+    assert_eq!(code, 0, "{out}");
+
+    // The operator's key.
+    let (cert, key) = (d.join("op.pem"), d.join("op.key"));
+    ip_cert(&cert, &key, "127.0.0.1", false);
+    let cluster = loopback_cluster(
+        d,
+        &format!(
+            "  tls: {{ certFile: \"{}\", keyFile: \"{}\" }}\n",
+            cert.display(),
+            key.display()
+        ),
+    );
+    chmod(&key, 0o640);
+    let (code, out) = check(&cluster);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("http.tls.keyFile") && out.contains("has mode 0640"),
+        "{out}"
+    );
+    chmod(&key, 0o600);
+    let (code, out) = check(&cluster);
+    assert_eq!(code, 0, "{out}");
+}
+
 /// The lab of the access test: the appliance in one namespace
 /// (applianceIP 10.67.0.1), clients in another joined by a veth pair.
 const APPLIANCE: &str = "10.67.0.1";

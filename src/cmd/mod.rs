@@ -32,6 +32,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Check => {
             let plan = config::load(&cluster)?;
             check_mode(&plan, &cluster)?;
+            check_https_key(&plan, &cluster)?;
             print!("{}", summary(&plan));
             Ok(())
         }
@@ -377,6 +378,22 @@ fn check_mode(plan: &Plan, path: &std::path::Path) -> Result<(), config::ConfigE
             }],
         }),
     }
+}
+
+/// `check` refuses a kept generated HTTPS key that group or others can
+/// read, as `serve` does (`http.tls.keyFile` is checked with the config).
+fn check_https_key(plan: &Plan, path: &std::path::Path) -> Result<(), config::ConfigError> {
+    let c = &plan.cluster;
+    if c.http.tls_listen.is_none() || c.http.tls.is_some() {
+        return Ok(());
+    }
+    crate::runtime::certs::check_kept_key(c).map_err(|message| config::ConfigError::Invalid {
+        path: path.to_path_buf(),
+        errors: vec![config::FieldError {
+            path: "http.tlsListen".into(),
+            message,
+        }],
+    })
 }
 
 /// `check`'s HTTPS line: the certificate a BMC must trust, when it exists

@@ -12,6 +12,11 @@
 //!   from an earlier start is reused while it parses, matches its key and
 //!   still names every such address, else it is made again (and logged).
 //!   Its key file is created with mode 0600 and never widened.
+//! - A private key readable by group or others is refused, the operator's
+//!   (`http.tls.keyFile`) and a kept generated one alike, as token and
+//!   password files are ([`check_key_file`]): [`load`] fails, `check`
+//!   says so, and nothing is made again in its place (who could read it
+//!   is for the operator to judge).
 //! - The fingerprint is the SHA-256 of the first certificate's DER, as
 //!   `openssl x509 -fingerprint -sha256` prints it (`AA:BB:…`).
 //!
@@ -87,8 +92,10 @@ pub fn wanted_ips(c: &Cluster) -> Vec<IpAddr> {
 /// one (made now when missing, stale or broken). Blocking file I/O.
 pub fn load(c: &Cluster) -> Result<ServerCert, String> {
     if let Some(t) = &c.http.tls {
+        check_key_file(&t.key_file).map_err(|e| format!("http.tls.keyFile: {e}"))?;
         return from_files(&t.cert_file, &t.key_file, false);
     }
+    check_kept_key(c)?;
     let (cert, key) = generated_paths(c);
     let ips = wanted_ips(c);
     match reusable(&cert, &key, &ips) {
@@ -100,6 +107,28 @@ pub fn load(c: &Cluster) -> Result<ServerCert, String> {
     }
     generate(&cert, &key, &ips, &c.name)?;
     from_files(&cert, &key, true)
+}
+
+/// Why the private key in `key` may not be used: it must be a regular
+/// file that neither group nor others can read (the rule of token and
+/// password files).
+pub fn check_key_file(key: &Path) -> Result<(), String> {
+    crate::config::secret::check_secret_file(key, true)
+}
+
+/// Why the kept generated key of `c` (when there is one) may not be used:
+/// [`check_key_file`], with how to mend it. `Ok` when none is kept.
+pub fn check_kept_key(c: &Cluster) -> Result<(), String> {
+    let (_, key) = generated_paths(c);
+    if std::fs::symlink_metadata(&key).is_err() {
+        return Ok(());
+    }
+    check_key_file(&key).map_err(|e| {
+        format!(
+            "the generated HTTPS key {e}; chmod 600 it, or delete it and {} to make new ones",
+            generated_paths(c).0.display()
+        )
+    })
 }
 
 /// What `check` can say without making anything: the generated

@@ -17,17 +17,28 @@
 //!   — is shut down gracefully (h2 GOAWAY) and dropped [`CLOSE_GRACE`]
 //!   later unless a request raced in. [`Activity::kick`] does the same at
 //!   once: the listener's eviction of an idle connection under pressure.
+//! - Write progress: [`WriteWatch`] (put under hyper by [`serve`]) notes
+//!   when a write could not go on because the socket's send buffer was
+//!   full, and clears the mark at the next byte that leaves. A response
+//!   whose writes made no progress for [`WRITE_STALL_TIMEOUT`] (a client
+//!   that stopped reading) is dropped, request in flight or not; one
+//!   stalled for a moment is what the listener may evict under pressure
+//!   ([`Activity::stalled_for`]).
 //!
 //! Cost per request (the ignition hot path): the count is two atomics and
-//! no allocation ([`CountedFuture`], [`Tracked`]); the idle, kick and
-//! shutdown watch is polled only when one of its own timers or tokens
+//! no allocation ([`CountedFuture`], [`Tracked`]); a write that goes out
+//! at once costs one relaxed atomic load more (no clock read, no
+//! syscall: the time is read only when a write has to wait); the idle,
+//! stall, kick and shutdown watch is polled only when one of its own timers or tokens
 //! fires (`Quiet`), not on every wake-up of the connection.
 //!
 //! Invariants: a connection with nothing in flight lives at most the idle
 //! timeout plus [`CLOSE_GRACE`] (plus one timer tick) — whatever the client
 //! sends or leaves unanswered (SETTINGS, PING, a partial HEADERS frame);
-//! the idle rule and a kick never cut a request in flight; at shutdown
-//! in-flight requests get the drain budget, as before.
+//! the idle rule and a kick never cut a request in flight whose writes
+//! progress; a connection whose writes made no progress for
+//! [`WRITE_STALL_TIMEOUT`] lives no longer (plus one timer tick); at
+//! shutdown in-flight requests get the drain budget, as before.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -51,6 +62,8 @@ use hyper_util::server::conn::auto::{self, HttpServerConnExec};
 use tokio_util::sync::CancellationToken;
 
 use super::lazytcp::LazyTcp;
+pub use super::writestall::WRITE_STALL_TIMEOUT;
+use super::writestall::{WriteStall, WriteWatch};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -70,6 +83,8 @@ pub struct Activity {
     in_flight: AtomicUsize,
     /// Milliseconds after `start` when the last request ended (0: none yet).
     idle_since_ms: AtomicU64,
+    /// Since when its writes wait on a client that does not read.
+    stall: WriteStall,
     kick: CancellationToken,
     /// A request asked to close the connection after its response
     /// ([`Activity::set_closing`]).
@@ -78,10 +93,12 @@ pub struct Activity {
 
 impl Activity {
     pub fn new() -> Arc<Activity> {
+        let start = Instant::now();
         Arc::new(Activity {
-            start: Instant::now(),
+            start,
             in_flight: AtomicUsize::new(0),
             idle_since_ms: AtomicU64::new(0),
+            stall: WriteStall::new(start),
             kick: CancellationToken::new(),
             closing: AtomicBool::new(false),
         })
@@ -108,6 +125,25 @@ impl Activity {
         Some(self.start.elapsed().saturating_sub(since))
     }
 
+    /// How long the connection's writes have been waiting for room in the
+    /// socket's send buffer without a byte sent (a client that does not
+    /// read); `None` while they progress or nothing waits.
+    pub fn stalled_for(&self) -> Option<Duration> {
+        self.stall.stalled_for()
+    }
+
+    /// A write found the send buffer full (tests elsewhere).
+    #[cfg(test)]
+    pub fn write_waits(&self) {
+        self.stall.waits();
+    }
+
+    /// A write sent bytes (tests elsewhere).
+    #[cfg(test)]
+    pub fn write_progressed(&self) {
+        self.stall.progressed();
+    }
+
     /// Ask the connection to close as if it had idled out (eviction).
     pub fn kick(&self) {
         self.kick.cancel();
@@ -128,6 +164,12 @@ impl Activity {
     #[cfg(test)]
     pub fn is_kicked(&self) -> bool {
         self.kick.is_cancelled()
+    }
+}
+
+impl AsRef<WriteStall> for Activity {
+    fn as_ref(&self) -> &WriteStall {
+        &self.stall
     }
 }
 
@@ -399,6 +441,8 @@ pub enum Ended {
     Silent,
     /// No request in flight for the idle timeout.
     Idle,
+    /// Its writes made no progress for [`WRITE_STALL_TIMEOUT`].
+    Stalled,
     /// Evicted by the listener ([`Activity::kick`]).
     Kicked,
     /// The service is shutting down.
@@ -505,14 +549,22 @@ impl<F: Future> Future for Quiet<F> {
     }
 }
 
-/// Resolves once `activity` has had no request in flight for `idle`.
-async fn idled_out(activity: &Activity, idle: Duration) {
+/// Resolves once `activity` has had no request in flight for `idle`
+/// ([`Ended::Idle`]) or its writes made no progress for
+/// [`WRITE_STALL_TIMEOUT`] ([`Ended::Stalled`]). One timer at a time.
+async fn quiet_out(activity: &Activity, idle: Duration) -> Ended {
     loop {
-        match activity.idle_for() {
-            Some(d) if d >= idle => return,
-            Some(d) => tokio::time::sleep(idle - d).await,
-            None => tokio::time::sleep(idle).await,
-        }
+        let idle_left = match activity.idle_for() {
+            Some(d) if d >= idle => return Ended::Idle,
+            Some(d) => idle - d,
+            None => idle,
+        };
+        let stall_left = match activity.stalled_for() {
+            Some(d) if d >= WRITE_STALL_TIMEOUT => return Ended::Stalled,
+            Some(d) => WRITE_STALL_TIMEOUT - d,
+            None => WRITE_STALL_TIMEOUT,
+        };
+        tokio::time::sleep(idle_left.min(stall_left)).await;
     }
 }
 
@@ -552,6 +604,7 @@ where
         svc,
         activity: activity.clone(),
     };
+    let io = WriteWatch::new(io, activity.clone());
     let conn = builders.get(proto).serve_connection(TokioIo::new(io), svc);
     tokio::pin!(conn);
     let watch = Quiet::new(async {
@@ -559,7 +612,7 @@ where
             biased;
             _ = shutdown.cancelled() => Ended::Shutdown,
             _ = activity.kick.cancelled() => Ended::Kicked,
-            _ = idled_out(activity, t.idle) => Ended::Idle,
+            why = quiet_out(activity, t.idle) => why,
         }
     });
     tokio::pin!(watch);
@@ -571,6 +624,10 @@ where
         },
         why = watch => why,
     };
+    if matches!(why, Ended::Stalled) {
+        // Nothing would leave: a graceful end would wait as long again.
+        return why;
+    }
     conn.as_mut().graceful_shutdown();
     if matches!(why, Ended::Shutdown) {
         let _ = tokio::time::timeout(t.drain, conn).await;
@@ -578,11 +635,13 @@ where
     }
     // Idle or kicked: give the GOAWAY (and its PING, which a silent h2
     // client never answers) a moment, then drop the connection unless a
-    // request raced in before the shutdown; that one is let finish.
+    // request raced in before the shutdown; that one is let finish while
+    // its writes progress (a kicked download that stalls is dropped).
     loop {
         match tokio::time::timeout(CLOSE_GRACE, conn.as_mut()).await {
             Ok(_) => return why,
             Err(_) if activity.idle_for().is_some() => return why,
+            Err(_) if activity.stalled_for().is_some_and(|d| d >= CLOSE_GRACE) => return why,
             Err(_) => {}
         }
     }
@@ -701,6 +760,26 @@ mod tests {
         assert_eq!(polls.load(Ordering::SeqCst), 2);
     }
 
+    /// A request in flight whose writes wait ends the connection after
+    /// the stall timeout; progress in between starts the count again.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_response_ends_after_the_write_timeout() {
+        let a = Activity::new();
+        let _req = a.begin();
+        a.write_waits();
+        tokio::time::advance(Duration::from_secs(20)).await;
+        assert!(a.stalled_for().unwrap() >= Duration::from_secs(20));
+        a.write_progressed();
+        assert_eq!(a.stalled_for(), None);
+        a.write_waits();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        a.write_waits();
+        let t = Instant::now();
+        let why = quiet_out(&a, Duration::from_secs(10)).await;
+        assert!(matches!(why, Ended::Stalled), "{why:?}");
+        assert_eq!(t.elapsed(), WRITE_STALL_TIMEOUT - Duration::from_secs(1));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn idle_time_counts_from_the_last_request() {
         let a = Activity::new();
@@ -715,7 +794,8 @@ mod tests {
         drop(r2);
         assert!(a.idle_for().unwrap() < Duration::from_millis(10));
         let t = Instant::now();
-        idled_out(&a, Duration::from_secs(10)).await;
+        let why = quiet_out(&a, Duration::from_secs(10)).await;
+        assert!(matches!(why, Ended::Idle), "{why:?}");
         assert!(t.elapsed() >= Duration::from_secs(10));
     }
 }

@@ -35,3 +35,4 @@ pub mod supervisor;
 pub mod sync;
 pub mod telemetry;
 pub mod tls;
+pub mod writestall;

@@ -97,8 +97,9 @@ fn tls_listen(
         .map(|ip| Some(SocketAddr::new(ip.into(), HTTPS_PORT)))
 }
 
-/// `http.tls`: both files readable (parsing and the key matching the
-/// certificate are checked before the listener binds).
+/// `http.tls`: both files readable, the key by its owner only (as token
+/// and password files: `secret::check_secret_file`); parsing and the key
+/// matching the certificate are checked before the listener binds.
 fn tls_files(t: &raw::HttpTls, base: &Path, e: &mut Errs) -> Option<HttpTlsCfg> {
     let cert_file = resolve(base, &t.cert_file);
     let key_file = resolve(base, &t.key_file);
@@ -109,6 +110,11 @@ fn tls_files(t: &raw::HttpTls, base: &Path, e: &mut Errs) -> Option<HttpTlsCfg> 
                 format!("http.tls.{field}"),
                 format!("{}: {err}", f.display()),
             );
+            ok = false;
+        } else if field == "keyFile"
+            && let Err(m) = secret::check_secret_file(f, true)
+        {
+            e.push("http.tls.keyFile", m);
             ok = false;
         }
     }

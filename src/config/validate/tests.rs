@@ -311,6 +311,26 @@ fn https_listener_runs_when_asked_for_or_a_bmc_may_need_it() {
         "{:?}",
         e.0
     );
+    // A key that group or others can read is refused (#40 item 9); 0600 is not.
+    let d = tempfile::tempdir().unwrap();
+    let (cert, key) = (d.path().join("c.pem"), d.path().join("k.pem"));
+    std::fs::write(&cert, "c").unwrap();
+    std::fs::write(&key, "k").unwrap();
+    let tls = format!(
+        "{BASE}http: {{ tls: {{ certFile: {}, keyFile: {} }} }}\n",
+        cert.display(),
+        key.display()
+    );
+    for (mode, refused) in [(0o644, true), (0o640, true), (0o600, false), (0o400, false)] {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+        let (_, e) = run(&tls);
+        let hit = e.0.iter().any(|f| {
+            f.path == "http.tls.keyFile" && f.message.contains(&format!("has mode {mode:04o}"))
+        });
+        assert_eq!(hit, refused, "mode {mode:o}: {:?}", e.0);
+        assert_eq!(e.0.len(), usize::from(refused), "{:?}", e.0);
+    }
     // Unknown keys are refused.
     assert!(
         parse_str(&format!(
@@ -345,6 +365,11 @@ fn bmc_media_and_the_iso_urls_of_both_schemes() {
     .unwrap();
     std::fs::write(d.path().join("c.pem"), "x").unwrap();
     std::fs::write(d.path().join("k.pem"), "x").unwrap();
+    std::fs::set_permissions(
+        d.path().join("k.pem"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     let with = |media: &str, http: &str| {
         let text = BASE.replace(
             "ip: 192.168.131.10 }",

@@ -8,19 +8,23 @@
 //! 64 idle h2 connections, or 20 × 64 trickled heads, filled the listener
 //! and no other client was served. So when every slot is taken, a new
 //! connection from a client holding `c` connections takes the slot of an
-//! **idle** connection (no request in flight for at least [`MIN_IDLE`]) of
-//! the client holding the most, if that client holds more than `c + 1`:
+//! **unused** connection — idle (no request in flight for at least
+//! [`MIN_IDLE`]) or stalled (its response's writes waiting on a client
+//! that does not read for at least [`MIN_STALL`]) — of the client holding
+//! the most, if that client holds more than `c + 1`:
 //! max-min fairness — the heaviest holder gives way to a lighter one, a
 //! fifth client is served while the others hold all they may, and two
 //! clients of equal weight never take turns evicting each other. A
 //! connection that cannot be admitted is closed at once (no one waits in
-//! the backlog behind idle slots). A request in flight is never evicted.
+//! the backlog behind idle slots). A request in flight is evicted only
+//! when its response is stalled: 300 never-read downloads from 10
+//! addresses held every slot otherwise (audit M5).
 //!
 //! Reserve a share of the slots for clients under their limit instead? It
 //! fails with many sources: the attackers are under their limit too, and
 //! fill the reserve. Eviction of idle connections holds for any number of
-//! sources as long as they idle, which is what holding a slot without
-//! being served is.
+//! sources as long as they idle or do not read, which is what holding a
+//! slot without being served is.
 //!
 //! Invariants: a client is in the map only while it holds a connection;
 //! `total` is the number of connections in the map; an evicted connection
@@ -39,6 +43,19 @@ use std::time::Duration;
 /// evicted: a response whose body was just handed to hyper may still be
 /// on its way out.
 pub const MIN_IDLE: Duration = Duration::from_secs(1);
+
+/// A response's writes must have waited this long on a client that does
+/// not read (send buffer full, no byte sent) for its connection to be
+/// evicted: a client that reads, however slowly, frees room sooner.
+pub const MIN_STALL: Duration = Duration::from_secs(2);
+
+/// How long `a` has held its slot unused, when long enough to give way:
+/// idle for [`MIN_IDLE`], or its writes stalled for [`MIN_STALL`].
+fn unused_for(a: &Activity) -> Option<Duration> {
+    a.idle_for()
+        .filter(|d| *d >= MIN_IDLE)
+        .or_else(|| a.stalled_for().filter(|d| *d >= MIN_STALL))
+}
 
 /// One admitted connection.
 struct Held {
@@ -96,8 +113,8 @@ impl Inner {
         self.by_ip.get(ip).map_or(0, Vec::len)
     }
 
-    /// Take an idle connection's slot from the heaviest client holding
-    /// more than `c + 1` (other than `ip`); the one idle longest is closed.
+    /// Take an unused connection's slot from the heaviest client holding
+    /// more than `c + 1` (other than `ip`); the one unused longest is closed.
     /// `Some(victim's address)` when one was found.
     fn evict_for(&mut self, ip: &IpAddr, c: usize) -> Option<IpAddr> {
         let mut heavy: Vec<(usize, IpAddr)> = self
@@ -112,8 +129,7 @@ impl Inner {
             let idlest = conns
                 .iter()
                 .enumerate()
-                .filter_map(|(i, h)| Some((h.activity.idle_for()?, i)))
-                .filter(|(idle, _)| *idle >= MIN_IDLE)
+                .filter_map(|(i, h)| Some((unused_for(&h.activity)?, i)))
                 .max();
             if let Some((_, i)) = idlest {
                 let held = conns.swap_remove(i);
@@ -291,6 +307,38 @@ mod tests {
         assert!(c.inner.locked().by_ip.is_empty());
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_response_gives_way_a_progressing_one_does_not() {
+        let c = Arc::new(Clients::default());
+        let lim = Limits {
+            per_client: 8,
+            total: 3,
+        };
+        let busy: Vec<_> = (0..3).map(|_| Activity::new()).collect();
+        let _reqs: Vec<_> = busy.iter().map(|a| a.begin_for_test()).collect();
+        let _slots: Vec<_> = busy
+            .iter()
+            .map(|a| c.admit(ip("10.0.0.1"), a, lim).unwrap().0)
+            .collect();
+        // Two downloads wait on a client that does not read; one has
+        // only just begun to.
+        busy[0].write_waits();
+        busy[1].write_waits();
+        tokio::time::advance(MIN_STALL).await;
+        busy[2].write_waits();
+        busy[1].write_progressed();
+        let (_s, evicted) = c.admit(ip("10.0.0.9"), &Activity::new(), lim).unwrap();
+        assert_eq!(evicted, Some(ip("10.0.0.1")));
+        let kicked: Vec<bool> = busy.iter().map(|a| a.is_kicked()).collect();
+        assert_eq!(kicked, [true, false, false], "only the stalled one");
+        assert_eq!(
+            c.admit(ip("10.0.0.8"), &Activity::new(), lim).err(),
+            Some(Refused::Full),
+            "the others progress or stalled too briefly"
+        );
+    }
+
+    /// Nor a request in flight whose writes are not waiting.
     #[tokio::test(start_paused = true)]
     async fn a_request_in_flight_is_never_evicted() {
         let c = Arc::new(Clients::default());

@@ -1,8 +1,8 @@
 //! The HTTP service: its listener, its place in the service shape, and the
 //! accept loop that admits each connection ([`clients`]: per-client limit,
-//! global cap, eviction of idle connections when full) and hands it to
-//! hyper with the request handler of [`super`] ([`httpconn`]: request-start,
-//! header and idle timeouts).
+//! global cap, eviction of idle or stalled connections when full) and
+//! hands it to hyper with the request handler of [`super`] ([`httpconn`]:
+//! request-start, header, idle and write-progress timeouts).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -25,7 +25,7 @@ use super::stats::Stats;
 use super::version::MinorVersion;
 use super::{Ctx, DRAIN, HEADER_TIMEOUT, IDLE_TIMEOUT, Scheme};
 use crate::plan::Plan;
-use crate::runtime::httpconn::{self, Activity, Builders, Ended};
+use crate::runtime::httpconn::{self, Activity, Builders, Ended, WRITE_STALL_TIMEOUT};
 use crate::runtime::lazytcp::{LazyListener, LazyTcp};
 use crate::runtime::limits::cap;
 use crate::runtime::lograte::LogRate;
@@ -227,7 +227,7 @@ fn admitted_slot(
     match admitted {
         Ok((slot, evicted)) => {
             if let Some(from) = evicted {
-                debug!("http: closing an idle connection of {from} to serve {peer}");
+                debug!("http: closing an idle or stalled connection of {from} to serve {peer}");
                 ctx.stats.evicted();
             }
             Some(slot)
@@ -368,6 +368,10 @@ impl Conn {
         };
         match httpconn::serve(&builders, proto, io, svc, &activity, t, &shutdown).await {
             Ended::Idle => ctx.stats.closed_idle(),
+            Ended::Stalled => {
+                debug!("http connection closed: no write progress for {WRITE_STALL_TIMEOUT:?}");
+                ctx.stats.closed_stalled();
+            }
             Ended::Failed(e) => debug!("http connection: {e}"),
             _ => {}
         }

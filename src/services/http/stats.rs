@@ -64,6 +64,7 @@ pub struct Stats {
     refused_full: AtomicU64,
     evicted: AtomicU64,
     closed_idle: AtomicU64,
+    closed_stalled: AtomicU64,
     fetches: Mutex<VecDeque<Fetch>>,
     ign_by_status: Mutex<BTreeMap<u16, u64>>,
 }
@@ -86,6 +87,7 @@ impl Stats {
             refused_full: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             closed_idle: AtomicU64::new(0),
+            closed_stalled: AtomicU64::new(0),
             fetches: Mutex::default(),
             ign_by_status: Mutex::default(),
         }
@@ -116,13 +118,18 @@ impl Stats {
     pub fn refused_full(&self) {
         self.refused_full.fetch_add(1, Ordering::Relaxed);
     }
-    /// An idle connection closed to make room for a lighter client.
+    /// An idle or stalled connection closed to make room for a lighter client.
     pub fn evicted(&self) {
         self.evicted.fetch_add(1, Ordering::Relaxed);
     }
     /// A connection closed after the idle timeout with nothing in flight.
     pub fn closed_idle(&self) {
         self.closed_idle.fetch_add(1, Ordering::Relaxed);
+    }
+    /// A connection dropped: its writes made no progress for the write
+    /// timeout (a client that does not read).
+    pub fn closed_stalled(&self) {
+        self.closed_stalled.fetch_add(1, Ordering::Relaxed);
     }
     pub fn conn_close(&self) {
         self.active.fetch_sub(1, Ordering::Relaxed);
@@ -229,14 +236,14 @@ impl Stats {
             out,
             "crc_appliance_http_connections_refused_full_total",
             Kind::Counter,
-            "Connections closed at accept: every slot taken and no heavier client had an idle one.",
+            "Connections closed at accept: every slot taken and no heavier client had an idle or stalled one.",
         )
         .sample(&[], self.refused_full.load(Ordering::Relaxed));
         family(
             out,
             "crc_appliance_http_connections_evicted_total",
             Kind::Counter,
-            "Idle connections closed to serve a client holding fewer (every slot taken).",
+            "Idle or stalled connections closed to serve a client holding fewer (every slot taken).",
         )
         .sample(&[], self.evicted.load(Ordering::Relaxed));
         family(
@@ -246,6 +253,13 @@ impl Stats {
             "Connections closed after the idle timeout with no request in flight (h2 included).",
         )
         .sample(&[], self.closed_idle.load(Ordering::Relaxed));
+        family(
+            out,
+            "crc_appliance_http_connections_stalled_closed_total",
+            Kind::Counter,
+            "Connections dropped when their writes made no progress for 30 s (a client that does not read).",
+        )
+        .sample(&[], self.closed_stalled.load(Ordering::Relaxed));
         let mut f = family(
             out,
             "crc_appliance_http_ignition_requests_total",
