@@ -57,7 +57,7 @@ fn fname(m: &Message) -> &[u8] {
     f.split(|b| *b == 0).next().unwrap_or_default()
 }
 
-fn opt<'a>(m: &'a Message, code: OptionCode) -> Option<&'a DhcpOption> {
+fn opt(m: &Message, code: OptionCode) -> Option<&DhcpOption> {
     m.opts().get(code)
 }
 
