@@ -301,6 +301,51 @@ mod tests {
         assert!(parse_offer(&[0xffu8; 600], from, MAC, 7).is_none());
     }
 
+    fn cluster(dhcp: &str) -> Cluster {
+        let text = format!(
+            "name: c\nbaseDomain: example.com\nnetwork: {{ cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1, interface: eth9 }}\nnodes:\n  - {{ name: master-0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10 }}\ndhcp:\n{dhcp}"
+        );
+        crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .unwrap()
+            .cluster
+    }
+
+    #[test]
+    fn another_server_blocks_server_mode_only() {
+        let site = [Answer {
+            server: Ipv4Addr::new(10, 0, 0, 254),
+            from: Ipv4Addr::new(10, 0, 0, 253),
+            offered: Ipv4Addr::new(10, 0, 0, 57),
+        }];
+        let c = cluster("  mode: server\n");
+        let f = judge(&c, "eth9", &site);
+        assert_eq!(f[0].severity, Severity::Warn);
+        assert_eq!(
+            f[0].problem,
+            "another DHCP server answers on eth9: 10.0.0.254 via 10.0.0.253 (offered 10.0.0.57)"
+        );
+        assert!(f[0].fix.contains("dhcp.mode: proxy"), "{}", f[0].fix);
+        assert!(blocks_start(&c, &f).is_some());
+        // Nobody else: fine.
+        let f = judge(&c, "eth9", &[]);
+        assert_eq!(f[0].severity, Severity::Info);
+        assert!(blocks_start(&c, &f).is_none());
+        // allowOtherServers: reported, not blocking.
+        let c = cluster("  allowOtherServers: true\n");
+        let f = judge(&c, "eth9", &site);
+        assert_eq!(f[0].severity, Severity::Info);
+        assert!(blocks_start(&c, &f).is_none());
+        // Proxy mode: the site's server is expected; none is the problem,
+        // which does not stop serve.
+        let c = cluster("  mode: proxy\n");
+        let f = judge(&c, "eth9", &site);
+        assert_eq!(f[0].severity, Severity::Info);
+        assert!(f[0].problem.contains("10.0.0.254"));
+        let f = judge(&c, "eth9", &[]);
+        assert_eq!(f[0].severity, Severity::Warn);
+        assert!(blocks_start(&c, &f).is_none());
+    }
+
     #[test]
     fn random_macs_are_local_unicast() {
         for _ in 0..32 {
