@@ -248,6 +248,15 @@ pub struct Dhcp {
     /// with `-v6` before its extension).
     #[serde(default)]
     pub binding_file6: Option<String>,
+    /// `server` (default: the appliance owns the segment's DHCP) or `proxy`
+    /// (proxyDHCP beside the site's server: boot answers to the
+    /// inventory's PXE clients only, never an address).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Start in `server` mode even when another DHCP server answers on
+    /// the segment (default false: `serve` refuses to start).
+    #[serde(default)]
+    pub allow_other_servers: bool,
 }
 
 impl Default for Dhcp {
@@ -263,6 +272,8 @@ impl Default for Dhcp {
             relays: Vec::new(),
             listen6: None,
             binding_file6: None,
+            mode: None,
+            allow_other_servers: false,
         }
     }
 }

@@ -268,6 +268,9 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
             ServiceKind::Dhcp => {
                 if let Some(d) = s.dhcp.filter(|d| d.enabled) {
                     add(kind, "dhcp", Proto::Udp, d.listen, "dhcp.listen".into());
+                    if let Some(b) = d.boot_server_listen() {
+                        add(kind, "pxe boot server", Proto::Udp, b, "dhcp.mode".into());
+                    }
                 }
             }
             ServiceKind::Dhcp6 => {

@@ -355,9 +355,39 @@ pub struct DhcpCfg {
     pub listen6: SocketAddr,
     /// The DHCPv6 binding file (`dhcp.bindingFile6`).
     pub binding_file6: PathBuf,
+    /// `dhcp.mode`: own the segment, or proxyDHCP beside the site's server.
+    pub mode: DhcpMode,
+    /// `dhcp.allowOtherServers`: start in server mode even when another
+    /// DHCP server answers on the segment.
+    pub allow_other_servers: bool,
+}
+
+/// `dhcp.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DhcpMode {
+    /// The appliance is the segment's DHCP server (addresses and boot).
+    #[default]
+    Server,
+    /// proxyDHCP: the site's server lends the addresses; the appliance
+    /// answers only the inventory's PXE clients, with boot options.
+    Proxy,
 }
 
 impl DhcpCfg {
+    /// The PXE boot server socket of `dhcp.mode: proxy` (None in server
+    /// mode): port 4011 beside port 67, else the listen port + 2 (test
+    /// clusters, whose client port is the listen port + 1).
+    pub fn boot_server_listen(&self) -> Option<SocketAddr> {
+        (self.mode == DhcpMode::Proxy).then(|| {
+            let port = match self.listen.port() {
+                67 => 4011,
+                p => p.wrapping_add(2),
+            };
+            SocketAddr::new(self.listen.ip(), port)
+        })
+    }
+
     /// Every relay address (giaddr) a relayed request may carry: each
     /// segment's gateway and `dhcp.relays`.
     pub fn relay_addresses(&self) -> Vec<Ipv4Addr> {

@@ -103,7 +103,7 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         None => None,
     };
     crate::runtime::limits::apply(&plan);
-    crate::host::preflight::log(&plan);
+    crate::host::preflight::log(&plan)?;
     let root = CancellationToken::new();
     let term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;

@@ -9,6 +9,7 @@ pub mod dnstools;
 pub mod initramfs;
 pub mod libvirtd;
 pub mod qemu;
+pub mod segment;
 pub mod udhcpc;
 
 use std::collections::HashMap;

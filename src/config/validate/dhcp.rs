@@ -8,6 +8,8 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
+mod proxy;
+
 use super::{Errs, NetParts, resolve, sock};
 use crate::config::raw;
 use crate::model::cluster::{DhcpCfg, Ipv4Net, NodeCfg, PxeCfg, SegmentCfg};
@@ -105,6 +107,7 @@ pub(crate) fn build(
     if binding_file6 == lease_file {
         e.push("dhcp.bindingFile6", "must differ from dhcp.leaseFile");
     }
+    let mode = proxy::mode(h, e);
     Some(DhcpCfg {
         enabled: h.enabled,
         listen: listen?,
@@ -116,6 +119,8 @@ pub(crate) fn build(
         relays,
         listen6: listen6?,
         binding_file6,
+        mode,
+        allow_other_servers: h.allow_other_servers,
     })
 }
 

@@ -15,14 +15,19 @@
 //! - `<ignitionDir>/<role>.ign` exists and is an ignition JSON document for
 //!   every role that has nodes.
 //!
+//! - other DHCP servers on `network.interface`: one DISCOVER from a random
+//!   MAC, every server that offers named (`dhcp_servers.rs`; `serve`
+//!   refuses to start beside one in `dhcp.mode: server`);
 //! - a running firewalld opens every port `firewall print` lists in the zone
 //!   of `network.interface` (else the default zone) (`firewalld.rs`).
 //!
 //! Layout: the port checks are in `ports.rs`, the firewalld check in
-//! `firewalld.rs`; the rest is here.
+//! `firewalld.rs`, the DHCP server probe in `dhcp_servers.rs`; the rest is
+//! here.
 //!
 //! Invariants: read-only (the only write is a probe file in the pool dir,
-//! removed at once); never panics on odd `/proc` content (unparsable lines
+//! removed at once; the only packets, the DHCP probe's DISCOVER on the
+//! cluster interface); never panics on odd `/proc` content (unparsable lines
 //! are skipped); a process whose fds we cannot read is reported as
 //! "owner not visible" rather than guessed.
 
@@ -31,6 +36,7 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
+mod dhcp_servers;
 mod firewalld;
 mod ignition;
 mod ports;
@@ -89,6 +95,7 @@ pub fn run(plan: &Plan) -> Vec<Finding> {
     if c.http.enabled {
         out.extend(ignition(c));
     }
+    out.extend(dhcp_servers::check(c));
     out
 }
 
@@ -127,15 +134,22 @@ pub fn report(findings: &[Finding]) -> String {
     out
 }
 
-/// `serve`'s start: log every finding (never fails the start).
-pub fn log(plan: &Plan) {
-    for f in run(plan) {
+/// `serve`'s start: log every finding; fail only when another DHCP
+/// server answers on the segment of a `dhcp.mode: server` cluster
+/// (unless `dhcp.allowOtherServers`).
+pub fn log(plan: &Plan) -> anyhow::Result<()> {
+    let findings = run(plan);
+    for f in &findings {
         match f.severity {
             Severity::Warn => {
                 tracing::warn!("preflight {}: {} (fix: {})", f.check, f.problem, f.fix)
             }
             Severity::Info => tracing::info!("preflight {}: {} ({})", f.check, f.problem, f.fix),
         }
+    }
+    match dhcp_servers::blocks_start(&plan.cluster, &findings) {
+        Some(f) => anyhow::bail!("refusing to start: {}; {}", f.problem, f.fix),
+        None => Ok(()),
     }
 }
 

@@ -7,6 +7,11 @@
 //!   segment), and relay addresses that are refused (only configured
 //!   relays are answered).
 //! - `fqdn`: the Client FQDN option (81) in its ASCII and wire forms.
+//! - [`proxy`]: `dhcp.mode: proxy` (proxyDHCP beside the site's server:
+//!   boot answers to the inventory's PXE clients, never an address; pure),
+//!   and `proxysock`, its socket side: the DHCP port's datagrams go there
+//!   instead of [`reply`] (no lease table, nothing on disk), and a second
+//!   socket on the PXE boot server port (4011) exists only in proxy mode.
 //! - [`store`]: the lease file (atomic write: temp file, fsync, rename,
 //!   fsync dir; a corrupt file is kept aside, never silently dropped).
 //! - this file: the socket layer. One UDP socket on `dhcp.listen`
@@ -45,6 +50,8 @@ mod fqdn;
 mod frame;
 pub mod leases;
 mod link;
+pub mod proxy;
+mod proxysock;
 mod relay;
 pub mod reply;
 mod status;
@@ -73,6 +80,7 @@ use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
 use leases::{LeaseTable, Scope};
 use link::{LinkDest, open_link, send_link};
+use proxysock::serve_boot_server;
 use reply::{Config, Dest, Durability};
 use status::Counters;
 use writer::Writer;
@@ -184,14 +192,23 @@ impl Service for Dhcp {
             );
         }
         let key = (c.dhcp.listen, c.network.interface.clone());
-        let mut new = None;
-        if !self
-            .listeners
-            .missing(std::slice::from_ref(&key))
-            .is_empty()
-        {
-            new = Some(bind_socket(key.0, key.1.as_deref())?);
-        }
+        // proxyDHCP also listens on the PXE boot server port.
+        let boot_key = c.dhcp.boot_server_listen().map(|a| (a, key.1.clone()));
+        let keys: Vec<_> = std::iter::once(key.clone())
+            .chain(boot_key.clone())
+            .collect();
+        let missing = self.listeners.missing(&keys);
+        let new = if missing.contains(&key) {
+            Some(bind_socket(key.0, key.1.as_deref(), "dhcp")?)
+        } else {
+            None
+        };
+        let new_boot = match &boot_key {
+            Some(k) if missing.contains(k) => {
+                Some((k.clone(), bind_socket(k.0, k.1.as_deref(), "dhcp-pxe")?))
+            }
+            _ => None,
+        };
         let link = new.as_ref().map(|_| key.1.as_deref().and_then(open_link));
         Ok(Box::new(move || {
             let port = match (&new, self.shared.socket.load_full()) {
@@ -210,7 +227,7 @@ impl Service for Dhcp {
                 }
             }
             self.writer.mark_dirty();
-            for gone in self.listeners.retain(std::slice::from_ref(&key)) {
+            for gone in self.listeners.retain(&keys) {
                 info!("dhcp: closed listener {} ", gone.0);
             }
             if let Some(socket) = new {
@@ -227,6 +244,15 @@ impl Service for Dhcp {
                     serve_socket(self.clone(), socket, token.clone()),
                 );
                 self.listeners.insert(key, token);
+            }
+            if let Some((k, socket)) = new_boot {
+                let token = self.tasks.token();
+                self.tasks.spawn(
+                    format!("dhcp proxy boot server socket {}", k.0),
+                    token.clone(),
+                    serve_boot_server(self.clone(), socket, token.clone()),
+                );
+                self.listeners.insert(k, token);
             }
         }))
     }
@@ -258,8 +284,9 @@ fn scope_of(plan: &Plan) -> Scope {
 }
 
 /// The DHCP socket on `addr` (bound to `interface` when set), logged as
-/// `listening for dhcp on <addr>`.
-fn bind_socket(addr: SocketAddr, interface: Option<&str>) -> anyhow::Result<UdpSocket> {
+/// `listening for <what> on <addr>` (`dhcp`, or `dhcp-pxe` for the proxy's
+/// PXE boot server port).
+fn bind_socket(addr: SocketAddr, interface: Option<&str>, what: &str) -> anyhow::Result<UdpSocket> {
     let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
         .context("creating the DHCP socket")?;
     // No SO_REUSEADDR: another DHCP server on the same port and device must
@@ -288,7 +315,7 @@ fn bind_socket(addr: SocketAddr, interface: Option<&str>) -> anyhow::Result<UdpS
         _ => {}
     }
     info!(
-        "listening for dhcp on {local}{}",
+        "listening for {what} on {local}{}",
         interface
             .map(|i| format!(" (interface {i})"))
             .unwrap_or_default()
@@ -383,7 +410,17 @@ async fn serve_socket(
                     // Defense in depth: a bug on some input must not stop
                     // the service (the decoder is fuzzed; this is the net).
                     let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        process(&cfg, &shared.counters, &mut table, &buf[..n], src, now)
+                        if cfg.proxy {
+                            proxysock::process(
+                                &cfg,
+                                &shared.counters,
+                                &buf[..n],
+                                src,
+                                proxy::Port::Dhcp,
+                            )
+                        } else {
+                            process(&cfg, &shared.counters, &mut table, &buf[..n], src, now)
+                        }
                     })) {
                         Ok(x) => x,
                         Err(_) => {

@@ -73,6 +73,8 @@ pub struct Config {
     /// The relay addresses (giaddr) answered: every segment's gateway and
     /// `dhcp.relays`.
     pub relays: Vec<Ipv4Addr>,
+    /// `dhcp.mode: proxy`: answered by [`super::proxy`] instead.
+    pub proxy: bool,
 }
 
 impl Config {
@@ -122,6 +124,7 @@ impl Config {
                 })
                 .collect(),
             relays: c.dhcp.relay_addresses(),
+            proxy: c.dhcp.mode == crate::model::cluster::DhcpMode::Proxy,
         }
     }
 }
@@ -280,7 +283,7 @@ fn client_fqdn(msg: &Message) -> Option<super::fqdn::ClientFqdn> {
 }
 
 /// Which boot client `msg` comes from, if it asks to boot.
-fn boot_client(msg: &Message) -> Option<super::boot::Client> {
+pub(super) fn boot_client(msg: &Message) -> Option<super::boot::Client> {
     let o = msg.opts();
     let vendor = match o.get(OptionCode::ClassIdentifier) {
         Some(DhcpOption::ClassIdentifier(v)) => Some(v.as_slice()),
