@@ -9,10 +9,10 @@
 //! that family; loopback ones only when there is nothing else), with the
 //! port when it is not 53. Each also turns off what would stop the
 //! resolver from using the answers: DNSSEC validation of these unsigned
-//! zones (BIND `validate-except`, Unbound `domain-insecure`), the built-in
-//! empty zones of private reverse ranges (BIND `disable-empty-zone`,
-//! Unbound `local-zone … transparent`), and DNS-rebinding filters of
-//! private answers (dnsmasq `rebind-domain-ok`).
+//! zones (BIND `validate-except`, Unbound `domain-insecure`), Unbound's
+//! default local zones of private reverse ranges (`local-zone …
+//! transparent`; named skips its empty zones above a forward zone), and
+//! DNS-rebinding filters of private answers (dnsmasq `rebind-domain-ok`).
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
@@ -90,17 +90,12 @@ fn bind(plan: &Plan, zs: &[&str], ts: &[SocketAddr]) -> String {
     let _ = writeln!(
         o,
         "// crc-appliance: send {} and its reverse zones to the appliance.\n\
-         // 1. Inside the options {{ }} block of named.conf (these zones are not\n\
-         //    signed, and named's built-in empty zones would answer the private\n\
-         //    reverse ones itself):\n\
-         //\n\
+         // 1. Inside the options {{ }} block of named.conf, this statement (the\n\
+         // zones are not signed: a validating named would answer SERVFAIL):\n\
          //    validate-except {{ {}}};",
         plan.cluster.domain,
         zs.iter().map(|z| format!("\"{z}\"; ")).collect::<String>()
     );
-    for e in zs.iter().filter_map(|z| empty_zone_of(z)) {
-        let _ = writeln!(o, "//    disable-empty-zone \"{e}\";");
-    }
     let fwd: String = ts
         .iter()
         .map(|a| match a.port() {
@@ -108,7 +103,7 @@ fn bind(plan: &Plan, zs: &[&str], ts: &[SocketAddr]) -> String {
             p => format!("{} port {p}; ", a.ip()),
         })
         .collect();
-    let _ = writeln!(o, "//\n// 2. At the top level of named.conf:");
+    let _ = writeln!(o, "// 2. At the top level of named.conf, these zones:");
     for z in zs {
         let _ = writeln!(
             o,
@@ -119,8 +114,8 @@ fn bind(plan: &Plan, zs: &[&str], ts: &[SocketAddr]) -> String {
     o
 }
 
-/// The built-in empty zone (RFC 6303, and RFC 6598's shared range as BIND
-/// and Unbound have it) a reverse zone falls under: `10.in-addr.arpa`,
+/// The built-in empty zone (RFC 6303, and RFC 6598's shared range as
+/// Unbound has it) a reverse zone falls under: `10.in-addr.arpa`,
 /// `168.192.in-addr.arpa`, `16.172.in-addr.arpa`…, `127.in-addr.arpa`,
 /// `d.f.ip6.arpa`…; `None` for a public range.
 pub fn empty_zone_of(zone: &str) -> Option<String> {
