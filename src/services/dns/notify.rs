@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use hickory_proto::op::{Message, MessageType, OpCode, Query};
 use hickory_proto::rr::{Name, Record, RecordType};
-use tokio::net::UdpSocket;
 use tracing::{debug, info, warn};
 
 /// Sends per zone and secondary before giving up.
@@ -55,7 +54,7 @@ pub fn source_for(to: SocketAddr, listen: &[SocketAddr]) -> SocketAddr {
 
 /// Notify `to` of `zone` (its SOA `soa`) from `from`; true when it answered.
 pub async fn send(zone: Name, soa: Record, to: SocketAddr, from: SocketAddr) -> bool {
-    let sock = match UdpSocket::bind(from).await {
+    let sock = match crate::runtime::bind::udp(from) {
         Ok(s) => s,
         Err(e) => {
             warn!("dns: NOTIFY {zone} to {to}: cannot bind {from}: {e}");
