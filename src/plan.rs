@@ -315,15 +315,25 @@ fn ptr_targets(c: &Cluster) -> Vec<(String, String)> {
             .filter_map(|x| Some((ptr_name6(x.ipv6?), n(&x.name)))),
     );
     // The name server's own addresses (RFC 1912 2.1: every address has a
-    // PTR), unless another name (api on the appliance) already owns it.
+    // PTR), unless another name (api on the appliance, a user record)
+    // already owns it.
     let own = std::iter::once(ptr_name(c.network.appliance_ip))
         .chain(c.ipv6().map(|v| ptr_name6(v.appliance_ip)));
     for owner in own.collect::<Vec<_>>() {
-        if !out.iter().any(|(o, _)| *o == owner) {
+        let taken =
+            out.iter().any(|(o, _)| *o == owner) || c.dns.records.iter().any(|r| r.name == owner);
+        if !taken {
             out.push((owner, n(NS)));
         }
     }
     out
+}
+
+/// Does generated record `r` give way to a user record at its name? The
+/// appliance's own PTR (`ns1`) does: [`ptr_targets`] leaves it out when
+/// `dns.records` owns that name, so it is no conflict there.
+pub fn yields_to_user(c: &Cluster, r: &Record) -> bool {
+    matches!(&r.data, RData::Ptr(t) if *t == format!("{NS}.{}.", c.domain))
 }
 
 fn reservations(c: &Cluster) -> Vec<Reservation> {

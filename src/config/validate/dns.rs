@@ -403,5 +403,12 @@ mod tests {
         // api on the appliance: its PTRs stand (no third name).
         let p = load("  ttl: 30s\n").unwrap();
         assert_eq!(ptrs(&p), ["api.c.example.com.", "api-int.c.example.com."]);
+        // A user's PTR for the address stands too (and is no conflict).
+        let p = load_with(
+            ", apiVIP: 10.0.0.3",
+            "  records:\n    - { name: 2.0.0.10.in-addr.arpa., type: PTR, value: gw.example.org. }\n",
+        )
+        .unwrap();
+        assert_eq!(ptrs(&p), ["gw.example.org."]);
     }
 }
