@@ -298,6 +298,56 @@ mod tests {
         assert!(answer(b"\x00\x01garbage", &z, true).is_empty());
     }
 
+    #[tokio::test]
+    async fn transfers_go_to_the_acl_for_a_zone_origin_and_axfr_over_tcp_only() {
+        let p = plan("dns:\n  transfer: [10.0.0.5]\n");
+        let core = crate::services::dns::handler::build(&p).unwrap();
+        let at = |s: &str| s.parse::<std::net::SocketAddr>().unwrap();
+        let rcode = |b: &[u8]| b[3] & 0x0f;
+        let answers = |b: &[u8]| Message::from_vec(b).unwrap().answers.len();
+        let axfr = query(RecordType::AXFR, None);
+        let ok = core
+            .handle(&axfr, at("10.0.0.5:999"), Protocol::Tcp)
+            .await
+            .unwrap();
+        assert_eq!((rcode(&ok), answers(&ok) > 5), (0, true));
+        let other = core
+            .handle(&axfr, at("10.0.0.6:999"), Protocol::Tcp)
+            .await
+            .unwrap();
+        assert_eq!((rcode(&other), answers(&other)), (5, 0));
+        let udp = core
+            .handle(&axfr, at("10.0.0.5:999"), Protocol::Udp)
+            .await
+            .unwrap();
+        assert_eq!(rcode(&udp), 5);
+        let ixfr = query(RecordType::IXFR, Some(1));
+        let udp = core
+            .handle(&ixfr, at("10.0.0.5:999"), Protocol::Udp)
+            .await
+            .unwrap();
+        assert_eq!((rcode(&udp), answers(&udp)), (0, 1));
+        let udp = core
+            .handle(&ixfr, at("10.0.0.6:999"), Protocol::Udp)
+            .await
+            .unwrap();
+        assert_eq!(rcode(&udp), 5);
+        // Below an origin: no transfer.
+        let mut m = Message::from_vec(&axfr).unwrap();
+        m.queries[0].set_name(hickory_proto::rr::Name::from_ascii("api.c.example.com.").unwrap());
+        let api = core
+            .handle(&m.to_vec().unwrap(), at("10.0.0.5:999"), Protocol::Tcp)
+            .await;
+        assert_eq!(rcode(&api.unwrap()), 5);
+        // Without dns.transfer: REFUSED to everyone.
+        let core = crate::services::dns::handler::build(&plan("")).unwrap();
+        let no = core
+            .handle(&axfr, at("10.0.0.5:999"), Protocol::Tcp)
+            .await
+            .unwrap();
+        assert_eq!(rcode(&no), 5);
+    }
+
     #[test]
     fn a_large_zone_is_split_into_messages_that_fit_a_tcp_frame() {
         let mut extra = String::from("dns:\n  records:\n");
