@@ -318,8 +318,12 @@ fn bind_secondary_copies_the_zones_and_follows_notify() {
     assert!(app.log().contains("NOTIFY"), "{}", app.log());
     drop(bind);
 
-    // AXFR: the whole zone to 127.0.0.1, REFUSED to 127.0.0.9 (outside
-    // dns.transfer); an IXFR over UDP from outside is REFUSED too.
+    axfr_only_inside_the_transfer_list(&ns, second);
+}
+
+/// AXFR: the whole zone to 127.0.0.1, REFUSED to 127.0.0.9 (outside
+/// dns.transfer); an IXFR from outside is REFUSED too.
+fn axfr_only_inside_the_transfer_list(ns: &Netns, second: u32) {
     let axfr = |from: &str, t: &str| -> String {
         let mut c = ns.cmd(&[
             "kdig",
