@@ -168,10 +168,10 @@ fn finish_zone(origin: String, c: &Cluster, mut body: Vec<Record>) -> Zone {
                 mname: ns,
                 rname: format!("hostmaster.{}.", c.domain),
                 serial,
-                refresh: 3600,
-                retry: 600,
-                expire: 86_400,
-                minimum: c.dns.negative_ttl,
+                refresh: c.dns.soa.refresh,
+                retry: c.dns.soa.retry,
+                expire: c.dns.soa.expire,
+                minimum: c.dns.soa.minimum,
             },
         },
     );
@@ -290,7 +290,8 @@ fn push_pair(out: &mut Vec<Record>, ttl: u32, name: String, ip: Ipv4Addr, ip6: O
     }
 }
 
-/// (PTR owner, target) for api, api-int and every node, IPv4 then IPv6.
+/// (PTR owner, target) for api, api-int and every node, IPv4 then IPv6,
+/// then the appliance's own addresses (`ns1`).
 /// Single-node without the LB: api is the node's address, whose PTR names
 /// the node only (in each family).
 fn ptr_targets(c: &Cluster) -> Vec<(String, String)> {
@@ -313,7 +314,26 @@ fn ptr_targets(c: &Cluster) -> Vec<(String, String)> {
             .iter()
             .filter_map(|x| Some((ptr_name6(x.ipv6?), n(&x.name)))),
     );
+    // The name server's own addresses (RFC 1912 2.1: every address has a
+    // PTR), unless another name (api on the appliance, a user record)
+    // already owns it.
+    let own = std::iter::once(ptr_name(c.network.appliance_ip))
+        .chain(c.ipv6().map(|v| ptr_name6(v.appliance_ip)));
+    for owner in own.collect::<Vec<_>>() {
+        let taken =
+            out.iter().any(|(o, _)| *o == owner) || c.dns.records.iter().any(|r| r.name == owner);
+        if !taken {
+            out.push((owner, n(NS)));
+        }
+    }
     out
+}
+
+/// Does generated record `r` give way to a user record at its name? The
+/// appliance's own PTR (`ns1`) does: [`ptr_targets`] leaves it out when
+/// `dns.records` owns that name, so it is no conflict there.
+pub fn yields_to_user(c: &Cluster, r: &Record) -> bool {
+    matches!(&r.data, RData::Ptr(t) if *t == format!("{NS}.{}.", c.domain))
 }
 
 fn reservations(c: &Cluster) -> Vec<Reservation> {

@@ -90,7 +90,12 @@ pub enum Command {
     /// 0 applied, 78 invalid file, 1 not applied.
     Reload,
     /// Print what would be served.
-    Render { what: RenderWhat },
+    Render {
+        what: RenderWhat,
+        /// The site's resolver, for `site-dns`.
+        #[arg(required_if_eq("what", "site-dns"))]
+        resolver: Option<crate::host::sitedns::SiteResolver>,
+    },
     /// Control the running load balancer through the admin API.
     Lb {
         #[command(subcommand)]
@@ -196,6 +201,9 @@ pub enum RenderWhat {
     /// How this host's resolver reaches the cluster names (NetworkManager
     /// dnsmasq, systemd-resolved, libvirt default network).
     HostDns,
+    /// The stanza that makes the site's resolver (bind, unbound, dnsmasq,
+    /// windows) send the cluster zones to the appliance.
+    SiteDns,
     /// MachineConfigs (master, worker) whose chrony.conf names the
     /// appliance's NTP server and keeps `sourcedir /run/chrony-dhcp`
     /// (optional: DHCP option 42 already does it).

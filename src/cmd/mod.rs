@@ -36,7 +36,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", summary(&plan));
             Ok(())
         }
-        Command::Render { what } => {
+        Command::Render { what, resolver } => {
             let plan = config::load(&cluster)?;
             let text = match what {
                 RenderWhat::Zone => plan::render_zones(&plan),
@@ -44,6 +44,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 RenderWhat::Lb => plan::render_lb(&plan),
                 RenderWhat::Libvirt => libvirt::render(&plan)?,
                 RenderWhat::HostDns => crate::host::hostdns::render(&plan),
+                RenderWhat::SiteDns => match resolver {
+                    Some(r) => crate::host::sitedns::render(&plan, r),
+                    None => anyhow::bail!(
+                        "render site-dns needs the resolver: bind, unbound, dnsmasq or windows"
+                    ),
+                },
                 RenderWhat::Chrony => {
                     crate::model::chrony::render(&plan.cluster).map_err(anyhow::Error::msg)?
                 }

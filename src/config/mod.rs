@@ -107,8 +107,11 @@ pub fn plan_of(cluster: Cluster) -> Result<Plan, Vec<FieldError>> {
     let mut bare = cluster.clone();
     bare.dns.records.clear();
     let generated = Plan::new(bare).zones;
-    let generated: Vec<&crate::model::names::Record> =
-        generated.iter().flat_map(|z| z.records.iter()).collect();
+    let generated: Vec<&crate::model::names::Record> = generated
+        .iter()
+        .flat_map(|z| z.records.iter())
+        .filter(|r| !crate::plan::yields_to_user(&cluster, r))
+        .collect();
     let errors: Vec<FieldError> = crate::model::conflicts::find(&generated, &cluster.dns.records)
         .into_iter()
         .map(|(i, message)| FieldError {

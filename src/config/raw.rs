@@ -185,6 +185,36 @@ pub struct Dns {
     /// Extra records inside the cluster zone (or its reverse zones).
     #[serde(default)]
     pub records: Vec<ExtraRecord>,
+    /// Networks (CIDRs, or single addresses) whose secondaries may copy the
+    /// zones by AXFR or IXFR over TCP; REFUSED to everyone else.
+    #[serde(default)]
+    pub transfer: Vec<String>,
+    /// Secondaries sent a NOTIFY when a zone's serial moves: `ip` (port 53)
+    /// or `ip:port`.
+    #[serde(default)]
+    pub notify: Vec<String>,
+    /// SOA timers (default: RFC 1912's recommendations when `transfer` is
+    /// set, short lab values otherwise; `minimum` defaults to `negativeTtl`).
+    #[serde(default)]
+    pub soa: Option<Soa>,
+}
+
+/// `dns.soa`: the SOA timers secondaries follow.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Soa {
+    /// How often a secondary checks the serial.
+    #[serde(default)]
+    pub refresh: Option<Dur>,
+    /// How long a secondary waits after a failed refresh.
+    #[serde(default)]
+    pub retry: Option<Dur>,
+    /// How long a secondary serves the zone without reaching the appliance.
+    #[serde(default)]
+    pub expire: Option<Dur>,
+    /// The negative-caching TTL (RFC 2308); replaces `negativeTtl`.
+    #[serde(default)]
+    pub minimum: Option<Dur>,
 }
 
 impl Default for Dns {
@@ -196,6 +226,9 @@ impl Default for Dns {
             negative_ttl: dns_ttl(),
             forward_timeout: forward_timeout(),
             records: Vec::new(),
+            transfer: Vec::new(),
+            notify: Vec::new(),
+            soa: None,
         }
     }
 }

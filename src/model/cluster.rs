@@ -332,6 +332,45 @@ pub struct DnsCfg {
     pub negative_ttl: u32,
     pub forward_timeout: Duration,
     pub records: Vec<super::names::Record>,
+    /// Who may copy the zones (AXFR/IXFR over TCP): `dns.transfer`.
+    pub transfer: Vec<IpCidr>,
+    /// Where a NOTIFY goes when a zone's serial moves: `dns.notify`.
+    pub notify: Vec<SocketAddr>,
+    /// The SOA timers of every zone.
+    pub soa: SoaTimers,
+}
+
+/// The SOA timers, in seconds (`dns.soa`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SoaTimers {
+    pub refresh: u32,
+    pub retry: u32,
+    pub expire: u32,
+    /// Negative-caching TTL (RFC 2308).
+    pub minimum: u32,
+}
+
+/// An IPv4 or IPv6 network (an access list entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum IpCidr {
+    V4(Ipv4Net),
+    V6(super::ipv6::Ipv6Net),
+}
+
+impl IpCidr {
+    /// Is `ip` inside (IPv4-mapped IPv6 addresses count as IPv4)?
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        let ip = match ip {
+            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map(Into::into).unwrap_or(ip),
+            v4 => v4,
+        };
+        match (self, ip) {
+            (IpCidr::V4(n), std::net::IpAddr::V4(a)) => n.contains(a),
+            (IpCidr::V6(n), std::net::IpAddr::V6(a)) => n.contains(a),
+            _ => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -6,7 +6,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::{Errs, NetParts, sock};
 use crate::config::raw;
-use crate::model::cluster::DnsCfg;
+use crate::model::cluster::{DnsCfg, IpCidr, Ipv4Net, SoaTimers};
+use crate::model::ipv6::Ipv6Net;
 use crate::model::names::{RData, Record, absolute, is_label, reverse_zones};
 
 pub(crate) fn build(d: &raw::Dns, net: &NetParts, domain: &str, e: &mut Errs) -> Option<DnsCfg> {
@@ -64,14 +65,152 @@ pub(crate) fn build(d: &raw::Dns, net: &NetParts, domain: &str, e: &mut Errs) ->
             Err(m) => e.push(format!("dns.records[{i}]"), m),
         }
     }
+    let transfer = transfer_acl(&d.transfer, e);
+    let notify = notify_targets(&d.notify, &transfer, e);
+    let soa = soa_timers(d.soa.as_ref(), !transfer.is_empty(), negative_ttl, e);
     Some(DnsCfg {
         enabled: d.enabled,
         listen,
         ttl,
-        negative_ttl,
+        negative_ttl: soa.minimum,
         forward_timeout: d.forward_timeout.get(),
         records,
+        transfer,
+        notify,
+        soa,
     })
+}
+
+/// `dns.transfer`: IPv4 or IPv6 CIDRs, or single addresses; never `/0`.
+fn transfer_acl(list: &[String], e: &mut Errs) -> Vec<IpCidr> {
+    let mut out = Vec::new();
+    for (i, text) in list.iter().enumerate() {
+        let path = format!("dns.transfer[{i}]");
+        let t = text.trim();
+        let net = match t.parse::<IpAddr>() {
+            Ok(IpAddr::V4(a)) => Ipv4Net::new(a, 32).map(IpCidr::V4),
+            Ok(IpAddr::V6(a)) => Ipv6Net::new(a, 128).map(IpCidr::V6),
+            Err(_) if t.contains(':') => e.parse::<Ipv6Net>(&path, t, "IPv6 CIDR").map(IpCidr::V6),
+            Err(_) => e
+                .parse::<Ipv4Net>(&path, t, "CIDR (a.b.c.d/prefix or an IPv6 prefix)")
+                .map(IpCidr::V4),
+        };
+        let Some(net) = net else { continue };
+        let prefix = match net {
+            IpCidr::V4(n) => n.prefix(),
+            IpCidr::V6(n) => n.prefix(),
+        };
+        if prefix == 0 {
+            e.push(
+                path,
+                format!("{text:?} would let every address copy the zones; list the secondaries' addresses or networks"),
+            );
+            continue;
+        }
+        out.push(net);
+    }
+    out
+}
+
+/// `dns.notify`: `ip` (port 53) or `ip:port`, each inside `dns.transfer`
+/// (a secondary told of a change must be allowed to copy it).
+fn notify_targets(list: &[String], transfer: &[IpCidr], e: &mut Errs) -> Vec<SocketAddr> {
+    let mut out = Vec::new();
+    for (i, text) in list.iter().enumerate() {
+        let path = format!("dns.notify[{i}]");
+        let Some(to) = sock(e, &path, text, Some(53)) else {
+            continue;
+        };
+        if to.ip().is_unspecified() || to.ip().is_multicast() || to.port() == 0 {
+            e.push(
+                path,
+                format!("{text:?} is not a secondary's unicast address"),
+            );
+            continue;
+        }
+        if !transfer.iter().any(|n| n.contains(to.ip())) {
+            e.push(
+                path,
+                format!("{} is not allowed to copy the zones: add it to dns.transfer (or remove it here)", to.ip()),
+            );
+            continue;
+        }
+        out.push(to);
+    }
+    out
+}
+
+/// RFC 1912 2.2: refresh 20 min to 2 h (1 h here: NOTIFY does the rest),
+/// retry a fraction of refresh, expire 2 to 4 weeks.
+pub(crate) const SOA_TRANSFER: SoaTimers = SoaTimers {
+    refresh: 3600,
+    retry: 600,
+    expire: 14 * 86_400,
+    minimum: 0,
+};
+/// Without secondaries the timers only describe the zone: a day's expire.
+pub(crate) const SOA_LAB: SoaTimers = SoaTimers {
+    refresh: 3600,
+    retry: 600,
+    expire: 86_400,
+    minimum: 0,
+};
+
+/// `dns.soa`: the timers given, else the defaults ([`SOA_TRANSFER`] with
+/// secondaries, [`SOA_LAB`] without); `minimum` defaults to `negativeTtl`.
+/// Retry below refresh, expire above refresh + retry and minimum (RFC 1912:
+/// a secondary must not drop the zone before it could have retried).
+fn soa_timers(
+    soa: Option<&raw::Soa>,
+    transfer: bool,
+    negative_ttl: u32,
+    e: &mut Errs,
+) -> SoaTimers {
+    let base = if transfer { SOA_TRANSFER } else { SOA_LAB };
+    let soa = soa.cloned().unwrap_or_default();
+    let secs = |e: &mut Errs, field: &str, v: Option<crate::config::Dur>, default: u32| match v {
+        None => default,
+        Some(d) => match u32::try_from(d.get().as_secs()) {
+            Ok(s) if (1..=i32::MAX as u32).contains(&s) => s,
+            _ => {
+                e.push(
+                    format!("dns.soa.{field}"),
+                    "must be between 1s and 68 years (2^31-1 seconds)",
+                );
+                default
+            }
+        },
+    };
+    let t = SoaTimers {
+        refresh: secs(e, "refresh", soa.refresh, base.refresh),
+        retry: secs(e, "retry", soa.retry, base.retry),
+        expire: secs(e, "expire", soa.expire, base.expire),
+        minimum: match soa.minimum {
+            Some(m) => secs_u32(e, "dns.soa.minimum", m),
+            None => negative_ttl,
+        },
+    };
+    if t.retry >= t.refresh {
+        e.push(
+            "dns.soa.retry",
+            format!(
+                "{}s must be shorter than dns.soa.refresh ({}s)",
+                t.retry, t.refresh
+            ),
+        );
+    }
+    if u64::from(t.expire) <= u64::from(t.refresh) + u64::from(t.retry) || t.expire <= t.minimum {
+        e.push(
+            "dns.soa.expire",
+            format!(
+                "{}s must be longer than refresh + retry ({}s) and minimum ({}s): secondaries would drop the zone before retrying",
+                t.expire,
+                u64::from(t.refresh) + u64::from(t.retry),
+                t.minimum
+            ),
+        );
+    }
+    t
 }
 
 fn secs_u32(e: &mut Errs, path: &str, d: crate::config::Dur) -> u32 {
@@ -170,4 +309,106 @@ fn extra_record(
         }
     };
     Ok(Record { name, ttl, data })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::plan::{Plan, RData};
+
+    fn load(dns: &str) -> Result<Plan, String> {
+        load_with("", dns)
+    }
+
+    fn load_with(net: &str, dns: &str) -> Result<Plan, String> {
+        let text = format!(
+            "name: c\nbaseDomain: example.com\nnetwork: {{ cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.2, ingressVIP: 10.0.0.7{net} }}\nnodes:\n  - {{ name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10 }}\ndns:\n{dns}"
+        );
+        crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .map_err(|e| format!("{e:#}"))
+    }
+
+    fn timers(p: &Plan) -> (u32, u32, u32, u32) {
+        match &p.zones[0].records[0].data {
+            RData::Soa {
+                refresh,
+                retry,
+                expire,
+                minimum,
+                ..
+            } => (*refresh, *retry, *expire, *minimum),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn soa_follows_rfc1912_with_transfer_and_dns_soa_overrides() {
+        let lab = load("  negativeTtl: 45s\n").unwrap();
+        assert_eq!(timers(&lab), (3600, 600, 86_400, 45));
+        let t = load("  transfer: [10.0.0.0/24]\n").unwrap();
+        assert_eq!(timers(&t), (3600, 600, 1_209_600, 30));
+        let own = load(
+            "  transfer: [10.0.0.5]\n  soa: { refresh: 2h, retry: 20m, expire: 21d, minimum: 1h }\n",
+        )
+        .unwrap();
+        assert_eq!(timers(&own), (7200, 1200, 21 * 86_400, 3600));
+        assert_eq!(own.cluster.dns.negative_ttl, 3600);
+    }
+
+    #[test]
+    fn transfer_notify_and_soa_mistakes_are_each_named() {
+        let e = load(
+            "  transfer: [0.0.0.0/0, 10.0.0.1/8, nonsense, 'fd00::/64']\n  notify: [10.9.9.9, '0.0.0.0', 'x:y']\n  soa: { refresh: 10m, retry: 10m, expire: 15m, bogus: 1 }\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("bogus"), "{e}");
+        let e = load(
+            "  transfer: [0.0.0.0/0, 10.0.0.1/8, nonsense, 'fd00::/64']\n  notify: [10.9.9.9, '0.0.0.0', 'x:y']\n  soa: { refresh: 10m, retry: 10m, expire: 15m }\n",
+        )
+        .unwrap_err();
+        for want in [
+            "dns.transfer[0]",
+            "dns.transfer[1]",
+            "dns.transfer[2]",
+            "dns.notify[0]: 10.9.9.9 is not allowed to copy the zones",
+            "dns.notify[1]",
+            "dns.notify[2]",
+            "dns.soa.retry",
+            "dns.soa.expire",
+        ] {
+            assert!(e.contains(want), "missing {want:?} in:\n{e}");
+        }
+        assert!(!e.contains("dns.transfer[3]"), "{e}");
+        let ok = load(
+            "  transfer: ['10.0.0.0/24', 'fd00::/64']\n  notify: ['10.0.0.9', '10.0.0.8:5353']\n",
+        )
+        .unwrap();
+        assert_eq!(ok.cluster.dns.transfer.len(), 2);
+        assert_eq!(ok.cluster.dns.notify[0].port(), 53);
+        assert_eq!(ok.cluster.dns.notify[1].port(), 5353);
+    }
+
+    #[test]
+    fn the_name_servers_own_address_has_its_ptr() {
+        let ptrs = |p: &Plan| -> Vec<String> {
+            p.zones[1]
+                .records
+                .iter()
+                .filter(|r| r.name == "2.0.0.10.in-addr.arpa.")
+                .map(|r| r.data.to_string())
+                .collect()
+        };
+        // api elsewhere: the appliance's address names the name server.
+        let p = load_with(", apiVIP: 10.0.0.3", "  ttl: 30s\n").unwrap();
+        assert_eq!(ptrs(&p), ["ns1.c.example.com."], "{}", p.zones[1].to_bind());
+        // api on the appliance: its PTRs stand (no third name).
+        let p = load("  ttl: 30s\n").unwrap();
+        assert_eq!(ptrs(&p), ["api.c.example.com.", "api-int.c.example.com."]);
+        // A user's PTR for the address stands too (and is no conflict).
+        let p = load_with(
+            ", apiVIP: 10.0.0.3",
+            "  records:\n    - { name: 2.0.0.10.in-addr.arpa., type: PTR, value: gw.example.org. }\n",
+        )
+        .unwrap();
+        assert_eq!(ptrs(&p), ["gw.example.org."]);
+    }
 }

@@ -258,9 +258,11 @@ fn single_node_without_the_lb_resolves_to_the_master_in_both_families() {
     assert_eq!(c.api_address_v6(), Some(ip("fd00:131::a")));
     assert_eq!(c.apps_addresses_v6(), [ip("fd00:131::a")]);
     let z6 = plan.zones.last().unwrap();
+    let master = crate::plan::ptr_name6("fd00:131::a".parse().unwrap());
     let ptrs: Vec<String> = z6
         .records
         .iter()
+        .filter(|r| r.name == master)
         .filter_map(|r| match &r.data {
             RData::Ptr(t) => Some(t.clone()),
             _ => None,

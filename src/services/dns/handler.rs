@@ -26,7 +26,9 @@
 //!   no record count as other names.
 //! - Classes other than IN and ANY are REFUSED (CHAOS included, as Knot
 //!   without version/identity disclosure); qtype 0 is NOTIMP; AXFR and IXFR
-//!   are REFUSED.
+//!   of a zone's origin are answered by [`super::transfer`] to clients in
+//!   `dns.transfer` (AXFR over TCP only; an IXFR over UDP gets the SOA
+//!   alone) and REFUSED to everyone else.
 //! - A wildcard-covered name never gets NXDOMAIN (hickory issue #2905):
 //!   [`WildcardFix`] turns it into NOERROR/NODATA per RFC 4592.
 
@@ -54,7 +56,7 @@ use super::encode;
 use super::forward::Forwarder;
 use super::packetcache::PacketCache;
 use super::records::{self, HickoryZone, NameClass};
-use crate::model::cluster::Ipv4Net;
+use crate::model::cluster::{IpCidr, Ipv4Net};
 use crate::model::ipv6::Ipv6Net;
 use crate::plan::Plan;
 use crate::runtime::lograte::{self, LogRate};
@@ -327,8 +329,11 @@ pub enum Route {
     Forward,
     /// Outside the zones and not allowed to recurse.
     Refuse,
-    /// Answered with this RCODE alone (non-IN class, qtype 0, zone transfers).
+    /// Answered with this RCODE alone (non-IN class, qtype 0, zone
+    /// transfers not allowed).
     Error(ResponseCode),
+    /// An AXFR or IXFR of this zone (index in the zones) from an allowed client.
+    Transfer(usize),
 }
 
 /// The DNS request path without sockets.
@@ -341,6 +346,10 @@ pub struct Core {
     segments: Vec<Ipv4Net>,
     /// `network.ipv6.cidr` on a dual-stack network: its clients may recurse.
     cidr6: Option<Ipv6Net>,
+    /// Who may copy the zones (`dns.transfer`); empty: nobody.
+    pub(super) transfer_acl: Vec<IpCidr>,
+    /// The zones as served, for transfers (empty without `dns.transfer`).
+    pub(super) transfer_zones: Vec<HickoryZone>,
     cache_udp: PacketCache,
     cache_tcp: PacketCache,
     pub stats: Arc<Stats>,
@@ -359,10 +368,21 @@ pub enum Prepared {
 /// Build the catalog for `plan`: one wildcard-fixed in-memory zone per plan
 /// zone, and the forwarder when `upstreamDNS` is set.
 pub fn build(plan: &Plan) -> anyhow::Result<Core> {
+    build_zones(plan, &plan.zones)
+}
+
+/// [`build`] serving `served` (the plan's zones with the serials to serve,
+/// [`transfer::Serials`]).
+pub fn build_zones(plan: &Plan, served: &[crate::plan::Zone]) -> anyhow::Result<Core> {
     let mut catalog = Catalog::new();
     let mut zones = Vec::new();
-    for z in &plan.zones {
+    let copy = !plan.cluster.dns.transfer.is_empty();
+    let mut transfer_zones = Vec::new();
+    for z in served {
         let hz = records::zone(z)?;
+        if copy {
+            transfer_zones.push(hz.clone());
+        }
         let mut mem = InMemoryZoneHandler::<TokioRuntimeProvider>::empty(
             hz.origin.clone(),
             ZoneType::Primary,
@@ -402,6 +422,8 @@ pub fn build(plan: &Plan) -> anyhow::Result<Core> {
         cidr: c.network.cidr,
         segments: c.dhcp.segments.iter().map(|s| s.cidr).collect(),
         cidr6: c.network.ipv6.as_ref().map(|v6| v6.cidr),
+        transfer_acl: c.dns.transfer.clone(),
+        transfer_zones,
         cache_udp: PacketCache::default(),
         cache_tcp: PacketCache::default(),
         stats: Arc::new(Stats::default()),
@@ -447,7 +469,7 @@ impl Core {
         }
         match u16::from(q.query_type()) {
             0 => return Route::Error(ResponseCode::NotImp),
-            251 | 252 => return Route::Error(ResponseCode::Refused), // IXFR, AXFR
+            251 | 252 => return self.transfer_route(req), // IXFR, AXFR
             _ => {}
         }
         if self.is_local(q.name()) {
@@ -524,6 +546,11 @@ impl Core {
                 encode::error_reply(req.as_slice(), ResponseCode::Refused, req.edns.is_some())
             }
             Route::Error(rcode) => encode::error_reply(req.as_slice(), rcode, req.edns.is_some()),
+            // The first message (all of it over UDP); TCP sends them all
+            // through `transfer`.
+            Route::Transfer(zone) => {
+                return self.transfer(req, zone).into_iter().next();
+            }
             Route::Forward => {
                 self.stats.forwarded.fetch_add(1, Relaxed);
                 let tcp = req.protocol() != Protocol::Udp;

@@ -19,7 +19,9 @@
 //! wildcard fix, the recursion ACL), [`complete`] fills in what hickory's
 //! answers lack, [`encode`] the UDP size rules and raw error answers,
 //! [`forward`] the upstream client, [`udp`] the UDP hot path (worker
-//! threads on the bound socket), and this file is the thin socket layer:
+//! threads on the bound socket), [`transfer`] the AXFR/IXFR answers to
+//! `dns.transfer` clients and the growing serials, [`notify`] the NOTIFYs
+//! to `dns.notify` when a serial moves, and this file is the thin socket layer:
 //! one UDP socket served by [`udp::serve`] and one TCP accept loop per
 //! listen address. TCP connections
 //! answer pipelined queries concurrently (RFC 7766 6.2.1.1) and close fast
@@ -33,14 +35,20 @@
 //! swaps the whole catalog at once ([`ArcSwap`]): each query is answered by
 //! the catalog current when it arrived, in-flight forwards keep theirs and
 //! never delay the swap, and listen addresses that did not change keep
-//! their sockets (no query is refused during a reload).
+//! their sockets (no query is refused during a reload). With
+//! `dns.transfer`, served serials only grow ([`transfer::Serials`], kept
+//! across reloads; without it they are the plan's content hash); a commit
+//! whose serials moved sends its NOTIFYs in the background, ended by
+//! shutdown.
 
 pub mod complete;
 pub mod encode;
 pub mod forward;
 pub mod handler;
+pub mod notify;
 mod packetcache;
 pub mod records;
+pub mod transfer;
 pub mod udp;
 
 use std::net::SocketAddr;
@@ -65,8 +73,9 @@ use crate::runtime::lograte::LogRate;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::status::{DnsStatus, PacketCacheStatus, ServiceStatus};
+use crate::runtime::sync::LockExt as _;
 use crate::runtime::{drain, net};
-use handler::{Core, Prepared, Stats};
+use handler::{Core, Prepared, Route, Stats};
 
 /// Idle time after which a TCP connection is closed (RFC 7766 suggests seconds).
 pub const TCP_IDLE: Duration = Duration::from_secs(10);
@@ -113,6 +122,8 @@ async fn bind_pair(addr: SocketAddr) -> anyhow::Result<(UdpSocket, TcpListener)>
 /// one UDP loop plus one TCP accept loop per configured listen address.
 pub struct Dns {
     core: Arc<ArcSwap<Core>>,
+    /// The serials served so far (they only grow, [`transfer::Serials`]).
+    serials: std::sync::Mutex<transfer::Serials>,
     stats: Arc<Stats>,
     info: ArcSwap<Info>,
     listeners: Listeners<SocketAddr>,
@@ -152,10 +163,26 @@ impl Dns {
         Ok(Arc::new(Dns {
             stats: core.stats.clone(),
             core: Arc::new(ArcSwap::from_pointee(core)),
+            serials: Default::default(),
             info: ArcSwap::from_pointee(Info::default()),
             listeners: Listeners::default(),
             tasks: Tasks::new("dns"),
         }))
+    }
+
+    /// Send the NOTIFYs of a commit in the background (ended by shutdown).
+    fn send_notifies(&self, jobs: Vec<NotifyJob>) {
+        if jobs.is_empty() {
+            return;
+        }
+        let token = self.tasks.token();
+        tokio::spawn(async move {
+            let all = futures_join(jobs);
+            tokio::select! {
+                _ = token.cancelled() => {}
+                _ = all => {}
+            }
+        });
     }
 
     fn start_listener(&self, addr: SocketAddr, udp: UdpSocket, tcp: TcpListener) {
@@ -186,8 +213,17 @@ impl Service for Dns {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let mut core = handler::build(&plan).context("building the DNS zones")?;
+        // Growing serials for secondaries; without them the content hash
+        // stays (what `render zone` prints).
+        let mut zones = plan.zones.clone();
+        let (serials, moved) = if plan.cluster.dns.transfer.is_empty() {
+            Default::default()
+        } else {
+            self.serials.locked().assign(&mut zones, unix_now())
+        };
+        let mut core = handler::build_zones(&plan, &zones).context("building the DNS zones")?;
         core.stats = self.stats.clone();
+        let notify = notify_jobs(&plan, &core, &moved);
         let wanted = plan.cluster.dns.listen.clone();
         let mut new = Vec::new();
         for addr in self.listeners.missing(&wanted) {
@@ -197,6 +233,8 @@ impl Service for Dns {
         Ok(Box::new(move || {
             let listen = wanted.iter().map(|a| a.to_string()).collect::<Vec<_>>();
             self.core.store(Arc::new(core));
+            *self.serials.locked() = serials;
+            self.send_notifies(notify);
             for addr in self.listeners.retain(&wanted) {
                 info!("dns: closed listener {addr}");
             }
@@ -268,6 +306,53 @@ impl Service for Dns {
             family(out, name, Kind::Counter, help).sample(&[], v.load(Relaxed));
         }
     }
+}
+
+/// One NOTIFY to send: zone, its SOA, secondary, source address.
+type NotifyJob = (
+    hickory_proto::rr::Name,
+    hickory_proto::rr::Record,
+    SocketAddr,
+    SocketAddr,
+);
+
+/// The NOTIFYs for the zones whose serial `moved`: each to every
+/// `dns.notify` secondary.
+fn notify_jobs(plan: &Plan, core: &Core, moved: &[String]) -> Vec<NotifyJob> {
+    let d = &plan.cluster.dns;
+    let mut jobs = Vec::new();
+    for z in core.transfer_zones.iter() {
+        let origin = z.origin.to_string();
+        let Some(soa) = transfer::soa_of(z) else {
+            continue;
+        };
+        if !moved.contains(&origin) {
+            continue;
+        }
+        for to in &d.notify {
+            let from = notify::source_for(*to, &d.listen);
+            jobs.push((z.origin.clone(), soa.clone(), *to, from));
+        }
+    }
+    jobs
+}
+
+/// Run every NOTIFY at once.
+async fn futures_join(jobs: Vec<NotifyJob>) {
+    let mut set = JoinSet::new();
+    for (zone, soa, to, from) in jobs {
+        set.spawn(notify::send(zone, soa, to, from));
+    }
+    while set.join_next().await.is_some() {}
+}
+
+/// Seconds since the epoch, as a serial (RFC 1982 wraps it in 2106).
+fn unix_now() -> u32 {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(1);
+    secs as u32
 }
 
 /// TCP accept errors (EMFILE …): at most one line a second.
@@ -445,6 +530,14 @@ async fn tcp_conn(
                 Prepared::Reply(r) => {
                     if tx.send(r).await.is_err() {
                         break;
+                    }
+                }
+                // A zone transfer: every message, in order, on this connection.
+                Prepared::Query(req, Route::Transfer(zone)) => {
+                    for m in core.transfer(&req, zone) {
+                        if tx.send(m).await.is_err() {
+                            break;
+                        }
                     }
                 }
                 Prepared::Query(req, route) => {
