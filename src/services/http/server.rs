@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
-use super::clients::{self, ClientSlot, Clients, Refused};
+use crate::runtime::admission::{self as clients, ClientSlot, Clients, Refused};
 use super::lastsend::{self, LastSend};
 use super::netboot::BootState;
 use super::stats::Stats;

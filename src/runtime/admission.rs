@@ -1,9 +1,11 @@
-//! Connection admission for the HTTP listener: who may hold a connection
-//! slot, and whose idle connection makes room when they are all taken.
+//! Connection admission for the HTTP and admin listeners: who may hold a
+//! connection slot, and whose idle connection makes room when they are all
+//! taken.
 //!
 //! Role: one client address (loopback included) may hold at most its
-//! per-client limit (`http.maxConnectionsPerClient`, lowered by a short
-//! open-files limit: `limits::cap::http_per_client`), so a slowloris from
+//! per-client limit (HTTP: `http.maxConnectionsPerClient`, lowered by a
+//! short open-files limit: `limits::cap::http_per_client`; admin:
+//! `limits::cap::ADMIN_PER_CLIENT`), so a slowloris from
 //! one host cannot take every slot. Many hosts together can: 4 addresses ×
 //! 64 idle h2 connections, or 20 × 64 trickled heads, filled the listener
 //! and no other client was served. So when every slot is taken, a new
