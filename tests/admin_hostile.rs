@@ -97,7 +97,16 @@ impl Lab {
         {
             let port = format!("p{i}");
             lab.sw.ip(&[
-                "link", "add", &port, "type", "veth", "peer", "name", name, "netns", ns.name(),
+                "link",
+                "add",
+                &port,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                name,
+                "netns",
+                ns.name(),
             ]);
             lab.sw.ip(&["link", "set", &port, "master", "br0"]);
             lab.sw.ip(&["link", "set", &port, "up"]);
@@ -115,9 +124,7 @@ struct Proc(Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.0.id().to_string())
-            .status();
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.0.try_wait() {
@@ -178,7 +185,12 @@ print(f"adminhold: {N} connections for {T:.0f}s; {opened} connects, {closed} clo
 fn keepalived(ns: &Netns, cluster: &Path, dir: &Path) -> Proc {
     let (code, conf, err) = run(
         BIN,
-        &["render", "keepalived", "--cluster", cluster.to_str().unwrap()],
+        &[
+            "render",
+            "keepalived",
+            "--cluster",
+            cluster.to_str().unwrap(),
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let f = dir.join("keepalived.conf");
@@ -238,9 +250,7 @@ fn health_and_the_vips_hold_while_one_host_floods_the_admin_port() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cluster.yaml");
     std::fs::write(&file, cluster(dir.path(), "")).unwrap();
-    let _app = Appliance::launch()
-        .netns(lab.app.name())
-        .start_path(&file);
+    let _app = Appliance::launch().netns(lab.app.name()).start_path(&file);
     let _ka = keepalived(&lab.app, &file, dir.path());
     // Alone (nobody at ha.peer): master after the master-down timer.
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -289,14 +299,20 @@ fn health_and_the_vips_hold_while_one_host_floods_the_admin_port() {
     let said = String::from_utf8_lossy(&out.stdout).to_string();
     eprintln!("{said}{}", String::from_utf8_lossy(&out.stderr));
     eprintln!("health: {checks} checks, failed: {failed:?}; loopback /api/health: {loopback:?}");
-    assert!(said.contains("adminhold: 200 connections"), "the attack did not run: {said}");
+    assert!(
+        said.contains("adminhold: 200 connections"),
+        "the attack did not run: {said}"
+    );
     assert!(
         lost.is_empty(),
         "keepalived dropped the VIPs during the flood ({} of {samples} samples, first at {:?}); health failed: {failed:?}",
         lost.len(),
         lost.first()
     );
-    assert!(failed.is_empty(), "health failed during the flood: {failed:?}");
+    assert!(
+        failed.is_empty(),
+        "health failed during the flood: {failed:?}"
+    );
     assert!(checks >= 15, "only {checks} health checks ran");
     assert!(
         loopback.iter().all(|c| c == "200"),
@@ -315,16 +331,25 @@ fn allow_from_limits_every_route_and_ha_state_comes_only_from_the_peer() {
     let file = dir.path().join("cluster.yaml");
     let allow = r#", allowFrom: ["10.79.0.48/28"]"#;
     std::fs::write(&file, cluster(dir.path(), allow)).unwrap();
-    let _app = Appliance::launch()
-        .netns(lab.app.name())
-        .start_path(&file);
+    let _app = Appliance::launch().netns(lab.app.name()).start_path(&file);
     let url = |p: &str| format!("http://{OWN}:9180{p}");
     for p in ["/status", "/metrics", "/"] {
         let (code, exit) = curl(&lab.host, OUTSIDE, &[&url(p)]);
-        assert_eq!(code, "000", "{p} from outside allowFrom answered (curl exit {exit})");
+        assert_eq!(
+            code, "000",
+            "{p} from outside allowFrom answered (curl exit {exit})"
+        );
         assert_ne!(exit, 0, "{p} from outside allowFrom");
-        assert_eq!(curl(&lab.host, INSIDE, &[&url(p)]).0, "200", "{p} from inside");
-        assert_eq!(curl(&lab.host, PEER, &[&url(p)]).0, "200", "{p} from ha.peer");
+        assert_eq!(
+            curl(&lab.host, INSIDE, &[&url(p)]).0,
+            "200",
+            "{p} from inside"
+        );
+        assert_eq!(
+            curl(&lab.host, PEER, &[&url(p)]).0,
+            "200",
+            "{p} from ha.peer"
+        );
         assert_eq!(
             curl(&lab.app, "", &[&format!("http://127.0.0.1:9180{p}")]).0,
             "200",
@@ -343,15 +368,35 @@ fn allow_from_limits_every_route_and_ha_state_comes_only_from_the_peer() {
         a.push(&u);
         curl(&lab.host, from, &a).0
     };
-    assert_eq!(post(INSIDE, token), "403", "HA state from a non-peer address");
-    assert_eq!(post(OUTSIDE, token), "000", "HA state from outside allowFrom");
+    assert_eq!(
+        post(INSIDE, token),
+        "403",
+        "HA state from a non-peer address"
+    );
+    assert_eq!(
+        post(OUTSIDE, token),
+        "000",
+        "HA state from outside allowFrom"
+    );
     // From ha.peer the request reaches the authentication.
-    assert_eq!(post(PEER, ""), "401", "HA state from ha.peer without credentials");
+    assert_eq!(
+        post(PEER, ""),
+        "401",
+        "HA state from ha.peer without credentials"
+    );
     assert_eq!(
         curl(
             &lab.app,
             "",
-            &["-X", "POST", "-H", token, "-d", "{}", "http://127.0.0.1:9180/api/ha/state"]
+            &[
+                "-X",
+                "POST",
+                "-H",
+                token,
+                "-d",
+                "{}",
+                "http://127.0.0.1:9180/api/ha/state"
+            ]
         )
         .0,
         "403",

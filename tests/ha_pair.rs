@@ -846,7 +846,10 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
         " %{http_code}",
         "http://10.77.0.12:9180/api/ha/state",
     ]);
-    assert!(out.ends_with(" 403") && out.contains("only ha.peer"), "{out}");
+    assert!(
+        out.ends_with(" 403") && out.contains("only ha.peer"),
+        "{out}"
+    );
     let out = lab.node.exec(&[
         "curl",
         "-s",

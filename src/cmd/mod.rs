@@ -145,9 +145,7 @@ const SERVICE_USER: &str = "crc-appliance";
 
 /// Whether `passwd` (the text of /etc/passwd) has `user`.
 fn has_user(passwd: &str, user: &str) -> bool {
-    passwd
-        .lines()
-        .any(|l| l.split(':').next() == Some(user))
+    passwd.lines().any(|l| l.split(':').next() == Some(user))
 }
 
 /// How long `health` may wait for each read and write: the whole check
@@ -535,6 +533,9 @@ mod tests {
         let passwd = "root:x:0:0::/root:/bin/bash\ncrc-appliance:x:990:990::/var/lib/crc-appliance:/sbin/nologin\n";
         assert!(super::has_user(passwd, "crc-appliance"));
         assert!(!super::has_user(passwd, "crc"));
-        assert!(!super::has_user("crc-appliance-x:x:1:1::/:/bin/sh\n", "crc-appliance"));
+        assert!(!super::has_user(
+            "crc-appliance-x:x:1:1::/:/bin/sh\n",
+            "crc-appliance"
+        ));
     }
 }

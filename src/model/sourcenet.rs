@@ -102,7 +102,14 @@ mod tests {
 
     #[test]
     fn bad_cidrs_say_why() {
-        for bad in ["10.0.0.0", "10.0.0.1/24", "10.0.0.0/33", "fd00::/129", "x/8", ""] {
+        for bad in [
+            "10.0.0.0",
+            "10.0.0.1/24",
+            "10.0.0.0/33",
+            "fd00::/129",
+            "x/8",
+            "",
+        ] {
             assert!(bad.parse::<SourceNet>().is_err(), "{bad}");
         }
     }

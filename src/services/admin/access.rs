@@ -53,7 +53,8 @@ impl Sources {
 
     /// Whether `peer` is `ha.peer` (the only source of `/api/ha/state`).
     pub fn is_ha_peer(&self, peer: IpAddr) -> bool {
-        self.ha_peer.is_some_and(|p| canonical(p) == canonical(peer))
+        self.ha_peer
+            .is_some_and(|p| canonical(p) == canonical(peer))
     }
 }
 
