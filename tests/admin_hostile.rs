@@ -4,12 +4,14 @@
 //! — nothing on the host's interfaces.
 //!
 //! - 200 slow connections (partial request heads, a byte trickled every
-//!   3 s, re-opened when closed) from one host at the admin port: the
-//!   appliance's `crc-appliance health` answers every second and a real
-//!   keepalived (the config `render keepalived` writes) holds the VIPs for
-//!   the whole attack; the admin listener itself still answers loopback.
+//!   3 s, re-opened when closed) from one host (20 addresses) at the
+//!   admin port: the appliance's `crc-appliance health` answers every
+//!   second and a real keepalived (the config `render keepalived` writes)
+//!   holds the VIPs for the whole attack; the admin listener itself still
+//!   answers loopback (the flood holds every slot it may; a newcomer takes
+//!   the slot of a head-waiting connection of the heaviest address).
 //!   Before the fix the 64 slots filled, `health` failed and keepalived
-//!   dropped every VIP two seconds into the attack.
+//!   dropped every VIP a few seconds into the attack.
 //! - `admin.allowFrom`: `/status` and `/metrics` from outside the list are
 //!   refused (connection closed), from inside answered; `/api/ha/state`
 //!   from any address but `ha.peer`'s is refused (403) even with the
@@ -31,8 +33,12 @@ const OWN: &str = "10.79.0.11";
 /// master alone); the client host holds it in the ACL test.
 const PEER: &str = "10.79.0.12";
 const VIPS: [&str; 3] = ["10.79.0.2", "10.79.0.3", "10.79.0.4"];
-/// The attacking host's addresses (one host, four addresses).
-const ATTACKERS: [&str; 4] = ["10.79.0.200", "10.79.0.201", "10.79.0.202", "10.79.0.203"];
+/// The attacking host's addresses: one host, 20 addresses (20 × the
+/// per-client cap is more than the listener's slots, so the flood fills
+/// them and a newcomer is served only by eviction).
+fn attackers() -> Vec<String> {
+    (200..220).map(|i| format!("10.79.0.{i}")).collect()
+}
 /// Inside `admin.allowFrom` (10.79.0.48/28) and outside it.
 const INSIDE: &str = "10.79.0.50";
 const OUTSIDE: &str = "10.79.0.100";
@@ -246,7 +252,8 @@ fn health_and_the_vips_hold_while_one_host_floods_the_admin_port() {
     );
     require_tools!("python3", "curl", "timeout");
     require_netns!("adf");
-    let lab = Lab::new(&ATTACKERS);
+    let attackers = attackers();
+    let lab = Lab::new(&attackers.iter().map(String::as_str).collect::<Vec<_>>());
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cluster.yaml");
     std::fs::write(&file, cluster(dir.path(), "")).unwrap();
@@ -264,7 +271,7 @@ fn health_and_the_vips_hold_while_one_host_floods_the_admin_port() {
     std::fs::write(&script, HOLD).unwrap();
     let secs = ATTACK.as_secs().to_string();
     let mut args = vec!["python3", script.to_str().unwrap(), &secs, "200", OWN];
-    args.extend(ATTACKERS);
+    args.extend(attackers.iter().map(String::as_str));
     let attack = lab
         .host
         .cmd(&args)

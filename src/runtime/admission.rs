@@ -10,8 +10,10 @@
 //! 64 idle h2 connections, or 20 × 64 trickled heads, filled the listener
 //! and no other client was served. So when every slot is taken, a new
 //! connection from a client holding `c` connections takes the slot of an
-//! **idle** connection (no request in flight for at least [`MIN_IDLE`]) of
-//! the client holding the most, if that client holds more than `c + 1`:
+//! **idle** connection (no request in flight for at least [`MIN_IDLE`], or
+//! still waiting for its first request head: nothing of a response can be
+//! on its way out) of the client holding the most, if that client holds
+//! more than `c + 1`:
 //! max-min fairness — the heaviest holder gives way to a lighter one, a
 //! fifth client is served while the others hold all they may, and two
 //! clients of equal weight never take turns evicting each other. A
@@ -114,8 +116,11 @@ impl Inner {
             let idlest = conns
                 .iter()
                 .enumerate()
-                .filter_map(|(i, h)| Some((h.activity.idle_for()?, i)))
-                .filter(|(idle, _)| *idle >= MIN_IDLE)
+                .filter_map(|(i, h)| {
+                    let idle = h.activity.idle_for()?;
+                    let evictable = idle >= MIN_IDLE || h.activity.before_first_request();
+                    evictable.then_some((idle, i))
+                })
                 .max();
             if let Some((_, i)) = idlest {
                 let held = conns.swap_remove(i);
@@ -254,8 +259,13 @@ mod tests {
             per_client: 4,
             total: 6,
         };
-        // a holds 4 (idle), b holds 2 (one busy): full.
-        let idle: Vec<_> = (0..4).map(|_| Activity::new()).collect();
+        // a holds 4 (idle after a request), b holds 2 (one busy): full.
+        let served = || {
+            let a = Activity::new();
+            drop(a.begin_for_test());
+            a
+        };
+        let idle: Vec<_> = (0..4).map(|_| served()).collect();
         let mut slots: Vec<_> = idle
             .iter()
             .map(|a| c.admit(ip("10.0.0.1"), a, lim).unwrap().0)
@@ -263,14 +273,14 @@ mod tests {
         let b_busy = Activity::new();
         let _req = b_busy.begin_for_test();
         slots.push(c.admit(ip("10.0.0.2"), &b_busy, lim).unwrap().0);
-        slots.push(c.admit(ip("10.0.0.2"), &Activity::new(), lim).unwrap().0);
+        slots.push(c.admit(ip("10.0.0.2"), &served(), lim).unwrap().0);
         let newcomer = Activity::new();
-        // Just connected: not idle long enough to be evicted yet.
+        // A request just ended: not idle long enough to be evicted yet.
         assert_eq!(
             c.admit(ip("10.0.0.3"), &newcomer, lim).err(),
             Some(Refused::Full)
         );
-        tokio::time::advance(MIN_IDLE).await;
+        tokio::time::advance(MIN_IDLE + Duration::from_millis(1)).await;
         // A newcomer (0) takes an idle slot of the heaviest (a: 4).
         let (s, evicted) = c.admit(ip("10.0.0.3"), &newcomer, lim).unwrap();
         assert_eq!(evicted, Some(ip("10.0.0.1")));
@@ -291,6 +301,24 @@ mod tests {
         drop(slots);
         assert_eq!(c.total(), 0);
         assert!(c.inner.locked().by_ip.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_waiting_for_its_first_head_gives_way_at_once() {
+        let c = Arc::new(Clients::default());
+        let lim = Limits {
+            per_client: 8,
+            total: 4,
+        };
+        // A slowloris's partial heads, just connected: full.
+        let heads: Vec<_> = (0..4).map(|_| Activity::new()).collect();
+        let _slots: Vec<_> = heads
+            .iter()
+            .map(|a| c.admit(ip("10.0.0.1"), a, lim).unwrap().0)
+            .collect();
+        let (_s, evicted) = c.admit(ip("127.0.0.1"), &Activity::new(), lim).unwrap();
+        assert_eq!(evicted, Some(ip("10.0.0.1")));
+        assert_eq!(heads.iter().filter(|a| a.is_kicked()).count(), 1);
     }
 
     #[tokio::test(start_paused = true)]

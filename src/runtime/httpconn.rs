@@ -108,6 +108,14 @@ impl Activity {
         Some(self.start.elapsed().saturating_sub(since))
     }
 
+    /// Whether no request has begun on the connection yet (it is waiting
+    /// for its first request head): nothing of a response can be on its
+    /// way out.
+    pub fn before_first_request(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+            && self.idle_since_ms.load(Ordering::Acquire) == 0
+    }
+
     /// Ask the connection to close as if it had idled out (eviction).
     pub fn kick(&self) {
         self.kick.cancel();
@@ -138,7 +146,10 @@ pub struct InFlight(Arc<Activity>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         let a = &self.0;
-        let now = u64::try_from(a.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // At least 1: 0 means no request has ended yet.
+        let now = u64::try_from(a.start.elapsed().as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
         // The time first, so a reader that sees 0 in flight sees it.
         a.idle_since_ms.store(now, Ordering::Release);
         a.in_flight.fetch_sub(1, Ordering::AcqRel);
@@ -571,6 +582,12 @@ where
         },
         why = watch => why,
     };
+    // Evicted while still waiting for its first request head: nothing can
+    // be on its way out, so its descriptor is freed at once (an eviction
+    // storm must not hold the listener's spare descriptors).
+    if matches!(why, Ended::Kicked) && activity.before_first_request() {
+        return why;
+    }
     conn.as_mut().graceful_shutdown();
     if matches!(why, Ended::Shutdown) {
         let _ = tokio::time::timeout(t.drain, conn).await;
