@@ -829,9 +829,10 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
         Duration::from_secs(10),
         || status(&lab.b)["ha"]["peerReachable"] == false,
     );
-    // The exchange is refused without the pair's token.
+    // The exchange is refused from any address but ha.peer's (A's), with
+    // or without a token.
     let (_, refused) = curl(&lab.node, JUMP, "http://10.77.0.12:9180/api/ha/state");
-    assert!(refused.contains("method not allowed"), "{refused}");
+    assert!(refused.contains("only ha.peer"), "{refused}");
     let out = lab.node.exec(&[
         "curl",
         "-s",
@@ -846,7 +847,7 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
         "http://10.77.0.12:9180/api/ha/state",
     ]);
     assert!(
-        out.ends_with(" 401") && out.contains("ha.tokenFile"),
+        out.ends_with(" 403") && out.contains("only ha.peer"),
         "{out}"
     );
     let out = lab.node.exec(&[
@@ -864,7 +865,7 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
         "Authorization: Bearer wrong-token-0123456789",
         "http://10.77.0.12:9180/api/ha/state",
     ]);
-    assert!(out.ends_with(" 401"), "{out}");
+    assert!(out.ends_with(" 403"), "{out}");
 
     // worker-1 installs through B while A is down.
     install(&lab.node, W1_IP, "worker-1", "52-54-00-4d-00-33");

@@ -1,4 +1,5 @@
-//! A minimal HTTP/1.1 client for the admin API on loopback (used by `lb ...`).
+//! A minimal HTTP/1.1 client for the admin API on loopback (used by `lb ...`)
+//! and for the admin service's private health socket (`health`).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -40,17 +41,41 @@ pub fn request_within(
         }
         _ => addr,
     };
-    let mut s = TcpStream::connect_timeout(&addr, connect).map_err(|e| {
+    let s = TcpStream::connect_timeout(&addr, connect).map_err(|e| {
         anyhow::anyhow!("cannot reach the admin API at {addr} (is `serve` running?): {e}")
     })?;
     s.set_read_timeout(Some(read))?;
     s.set_write_timeout(Some(read))?;
+    exchange(s, &addr.to_string(), token, method, path)
+}
+
+/// `GET path` on the abstract Unix socket `name`, each step bounded by
+/// `bound`; (status, body).
+pub fn request_abstract(name: &str, path: &str, bound: Duration) -> anyhow::Result<(u16, String)> {
+    use std::os::linux::net::SocketAddrExt as _;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    let s = std::os::unix::net::UnixStream::connect_addr(&addr).map_err(|e| {
+        anyhow::anyhow!("cannot reach the admin API's health socket @{name} (is `serve` running this cluster file?): {e}")
+    })?;
+    s.set_read_timeout(Some(bound))?;
+    s.set_write_timeout(Some(bound))?;
+    exchange(s, "localhost", None, "GET", path)
+}
+
+/// One request on `s` (closed after the answer); (status, body).
+fn exchange(
+    mut s: impl Read + Write,
+    host: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+) -> anyhow::Result<(u16, String)> {
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf)?;
@@ -60,6 +85,6 @@ pub fn request_within(
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("malformed response from {addr}"))?;
+        .ok_or_else(|| anyhow::anyhow!("malformed response from {host}"))?;
     Ok((status, body.to_string()))
 }

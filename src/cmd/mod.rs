@@ -131,23 +131,39 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// `render keepalived`: this member's keepalived.conf, its track script
-/// naming this binary and the cluster file by absolute paths.
+/// naming this binary and the cluster file by absolute paths, run as the
+/// service user when this host has it ([`SERVICE_USER`]), else as root.
 fn render_keepalived(plan: &Plan, cluster: &std::path::Path) -> anyhow::Result<String> {
     let exe = std::env::current_exe()?;
     let file = std::path::absolute(cluster)?;
-    crate::model::keepalived::render(&plan.cluster, &exe, &file).ok_or_else(|| {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let user = if has_user(&passwd, SERVICE_USER) {
+        SERVICE_USER
+    } else {
+        "root"
+    };
+    crate::model::keepalived::render(&plan.cluster, &exe, &file, user).ok_or_else(|| {
         anyhow::anyhow!("render keepalived: the cluster file has no `ha:` section (docs/ha.md)")
     })
 }
 
-/// How long `health` may wait for the connection and for each read: the
-/// whole check stays under the track script's 2 s timeout.
+/// The system user the unit runs as (systemd/crc-appliance.sysusers).
+const SERVICE_USER: &str = "crc-appliance";
+
+/// Whether `passwd` (the text of /etc/passwd) has `user`.
+fn has_user(passwd: &str, user: &str) -> bool {
+    passwd.lines().any(|l| l.split(':').next() == Some(user))
+}
+
+/// How long `health` may wait for each read and write: the whole check
+/// stays under the track script's 2 s timeout.
 const HEALTH_BOUND: std::time::Duration = std::time::Duration::from_millis(700);
 
-/// `health`: `GET /api/health` of the running `serve`; Ok only on 200.
-/// Only `admin:` is read from the file (parsed, not validated: no file
-/// checks, so the whole run stays well under a second on a loaded host;
-/// serve validated the file it runs).
+/// `health`: `GET /api/health` of the `serve` running `cluster`, on its
+/// private health socket (`services::admin::health_sock`: never reachable
+/// from the segment); Ok only on 200. Only `admin.enabled` is read from the
+/// file (parsed, not validated: no file checks, so the whole run stays
+/// well under a second on a loaded host; serve validated the file it runs).
 fn health(cluster: &std::path::Path) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(cluster)
         .map_err(|e| anyhow::anyhow!("cannot read cluster file {}: {e}", cluster.display()))?;
@@ -156,18 +172,9 @@ fn health(cluster: &std::path::Path) -> anyhow::Result<()> {
     if !raw.admin.enabled {
         anyhow::bail!("health: the admin API is off (admin.enabled: false); nothing to ask");
     }
-    let listen: std::net::SocketAddr =
-        raw.admin.listen.trim().parse().map_err(|_| {
-            anyhow::anyhow!("admin.listen {:?} is not an address", raw.admin.listen)
-        })?;
-    let (status, body) = admin_client::request_within(
-        listen,
-        None,
-        "GET",
-        "/api/health",
-        HEALTH_BOUND,
-        HEALTH_BOUND,
-    )?;
+    let socket = config::health_socket_name(cluster)
+        .map_err(|e| anyhow::anyhow!("cannot read cluster file {}: {e}", cluster.display()))?;
+    let (status, body) = admin_client::request_abstract(&socket, "/api/health", HEALTH_BOUND)?;
     if status == 200 {
         return Ok(());
     }
@@ -540,4 +547,18 @@ pub fn summary(plan: &Plan) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn has_user_matches_the_whole_name() {
+        let passwd = "root:x:0:0::/root:/bin/bash\ncrc-appliance:x:990:990::/var/lib/crc-appliance:/sbin/nologin\n";
+        assert!(super::has_user(passwd, "crc-appliance"));
+        assert!(!super::has_user(passwd, "crc"));
+        assert!(!super::has_user(
+            "crc-appliance-x:x:1:1::/:/bin/sh\n",
+            "crc-appliance"
+        ));
+    }
 }

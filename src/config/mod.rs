@@ -126,6 +126,25 @@ pub fn plan_of(cluster: Cluster) -> Result<Plan, Vec<FieldError>> {
     }
 }
 
+/// The name of the admin service's private health socket (for
+/// `crc-appliance health`, keepalived's track script): an abstract Unix
+/// socket (Linux; reachable only from this host's network namespace, no
+/// file), `crc-appliance-health-<32 hex digits>` from the SHA-256 of the
+/// cluster file's canonical path, so that `health --cluster F` reaches the
+/// `serve` of exactly that file however it is spelled.
+pub fn health_socket_name(cluster_file: &Path) -> std::io::Result<String> {
+    let canonical = std::fs::canonicalize(cluster_file)?;
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        canonical.as_os_str().as_encoded_bytes(),
+    );
+    let hex: String = digest.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(format!("crc-appliance-health-{hex}"))
+}
+
 /// Read, parse and validate a cluster file and build its plan. Relative
 /// paths inside it are resolved against the file's directory.
 pub fn load(path: &Path) -> Result<Plan, ConfigError> {

@@ -588,6 +588,12 @@ pub struct Admin {
     /// required when `listen` is not a loopback address.
     #[serde(default)]
     pub token_file: Option<String>,
+    /// Source networks (IPv4 or IPv6 CIDR) whose connections the admin
+    /// listener answers, besides loopback, this host and `ha.peer`; others
+    /// are closed at once. Absent: every source may read `/status`,
+    /// `/metrics` and the page.
+    #[serde(default)]
+    pub allow_from: Option<Vec<String>>,
 }
 
 impl Default for Admin {
@@ -596,6 +602,7 @@ impl Default for Admin {
             enabled: true,
             listen: admin_listen(),
             token_file: None,
+            allow_from: None,
         }
     }
 }

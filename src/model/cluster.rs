@@ -565,6 +565,9 @@ pub struct AdminCfg {
     /// token itself is read by the admin service and the CLI, never kept
     /// in the configuration.
     pub token_file: Option<PathBuf>,
+    /// `admin.allowFrom`: with it, only these sources (plus loopback, this
+    /// host and `ha.peer`) reach the listener; `None`: every source.
+    pub allow_from: Option<Vec<super::sourcenet::SourceNet>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]

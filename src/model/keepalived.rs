@@ -14,7 +14,10 @@
 //! script's timeout is 2 s and one failure is forgiven, because a loaded
 //! host can be slow to even start the check (seen in the tests: both
 //! members' checks timed out together and neither held the VIPs).
-//! `health` reads only `admin:` from the file.
+//! `health` asks serve's private health socket (never the admin listener,
+//! which the segment can reach and fill) and reads only `admin.enabled`
+//! from the file. The script runs as `script_user`: the service user when
+//! it exists (`health` needs no privilege), else root.
 
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -39,9 +42,9 @@ pub fn vips(c: &Cluster) -> Vec<Ipv4Addr> {
 }
 
 /// keepalived.conf for `c` (`None` without `ha:`). `exe` is the
-/// crc-appliance binary and `cluster_file` the (absolute) cluster file
-/// the track script checks.
-pub fn render(c: &Cluster, exe: &Path, cluster_file: &Path) -> Option<String> {
+/// crc-appliance binary, `cluster_file` the (absolute) cluster file the
+/// track script checks and `script_user` the user it runs as.
+pub fn render(c: &Cluster, exe: &Path, cluster_file: &Path, script_user: &str) -> Option<String> {
     let h = c.ha.as_ref()?;
     let mut out = String::new();
     let _ = writeln!(
@@ -60,7 +63,7 @@ pub fn render(c: &Cluster, exe: &Path, cluster_file: &Path) -> Option<String> {
     out.push_str("global_defs {\n");
     let _ = writeln!(out, "    router_id crc_{}", c.name.replace('-', "_"));
     out.push_str("    vrrp_version 3\n");
-    out.push_str("    script_user root\n");
+    let _ = writeln!(out, "    script_user {script_user}");
     out.push_str("    enable_script_security\n");
     out.push_str("}\n\n");
     let _ = writeln!(out, "vrrp_script {SCRIPT} {{");
@@ -106,6 +109,6 @@ mod tests {
         let p = crate::config::from_str(text, Path::new("/"), Path::new("c.yaml")).unwrap();
         let ips: Vec<String> = vips(&p.cluster).iter().map(|i| i.to_string()).collect();
         assert_eq!(ips, ["10.0.0.2", "10.0.0.4"]);
-        assert!(render(&p.cluster, Path::new("/x"), Path::new("/c")).is_none());
+        assert!(render(&p.cluster, Path::new("/x"), Path::new("/c"), "root").is_none());
     }
 }

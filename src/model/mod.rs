@@ -21,3 +21,4 @@ pub mod ipv6;
 pub mod keepalived;
 pub mod mode;
 pub mod names;
+pub mod sourcenet;

@@ -144,6 +144,14 @@ impl Activity {
         self.stall.progressed();
     }
 
+    /// Whether no request has begun on the connection yet (it is waiting
+    /// for its first request head): nothing of a response can be on its
+    /// way out.
+    pub fn before_first_request(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+            && self.idle_since_ms.load(Ordering::Acquire) == 0
+    }
+
     /// Ask the connection to close as if it had idled out (eviction).
     pub fn kick(&self) {
         self.kick.cancel();
@@ -180,7 +188,10 @@ pub struct InFlight(Arc<Activity>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         let a = &self.0;
-        let now = u64::try_from(a.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // At least 1: 0 means no request has ended yet.
+        let now = u64::try_from(a.start.elapsed().as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
         // The time first, so a reader that sees 0 in flight sees it.
         a.idle_since_ms.store(now, Ordering::Release);
         a.in_flight.fetch_sub(1, Ordering::AcqRel);
@@ -624,8 +635,13 @@ where
         },
         why = watch => why,
     };
-    if matches!(why, Ended::Stalled) {
-        // Nothing would leave: a graceful end would wait as long again.
+    // Nothing would leave a stalled connection (a graceful end would wait
+    // as long again), nor one evicted while still waiting for its first
+    // request head: its descriptor is freed at once (an eviction storm must
+    // not hold the listener's spare descriptors).
+    if matches!(why, Ended::Stalled)
+        || (matches!(why, Ended::Kicked) && activity.before_first_request())
+    {
         return why;
     }
     conn.as_mut().graceful_shutdown();

@@ -152,6 +152,15 @@ impl LazyTcp {
         }
     }
 
+    /// The local address of the connection (the address the client reached).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        match &self.state {
+            State::Plain(s) => s.local_addr(),
+            State::Registered(s) => s.local_addr(),
+            State::Failed => Err(io::ErrorKind::NotConnected.into()),
+        }
+    }
+
     /// Read what has arrived into `buf` without waiting: `WouldBlock` when
     /// nothing has (then [`LazyTcp::readable`]).
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {

@@ -7,6 +7,7 @@
 //! [`lograte`]), and the health probes with their rise/fall state machine
 //! ([`probe`], [`health`]) that the LB and the single-node prober share.
 
+pub mod admission;
 pub mod bind;
 pub mod certs;
 pub mod changes;

@@ -120,7 +120,7 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     let (hub, mut reload_requests) = Hub::new(plan.clone(), registry, events);
     let mut services = hub.services.all();
     if plan.cluster.runs(ServiceKind::Admin) {
-        services.push(admin::Admin::new(hub.clone()));
+        services.push(admin::Admin::new(hub.clone(), &path));
     }
     reload::apply(&services, &plan).await?;
 

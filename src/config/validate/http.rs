@@ -7,6 +7,7 @@ use super::{Errs, NetParts, client_cidrs, resolve, sock};
 use crate::config::{raw, secret};
 use crate::model::boot::HTTPS_PORT;
 use crate::model::cluster::{AdminCfg, HttpCfg, HttpTlsCfg, Ipv4Net, NodeCfg};
+use crate::model::sourcenet::SourceNet;
 
 pub(crate) fn build_http(
     t: &raw::Http,
@@ -182,9 +183,32 @@ pub(crate) fn build_admin(a: &raw::Admin, base: &Path, e: &mut Errs) -> Option<A
             ),
         );
     }
+    let allow_from = a.allow_from.as_ref().map(|l| allow_from(l, e));
     Some(AdminCfg {
         enabled: a.enabled,
         listen: listen?,
         token_file,
+        allow_from,
     })
+}
+
+/// `admin.allowFrom`: IPv4 or IPv6 CIDRs, none of them every address.
+fn allow_from(list: &[String], e: &mut Errs) -> Vec<SourceNet> {
+    let mut out = Vec::new();
+    for (i, text) in list.iter().enumerate() {
+        let field = format!("admin.allowFrom[{i}]");
+        let what = "CIDR (a.b.c.d/prefix or an IPv6 prefix/length)";
+        let Some(net) = e.parse::<SourceNet>(&field, text, what) else {
+            continue;
+        };
+        if net.prefix() == 0 {
+            e.push(
+                field,
+                format!("{text:?} lets every address in; remove admin.allowFrom to allow every source, or list the networks that need the admin API"),
+            );
+            continue;
+        }
+        out.push(net);
+    }
+    out
 }

@@ -137,6 +137,29 @@ fn boot_iso_cidrs_are_checked() {
 }
 
 #[test]
+fn admin_allow_from_takes_v4_and_v6_cidrs_and_names_each_mistake() {
+    let (_, e) = run(&format!(
+        "{BASE}admin: {{ allowFrom: [10.1.0.0/16, 10.2.0.1/16, nope, 'fd00:5::/64', 0.0.0.0/0, '::/0'] }}\n"
+    ));
+    let msgs: Vec<String> = e.0.iter().map(|x| format!("{x:?}")).collect();
+    assert_eq!(e.0.len(), 4, "{msgs:?}");
+    for (m, i) in msgs.iter().zip([1, 2, 4, 5]) {
+        assert!(m.contains(&format!("admin.allowFrom[{i}]")), "{msgs:?}");
+    }
+    assert!(msgs[0].contains("10.2.0.0/16"), "the fix: {msgs:?}");
+    assert!(msgs[2].contains("remove admin.allowFrom"), "{msgs:?}");
+    let (s, e) = run(&format!(
+        "{BASE}admin: {{ allowFrom: [10.1.0.0/16, 'fd00:5::/64'] }}\n"
+    ));
+    assert!(e.0.is_empty(), "{:?}", e.0);
+    let allow = s.admin.unwrap().allow_from.unwrap();
+    assert!(allow[0].contains("10.1.2.3".parse().unwrap()));
+    assert!(allow[1].contains("fd00:5::9".parse().unwrap()));
+    let (s, _) = run(BASE);
+    assert_eq!(s.admin.unwrap().allow_from, None, "absent: every source");
+}
+
+#[test]
 fn extra_client_cidrs_are_checked() {
     let (_, e) = run(&format!(
         "{BASE}http: {{ ignitionClientCidrs: [192.168.131.40/32, 10.2.0.1/16, 0.0.0.0/0, x] }}\n\

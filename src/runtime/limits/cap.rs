@@ -17,9 +17,21 @@ pub const HTTP_MAX_CONNECTIONS: usize = 1024;
 /// DNS-over-TCP connections per listen address (before scaling).
 pub const DNS_MAX_TCP_CONNECTIONS: usize = 256;
 
-/// Connections the admin listener serves at once (never scaled: its
-/// descriptors are kept in `limits::reserve`).
+/// Connections the admin listener accepts at once (never scaled: its
+/// descriptors are kept in `limits::reserve`); [`ADMIN_SERVED`] of them are
+/// served, the rest let a newcomer be judged when all are taken.
 pub const ADMIN_MAX_CONNECTIONS: usize = 64;
+
+/// Admin connections served at once (admission, `runtime::admission`).
+pub const ADMIN_SERVED: usize = ADMIN_MAX_CONNECTIONS - 4;
+
+/// Admin connections one client address may hold (loopback included): the
+/// CLI, the HA peer and a Prometheus scraper need one or two each.
+pub const ADMIN_PER_CLIENT: usize = 8;
+
+/// Connections the private health socket (`crc-appliance health`, which
+/// keepalived runs every second) serves at once.
+pub const HEALTH_SOCKET_CONNECTIONS: usize = 8;
 
 /// Pipes the LB may hold at once for zero-copy forwarding (two
 /// descriptors each, kept in `limits::reserve`); a pipe serves one

@@ -68,7 +68,7 @@ pub fn raise_nofile() -> Result<NoFile, std::io::Error> {
 }
 
 /// Descriptors never given to client connections: [`FD_SLACK`], the
-/// admin listener's cap when it is enabled, plus, with the LB on, one per
+/// admin listener's and its health socket's caps when it is enabled, plus, with the LB on, one per
 /// health-checked backend of the plan's pools (a check holds one socket
 /// while it runs; masters are in all four pools when there are no workers)
 /// and two per splice pipe ([`cap::LB_SPLICE_PIPES`]).
@@ -79,7 +79,7 @@ pub fn reserve(plan: &Plan) -> u64 {
         0
     };
     let admin = if plan.cluster.admin.enabled {
-        cap::ADMIN_MAX_CONNECTIONS as u64
+        (cap::ADMIN_MAX_CONNECTIONS + cap::HEALTH_SOCKET_CONNECTIONS) as u64
     } else {
         0
     };

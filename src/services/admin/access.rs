@@ -14,10 +14,49 @@
 //!   `Authorization: Bearer <token>` (compared in constant time). Required
 //!   by validation whenever `admin.listen` is not a loopback address, like
 //!   HAProxy's runtime API is kept off the network. Reads (`/status`,
-//!   `/metrics`, the page) stay open: Prometheus scrapes them.
+//!   `/metrics`, the page) stay open unless `admin.allowFrom` is set:
+//!   Prometheus scrapes them.
+//! - **Source** ([`Sources`], checked at accept, before any byte is read):
+//!   with `admin.allowFrom`, a connection is answered only from loopback,
+//!   this host (its source is the address it reached), `ha.peer` or a
+//!   listed network; any other is closed at once. `POST /api/ha/state` is
+//!   refused (403) from any address but `ha.peer`'s, whatever the list.
+
+use std::net::IpAddr;
 
 use hyper::header::{AUTHORIZATION, HOST, HeaderMap, ORIGIN};
 use hyper::{Method, StatusCode};
+
+use crate::model::sourcenet::{SourceNet, canonical};
+
+/// Which sources the listener answers (`admin.allowFrom`, `ha.peer`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sources {
+    /// `None`: every source.
+    pub allow_from: Option<Vec<SourceNet>>,
+    /// The HA peer's address (`ha.peer`), without `ha:` none.
+    pub ha_peer: Option<IpAddr>,
+}
+
+impl Sources {
+    /// Whether a connection from `peer` that reached `local` is answered.
+    pub fn admits(&self, peer: IpAddr, local: Option<IpAddr>) -> bool {
+        let Some(nets) = &self.allow_from else {
+            return true;
+        };
+        let ip = canonical(peer);
+        ip.is_loopback()
+            || local.map(canonical) == Some(ip)
+            || self.is_ha_peer(ip)
+            || nets.iter().any(|n| n.contains(ip))
+    }
+
+    /// Whether `peer` is `ha.peer` (the only source of `/api/ha/state`).
+    pub fn is_ha_peer(&self, peer: IpAddr) -> bool {
+        self.ha_peer
+            .is_some_and(|p| canonical(p) == canonical(peer))
+    }
+}
 
 /// Why a request is refused: the status and a message for the JSON body.
 pub type Refusal = (StatusCode, &'static str);
@@ -124,6 +163,58 @@ mod tests {
             h.insert(*k, v.parse().unwrap());
         }
         h
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn sources_without_a_list_admit_everyone() {
+        let open = Sources {
+            allow_from: None,
+            ha_peer: Some(ip("10.0.0.12")),
+        };
+        assert!(open.admits(ip("192.0.2.1"), Some(ip("10.0.0.11"))));
+        assert!(open.is_ha_peer(ip("::ffff:10.0.0.12")));
+        assert!(!open.is_ha_peer(ip("10.0.0.13")));
+        assert!(!Sources::default().is_ha_peer(ip("10.0.0.12")));
+    }
+
+    #[test]
+    fn sources_with_a_list_admit_loopback_this_host_the_peer_and_the_list() {
+        let s = Sources {
+            allow_from: Some(vec![
+                "10.0.5.0/24".parse().unwrap(),
+                "fd00:5::/64".parse().unwrap(),
+            ]),
+            ha_peer: Some(ip("10.0.0.12")),
+        };
+        let local = Some(ip("10.0.0.11"));
+        for ok in [
+            "127.0.0.1",
+            "127.0.0.5",
+            "::1",
+            "10.0.0.11",
+            "::ffff:10.0.0.11",
+            "10.0.0.12",
+            "10.0.5.200",
+            "::ffff:10.0.5.1",
+            "fd00:5::9",
+        ] {
+            assert!(s.admits(ip(ok), local), "{ok}");
+        }
+        for refused in ["10.0.0.13", "10.0.6.1", "fd00:6::1", "192.0.2.1"] {
+            assert!(!s.admits(ip(refused), local), "{refused}");
+        }
+        // An empty list: loopback, this host and the peer only.
+        let empty = Sources {
+            allow_from: Some(Vec::new()),
+            ha_peer: None,
+        };
+        assert!(empty.admits(ip("127.0.0.1"), local));
+        assert!(!empty.admits(ip("10.0.0.12"), local));
+        assert!(!empty.admits(ip("10.0.5.200"), None));
     }
 
     #[test]

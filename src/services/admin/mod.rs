@@ -20,15 +20,28 @@
 //! another origin, and with `admin.tokenFile` they must carry the token
 //! (required when `admin.listen` is not loopback).
 //!
+//! Who holds a connection (HA puts this listener on the segment, where any
+//! host can try to fill it): with `admin.allowFrom`, only loopback, this
+//! host, `ha.peer` and the listed networks are answered ([`access::Sources`],
+//! at accept); `/api/ha/state` only from `ha.peer`. Each client address
+//! holds at most [`ADMIN_PER_CLIENT`] connections and, when all
+//! [`ADMIN_SERVED`] are taken, a lighter client takes the slot of an idle
+//! or head-waiting connection of the heaviest ([`crate::runtime::admission`],
+//! as the HTTP listener); a request head must arrive within
+//! [`HEAD_TIMEOUT`]. `crc-appliance health` (keepalived's track script) does
+//! not use this listener at all: it asks the private Unix socket of
+//! [`health_sock`], which the segment cannot reach.
+//!
 //! It is a [`Service`] like the others: a reload that changes
 //! `admin.listen` moves it, one that does not keeps its socket.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use async_trait::async_trait;
 use bytes::Bytes;
 use http_body_util::Full;
@@ -41,16 +54,23 @@ use tracing::{debug, info};
 use crate::plan::Plan;
 use crate::runtime::hub::{Hub, ReloadResult};
 
+use crate::runtime::admission::{self, Clients, Refused};
+use crate::runtime::limits::cap::{ADMIN_PER_CLIENT, ADMIN_SERVED};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::status::{AdminStatus, ServiceStatus};
 use crate::runtime::sync::LockExt as _;
 use crate::runtime::{drain, httpconn, net};
 
 pub mod access;
+pub mod health_sock;
 
-/// How long a connection may stay silent, take to send a request head, or
-/// stay open with no request in flight (as the HTTP listener).
-const CONN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may take to send a request head (the CLI and the
+/// HA peer send theirs at once).
+const HEAD_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a connection may stay open with no request in flight (the page
+/// polls every 2 s on one keep-alive connection).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The admin listener.
 pub struct Admin {
@@ -64,11 +84,20 @@ pub struct Admin {
     /// The IPv6 twin's bound address (dual-stack).
     listen_v6: std::sync::Mutex<Option<SocketAddr>>,
     listeners: Listeners<SocketAddr>,
+    /// Who is answered (`admin.allowFrom`, `ha.peer`), set at each commit.
+    sources: Arc<ArcSwap<access::Sources>>,
+    /// Connections per client address, all listeners together.
+    clients: Arc<Clients>,
+    /// The cluster file `serve` runs (names the private health socket).
+    cluster_file: PathBuf,
+    /// The private health socket, once bound.
+    health_sock: Listeners<String>,
     tasks: Tasks,
 }
 
 impl Admin {
-    pub fn new(hub: Arc<Hub>) -> Arc<Admin> {
+    /// The admin service of `hub`, `serve` running `cluster_file`.
+    pub fn new(hub: Arc<Hub>, cluster_file: &std::path::Path) -> Arc<Admin> {
         Arc::new(Admin {
             hub,
             token: Arc::new(ArcSwapOption::empty()),
@@ -76,8 +105,29 @@ impl Admin {
             listen: std::sync::Mutex::new(None),
             listen_v6: std::sync::Mutex::new(None),
             listeners: Listeners::default(),
+            sources: Arc::new(ArcSwap::from_pointee(access::Sources::default())),
+            clients: Arc::new(Clients::default()),
+            cluster_file: cluster_file.to_path_buf(),
+            health_sock: Listeners::default(),
             tasks: Tasks::new("admin"),
         })
+    }
+}
+
+impl Admin {
+    /// Serve the health socket `name` when it was just `bound`.
+    fn start_health_socket(&self, name: String, bound: Option<tokio::net::UnixListener>) {
+        let Some(l) = bound else {
+            return;
+        };
+        info!("admin health socket on @{name}");
+        let token = self.tasks.token();
+        self.tasks.spawn(
+            "admin health socket",
+            token.clone(),
+            health_sock::serve(self.hub.clone(), l, token.clone()),
+        );
+        self.health_sock.insert(name, token);
     }
 }
 
@@ -104,9 +154,22 @@ impl Service for Admin {
             None => None,
         };
         let new = self.listeners.bind_tcp_missing(&addrs).await?;
+        let sources = access::Sources {
+            allow_from: plan.cluster.admin.allow_from.clone(),
+            ha_peer: plan.cluster.ha.as_ref().map(|h| h.peer.into()),
+        };
+        let sock = crate::config::health_socket_name(&self.cluster_file).map_err(|e| {
+            anyhow::anyhow!("health socket of {}: {e}", self.cluster_file.display())
+        })?;
+        let new_sock = match self.health_sock.missing([&sock]).is_empty() {
+            true => None,
+            false => Some(health_sock::bind(&sock)?),
+        };
         Ok(Box::new(move || {
             self.token.store(token.map(Arc::new));
             self.ha_token.store(ha_token.map(Arc::new));
+            self.sources.store(Arc::new(sources));
+            self.start_health_socket(sock, new_sock);
             for gone in self.listeners.retain(&addrs) {
                 info!("admin: closed listener {gone}");
             }
@@ -128,6 +191,10 @@ impl Service for Admin {
                         Tokens {
                             api: self.token.clone(),
                             ha: self.ha_token.clone(),
+                        },
+                        Guard {
+                            sources: self.sources.clone(),
+                            clients: self.clients.clone(),
                         },
                         l,
                         token.clone(),
@@ -178,6 +245,14 @@ fn json_resp(status: StatusCode, v: &serde_json::Value) -> Resp {
 /// section of `/status` generically.
 pub const STATUS_PAGE: &str = include_str!("page.html");
 
+/// `/api/health`: 200 when every enabled service is serving, else 503.
+fn health(hub: &Hub) -> Resp {
+    match hub.health() {
+        Ok(serving) => json_resp(StatusCode::OK, &json!({ "ok": true, "serving": serving })),
+        Err(why) => json_resp(StatusCode::SERVICE_UNAVAILABLE, &json!({ "error": why })),
+    }
+}
+
 /// Route one request; `me` is this listener's own `/status` section.
 pub async fn route(hub: &Hub, me: &AdminStatus, method: &Method, path: &str) -> Resp {
     let path = path.split('?').next().unwrap_or(path);
@@ -193,10 +268,7 @@ pub async fn route(hub: &Hub, me: &AdminStatus, method: &Method, path: &str) -> 
                 &serde_json::to_value(doc).unwrap_or_default(),
             )
         }
-        (&Method::GET, "/api/health") => match hub.health() {
-            Ok(serving) => json_resp(StatusCode::OK, &json!({ "ok": true, "serving": serving })),
-            Err(why) => json_resp(StatusCode::SERVICE_UNAVAILABLE, &json!({ "error": why })),
-        },
+        (&Method::GET, "/api/health") => health(hub),
         (&Method::GET, "/metrics") => respond(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
@@ -327,22 +399,67 @@ async fn ha_state(hub: &Hub, ha_token: Option<Arc<String>>, req: Request<Incomin
     }
 }
 
+/// Who may hold a connection: the source rules and the per-client counts.
+#[derive(Clone)]
+struct Guard {
+    sources: Arc<ArcSwap<access::Sources>>,
+    clients: Arc<Clients>,
+}
+
+impl Guard {
+    /// Admit a connection from `peer` that reached `local`: `None` (it is
+    /// closed) when its source is not answered, its client holds
+    /// [`ADMIN_PER_CLIENT`], or every slot is taken and none can be freed.
+    fn admit(
+        &self,
+        peer: SocketAddr,
+        local: Option<SocketAddr>,
+        activity: &Arc<httpconn::Activity>,
+    ) -> Option<admission::ClientSlot> {
+        if !self.sources.load().admits(peer.ip(), local.map(|l| l.ip())) {
+            debug!(%peer, "admin connection closed: source not in admin.allowFrom");
+            return None;
+        }
+        let lim = admission::Limits {
+            per_client: ADMIN_PER_CLIENT,
+            total: ADMIN_SERVED,
+        };
+        match self.clients.admit(peer.ip(), activity, lim) {
+            Ok((slot, evicted)) => {
+                if let Some(from) = evicted {
+                    debug!(%peer, "admin: closing an idle connection of {from} to serve it");
+                }
+                Some(slot)
+            }
+            Err(Refused::PerClient) => {
+                debug!(%peer, "admin connection closed: the client holds its limit");
+                None
+            }
+            Err(Refused::Full) => {
+                debug!(%peer, "admin connection closed: every slot is taken, none idle");
+                None
+            }
+        }
+    }
+}
+
 async fn serve_listener(
     hub: Arc<Hub>,
     tokens: Tokens,
+    guard: Guard,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    // The same connection rules as the HTTP listener (a silent or
-    // trickling client, an idle h2 connection are closed after 10 s), and a
-    // small cap: its descriptors are kept out of the other services' share
+    // The HTTP listener's connection rules (admission, an idle connection
+    // closed after 10 s) with a short head timeout, and a small cap: its
+    // descriptors are kept out of the other services' share
     // (`limits::reserve`).
     let limits = net::Limits {
         max_conns: Some(crate::runtime::limits::cap::ADMIN_MAX_CONNECTIONS),
         backoff: Duration::from_millis(50),
         drain: None,
     };
-    let builders = Arc::new(httpconn::Builders::new(httpconn::builder(CONN_TIMEOUT)));
+    let builders = Arc::new(httpconn::Builders::new(httpconn::builder(HEAD_TIMEOUT)));
     let on_error = |e: &std::io::Error| debug!("admin accept: {e}");
     let listener_addr = listener.local_addr().ok();
     let listener = crate::runtime::lazytcp::LazyListener::new(listener)?;
@@ -351,10 +468,15 @@ async fn serve_listener(
         let tokens = tokens.clone();
         let shutdown = shutdown.clone();
         let builders = builders.clone();
+        let activity = httpconn::Activity::new();
+        let slot = guard.admit(peer, stream.local_addr().ok(), &activity);
+        let sources = guard.sources.clone();
         async move {
-            let activity = httpconn::Activity::new();
+            let Some(_slot) = slot else {
+                return;
+            };
             let (proto, first) =
-                match httpconn::request_start(&mut stream, CONN_TIMEOUT, &activity, &shutdown).await {
+                match httpconn::request_start(&mut stream, HEAD_TIMEOUT, &activity, &shutdown).await {
                     Ok(p) => p,
                     Err(end) => {
                         debug!(%peer, "admin connection closed before a request: {end:?}");
@@ -369,7 +491,18 @@ async fn serve_listener(
                 };
                 let token = tokens.api.load_full();
                 let ha_token = tokens.ha.load_full();
+                let sources = sources.load_full();
                 async move {
+                    if req.uri().path() == crate::runtime::hasync::PATH
+                        && sources.ha_peer.is_some()
+                        && !sources.is_ha_peer(peer.ip())
+                    {
+                        debug!(%peer, "admin: refused the HA state from an address other than ha.peer");
+                        return Ok(json_resp(
+                            StatusCode::FORBIDDEN,
+                            &json!({ "error": "only ha.peer may send the pair's state" }),
+                        ));
+                    }
                     if req.uri().path() == crate::runtime::hasync::PATH {
                         return Ok::<_, Infallible>(ha_state(&hub, ha_token, req).await);
                     }
@@ -390,7 +523,7 @@ async fn serve_listener(
                 }
             });
             let t = httpconn::Timeouts {
-                idle: CONN_TIMEOUT,
+                idle: IDLE_TIMEOUT,
                 drain: drain::HTTP_REQUESTS,
             };
             if let httpconn::Ended::Failed(e) =

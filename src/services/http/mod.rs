@@ -39,12 +39,11 @@
 //!   are served at once (1024 descriptors less a sixteenth kept to judge
 //!   newcomers, fewer under a short open-files limit), at most
 //!   `http.maxConnectionsPerClient` per client address, and when all are
-//!   taken a lighter client takes an idle slot of the heaviest (`clients`).
+//!   taken a lighter client takes an idle slot of the heaviest (`runtime::admission`).
 //! - A reload swaps the plan (dirs, nodes, ACL) for the next request and
 //!   keeps the listening socket when `http.listen` did not change.
 
 mod bootstate;
-mod clients;
 mod https;
 mod igncache;
 pub mod ignition;
@@ -148,7 +147,7 @@ pub(crate) struct Ctx {
     boundary_seq: AtomicU64,
     /// Network-boot install state (`/boot/<mac>.ipxe`).
     boot: Arc<netboot::BootState>,
-    clients: Arc<clients::Clients>,
+    clients: Arc<crate::runtime::admission::Clients>,
     ign_cache: igncache::IgnCache,
     /// The install timeline (completed rootfs downloads).
     events: crate::timeline::Events,

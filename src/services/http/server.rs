@@ -18,13 +18,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
-use super::clients::{self, ClientSlot, Clients, Refused};
 use super::lastsend::{self, LastSend};
 use super::netboot::BootState;
 use super::stats::Stats;
 use super::version::MinorVersion;
 use super::{Ctx, DRAIN, HEADER_TIMEOUT, IDLE_TIMEOUT, Scheme};
 use crate::plan::Plan;
+use crate::runtime::admission::{self as clients, ClientSlot, Clients, Refused};
 use crate::runtime::httpconn::{self, Activity, Builders, Ended, WRITE_STALL_TIMEOUT};
 use crate::runtime::lazytcp::{LazyListener, LazyTcp};
 use crate::runtime::limits::cap;

@@ -1,17 +1,20 @@
-//! Connection admission for the HTTP listener: who may hold a connection
-//! slot, and whose idle connection makes room when they are all taken.
+//! Connection admission for the HTTP and admin listeners: who may hold a
+//! connection slot, and whose idle connection makes room when they are all
+//! taken.
 //!
 //! Role: one client address (loopback included) may hold at most its
-//! per-client limit (`http.maxConnectionsPerClient`, lowered by a short
-//! open-files limit: `limits::cap::http_per_client`), so a slowloris from
+//! per-client limit (HTTP: `http.maxConnectionsPerClient`, lowered by a
+//! short open-files limit: `limits::cap::http_per_client`; admin:
+//! `limits::cap::ADMIN_PER_CLIENT`), so a slowloris from
 //! one host cannot take every slot. Many hosts together can: 4 addresses ×
 //! 64 idle h2 connections, or 20 × 64 trickled heads, filled the listener
 //! and no other client was served. So when every slot is taken, a new
 //! connection from a client holding `c` connections takes the slot of an
 //! **unused** connection — idle (no request in flight for at least
-//! [`MIN_IDLE`]) or stalled (its response's writes waiting on a client
-//! that does not read for at least [`MIN_STALL`]) — of the client holding
-//! the most, if that client holds more than `c + 1`:
+//! [`MIN_IDLE`]), still waiting for its first request head (nothing of a
+//! response can be on its way out), or stalled (its response's writes
+//! waiting on a client that does not read for at least [`MIN_STALL`]) — of
+//! the client holding the most, if that client holds more than `c + 1`:
 //! max-min fairness — the heaviest holder gives way to a lighter one, a
 //! fifth client is served while the others hold all they may, and two
 //! clients of equal weight never take turns evicting each other. A
@@ -50,10 +53,11 @@ pub const MIN_IDLE: Duration = Duration::from_secs(1);
 pub const MIN_STALL: Duration = Duration::from_secs(2);
 
 /// How long `a` has held its slot unused, when long enough to give way:
-/// idle for [`MIN_IDLE`], or its writes stalled for [`MIN_STALL`].
+/// idle for [`MIN_IDLE`], waiting for its first request head (at once), or
+/// its writes stalled for [`MIN_STALL`].
 fn unused_for(a: &Activity) -> Option<Duration> {
-    a.idle_for()
-        .filter(|d| *d >= MIN_IDLE)
+    let idle = a.idle_for();
+    idle.filter(|d| *d >= MIN_IDLE || a.before_first_request())
         .or_else(|| a.stalled_for().filter(|d| *d >= MIN_STALL))
 }
 
@@ -268,8 +272,13 @@ mod tests {
             per_client: 4,
             total: 6,
         };
-        // a holds 4 (idle), b holds 2 (one busy): full.
-        let idle: Vec<_> = (0..4).map(|_| Activity::new()).collect();
+        // a holds 4 (idle after a request), b holds 2 (one busy): full.
+        let served = || {
+            let a = Activity::new();
+            drop(a.begin_for_test());
+            a
+        };
+        let idle: Vec<_> = (0..4).map(|_| served()).collect();
         let mut slots: Vec<_> = idle
             .iter()
             .map(|a| c.admit(ip("10.0.0.1"), a, lim).unwrap().0)
@@ -277,14 +286,14 @@ mod tests {
         let b_busy = Activity::new();
         let _req = b_busy.begin_for_test();
         slots.push(c.admit(ip("10.0.0.2"), &b_busy, lim).unwrap().0);
-        slots.push(c.admit(ip("10.0.0.2"), &Activity::new(), lim).unwrap().0);
+        slots.push(c.admit(ip("10.0.0.2"), &served(), lim).unwrap().0);
         let newcomer = Activity::new();
-        // Just connected: not idle long enough to be evicted yet.
+        // A request just ended: not idle long enough to be evicted yet.
         assert_eq!(
             c.admit(ip("10.0.0.3"), &newcomer, lim).err(),
             Some(Refused::Full)
         );
-        tokio::time::advance(MIN_IDLE).await;
+        tokio::time::advance(MIN_IDLE + Duration::from_millis(1)).await;
         // A newcomer (0) takes an idle slot of the heaviest (a: 4).
         let (s, evicted) = c.admit(ip("10.0.0.3"), &newcomer, lim).unwrap();
         assert_eq!(evicted, Some(ip("10.0.0.1")));
@@ -336,6 +345,24 @@ mod tests {
             Some(Refused::Full),
             "the others progress or stalled too briefly"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_waiting_for_its_first_head_gives_way_at_once() {
+        let c = Arc::new(Clients::default());
+        let lim = Limits {
+            per_client: 8,
+            total: 4,
+        };
+        // A slowloris's partial heads, just connected: full.
+        let heads: Vec<_> = (0..4).map(|_| Activity::new()).collect();
+        let _slots: Vec<_> = heads
+            .iter()
+            .map(|a| c.admit(ip("10.0.0.1"), a, lim).unwrap().0)
+            .collect();
+        let (_s, evicted) = c.admit(ip("127.0.0.1"), &Activity::new(), lim).unwrap();
+        assert_eq!(evicted, Some(ip("10.0.0.1")));
+        assert_eq!(heads.iter().filter(|a| a.is_kicked()).count(), 1);
     }
 
     /// Nor a request in flight whose writes are not waiting.
