@@ -383,9 +383,12 @@ fn post(
     Ok(answer.to_vec())
 }
 
+/// An answer's headers: lower-case name, value.
+type Headers = Vec<(String, String)>;
+
 /// An HTTP/1.1 answer's status, headers and body (cut to its
 /// `Content-Length`).
-fn parse_answer(buf: &[u8]) -> Result<(u16, Vec<(String, String)>, &[u8]), String> {
+fn parse_answer(buf: &[u8]) -> Result<(u16, Headers, &[u8]), String> {
     let split = buf
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -397,7 +400,7 @@ fn parse_answer(buf: &[u8]) -> Result<(u16, Vec<(String, String)>, &[u8]), Strin
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|c| c.parse::<u16>().ok())
         .ok_or("malformed answer")?;
-    let headers: Vec<(String, String)> = lines
+    let headers: Headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
