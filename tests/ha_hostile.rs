@@ -336,9 +336,11 @@ def forged(req_headers):
     events = [{"at": now, "event": {"kind": "bootstrapComplete"}},
               {"at": now, "event": {"kind": "installFinished", "node": "master-0"}},
               {"at": now, "event": {"kind": "machineConfigConnect", "node": "worker-0"}}]
+    # 600-character names: the whole answer stays under 1 MiB, the cap of
+    # the version before authentication, which merged it.
     for _ in range(1024):
         n["ev"] += 1
-        events.append({"at": now, "event": {"kind": "netbootScript", "node": "ghost-%09d-" % n["ev"] + "x" * 900}})
+        events.append({"at": now, "event": {"kind": "netbootScript", "node": "ghost-%09d-" % n["ev"] + "x" * 600}})
     parts = {"netboot": {"worker-0": blank, "master-0": dict(blank)}, "leases": leases, "timeline": events}
     # Every other answer as a version-1 document, the others as version 2
     # carrying the request's own MAC headers (a reflection).
