@@ -5,6 +5,8 @@
 //! member B) in another namespace on the same bridge; a node namespace
 //! installs worker-0 and runs DHCP clients.
 //!
+//! The Python peers and clients are in `tests/fixtures/ha`.
+//!
 //! - A fake peer sees no secret (neither the pair key nor the admin token
 //!   appears in what it receives) and none of its forged answers
 //!   (reinstall at revision u64::MAX, 2,046 leases expiring at 2^63,
@@ -236,17 +238,20 @@ fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// A Python script in `ns`, in the background (killed on drop).
+/// A Python script of `tests/fixtures/ha` in `ns`, in the background
+/// (killed on drop).
 struct Py(Child);
 
 impl Py {
-    fn start(ns: &Netns, dir: &Path, name: &str, code: &str, args: &[&str]) -> Py {
-        let script = dir.join(name);
-        std::fs::write(&script, code).unwrap();
+    fn start(ns: &Netns, name: &str, args: &[&str]) -> Py {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/ha")
+            .join(name);
         let mut a = vec!["timeout", "120", "python3", script.to_str().unwrap()];
         a.extend_from_slice(args);
         let child = ns
             .cmd(&a)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -276,126 +281,6 @@ impl Drop for Py {
     }
 }
 
-/// The HMAC framing of `runtime::haauth`, for the Python peers.
-const HA_PY: &str = r#"
-import hashlib, hmac, json, os, socket, struct, time
-
-def field(b): return struct.pack(">Q", len(b)) + b
-
-def message(role, member, t, nonce, body):
-    m = field(b"crc-appliance ha sync v2")
-    if role[0] == "request":
-        m += field(b"request") + field(b"POST") + field(b"/api/ha/state")
-    else:
-        m += field(b"answer") + field(struct.pack(">H", role[1])) + field(role[2])
-    return m + field(socket.inet_aton(member)) + field(struct.pack(">Q", t)) + field(nonce) + field(body)
-
-def sign(key, role, member, t, nonce, body):
-    return hmac.new(key, message(role, member, t, nonce, body), hashlib.sha256).hexdigest()
-
-def post(key, member, host, body, t=None, nonce=None):
-    t = int(time.time()) if t is None else t
-    nonce = os.urandom(16) if nonce is None else nonce
-    mac = sign(key, ("request",), member, t, nonce, body)
-    head = ("POST /api/ha/state HTTP/1.1\r\nHost: %s:9180\r\nContent-Type: application/json\r\n"
-            "Content-Length: %d\r\nConnection: close\r\nX-Crc-Ha-Member: %s\r\nX-Crc-Ha-Time: %d\r\n"
-            "X-Crc-Ha-Nonce: %s\r\nX-Crc-Ha-Mac: %s\r\n\r\n") % (host, len(body), member, t, nonce.hex(), mac)
-    s = socket.create_connection((host, 9180), timeout=5)
-    s.sendall(head.encode() + body)
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b: break
-        data += b
-    s.close()
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
-    status = int(lines[0].split()[1])
-    hdrs = {l.split(":", 1)[0].strip().lower(): l.split(":", 1)[1].strip() for l in lines[1:] if ":" in l}
-    return status, hdrs, rest, nonce
-"#;
-
-/// The fake peer: binds the peer's address, records every request whole
-/// (to `argv[2]`), and answers forged documents (`forge`), then drips
-/// (`drip`), for `argv[3]` seconds each.
-const FAKEPEER: &str = r#"
-import json, socket, sys, threading, time
-mode, log, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
-U64 = 2**64 - 1
-n = {"req": 0, "ev": 0}
-lock = threading.Lock()
-
-def forged(req_headers):
-    now = int(time.time())
-    blank = {"installScriptAt": None, "ignitionAt": None, "installedAt": None, "rev": U64}
-    leases = []
-    for i in range(2046):
-        a = 0x0A4E0401 + i
-        leases.append({"ip": socket.inet_ntoa(a.to_bytes(4, "big")), "mac": "02:00:%02x:%02x:%02x:%02x" % tuple(a.to_bytes(4, "big")),
-                       "state": "bound", "expires": 2**63 - 1, "hostname": "ghost", "reserved": False})
-    events = [{"at": now, "event": {"kind": "bootstrapComplete"}},
-              {"at": now, "event": {"kind": "installFinished", "node": "master-0"}},
-              {"at": now, "event": {"kind": "machineConfigConnect", "node": "worker-0"}}]
-    # 600-character names: the whole answer stays under 1 MiB, the cap of
-    # the version before authentication, which merged it.
-    for _ in range(1024):
-        n["ev"] += 1
-        events.append({"at": now, "event": {"kind": "netbootScript", "node": "ghost-%09d-" % n["ev"] + "x" * 600}})
-    parts = {"netboot": {"worker-0": blank, "master-0": dict(blank)}, "leases": leases, "timeline": events}
-    # Every other answer as a version-1 document, the others as version 2
-    # carrying the request's own MAC headers (a reflection).
-    if n["req"] % 2:
-        return json.dumps(parts).encode(), b""
-    extra = b"".join(b"%s: %s\r\n" % (k, v) for k, v in req_headers.items() if k.lower().startswith(b"x-crc-ha-"))
-    return json.dumps({"version": 2, "parts": parts}).encode(), extra
-
-def handle(c):
-    c.settimeout(5)
-    data = b""
-    try:
-        while b"\r\n\r\n" not in data:
-            b = c.recv(65536)
-            if not b: return
-            data += b
-        head, rest = data.split(b"\r\n\r\n", 1)
-        hdrs = dict(l.split(b": ", 1) for l in head.split(b"\r\n")[1:] if b": " in l)
-        want = int(hdrs.get(b"Content-Length", b"0"))
-        while len(rest) < want:
-            b = c.recv(65536)
-            if not b: break
-            rest += b
-        with lock:
-            n["req"] += 1
-            with open(log, "ab") as f:
-                f.write(head + b"\r\n\r\n" + rest + b"\n")
-        if mode == "drip":
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-            for _ in range(int(secs)):
-                c.sendall(b" ")
-                time.sleep(0.9)
-            return
-        body, extra = forged(hdrs)
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%sConnection: close\r\n\r\n" % (len(body), extra) + body)
-    except Exception as e:
-        print("error", e, flush=True)
-    finally:
-        c.close()
-
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("10.78.0.12", 9180))
-s.listen(64)
-s.settimeout(0.3)
-end = time.time() + secs
-while time.time() < end:
-    try:
-        c, _ = s.accept()
-    except socket.timeout:
-        continue
-    threading.Thread(target=handle, args=(c,), daemon=True).start()
-print("REQUESTS", n["req"], flush=True)
-"#;
-
 /// Start A in its namespace; its directory and the serve.
 fn start_a(lab: &Lab, w: &Path) -> (PathBuf, Appliance) {
     let dir = w.join("a");
@@ -420,15 +305,20 @@ fn a_fake_peer_gets_no_secret_and_its_forged_answers_change_nothing() {
     let log = w.join("fakepeer.log");
     let logs = log.to_str().unwrap();
 
-    // Forged answers for 8 s (A exchanges every second, backing off).
-    let out = Py::start(
-        &lab.peer,
-        w,
-        "fakepeer.py",
-        FAKEPEER,
-        &["forge", logs, "12"],
-    )
-    .output();
+    // Forged answers for 12 s (A exchanges every second, backing off).
+    let forge = Py::start(&lab.peer, "fakepeer.py", &["forge", logs, "12"]);
+    // While it answers: A refuses each answer (after it, A's exchanges
+    // find nobody).
+    wait_for(
+        "A refuses the forged answers",
+        Duration::from_secs(11),
+        || {
+            status(&lab.a)["ha"]["sent"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("unauthenticated answer"))
+        },
+    );
+    let out = forge.output();
     let requests: usize = out
         .lines()
         .find_map(|l| l.strip_prefix("REQUESTS "))
@@ -459,8 +349,6 @@ fn a_fake_peer_gets_no_secret_and_its_forged_answers_change_nothing() {
     assert!(s.contains("exit"), "worker-0 must still boot its disk: {s}");
     assert_eq!(pool_leases(&st), 0, "no forged lease taken: {}", st["dhcp"]);
     assert_eq!(st["ha"]["peerReachable"], false, "{}", st["ha"]);
-    let err = st["ha"]["sent"]["error"].as_str().unwrap_or_default();
-    assert!(err.contains("unauthenticated answer"), "{}", st["ha"]);
     assert!(
         st["timeline"]["nodes"].as_array().is_some_and(|n| n
             .iter()
@@ -480,7 +368,7 @@ fn a_fake_peer_gets_no_secret_and_its_forged_answers_change_nothing() {
 
     // A dripping answer: each exchange is cut at the deadline.
     let failed_before = status(&lab.a)["ha"]["sent"]["failed"].as_u64().unwrap();
-    let drip = Py::start(&lab.peer, w, "drip.py", FAKEPEER, &["drip", logs, "18"]);
+    let drip = Py::start(&lab.peer, "fakepeer.py", &["drip", logs, "18"]);
     wait_for(
         "an exchange cut by the deadline",
         Duration::from_secs(16),
@@ -496,38 +384,6 @@ fn a_fake_peer_gets_no_secret_and_its_forged_answers_change_nothing() {
     assert_eq!(netboot_state(&status(&lab.a), "worker-0"), "installed");
 }
 
-/// A peer that knows the pair key sends the future; then replays.
-const FORGER: &str = r#"
-import json, sys, time
-sys.path.insert(0, sys.argv[1])
-from ha import post, sign
-key = sys.argv[2].encode()
-now = int(time.time())
-day = 86400
-doc = {"version": 2, "parts": {
-    "netboot": {"worker-0": {"installedAt": None, "rev": now * 1000 + 3 * day * 1000}},
-    "leases": [{"ip": "10.78.4.7", "mac": "02:00:00:00:00:07", "state": "bound", "expires": now + 10 * day, "reserved": False}],
-    "timeline": [{"at": now + 2 * day, "event": {"kind": "bootstrapComplete"}},
-                 {"at": now, "event": {"kind": "installFinished", "node": "ghost"}},
-                 {"at": now, "event": {"kind": "aKindFromTheFuture", "node": "master-0"}}],
-}}
-body = json.dumps(doc).encode()
-status, hdrs, answer, nonce = post(key, "10.78.0.12", "10.78.0.11", body)
-print("STATUS", status, answer[:200])
-mac = sign(key, ("answer", 200, nonce), hdrs.get("x-crc-ha-member", ""), int(hdrs.get("x-crc-ha-time", "0")),
-           bytes.fromhex(hdrs.get("x-crc-ha-nonce", "")), answer)
-print("ANSWER-MAC", "OK" if mac == hdrs.get("x-crc-ha-mac") else "BAD", hdrs.get("x-crc-ha-member"))
-print("VERSION", json.loads(answer).get("version"))
-status, _, answer, _ = post(key, "10.78.0.12", "10.78.0.11", body, nonce=nonce)
-print("REPLAY", status, answer[:200])
-status, _, answer, _ = post(key, "10.78.0.12", "10.78.0.11", body, t=now - 600)
-print("STALE", status, answer[:200])
-status, _, answer, _ = post(key, "10.78.0.11", "10.78.0.11", body)
-print("MEMBER", status, answer[:200])
-status, _, answer, _ = post(b"not-the-pair-key-0123456789", "10.78.0.12", "10.78.0.11", body)
-print("WRONGKEY", status, answer[:200])
-"#;
-
 #[test]
 fn an_authenticated_peer_cannot_send_the_future_nor_replay() {
     require_tools!("curl", "python3");
@@ -537,15 +393,7 @@ fn an_authenticated_peer_cannot_send_the_future_nor_replay() {
     let lab = Lab::new();
     let (file, app) = start_a(&lab, w);
     install_worker0(&lab.node);
-    std::fs::write(w.join("ha.py"), HA_PY).unwrap();
-    let out = Py::start(
-        &lab.peer,
-        w,
-        "forger.py",
-        FORGER,
-        &[w.to_str().unwrap(), PAIR_KEY],
-    )
-    .output();
+    let out = Py::start(&lab.peer, "forger.py", &[PAIR_KEY]).output();
     assert!(out.contains("STATUS 200"), "{out}");
     assert!(out.contains("ANSWER-MAC OK 10.78.0.11"), "{out}");
     assert!(out.contains("VERSION 2"), "{out}");
@@ -600,48 +448,6 @@ fn an_authenticated_peer_cannot_send_the_future_nor_replay() {
     );
 }
 
-/// N DORAs from random MACs with 255-byte client ids and 63-character
-/// hostnames (the audit's dhcpbig.py).
-const DHCPBIG: &str = r#"
-import os, random, socket, struct, sys, time
-n = int(sys.argv[1])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
-s.setsockopt(socket.SOL_SOCKET, 25, b"eth0")
-s.bind(("", 68))
-def build(t, mac, xid, opts):
-    h = struct.pack("!BBBBIHH4s4s4s4s16s64s128s", 1, 1, 6, 0, xid, 0, 0x8000, bytes(4), bytes(4), bytes(4), bytes(4),
-                    mac.ljust(16, b"\0"), bytes(64), bytes(128))
-    o = bytes([53, 1, t]) + b"".join(bytes([c, len(v)]) + v for c, v in opts) + b"\xff"
-    return (h + b"\x63\x82\x53\x63" + o).ljust(300, b"\0")
-def xchg(pkt, xid, want):
-    s.sendto(pkt, ("255.255.255.255", 67))
-    end = time.time() + 1.0
-    while time.time() < end:
-        s.settimeout(max(0.01, end - time.time()))
-        try: d, _ = s.recvfrom(2048)
-        except socket.timeout: return None
-        if len(d) < 240 or struct.unpack("!I", d[4:8])[0] != xid: continue
-        opts, i = {}, 240
-        while i < len(d) and d[i] != 255:
-            if d[i] == 0: i += 1; continue
-            opts[d[i]] = d[i+2:i+2+d[i+1]]; i += 2 + d[i+1]
-        if opts.get(53, b"\0")[0] == want: return d[16:20], opts
-    return None
-ok, t0 = 0, time.time()
-for i in range(n):
-    if time.time() - t0 > 60: break
-    mac = bytes([2]) + os.urandom(5)
-    xid = random.getrandbits(32)
-    extra = [(61, os.urandom(255)), (12, ("h%06d-" % i + "x" * 63)[:63].encode())]
-    r = xchg(build(1, mac, xid, extra), xid, 2)
-    if not r: continue
-    r = xchg(build(3, mac, xid, extra + [(50, r[0]), (54, r[1][54])]), xid, 5)
-    if r: ok += 1
-print("BOUND", ok, "in", int(time.time() - t0), "s", flush=True)
-"#;
-
 /// The end-to-end half of "1,600 long client ids leave the sync working"
 /// (the unit half: `leases::tests::sixteen_hundred_leases_with_255_byte_client_ids_stay_small`):
 /// 400 real clients, at most 60 s (a debug build on a loaded machine binds
@@ -669,7 +475,7 @@ fn long_client_ids_leave_the_sync_working_and_the_document_small() {
         status(&lab.a)["ha"]["peerReachable"] == true
             && status(&lab.peer)["ha"]["peerReachable"] == true
     });
-    let out = Py::start(&lab.node, w, "dhcpbig.py", DHCPBIG, &["400"]).output();
+    let out = Py::start(&lab.node, "dhcpbig.py", &["400"]).output();
     let bound: usize = out
         .split_whitespace()
         .nth(1)
