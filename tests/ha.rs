@@ -16,13 +16,19 @@ use common::{Appliance, BIN, Netns, run, unique_name};
 
 const KEEPALIVED: &str = "/var/cache/crc-appliance-tests/extract/keepalived/usr/sbin/keepalived";
 
-/// A private token file (mode 0600) in `dir`.
+/// The private key files (mode 0600) in `dir`: the pair key `ha.token`
+/// and the admin token `admin.token` (two secrets, docs/ha.md).
 fn token_file(dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
-    let f = dir.join("ha.token");
-    std::fs::write(&f, "pair-token-0123456789abcdef\n").unwrap();
-    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
-    f
+    for (name, text) in [
+        ("admin.token", "admin-token-0123456789abcdef\n"),
+        ("ha.token", "pair-token-0123456789abcdef\n"),
+    ] {
+        let f = dir.join(name);
+        std::fs::write(&f, text).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    dir.join("ha.token")
 }
 
 const GOLDEN_CLUSTER: &str = r#"name: ocp4
@@ -37,7 +43,7 @@ network:
 nodes:
   - { name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 192.168.131.5 }
   - { name: master-0, role: master, mac: "52:54:00:00:00:0a", ip: 192.168.131.10 }
-admin: { listen: "0.0.0.0:9180", tokenFile: ha.token }
+admin: { listen: "0.0.0.0:9180", tokenFile: admin.token }
 ha: { peer: 192.168.131.252, ownIP: 192.168.131.251, tokenFile: ha.token }
 "#;
 

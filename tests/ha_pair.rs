@@ -72,7 +72,7 @@ http:
   ignitionClientCidrs: [{JUMP}/32]
 loadBalancer:
   healthCheck: {{ interval: 1s, timeout: 1s, rise: 1, fall: 2 }}
-admin: {{ listen: "0.0.0.0:9180", tokenFile: "{s}/ha.token" }}
+admin: {{ listen: "0.0.0.0:9180", tokenFile: "{s}/admin.token" }}
 rhcos:
   kernel: "{s}/vmlinuz"
   initramfs: "{s}/initrd.img"
@@ -622,9 +622,14 @@ fn install(node: &Netns, ip: &str, name: &str, mac_hyph: &str) {
 
 fn shared_files(dir: &Path) {
     use std::os::unix::fs::PermissionsExt as _;
-    let tok = dir.join("ha.token");
-    std::fs::write(&tok, "pair-token-0123456789abcdef\n").unwrap();
-    std::fs::set_permissions(&tok, std::fs::Permissions::from_mode(0o600)).unwrap();
+    for (name, text) in [
+        ("ha.token", "pair-token-0123456789abcdef\n"),
+        ("admin.token", "admin-token-0123456789abcdef\n"),
+    ] {
+        let tok = dir.join(name);
+        std::fs::write(&tok, text).unwrap();
+        std::fs::set_permissions(&tok, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     for (f, n) in [
         ("vmlinuz", 7_001),
         ("initrd.img", 9_001),
@@ -846,6 +851,7 @@ fn pair_fails_over_keeps_install_state_and_answers_dhcp_once() {
         " %{http_code}",
         "http://10.77.0.12:9180/api/ha/state",
     ]);
+    // 403: the source is not ha.peer, before any HMAC check.
     assert!(
         out.ends_with(" 403") && out.contains("only ha.peer"),
         "{out}"

@@ -112,10 +112,45 @@ pub fn ha_line(h: &crate::runtime::ha::HaStatus) -> String {
         ),
         None => "never synced".to_string(),
     };
-    format!(
+    let at = |t: u64| clock(std::time::UNIX_EPOCH + Duration::from_secs(t));
+    let direction = |d: &crate::runtime::ha::SyncDirection| {
+        let last = d.last_ok.map_or("never worked".to_string(), |t| {
+            format!("last worked {}", at(t))
+        });
+        match (&d.error, d.error_at) {
+            (Some(e), t) => format!(
+                "FAILING since {} ({e}); {last}",
+                t.map_or("-".to_string(), at)
+            ),
+            (None, _) => format!("{last} ({} bytes)", d.bytes),
+        }
+    };
+    let mut out = format!(
         "ha: {holder}; {peer}; {sync}; {} entries learned from the peer",
         h.learned
-    )
+    );
+    out.push_str(&format!(
+        "\n  ha sent (our exchanges): {}",
+        direction(&h.sent)
+    ));
+    out.push_str(&format!(
+        "\n  ha received (the peer's exchanges): {}",
+        direction(&h.received)
+    ));
+    if h.doc_limit > 0 && h.doc_bytes > h.doc_limit {
+        out.push_str(&format!(
+            "\n  ha: SYNC STOPPED: our document is {} bytes, over the {}-byte limit",
+            h.doc_bytes, h.doc_limit
+        ));
+    }
+    if h.skipped > 0 {
+        out.push_str(&format!(
+            "\n  ha: {} entries of the peer's documents left out (latest: {})",
+            h.skipped,
+            h.last_skipped.as_deref().unwrap_or("-")
+        ));
+    }
+    out
 }
 
 /// The goal was not reached in time.

@@ -8,9 +8,11 @@
 //! keepalived's `unicast_src_ip`, else the interface's primary address).
 //!
 //! Rules: `peer` is an IPv4 address inside `network.cidr` that is none of
-//! the VIPs, nodes or `ownIP`; `network.interface` is set (keepalived's
-//! `interface`); `tokenFile` is a private token file (the pair's shared
-//! secret); `priority` 1 to 254 (default 100); `virtualRouterId` 1 to 255
+//! the VIPs, nodes or `ownIP`, and neither it nor `ownIP` is inside a DHCP
+//! pool (`dhcp.pool`, the segments' pools); `network.interface` is set
+//! (keepalived's `interface`); `tokenFile` is a private token file (the
+//! pair key: the exchange's HMAC key), neither `admin.tokenFile` nor
+//! holding the same token; `priority` 1 to 254 (default 100); `virtualRouterId` 1 to 255
 //! (default [`derived_vrid`] of the cluster domain, printed by `check`);
 //! the admin API is on and listens on a non-loopback address (the peer
 //! sends its state there); `libvirt.startOnServe` is refused (it would
@@ -40,8 +42,10 @@ pub struct RawHa {
     /// domain, printed by `check`). Both members must use the same one.
     #[serde(default)]
     pub virtual_router_id: Option<u8>,
-    /// File (mode 0600) holding the token the pair shares: the state sync
-    /// between the members carries it. Both members use the same token.
+    /// File (mode 0600) holding the pair key: the state sync between the
+    /// members is authenticated with an HMAC keyed by it (the key is never
+    /// sent). Both members use the same key; it must be another file, and
+    /// another secret, than `admin.tokenFile`.
     pub token_file: String,
     /// This member's own address on `network.interface` (keepalived's
     /// `unicast_src_ip`; default: the interface's primary address).
@@ -106,6 +110,15 @@ pub fn ha(
             push(path, format!("{ip} is node {}'s address", n.name));
             return None;
         }
+        if let Some(pool) = pool_of(c, ip) {
+            push(
+                path,
+                format!(
+                    "{ip} is inside the DHCP pool {pool}: the appliance could lease it to any client, which would then receive the pair's exchanges; give the member an address outside every pool"
+                ),
+            );
+            return None;
+        }
         Some(ip)
     };
     let peer = addr(&mut push, "ha.peer", &raw.peer);
@@ -128,6 +141,13 @@ pub fn ha(
     }
     let token_file = super::validate::resolve(base, &raw.token_file);
     if let Err(m) = super::secret::check_token_file(&token_file) {
+        push("ha.tokenFile", m);
+    } else if let Some(m) = c
+        .admin
+        .token_file
+        .as_deref()
+        .and_then(|admin| same_secret(&token_file, admin))
+    {
         push("ha.tokenFile", m);
     }
     let Some(interface) = net.interface.clone() else {
@@ -168,6 +188,49 @@ pub fn ha(
     })
 }
 
+/// The DHCP pool (`dhcp.pool` or a segment's) holding `ip`, for messages.
+/// (`ha.peer` and `ownIP` are IPv4: the DHCPv6 pool cannot hold them.)
+fn pool_of(c: &Cluster, ip: Ipv4Addr) -> Option<String> {
+    let inside = |p: &Option<(Ipv4Addr, Ipv4Addr)>| {
+        p.filter(|(s, e)| (*s..=*e).contains(&ip))
+            .map(|(s, e)| format!("{s}-{e}"))
+    };
+    inside(&c.dhcp.pool)
+        .map(|p| format!("dhcp.pool {p}"))
+        .or_else(|| {
+            c.dhcp
+                .segments
+                .iter()
+                .find_map(|seg| inside(&seg.pool).map(|p| format!("of segment {} ({p})", seg.cidr)))
+        })
+}
+
+/// Why the pair key file `ha` cannot be used beside the admin token file
+/// `admin`, if it cannot: the pair key must be its own secret (a member
+/// that leaked it must not give the admin API away, and the other way
+/// round), so neither the same file nor the same token.
+fn same_secret(ha: &Path, admin: &Path) -> Option<String> {
+    let fix = "create a separate pair key on one member (openssl rand -hex 32 > /etc/crc-appliance/ha.key; chmod 600), copy it to the other, and point ha.tokenFile at it";
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if canon(ha) == canon(admin) {
+        return Some(format!(
+            "is admin.tokenFile too: the pair key must be a different file from the admin token; {fix}"
+        ));
+    }
+    let (Ok(a), Ok(b)) = (
+        super::secret::read_token(ha),
+        super::secret::read_token(admin),
+    ) else {
+        return None;
+    };
+    (a == b).then(|| {
+        format!(
+            "{} holds the same token as admin.tokenFile: the pair key must be a different secret; {fix}",
+            ha.display()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,15 +263,22 @@ network:
 nodes:
   - { name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 192.168.131.5 }
   - { name: master-0, role: master, mac: "52:54:00:00:00:0a", ip: 192.168.131.10 }
-admin: { listen: "0.0.0.0:9180", tokenFile: ha.token }
+admin: { listen: "0.0.0.0:9180", tokenFile: admin.token }
+dhcp: { pool: { start: 192.168.131.100, end: 192.168.131.199 } }
 "#;
 
     fn load(ha: &str, network_tail: Option<&str>) -> Result<HaCfg, Vec<String>> {
         let dir = tempfile::tempdir().unwrap();
-        let tok = dir.path().join("ha.token");
-        std::fs::write(&tok, "0123456789abcdef0123\n").unwrap();
-        std::fs::set_permissions(&tok, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .unwrap();
+        for (name, text) in [
+            ("ha.token", "0123456789abcdef0123\n"),
+            ("admin.token", "admin-0123456789abcdef\n"),
+            ("copy.token", "admin-0123456789abcdef\n"),
+        ] {
+            let f = dir.path().join(name);
+            std::fs::write(&f, text).unwrap();
+            std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+        }
         let mut text = FILE.to_string();
         if let Some(t) = network_tail {
             text = text.replace("  interface: br0\n", t);
@@ -268,6 +338,33 @@ admin: { listen: "0.0.0.0:9180", tokenFile: ha.token }
         );
         let e = load("{peer: 192.168.131.252, tokenFile: ha.token}", Some("")).unwrap_err();
         assert!(e[0].starts_with("network.interface"), "{e:?}");
+    }
+
+    #[test]
+    fn the_pair_key_is_not_the_admin_token_and_members_are_outside_the_pools() {
+        let e = load("{peer: 192.168.131.252, tokenFile: admin.token}", None).unwrap_err();
+        assert!(
+            e[0].starts_with("ha.tokenFile") && e[0].contains("different file"),
+            "{e:?}"
+        );
+        let e = load("{peer: 192.168.131.252, tokenFile: copy.token}", None).unwrap_err();
+        assert!(e[0].contains("same token as admin.tokenFile"), "{e:?}");
+        assert!(e[0].contains("openssl rand"), "the fix: {e:?}");
+        let e = load("{peer: 192.168.131.150, tokenFile: ha.token}", None).unwrap_err();
+        assert!(
+            e[0].starts_with("ha.peer")
+                && e[0].contains("dhcp.pool 192.168.131.100-192.168.131.199"),
+            "{e:?}"
+        );
+        let e = load(
+            "{peer: 192.168.131.252, ownIP: 192.168.131.199, tokenFile: ha.token}",
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e[0].starts_with("ha.ownIP") && e[0].contains("pool"),
+            "{e:?}"
+        );
     }
 
     #[test]

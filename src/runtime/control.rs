@@ -16,7 +16,8 @@ pub trait BootControl: Send + Sync {
 }
 
 /// State a service shares with the HA peer (`runtime::hasync`): network
-/// boot's install state, DHCP's pool leases.
+/// boot's install state, DHCP's pool leases, the timeline's events, the
+/// BMC journals.
 pub trait SyncControl: Send + Sync {
     /// This part's key in the exchanged document (`netboot`, `leases`).
     fn part(&self) -> &'static str;
@@ -29,10 +30,51 @@ pub trait SyncControl: Send + Sync {
     /// [`SyncControl::sync_version`] and the state as JSON.
     fn sync_state(&self) -> (u64, serde_json::Value);
 
-    /// Merge the peer's state (the newer entry wins); how many entries
-    /// were taken, or why the document was refused.
-    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String>;
+    /// Decode and validate the peer's part without changing anything: the
+    /// merge to apply (the newer entry wins; how many entries it took), or
+    /// why the part is refused. Entries that cannot be taken (a node not
+    /// in the plan, a time or revision too far ahead, an unknown event
+    /// kind) are left out and noted in `skipped`; they do not refuse the
+    /// part. `runtime::hasync` prepares every part before it applies any,
+    /// so a document is taken whole or not at all.
+    fn prepare<'a>(
+        &'a self,
+        peer: serde_json::Value,
+        skipped: &mut Skipped,
+    ) -> Result<Staged<'a>, String>;
+
+    /// Prepare and apply the peer's part at once (one part alone: tests).
+    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String> {
+        let mut skipped = Skipped::default();
+        self.prepare(peer, &mut skipped).map(|apply| apply())
+    }
 }
+
+/// A peer's part, decoded and validated, waiting to be applied: how many
+/// entries it took.
+pub type Staged<'a> = Box<dyn FnOnce() -> usize + Send + 'a>;
+
+/// Entries of a peer's document left out while preparing it: how many,
+/// and the first one's reason (for the log and `/status`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Skipped {
+    pub count: u64,
+    pub first: Option<String>,
+}
+
+impl Skipped {
+    /// One entry left out, for the reason `why` gives.
+    pub fn note(&mut self, why: impl FnOnce() -> String) {
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some(why());
+        }
+    }
+}
+
+/// How far ahead of this member's clock a peer's time (a lease expiry
+/// beyond its lease time, an event, a journal) may be: one day.
+pub const FUTURE_SECS: u64 = 24 * 3600;
 
 /// Why a node control request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

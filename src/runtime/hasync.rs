@@ -6,39 +6,55 @@
 //! the survivor's `status` shows what happened through the other) and the
 //! nodes' BMC journals (`drivers::bmc::journal`: a `bmc up` on the
 //! survivor does not redo the other's steps). Each is a part
-//! ([`SyncControl`]) of one document.
+//! ([`SyncControl`]) of one versioned document ([`SyncDoc`], version
+//! [`VERSION`]).
 //!
 //! Transport: each member POSTs its whole state to the peer's admin API
-//! (`POST /api/ha/state`, `Authorization: Bearer <ha.tokenFile>`; refused
-//! without it) at start, on every change, and every [`HEARTBEAT`]; the
-//! answer carries the peer's whole state, so one exchange brings both up
-//! to date — a member that comes back (re)connects and is in step after
-//! its first exchange. Merging is per node by revision (the newer entry
-//! wins, `BootState::merge`), so it is the same in both directions and
-//! repeats are harmless. A peer that does not answer is retried with
-//! back-off (up to [`MAX_BACKOFF`]) and shown in `/status` → `ha`; the
-//! loop is a background task with bounded I/O, so serving never waits for
-//! it.
+//! (`POST /api/ha/state`) at start, on every change, and every
+//! [`HEARTBEAT`]; the answer carries the peer's whole state, so one
+//! exchange brings both up to date — a member that comes back
+//! (re)connects and is in step after its first exchange. Merging is per
+//! entry by revision (the newer entry wins), so it is the same in both
+//! directions and repeats are harmless. A peer that does not answer is
+//! retried with back-off (up to [`MAX_BACKOFF`]); the loop is a background
+//! task with bounded I/O, so serving never waits for it.
+//!
+//! Security (docs/ha.md "Threat model"): every request and every answer is
+//! authenticated with an HMAC keyed by the pair key (`ha.tokenFile`,
+//! [`super::haauth`]); the key is never sent. A message is verified before
+//! anything in it is decoded; a request's nonce is refused when repeated;
+//! an answer must be bound to our request's nonce. One exchange has one
+//! total [`DEADLINE`] (a dripping peer is cut). A document is decoded and
+//! validated whole ([`SyncControl::prepare`]) before any part is applied:
+//! taken whole or not at all. Its size is bounded by [`max_doc`], which
+//! grows with the configured pools only, never with what clients send.
+//! `/status` → `ha` shows each direction (`sent`, `received`) honestly.
+//! A document without `version` (a member of version 1, which also sends
+//! the token in clear) is refused loudly: both members must be upgraded.
 //!
 //! The client is a few lines of blocking HTTP/1.1 on a `spawn_blocking`
 //! thread, like the CLI's admin client: one small request to a known peer,
 //! no pooling or TLS, not worth an HTTP client stack.
 
+use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use std::collections::BTreeMap;
-
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
+use crate::model::cluster::Cluster;
 use crate::runtime::clock::unix_now;
-use crate::runtime::control::SyncControl;
+use crate::runtime::control::{Skipped, SyncControl};
 use crate::runtime::ha;
+use crate::runtime::haauth::{self, AuthError, Nonces, PairKey, Role, Stamp};
 use crate::runtime::hub::Hub;
+use crate::runtime::lograte::LogRate;
+use crate::runtime::sync::LockExt as _;
 
 /// Path of the exchange on the admin API.
 pub const PATH: &str = "/api/ha/state";
@@ -46,17 +62,47 @@ pub const PATH: &str = "/api/ha/state";
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// How often the local state is looked at for changes.
 const LOOK: Duration = Duration::from_millis(100);
-/// Connect and read bound of one exchange.
-const IO_TIMEOUT: Duration = Duration::from_secs(1);
+/// Connect bound of one exchange.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Total bound of one exchange, connect to the answer's last byte.
+pub const DEADLINE: Duration = Duration::from_secs(5);
 /// Longest wait between attempts while the peer does not answer.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(4);
-/// Largest state document accepted.
-pub const MAX_DOC: usize = 1 << 20;
+/// The exchanged document's version.
+pub const VERSION: u32 = 2;
+/// Largest document accepted without a pool.
+pub const BASE_DOC: usize = 1 << 20;
+/// What each pool address adds to [`max_doc`]: more than one shared lease
+/// takes (its client id is at most 64 bytes, its hostname 63).
+pub const PER_POOL_ADDRESS: usize = 512;
 
-/// One member's shared state, as exchanged: part name (`netboot`,
-/// `leases`) → that part's state. A part this member does not run is
-/// absent and ignored on the other side.
-pub type SyncDoc = BTreeMap<String, serde_json::Value>;
+/// Rate limit of the exchange's warnings (refused requests, entries).
+static LOG: LogRate = LogRate::new("ha", Duration::from_secs(60));
+/// Request nonces seen lately (replays are refused).
+static NONCES: LazyLock<Mutex<Nonces>> = LazyLock::new(|| Mutex::new(Nonces::default()));
+
+/// One member's shared state, as exchanged: the version and part name
+/// (`netboot`, `leases`, `timeline`, `bmc`) → that part's state. A part
+/// this member does not run is absent and ignored on the other side.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SyncDoc {
+    pub version: u32,
+    pub parts: BTreeMap<String, serde_json::Value>,
+}
+
+/// The largest document either member accepts for cluster `c`:
+/// [`BASE_DOC`] plus [`PER_POOL_ADDRESS`] per DHCP pool address (the
+/// shared leases are the only part that grows with the network).
+pub fn max_doc(c: &Cluster) -> usize {
+    let size = |p: &Option<(Ipv4Addr, Ipv4Addr)>| {
+        p.map_or(0, |(s, e)| {
+            (u64::from(u32::from(e)).saturating_sub(u64::from(u32::from(s))) + 1) as usize
+        })
+    };
+    let addresses =
+        size(&c.dhcp.pool) + c.dhcp.segments.iter().map(|s| size(&s.pool)).sum::<usize>();
+    BASE_DOC.saturating_add(addresses.saturating_mul(PER_POOL_ADDRESS))
+}
 
 /// Call `f` with every part this member shares: the services' (netboot,
 /// leases), the timeline's events and the BMC journals.
@@ -81,29 +127,74 @@ fn version(hub: &Hub) -> u64 {
 
 /// This member's state.
 fn local(hub: &Hub) -> SyncDoc {
-    with_parts(hub, |parts| {
-        parts
+    with_parts(hub, |parts| SyncDoc {
+        version: VERSION,
+        parts: parts
             .iter()
             .map(|p| (p.part().to_string(), p.sync_state().1))
-            .collect()
+            .collect(),
     })
+}
+
+/// Decode a document (already authenticated), refusing other versions.
+fn decode(body: &[u8]) -> Result<SyncDoc, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("not an HA state document: {e}"))?;
+    match v.get("version").and_then(serde_json::Value::as_u64) {
+        Some(n) if n == u64::from(VERSION) => {}
+        Some(n) => {
+            return Err(format!(
+                "an HA document of version {n}; this member speaks version {VERSION}: run the same crc-appliance version on both members"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "an HA document of version 1 (no version); this member speaks version {VERSION}: upgrade the peer"
+            ));
+        }
+    }
+    serde_json::from_value(v).map_err(|e| format!("not an HA state document: {e}"))
 }
 
 /// Merge `peer`'s state into ours; how many entries were taken.
 fn merge(hub: &Hub, peer: SyncDoc) -> Result<usize, String> {
-    with_parts(hub, |parts| merge_into(parts, peer))
+    with_parts(hub, |parts| merge_into(parts, peer.parts))
 }
 
-fn merge_into(parts: &[&dyn SyncControl], mut peer: SyncDoc) -> Result<usize, String> {
-    let mut taken = 0;
+/// Prepare every part of `peer` (decode and validate), then apply them
+/// all: a part that cannot be decoded refuses the whole document before
+/// anything changed. Parts this member does not know are ignored.
+fn merge_into(
+    parts: &[&dyn SyncControl],
+    mut peer: BTreeMap<String, serde_json::Value>,
+) -> Result<usize, String> {
+    let mut skipped = Skipped::default();
+    let mut staged = Vec::new();
     for p in parts {
         if let Some(v) = peer.remove(p.part()) {
-            let n = p.merge_state(v)?;
-            if n > 0 {
-                info!("ha: took {n} {} entr(y/ies) from the peer", p.part());
-            }
-            taken += n;
+            staged.push((p.part(), p.prepare(v, &mut skipped)?));
         }
+    }
+    let mut taken = 0;
+    for (part, apply) in staged {
+        let n = apply();
+        if n > 0 {
+            info!("ha: took {n} {part} entr(y/ies) from the peer");
+        }
+        taken += n;
+    }
+    if skipped.count > 0 {
+        let why = skipped.first.clone().unwrap_or_default();
+        if let Some(tail) = LOG.check("peer entries refused", None) {
+            warn!(
+                "ha: left out {} entr(y/ies) of the peer's document, e.g. {why}{tail}",
+                skipped.count
+            );
+        }
+        ha::update(|s| {
+            s.skipped += skipped.count;
+            s.last_skipped = Some(why);
+        });
     }
     if taken > 0 {
         ha::update(|s| s.learned += taken as u64);
@@ -111,55 +202,255 @@ fn merge_into(parts: &[&dyn SyncControl], mut peer: SyncDoc) -> Result<usize, St
     Ok(taken)
 }
 
-/// `POST /api/ha/state` (token already checked): merge the peer's state
-/// and answer with ours.
-pub fn exchange(hub: &Hub, body: &[u8]) -> Result<SyncDoc, String> {
-    let doc: SyncDoc =
-        serde_json::from_slice(body).map_err(|e| format!("not an HA state document: {e}"))?;
-    merge(hub, doc)?;
-    // The peer just reached us: it is up.
-    ha::update(|s| {
-        s.peer_reachable = true;
-        s.last_sync = Some(unix_now());
-        s.peer_error = None;
-    });
-    Ok(local(hub))
+/// The answer to a `POST /api/ha/state`.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
 }
 
-/// One exchange with the peer (blocking): our document out, theirs back.
-fn post(peer: SocketAddr, token: &str, body: &[u8]) -> Result<Vec<u8>, String> {
-    let mut s = TcpStream::connect_timeout(&peer, IO_TIMEOUT).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(IO_TIMEOUT))
-        .and_then(|()| s.set_write_timeout(Some(IO_TIMEOUT)))
-        .map_err(|e| e.to_string())?;
-    let head = format!(
-        "POST {PATH} HTTP/1.1\r\nHost: {peer}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+impl Answer {
+    fn error(status: u16, why: &str) -> Answer {
+        Answer {
+            status,
+            headers: Vec::new(),
+            body: serde_json::to_vec(&serde_json::json!({ "error": why })).unwrap_or_default(),
+        }
+    }
+}
+
+/// `POST /api/ha/state` from the peer, `secret` being the pair key and
+/// `header` a lookup of the request's headers by lower-case name:
+/// authenticate it (before decoding anything), merge the peer's state and
+/// answer ours, signed and bound to the request.
+pub fn answer(
+    hub: &Hub,
+    secret: &str,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+    client: SocketAddr,
+) -> Answer {
+    let Some(peer) = hub.plan().cluster.ha.as_ref().map(|h| h.peer) else {
+        return Answer::error(404, "this appliance is not an HA member (no ha: section)");
+    };
+    let key = PairKey::new(secret);
+    let role = Role::Request {
+        method: "POST",
+        path: PATH,
+    };
+    let checked = haauth::verify(&key, role, header, body, peer, unix_now()).and_then(|st| {
+        if NONCES.locked().fresh(st.nonce) {
+            Ok(st)
+        } else {
+            Err(AuthError::Replay)
+        }
+    });
+    let request = match checked {
+        Ok(st) => st,
+        Err(e) => {
+            if let Some(tail) = LOG.check("refused exchange", Some(client)) {
+                warn!("ha: refused an exchange from {client}: {e}{tail}");
+            }
+            ha::update(|s| s.received.failed(format!("from {client}: {e}"), unix_now()));
+            return Answer::error(401, &e.to_string());
+        }
+    };
+    if let Err(e) = decode(body).and_then(|d| merge(hub, d)) {
+        warn!("ha: refused the peer's document: {e}");
+        ha::update(|s| s.received.failed(e.clone(), unix_now()));
+        return Answer::error(400, &e);
+    }
+    ha::update(|s| s.received.worked(body.len(), unix_now()));
+    let doc = serde_json::to_vec(&local(hub)).unwrap_or_default();
+    let me = Ipv4Addr::from(ha::member_id());
+    let stamp = Stamp::new(me, unix_now());
+    let role = Role::Answer {
+        status: 200,
+        request: &request.nonce,
+    };
+    Answer {
+        status: 200,
+        headers: haauth::sign(&key, role, &stamp, &doc),
+        body: doc,
+    }
+}
+
+/// Time left until `deadline`, or the error of an exchange cut by it.
+fn left(deadline: std::time::Instant) -> Result<Duration, String> {
+    deadline
+        .checked_duration_since(std::time::Instant::now())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            format!(
+                "no complete answer within {} s (exchange deadline)",
+                DEADLINE.as_secs()
+            )
+        })
+}
+
+/// At most 200 characters of a peer's error text, control characters
+/// replaced.
+fn printable(b: &[u8]) -> String {
+    String::from_utf8_lossy(b)
+        .chars()
+        .take(200)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
+
+/// One exchange with the peer (blocking): our document out, theirs back,
+/// within [`DEADLINE`]; the answer's body once authenticated.
+fn post(
+    peer: SocketAddr,
+    key: &PairKey,
+    me: Ipv4Addr,
+    body: &[u8],
+    limit: usize,
+) -> Result<Vec<u8>, String> {
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let IpAddr::V4(peer_ip) = peer.ip() else {
+        return Err("ha.peer is not IPv4".into());
+    };
+    let stamp = Stamp::new(me, unix_now());
+    let role = Role::Request {
+        method: "POST",
+        path: PATH,
+    };
+    let mut head = format!(
+        "POST {PATH} HTTP/1.1\r\nHost: {peer}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
-    s.write_all(head.as_bytes())
+    for (k, v) in haauth::sign(key, role, &stamp, body) {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut s = TcpStream::connect_timeout(&peer, CONNECT_TIMEOUT.min(left(deadline)?))
+        .map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(left(deadline)?))
+        .and_then(|()| s.write_all(head.as_bytes()))
         .and_then(|()| s.write_all(body))
         .map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
-    s.take(MAX_DOC as u64 + 4096)
-        .read_to_end(&mut buf)
-        .map_err(|e| e.to_string())?;
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        s.set_read_timeout(Some(left(deadline)?))
+            .map_err(|e| e.to_string())?;
+        let n = match s.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                left(deadline)?;
+                continue;
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > limit + 16 * 1024 {
+            return Err(format!("the answer is over the {limit}-byte limit"));
+        }
+    }
+    let (status, headers, answer) = parse_answer(&buf)?;
+    if status != 200 {
+        let hint = if status == 401 {
+            " (the peer refused our authentication: a different pair key in ha.tokenFile, clocks more than 60 s apart, or a peer of an older version)"
+        } else {
+            ""
+        };
+        return Err(format!("HTTP {status}{hint}: {}", printable(answer)));
+    }
+    let header = |n: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| v.clone())
+    };
+    let role = Role::Answer {
+        status,
+        request: &stamp.nonce,
+    };
+    haauth::verify(key, role, &header, answer, peer_ip, unix_now())
+        .map_err(|e| format!("unauthenticated answer, ignored: {e}"))?;
+    Ok(answer.to_vec())
+}
+
+/// An answer's headers: lower-case name, value.
+type Headers = Vec<(String, String)>;
+
+/// An HTTP/1.1 answer's status, headers and body (cut to its
+/// `Content-Length`).
+fn parse_answer(buf: &[u8]) -> Result<(u16, Headers, &[u8]), String> {
     let split = buf
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .ok_or("malformed answer")?;
-    let status = std::str::from_utf8(&buf[..split])
-        .ok()
-        .and_then(|h| h.split_whitespace().nth(1))
+    let head = std::str::from_utf8(&buf[..split]).map_err(|_| "malformed answer")?;
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|c| c.parse::<u16>().ok())
         .ok_or("malformed answer")?;
-    let body = buf[split + 4..].to_vec();
-    if status != 200 {
+    let headers: Headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let mut body = &buf[split + 4..];
+    if let Some(len) = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+    {
+        if body.len() < len {
+            return Err("the answer ended early".into());
+        }
+        body = &body[..len];
+    }
+    Ok((status, headers, body))
+}
+
+/// One exchange from the loop: build, check the size, post, decode and
+/// merge. The size of our document on success.
+async fn exchange_once(
+    hub: &Arc<Hub>,
+    peer: SocketAddr,
+    key: &Arc<PairKey>,
+) -> Result<usize, String> {
+    let me = ha::member_id();
+    if me == 0 {
+        return Err(
+            "this member's own address is unknown (no route to ha.peer): set ha.ownIP".into(),
+        );
+    }
+    let body = serde_json::to_vec(&local(hub)).map_err(|e| e.to_string())?;
+    let limit = max_doc(&hub.plan().cluster);
+    ha::update(|s| {
+        s.doc_bytes = body.len() as u64;
+        s.doc_limit = limit as u64;
+    });
+    if body.len() > limit {
         return Err(format!(
-            "HTTP {status}: {}",
-            String::from_utf8_lossy(&body).trim()
+            "SYNC STOPPED: our document is {} bytes, over the {limit}-byte limit the peer accepts",
+            body.len()
         ));
     }
-    Ok(body)
+    let key = key.clone();
+    let sent = body.len();
+    let answer =
+        tokio::task::spawn_blocking(move || post(peer, &key, Ipv4Addr::from(me), &body, limit))
+            .await
+            .map_err(|e| e.to_string())??;
+    merge(hub, decode(&answer)?)?;
+    Ok(sent)
 }
 
 /// Exchange with the peer at `peer` (its admin API) until `stop`: at
@@ -171,10 +462,12 @@ pub async fn run(
     token: String,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    let key = Arc::new(PairKey::new(&token));
+    drop(token);
     let mut sent: Option<u64> = None;
     let mut last = Instant::now();
     let mut backoff = Duration::ZERO;
-    let mut was_up: Option<bool> = None;
+    let mut was: Option<Result<(), String>> = None;
     loop {
         let wait = if backoff.is_zero() { LOOK } else { backoff };
         tokio::select! {
@@ -188,46 +481,145 @@ pub async fn run(
             continue;
         }
         last = Instant::now();
-        let body = serde_json::to_vec(&local(&hub))?;
-        let token = token.clone();
-        let res = tokio::task::spawn_blocking(move || post(peer, &token, &body))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r)
-            .and_then(|b| {
-                serde_json::from_slice::<SyncDoc>(&b).map_err(|e| format!("bad answer: {e}"))
-            })
-            .and_then(|d| merge(&hub, d));
-        match res {
-            Ok(_) => {
+        match exchange_once(&hub, peer, &key).await {
+            Ok(bytes) => {
                 // What we sent; a merge that took entries changed the
                 // counter, and the next look sends them back (harmless).
                 sent = Some(changes);
                 backoff = Duration::ZERO;
-                if was_up != Some(true) {
-                    info!("ha: peer {peer} reachable; install state exchanged");
+                if was != Some(Ok(())) {
+                    info!("ha: peer {peer} reachable; state exchanged (authenticated)");
                 }
-                was_up = Some(true);
+                was = Some(Ok(()));
                 ha::update(|s| {
                     s.peer_reachable = true;
                     s.last_sync = Some(unix_now());
                     s.peer_error = None;
+                    s.sent.worked(bytes, unix_now());
                 });
             }
             Err(e) => {
-                if was_up != Some(false) {
-                    warn!(
-                        "ha: peer {peer} unreachable ({e}); retrying with back-off, serving goes on"
-                    );
+                if was.as_ref().is_none_or(|w| w.as_ref().err() != Some(&e)) {
+                    if e.starts_with("SYNC STOPPED") {
+                        error!("ha: {e}; the pair no longer shares its state");
+                    } else {
+                        warn!(
+                            "ha: exchange with {peer} failed ({e}); retrying with back-off, serving goes on"
+                        );
+                    }
                 }
-                was_up = Some(false);
+                was = Some(Err(e.clone()));
                 sent = None;
                 backoff = (backoff * 2).clamp(Duration::from_millis(250), MAX_BACKOFF);
                 ha::update(|s| {
                     s.peer_reachable = false;
-                    s.peer_error = Some(e);
+                    s.peer_error = Some(e.clone());
+                    s.sent.failed(e, unix_now());
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A part that counts what it applied, refusing documents that are
+    /// not numbers.
+    struct Part(&'static str, AtomicUsize);
+
+    impl SyncControl for Part {
+        fn part(&self) -> &'static str {
+            self.0
+        }
+        fn sync_version(&self) -> u64 {
+            0
+        }
+        fn sync_state(&self) -> (u64, serde_json::Value) {
+            (0, serde_json::Value::Null)
+        }
+        fn prepare<'a>(
+            &'a self,
+            peer: serde_json::Value,
+            _: &mut Skipped,
+        ) -> Result<crate::runtime::control::Staged<'a>, String> {
+            let n = peer.as_u64().ok_or("not a number")? as usize;
+            Ok(Box::new(move || {
+                self.1.fetch_add(n, Ordering::Relaxed);
+                n
+            }))
+        }
+    }
+
+    #[test]
+    fn a_document_is_taken_whole_or_not_at_all() {
+        let (a, b) = (
+            Part("a", AtomicUsize::new(0)),
+            Part("b", AtomicUsize::new(0)),
+        );
+        let parts: [&dyn SyncControl; 2] = [&a, &b];
+        let doc = |b: serde_json::Value| {
+            BTreeMap::from([
+                ("a".to_string(), serde_json::json!(3)),
+                ("b".to_string(), b),
+                (
+                    "newer".to_string(),
+                    serde_json::json!("a part of a newer version"),
+                ),
+            ])
+        };
+        assert!(merge_into(&parts, doc(serde_json::json!("bad"))).is_err());
+        assert_eq!(a.1.load(Ordering::Relaxed), 0, "nothing applied");
+        assert_eq!(merge_into(&parts, doc(serde_json::json!(2))), Ok(5));
+        assert_eq!(
+            (a.1.load(Ordering::Relaxed), b.1.load(Ordering::Relaxed)),
+            (3, 2)
+        );
+    }
+
+    #[test]
+    fn documents_of_other_versions_are_refused() {
+        assert!(
+            decode(br#"{"netboot":{}}"#)
+                .unwrap_err()
+                .contains("version 1")
+        );
+        assert!(
+            decode(br#"{"version":3,"parts":{}}"#)
+                .unwrap_err()
+                .contains("version 3")
+        );
+        assert_eq!(decode(br#"{"version":2,"parts":{}}"#).unwrap().version, 2);
+    }
+
+    #[test]
+    fn the_answer_is_cut_to_its_length_and_headers_are_read() {
+        let (st, h, body) = parse_answer(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Crc-Ha-Time: 5\r\n\r\n{}garbage",
+        )
+        .unwrap();
+        assert_eq!((st, body), (200, &b"{}"[..]));
+        assert!(h.contains(&("x-crc-ha-time".to_string(), "5".to_string())));
+        assert!(parse_answer(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}").is_err());
+    }
+
+    #[test]
+    fn the_document_limit_grows_with_the_pools_only() {
+        let yaml = r#"name: t
+baseDomain: crc.testing
+network: { cidr: 10.9.0.0/16, gateway: 10.9.0.1, applianceIP: 10.9.0.1 }
+dhcp: { pool: { start: 10.9.1.0, end: 10.9.7.255 } }
+nodes:
+  - { name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }
+"#;
+        let p = crate::config::from_str(
+            yaml,
+            std::path::Path::new("/"),
+            std::path::Path::new("/t.yaml"),
+        );
+        let p = p.unwrap();
+        assert_eq!(max_doc(&p.cluster), BASE_DOC + 1792 * PER_POOL_ADDRESS);
     }
 }

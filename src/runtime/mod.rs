@@ -16,6 +16,7 @@ pub mod control;
 pub mod drain;
 pub mod groupcommit;
 pub mod ha;
+pub mod haauth;
 pub mod hasync;
 pub mod health;
 pub mod httpconn;

@@ -94,7 +94,7 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     crate::runtime::bind::set_freebind(plan.cluster.ha.is_some());
     let ha_token = match &plan.cluster.ha {
         Some(h) => {
-            crate::runtime::ha::start(h.peer, plan.cluster.network.appliance_ip);
+            crate::runtime::ha::start(h.peer, plan.cluster.network.appliance_ip, h.own_ip);
             Some(
                 config::secret::read_token(&h.token_file)
                     .map_err(|e| anyhow::anyhow!("ha.tokenFile: {e}"))?,

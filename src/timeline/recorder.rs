@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use super::shared::{Shared, Stamped, is_shared};
+use super::shared::{Shared, is_shared};
 use super::{Event, Pool, Timeline};
 use crate::model::cluster::MacAddr;
 use crate::model::cluster::Role;
@@ -299,16 +299,26 @@ impl crate::runtime::control::SyncControl for Recorder {
         (changes, serde_json::to_value(log).unwrap_or_default())
     }
 
-    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String> {
-        let peer: Vec<Stamped> =
+    fn prepare<'a>(
+        &'a self,
+        peer: serde_json::Value,
+        skipped: &mut crate::runtime::control::Skipped,
+    ) -> Result<crate::runtime::control::Staged<'a>, String> {
+        // Each event on its own: one this version does not know (a newer
+        // peer) is skipped and counted, never fatal.
+        let peer: Vec<serde_json::Value> =
             serde_json::from_value(peer).map_err(|e| format!("timeline events: {e}"))?;
-        let mut tl = self.lock();
-        let new = self.shared.locked().take(peer);
-        let n = new.len();
-        for s in new {
-            tl.apply(s.at, s.event);
-        }
-        Ok(n)
+        let known: Vec<String> = self.nodes.load().iter().map(|n| n.name.clone()).collect();
+        let events = super::shared::check_peer(peer, &known, now(), skipped);
+        Ok(Box::new(move || {
+            let mut tl = self.lock();
+            let new = self.shared.locked().take(events);
+            let n = new.len();
+            for s in new {
+                tl.apply(s.at, s.event);
+            }
+            n
+        }))
     }
 }
 

@@ -21,12 +21,21 @@
 //!   LB health (each member's LB checks the backends itself) are local.
 //! - Bounded: the log keeps the latest [`LOG`] events; a peer's log longer
 //!   than that is cut to its latest [`LOG`].
+//! - A peer's event is taken only when it is about a node of the plan (or
+//!   no node), at most [`FUTURE_SECS`] ahead, with bounded strings, and of
+//!   a kind this version knows ([`check_peer`]); the others are skipped
+//!   and counted, never fatal (a newer peer may know more kinds).
 
 use std::collections::{HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use super::Event;
+use crate::runtime::control::{FUTURE_SECS, Skipped};
+
+/// Longest string a peer's event may carry (a file name, a client
+/// address, a reason).
+pub const MAX_TEXT: usize = 256;
 
 /// How many local events the log keeps.
 pub const LOG: usize = 1024;
@@ -122,12 +131,93 @@ impl Shared {
     }
 }
 
+/// The peer's events this member may take, decoded one by one: shared
+/// kinds this version knows, about a node of `known` (or none), at most
+/// [`FUTURE_SECS`] after `now`, with strings of at most [`MAX_TEXT`]; the
+/// others are noted in `skipped`.
+pub fn check_peer(
+    peer: Vec<serde_json::Value>,
+    known: &[String],
+    now: u64,
+    skipped: &mut Skipped,
+) -> Vec<Stamped> {
+    let latest = now.saturating_add(FUTURE_SECS);
+    let mut out = Vec::new();
+    for v in peer.into_iter().rev().take(LOG) {
+        let s: Stamped = match serde_json::from_value(v) {
+            Ok(s) => s,
+            Err(e) => {
+                skipped.note(|| format!("timeline: an event this version does not know ({e})"));
+                continue;
+            }
+        };
+        let why = if s.at > latest || event_time(&s.event).is_some_and(|t| t > latest) {
+            Some("is more than a day ahead")
+        } else if s
+            .event
+            .node()
+            .is_some_and(|n| !known.iter().any(|k| k == n))
+        {
+            Some("is about a node not in the cluster file")
+        } else if texts(&s.event).iter().any(|t| t.len() > MAX_TEXT) {
+            Some("carries an overlong string")
+        } else {
+            None
+        };
+        match why {
+            Some(why) => skipped.note(|| format!("timeline: a peer event at {} {why}", s.at)),
+            None => out.push(s),
+        }
+    }
+    out.reverse();
+    out
+}
+
+/// A time an event carries besides its own.
+fn event_time(ev: &Event) -> Option<u64> {
+    match ev {
+        Event::Lease { expires, .. } => Some(*expires),
+        Event::Ignition { at, .. } => Some(*at),
+        _ => None,
+    }
+}
+
+/// The free-form strings of an event.
+fn texts(ev: &Event) -> Vec<&str> {
+    match ev {
+        Event::InstallRejected { reason, .. } => vec![reason],
+        Event::Ignition { client, file, .. } => vec![client, file],
+        Event::StaleMarker { path } => path.as_deref().into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn ev(node: &str) -> Event {
         Event::InstallFinished { node: node.into() }
+    }
+
+    #[test]
+    fn peer_events_of_unknown_kinds_nodes_or_times_are_skipped_and_counted() {
+        let now = 1_000_000;
+        let known = vec!["master-0".to_string()];
+        let peer = vec![
+            serde_json::json!({"at": now, "event": {"kind": "installFinished", "node": "master-0"}}),
+            serde_json::json!({"at": now, "event": {"kind": "somethingNew", "node": "master-0"}}),
+            serde_json::json!({"at": now, "event": {"kind": "installFinished", "node": "ghost"}}),
+            serde_json::json!({"at": u64::MAX, "event": {"kind": "bootstrapComplete"}}),
+            serde_json::json!({"at": now, "event": {"kind": "lease", "node": "master-0", "expires": u64::MAX}}),
+            serde_json::json!({"at": now - 5, "event": {"kind": "bootstrapComplete"}}),
+        ];
+        let mut skipped = Skipped::default();
+        let got = check_peer(peer, &known, now, &mut skipped);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].event, ev("master-0"));
+        assert_eq!(got[1].event, Event::BootstrapComplete);
+        assert_eq!(skipped.count, 4);
     }
 
     #[test]

@@ -129,9 +129,7 @@ impl Journals {
     /// cluster with a BMC only); how many were written.
     pub fn merge(&self, peer: BTreeMap<String, Shared>) -> usize {
         let ours = self.read();
-        let now_ms = UNIX_EPOCH
-            .elapsed()
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let now_ms = now_ms();
         let mut taken = 0;
         for (node, path) in &self.files {
             let Some(theirs) = peer.get(node) else {
@@ -165,6 +163,12 @@ impl Journals {
     }
 }
 
+fn now_ms() -> u64 {
+    UNIX_EPOCH
+        .elapsed()
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// When `path` was last modified, in ms since the epoch (None: no file).
 fn modified_ms(path: &Path) -> Option<u64> {
     let t = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
@@ -189,10 +193,23 @@ impl crate::runtime::control::SyncControl for Journals {
         )
     }
 
-    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String> {
+    fn prepare<'a>(
+        &'a self,
+        peer: serde_json::Value,
+        skipped: &mut crate::runtime::control::Skipped,
+    ) -> Result<crate::runtime::control::Staged<'a>, String> {
         let peer: BTreeMap<String, Shared> =
             serde_json::from_value(peer).map_err(|e| format!("BMC journals: {e}"))?;
-        Ok(self.merge(peer))
+        let latest = now_ms().saturating_add(FUTURE_MS);
+        for (node, j) in &peer {
+            if !self.files.iter().any(|(n, _)| n == node) {
+                skipped
+                    .note(|| "bmc: a journal of a node without a BMC in the cluster file".into());
+            } else if j.modified > latest {
+                skipped.note(|| format!("bmc: {node}'s journal is more than a day ahead"));
+            }
+        }
+        Ok(Box::new(move || self.merge(peer)))
     }
 }
 

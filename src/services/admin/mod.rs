@@ -12,7 +12,7 @@
 //! | POST | `/api/lb/backends/{node}/disable` | drain `node` in every pool |
 //! | POST | `/api/lb/backends/{node}/enable` | put `node` back |
 //! | POST | `/api/nodes/{node}/reinstall` | network boot: `node` installs again at its next boot |
-//! | POST | `/api/ha/state` | HA pair only, with `ha.tokenFile`'s token: merge the peer's shared state, answer ours (`runtime::hasync`) |
+//! | POST | `/api/ha/state` | HA pair only, each request and answer HMAC-authenticated with the pair key (`ha.tokenFile`, never sent): merge the peer's shared state, answer ours (`runtime::hasync`) |
 //! | POST | `/api/reload` | reload the cluster file; answers its [`crate::runtime::status::ReloadStatus`] (200 applied, 422 invalid file, 409 not applicable) |
 //!
 //! Every request passes [`access::check`] first: the Host must be an IP
@@ -350,10 +350,16 @@ struct Tokens {
     ha: Arc<ArcSwapOption<String>>,
 }
 
-/// `POST /api/ha/state` from the HA peer: checked against the pair's token
-/// (refused without it, and 404 without `ha:`), then merged and answered
-/// with this member's state ([`crate::runtime::hasync`]).
-async fn ha_state(hub: &Hub, ha_token: Option<Arc<String>>, req: Request<Incoming>) -> Resp {
+/// `POST /api/ha/state` from the HA peer (404 without `ha:`): the body is
+/// read within the document limit, then [`crate::runtime::hasync::answer`]
+/// authenticates it with the pair key (an HMAC, never a bearer token),
+/// merges and answers signed.
+async fn ha_state(
+    hub: &Hub,
+    ha_token: Option<Arc<String>>,
+    req: Request<Incoming>,
+    client: SocketAddr,
+) -> Resp {
     use http_body_util::BodyExt as _;
     let Some(token) = ha_token else {
         return json_resp(
@@ -367,36 +373,38 @@ async fn ha_state(hub: &Hub, ha_token: Option<Arc<String>>, req: Request<Incomin
             &json!({"error": "method not allowed"}),
         );
     }
-    if let Err((code, why)) = access::check(
-        req.method(),
-        req.headers(),
-        req.uri().authority().map(|a| a.as_str()),
-        Some(token.as_str()),
-    ) {
-        let why = if code == StatusCode::UNAUTHORIZED {
-            "a valid HA token is required (Authorization: Bearer, see ha.tokenFile)"
-        } else {
-            why
-        };
-        return json_resp(code, &json!({ "error": why }));
-    }
-    let limited = http_body_util::Limited::new(req.into_body(), crate::runtime::hasync::MAX_DOC);
+    let headers = req.headers().clone();
+    let limit = crate::runtime::hasync::max_doc(&hub.plan().cluster);
+    let limited = http_body_util::Limited::new(req.into_body(), limit);
     let body = match limited.collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
             return json_resp(
                 StatusCode::BAD_REQUEST,
-                &json!({ "error": format!("cannot read the state document: {e}") }),
+                &json!({ "error": format!("cannot read the state document (limit {limit} bytes): {e}") }),
             );
         }
     };
-    match crate::runtime::hasync::exchange(hub, &body) {
-        Ok(doc) => json_resp(
-            StatusCode::OK,
-            &serde_json::to_value(doc).unwrap_or_default(),
-        ),
-        Err(e) => json_resp(StatusCode::BAD_REQUEST, &json!({ "error": e })),
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let a = crate::runtime::hasync::answer(hub, &token, &header, &body, client);
+    let mut resp = Response::new(Full::new(Bytes::from(a.body)));
+    *resp.status_mut() = StatusCode::from_u16(a.status).unwrap_or(StatusCode::BAD_REQUEST);
+    let h = resp.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    for (k, v) in a.headers {
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&v) {
+            h.insert(k, v);
+        }
     }
+    resp
 }
 
 /// Who may hold a connection: the source rules and the per-client counts.
@@ -504,7 +512,7 @@ async fn serve_listener(
                         ));
                     }
                     if req.uri().path() == crate::runtime::hasync::PATH {
-                        return Ok::<_, Infallible>(ha_state(&hub, ha_token, req).await);
+                        return Ok::<_, Infallible>(ha_state(&hub, ha_token, req, peer).await);
                     }
                     let checked = access::check(
                         req.method(),

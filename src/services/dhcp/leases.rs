@@ -19,6 +19,12 @@
 //! - [`LeaseTable::to_file`] / [`LeaseTable::from_file`] are the persisted
 //!   form (bound and released leases, declined addresses); offers are not
 //!   persisted.
+//! - A client identifier longer than [`MAX_CLIENT_ID`] bytes is kept as its
+//!   digest ([`canonical_id`]): the table, the lease file and the HA
+//!   document never grow with a client's choice of identifier.
+//! - An HA peer's lease ([`LeaseTable::check_peer`]) is taken only for a
+//!   pool address, expiring at most the lease time (plus [`PEER_SKEW`])
+//!   from now, with a bounded client id and hostname.
 
 use crate::runtime::status::LeaseState;
 use std::collections::{HashMap, HashSet};
@@ -33,6 +39,29 @@ use crate::runtime::statefile::{hex, unhex};
 pub const OFFER_HOLD: u64 = 30;
 /// Seconds a declined address stays out of service.
 pub const DECLINE_HOLD: u64 = 600;
+
+/// Longest client identifier kept as it is (bytes); a longer one is kept
+/// as its digest ([`canonical_id`]).
+pub const MAX_CLIENT_ID: usize = 64;
+/// Longest hostname a peer's lease may carry (one DNS label).
+pub const MAX_HOSTNAME: usize = 63;
+/// How far beyond `now + leaseTime` a peer's lease may expire (seconds:
+/// the members' clocks differ a little).
+pub const PEER_SKEW: u64 = 300;
+
+/// The identity kept for client identifier `id`: itself up to
+/// [`MAX_CLIENT_ID`] bytes, else a zero byte and its SHA-256 (33 bytes),
+/// the same for every message of that client.
+pub fn canonical_id(id: &[u8]) -> Vec<u8> {
+    if id.len() <= MAX_CLIENT_ID {
+        return id.to_vec();
+    }
+    let d = ring::digest::digest(&ring::digest::SHA256, id);
+    let mut v = Vec::with_capacity(33);
+    v.push(0);
+    v.extend_from_slice(d.as_ref());
+    v
+}
 
 /// Version of the lease file format.
 pub const FILE_VERSION: u32 = 1;
@@ -259,7 +288,7 @@ impl LeaseTable {
     fn key(&self, c: &Client) -> Key {
         match &c.client_id {
             Some(id) if !self.scope.reserved.contains_key(&c.mac) && !id.is_empty() => {
-                Key::Id(id.clone())
+                Key::Id(canonical_id(id))
             }
             _ => Key::Mac(c.mac),
         }
@@ -267,7 +296,7 @@ impl LeaseTable {
 
     fn key_of(&self, l: &Lease) -> Key {
         match l.client_id.as_deref().and_then(unhex) {
-            Some(id) if !l.reserved && !id.is_empty() => Key::Id(id),
+            Some(id) if !l.reserved && !id.is_empty() => Key::Id(canonical_id(&id)),
             _ => Key::Mac(l.mac),
         }
     }
@@ -501,6 +530,51 @@ impl LeaseTable {
         before != self.declined.len()
     }
 
+    /// The HA peer's leases this table may take: bound, active pool
+    /// leases expiring at most `leaseTime` + [`PEER_SKEW`] from `now`,
+    /// with a client id of at most [`MAX_CLIENT_ID`] bytes (a longer one
+    /// is sent as its digest); a hostname longer than [`MAX_HOSTNAME`] is
+    /// dropped. The others are noted in `skipped`. Changes nothing.
+    pub fn check_peer(
+        &self,
+        peer: Vec<Lease>,
+        now: u64,
+        skipped: &mut crate::runtime::control::Skipped,
+    ) -> Vec<Lease> {
+        let latest = now.saturating_add(u64::from(self.scope.lease_time) + PEER_SKEW);
+        let mut out = Vec::with_capacity(peer.len());
+        for mut l in peer {
+            if l.reserved || l.state != State::Bound || !l.active(now) {
+                continue;
+            }
+            let why = if !self.scope.in_pool(l.ip) || self.reserved_ips.contains_key(&l.ip) {
+                Some("is not a pool address".to_string())
+            } else if l.expires > latest {
+                Some(format!(
+                    "expires {} s from now, beyond the lease time",
+                    l.expires - now
+                ))
+            } else if l
+                .client_id
+                .as_deref()
+                .is_some_and(|c| c.len() > 2 * MAX_CLIENT_ID || unhex(c).is_none())
+            {
+                Some("has a client id longer than 64 bytes or not hex".to_string())
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                skipped.note(|| format!("leases: the lease of {} {why}", l.ip));
+                continue;
+            }
+            if l.hostname.as_ref().is_some_and(|h| h.len() > MAX_HOSTNAME) {
+                l.hostname = None;
+            }
+            out.push(l);
+        }
+        out
+    }
+
     /// Take the HA peer's active bound pool leases that expire later than
     /// what this table has for their address and their client (a renewal
     /// through the peer wins; our own newer record wins). Reservations are
@@ -512,6 +586,7 @@ impl LeaseTable {
             if l.reserved
                 || l.state != State::Bound
                 || !l.active(now)
+                || l.expires > now.saturating_add(u64::from(self.scope.lease_time) + PEER_SKEW)
                 || !self.scope.in_pool(l.ip)
                 || self.reserved_ips.contains_key(&l.ip)
                 || self

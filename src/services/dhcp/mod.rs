@@ -160,19 +160,48 @@ impl crate::runtime::control::SyncControl for Dhcp {
     fn sync_state(&self) -> (u64, serde_json::Value) {
         let version = self.sync_version();
         let table = self.shared.table();
-        let shared = shared_leases(&table.leases(), now());
+        // Bounded per lease: the client id is at most 64 bytes (longer
+        // ones are kept as digests, `leases::canonical_id`), a long
+        // hostname is left out.
+        let shared: Vec<leases::Lease> = shared_leases(&table.leases(), now())
+            .into_iter()
+            .map(|l| {
+                let mut l = l.clone();
+                if let Some(id) = l
+                    .client_id
+                    .as_deref()
+                    .and_then(crate::runtime::statefile::unhex)
+                {
+                    l.client_id = Some(crate::runtime::statefile::hex(&leases::canonical_id(&id)));
+                }
+                if l.hostname
+                    .as_ref()
+                    .is_some_and(|h| h.len() > leases::MAX_HOSTNAME)
+                {
+                    l.hostname = None;
+                }
+                l
+            })
+            .collect();
         (version, serde_json::to_value(&shared).unwrap_or_default())
     }
 
-    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String> {
+    fn prepare<'a>(
+        &'a self,
+        peer: serde_json::Value,
+        skipped: &mut crate::runtime::control::Skipped,
+    ) -> Result<crate::runtime::control::Staged<'a>, String> {
         let peer: Vec<leases::Lease> =
             serde_json::from_value(peer).map_err(|e| format!("leases: {e}"))?;
-        let taken = self.shared.table().merge_peer(&peer, now());
-        if !taken.is_empty() {
-            self.writer.mark_dirty();
-            self.writer.wake_if_dirty();
-        }
-        Ok(taken.len())
+        let peer = self.shared.table().check_peer(peer, now(), skipped);
+        Ok(Box::new(move || {
+            let taken = self.shared.table().merge_peer(&peer, now());
+            if !taken.is_empty() {
+                self.writer.mark_dirty();
+                self.writer.wake_if_dirty();
+            }
+            taken.len()
+        }))
     }
 }
 

@@ -88,24 +88,40 @@ pub struct NodeBoot {
     /// current install attempt); times alone are seconds, too coarse.
     #[serde(default, skip_serializing_if = "is_false")]
     pub ignition_in_attempt: bool,
-    /// Revision of this entry: bumped by every change (milliseconds since
-    /// the epoch, or one more than the last); the newer one wins when the
-    /// members of an HA pair merge their states ([`BootState::merge`]).
+    /// Revision of this entry, a Lamport counter: every change sets it to
+    /// one more than the highest revision this member has seen (its own
+    /// and the peer's); the newer `(rev, revBy)` wins when the members of
+    /// an HA pair merge their states ([`BootState::merge`]). Files of
+    /// earlier versions hold wall-clock milliseconds here: they load as
+    /// they are and the counter goes on from them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rev: u64,
+    /// The member that made revision `rev` (`runtime::ha::member_id`, its
+    /// own IPv4 address; 0 without HA): breaks ties between equal
+    /// revisions the same way on both members.
+    #[serde(default, rename = "revBy", skip_serializing_if = "is_zero32")]
+    pub rev_by: u32,
 }
 
 fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-/// The revision after `prev`: now in milliseconds, or `prev + 1` when the
-/// clock is behind it.
-fn next_rev(prev: u64) -> u64 {
-    let ms = std::time::SystemTime::now()
+fn is_zero32(v: &u32) -> bool {
+    *v == 0
+}
+
+/// How far ahead of `max(our highest revision, now in ms)` a peer's
+/// revision may be (one day of milliseconds: revisions of earlier
+/// versions were wall-clock milliseconds). A revision beyond it (a forged
+/// or broken document) is refused, so a revision never gets near
+/// `u64::MAX` and a later change always wins.
+pub const REV_AHEAD: u64 = 24 * 3600 * 1000;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    ms.max(prev.saturating_add(1))
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -143,11 +159,27 @@ struct Inner {
     load_error: Option<String>,
     writes: u64,
     write_failures: u64,
+    /// The Lamport clock: the highest revision seen (own and the peer's).
+    clock: u64,
 }
 
 impl Inner {
     fn changed(&mut self) {
         self.changes += 1;
+    }
+
+    /// `node`'s entry changed here: its revision becomes the next one.
+    fn bump(&mut self, node: &str) {
+        self.clock = self.clock.saturating_add(1);
+        if let Some(e) = self.nodes.get_mut(node) {
+            (e.rev, e.rev_by) = (self.clock, crate::runtime::ha::member_id());
+        }
+        self.changed();
+    }
+
+    /// The highest revision a peer's entry may have.
+    fn rev_bound(&self) -> u64 {
+        self.clock.max(now_ms()).saturating_add(REV_AHEAD)
     }
 
     fn durable(&self) -> bool {
@@ -284,9 +316,26 @@ impl BootState {
             load_error: None,
             writes: 0,
             write_failures: 0,
+            clock: 0,
         };
         match read_state(&path) {
-            Loaded::Nodes(n) => inner.nodes = n,
+            Loaded::Nodes(n) => {
+                inner.nodes = n;
+                // A revision beyond the bound (a forged document taken by
+                // an earlier version) would win over every later change.
+                let bound = inner.rev_bound();
+                for (node, e) in &mut inner.nodes {
+                    if e.rev > bound {
+                        error!(
+                            "netboot state {}: {node}'s revision {} is far in the future; reset to now",
+                            path.display(),
+                            e.rev
+                        );
+                        e.rev = now_ms();
+                        inner.changes += 1;
+                    }
+                }
+            }
             Loaded::Missing => {}
             Loaded::Unreadable(why) => {
                 error!(
@@ -316,7 +365,10 @@ impl BootState {
         }
         BootState {
             path,
-            inner: Mutex::new(inner),
+            inner: Mutex::new({
+                inner.clock = inner.nodes.values().map(|e| e.rev).max().unwrap_or(0);
+                inner
+            }),
             wake: Notify::new(),
             save,
         }
@@ -345,8 +397,7 @@ impl BootState {
             }
             e.install_script_at = Some(now());
             e.ignition_in_attempt = false;
-            e.rev = next_rev(e.rev);
-            st.changed();
+            st.bump(node);
             script
         };
         self.wake.notify_one();
@@ -367,8 +418,7 @@ impl BootState {
             let e = st.nodes.entry(node.to_string()).or_default();
             e.ignition_at = Some(now());
             e.ignition_in_attempt = true;
-            e.rev = next_rev(e.rev);
-            st.changed();
+            st.bump(node);
         }
         self.wake.notify_one();
     }
@@ -389,8 +439,7 @@ impl BootState {
             }
             let at = now();
             (e.install_finished_at, e.installed_at) = (Some(at), Some(at));
-            e.rev = next_rev(e.rev);
-            st.changed();
+            st.bump(node);
             true
         };
         self.wake.notify_one();
@@ -416,8 +465,7 @@ impl BootState {
             }
             let at = now();
             (e.install_finished_at, e.installed_at) = (Some(at), Some(at));
-            e.rev = next_rev(e.rev);
-            st.changed();
+            st.bump(node);
         }
         self.wake.notify_one();
         info!(
@@ -443,8 +491,7 @@ impl BootState {
             if newly {
                 e.installed_at = Some(at);
             }
-            e.rev = next_rev(e.rev);
-            st.changed();
+            st.bump(node);
             newly
         };
         self.wake.notify_one();
@@ -462,12 +509,8 @@ impl BootState {
             let mut st = self.inner();
             // A blank entry (the same script as none) with a newer
             // revision, so that the peer of an HA pair forgets it too.
-            let e = st.nodes.entry(node.to_string()).or_default();
-            *e = NodeBoot {
-                rev: next_rev(e.rev),
-                ..NodeBoot::default()
-            };
-            st.changed();
+            st.nodes.insert(node.to_string(), NodeBoot::default());
+            st.bump(node);
         }
         self.wake.notify_one();
         info!("netboot: {node} will install again at its next network boot");
@@ -491,19 +534,52 @@ impl BootState {
         (st.changes, st.nodes.clone())
     }
 
-    /// Take the HA peer's entries that are newer (higher `rev`) than ours,
-    /// for the nodes of `known`; how many were taken. The writer persists
-    /// them like any change.
+    /// The HA peer's entries this state may take: those of `known` nodes
+    /// whose revision is not beyond [`REV_AHEAD`] (the others are noted in
+    /// `skipped`). Changes nothing.
+    pub fn check_peer(
+        &self,
+        peer: BTreeMap<String, NodeBoot>,
+        known: &[String],
+        skipped: &mut crate::runtime::control::Skipped,
+    ) -> BTreeMap<String, NodeBoot> {
+        let bound = self.inner().rev_bound();
+        peer.into_iter()
+            .filter(|(node, theirs)| {
+                if !known.contains(node) {
+                    skipped.note(|| "netboot: an entry for a node not in the cluster file".into());
+                    false
+                } else if theirs.rev > bound {
+                    skipped.note(|| {
+                        format!(
+                            "netboot: {node}'s revision {} is more than a day ahead of ours",
+                            theirs.rev
+                        )
+                    });
+                    false
+                } else {
+                    true
+                }
+            })
+            .collect()
+    }
+
+    /// Take the HA peer's entries that are newer (higher `(rev, revBy)`)
+    /// than ours, for the nodes of `known` and revisions within
+    /// [`REV_AHEAD`]; how many were taken. The writer persists them like
+    /// any change.
     pub fn merge(&self, peer: BTreeMap<String, NodeBoot>, known: &[String]) -> usize {
         let mut taken = 0;
         {
             let mut st = self.inner();
+            let bound = st.rev_bound();
             for (node, theirs) in peer {
-                if !known.contains(&node) {
+                if !known.contains(&node) || theirs.rev > bound {
                     continue;
                 }
-                let ours = st.nodes.get(&node).map_or(0, |e| e.rev);
-                if theirs.rev > ours {
+                let ours = st.nodes.get(&node).map_or((0, 0), |e| (e.rev, e.rev_by));
+                if (theirs.rev, theirs.rev_by) > ours {
+                    st.clock = st.clock.max(theirs.rev);
                     st.nodes.insert(node, theirs);
                     taken += 1;
                 }
@@ -746,6 +822,63 @@ mod tests {
         a.ignition_fetched("master-0");
         assert_eq!(a.merge(old, &names()), 0);
         assert_eq!(a.rows_state("master-0"), "pending");
+    }
+
+    #[test]
+    fn a_revision_from_the_future_is_refused_and_a_later_change_always_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = BootState::load(dir.path().join("a.json"), &names(), Arc::new(write_file));
+        assert_eq!(a.script_for("master-0"), Script::Install);
+        a.ignition_fetched("master-0");
+        assert!(a.image_downloaded("master-0"));
+        let forged = |rev| {
+            let mut m = BTreeMap::new();
+            m.insert(
+                "master-0".to_string(),
+                NodeBoot {
+                    rev,
+                    ..NodeBoot::default()
+                },
+            );
+            m
+        };
+        let mut skipped = crate::runtime::control::Skipped::default();
+        assert!(
+            a.check_peer(forged(u64::MAX), &names(), &mut skipped)
+                .is_empty()
+        );
+        assert_eq!(skipped.count, 1);
+        assert!(skipped.first.unwrap().contains("a day ahead"));
+        assert_eq!(a.merge(forged(u64::MAX), &names()), 0);
+        assert_eq!(a.peek("master-0"), Script::LocalBoot, "still installed");
+        // The highest revision allowed is taken, and the next local change
+        // still wins over it on the peer (no saturation).
+        let high = now_ms() + REV_AHEAD - 1000;
+        assert_eq!(a.merge(forged(high), &names()), 1);
+        a.reinstall("master-0");
+        let (_, snap) = a.snapshot();
+        assert!(snap["master-0"].rev > high);
+        let b = BootState::load(dir.path().join("b.json"), &names(), Arc::new(write_file));
+        assert_eq!(b.merge(forged(high), &names()), 1);
+        assert_eq!(b.merge(snap, &names()), 1);
+        assert_eq!(b.peek("master-0"), Script::Install);
+    }
+
+    #[test]
+    fn a_file_with_wall_clock_or_saturated_revisions_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        std::fs::write(
+            &path,
+            r#"{"version":1,"nodes":{"master-0":{"installedAt":5,"rev":1764331343000},"bootstrap":{"installedAt":5,"rev":18446744073709551615}}}"#,
+        )
+        .unwrap();
+        let s = BootState::load(path, &names(), Arc::new(write_file));
+        let (_, snap) = s.snapshot();
+        assert_eq!(snap["master-0"].rev, 1_764_331_343_000);
+        assert!(snap["bootstrap"].rev < u64::MAX / 2, "reset");
+        s.reinstall("master-0");
+        assert!(s.snapshot().1["master-0"].rev > 1_764_331_343_000);
     }
 
     #[test]

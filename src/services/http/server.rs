@@ -472,12 +472,17 @@ impl crate::runtime::control::SyncControl for Http {
         (changes, serde_json::to_value(nodes).unwrap_or_default())
     }
 
-    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String> {
+    fn prepare<'a>(
+        &'a self,
+        peer: serde_json::Value,
+        skipped: &mut crate::runtime::control::Skipped,
+    ) -> Result<crate::runtime::control::Staged<'a>, String> {
         let nodes: std::collections::BTreeMap<String, super::netboot::NodeBoot> =
             serde_json::from_value(peer).map_err(|e| format!("netboot state: {e}"))?;
         let plan = self.ctx.plan.load_full();
         let known: Vec<String> = plan.cluster.nodes.iter().map(|n| n.name.clone()).collect();
-        Ok(self.ctx.boot.merge(nodes, &known))
+        let nodes = self.ctx.boot.check_peer(nodes, &known, skipped);
+        Ok(Box::new(move || self.ctx.boot.merge(nodes, &known)))
     }
 }
 

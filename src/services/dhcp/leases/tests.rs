@@ -217,3 +217,91 @@ fn ha_merge_takes_the_peers_newer_pool_leases_only() {
     let mut c = table(true);
     assert!(c.merge_peer(&newer, T0 + 100_000).is_empty());
 }
+
+#[test]
+fn a_long_client_id_is_kept_as_its_digest_and_the_client_keeps_its_address() {
+    let mut t = table(true);
+    let long = Client {
+        mac: mac(7),
+        client_id: Some(vec![0xab; 255]),
+    };
+    let a = t.choose(&long, None, T0).unwrap();
+    let l = t.bind(&long, a, None, T0);
+    assert_eq!(
+        l.client_id.as_deref().map(str::len),
+        Some(66),
+        "33 bytes, hex"
+    );
+    // The same client (same long id) is recognised again.
+    assert_eq!(t.lease_of(&long).map(|l| l.ip), Some(a));
+    assert!(t.may_use(&long, a, T0 + 1));
+    // The peer that learned the digest recognises the client too.
+    let mut peer = table(true);
+    let mut skipped = crate::runtime::control::Skipped::default();
+    let taken = peer.check_peer(vec![l], T0, &mut skipped);
+    assert_eq!(skipped.count, 0);
+    assert_eq!(peer.merge_peer(&taken, T0), vec![a]);
+    assert!(peer.may_use(&long, a, T0 + 2));
+    assert_eq!(peer.choose(&long, None, T0 + 2), Ok(a));
+}
+
+#[test]
+fn a_peer_lease_from_the_future_or_outside_the_pool_is_refused() {
+    let t = table(true);
+    let lease = |n: u8, expires: u64| Lease {
+        ip: ip(n),
+        mac: mac(n),
+        client_id: None,
+        hostname: Some("h".repeat(200)),
+        state: State::Bound,
+        expires,
+        reserved: false,
+    };
+    let mut skipped = crate::runtime::control::Skipped::default();
+    let ok = t.check_peer(
+        vec![
+            lease(100, T0 + 3600),
+            lease(101, u64::MAX / 2),
+            lease(50, T0 + 10),
+            lease(102, T0 + 3600 + PEER_SKEW + 1),
+        ],
+        T0,
+        &mut skipped,
+    );
+    assert_eq!(ok.len(), 1);
+    assert_eq!(ok[0].ip, ip(100));
+    assert_eq!(ok[0].hostname, None, "a long hostname is dropped");
+    assert_eq!(skipped.count, 3);
+    assert!(skipped.first.unwrap().contains("beyond the lease time"));
+    // merge_peer holds the same bound on its own.
+    let mut t = table(true);
+    assert!(t.merge_peer(&[lease(101, u64::MAX / 2)], T0).is_empty());
+}
+
+#[test]
+fn sixteen_hundred_leases_with_255_byte_client_ids_stay_small() {
+    let mut t = LeaseTable::new(Scope::new(
+        "10.1.0.0/20".parse().unwrap(),
+        Some((Ipv4Addr::new(10, 1, 4, 1), Ipv4Addr::new(10, 1, 11, 254))),
+        [],
+        3600,
+    ));
+    for i in 0..1600u32 {
+        let c = Client {
+            mac: MacAddr([2, 0, 0, 0, (i >> 8) as u8, i as u8]),
+            client_id: Some(
+                std::iter::repeat_n(i.to_be_bytes(), 64)
+                    .flatten()
+                    .take(255)
+                    .collect(),
+            ),
+        };
+        let ip = t.choose(&c, None, T0).unwrap();
+        t.bind(&c, ip, Some(&"h".repeat(63)), T0);
+    }
+    let leases: Vec<&Lease> = t.leases();
+    assert_eq!(leases.len(), 1600);
+    let size = serde_json::to_vec(&leases).unwrap().len();
+    // 255-byte ids as hex alone would be 816,000 bytes.
+    assert!(size < 1600 * 320, "{size} bytes");
+}
