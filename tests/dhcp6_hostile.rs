@@ -27,7 +27,10 @@ use common::{Appliance, Netns, unique_name, veth};
 const M0_MAC: &str = "52:54:00:e7:00:0a";
 const M0_V6: &str = "fd00:234::10";
 const ATTACKER_MAC: &str = "52:54:00:e7:66:01";
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/dhcp6_hostile/attacker.py");
+const SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/dhcp6_hostile/attacker.py"
+);
 
 /// A child process killed (by its PID) on drop.
 struct Killed(Child);
@@ -79,7 +82,10 @@ fn wait_link_local(ns: &Netns, ifname: &str) {
         if ready && out == last {
             return;
         }
-        assert!(Instant::now() < deadline, "no link-local on {ifname}: {out}");
+        assert!(
+            Instant::now() < deadline,
+            "no link-local on {ifname}: {out}"
+        );
         last = if ready { out } else { String::new() };
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -199,11 +205,8 @@ admin:
             ),
         )
         .unwrap();
-        std::fs::set_permissions(
-            &script,
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
         let pid = self.path(&format!("{n}.pid"));
         let child = Killed(
             self.node
@@ -282,6 +285,11 @@ fn another_host_cannot_take_or_decline_master0s_reserved_address() {
     // master-0 gets its address.
     let got = link.master0_dhclient(20);
     assert_eq!(got.as_deref(), Some(M0_V6), "server:\n{}", app.log());
+    // Recognised by its frames' Ethernet source (the packet socket).
+    app.wait_log(
+        &format!("mac={M0_MAC} mac_from=frame source hostname=master-0"),
+        Duration::from_secs(5),
+    );
     // The hostile host replays master-0's DUID and IAID in a Decline.
     let iaid = link.master0_iaid().to_string();
     let out = link.attacker(&["decline", M0_MAC, &iaid, M0_V6]);

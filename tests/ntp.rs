@@ -474,7 +474,9 @@ fn sources_outside_the_cluster_networks_leave_no_rows_and_evict_no_node() {
     // In-network non-node clients still get a row.
     let inside = client("127.0.20.30");
     inside.send_to(&request(0.0), ntp).unwrap();
-    inside.recv_from(&mut buf).expect("an in-network client answered");
+    inside
+        .recv_from(&mut buf)
+        .expect("an in-network client answered");
     // The old table evicted the oldest row by the second: make master-0's
     // the oldest.
     std::thread::sleep(Duration::from_millis(1100));
@@ -487,10 +489,14 @@ fn sources_outside_the_cluster_networks_leave_no_rows_and_evict_no_node() {
         }
     }
     let mut doc = status(admin);
-    wait_until("the strangers' requests are read", Duration::from_secs(10), || {
-        doc = status(admin);
-        doc["ntp"]["requests"].as_u64().unwrap_or(0) >= 1102
-    });
+    wait_until(
+        "the strangers' requests are read",
+        Duration::from_secs(10),
+        || {
+            doc = status(admin);
+            doc["ntp"]["requests"].as_u64().unwrap_or(0) >= 1102
+        },
+    );
     let rows = doc["ntp"]["clients"].as_array().unwrap();
     assert!(
         rows.iter().any(|r| r["node"] == "master-0"),
@@ -528,7 +534,9 @@ fn allow_from_refuses_outsiders_and_answers_insiders() {
     let mut buf = [0u8; 100];
     let inside = client("127.0.20.10");
     inside.send_to(&request(0.0), ntp).unwrap();
-    let (n, _) = inside.recv_from(&mut buf).expect("an allowed client answered");
+    let (n, _) = inside
+        .recv_from(&mut buf)
+        .expect("an allowed client answered");
     assert_eq!(n, 48);
     for ip in ["127.0.20.200", "127.0.30.5"] {
         let outside = client(ip);

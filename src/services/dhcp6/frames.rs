@@ -199,7 +199,11 @@ mod tests {
         assert_eq!(s.take(sa("[fe80::1]:546"), &msg), Some(B));
         assert_eq!(s.take(sa("[fe80::1]:546"), &msg), None, "taken once");
         assert_eq!(s.take(sa("[fe80::2]:547"), &[9, 9]), None, "another port");
-        assert_eq!(s.take(sa("[fe80::2]:546"), &[9, 8]), None, "another payload");
+        assert_eq!(
+            s.take(sa("[fe80::2]:546"), &[9, 8]),
+            None,
+            "another payload"
+        );
         assert_eq!(s.take(sa("[fe80::2]:546"), &[9, 9]), Some(B));
         assert_eq!(s.take(sa("10.0.0.1:546"), &[9, 9]), None);
     }

@@ -23,9 +23,9 @@
 //! Invariants (as the DHCPv4 service): a bad datagram is counted and
 //! dropped, never ends the loop; what a client can cause per datagram
 //! (malformed, refused clients) is logged at warn at most once per reason
-//! every 10 s ([`LOG`]), a new binding at info at most once per node every
-//! 2 s and once every 10 s for all other clients (`notes`); the socket
-//! loop or the writer ending on its own fails the service. Durability: replies for reserved addresses leave at
+//! every 10 s ([`LOG`]), new bindings at info in bursts of 4 lines then one
+//! per 10 s, per node and for all other clients together (`notes`); the
+//! socket loop or the writer ending on its own fails the service. Durability: replies for reserved addresses leave at
 //! once (the reservation decides them; the binding is written within a
 //! second); pool bindings, and releases/declines of them, are on disk
 //! before their reply; a failed write drops the held replies (the client
@@ -69,9 +69,9 @@ use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
 use bindings::{Scope, Table};
-use reply::{Config, Durability, Request};
 use ident::Seen;
 use notes::BindingLog;
+use reply::{Config, Durability, Request};
 use status::Counters;
 use writer::Writer;
 
