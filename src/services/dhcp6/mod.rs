@@ -574,7 +574,7 @@ fn process(
     } else {
         debug!(%src, "dhcp6 {kind:?}: {}", out.note);
     }
-    let bytes = relay::wrap(&env.hops, reply::encode(&r));
+    let bytes = relay::wrap(&env.hops, reply::encode(r));
     (
         Some(Pending {
             bytes,
