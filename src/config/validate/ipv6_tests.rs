@@ -292,7 +292,10 @@ fn dhcp_relays_take_ipv6_relays_with_their_own_rules() {
     ))
     .unwrap();
     let d = &plan.cluster.dhcp;
-    assert_eq!(d.relays, vec!["192.168.131.3".parse::<std::net::Ipv4Addr>().unwrap()]);
+    assert_eq!(
+        d.relays,
+        vec!["192.168.131.3".parse::<std::net::Ipv4Addr>().unwrap()]
+    );
     assert_eq!(d.relays6, vec![ip("fd00:131::fe"), ip("fe80::1")]);
     let e = errors(&format!(
         "{}{}",
@@ -315,7 +318,12 @@ fn dhcp_relays_take_ipv6_relays_with_their_own_rules() {
     }
     let e = errors(&format!(
         "{}{}",
-        file("", &NODES.replace(", ipv6: \"fd00:131::5\"", "").replace(", ipv6: \"fd00:131::a\"", "")),
+        file(
+            "",
+            &NODES
+                .replace(", ipv6: \"fd00:131::5\"", "")
+                .replace(", ipv6: \"fd00:131::a\"", "")
+        ),
         relays("'fd00:131::fe'")
     ));
     assert!(e[0].contains("network.ipv6 is not set"), "{e:#?}");
