@@ -13,12 +13,17 @@
 //! `SO_BINDTODEVICE`). We do the latter. The kernel builds the Ethernet
 //! header (`SOCK_DGRAM`), the caller builds IP and UDP.
 //!
+//! Why a receiving socket: a UDP socket does not say which Ethernet
+//! address a datagram came from, and a DHCPv6 client's DUID (which may
+//! carry a MAC) is only its word; the frame's source is evidence.
+//!
 //! Why it is written here: socket2 and rustix create `AF_PACKET` sockets
-//! but offer no safe `sockaddr_ll`; pnet/afpacket bind a *receiving*
-//! socket (every frame of the interface would be queued to us). This crate
-//! is the only place of the appliance with `unsafe` (the main crate
-//! forbids it): one `sockaddr_ll` written into socket2's storage and one
-//! `if_nametoindex` call.
+//! but offer no safe `sockaddr_ll`; pnet/afpacket bind an unfiltered
+//! receiving socket (every frame of the interface would be queued to us).
+//! This crate is the only place of the appliance with `unsafe` (the main
+//! crate forbids it): one `sockaddr_ll` written into socket2's storage,
+//! one read from a received address, one receive buffer viewed as
+//! `MaybeUninit`, and one `if_nametoindex` call.
 //!
 //! Invariants: the sending socket is created with protocol 0, so it never
 //! receives a frame (packet(7)); it is non-blocking, so a full device queue
@@ -207,6 +212,19 @@ mod tests {
         assert_eq!(u16::from_be(ll.sll_protocol), ETH_P_IP);
         assert_eq!(&ll.sll_addr[..6], &[2, 0, 0, 0, 0, 9]);
         assert_eq!(ll.sll_halen, 6);
+    }
+
+    #[test]
+    fn the_filter_takes_udp_to_the_port_and_drops_the_rest() {
+        let f = udp6_port_filter(547);
+        // SAFETY: test only; SockFilter is repr(transparent) over sock_filter.
+        let raw: &[libc::sock_filter; 6] = unsafe { &*f.as_ptr().cast() };
+        assert_eq!((raw[0].code, raw[0].k), (0x30, 6), "next header");
+        assert_eq!((raw[1].k, raw[1].jf), (17, 3), "UDP, else drop");
+        assert_eq!((raw[2].code, raw[2].k), (0x28, 42), "destination port");
+        assert_eq!((raw[3].k, raw[3].jf), (547, 1), "the port, else drop");
+        assert_eq!((raw[4].code, raw[4].k), (0x06, 0xffff), "accept");
+        assert_eq!((raw[5].code, raw[5].k), (0x06, 0), "drop");
     }
 
     #[test]
