@@ -96,7 +96,8 @@ impl LinkReceiver {
         let socket = Socket::new(Domain::PACKET, Type::DGRAM, None)?;
         socket.attach_filter(&udp6_port_filter(port))?;
         socket.set_nonblocking(true)?;
-        let _ = socket.set_recv_buffer_size(1 << 20);
+        // As large as the DHCPv6 UDP socket's: a flood overflows both alike.
+        let _ = socket.set_recv_buffer_size(4 << 20);
         socket.bind(&link_addr(ifindex, ETH_P_IPV6, [0; 6])?)?;
         Ok(LinkReceiver { socket })
     }
