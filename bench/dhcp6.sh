@@ -40,6 +40,7 @@
 #
 #   sudo bench/dhcp6.sh                      # crc + kea, REPS=3
 #   REPS=1 PERF_S=5 RATES='2000' bench/dhcp6.sh
+#   TARGETS=kea bench/dhcp6.sh               # one server only (CRC_BIN, KEA_DHCP6)
 #
 # Needs root, cargo build --release, perfdhcp (kea-admin), kea-dhcp6 (on
 # PATH or extracted by scripts/prereqs.sh into
@@ -188,7 +189,9 @@ try:
 except (OSError, ValueError, KeyError) as e:
     sys.exit(f"no readable binding file {path}: {e}")
 bad = [(a, d) for a, d in rows if want.get(mac_of_duid(d) or "") != a]
-if not rows or bad:
+if not rows:
+    sys.exit(f"no binding in {path}")
+if bad:
     sys.exit(f"{len(rows)} bindings, {len(bad)} not the reservation of their DUID-LL's MAC, e.g. {bad[:3]}")
 print(f"{len({a for a, _ in rows})} reserved addresses bound, each to its MAC")
 PY
