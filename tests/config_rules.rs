@@ -538,7 +538,7 @@ fn dhcp_relays() {
     let bad = format!(
         "{BASE}dhcp:\n  relays: [x, 192.168.131.2, 192.168.131.255, 10.77.0.0, 224.0.0.1, 127.0.0.1, 0.0.0.0, 10.99.0.1, 10.99.0.1]\n  segments:\n    - {{ cidr: 10.77.0.0/24, gateway: 10.77.0.1 }}\n"
     );
-    expect(&bad, "dhcp.relays[0]", "IPv4 address");
+    expect(&bad, "dhcp.relays[0]", "IPv4 or IPv6 address");
     expect(&bad, "dhcp.relays[1]", "applianceIP");
     expect(
         &bad,

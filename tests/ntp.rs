@@ -456,3 +456,118 @@ fn a_flood_gets_kod_rate_and_does_not_starve_another_client() {
         "flood: {sent} sent, {normal} answered, {kods} KoD; second client {other_ok} answered"
     );
 }
+
+// ---- issue #40 item 7: the client ACL and the skew rows ------------------
+
+/// 1,100 sources outside `network.cidr` (127.0.20.0/24 in the loopback
+/// cluster), each an hour off, after master-0 asked once: master-0's row
+/// stays, and the strangers leave no row, no skew error and no series.
+#[test]
+fn sources_outside_the_cluster_networks_leave_no_rows_and_evict_no_node() {
+    require_tools!("curl");
+    let (app, admin) = lab("  clientRate: 100000\n");
+    let ntp = app.addr("ntp");
+    let mut buf = [0u8; 100];
+    let m0 = client("127.0.20.10");
+    m0.send_to(&request(0.0), ntp).unwrap();
+    m0.recv_from(&mut buf).expect("master-0 answered");
+    // In-network non-node clients still get a row.
+    let inside = client("127.0.20.30");
+    inside.send_to(&request(0.0), ntp).unwrap();
+    inside
+        .recv_from(&mut buf)
+        .expect("an in-network client answered");
+    // The old table evicted the oldest row by the second: make master-0's
+    // the oldest.
+    std::thread::sleep(Duration::from_millis(1100));
+    for i in 0..1100u32 {
+        let ip = format!("127.0.{}.{}", 21 + i / 250, 1 + i % 250);
+        let s = UdpSocket::bind(format!("{ip}:0")).unwrap();
+        s.send_to(&request(-3600.0), ntp).unwrap();
+        if i % 50 == 49 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let mut doc = status(admin);
+    wait_until(
+        "the strangers' requests are read",
+        Duration::from_secs(10),
+        || {
+            doc = status(admin);
+            doc["ntp"]["requests"].as_u64().unwrap_or(0) >= 1102
+        },
+    );
+    let rows = doc["ntp"]["clients"].as_array().unwrap();
+    let summary = format!("{} rows, {} skewed", rows.len(), doc["ntp"]["skewed"]);
+    assert!(
+        rows.iter().any(|r| r["node"] == "master-0"),
+        "master-0's row was evicted: {summary}"
+    );
+    assert!(
+        rows.iter().any(|r| r["client"] == "127.0.20.30"),
+        "{summary}"
+    );
+    assert_eq!(rows.len(), 2, "{summary}");
+    assert_eq!(doc["ntp"]["skewed"], 0, "{summary}");
+    let (_, metrics, _) = run(
+        "curl",
+        &["-sf", &format!("http://127.0.0.1:{admin}/metrics")],
+    );
+    let series = metrics
+        .lines()
+        .filter(|l| l.starts_with("crc_ntp_client_offset_seconds{"))
+        .count();
+    assert_eq!(series, 2, "offset series on /metrics");
+    let out = Command::new(common::BIN)
+        .args(["status", "--cluster", app.cluster_file.to_str().unwrap()])
+        .env_remove("CRC_APPLIANCE_CLUSTER")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let errors = text.lines().filter(|l| l.contains("clock skew")).count();
+    assert_eq!(errors, 0, "skew errors in `status`");
+}
+
+/// `ntp.allowFrom`: a source outside it gets nothing and is counted; one
+/// inside is answered.
+#[test]
+fn allow_from_refuses_outsiders_and_answers_insiders() {
+    require_tools!("curl");
+    let (app, admin) = lab("  allowFrom: [127.0.20.0/25]\n");
+    let ntp = app.addr("ntp");
+    let mut buf = [0u8; 100];
+    let inside = client("127.0.20.10");
+    inside.send_to(&request(0.0), ntp).unwrap();
+    let (n, _) = inside
+        .recv_from(&mut buf)
+        .expect("an allowed client answered");
+    assert_eq!(n, 48);
+    for ip in ["127.0.20.200", "127.0.30.5"] {
+        let outside = client(ip);
+        outside.send_to(&request(0.0), ntp).unwrap();
+        assert!(outside.recv_from(&mut buf).is_err(), "{ip} was answered");
+    }
+    let doc = status(admin);
+    assert_eq!(doc["ntp"]["refusedAcl"], 2, "{}", doc["ntp"]);
+    assert_eq!(doc["ntp"]["replies"], 1, "{}", doc["ntp"]);
+    app.wait_log("source outside ntp.allowFrom", Duration::from_secs(5));
+}
+
+/// A real client inside `ntp.allowFrom` (ntpsec's ntpdate in a namespace,
+/// the appliance on port 123 there) is answered.
+#[test]
+fn ntpdate_inside_allow_from_is_answered() {
+    if let Err(why) = common::netns_available("ntp") {
+        common::note_skip(&format!("SKIPPED ntp: {why}"));
+        return;
+    }
+    require_tools!("ntpdate");
+    let ns = Netns::new(unique_name("ntp"));
+    let _app = start_in(&ns, "synchronised", "  allowFrom: [127.0.0.1/32]\n");
+    let (code, out, err) = run(
+        "ip",
+        &["netns", "exec", ns.name(), "ntpdate", "-q", "127.0.0.1"],
+    );
+    assert_eq!(code, 0, "ntpdate -q: {out}{err}");
+    assert!(first_offset(&out).is_some(), "{out}");
+}

@@ -6,7 +6,9 @@
 //! exact DHCP answers); present = `enabled: true`, `listen:
 //! <applianceIP>:123`, no `localStratum` (the host clock is served as
 //! synchronised only when the kernel says it is), `clientRate: 8`
-//! requests per second per client address with a burst of `2 × clientRate`.
+//! requests per second per client address with a burst of `2 × clientRate`,
+//! no `allowFrom` (every client is answered; with it, only clients inside
+//! one of its networks).
 
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -14,6 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::FieldError;
+use crate::model::cluster::IpNet;
 pub use crate::model::cluster::NtpCfg;
 
 /// `ntp:` as written.
@@ -35,6 +38,10 @@ pub struct RawNtp {
     /// as many); more get a KoD RATE reply.
     #[serde(default = "client_rate")]
     pub client_rate: u32,
+    /// Client networks answered (CIDRs, or addresses for one host; IPv4 or
+    /// IPv6), e.g. `[192.168.131.0/24, 127.0.0.1]`. Absent: every client.
+    #[serde(default)]
+    pub allow_from: Option<Vec<String>>,
 }
 
 fn yes() -> bool {
@@ -76,6 +83,27 @@ pub fn ntp(
             format!("{} is out of range (1 to 100000)", raw.client_rate),
         );
     }
+    let allow_from = raw.allow_from.as_ref().map(|list| {
+        if list.is_empty() {
+            push(
+                "ntp.allowFrom",
+                "is empty, which refuses every client: list the client networks, or omit it to answer every client".into(),
+            );
+        }
+        list.iter()
+            .enumerate()
+            .filter_map(|(i, text)| {
+                text.parse::<IpNet>()
+                    .map_err(|e| {
+                        push(
+                            &format!("ntp.allowFrom[{i}]"),
+                            format!("{text:?}: {e} (a CIDR such as 10.0.0.0/24 or fd00::/64, or one address)"),
+                        )
+                    })
+                    .ok()
+            })
+            .collect()
+    });
     if errs.len() != before {
         return None;
     }
@@ -84,6 +112,7 @@ pub fn ntp(
         listen: listen?,
         local_stratum: raw.local_stratum,
         client_rate: raw.client_rate,
+        allow_from,
     })
 }
 
@@ -128,6 +157,26 @@ mod tests {
         assert_eq!(e, ["ntp.listen", "ntp.localStratum", "ntp.clientRate"]);
         let (_, e) = run("{localStratum: 0}");
         assert_eq!(e, ["ntp.localStratum"]);
+    }
+
+    #[test]
+    fn allow_from_takes_cidrs_and_addresses_of_both_families() {
+        let (c, e) = run("{allowFrom: ['10.0.0.0/24', '127.0.0.1', 'fd00:1::/64', '::1']}");
+        assert!(e.is_empty(), "{e:?}");
+        let nets = c.unwrap().allow_from.unwrap();
+        assert_eq!(nets.len(), 4);
+        let inside = |ip: &str| nets.iter().any(|n| n.contains(ip.parse().unwrap()));
+        assert!(inside("10.0.0.9") && inside("127.0.0.1") && inside("fd00:1::5"));
+        assert!(inside("::ffff:10.0.0.9") && inside("::1"));
+        assert!(!inside("10.0.1.9") && !inside("127.0.0.2") && !inside("fd00:2::5"));
+        assert_eq!(run("{}").0.unwrap().allow_from, None);
+        let (c, e) = run("{allowFrom: ['10.0.0.1/24', nope, '10.0.0.0/33']}");
+        assert!(c.is_none());
+        assert_eq!(
+            e,
+            ["ntp.allowFrom[0]", "ntp.allowFrom[1]", "ntp.allowFrom[2]"]
+        );
+        assert_eq!(run("{allowFrom: []}").1, ["ntp.allowFrom"]);
     }
 
     #[test]

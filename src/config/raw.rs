@@ -269,8 +269,9 @@ pub struct Dhcp {
     /// Remote subnets behind DHCP relays.
     #[serde(default)]
     pub segments: Vec<Segment>,
-    /// Relay agent addresses (giaddr) answered besides every segment's
-    /// gateway.
+    /// Relay agent addresses answered: IPv4 ones are giaddrs (besides
+    /// every segment's gateway); IPv6 ones are the sources of the DHCPv6
+    /// Relay-Forwards answered (no other is).
     #[serde(default)]
     pub relays: Vec<String>,
     /// DHCPv6 UDP listen address (default `[::]:547`; only with

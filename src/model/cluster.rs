@@ -389,6 +389,9 @@ pub struct DhcpCfg {
     /// gateway (`dhcp.relays`): unicast, not the appliance's address, no
     /// subnet's network or broadcast address, no duplicates.
     pub relays: Vec<Ipv4Addr>,
+    /// DHCPv6 relay agents (the IPv6 entries of `dhcp.relays`): a
+    /// Relay-Forward is answered only from one of these source addresses.
+    pub relays6: Vec<std::net::Ipv6Addr>,
     /// The DHCPv6 socket (`dhcp.listen6`, `[::]:547`); bound only with
     /// `network.ipv6`.
     pub listen6: SocketAddr,
@@ -655,6 +658,71 @@ pub struct NtpCfg {
     pub local_stratum: Option<u8>,
     /// Requests per second per client address (burst: twice as many).
     pub client_rate: u32,
+    /// Client networks answered (`ntp.allowFrom`); `None`: every client.
+    pub allow_from: Option<Vec<IpNet>>,
+}
+
+/// An IPv4 or IPv6 network (`ntp.allowFrom`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpNet {
+    V4(Ipv4Net),
+    V6(super::ipv6::Ipv6Net),
+}
+
+impl IpNet {
+    /// Is `ip` inside (an IPv4-mapped IPv6 address counts as its IPv4
+    /// address)?
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr;
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self, ip) {
+            (IpNet::V4(n), IpAddr::V4(a)) => n.contains(a),
+            (IpNet::V6(n), IpAddr::V6(a)) => n.contains(a),
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for IpNet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IpNet::V4(n) => n.fmt(f),
+            IpNet::V6(n) => write!(f, "{}/{}", n.network(), n.prefix()),
+        }
+    }
+}
+
+impl Serialize for IpNet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl FromStr for IpNet {
+    type Err = String;
+    /// `a.b.c.d/n`, `x::/n`, or a bare address (one host).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let cidr = if s.contains('/') {
+            s.to_string()
+        } else if s.contains(':') {
+            format!("{s}/128")
+        } else {
+            format!("{s}/32")
+        };
+        if cidr.contains(':') {
+            cidr.parse::<super::ipv6::Ipv6Net>()
+                .map(IpNet::V6)
+                .map_err(|e| e.to_string())
+        } else {
+            cidr.parse::<Ipv4Net>()
+                .map(IpNet::V4)
+                .map_err(|e| e.to_string())
+        }
+    }
 }
 
 /// An IPv4 network in CIDR form; the address is stored masked.

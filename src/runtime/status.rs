@@ -246,6 +246,12 @@ pub struct Dhcp6Status {
     /// `reserved_declined`, `pool_exhausted`).
     pub refused: BTreeMap<String, u64>,
     pub relayed: u64,
+    /// Relay-Forwards dropped: their source is not in `dhcp.relays`.
+    #[serde(default)]
+    pub unknown_relay: u64,
+    /// Declines not applied (not held, not the node's, rate-limited).
+    #[serde(default)]
+    pub declines_refused: u64,
     pub send_errors: u64,
     pub binding_file_writes: u64,
     pub binding_file_errors: u64,
@@ -584,6 +590,9 @@ pub struct NtpStatus {
     pub malformed: u64,
     /// Symmetric, broadcast, control, private or server mode.
     pub refused_mode: u64,
+    /// From a source outside `ntp.allowFrom`: not answered.
+    #[serde(default)]
+    pub refused_acl: u64,
     /// Clients whose offset is above 1 s.
     pub skewed: usize,
     pub clients: Vec<NtpClientRow>,

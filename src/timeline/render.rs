@@ -301,6 +301,7 @@ mod clock_tests {
             rate_dropped: 0,
             malformed: 0,
             refused_mode: 0,
+            refused_acl: 0,
             skewed: 1,
             clients: vec![
                 row("10.0.0.99", None, 0.2),

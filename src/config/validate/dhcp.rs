@@ -3,9 +3,10 @@
 //! (`segments[]`: parsed before the nodes, whose addresses may lie in one;
 //! no two overlap, none overlaps `network.cidr`; each pool is clear of node
 //! addresses and the segment's gateway), and the relay agent addresses
-//! (`relays[]`) answered besides the segments' gateways.
+//! (`relays[]`): IPv4 ones are the giaddrs answered besides the segments'
+//! gateways, IPv6 ones the sources of the Relay-Forwards DHCPv6 answers.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 mod proxy;
@@ -86,7 +87,7 @@ pub(crate) fn build(
             }
         }
     }
-    let relays = relays(h, net, &segments, e);
+    let (relays, relays6) = relays(h, net, &segments, e);
     let listen6 = match &h.listen6 {
         Some(s) => sock(e, "dhcp.listen6", s, Some(547)).filter(|a| {
             a.is_ipv6() || {
@@ -117,6 +118,7 @@ pub(crate) fn build(
         pxe,
         segments,
         relays,
+        relays6,
         listen6: listen6?,
         binding_file6,
         mode,
@@ -139,13 +141,29 @@ fn v6_name(lease_file: &Path) -> PathBuf {
 }
 
 /// `dhcp.relays[]`: addresses a relay agent can have (the same rules the
-/// server applies to a giaddr before it looks at this list), no duplicates.
-fn relays(h: &raw::Dhcp, net: &NetParts, segments: &[SegmentCfg], e: &mut Errs) -> Vec<Ipv4Addr> {
-    let mut out: Vec<Ipv4Addr> = Vec::new();
+/// server applies to a giaddr before it looks at this list), no duplicates;
+/// IPv4 ones (DHCPv4 giaddrs) and IPv6 ones (DHCPv6 relays) apart.
+fn relays(
+    h: &raw::Dhcp,
+    net: &NetParts,
+    segments: &[SegmentCfg],
+    e: &mut Errs,
+) -> (Vec<Ipv4Addr>, Vec<Ipv6Addr>) {
+    let (mut out, mut out6): (Vec<Ipv4Addr>, Vec<Ipv6Addr>) = (Vec::new(), Vec::new());
     for (i, s) in h.relays.iter().enumerate() {
         let path = format!("dhcp.relays[{i}]");
-        let Some(ip) = e.parse::<Ipv4Addr>(&path, s, "IPv4 address") else {
+        let Some(ip) = e.parse::<IpAddr>(&path, s, "IPv4 or IPv6 address") else {
             continue;
+        };
+        let ip = match ip {
+            IpAddr::V4(ip) => ip,
+            IpAddr::V6(ip) => {
+                match relay6_problem(ip, net, &out6) {
+                    Some(w) => e.push(path, format!("{ip} is {w}")),
+                    None => out6.push(ip),
+                }
+                continue;
+            }
         };
         let loopback_net = net.cidr.is_some_and(|c| c.network().is_loopback());
         let edge = |c: &Ipv4Net| c.contains(ip) && c.is_reserved(ip);
@@ -174,7 +192,27 @@ fn relays(h: &raw::Dhcp, net: &NetParts, segments: &[SegmentCfg], e: &mut Errs) 
             None => out.push(ip),
         }
     }
-    out
+    (out, out6)
+}
+
+/// Why an IPv6 relay address cannot be one (`None`: it can).
+fn relay6_problem(ip: Ipv6Addr, net: &NetParts, taken: &[Ipv6Addr]) -> Option<String> {
+    let Some(v6) = &net.v6 else {
+        return Some(
+            "an IPv6 relay, and network.ipv6 is not set (DHCPv6 runs only with it)".into(),
+        );
+    };
+    if ip.is_unspecified() || ip.is_multicast() {
+        Some("not a unicast address".into())
+    } else if ip.is_loopback() {
+        Some("a loopback address".into())
+    } else if v6.appliance_ip == Some(ip) {
+        Some("network.ipv6.applianceIP, the server itself".into())
+    } else if taken.contains(&ip) {
+        Some("listed twice".into())
+    } else {
+        None
+    }
 }
 
 /// One error listing the node addresses inside the pool `(s, t)`.

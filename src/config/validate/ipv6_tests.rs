@@ -281,3 +281,52 @@ fn single_node_without_the_lb_resolves_to_the_master_in_both_families() {
         .collect();
     assert_eq!(aaaa, ["ns1.ocp4.example.com."]);
 }
+
+/// `dhcp.relays` takes the DHCPv6 relays too: IPv6 entries go to
+/// `relays6`, IPv4 ones stay DHCPv4 giaddrs.
+#[test]
+fn dhcp_relays_take_ipv6_relays_with_their_own_rules() {
+    let relays = |list: &str| format!("dhcp:\n  relays: [{list}]\n");
+    let plan = load(&format!(
+        "{}{}",
+        file(GOOD, NODES),
+        relays("192.168.131.3, 'fd00:131::fe', 'fe80::1'")
+    ))
+    .unwrap();
+    let d = &plan.cluster.dhcp;
+    assert_eq!(
+        d.relays,
+        vec!["192.168.131.3".parse::<std::net::Ipv4Addr>().unwrap()]
+    );
+    assert_eq!(d.relays6, vec![ip("fd00:131::fe"), ip("fe80::1")]);
+    let e = errors(&format!(
+        "{}{}",
+        file(GOOD, NODES),
+        relays("'ff02::1:2', '::1', 'fd00:131::2', 'fd00:131::fe', 'fd00:131::fe', nope")
+    ));
+    assert_eq!(e.len(), 5, "{e:#?}");
+    for (i, what) in [
+        (0, "not a unicast address"),
+        (1, "a loopback address"),
+        (2, "network.ipv6.applianceIP"),
+        (4, "listed twice"),
+        (5, "IPv4 or IPv6 address"),
+    ] {
+        assert!(
+            e.iter()
+                .any(|l| l.starts_with(&format!("dhcp.relays[{i}]")) && l.contains(what)),
+            "{i} {what}: {e:#?}"
+        );
+    }
+    let e = errors(&format!(
+        "{}{}",
+        file(
+            "",
+            &NODES
+                .replace(", ipv6: \"fd00:131::5\"", "")
+                .replace(", ipv6: \"fd00:131::a\"", "")
+        ),
+        relays("'fd00:131::fe'")
+    ));
+    assert!(e[0].contains("network.ipv6 is not set"), "{e:#?}");
+}

@@ -261,6 +261,7 @@ mod tests {
             listen: "192.168.131.1:123".parse().unwrap(),
             local_stratum: None,
             client_rate: 8,
+            allow_from: None,
         });
         assert!(pairs(&ports(&c)).contains(&("udp", 123)));
         c.ntp.as_mut().unwrap().enabled = false;

@@ -14,12 +14,17 @@
 //!   client keeps its previous address while it is free, else the hinted
 //!   one if free, else the first never-used address, else the one that
 //!   expired longest ago (at most [`SCAN_LIMIT`] addresses are looked at).
-//! - DECLINE takes an address out of service for [`DECLINE_HOLD`] s;
-//!   RELEASE frees it at once (the record stays as a preference).
+//! - DECLINE takes an address out of service for [`DECLINE_HOLD`] s, if
+//!   the client holds it; a reserved address only when the Decline comes
+//!   with evidence of the node's MAC (the DUID alone is public); at most
+//!   [`DECLINE_BURST`] declines are applied per [`DECLINE_WINDOW`] s.
+//!   RELEASE frees an address at once (the record stays as a preference).
+//! - The DUID → MAC map holds only DUIDs that have a binding ([`Table::gc`]
+//!   drops the others).
 //! - [`Table::to_file`] / [`Table::from_file`] are the persisted form;
 //!   rebuilding under new reservations drops what no longer fits.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::Ipv6Addr;
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +34,10 @@ use crate::runtime::statefile::{hex, unhex};
 
 /// Seconds a declined address stays out of service.
 pub const DECLINE_HOLD: u64 = 600;
+/// Declines applied per [`DECLINE_WINDOW`] at most (a real address
+/// conflict is rare; each decline takes an address out for 600 s).
+pub const DECLINE_BURST: usize = 4;
+pub const DECLINE_WINDOW: u64 = 60;
 /// Most pool addresses examined for a new client (a v6 pool can be huge).
 pub const SCAN_LIMIT: u128 = 65_536;
 /// Expired pool bindings are forgotten this long after they expired.
@@ -139,6 +148,17 @@ pub enum NoAddress {
     PoolExhausted,
 }
 
+/// Why a Decline was not applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DeclineRefused {
+    #[error("the client does not hold the address")]
+    NotHeld,
+    #[error("a reserved address, and the Decline came without evidence of the node's MAC")]
+    NotTheNode,
+    #[error("more than {DECLINE_BURST} declines in {DECLINE_WINDOW} s")]
+    RateLimited,
+}
+
 type Key = (Vec<u8>, u32);
 
 #[derive(Debug, Clone)]
@@ -150,6 +170,8 @@ pub struct Table {
     /// DUID → MAC, learned from bindings that had one.
     macs: HashMap<Vec<u8>, MacAddr>,
     declined: HashMap<Ipv6Addr, u64>,
+    /// When the declines of the last [`DECLINE_WINDOW`] were applied.
+    recent_declines: VecDeque<u64>,
     /// Addresses whose record changed and is not known to be on disk.
     unsynced: HashSet<Ipv6Addr>,
 }
@@ -164,6 +186,7 @@ impl Table {
             by_key: HashMap::new(),
             macs: HashMap::new(),
             declined: HashMap::new(),
+            recent_declines: VecDeque::new(),
             unsynced: HashSet::new(),
         }
     }
@@ -330,12 +353,29 @@ impl Table {
             .is_some_and(|k| k == (c.duid.clone(), c.iaid))
     }
 
-    /// DECLINE of `a` by `c`: out of service for [`DECLINE_HOLD`]; true if
-    /// `c` held it.
-    pub fn decline(&mut self, c: &Client, a: Ipv6Addr, now: u64) -> bool {
+    /// DECLINE of `a` by `c`: out of service for [`DECLINE_HOLD`] when `c`
+    /// holds it, is the node itself for a reserved address (`c.mac` came
+    /// from evidence), and the decline budget allows.
+    pub fn decline(&mut self, c: &Client, a: Ipv6Addr, now: u64) -> Result<(), DeclineRefused> {
         if !self.holds(c, a) {
-            return false;
+            return Err(DeclineRefused::NotHeld);
         }
+        if let Some(owner) = self.reserved_addrs.get(&a)
+            && c.mac != Some(*owner)
+        {
+            return Err(DeclineRefused::NotTheNode);
+        }
+        while self
+            .recent_declines
+            .front()
+            .is_some_and(|t| t.saturating_add(DECLINE_WINDOW) <= now)
+        {
+            self.recent_declines.pop_front();
+        }
+        if self.recent_declines.len() >= DECLINE_BURST {
+            return Err(DeclineRefused::RateLimited);
+        }
+        self.recent_declines.push_back(now);
         if let Some(b) = self.by_addr.remove(&a)
             && let Some(k) = b.key()
         {
@@ -343,7 +383,7 @@ impl Table {
         }
         self.declined.insert(a, now + DECLINE_HOLD);
         self.unsynced.insert(a);
-        true
+        Ok(())
     }
 
     /// Forget what has run out; true if anything changed.
@@ -361,6 +401,8 @@ impl Table {
                 self.by_key.remove(&k);
             }
         }
+        let bound: HashSet<&[u8]> = self.by_key.keys().map(|(d, _)| d.as_slice()).collect();
+        self.macs.retain(|d, _| bound.contains(d.as_slice()));
         before != (self.by_addr.len(), self.declined.len())
     }
 
@@ -431,128 +473,4 @@ impl Table {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const NODE: MacAddr = MacAddr([0x52, 0x54, 0, 0, 0, 1]);
-
-    fn a(s: &str) -> Ipv6Addr {
-        s.parse().unwrap()
-    }
-
-    fn scope(pool: bool) -> Scope {
-        Scope {
-            prefix: a("fd00:10::"),
-            prefix_len: 64,
-            pool: pool.then(|| (a("fd00:10::1000"), a("fd00:10::1002"))),
-            reserved: [(NODE, a("fd00:10::10"))].into(),
-            lease_time: 3600,
-        }
-    }
-
-    fn client(duid: &[u8], mac: Option<MacAddr>) -> Client {
-        Client {
-            duid: duid.to_vec(),
-            iaid: 1,
-            mac,
-        }
-    }
-
-    #[test]
-    fn a_new_duid_of_the_same_mac_takes_the_reserved_address_over() {
-        let mut t = Table::new(scope(false));
-        let llt = client(
-            &[0, 1, 0, 1, 9, 9, 9, 9, 0x52, 0x54, 0, 0, 0, 1],
-            Some(NODE),
-        );
-        let ll = client(&[0, 3, 0, 1, 0x52, 0x54, 0, 0, 0, 1], Some(NODE));
-        assert_eq!(t.choose(&llt, None, 100), Ok(a("fd00:10::10")));
-        assert!(t.bind(&llt, a("fd00:10::10"), 100));
-        assert!(!t.bind(&llt, a("fd00:10::10"), 200), "a renewal is not new");
-        assert_eq!(t.choose(&ll, None, 300), Ok(a("fd00:10::10")));
-        assert!(t.bind(&ll, a("fd00:10::10"), 300));
-        assert_eq!(t.bindings().count(), 1);
-        assert!(t.binding_of(&llt).is_none());
-        assert_eq!(t.mac_of_duid(&ll.duid), Some(NODE));
-    }
-
-    #[test]
-    fn unknown_clients_get_nothing_without_a_pool_and_pool_addresses_with_one() {
-        let t = Table::new(scope(false));
-        let en = client(&[0, 2, 0, 0, 0, 9, 1], None);
-        let other = client(
-            &[0, 3, 0, 1, 2, 0, 0, 0, 0, 9],
-            Some(MacAddr([2, 0, 0, 0, 0, 9])),
-        );
-        assert_eq!(t.choose(&en, None, 1), Err(NoAddress::NoMac));
-        assert_eq!(t.choose(&other, None, 1), Err(NoAddress::NotReserved));
-        let mut t = Table::new(scope(true));
-        let first = t.choose(&en, None, 1).unwrap();
-        assert_eq!(first, a("fd00:10::1000"));
-        t.bind(&en, first, 1);
-        assert_eq!(t.choose(&en, None, 2), Ok(first), "keeps its address");
-        assert!(!t.may_use(&other, first, 2));
-        assert_eq!(t.choose(&other, Some(first), 2), Ok(a("fd00:10::1001")));
-        // A reserved address is never a pool address, even when hinted.
-        assert!(!t.may_use(&en, a("fd00:10::10"), 2));
-        // Exhaustion, then the expired one comes back.
-        t.bind(&other, a("fd00:10::1001"), 2);
-        let third = client(&[0, 2, 0, 0, 0, 9, 3], None);
-        t.bind(&third, a("fd00:10::1002"), 2);
-        let fourth = client(&[0, 2, 0, 0, 0, 9, 4], None);
-        assert_eq!(t.choose(&fourth, None, 3), Err(NoAddress::PoolExhausted));
-        assert_eq!(t.choose(&fourth, None, 3603), Ok(a("fd00:10::1000")));
-    }
-
-    #[test]
-    fn release_decline_and_gc() {
-        let mut t = Table::new(scope(true));
-        let en = client(&[0, 2, 1], None);
-        t.bind(&en, a("fd00:10::1000"), 10);
-        let _ = t.take_unsynced();
-        assert!(!t.release(&client(&[0, 2, 2], None), a("fd00:10::1000")));
-        assert!(t.release(&en, a("fd00:10::1000")));
-        assert!(!t.is_synced(a("fd00:10::1000")));
-        assert!(t.may_use(&client(&[0, 2, 2], None), a("fd00:10::1000"), 11));
-        t.bind(&en, a("fd00:10::1000"), 12);
-        assert!(t.decline(&en, a("fd00:10::1000"), 12));
-        assert!(t.is_declined(a("fd00:10::1000"), 13));
-        assert_eq!(t.choose(&en, None, 13), Ok(a("fd00:10::1001")));
-        assert!(t.gc(12 + DECLINE_HOLD));
-        assert!(!t.is_declined(a("fd00:10::1000"), 12 + DECLINE_HOLD));
-        // A node's declined reservation: no address until the hold ends.
-        let node = client(&[0, 3, 0, 1, 0x52, 0x54, 0, 0, 0, 1], Some(NODE));
-        t.bind(&node, a("fd00:10::10"), 20);
-        assert!(t.decline(&node, a("fd00:10::10"), 20));
-        assert_eq!(t.choose(&node, None, 21), Err(NoAddress::ReservedDeclined));
-    }
-
-    #[test]
-    fn the_file_round_trips_and_drops_what_no_longer_fits() {
-        let mut t = Table::new(scope(true));
-        let node = client(&[0, 3, 0, 1, 0x52, 0x54, 0, 0, 0, 1], Some(NODE));
-        let en = client(&[0, 2, 1], None);
-        t.bind(&node, a("fd00:10::10"), 10);
-        t.bind(&en, a("fd00:10::1000"), 10);
-        let f = t.to_file();
-        let json = serde_json::to_string(&f).unwrap();
-        let back: BindingFile = serde_json::from_str(&json).unwrap();
-        let (t2, notes) = Table::from_file(scope(true), &back);
-        assert!(notes.is_empty(), "{notes:?}");
-        assert_eq!(t2.to_file(), f);
-        assert_eq!(t2.mac_of_duid(&node.duid), Some(NODE));
-        // The pool is gone and the node moved: both dropped with a note.
-        let mut s = scope(false);
-        s.reserved = [(NODE, a("fd00:10::11"))].into();
-        let (t3, notes) = Table::from_file(s, &back);
-        assert_eq!(t3.bindings().count(), 0);
-        assert_eq!(notes.len(), 2, "{notes:?}");
-    }
-
-    #[test]
-    fn on_link() {
-        let s = scope(false);
-        assert!(s.on_link(a("fd00:10::ffff")));
-        assert!(!s.on_link(a("fd00:11::1")));
-    }
-}
+mod tests;

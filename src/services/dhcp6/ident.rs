@@ -1,17 +1,26 @@
-//! Who a DHCPv6 client is: the node's MAC address, found from what the
-//! client or its relay sent (pure).
+//! Who a DHCPv6 client is: the node's MAC address, from evidence of who
+//! sent the message, not from what the client claims (pure).
 //!
 //! A reservation is keyed by MAC, but DHCPv6 identifies clients by DUID,
 //! and the DUID a node sends changes (the live ISO and the installed RHCOS,
-//! DUID-LLT and DUID-LL). The MAC is taken, in this order, from:
-//! 1. a DUID-LLT (type 1) or DUID-LL (type 3) with hardware type Ethernet
-//!    (RFC 8415 §11.2, §11.4): the link-layer address inside it;
-//! 2. the relay's Client Link-Layer Address option (79, RFC 6939) of the
-//!    relay agent closest to the client;
-//! 3. the client's link-local source address (the innermost relay's
-//!    peer-address when relayed) when it is a modified EUI-64 one
-//!    (RFC 4291 appendix A: `fe80::` + MAC with the U/L bit flipped and
-//!    `ff:fe` in the middle).
+//! DUID-LLT and DUID-LL). Any host can put any MAC in a DUID, so what
+//! counts depends on how the message came ([`Seen`]):
+//!
+//! - **On the appliance's link** (not relayed): the Ethernet source address
+//!   of the frame that carried it, read through a packet socket
+//!   ([`MacSource::Frame`]). When the frame's source could not be read (no
+//!   packet socket, or its queue overflowed), the client's link-local
+//!   source address when it is a modified EUI-64 one (RFC 4291 appendix A:
+//!   `fe80::` + MAC with the U/L bit flipped and `ff:fe` in the middle).
+//!   The DUID's MAC and earlier bindings of the DUID are no evidence here:
+//!   both are the client's word (a DUID is seen by every host of the link).
+//! - **Relayed by a configured relay** (the socket layer drops the others):
+//!   the relay's Client Link-Layer Address option (79, RFC 6939) of the
+//!   relay agent closest to the client, then the MAC inside a DUID-LLT
+//!   (type 1) or DUID-LL (type 3) with hardware type Ethernet (RFC 8415
+//!   §11.2, §11.4), then the innermost relay's peer-address when it is an
+//!   EUI-64 link-local one; the caller then tries an earlier binding of the
+//!   same DUID. The relay is trusted as DHCPv4 trusts a relay's giaddr.
 //!
 //! Invariant: only Ethernet (hardware type 1) addresses of 6 octets are
 //! taken; anything else yields `None`, never a guess.
@@ -26,6 +35,8 @@ const HTYPE_ETHERNET: u16 = 1;
 /// Where a client's MAC came from (for logs and `/status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MacSource {
+    /// The Ethernet source of its frame (on the appliance's link).
+    Frame,
     /// Inside its DUID-LLT or DUID-LL.
     Duid,
     /// The relay's client link-layer address option (79).
@@ -39,6 +50,7 @@ pub enum MacSource {
 impl MacSource {
     pub fn as_str(self) -> &'static str {
         match self {
+            MacSource::Frame => "frame source",
             MacSource::Duid => "duid",
             MacSource::Relay => "relay option 79",
             MacSource::LinkLocal => "eui-64 link-local",
@@ -88,21 +100,46 @@ fn ethernet(htype: &[u8], addr: &[u8]) -> Option<MacAddr> {
     Some(MacAddr(addr.try_into().ok()?))
 }
 
-/// The MAC of a client, from its DUID, the relay's option 79 or its
-/// link-local address, in that order.
-pub fn find_mac(
-    duid: &[u8],
-    option79: Option<&[u8]>,
-    peer: Option<Ipv6Addr>,
-) -> Option<(MacAddr, MacSource)> {
-    if let Some(m) = mac_from_duid(duid) {
-        return Some((m, MacSource::Duid));
+/// How a message reached the server: what can vouch for its MAC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen<'a> {
+    /// On the appliance's link.
+    Direct {
+        /// The frame's Ethernet source, when it could be read.
+        frame: Option<MacAddr>,
+        /// The datagram's source address.
+        source: Option<Ipv6Addr>,
+    },
+    /// Through a configured relay.
+    Relayed {
+        /// Option 79 of the innermost relay.
+        option79: Option<&'a [u8]>,
+        /// The innermost relay's peer-address (the client's address).
+        peer: Ipv6Addr,
+    },
+}
+
+impl Seen<'_> {
+    pub fn relayed(&self) -> bool {
+        matches!(self, Seen::Relayed { .. })
     }
-    if let Some(m) = option79.and_then(mac_from_option79) {
-        return Some((m, MacSource::Relay));
+}
+
+/// The MAC of a client by the rules of the module doc (without the
+/// earlier-binding step, which needs the table).
+pub fn find_mac(duid: &[u8], seen: &Seen<'_>) -> Option<(MacAddr, MacSource)> {
+    match *seen {
+        Seen::Direct { frame, source } => frame.map(|m| (m, MacSource::Frame)).or_else(|| {
+            source
+                .and_then(mac_from_link_local)
+                .map(|m| (m, MacSource::LinkLocal))
+        }),
+        Seen::Relayed { option79, peer } => option79
+            .and_then(mac_from_option79)
+            .map(|m| (m, MacSource::Relay))
+            .or_else(|| mac_from_duid(duid).map(|m| (m, MacSource::Duid)))
+            .or_else(|| mac_from_link_local(peer).map(|m| (m, MacSource::LinkLocal))),
     }
-    peer.and_then(mac_from_link_local)
-        .map(|m| (m, MacSource::LinkLocal))
 }
 
 /// A DUID-LL (type 3, Ethernet) for `mac`: the server identifier.
@@ -155,25 +192,48 @@ mod tests {
     }
 
     #[test]
-    fn option79_and_the_order_of_sources() {
+    fn relayed_option79_then_duid_then_link_local() {
         let o79 = [0, 1, 0x52, 0x54, 0, 0xab, 0xcd, 0xef];
         assert_eq!(mac_from_option79(&o79), Some(MAC));
         assert_eq!(mac_from_option79(&[0, 1, 1]), None);
         let other = MacAddr([2, 0, 0, 0, 0, 1]);
         let ll: Ipv6Addr = "fe80::5054:ff:feab:cdef".parse().unwrap();
+        let relayed = |option79, peer| Seen::Relayed { option79, peer };
+        let plain: Ipv6Addr = "fe80::1".parse().unwrap();
         assert_eq!(
-            find_mac(&duid_ll(other), Some(&o79), Some(ll)),
+            find_mac(&duid_ll(other), &relayed(Some(&o79), ll)),
+            Some((MAC, MacSource::Relay))
+        );
+        assert_eq!(
+            find_mac(&duid_ll(other), &relayed(None, ll)),
             Some((other, MacSource::Duid))
         );
         let en = [0, 2, 0, 0, 0, 9, 1];
         assert_eq!(
-            find_mac(&en, Some(&o79), None),
-            Some((MAC, MacSource::Relay))
-        );
-        assert_eq!(
-            find_mac(&en, None, Some(ll)),
+            find_mac(&en, &relayed(None, ll)),
             Some((MAC, MacSource::LinkLocal))
         );
-        assert_eq!(find_mac(&en, None, Some("fe80::1".parse().unwrap())), None);
+        assert_eq!(find_mac(&en, &relayed(None, plain)), None);
+    }
+
+    /// On the link, the claim in the DUID is no evidence: the frame's
+    /// source decides, else an EUI-64 source address.
+    #[test]
+    fn direct_the_frame_then_an_eui64_source_never_the_duid() {
+        let other = MacAddr([2, 0, 0, 0, 0, 1]);
+        let ll: Ipv6Addr = "fe80::5054:ff:feab:cdef".parse().unwrap();
+        let direct = |frame, source| Seen::Direct { frame, source };
+        // Another host claiming MAC in its DUID: its own frame's source.
+        assert_eq!(
+            find_mac(&duid_ll(MAC), &direct(Some(other), Some(ll))),
+            Some((other, MacSource::Frame))
+        );
+        assert_eq!(
+            find_mac(&duid_ll(MAC), &direct(None, Some(ll))),
+            Some((MAC, MacSource::LinkLocal))
+        );
+        let private: Ipv6Addr = "fe80::1c2d:3e4f:5a6b:7c8d".parse().unwrap();
+        assert_eq!(find_mac(&duid_ll(MAC), &direct(None, Some(private))), None);
+        assert_eq!(find_mac(&duid_ll(MAC), &direct(None, None)), None);
     }
 }

@@ -2,8 +2,10 @@
 //! address RFC 6939) and router advertisements (RFC 4861), for clusters
 //! with `network.ipv6`.
 //!
-//! - [`ident`]: the node's MAC from a DUID, the relay's option 79 or an
-//!   EUI-64 link-local address (pure).
+//! - [`ident`]: the node's MAC from evidence: the frame's Ethernet source
+//!   on the link, the relay's option 79 or the DUID behind a configured
+//!   relay, an EUI-64 link-local address (pure).
+//! - `frames`: the Ethernet source of each datagram (a packet socket).
 //! - [`relay`]: Relay-Forward/Relay-Reply envelopes (pure).
 //! - [`bindings`]: the binding table (pure, injected clock, persisted form).
 //! - [`reply`]: message → Advertise/Reply/silence (pure, RFC 8415 §18.3).
@@ -14,13 +16,16 @@
 //!   (`[::]:547`, IPv6 only, no SO_REUSEADDR), bound to
 //!   `network.interface` with SO_BINDTODEVICE and joined to
 //!   `ff02::1:2` on it. Replies go back to the datagram's source (the
-//!   client's link-local address and port, or the relay).
+//!   client's link-local address and port, or the relay). A Relay-Forward
+//!   is answered only when its source is a configured relay (`dhcp.relays`,
+//!   IPv6 entries); others are dropped and counted (`unknown_relay`).
 //!
 //! Invariants (as the DHCPv4 service): a bad datagram is counted and
 //! dropped, never ends the loop; what a client can cause per datagram
 //! (malformed, refused clients) is logged at warn at most once per reason
-//! every 10 s ([`LOG`]); the socket loop or the writer ending on its own
-//! fails the service. Durability: replies for reserved addresses leave at
+//! every 10 s ([`LOG`]), new bindings at info in bursts of 4 lines then one
+//! per 10 s, per node and for all other clients together (`notes`); the
+//! socket loop or the writer ending on its own fails the service. Durability: replies for reserved addresses leave at
 //! once (the reservation decides them; the binding is written within a
 //! second); pool bindings, and releases/declines of them, are on disk
 //! before their reply; a failed write drops the held replies (the client
@@ -33,7 +38,9 @@
 //! a restart.
 
 pub mod bindings;
+mod frames;
 pub mod ident;
+mod notes;
 pub mod ra;
 pub mod relay;
 pub mod reply;
@@ -62,6 +69,8 @@ use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
 use bindings::{Scope, Table};
+use ident::Seen;
+use notes::BindingLog;
 use reply::{Config, Durability, Request};
 use status::Counters;
 use writer::Writer;
@@ -127,6 +136,7 @@ impl Settings {
                 search: vec![c.domain.clone()],
                 ntp: ntp.into_iter().collect(),
                 hostnames,
+                relays: c.dhcp.relays6.clone(),
             },
             ra: v6
                 .router_advertisements
@@ -157,6 +167,8 @@ struct Shared {
     bound: Mutex<Option<(SocketAddr, Option<String>)>>,
     binding_file: PathBuf,
     ra: ArcSwapOption<ra::RaCounters>,
+    /// The rate limit of the new-binding info lines.
+    binding_log: Mutex<BindingLog>,
 }
 
 impl Shared {
@@ -199,7 +211,8 @@ impl Service for Dhcp6 {
         {
             None
         } else {
-            Some(bind_socket(key.0, key.1.as_deref())?)
+            let socket = bind_socket(key.0, key.1.as_deref())?;
+            Some((socket, frames::Link::open(key.1.as_deref(), key.0.port())))
         };
         let ra_cfg = match (s.ra, s.interface.as_deref()) {
             (Some((prefix, prefix_len)), Some(ifname)) => {
@@ -240,7 +253,7 @@ impl Service for Dhcp6 {
             for gone in self.listeners.retain(std::slice::from_ref(&key)) {
                 info!("dhcp6: closed listener {}", gone.0);
             }
-            if let Some(socket) = new {
+            if let Some((socket, link)) = new {
                 let socket = Arc::new(socket);
                 let token = self.tasks.token();
                 self.shared.socket.store(Some(socket.clone()));
@@ -248,7 +261,7 @@ impl Service for Dhcp6 {
                 self.tasks.spawn(
                     format!("dhcp6 socket {}", key.0),
                     token.clone(),
-                    serve_socket(self.clone(), socket, token.clone()),
+                    serve_socket(self.clone(), socket, link, token.clone()),
                 );
                 self.listeners.insert(key, token);
             }
@@ -349,6 +362,7 @@ impl Dhcp6 {
                 bound: Mutex::new(None),
                 binding_file: path,
                 ra: ArcSwapOption::empty(),
+                binding_log: Mutex::new(BindingLog::default()),
             }),
             writer: Arc::new(Writer::new(writer::real_save())),
             listeners: Listeners::default(),
@@ -372,16 +386,32 @@ struct Pending {
     kind: MessageType,
 }
 
+/// One datagram as received.
+struct Datagram<'a> {
+    data: &'a [u8],
+    src: SocketAddr,
+    /// The Ethernet source of its frame, when the packet socket saw it.
+    frame: Option<crate::model::cluster::MacAddr>,
+}
+
 async fn serve_socket(
     d: Arc<Dhcp6>,
     socket: Arc<UdpSocket>,
+    mut link: Option<frames::Link>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let (shared, writer) = (&d.shared, &d.writer);
     let mut buf = vec![0u8; 65_536];
     let mut ticks = Ticks::new(GC_EVERY, LAZY_FLUSH);
     loop {
-        let gc = || shared.table().gc(now());
+        let gc = || {
+            let cfg = d.cfg.load();
+            shared
+                .binding_log
+                .locked()
+                .flush(std::time::Instant::now(), |m| cfg.hostnames.contains_key(m));
+            shared.table().gc(now())
+        };
         if !ticks.readable(writer, &socket, &shutdown, gc).await {
             break;
         }
@@ -400,8 +430,11 @@ async fn serve_socket(
                         break;
                     }
                 };
+                let data = buf.get(..n).unwrap_or(&[]);
+                let frame = link.as_mut().and_then(|l| l.source_of(src, data));
+                let dgram = Datagram { data, src, frame };
                 let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    process(&cfg, &shared.counters, &mut table, &buf[..n], src, now)
+                    process(&cfg, shared, &mut table, &dgram, now)
                 })) {
                     Ok(x) => x,
                     Err(_) => {
@@ -451,12 +484,12 @@ async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {
 /// Unwrap, decide, encode one datagram. Never panics on input.
 fn process(
     cfg: &Config,
-    counters: &Counters,
+    shared: &Shared,
     table: &mut Table,
-    data: &[u8],
-    src: SocketAddr,
+    dgram: &Datagram<'_>,
     now: u64,
 ) -> (Option<Pending>, Durability) {
+    let (data, src, counters) = (dgram.data, dgram.src, &shared.counters);
     let none = (None, Durability::None);
     let malformed = |e: String| {
         counters.malformed.fetch_add(1, Ordering::Relaxed);
@@ -473,23 +506,39 @@ fn process(
         Ok(m) => m,
         Err(e) => return malformed(e.to_string()),
     };
+    let kind = msg.msg_type();
     if !env.hops.is_empty() {
+        let from_relay = match src.ip() {
+            IpAddr::V6(a) => cfg.relays.contains(&a),
+            IpAddr::V4(_) => false,
+        };
+        if !from_relay {
+            counters.unknown_relay.fetch_add(1, Ordering::Relaxed);
+            warn_client("relay not configured", src, None, || {
+                format!(
+                    "Relay-Forward ({kind:?}) dropped: {} is not a configured relay (dhcp.relays)",
+                    src.ip()
+                )
+            });
+            return none;
+        }
         counters.relayed.fetch_add(1, Ordering::Relaxed);
     }
-    let kind = msg.msg_type();
     counters.rx(kind);
-    let peer = match env.innermost() {
-        Some(h) => Some(h.peer),
-        None => match src.ip() {
-            IpAddr::V6(a) => Some(a),
-            IpAddr::V4(_) => None,
+    let seen = match env.innermost() {
+        Some(h) => Seen::Relayed {
+            option79: h.client_linklayer.as_deref(),
+            peer: h.peer,
+        },
+        None => Seen::Direct {
+            frame: dgram.frame,
+            source: match src.ip() {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            },
         },
     };
-    let req = Request {
-        msg: &msg,
-        peer,
-        option79: env.innermost().and_then(|h| h.client_linklayer.as_deref()),
-    };
+    let req = Request { msg: &msg, seen };
     let out = reply::handle(cfg, table, &req, now);
     let mac = out.mac.map(|(m, s)| format!("{m} ({})", s.as_str()));
     if out.dropped {
@@ -510,25 +559,22 @@ fn process(
             format!("{kind:?} from DUID {}: no address: {why}", duid_hex(&msg))
         });
     }
-    let Some(r) = out.reply else {
+    if let Some(why) = out.decline_refused {
+        counters.declines_refused.fetch_add(1, Ordering::Relaxed);
+        warn_client("decline not applied", src, mac.as_deref(), || {
+            format!("Decline from DUID {}: {why}", duid_hex(&msg))
+        });
+    }
+    let Some(r) = out.reply.as_ref() else {
         debug!(%src, "dhcp6 {kind:?}: no reply: {}", out.note);
         return none;
     };
     if out.new_binding {
-        let (mac, from) = match out.mac {
-            Some((m, f)) => (m.to_string(), f.as_str()),
-            None => ("-".into(), "-"),
-        };
-        let host = out
-            .mac
-            .and_then(|(m, _)| cfg.hostnames.get(&m))
-            .map(String::as_str)
-            .unwrap_or("-");
-        info!(%mac, mac_from = %from, hostname = %host, duid = %duid_hex(&msg), "dhcp6: {}", out.note);
+        notes::log_new_binding(cfg, &shared.binding_log, &out, &msg, src);
     } else {
         debug!(%src, "dhcp6 {kind:?}: {}", out.note);
     }
-    let bytes = relay::wrap(&env.hops, reply::encode(&r));
+    let bytes = relay::wrap(&env.hops, reply::encode(r));
     (
         Some(Pending {
             bytes,
@@ -543,7 +589,7 @@ fn none_of() -> (Option<Pending>, Durability) {
     (None, Durability::None)
 }
 
-fn duid_hex(m: &dhcproto::v6::Message) -> String {
+pub(super) fn duid_hex(m: &dhcproto::v6::Message) -> String {
     match m.opts().get(dhcproto::v6::OptionCode::ClientId) {
         Some(dhcproto::v6::DhcpOption::ClientId(d)) => crate::runtime::statefile::hex(d),
         _ => "-".into(),

@@ -6,6 +6,9 @@
 //! - Request / Renew / Rebind → Reply binding each IA_NA (Renew/Rebind
 //!   also return addresses the client may no longer use with lifetimes 0).
 //! - Release / Decline → Reply (status Success; NoBinding per unknown IA).
+//!   A Decline of a reserved address counts only from the DUID bound to it
+//!   and with evidence of the node's MAC ([`super::ident`]); declines are
+//!   rate-limited ([`super::bindings::Table::decline`]).
 //! - Confirm → Reply Success or NotOnLink.
 //! - Information-Request → Reply with the configuration options.
 //!
@@ -17,7 +20,11 @@
 //! Invariants: a message for another server (Server Identifier not ours),
 //! without a Client Identifier where one is required, or with a Server
 //! Identifier where none is allowed, is dropped (§16); a reserved address
-//! is given at most once per message; bad input never panics.
+//! is given at most once per message; bad input never panics. A reply does
+//! not grow with what the client sends: at most [`MAX_IAS`] IA_NAs are
+//! answered, an IA without an address carries a status code without text,
+//! and the reason is said once, in a top-level status, when no IA got an
+//! address.
 
 use std::collections::{HashMap, HashSet};
 use std::net::Ipv6Addr;
@@ -27,9 +34,13 @@ use dhcproto::v6::{
 };
 use dhcproto::{Decodable as _, Encodable as _, Name};
 
-use super::bindings::{Client, NoAddress, Table};
-use super::ident::{self, MacSource};
+use super::bindings::{Client, DeclineRefused, NoAddress, Table};
+use super::ident::{self, MacSource, Seen};
 use crate::model::cluster::MacAddr;
+
+/// IA_NAs answered per message (a node needs one or two); the rest are
+/// ignored.
+pub const MAX_IAS: usize = 8;
 
 /// The reply configuration (swapped by a reload).
 #[derive(Debug, Clone, Default)]
@@ -44,6 +55,9 @@ pub struct Config {
     pub ntp: Vec<Ipv6Addr>,
     /// Nodes' hostnames, for logs.
     pub hostnames: HashMap<MacAddr, String>,
+    /// Relay agents answered (`dhcp.relays`, IPv6 entries): the source
+    /// address of a Relay-Forward must be one of them.
+    pub relays: Vec<Ipv6Addr>,
 }
 
 /// What a reply needs on disk before it leaves.
@@ -62,11 +76,8 @@ pub enum Durability {
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
     pub msg: &'a Message,
-    /// The client's address: the datagram's source, or the innermost
-    /// relay's peer-address.
-    pub peer: Option<Ipv6Addr>,
-    /// Option 79 of the innermost relay.
-    pub option79: Option<&'a [u8]>,
+    /// How it came, and so what vouches for the client's MAC.
+    pub seen: Seen<'a>,
 }
 
 /// The result of one message.
@@ -84,6 +95,8 @@ pub struct Outcome {
     pub new_binding: bool,
     /// Dropped for a protocol reason (not ours, malformed): the note says.
     pub dropped: bool,
+    /// A Decline that was not applied, and why (for the warning).
+    pub decline_refused: Option<DeclineRefused>,
 }
 
 impl Outcome {
@@ -96,6 +109,7 @@ impl Outcome {
             mac: None,
             new_binding: false,
             dropped: true,
+            decline_refused: None,
         }
     }
 }
@@ -159,6 +173,7 @@ fn ia_addrs(ia: &IANA) -> Vec<Ipv6Addr> {
         .collect()
 }
 
+/// The first [`MAX_IAS`] IA_NAs of `msg`.
 fn ias(msg: &Message) -> Vec<IANA> {
     msg.opts()
         .iter()
@@ -166,6 +181,7 @@ fn ias(msg: &Message) -> Vec<IANA> {
             DhcpOption::IANA(ia) => Some(ia.clone()),
             _ => None,
         })
+        .take(MAX_IAS)
         .collect()
 }
 
@@ -230,6 +246,7 @@ pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> O
                 mac: None,
                 new_binding: false,
                 dropped: false,
+                decline_refused: None,
             };
         }
         other => return Outcome::drop(format!("{other:?} is not a client message")),
@@ -237,8 +254,15 @@ pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> O
     let Some(duid) = client_id else {
         return Outcome::drop(format!("{kind:?} without a Client Identifier"));
     };
-    let mac = ident::find_mac(&duid, req.option79, req.peer)
-        .or_else(|| table.mac_of_duid(&duid).map(|m| (m, MacSource::Binding)));
+    // An earlier binding of the DUID vouches only behind a relay: on the
+    // link, a DUID is no evidence (any host can send it).
+    let mac = ident::find_mac(&duid, &req.seen).or_else(|| {
+        req.seen
+            .relayed()
+            .then(|| table.mac_of_duid(&duid))
+            .flatten()
+            .map(|m| (m, MacSource::Binding))
+    });
     let mut out = Outcome {
         reply: None,
         durability: Durability::None,
@@ -247,6 +271,7 @@ pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> O
         mac,
         new_binding: false,
         dropped: false,
+        decline_refused: None,
     };
     let life = table.scope().lease_time.max(1);
     let client = |iaid| Client {
@@ -284,7 +309,13 @@ pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> O
                     let changed = if kind == T::Release {
                         table.release(&c, a) || table.holds(&c, a)
                     } else {
-                        table.decline(&c, a, now)
+                        match table.decline(&c, a, now) {
+                            Ok(()) => true,
+                            Err(why) => {
+                                out.decline_refused.get_or_insert(why);
+                                false
+                            }
+                        }
                     };
                     if changed {
                         any = true;
@@ -298,15 +329,15 @@ pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> O
                     }
                 }
                 if !any {
-                    r.opts_mut().insert(ia_reply(
-                        ia.id,
-                        0,
-                        vec![status(Status::NoBinding, "no binding for this IA")],
-                    ));
+                    r.opts_mut()
+                        .insert(ia_reply(ia.id, 0, vec![status(Status::NoBinding, "")]));
                 }
             }
             r.opts_mut().insert(status(Status::Success, "ok"));
-            out.note = format!("{kind:?} of {done:?}");
+            out.note = match out.decline_refused {
+                Some(why) => format!("{kind:?} of {done:?}; not applied: {why}"),
+                None => format!("{kind:?} of {done:?}"),
+            };
             out.reply = Some(r);
         }
         _ => assign(
@@ -372,16 +403,13 @@ fn assign(
                 opts.push(iaaddr(a, life));
                 notes.push(a.to_string());
             }
-            Err(Some(e)) => {
+            // The reason is said once, below, not per IA.
+            Err(e) => {
                 if out.refused.is_none() {
-                    out.refused = Some(e);
+                    out.refused = e;
                 }
-                opts.push(status(Status::NoAddrsAvail, &e.to_string()));
+                opts.push(status(Status::NoAddrsAvail, ""));
             }
-            Err(None) => opts.push(status(
-                Status::NoAddrsAvail,
-                "one address per node: given to another IA_NA",
-            )),
         }
         // Addresses the client holds that are not (or no longer) its own.
         if matches!(kind, T::Renew | T::Rebind) {
@@ -398,6 +426,12 @@ fn assign(
             out.refused.map(|e| e.to_string()).unwrap_or_default()
         );
         return;
+    }
+    if given.is_empty() && !requested.is_empty() {
+        let why = out
+            .refused
+            .map_or_else(|| "no address".to_string(), |e| e.to_string());
+        r.opts_mut().insert(status(Status::NoAddrsAvail, &why));
     }
     out.note = format!(
         "{kind:?}{}: {}",

@@ -38,6 +38,10 @@ pub(super) struct Counters {
     pub(super) ignored: AtomicU64,
     pub(super) refused: [AtomicU64; 4],
     pub(super) relayed: AtomicU64,
+    /// Relay-Forwards from a source that is not a configured relay.
+    pub(super) unknown_relay: AtomicU64,
+    /// Declines not applied (not held, not the node, rate-limited).
+    pub(super) declines_refused: AtomicU64,
     pub(super) send_errors: AtomicU64,
     pub(super) persists: AtomicU64,
     pub(super) persist_errors: AtomicU64,
@@ -122,6 +126,8 @@ pub(super) fn status(s: &Shared) -> Dhcp6Status {
         ignored: get(&c.ignored),
         refused: named(REFUSED, &c.refused),
         relayed: get(&c.relayed),
+        unknown_relay: get(&c.unknown_relay),
+        declines_refused: get(&c.declines_refused),
         send_errors: get(&c.send_errors),
         binding_file_writes: get(&c.persists),
         binding_file_errors: get(&c.persist_errors),
@@ -157,10 +163,18 @@ pub(super) fn metrics(s: &Shared, out: &mut String) {
         out,
         "crc_appliance_dhcp6_dropped_total",
         Kind::Counter,
-        "DHCPv6 datagrams dropped: malformed, or not for this server.",
+        "DHCPv6 datagrams dropped: malformed, not for this server, or relayed by an unknown relay.",
     )
     .sample(&[("reason", &"malformed")], st.malformed)
-    .sample(&[("reason", &"ignored")], st.ignored);
+    .sample(&[("reason", &"ignored")], st.ignored)
+    .sample(&[("reason", &"unknown_relay")], st.unknown_relay);
+    family(
+        out,
+        "crc_appliance_dhcp6_declines_refused_total",
+        Kind::Counter,
+        "DHCPv6 Declines not applied (address not held, not the node's, or rate-limited).",
+    )
+    .sample(&[], st.declines_refused);
     let mut f = family(
         out,
         "crc_appliance_dhcp6_refused_total",

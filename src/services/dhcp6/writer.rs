@@ -120,6 +120,7 @@ mod tests {
             bound: Mutex::new(None),
             binding_file: "/nonexistent/b6.json".into(),
             ra: ArcSwapOption::empty(),
+            binding_log: Mutex::new(crate::services::dhcp6::BindingLog::default()),
         });
         let writer = Arc::new(Writer::new(save));
         let stop = CancellationToken::new();

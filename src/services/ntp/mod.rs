@@ -19,8 +19,16 @@
 //!   replaces that reading, so the decision path (leap indicator, stratum,
 //!   `localStratum`) can be exercised on any host; it is logged at warn
 //!   when set.
-//! - A reload swaps `localStratum` and `clientRate` between datagrams and
-//!   moves the listener when `ntp.listen` changes.
+//! - A reload swaps `localStratum`, `clientRate` and `allowFrom` between
+//!   datagrams and moves the listener when `ntp.listen` changes.
+//! - With `ntp.allowFrom`, a source outside it gets nothing (counted as
+//!   `refused_acl`, warned about at most once per 10 s) before the rate
+//!   limiter sees it.
+//! - Offset rows (and their metric series) are kept only for the nodes'
+//!   addresses and for clients inside the cluster's networks
+//!   (`network.cidr`, `network.ipv6.cidr`, `dhcp.segments[].cidr`): a
+//!   spoofed source elsewhere leaves no row, and node rows are never
+//!   evicted ([`stats`]).
 
 pub mod clients;
 pub mod core;
@@ -40,6 +48,7 @@ use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::model::cluster::IpNet;
 use crate::plan::Plan;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
@@ -60,8 +69,26 @@ const MAX_RECV_ERRORS: u32 = 1000;
 struct Ctx {
     local_stratum: Option<u8>,
     client_rate: u32,
-    /// Node names by address, for the offsets on `/status`.
+    /// Node names by address (IPv4 and IPv6), for the offsets on `/status`.
     nodes: HashMap<IpAddr, String>,
+    /// The cluster's networks: clients inside get an offset row.
+    networks: Vec<IpNet>,
+    /// `ntp.allowFrom` (`None`: every client).
+    allow_from: Option<Vec<IpNet>>,
+}
+
+impl Ctx {
+    /// May `ip` be answered?
+    fn allowed(&self, ip: IpAddr) -> bool {
+        self.allow_from
+            .as_ref()
+            .is_none_or(|nets| nets.iter().any(|n| n.contains(ip)))
+    }
+
+    /// Is `ip` worth an offset row: a node, or inside a cluster network?
+    fn tracked(&self, ip: IpAddr) -> bool {
+        self.nodes.contains_key(&ip) || self.networks.iter().any(|n| n.contains(ip))
+    }
 }
 
 /// The NTP service.
@@ -79,17 +106,27 @@ fn ctx_of(plan: &Plan) -> anyhow::Result<(Ctx, SocketAddr)> {
         .ntp
         .as_ref()
         .context("the ntp section is not configured")?;
-    let nodes = plan
-        .cluster
+    let cluster = &plan.cluster;
+    let nodes = cluster
         .nodes
         .iter()
-        .map(|n| (IpAddr::V4(n.ip), n.name.clone()))
+        .flat_map(|n| {
+            std::iter::once(IpAddr::V4(n.ip))
+                .chain(n.ipv6.map(IpAddr::V6))
+                .map(|ip| (ip, n.name.clone()))
+        })
+        .collect();
+    let networks = std::iter::once(IpNet::V4(cluster.network.cidr))
+        .chain(cluster.network.ipv6.as_ref().map(|v| IpNet::V6(v.cidr)))
+        .chain(cluster.dhcp.segments.iter().map(|s| IpNet::V4(s.cidr)))
         .collect();
     Ok((
         Ctx {
             local_stratum: c.local_stratum,
             client_rate: c.client_rate,
             nodes,
+            networks,
+            allow_from: c.allow_from.clone(),
         },
         c.listen,
     ))
@@ -266,6 +303,12 @@ async fn listen(
             }
         };
         note_serving(stats, &clock, &mut served);
+        let ip = canonical(from.ip());
+        if !ctx.allowed(ip) {
+            stats.refused_acl.fetch_add(1, Ordering::Relaxed);
+            warn_client("source outside ntp.allowFrom", from);
+            continue;
+        }
         let data = buf.get(..n).unwrap_or(&[]);
         let decision = core::decide(
             data,
@@ -277,8 +320,9 @@ async fn listen(
         let out = match decision {
             Decision::Reply { bytes, offset } => {
                 stats.replies.fetch_add(1, Ordering::Relaxed);
-                let ip = canonical(from.ip());
-                stats.offset(ip, ctx.nodes.get(&ip).map(String::as_str), offset);
+                if ctx.tracked(ip) {
+                    stats.offset(ip, ctx.nodes.get(&ip).map(String::as_str), offset);
+                }
                 Some(bytes)
             }
             Decision::Kod(bytes) => {

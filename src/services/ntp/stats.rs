@@ -6,7 +6,10 @@
 //! [`SKEW_ERROR`]: certificates then fail. Clients that randomise their
 //! transmit timestamp (chrony's default for client requests since 4.x
 //! does not; NTS clients may) show a meaningless offset; docs/ntp.md says
-//! so. At most [`MAX_ROWS`] clients are kept (the least recent dropped).
+//! so. The caller records only nodes and clients inside the cluster's
+//! networks. Node rows are pinned; at most [`MAX_ROWS`] other clients are
+//! kept (the least recent dropped), so a flood of new sources never evicts
+//! a node's row.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -20,7 +23,7 @@ use crate::runtime::sync::LockExt as _;
 
 /// Above this offset (seconds) a client's clock is an error.
 pub const SKEW_ERROR: f64 = 1.0;
-/// Clients kept for `/status`.
+/// Clients other than nodes kept for `/status`.
 pub const MAX_ROWS: usize = 1024;
 
 #[derive(Debug, Clone)]
@@ -48,6 +51,7 @@ pub struct Stats {
     pub rate_dropped: AtomicU64,
     pub malformed: AtomicU64,
     pub refused_mode: AtomicU64,
+    pub refused_acl: AtomicU64,
     pub send_errors: AtomicU64,
     bound: Mutex<Bound>,
     clients: Mutex<HashMap<IpAddr, Row>>,
@@ -69,12 +73,18 @@ impl Stats {
         b.stratum = stratum;
     }
 
-    /// Record a client's offset estimate.
+    /// Record a client's offset estimate (`node`: the node at `ip`, whose
+    /// row is never evicted).
     pub fn offset(&self, ip: IpAddr, node: Option<&str>, offset: f64) {
         let mut c = self.clients.locked();
-        if !c.contains_key(&ip)
-            && c.len() >= MAX_ROWS
-            && let Some(old) = c.iter().min_by_key(|(_, r)| r.unix_time).map(|(k, _)| *k)
+        if node.is_none()
+            && !c.contains_key(&ip)
+            && c.values().filter(|r| r.node.is_none()).count() >= MAX_ROWS
+            && let Some(old) = c
+                .iter()
+                .filter(|(_, r)| r.node.is_none())
+                .min_by_key(|(_, r)| r.unix_time)
+                .map(|(k, _)| *k)
         {
             c.remove(&old);
         }
@@ -118,6 +128,7 @@ impl Stats {
             rate_dropped: g(&self.rate_dropped),
             malformed: g(&self.malformed),
             refused_mode: g(&self.refused_mode),
+            refused_acl: g(&self.refused_acl),
             skewed: clients.iter().filter(|c| c.skewed).count(),
             clients,
         }
@@ -165,6 +176,11 @@ impl Stats {
         );
         let _ = writeln!(
             out,
+            "crc_ntp_dropped_total{{reason=\"acl\"}} {}",
+            g(&self.refused_acl)
+        );
+        let _ = writeln!(
+            out,
             "# HELP crc_ntp_host_synchronised Whether the served host clock counts as synchronised (1) or not (0)."
         );
         let _ = writeln!(out, "# TYPE crc_ntp_host_synchronised gauge");
@@ -205,5 +221,22 @@ mod tests {
         let mut m = String::new();
         s.metrics(&mut m);
         assert!(m.contains("node=\"master-0\"} 3600"));
+    }
+
+    #[test]
+    fn a_flood_of_other_clients_never_evicts_a_node_row() {
+        let s = Stats::default();
+        s.offset("10.0.0.5".parse().unwrap(), Some("master-0"), 0.001);
+        for i in 0..(MAX_ROWS as u32 * 2) {
+            let ip = IpAddr::from(std::net::Ipv4Addr::from(0x0a01_0000 + i));
+            s.offset(ip, None, 5.0);
+        }
+        let st = s.status();
+        assert_eq!(st.clients.len(), MAX_ROWS + 1);
+        assert!(
+            st.clients
+                .iter()
+                .any(|c| c.node.as_deref() == Some("master-0"))
+        );
     }
 }

@@ -728,6 +728,7 @@ fn option_42_names_the_ntp_server_only_when_ntp_is_on() {
         listen: "0.0.0.0:123".parse().unwrap(),
         local_stratum: None,
         client_rate: 8,
+        allow_from: None,
     });
     let cfg = Config::from_plan(&p, 67);
     assert_eq!(cfg.ntp, Some(base));

@@ -14,6 +14,7 @@ fn cfg() -> Config {
         search: vec!["c1.example.com".into()],
         ntp: vec![a("fd00:10::2")],
         hostnames: HashMap::new(),
+        relays: Vec::new(),
     }
 }
 
@@ -54,13 +55,33 @@ fn msg(
     decode(&encode(&m)).unwrap()
 }
 
+/// `o79`: relayed with that option 79 (from `peer`, default `fe80::1`);
+/// else on the link from `peer` without a frame source; neither: an honest
+/// client on the link, whose frame comes from the MAC its DUID names.
 fn run(t: &mut Table, m: &Message, peer: Option<&str>, o79: Option<&[u8]>) -> Outcome {
-    let req = Request {
-        msg: m,
-        peer: peer.map(a),
-        option79: o79,
+    let duid = match m.opts().get(OptionCode::ClientId) {
+        Some(DhcpOption::ClientId(d)) => d.clone(),
+        _ => Vec::new(),
     };
-    handle(&cfg(), t, &req, 1000)
+    let seen = match (peer, o79) {
+        (_, Some(o)) => Seen::Relayed {
+            option79: Some(o),
+            peer: a(peer.unwrap_or("fe80::1")),
+        },
+        (Some(p), None) => Seen::Direct {
+            frame: None,
+            source: Some(a(p)),
+        },
+        (None, None) => Seen::Direct {
+            frame: ident::mac_from_duid(&duid),
+            source: None,
+        },
+    };
+    run_seen(t, m, seen)
+}
+
+fn run_seen(t: &mut Table, m: &Message, seen: Seen<'_>) -> Outcome {
+    handle(&cfg(), t, &Request { msg: m, seen }, 1000)
 }
 
 fn addrs_of(r: &Message) -> Vec<(Ipv6Addr, u32)> {
@@ -176,14 +197,118 @@ fn another_duid_of_the_same_mac_gets_the_same_address() {
     run(&mut t, &m, Some("fe80::5054:ff:feab:cdef"), None)
         .reply
         .unwrap();
-    let o = run(
-        &mut t,
-        &msg(MessageType::Solicit, &EN, None, Some((1, None))),
-        Some("fe80::1"),
-        None,
-    );
+    // Behind a relay the earlier binding vouches; on the link it does not
+    // (any host can send the DUID).
+    let relayed = Seen::Relayed {
+        option79: None,
+        peer: a("fe80::1"),
+    };
+    let solicit = msg(MessageType::Solicit, &EN, None, Some((1, None)));
+    let o = run_seen(&mut t, &solicit, relayed);
     assert_eq!(o.mac, Some((NODE, MacSource::Binding)));
     assert_eq!(addrs_of(&o.reply.unwrap()), vec![(a("fd00:10::10"), 3600)]);
+    let o = run(&mut t, &solicit, Some("fe80::1"), None);
+    assert_eq!(o.mac, None);
+    assert!(o.reply.is_none());
+}
+
+/// Another host on the link with the node's MAC in its DUID (and the
+/// node's DUID itself): its frame's source decides, so nothing.
+#[test]
+fn a_claim_of_the_nodes_mac_from_another_host_gets_nothing() {
+    let other = MacAddr([2, 0, 0, 0, 0, 0x66]);
+    let from_other = Seen::Direct {
+        frame: Some(other),
+        source: Some(a("fe80::1")),
+    };
+    for duid in [&LL[..], &LLT[..]] {
+        let mut t = table(false);
+        let mut m = msg(MessageType::Solicit, duid, None, Some((1, None)));
+        m.opts_mut().insert(DhcpOption::RapidCommit);
+        let o = run_seen(&mut t, &m, from_other);
+        assert_eq!(o.mac, Some((other, MacSource::Frame)));
+        assert!(o.reply.is_none(), "{:?}", o.reply);
+        assert_eq!(o.refused, Some(NoAddress::NotReserved));
+        assert_eq!(t.bindings().count(), 0);
+    }
+    // Without a frame source, the DUID's word is not taken either.
+    let mut t = table(false);
+    let m = msg(MessageType::Solicit, &LL, None, Some((1, None)));
+    let o = run(&mut t, &m, Some("fe80::1c2d:3e4f:5a6b:7c8d"), None);
+    assert!(o.reply.is_none());
+    assert_eq!(o.refused, Some(NoAddress::NoMac));
+}
+
+/// The node's binding cannot be declined by another host replaying its
+/// DUID and IAID; the node itself can.
+#[test]
+fn a_decline_from_another_host_does_not_lock_the_node_out() {
+    let mut t = table(false);
+    let sid = cfg().server_duid;
+    run(
+        &mut t,
+        &msg(MessageType::Request, &LL, Some(&sid), Some((1, None))),
+        None,
+        None,
+    )
+    .reply
+    .unwrap();
+    let decline = msg(
+        MessageType::Decline,
+        &LL,
+        Some(&sid),
+        Some((1, Some(a("fd00:10::10")))),
+    );
+    let other = Seen::Direct {
+        frame: Some(MacAddr([2, 0, 0, 0, 0, 0x66])),
+        source: Some(a("fe80::1")),
+    };
+    let o = run_seen(&mut t, &decline, other);
+    assert_eq!(o.decline_refused, Some(DeclineRefused::NotTheNode));
+    assert!(!t.is_declined(a("fd00:10::10"), 1001));
+    let o = run(&mut t, &decline, None, None);
+    assert_eq!(o.decline_refused, None);
+    assert!(t.is_declined(a("fd00:10::10"), 1001));
+}
+
+/// 400 IA_NAs from a client without an address: at most MAX_IAS answered,
+/// the reason said once; the reply is smaller than the request.
+#[test]
+fn many_ias_get_a_reply_no_larger_than_the_request() {
+    let mut t = table(false);
+    let sid = cfg().server_duid;
+    let mut m = msg(MessageType::Request, &EN, Some(&sid), None);
+    for id in 0..400 {
+        m.opts_mut().insert(DhcpOption::IANA(IANA {
+            id,
+            t1: 0,
+            t2: 0,
+            opts: Default::default(),
+        }));
+    }
+    let request = encode(&m);
+    let o = run(&mut t, &decode(&request).unwrap(), Some("fe80::1"), None);
+    let r = o.reply.unwrap();
+    let reply = encode(&r);
+    assert!(
+        reply.len() <= request.len() / 4,
+        "{} -> {}",
+        request.len(),
+        reply.len()
+    );
+    let answered = r
+        .opts()
+        .iter()
+        .filter(|o| matches!(o, DhcpOption::IANA(_)))
+        .count();
+    assert_eq!(answered, MAX_IAS);
+    assert_eq!(status_of(r.opts()), Some(Status::NoAddrsAvail));
+    for ia in ias(&r) {
+        assert!(matches!(
+            ia.opts.get(OptionCode::StatusCode),
+            Some(DhcpOption::StatusCode(s)) if s.status == Status::NoAddrsAvail && s.msg.is_empty()
+        ));
+    }
 }
 
 #[test]
