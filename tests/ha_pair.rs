@@ -112,21 +112,7 @@ impl Lab {
         .into_iter()
         .enumerate()
         {
-            let port = format!("p{i}");
-            lab.sw.ip(&[
-                "link",
-                "add",
-                &port,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                name,
-                "netns",
-                ns.name(),
-            ]);
-            lab.sw.ip(&["link", "set", &port, "master", "br0"]);
-            lab.sw.ip(&["link", "set", &port, "up"]);
+            common::bridge_port(&lab.sw, "br0", &format!("p{i}"), ns, name);
             if let Some(mac) = mac {
                 ns.ip(&["link", "set", name, "address", mac]);
             }

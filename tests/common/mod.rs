@@ -501,6 +501,26 @@ pub fn veth(a_if: &str, a: &Netns, b_if: &str, b: &Netns) {
     );
 }
 
+/// A port `port` of bridge `bridge` in `sw`, up, whose veth peer is
+/// `ifname` in `ns` (down, without addresses): one host on a switched
+/// segment.
+pub fn bridge_port(sw: &Netns, bridge: &str, port: &str, ns: &Netns, ifname: &str) {
+    sw.ip(&[
+        "link",
+        "add",
+        port,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        ifname,
+        "netns",
+        ns.name(),
+    ]);
+    sw.ip(&["link", "set", port, "master", bridge]);
+    sw.ip(&["link", "set", port, "up"]);
+}
+
 /// A network namespace with `lo` up, deleted on drop (which also deletes
 /// the interfaces inside it).
 pub struct Netns(pub String);
