@@ -24,10 +24,10 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::initramfs::live_iso;
-use common::qemu::{CMDLINE_MARK, Qemu, cmdline_initramfs, host_kernel, tail};
+use common::qemu::{CMDLINE_MARK, Qemu, cmdline_initramfs, host_kernel, tail, wait_for_any};
 use common::{Appliance, Netns, netns_available, unique_name};
 
 /// The VM's first disk.
@@ -194,19 +194,6 @@ rhcos:
         serial,
         tftp_done,
     }
-}
-
-/// Poll `log` every 500 ms until a line holds one of `needles`; that line.
-fn wait_for_any(log: &Path, needles: &[&str], timeout: Duration) -> Option<String> {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        let text = String::from_utf8_lossy(&std::fs::read(log).unwrap_or_default()).to_string();
-        if let Some(l) = text.lines().find(|l| needles.iter().any(|n| l.contains(n))) {
-            return Some(l.to_string());
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    None
 }
 
 /// master-0 (`<net>.10`) fetches its install script and its ignition from

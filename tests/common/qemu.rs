@@ -56,13 +56,25 @@ impl Drop for Qemu {
     }
 }
 
-/// Poll `log` every 500 ms until a line contains `needle`; that line.
+/// Poll `log` every 500 ms until a whole line (ended by its newline)
+/// contains `needle`; that line.
 pub fn wait_for(log: &Path, needle: &str, timeout: Duration) -> Option<String> {
+    wait_for_any(log, &[needle], timeout)
+}
+
+/// Poll `log` every 500 ms until a whole line (ended by its newline) holds
+/// one of `needles`; that line. A guest on TCG writes its serial console
+/// slowly: a line still being written is not taken (it was, and a command
+/// line cut in the middle failed the test).
+pub fn wait_for_any(log: &Path, needles: &[&str], timeout: Duration) -> Option<String> {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         let text = String::from_utf8_lossy(&std::fs::read(log).unwrap_or_default()).to_string();
-        if let Some(line) = text.lines().find(|l| l.contains(needle)) {
-            return Some(line.to_string());
+        let whole = text
+            .split_inclusive('\n')
+            .find(|l| l.ends_with('\n') && needles.iter().any(|n| l.contains(n)));
+        if let Some(line) = whole {
+            return Some(line.trim_end_matches(['\r', '\n']).to_string());
         }
         std::thread::sleep(Duration::from_millis(500));
     }
