@@ -526,6 +526,33 @@ struct Processed {
     durability: Durability,
 }
 
+/// Decode one datagram and count it (malformed ones are logged, rate
+/// limited, and dropped; one without a message type is dropped): the
+/// message, its type and the client's MAC as text (empty when it has none).
+/// Shared by server and proxy mode.
+fn decode_counted(
+    counters: &Counters,
+    data: &[u8],
+    src: SocketAddr,
+) -> Option<(dhcproto::v4::Message, MessageType, String)> {
+    let msg = match reply::decode(data) {
+        Ok(m) => m,
+        Err(e) => {
+            counters.malformed.fetch_add(1, Ordering::Relaxed);
+            warn_client("malformed datagram", src, None, || {
+                format!("{e}; dropped (see dropped_total{{reason=\"malformed\"}})")
+            });
+            return None;
+        }
+    };
+    let kind = msg.opts().msg_type()?;
+    counters.rx(kind);
+    let mac = reply::mac_of(&msg)
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    Some((msg, kind, mac))
+}
+
 /// Decode, decide and encode one datagram: the reply (if any) and whether
 /// the lease table changed. Never panics on input.
 fn process(
@@ -540,23 +567,9 @@ fn process(
         reply: None,
         durability: Durability::None,
     };
-    let msg = match reply::decode(data) {
-        Ok(m) => m,
-        Err(e) => {
-            counters.malformed.fetch_add(1, Ordering::Relaxed);
-            warn_client("malformed datagram", src, None, || {
-                format!("{e}; dropped (see dropped_total{{reason=\"malformed\"}})")
-            });
-            return none;
-        }
-    };
-    let Some(kind) = msg.opts().msg_type() else {
+    let Some((msg, kind, mac)) = decode_counted(counters, data, src) else {
         return none;
     };
-    counters.rx(kind);
-    let mac = reply::mac_of(&msg)
-        .map(|m| m.to_string())
-        .unwrap_or_default();
     let out = reply::handle(cfg, table, &msg, now);
     if let Some(why) = out.dropped {
         let (counter, key, metric) = match why {

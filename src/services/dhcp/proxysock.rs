@@ -19,7 +19,7 @@ use tracing::{debug, error, info};
 use super::proxy::{self, Port};
 use super::reply::{self, Config, Dest};
 use super::status::Counters;
-use super::{Dhcp, LOG, Pending, Processed, warn_client};
+use super::{Dhcp, LOG, Pending, Processed, decode_counted, warn_client};
 
 /// Decode and decide one datagram in proxy mode, received on `port`.
 /// Never panics on input.
@@ -34,23 +34,9 @@ pub(super) fn process(
         reply: None,
         durability: reply::Durability::None,
     };
-    let msg = match reply::decode(data) {
-        Ok(m) => m,
-        Err(e) => {
-            counters.malformed.fetch_add(1, Ordering::Relaxed);
-            warn_client("malformed datagram", src, None, || {
-                format!("{e}; dropped (see dropped_total{{reason=\"malformed\"}})")
-            });
-            return none;
-        }
-    };
-    let Some(kind) = msg.opts().msg_type() else {
+    let Some((msg, kind, mac)) = decode_counted(counters, data, src) else {
         return none;
     };
-    counters.rx(kind);
-    let mac = reply::mac_of(&msg)
-        .map(|m| m.to_string())
-        .unwrap_or_default();
     let src4 = match src {
         SocketAddr::V4(a) => a,
         SocketAddr::V6(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
