@@ -6,6 +6,7 @@
 //! `model` or `timeline`.
 
 pub mod admin;
+pub mod csr;
 pub mod dhcp;
 pub mod dhcp6;
 pub mod dns;
