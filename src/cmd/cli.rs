@@ -210,6 +210,9 @@ pub enum RenderWhat {
     Chrony,
     /// keepalived.conf of this member of an HA pair (`ha:`, docs/ha.md).
     Keepalived,
+    /// The CSR approver's least-privilege ServiceAccount, roles and
+    /// bindings (`csr:`, docs/operations.md).
+    CsrRbac,
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -54,6 +54,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     crate::model::chrony::render(&plan.cluster).map_err(anyhow::Error::msg)?
                 }
                 RenderWhat::Keepalived => render_keepalived(&plan, &cluster)?,
+                RenderWhat::CsrRbac => crate::services::csr::rbac::render(),
             };
             print!("{text}");
             Ok(())

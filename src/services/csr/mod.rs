@@ -5,5 +5,6 @@
 //! [`request`] parses the PKCS#10 request; [`rules`] is the pure decision
 //! (CSR, Nodes, inventory, evidence, now → approve or a reason).
 
+pub mod rbac;
 pub mod request;
 pub mod rules;
