@@ -41,6 +41,9 @@ pub struct StatusDoc {
     pub tftp: Option<TftpStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ntp: Option<NtpStatus>,
+    /// The CSR approver (`csr:`), when it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csr: Option<serde_json::Value>,
     /// This member of an HA pair (`ha:`; docs/ha.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ha: Option<crate::runtime::ha::HaStatus>,
@@ -63,6 +66,10 @@ pub enum ServiceStatus {
     Admin(AdminStatus),
     Tftp(TftpStatus),
     Ntp(NtpStatus),
+    /// `services/csr/status.rs`'s `CsrStatus`, serialized by the service:
+    /// the kit may not name a service's type; it becomes the type itself
+    /// when the status types move into their services (#39).
+    Csr(serde_json::Value),
 }
 
 impl StatusDoc {
@@ -88,6 +95,7 @@ impl StatusDoc {
             admin: None,
             tftp: None,
             ntp: None,
+            csr: None,
             ha: None,
             timeline: None,
         }
@@ -105,6 +113,7 @@ impl StatusDoc {
             ServiceStatus::Admin(x) => self.admin = Some(x),
             ServiceStatus::Tftp(x) => self.tftp = Some(x),
             ServiceStatus::Ntp(x) => self.ntp = Some(x),
+            ServiceStatus::Csr(x) => self.csr = Some(x),
         }
     }
 }

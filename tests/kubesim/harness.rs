@@ -247,6 +247,73 @@ impl Sim {
         );
     }
 
+    /// Add a context `name` whose user has a client certificate for
+    /// `subj` signed by the cluster CA (a kubelet's `CN=system:node:<n>`).
+    pub fn add_cert_context(&self, name: &str, subj: &str) {
+        issue(self.dir.path(), name, subj, "extendedKeyUsage=clientAuth\n");
+        let d = self.dir.path();
+        let user = format!("{name}-user");
+        self.kubectl_ok(
+            "admin",
+            &[
+                "config",
+                "set-credentials",
+                &user,
+                &format!(
+                    "--client-certificate={}",
+                    d.join(format!("{name}.crt")).display()
+                ),
+                &format!("--client-key={}", d.join(format!("{name}.key")).display()),
+            ],
+        );
+        self.kubectl_ok(
+            "admin",
+            &[
+                "config",
+                "set-context",
+                name,
+                "--cluster=sim",
+                &format!("--user={user}"),
+            ],
+        );
+    }
+
+    /// A kubeconfig file for the bearer token `token` alone (what an
+    /// operator writes for the `render csr-rbac` identity).
+    pub fn token_kubeconfig(&self, file: &str, token: &str) -> PathBuf {
+        let ca = self.dir.path().join("ca.crt");
+        self.file(
+            file,
+            &format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n",
+                self.port,
+                ca.display()
+            ),
+        )
+    }
+
+    /// A CSR object as JSON (`kubectl get csr NAME -o json`).
+    pub fn csr(&self, name: &str) -> serde_json::Value {
+        serde_json::from_str(&self.kubectl_ok("admin", &["get", "csr", name, "-o", "json"]))
+            .unwrap()
+    }
+
+    /// Whether CSR `name` has an Approved condition.
+    pub fn approved(&self, name: &str) -> bool {
+        self.csr(name)["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Approved"))
+    }
+
+    /// Create `obj` (YAML or JSON text) as `context`.
+    pub fn create(&self, context: &str, file: &str, obj: &str) {
+        let f = self.file(file, obj);
+        self.kubectl_ok(
+            context,
+            &["create", "--validate=false", "-f", f.to_str().unwrap()],
+        );
+    }
+
     /// Write `text` to a file in the sim's directory; its path.
     pub fn file(&self, name: &str, text: &str) -> PathBuf {
         let path = self.dir.path().join(name);

@@ -1,0 +1,238 @@
+//! The CSR approver end to end (issue #37): the appliance serves a node its
+//! ignition, the stand-in API server (tests/kubesim) holds the kubelet's
+//! CSRs made by `openssl req`, and the approver approves exactly the ones
+//! the evidence proves, through `/approval` as kubectl does. The node is a
+//! loopback address of the cluster network (127.0.20.0/24): curl fetches
+//! its ignition from that address (`--interface`), as the node would.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "kubesim/harness.rs"]
+mod kubesim;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::Appliance;
+use kubesim::Sim;
+
+const CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+const SERVING: &str = "kubernetes.io/kubelet-serving";
+
+/// A kubelet's request for `node` by `openssl req` (EC P-256), with `sans`.
+fn request(dir: &Path, node: &str, sans: Option<&str>) -> Vec<u8> {
+    let mut c = Command::new("openssl");
+    c.args([
+        "req",
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ])
+    .arg("-keyout")
+    .arg(dir.join(format!("{node}-{}.key", sans.is_some())))
+    .args(["-subj", &format!("/O=system:nodes/CN=system:node:{node}")]);
+    if let Some(s) = sans {
+        c.args(["-addext", &format!("subjectAltName={s}")]);
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// An appliance serving ignition over HTTP, approving with `kubeconfig`.
+fn appliance(kubeconfig: &Path) -> (Appliance, tempfile::TempDir) {
+    let d = tempfile::tempdir().unwrap();
+    let (images, ignition) = (d.path().join("images"), d.path().join("ignition"));
+    std::fs::create_dir_all(&images).unwrap();
+    std::fs::create_dir_all(&ignition).unwrap();
+    for role in ["bootstrap", "master", "worker"] {
+        std::fs::write(
+            ignition.join(format!("{role}.ign")),
+            r#"{"ignition":{"version":"3.2.0"}}"#,
+        )
+        .unwrap();
+    }
+    let sections = format!(
+        "http:\n  listen: 127.0.0.1:0\n  imagesDir: {}\n  ignitionDir: {}\ncsr:\n  kubeconfigFile: {}\n",
+        images.display(),
+        ignition.display(),
+        kubeconfig.display()
+    );
+    (Appliance::start(&common::only(&sections)), d)
+}
+
+/// `node_ip` fetches its role's ignition from its own address.
+fn fetch_ignition(app: &Appliance, node_ip: &str, role: &str) {
+    let url = format!("http://{}/ignition/{role}.ign", app.addr("http"));
+    let out = Command::new("curl")
+        .args(["-sf", "-o", "/dev/null", "--interface", node_ip, &url])
+        .status()
+        .unwrap();
+    assert!(out.success(), "ignition fetch from {node_ip}");
+}
+
+fn wait_approved(sim: &Sim, name: &str, bound: Duration) {
+    common::wait_until(&format!("{name} approved"), bound, || sim.approved(name));
+}
+
+#[test]
+fn a_node_that_fetched_its_ignition_gets_its_client_then_serving_csr() {
+    require!(
+        kubesim::tools_present() && common::have("curl"),
+        "python3, openssl, kubectl or curl is missing"
+    );
+    let sim = Sim::start();
+    let (app, _d) = appliance(&sim.kubeconfig);
+    fetch_ignition(&app, "127.0.20.10", "master");
+    let dir = sim.dir.path();
+    let usages = ["digital signature", "client auth"];
+    sim.create(
+        "boot",
+        "m0.yaml",
+        &Sim::csr_yaml(
+            "m0-client",
+            CLIENT,
+            &usages,
+            &request(dir, "master-0", None),
+        ),
+    );
+    // master-1 fetched nothing: the same request stays pending.
+    sim.create(
+        "boot",
+        "m1.yaml",
+        &Sim::csr_yaml(
+            "m1-client",
+            CLIENT,
+            &usages,
+            &request(dir, "master-1", None),
+        ),
+    );
+    wait_approved(&sim, "m0-client", Duration::from_secs(5));
+    let cond = &sim.csr("m0-client")["status"]["conditions"][0];
+    assert_eq!(cond["status"], "True");
+    assert_eq!(cond["reason"], "CrcApplianceApprove");
+    assert!(
+        cond["message"].as_str().unwrap().contains("ignition"),
+        "{cond}"
+    );
+    // The kubelet, now with its client certificate, asks for serving.
+    sim.add_cert_context("master-0", "/O=system:nodes/CN=system:node:master-0");
+    let sans = "DNS:master-0,DNS:master-0.test.crc.testing,IP:127.0.20.10";
+    let serving = request(dir, "master-0", Some(sans));
+    sim.create(
+        "master-0",
+        "m0s.yaml",
+        &Sim::csr_yaml(
+            "m0-serving",
+            SERVING,
+            &["digital signature", "server auth"],
+            &serving,
+        ),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        !sim.approved("m0-serving"),
+        "serving approved before its Node exists"
+    );
+    sim.create(
+        "master-0",
+        "node.json",
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"master-0"},"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"ok"}]}}"#,
+    );
+    wait_approved(&sim, "m0-serving", Duration::from_secs(5));
+    assert!(!sim.approved("m1-client"), "master-1 fetched no ignition");
+    app.wait_log("m1-client left pending", Duration::from_secs(5));
+}
+
+#[test]
+fn the_render_csr_rbac_identity_is_enough_and_never_refused() {
+    require!(
+        kubesim::tools_present() && common::have("curl"),
+        "python3, openssl, kubectl or curl is missing"
+    );
+    let sim = Sim::start();
+    let cluster = sim.file("cluster.yaml", &common::loopback_cluster_with(""));
+    let exe = env!("CARGO_BIN_EXE_crc-appliance");
+    let rbac = common::run_ok(
+        exe,
+        &["render", "csr-rbac", "--cluster", cluster.to_str().unwrap()],
+    );
+    let f = sim.file("rbac.yaml", &rbac);
+    sim.kubectl_ok(
+        "admin",
+        &["apply", "--validate=false", "-f", f.to_str().unwrap()],
+    );
+    let token = sim.kubectl_ok(
+        "admin",
+        &[
+            "-n",
+            "openshift-machine-api",
+            "get",
+            "secret",
+            "crc-appliance-csr-approver-token",
+            "-o",
+            "jsonpath={.data.token}",
+        ],
+    );
+    use base64::Engine as _;
+    let token = base64::engine::general_purpose::STANDARD
+        .decode(token.trim())
+        .unwrap();
+    let kubeconfig =
+        sim.token_kubeconfig("approver.kubeconfig", std::str::from_utf8(&token).unwrap());
+    let (app, _d) = appliance(&kubeconfig);
+    fetch_ignition(&app, "127.0.20.20", "worker");
+    let req = request(sim.dir.path(), "worker-0", None);
+    sim.create(
+        "boot",
+        "w0.yaml",
+        &Sim::csr_yaml(
+            "w0-client",
+            CLIENT,
+            &["digital signature", "client auth"],
+            &req,
+        ),
+    );
+    wait_approved(&sim, "w0-client", Duration::from_secs(5));
+    let sa = "system:serviceaccount:openshift-machine-api:crc-appliance-csr-approver";
+    let log = sim.log();
+    let calls: Vec<_> = log.iter().filter(|e| e["user"] == sa).collect();
+    assert!(!calls.is_empty());
+    let refused: Vec<_> = calls.iter().filter(|e| e["status"] != 200).collect();
+    assert!(refused.is_empty(), "the approver was refused: {refused:?}");
+}
+
+#[test]
+fn an_identity_without_the_rights_approves_nothing_and_names_the_missing_one() {
+    require!(
+        kubesim::tools_present() && common::have("curl"),
+        "python3, openssl, kubectl or curl is missing"
+    );
+    let sim = Sim::start();
+    // The node-bootstrapper's token: it may list CSRs, not Nodes.
+    let kubeconfig = sim.token_kubeconfig("boot.kubeconfig", Sim::BOOT_TOKEN);
+    let (app, _d) = appliance(&kubeconfig);
+    fetch_ignition(&app, "127.0.20.10", "master");
+    let req = request(sim.dir.path(), "master-0", None);
+    sim.create(
+        "boot",
+        "m0.yaml",
+        &Sim::csr_yaml(
+            "m0-client",
+            CLIENT,
+            &["digital signature", "client auth"],
+            &req,
+        ),
+    );
+    app.wait_log("may not list nodes", Duration::from_secs(5));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!sim.approved("m0-client"));
+}
