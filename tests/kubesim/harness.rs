@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 pub struct Sim {
+    /// `ip netns exec NS` when the server runs in a namespace.
+    prefix: Vec<String>,
     pub dir: tempfile::TempDir,
     pub port: u16,
     pub kubeconfig: PathBuf,
@@ -106,6 +108,28 @@ impl Sim {
     pub const BOOT_TOKEN: &'static str = "node-bootstrapper-token";
 
     pub fn start() -> Sim {
+        Sim::start_with(Vec::new())
+    }
+
+    /// The server, and every kubectl run, in network namespace `ns` (on
+    /// its loopback).
+    pub fn start_in(ns: &str) -> Sim {
+        Sim::start_with(["ip", "netns", "exec", ns].map(String::from).to_vec())
+    }
+
+    /// `program` run under the prefix.
+    fn command(prefix: &[String], program: &std::ffi::OsStr) -> Command {
+        match prefix.split_first() {
+            None => Command::new(program),
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(program);
+                c
+            }
+        }
+    }
+
+    fn start_with(prefix: Vec<String>) -> Sim {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         openssl(
@@ -148,7 +172,7 @@ impl Sim {
         });
         std::fs::write(d.join("tokens.json"), tokens.to_string()).unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kubesim/kubesim.py");
-        let mut child = Command::new("python3")
+        let mut child = Sim::command(&prefix, "python3".as_ref())
             .arg(&script)
             .args([
                 "--listen",
@@ -190,6 +214,7 @@ impl Sim {
         )
         .unwrap();
         Sim {
+            prefix,
             dir,
             port,
             kubeconfig,
@@ -200,7 +225,7 @@ impl Sim {
     /// `kubectl --context CONTEXT ARGS` → (exit code, stdout, stderr); the
     /// discovery cache lives in the sim's directory.
     pub fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(kubectl_bin().expect("kubectl"))
+        let out = Sim::command(&self.prefix, kubectl_bin().expect("kubectl").as_os_str())
             .env("KUBECONFIG", &self.kubeconfig)
             .env("HOME", self.dir.path())
             .arg("--context")
