@@ -61,7 +61,7 @@ fn appliance(kubeconfig: &Path) -> (Appliance, tempfile::TempDir) {
         .unwrap();
     }
     let sections = format!(
-        "http:\n  listen: 127.0.0.1:0\n  imagesDir: {}\n  ignitionDir: {}\ncsr:\n  kubeconfigFile: {}\n",
+        "http:\n  listen: 127.0.0.1:0\n  imagesDir: {}\n  ignitionDir: {}\nadmin:\n  listen: 127.0.0.1:0\ncsr:\n  kubeconfigFile: {}\n",
         images.display(),
         ignition.display(),
         kubeconfig.display()
@@ -150,6 +150,53 @@ fn a_node_that_fetched_its_ignition_gets_its_client_then_serving_csr() {
     wait_approved(&sim, "m0-serving", Duration::from_secs(5));
     assert!(!sim.approved("m1-client"), "master-1 fetched no ignition");
     app.wait_log("m1-client left pending", Duration::from_secs(5));
+    // The timeline: ignition → client CSR → serving CSR → Node Ready, in
+    // that order; the approver's status lists both approvals and the refusal.
+    let mut status = serde_json::Value::Null;
+    common::wait_until("the timeline's Node Ready", Duration::from_secs(5), || {
+        status = admin_status(&app);
+        status["timeline"]["nodes"]
+            .as_array()
+            .and_then(|n| n.iter().find(|n| n["node"] == "master-0"))
+            .is_some_and(|n| n["nodeReady"].is_u64())
+    });
+    let m0 = status["timeline"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "master-0")
+        .unwrap();
+    let at = |k: &str| m0[k].as_u64().unwrap_or_else(|| panic!("no {k}: {m0}"));
+    assert!(
+        at("ignition") <= at("csrClient") && at("csrClient") <= at("csrServing"),
+        "{m0}"
+    );
+    assert!(at("csrServing") <= at("nodeReady") + 1, "{m0}");
+    let csr = &status["csr"];
+    assert_eq!(csr["connected"], true, "{csr}");
+    let approved: Vec<_> = csr["approved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(approved, ["m0-client", "m0-serving"], "{csr}");
+    let refused = csr["refused"].as_array().unwrap();
+    assert!(
+        refused.iter().any(|r| r["name"] == "m1-client"
+            && r["what"]
+                .as_str()
+                .unwrap()
+                .contains("has not fetched its ignition")),
+        "{csr}"
+    );
+}
+
+/// `GET /status` of the admin API.
+fn admin_status(app: &Appliance) -> serde_json::Value {
+    let url = format!("http://{}/status", app.addr("admin"));
+    let out = Command::new("curl").args(["-sf", &url]).output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
 }
 
 #[test]

@@ -264,14 +264,16 @@ fn judge_csrs(inv: &[InventoryNode], c: &Case, csrs: &[Csr]) -> Vec<Decision> {
 }
 
 type Check = fn(&Decision) -> bool;
+/// What a case expects of its decision.
+type Expect = Box<dyn Fn(&Decision) -> bool>;
 
 fn approved(kind: Kind) -> impl Fn(&Decision) -> bool {
     move |d| matches!(d, Decision::Approve { kind: k, node, .. } if *k == kind && node == "master-0")
 }
 
 #[allow(clippy::too_many_lines)]
-fn table() -> Vec<(Case, Box<dyn Fn(&Decision) -> bool>)> {
-    let refused = |f: Check| -> Box<dyn Fn(&Decision) -> bool> { Box::new(f) };
+fn table() -> Vec<(Case, Expect)> {
+    let refused = |f: Check| -> Expect { Box::new(f) };
     let m = || client("master-0");
     let s = || {
         serving(

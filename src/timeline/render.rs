@@ -33,7 +33,7 @@ pub const TIME_WIDTH: usize = 8;
 
 /// Every install step, in install order.
 #[rustfmt::skip]
-pub const STEPS: [Step; 13] = [
+pub const STEPS: [Step; 16] = [
     step("vmStarted",       "VM started",             "VM",       |n| n.vm_started),
     step("bmcPowerOn",      "BMC power on",           "BMC",      |n| n.bmc_power_on),
     step("bootIso",         "boot ISO fetched",       "ISO",      |n| n.boot_iso),
@@ -43,6 +43,9 @@ pub const STEPS: [Step; 13] = [
     step("ignition",        "ignition fetched",       "IGNITION", |n| n.ignition),
     step("installFinished", "install finished",       "INSTALL",  |n| n.install_finished),
     step("firstBoot",       "first boot from disk",   "BOOTED",   |n| n.first_boot),
+    step("csrClient",       "client CSR approved",    "CSR",      |n| n.csr_client),
+    step("csrServing",      "serving CSR approved",   "SERVING",  |n| n.csr_serving),
+    step("nodeReady",       "Node Ready",             "READY",    |n| n.node_ready),
     step("mcsHealthy",      "machine-config healthy", "MCS",      |n| n.mcs_healthy),
     step("apiHealthy",      "API healthy",            "API",      |n| n.api_healthy),
     step("ingressHealthy",  "ingress healthy",        "INGRESS",  |n| n.ingress_healthy),

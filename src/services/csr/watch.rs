@@ -133,6 +133,16 @@ impl Approver {
         let nodes = objects::nodes(&nodes);
         let cfg = self.cfg.load();
         let (csr_cfg, inventory) = (&cfg.0, &cfg.1);
+        for n in inventory {
+            if [&n.name, &n.fqdn]
+                .iter()
+                .any(|k| nodes.get(k.as_str()) == Some(&true))
+            {
+                self.events.record(crate::timeline::Event::NodeReady {
+                    node: n.name.clone(),
+                });
+            }
+        }
         let evidence = objects::evidence(&self.events.view());
         let pending = rules::pending_clients(&csrs, inventory);
         let recovered = self.state.locked().recovered.clone();
@@ -226,6 +236,10 @@ impl Approver {
             Kind::Serving => "serving",
         };
         info!("csr: approved {name} ({what}) for {node}: {because}");
+        self.events.record(crate::timeline::Event::CsrApproved {
+            node: node.to_string(),
+            serving: kind == Kind::Serving,
+        });
         let mut st = self.state.locked();
         if kind == Kind::Recovery {
             st.recovered.insert(node.to_string(), now);
