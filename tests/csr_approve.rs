@@ -181,6 +181,13 @@ fn a_node_that_fetched_its_ignition_gets_its_client_then_serving_csr() {
         .map(|r| r["name"].as_str().unwrap())
         .collect();
     assert_eq!(approved, ["m0-client", "m0-serving"], "{csr}");
+    // Seconds of passes later, the refusal was still logged only once.
+    assert_eq!(
+        app.log().matches("m1-client left pending").count(),
+        1,
+        "{}",
+        app.log()
+    );
     let refused = csr["refused"].as_array().unwrap();
     assert!(
         refused.iter().any(|r| r["name"] == "m1-client"

@@ -187,6 +187,9 @@ impl Approver {
         let mut st = self.state.locked();
         st.status.connected = true;
         st.status.error = None;
+        // Forget the log marks of CSRs no longer refused (bounded memory).
+        st.logged
+            .retain(|(name, _)| refused.iter().any(|r| r.name == *name));
         st.status.refused = refused;
         st.status.alerts = alerts.into_iter().collect();
         Ok(rv)
