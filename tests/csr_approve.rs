@@ -290,3 +290,63 @@ fn an_identity_without_the_rights_approves_nothing_and_names_the_missing_one() {
     std::thread::sleep(Duration::from_secs(2));
     assert!(!sim.approved("m0-client"));
 }
+
+#[test]
+fn the_approver_relists_after_its_watch_is_dropped() {
+    require!(
+        kubesim::tools_present() && common::have("curl"),
+        "python3, openssl, kubectl or curl is missing"
+    );
+    let sim = Sim::start();
+    let (app, _d) = appliance(&sim.kubeconfig);
+    fetch_ignition(&app, "127.0.20.10", "master");
+    fetch_ignition(&app, "127.0.20.20", "worker");
+    let usages = ["digital signature", "client auth"];
+    let dir = sim.dir.path();
+    sim.create(
+        "boot",
+        "m0.yaml",
+        &Sim::csr_yaml(
+            "m0-client",
+            CLIENT,
+            &usages,
+            &request(dir, "master-0", None),
+        ),
+    );
+    wait_approved(&sim, "m0-client", Duration::from_secs(5));
+    // The server ends every watch (an API server restart or a load
+    // balancer cutting long requests); the next CSR is still approved.
+    let drop = format!("https://127.0.0.1:{}/_sim/drop-watches", sim.port);
+    let ca = dir.join("ca.crt");
+    let ok = Command::new("curl")
+        .args(["-sf", "-X", "POST", "--cacert", ca.to_str().unwrap(), &drop])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    sim.create(
+        "boot",
+        "w0.yaml",
+        &Sim::csr_yaml(
+            "w0-client",
+            CLIENT,
+            &usages,
+            &request(dir, "worker-0", None),
+        ),
+    );
+    wait_approved(&sim, "w0-client", Duration::from_secs(5));
+    let watches = sim
+        .log()
+        .iter()
+        .filter(|e| {
+            e["user"] == "system:admin"
+                && e["path"].as_str().is_some_and(|p| p.contains("watch=true"))
+        })
+        .count();
+    assert!(
+        watches >= 2,
+        "the approver did not watch again ({watches} watches)"
+    );
+    // Each CSR approved exactly once.
+    let puts = sim.log().iter().filter(|e| e["method"] == "PUT").count();
+    assert_eq!(puts, 2, "{:?}", sim.log());
+}
