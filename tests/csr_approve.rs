@@ -61,9 +61,10 @@ fn appliance(kubeconfig: &Path) -> (Appliance, tempfile::TempDir) {
         .unwrap();
     }
     let sections = format!(
-        "http:\n  listen: 127.0.0.1:0\n  imagesDir: {}\n  ignitionDir: {}\nadmin:\n  listen: 127.0.0.1:0\ncsr:\n  kubeconfigFile: {}\n",
+        "http:\n  listen: 127.0.0.1:0\n  imagesDir: {}\n  ignitionDir: {}\nadmin:\n  listen: 127.0.0.1:{}\ncsr:\n  kubeconfigFile: {}\n",
         images.display(),
         ignition.display(),
+        common::free_port(),
         kubeconfig.display()
     );
     (Appliance::start(&common::only(&sections)), d)
@@ -181,6 +182,44 @@ fn a_node_that_fetched_its_ignition_gets_its_client_then_serving_csr() {
         .map(|r| r["name"].as_str().unwrap())
         .collect();
     assert_eq!(approved, ["m0-client", "m0-serving"], "{csr}");
+    // `wait-for node-ready` reports the join and returns; for a node that
+    // never joined it names what is missing.
+    let file = app.cluster_file.to_str().unwrap();
+    let (code, out, err) = common::run(
+        common::BIN,
+        &[
+            "wait-for",
+            "node-ready",
+            "master-0",
+            "--timeout",
+            "10s",
+            "--cluster",
+            file,
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    for line in [
+        "master-0: client CSR approved",
+        "master-0: serving CSR approved",
+        "master-0: Node Ready",
+        "node-ready: reached",
+    ] {
+        assert!(out.contains(line), "{line:?} not in {out}");
+    }
+    let (code, out, err) = common::run(
+        common::BIN,
+        &[
+            "wait-for",
+            "node-ready",
+            "master-1",
+            "--timeout",
+            "2s",
+            "--cluster",
+            file,
+        ],
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("master-1: no DHCP lease yet"), "{out}{err}");
     // Seconds of passes later, the refusal was still logged only once.
     assert_eq!(
         app.log().matches("m1-client left pending").count(),

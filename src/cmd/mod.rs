@@ -111,9 +111,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Health => health(&cluster),
         Command::Status { json } => watch::status(&admin_target(&cluster)?, json).await,
-        Command::WaitFor { goal, timeout } => {
+        Command::WaitFor {
+            goal,
+            node,
+            timeout,
+        } => {
             let notice = watch::notice_interval()?;
-            watch::wait_for(&admin_target(&cluster)?, goal, timeout, notice).await
+            let want = watch::Want { goal, node };
+            watch::wait_for(&admin_target(&cluster)?, &want, timeout, notice).await
         }
         // Returned above, before the cluster file is needed.
         c @ (Command::Completion { .. } | Command::Schema | Command::Manpage { .. }) => {
