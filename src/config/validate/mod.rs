@@ -189,6 +189,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
         base,
         e,
     );
+    dhcp::proxy_ipv6_rules(&raw.network, dhcp.as_ref().map(|d| d.mode), e);
     let lb = lb::build(&raw.load_balancer, &raw.nodes, &net, base, e);
     let http = http::build_http(&raw.http, &net, nodes.as_deref(), base, e);
     let admin = http::build_admin(&raw.admin, base, e);
