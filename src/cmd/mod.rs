@@ -480,6 +480,15 @@ pub fn summary(plan: &Plan) -> String {
         let names: Vec<_> = c.nodes_with_role(r).map(|n| n.name.as_str()).collect();
         let _ = writeln!(out, "{:<9} {} {}", r.as_str(), names.len(), names.join(" "));
     }
+    let statics: Vec<String> = c
+        .nodes
+        .iter()
+        .filter(|n| n.static_address)
+        .map(|n| format!("{}({})", n.name, n.interface.as_deref().unwrap_or("-")))
+        .collect();
+    if !statics.is_empty() {
+        let _ = writeln!(out, "static addresses {}", statics.join(" "));
+    }
     let on = |b: bool| if b { "on" } else { "off" };
     let _ = writeln!(
         out,
