@@ -219,7 +219,7 @@ async fn lb_command(cluster: &std::path::Path, action: LbAction) -> anyhow::Resu
                 println!("{body}");
                 return Ok(());
             }
-            let s: crate::runtime::status::LbStatus = serde_json::from_str(&body)
+            let s: crate::services::lb::status::LbStatus = serde_json::from_str(&body)
                 .map_err(|e| anyhow::anyhow!("lb status: unexpected answer from serve: {e}"))?;
             print!("{}", control::lb_table(&s, control::unix_now()));
             return Ok(());
