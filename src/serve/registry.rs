@@ -3,10 +3,15 @@
 //! `App` shape) from the catalogue's list for the plan.
 //!
 //! No string names: the admin API reaches the load balancer and network
-//! boot through [`Services::lb_control`] and [`Services::boot_control`],
-//! `/status` and `/metrics` iterate [`Services::all`]. The admin service is
-//! not here: it serves the hub this registry lives in, so `serve` creates
-//! it after the hub ([`crate::serve::supervisor`]).
+//! boot through [`Services::lb_control`] and [`Services::boot_control`];
+//! `/status` takes each typed section through [`Services::status_into`],
+//! `/metrics` iterates [`Services::all`]. The admin service is not here: it
+//! serves the hub this registry lives in, so `serve` creates it after the
+//! hub ([`crate::serve::supervisor`]).
+//!
+//! Invariant: every function that lists all services destructures
+//! `Services` (`all`, `sync_parts`, `status_into`, the timeline tick), so a
+//! field added and not handled there does not compile.
 
 use std::sync::Arc;
 
