@@ -61,6 +61,11 @@ impl Csr {
         );
         Ok(Arc::new(Csr { approver, tasks }))
     }
+
+    /// The `csr` section of `/status`.
+    pub fn status(&self) -> status::CsrStatus {
+        self.approver.state.locked().status.clone()
+    }
 }
 
 #[async_trait]
@@ -86,13 +91,6 @@ impl Service for Csr {
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::service(Duration::ZERO))
             .await
-    }
-
-    fn status(&self) -> crate::runtime::status::ServiceStatus {
-        let status = self.approver.state.locked().status.clone();
-        crate::runtime::status::ServiceStatus::Csr(
-            serde_json::to_value(status).unwrap_or(serde_json::Value::Null),
-        )
     }
 
     fn metrics(&self, out: &mut String) {

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::request;
 use super::rules::{Csr, Evidence, InventoryNode};
 use crate::model::cluster::{Cluster, Role};
-use crate::runtime::status::TimelineStatus;
+use crate::timeline::status::TimelineStatus;
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
