@@ -139,6 +139,9 @@ pub enum Command {
     /// when reached, 1 on timeout with what is missing.
     WaitFor {
         goal: crate::timeline::render::Goal,
+        /// The node, for `node-ready`.
+        #[arg(required_if_eq("goal", "node-ready"))]
+        node: Option<String>,
         /// How long to wait (`90s`, `40m`, `1h`).
         #[arg(long, default_value = "40m", value_parser = parse_timeout)]
         timeout: std::time::Duration,
@@ -210,6 +213,9 @@ pub enum RenderWhat {
     Chrony,
     /// keepalived.conf of this member of an HA pair (`ha:`, docs/ha.md).
     Keepalived,
+    /// The CSR approver's least-privilege ServiceAccount, roles and
+    /// bindings (`csr:`, docs/operations.md).
+    CsrRbac,
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -54,6 +54,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     crate::model::chrony::render(&plan.cluster).map_err(anyhow::Error::msg)?
                 }
                 RenderWhat::Keepalived => render_keepalived(&plan, &cluster)?,
+                RenderWhat::CsrRbac => crate::services::csr::rbac::render(),
             };
             print!("{text}");
             Ok(())
@@ -110,9 +111,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Health => health(&cluster),
         Command::Status { json } => watch::status(&admin_target(&cluster)?, json).await,
-        Command::WaitFor { goal, timeout } => {
+        Command::WaitFor {
+            goal,
+            node,
+            timeout,
+        } => {
             let notice = watch::notice_interval()?;
-            watch::wait_for(&admin_target(&cluster)?, goal, timeout, notice).await
+            let want = watch::Want { goal, node };
+            watch::wait_for(&admin_target(&cluster)?, &want, timeout, notice).await
         }
         // Returned above, before the cluster file is needed.
         c @ (Command::Completion { .. } | Command::Schema | Command::Manpage { .. }) => {
@@ -502,6 +508,18 @@ fn service_lines(plan: &Plan, kind: crate::model::catalogue::ServiceKind) -> Vec
                     n.local_stratum
                         .map_or("from the host clock".to_string(), |s| s.to_string()),
                     n.client_rate
+                )
+            })
+            .collect(),
+        ServiceKind::Csr => c
+            .csr
+            .iter()
+            .map(|x| {
+                format!(
+                    "csr on kubeconfig {} window {}s recovery {}",
+                    x.kubeconfig_file.display(),
+                    x.window.as_secs(),
+                    on(x.recovery)
                 )
             })
             .collect(),

@@ -186,17 +186,39 @@ pub fn notice_interval() -> anyhow::Result<Duration> {
     }
 }
 
+/// A `wait-for` goal and, for `node-ready`, its node.
+pub struct Want {
+    pub goal: Goal,
+    pub node: Option<String>,
+}
+
+impl Want {
+    fn reached(&self, tl: &TimelineStatus) -> bool {
+        match (self.goal, &self.node) {
+            (Goal::NodeReady, Some(n)) => render::node_ready(tl, n),
+            (goal, _) => goal.reached(tl),
+        }
+    }
+
+    fn missing(&self, tl: &TimelineStatus) -> Vec<String> {
+        match (self.goal, &self.node) {
+            (Goal::NodeReady, Some(n)) => render::node_missing(tl, n),
+            (goal, _) => render::missing(tl, goal),
+        }
+    }
+}
+
 /// `wait-for GOAL`, as `openshift-install wait-for` reports: the deadline
 /// first, the progress lines as they happen, "Still waiting: <why>" after
 /// every `notice` without other output (with the admin API's error while
 /// `serve` cannot be reached), and the time it took at the end.
 pub async fn wait_for(
     t: &Target,
-    goal: Goal,
+    want: &Want,
     timeout: Duration,
     notice: Duration,
 ) -> anyhow::Result<()> {
-    let name = goal.name();
+    let name = want.goal.name();
     let start = Instant::now();
     println!(
         "Waiting up to {} (until {} UTC) for {name}...",
@@ -215,7 +237,7 @@ pub async fn wait_for(
                 for line in lines {
                     println!("{line}");
                 }
-                if goal.reached(&tl) {
+                if want.reached(&tl) {
                     println!("{name}: reached");
                     println!("Time elapsed: {}", go_duration(start.elapsed()));
                     return Ok(());
@@ -226,10 +248,7 @@ pub async fn wait_for(
             Err(e) => Some(e),
         };
         if start.elapsed() >= timeout {
-            let mut missing = last
-                .as_ref()
-                .map(|tl| render::missing(tl, goal))
-                .unwrap_or_default();
+            let mut missing = last.as_ref().map(|tl| want.missing(tl)).unwrap_or_default();
             if let Some(e) = last_err {
                 missing.push(format!("admin API: {e:#}"));
             }
@@ -243,7 +262,7 @@ pub async fn wait_for(
         if quiet_since.elapsed() >= notice {
             println!(
                 "Still waiting for {name}: {}",
-                reason(last.as_ref(), last_err.as_ref(), goal)
+                reason(last.as_ref(), last_err.as_ref(), want)
             );
             quiet_since = Instant::now();
         }
@@ -253,11 +272,11 @@ pub async fn wait_for(
 
 /// Why the goal is not reached yet, on one line: the admin API's error
 /// when `serve` cannot be asked, else the first things missing.
-fn reason(tl: Option<&TimelineStatus>, err: Option<&anyhow::Error>, goal: Goal) -> String {
+fn reason(tl: Option<&TimelineStatus>, err: Option<&anyhow::Error>, want: &Want) -> String {
     if let Some(e) = err {
         return format!("{e:#}");
     }
-    let missing = tl.map(|tl| render::missing(tl, goal)).unwrap_or_default();
+    let missing = tl.map(|tl| want.missing(tl)).unwrap_or_default();
     const SHOWN: usize = 3;
     let mut out = missing
         .iter()
@@ -310,11 +329,12 @@ mod tests {
 
     #[test]
     fn the_reason_is_the_error_or_the_first_things_missing() {
+        let boot = Want {
+            goal: Goal::BootstrapComplete,
+            node: None,
+        };
         let e = anyhow::anyhow!("cannot reach the admin API");
-        assert_eq!(
-            reason(None, Some(&e), Goal::BootstrapComplete),
-            "cannot reach the admin API"
-        );
+        assert_eq!(reason(None, Some(&e), &boot), "cannot reach the admin API");
         let mut tl = TimelineStatus::default();
         for n in ["a", "b", "c", "d"] {
             tl.nodes.push(crate::timeline::status::NodeTimeline {
@@ -324,8 +344,29 @@ mod tests {
             });
         }
         assert_eq!(
-            reason(Some(&tl), None, Goal::BootstrapComplete),
+            reason(Some(&tl), None, &boot),
             "a: no DHCP lease yet; b: no DHCP lease yet; c: no DHCP lease yet (and 2 more)"
         );
+        let ready = Want {
+            goal: Goal::NodeReady,
+            node: Some("b".into()),
+        };
+        assert_eq!(reason(Some(&tl), None, &ready), "b: no DHCP lease yet");
+        tl.nodes[1].lease = Some(1);
+        tl.nodes[1].ignition = Some(2);
+        assert_eq!(
+            reason(Some(&tl), None, &ready),
+            "b: client CSR not approved yet (csr: in the cluster file?)"
+        );
+        tl.nodes[1].csr_client = Some(3);
+        tl.nodes[1].csr_serving = Some(4);
+        assert!(!ready.reached(&tl));
+        tl.nodes[1].node_ready = Some(5);
+        assert!(ready.reached(&tl));
+        let unknown = Want {
+            goal: Goal::NodeReady,
+            node: Some("worker-9".into()),
+        };
+        assert!(reason(Some(&tl), None, &unknown).contains("not a node of the cluster file"));
     }
 }

@@ -14,6 +14,7 @@
 //! Nothing here touches a socket; `serve` binds only after [`load`] succeeded.
 
 pub mod bmc;
+pub mod csr;
 pub mod duration;
 pub mod ha;
 pub mod ntp;

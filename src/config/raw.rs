@@ -46,6 +46,10 @@ pub struct ClusterFile {
     /// absent = a single appliance.
     #[serde(default)]
     pub ha: Option<super::ha::RawHa>,
+    /// CSR approval for the nodes this appliance booted (`super::csr`,
+    /// docs/operations.md); absent = off.
+    #[serde(default)]
+    pub csr: Option<super::csr::RawCsr>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

@@ -45,12 +45,14 @@ pub enum ServiceKind {
     Admin,
     Tftp,
     Ntp,
+    /// CSR approval (`csr:`): no listener, a client of the API server.
+    Csr,
 }
 
 impl ServiceKind {
     /// Every service, in start order (libvirt first: with `startOnServe` it
     /// creates the bridge the others bind to).
-    pub const ALL: [ServiceKind; 9] = [
+    pub const ALL: [ServiceKind; 10] = [
         ServiceKind::Libvirt,
         ServiceKind::Dns,
         ServiceKind::Dhcp,
@@ -60,6 +62,7 @@ impl ServiceKind {
         ServiceKind::Admin,
         ServiceKind::Tftp,
         ServiceKind::Ntp,
+        ServiceKind::Csr,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -73,6 +76,7 @@ impl ServiceKind {
             ServiceKind::Admin => "admin",
             ServiceKind::Tftp => "tftp",
             ServiceKind::Ntp => "ntp",
+            ServiceKind::Csr => "csr",
         }
     }
 }
@@ -329,6 +333,7 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
                     add(kind, "ntp", Proto::Udp, n.listen, "ntp.listen".into());
                 }
             }
+            ServiceKind::Csr => {}
         }
     }
     out
@@ -357,6 +362,7 @@ impl Cluster {
             ServiceKind::Admin => self.admin.enabled,
             ServiceKind::Tftp => self.tftp.as_ref().is_some_and(|t| t.enabled),
             ServiceKind::Ntp => self.ntp.as_ref().is_some_and(|n| n.enabled),
+            ServiceKind::Csr => self.csr.is_some(),
         }
     }
 

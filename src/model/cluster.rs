@@ -36,6 +36,20 @@ pub struct Cluster {
     pub ntp: Option<NtpCfg>,
     /// The `ha:` section (one member of a keepalived pair), if present.
     pub ha: Option<HaCfg>,
+    /// The `csr:` section (CSR approval, `services/csr`), if present.
+    pub csr: Option<CsrCfg>,
+}
+
+/// `csr:`: approve the kubelet CSRs of the nodes this appliance booted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CsrCfg {
+    /// The approver's kubeconfig (resolved against the cluster file's directory).
+    pub kubeconfig_file: PathBuf,
+    /// How long after a node's evidence its client CSR is approved.
+    pub window: Duration,
+    /// Restart recovery: a NotReady Node's client CSR after its lease renewal or boot.
+    pub recovery: bool,
 }
 
 impl Cluster {

@@ -22,7 +22,7 @@ use crate::plan::Plan;
 use crate::runtime::control::{BootControl, LbControl, SyncControl};
 use crate::runtime::service::Service;
 use crate::serve::status::StatusDoc;
-use crate::services::{dhcp, dhcp6, dns, http, lb, ntp, tftp};
+use crate::services::{csr, dhcp, dhcp6, dns, http, lb, ntp, tftp};
 use crate::timeline::Events;
 
 /// The services of one `serve` other than admin; `None` where the plan
@@ -38,6 +38,7 @@ pub struct Services {
     pub http: Option<Arc<http::Http>>,
     pub tftp: Option<Arc<tftp::Tftp>>,
     pub ntp: Option<Arc<ntp::Ntp>>,
+    pub csr: Option<Arc<csr::Csr>>,
 }
 
 impl Services {
@@ -59,6 +60,9 @@ impl Services {
                 ServiceKind::Http => s.http = Some(http::Http::new(plan, events.clone())),
                 ServiceKind::Tftp => s.tftp = Some(tftp::Tftp::new(plan).context("TFTP")?),
                 ServiceKind::Ntp => s.ntp = Some(ntp::Ntp::new(plan).context("NTP")?),
+                ServiceKind::Csr => {
+                    s.csr = Some(csr::Csr::new(plan, events.clone()).context("CSR approval")?)
+                }
                 // Serves the hub that holds this registry: created after it.
                 ServiceKind::Admin => {}
             }
@@ -92,6 +96,7 @@ impl Services {
             http,
             tftp,
             ntp,
+            csr,
         } = self;
         fn dynamic<S: Service + 'static>(s: &Option<Arc<S>>) -> Option<Arc<dyn Service>> {
             s.clone().map(|s| s as Arc<dyn Service>)
@@ -106,6 +111,7 @@ impl Services {
             dynamic(http),
             dynamic(tftp),
             dynamic(ntp),
+            dynamic(csr),
         ]
         .into_iter()
         .flatten()
@@ -136,6 +142,7 @@ impl Services {
             http,
             tftp: _,
             ntp: _,
+            csr: _,
         } = self;
         let mut v: Vec<&dyn SyncControl> = Vec::new();
         if let Some(h) = http.as_deref() {
@@ -161,6 +168,7 @@ impl Services {
             http,
             tftp,
             ntp,
+            csr,
         } = self;
         #[cfg(feature = "libvirt")]
         {
@@ -173,6 +181,7 @@ impl Services {
         doc.http = http.as_ref().map(|s| s.status());
         doc.tftp = tftp.as_ref().map(|s| s.status());
         doc.ntp = ntp.as_ref().map(|s| s.status());
+        doc.csr = csr.as_ref().map(|s| s.status());
     }
 
     /// The load balancer's `/status` section, when it runs.

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::drivers::libvirt::status::LibvirtStatus;
 use crate::model::cluster::Role;
+use crate::services::csr::status::CsrStatus;
 use crate::services::dhcp::status::DhcpStatus;
 use crate::services::dhcp6::status::Dhcp6Status;
 use crate::services::dns::status::DnsStatus;
@@ -49,6 +50,9 @@ pub struct StatusDoc {
     pub tftp: Option<TftpStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ntp: Option<NtpStatus>,
+    /// The CSR approver (`csr:`), when it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csr: Option<CsrStatus>,
     /// This member of an HA pair (`ha:`; docs/ha.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ha: Option<crate::runtime::ha::HaStatus>,
@@ -80,6 +84,7 @@ impl StatusDoc {
             admin: None,
             tftp: None,
             ntp: None,
+            csr: None,
             ha: None,
             timeline: None,
         }

@@ -37,6 +37,8 @@ pub fn tick(services: &Services, rec: &Recorder) {
         dhcp6: _,
         tftp: _,
         ntp: _,
+        // Records its steps itself (Event::CsrApproved, Event::NodeReady).
+        csr: _,
     } = services;
     doc.dhcp = dhcp.as_ref().map(|s| s.status());
     doc.lb = lb.as_ref().map(|s| s.status());

@@ -6,6 +6,7 @@
 //! service or driver; what two of them share lives in `runtime`, `boot`,
 //! `model` or `timeline`.
 
+pub mod csr;
 pub mod dhcp;
 pub mod dhcp6;
 pub mod dns;

@@ -106,6 +106,11 @@ pub enum Event {
     /// The node's API backend is not healthy (single-node: after its
     /// bootstrap API was up, the node writes its disk and reboots).
     ApiDown { node: String },
+    /// The CSR approver (`services/csr`) approved the node's client
+    /// (`serving: false`) or serving CSR.
+    CsrApproved { node: String, serving: bool },
+    /// The node's Node object is Ready (seen by the CSR approver).
+    NodeReady { node: String },
 }
 
 impl Event {
@@ -122,7 +127,9 @@ impl Event {
             | Event::Rootfs { node, .. }
             | Event::MachineConfigConnect { node }
             | Event::Healthy { node, .. }
-            | Event::ApiDown { node } => Some(node),
+            | Event::ApiDown { node }
+            | Event::CsrApproved { node, .. }
+            | Event::NodeReady { node } => Some(node),
             Event::Ignition { node, .. } => node.as_deref(),
             Event::BootstrapComplete
             | Event::StaleMarker { .. }
@@ -226,6 +233,18 @@ impl Timeline {
             }
             Event::BmcPowerOn { node } => first(&mut self.node(&node).t.bmc_power_on, now),
             Event::BootIso { node } => first(&mut self.node(&node).t.boot_iso, now),
+            Event::CsrApproved { node, serving } => {
+                let n = &mut self.node(&node).t;
+                first(
+                    if serving {
+                        &mut n.csr_serving
+                    } else {
+                        &mut n.csr_client
+                    },
+                    now,
+                );
+            }
+            Event::NodeReady { node } => first(&mut self.node(&node).t.node_ready, now),
             Event::NetbootScript { node } => {
                 first(&mut self.node(&node).t.netboot_script, now);
             }

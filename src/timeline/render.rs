@@ -31,7 +31,7 @@ pub const TIME_WIDTH: usize = 8;
 
 /// Every install step, in install order.
 #[rustfmt::skip]
-pub const STEPS: [Step; 13] = [
+pub const STEPS: [Step; 16] = [
     step("vmStarted",       "VM started",             "VM",       |n| n.vm_started),
     step("bmcPowerOn",      "BMC power on",           "BMC",      |n| n.bmc_power_on),
     step("bootIso",         "boot ISO fetched",       "ISO",      |n| n.boot_iso),
@@ -41,6 +41,9 @@ pub const STEPS: [Step; 13] = [
     step("ignition",        "ignition fetched",       "IGNITION", |n| n.ignition),
     step("installFinished", "install finished",       "INSTALL",  |n| n.install_finished),
     step("firstBoot",       "first boot from disk",   "BOOTED",   |n| n.first_boot),
+    step("csrClient",       "client CSR approved",    "CSR",      |n| n.csr_client),
+    step("csrServing",      "serving CSR approved",   "SERVING",  |n| n.csr_serving),
+    step("nodeReady",       "Node Ready",             "READY",    |n| n.node_ready),
     step("mcsHealthy",      "machine-config healthy", "MCS",      |n| n.mcs_healthy),
     step("apiHealthy",      "API healthy",            "API",      |n| n.api_healthy),
     step("ingressHealthy",  "ingress healthy",        "INGRESS",  |n| n.ingress_healthy),
@@ -74,6 +77,9 @@ pub fn steps(n: &NodeTimeline) -> [(&'static str, &'static str, Option<u64>); ST
 pub enum Goal {
     BootstrapComplete,
     InstallComplete,
+    /// One node (named on the command line) Ready: the day-2 join
+    /// (`csr:`), through [`node_ready`] and [`node_missing`].
+    NodeReady,
 }
 
 impl Goal {
@@ -82,20 +88,52 @@ impl Goal {
         match self {
             Goal::BootstrapComplete => "bootstrap-complete",
             Goal::InstallComplete => "install-complete",
+            Goal::NodeReady => "node-ready",
         }
     }
 
-    /// The phase that reaches the goal.
+    /// The phase that reaches the goal (a node's readiness is no phase:
+    /// the cluster's end).
     pub fn phase(self) -> ClusterPhase {
         match self {
             Goal::BootstrapComplete => ClusterPhase::BootstrapComplete,
-            Goal::InstallComplete => ClusterPhase::IngressReady,
+            Goal::InstallComplete | Goal::NodeReady => ClusterPhase::IngressReady,
         }
     }
 
     pub fn reached(self, t: &TimelineStatus) -> bool {
         t.phase >= self.phase()
     }
+}
+
+/// `wait-for node-ready <node>`: the node's Node was seen Ready.
+pub fn node_ready(t: &TimelineStatus, node: &str) -> bool {
+    t.nodes
+        .iter()
+        .any(|n| n.node == node && n.node_ready.is_some())
+}
+
+/// What `node` still lacks on its way to Ready, in join order.
+pub fn node_missing(t: &TimelineStatus, node: &str) -> Vec<String> {
+    let Some(n) = t.nodes.iter().find(|n| n.node == node) else {
+        return vec![format!(
+            "{node}: not a node of the cluster file (add it and reload)"
+        )];
+    };
+    let why = if n.lease.is_none() {
+        "no DHCP lease yet"
+    } else if n.ignition.is_none() {
+        "has not fetched its ignition from its own address yet"
+    } else if n.csr_client.is_none() {
+        "client CSR not approved yet (csr: in the cluster file?)"
+    } else if n.csr_serving.is_none() {
+        "serving CSR not approved yet"
+    } else if n.node_ready.is_none() {
+        "Node not Ready yet"
+    } else {
+        return Vec::new();
+    };
+    vec![format!("{node}: {why}")]
 }
 
 fn hms(unix: u64) -> String {
@@ -202,6 +240,7 @@ pub fn missing(t: &TimelineStatus, goal: Goal) -> Vec<String> {
         let needed = match goal {
             Goal::BootstrapComplete => role != Role::Worker,
             Goal::InstallComplete => role != Role::Bootstrap,
+            Goal::NodeReady => false,
         };
         if !needed {
             continue;
@@ -231,7 +270,7 @@ pub fn missing(t: &TimelineStatus, goal: Goal) -> Vec<String> {
     }
     for h in &t.hints {
         let relevant = match h.kind {
-            HintKind::PendingCsr => goal == Goal::InstallComplete,
+            HintKind::PendingCsr => goal != Goal::BootstrapComplete,
             HintKind::StaleBootstrapMarker | HintKind::StaleBootstrapInPlace => true,
         };
         if relevant {

@@ -123,6 +123,14 @@ pub struct NodeTimeline {
     pub ingress_healthy: Option<u64>,
     /// Why an install was not accepted as finished, and other problems.
     pub errors: Vec<String>,
+    /// The CSR approver (`csr:`) approved the node's client CSR, its
+    /// serving CSR; its Node was first seen Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csr_client: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csr_serving: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_ready: Option<u64>,
 }
 
 /// An ignition fetch by someone other than the node.

@@ -245,6 +245,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
     let mut e = Errs::default();
     let raw_lb_enabled = raw.load_balancer.enabled;
     let raw_ha = raw.ha.clone();
+    let raw_csr = raw.csr.clone();
     let s = sections(&raw, base, &mut e);
     let Sections {
         identity: Some(id),
@@ -292,6 +293,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         ingress: Vec::new(),
         ntp,
         ha: None,
+        csr: None,
     };
     let mut c = c;
     install_mode(&mut c, raw_lb_enabled, &mut e);
@@ -300,6 +302,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
     rhcos::check_kargs_fit(&c, &mut e);
     rhcos::check_ipxe_cmdline(&c, &mut e);
     c.ha = super::ha::ha(raw_ha.as_ref(), &c, base, &mut e.0);
+    c.csr = super::csr::csr(raw_csr.as_ref(), base, &mut e.0);
     if !e.0.is_empty() {
         return Err(e.0);
     }

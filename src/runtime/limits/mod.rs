@@ -114,9 +114,11 @@ impl Demand {
                 ServiceKind::Lb => d.lb = Some(c.lb.max_connections as u64),
                 ServiceKind::Http => d.http = true,
                 ServiceKind::Dns => d.dns_addrs = c.dns.listen.len() as u64,
-                // Datagram services, the libvirt driver and the admin API
-                // (its descriptors are in `reserve`) hold none.
+                // Datagram services, the libvirt driver, the admin API
+                // (its descriptors are in `reserve`) and the CSR approver
+                // (one client connection) hold none.
                 ServiceKind::Libvirt
+                | ServiceKind::Csr
                 | ServiceKind::Dhcp
                 | ServiceKind::Dhcp6
                 | ServiceKind::Admin

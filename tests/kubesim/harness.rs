@@ -1,0 +1,375 @@
+//! Start the stand-in API server (`tests/kubesim/kubesim.py`) and drive it
+//! with the real `kubectl`.
+//!
+//! Use from a test crate that has `mod common;`:
+//! `#[path = "kubesim/harness.rs"] mod kubesim;` then
+//! `let k = kubesim::Sim::start();`. The server gets a certificate for
+//! 127.0.0.1 from a test CA; `k.kubeconfig` has the contexts `admin`
+//! (client certificate `CN=system:admin, O=system:masters`, like the
+//! installer's `auth/kubeconfig`) and `boot` (the node-bootstrapper's
+//! bearer token, as a new kubelet has). The process is killed by its pid
+//! on drop. Needs python3, openssl and kubectl ([`tools_present`]).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+pub struct Sim {
+    /// `ip netns exec NS` when the server runs in a namespace.
+    prefix: Vec<String>,
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    pub kubeconfig: PathBuf,
+    child: Child,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A P-256 key and a certificate for `subj` signed by the test CA.
+fn issue(dir: &Path, name: &str, subj: &str, ext: &str) {
+    let (key, csr, crt) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.crt"),
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            subj,
+        ],
+    );
+    std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            &crt,
+            "-extfile",
+            &format!("{name}.ext"),
+        ],
+    );
+}
+
+/// Debian's kubectl, unpacked by scripts/prereqs.sh (`kubernetes-client
+/// extract`: installing it would conflict with a kubectl already on PATH).
+const EXTRACTED_KUBECTL: &str =
+    "/var/cache/crc-appliance-tests/extract/kubernetes-client/usr/bin/kubectl";
+
+/// The kubectl the tests run: the one on PATH, else Debian's unpacked one.
+pub fn kubectl_bin() -> Option<PathBuf> {
+    if crate::common::have("kubectl") {
+        return Some(PathBuf::from("kubectl"));
+    }
+    Path::new(EXTRACTED_KUBECTL)
+        .is_file()
+        .then(|| PathBuf::from(EXTRACTED_KUBECTL))
+}
+
+/// Whether every tool of the stand-in's tests is there.
+pub fn tools_present() -> bool {
+    crate::common::have("python3") && crate::common::have("openssl") && kubectl_bin().is_some()
+}
+
+impl Sim {
+    pub const BOOT_TOKEN: &'static str = "node-bootstrapper-token";
+
+    pub fn start() -> Sim {
+        Sim::start_with(Vec::new())
+    }
+
+    /// The server, and every kubectl run, in network namespace `ns` (on
+    /// its loopback).
+    pub fn start_in(ns: &str) -> Sim {
+        Sim::start_with(["ip", "netns", "exec", ns].map(String::from).to_vec())
+    }
+
+    /// `program` run under the prefix.
+    fn command(prefix: &[String], program: &std::ffi::OsStr) -> Command {
+        match prefix.split_first() {
+            None => Command::new(program),
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(program);
+                c
+            }
+        }
+    }
+
+    fn start_with(prefix: Vec<String>) -> Sim {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        openssl(
+            d,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-subj",
+                "/CN=kubesim-ca",
+                "-days",
+                "2",
+            ],
+        );
+        issue(
+            d,
+            "server",
+            "/CN=api-int",
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        );
+        issue(
+            d,
+            "admin",
+            "/O=system:masters/CN=system:admin",
+            "extendedKeyUsage=clientAuth\n",
+        );
+        let tokens = serde_json::json!({
+            Self::BOOT_TOKEN: {
+                "user": "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper",
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:openshift-machine-config-operator"],
+            }
+        });
+        std::fs::write(d.join("tokens.json"), tokens.to_string()).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kubesim/kubesim.py");
+        let mut child = Sim::command(&prefix, "python3".as_ref())
+            .arg(&script)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--cert",
+                "server.crt",
+                "--key",
+                "server.key",
+                "--client-ca",
+                "ca.crt",
+                "--tokens",
+                "tokens.json",
+                "--log",
+                "access.log",
+            ])
+            .current_dir(d)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start kubesim");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line
+            .strip_prefix("READY ")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("kubesim did not start: {line:?}"));
+        let kubeconfig = d.join("kubeconfig");
+        let p = |f: &str| d.join(f).display().to_string();
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority: {ca}\nusers:\n- name: admin\n  user:\n    client-certificate: {crt}\n    client-key: {key}\n- name: boot\n  user:\n    token: {tok}\ncontexts:\n- name: admin\n  context: {{cluster: sim, user: admin}}\n- name: boot\n  context: {{cluster: sim, user: boot}}\ncurrent-context: admin\n",
+                ca = p("ca.crt"),
+                crt = p("admin.crt"),
+                key = p("admin.key"),
+                tok = Self::BOOT_TOKEN,
+            ),
+        )
+        .unwrap();
+        Sim {
+            prefix,
+            dir,
+            port,
+            kubeconfig,
+            child,
+        }
+    }
+
+    /// `kubectl --context CONTEXT ARGS` → (exit code, stdout, stderr); the
+    /// discovery cache lives in the sim's directory.
+    pub fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String) {
+        let out = Sim::command(&self.prefix, kubectl_bin().expect("kubectl").as_os_str())
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir.path())
+            .arg("--context")
+            .arg(context)
+            .arg("--request-timeout=10s")
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Like [`Sim::kubectl`], asserting success; stdout.
+    pub fn kubectl_ok(&self, context: &str, args: &[&str]) -> String {
+        let (code, out, err) = self.kubectl(context, args);
+        assert_eq!(code, 0, "kubectl {args:?} failed: {out}{err}");
+        out
+    }
+
+    /// Add a context `name` whose user is the bearer token `token`.
+    pub fn add_token_context(&self, name: &str, token: &str) {
+        let user = format!("{name}-user");
+        self.kubectl_ok(
+            "admin",
+            &[
+                "config",
+                "set-credentials",
+                &user,
+                &format!("--token={token}"),
+            ],
+        );
+        self.kubectl_ok(
+            "admin",
+            &[
+                "config",
+                "set-context",
+                name,
+                "--cluster=sim",
+                &format!("--user={user}"),
+            ],
+        );
+    }
+
+    /// Add a context `name` whose user has a client certificate for
+    /// `subj` signed by the cluster CA (a kubelet's `CN=system:node:<n>`).
+    pub fn add_cert_context(&self, name: &str, subj: &str) {
+        issue(self.dir.path(), name, subj, "extendedKeyUsage=clientAuth\n");
+        let d = self.dir.path();
+        let user = format!("{name}-user");
+        self.kubectl_ok(
+            "admin",
+            &[
+                "config",
+                "set-credentials",
+                &user,
+                &format!(
+                    "--client-certificate={}",
+                    d.join(format!("{name}.crt")).display()
+                ),
+                &format!("--client-key={}", d.join(format!("{name}.key")).display()),
+            ],
+        );
+        self.kubectl_ok(
+            "admin",
+            &[
+                "config",
+                "set-context",
+                name,
+                "--cluster=sim",
+                &format!("--user={user}"),
+            ],
+        );
+    }
+
+    /// A kubeconfig file for the bearer token `token` alone (what an
+    /// operator writes for the `render csr-rbac` identity).
+    pub fn token_kubeconfig(&self, file: &str, token: &str) -> PathBuf {
+        let ca = self.dir.path().join("ca.crt");
+        self.file(
+            file,
+            &format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n",
+                self.port,
+                ca.display()
+            ),
+        )
+    }
+
+    /// A CSR object as JSON (`kubectl get csr NAME -o json`).
+    pub fn csr(&self, name: &str) -> serde_json::Value {
+        serde_json::from_str(&self.kubectl_ok("admin", &["get", "csr", name, "-o", "json"]))
+            .unwrap()
+    }
+
+    /// Whether CSR `name` has an Approved condition.
+    pub fn approved(&self, name: &str) -> bool {
+        self.csr(name)["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Approved"))
+    }
+
+    /// Create `obj` (YAML or JSON text) as `context`.
+    pub fn create(&self, context: &str, file: &str, obj: &str) {
+        let f = self.file(file, obj);
+        self.kubectl_ok(
+            context,
+            &["create", "--validate=false", "-f", f.to_str().unwrap()],
+        );
+    }
+
+    /// Write `text` to a file in the sim's directory; its path.
+    pub fn file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// The access log: one JSON object per request.
+    pub fn log(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.path().join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// A CSR object (YAML) for `request_pem`.
+    pub fn csr_yaml(name: &str, signer: &str, usages: &[&str], request_pem: &[u8]) -> String {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(request_pem);
+        let usages: Vec<String> = usages.iter().map(|u| format!("\"{u}\"")).collect();
+        format!(
+            "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: {name}\nspec:\n  signerName: {signer}\n  usages: [{}]\n  request: {b64}\n",
+            usages.join(", ")
+        )
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
