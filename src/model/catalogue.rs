@@ -43,12 +43,13 @@ pub enum ServiceKind {
     Admin,
     Tftp,
     Ntp,
+    Registry,
 }
 
 impl ServiceKind {
     /// Every service, in start order (libvirt first: with `startOnServe` it
     /// creates the bridge the others bind to).
-    pub const ALL: [ServiceKind; 9] = [
+    pub const ALL: [ServiceKind; 10] = [
         ServiceKind::Libvirt,
         ServiceKind::Dns,
         ServiceKind::Dhcp,
@@ -58,6 +59,7 @@ impl ServiceKind {
         ServiceKind::Admin,
         ServiceKind::Tftp,
         ServiceKind::Ntp,
+        ServiceKind::Registry,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -71,6 +73,7 @@ impl ServiceKind {
             ServiceKind::Admin => "admin",
             ServiceKind::Tftp => "tftp",
             ServiceKind::Ntp => "ntp",
+            ServiceKind::Registry => "registry",
         }
     }
 }
@@ -215,6 +218,7 @@ pub struct Sections<'a> {
     pub admin: Option<&'a AdminCfg>,
     pub tftp: Option<&'a TftpCfg>,
     pub ntp: Option<&'a NtpCfg>,
+    pub registry: Option<&'a super::registry::RegistryCfg>,
     /// `network.ipv6`: the IPv6 twins ([`v6_twin`]).
     pub ipv6: Option<&'a Ipv6Cfg>,
 }
@@ -229,6 +233,7 @@ impl<'a> Sections<'a> {
             admin: Some(&c.admin),
             tftp: c.tftp.as_ref(),
             ntp: c.ntp.as_ref(),
+            registry: c.registry.as_ref(),
             ipv6: c.network.ipv6.as_ref(),
         }
     }
@@ -324,6 +329,20 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
                     add(kind, "ntp", Proto::Udp, n.listen, "ntp.listen".into());
                 }
             }
+            ServiceKind::Registry => {
+                if let Some(r) = s.registry {
+                    add(
+                        kind,
+                        "registry",
+                        Proto::Tcp,
+                        r.listen,
+                        "registry.listen".into(),
+                    );
+                    if let Some(l6) = twin(r.listen) {
+                        add(kind, "registry", Proto::Tcp, l6, APP6.into());
+                    }
+                }
+            }
         }
     }
     out
@@ -346,6 +365,7 @@ impl Cluster {
             ServiceKind::Admin => self.admin.enabled,
             ServiceKind::Tftp => self.tftp.as_ref().is_some_and(|t| t.enabled),
             ServiceKind::Ntp => self.ntp.as_ref().is_some_and(|n| n.enabled),
+            ServiceKind::Registry => self.registry.is_some(),
         }
     }
 

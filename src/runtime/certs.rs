@@ -199,7 +199,7 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
 
 /// TLS 1.3 and 1.2 with ring, ALPN h2 then http/1.1; fails when the key
 /// does not match the certificate.
-fn server_config(
+pub(crate) fn server_config(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
 ) -> Result<ServerConfig, rustls::Error> {
@@ -270,7 +270,7 @@ fn self_signed(ips: &[IpAddr], cluster: &str) -> Result<(String, String), rcgen:
 }
 
 /// The current year (UTC), from the system clock.
-fn this_year() -> i32 {
+pub(crate) fn this_year() -> i32 {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -287,7 +287,7 @@ fn this_year() -> i32 {
 
 /// Write `bytes` to `path` through `<path>.tmp` (created with `mode`),
 /// synced, then renamed over `path`.
-fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
+pub(crate) fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
     let tmp = path.with_extension("pem.tmp");
     let _ = std::fs::remove_file(&tmp);
     let at = |e: std::io::Error| format!("{}: {e}", tmp.display());

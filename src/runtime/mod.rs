@@ -9,6 +9,7 @@
 
 pub mod admission;
 pub mod bind;
+pub mod ca;
 pub mod certs;
 pub mod changes;
 pub mod clock;

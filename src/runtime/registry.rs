@@ -16,7 +16,7 @@ use crate::model::catalogue::ServiceKind;
 use crate::plan::Plan;
 use crate::runtime::control::{BootControl, LbControl};
 use crate::runtime::service::Service;
-use crate::services::{dhcp, dhcp6, dns, http, lb, ntp, tftp};
+use crate::services::{dhcp, dhcp6, dns, http, lb, ntp, registry, tftp};
 use crate::timeline::Events;
 
 /// The services of one `serve` other than admin; `None` where the plan
@@ -32,6 +32,7 @@ pub struct Services {
     pub http: Option<Arc<http::Http>>,
     pub tftp: Option<Arc<tftp::Tftp>>,
     pub ntp: Option<Arc<ntp::Ntp>>,
+    pub registry: Option<Arc<registry::Registry>>,
 }
 
 impl Services {
@@ -53,6 +54,9 @@ impl Services {
                 ServiceKind::Http => s.http = Some(http::Http::new(plan, events.clone())),
                 ServiceKind::Tftp => s.tftp = Some(tftp::Tftp::new(plan).context("TFTP")?),
                 ServiceKind::Ntp => s.ntp = Some(ntp::Ntp::new(plan).context("NTP")?),
+                ServiceKind::Registry => {
+                    s.registry = Some(registry::Registry::new(plan).context("registry")?)
+                }
                 // Serves the hub that holds this registry: created after it.
                 ServiceKind::Admin => {}
             }
@@ -85,6 +89,7 @@ impl Services {
         v.extend(self.http.clone().map(|s| s as Arc<dyn Service>));
         v.extend(self.tftp.clone().map(|s| s as Arc<dyn Service>));
         v.extend(self.ntp.clone().map(|s| s as Arc<dyn Service>));
+        v.extend(self.registry.clone().map(|s| s as Arc<dyn Service>));
         v
     }
 

@@ -41,6 +41,10 @@ pub struct StatusDoc {
     pub tftp: Option<TftpStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ntp: Option<NtpStatus>,
+    /// The mirror registry (`services::registry::status::RegistryStatus`
+    /// as JSON: the type lives in the service's folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<serde_json::Value>,
     /// This member of an HA pair (`ha:`; docs/ha.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ha: Option<crate::runtime::ha::HaStatus>,
@@ -63,6 +67,7 @@ pub enum ServiceStatus {
     Admin(AdminStatus),
     Tftp(TftpStatus),
     Ntp(NtpStatus),
+    Registry(serde_json::Value),
 }
 
 impl StatusDoc {
@@ -88,6 +93,7 @@ impl StatusDoc {
             admin: None,
             tftp: None,
             ntp: None,
+            registry: None,
             ha: None,
             timeline: None,
         }
@@ -105,6 +111,7 @@ impl StatusDoc {
             ServiceStatus::Admin(x) => self.admin = Some(x),
             ServiceStatus::Tftp(x) => self.tftp = Some(x),
             ServiceStatus::Ntp(x) => self.ntp = Some(x),
+            ServiceStatus::Registry(x) => self.registry = Some(x),
         }
     }
 }
