@@ -210,6 +210,10 @@ pub enum RenderWhat {
     Chrony,
     /// keepalived.conf of this member of an HA pair (`ha:`, docs/ha.md).
     Keepalived,
+    /// install-config fragments for the mirror registry (`registry:`,
+    /// docs/registry.md): additionalTrustBundle, the pull-secret entry,
+    /// imageDigestSources.
+    Mirror,
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -6,6 +6,7 @@ pub mod admin_client;
 pub mod cli;
 pub mod control;
 pub mod generate;
+pub mod mirror;
 pub mod watch;
 
 use std::sync::Arc;
@@ -54,6 +55,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     crate::model::chrony::render(&plan.cluster).map_err(anyhow::Error::msg)?
                 }
                 RenderWhat::Keepalived => render_keepalived(&plan, &cluster)?,
+                RenderWhat::Mirror => mirror::render(&plan)?,
             };
             print!("{text}");
             Ok(())
