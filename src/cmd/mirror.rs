@@ -55,7 +55,9 @@ fn idms_pairs(text: &str, host: &str) -> Vec<(String, String)> {
 pub fn render(plan: &Plan) -> anyhow::Result<String> {
     let c = &plan.cluster;
     let r = c.registry.as_ref().ok_or_else(|| {
-        anyhow::anyhow!("the registry: section is absent: there is no mirror to point the install at")
+        anyhow::anyhow!(
+            "the registry: section is absent: there is no mirror to point the install at"
+        )
     })?;
     let host = pull_host(r);
     let ca = if r.tls.is_some() {
@@ -64,7 +66,10 @@ pub fn render(plan: &Plan) -> anyhow::Result<String> {
         Some(crate::runtime::ca::load_or_create(c).map_err(anyhow::Error::msg)?)
     };
     let mut out = String::new();
-    let _ = writeln!(out, "# install-config.yaml fragments for the mirror registry {host}");
+    let _ = writeln!(
+        out,
+        "# install-config.yaml fragments for the mirror registry {host}"
+    );
     match (&ca, &r.tls) {
         (Some(ca), _) => {
             let _ = writeln!(out, "# the appliance's CA ({}):", ca.cert_file.display());

@@ -310,9 +310,17 @@ fn is_pull(m: &Method) -> bool {
 }
 
 /// Whether the request may go on; `Err` the 401.
+///
+/// `/v2/` challenges every client without a valid user when there are
+/// users (as distribution does): Docker clients decide from it whether to
+/// send their credentials at all, and one that has them must be told to
+/// (a client without them goes on anonymously: c/image sends an empty
+/// Basic, which pulls from the cluster's networks do not need).
 async fn authorise(ctx: &Arc<Ctx>, req: &Request<Incoming>, peer: IpAddr) -> Result<(), Resp> {
     let live = ctx.live.load_full();
-    if is_pull(req.method()) && live.anonymous.allows(peer) {
+    let base = matches!(req.uri().path(), "/v2/" | "/v2");
+    let challenge_base = base && live.users.as_ref().is_some_and(|u| !u.is_empty());
+    if is_pull(req.method()) && live.anonymous.allows(peer) && !challenge_base {
         return Ok(());
     }
     let given = req
