@@ -234,7 +234,8 @@ pub(super) async fn blob(
     let d = match Digest::parse(digest) {
         Ok(d) => d,
         Err(BadDigest::Malformed) => return reply::page_not_found(),
-        Err(BadDigest::Unsupported) => return reply::error(Code::DigestInvalid, json!(null)),
+        // distribution: a well-formed digest it does not store is unknown.
+        Err(BadDigest::Unsupported) => return reply::error(Code::BlobUnknown, json!(digest)),
     };
     let c = ctx.clone();
     let n2 = name.clone();
@@ -273,7 +274,9 @@ pub(super) async fn blob(
             *r.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
             set(&mut r, "Content-Range", &format!("bytes */{size}"));
             set(&mut r, "Content-Type", "text/plain; charset=utf-8");
-            set(&mut r, "Content-Length", "32");
+            set(&mut r, "Content-Length", "33");
+            set(&mut r, "Docker-Content-Digest", &d.to_string());
+            set(&mut r, "Etag", &etag);
             return r;
         }
         Ok(Some((start, end))) => {

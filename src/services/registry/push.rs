@@ -207,7 +207,11 @@ async fn finish(ctx: &Arc<Ctx>, name: Name, id: &str, digest: &str, body: Incomi
     let (n2, id2) = (name.clone(), id.to_string());
     match blocking(ctx, move |c| c.store.finish_upload(&n2, &id2, &want)).await {
         Ok(true) => created_blob(&name, &want),
-        Ok(false) => reply::error(Code::DigestInvalid, json!(null)),
+        // distribution's detail: the digest asked for and an empty reason.
+        Ok(false) => reply::error(
+            Code::DigestInvalid,
+            json!({"Digest": want.to_string(), "Reason": {}}),
+        ),
         Err(r) => {
             ctx.store.remove_upload(&name, id);
             r

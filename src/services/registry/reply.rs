@@ -98,7 +98,12 @@ pub fn error(code: Code, detail: serde_json::Value) -> Resp {
 /// The error answer with another message than the code's own.
 pub fn error_with(code: Code, message: Option<&str>, detail: serde_json::Value) -> Resp {
     let (c, m, status) = code.parts();
-    let body = serde_json::json!({"errors": [{"code": c, "message": message.unwrap_or(m), "detail": detail}]});
+    // Go's encoder leaves out a nil detail (`omitempty`).
+    let mut e = serde_json::json!({"code": c, "message": message.unwrap_or(m)});
+    if !detail.is_null() {
+        e["detail"] = detail;
+    }
+    let body = serde_json::json!({ "errors": [e] });
     let mut text = body.to_string();
     text.push('\n');
     json(status, text)
