@@ -110,10 +110,7 @@ impl Side<'_> {
             args.extend(["--cacert".into(), ca.display().to_string()]);
         }
         if method == "HEAD" {
-            args = args
-                .into_iter()
-                .filter(|a| a != "-X" && a != "HEAD")
-                .collect();
+            args.retain(|a| a != "-X" && a != "HEAD");
             args.push("-I".into());
         }
         for h in headers {
@@ -280,7 +277,7 @@ fn every_endpoint_answers_as_docker_registry_does() {
             None => u,
         }
     };
-    let mut upload = |what: &str, f: &dyn Fn(&Side<'_>) -> Got| {
+    let upload = |what: &str, f: &dyn Fn(&Side<'_>) -> Got| {
         let (a, b) = step(what, f);
         for (i, g) in [a, b].iter().enumerate() {
             if let Some(l) = g.header("Location").filter(|l| l.contains("/uploads/")) {

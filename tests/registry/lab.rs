@@ -4,6 +4,8 @@
 //! resolver pointed at the appliance (`/etc/netns/<ns>/resolv.conf`), an
 //! htpasswd file made by `htpasswd -B`, and OCI layouts written here.
 
+#![allow(dead_code)] // each test binary uses part of the lab
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
