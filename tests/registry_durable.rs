@@ -5,6 +5,8 @@
 //!   fit fails with a clear error and a log line, leaves no partial blob and
 //!   no upload behind, and the registry keeps serving (and accepts a push
 //!   that fits afterwards);
+//! - two concurrent pushes of one blob (three
+//!   rounds, the first into one repository): both 201, the blob stored once, no upload left;
 //! - kill -9 in the middle of pushes: after a restart on the same tree every
 //!   blob acknowledged (201) is served with its digest, and no blob in the
 //!   tree differs from its name.
@@ -208,4 +210,41 @@ fn kill_9_during_pushes_loses_no_acknowledged_blob() {
         assert_eq!(sha256(&g.body), sha256(data));
     }
     assert!(every_blob_matches(&lab.storage) >= acked.len());
+}
+
+#[test]
+fn two_concurrent_pushes_of_one_blob_both_succeed_and_store_it_once() {
+    require_lab!();
+    let lab = Lab::start("");
+    let data = common::pattern(3 << 20, 77);
+    for round in 0..3 {
+        let codes: Vec<u16> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|i| {
+                    let (lab, data) = (&lab, &data);
+                    s.spawn(move || {
+                        let file = lab.dir.path().join(format!("same-{round}-{i}"));
+                        // Round 0 into one repository, then into two.
+                        let repo = format!("same/app{}", if round == 0 { 0 } else { i });
+                        push(lab, &repo, data, &file).0
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(codes, vec![201, 201], "round {round}");
+    }
+    assert_eq!(every_blob_matches(&lab.storage), 1);
+    for i in 0..2 {
+        let g = lab.curl(&[], &format!("/v2/same/app{i}/blobs/{}", sha256(&data)));
+        assert_eq!(g.code, 200);
+        assert_eq!(sha256(&g.body), sha256(&data));
+    }
+    let uploads = lab
+        .storage
+        .join("docker/registry/v2/repositories/same/app0/_uploads");
+    assert_eq!(
+        std::fs::read_dir(&uploads).map(|d| d.count()).unwrap_or(0),
+        0
+    );
 }

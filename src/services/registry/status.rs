@@ -78,6 +78,7 @@ impl Stats {
     /// Count a request of `ip` (`node` when it is one) that sent `bytes`.
     pub fn request(&self, ip: IpAddr, node: Option<&str>, bytes: u64) {
         self.requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
         let now = crate::runtime::clock::unix_now();
         let mut map = self.clients.locked();
         if !map.contains_key(&ip) && map.len() >= MAX_CLIENTS {
