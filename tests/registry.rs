@@ -513,3 +513,50 @@ fn bad_input_on_every_endpoint_is_refused_and_nothing_is_written_outside_storage
     assert!(!log.contains("panicked"), "{log}");
     assert_eq!(lab.curl(&["-u", &creds()], "/v2/").code, 200);
 }
+
+#[test]
+fn the_appliance_ca_signs_the_registry_and_the_boot_iso_certificates() {
+    require_tools!("openssl", "curl");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    for sub in ["images", "ign"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+    }
+    let yaml = common::only(&format!(
+        "dhcp: {{ enabled: false, leaseFile: \"{d}/leases.json\" }}\nhttp:\n  listen: 127.0.0.1:0\n  tlsListen: 127.0.0.1:0\n  imagesDir: \"{d}/images\"\n  ignitionDir: \"{d}/ign\"\nregistry:\n  storage: \"{d}/storage\"\n  listen: 127.0.0.1:0\n"
+    ));
+    let app = common::Appliance::start(&yaml);
+    let ca = dir.path().join("test-ca.pem");
+    let iso_cert = dir.path().join("test-https-cert.pem");
+    let out = common::run_ok(
+        "openssl",
+        &[
+            "verify",
+            "-CAfile",
+            ca.to_str().unwrap(),
+            iso_cert.to_str().unwrap(),
+        ],
+    );
+    assert!(out.contains(": OK"), "{out}");
+    let key_mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(dir.path().join("test-ca-key.pem"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(key_mode & 0o777, 0o600);
+    let url = format!("https://{}/v2/_catalog", app.addr("registry"));
+    let got = lab::curl_in(None, &["--cacert", ca.to_str().unwrap()], &url);
+    assert_eq!(got.code, 200, "{got:?}");
+    assert_eq!(got.text(), "{\"repositories\":[]}\n");
+    // render mirror prints that same CA.
+    let render = common::run_ok(
+        common::BIN,
+        &[
+            "render",
+            "mirror",
+            "--cluster",
+            app.cluster_file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(lab::ca_of(&render), std::fs::read_to_string(&ca).unwrap());
+}

@@ -63,7 +63,7 @@ pub fn render(plan: &Plan) -> anyhow::Result<String> {
     let ca = if r.tls.is_some() {
         None
     } else {
-        Some(crate::runtime::ca::load_or_create(c).map_err(anyhow::Error::msg)?)
+        Some(crate::runtime::certs::ca::load_or_create(c).map_err(anyhow::Error::msg)?)
     };
     let mut out = String::new();
     let _ = writeln!(

@@ -9,7 +9,6 @@
 
 pub mod admission;
 pub mod bind;
-pub mod ca;
 pub mod certs;
 pub mod changes;
 pub mod clock;

@@ -144,7 +144,7 @@ fn server_tls(
             .map_err(|e| format!("registry.tls: {e}"))?;
         return Ok((s.config, s.info.sha256, false));
     }
-    let ca = crate::runtime::ca::load_or_create(&plan.cluster)?;
+    let ca = crate::runtime::certs::ca::load_or_create(&plan.cluster)?;
     let c = &plan.cluster;
     let mut ips: Vec<IpAddr> = vec![IpAddr::V4(c.network.appliance_ip)];
     ips.extend(c.ipv6().map(|v| IpAddr::V6(v.appliance_ip)));
@@ -220,7 +220,8 @@ impl Service for Registry {
             }
             for (addr, l) in new {
                 let token = self.tasks.token();
-                info!("listening for registry on {addr}");
+                let local = l.local_addr().unwrap_or(addr);
+                info!("listening for registry on {local}");
                 self.tasks.spawn(
                     format!("registry listener {addr}"),
                     token.clone(),

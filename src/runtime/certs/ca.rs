@@ -1,7 +1,8 @@
 //! The appliance's own certificate authority (issue #36): made once, kept
 //! next to the lease file (`<cluster>-ca.pem`, `<cluster>-ca-key.pem`, the
 //! key 0600), and used to sign server certificates the appliance makes for
-//! itself (the mirror registry's). Clients trust that one CA
+//! itself (the mirror registry's, and the boot ISOs' HTTPS one unless
+//! `http.tls` is given). Clients trust that one CA
 //! (`render mirror` prints it as install-config's `additionalTrustBundle`).
 //!
 //! Invariants: the CA is never made again while its files exist (a key
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use crate::model::cluster::Cluster;
 
-use super::certs::{this_year, write_new};
+use super::{this_year, write_new};
 
 /// The CA's certificate and key files of `c`.
 pub fn paths(c: &Cluster) -> (PathBuf, PathBuf) {
@@ -65,7 +66,7 @@ fn ca_params(cluster: &str) -> rcgen::CertificateParams {
 pub fn load_or_create(c: &Cluster) -> Result<Ca, String> {
     let (cert, key) = paths(c);
     if std::fs::symlink_metadata(&key).is_ok() || cert.exists() {
-        super::certs::check_key_file(&key).map_err(|e| format!("the appliance CA key {e}"))?;
+        super::check_key_file(&key).map_err(|e| format!("the appliance CA key {e}"))?;
         let key_pem =
             std::fs::read_to_string(&key).map_err(|e| format!("{}: {e}", key.display()))?;
         let cert_pem =
@@ -116,7 +117,7 @@ impl Ca {
         p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
         let year = this_year();
         p.not_before = rcgen::date_time_ymd(year, 1, 1);
-        p.not_after = rcgen::date_time_ymd(year + 2, 1, 1);
+        p.not_after = rcgen::date_time_ymd(year + super::VALID_YEARS, 1, 1);
         let leaf_key = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
         let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
         let leaf = p
