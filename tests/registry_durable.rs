@@ -5,8 +5,8 @@
 //!   fit fails with a clear error and a log line, leaves no partial blob and
 //!   no upload behind, and the registry keeps serving (and accepts a push
 //!   that fits afterwards);
-//! - two concurrent pushes of one blob (three
-//!   rounds, the first into one repository): both 201, the blob stored once, no upload left;
+//! - two concurrent pushes of one blob (three rounds, the first into one
+//!   repository): both 201, the blob stored once, no upload left;
 //! - kill -9 in the middle of pushes: after a restart on the same tree every
 //!   blob acknowledged (201) is served with its digest, and no blob in the
 //!   tree differs from its name.
