@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::drivers::{bmc, libvirt};
 use crate::host::{firewall, preflight};
-use crate::runtime::{hub, supervisor};
+use crate::serve::{hub, supervisor};
 use crate::{config, plan};
 use cli::{Cli, Command, LbAction, RenderWhat};
 use plan::Plan;
@@ -162,7 +162,7 @@ fn has_user(passwd: &str, user: &str) -> bool {
 const HEALTH_BOUND: std::time::Duration = std::time::Duration::from_millis(700);
 
 /// `health`: `GET /api/health` of the `serve` running `cluster`, on its
-/// private health socket (`services::admin::health_sock`: never reachable
+/// private health socket (`serve::admin::health_sock`: never reachable
 /// from the segment); Ok only on 200. Only `admin.enabled` is read from the
 /// file (parsed, not validated: no file checks, so the whole run stays
 /// well under a second on a loaded host; serve validated the file it runs).
@@ -221,7 +221,7 @@ async fn lb_command(cluster: &std::path::Path, action: LbAction) -> anyhow::Resu
                 println!("{body}");
                 return Ok(());
             }
-            let s: crate::runtime::status::LbStatus = serde_json::from_str(&body)
+            let s: crate::services::lb::status::LbStatus = serde_json::from_str(&body)
                 .map_err(|e| anyhow::anyhow!("lb status: unexpected answer from serve: {e}"))?;
             print!("{}", control::lb_table(&s, control::unix_now()));
             return Ok(());
@@ -432,6 +432,97 @@ fn https_check_line(c: &crate::model::cluster::Cluster, l: std::net::SocketAddr)
     format!("https {on} {l} certificate {cert}")
 }
 
+/// `check`'s lines for one service. The match is exhaustive: a new
+/// service does not compile until it says what `check` prints for it.
+fn service_lines(plan: &Plan, kind: crate::model::catalogue::ServiceKind) -> Vec<String> {
+    use crate::model::catalogue::ServiceKind;
+    let c = &plan.cluster;
+    let on = |b: bool| if b { "on" } else { "off" };
+    match kind {
+        // Printed after the BMC line, with the other node drivers.
+        ServiceKind::Libvirt => vec![],
+        ServiceKind::Registry => c
+            .registry
+            .iter()
+            .map(|r| {
+                format!(
+                    "registry on {} as {} (storage {}, delete {})",
+                    r.listen,
+                    r.name,
+                    r.storage.display(),
+                    on(r.allow_delete)
+                )
+            })
+            .collect(),
+        ServiceKind::Dns => vec![format!(
+            "dns {} {:?} ({} zones, {} records)",
+            on(c.dns.enabled),
+            c.dns.listen,
+            plan.zones.len(),
+            plan.zones.iter().map(|z| z.records.len()).sum::<usize>()
+        )],
+        ServiceKind::Dhcp => vec![format!(
+            "dhcp {} {} ({} reservations)",
+            on(c.dhcp.enabled),
+            c.dhcp.listen,
+            plan.reservations.len()
+        )],
+        ServiceKind::Dhcp6 => c
+            .network
+            .ipv6
+            .iter()
+            .map(|v6| {
+                format!(
+                    "dhcp6 {} {} ({} reservations, router advertisements {})",
+                    on(c.runs(ServiceKind::Dhcp6)),
+                    c.dhcp.listen6,
+                    c.nodes.iter().filter(|n| n.ipv6.is_some()).count(),
+                    on(v6.router_advertisements)
+                )
+            })
+            .collect(),
+        ServiceKind::Lb => vec![format!(
+            "lb {} api {} machine-config {} http {} https {}",
+            on(c.lb.enabled),
+            c.lb.api,
+            c.lb.machine_config,
+            c.lb.ingress_http,
+            c.lb.ingress_https
+        )],
+        ServiceKind::Http => {
+            let mut v = vec![format!("http {} {}", on(c.http.enabled), c.http.listen)];
+            v.extend(c.http.tls_listen.map(|l| https_check_line(c, l)));
+            v
+        }
+        ServiceKind::Admin => vec![format!("admin {} {}", on(c.admin.enabled), c.admin.listen)],
+        ServiceKind::Tftp => c
+            .tftp
+            .iter()
+            .map(crate::boot::bootfiles::check_line)
+            .collect(),
+        ServiceKind::Ntp => c
+            .ntp
+            .iter()
+            .map(|n| {
+                let allow = n.allow_from.as_ref().map_or("any".to_string(), |nets| {
+                    nets.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                });
+                format!(
+                    "ntp {} {} stratum {} ({} requests/s per client, clients {allow})",
+                    on(n.enabled),
+                    n.listen,
+                    n.local_stratum
+                        .map_or("from the host clock".to_string(), |s| s.to_string()),
+                    n.client_rate
+                )
+            })
+            .collect(),
+    }
+}
+
 /// `check` output: what the file declares and what will be served.
 pub fn summary(plan: &Plan) -> String {
     use std::fmt::Write as _;
@@ -482,48 +573,19 @@ pub fn summary(plan: &Plan) -> String {
         let names: Vec<_> = c.nodes_with_role(r).map(|n| n.name.as_str()).collect();
         let _ = writeln!(out, "{:<9} {} {}", r.as_str(), names.len(), names.join(" "));
     }
-    let on = |b: bool| if b { "on" } else { "off" };
-    let _ = writeln!(
-        out,
-        "dns {} {:?} ({} zones, {} records)",
-        on(c.dns.enabled),
-        c.dns.listen,
-        plan.zones.len(),
-        plan.zones.iter().map(|z| z.records.len()).sum::<usize>()
-    );
-    let _ = writeln!(
-        out,
-        "dhcp {} {} ({} reservations)",
-        on(c.dhcp.enabled),
-        c.dhcp.listen,
-        plan.reservations.len()
-    );
-    if let Some(v6) = &c.network.ipv6 {
-        let _ = writeln!(
-            out,
-            "dhcp6 {} {} ({} reservations, router advertisements {})",
-            on(c.runs(crate::model::catalogue::ServiceKind::Dhcp6)),
-            c.dhcp.listen6,
-            c.nodes.iter().filter(|n| n.ipv6.is_some()).count(),
-            on(v6.router_advertisements)
-        );
+    let statics: Vec<String> = c
+        .nodes
+        .iter()
+        .filter(|n| n.static_address)
+        .map(|n| format!("{}({})", n.name, n.interface.as_deref().unwrap_or("-")))
+        .collect();
+    if !statics.is_empty() {
+        let _ = writeln!(out, "static addresses {}", statics.join(" "));
     }
-    let _ = writeln!(
-        out,
-        "lb {} api {} machine-config {} http {} https {}",
-        on(c.lb.enabled),
-        c.lb.api,
-        c.lb.machine_config,
-        c.lb.ingress_http,
-        c.lb.ingress_https
-    );
-    let _ = writeln!(out, "http {} {}", on(c.http.enabled), c.http.listen);
-    if let Some(l) = c.http.tls_listen {
-        let _ = writeln!(out, "{}", https_check_line(c, l));
-    }
-    let _ = writeln!(out, "admin {} {}", on(c.admin.enabled), c.admin.listen);
-    if let Some(t) = &c.tftp {
-        let _ = writeln!(out, "{}", crate::boot::bootfiles::check_line(t));
+    for kind in crate::model::catalogue::ServiceKind::ALL {
+        for line in service_lines(plan, kind) {
+            let _ = writeln!(out, "{line}");
+        }
     }
     let bmc: Vec<_> = c
         .nodes

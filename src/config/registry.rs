@@ -15,8 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::FieldError;
 use super::raw::HttpTls;
-use crate::model::cluster::HttpTlsCfg;
-pub use crate::model::registry::{MIRROR_LABEL, PullThroughCfg, RegistryCfg};
+pub use crate::model::registry::{MIRROR_LABEL, PullThroughCfg, RegistryCfg, RegistryTlsCfg};
 
 /// The registry's default port.
 pub const REGISTRY_PORT: u16 = 5000;
@@ -127,7 +126,7 @@ pub fn registry(
     let htpasswd_file = file("registry.htpasswdFile", &raw.htpasswd_file, &mut push);
     let pull_secret_file = file("registry.pullSecretFile", &raw.pull_secret_file, &mut push);
     let tls = raw.tls.as_ref().map(|t| {
-        let cfg = HttpTlsCfg {
+        let cfg = RegistryTlsCfg {
             cert_file: super::validate::resolve(cx.base, &t.cert_file),
             key_file: super::validate::resolve(cx.base, &t.key_file),
         };

@@ -7,8 +7,6 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::cluster::HttpTlsCfg;
-
 /// The label of the registry's default DNS name (`mirror.<name>.<baseDomain>`).
 pub const MIRROR_LABEL: &str = "mirror";
 
@@ -29,13 +27,20 @@ pub struct RegistryCfg {
     /// `DELETE` of manifests and blobs is allowed.
     pub allow_delete: bool,
     /// The operator's certificate; `None`: one signed by the appliance's CA.
-    pub tls: Option<HttpTlsCfg>,
+    pub tls: Option<RegistryTlsCfg>,
     /// Upstreams served under `<registry>/…` on a miss.
     pub pull_through: Vec<PullThroughCfg>,
     /// Credentials for the upstreams (OpenShift pull-secret format).
     pub pull_secret_file: Option<PathBuf>,
     /// The release pullspec the install uses (checked by `preflight`).
     pub release_image: Option<String>,
+}
+
+/// `registry.tls`: the operator's certificate chain and key (PEM).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RegistryTlsCfg {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
 }
 
 /// One `registry.pullThrough` entry.

@@ -54,7 +54,7 @@ pub mod proxy;
 mod proxysock;
 mod relay;
 pub mod reply;
-mod status;
+pub mod status;
 pub mod store;
 mod writer;
 
@@ -141,7 +141,7 @@ fn shared_leases<'a>(all: &[&'a leases::Lease], now: u64) -> Vec<&'a leases::Lea
         .collect()
 }
 
-/// The pool leases, shared with the HA peer (`runtime::hasync`).
+/// The pool leases, shared with the HA peer (`serve::hasync`).
 impl crate::runtime::control::SyncControl for Dhcp {
     fn part(&self) -> &'static str {
         "leases"
@@ -202,6 +202,13 @@ impl crate::runtime::control::SyncControl for Dhcp {
             }
             taken.len()
         }))
+    }
+}
+
+impl Dhcp {
+    /// `/status` → `dhcp`: this service's section.
+    pub fn status(&self) -> status::DhcpStatus {
+        status::status(&self.shared)
     }
 }
 
@@ -290,10 +297,6 @@ impl Service for Dhcp {
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::DHCP_WRITER)
             .await
-    }
-
-    fn status(&self) -> crate::runtime::status::ServiceStatus {
-        crate::runtime::status::ServiceStatus::Dhcp(status::status(&self.shared))
     }
 
     fn metrics(&self, out: &mut String) {

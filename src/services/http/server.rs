@@ -136,6 +136,32 @@ impl Http {
     }
 }
 
+impl Http {
+    /// `/status` → `http`: this service's section.
+    pub fn status(&self) -> super::status::HttpStatus {
+        let mut s = self.ctx.stats.status();
+        let plan = self.ctx.plan.load_full();
+        if plan.cluster.rhcos.is_some() {
+            s.netboot = self.ctx.boot.rows(&plan.cluster);
+            s.netboot_state = Some(self.ctx.boot.store_status());
+        }
+        s.https = self.ctx.https.status();
+        s
+    }
+
+    /// Take the installed systems' machine-config contacts (the LB tells
+    /// the timeline) into the install state; `serve` calls this every
+    /// timeline tick, so reading `/status` changes nothing.
+    pub fn sync_install_state(&self) {
+        let plan = self.ctx.plan.load_full();
+        if plan.cluster.rhcos.is_some() {
+            for n in &plan.cluster.nodes {
+                self.ctx.sync_first_boot(&n.name);
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Service for Http {
     fn name(&self) -> &'static str {
@@ -191,22 +217,6 @@ impl Service for Http {
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::service(DRAIN))
             .await
-    }
-
-    fn status(&self) -> crate::runtime::status::ServiceStatus {
-        let mut s = self.ctx.stats.status();
-        let plan = self.ctx.plan.load_full();
-        if plan.cluster.rhcos.is_some() {
-            // `serve` samples this every tick: the installed systems'
-            // machine-config contacts reach the install state here too.
-            for n in &plan.cluster.nodes {
-                self.ctx.sync_first_boot(&n.name);
-            }
-            s.netboot = self.ctx.boot.rows(&plan.cluster);
-            s.netboot_state = Some(self.ctx.boot.store_status());
-        }
-        s.https = self.ctx.https.status();
-        crate::runtime::status::ServiceStatus::Http(Box::new(s))
     }
 
     fn metrics(&self, out: &mut String) {

@@ -34,6 +34,7 @@ pub mod clients;
 pub mod core;
 pub mod packet;
 pub mod stats;
+pub mod status;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -146,6 +147,13 @@ impl Ntp {
     }
 }
 
+impl Ntp {
+    /// `/status` → `ntp`: this service's section.
+    pub fn status(&self) -> status::NtpStatus {
+        self.stats.status()
+    }
+}
+
 #[async_trait]
 impl Service for Ntp {
     fn name(&self) -> &'static str {
@@ -185,10 +193,6 @@ impl Service for Ntp {
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::service(Duration::ZERO))
             .await
-    }
-
-    fn status(&self) -> crate::runtime::status::ServiceStatus {
-        crate::runtime::status::ServiceStatus::Ntp(self.stats.status())
     }
 
     fn metrics(&self, out: &mut String) {

@@ -188,6 +188,23 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// The `/status` section.
+    pub fn status(&self) -> RegistryStatus {
+        let live = self.ctx.live.load();
+        let (sha, from_ca) = crate::runtime::sync::LockExt::locked(&self.ctx.cert).clone();
+        let base = RegistryStatus {
+            listen: vec![live.cfg.listen.to_string()],
+            name: live.cfg.name.clone(),
+            storage: live.cfg.storage.display().to_string(),
+            cert_sha256: sha,
+            cert_from_ca: from_ca,
+            ..RegistryStatus::default()
+        };
+        self.ctx.stats.status(base, self.ctx.store.corrupt())
+    }
+}
+
 #[async_trait]
 impl Service for Registry {
     fn name(&self) -> &'static str {
@@ -236,21 +253,6 @@ impl Service for Registry {
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::service(DRAIN))
             .await
-    }
-
-    fn status(&self) -> crate::runtime::status::ServiceStatus {
-        let live = self.ctx.live.load();
-        let (sha, from_ca) = crate::runtime::sync::LockExt::locked(&self.ctx.cert).clone();
-        let base = RegistryStatus {
-            listen: vec![live.cfg.listen.to_string()],
-            name: live.cfg.name.clone(),
-            storage: live.cfg.storage.display().to_string(),
-            cert_sha256: sha,
-            cert_from_ca: from_ca,
-            ..RegistryStatus::default()
-        };
-        let s = self.ctx.stats.status(base, self.ctx.store.corrupt());
-        crate::runtime::status::ServiceStatus::Registry(serde_json::to_value(s).unwrap_or_default())
     }
 
     fn metrics(&self, out: &mut String) {

@@ -3,8 +3,8 @@
 //! per node its first and latest request and the bytes it pulled, and what
 //! the store found wrong (blobs that no longer match their digest).
 //!
-//! The type lives here, in the service's folder; the admin API embeds it
-//! as JSON (`runtime/status.rs` does not import services).
+//! The type lives here, in the service's folder; `serve` puts it in the
+//! document (`serve/status.rs`).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

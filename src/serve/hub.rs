@@ -16,13 +16,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::plan::Plan;
 use crate::runtime::metrics::Kind;
-use crate::runtime::registry::Services;
-use crate::runtime::status::{NetworkStatus, NodeRow, StatusDoc};
-pub use crate::runtime::status::{ReloadResult, ReloadStatus};
 use crate::runtime::sync::LockExt as _;
+use crate::serve::registry::Services;
+use crate::serve::status::{NetworkStatus, NodeRow, StatusDoc};
+pub use crate::serve::status::{ReloadResult, ReloadStatus};
 use crate::timeline::Events;
 
-pub use super::control::{BootControl, LbControl, LbControlError, NodeControlError};
+pub use crate::runtime::control::{BootControl, LbControl, LbControlError, NodeControlError};
 
 impl Default for ReloadStatus {
     fn default() -> Self {
@@ -182,7 +182,8 @@ impl Hub {
     }
 
     /// The `/status` document: the plan's summary, every service's section
-    /// (admin adds its own) and the install timeline, which samples it.
+    /// (admin adds its own) and the install timeline as it stands (sampled
+    /// by `serve`'s tick, [`Hub::sample_timeline`]; reading changes nothing).
     pub fn status_doc(&self) -> StatusDoc {
         let hub = self;
         let plan = hub.plan();
@@ -206,14 +207,15 @@ impl Hub {
             })
             .collect();
         let mut doc = StatusDoc::new(c.domain.clone(), network, nodes, hub.reload_status());
-        for s in hub.services.all() {
-            doc.insert(s.status());
-        }
+        hub.services.status_into(&mut doc);
         doc.ha = crate::runtime::ha::status();
-        let events = hub.events();
-        events.observe(&doc);
-        doc.timeline = Some(events.view());
+        doc.timeline = Some(hub.events().view());
         doc
+    }
+
+    /// One timeline tick ([`super::timeline::tick`]).
+    pub fn sample_timeline(&self) {
+        super::timeline::tick(&self.services, &self.events());
     }
 
     /// The `/metrics` text.

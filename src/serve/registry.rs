@@ -3,10 +3,15 @@
 //! `App` shape) from the catalogue's list for the plan.
 //!
 //! No string names: the admin API reaches the load balancer and network
-//! boot through [`Services::lb_control`] and [`Services::boot_control`],
-//! `/status` and `/metrics` iterate [`Services::all`]. The admin service is
-//! not here: it serves the hub this registry lives in, so `serve` creates
-//! it after the hub ([`crate::runtime::supervisor`]).
+//! boot through [`Services::lb_control`] and [`Services::boot_control`];
+//! `/status` takes each typed section through [`Services::status_into`],
+//! `/metrics` iterates [`Services::all`]. The admin service is not here: it
+//! serves the hub this registry lives in, so `serve` creates it after the
+//! hub ([`crate::serve::supervisor`]).
+//!
+//! Invariant: every function that lists all services destructures
+//! `Services` (`all`, `sync_parts`, `status_into`, the timeline tick), so a
+//! field added and not handled there does not compile.
 
 use std::sync::Arc;
 
@@ -14,8 +19,9 @@ use anyhow::Context as _;
 
 use crate::model::catalogue::ServiceKind;
 use crate::plan::Plan;
-use crate::runtime::control::{BootControl, LbControl};
+use crate::runtime::control::{BootControl, LbControl, SyncControl};
 use crate::runtime::service::Service;
+use crate::serve::status::StatusDoc;
 use crate::services::{dhcp, dhcp6, dns, http, lb, ntp, registry, tftp};
 use crate::timeline::Events;
 
@@ -77,20 +83,39 @@ impl Services {
         Ok(())
     }
 
-    /// Every service, in start order.
+    /// Every service, in start order. `Services` is destructured: a service
+    /// added to it and not listed here does not compile.
     pub fn all(&self) -> Vec<Arc<dyn Service>> {
-        let mut v: Vec<Arc<dyn Service>> = Vec::new();
-        #[cfg(feature = "libvirt")]
-        v.extend(self.libvirt.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.dns.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.dhcp.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.dhcp6.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.lb.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.http.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.tftp.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.ntp.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.registry.clone().map(|s| s as Arc<dyn Service>));
-        v
+        let Services {
+            #[cfg(feature = "libvirt")]
+            libvirt,
+            dns,
+            dhcp,
+            dhcp6,
+            lb,
+            http,
+            tftp,
+            ntp,
+            registry,
+        } = self;
+        fn dynamic<S: Service + 'static>(s: &Option<Arc<S>>) -> Option<Arc<dyn Service>> {
+            s.clone().map(|s| s as Arc<dyn Service>)
+        }
+        [
+            #[cfg(feature = "libvirt")]
+            dynamic(libvirt),
+            dynamic(dns),
+            dynamic(dhcp),
+            dynamic(dhcp6),
+            dynamic(lb),
+            dynamic(http),
+            dynamic(tftp),
+            dynamic(ntp),
+            dynamic(registry),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     /// The load balancer's control handle, when it runs.
@@ -103,20 +128,64 @@ impl Services {
         self.http.as_deref().map(|h| h as &dyn BootControl)
     }
 
-    /// The services that share state with an HA peer (`runtime::hasync`).
-    pub fn sync_parts(&self) -> Vec<&dyn crate::runtime::control::SyncControl> {
-        let mut v: Vec<&dyn crate::runtime::control::SyncControl> = Vec::new();
-        if let Some(h) = self.http.as_deref() {
+    /// The services that share state with an HA peer (`serve::hasync`).
+    /// `Services` is destructured: a service added to it has to say here
+    /// whether it shares state.
+    pub fn sync_parts(&self) -> Vec<&dyn SyncControl> {
+        let Services {
+            #[cfg(feature = "libvirt")]
+                libvirt: _,
+            dns: _,
+            dhcp,
+            dhcp6: _,
+            lb: _,
+            http,
+            tftp: _,
+            ntp: _,
+            registry: _,
+        } = self;
+        let mut v: Vec<&dyn SyncControl> = Vec::new();
+        if let Some(h) = http.as_deref() {
             v.push(h);
         }
-        if let Some(d) = self.dhcp.as_deref() {
+        if let Some(d) = dhcp.as_deref() {
             v.push(d);
         }
         v
     }
 
+    /// Each running service's `/status` section into `doc`, in start order.
+    /// `Services` is destructured: a service added to it and not placed
+    /// here does not compile.
+    pub fn status_into(&self, doc: &mut StatusDoc) {
+        let Services {
+            #[cfg(feature = "libvirt")]
+            libvirt,
+            dns,
+            dhcp,
+            dhcp6,
+            lb,
+            http,
+            tftp,
+            ntp,
+            registry,
+        } = self;
+        #[cfg(feature = "libvirt")]
+        {
+            doc.libvirt = libvirt.as_ref().map(|s| s.status());
+        }
+        doc.dns = dns.as_ref().map(|s| s.status());
+        doc.dhcp = dhcp.as_ref().map(|s| s.status());
+        doc.dhcp6 = dhcp6.as_ref().map(|s| s.status());
+        doc.lb = lb.as_ref().map(|s| s.status());
+        doc.http = http.as_ref().map(|s| s.status());
+        doc.tftp = tftp.as_ref().map(|s| s.status());
+        doc.ntp = ntp.as_ref().map(|s| s.status());
+        doc.registry = registry.as_ref().map(|s| s.status());
+    }
+
     /// The load balancer's `/status` section, when it runs.
-    pub fn lb_status(&self) -> Option<crate::runtime::status::ServiceStatus> {
+    pub fn lb_status(&self) -> Option<crate::services::lb::status::LbStatus> {
         self.lb.as_ref().map(|l| l.status())
     }
 }
