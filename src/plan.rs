@@ -265,7 +265,27 @@ fn address_records(c: &Cluster) -> Vec<Record> {
         let name = n(&format!("{ETCD_PREFIX}{i}"));
         push_pair(&mut out, ttl, name, m.ip, m.ipv6);
     }
+    if let Some((name, ip, ip6)) = mirror_address(c) {
+        push_pair(&mut out, ttl, name, ip, ip6);
+    }
     out
+}
+
+/// The mirror registry's name (`registry.name`, default
+/// `mirror.<name>.<baseDomain>`) and addresses, when it runs and the name
+/// lies in the cluster zone: its listener's IPv4 address (the appliance's
+/// when it listens on every address), and the IPv6 appliance address on a
+/// dual-stack network.
+fn mirror_address(c: &Cluster) -> Option<(String, Ipv4Addr, Option<Ipv6Addr>)> {
+    let r = c.registry.as_ref()?;
+    if !r.name.ends_with(&format!(".{}", c.domain)) {
+        return None;
+    }
+    let ip = match r.listen.ip() {
+        std::net::IpAddr::V4(v4) if !v4.is_unspecified() && !v4.is_loopback() => v4,
+        _ => c.network.appliance_ip,
+    };
+    Some((format!("{}.", r.name), ip, c.ipv6().map(|v| v.appliance_ip)))
 }
 
 /// `name`'s A record, then its AAAA when it has an IPv6 address.

@@ -216,6 +216,10 @@ pub enum RenderWhat {
     /// The CSR approver's least-privilege ServiceAccount, roles and
     /// bindings (`csr:`, docs/operations.md).
     CsrRbac,
+    /// install-config fragments for the mirror registry (`registry:`,
+    /// docs/registry.md): additionalTrustBundle, the pull-secret entry,
+    /// imageDigestSources.
+    Mirror,
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -6,6 +6,7 @@ pub mod admin_client;
 pub mod cli;
 pub mod control;
 pub mod generate;
+pub mod mirror;
 pub mod watch;
 
 use std::sync::Arc;
@@ -55,6 +56,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 RenderWhat::Keepalived => render_keepalived(&plan, &cluster)?,
                 RenderWhat::CsrRbac => crate::services::csr::rbac::render(),
+                RenderWhat::Mirror => mirror::render(&plan)?,
             };
             print!("{text}");
             Ok(())
@@ -445,6 +447,19 @@ fn service_lines(plan: &Plan, kind: crate::model::catalogue::ServiceKind) -> Vec
     match kind {
         // Printed after the BMC line, with the other node drivers.
         ServiceKind::Libvirt => vec![],
+        ServiceKind::Registry => c
+            .registry
+            .iter()
+            .map(|r| {
+                format!(
+                    "registry on {} as {} (storage {}, delete {})",
+                    r.listen,
+                    r.name,
+                    r.storage.display(),
+                    on(r.allow_delete)
+                )
+            })
+            .collect(),
         ServiceKind::Dns => vec![format!(
             "dns {} {:?} ({} zones, {} records)",
             on(c.dns.enabled),

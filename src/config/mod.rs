@@ -20,6 +20,7 @@ pub mod ha;
 pub mod ntp;
 pub mod pxe;
 pub mod raw;
+pub mod registry;
 pub mod schema;
 pub mod secret;
 pub mod validate;

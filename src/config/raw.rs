@@ -42,6 +42,10 @@ pub struct ClusterFile {
     /// NTP server for the nodes (`super::ntp`); absent = off.
     #[serde(default)]
     pub ntp: Option<super::ntp::RawNtp>,
+    /// The lab's mirror registry (`super::registry`, docs/registry.md);
+    /// absent = off.
+    #[serde(default)]
+    pub registry: Option<super::registry::RawRegistry>,
     /// One member of a keepalived HA pair (`super::ha`, docs/ha.md);
     /// absent = a single appliance.
     #[serde(default)]

@@ -47,6 +47,7 @@ pub enum ServiceKind {
     Ntp,
     /// CSR approval (`csr:`): no listener, a client of the API server.
     Csr,
+    Registry,
 }
 
 impl ServiceKind {
@@ -63,6 +64,7 @@ impl ServiceKind {
         ServiceKind::Tftp,
         ServiceKind::Ntp,
         ServiceKind::Csr,
+        ServiceKind::Registry,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +79,7 @@ impl ServiceKind {
             ServiceKind::Tftp => "tftp",
             ServiceKind::Ntp => "ntp",
             ServiceKind::Csr => "csr",
+            ServiceKind::Registry => "registry",
         }
     }
 }
@@ -221,6 +224,7 @@ pub struct Sections<'a> {
     pub admin: Option<&'a AdminCfg>,
     pub tftp: Option<&'a TftpCfg>,
     pub ntp: Option<&'a NtpCfg>,
+    pub registry: Option<&'a super::registry::RegistryCfg>,
     /// `network.ipv6`: the IPv6 twins ([`v6_twin`]).
     pub ipv6: Option<&'a Ipv6Cfg>,
 }
@@ -235,6 +239,7 @@ impl<'a> Sections<'a> {
             admin: Some(&c.admin),
             tftp: c.tftp.as_ref(),
             ntp: c.ntp.as_ref(),
+            registry: c.registry.as_ref(),
             ipv6: c.network.ipv6.as_ref(),
         }
     }
@@ -334,6 +339,20 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
                 }
             }
             ServiceKind::Csr => {}
+            ServiceKind::Registry => {
+                if let Some(r) = s.registry {
+                    add(
+                        kind,
+                        "registry",
+                        Proto::Tcp,
+                        r.listen,
+                        "registry.listen".into(),
+                    );
+                    if let Some(l6) = twin(r.listen) {
+                        add(kind, "registry", Proto::Tcp, l6, APP6.into());
+                    }
+                }
+            }
         }
     }
     out
@@ -363,6 +382,7 @@ impl Cluster {
             ServiceKind::Tftp => self.tftp.as_ref().is_some_and(|t| t.enabled),
             ServiceKind::Ntp => self.ntp.as_ref().is_some_and(|n| n.enabled),
             ServiceKind::Csr => self.csr.is_some(),
+            ServiceKind::Registry => self.registry.is_some(),
         }
     }
 

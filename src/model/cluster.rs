@@ -34,6 +34,8 @@ pub struct Cluster {
     pub ingress: Vec<String>,
     /// The `ntp:` section (NTP server), if present.
     pub ntp: Option<NtpCfg>,
+    /// The `registry:` section (mirror registry), if present.
+    pub registry: Option<super::registry::RegistryCfg>,
     /// The `ha:` section (one member of a keepalived pair), if present.
     pub ha: Option<HaCfg>,
     /// The `csr:` section (CSR approval, `services/csr`), if present.

@@ -21,4 +21,5 @@ pub mod ipv6;
 pub mod keepalived;
 pub mod mode;
 pub mod names;
+pub mod registry;
 pub mod sourcenet;

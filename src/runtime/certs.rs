@@ -1,7 +1,9 @@
 //! The certificate of the boot ISOs' HTTPS listener (`http.tlsListen`,
-//! issue #30): the operator's `http.tls` files, or a self-signed one the
-//! appliance generates for its address at first start and keeps in its
-//! state directory (next to the lease file), reused on later starts.
+//! issue #30): the operator's `http.tls` files, or one the appliance
+//! generates for its address at first start, signed by its own CA
+//! ([`ca`], issue #36; the file holds the leaf then the CA), and keeps in
+//! its state directory (next to the lease file), reused on later starts
+//! (a self-signed one kept from an earlier version included).
 //!
 //! Invariants:
 //! - A certificate is used only once its chain and key parse and the key
@@ -37,6 +39,8 @@ use serde::{Deserialize, Serialize};
 use tracing::info;
 
 use crate::model::cluster::Cluster;
+
+pub mod ca;
 
 /// Years a generated certificate is valid from January 1st of the year it
 /// is made.
@@ -105,7 +109,12 @@ pub fn load(c: &Cluster) -> Result<ServerCert, String> {
         }
         Err(_) => {}
     }
-    generate(&cert, &key, &ips, &c.name)?;
+    let signed = || {
+        ca::load_or_create(c)?
+            .issue(&[], &ips)
+            .map_err(|e| format!("signing with the appliance CA: {e}"))
+    };
+    generate(&cert, &key, &ips, signed)?;
     from_files(&cert, &key, true)
 }
 
@@ -199,7 +208,7 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
 
 /// TLS 1.3 and 1.2 with ring, ALPN h2 then http/1.1; fails when the key
 /// does not match the certificate.
-fn server_config(
+pub(crate) fn server_config(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
 ) -> Result<ServerConfig, rustls::Error> {
@@ -219,10 +228,16 @@ pub fn fingerprint(der: &[u8]) -> String {
     hex.join(":")
 }
 
-/// Make a self-signed certificate for `ips` and write it and its key
-/// (0600), each through a temporary file renamed into place.
-fn generate(cert: &Path, key: &Path, ips: &[IpAddr], cluster: &str) -> Result<(), String> {
-    let (cert_pem, key_pem) = self_signed(ips, cluster).map_err(|e| format!("generating: {e}"))?;
+/// Make a certificate for `ips` with `make` (the chain and key, PEM: the
+/// appliance CA's leaf and the CA) and write it and its key (0600), each
+/// through a temporary file renamed into place.
+fn generate(
+    cert: &Path,
+    key: &Path,
+    ips: &[IpAddr],
+    make: impl FnOnce() -> Result<(String, String), String>,
+) -> Result<(), String> {
+    let (cert_pem, key_pem) = make().map_err(|e| format!("generating: {e}"))?;
     let hint = |e: String| {
         format!(
             "{e} (the generated certificate is kept next to dhcp.leaseFile: make that directory writable, or set http.tls)"
@@ -234,7 +249,7 @@ fn generate(cert: &Path, key: &Path, ips: &[IpAddr], cluster: &str) -> Result<()
     write_new(key, key_pem.as_bytes(), 0o600).map_err(hint)?;
     write_new(cert, cert_pem.as_bytes(), 0o644).map_err(hint)?;
     info!(
-        "https: generated a self-signed certificate for {} in {}",
+        "https: generated a certificate signed by the appliance CA for {} in {}",
         ips.iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
@@ -244,8 +259,10 @@ fn generate(cert: &Path, key: &Path, ips: &[IpAddr], cluster: &str) -> Result<()
     Ok(())
 }
 
-/// The PEM certificate and key: IP SANs `ips`, server authentication,
-/// valid from January 1st of this year for [`VALID_YEARS`].
+/// A self-signed PEM certificate and key (the unit tests'): IP SANs
+/// `ips`, server authentication, valid from January 1st of this year for
+/// [`VALID_YEARS`].
+#[cfg(test)]
 fn self_signed(ips: &[IpAddr], cluster: &str) -> Result<(String, String), rcgen::Error> {
     let mut p = rcgen::CertificateParams::default();
     p.subject_alt_names = ips
@@ -270,7 +287,7 @@ fn self_signed(ips: &[IpAddr], cluster: &str) -> Result<(String, String), rcgen:
 }
 
 /// The current year (UTC), from the system clock.
-fn this_year() -> i32 {
+pub(crate) fn this_year() -> i32 {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -287,7 +304,7 @@ fn this_year() -> i32 {
 
 /// Write `bytes` to `path` through `<path>.tmp` (created with `mode`),
 /// synced, then renamed over `path`.
-fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
+pub(crate) fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
     let tmp = path.with_extension("pem.tmp");
     let _ = std::fs::remove_file(&tmp);
     let at = |e: std::io::Error| format!("{}: {e}", tmp.display());
@@ -307,6 +324,10 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt as _;
 
+    fn pems(ips: &[IpAddr]) -> (String, String) {
+        self_signed(ips, "c").unwrap()
+    }
+
     fn ips(v: &[&str]) -> Vec<IpAddr> {
         v.iter().map(|s| s.parse().unwrap()).collect()
     }
@@ -317,7 +338,7 @@ mod tests {
         let (cert, key) = (d.path().join("c.pem"), d.path().join("k.pem"));
         let want = ips(&["10.0.0.1", "127.0.0.1"]);
         assert!(reusable(&cert, &key, &want).is_err());
-        generate(&cert, &key, &want, "c").unwrap();
+        generate(&cert, &key, &want, || Ok(pems(&want))).unwrap();
         let first = reusable(&cert, &key, &want).unwrap().info;
         assert!(first.generated);
         assert_eq!(first.sha256.len(), 32 * 3 - 1);
@@ -332,8 +353,14 @@ mod tests {
     fn a_key_of_another_certificate_is_refused() {
         let d = tempfile::tempdir().unwrap();
         let p = |n: &str| d.path().join(n);
-        generate(&p("a.pem"), &p("a.key"), &ips(&["10.0.0.1"]), "c").unwrap();
-        generate(&p("b.pem"), &p("b.key"), &ips(&["10.0.0.1"]), "c").unwrap();
+        generate(&p("a.pem"), &p("a.key"), &ips(&["10.0.0.1"]), || {
+            Ok(pems(&ips(&["10.0.0.1"])))
+        })
+        .unwrap();
+        generate(&p("b.pem"), &p("b.key"), &ips(&["10.0.0.1"]), || {
+            Ok(pems(&ips(&["10.0.0.1"])))
+        })
+        .unwrap();
         let err = from_files(&p("a.pem"), &p("b.key"), false).err().unwrap();
         assert!(
             err.contains("a.pem and") && err.to_lowercase().contains("key"),

@@ -131,7 +131,7 @@ fn listener_changes(o: &Cluster, n: &Cluster) -> Vec<String> {
 /// Model paths that the semantic lines above already report: the nodes
 /// (per node) and the listen addresses (per listener, with their file
 /// field).
-const COVERED: [&str; 11] = [
+const COVERED: [&str; 12] = [
     "nodes",
     "dns.listen",
     "dhcp.listen",
@@ -143,6 +143,7 @@ const COVERED: [&str; 11] = [
     "admin.listen",
     "tftp.listen",
     "ntp.listen",
+    "registry.listen",
 ];
 
 /// `path: old → new` for every leaf of the validated cluster that differs,

@@ -22,7 +22,7 @@ use crate::plan::Plan;
 use crate::runtime::control::{BootControl, LbControl, SyncControl};
 use crate::runtime::service::Service;
 use crate::serve::status::StatusDoc;
-use crate::services::{csr, dhcp, dhcp6, dns, http, lb, ntp, tftp};
+use crate::services::{csr, dhcp, dhcp6, dns, http, lb, ntp, registry, tftp};
 use crate::timeline::Events;
 
 /// The services of one `serve` other than admin; `None` where the plan
@@ -39,6 +39,7 @@ pub struct Services {
     pub tftp: Option<Arc<tftp::Tftp>>,
     pub ntp: Option<Arc<ntp::Ntp>>,
     pub csr: Option<Arc<csr::Csr>>,
+    pub registry: Option<Arc<registry::Registry>>,
 }
 
 impl Services {
@@ -62,6 +63,8 @@ impl Services {
                 ServiceKind::Ntp => s.ntp = Some(ntp::Ntp::new(plan).context("NTP")?),
                 ServiceKind::Csr => {
                     s.csr = Some(csr::Csr::new(plan, events.clone()).context("CSR approval")?)
+                ServiceKind::Registry => {
+                    s.registry = Some(registry::Registry::new(plan).context("registry")?)
                 }
                 // Serves the hub that holds this registry: created after it.
                 ServiceKind::Admin => {}
@@ -97,6 +100,7 @@ impl Services {
             tftp,
             ntp,
             csr,
+            registry,
         } = self;
         fn dynamic<S: Service + 'static>(s: &Option<Arc<S>>) -> Option<Arc<dyn Service>> {
             s.clone().map(|s| s as Arc<dyn Service>)
@@ -112,6 +116,7 @@ impl Services {
             dynamic(tftp),
             dynamic(ntp),
             dynamic(csr),
+            dynamic(registry),
         ]
         .into_iter()
         .flatten()
@@ -143,6 +148,7 @@ impl Services {
             tftp: _,
             ntp: _,
             csr: _,
+            registry: _,
         } = self;
         let mut v: Vec<&dyn SyncControl> = Vec::new();
         if let Some(h) = http.as_deref() {
@@ -169,6 +175,7 @@ impl Services {
             tftp,
             ntp,
             csr,
+            registry,
         } = self;
         #[cfg(feature = "libvirt")]
         {
@@ -182,6 +189,7 @@ impl Services {
         doc.tftp = tftp.as_ref().map(|s| s.status());
         doc.ntp = ntp.as_ref().map(|s| s.status());
         doc.csr = csr.as_ref().map(|s| s.status());
+        doc.registry = registry.as_ref().map(|s| s.status());
     }
 
     /// The load balancer's `/status` section, when it runs.

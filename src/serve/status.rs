@@ -20,6 +20,7 @@ use crate::services::dns::status::DnsStatus;
 use crate::services::http::status::HttpStatus;
 use crate::services::lb::status::LbStatus;
 use crate::services::ntp::status::NtpStatus;
+use crate::services::registry::status::RegistryStatus;
 use crate::services::tftp::status::TftpStatus;
 use crate::timeline::status::TimelineStatus;
 
@@ -53,6 +54,9 @@ pub struct StatusDoc {
     /// The CSR approver (`csr:`), when it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csr: Option<CsrStatus>,
+    /// The mirror registry (`registry:`, docs/registry.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<RegistryStatus>,
     /// This member of an HA pair (`ha:`; docs/ha.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ha: Option<crate::runtime::ha::HaStatus>,
@@ -85,6 +89,7 @@ impl StatusDoc {
             tftp: None,
             ntp: None,
             csr: None,
+            registry: None,
             ha: None,
             timeline: None,
         }

@@ -39,6 +39,7 @@ pub fn tick(services: &Services, rec: &Recorder) {
         ntp: _,
         // Records its steps itself (Event::CsrApproved, Event::NodeReady).
         csr: _,
+        registry: _,
     } = services;
     doc.dhcp = dhcp.as_ref().map(|s| s.status());
     doc.lb = lb.as_ref().map(|s| s.status());

@@ -13,4 +13,5 @@ pub mod dns;
 pub mod http;
 pub mod lb;
 pub mod ntp;
+pub mod registry;
 pub mod tftp;

@@ -161,6 +161,8 @@ pub(crate) struct Sections {
     pub tftp: Option<TftpCfg>,
     /// The `ntp:` section, `None` when absent or invalid.
     pub ntp: Option<crate::model::cluster::NtpCfg>,
+    /// The `registry:` section, `None` when absent or invalid.
+    pub registry: Option<crate::model::registry::RegistryCfg>,
     /// `Some(None)`: no `rhcos` section.
     pub rhcos: Option<Option<RhcosCfg>>,
     /// `Some(None)`: no `libvirt` section.
@@ -195,6 +197,12 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
     let admin = http::build_admin(&raw.admin, base, e);
     let tftp = super::pxe::tftp(raw.pxe.as_ref(), net.appliance_ip, base, &mut e.0);
     let ntp = super::ntp::ntp(raw.ntp.as_ref(), net.appliance_ip, &mut e.0);
+    let registry_cx = super::registry::Context {
+        appliance_ip: net.appliance_ip,
+        domain: &domain,
+        base,
+    };
+    let registry = super::registry::registry(raw.registry.as_ref(), &registry_cx, &mut e.0);
     // The IPv6 twins of the listeners (`network.ipv6`, as far as it parsed).
     let ipv6 = net.v6.as_ref().and_then(|v| v.finish());
     listeners::check(
@@ -206,6 +214,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
             admin: admin.as_ref(),
             tftp: tftp.as_ref(),
             ntp: ntp.as_ref(),
+            registry: registry.as_ref(),
             ipv6: ipv6.as_ref(),
         },
         e,
@@ -236,6 +245,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
         admin,
         tftp,
         ntp,
+        registry,
         rhcos,
         libvirt,
     }
@@ -260,6 +270,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         libvirt: Some(libvirt),
         tftp,
         ntp,
+        registry,
     } = s
     else {
         if e.0.is_empty() {
@@ -292,6 +303,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
         mode: Default::default(),
         ingress: Vec::new(),
         ntp,
+        registry,
         ha: None,
         csr: None,
     };

@@ -124,6 +124,9 @@ impl Demand {
                 | ServiceKind::Admin
                 | ServiceKind::Tftp
                 | ServiceKind::Ntp => {}
+                // Its connections have their own cap (services/registry,
+                // 1024), well under the open-files limit asked for.
+                ServiceKind::Registry => {}
             }
         }
         d

@@ -1,0 +1,149 @@
+//! `crc-appliance render mirror` (issue #36, docs/registry.md): the
+//! install-config fragments that point a cluster at the appliance's mirror
+//! registry — `additionalTrustBundle` (the appliance's CA, made now when
+//! it does not exist yet), the pull secret's `auths` entry, and
+//! `imageDigestSources` for every `pullThrough` upstream, every repository
+//! in storage named after its source (`<registry host>/<path>`), and every
+//! entry of an oc-mirror `idms-oc-mirror.yaml` found next to the storage
+//! tree (its mirrors rewritten to the registry's name).
+
+use std::fmt::Write as _;
+
+use crate::model::registry::RegistryCfg;
+use crate::plan::Plan;
+
+/// `host[:port]` clients use (`:443` left out).
+pub fn pull_host(r: &RegistryCfg) -> String {
+    match r.listen.port() {
+        443 => r.name.clone(),
+        p => format!("{}:{p}", r.name),
+    }
+}
+
+/// (source, mirror) pairs from an oc-mirror IDMS file's text.
+fn idms_pairs(text: &str, host: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for doc in text.split("\n---") {
+        let Ok(v) = serde_saphyr::from_str::<serde_json::Value>(doc) else {
+            continue;
+        };
+        let list = v
+            .pointer("/spec/imageDigestMirrors")
+            .and_then(serde_json::Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for m in list {
+            let Some(source) = m.get("source").and_then(serde_json::Value::as_str) else {
+                continue;
+            };
+            for mirror in m
+                .get("mirrors")
+                .and_then(serde_json::Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(serde_json::Value::as_str)
+            {
+                // Keep the path, put the appliance's name in place of the host.
+                let path = mirror.split_once('/').map_or("", |(_, p)| p);
+                out.push((source.to_string(), format!("{host}/{path}")));
+            }
+        }
+    }
+    out
+}
+
+pub fn render(plan: &Plan) -> anyhow::Result<String> {
+    let c = &plan.cluster;
+    let r = c.registry.as_ref().ok_or_else(|| {
+        anyhow::anyhow!(
+            "the registry: section is absent: there is no mirror to point the install at"
+        )
+    })?;
+    let host = pull_host(r);
+    let ca = if r.tls.is_some() {
+        None
+    } else {
+        Some(crate::runtime::certs::ca::load_or_create(c).map_err(anyhow::Error::msg)?)
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# install-config.yaml fragments for the mirror registry {host}"
+    );
+    match (&ca, &r.tls) {
+        (Some(ca), _) => {
+            let _ = writeln!(out, "# the appliance's CA ({}):", ca.cert_file.display());
+            let _ = writeln!(out, "additionalTrustBundle: |");
+            for line in ca.cert_pem.lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+        (None, Some(t)) => {
+            let _ = writeln!(
+                out,
+                "# registry.tls is set: put the CA that signed {} in additionalTrustBundle",
+                t.cert_file.display()
+            );
+        }
+        (None, None) => {}
+    }
+    let _ = writeln!(
+        out,
+        "# pullSecret: add this entry to \"auths\" (nodes in the cluster's networks pull without it;\n# for pushes put base64 of user:password from registry.htpasswdFile: echo -n user:pass | base64 -w0)"
+    );
+    let _ = writeln!(
+        out,
+        "# {{\"auths\": {{\"{host}\": {{\"auth\": \"<base64 of user:password>\", \"email\": \"\"}}}}}}"
+    );
+    let mut pairs: Vec<(String, String)> = r
+        .pull_through
+        .iter()
+        .map(|p| (p.registry.clone(), format!("{host}/{}", p.registry)))
+        .collect();
+    let store = crate::services::registry::storage::Store::new(&r.storage);
+    for repo in store.catalog() {
+        let first = repo.split('/').next().unwrap_or_default();
+        let covered = r.pull_through.iter().any(|p| p.registry == first);
+        if (first.contains('.') || first.contains(':')) && !covered {
+            pairs.push((repo.clone(), format!("{host}/{repo}")));
+        }
+    }
+    if let Some(parent) = r.storage.parent() {
+        for dir in [r.storage.as_path(), parent] {
+            if let Ok(text) = std::fs::read_to_string(dir.join("idms-oc-mirror.yaml")) {
+                pairs.extend(idms_pairs(&text, &host));
+                break;
+            }
+        }
+    }
+    pairs.sort();
+    pairs.dedup();
+    let _ = writeln!(out, "imageDigestSources:");
+    for (source, mirror) in &pairs {
+        let _ = writeln!(out, "- source: {source}\n  mirrors:\n  - {mirror}");
+    }
+    if pairs.is_empty() {
+        let _ = writeln!(
+            out,
+            "# (none yet: add registry.pullThrough, or mirror into storage as <registry host>/<path>)\n[]"
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::idms_pairs;
+
+    #[test]
+    fn idms_mirrors_get_the_appliance_name() {
+        let text = "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nspec:\n  imageDigestMirrors:\n  - mirrors:\n    - old.example:8443/openshift/release\n    source: quay.io/openshift-release-dev/ocp-v4.0-art-dev\n";
+        assert_eq!(
+            idms_pairs(text, "mirror.lab.test:5000"),
+            vec![(
+                "quay.io/openshift-release-dev/ocp-v4.0-art-dev".to_string(),
+                "mirror.lab.test:5000/openshift/release".to_string()
+            )]
+        );
+    }
+}

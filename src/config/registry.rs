@@ -1,0 +1,274 @@
+//! The top-level `registry:` section: the appliance as the lab's mirror
+//! registry (issue #36, docs/registry.md). Raw schema, defaults and
+//! validation in one unit, like `ntp.rs`.
+//!
+//! Defaults: the section absent = no registry (nothing listens); present =
+//! `listen: <applianceIP>:5000`, `name: mirror.<name>.<baseDomain>`,
+//! `allowDelete: false`, the certificate signed by the appliance's CA.
+//! `storage` is required (the distribution registry's filesystem root).
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::FieldError;
+use super::raw::HttpTls;
+pub use crate::model::registry::{MIRROR_LABEL, PullThroughCfg, RegistryCfg, RegistryTlsCfg};
+
+/// The registry's default port.
+pub const REGISTRY_PORT: u16 = 5000;
+
+/// `registry:` as written.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawRegistry {
+    /// HTTPS address of the registry (default `<applianceIP>:5000`).
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// Its DNS name (default `mirror.<name>.<baseDomain>`, added to the
+    /// cluster zone).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The distribution registry's filesystem root: the directory holding
+    /// `docker/registry/v2` (what `docker-registry`, `registry:2` and
+    /// oc-mirror v2's cache write). Created when missing.
+    pub storage: String,
+    /// `htpasswd -B` file of the users who may push.
+    #[serde(default)]
+    pub htpasswd_file: Option<String>,
+    /// Allow `DELETE` of manifests and blobs.
+    #[serde(default)]
+    pub allow_delete: bool,
+    /// PEM files of the registry's certificate (default: one signed by the
+    /// appliance's own CA).
+    #[serde(default)]
+    pub tls: Option<HttpTls>,
+    /// Upstream registries served under `<registry>/…` on a miss.
+    #[serde(default)]
+    pub pull_through: Vec<RawPullThrough>,
+    /// The upstreams' credentials (OpenShift pull-secret JSON).
+    #[serde(default)]
+    pub pull_secret_file: Option<String>,
+    /// The release pullspec the install uses (`preflight` resolves it).
+    #[serde(default)]
+    pub release_image: Option<String>,
+}
+
+/// One `registry.pullThrough` entry as written.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawPullThrough {
+    /// Path prefix under the mirror and key in the pull secret (`quay.io`).
+    pub registry: String,
+    /// `https://quay.io`, or `http://…` for a lab's own upstream.
+    pub url: String,
+}
+
+/// What the builder needs from the rest of the file.
+pub struct Context<'a> {
+    pub appliance_ip: Option<Ipv4Addr>,
+    /// `<name>.<baseDomain>`.
+    pub domain: &'a str,
+    pub base: &'a Path,
+}
+
+/// Validate `registry:`. `None` when absent or invalid (errors pushed with
+/// their field paths).
+pub fn registry(
+    raw: Option<&RawRegistry>,
+    cx: &Context<'_>,
+    errs: &mut Vec<FieldError>,
+) -> Option<RegistryCfg> {
+    let raw = raw?;
+    let before = errs.len();
+    let mut push = |path: &str, message: String| {
+        errs.push(FieldError {
+            path: path.into(),
+            message,
+        })
+    };
+    let listen = match &raw.listen {
+        Some(text) => super::validate::parse_sock(text, Some(REGISTRY_PORT))
+            .map_err(|m| push("registry.listen", m))
+            .ok(),
+        None => cx
+            .appliance_ip
+            .map(|ip| SocketAddr::new(ip.into(), REGISTRY_PORT)),
+    };
+    let name = match &raw.name {
+        Some(n) => {
+            let n = n.trim_end_matches('.').to_ascii_lowercase();
+            if let Err(m) = check_dns_name(&n) {
+                push("registry.name", format!("{n:?}: {m}"));
+            }
+            n
+        }
+        None => format!("{MIRROR_LABEL}.{}", cx.domain),
+    };
+    if raw.storage.trim().is_empty() {
+        push(
+            "registry.storage",
+            "is empty: give the directory holding (or to hold) docker/registry/v2".into(),
+        );
+    }
+    let storage = super::validate::resolve(cx.base, &raw.storage);
+    let file = |field: &str, p: &Option<String>, push: &mut dyn FnMut(&str, String)| {
+        p.as_ref().map(|p| {
+            let path = super::validate::resolve(cx.base, p);
+            if let Err(e) = std::fs::File::open(&path) {
+                push(field, format!("{}: {e}", path.display()));
+            }
+            path
+        })
+    };
+    let htpasswd_file = file("registry.htpasswdFile", &raw.htpasswd_file, &mut push);
+    let pull_secret_file = file("registry.pullSecretFile", &raw.pull_secret_file, &mut push);
+    let tls = raw.tls.as_ref().map(|t| {
+        let cfg = RegistryTlsCfg {
+            cert_file: super::validate::resolve(cx.base, &t.cert_file),
+            key_file: super::validate::resolve(cx.base, &t.key_file),
+        };
+        if let Err(e) = std::fs::File::open(&cfg.cert_file) {
+            push(
+                "registry.tls.certFile",
+                format!("{}: {e}", cfg.cert_file.display()),
+            );
+        }
+        if let Err(m) = super::secret::check_secret_file(&cfg.key_file, true) {
+            push("registry.tls.keyFile", m);
+        }
+        cfg
+    });
+    let pull_through = pull_through(&raw.pull_through, &mut push);
+    if let Some(r) = &raw.release_image
+        && !r.contains('@')
+        && !r.contains(':')
+    {
+        push(
+            "registry.releaseImage",
+            format!(
+                "{r:?}: not a pullspec (quay.io/openshift-release-dev/ocp-release@sha256:… or …:<tag>)"
+            ),
+        );
+    }
+    if errs.len() != before {
+        return None;
+    }
+    Some(RegistryCfg {
+        listen: listen?,
+        name,
+        storage,
+        htpasswd_file,
+        allow_delete: raw.allow_delete,
+        tls,
+        pull_through,
+        pull_secret_file,
+        release_image: raw.release_image.clone(),
+    })
+}
+
+fn pull_through(raw: &[RawPullThrough], push: &mut dyn FnMut(&str, String)) -> Vec<PullThroughCfg> {
+    let mut out: Vec<PullThroughCfg> = Vec::new();
+    for (i, p) in raw.iter().enumerate() {
+        let registry = p.registry.trim_end_matches('/').to_ascii_lowercase();
+        if let Err(m) = check_dns_name(registry.split(':').next().unwrap_or_default()) {
+            push(
+                &format!("registry.pullThrough[{i}].registry"),
+                format!("{:?}: {m} (a registry host such as quay.io)", p.registry),
+            );
+        } else if out.iter().any(|o| o.registry == registry) {
+            push(
+                &format!("registry.pullThrough[{i}].registry"),
+                format!("{registry} is listed twice: keep one entry"),
+            );
+        }
+        let url = p.url.trim_end_matches('/').to_string();
+        if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() < 9 {
+            push(
+                &format!("registry.pullThrough[{i}].url"),
+                format!(
+                    "{:?}: give https://<host>[:port] (or http:// for a lab's own upstream)",
+                    p.url
+                ),
+            );
+        }
+        out.push(PullThroughCfg { registry, url });
+    }
+    out
+}
+
+/// Why `n` is not a DNS name a client can use.
+fn check_dns_name(n: &str) -> Result<(), String> {
+    if n.is_empty() || n.len() > 253 {
+        return Err("not a DNS name (1 to 253 characters)".into());
+    }
+    for label in n.split('.') {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if !ok {
+            return Err(format!(
+                "label {label:?} is not a DNS label (letters, digits, '-')"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(yaml: &str) -> Result<RegistryCfg, Vec<FieldError>> {
+        let raw: RawRegistry = serde_saphyr::from_str(yaml).expect("yaml");
+        let cx = Context {
+            appliance_ip: Some("10.0.0.2".parse().expect("ip")),
+            domain: "lab.example.com",
+            base: Path::new("/"),
+        };
+        let mut errs = Vec::new();
+        registry(Some(&raw), &cx, &mut errs).ok_or(errs)
+    }
+
+    #[test]
+    fn defaults() {
+        let r = build("storage: /var/lib/mirror").expect("valid");
+        assert_eq!(r.listen, "10.0.0.2:5000".parse().expect("addr"));
+        assert_eq!(r.name, "mirror.lab.example.com");
+        assert!(!r.allow_delete);
+        assert!(r.tls.is_none());
+    }
+
+    #[test]
+    fn every_mistake_at_its_path() {
+        let errs = build(
+            "{storage: '', listen: 'nope:x', name: 'bad_name', htpasswdFile: /nonexistent/h, \
+             pullThrough: [{registry: quay.io, url: ftp://x}, {registry: quay.io, url: https://q}], \
+             releaseImage: foo}",
+        )
+        .expect_err("invalid");
+        let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+        for p in [
+            "registry.storage",
+            "registry.listen",
+            "registry.name",
+            "registry.htpasswdFile",
+            "registry.pullThrough[0].url",
+            "registry.pullThrough[1].registry",
+            "registry.releaseImage",
+        ] {
+            assert!(paths.contains(&p), "{p} missing in {paths:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        assert!(serde_saphyr::from_str::<RawRegistry>("{storage: /x, allowdelete: true}").is_err());
+    }
+}

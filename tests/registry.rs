@@ -1,0 +1,562 @@
+//! The mirror registry (issue #36) with real clients, in network
+//! namespaces on non-loopback addresses (`registry/lab.rs`):
+//!
+//! - `skopeo copy` pushes a multi-layer image from an OCI layout the test
+//!   writes, with the htpasswd user, and fails with 401 without; a node
+//!   pulls it by tag and by digest with TLS verified against only the CA
+//!   `render mirror` printed, resolving `mirror.<name>.<baseDomain>`
+//!   through the appliance's DNS; the same bytes come back;
+//! - pulls are anonymous from the cluster network, 401 with
+//!   `WWW-Authenticate` from outside it and with a wrong password;
+//! - a tree the appliance wrote is served by `docker-registry` as is, and
+//!   a tree `docker-registry` wrote is served by the appliance (same
+//!   digests);
+//! - bad input on every endpoint: 0 panics, nothing outside `storage`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "registry/lab.rs"]
+mod lab;
+
+use lab::{Lab, MIRROR, NODE, OUTSIDE, PASS, USER, oci_layout};
+
+fn tools() -> Result<(), String> {
+    common::netns_available("rgp")?;
+    for t in [
+        "skopeo",
+        "htpasswd",
+        "curl",
+        "tar",
+        "gzip",
+        "docker-registry",
+    ] {
+        if !common::have(t) {
+            return Err(format!("{t} is not installed"));
+        }
+    }
+    Ok(())
+}
+
+macro_rules! require_lab {
+    () => {
+        if let Err(why) = tools() {
+            common::note_skip(&format!("SKIPPED {}: {why}", module_path!()));
+            return;
+        }
+    };
+}
+
+fn creds() -> String {
+    format!("{USER}:{PASS}")
+}
+
+#[test]
+fn skopeo_pushes_with_a_user_and_nodes_pull_by_tag_and_digest_over_verified_tls() {
+    require_lab!();
+    let lab = Lab::start("");
+    let layout = lab.dir.path().join("layout");
+    let digest = oci_layout(&layout, "v1", 3, 7);
+    let src = format!("oci:{}:v1", layout.display());
+    let dst = format!("docker://{MIRROR}:5000/lab/app:v1");
+    let certs = lab.certs.to_str().unwrap().to_string();
+    // Without credentials: refused.
+    let (code, out) = lab.skopeo(&["copy", "--dest-cert-dir", &certs, &src, &dst]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("401")
+            || out.to_lowercase().contains("unauthorized")
+            || out.contains("authentication required"),
+        "{out}"
+    );
+    // A wrong password: refused the same way, at once.
+    let wrong = format!("{USER}:nope");
+    let (code, out) = lab.skopeo(&[
+        "copy",
+        "--dest-creds",
+        &wrong,
+        "--dest-cert-dir",
+        &certs,
+        &src,
+        &dst,
+    ]);
+    assert_ne!(code, 0, "{out}");
+    // With the user: pushed.
+    let (code, out) = lab.skopeo(&[
+        "copy",
+        "--dest-creds",
+        &creds(),
+        "--dest-cert-dir",
+        &certs,
+        &src,
+        &dst,
+    ]);
+    assert_eq!(code, 0, "{out}\n{}", lab.app.log());
+    // The node pulls anonymously, by tag and by digest, TLS verified.
+    let pulled = lab.dir.path().join("pulled");
+    let (code, out) = lab.skopeo(&[
+        "copy",
+        "--src-tls-verify=true",
+        "--src-cert-dir",
+        &certs,
+        &dst,
+        &format!("oci:{}:v1", pulled.display()),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let (code, raw) = lab.skopeo(&["inspect", "--raw", "--cert-dir", &certs, &dst]);
+    assert_eq!(code, 0, "{raw}");
+    assert_eq!(
+        lab::sha256(raw.trim_end().as_bytes()),
+        digest,
+        "the manifest pushed is served byte for byte"
+    );
+    let by_digest = format!("docker://{MIRROR}:5000/lab/app@{digest}");
+    let pulled2 = lab.dir.path().join("pulled2");
+    let (code, out) = lab.skopeo(&[
+        "copy",
+        "--src-cert-dir",
+        &certs,
+        &by_digest,
+        &format!("oci:{}:v1", pulled2.display()),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    for dir in [&pulled, &pulled2] {
+        let got = std::fs::read(dir.join("blobs/sha256").join(&digest[7..])).unwrap();
+        assert_eq!(lab::sha256(&got), digest);
+    }
+    // Another CA is not trusted: the TLS check is real.
+    let other = lab.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    common::self_signed_cert(&other.join("ca.crt"), &other.join("k.pem"), "other");
+    std::fs::remove_file(other.join("k.pem")).unwrap();
+    let (code, out) = lab.skopeo(&[
+        "inspect",
+        "--raw",
+        "--cert-dir",
+        other.to_str().unwrap(),
+        &dst,
+    ]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("certificate"), "{out}");
+    // Status counts the node's pulls.
+    let status = common::run_ok(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            lab.srv.name(),
+            "curl",
+            "-sS",
+            "http://127.0.0.1:9180/status",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let rows = v["registry"]["clients"].as_array().unwrap();
+    let node = rows
+        .iter()
+        .find(|r| r["client"] == NODE)
+        .expect("the node's row");
+    assert_eq!(node["node"], "master-0");
+    assert!(node["bytesPulled"].as_u64().unwrap() > 100_000, "{node}");
+    assert!(v["registry"]["certFromCa"].as_bool().unwrap());
+}
+
+#[test]
+fn pulls_are_anonymous_only_from_the_cluster_network() {
+    require_lab!();
+    let lab = Lab::start("");
+    // /v2/ challenges (as distribution does: clients with credentials
+    // then send them); pulls need none from the cluster network.
+    let ping = lab.curl(&[], "/v2/");
+    assert_eq!(ping.code, 401, "{ping:?}");
+    assert_eq!(
+        ping.header("Docker-Distribution-Api-Version").as_deref(),
+        Some("registry/2.0")
+    );
+    let anon = lab.curl(&[], "/v2/lab/none/tags/list");
+    assert_eq!(anon.code, 404, "{anon:?}");
+    assert!(anon.text().contains("NAME_UNKNOWN"), "{}", anon.text());
+    let outside = lab.curl(&["--interface", OUTSIDE], "/v2/lab/none/tags/list");
+    assert_eq!(outside.code, 401, "{outside:?}");
+    let outside = lab.curl(&["--interface", OUTSIDE], "/v2/");
+    assert_eq!(outside.code, 401, "{outside:?}");
+    assert_eq!(
+        outside.header("WWW-Authenticate").as_deref(),
+        Some(format!("Basic realm=\"{MIRROR}\"").as_str())
+    );
+    assert!(
+        outside.text().contains("UNAUTHORIZED"),
+        "{}",
+        outside.text()
+    );
+    let wrong = lab.curl(
+        &["--interface", OUTSIDE, "-u", &format!("{USER}:bad")],
+        "/v2/",
+    );
+    assert_eq!(wrong.code, 401);
+    let good = lab.curl(&["--interface", OUTSIDE, "-u", &creds()], "/v2/");
+    assert_eq!(good.code, 200);
+    // A push from the cluster network still needs the user.
+    let push = lab.curl(&["-X", "POST"], "/v2/lab/x/blobs/uploads/");
+    assert_eq!(push.code, 401);
+    let push = lab.curl(&["-X", "POST", "-u", &creds()], "/v2/lab/x/blobs/uploads/");
+    assert_eq!(push.code, 202, "{push:?}");
+    assert!(
+        push.header("Location")
+            .unwrap()
+            .starts_with("/v2/lab/x/blobs/uploads/")
+    );
+    assert_eq!(push.header("Range").as_deref(), Some("0-0"));
+}
+
+/// One curl run in the node's namespace over many paths: the status codes.
+fn codes(lab: &Lab, method: &str, paths: &[String], extra: &[&str]) -> Vec<u16> {
+    let ca = lab.certs.join("ca.crt");
+    let auth = creds();
+    let mut args: Vec<String> = vec![
+        "netns".into(),
+        "exec".into(),
+        lab.node.name().into(),
+        "curl".into(),
+        "-sS".into(),
+        "--max-time".into(),
+        "10".into(),
+        "--cacert".into(),
+        ca.display().to_string(),
+        "-u".into(),
+        auth,
+        "--path-as-is".into(),
+    ];
+    // HEAD with -I: with -X HEAD curl would wait for a body.
+    if method == "HEAD" {
+        args.push("-I".into());
+    } else {
+        args.extend(["-X".into(), method.into()]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+    }
+    for p in paths {
+        args.extend([
+            "-o".into(),
+            "/dev/null".into(),
+            "-w".into(),
+            "%{http_code}\\n".into(),
+            format!("{}{p}", lab.url()),
+        ]);
+    }
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (_, out, _) = common::run("ip", &a);
+    out.lines().map(|l| l.trim().parse().unwrap_or(0)).collect()
+}
+
+/// Every file under `dir` but `storage`.
+fn files_outside(dir: &std::path::Path, storage: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.starts_with(storage) {
+                continue;
+            }
+            if p.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn bad_input_on_every_endpoint_is_refused_and_nothing_is_written_outside_storage() {
+    require_lab!();
+    let lab = Lab::start("  allowDelete: true\n");
+    let layout = lab.dir.path().join("layout");
+    oci_layout(&layout, "v1", 2, 5);
+    let certs = lab.certs.display().to_string();
+    let (code, out) = lab.skopeo(&[
+        "copy",
+        "--dest-creds",
+        &creds(),
+        "--dest-cert-dir",
+        &certs,
+        &format!("oci:{}:v1", layout.display()),
+        &format!("docker://{MIRROR}:5000/ok/app:v1"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let before = files_outside(lab.dir.path(), &lab.storage);
+    let hex = "a".repeat(64);
+    let names = [
+        "UPPER",
+        "a//b",
+        "../../etc",
+        "..",
+        "a/../../b",
+        "%2e%2e/%2e%2e",
+        "a%2fb",
+        "-a",
+        "a-",
+        "a___b",
+        &"x".repeat(300),
+        "a/./b",
+        "a b",
+        "a\u{7f}",
+    ];
+    let digests = [
+        "sha256:abc".to_string(),
+        format!("sha256:{}", hex.to_uppercase()),
+        format!("sha256:{hex}0"),
+        format!("sha512:{}", "b".repeat(128)),
+        hex.clone(),
+        "md5:d41d8cd98f00b204e9800998ecf8427e".into(),
+        format!("sha256:../{hex}"),
+        "sha256:".into(),
+    ];
+    let mut paths = Vec::new();
+    for n in names {
+        let n = n.replace(' ', "%20").replace('\u{7f}', "%7f");
+        for tail in [
+            "tags/list",
+            "manifests/v1",
+            &format!("blobs/sha256:{hex}"),
+            "blobs/uploads/",
+            "blobs/uploads/0123456789abcdef",
+        ] {
+            paths.push(format!("/v2/{n}/{tail}"));
+        }
+    }
+    for d in &digests {
+        paths.push(format!("/v2/ok/app/blobs/{d}"));
+        paths.push(format!("/v2/ok/app/manifests/{d}"));
+        paths.push(format!("/v2/ok/app/blobs/uploads/?digest={d}"));
+    }
+    for tail in [
+        "blobs/uploads/../../../../x",
+        "blobs/uploads/zz",
+        "blobs/uploads/0123456789abcdef",
+        "manifests/",
+        "manifests/-bad",
+        "tags/list?n=x",
+        "tags/list?n=-1&last=%00",
+    ] {
+        paths.push(format!("/v2/ok/app/{tail}"));
+    }
+    paths.push("/v2/_catalog?n=abc".into());
+    paths.push("/v3/".into());
+    paths.push("/".into());
+    for method in ["GET", "HEAD", "PUT", "PATCH", "POST", "DELETE"] {
+        let got = codes(
+            &lab,
+            method,
+            &paths,
+            &["--data-binary", "junk", "-H", "Content-Range: 5-3"],
+        );
+        assert_eq!(got.len(), paths.len(), "{method}: {got:?}");
+        for (p, c) in paths.iter().zip(&got) {
+            assert!((200..500).contains(c) && *c != 0, "{method} {p}: {c}");
+        }
+    }
+    // Ranges: garbage is the whole blob or 416, never an error.
+    let blob = {
+        let g = lab.curl(&["-u", &creds()], "/v2/ok/app/tags/list");
+        assert_eq!(g.code, 200);
+        let m = lab.curl(
+            &["-H", "Accept: application/vnd.oci.image.manifest.v1+json"],
+            "/v2/ok/app/manifests/v1",
+        );
+        let v: serde_json::Value = serde_json::from_slice(&m.body).unwrap();
+        v["layers"][0]["digest"].as_str().unwrap().to_string()
+    };
+    for r in [
+        "bytes=",
+        "bytes=-",
+        "bytes=--1",
+        "bytes=99999999999999999999-",
+        "bytes=5-1",
+        "bytes=0-0,2-1",
+        "lines=1-2",
+        "bytes=-0",
+        "bytes=a-b",
+    ] {
+        let g = lab.curl(
+            &["-H", &format!("Range: {r}")],
+            &format!("/v2/ok/app/blobs/{blob}"),
+        );
+        assert!([200, 206, 416].contains(&g.code), "{r}: {}", g.code);
+    }
+    // Chunk order: a PATCH not at the upload's end is 416 and changes nothing.
+    let data = common::pattern(4096, 9);
+    let start = lab.curl(
+        &["-u", &creds(), "-X", "POST"],
+        "/v2/ok/chunks/blobs/uploads/",
+    );
+    let loc = start.header("Location").unwrap();
+    let patch = |range: &str, body: &[u8]| {
+        let f = lab.dir.path().join("chunk");
+        std::fs::write(&f, body).unwrap();
+        lab.curl(
+            &[
+                "-u",
+                &creds(),
+                "-X",
+                "PATCH",
+                "-H",
+                &format!("Content-Range: {range}"),
+                "-H",
+                "Content-Type: application/octet-stream",
+                "--data-binary",
+                &format!("@{}", f.display()),
+            ],
+            &loc,
+        )
+    };
+    assert_eq!(patch("0-1023", &data[..1024]).code, 202);
+    let wrong = patch("2048-4095", &data[2048..]);
+    assert_eq!(wrong.code, 416);
+    assert_eq!(wrong.header("Range").as_deref(), Some("0-1023"));
+    assert_eq!(patch("1024-4095", &data[1024..]).code, 202);
+    let put = lab.curl(
+        &["-u", &creds(), "-X", "PUT"],
+        &format!("{loc}?digest={}", lab::sha256(&data)),
+    );
+    assert_eq!(put.code, 201, "{}", put.text());
+    // A digest mismatch is 400 DIGEST_INVALID and leaves nothing.
+    let start = lab.curl(
+        &["-u", &creds(), "-X", "POST"],
+        "/v2/ok/chunks/blobs/uploads/",
+    );
+    let loc = start.header("Location").unwrap();
+    let bad = lab.curl(
+        &[
+            "-u",
+            &creds(),
+            "-X",
+            "PUT",
+            "--data-binary",
+            "abc",
+            "-H",
+            "Content-Type: application/octet-stream",
+        ],
+        &format!("{loc}?digest={}", lab::sha256(b"xyz")),
+    );
+    assert_eq!(bad.code, 400);
+    assert!(bad.text().contains("DIGEST_INVALID"));
+    assert!(
+        !lab.storage
+            .join("docker/registry/v2/blobs/sha256")
+            .join(&lab::sha256(b"abc")[7..9])
+            .join(&lab::sha256(b"abc")[7..])
+            .exists()
+    );
+    // Over 4 MiB: refused.
+    let big = lab.dir.path().join("big.json");
+    let mut m = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","annotations":{"x":""#.to_vec();
+    m.extend(std::iter::repeat_n(b'a', 4 << 20));
+    m.extend(br#""}}"#);
+    std::fs::write(&big, &m).unwrap();
+    let g = lab.curl(
+        &[
+            "-u",
+            &creds(),
+            "-X",
+            "PUT",
+            "-H",
+            "Content-Type: application/vnd.oci.image.manifest.v1+json",
+            "--data-binary",
+            &format!("@{}", big.display()),
+        ],
+        "/v2/ok/app/manifests/big",
+    );
+    assert_eq!(g.code, 413, "{}", g.text());
+    // 10,000 tags, paged by 1,000 through the Link headers.
+    let tags_dir = lab
+        .storage
+        .join("docker/registry/v2/repositories/ok/app/_manifests/tags");
+    let current = std::fs::read_to_string(tags_dir.join("v1/current/link")).unwrap();
+    for i in 0..10_000 {
+        let d = tags_dir.join(format!("t{i:05}/current"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("link"), &current).unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut next = Some("/v2/ok/app/tags/list?n=1000".to_string());
+    while let Some(p) = next.take() {
+        let g = lab.curl(&[], &p);
+        assert_eq!(g.code, 200, "{p}");
+        let v: serde_json::Value = serde_json::from_slice(&g.body).unwrap();
+        seen.extend(
+            v["tags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap().to_string()),
+        );
+        next = g.header("Link").map(|l| {
+            l.trim_start_matches('<')
+                .split('>')
+                .next()
+                .unwrap()
+                .to_string()
+        });
+        assert!(seen.len() <= 10_001);
+    }
+    assert_eq!(seen.len(), 10_001);
+    assert!(seen.windows(2).all(|w| w[0] < w[1]));
+    // Nothing panicked, nothing was written outside storage.
+    let after = files_outside(lab.dir.path(), &lab.storage);
+    let new: Vec<_> = after
+        .iter()
+        .filter(|p| !before.contains(p) && !p.ends_with("chunk") && !p.ends_with("big.json"))
+        .collect();
+    assert!(new.is_empty(), "written outside storage: {new:?}");
+    let log = lab.app.log();
+    assert!(!log.contains("panicked"), "{log}");
+    assert_eq!(lab.curl(&["-u", &creds()], "/v2/").code, 200);
+}
+
+#[test]
+fn the_appliance_ca_signs_the_registry_and_the_boot_iso_certificates() {
+    require_tools!("openssl", "curl");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    for sub in ["images", "ign"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+    }
+    let yaml = common::only(&format!(
+        "dhcp: {{ enabled: false, leaseFile: \"{d}/leases.json\" }}\nhttp:\n  listen: 127.0.0.1:0\n  tlsListen: 127.0.0.1:0\n  imagesDir: \"{d}/images\"\n  ignitionDir: \"{d}/ign\"\nregistry:\n  storage: \"{d}/storage\"\n  listen: 127.0.0.1:0\n"
+    ));
+    let app = common::Appliance::start(&yaml);
+    let ca = dir.path().join("test-ca.pem");
+    let iso_cert = dir.path().join("test-https-cert.pem");
+    let out = common::run_ok(
+        "openssl",
+        &[
+            "verify",
+            "-CAfile",
+            ca.to_str().unwrap(),
+            iso_cert.to_str().unwrap(),
+        ],
+    );
+    assert!(out.contains(": OK"), "{out}");
+    let key_mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(dir.path().join("test-ca-key.pem"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(key_mode & 0o777, 0o600);
+    let url = format!("https://{}/v2/_catalog", app.addr("registry"));
+    let got = lab::curl_in(None, &["--cacert", ca.to_str().unwrap()], &url);
+    assert_eq!(got.code, 200, "{got:?}");
+    assert_eq!(got.text(), "{\"repositories\":[]}\n");
+    // render mirror prints that same CA.
+    let render = common::run_ok(
+        common::BIN,
+        &[
+            "render",
+            "mirror",
+            "--cluster",
+            app.cluster_file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(lab::ca_of(&render), std::fs::read_to_string(&ca).unwrap());
+}

@@ -1,0 +1,322 @@
+//! The mirror registry's test lab: the appliance in one network namespace
+//! (10.77.0.1, DNS and the registry), a node in another (10.77.0.10, also
+//! 10.77.1.2: an address outside the cluster's networks), the node's
+//! resolver pointed at the appliance (`/etc/netns/<ns>/resolv.conf`), an
+//! htpasswd file made by `htpasswd -B`, and OCI layouts written here.
+
+#![allow(dead_code)] // each test binary uses part of the lab
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::common::{Appliance, BIN, Netns, run, run_ok, unique_name};
+
+pub const APPLIANCE: &str = "10.77.0.1";
+pub const NODE: &str = "10.77.0.10";
+pub const OUTSIDE: &str = "10.77.1.2";
+pub const MIRROR: &str = "mirror.test.crc.testing";
+pub const USER: &str = "pusher";
+pub const PASS: &str = "s3cret-pass";
+
+pub struct Lab {
+    pub app: Appliance,
+    pub srv: Netns,
+    pub node: Netns,
+    pub dir: tempfile::TempDir,
+    /// The CA `render mirror` printed, as a cert dir for skopeo (`ca.crt`).
+    pub certs: PathBuf,
+    pub storage: PathBuf,
+    etc: PathBuf,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.etc);
+    }
+}
+
+pub fn cluster_yaml(dir: &Path, storage: &Path, extra: &str) -> String {
+    format!(
+        r#"name: test
+baseDomain: crc.testing
+network:
+  cidr: 10.77.0.0/24
+  gateway: 10.77.0.254
+  applianceIP: {APPLIANCE}
+nodes:
+  - {{ name: bootstrap, role: bootstrap, mac: "52:54:00:14:00:05", ip: 10.77.0.5 }}
+  - {{ name: master-0, role: master, mac: "52:54:00:14:00:0a", ip: {NODE} }}
+  - {{ name: master-1, role: master, mac: "52:54:00:14:00:0b", ip: 10.77.0.11 }}
+  - {{ name: master-2, role: master, mac: "52:54:00:14:00:0c", ip: 10.77.0.12 }}
+dhcp:
+  enabled: false
+  leaseFile: {d}/leases.json
+loadBalancer:
+  enabled: false
+http:
+  enabled: false
+admin:
+  listen: 127.0.0.1:9180
+registry:
+  storage: {s}
+  htpasswdFile: {d}/htpasswd
+{extra}"#,
+        d = dir.display(),
+        s = storage.display()
+    )
+}
+
+impl Lab {
+    /// Start the lab; `extra` is appended to the `registry:` section.
+    pub fn start(extra: &str) -> Lab {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = dir.path().join("storage");
+        Lab::start_on(dir, storage, extra)
+    }
+
+    pub fn start_on(dir: tempfile::TempDir, storage: PathBuf, extra: &str) -> Lab {
+        let base = unique_name("rg");
+        let srv = Netns::new(format!("{base}s"));
+        let node = Netns::new(format!("{base}n"));
+        let (a, b) = (format!("{base}a"), format!("{base}b"));
+        super::common::veth(&a, &srv, &b, &node);
+        srv.ip(&["addr", "add", "10.77.0.1/24", "dev", &a]);
+        srv.ip(&["addr", "add", "10.77.1.1/24", "dev", &a]);
+        srv.ip(&["link", "set", &a, "up"]);
+        node.ip(&["addr", "add", &format!("{NODE}/24"), "dev", &b]);
+        node.ip(&["addr", "add", &format!("{OUTSIDE}/24"), "dev", &b]);
+        node.ip(&["link", "set", &b, "up"]);
+        let etc = PathBuf::from("/etc/netns").join(node.name());
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(etc.join("resolv.conf"), format!("nameserver {APPLIANCE}\n")).unwrap();
+        let ht = run_ok("htpasswd", &["-Bbn", USER, PASS]);
+        std::fs::write(dir.path().join("htpasswd"), ht.trim()).unwrap();
+        let yaml = cluster_yaml(dir.path(), &storage, extra);
+        let file = dir.path().join("cluster.yaml");
+        std::fs::write(&file, yaml).unwrap();
+        let certs = dir.path().join("certs");
+        std::fs::create_dir_all(&certs).unwrap();
+        let render = run_ok(
+            BIN,
+            &["render", "mirror", "--cluster", file.to_str().unwrap()],
+        );
+        std::fs::write(certs.join("ca.crt"), ca_of(&render)).unwrap();
+        let app = Appliance::launch().netns(srv.name()).start_path(&file);
+        app.wait_log("listening for registry", std::time::Duration::from_secs(20));
+        Lab {
+            app,
+            srv,
+            node,
+            dir,
+            certs,
+            storage,
+            etc,
+        }
+    }
+
+    /// `https://mirror.test.crc.testing:5000`
+    pub fn url(&self) -> String {
+        format!("https://{MIRROR}:5000")
+    }
+
+    /// skopeo in the node's namespace: (exit code, stdout+stderr).
+    pub fn skopeo(&self, args: &[&str]) -> (i32, String) {
+        let mut a = vec!["netns", "exec", self.node.name(), "skopeo"];
+        a.extend_from_slice(args);
+        let (code, out, err) = run("ip", &a);
+        (code, format!("{out}{err}"))
+    }
+
+    /// curl in the node's namespace against the registry, trusting the CA.
+    pub fn curl(&self, args: &[&str], path: &str) -> Got {
+        let url = format!("{}{path}", self.url());
+        let ca = self.certs.join("ca.crt");
+        let mut all = vec!["--cacert", ca.to_str().unwrap()];
+        all.extend_from_slice(args);
+        curl_in(Some(self.node.name()), &all, &url)
+    }
+}
+
+/// The PEM block of `additionalTrustBundle` in `render mirror`'s output.
+pub fn ca_of(render: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in render.lines() {
+        if line.starts_with("additionalTrustBundle:") {
+            inside = true;
+            continue;
+        }
+        if inside {
+            match line.strip_prefix("  ") {
+                Some(l) => {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+                None => break,
+            }
+        }
+    }
+    assert!(out.contains("BEGIN CERTIFICATE"), "no CA in:\n{render}");
+    out
+}
+
+/// One HTTP answer.
+#[derive(Debug)]
+pub struct Got {
+    pub code: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Got {
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .rev()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// curl (in namespace `ns`) with `args` on `url`.
+pub fn curl_in(ns: Option<&str>, args: &[&str], url: &str) -> Got {
+    let d = tempfile::tempdir().unwrap();
+    let (h, b) = (d.path().join("h"), d.path().join("b"));
+    let mut cmd = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, "curl"]);
+            c
+        }
+        None => Command::new("curl"),
+    };
+    cmd.args([
+        "-sS",
+        "--max-time",
+        "20",
+        "-D",
+        h.to_str().unwrap(),
+        "-o",
+        b.to_str().unwrap(),
+    ])
+    .args(["-w", "%{http_code}"])
+    .args(args)
+    .arg(url)
+    .stdin(Stdio::null());
+    let out = cmd.output().unwrap();
+    let code: u16 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let head = std::fs::read_to_string(&h).unwrap_or_default();
+    // The last response's head (after a 100 Continue).
+    let block = head
+        .split("\r\n\r\n")
+        .filter(|s| !s.trim().is_empty())
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    let headers = block
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    Got {
+        code,
+        headers,
+        body: std::fs::read(&b).unwrap_or_default(),
+    }
+}
+
+pub fn sha256(b: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, b);
+    let hex: String = d.as_ref().iter().map(|x| format!("{x:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// Write `bytes` as a blob of the OCI layout `dir`: its digest.
+fn put_blob(dir: &Path, bytes: &[u8]) -> String {
+    let d = sha256(bytes);
+    let p = dir.join("blobs/sha256").join(&d[7..]);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, bytes).unwrap();
+    d
+}
+
+/// A gzip'd tar holding one file `name` with `content`.
+pub fn layer(name: &str, content: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join(name), content).unwrap();
+    let tar = Command::new("tar")
+        .args([
+            "--mtime=@0",
+            "--owner=0",
+            "--group=0",
+            "--numeric-owner",
+            "-C",
+        ])
+        .arg(d.path())
+        .args(["-cf", "-", name])
+        .output()
+        .unwrap()
+        .stdout;
+    let mut gz = Command::new("gzip")
+        .args(["-n", "-c"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        gz.stdin.take().unwrap().write_all(&tar).unwrap();
+    }
+    let out = gz.wait_with_output().unwrap().stdout;
+    (tar, out)
+}
+
+/// An OCI image layout at `dir` with `layers` layers, tagged `tag`: the
+/// manifest's digest.
+pub fn oci_layout(dir: &Path, tag: &str, layers: usize, seed: u32) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    let mut descs = Vec::new();
+    let mut diff_ids = Vec::new();
+    for i in 0..layers {
+        let content = super::common::pattern(50_000 + i * 7_000, seed + i as u32);
+        let (tar, gz) = layer(&format!("file{i}"), &content);
+        diff_ids.push(sha256(&tar));
+        let d = put_blob(dir, &gz);
+        descs.push(serde_json::json!({
+            "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+            "digest": d, "size": gz.len()
+        }));
+    }
+    let config = serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {}, "rootfs": {"type": "layers", "diff_ids": diff_ids}
+    })
+    .to_string();
+    let cd = put_blob(dir, config.as_bytes());
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": config.len()},
+        "layers": descs
+    })
+    .to_string();
+    let md = put_blob(dir, manifest.as_bytes());
+    let index = serde_json::json!({
+        "schemaVersion": 2,
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": md, "size": manifest.len(),
+            "annotations": {"org.opencontainers.image.ref.name": tag}
+        }]
+    });
+    std::fs::write(dir.join("index.json"), index.to_string()).unwrap();
+    md
+}
