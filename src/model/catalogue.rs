@@ -53,7 +53,7 @@ pub enum ServiceKind {
 impl ServiceKind {
     /// Every service, in start order (libvirt first: with `startOnServe` it
     /// creates the bridge the others bind to).
-    pub const ALL: [ServiceKind; 10] = [
+    pub const ALL: [ServiceKind; 11] = [
         ServiceKind::Libvirt,
         ServiceKind::Dns,
         ServiceKind::Dhcp,

@@ -63,6 +63,7 @@ impl Services {
                 ServiceKind::Ntp => s.ntp = Some(ntp::Ntp::new(plan).context("NTP")?),
                 ServiceKind::Csr => {
                     s.csr = Some(csr::Csr::new(plan, events.clone()).context("CSR approval")?)
+                }
                 ServiceKind::Registry => {
                     s.registry = Some(registry::Registry::new(plan).context("registry")?)
                 }
