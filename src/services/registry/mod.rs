@@ -22,6 +22,8 @@ pub mod manifest;
 pub mod names;
 mod pull;
 mod push;
+pub mod replica;
+mod replica_sync;
 pub mod reply;
 pub mod status;
 pub mod storage;
@@ -75,6 +77,7 @@ pub(crate) struct Ctx {
     live: ArcSwap<Live>,
     tls: ArcSwapOption<rustls::ServerConfig>,
     cert: std::sync::Mutex<(String, bool)>,
+    replica: Option<Arc<replica::Replica>>,
 }
 
 impl Ctx {
@@ -176,6 +179,7 @@ impl Registry {
                 live: ArcSwap::from_pointee(live),
                 tls: ArcSwapOption::empty(),
                 cert: std::sync::Mutex::default(),
+                replica: replica::Replica::of(plan)?,
             }),
             listeners: Listeners::default(),
             tasks: Tasks::new("registry"),
@@ -227,6 +231,8 @@ impl Service for Registry {
     }
 
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let t = self.tasks.token();
+        self.tasks.spawn("registry replica", t.clone(), replica::run(self.ctx.clone(), t));
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::service(DRAIN))
             .await
@@ -244,7 +250,9 @@ impl Service for Registry {
             ..RegistryStatus::default()
         };
         let s = self.ctx.stats.status(base, self.ctx.store.corrupt());
-        crate::runtime::status::ServiceStatus::Registry(serde_json::to_value(s).unwrap_or_default())
+        let mut v = serde_json::to_value(s).unwrap_or_default();
+        replica::status_into(&self.ctx, &mut v);
+        crate::runtime::status::ServiceStatus::Registry(v)
     }
 
     fn metrics(&self, out: &mut String) {
@@ -392,6 +400,9 @@ async fn handle(ctx: &Arc<Ctx>, req: Request<Incoming>, peer: SocketAddr) -> Res
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer.ip(), IpAddr::V4),
         v4 => v4,
     };
+    if let Some(r) = replica::answer(ctx, &req, ip).await {
+        return r;
+    }
     let mut resp = match authorise(ctx, &req, ip).await {
         Ok(()) => dispatch(ctx, req, ip).await,
         Err(r) => r,
