@@ -232,7 +232,11 @@ impl Service for Registry {
 
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
         let t = self.tasks.token();
-        self.tasks.spawn("registry replica", t.clone(), replica::run(self.ctx.clone(), t));
+        self.tasks.spawn(
+            "registry replica",
+            t.clone(),
+            replica::run(self.ctx.clone(), t),
+        );
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::service(DRAIN))
             .await

@@ -33,12 +33,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::StreamExt as _;
 use http_body_util::{BodyExt as _, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
-use futures_util::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
 use super::names::{Digest, Name};
@@ -298,8 +298,8 @@ async fn inventory_answer(ctx: &Arc<Ctx>, replica: &Replica, request: &Stamp) ->
 /// blob whose content matches its digest is sent.
 async fn blob_answer(ctx: &Arc<Ctx>, d: &Digest, range: Option<&str>) -> Resp {
     let (c, dd) = (ctx.clone(), *d);
-    let check = tokio::task::spawn_blocking(move || (c.store.verified(&dd), c.store.blob_size(&dd)))
-        .await;
+    let check =
+        tokio::task::spawn_blocking(move || (c.store.verified(&dd), c.store.blob_size(&dd))).await;
     let Ok((super::storage::Check::Good, Some(size))) = check else {
         return plain(StatusCode::NOT_FOUND, "blob unknown");
     };

@@ -82,7 +82,10 @@ impl Peer<'_> {
     /// Send `GET path` signed with the pair key; the answer's head.
     fn get(&self, path: &str, extra: &str) -> Result<(Answer, Stamp), String> {
         let stamp = Stamp::new(Replica::me(), unix_now());
-        let role = Role::Request { method: "GET", path };
+        let role = Role::Request {
+            method: "GET",
+            path,
+        };
         let mut head = format!(
             "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{extra}",
             self.addr
@@ -304,12 +307,17 @@ fn manifest_bytes(
         read(&store.blob_path(d))?
     } else {
         let (n, id) = fetch_upload(store, name, d, pending, fetch, pulled)?;
-        let b = store.upload_file(&n, &id).ok_or("bad upload id").map(|p| read(&p));
+        let b = store
+            .upload_file(&n, &id)
+            .ok_or("bad upload id")
+            .map(|p| read(&p));
         store.remove_upload(&n, &id);
         b??
     };
     if bytes.len() as u64 > MAX_MANIFEST || Digest::of(&bytes) != *d {
-        return Err(format!("manifest {d} from the peer does not match its digest"));
+        return Err(format!(
+            "manifest {d} from the peer does not match its digest"
+        ));
     }
     Ok(bytes)
 }
@@ -369,5 +377,137 @@ pub(crate) async fn run(
         }
         replica.status.locked().error = result.as_ref().err().cloned();
         was = Some(result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::services::registry::replica::Lack;
+
+    fn push(store: &Store, repo: &str, layer: &[u8], tag: &str) -> Digest {
+        let name = Name::parse(repo).unwrap();
+        let d = Digest::of(layer);
+        let id = store.start_upload(&name).unwrap();
+        std::fs::write(store.upload_file(&name, &id).unwrap(), layer).unwrap();
+        assert!(store.finish_upload(&name, &id, &d).unwrap());
+        let manifest = format!(r#"{{"schemaVersion":2,"layers":[{{"digest":"{d}"}}]}}"#);
+        store
+            .put_manifest(&name, manifest.as_bytes(), Some(tag))
+            .unwrap()
+    }
+
+    /// Copies blobs from `from`, cutting the first fetch after `cut` bytes.
+    fn copier(
+        from: &Store,
+        cut: Option<u64>,
+    ) -> impl FnMut(&Digest, &Path, u64) -> Result<u64, String> {
+        let mut cut = cut;
+        move |d, p, off| {
+            let all = std::fs::read(from.blob_path(d)).map_err(|e| e.to_string())?;
+            let end = match cut.take() {
+                Some(c) => (c as usize).min(all.len()),
+                None => all.len(),
+            };
+            let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
+            f.write_all(&all[off as usize..end]).unwrap();
+            if end < all.len() {
+                return Err("cut".into());
+            }
+            Ok((end - off as usize) as u64)
+        }
+    }
+
+    #[test]
+    fn a_push_on_one_member_reaches_the_other_and_a_cut_resumes() {
+        let (ta, tb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, b) = (Store::new(ta.path()), Store::new(tb.path()));
+        let layer = vec![7u8; 300_000];
+        let m = push(&a, "ocp/release", &layer, "4.18");
+        assert!(lacking(&inventory(&a), &inventory(&b)).blobs == 2);
+        let mut pending = Pending::default();
+        let mut cut = copier(&a, Some(1000));
+        assert!(apply(&b, &inventory(&a), &mut pending, &mut cut).is_err());
+        let name = Name::parse("ocp/release").unwrap();
+        assert_eq!(
+            b.tag(&name, "4.18"),
+            None,
+            "nothing is linked before its blobs"
+        );
+        let got = apply(&b, &inventory(&a), &mut pending, &mut cut).unwrap();
+        assert_eq!(got.resumed, 1, "the cut fetch resumed: {got:?}");
+        assert_eq!(b.tag(&name, "4.18"), Some(m));
+        assert!(b.has_layer(&name, &Digest::of(&layer)));
+        let (ia, ib) = (inventory(&a), inventory(&b));
+        assert_eq!(ia.sizes, ib.sizes);
+        for (k, r) in &ia.repos {
+            assert_eq!(
+                (&r.layers, &r.manifests),
+                (&ib.repos[k].layers, &ib.repos[k].manifests)
+            );
+        }
+        assert_eq!(lacking(&inventory(&b), &inventory(&a)), Lack::default());
+        assert_eq!(lacking(&inventory(&a), &inventory(&b)), Lack::default());
+        // The other way, and repeats change nothing.
+        push(&b, "ocp/other", b"second", "v1");
+        let got = apply(
+            &a,
+            &inventory(&b),
+            &mut Pending::default(),
+            &mut copier(&b, None),
+        )
+        .unwrap();
+        assert_eq!(got.blobs, 2);
+        let again = apply(
+            &a,
+            &inventory(&b),
+            &mut Pending::default(),
+            &mut copier(&b, None),
+        )
+        .unwrap();
+        assert_eq!(again, Pulled::default());
+    }
+
+    #[test]
+    fn a_blob_that_does_not_match_its_digest_never_lands() {
+        let (ta, tb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, b) = (Store::new(ta.path()), Store::new(tb.path()));
+        push(&a, "r", b"layer", "t");
+        let mut liar = |_: &Digest, p: &Path, _: u64| {
+            std::fs::write(p, b"not the layer")
+                .map(|()| 13)
+                .map_err(|e| e.to_string())
+        };
+        let e = apply(&b, &inventory(&a), &mut Pending::default(), &mut liar).unwrap_err();
+        assert!(e.contains("does not match"), "{e}");
+        assert!(b.blob_size(&Digest::of(b"layer")).is_none());
+        assert!(b.blob_size(&Digest::of(b"not the layer")).is_none());
+        assert!(inventory(&b).repos.values().all(|r| r.tags.is_empty()));
+    }
+
+    #[test]
+    fn a_later_tag_wins_and_an_older_one_does_not() {
+        let (ta, tb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, b) = (Store::new(ta.path()), Store::new(tb.path()));
+        push(&b, "r", b"old", "t");
+        std::thread::sleep(Duration::from_millis(20));
+        let new = push(&a, "r", b"new", "t");
+        apply(
+            &b,
+            &inventory(&a),
+            &mut Pending::default(),
+            &mut copier(&a, None),
+        )
+        .unwrap();
+        let name = Name::parse("r").unwrap();
+        assert_eq!(b.tag(&name, "t"), Some(new));
+        apply(
+            &a,
+            &inventory(&b),
+            &mut Pending::default(),
+            &mut copier(&b, None),
+        )
+        .unwrap();
+        assert_eq!(a.tag(&name, "t"), Some(new));
     }
 }
