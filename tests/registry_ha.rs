@@ -120,7 +120,7 @@ fn holds_vip(ns: &Netns) -> bool {
 /// curl from the node: (exit code, HTTP status, headers and body).
 fn curl(node: &Netns, args: &[&str], url: &str) -> (i32, String) {
     let out = node
-        .cmd(&["curl", "-sk", "--max-time", "5", "-i"])
+        .cmd(&["curl", "-sk", "--http1.1", "--max-time", "5", "-i"])
         .args(args)
         .arg(url)
         .stdin(Stdio::null())
@@ -235,7 +235,7 @@ fn push_blob(node: &Netns, host: &str, repo: &str, file: &Path, bytes: &[u8]) ->
         ],
         &put,
     );
-    assert!(code == 0 && out.starts_with("HTTP/1.1 201"), "{out}");
+    assert!(code == 0 && out.contains("HTTP/1.1 201 "), "{out}");
     d
 }
 
@@ -245,6 +245,10 @@ fn shared_files(w: &Path) {
     let ht = common::run_ok("htpasswd", &["-Bbn", USER, PASS]);
     std::fs::write(w.join("htpasswd"), ht.trim()).unwrap();
     common::self_signed_cert(&w.join("mirror.crt"), &w.join("mirror.key"), "mirror");
+    use std::os::unix::fs::PermissionsExt as _;
+    for f in ["ha.token", "admin.token", "mirror.key"] {
+        std::fs::set_permissions(w.join(f), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
 }
 
 #[test]

@@ -98,10 +98,42 @@ fn mtime_ms(p: &Path) -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Every repository under `dir` with layers or manifests (a blob pushed
+/// before its manifest is replicated too; the catalog lists only
+/// repositories with manifests).
+fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut Vec<String>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    if depth > 64 {
+        return;
+    }
+    for e in rd.flatten() {
+        let Ok(n) = e.file_name().into_string() else {
+            continue;
+        };
+        if n.starts_with('_') || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let name = if prefix.is_empty() {
+            n
+        } else {
+            format!("{prefix}/{n}")
+        };
+        let p = e.path();
+        if p.join("_layers").is_dir() || p.join("_manifests").is_dir() {
+            out.push(name.clone());
+        }
+        walk(&p, &name, depth + 1, out);
+    }
+}
+
 /// The inventory of `store` (blocking: it walks the tree).
 pub fn inventory(store: &Store) -> Inventory {
     let mut inv = Inventory::default();
-    for repo in store.catalog() {
+    let mut repos = Vec::new();
+    walk(&store.root().join("repositories"), "", 0, &mut repos);
+    for repo in repos {
         let Some(name) = Name::parse(&repo) else {
             continue;
         };
