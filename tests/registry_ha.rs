@@ -5,6 +5,8 @@
 //! - `skopeo copy` pushes an image through the VIP (to A): B serves its
 //!   manifest and every blob, by digest, within 5 s; pushed to B's own
 //!   address, A serves it within 5 s (both ways);
+//! - the replication paths answer only the peer (403 from a node) and
+//!   only with the pair key (401 without it, or with a forged MAC);
 //! - a large blob pulled through the VIP at a bounded rate, `kill -9` of
 //!   A's serve in the middle: the client's retries through the VIP finish
 //!   from B, and what it got hashes to the digest.
@@ -284,6 +286,41 @@ fn a_push_reaches_the_peer_within_5_s_and_a_pull_survives_kill_9_of_the_holder()
         serves(&lab.node, OWN_B, "lab/app", "v1", &d1)
     });
     eprintln!("pushed to A, served by B after {took:?}");
+    // The replication paths: only the peer, only with the pair key.
+    let inv = format!("https://{OWN_A}:5000/_ha/registry/inventory");
+    let (_, out) = curl(&lab.node, &[], &inv);
+    assert!(out.starts_with("HTTP/1.1 403"), "from a node: {out}");
+    let out = lab
+        .b
+        .exec(&["curl", "-sk", "--http1.1", "--max-time", "5", "-i", &inv]);
+    assert!(
+        out.starts_with("HTTP/1.1 401"),
+        "from B without the key: {out}"
+    );
+    let forged = lab.b.exec(&[
+        "curl",
+        "-sk",
+        "--http1.1",
+        "--max-time",
+        "5",
+        "-i",
+        "-H",
+        &format!("x-crc-ha-member: {OWN_B}"),
+        "-H",
+        &format!(
+            "x-crc-ha-time: {}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+        ),
+        "-H",
+        "x-crc-ha-nonce: 00112233445566778899aabbccddeeff",
+        "-H",
+        &format!("x-crc-ha-mac: {}", "ab".repeat(32)),
+        &inv,
+    ]);
+    assert!(forged.starts_with("HTTP/1.1 401"), "a forged MAC: {forged}");
     // Pushed to B's own address: A serves it.
     let d2 = push_image(&lab, w, OWN_B, "lab/other", 23);
     let took = within("A serves what was pushed to B", REPLICATED, || {

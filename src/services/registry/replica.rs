@@ -23,7 +23,8 @@
 //! its own CA); the HMAC and the digests carry the integrity.
 //!
 //! Invariants: a member without `ha:` serves and replicates nothing here
-//! (404); a bad request is answered, never a panic; the key never appears
+//! (404); only `ha.peer`'s address is answered (403); a bad request is
+//! answered, never a panic; the key never appears
 //! in logs or status.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -267,6 +268,9 @@ pub(crate) async fn answer(ctx: &Arc<Ctx>, req: &Request<Incoming>, peer: IpAddr
     let Some(replica) = &ctx.replica else {
         return Some(reply::page_not_found());
     };
+    if peer != IpAddr::V4(replica.peer) {
+        return Some(plain(StatusCode::FORBIDDEN, "only ha.peer replicates"));
+    }
     let header = |n: &str| {
         req.headers()
             .get(n)
