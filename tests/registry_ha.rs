@@ -286,6 +286,26 @@ fn a_push_reaches_the_peer_within_5_s_and_a_pull_survives_kill_9_of_the_holder()
         serves(&lab.node, OWN_B, "lab/app", "v1", &d1)
     });
     eprintln!("pushed to A, served by B after {took:?}");
+    // Status: once in step, neither lacks anything of the other's.
+    let replica = |ns: &Netns| {
+        let out = ns.exec(&[
+            "curl",
+            "-s",
+            "--max-time",
+            "2",
+            "http://127.0.0.1:9180/status",
+        ]);
+        let st: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        st["registry"]["replica"].clone()
+    };
+    within(
+        "B's status shows the pair in step",
+        Duration::from_secs(10),
+        || {
+            let r = replica(&lab.b);
+            r["weLack"]["blobs"] == 0 && r["peerLacks"]["blobs"] == 0 && r["lastSync"].is_u64()
+        },
+    );
     // The replication paths: only the peer, only with the pair key.
     let inv = format!("https://{OWN_A}:5000/_ha/registry/inventory");
     let (_, out) = curl(&lab.node, &[], &inv);
