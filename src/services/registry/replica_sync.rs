@@ -43,15 +43,14 @@ type Stream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 /// bytes written.
 pub type Fetch<'a> = dyn FnMut(&Digest, &Path, u64) -> Result<u64, String> + 'a;
 
-fn tls() -> Arc<rustls::ClientConfig> {
+fn tls() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default TLS versions")
+        .with_safe_default_protocol_versions()?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(crate::runtime::tls::NoVerify(provider)))
         .with_no_client_auth();
-    Arc::new(config)
+    Ok(Arc::new(config))
 }
 
 /// The peer's end of one signed request.
@@ -346,7 +345,7 @@ pub(crate) async fn run(
     addr: SocketAddr,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let tls = tls();
+    let tls = tls().map_err(|e| anyhow::anyhow!("registry replica: TLS: {e}"))?;
     let pending = Arc::new(std::sync::Mutex::new(Pending::default()));
     let mut was: Option<Result<(), String>> = None;
     loop {
