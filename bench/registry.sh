@@ -55,9 +55,7 @@ nsx() { ip netns exec "$ns" "$@"; }
 
 ip netns add "$ns"
 nsx ip link set lo up
-nsx ip link add d0 type dummy
-nsx ip addr add "$IP/24" dev d0
-nsx ip link set d0 up
+nsx ip addr add "$IP/24" dev lo
 
 # The storage tree, as docker-registry writes it.
 python3 - "$work/storage" "$BLOB_MB" <<'PY'
