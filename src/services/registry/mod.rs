@@ -231,12 +231,11 @@ impl Service for Registry {
     }
 
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let t = self.tasks.token();
-        self.tasks.spawn(
-            "registry replica",
-            t.clone(),
-            replica::run(self.ctx.clone(), t),
-        );
+        if self.ctx.replica.is_some() {
+            let t = self.tasks.token();
+            let replica = replica::run(self.ctx.clone(), t.clone());
+            self.tasks.spawn("registry replica", t, replica);
+        }
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::service(DRAIN))
             .await
