@@ -531,87 +531,31 @@ fn each_serves_the_storage_tree_the_other_wrote() {
     let y = lab.dir.path().join("y");
     let xd = lab::oci_layout(&x, "v1", 2, 11);
     let yd = lab::oci_layout(&y, "v1", 3, 21);
-    skopeo_ok(
-        &lab,
-        &[
-            "copy",
-            "--dest-creds",
-            &creds,
-            "--dest-cert-dir",
-            &certs,
-            &format!("oci:{}:v1", x.display()),
-            &format!("docker://{MIRROR}:5000/tree/x:v1"),
-        ],
-    );
-    skopeo_ok(
-        &lab,
-        &[
-            "copy",
-            "--dest-creds",
-            &creds,
-            "--dest-tls-verify=false",
-            &format!("oci:{}:v1", y.display()),
-            &format!("docker://{APPLIANCE}:5001/tree/y:v1"),
-        ],
-    );
+    skopeo_ok(&lab, &["copy", "--dest-creds", &creds, "--dest-cert-dir", &certs,
+        &format!("oci:{}:v1", x.display()), &format!("docker://{MIRROR}:5000/tree/x:v1")]);
+    skopeo_ok(&lab, &["copy", "--dest-creds", &creds, "--dest-tls-verify=false",
+        &format!("oci:{}:v1", y.display()), &format!("docker://{APPLIANCE}:5001/tree/y:v1")]);
     drop(d1);
     // docker-registry on the appliance's tree serves X as is.
     let _d2 = distribution(&lab, &ours_tree, 5002);
-    let raw = skopeo_ok(
-        &lab,
-        &[
-            "inspect",
-            "--raw",
-            "--creds",
-            &creds,
-            "--tls-verify=false",
-            &format!("docker://{APPLIANCE}:5002/tree/x:v1"),
-        ],
-    );
+    let raw = skopeo_ok(&lab, &["inspect", "--raw", "--creds", &creds, "--tls-verify=false",
+        &format!("docker://{APPLIANCE}:5002/tree/x:v1")]);
     assert_eq!(sha256(raw.trim_end().as_bytes()), xd);
     let out = lab.dir.path().join("x-back");
-    skopeo_ok(
-        &lab,
-        &[
-            "copy",
-            "--src-creds",
-            &creds,
-            "--src-tls-verify=false",
-            &format!("docker://{APPLIANCE}:5002/tree/x@{xd}"),
-            &format!("oci:{}:v1", out.display()),
-        ],
-    );
+    skopeo_ok(&lab, &["copy", "--src-creds", &creds, "--src-tls-verify=false",
+        &format!("docker://{APPLIANCE}:5002/tree/x@{xd}"), &format!("oci:{}:v1", out.display())]);
     drop(_d2);
     drop(lab);
     // The appliance on docker-registry's tree serves Y as is.
     let lab2 = Lab::start_on(tempfile::tempdir().unwrap(), theirs.clone(), "");
     let certs2 = lab2.certs.display().to_string();
-    let raw = skopeo_ok(
-        &lab2,
-        &[
-            "inspect",
-            "--raw",
-            "--cert-dir",
-            &certs2,
-            &format!("docker://{MIRROR}:5000/tree/y:v1"),
-        ],
-    );
+    let raw = skopeo_ok(&lab2, &["inspect", "--raw", "--cert-dir", &certs2,
+        &format!("docker://{MIRROR}:5000/tree/y:v1")]);
     assert_eq!(sha256(raw.trim_end().as_bytes()), yd);
     let out = lab2.dir.path().join("y-back");
-    skopeo_ok(
-        &lab2,
-        &[
-            "copy",
-            "--src-cert-dir",
-            &certs2,
-            &format!("docker://{MIRROR}:5000/tree/y@{yd}"),
-            &format!("oci:{}:v1", out.display()),
-        ],
-    );
+    skopeo_ok(&lab2, &["copy", "--src-cert-dir", &certs2,
+        &format!("docker://{MIRROR}:5000/tree/y@{yd}"), &format!("oci:{}:v1", out.display())]);
     let tags = lab2.curl(&[], "/v2/tree/y/tags/list");
     assert_eq!(tags.code, 200);
-    assert_eq!(
-        serde_json::from_slice::<Value>(&tags.body).unwrap(),
-        json!({"name": "tree/y", "tags": ["v1"]})
-    );
+    assert_eq!(serde_json::from_slice::<Value>(&tags.body).unwrap(), json!({"name": "tree/y", "tags": ["v1"]}));
 }
