@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod dnstools;
+pub mod hapair;
 pub mod initramfs;
 pub mod libvirtd;
 pub mod qemu;

@@ -27,6 +27,8 @@ pub mod manifest;
 pub mod names;
 mod pull;
 mod push;
+pub mod replica;
+mod replica_sync;
 pub mod reply;
 pub mod status;
 pub mod storage;
@@ -80,6 +82,7 @@ pub(crate) struct Ctx {
     live: ArcSwap<Live>,
     tls: ArcSwapOption<rustls::ServerConfig>,
     cert: std::sync::Mutex<(String, bool)>,
+    replica: Option<Arc<replica::Replica>>,
 }
 
 impl Ctx {
@@ -181,6 +184,7 @@ impl Registry {
                 live: ArcSwap::from_pointee(live),
                 tls: ArcSwapOption::empty(),
                 cert: std::sync::Mutex::default(),
+                replica: replica::Replica::of(plan)?,
             }),
             listeners: Listeners::default(),
             tasks: Tasks::new("registry"),
@@ -201,7 +205,9 @@ impl Registry {
             cert_from_ca: from_ca,
             ..RegistryStatus::default()
         };
-        self.ctx.stats.status(base, self.ctx.store.corrupt())
+        let mut s = self.ctx.stats.status(base, self.ctx.store.corrupt());
+        s.replica = replica::status_of(&self.ctx);
+        s
     }
 }
 
@@ -250,6 +256,11 @@ impl Service for Registry {
     }
 
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        if self.ctx.replica.is_some() {
+            let t = self.tasks.token();
+            let replica = replica::run(self.ctx.clone(), t.clone());
+            self.tasks.spawn("registry replica", t, replica);
+        }
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::service(DRAIN))
             .await
@@ -400,6 +411,9 @@ async fn handle(ctx: &Arc<Ctx>, req: Request<Incoming>, peer: SocketAddr) -> Res
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer.ip(), IpAddr::V4),
         v4 => v4,
     };
+    if let Some(r) = replica::answer(ctx, &req, ip).await {
+        return r;
+    }
     let mut resp = match authorise(ctx, &req, ip).await {
         Ok(()) => dispatch(ctx, req, ip).await,
         Err(r) => r,
