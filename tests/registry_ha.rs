@@ -13,7 +13,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-#[allow(dead_code)]
 #[path = "registry/lab.rs"]
 mod lab;
 
