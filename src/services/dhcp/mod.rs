@@ -256,32 +256,24 @@ impl Service for Dhcp {
                 }
             }
             self.writer.mark_dirty();
-            for gone in self.listeners.retain(&keys) {
-                info!("dhcp: closed listener {} ", gone.0);
-            }
+            self.listeners.close_except("dhcp", &keys);
             if let Some(socket) = new {
                 let socket = Arc::new(socket);
-                let token = self.tasks.token();
                 self.shared.socket.store(Some(socket.clone()));
                 if let Some(link) = link {
                     self.shared.link.store(link.map(Arc::new));
                 }
                 *self.shared.bound.locked() = Some(key.clone());
-                self.tasks.spawn(
-                    format!("dhcp socket {}", key.0),
-                    token.clone(),
-                    serve_socket(self.clone(), socket, token.clone()),
-                );
-                self.listeners.insert(key, token);
+                let name = format!("dhcp socket {}", key.0);
+                let me = self.clone();
+                self.listeners
+                    .start(&self.tasks, key, name, |t| serve_socket(me, socket, t));
             }
             if let Some((k, socket)) = new_boot {
-                let token = self.tasks.token();
-                self.tasks.spawn(
-                    format!("dhcp proxy boot server socket {}", k.0),
-                    token.clone(),
-                    serve_boot_server(self.clone(), socket, token.clone()),
-                );
-                self.listeners.insert(k, token);
+                let name = format!("dhcp proxy boot server socket {}", k.0);
+                let me = self.clone();
+                self.listeners
+                    .start(&self.tasks, k, name, |t| serve_boot_server(me, socket, t));
             }
         }))
     }

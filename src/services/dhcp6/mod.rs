@@ -250,20 +250,17 @@ impl Service for Dhcp6 {
                 }
             }
             self.writer.mark_dirty();
-            for gone in self.listeners.retain(std::slice::from_ref(&key)) {
-                info!("dhcp6: closed listener {}", gone.0);
-            }
+            self.listeners
+                .close_except("dhcp6", std::slice::from_ref(&key));
             if let Some((socket, link)) = new {
                 let socket = Arc::new(socket);
-                let token = self.tasks.token();
                 self.shared.socket.store(Some(socket.clone()));
                 *self.shared.bound.locked() = Some(key.clone());
-                self.tasks.spawn(
-                    format!("dhcp6 socket {}", key.0),
-                    token.clone(),
-                    serve_socket(self.clone(), socket, link, token.clone()),
-                );
-                self.listeners.insert(key, token);
+                let name = format!("dhcp6 socket {}", key.0);
+                let me = self.clone();
+                self.listeners.start(&self.tasks, key, name, |t| {
+                    serve_socket(me, socket, link, t)
+                });
             }
             for gone in self.advertisers.retain(&wanted) {
                 info!("dhcp6: stopped router advertisements on {}", gone.interface);
@@ -274,13 +271,11 @@ impl Service for Dhcp6 {
             if let Some((c, index, sock)) = ra_new {
                 let counters = Arc::new(ra::RaCounters::default());
                 self.shared.ra.store(Some(counters.clone()));
-                let token = self.tasks.token();
-                self.tasks.spawn(
-                    format!("dhcp6 router advertisements on {}", c.interface),
-                    token.clone(),
-                    ra::run(sock, c.clone(), index, counters, token.clone()),
-                );
-                self.advertisers.insert(c, token);
+                let name = format!("dhcp6 router advertisements on {}", c.interface);
+                let cfg = c.clone();
+                self.advertisers.start(&self.tasks, c, name, |t| {
+                    ra::run(sock, cfg, index, counters, t)
+                });
             }
         }))
     }

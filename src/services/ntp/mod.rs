@@ -162,21 +162,17 @@ impl Service for Ntp {
         Ok(Box::new(move || {
             self.limiter.locked().set_rate(ctx.client_rate);
             self.ctx.store(Arc::new(ctx));
-            for gone in self.listeners.retain(&[addr]) {
-                info!("ntp: closed listener {gone}");
-            }
+            self.listeners.close_except("ntp", &[addr]);
             if let Some(socket) = new {
-                let token = self.tasks.token();
                 if let Ok(local) = socket.local_addr() {
                     info!("listening for ntp on {local}");
                     self.stats.set_bound(local);
                 }
-                self.tasks.spawn(
-                    format!("ntp listener {addr}"),
-                    token.clone(),
-                    listen(self.clone(), socket, token.clone()),
-                );
-                self.listeners.insert(addr, token);
+                let me = self.clone();
+                self.listeners
+                    .start(&self.tasks, addr, format!("ntp listener {addr}"), |t| {
+                        listen(me, socket, t)
+                    });
             }
         }))
     }

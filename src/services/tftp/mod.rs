@@ -196,25 +196,21 @@ impl Service for Tftp {
                     *p = (max, Arc::new(Semaphore::new(max)));
                 }
             }
-            for gone in self.listeners.retain(&addrs) {
-                info!("tftp: closed listener {gone}");
-            }
+            self.listeners.close_except("tftp", &addrs);
             if addrs.len() < 2 {
                 self.stats.clear_twin();
             }
             for (addr, socket) in new {
-                let token = self.tasks.token();
                 if let Ok(local) = socket.local_addr() {
                     info!("listening for tftp on {local} (root {})", root.display());
                     let twin = Some(&addr) != addrs.first();
                     self.stats.set_bound(local, root.clone(), twin);
                 }
-                self.tasks.spawn(
-                    format!("tftp listener {addr}"),
-                    token.clone(),
-                    listen(self.clone(), socket, token.clone()),
-                );
-                self.listeners.insert(addr, token);
+                let me = self.clone();
+                self.listeners
+                    .start(&self.tasks, addr, format!("tftp listener {addr}"), |t| {
+                        listen(me, socket, t)
+                    });
             }
         }))
     }
