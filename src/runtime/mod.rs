@@ -13,6 +13,7 @@ pub mod certs;
 pub mod changes;
 pub mod clock;
 pub mod control;
+pub mod datagram;
 pub mod drain;
 pub mod groupcommit;
 pub mod ha;

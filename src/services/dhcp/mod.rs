@@ -71,9 +71,10 @@ use dhcproto::v4::MessageType;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::datagram::{Datagrams, Gate};
 use crate::runtime::groupcommit::Ticks;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
@@ -397,90 +398,61 @@ async fn serve_socket(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let (shared, writer) = (&dhcp.shared, &dhcp.writer);
-    {
-        let mut buf = vec![0u8; 4096];
-        let mut ticks = Ticks::new(GC_EVERY, LAZY_FLUSH);
-        loop {
-            let gc = || shared.table().gc(now());
-            if !ticks.readable(writer, &socket, &shutdown, gc).await {
-                break;
-            }
-            // A reload swaps the reply configuration between batches.
-            let cfg = dhcp.cfg.load_full();
-            let mut held: Vec<Pending> = Vec::new();
-            let mut ready: Vec<Pending> = Vec::new();
-            let mut durable = false;
-            {
-                let now = now();
-                let mut table = shared.table();
-                for _ in 0..BATCH {
-                    let (n, src) = match socket.try_recv_from(&mut buf) {
-                        Ok(x) => x,
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                        Err(e) => {
-                            debug!("dhcp recv: {e}");
-                            break;
-                        }
-                    };
-                    // An HA member that does not hold the VIPs stays
-                    // silent: the holder answers (one OFFER per DISCOVER;
-                    // runtime::ha).
-                    if !crate::runtime::ha::holds_vips() {
-                        continue;
+    // An HA member that does not hold the VIPs stays silent: the holder
+    // answers (one OFFER per DISCOVER; runtime::ha).
+    let datagrams = Datagrams::new("dhcp", &LOG, Gate::VipHolder);
+    let mut buf = vec![0u8; 4096];
+    let mut ticks = Ticks::new(GC_EVERY, LAZY_FLUSH);
+    loop {
+        let gc = || shared.table().gc(now());
+        if !ticks.readable(writer, &socket, &shutdown, gc).await {
+            break;
+        }
+        // A reload swaps the reply configuration between batches.
+        let cfg = dhcp.cfg.load_full();
+        let mut held: Vec<Pending> = Vec::new();
+        let mut ready: Vec<Pending> = Vec::new();
+        let mut durable = false;
+        {
+            let now = now();
+            let mut table = shared.table();
+            // A decision that panicked may have changed the table halfway:
+            // it is written with the next lazy write.
+            let on_panic = || {
+                shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
+                writer.mark_dirty();
+            };
+            datagrams.batch(&socket, &mut buf, BATCH, on_panic, |data, src| {
+                let done = if cfg.proxy {
+                    proxysock::process(&cfg, &shared.counters, data, src, proxy::Port::Dhcp)
+                } else {
+                    process(&cfg, &shared.counters, &mut table, data, src, now)
+                };
+                // RELEASE/DECLINE have no reply but change the table too.
+                match done.durability {
+                    Durability::BeforeReply => {
+                        durable = true;
+                        held.extend(done.reply);
                     }
-                    // Defense in depth: a bug on some input must not stop
-                    // the service (the decoder is fuzzed; this is the net).
-                    let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        if cfg.proxy {
-                            proxysock::process(
-                                &cfg,
-                                &shared.counters,
-                                &buf[..n],
-                                src,
-                                proxy::Port::Dhcp,
-                            )
-                        } else {
-                            process(&cfg, &shared.counters, &mut table, &buf[..n], src, now)
-                        }
-                    })) {
-                        Ok(x) => x,
-                        Err(_) => {
-                            shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
-                            if let Some(tail) = LOG.check("internal error", Some(src)) {
-                                error!(%src, "dhcp: internal error on a {n}-byte datagram from {src} (dropped); please report{tail}");
-                            }
-                            Processed {
-                                reply: None,
-                                durability: Durability::Lazy,
-                            }
-                        }
-                    };
-                    // RELEASE/DECLINE have no reply but change the table too.
-                    match done.durability {
-                        Durability::BeforeReply => {
-                            durable = true;
-                            held.extend(done.reply);
-                        }
-                        Durability::Lazy => {
-                            writer.mark_dirty();
-                            ready.extend(done.reply);
-                        }
-                        Durability::None => ready.extend(done.reply),
+                    Durability::Lazy => {
+                        writer.mark_dirty();
+                        ready.extend(done.reply);
                     }
+                    Durability::None => ready.extend(done.reply),
                 }
-                if durable {
-                    // Tagged while the table is locked: the writer's next
-                    // snapshot (taken under the same lock) includes them.
-                    writer.hold(held);
-                }
-            }
-            // Replies that need nothing on disk go at once (offers, NAKs,
-            // renewals of reservations); the others when the writer has
-            // put this batch on disk. Receiving never waits for the disk.
-            send_all(&socket, shared, ready).await;
+            });
             if durable {
-                writer.wake();
+                // Tagged while the table is locked: the writer's next
+                // snapshot (taken under the same lock) includes them.
+                writer.hold(held);
             }
+        }
+        // Replies that need nothing on disk go at once (offers, NAKs,
+        // renewals of reservations); the others when the writer has put
+        // this batch on disk. Receiving never waits for the disk.
+        send_all(&socket, shared, ready).await;
+        if durable {
+            writer.wake();
         }
     }
     Ok(())
@@ -563,66 +535,107 @@ fn process(
         return none;
     };
     let out = reply::handle(cfg, table, &msg, now);
-    if let Some(why) = out.dropped {
-        let (counter, key, metric) = match why {
-            reply::Dropped::BadRelay => (&counters.bad_relay, "spoofed relay address", "bad_relay"),
-            // At the default level, like dnsmasq's "no address range
-            // available".
-            reply::Dropped::UnknownSegment => (
-                &counters.unknown_segment,
-                "request from a subnet not served",
-                "unknown_segment",
-            ),
-            reply::Dropped::UnknownRelay => (
-                &counters.unknown_relay,
-                "relay not configured",
-                "unknown_relay",
-            ),
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        warn_client(key, src, Some(&mac), || {
-            format!(
-                "{kind:?} dropped: {} (see dropped_total{{reason=\"{metric}\"}})",
-                out.note
-            )
-        });
-        return none;
-    }
-    if out.pool_exhausted {
-        counters.pool_exhausted.fetch_add(1, Ordering::Relaxed);
-        warn_client("pool exhausted", src, Some(&mac), || {
-            format!("{kind:?}: {} (see pool_exhausted_total)", out.note)
-        });
-    }
     let durability = out.apply_marks(table);
-    let Some(r) = out.reply else {
-        if matches!(kind, MessageType::Release | MessageType::Decline) {
-            if kind == MessageType::Decline && durability == Durability::BeforeReply {
-                warn_client("address conflict (DECLINE)", src, Some(&mac), || {
-                    out.note.clone()
-                });
-            } else {
-                info!(%src, %mac, "dhcp: {}", out.note);
-            }
-        } else {
-            counters.ignored.fetch_add(1, Ordering::Relaxed);
-            debug!(%src, %mac, "dhcp {kind:?}: no reply: {}", out.note);
-        }
-        return Processed {
-            reply: None,
-            durability,
-        };
+    let none = Processed {
+        reply: None,
+        durability,
     };
-    if out.new_binding {
+    match out {
+        reply::Decision::Dropped((why, note)) => {
+            dropped(counters, why, src, &mac, kind, &note);
+            none
+        }
+        reply::Decision::Silent(q) => {
+            quiet(counters, &q, src, &mac, kind);
+            none
+        }
+        reply::Decision::Reply(a) => {
+            log_answer(cfg, &a, &msg, src, &mac, kind);
+            Processed {
+                reply: Some(pending(cfg, &a.reply, &msg)),
+                durability,
+            }
+        }
+    }
+}
+
+/// Count and warn about a request dropped before any decision.
+fn dropped(
+    counters: &Counters,
+    why: reply::Dropped,
+    src: SocketAddr,
+    mac: &str,
+    kind: MessageType,
+    note: &str,
+) {
+    let (counter, key, metric) = match why {
+        reply::Dropped::BadRelay => (&counters.bad_relay, "spoofed relay address", "bad_relay"),
+        // At the default level, like dnsmasq's "no address range
+        // available".
+        reply::Dropped::UnknownSegment => (
+            &counters.unknown_segment,
+            "request from a subnet not served",
+            "unknown_segment",
+        ),
+        reply::Dropped::UnknownRelay => (
+            &counters.unknown_relay,
+            "relay not configured",
+            "unknown_relay",
+        ),
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    warn_client(key, src, Some(mac), || {
+        format!("{kind:?} dropped: {note} (see dropped_total{{reason=\"{metric}\"}})")
+    });
+}
+
+/// Count and log a request that got no reply (RELEASE and DECLINE are
+/// applied, an exhausted pool is warned about).
+fn quiet(counters: &Counters, q: &reply::Quiet, src: SocketAddr, mac: &str, kind: MessageType) {
+    if q.pool_exhausted {
+        counters.pool_exhausted.fetch_add(1, Ordering::Relaxed);
+        warn_client("pool exhausted", src, Some(mac), || {
+            format!("{kind:?}: {} (see pool_exhausted_total)", q.note)
+        });
+    }
+    if matches!(kind, MessageType::Release | MessageType::Decline) {
+        if kind == MessageType::Decline && q.durability == Durability::BeforeReply {
+            warn_client("address conflict (DECLINE)", src, Some(mac), || {
+                q.note.clone()
+            });
+        } else {
+            info!(%src, %mac, "dhcp: {}", q.note);
+        }
+    } else {
+        counters.ignored.fetch_add(1, Ordering::Relaxed);
+        debug!(%src, %mac, "dhcp {kind:?}: no reply: {}", q.note);
+    }
+}
+
+/// Log a reply: a new binding at info with the node's name, a NAK or a
+/// DECLINE at info, the rest at debug.
+fn log_answer(
+    cfg: &Config,
+    a: &reply::Answer,
+    msg: &dhcproto::v4::Message,
+    src: SocketAddr,
+    mac: &str,
+    kind: MessageType,
+) {
+    if a.new_binding {
         let host = cfg
             .hostnames
-            .get(&reply::mac_of(&msg).unwrap_or(crate::model::cluster::MacAddr([0; 6])));
-        info!(%mac, hostname = host.map(String::as_str).unwrap_or("-"), "dhcp: {}", out.note);
-    } else if r.kind == MessageType::Nak || kind == MessageType::Decline {
-        info!(%src, %mac, "dhcp {kind:?}: {}", out.note);
+            .get(&reply::mac_of(msg).unwrap_or(crate::model::cluster::MacAddr([0; 6])));
+        info!(%mac, hostname = host.map(String::as_str).unwrap_or("-"), "dhcp: {}", a.note);
+    } else if a.reply.kind == MessageType::Nak || kind == MessageType::Decline {
+        info!(%src, %mac, "dhcp {kind:?}: {}", a.note);
     } else {
-        debug!(%src, %mac, "dhcp {kind:?}: {}", out.note);
+        debug!(%src, %mac, "dhcp {kind:?}: {}", a.note);
     }
+}
+
+/// Encode `r` and say where it goes.
+fn pending(cfg: &Config, r: &reply::Reply, msg: &dhcproto::v4::Message) -> Pending {
     let broadcast = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::BROADCAST, cfg.client_port));
     let (to, link) = match r.dest {
         Dest::Broadcast => (broadcast, None),
@@ -636,14 +649,11 @@ fn process(
             }),
         ),
     };
-    Processed {
-        reply: Some(Pending {
-            bytes: reply::encode(&r, &msg),
-            to,
-            link,
-            kind: r.kind,
-        }),
-        durability,
+    Pending {
+        bytes: reply::encode(r, msg),
+        to,
+        link,
+        kind: r.kind,
     }
 }
 

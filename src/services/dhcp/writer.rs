@@ -84,15 +84,15 @@ pub(super) fn real_save() -> SaveFn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
-    use std::sync::Arc;
-    use std::sync::atomic::Ordering;
     use crate::services::dhcp::leases::{LeaseTable, Scope};
     use crate::services::dhcp::status::Counters;
     use arc_swap::ArcSwapOption;
     use dhcproto::v4::MessageType;
+    use std::path::Path;
+    use std::sync::Arc;
     use std::sync::Mutex;
     use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
     use tokio::net::UdpSocket;
     use tokio_util::sync::CancellationToken;

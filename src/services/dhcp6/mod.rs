@@ -61,9 +61,10 @@ use dhcproto::v6::MessageType;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::datagram::{Datagrams, Gate};
 use crate::runtime::groupcommit::Ticks;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
@@ -398,6 +399,8 @@ async fn serve_socket(
     let (shared, writer) = (&d.shared, &d.writer);
     let mut buf = vec![0u8; 65_536];
     let mut ticks = Ticks::new(GC_EVERY, LAZY_FLUSH);
+    // Each member of an HA pair answers from its own bindings.
+    let datagrams = Datagrams::new("dhcp6", &LOG, Gate::Always);
     loop {
         let gc = || {
             let cfg = d.cfg.load();
@@ -416,30 +419,13 @@ async fn serve_socket(
         {
             let now = now();
             let mut table = shared.table();
-            for _ in 0..BATCH {
-                let (n, src) = match socket.try_recv_from(&mut buf) {
-                    Ok(x) => x,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) => {
-                        debug!("dhcp6 recv: {e}");
-                        break;
-                    }
-                };
-                let data = buf.get(..n).unwrap_or(&[]);
+            let on_panic = || {
+                shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
+            };
+            datagrams.batch(&socket, &mut buf, BATCH, on_panic, |data, src| {
                 let frame = link.as_mut().and_then(|l| l.source_of(src, data));
                 let dgram = Datagram { data, src, frame };
-                let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    process(&cfg, shared, &mut table, &dgram, now)
-                })) {
-                    Ok(x) => x,
-                    Err(_) => {
-                        shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
-                        if let Some(tail) = LOG.check("internal error", Some(src)) {
-                            error!(%src, "dhcp6: internal error on a {n}-byte datagram from {src} (dropped); please report{tail}");
-                        }
-                        (None, Durability::None)
-                    }
-                };
+                let done = process(&cfg, shared, &mut table, &dgram, now);
                 match done.1 {
                     Durability::BeforeReply => {
                         durable = true;
@@ -451,7 +437,7 @@ async fn serve_socket(
                     }
                     Durability::None => ready.extend(done.0),
                 }
-            }
+            });
             if durable {
                 writer.hold(held);
             }
@@ -535,13 +521,17 @@ fn process(
     };
     let req = Request { msg: &msg, seen };
     let out = reply::handle(cfg, table, &req, now);
-    let mac = out.mac.map(|(m, s)| format!("{m} ({})", s.as_str()));
-    if out.dropped {
-        counters.ignored.fetch_add(1, Ordering::Relaxed);
-        debug!(%src, "dhcp6 {kind:?}: dropped: {}", out.note);
-        return none;
-    }
-    if let Some(why) = out.refused {
+    let (reply, done) = match out {
+        reply::Decision::Dropped(note) => {
+            counters.ignored.fetch_add(1, Ordering::Relaxed);
+            debug!(%src, "dhcp6 {kind:?}: dropped: {note}");
+            return none;
+        }
+        reply::Decision::Silent(done) => (None, done),
+        reply::Decision::Reply((r, done)) => (Some(r), done),
+    };
+    let mac = done.mac.map(|(m, s)| format!("{m} ({})", s.as_str()));
+    if let Some(why) = done.refused {
         counters.refused(why);
         // One rate-limit key per reason: each shows at least once.
         let key = match why {
@@ -554,29 +544,29 @@ fn process(
             format!("{kind:?} from DUID {}: no address: {why}", duid_hex(&msg))
         });
     }
-    if let Some(why) = out.decline_refused {
+    if let Some(why) = done.decline_refused {
         counters.declines_refused.fetch_add(1, Ordering::Relaxed);
         warn_client("decline not applied", src, mac.as_deref(), || {
             format!("Decline from DUID {}: {why}", duid_hex(&msg))
         });
     }
-    let Some(r) = out.reply.as_ref() else {
-        debug!(%src, "dhcp6 {kind:?}: no reply: {}", out.note);
+    let Some(r) = reply else {
+        debug!(%src, "dhcp6 {kind:?}: no reply: {}", done.note);
         return none;
     };
-    if out.new_binding {
-        notes::log_new_binding(cfg, &shared.binding_log, &out, &msg, src);
+    if done.new_binding {
+        notes::log_new_binding(cfg, &shared.binding_log, &done, &msg, src);
     } else {
-        debug!(%src, "dhcp6 {kind:?}: {}", out.note);
+        debug!(%src, "dhcp6 {kind:?}: {}", done.note);
     }
-    let bytes = relay::wrap(&env.hops, reply::encode(r));
+    let bytes = relay::wrap(&env.hops, reply::encode(&r));
     (
         Some(Pending {
             bytes,
             to: src,
             kind: r.msg_type(),
         }),
-        out.durability,
+        done.durability,
     )
 }
 

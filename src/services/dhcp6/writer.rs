@@ -82,15 +82,15 @@ pub(super) fn real_save() -> SaveFn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
-    use std::sync::Arc;
-    use std::sync::atomic::Ordering;
     use crate::services::dhcp6::bindings::{Scope, Table};
     use crate::services::dhcp6::status::Counters;
     use arc_swap::ArcSwapOption;
     use dhcproto::v6::MessageType;
+    use std::path::Path;
+    use std::sync::Arc;
     use std::sync::Mutex;
     use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
     use tokio::net::UdpSocket;
     use tokio_util::sync::CancellationToken;

@@ -72,6 +72,7 @@ use tracing::{debug, info, warn};
 
 use crate::boot::bootfiles;
 use crate::plan::Plan;
+use crate::runtime::datagram::{Datagrams, Gate};
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
@@ -82,8 +83,6 @@ use transfer::{Step, Transfer};
 
 /// Bytes read from the file per `pread` when the window is smaller.
 pub const READ_AHEAD: usize = 64 * 1024;
-/// Consecutive receive errors on the listener before `run` gives up.
-const MAX_RECV_ERRORS: u32 = 1000;
 /// How long running transfers get after shutdown is requested.
 const DRAIN: Duration = crate::runtime::drain::TFTP_TRANSFERS;
 
@@ -243,29 +242,25 @@ async fn listen(
         // Ends the transfers: not at shutdown, only after their drain.
         let stop = CancellationToken::new();
         let mut buf = vec![0u8; 65536];
-        let mut errors = 0u32;
+        let mut datagrams = Datagrams::new("tftp", &LOG, Gate::Always);
         let result = loop {
-            let (n, from) = tokio::select! {
-                _ = shutdown.cancelled() => break Ok(()),
-                r = socket.recv_from(&mut buf) => match r {
-                    Ok(x) => x,
-                    Err(e) => {
-                        errors += 1;
-                        if errors >= MAX_RECV_ERRORS {
-                            break Err(anyhow::anyhow!("tftp listener {local}: receive keeps failing: {e}"));
-                        }
-                        debug!("tftp recv: {e}");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    }
-                },
+            let (n, from) = match datagrams.next(&socket, &mut buf, &shutdown).await {
+                Ok(Some(x)) => x,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
             };
-            errors = 0;
             while tasks.try_join_next().is_some() {}
             // A reload swaps the settings between requests.
             let ctx = svc.ctx.load_full();
             let permits = svc.permits();
-            let reply = match packet::parse(&buf[..n]) {
+            let on_panic = || {
+                ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
+            };
+            let data = buf.get(..n).unwrap_or(&[]);
+            let Some(parsed) = datagrams.guarded(from, n, on_panic, || packet::parse(data)) else {
+                continue;
+            };
+            let reply = match parsed {
                 Ok(Packet::Rrq(req)) => match admit(&svc.clients, &permits, &ctx, from) {
                     Ok(held) => {
                         let ctx = ctx.clone();
