@@ -8,15 +8,18 @@
 //! - [`config`]: the cluster file (raw serde structs, validation); `load`
 //!   returns the plan.
 //! - [`plan`]: pure derivation of DNS zones, DHCP reservations, LB pools.
-//! - [`runtime`]: the service shape, `serve` and its supervision, reload,
-//!   the hub, the `/status` schema, limits, the accept loop, metrics.
-//! - [`services`]: DNS, DHCP, LB, HTTP, TFTP, admin; one folder each, none
-//!   importing another.
+//! - [`runtime`]: the kit every service stands on: the service shape and
+//!   its task supervision, the `/status` schema, limits, the accept loop,
+//!   metrics, HA primitives; it imports nothing built on it.
+//! - [`services`]: DNS, DHCP(v4/v6), LB, HTTP, TFTP, NTP; one folder each,
+//!   none importing another.
 //! - [`drivers`]: libvirt (network, disks, VMs) and Redfish BMCs.
 //! - [`boot`]: boot-media primitives (ISO 9660 reader, live ISO embed
 //!   areas, boot files under a root).
 //! - [`timeline`]: the install timeline per node and the cluster phase.
 //! - [`host`]: `preflight` and `firewall` (the machine `serve` runs on).
+//! - [`serve`]: the composition root: builds, runs, reloads and stops the
+//!   services; the hub, HA sync and the admin API (serve's face).
 //! - [`cmd`]: the command line, one thin function per command.
 
 #![forbid(unsafe_code)]
@@ -29,6 +32,7 @@ pub mod host;
 pub mod model;
 pub mod plan;
 pub mod runtime;
+pub mod serve;
 pub mod services;
 pub mod timeline;
 

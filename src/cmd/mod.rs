@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::drivers::{bmc, libvirt};
 use crate::host::{firewall, preflight};
-use crate::runtime::{hub, supervisor};
+use crate::serve::{hub, supervisor};
 use crate::{config, plan};
 use cli::{Cli, Command, LbAction, RenderWhat};
 use plan::Plan;
@@ -160,7 +160,7 @@ fn has_user(passwd: &str, user: &str) -> bool {
 const HEALTH_BOUND: std::time::Duration = std::time::Duration::from_millis(700);
 
 /// `health`: `GET /api/health` of the `serve` running `cluster`, on its
-/// private health socket (`services::admin::health_sock`: never reachable
+/// private health socket (`serve::admin::health_sock`: never reachable
 /// from the segment); Ok only on 200. Only `admin.enabled` is read from the
 /// file (parsed, not validated: no file checks, so the whole run stays
 /// well under a second on a loaded host; serve validated the file it runs).

@@ -15,7 +15,7 @@ pub trait BootControl: Send + Sync {
     fn reinstall(&self, node: &str) -> Result<String, NodeControlError>;
 }
 
-/// State a service shares with the HA peer (`runtime::hasync`): network
+/// State a service shares with the HA peer (`serve::hasync`): network
 /// boot's install state, DHCP's pool leases, the timeline's events, the
 /// BMC journals.
 pub trait SyncControl: Send + Sync {
@@ -35,7 +35,7 @@ pub trait SyncControl: Send + Sync {
     /// why the part is refused. Entries that cannot be taken (a node not
     /// in the plan, a time or revision too far ahead, an unknown event
     /// kind) are left out and noted in `skipped`; they do not refuse the
-    /// part. `runtime::hasync` prepares every part before it applies any,
+    /// part. `serve::hasync` prepares every part before it applies any,
     /// so a document is taken whole or not at all.
     fn prepare<'a>(
         &'a self,

@@ -1,4 +1,4 @@
-//! Authentication of the HA pair's exchange (`runtime::hasync`, docs/ha.md
+//! Authentication of the HA pair's exchange (`serve::hasync`, docs/ha.md
 //! "Threat model"): every request and every answer carries an
 //! HMAC-SHA256 keyed by the pair key (the content of `ha.tokenFile`),
 //! never the key itself.

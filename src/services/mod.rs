@@ -1,11 +1,11 @@
 //! One folder per service, each in the shape of [`crate::runtime::service`]:
-//! DNS, DHCP, the TCP load balancer, HTTP, TFTP, NTP and the admin API.
+//! DNS, DHCP (v4 and v6), the TCP load balancer, HTTP, TFTP and NTP (the
+//! admin API is `serve`'s face, [`crate::serve::admin`]).
 //!
 //! Rule (checked by `tests/module_graph.rs`): no service imports another
 //! service or driver; what two of them share lives in `runtime`, `boot`,
 //! `model` or `timeline`.
 
-pub mod admin;
 pub mod dhcp;
 pub mod dhcp6;
 pub mod dns;

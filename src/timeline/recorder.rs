@@ -283,7 +283,7 @@ impl Recorder {
     }
 }
 
-/// The HA pair's `timeline` part (`runtime::hasync`, `super::shared`): the
+/// The HA pair's `timeline` part (`serve::hasync`, `super::shared`): the
 /// log out, the peer's unseen events applied at their own time.
 impl crate::runtime::control::SyncControl for Recorder {
     fn part(&self) -> &'static str {

@@ -2,7 +2,7 @@
 //! bounded log of the events it observed itself that changed its timeline
 //! (a node's lease, ignition fetch, install end, bootstrap complete, …),
 //! sends it to the peer in the `timeline` part of the exchanged document
-//! (`runtime::hasync`), and applies the peer's events it has not seen yet
+//! (`serve::hasync`), and applies the peer's events it has not seen yet
 //! at their original time — so after a takeover the survivor's `status`
 //! and `wait-for` show what happened through the other member.
 //!

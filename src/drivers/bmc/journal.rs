@@ -9,7 +9,7 @@
 //! journal only saves a second reset).
 //!
 //! An HA pair shares the journals ([`Journals`], the `bmc` part of
-//! `runtime::hasync`'s document): per node the journal with the later
+//! `serve::hasync`'s document): per node the journal with the later
 //! modification time wins and is written to the other member's state
 //! directory with that time, so both sides agree and a repeat changes
 //! nothing. A cleared journal (`eject`, `down`) is not sent: the peer keeps

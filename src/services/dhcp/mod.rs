@@ -142,7 +142,7 @@ fn shared_leases<'a>(all: &[&'a leases::Lease], now: u64) -> Vec<&'a leases::Lea
         .collect()
 }
 
-/// The pool leases, shared with the HA peer (`runtime::hasync`).
+/// The pool leases, shared with the HA peer (`serve::hasync`).
 impl crate::runtime::control::SyncControl for Dhcp {
     fn part(&self) -> &'static str {
         "leases"

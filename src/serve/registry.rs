@@ -6,7 +6,7 @@
 //! boot through [`Services::lb_control`] and [`Services::boot_control`],
 //! `/status` and `/metrics` iterate [`Services::all`]. The admin service is
 //! not here: it serves the hub this registry lives in, so `serve` creates
-//! it after the hub ([`crate::runtime::supervisor`]).
+//! it after the hub ([`crate::serve::supervisor`]).
 
 use std::sync::Arc;
 
@@ -98,7 +98,7 @@ impl Services {
         self.http.as_deref().map(|h| h as &dyn BootControl)
     }
 
-    /// The services that share state with an HA peer (`runtime::hasync`).
+    /// The services that share state with an HA peer (`serve::hasync`).
     pub fn sync_parts(&self) -> Vec<&dyn crate::runtime::control::SyncControl> {
         let mut v: Vec<&dyn crate::runtime::control::SyncControl> = Vec::new();
         if let Some(h) = self.http.as_deref() {

@@ -16,13 +16,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::plan::Plan;
 use crate::runtime::metrics::Kind;
-use crate::runtime::registry::Services;
 use crate::runtime::status::{NetworkStatus, NodeRow, StatusDoc};
 pub use crate::runtime::status::{ReloadResult, ReloadStatus};
 use crate::runtime::sync::LockExt as _;
+use crate::serve::registry::Services;
 use crate::timeline::Events;
 
-pub use super::control::{BootControl, LbControl, LbControlError, NodeControlError};
+pub use crate::runtime::control::{BootControl, LbControl, LbControlError, NodeControlError};
 
 impl Default for ReloadStatus {
     fn default() -> Self {

@@ -18,8 +18,8 @@ use tracing::{error, info};
 use crate::config;
 use crate::model::catalogue::ServiceKind;
 use crate::plan::Plan;
-use crate::runtime::hub::{Hub, ReloadResult, ReloadStatus};
 use crate::runtime::service::Service;
+use crate::serve::hub::{Hub, ReloadResult, ReloadStatus};
 
 /// How long staging may take (binding, opening libvirt) before the reload
 /// is abandoned.

@@ -52,9 +52,9 @@ use crate::runtime::clock::unix_now;
 use crate::runtime::control::{Skipped, SyncControl};
 use crate::runtime::ha;
 use crate::runtime::haauth::{self, AuthError, Nonces, PairKey, Role, Stamp};
-use crate::runtime::hub::Hub;
 use crate::runtime::lograte::LogRate;
 use crate::runtime::sync::LockExt as _;
+use crate::serve::hub::Hub;
 
 /// Path of the exchange on the admin API.
 pub const PATH: &str = "/api/ha/state";

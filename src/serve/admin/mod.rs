@@ -12,7 +12,7 @@
 //! | POST | `/api/lb/backends/{node}/disable` | drain `node` in every pool |
 //! | POST | `/api/lb/backends/{node}/enable` | put `node` back |
 //! | POST | `/api/nodes/{node}/reinstall` | network boot: `node` installs again at its next boot |
-//! | POST | `/api/ha/state` | HA pair only, each request and answer HMAC-authenticated with the pair key (`ha.tokenFile`, never sent): merge the peer's shared state, answer ours (`runtime::hasync`) |
+//! | POST | `/api/ha/state` | HA pair only, each request and answer HMAC-authenticated with the pair key (`ha.tokenFile`, never sent): merge the peer's shared state, answer ours (`serve::hasync`) |
 //! | POST | `/api/reload` | reload the cluster file; answers its [`crate::runtime::status::ReloadStatus`] (200 applied, 422 invalid file, 409 not applicable) |
 //!
 //! Every request passes [`access::check`] first: the Host must be an IP
@@ -52,7 +52,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::plan::Plan;
-use crate::runtime::hub::{Hub, ReloadResult};
+use crate::serve::hub::{Hub, ReloadResult};
 
 use crate::runtime::admission::{self, Clients, Refused};
 use crate::runtime::limits::cap::{ADMIN_PER_CLIENT, ADMIN_SERVED};
@@ -343,7 +343,7 @@ struct Tokens {
 }
 
 /// `POST /api/ha/state` from the HA peer (404 without `ha:`): the body is
-/// read within the document limit, then [`crate::runtime::hasync::answer`]
+/// read within the document limit, then [`crate::serve::hasync::answer`]
 /// authenticates it with the pair key (an HMAC, never a bearer token),
 /// merges and answers signed.
 async fn ha_state(
@@ -366,7 +366,7 @@ async fn ha_state(
         );
     }
     let headers = req.headers().clone();
-    let limit = crate::runtime::hasync::max_doc(&hub.plan().cluster);
+    let limit = crate::serve::hasync::max_doc(&hub.plan().cluster);
     let limited = http_body_util::Limited::new(req.into_body(), limit);
     let body = match limited.collect().await {
         Ok(b) => b.to_bytes(),
@@ -383,7 +383,7 @@ async fn ha_state(
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
-    let a = crate::runtime::hasync::answer(hub, &token, &header, &body, client);
+    let a = crate::serve::hasync::answer(hub, &token, &header, &body, client);
     let mut resp = Response::new(Full::new(Bytes::from(a.body)));
     *resp.status_mut() = StatusCode::from_u16(a.status).unwrap_or(StatusCode::BAD_REQUEST);
     let h = resp.headers_mut();
@@ -493,7 +493,7 @@ async fn serve_listener(
                 let ha_token = tokens.ha.load_full();
                 let sources = sources.load_full();
                 async move {
-                    if req.uri().path() == crate::runtime::hasync::PATH
+                    if req.uri().path() == crate::serve::hasync::PATH
                         && sources.ha_peer.is_some()
                         && !sources.is_ha_peer(peer.ip())
                     {
@@ -503,7 +503,7 @@ async fn serve_listener(
                             &json!({ "error": "only ha.peer may send the pair's state" }),
                         ));
                     }
-                    if req.uri().path() == crate::runtime::hasync::PATH {
+                    if req.uri().path() == crate::serve::hasync::PATH {
                         return Ok::<_, Infallible>(ha_state(&hub, ha_token, req, peer).await);
                     }
                     let checked = access::check(

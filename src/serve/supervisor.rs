@@ -1,7 +1,7 @@
 //! `serve`: create every enabled service, apply the plan to them (which
 //! binds every socket), run them under one cancellation token, shut down
 //! gracefully on SIGTERM/SIGINT, and reload the cluster file on SIGHUP or
-//! `POST /api/reload` without stopping anything ([`crate::runtime::reload`]).
+//! `POST /api/reload` without stopping anything ([`crate::serve::reload`]).
 //!
 //! Order: load + validate the file (nothing is bound if it is invalid) →
 //! create the services (libvirt first: its network must exist before the
@@ -21,13 +21,13 @@ use tracing::{error, info, warn};
 
 use crate::config;
 use crate::model::catalogue::ServiceKind;
-use crate::runtime::hub::Hub;
-use crate::runtime::registry::Services;
-use crate::runtime::reload;
 use crate::runtime::service::{Service, Tasks};
-use crate::services::admin;
+use crate::serve::admin;
+use crate::serve::hub::Hub;
+use crate::serve::registry::Services;
+use crate::serve::reload;
 
-pub use super::drain::GRACE;
+pub use crate::runtime::drain::GRACE;
 
 /// The name of `serve`'s own task set (signals, timeline sampler, the
 /// single-node prober, BMC `startOnServe`): its tasks fail `serve` like a service's would.
@@ -151,7 +151,7 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         background.spawn(
             "serve ha sync",
             t.clone(),
-            crate::runtime::hasync::run(hub.clone(), peer, token, t),
+            crate::serve::hasync::run(hub.clone(), peer, token, t),
         );
     }
     let t = background.token();
@@ -220,7 +220,7 @@ async fn run_until_done(
     services: &[Arc<dyn Service>],
     root: &CancellationToken,
     hup: &mut Signal,
-    requests: &mut tokio::sync::mpsc::Receiver<crate::runtime::hub::ReloadRequest>,
+    requests: &mut tokio::sync::mpsc::Receiver<crate::serve::hub::ReloadRequest>,
     set: &mut Running,
 ) -> anyhow::Result<()> {
     loop {
@@ -264,7 +264,7 @@ async fn reload_unless_stopped(
     services: &[Arc<dyn Service>],
     trigger: &str,
     root: &CancellationToken,
-) -> Option<crate::runtime::hub::ReloadStatus> {
+) -> Option<crate::serve::hub::ReloadStatus> {
     sd_notify("RELOADING=1");
     let st = tokio::select! {
         biased;

@@ -28,8 +28,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use crate::runtime::hub::Hub;
 use crate::runtime::limits::cap::HEALTH_SOCKET_CONNECTIONS;
+use crate::serve::hub::Hub;
 
 /// The most one connection may last (head, answer, all of it).
 pub const CONN_BUDGET: Duration = Duration::from_secs(2);
