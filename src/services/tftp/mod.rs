@@ -72,7 +72,7 @@ use tracing::{debug, info, warn};
 
 use crate::boot::bootfiles;
 use crate::plan::Plan;
-use crate::runtime::datagram::{Datagrams, Gate};
+use crate::runtime::datagram::{Datagrams, Decision, Gate};
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
@@ -252,7 +252,6 @@ async fn listen(
             while tasks.try_join_next().is_some() {}
             // A reload swaps the settings between requests.
             let ctx = svc.ctx.load_full();
-            let permits = svc.permits();
             let on_panic = || {
                 ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
             };
@@ -260,63 +259,18 @@ async fn listen(
             let Some(parsed) = datagrams.guarded(from, n, on_panic, || packet::parse(data)) else {
                 continue;
             };
-            let reply = match parsed {
-                Ok(Packet::Rrq(req)) => match admit(&svc.clients, &permits, &ctx, from) {
-                    Ok(held) => {
-                        let ctx = ctx.clone();
-                        let stop = stop.clone();
-                        let ip = local.ip();
-                        tasks.spawn(async move {
-                            serve(ctx, SocketAddr::new(ip, 0), req, from, stop, held).await
-                        });
-                        None
-                    }
-                    Err(why) => {
-                        let file = Shown(&req.filename).to_string();
-                        debug!(%from, "tftp: {file} refused: {why}");
-                        ctx.stats.finish(from, &file, Outcome::Busy, why, 0);
-                        Some(packet::error(
-                            ErrorCode::Undefined,
-                            "server busy, try again later",
-                        ))
-                    }
-                },
-                Ok(Packet::Wrq(req)) => {
-                    let file = Shown(&req.filename).to_string();
-                    warn_client("write request refused", from, || {
-                        format!("{file}: read-only server")
+            let reply = match first_packet(&svc, &ctx, parsed, from) {
+                Decision::Reply(r) => Some(r),
+                Decision::Silent(Admitted(req, held)) => {
+                    let ctx = ctx.clone();
+                    let stop = stop.clone();
+                    let ip = local.ip();
+                    tasks.spawn(async move {
+                        serve(ctx, SocketAddr::new(ip, 0), req, from, stop, held).await
                     });
-                    ctx.stats
-                        .finish(from, &file, Outcome::Refused, "write request", 0);
-                    Some(packet::error(
-                        ErrorCode::IllegalOperation,
-                        "read-only server: write requests are not accepted",
-                    ))
-                }
-                Ok(Packet::Error { .. }) => {
-                    ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
                     None
                 }
-                Ok(_) => {
-                    ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                    warn_client("unexpected packet on the listener", from, || {
-                        "not a read request; answered ERROR 4".into()
-                    });
-                    Some(packet::error(
-                        ErrorCode::IllegalOperation,
-                        "expected a read request",
-                    ))
-                }
-                Err(e) => {
-                    ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                    warn_client("malformed request", from, || {
-                        format!("{e}; answered ERROR 4")
-                    });
-                    Some(packet::error(
-                        ErrorCode::IllegalOperation,
-                        &format!("malformed request: {e}"),
-                    ))
-                }
+                Decision::Dropped(()) => None,
             };
             if let Some(r) = reply
                 && let Err(e) = socket.send_to(&r, from).await
@@ -339,6 +293,66 @@ async fn listen(
         while tasks.join_next().await.is_some() {}
         result
     }
+}
+
+/// An admitted read request: served by its own task, nothing to answer
+/// on the listener.
+struct Admitted(Request, Held);
+
+/// The decision on a listener's first packet: an ERROR to send (busy,
+/// write request, not a read request, malformed), an admitted read request
+/// to serve, or nothing (an ERROR from the client).
+fn first_packet(
+    svc: &Tftp,
+    ctx: &Arc<Ctx>,
+    parsed: Result<Packet<'_>, packet::ParseError>,
+    from: SocketAddr,
+) -> Decision<Vec<u8>, Admitted, ()> {
+    let reply = match parsed {
+        Ok(Packet::Rrq(req)) => match admit(&svc.clients, &svc.permits(), ctx, from) {
+            Ok(held) => return Decision::Silent(Admitted(req, held)),
+            Err(why) => {
+                let file = Shown(&req.filename).to_string();
+                debug!(%from, "tftp: {file} refused: {why}");
+                ctx.stats.finish(from, &file, Outcome::Busy, why, 0);
+                packet::error(ErrorCode::Undefined, "server busy, try again later")
+            }
+        },
+        Ok(Packet::Wrq(req)) => {
+            let file = Shown(&req.filename).to_string();
+            warn_client("write request refused", from, || {
+                format!("{file}: read-only server")
+            });
+            ctx.stats
+                .finish(from, &file, Outcome::Refused, "write request", 0);
+            packet::error(
+                ErrorCode::IllegalOperation,
+                "read-only server: write requests are not accepted",
+            )
+        }
+        Ok(Packet::Error { .. }) => {
+            ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
+            return Decision::Dropped(());
+        }
+        Ok(_) => {
+            ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
+            warn_client("unexpected packet on the listener", from, || {
+                "not a read request; answered ERROR 4".into()
+            });
+            packet::error(ErrorCode::IllegalOperation, "expected a read request")
+        }
+        Err(e) => {
+            ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
+            warn_client("malformed request", from, || {
+                format!("{e}; answered ERROR 4")
+            });
+            packet::error(
+                ErrorCode::IllegalOperation,
+                &format!("malformed request: {e}"),
+            )
+        }
+    };
+    Decision::Reply(reply)
 }
 
 /// What an admitted transfer holds until it ends.
@@ -445,30 +459,8 @@ async fn serve(
             return;
         }
     };
-    let refuse = |code: ErrorCode, msg: &str| {
-        let sock = &sock;
-        let file = &file;
-        let msg = msg.to_string();
-        async move {
-            debug!(%client, "tftp: {file} refused: {msg}");
-            stats.finish(client, file, Outcome::Refused, &msg, 0);
-            let _ = sock.send_to(&packet::error(code, &msg), client).await;
-        }
-    };
-    if req.mode != "octet" {
-        let msg = format!("mode {:?} is not supported, use octet (binary)", req.mode);
-        return refuse(ErrorCode::IllegalOperation, &msg).await;
-    }
-    let rel = match bootfiles::sanitize(&req.filename) {
-        Ok(r) => r,
-        Err(r) => return refuse(refusal_code(r.code), r.message).await,
-    };
-    let (root, allowed) = (ctx.root.clone(), ctx.allowed.clone());
-    let opened = tokio::task::spawn_blocking(move || bootfiles::open(&root, &allowed, &rel)).await;
-    let opened = match opened {
-        Ok(Ok(o)) => o,
-        Ok(Err(r)) => return refuse(refusal_code(r.code), r.message).await,
-        Err(_) => return refuse(ErrorCode::Undefined, "internal error").await,
+    let Some(opened) = open_file(&ctx, &sock, &req, client, &file).await else {
+        return;
     };
     let neg = transfer::negotiate(&req.options, opened.size);
     let timeout = neg.timeout.unwrap_or(ctx.timeout);
@@ -492,28 +484,10 @@ async fn serve(
                 deadline = Instant::now() + timeout;
             }
             Step::Send(range) => {
-                let (first_off, _) = t.extent(*range.start());
-                let (last_off, last_len) = t.extent(*range.end());
-                let end = last_off + last_len as u64;
-                if let Err(e) = cache.fill(&file_handle, first_off, end).await {
-                    let _ = sock
-                        .send_to(&packet::error(ErrorCode::Undefined, "read error"), client)
-                        .await;
-                    break (Outcome::Failed, format!("read: {e}"));
-                }
-                let mut failed = None;
-                for b in range {
-                    let (off, len) = t.extent(b);
-                    out.clear();
-                    out.extend_from_slice(&packet::data_header(Transfer::wire(b)));
-                    out.extend_from_slice(cache.slice(off, len));
-                    if let Err(e) = sock.send_to(&out, client).await {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-                if let Some(e) = failed {
-                    break (Outcome::Failed, format!("send: {e}"));
+                let sent =
+                    send_window(&sock, client, &t, &mut cache, &file_handle, &mut out, range);
+                if let Err(stop) = sent.await {
+                    break stop;
                 }
                 deadline = Instant::now() + timeout;
             }
@@ -573,6 +547,74 @@ async fn serve(
     };
     debug!(%client, "tftp: {file}: {outcome:?} {detail}");
     stats.finish(client, &file, outcome, &detail, bytes);
+}
+
+/// Check and open the file a read request names, answering the refusal
+/// (mode, path, missing file) on the transfer socket; `None` once refused.
+async fn open_file(
+    ctx: &Ctx,
+    sock: &UdpSocket,
+    req: &Request,
+    client: SocketAddr,
+    file: &str,
+) -> Option<bootfiles::Opened> {
+    let refuse = |code: ErrorCode, msg: &str| {
+        let msg = msg.to_string();
+        async move {
+            debug!(%client, "tftp: {file} refused: {msg}");
+            ctx.stats.finish(client, file, Outcome::Refused, &msg, 0);
+            let _ = sock.send_to(&packet::error(code, &msg), client).await;
+            None
+        }
+    };
+    if req.mode != "octet" {
+        let msg = format!("mode {:?} is not supported, use octet (binary)", req.mode);
+        return refuse(ErrorCode::IllegalOperation, &msg).await;
+    }
+    let rel = match bootfiles::sanitize(&req.filename) {
+        Ok(r) => r,
+        Err(r) => return refuse(refusal_code(r.code), r.message).await,
+    };
+    let (root, allowed) = (ctx.root.clone(), ctx.allowed.clone());
+    let opened = tokio::task::spawn_blocking(move || bootfiles::open(&root, &allowed, &rel)).await;
+    let opened = match opened {
+        Ok(Ok(o)) => o,
+        Ok(Err(r)) => return refuse(refusal_code(r.code), r.message).await,
+        Err(_) => return refuse(ErrorCode::Undefined, "internal error").await,
+    };
+    Some(opened)
+}
+
+/// Send the blocks of one window (read ahead from the file first); why
+/// the transfer ends when a read or a send fails.
+async fn send_window(
+    sock: &UdpSocket,
+    client: SocketAddr,
+    t: &Transfer,
+    cache: &mut Cache,
+    file: &Arc<std::fs::File>,
+    out: &mut Vec<u8>,
+    range: std::ops::RangeInclusive<u64>,
+) -> Result<(), (Outcome, String)> {
+    let (first_off, _) = t.extent(*range.start());
+    let (last_off, last_len) = t.extent(*range.end());
+    let end = last_off + last_len as u64;
+    if let Err(e) = cache.fill(file, first_off, end).await {
+        let _ = sock
+            .send_to(&packet::error(ErrorCode::Undefined, "read error"), client)
+            .await;
+        return Err((Outcome::Failed, format!("read: {e}")));
+    }
+    for b in range {
+        let (off, len) = t.extent(b);
+        out.clear();
+        out.extend_from_slice(&packet::data_header(Transfer::wire(b)));
+        out.extend_from_slice(cache.slice(off, len));
+        if let Err(e) = sock.send_to(out, client).await {
+            return Err((Outcome::Failed, format!("send: {e}")));
+        }
+    }
+    Ok(())
 }
 
 /// Bytes `[start, start + data.len())` of the file, refilled by `pread`.
