@@ -65,6 +65,46 @@ nodes:
     }
 }
 
+/// `addressing: static` (issue #38): every mistake at its field in one
+/// run, naming the node; the valid file lists its static nodes.
+#[test]
+fn check_static_addressing() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("static.yaml");
+    let write = |nodes: &str| {
+        std::fs::write(
+            &f,
+            format!(
+                "name: st\nbaseDomain: example.com\n\
+                 network: {{ cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.2, addressing: static }}\n\
+                 nodes:\n{nodes}"
+            ),
+        )
+        .unwrap();
+    };
+    write(
+        "  - { name: master-0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10 }\n\
+         \x20 - { name: worker-0, role: worker, mac: '52:54:00:00:00:14', ip: 10.0.0.20, addressing: manual }\n\
+         \x20 - { name: worker-1, role: worker, mac: '52:54:00:00:00:15', ip: 10.0.0.21, interface: 'eth 0' }\n",
+    );
+    let (code, out, err) = run(BIN, &["check", "--cluster", f.to_str().unwrap()]);
+    assert_eq!(code, 78, "{out}{err}");
+    for needle in [
+        "nodes[0].interface: node master-0 has a static address (network.addressing: static) and needs the NIC it goes on",
+        "nodes[1].addressing: unknown addressing \"manual\"",
+        "nodes[2].interface: \"eth 0\" is not a valid interface name",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+    write(
+        "  - { name: master-0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10, interface: ens3 }\n\
+         \x20 - { name: worker-0, role: worker, mac: '52:54:00:00:00:14', ip: 10.0.0.20, addressing: dhcp }\n",
+    );
+    let (code, out, err) = run(BIN, &["check", "--cluster", f.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("\nstatic addresses master-0(ens3)\n"), "{out}");
+}
+
 #[test]
 fn check_missing_file_and_yaml_errors() {
     let (code, _, err) = run(BIN, &["check", "--cluster", "/nonexistent/x.yaml"]);

@@ -728,6 +728,177 @@ fn real_coreos_installer_install_state_from_evidence() {
     assert!(lab.timeline("master-1")["installFinished"].is_null());
 }
 
+/// nm-initrd-generator as scripts/prereqs.sh extracts it (package
+/// network-manager, which is not installed: it would take over the host's
+/// network).
+const NM_INITRD_GENERATOR: &str = "/var/cache/crc-appliance-tests/extract/network-manager/usr/lib/NetworkManager/nm-initrd-generator";
+
+/// The network words of a command line: its `ip=` and `nameserver=`.
+fn net_kargs(cmdline: &str) -> Vec<&str> {
+    cmdline
+        .split_ascii_whitespace()
+        .filter(|w| w.starts_with("ip=") || w.starts_with("nameserver="))
+        .collect()
+}
+
+/// Issue #38 item 2 end to end: a dual-stack node with `network.addressing:
+/// static` gets exactly its `ip=` (both families) and `nameserver=` in its
+/// iPXE script and in its `/boot/<node>.iso` (read by `coreos-installer iso
+/// kargs show`); the real installer, run by its own service from that
+/// command line, installs and hands them to the installed system's first
+/// boot (`--firstboot-args`, the disk's `ignition.firstboot`); NetworkManager's
+/// own initrd generator, given that first-boot command line as RHCOS's
+/// initramfs gives it, writes the keyfile with the static addresses and the
+/// appliance as DNS server (`method=manual`). RHCOS's
+/// `coreos-teardown-initramfs` then copies that keyfile into the installed
+/// root's `/etc/NetworkManager/system-connections`; that step (RHCOS's own
+/// code, a `cp`) is not run here.
+#[test]
+fn static_node_installs_with_its_ip_and_nameserver() {
+    let tools = [
+        "curl",
+        "xorriso",
+        "losetup",
+        "partx",
+        "sfdisk",
+        "mkfs.ext4",
+        "debugfs",
+        "mformat",
+        "xz",
+        "unshare",
+        "ip",
+    ];
+    let Some(inst) = need("static_node_installs_with_its_ip_and_nameserver", &tools) else {
+        return;
+    };
+    assert!(
+        Path::new(NM_INITRD_GENERATOR).is_file(),
+        "{NM_INITRD_GENERATOR} missing: run scripts/prereqs.sh"
+    );
+    let work = tempfile::tempdir().unwrap();
+    let iso = rhcos_iso_with_default(work.path(), "rhcos-st", [b"kernel", b"initrd"], 1024, "");
+    let d0 = LoopDisk::new(work.path().join("static-0.disk"), 64 << 20);
+    let mut lab = Lab::new(95);
+    lab.add_host(10);
+    let m0 = lab.host(10);
+    m0.ip(&["link", "set", "eth0", "address", "52:54:00:5f:00:0a"]);
+    let net = lab.net.clone();
+    let yaml = format!(
+        r#"name: st
+baseDomain: crc.testing
+network:
+  cidr: {net}.0/24
+  gateway: {net}.254
+  applianceIP: {net}.1
+  addressing: static
+  ipv6: {{ cidr: "fd00:95::/64", applianceIP: "fd00:95::1", gateway: "fd00:95::fe" }}
+nodes:
+  - {{ name: bootstrap, role: bootstrap, mac: "52:54:00:5f:00:05", ip: {net}.5, interface: eth0 }}
+  - {{ name: master-0, role: master, mac: "52:54:00:5f:00:0a", ip: {net}.10, ipv6: "fd00:95::10", installDev: {dev}, interface: eth0 }}
+dns: {{ enabled: false }}
+dhcp: {{ enabled: false, leaseFile: "{{dir}}/leases.json" }}
+loadBalancer: {{ enabled: false }}
+admin: {{ listen: "127.0.0.1:9000" }}
+http:
+  listen: 0.0.0.0:8080
+  imagesDir: "{{dir}}/images"
+  ignitionDir: "{{dir}}/ign"
+rhcos:
+  iso: {iso}
+  kargs: ["coreos.inst.image_url=http://{net}.1:8080/images/rhcos-metal.x86_64.raw.xz", coreos.inst.insecure]
+"#,
+        dev = d0.dev,
+        iso = iso.path.display(),
+    );
+    lab.appl
+        .ip(&["addr", "add", "fd00:95::1/64", "dev", "br0", "nodad"]);
+    let app = Appliance::launch().netns(lab.appl.name()).start(&yaml);
+    let dir = app.dir.path().to_path_buf();
+    ignition_files(&dir);
+    metal_image(
+        work.path(),
+        &dir.join("images"),
+        "rhcos-metal.x86_64.raw.xz",
+    );
+    let host = "master-0.st.crc.testing";
+    let want = [
+        format!("ip={net}.10::{net}.254:255.255.255.0:{host}:eth0:none"),
+        format!("ip=[fd00:95::10]::[fd00:95::fe]:64:{host}:eth0:none"),
+        format!("nameserver={net}.1"),
+    ];
+
+    // The iPXE script (fetched as the node) and the ISO carry exactly them.
+    let script = pxe_boot(m0, &format!("http://{net}.1:8080"));
+    let cmdline = kernel_cmdline(&script);
+    assert_eq!(net_kargs(&cmdline), want, "{cmdline}");
+    let served = work.path().join("master-0.iso");
+    let (code, _) = Lab::curl(
+        &lab.appl,
+        &["-o", served.to_str().unwrap()],
+        "http://127.0.0.1:8080/boot/master-0.iso",
+    );
+    assert_eq!(code, "200");
+    let iso_kargs = inst.run(&["iso", "kargs", "show", served.to_str().unwrap()]);
+    assert_eq!(net_kargs(&iso_kargs), want, "{iso_kargs}");
+
+    // The live system installs from that command line.
+    let run0 = live_install(m0, &inst, &cmdline, work.path());
+    assert_eq!(run0.rc, 0, "the install failed:\n{}", run0.out);
+    assert!(run0.out.contains("Install complete."), "{}", run0.out);
+    let firstboot = d0.ext4_cat(BOOT_PART.0, BOOT_PART.1, "/ignition.firstboot", work.path());
+    let kcmdline = firstboot
+        .lines()
+        .find_map(|l| l.strip_prefix("set ignition_network_kcmdline=\""))
+        .and_then(|l| l.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("no first-boot network arguments: {firstboot:?}"));
+    assert_eq!(net_kargs(kcmdline), want, "{kcmdline}");
+    assert!(kcmdline.starts_with("rd.neednet=1 "), "{kcmdline}");
+
+    // The installed system's first boot: NetworkManager's initrd generator
+    // on those arguments writes the static keyfile.
+    let nm = work.path().join("nm");
+    let sub = |d: &str| nm.join(d).to_str().unwrap().to_string();
+    let mut args = vec![
+        "-c".to_string(),
+        sub("system-connections"),
+        "-i".into(),
+        sub("initrd"),
+        "-r".into(),
+        sub("conf.d"),
+        "-p".into(),
+        sub("persistent"),
+        "--".into(),
+    ];
+    args.extend(kcmdline.split_ascii_whitespace().map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_ok(NM_INITRD_GENERATOR, &args);
+    let keyfile = nm.join("system-connections/eth0.nmconnection");
+    let text =
+        std::fs::read_to_string(&keyfile).unwrap_or_else(|e| panic!("{}: {e}", keyfile.display()));
+    let ini = |section: &str| -> Vec<String> {
+        text.split("\n[")
+            .find(|s| s.starts_with(&format!("{section}]")))
+            .unwrap_or_else(|| panic!("no [{section}] in {text}"))
+            .lines()
+            .skip(1)
+            .map(String::from)
+            .collect()
+    };
+    let v4 = ini("ipv4");
+    for line in [
+        "method=manual".to_string(),
+        format!("address1={net}.10/24,{net}.254"),
+        format!("dns={net}.1;"),
+    ] {
+        assert!(v4.contains(&line), "[ipv4] lacks {line}: {text}");
+    }
+    let v6 = ini("ipv6");
+    for line in ["method=manual", "address1=fd00:95::10/64,fd00:95::fe"] {
+        assert!(v6.iter().any(|l| l == line), "[ipv6] lacks {line}: {text}");
+    }
+    assert!(text.contains("interface-name=eth0"), "{text}");
+}
+
 /// The fake machine-config server: HTTPS on `ip:22623`, `/healthz` and
 /// `/config/<role>`, each request logged to stdout as `GET <path>`.
 const FAKE_MCS: &str = r#"

@@ -12,7 +12,12 @@
 //! - an unknown MAC's PXE DISCOVER gets nothing from the appliance (logged);
 //! - `preflight` in server mode names the site server's address, and
 //!   `serve` in server mode refuses to start with the fix
-//!   (`dhcp.mode: proxy`), unless `dhcp.allowOtherServers: true`.
+//!   (`dhcp.mode: proxy`), unless `dhcp.allowOtherServers: true`;
+//! - dual-stack in proxy mode: the appliance runs no DHCPv6 (nothing bound
+//!   on 547, no `dhcp6` in its log or `/status`), and `dhclient -6` with
+//!   the MAC of a node that has an IPv6 address in the inventory gets its
+//!   address from the site's DHCPv6 server (dnsmasq), never the node's
+//!   inventory address the appliance would have lent.
 //!
 //! Firmware booting through the same segment: tests/netboot_proxy_qemu.rs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -22,7 +27,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::segment::{Segment, Site};
+use common::segment::{self, Segment, Site};
 use common::{Appliance, BIN, netns_available};
 
 fn tools(site: Site) -> Result<(), String> {
@@ -337,5 +342,164 @@ fn preflight_names_kea_and_serve_refuses_server_mode_beside_it() {
             "info dhcp: DHCP server(s) on a0: {kea} (offered 10.73.0."
         )),
         "{out}{err}"
+    );
+}
+
+/// `dhclient -6 -1` on `c0` of the client namespace until it binds or
+/// `secs` pass: its script's environment (`new_ip6_address`,
+/// `new_dhcp6_server_id`, …) on success.
+fn dhclient6(seg: &Segment, secs: u64) -> Option<String> {
+    let d = seg.dir.path();
+    let (leases, env, script, pid) = (
+        d.join("d6.leases"),
+        d.join("d6.env"),
+        d.join("d6.sh"),
+        d.join("d6.pid"),
+    );
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \"$reason\" in BOUND6|REBOOT6) env > {0}.tmp && mv {0}.tmp {0};; esac\nexit 0\n",
+            env.display()
+        ),
+    )
+    .unwrap();
+    common::run_ok("chmod", &["+x", script.to_str().unwrap()]);
+    let child = segment::Proc(
+        seg.client
+            .cmd(&["dhclient", "-6", "-d", "-1", "-D", "LL", "-lf"])
+            .arg(&leases)
+            .arg("-pf")
+            .arg(&pid)
+            .args(["-sf".as_ref(), script.as_os_str(), "c0".as_ref()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("dhclient6.log")).unwrap())
+            .spawn()
+            .expect("start dhclient -6"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let got = loop {
+        if let Ok(t) = std::fs::read_to_string(&env) {
+            break Some(t);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    drop(child);
+    got
+}
+
+/// `ifname` in `ns` without duplicate address detection, with `addr`, and
+/// its link-local address settled (dhclient -6 needs it).
+fn v6_up(ns: &common::Netns, ifname: &str, addr: Option<&str>) {
+    ns.exec(&[
+        "sysctl",
+        "-q",
+        "-w",
+        &format!("net.ipv6.conf.{ifname}.accept_dad=0"),
+    ]);
+    ns.ip(&["link", "set", ifname, "down"]);
+    ns.ip(&["link", "set", ifname, "up"]);
+    if let Some(a) = addr {
+        ns.ip(&["addr", "add", a, "dev", ifname, "nodad"]);
+    }
+    common::wait_until(
+        "a settled link-local address",
+        Duration::from_secs(10),
+        || {
+            let out = ns.exec(&["ip", "-6", "addr", "show", "dev", ifname, "scope", "link"]);
+            out.contains("fe80::") && !out.contains("tentative")
+        },
+    );
+}
+
+#[test]
+fn proxy_mode_runs_no_dhcpv6_beside_the_sites_server() {
+    if let Err(why) = tools(Site::Dnsmasq) {
+        skipped!("SKIPPED proxy_mode_runs_no_dhcpv6_beside_the_sites_server: {why}");
+        return;
+    }
+    let octet = 74;
+    let seg = Segment::new(Site::Dnsmasq, octet);
+    let p6 = format!("fd00:{octet}::");
+    // The client is the inventory's master-0 (MAC and IPv6 address).
+    seg.client
+        .ip(&["link", "set", "c0", "address", &seg.node_mac()]);
+    v6_up(&seg.site, "br0", Some(&format!("{p6}2/64")));
+    v6_up(&seg.app, "a0", Some(&format!("{p6}1/64")));
+    v6_up(&seg.client, "c0", None);
+    // The site's DHCPv6 server: dnsmasq, stateful, its own range.
+    let d = seg.dir.path();
+    let _site6 = segment::Proc(
+        seg.site
+            .cmd(&[
+                "dnsmasq",
+                "--no-daemon",
+                "--conf-file=/dev/null",
+                "--port=0",
+                "--interface=br0",
+                "--bind-interfaces",
+                "--log-dhcp",
+                &format!("--dhcp-range={p6}100,{p6}1ff,64,10m"),
+                &format!("--dhcp-leasefile={}", d.join("dnsmasq6.leases").display()),
+                &format!("--pid-file={}", d.join("dnsmasq6.pid").display()),
+                &format!("--log-facility={}", d.join("dnsmasq6.log").display()),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("dnsmasq6.stderr")).unwrap())
+            .spawn()
+            .expect("run dnsmasq (DHCPv6)"),
+    );
+    let yaml = seg
+        .cluster_yaml("proxy", None)
+        .replace(
+            "interface: a0 }",
+            &format!("interface: a0, ipv6: {{ cidr: \"{p6}/64\", applianceIP: \"{p6}1\" }} }}"),
+        )
+        .replace(
+            &format!("ip: {} }}", seg.ip(10)),
+            &format!("ip: {}, ipv6: \"{p6}10\" }}", seg.ip(10)),
+        );
+    assert!(yaml.contains(&format!("ipv6: \"{p6}10\"")), "{yaml}");
+    let app = Appliance::launch()
+        .netns(seg.app.name())
+        .ready_timeout(Duration::from_secs(60))
+        .start(&yaml);
+    app.wait_log("listening for dhcp on", Duration::from_secs(10));
+
+    let env = dhclient6(&seg, 30).unwrap_or_else(|| {
+        panic!(
+            "dhclient -6 got no address from the site:\n{}\n{}",
+            std::fs::read_to_string(d.join("dhclient6.log")).unwrap_or_default(),
+            std::fs::read_to_string(d.join("dnsmasq6.log")).unwrap_or_default()
+        )
+    });
+    let addr = env
+        .lines()
+        .find_map(|l| l.strip_prefix("new_ip6_address="))
+        .unwrap_or_else(|| panic!("no address in {env}"));
+    let last = addr.strip_prefix(&p6).unwrap_or_else(|| panic!("{addr}"));
+    let last = u16::from_str_radix(last, 16).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    assert!(
+        (0x100..=0x1ff).contains(&last),
+        "{addr} is not from the site's range (the inventory's is {p6}10)"
+    );
+    // The appliance bound nothing on 547 and runs no DHCPv6 service.
+    let sockets = seg.app.exec(&["ss", "-ulnH"]);
+    assert!(!sockets.contains(":547"), "{sockets}");
+    assert!(
+        sockets.contains(":67"),
+        "DHCPv4 (proxy) should run: {sockets}"
+    );
+    assert!(!app.log().contains("dhcp6"), "{}", app.log());
+    let st = status(&seg, &app);
+    assert!(
+        st.get("dhcp6").is_none_or(serde_json::Value::is_null),
+        "{}",
+        st["dhcp6"]
     );
 }

@@ -399,7 +399,7 @@ fn a_dead_service_task_stops_serve_with_an_error() {
             &["-sS", "--max-time", "5", &format!("http://{admin}/status")],
         );
         assert_eq!(code, 0, "{task}: not serving before the fault");
-        let doc: crc_appliance::runtime::status::StatusDoc =
+        let doc: crc_appliance::serve::status::StatusDoc =
             serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
         assert!(
             doc.dns.is_some()

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::cmd::watch::go_duration;
 use crate::model::cluster::Cluster;
-use crate::runtime::status::{BackendStatus, LbStatus, PoolStatus};
+use crate::services::lb::status::{BackendStatus, LbStatus, PoolStatus};
 
 /// A 2xx answer's `ok` text (else its body), or one error line with the
 /// API's reason and the HTTP status.
@@ -241,7 +241,7 @@ mod tests {
     use super::*;
     use crate::model::catalogue::PoolKind;
     use crate::model::cluster::Role;
-    use crate::runtime::status::HealthStatus;
+    use crate::services::lb::status::HealthStatus;
 
     fn backend(node: &str) -> BackendStatus {
         BackendStatus {

@@ -228,7 +228,7 @@ async fn lb_command(cluster: &std::path::Path, action: LbAction) -> anyhow::Resu
                 println!("{body}");
                 return Ok(());
             }
-            let s: crate::runtime::status::LbStatus = serde_json::from_str(&body)
+            let s: crate::services::lb::status::LbStatus = serde_json::from_str(&body)
                 .map_err(|e| anyhow::anyhow!("lb status: unexpected answer from serve: {e}"))?;
             print!("{}", control::lb_table(&s, control::unix_now()));
             return Ok(());
@@ -488,6 +488,15 @@ pub fn summary(plan: &Plan) -> String {
     for r in crate::model::cluster::Role::ALL {
         let names: Vec<_> = c.nodes_with_role(r).map(|n| n.name.as_str()).collect();
         let _ = writeln!(out, "{:<9} {} {}", r.as_str(), names.len(), names.join(" "));
+    }
+    let statics: Vec<String> = c
+        .nodes
+        .iter()
+        .filter(|n| n.static_address)
+        .map(|n| format!("{}({})", n.name, n.interface.as_deref().unwrap_or("-")))
+        .collect();
+    if !statics.is_empty() {
+        let _ = writeln!(out, "static addresses {}", statics.join(" "));
     }
     let on = |b: bool| if b { "on" } else { "off" };
     let _ = writeln!(

@@ -13,8 +13,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::cmd::admin_client;
-use crate::runtime::status::{StatusDoc, TimelineStatus};
+use crate::serve::status::StatusDoc;
 use crate::timeline::render::{self, Goal};
+use crate::timeline::status::TimelineStatus;
 
 /// How often `wait-for` asks.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -56,7 +57,11 @@ pub async fn status(t: &Target, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&tl)?);
     } else {
         print!("{}", render::table(&tl));
-        for line in doc.ntp.iter().flat_map(render::clock_lines) {
+        for line in doc
+            .ntp
+            .iter()
+            .flat_map(crate::services::ntp::status::clock_lines)
+        {
             println!("{line}");
         }
         if let Some(h) = doc.http.as_ref().and_then(|h| h.https.as_ref()) {
@@ -71,7 +76,7 @@ pub async fn status(t: &Target, json: bool) -> anyhow::Result<()> {
 
 /// The HTTPS boot ISO listener and its certificate, for an operator who
 /// uploads it to a BMC's trust store.
-pub fn https_line(h: &crate::runtime::status::HttpsStatus) -> String {
+pub fn https_line(h: &crate::services::http::status::HttpsStatus) -> String {
     let origin = if h.cert.generated {
         "generated"
     } else {
@@ -312,7 +317,7 @@ mod tests {
         );
         let mut tl = TimelineStatus::default();
         for n in ["a", "b", "c", "d"] {
-            tl.nodes.push(crate::runtime::status::NodeTimeline {
+            tl.nodes.push(crate::timeline::status::NodeTimeline {
                 node: n.into(),
                 role: Some(crate::model::cluster::Role::Master),
                 ..Default::default()

@@ -74,6 +74,11 @@ pub struct Network {
     /// only.
     #[serde(default)]
     pub ipv6: Option<Ipv6>,
+    /// How the nodes get their address: `dhcp` (default) or `static` (each
+    /// node's install carries its `ip` as `ip=` kernel arguments; needs
+    /// `nodes[].interface`). `nodes[].addressing` overrides it per node.
+    #[serde(default)]
+    pub addressing: Option<String>,
 }
 
 /// `network.ipv6`: the cluster network's IPv6 prefix and addresses.
@@ -127,6 +132,13 @@ pub struct Node {
     /// The node's BMC (Redfish virtual media boot, `crc-appliance bmc`).
     #[serde(default)]
     pub bmc: Option<super::bmc::RawBmc>,
+    /// `dhcp` or `static` for this node (default: `network.addressing`).
+    #[serde(default)]
+    pub addressing: Option<String>,
+    /// The NIC a static address goes on, as RHCOS names it (e.g. `ens3`);
+    /// required with `addressing: static`.
+    #[serde(default)]
+    pub interface: Option<String>,
 }
 
 /// `rhcos`: the one RHCOS boot source for VMs and bare metal.

@@ -72,8 +72,12 @@ mod tests {
             assert_eq!(o["additionalProperties"], false, "{at} is open");
         }
         let network = &s["definitions"]["Network"]["properties"];
-        for k in ["cidr", "applianceIP", "apiVIP", "upstreamDNS"] {
+        for k in ["cidr", "applianceIP", "apiVIP", "upstreamDNS", "addressing"] {
             assert!(network.get(k).is_some(), "network.{k}: {network}");
+        }
+        let node = &s["definitions"]["Node"]["properties"];
+        for k in ["addressing", "interface"] {
+            assert!(node.get(k).is_some(), "nodes[].{k}: {node}");
         }
         let required = s["required"].as_array().unwrap();
         assert!(required.contains(&"nodes".into()), "{required:?}");

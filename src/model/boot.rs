@@ -9,6 +9,14 @@
 //! configured kernel arguments carry an `ip=` already. `ip=dhcp` alone
 //! makes NetworkManager's initrd generator require IPv4; `dhcp,dhcp6`
 //! asks for both families and waits for both (docs/ipv6.md).
+//!
+//! Static addresses (`addressing: static`, docs/bare-metal.md): such a
+//! node gets [`static_kargs`] instead — its inventory address as dracut's
+//! `ip=<ip>::<gateway>:<netmask>:<fqdn>:<interface>:none` (and the IPv6
+//! twin `ip=[<ip6>]::[<gw6>]:<prefix>:<fqdn>:<interface>:none` on
+//! dual-stack) and `nameserver=<applianceIP>`, in its iPXE script and its
+//! ISO alike. coreos-installer's service forwards both to the installed
+//! system's first boot (`--firstboot-args`), whose NetworkManager keeps them.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -31,6 +39,38 @@ pub const DUAL_STACK_KARG: &str = "ip=dhcp,dhcp6";
 /// address?
 pub fn dual_stack(c: &Cluster, node: &NodeCfg) -> bool {
     c.network.ipv6.is_some() && node.ipv6.is_some()
+}
+
+/// The network arguments of a static node (`None` for a DHCP one): its
+/// address on `network.cidr` (or the `dhcp.segments[]` subnet it lies in,
+/// with that subnet's gateway and mask), its FQDN as hostname, its
+/// `interface`, no DHCP; the IPv6 twin when it has an IPv6 address (the
+/// gateway `network.ipv6.gateway`, else none); then the appliance as DNS
+/// server.
+pub fn static_kargs(c: &Cluster, node: &NodeCfg) -> Option<Vec<String>> {
+    if !node.static_address {
+        return None;
+    }
+    let iface = node.interface.as_deref().unwrap_or_default();
+    let host = format!("{}.{}", node.name, c.domain);
+    let (mask, gw) = c
+        .dhcp
+        .segments
+        .iter()
+        .find(|s| s.cidr.contains(node.ip))
+        .map_or((c.network.cidr.netmask(), c.network.gateway), |s| {
+            (s.cidr.netmask(), s.gateway)
+        });
+    let mut k = vec![format!("ip={}::{gw}:{mask}:{host}:{iface}:none", node.ip)];
+    if let (Some(v6), Some(ip6)) = (&c.network.ipv6, node.ipv6) {
+        let gw6 = v6.gateway.map(|g| format!("[{g}]")).unwrap_or_default();
+        k.push(format!(
+            "ip=[{ip6}]::{gw6}:{}:{host}:{iface}:none",
+            v6.cidr.prefix()
+        ));
+    }
+    k.push(format!("nameserver={}", c.network.appliance_ip));
+    Some(k)
 }
 
 /// Default install disk of a bare-metal node (`rhcos.installDev`).
@@ -96,7 +136,7 @@ pub fn install_kargs(
     let dev = node.install_dev.as_deref().unwrap_or(default_dev);
     kargs(
         c,
-        (node.role, dual_stack(c, node)),
+        (node.role, net_kargs(c, node)),
         &node.kargs,
         dev,
         Some(rootfs_url),
@@ -180,7 +220,7 @@ pub fn iso_install_kargs(c: &Cluster, t: IsoTarget<'_>) -> String {
             let dev = n.install_dev.as_deref().unwrap_or(default_dev);
             kargs(
                 c,
-                (n.role, dual_stack(c, n)),
+                (n.role, net_kargs(c, n)),
                 &n.kargs,
                 dev,
                 None,
@@ -190,7 +230,7 @@ pub fn iso_install_kargs(c: &Cluster, t: IsoTarget<'_>) -> String {
         // Any node of the role may boot it: dual-stack with the cluster.
         IsoTarget::Role(r) => kargs(
             c,
-            (r, c.network.ipv6.is_some()),
+            (r, NetKargs::Dhcp(c.network.ipv6.is_some())),
             &[],
             default_dev,
             None,
@@ -199,11 +239,23 @@ pub fn iso_install_kargs(c: &Cluster, t: IsoTarget<'_>) -> String {
     }
 }
 
-/// `(role, dual)`: the role's extra arguments, and whether to add
-/// [`DUAL_STACK_KARG`].
+/// The network arguments a node's install gets besides the configured ones.
+enum NetKargs {
+    /// DHCP: whether dual-stack ([`DUAL_STACK_KARG`] unless an `ip=` is
+    /// configured).
+    Dhcp(bool),
+    /// Its [`static_kargs`].
+    Static(Vec<String>),
+}
+
+fn net_kargs(c: &Cluster, node: &NodeCfg) -> NetKargs {
+    static_kargs(c, node).map_or(NetKargs::Dhcp(dual_stack(c, node)), NetKargs::Static)
+}
+
+/// `(role, net)`: the role's extra arguments, and the network arguments.
 fn kargs(
     c: &Cluster,
-    (role, dual): (Role, bool),
+    (role, net): (Role, NetKargs),
     own: &[String],
     dev: &str,
     rootfs_url: Option<&str>,
@@ -228,16 +280,27 @@ fn kargs(
         })
         .chain(own.iter())
         .collect();
-    push_extra(&mut k, dual, &extra);
+    push_extra(&mut k, net, &extra);
     k
 }
 
-/// Append [`DUAL_STACK_KARG`] when `dual` and no `extra` argument is an
-/// `ip=` (the operator's network setup wins), then `extra`.
-fn push_extra(k: &mut String, dual: bool, extra: &[&String]) {
-    if dual && !extra.iter().any(|a| a.starts_with("ip=")) {
-        k.push(' ');
-        k.push_str(DUAL_STACK_KARG);
+/// Append the network arguments — a static node's [`static_kargs`], else
+/// [`DUAL_STACK_KARG`] when dual-stack and no `extra` argument is an `ip=`
+/// (the operator's network setup wins) — then `extra`.
+fn push_extra(k: &mut String, net: NetKargs, extra: &[&String]) {
+    match net {
+        NetKargs::Static(own) => {
+            for a in own {
+                k.push(' ');
+                k.push_str(&a);
+            }
+        }
+        NetKargs::Dhcp(dual) => {
+            if dual && !extra.iter().any(|a| a.starts_with("ip=")) {
+                k.push(' ');
+                k.push_str(DUAL_STACK_KARG);
+            }
+        }
     }
     for a in extra {
         k.push(' ');
@@ -266,7 +329,7 @@ pub fn single_node_kargs(c: &Cluster, node: &NodeCfg, ignition_url: Option<&str>
         })
         .chain(node.kargs.iter())
         .collect();
-    push_extra(&mut k, dual_stack(c, node), &extra);
+    push_extra(&mut k, net_kargs(c, node), &extra);
     k
 }
 
@@ -330,5 +393,37 @@ mod tests {
              console=tty0 console=ttyS0,115200n8"
         );
         assert!(!iso_install_kargs(&c, IsoTarget::Role(Role::Master)).contains("ip="));
+    }
+
+    #[test]
+    fn a_static_node_carries_its_address_and_the_appliance_as_dns() {
+        let text = "rhcos: { iso: /x.iso }\n";
+        let mut c = cluster(true, text);
+        c.network.ipv6.as_mut().unwrap().gateway = Some("fd00::1".parse().unwrap());
+        for n in &mut c.nodes {
+            n.static_address = true;
+            n.interface = Some("ens3".into());
+        }
+        let (m0, w0) = (c.node("m0").unwrap(), c.node("w0").unwrap());
+        let want_m0 = "ip=10.0.0.10::10.0.0.1:255.255.255.0:m0.c.example.com:ens3:none \
+                       ip=[fd00::10]::[fd00::1]:64:m0.c.example.com:ens3:none nameserver=10.0.0.1";
+        assert!(
+            ipxe_kernel_args(&c, m0).ends_with(want_m0),
+            "{}",
+            ipxe_kernel_args(&c, m0)
+        );
+        assert!(iso_install_kargs(&c, IsoTarget::Node(m0)).ends_with(want_m0));
+        // No DHCP argument beside them; an IPv4-only node has one ip=.
+        assert!(!ipxe_kernel_args(&c, m0).contains(DUAL_STACK_KARG));
+        let want_w0 =
+            "ip=10.0.0.20::10.0.0.1:255.255.255.0:w0.c.example.com:ens3:none nameserver=10.0.0.1";
+        assert!(iso_install_kargs(&c, IsoTarget::Node(w0)).ends_with(want_w0));
+        // A role ISO may boot any node: no node's address.
+        let role = iso_install_kargs(&c, IsoTarget::Role(Role::Master));
+        assert!(!role.contains("nameserver="), "{role}");
+        // Without network.ipv6.gateway the IPv6 twin has no gateway.
+        c.network.ipv6.as_mut().unwrap().gateway = None;
+        let k = static_kargs(&c, c.node("m0").unwrap()).unwrap();
+        assert_eq!(k[1], "ip=[fd00::10]:::64:m0.c.example.com:ens3:none");
     }
 }

@@ -27,7 +27,9 @@ use std::net::{Ipv6Addr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
-use super::cluster::{AdminCfg, Cluster, DhcpCfg, DnsCfg, HttpCfg, LbCfg, NtpCfg, TftpCfg};
+use super::cluster::{
+    AdminCfg, Cluster, DhcpCfg, DhcpMode, DnsCfg, HttpCfg, LbCfg, NtpCfg, TftpCfg,
+};
 use super::ipv6::Ipv6Cfg;
 
 /// A service of the appliance (the key of its `/status` section).
@@ -274,7 +276,10 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
                 }
             }
             ServiceKind::Dhcp6 => {
-                if let Some(d) = s.dhcp.filter(|d| d.enabled && s.ipv6.is_some()) {
+                if let Some(d) = s
+                    .dhcp
+                    .filter(|d| d.enabled && d.mode == DhcpMode::Server && s.ipv6.is_some())
+                {
                     add(kind, "dhcp6", Proto::Udp, d.listen6, "dhcp.listen6".into());
                 }
             }
@@ -339,8 +344,14 @@ impl Cluster {
             ServiceKind::Dns => self.dns.enabled,
             ServiceKind::Dhcp => self.dhcp.enabled,
             // DHCPv6 only for a dual-stack network: a v4-only file starts
-            // no DHCPv6 service.
-            ServiceKind::Dhcp6 => self.dhcp.enabled && self.network.ipv6.is_some(),
+            // no DHCPv6 service. Nor does `dhcp.mode: proxy`: the site's
+            // server and router own the segment's addressing (no DHCPv6
+            // answer, no router advertisement from the appliance).
+            ServiceKind::Dhcp6 => {
+                self.dhcp.enabled
+                    && self.dhcp.mode == DhcpMode::Server
+                    && self.network.ipv6.is_some()
+            }
             ServiceKind::Lb => self.lb.enabled,
             ServiceKind::Http => self.http.enabled,
             ServiceKind::Admin => self.admin.enabled,

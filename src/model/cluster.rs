@@ -298,6 +298,12 @@ pub struct NodeCfg {
     pub kargs: Vec<String>,
     /// The node's BMC (bare metal booted through Redfish virtual media).
     pub bmc: Option<super::bmc::BmcCfg>,
+    /// Its install carries its address as `ip=` and the appliance as
+    /// `nameserver=` (`addressing: static`, the node's or the network's;
+    /// [`crate::model::boot::static_kargs`]). Then `interface` is set.
+    pub static_address: bool,
+    /// `nodes[].interface`: the NIC the static address goes on.
+    pub interface: Option<String>,
 }
 
 /// Where the RHCOS kernel, initramfs and rootfs come from.

@@ -55,9 +55,6 @@ pub trait Service: Send + Sync + 'static {
     /// return an error when one of its tasks ends on its own.
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()>;
 
-    /// This service's `/status` section.
-    fn status(&self) -> crate::runtime::status::ServiceStatus;
-
     /// Append this service's Prometheus families.
     fn metrics(&self, out: &mut String);
 }

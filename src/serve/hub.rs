@@ -16,10 +16,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::plan::Plan;
 use crate::runtime::metrics::Kind;
-use crate::runtime::status::{NetworkStatus, NodeRow, StatusDoc};
-pub use crate::runtime::status::{ReloadResult, ReloadStatus};
 use crate::runtime::sync::LockExt as _;
 use crate::serve::registry::Services;
+use crate::serve::status::{NetworkStatus, NodeRow, StatusDoc};
+pub use crate::serve::status::{ReloadResult, ReloadStatus};
 use crate::timeline::Events;
 
 pub use crate::runtime::control::{BootControl, LbControl, LbControlError, NodeControlError};
@@ -206,12 +206,10 @@ impl Hub {
             })
             .collect();
         let mut doc = StatusDoc::new(c.domain.clone(), network, nodes, hub.reload_status());
-        for s in hub.services.all() {
-            doc.insert(s.status());
-        }
+        hub.services.status_into(&mut doc);
         doc.ha = crate::runtime::ha::status();
         let events = hub.events();
-        events.observe(&doc);
+        events.observe(super::timeline::sample(&doc, &events));
         doc.timeline = Some(events.view());
         doc
     }

@@ -15,4 +15,6 @@ pub mod hasync;
 pub mod hub;
 pub mod registry;
 pub mod reload;
+pub mod status;
 pub mod supervisor;
+pub mod timeline;

@@ -16,6 +16,7 @@ use crate::model::catalogue::ServiceKind;
 use crate::plan::Plan;
 use crate::runtime::control::{BootControl, LbControl};
 use crate::runtime::service::Service;
+use crate::serve::status::StatusDoc;
 use crate::services::{dhcp, dhcp6, dns, http, lb, ntp, tftp};
 use crate::timeline::Events;
 
@@ -110,8 +111,36 @@ impl Services {
         v
     }
 
+    /// Each running service's `/status` section into `doc`, in start order.
+    /// `Services` is destructured: a service added to it and not placed
+    /// here does not compile.
+    pub fn status_into(&self, doc: &mut StatusDoc) {
+        let Services {
+            #[cfg(feature = "libvirt")]
+            libvirt,
+            dns,
+            dhcp,
+            dhcp6,
+            lb,
+            http,
+            tftp,
+            ntp,
+        } = self;
+        #[cfg(feature = "libvirt")]
+        {
+            doc.libvirt = libvirt.as_ref().map(|s| s.status());
+        }
+        doc.dns = dns.as_ref().map(|s| s.status());
+        doc.dhcp = dhcp.as_ref().map(|s| s.status());
+        doc.dhcp6 = dhcp6.as_ref().map(|s| s.status());
+        doc.lb = lb.as_ref().map(|s| s.status());
+        doc.http = http.as_ref().map(|s| s.status());
+        doc.tftp = tftp.as_ref().map(|s| s.status());
+        doc.ntp = ntp.as_ref().map(|s| s.status());
+    }
+
     /// The load balancer's `/status` section, when it runs.
-    pub fn lb_status(&self) -> Option<crate::runtime::status::ServiceStatus> {
+    pub fn lb_status(&self) -> Option<crate::services::lb::status::LbStatus> {
         self.lb.as_ref().map(|l| l.status())
     }
 }

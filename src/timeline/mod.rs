@@ -34,11 +34,12 @@ pub mod prober;
 pub mod recorder;
 pub mod render;
 pub mod shared;
+pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::cluster::Role;
-use crate::runtime::status::{
+use crate::timeline::status::{
     ClusterPhase, HintKind, NodeTimeline, OperatorFetch, TimelineHint, TimelineStatus,
 };
 

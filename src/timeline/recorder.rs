@@ -3,13 +3,14 @@
 //! machine-config connections, the HTTP rootfs downloads, the libvirt
 //! install verdicts).
 //!
-//! Everything else is sampled: [`Recorder::observe`] reads the `/status`
-//! sections the services already publish (DHCP leases, LB backend health,
-//! bootstrap completion, an ignored marker and bootstrap removal, the HTTP
-//! ignition fetch log, libvirt domain
-//! states) and turns them into idempotent [`Event`]s. `serve` samples once
-//! a second ([`TICK`]) and on every `/status` request, so step times are
-//! exact for fetches and connections and at most a tick late for the rest.
+//! Everything else is sampled: `serve` turns the services' typed sections
+//! (DHCP leases, LB backend health, bootstrap completion, an ignored marker
+//! and bootstrap removal, the HTTP ignition fetch log, libvirt domain
+//! states) into idempotent [`Event`]s ([`crate::serve::timeline`]) and
+//! hands them to [`Recorder::observe`]. The timeline never reads another
+//! module's status type. `serve` samples once a second ([`TICK`]) and on
+//! every `/status` request, so step times are exact for fetches and
+//! connections and at most a tick late for the rest.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -20,15 +21,13 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use super::shared::{Shared, is_shared};
-use super::{Event, Pool, Timeline};
+use super::{Event, Timeline};
 use crate::model::cluster::MacAddr;
 use crate::model::cluster::Role;
 use crate::plan::Plan;
 use crate::runtime::metrics::{Kind, family};
-use crate::runtime::status::{
-    ClusterPhase, LeaseState, StatusDoc, TimelineStatus, VmPhase, VmState,
-};
 use crate::runtime::sync::LockExt as _;
+use crate::timeline::status::{ClusterPhase, TimelineStatus};
 
 /// How often `serve` samples the services' status.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -158,69 +157,18 @@ impl Recorder {
         self.lock().fetched_ignition(node)
     }
 
-    /// Sample the services' sections of `doc`.
-    pub fn observe(&self, doc: &StatusDoc) {
-        let nodes = self.nodes.load();
-        let mut evs = Vec::new();
-        if let Some(d) = &doc.dhcp {
-            for l in d.leases.iter().filter(|l| l.state == LeaseState::Bound) {
-                if let Some(n) = nodes.iter().find(|n| n.mac == l.mac) {
-                    evs.push(Event::Lease {
-                        node: n.name.clone(),
-                        expires: l.expires,
-                    });
-                }
-            }
-        }
-        if let Some(lb) = &doc.lb {
-            if lb.bootstrap_complete.is_some() {
-                evs.push(Event::BootstrapComplete);
-            }
-            evs.push(Event::StaleMarker {
-                path: lb
-                    .bootstrap_complete_marker_stale
-                    .then(|| lb.bootstrap_complete_marker.clone()),
-            });
-            for p in &lb.pools {
-                let pool = super::prober::pool_of(p.name);
-                for b in &p.backends {
-                    if b.removed && b.role == Role::Bootstrap {
-                        evs.push(Event::BootstrapRemoved);
-                    } else if b.healthy {
-                        evs.push(Event::Healthy {
-                            node: b.node.clone(),
-                            pool,
-                        });
-                    } else if pool == Pool::Api {
-                        evs.push(Event::ApiDown {
-                            node: b.node.clone(),
-                        });
-                    }
-                }
-            }
-        }
-        if let Some(h) = &doc.http {
-            evs.push(Event::BootstrapInPlaceAge {
-                secs: h.bootstrap_in_place_age,
-            });
-            for f in h.ignition_fetches.iter().filter(|f| f.status == 200) {
-                evs.push(Event::Ignition {
-                    node: f.node.clone(),
-                    client: f.client.clone(),
-                    file: f.file.clone(),
-                    at: f.unix_time,
-                });
-            }
-        }
-        if let Some(lv) = &doc.libvirt {
-            for r in &lv.nodes {
-                if r.state == VmState::Running && r.phase == VmPhase::Install {
-                    evs.push(Event::InstallRunning {
-                        node: r.node.clone(),
-                    });
-                }
-            }
-        }
+    /// The node whose MAC address `mac` is.
+    pub fn node_by_mac(&self, mac: MacAddr) -> Option<String> {
+        self.nodes
+            .load()
+            .iter()
+            .find(|n| n.mac == mac)
+            .map(|n| n.name.clone())
+    }
+
+    /// Apply a sample of the services' state (`serve` takes one every
+    /// [`TICK`], [`crate::serve::timeline`]), all at the same time.
+    pub fn observe(&self, mut evs: Vec<Event>) {
         // Oldest fetch first, so a first-time `min` sees them in order.
         evs.sort_by_key(|e| match e {
             Event::Ignition { at, .. } => *at,
@@ -325,7 +273,6 @@ impl crate::runtime::control::SyncControl for Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::status::{LeaseRow, NetworkStatus, ReloadStatus};
     use std::path::Path;
 
     fn plan() -> Plan {
@@ -337,69 +284,6 @@ nodes:
   - { name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }
 "#;
         crate::config::from_str(yaml, Path::new("/"), Path::new("/t.yaml")).unwrap()
-    }
-
-    fn doc(p: &Plan) -> StatusDoc {
-        let net = NetworkStatus {
-            cidr: String::new(),
-            gateway: Ipv4Addr::UNSPECIFIED,
-            appliance_ip: Ipv4Addr::UNSPECIFIED,
-            api_vip: Ipv4Addr::UNSPECIFIED,
-            ingress_vip: Ipv4Addr::UNSPECIFIED,
-        };
-        StatusDoc::new(
-            p.cluster.domain.clone(),
-            net,
-            Vec::new(),
-            ReloadStatus::default(),
-        )
-    }
-
-    #[test]
-    fn hooks_and_samples_map_addresses_and_macs_to_nodes() {
-        let p = plan();
-        let r = Recorder::new(&p);
-        let mapped: IpAddr = "::ffff:10.9.0.10".parse().unwrap();
-        assert_eq!(r.node_by_ip(mapped).as_deref(), Some("master-0"));
-        r.machine_config_connect("10.9.0.99".parse().unwrap());
-        r.rootfs(mapped, 42, Duration::from_millis(7));
-        let mut d = doc(&p);
-        let mut dhcp: crate::runtime::status::DhcpStatus =
-            serde_json::from_value(serde_json::json!({
-                "listen": null, "interface": null, "leaseFile": "", "leases": [], "declined": [],
-                "received": {}, "sent": {}, "malformed": 0, "ignored": 0, "sendErrors": 0,
-                "leaseFileWrites": 0, "leaseFileErrors": 0
-            }))
-            .unwrap();
-        for (mac, state) in [
-            ("52:54:00:00:00:0a", LeaseState::Bound),
-            ("52:54:00:00:00:05", LeaseState::Offered),
-        ] {
-            dhcp.leases.push(LeaseRow {
-                mac: mac.parse().unwrap(),
-                ip: Ipv4Addr::UNSPECIFIED,
-                hostname: None,
-                client_id: None,
-                state,
-                expires: 100,
-                reserved: true,
-            });
-        }
-        d.dhcp = Some(dhcp);
-        r.observe(&d);
-        let v = r.view();
-        let (boot, m0) = (&v.nodes[0], &v.nodes[1]);
-        assert!(m0.lease.is_some(), "MACs compare case-insensitively");
-        assert!(boot.lease.is_none(), "an offer is no lease");
-        assert_eq!((m0.rootfs_bytes, m0.rootfs_ms), (Some(42), Some(7)));
-        assert!(v.nodes.iter().all(|n| n.first_boot.is_none()), "not a node");
-        let mut m = String::new();
-        r.metrics(&mut m);
-        assert!(
-            m.contains("crc_appliance_timeline_phase{phase=\"provisioning\"} 1"),
-            "{m}"
-        );
-        assert!(m.contains("step=\"rootfs\""), "{m}");
     }
 
     /// HA: B applies what A observed (at A's times) once, relays it, and

@@ -1,6 +1,6 @@
 use super::render::{Goal, missing, progress, table};
 use super::*;
-use crate::runtime::status::HintKind;
+use crate::timeline::status::HintKind;
 
 fn nodes() -> Vec<(String, Role)> {
     [

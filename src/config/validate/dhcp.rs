@@ -10,6 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 mod proxy;
+pub(super) use proxy::ipv6_rules as proxy_ipv6_rules;
 
 use super::{Errs, NetParts, resolve, sock};
 use crate::config::raw;

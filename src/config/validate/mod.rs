@@ -2,7 +2,7 @@
 //! violation reported, each with the path of its field.
 //!
 //! One builder per section ([`identity`], [`network`] with [`ipv6`],
-//! [`nodes`], [`dns`],
+//! [`nodes`] with [`addressing`], [`dns`],
 //! [`dhcp`], [`lb`], [`http`] for `http` and `admin`, [`libvirt`], and the
 //! listener collision check in [`listeners`]). Each returns
 //! `Option<Section>` and records its errors. A builder returns `Some` whenever
@@ -15,6 +15,7 @@
 //! ones could parse ([`NetParts`]), so one bad field does not hide the
 //! others' errors.
 
+mod addressing;
 mod dhcp;
 mod dns;
 mod http;
@@ -188,6 +189,7 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
         base,
         e,
     );
+    dhcp::proxy_ipv6_rules(&raw.network, dhcp.as_ref().map(|d| d.mode), e);
     let lb = lb::build(&raw.load_balancer, &raw.nodes, &net, base, e);
     let http = http::build_http(&raw.http, &net, nodes.as_deref(), base, e);
     let admin = http::build_admin(&raw.admin, base, e);
@@ -294,6 +296,7 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
     let mut c = c;
     install_mode(&mut c, raw_lb_enabled, &mut e);
     c.ingress = nodes::ingress(&raw.ingress, &c.nodes, &mut e);
+    addressing::check_kargs(&c, &mut e);
     rhcos::check_kargs_fit(&c, &mut e);
     rhcos::check_ipxe_cmdline(&c, &mut e);
     c.ha = super::ha::ha(raw_ha.as_ref(), &c, base, &mut e.0);

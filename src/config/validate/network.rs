@@ -24,6 +24,9 @@ pub(crate) struct NetParts {
     pub segments: Vec<(Ipv4Net, Ipv4Addr)>,
     /// What parsed of `network.ipv6` (`None`: the file has none).
     pub v6: Option<super::ipv6::V6Parts>,
+    /// `network.addressing: static`: nodes without their own `addressing`
+    /// are static.
+    pub static_default: bool,
     /// An error was recorded for the section.
     failed: bool,
 }
@@ -129,6 +132,7 @@ pub(crate) fn parts(n: &raw::Network, e: &mut Errs) -> NetParts {
         upstream_dns: Vec::new(),
         segments: Vec::new(),
         v6: None,
+        static_default: false,
         failed: false,
     };
     p.gateway = e.parse::<Ipv4Addr>("network.gateway", &n.gateway, "IPv4 address");
@@ -164,6 +168,8 @@ pub(crate) fn parts(n: &raw::Network, e: &mut Errs) -> NetParts {
             p.upstream_dns.push(sa);
         }
     }
+    p.static_default =
+        super::addressing::parse(e, "network.addressing", n.addressing.as_deref()) == Some(true);
     p.failed = e.len() > before;
     // After `failed`: the IPv6 half keeps its own flag (its pool is
     // checked later, against the nodes).

@@ -127,6 +127,7 @@ pub(crate) fn build(
                 e.push(format!("nodes[{i}].kargs[{j}]"), format!("{k:?} {why}"));
             }
         }
+        let static_address = super::addressing::node(e, i, rn, net.static_default);
         let bmc = rn
             .bmc
             .as_ref()
@@ -141,6 +142,8 @@ pub(crate) fn build(
                 install_dev: rn.install_dev.clone(),
                 kargs: rn.kargs.clone(),
                 bmc,
+                static_address,
+                interface: rn.interface.clone(),
             });
         }
     }

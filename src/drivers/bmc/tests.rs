@@ -105,6 +105,8 @@ pub(super) fn node(dir: &Path, port: u16) -> NodeCfg {
             start_on_serve: false,
             media: crate::model::bmc::BmcMedia::Auto,
         }),
+        static_address: false,
+        interface: None,
     }
 }
 

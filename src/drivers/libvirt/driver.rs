@@ -46,8 +46,8 @@ pub struct State {
 }
 
 /// One row of `vm status` (the `/status` schema's type).
-pub use crate::runtime::status::VmRow as NodeStatus;
-use crate::runtime::status::{VmPhase, VmState};
+pub use crate::drivers::libvirt::status::VmRow as NodeStatus;
+use crate::drivers::libvirt::status::{VmPhase, VmState};
 
 pub(super) fn is_code(e: &virt::error::Error, code: ErrorNumber) -> bool {
     e.code() == Enum::Known(code)

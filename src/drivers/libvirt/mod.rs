@@ -27,6 +27,7 @@
 
 pub mod proto;
 pub mod spec;
+pub mod status;
 pub mod xml;
 
 #[cfg(feature = "libvirt")]

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::spec::Spec;
 use super::{Fetched, VmAction};
-use crate::runtime::status::VmRow;
+use crate::drivers::libvirt::status::VmRow;
 
 /// The helper's file name; it is installed next to `crc-appliance`.
 pub const HELPER: &str = "crc-appliance-libvirt";

@@ -27,11 +27,11 @@ use tracing::{info, warn};
 use super::client::Helper;
 use super::proto::{Polled, Request, Response};
 use super::spec::Spec;
+use crate::drivers::libvirt::status::{LibvirtStatus, VmRow};
+use crate::drivers::libvirt::status::{VmPhase, VmState};
 use crate::plan::Plan;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::service::{Commit, Service, Tasks};
-use crate::runtime::status::{LibvirtStatus, ServiceStatus, VmRow};
-use crate::runtime::status::{VmPhase, VmState};
 use crate::runtime::sync::LockExt as _;
 use crate::timeline::{Event, Events};
 
@@ -214,6 +214,15 @@ struct Status {
     nodes: Mutex<Vec<VmRow>>,
 }
 
+impl Libvirt {
+    /// `/status` → `libvirt`: this service's section.
+    pub fn status(&self) -> super::status::LibvirtStatus {
+        let network = self.status.network.locked().clone();
+        let nodes = self.status.nodes.locked().clone();
+        LibvirtStatus { network, nodes }
+    }
+}
+
 #[async_trait]
 impl Service for Libvirt {
     fn name(&self) -> &'static str {
@@ -244,12 +253,6 @@ impl Service for Libvirt {
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::LIBVIRT_TASKS)
             .await
-    }
-
-    fn status(&self) -> ServiceStatus {
-        let network = self.status.network.locked().clone();
-        let nodes = self.status.nodes.locked().clone();
-        ServiceStatus::Libvirt(LibvirtStatus { network, nodes })
     }
 
     fn metrics(&self, out: &mut String) {

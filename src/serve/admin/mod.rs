@@ -13,7 +13,7 @@
 //! | POST | `/api/lb/backends/{node}/enable` | put `node` back |
 //! | POST | `/api/nodes/{node}/reinstall` | network boot: `node` installs again at its next boot |
 //! | POST | `/api/ha/state` | HA pair only, each request and answer HMAC-authenticated with the pair key (`ha.tokenFile`, never sent): merge the peer's shared state, answer ours (`serve::hasync`) |
-//! | POST | `/api/reload` | reload the cluster file; answers its [`crate::runtime::status::ReloadStatus`] (200 applied, 422 invalid file, 409 not applicable) |
+//! | POST | `/api/reload` | reload the cluster file; answers its [`crate::serve::status::ReloadStatus`] (200 applied, 422 invalid file, 409 not applicable) |
 //!
 //! Every request passes [`access::check`] first: the Host must be an IP
 //! literal or `localhost` (DNS rebinding), state changes must not come from
@@ -57,9 +57,9 @@ use crate::serve::hub::{Hub, ReloadResult};
 use crate::runtime::admission::{self, Clients, Refused};
 use crate::runtime::limits::cap::{ADMIN_PER_CLIENT, ADMIN_SERVED};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
-use crate::runtime::status::{AdminStatus, ServiceStatus};
 use crate::runtime::sync::LockExt as _;
 use crate::runtime::{drain, httpconn, net};
+use crate::serve::status::AdminStatus;
 
 pub mod access;
 pub mod health_sock;
@@ -128,6 +128,18 @@ impl Admin {
             health_sock::serve(self.hub.clone(), l, token.clone()),
         );
         self.health_sock.insert(name, token);
+    }
+}
+
+impl Admin {
+    /// `/status` → `admin`: this listener's section.
+    pub fn status(&self) -> AdminStatus {
+        let listen = *self.listen.locked();
+        let listen_v6 = *self.listen_v6.locked();
+        AdminStatus {
+            listen: listen.map(|a| a.to_string()),
+            listen_v6: listen_v6.map(|a| a.to_string()),
+        }
     }
 }
 
@@ -201,15 +213,6 @@ impl Service for Admin {
         self.tasks
             .supervise(&shutdown, drain::service(drain::HTTP_REQUESTS))
             .await
-    }
-
-    fn status(&self) -> ServiceStatus {
-        let listen = *self.listen.locked();
-        let listen_v6 = *self.listen_v6.locked();
-        ServiceStatus::Admin(AdminStatus {
-            listen: listen.map(|a| a.to_string()),
-            listen_v6: listen_v6.map(|a| a.to_string()),
-        })
     }
 
     fn metrics(&self, _out: &mut String) {}

@@ -57,7 +57,7 @@ pub mod proxy;
 mod proxysock;
 mod relay;
 pub mod reply;
-mod status;
+pub mod status;
 pub mod store;
 mod writer;
 
@@ -210,6 +210,13 @@ impl crate::runtime::control::SyncControl for Dhcp {
     }
 }
 
+impl Dhcp {
+    /// `/status` → `dhcp`: this service's section.
+    pub fn status(&self) -> status::DhcpStatus {
+        status::status(&self.shared)
+    }
+}
+
 #[async_trait]
 impl Service for Dhcp {
     fn name(&self) -> &'static str {
@@ -287,10 +294,6 @@ impl Service for Dhcp {
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::DHCP_WRITER)
             .await
-    }
-
-    fn status(&self) -> crate::runtime::status::ServiceStatus {
-        crate::runtime::status::ServiceStatus::Dhcp(status::status(&self.shared))
     }
 
     fn metrics(&self, out: &mut String) {

@@ -8,7 +8,12 @@ use std::collections::BTreeMap;
 
 use super::{Shared, now};
 use crate::runtime::metrics::{Kind, family};
-use crate::runtime::status::{DeclinedRow, DhcpStatus, LeaseRow};
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::cluster::MacAddr;
+use crate::runtime::status::LeaseState;
 use crate::runtime::sync::LockExt as _;
 
 /// Counters by message type, exported as metrics.
@@ -192,4 +197,58 @@ pub(super) fn metrics(shared: &Shared, out: &mut String) {
     for (s, n) in counts {
         f.sample(&[("state", &s)], n);
     }
+}
+
+/// `dhcp`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DhcpStatus {
+    pub listen: Option<String>,
+    pub interface: Option<String>,
+    pub lease_file: String,
+    pub leases: Vec<LeaseRow>,
+    pub declined: Vec<DeclinedRow>,
+    /// Messages received by type (`discover` … `inform`, `other`).
+    pub received: BTreeMap<String, u64>,
+    /// Replies sent by type (`offer`, `ack`, `nak`).
+    pub sent: BTreeMap<String, u64>,
+    pub malformed: u64,
+    pub ignored: u64,
+    /// Relayed requests with a giaddr no relay agent can have.
+    #[serde(default)]
+    pub bad_relay: u64,
+    /// Relayed requests from a subnet that is neither `network.cidr` nor a
+    /// `dhcp.segments[]` entry.
+    #[serde(default)]
+    pub unknown_segment: u64,
+    /// Relayed requests for a served subnet from a giaddr that is no
+    /// configured relay (a segment's gateway or `dhcp.relays`).
+    #[serde(default)]
+    pub unknown_relay: u64,
+    /// DISCOVERs that got no offer because the pool had no free address.
+    #[serde(default)]
+    pub pool_exhausted: u64,
+    pub send_errors: u64,
+    pub lease_file_writes: u64,
+    pub lease_file_errors: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseRow {
+    pub mac: MacAddr,
+    pub ip: Ipv4Addr,
+    pub hostname: Option<String>,
+    pub client_id: Option<String>,
+    pub state: LeaseState,
+    /// Unix seconds.
+    pub expires: u64,
+    pub reserved: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeclinedRow {
+    pub ip: Ipv4Addr,
+    /// Unix seconds.
+    pub until: u64,
 }

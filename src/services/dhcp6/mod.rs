@@ -44,7 +44,7 @@ mod notes;
 pub mod ra;
 pub mod relay;
 pub mod reply;
-mod status;
+pub mod status;
 pub mod store;
 mod writer;
 
@@ -188,6 +188,13 @@ pub struct Dhcp6 {
     tasks: Tasks,
 }
 
+impl Dhcp6 {
+    /// `/status` → `dhcp6`: this service's section.
+    pub fn status(&self) -> status::Dhcp6Status {
+        status::status(&self.shared)
+    }
+}
+
 #[async_trait]
 impl Service for Dhcp6 {
     fn name(&self) -> &'static str {
@@ -285,10 +292,6 @@ impl Service for Dhcp6 {
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::DHCP_WRITER)
             .await
-    }
-
-    fn status(&self) -> crate::runtime::status::ServiceStatus {
-        crate::runtime::status::ServiceStatus::Dhcp6(status::status(&self.shared))
     }
 
     fn metrics(&self, out: &mut String) {

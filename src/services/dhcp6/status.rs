@@ -8,7 +8,9 @@ use dhcproto::v6::MessageType;
 use super::bindings::{NoAddress, State};
 use super::{Shared, now};
 use crate::runtime::metrics::{Kind, family};
-use crate::runtime::status::{Binding6Row, Dhcp6Status, LeaseState, RaStatus};
+use serde::{Deserialize, Serialize};
+
+use crate::runtime::status::LeaseState;
 use crate::runtime::sync::LockExt as _;
 
 const RX_NAMES: [&str; 8] = [
@@ -232,4 +234,59 @@ pub(super) fn metrics(s: &Shared, out: &mut String) {
         )
         .sample(&[], ra.solicitations);
     }
+}
+
+/// `dhcp6`: the DHCPv6 server and router advertisements.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dhcp6Status {
+    pub listen: Option<String>,
+    pub interface: Option<String>,
+    pub binding_file: String,
+    pub bindings: Vec<Binding6Row>,
+    /// Messages received by type (`solicit` … `information-request`,
+    /// `other`).
+    pub received: BTreeMap<String, u64>,
+    /// Replies sent by type (`advertise`, `reply`).
+    pub sent: BTreeMap<String, u64>,
+    pub malformed: u64,
+    /// Messages dropped for a protocol reason (another server's, no client
+    /// identifier, a server identifier where none belongs).
+    pub ignored: u64,
+    /// Clients that got no address, by reason (`no_mac`, `not_reserved`,
+    /// `reserved_declined`, `pool_exhausted`).
+    pub refused: BTreeMap<String, u64>,
+    pub relayed: u64,
+    /// Relay-Forwards dropped: their source is not in `dhcp.relays`.
+    #[serde(default)]
+    pub unknown_relay: u64,
+    /// Declines not applied (not held, not the node's, rate-limited).
+    #[serde(default)]
+    pub declines_refused: u64,
+    pub send_errors: u64,
+    pub binding_file_writes: u64,
+    pub binding_file_errors: u64,
+    /// Router advertisements (`None`: `routerAdvertisements` is off).
+    pub router_advertisements: Option<RaStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Binding6Row {
+    pub address: std::net::Ipv6Addr,
+    pub duid: String,
+    pub iaid: u32,
+    pub mac: Option<String>,
+    pub state: LeaseState,
+    /// Unix seconds.
+    pub expires: u64,
+    pub reserved: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RaStatus {
+    pub sent: u64,
+    pub solicitations: u64,
+    pub send_errors: u64,
 }

@@ -48,6 +48,7 @@ pub mod handler;
 pub mod notify;
 mod packetcache;
 pub mod records;
+pub mod status;
 pub mod transfer;
 pub mod udp;
 
@@ -72,9 +73,9 @@ use crate::plan::Plan;
 use crate::runtime::lograte::LogRate;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
-use crate::runtime::status::{DnsStatus, PacketCacheStatus, ServiceStatus};
 use crate::runtime::sync::LockExt as _;
 use crate::runtime::{drain, net};
+use crate::services::dns::status::{DnsStatus, PacketCacheStatus};
 use handler::{Core, Prepared, Route, Stats};
 
 /// Idle time after which a TCP connection is closed (RFC 7766 suggests seconds).
@@ -205,6 +206,28 @@ impl Dns {
     }
 }
 
+impl Dns {
+    /// `/status` → `dns`: this service's section.
+    pub fn status(&self) -> status::DnsStatus {
+        let s = &self.stats;
+        let info = self.info.load();
+        DnsStatus {
+            listen: info.listen.clone(),
+            zones: info.zones.clone(),
+            records: info.records,
+            upstream: info.upstream.clone(),
+            responses: s.rcode_counts().into_iter().collect(),
+            forwarded: s.forwarded.load(Relaxed),
+            refused_recursion: s.refused_recursion.load(Relaxed),
+            dropped: s.malformed.load(Relaxed),
+            packet_cache: PacketCacheStatus {
+                hits: s.cache_hits.load(Relaxed),
+                entries: self.core.load().cache_entries(),
+            },
+        }
+    }
+}
+
 #[async_trait]
 impl Service for Dns {
     fn name(&self) -> &'static str {
@@ -246,25 +269,6 @@ impl Service for Dns {
         self.tasks
             .supervise(&shutdown, drain::service(drain::DNS_QUERIES))
             .await
-    }
-
-    fn status(&self) -> ServiceStatus {
-        let s = &self.stats;
-        let info = self.info.load();
-        ServiceStatus::Dns(DnsStatus {
-            listen: info.listen.clone(),
-            zones: info.zones.clone(),
-            records: info.records,
-            upstream: info.upstream.clone(),
-            responses: s.rcode_counts().into_iter().collect(),
-            forwarded: s.forwarded.load(Relaxed),
-            refused_recursion: s.refused_recursion.load(Relaxed),
-            dropped: s.malformed.load(Relaxed),
-            packet_cache: PacketCacheStatus {
-                hits: s.cache_hits.load(Relaxed),
-                entries: self.core.load().cache_entries(),
-            },
-        })
     }
 
     fn metrics(&self, out: &mut String) {

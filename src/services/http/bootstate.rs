@@ -48,8 +48,8 @@ use tracing::{error, info};
 
 use crate::model::cluster::Cluster;
 use crate::runtime::metrics::{Kind, family};
-use crate::runtime::status::{NetbootRow, NetbootStateStatus};
 use crate::runtime::sync::LockExt as _;
+use crate::services::http::status::{NetbootRow, NetbootStateStatus};
 
 /// Wait between write attempts while writes fail.
 pub const RETRY: Duration = Duration::from_secs(1);

@@ -26,8 +26,8 @@ use super::{Ctx, Resp, iso, plain};
 use crate::plan::Plan;
 use crate::runtime::certs::{self, CertInfo, ServerCert};
 use crate::runtime::metrics::{Kind, family};
-use crate::runtime::status::HttpsStatus;
 use crate::runtime::sync::LockExt as _;
+use crate::services::http::status::HttpsStatus;
 
 impl Ctx {
     /// A GET or HEAD on the HTTPS listener (`p` normalised).

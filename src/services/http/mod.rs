@@ -55,6 +55,7 @@ pub mod path;
 pub mod range;
 mod server;
 pub mod stats;
+pub mod status;
 mod track;
 mod version;
 

@@ -128,6 +128,25 @@ impl Http {
     }
 }
 
+impl Http {
+    /// `/status` → `http`: this service's section.
+    pub fn status(&self) -> super::status::HttpStatus {
+        let mut s = self.ctx.stats.status();
+        let plan = self.ctx.plan.load_full();
+        if plan.cluster.rhcos.is_some() {
+            // `serve` samples this every tick: the installed systems'
+            // machine-config contacts reach the install state here too.
+            for n in &plan.cluster.nodes {
+                self.ctx.sync_first_boot(&n.name);
+            }
+            s.netboot = self.ctx.boot.rows(&plan.cluster);
+            s.netboot_state = Some(self.ctx.boot.store_status());
+        }
+        s.https = self.ctx.https.status();
+        s
+    }
+}
+
 #[async_trait]
 impl Service for Http {
     fn name(&self) -> &'static str {
@@ -179,22 +198,6 @@ impl Service for Http {
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::service(DRAIN))
             .await
-    }
-
-    fn status(&self) -> crate::runtime::status::ServiceStatus {
-        let mut s = self.ctx.stats.status();
-        let plan = self.ctx.plan.load_full();
-        if plan.cluster.rhcos.is_some() {
-            // `serve` samples this every tick: the installed systems'
-            // machine-config contacts reach the install state here too.
-            for n in &plan.cluster.nodes {
-                self.ctx.sync_first_boot(&n.name);
-            }
-            s.netboot = self.ctx.boot.rows(&plan.cluster);
-            s.netboot_state = Some(self.ctx.boot.store_status());
-        }
-        s.https = self.ctx.https.status();
-        crate::runtime::status::ServiceStatus::Http(Box::new(s))
     }
 
     fn metrics(&self, out: &mut String) {

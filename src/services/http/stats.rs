@@ -11,8 +11,8 @@ use arc_swap::ArcSwap;
 
 use crate::plan::Plan;
 use crate::runtime::metrics::{Kind, family};
-use crate::runtime::status::{FetchRow, HttpStatus, IgnitionByNode};
 use crate::runtime::sync::LockExt as _;
+use crate::services::http::status::{FetchRow, HttpStatus, IgnitionByNode};
 
 /// How many ignition fetches `/status` keeps (newest first).
 pub const FETCH_LOG: usize = 200;

@@ -27,8 +27,8 @@ use crate::model::cluster::{HealthCfg, RemoveBootstrap, Role};
 use crate::plan::Check;
 use crate::runtime::lograte::LogRate;
 use crate::runtime::probe::ProbeError;
-use crate::runtime::status::BootstrapCompleteBy;
 use crate::runtime::sync::LockExt as _;
+use crate::services::lb::status::BootstrapCompleteBy;
 
 /// Local errors of one backend's checks: at most one line a minute.
 const LOCAL_ERROR_LOG: std::time::Duration = std::time::Duration::from_secs(60);

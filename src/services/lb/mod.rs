@@ -63,6 +63,7 @@ pub mod pipe;
 pub mod proxy;
 pub mod select;
 pub mod state;
+pub mod status;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -90,8 +91,8 @@ use crate::runtime::once::{self, OncePerAddress};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 
 use crate::runtime::probe::Prober;
-use crate::runtime::status::{HealthStatus, LbStatus, PoolStatus, ServiceStatus};
 use crate::runtime::sync::LockExt as _;
+use crate::services::lb::status::{HealthStatus, LbStatus, PoolStatus};
 use crate::timeline::Events;
 use checker::{BootstrapWatch, CheckSettings, Marker};
 use select::Tried;
@@ -241,8 +242,9 @@ impl Lb {
         );
     }
 
-    /// The typed `/status` section.
-    pub fn lb_status(&self) -> LbStatus {
+    /// `/status` → `lb` (also `GET /api/lb/backends`): this service's
+    /// section.
+    pub fn status(&self) -> LbStatus {
         let cfg = self.cfg.load();
         let h = cfg.health;
         let pools = self.pools.load();
@@ -367,10 +369,6 @@ impl Service for Lb {
             self.conns.wait().await;
         }
         outcome
-    }
-
-    fn status(&self) -> ServiceStatus {
-        ServiceStatus::Lb(self.lb_status())
     }
 
     fn metrics(&self, out: &mut String) {

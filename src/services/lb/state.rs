@@ -30,8 +30,8 @@ use super::health::Health;
 use super::select::RoundRobin;
 use crate::model::cluster::{HealthCfg, Role};
 use crate::plan::{Check, Plan};
-use crate::runtime::status::BackendStatus;
 use crate::runtime::sync::LockExt as _;
+use crate::services::lb::status::BackendStatus;
 
 pub use crate::model::catalogue::PoolKind;
 

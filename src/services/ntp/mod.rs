@@ -34,6 +34,7 @@ pub mod clients;
 pub mod core;
 pub mod packet;
 pub mod stats;
+pub mod status;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -145,6 +146,13 @@ impl Ntp {
     }
 }
 
+impl Ntp {
+    /// `/status` → `ntp`: this service's section.
+    pub fn status(&self) -> status::NtpStatus {
+        self.stats.status()
+    }
+}
+
 #[async_trait]
 impl Service for Ntp {
     fn name(&self) -> &'static str {
@@ -180,10 +188,6 @@ impl Service for Ntp {
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::service(Duration::ZERO))
             .await
-    }
-
-    fn status(&self) -> crate::runtime::status::ServiceStatus {
-        crate::runtime::status::ServiceStatus::Ntp(self.stats.status())
     }
 
     fn metrics(&self, out: &mut String) {

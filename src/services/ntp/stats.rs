@@ -18,8 +18,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::runtime::clock::unix_now;
-use crate::runtime::status::{NtpClientRow, NtpStatus};
 use crate::runtime::sync::LockExt as _;
+use crate::services::ntp::status::{NtpClientRow, NtpStatus};
 
 /// Above this offset (seconds) a client's clock is an error.
 pub const SKEW_ERROR: f64 = 1.0;

@@ -54,6 +54,7 @@ pub mod packet;
 mod session;
 
 pub mod stats;
+pub mod status;
 pub mod transfer;
 
 use std::net::SocketAddr;
@@ -173,6 +174,13 @@ impl Tftp {
     }
 }
 
+impl Tftp {
+    /// `/status` → `tftp`: this service's section.
+    pub fn status(&self) -> status::TftpStatus {
+        self.stats.status()
+    }
+}
+
 #[async_trait]
 impl Service for Tftp {
     fn name(&self) -> &'static str {
@@ -219,10 +227,6 @@ impl Service for Tftp {
         self.tasks
             .supervise(&shutdown, crate::runtime::drain::service(DRAIN))
             .await
-    }
-
-    fn status(&self) -> crate::runtime::status::ServiceStatus {
-        crate::runtime::status::ServiceStatus::Tftp(self.stats.status())
     }
 
     fn metrics(&self, out: &mut String) {

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::runtime::metrics::{Kind, family};
-use crate::runtime::status::{TftpStatus, TftpTransferRow};
 use crate::runtime::sync::LockExt as _;
+use crate::services::tftp::status::{TftpStatus, TftpTransferRow};
 
 /// How many finished transfers `/status` keeps (newest first).
 pub const RECENT: usize = 50;

@@ -1,7 +1,8 @@
 //! `dhcp.mode` and what `proxy` rules out: in proxy mode the site's DHCP
 //! server lends every address, so the settings that only a server that
 //! lends addresses uses (`pool`, relayed `segments`, `relays`) are
-//! mistakes, one message each with the fix.
+//! mistakes, one message each with the fix; so are the DHCPv6 settings
+//! (the appliance runs no DHCPv6 in proxy mode: [`ipv6_rules`]).
 
 use super::super::Errs;
 use crate::config::raw;
@@ -43,8 +44,37 @@ pub(super) fn mode(h: &raw::Dhcp, e: &mut Errs) -> DhcpMode {
                 "is for dhcp.mode: server (a proxy always runs beside another server); remove it",
             );
         }
+        let no_v6 = "is not used with dhcp.mode: proxy (the appliance runs no DHCPv6 beside the site's DHCP server); remove it";
+        if h.listen6.is_some() {
+            e.push("dhcp.listen6", no_v6);
+        }
+        if h.binding_file6.is_some() {
+            e.push("dhcp.bindingFile6", no_v6);
+        }
     }
     mode
+}
+
+/// `network.ipv6` beside `dhcp.mode: proxy`: the site owns the segment's
+/// addressing, so the appliance runs no DHCPv6 and sends no router
+/// advertisements (`catalogue`'s `runs(Dhcp6)`); asking for either is a
+/// mistake, one message each.
+pub(crate) fn ipv6_rules(n: &raw::Network, mode: Option<DhcpMode>, e: &mut Errs) {
+    let (Some(DhcpMode::Proxy), Some(v6)) = (mode, &n.ipv6) else {
+        return;
+    };
+    if v6.router_advertisements {
+        e.push(
+            "network.ipv6.routerAdvertisements",
+            "is not sent with dhcp.mode: proxy (the site's router advertises the segment; the appliance runs no DHCPv6 there); remove it",
+        );
+    }
+    if v6.pool.is_some() {
+        e.push(
+            "network.ipv6.pool",
+            "is not used with dhcp.mode: proxy (the appliance runs no DHCPv6 beside the site's DHCP server); remove it",
+        );
+    }
 }
 
 #[cfg(test)]
@@ -79,6 +109,42 @@ mod tests {
             let c = validate(parse_str(&text).unwrap(), Path::new("/base")).unwrap();
             assert_eq!(c.dhcp.mode, want, "{yaml}");
         }
+    }
+
+    #[test]
+    fn proxy_mode_runs_no_dhcpv6_and_refuses_its_settings() {
+        let v6 = "network: { cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1, interface: br0, ipv6: { cidr: 'fd00::/64', applianceIP: 'fd00::1', routerAdvertisements: true, pool: { start: 'fd00::100', end: 'fd00::1ff' } } }";
+        let text = BASE.replace(
+            "network: { cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1 }",
+            v6,
+        );
+        let text = format!("{text}dhcp:\n  mode: proxy\n  listen6: '[::]:547'\n");
+        let e: Vec<String> = match validate(parse_str(&text).unwrap(), Path::new("/base")) {
+            Ok(_) => Vec::new(),
+            Err(errs) => errs.iter().map(|x| x.path.clone()).collect(),
+        };
+        assert_eq!(
+            e,
+            [
+                "dhcp.listen6",
+                "network.ipv6.routerAdvertisements",
+                "network.ipv6.pool"
+            ],
+            "{e:?}"
+        );
+        // Without them: valid, and DHCPv6 does not run (server mode: it does).
+        let ok = text
+            .replace(
+                ", routerAdvertisements: true, pool: { start: 'fd00::100', end: 'fd00::1ff' }",
+                "",
+            )
+            .replace("  listen6: '[::]:547'\n", "");
+        let c = validate(parse_str(&ok).unwrap(), Path::new("/base")).unwrap();
+        assert!(!c.runs(crate::model::catalogue::ServiceKind::Dhcp6));
+        assert!(c.runs(crate::model::catalogue::ServiceKind::Dhcp));
+        let server = ok.replace("  mode: proxy\n", "  mode: server\n");
+        let c = validate(parse_str(&server).unwrap(), Path::new("/base")).unwrap();
+        assert!(c.runs(crate::model::catalogue::ServiceKind::Dhcp6));
     }
 
     #[test]

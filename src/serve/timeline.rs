@@ -1,0 +1,163 @@
+//! What the services' typed `/status` sections tell the install timeline:
+//! `serve` (the one place that sees both) turns them into
+//! [`crate::timeline::Event`]s for [`Recorder::observe`] every tick, so the
+//! timeline never reads a service's type.
+
+use crate::drivers::libvirt::status::{VmPhase, VmState};
+use crate::model::cluster::Role;
+use crate::runtime::status::LeaseState;
+use crate::serve::status::StatusDoc;
+use crate::timeline::prober::pool_of;
+use crate::timeline::recorder::Recorder;
+use crate::timeline::{Event, Pool};
+
+/// The events of one sample of `doc` (the recorder orders them).
+pub fn sample(doc: &StatusDoc, rec: &Recorder) -> Vec<Event> {
+    let mut evs = Vec::new();
+    if let Some(d) = &doc.dhcp {
+        for l in d.leases.iter().filter(|l| l.state == LeaseState::Bound) {
+            if let Some(node) = rec.node_by_mac(l.mac) {
+                evs.push(Event::Lease {
+                    node,
+                    expires: l.expires,
+                });
+            }
+        }
+    }
+    if let Some(lb) = &doc.lb {
+        if lb.bootstrap_complete.is_some() {
+            evs.push(Event::BootstrapComplete);
+        }
+        evs.push(Event::StaleMarker {
+            path: lb
+                .bootstrap_complete_marker_stale
+                .then(|| lb.bootstrap_complete_marker.clone()),
+        });
+        for p in &lb.pools {
+            let pool = pool_of(p.name);
+            for b in &p.backends {
+                if b.removed && b.role == Role::Bootstrap {
+                    evs.push(Event::BootstrapRemoved);
+                } else if b.healthy {
+                    evs.push(Event::Healthy {
+                        node: b.node.clone(),
+                        pool,
+                    });
+                } else if pool == Pool::Api {
+                    evs.push(Event::ApiDown {
+                        node: b.node.clone(),
+                    });
+                }
+            }
+        }
+    }
+    if let Some(h) = &doc.http {
+        evs.push(Event::BootstrapInPlaceAge {
+            secs: h.bootstrap_in_place_age,
+        });
+        for f in h.ignition_fetches.iter().filter(|f| f.status == 200) {
+            evs.push(Event::Ignition {
+                node: f.node.clone(),
+                client: f.client.clone(),
+                file: f.file.clone(),
+                at: f.unix_time,
+            });
+        }
+    }
+    if let Some(lv) = &doc.libvirt {
+        for r in &lv.nodes {
+            if r.state == VmState::Running && r.phase == VmPhase::Install {
+                evs.push(Event::InstallRunning {
+                    node: r.node.clone(),
+                });
+            }
+        }
+    }
+    evs
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::plan::Plan;
+    use crate::serve::status::{NetworkStatus, ReloadStatus};
+    use crate::services::dhcp::status::LeaseRow;
+
+    fn plan() -> Plan {
+        let yaml = r#"name: t
+baseDomain: crc.testing
+network: { cidr: 10.9.0.0/24, gateway: 10.9.0.1, applianceIP: 10.9.0.1 }
+nodes:
+  - { name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 10.9.0.5 }
+  - { name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }
+"#;
+        crate::config::from_str(yaml, Path::new("/"), Path::new("/t.yaml")).unwrap()
+    }
+
+    fn doc(p: &Plan) -> StatusDoc {
+        let net = NetworkStatus {
+            cidr: String::new(),
+            gateway: Ipv4Addr::UNSPECIFIED,
+            appliance_ip: Ipv4Addr::UNSPECIFIED,
+            api_vip: Ipv4Addr::UNSPECIFIED,
+            ingress_vip: Ipv4Addr::UNSPECIFIED,
+        };
+        StatusDoc::new(
+            p.cluster.domain.clone(),
+            net,
+            Vec::new(),
+            ReloadStatus::default(),
+        )
+    }
+
+    #[test]
+    fn hooks_and_samples_map_addresses_and_macs_to_nodes() {
+        let p = plan();
+        let r = Recorder::new(&p);
+        let mapped: IpAddr = "::ffff:10.9.0.10".parse().unwrap();
+        assert_eq!(r.node_by_ip(mapped).as_deref(), Some("master-0"));
+        r.machine_config_connect("10.9.0.99".parse().unwrap());
+        r.rootfs(mapped, 42, Duration::from_millis(7));
+        let mut d = doc(&p);
+        let mut dhcp: crate::services::dhcp::status::DhcpStatus =
+            serde_json::from_value(serde_json::json!({
+                "listen": null, "interface": null, "leaseFile": "", "leases": [], "declined": [],
+                "received": {}, "sent": {}, "malformed": 0, "ignored": 0, "sendErrors": 0,
+                "leaseFileWrites": 0, "leaseFileErrors": 0
+            }))
+            .unwrap();
+        for (mac, state) in [
+            ("52:54:00:00:00:0a", LeaseState::Bound),
+            ("52:54:00:00:00:05", LeaseState::Offered),
+        ] {
+            dhcp.leases.push(LeaseRow {
+                mac: mac.parse().unwrap(),
+                ip: Ipv4Addr::UNSPECIFIED,
+                hostname: None,
+                client_id: None,
+                state,
+                expires: 100,
+                reserved: true,
+            });
+        }
+        d.dhcp = Some(dhcp);
+        r.observe(sample(&d, &r));
+        let v = r.view();
+        let (boot, m0) = (&v.nodes[0], &v.nodes[1]);
+        assert!(m0.lease.is_some(), "MACs compare case-insensitively");
+        assert!(boot.lease.is_none(), "an offer is no lease");
+        assert_eq!((m0.rootfs_bytes, m0.rootfs_ms), (Some(42), Some(7)));
+        assert!(v.nodes.iter().all(|n| n.first_boot.is_none()), "not a node");
+        let mut m = String::new();
+        r.metrics(&mut m);
+        assert!(
+            m.contains("crc_appliance_timeline_phase{phase=\"provisioning\"} 1"),
+            "{m}"
+        );
+        assert!(m.contains("step=\"rootfs\""), "{m}");
+    }
+}
