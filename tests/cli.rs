@@ -34,6 +34,17 @@ fn check_accepts_shipped_configs() {
         out.contains("dns on [192.168.131.1:53, [fd00:131::1]:53]"),
         "{out}"
     );
+    // One line per service the file declares: NTP's after TFTP's, only
+    // where there is an `ntp:` section.
+    let (_, out, _) = run(BIN, &["check", "--cluster", &configs("demo.yaml")]);
+    assert!(
+        out.contains(
+            "\nntp on 127.0.0.1:10123 stratum 10 (8 requests/s per client, clients any)\n"
+        ),
+        "{out}"
+    );
+    let (_, out, _) = run(BIN, &["check", "--cluster", &configs("example.yaml")]);
+    assert!(!out.contains("\nntp "), "{out}");
 }
 
 #[test]

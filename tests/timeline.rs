@@ -349,7 +349,17 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
     let (_, _, m0_mac, m0_ip) = NODES[1];
     lab.lease(d, m0_mac, m0_ip);
 
-    let tl = timeline(&lab, &cluster);
+    // Leases reach the timeline through serve's once-a-second sample
+    // (reading /status records nothing): wait a few ticks for it.
+    let mut tl = timeline(&lab, &cluster);
+    common::wait_until(
+        "the renewal on the timeline",
+        Duration::from_secs(5),
+        || {
+            tl = timeline(&lab, &cluster);
+            node(&tl, "master-0")["leaseRenewals"] == 1
+        },
+    );
     assert_eq!(tl["phase"], "ingress-ready", "{tl}");
     assert_eq!(node(&tl, "master-0")["leaseRenewals"], 1, "{tl}");
     assert!(node(&tl, "master-0")["leaseRenewed"].is_u64(), "{tl}");

@@ -439,6 +439,84 @@ fn https_check_line(c: &crate::model::cluster::Cluster, l: std::net::SocketAddr)
     format!("https {on} {l} certificate {cert}")
 }
 
+/// `check`'s lines for one service. The match is exhaustive: a new
+/// service does not compile until it says what `check` prints for it.
+fn service_lines(plan: &Plan, kind: crate::model::catalogue::ServiceKind) -> Vec<String> {
+    use crate::model::catalogue::ServiceKind;
+    let c = &plan.cluster;
+    let on = |b: bool| if b { "on" } else { "off" };
+    match kind {
+        // Printed after the BMC line, with the other node drivers.
+        ServiceKind::Libvirt => vec![],
+        ServiceKind::Dns => vec![format!(
+            "dns {} {:?} ({} zones, {} records)",
+            on(c.dns.enabled),
+            c.dns.listen,
+            plan.zones.len(),
+            plan.zones.iter().map(|z| z.records.len()).sum::<usize>()
+        )],
+        ServiceKind::Dhcp => vec![format!(
+            "dhcp {} {} ({} reservations)",
+            on(c.dhcp.enabled),
+            c.dhcp.listen,
+            plan.reservations.len()
+        )],
+        ServiceKind::Dhcp6 => c
+            .network
+            .ipv6
+            .iter()
+            .map(|v6| {
+                format!(
+                    "dhcp6 {} {} ({} reservations, router advertisements {})",
+                    on(c.runs(ServiceKind::Dhcp6)),
+                    c.dhcp.listen6,
+                    c.nodes.iter().filter(|n| n.ipv6.is_some()).count(),
+                    on(v6.router_advertisements)
+                )
+            })
+            .collect(),
+        ServiceKind::Lb => vec![format!(
+            "lb {} api {} machine-config {} http {} https {}",
+            on(c.lb.enabled),
+            c.lb.api,
+            c.lb.machine_config,
+            c.lb.ingress_http,
+            c.lb.ingress_https
+        )],
+        ServiceKind::Http => {
+            let mut v = vec![format!("http {} {}", on(c.http.enabled), c.http.listen)];
+            v.extend(c.http.tls_listen.map(|l| https_check_line(c, l)));
+            v
+        }
+        ServiceKind::Admin => vec![format!("admin {} {}", on(c.admin.enabled), c.admin.listen)],
+        ServiceKind::Tftp => c
+            .tftp
+            .iter()
+            .map(crate::boot::bootfiles::check_line)
+            .collect(),
+        ServiceKind::Ntp => c
+            .ntp
+            .iter()
+            .map(|n| {
+                let allow = n.allow_from.as_ref().map_or("any".to_string(), |nets| {
+                    nets.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                });
+                format!(
+                    "ntp {} {} stratum {} ({} requests/s per client, clients {allow})",
+                    on(n.enabled),
+                    n.listen,
+                    n.local_stratum
+                        .map_or("from the host clock".to_string(), |s| s.to_string()),
+                    n.client_rate
+                )
+            })
+            .collect(),
+    }
+}
+
 /// `check` output: what the file declares and what will be served.
 pub fn summary(plan: &Plan) -> String {
     use std::fmt::Write as _;
@@ -498,48 +576,10 @@ pub fn summary(plan: &Plan) -> String {
     if !statics.is_empty() {
         let _ = writeln!(out, "static addresses {}", statics.join(" "));
     }
-    let on = |b: bool| if b { "on" } else { "off" };
-    let _ = writeln!(
-        out,
-        "dns {} {:?} ({} zones, {} records)",
-        on(c.dns.enabled),
-        c.dns.listen,
-        plan.zones.len(),
-        plan.zones.iter().map(|z| z.records.len()).sum::<usize>()
-    );
-    let _ = writeln!(
-        out,
-        "dhcp {} {} ({} reservations)",
-        on(c.dhcp.enabled),
-        c.dhcp.listen,
-        plan.reservations.len()
-    );
-    if let Some(v6) = &c.network.ipv6 {
-        let _ = writeln!(
-            out,
-            "dhcp6 {} {} ({} reservations, router advertisements {})",
-            on(c.runs(crate::model::catalogue::ServiceKind::Dhcp6)),
-            c.dhcp.listen6,
-            c.nodes.iter().filter(|n| n.ipv6.is_some()).count(),
-            on(v6.router_advertisements)
-        );
-    }
-    let _ = writeln!(
-        out,
-        "lb {} api {} machine-config {} http {} https {}",
-        on(c.lb.enabled),
-        c.lb.api,
-        c.lb.machine_config,
-        c.lb.ingress_http,
-        c.lb.ingress_https
-    );
-    let _ = writeln!(out, "http {} {}", on(c.http.enabled), c.http.listen);
-    if let Some(l) = c.http.tls_listen {
-        let _ = writeln!(out, "{}", https_check_line(c, l));
-    }
-    let _ = writeln!(out, "admin {} {}", on(c.admin.enabled), c.admin.listen);
-    if let Some(t) = &c.tftp {
-        let _ = writeln!(out, "{}", crate::boot::bootfiles::check_line(t));
+    for kind in crate::model::catalogue::ServiceKind::ALL {
+        for line in service_lines(plan, kind) {
+            let _ = writeln!(out, "{line}");
+        }
     }
     let bmc: Vec<_> = c
         .nodes

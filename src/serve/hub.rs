@@ -182,7 +182,8 @@ impl Hub {
     }
 
     /// The `/status` document: the plan's summary, every service's section
-    /// (admin adds its own) and the install timeline, which samples it.
+    /// (admin adds its own) and the install timeline as it stands (sampled
+    /// by `serve`'s tick, [`Hub::sample_timeline`]; reading changes nothing).
     pub fn status_doc(&self) -> StatusDoc {
         let hub = self;
         let plan = hub.plan();
@@ -208,10 +209,13 @@ impl Hub {
         let mut doc = StatusDoc::new(c.domain.clone(), network, nodes, hub.reload_status());
         hub.services.status_into(&mut doc);
         doc.ha = crate::runtime::ha::status();
-        let events = hub.events();
-        events.observe(super::timeline::sample(&doc, &events));
-        doc.timeline = Some(events.view());
+        doc.timeline = Some(hub.events().view());
         doc
+    }
+
+    /// One timeline tick ([`super::timeline::tick`]).
+    pub fn sample_timeline(&self) {
+        super::timeline::tick(&self.services, &self.events());
     }
 
     /// The `/metrics` text.

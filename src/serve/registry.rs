@@ -14,7 +14,7 @@ use anyhow::Context as _;
 
 use crate::model::catalogue::ServiceKind;
 use crate::plan::Plan;
-use crate::runtime::control::{BootControl, LbControl};
+use crate::runtime::control::{BootControl, LbControl, SyncControl};
 use crate::runtime::service::Service;
 use crate::serve::status::StatusDoc;
 use crate::services::{dhcp, dhcp6, dns, http, lb, ntp, tftp};
@@ -74,19 +74,37 @@ impl Services {
         Ok(())
     }
 
-    /// Every service, in start order.
+    /// Every service, in start order. `Services` is destructured: a service
+    /// added to it and not listed here does not compile.
     pub fn all(&self) -> Vec<Arc<dyn Service>> {
-        let mut v: Vec<Arc<dyn Service>> = Vec::new();
-        #[cfg(feature = "libvirt")]
-        v.extend(self.libvirt.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.dns.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.dhcp.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.dhcp6.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.lb.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.http.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.tftp.clone().map(|s| s as Arc<dyn Service>));
-        v.extend(self.ntp.clone().map(|s| s as Arc<dyn Service>));
-        v
+        let Services {
+            #[cfg(feature = "libvirt")]
+            libvirt,
+            dns,
+            dhcp,
+            dhcp6,
+            lb,
+            http,
+            tftp,
+            ntp,
+        } = self;
+        fn dynamic<S: Service + 'static>(s: &Option<Arc<S>>) -> Option<Arc<dyn Service>> {
+            s.clone().map(|s| s as Arc<dyn Service>)
+        }
+        [
+            #[cfg(feature = "libvirt")]
+            dynamic(libvirt),
+            dynamic(dns),
+            dynamic(dhcp),
+            dynamic(dhcp6),
+            dynamic(lb),
+            dynamic(http),
+            dynamic(tftp),
+            dynamic(ntp),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     /// The load balancer's control handle, when it runs.
@@ -100,12 +118,25 @@ impl Services {
     }
 
     /// The services that share state with an HA peer (`serve::hasync`).
-    pub fn sync_parts(&self) -> Vec<&dyn crate::runtime::control::SyncControl> {
-        let mut v: Vec<&dyn crate::runtime::control::SyncControl> = Vec::new();
-        if let Some(h) = self.http.as_deref() {
+    /// `Services` is destructured: a service added to it has to say here
+    /// whether it shares state.
+    pub fn sync_parts(&self) -> Vec<&dyn SyncControl> {
+        let Services {
+            #[cfg(feature = "libvirt")]
+                libvirt: _,
+            dns: _,
+            dhcp,
+            dhcp6: _,
+            lb: _,
+            http,
+            tftp: _,
+            ntp: _,
+        } = self;
+        let mut v: Vec<&dyn SyncControl> = Vec::new();
+        if let Some(h) = http.as_deref() {
             v.push(h);
         }
-        if let Some(d) = self.dhcp.as_deref() {
+        if let Some(d) = dhcp.as_deref() {
             v.push(d);
         }
         v

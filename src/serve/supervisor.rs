@@ -41,7 +41,7 @@ async fn sample_timeline(hub: Arc<Hub>, stop: CancellationToken) -> anyhow::Resu
             _ = stop.cancelled() => return Ok(()),
             _ = tokio::time::sleep(crate::timeline::recorder::TICK) => {}
         }
-        let _ = hub.status_doc();
+        hub.sample_timeline();
     }
 }
 

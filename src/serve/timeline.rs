@@ -1,18 +1,64 @@
 //! What the services' typed `/status` sections tell the install timeline:
 //! `serve` (the one place that sees both) turns them into
-//! [`crate::timeline::Event`]s for [`Recorder::observe`] every tick, so the
-//! timeline never reads a service's type.
+//! [`crate::timeline::Event`]s for [`Recorder::observe`] every tick
+//! ([`tick`]), so the timeline never reads a service's type and `GET
+//! /status` changes nothing.
 
+use crate::drivers::libvirt::status::LibvirtStatus;
 use crate::drivers::libvirt::status::{VmPhase, VmState};
 use crate::model::cluster::Role;
 use crate::runtime::status::LeaseState;
-use crate::serve::status::StatusDoc;
+use crate::serve::registry::Services;
+use crate::services::dhcp::status::DhcpStatus;
+use crate::services::http::status::HttpStatus;
+use crate::services::lb::status::LbStatus;
 use crate::timeline::prober::pool_of;
 use crate::timeline::recorder::Recorder;
 use crate::timeline::{Event, Pool};
 
-/// The events of one sample of `doc` (the recorder orders them).
-pub fn sample(doc: &StatusDoc, rec: &Recorder) -> Vec<Event> {
+/// One timeline tick: the HTTP service takes the machine-config contacts
+/// into its install state, then the services' sections are sampled. (What
+/// happens at one moment the services record themselves, when it
+/// happens: the LB's machine-config connections, HTTP's ignition fetches
+/// and rootfs downloads, libvirt's install verdicts, BMC power-ons.)
+pub fn tick(services: &Services, rec: &Recorder) {
+    if let Some(h) = &services.http {
+        h.sync_install_state();
+    }
+    let mut doc = Sections::default();
+    let Services {
+        #[cfg(feature = "libvirt")]
+        libvirt,
+        dhcp,
+        lb,
+        http,
+        // Nothing of theirs is an install step.
+        dns: _,
+        dhcp6: _,
+        tftp: _,
+        ntp: _,
+    } = services;
+    doc.dhcp = dhcp.as_ref().map(|s| s.status());
+    doc.lb = lb.as_ref().map(|s| s.status());
+    doc.http = http.as_ref().map(|s| s.status());
+    #[cfg(feature = "libvirt")]
+    {
+        doc.libvirt = libvirt.as_ref().map(|s| s.status());
+    }
+    rec.observe(sample(&doc, rec));
+}
+
+/// The sections that tell the timeline something.
+#[derive(Default)]
+pub struct Sections {
+    pub dhcp: Option<DhcpStatus>,
+    pub lb: Option<LbStatus>,
+    pub http: Option<HttpStatus>,
+    pub libvirt: Option<LibvirtStatus>,
+}
+
+/// The events of one sample of the sections (the recorder orders them).
+pub fn sample(doc: &Sections, rec: &Recorder) -> Vec<Event> {
     let mut evs = Vec::new();
     if let Some(d) = &doc.dhcp {
         for l in d.leases.iter().filter(|l| l.state == LeaseState::Bound) {
@@ -55,14 +101,6 @@ pub fn sample(doc: &StatusDoc, rec: &Recorder) -> Vec<Event> {
         evs.push(Event::BootstrapInPlaceAge {
             secs: h.bootstrap_in_place_age,
         });
-        for f in h.ignition_fetches.iter().filter(|f| f.status == 200) {
-            evs.push(Event::Ignition {
-                node: f.node.clone(),
-                client: f.client.clone(),
-                file: f.file.clone(),
-                at: f.unix_time,
-            });
-        }
     }
     if let Some(lv) = &doc.libvirt {
         for r in &lv.nodes {
@@ -84,7 +122,6 @@ mod tests {
 
     use super::*;
     use crate::plan::Plan;
-    use crate::serve::status::{NetworkStatus, ReloadStatus};
     use crate::services::dhcp::status::LeaseRow;
 
     fn plan() -> Plan {
@@ -98,22 +135,6 @@ nodes:
         crate::config::from_str(yaml, Path::new("/"), Path::new("/t.yaml")).unwrap()
     }
 
-    fn doc(p: &Plan) -> StatusDoc {
-        let net = NetworkStatus {
-            cidr: String::new(),
-            gateway: Ipv4Addr::UNSPECIFIED,
-            appliance_ip: Ipv4Addr::UNSPECIFIED,
-            api_vip: Ipv4Addr::UNSPECIFIED,
-            ingress_vip: Ipv4Addr::UNSPECIFIED,
-        };
-        StatusDoc::new(
-            p.cluster.domain.clone(),
-            net,
-            Vec::new(),
-            ReloadStatus::default(),
-        )
-    }
-
     #[test]
     fn hooks_and_samples_map_addresses_and_macs_to_nodes() {
         let p = plan();
@@ -122,7 +143,7 @@ nodes:
         assert_eq!(r.node_by_ip(mapped).as_deref(), Some("master-0"));
         r.machine_config_connect("10.9.0.99".parse().unwrap());
         r.rootfs(mapped, 42, Duration::from_millis(7));
-        let mut d = doc(&p);
+        let mut d = Sections::default();
         let mut dhcp: crate::services::dhcp::status::DhcpStatus =
             serde_json::from_value(serde_json::json!({
                 "listen": null, "interface": null, "leaseFile": "", "leases": [], "declined": [],

@@ -1,16 +1,16 @@
 //! The socket side of the timeline: one [`Recorder`] per `serve`, held by
-//! the Hub and handed to the services that report directly (the LB's
-//! machine-config connections, the HTTP rootfs downloads, the libvirt
-//! install verdicts).
+//! the Hub and handed to the services that record what happens when it
+//! happens (the LB's machine-config connections, the HTTP ignition fetches
+//! and rootfs downloads, the libvirt install verdicts, BMC power-ons).
 //!
-//! Everything else is sampled: `serve` turns the services' typed sections
-//! (DHCP leases, LB backend health, bootstrap completion, an ignored marker
-//! and bootstrap removal, the HTTP ignition fetch log, libvirt domain
-//! states) into idempotent [`Event`]s ([`crate::serve::timeline`]) and
-//! hands them to [`Recorder::observe`]. The timeline never reads another
-//! module's status type. `serve` samples once a second ([`TICK`]) and on
-//! every `/status` request, so step times are exact for fetches and
-//! connections and at most a tick late for the rest.
+//! Everything else is a state, sampled: `serve` turns the services' typed
+//! sections (DHCP leases, LB backend health, bootstrap completion, an
+//! ignored marker and bootstrap removal, the bootstrap-in-place age,
+//! libvirt domain states) into idempotent [`Event`]s once a second
+//! ([`TICK`], [`crate::serve::timeline`]) and hands them to
+//! [`Recorder::observe`]. The timeline never reads another module's status
+//! type, and reading `/status` records nothing. Step times are exact for
+//! fetches and connections and at most a tick late for the rest.
 
 use std::net::{IpAddr, Ipv4Addr};
 

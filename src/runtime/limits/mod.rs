@@ -27,6 +27,7 @@ pub mod cap;
 
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
+use crate::model::catalogue::ServiceKind;
 use crate::model::cluster::Cluster;
 use crate::plan::Plan;
 
@@ -100,16 +101,30 @@ pub struct Demand {
 
 impl Demand {
     pub fn of(c: &Cluster) -> Demand {
-        Demand {
-            lb: c.lb.enabled.then_some(c.lb.max_connections as u64),
-            http: c.http.enabled,
-            dns_addrs: if c.dns.enabled {
-                c.dns.listen.len() as u64
-            } else {
-                0
-            },
+        let mut d = Demand {
+            lb: None,
+            http: false,
+            dns_addrs: 0,
             nodes: c.nodes.len() as u64,
+        };
+        // Exhaustive: a new service decides here whether it holds capped
+        // connections.
+        for kind in c.services() {
+            match kind {
+                ServiceKind::Lb => d.lb = Some(c.lb.max_connections as u64),
+                ServiceKind::Http => d.http = true,
+                ServiceKind::Dns => d.dns_addrs = c.dns.listen.len() as u64,
+                // Datagram services, the libvirt driver and the admin API
+                // (its descriptors are in `reserve`) hold none.
+                ServiceKind::Libvirt
+                | ServiceKind::Dhcp
+                | ServiceKind::Dhcp6
+                | ServiceKind::Admin
+                | ServiceKind::Tftp
+                | ServiceKind::Ntp => {}
+            }
         }
+        d
     }
 }
 

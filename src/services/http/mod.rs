@@ -505,8 +505,20 @@ impl Ctx {
                     }
                 });
             }
+            let time = SystemTime::now();
+            if status == StatusCode::OK {
+                // The timeline's ignition step, at the fetch's own time.
+                self.events.record(crate::timeline::Event::Ignition {
+                    node: node.clone(),
+                    client: client.to_string(),
+                    file: file.to_string(),
+                    at: time
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs()),
+                });
+            }
             self.stats.ignition(Fetch {
-                time: SystemTime::now(),
+                time,
                 client,
                 node: node.clone(),
                 file: file.clone(),

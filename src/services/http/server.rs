@@ -134,16 +134,23 @@ impl Http {
         let mut s = self.ctx.stats.status();
         let plan = self.ctx.plan.load_full();
         if plan.cluster.rhcos.is_some() {
-            // `serve` samples this every tick: the installed systems'
-            // machine-config contacts reach the install state here too.
-            for n in &plan.cluster.nodes {
-                self.ctx.sync_first_boot(&n.name);
-            }
             s.netboot = self.ctx.boot.rows(&plan.cluster);
             s.netboot_state = Some(self.ctx.boot.store_status());
         }
         s.https = self.ctx.https.status();
         s
+    }
+
+    /// Take the installed systems' machine-config contacts (the LB tells
+    /// the timeline) into the install state; `serve` calls this every
+    /// timeline tick, so reading `/status` changes nothing.
+    pub fn sync_install_state(&self) {
+        let plan = self.ctx.plan.load_full();
+        if plan.cluster.rhcos.is_some() {
+            for n in &plan.cluster.nodes {
+                self.ctx.sync_first_boot(&n.name);
+            }
+        }
     }
 }
 
