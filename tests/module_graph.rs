@@ -64,6 +64,7 @@ const KNOWN_CIRCLES: &[(&str, &[&str])] = &[
             "config/ntp.rs",
             "config/pxe.rs",
             "config/raw.rs",
+            "config/validate/addressing.rs",
             "config/validate/dhcp.rs",
             "config/validate/dhcp/proxy.rs",
             "config/validate/dns.rs",
