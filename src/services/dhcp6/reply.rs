@@ -300,9 +300,11 @@ pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> D
             };
             Some(r)
         }
-        T::Release | T::Decline => Some(release_or_decline(
-            cfg, table, msg, &requested, &duid, &client, now, &mut done,
-        )),
+        T::Release | T::Decline => {
+            let r = skeleton(cfg, T::Reply, msg, Some(&duid));
+            let r = release_or_decline(table, msg, &requested, &client, now, &mut done, r);
+            Some(r)
+        }
         _ => assign(
             cfg, table, msg, &requested, &duid, &client, life, now, &mut done,
         ),
@@ -349,20 +351,18 @@ fn confirm(
     Some(r)
 }
 
-/// Release / Decline → Reply Success (NoBinding per unknown IA).
-#[allow(clippy::too_many_arguments)]
+/// Release / Decline → `r`, the Reply, with Success (NoBinding per
+/// unknown IA).
 fn release_or_decline(
-    cfg: &Config,
     table: &mut Table,
     msg: &Message,
     requested: &[IANA],
-    duid: &[u8],
     client: &dyn Fn(u32) -> Client,
     now: u64,
     out: &mut Done,
+    mut r: Message,
 ) -> Message {
     let kind = msg.msg_type();
-    let mut r = skeleton(cfg, MessageType::Reply, msg, Some(duid));
     let mut done = Vec::new();
     for ia in requested {
         let c = client(ia.id);
