@@ -38,27 +38,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Render { what, resolver } => {
-            let plan = config::load(&cluster)?;
-            let text = match what {
-                RenderWhat::Zone => plan::render_zones(&plan),
-                RenderWhat::Dhcp => plan::render_dhcp(&plan),
-                RenderWhat::Lb => plan::render_lb(&plan),
-                RenderWhat::Libvirt => libvirt::render(&plan)?,
-                RenderWhat::HostDns => crate::host::hostdns::render(&plan),
-                RenderWhat::SiteDns => match resolver {
-                    Some(r) => crate::host::sitedns::render(&plan, r),
-                    None => anyhow::bail!(
-                        "render site-dns needs the resolver: bind, unbound, dnsmasq or windows"
-                    ),
-                },
-                RenderWhat::Chrony => {
-                    crate::model::chrony::render(&plan.cluster).map_err(anyhow::Error::msg)?
-                }
-                RenderWhat::Keepalived => render_keepalived(&plan, &cluster)?,
-                RenderWhat::CsrRbac => crate::services::csr::rbac::render(),
-                RenderWhat::Mirror => mirror::render(&plan)?,
-            };
-            print!("{text}");
+            print!("{}", render(&cluster, what, resolver)?);
             Ok(())
         }
         Command::Lb { action } => lb_command(&cluster, action).await,
@@ -136,6 +116,35 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// `render <what>`: the text to print.
+fn render(
+    cluster: &std::path::Path,
+    what: RenderWhat,
+    resolver: Option<crate::host::sitedns::SiteResolver>,
+) -> anyhow::Result<String> {
+    let plan = config::load(cluster)?;
+    let text = match what {
+        RenderWhat::Zone => plan::render_zones(&plan),
+        RenderWhat::Dhcp => plan::render_dhcp(&plan),
+        RenderWhat::Lb => plan::render_lb(&plan),
+        RenderWhat::Libvirt => libvirt::render(&plan)?,
+        RenderWhat::HostDns => crate::host::hostdns::render(&plan),
+        RenderWhat::SiteDns => match resolver {
+            Some(r) => crate::host::sitedns::render(&plan, r),
+            None => anyhow::bail!(
+                "render site-dns needs the resolver: bind, unbound, dnsmasq or windows"
+            ),
+        },
+        RenderWhat::Chrony => {
+            crate::model::chrony::render(&plan.cluster).map_err(anyhow::Error::msg)?
+        }
+        RenderWhat::Keepalived => render_keepalived(&plan, cluster)?,
+        RenderWhat::CsrRbac => crate::services::csr::rbac::render(),
+        RenderWhat::Mirror => mirror::render(&plan)?,
+    };
+    Ok(text)
 }
 
 /// `render keepalived`: this member's keepalived.conf, its track script

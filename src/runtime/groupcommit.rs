@@ -6,11 +6,11 @@
 //! replies to [`Writer::hold`] *while still holding the table lock*, which
 //! tags them with a new generation. The writer takes its snapshot (file
 //! contents, unsynced marks, generation) under the same lock
-//! ([`Host::snapshot`]), so a snapshot of generation `g` contains every
+//! (`snapshot`), so a snapshot of generation `g` contains every
 //! change of every batch tagged `≤ g`. After a successful write it sends the
 //! replies tagged `≤ g`; after a failed one it drops them (the clients
 //! retry, and their next request is written again), puts the unsynced marks
-//! back ([`Host::restore`]) and stays dirty. Lazy changes only set `dirty`
+//! back ([`Table::restore_unsynced`]) and stays dirty. Lazy changes only set `dirty`
 //! ([`Writer::mark_dirty`]); the socket loop wakes the writer for them
 //! within a second ([`Writer::wake_if_dirty`]; the socket loop's wait,
 //! [`Ticks`], does that and the table's GC).
@@ -25,6 +25,7 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -54,28 +55,59 @@ pub struct Labels {
     pub withheld: &'static str,
 }
 
-/// What a service gives the writer.
-pub trait Host: Send + Sync + 'static {
+/// The table a writer persists (the DHCPv4 lease table, the DHCPv6
+/// binding table): its file form, and the marks of the records no write has
+/// covered yet.
+pub trait Table: Send {
     /// The file's contents, written on the blocking pool.
     type File: Send + 'static;
     /// The unsynced marks a snapshot takes (put back after a failed write).
     type Marks: Send;
+    /// The whole table as the file holds it.
+    fn to_file(&self) -> Self::File;
+    /// Take the marks of the records changed since the last snapshot.
+    fn take_unsynced(&mut self) -> Self::Marks;
+    /// Put the marks of a failed write back.
+    fn restore_unsynced(&mut self, marks: Self::Marks);
+}
+
+/// What a service gives the writer: its table (behind the lock the socket
+/// loop decides under), how replies leave, where the file lives, the two
+/// write counters and the wording of the log lines.
+pub trait Host: Send + Sync + 'static {
+    type Table: Table;
     /// A reply held until its batch is on disk.
     type Reply: Send + 'static;
     /// The wording of the log lines.
     const LABELS: Labels;
 
-    /// Lock the table, run `under_lock` (which takes the writer state: lock
-    /// order), and snapshot the file and take the unsynced marks.
-    fn snapshot<T>(&self, under_lock: impl FnOnce() -> T) -> (T, Self::File, Self::Marks);
-    /// Put the marks of a failed write back.
-    fn restore(&self, marks: Self::Marks);
+    /// Lock the table (lock order: the table, then the writer state).
+    fn table(&self) -> MutexGuard<'_, Self::Table>;
     /// Send replies whose write succeeded.
     fn send(&self, replies: Vec<Self::Reply>) -> impl Future<Output = ()> + Send;
     /// Where the file lives.
     fn path(&self) -> PathBuf;
-    /// Count one write, successful or not.
-    fn count_write(&self, ok: bool);
+    /// The counters of writes: `(succeeded, failed)`.
+    fn write_counters(&self) -> (&AtomicU64, &AtomicU64);
+}
+
+/// The file type of a host's table.
+type FileOf<H> = <<H as Host>::Table as Table>::File;
+
+/// Lock the table, run `under_lock` (which takes the writer state: lock
+/// order), snapshot the file and take the unsynced marks.
+fn snapshot<H: Host, T>(
+    host: &H,
+    under_lock: impl FnOnce() -> T,
+) -> (T, FileOf<H>, <H::Table as Table>::Marks) {
+    let mut t = host.table();
+    let r = under_lock();
+    (r, t.to_file(), t.take_unsynced())
+}
+
+/// The real save function: a service's store `save` as a [`SaveFn`].
+pub fn save_with<F: 'static>(save: fn(&Path, &F) -> anyhow::Result<()>) -> SaveFn<F> {
+    Arc::new(save)
 }
 
 /// The writer's state. A std `Mutex`, not a tokio one: it is held for a few
@@ -95,11 +127,11 @@ struct WriterState<R> {
 pub struct Writer<H: Host> {
     wake: Notify,
     state: Mutex<WriterState<H::Reply>>,
-    save: SaveFn<H::File>,
+    save: SaveFn<FileOf<H>>,
 }
 
 impl<H: Host> Writer<H> {
-    pub fn new(save: SaveFn<H::File>) -> Writer<H> {
+    pub fn new(save: SaveFn<FileOf<H>>) -> Writer<H> {
         Writer {
             wake: Notify::new(),
             state: Mutex::new(WriterState {
@@ -162,7 +194,7 @@ impl<H: Host> Writer<H> {
                 st.generation > written || st.dirty
             };
             if pending {
-                let (generation, file, covered) = host.snapshot(|| {
+                let (generation, file, covered) = snapshot(&*host, || {
                     let mut st = self.state();
                     st.dirty = false;
                     st.generation
@@ -183,7 +215,7 @@ impl<H: Host> Writer<H> {
                 if ok {
                     host.send(due).await;
                 } else {
-                    host.restore(covered);
+                    host.table().restore_unsynced(covered);
                     if !due.is_empty() {
                         let l = &H::LABELS;
                         warn!(
@@ -207,7 +239,7 @@ impl<H: Host> Writer<H> {
     }
 
     /// Write the file on the blocking pool. True on success.
-    async fn write(&self, host: &Arc<H>, file: H::File) -> bool {
+    async fn write(&self, host: &Arc<H>, file: FileOf<H>) -> bool {
         let path = host.path();
         let save = self.save.clone();
         let res = {
@@ -231,7 +263,8 @@ impl<H: Host> Writer<H> {
                 false
             }
         };
-        host.count_write(ok);
+        let (written, failed) = host.write_counters();
+        (if ok { written } else { failed }).fetch_add(1, Ordering::Relaxed);
         ok
     }
 }
@@ -295,15 +328,31 @@ mod tests {
     /// A table of numbers, written as a list; replies are strings sent on
     /// a channel.
     struct Fake {
-        table: Mutex<(Vec<u32>, HashSet<u32>)>,
+        table: Mutex<FakeTable>,
         sent: mpsc::UnboundedSender<String>,
         persists: AtomicU64,
         persist_errors: AtomicU64,
     }
 
-    impl Host for Fake {
+    /// The numbers and their unsynced marks.
+    type FakeTable = (Vec<u32>, HashSet<u32>);
+
+    impl Table for FakeTable {
         type File = Vec<u32>;
         type Marks = HashSet<u32>;
+        fn to_file(&self) -> Vec<u32> {
+            self.0.clone()
+        }
+        fn take_unsynced(&mut self) -> HashSet<u32> {
+            std::mem::take(&mut self.1)
+        }
+        fn restore_unsynced(&mut self, marks: HashSet<u32>) {
+            self.1.extend(marks);
+        }
+    }
+
+    impl Host for Fake {
+        type Table = FakeTable;
         type Reply = String;
         const LABELS: Labels = Labels {
             service: "fake",
@@ -312,13 +361,8 @@ mod tests {
             file_long: "fake state file",
             withheld: "replies",
         };
-        fn snapshot<T>(&self, under_lock: impl FnOnce() -> T) -> (T, Vec<u32>, HashSet<u32>) {
-            let mut t = self.table.locked();
-            let r = under_lock();
-            (r, t.0.clone(), std::mem::take(&mut t.1))
-        }
-        fn restore(&self, marks: HashSet<u32>) {
-            self.table.locked().1.extend(marks);
+        fn table(&self) -> MutexGuard<'_, FakeTable> {
+            self.table.locked()
         }
         async fn send(&self, replies: Vec<String>) {
             for r in replies {
@@ -328,13 +372,8 @@ mod tests {
         fn path(&self) -> PathBuf {
             "/nonexistent/fake.json".into()
         }
-        fn count_write(&self, ok: bool) {
-            let c = if ok {
-                &self.persists
-            } else {
-                &self.persist_errors
-            };
-            c.fetch_add(1, Ordering::Relaxed);
+        fn write_counters(&self) -> (&AtomicU64, &AtomicU64) {
+            (&self.persists, &self.persist_errors)
         }
     }
 

@@ -14,6 +14,7 @@ pub mod bind;
 pub mod certs;
 pub mod clock;
 pub mod control;
+pub mod datagram;
 pub mod drain;
 pub mod groupcommit;
 pub mod ha;

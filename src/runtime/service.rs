@@ -33,7 +33,7 @@ use futures_util::FutureExt as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
 use crate::runtime::sync::LockExt as _;
@@ -287,6 +287,24 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "(no message)".to_string())
 }
 
+/// How a listener's key reads in the `closed listener` log line.
+pub trait ListenerKey {
+    fn label(&self) -> String;
+}
+
+impl ListenerKey for std::net::SocketAddr {
+    fn label(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// An address and the interface it is bound to (DHCP, DHCPv6): the address.
+impl ListenerKey for (std::net::SocketAddr, Option<String>) {
+    fn label(&self) -> String {
+        self.0.to_string()
+    }
+}
+
 /// Listeners keyed by their configured address, each with the token that
 /// stops its task(s). A reload keeps the entries whose key is unchanged.
 pub struct Listeners<K: std::hash::Hash + Eq + Clone> {
@@ -351,6 +369,39 @@ impl<K: std::hash::Hash + Eq + Clone> Listeners<K> {
         let old = self.map.locked().insert(key, token);
         if let Some(old) = old {
             old.cancel();
+        }
+    }
+
+    /// Start serving the listener `key`: a fresh token from `tasks`
+    /// (cancelled by shutdown, or when a reload drops `key`), the task
+    /// `serve(token)` supervised under `name`, and the token recorded under
+    /// `key` (a listener already held under it is stopped). Returns the
+    /// token, for a listener served by more than one task (DNS: UDP and
+    /// TCP).
+    pub fn start<F>(
+        &self,
+        tasks: &Tasks,
+        key: K,
+        name: impl Into<String>,
+        serve: impl FnOnce(CancellationToken) -> F,
+    ) -> CancellationToken
+    where
+        F: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let token = tasks.token();
+        tasks.spawn(name, token.clone(), serve(token.clone()));
+        self.insert(key, token.clone());
+        token
+    }
+
+    /// Stop every listener not in `keep`, logging each as
+    /// `<service>: closed listener <key>` (the close half of a commit).
+    pub fn close_except(&self, service: &str, keep: &[K])
+    where
+        K: ListenerKey,
+    {
+        for gone in self.retain(keep) {
+            info!("{service}: closed listener {}", gone.label());
         }
     }
 

@@ -182,37 +182,29 @@ impl Service for Admin {
             self.ha_token.store(ha_token.map(Arc::new));
             self.sources.store(Arc::new(sources));
             self.start_health_socket(sock, new_sock);
-            for gone in self.listeners.retain(&addrs) {
-                info!("admin: closed listener {gone}");
-            }
+            self.listeners.close_except("admin", &addrs);
             if addrs.len() < 2 {
                 *self.listen_v6.locked() = None;
             }
             for (addr, l) in new {
-                let token = self.tasks.token();
                 if let Ok(local) = l.local_addr() {
                     info!("listening for admin on {local}");
                     let twin = Some(&addr) != addrs.first();
                     *(if twin { &self.listen_v6 } else { &self.listen }).locked() = Some(local);
                 }
-                self.tasks.spawn(
-                    format!("admin listener {addr}"),
-                    token.clone(),
-                    serve_listener(
-                        self.hub.clone(),
-                        Tokens {
-                            api: self.token.clone(),
-                            ha: self.ha_token.clone(),
-                        },
-                        Guard {
-                            sources: self.sources.clone(),
-                            clients: self.clients.clone(),
-                        },
-                        l,
-                        token.clone(),
-                    ),
-                );
-                self.listeners.insert(addr, token);
+                let tokens = Tokens {
+                    api: self.token.clone(),
+                    ha: self.ha_token.clone(),
+                };
+                let guard = Guard {
+                    sources: self.sources.clone(),
+                    clients: self.clients.clone(),
+                };
+                let hub = self.hub.clone();
+                self.listeners
+                    .start(&self.tasks, addr, format!("admin listener {addr}"), |t| {
+                        serve_listener(hub, tokens, guard, l, t)
+                    });
             }
         }))
     }

@@ -3,6 +3,8 @@
 //!
 //! - [`leases`]: the lease table (pure, injected clock, persisted form).
 //! - [`reply`]: request → reply/NAK/silence (pure, RFC 2131 §4.3).
+//! - `process`: one datagram in server mode: decode, decide, count and
+//!   log the decision, encode the reply with where it goes.
 //! - `relay`: which subnet a request is for (local network or a relayed
 //!   segment), and relay addresses that are refused (only configured
 //!   relays are answered).
@@ -50,6 +52,7 @@ mod fqdn;
 mod frame;
 pub mod leases;
 mod link;
+mod process;
 pub mod proxy;
 mod proxysock;
 mod relay;
@@ -58,7 +61,7 @@ pub mod status;
 pub mod store;
 mod writer;
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -71,17 +74,19 @@ use dhcproto::v4::MessageType;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::datagram::{Datagrams, Gate};
 use crate::runtime::groupcommit::Ticks;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
 use leases::{LeaseTable, Scope};
 use link::{LinkDest, open_link, send_link};
+use process::{Processed, decode_counted, process, warn_client};
 use proxysock::serve_boot_server;
-use reply::{Config, Dest, Durability};
+use reply::{Config, Durability};
 use status::Counters;
 use writer::Writer;
 
@@ -263,32 +268,24 @@ impl Service for Dhcp {
                 }
             }
             self.writer.mark_dirty();
-            for gone in self.listeners.retain(&keys) {
-                info!("dhcp: closed listener {} ", gone.0);
-            }
+            self.listeners.close_except("dhcp", &keys);
             if let Some(socket) = new {
                 let socket = Arc::new(socket);
-                let token = self.tasks.token();
                 self.shared.socket.store(Some(socket.clone()));
                 if let Some(link) = link {
                     self.shared.link.store(link.map(Arc::new));
                 }
                 *self.shared.bound.locked() = Some(key.clone());
-                self.tasks.spawn(
-                    format!("dhcp socket {}", key.0),
-                    token.clone(),
-                    serve_socket(self.clone(), socket, token.clone()),
-                );
-                self.listeners.insert(key, token);
+                let name = format!("dhcp socket {}", key.0);
+                let me = self.clone();
+                self.listeners
+                    .start(&self.tasks, key, name, |t| serve_socket(me, socket, t));
             }
             if let Some((k, socket)) = new_boot {
-                let token = self.tasks.token();
-                self.tasks.spawn(
-                    format!("dhcp proxy boot server socket {}", k.0),
-                    token.clone(),
-                    serve_boot_server(self.clone(), socket, token.clone()),
-                );
-                self.listeners.insert(k, token);
+                let name = format!("dhcp proxy boot server socket {}", k.0);
+                let me = self.clone();
+                self.listeners
+                    .start(&self.tasks, k, name, |t| serve_boot_server(me, socket, t));
             }
         }))
     }
@@ -408,90 +405,61 @@ async fn serve_socket(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let (shared, writer) = (&dhcp.shared, &dhcp.writer);
-    {
-        let mut buf = vec![0u8; 4096];
-        let mut ticks = Ticks::new(GC_EVERY, LAZY_FLUSH);
-        loop {
-            let gc = || shared.table().gc(now());
-            if !ticks.readable(writer, &socket, &shutdown, gc).await {
-                break;
-            }
-            // A reload swaps the reply configuration between batches.
-            let cfg = dhcp.cfg.load_full();
-            let mut held: Vec<Pending> = Vec::new();
-            let mut ready: Vec<Pending> = Vec::new();
-            let mut durable = false;
-            {
-                let now = now();
-                let mut table = shared.table();
-                for _ in 0..BATCH {
-                    let (n, src) = match socket.try_recv_from(&mut buf) {
-                        Ok(x) => x,
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                        Err(e) => {
-                            debug!("dhcp recv: {e}");
-                            break;
-                        }
-                    };
-                    // An HA member that does not hold the VIPs stays
-                    // silent: the holder answers (one OFFER per DISCOVER;
-                    // runtime::ha).
-                    if !crate::runtime::ha::holds_vips() {
-                        continue;
+    // An HA member that does not hold the VIPs stays silent: the holder
+    // answers (one OFFER per DISCOVER; runtime::ha).
+    let datagrams = Datagrams::new("dhcp", &LOG, Gate::VipHolder);
+    let mut buf = vec![0u8; 4096];
+    let mut ticks = Ticks::new(GC_EVERY, LAZY_FLUSH);
+    loop {
+        let gc = || shared.table().gc(now());
+        if !ticks.readable(writer, &socket, &shutdown, gc).await {
+            break;
+        }
+        // A reload swaps the reply configuration between batches.
+        let cfg = dhcp.cfg.load_full();
+        let mut held: Vec<Pending> = Vec::new();
+        let mut ready: Vec<Pending> = Vec::new();
+        let mut durable = false;
+        {
+            let now = now();
+            let mut table = shared.table();
+            // A decision that panicked may have changed the table halfway:
+            // it is written with the next lazy write.
+            let on_panic = || {
+                shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
+                writer.mark_dirty();
+            };
+            datagrams.batch(&socket, &mut buf, BATCH, on_panic, |data, src| {
+                let done = if cfg.proxy {
+                    proxysock::process(&cfg, &shared.counters, data, src, proxy::Port::Dhcp)
+                } else {
+                    process(&cfg, &shared.counters, &mut table, data, src, now)
+                };
+                // RELEASE/DECLINE have no reply but change the table too.
+                match done.durability {
+                    Durability::BeforeReply => {
+                        durable = true;
+                        held.extend(done.reply);
                     }
-                    // Defense in depth: a bug on some input must not stop
-                    // the service (the decoder is fuzzed; this is the net).
-                    let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        if cfg.proxy {
-                            proxysock::process(
-                                &cfg,
-                                &shared.counters,
-                                &buf[..n],
-                                src,
-                                proxy::Port::Dhcp,
-                            )
-                        } else {
-                            process(&cfg, &shared.counters, &mut table, &buf[..n], src, now)
-                        }
-                    })) {
-                        Ok(x) => x,
-                        Err(_) => {
-                            shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
-                            if let Some(tail) = LOG.check("internal error", Some(src)) {
-                                error!(%src, "dhcp: internal error on a {n}-byte datagram from {src} (dropped); please report{tail}");
-                            }
-                            Processed {
-                                reply: None,
-                                durability: Durability::Lazy,
-                            }
-                        }
-                    };
-                    // RELEASE/DECLINE have no reply but change the table too.
-                    match done.durability {
-                        Durability::BeforeReply => {
-                            durable = true;
-                            held.extend(done.reply);
-                        }
-                        Durability::Lazy => {
-                            writer.mark_dirty();
-                            ready.extend(done.reply);
-                        }
-                        Durability::None => ready.extend(done.reply),
+                    Durability::Lazy => {
+                        writer.mark_dirty();
+                        ready.extend(done.reply);
                     }
+                    Durability::None => ready.extend(done.reply),
                 }
-                if durable {
-                    // Tagged while the table is locked: the writer's next
-                    // snapshot (taken under the same lock) includes them.
-                    writer.hold(held);
-                }
-            }
-            // Replies that need nothing on disk go at once (offers, NAKs,
-            // renewals of reservations); the others when the writer has
-            // put this batch on disk. Receiving never waits for the disk.
-            send_all(&socket, shared, ready).await;
+            });
             if durable {
-                writer.wake();
+                // Tagged while the table is locked: the writer's next
+                // snapshot (taken under the same lock) includes them.
+                writer.hold(held);
             }
+        }
+        // Replies that need nothing on disk go at once (offers, NAKs,
+        // renewals of reservations); the others when the writer has put
+        // this batch on disk. Receiving never waits for the disk.
+        send_all(&socket, shared, ready).await;
+        if durable {
+            writer.wake();
         }
     }
     Ok(())
@@ -520,155 +488,5 @@ async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {
                 debug!("dhcp send to {}: {e}", p.to);
             }
         }
-    }
-}
-
-/// The result of one datagram.
-struct Processed {
-    reply: Option<Pending>,
-    durability: Durability,
-}
-
-/// Decode one datagram and count it (malformed ones are logged, rate
-/// limited, and dropped; one without a message type is dropped): the
-/// message, its type and the client's MAC as text (empty when it has none).
-/// Shared by server and proxy mode.
-fn decode_counted(
-    counters: &Counters,
-    data: &[u8],
-    src: SocketAddr,
-) -> Option<(dhcproto::v4::Message, MessageType, String)> {
-    let msg = match reply::decode(data) {
-        Ok(m) => m,
-        Err(e) => {
-            counters.malformed.fetch_add(1, Ordering::Relaxed);
-            warn_client("malformed datagram", src, None, || {
-                format!("{e}; dropped (see dropped_total{{reason=\"malformed\"}})")
-            });
-            return None;
-        }
-    };
-    let kind = msg.opts().msg_type()?;
-    counters.rx(kind);
-    let mac = reply::mac_of(&msg)
-        .map(|m| m.to_string())
-        .unwrap_or_default();
-    Some((msg, kind, mac))
-}
-
-/// Decode, decide and encode one datagram: the reply (if any) and whether
-/// the lease table changed. Never panics on input.
-fn process(
-    cfg: &Config,
-    counters: &Counters,
-    table: &mut LeaseTable,
-    data: &[u8],
-    src: SocketAddr,
-    now: u64,
-) -> Processed {
-    let none = Processed {
-        reply: None,
-        durability: Durability::None,
-    };
-    let Some((msg, kind, mac)) = decode_counted(counters, data, src) else {
-        return none;
-    };
-    let out = reply::handle(cfg, table, &msg, now);
-    if let Some(why) = out.dropped {
-        let (counter, key, metric) = match why {
-            reply::Dropped::BadRelay => (&counters.bad_relay, "spoofed relay address", "bad_relay"),
-            // At the default level, like dnsmasq's "no address range
-            // available".
-            reply::Dropped::UnknownSegment => (
-                &counters.unknown_segment,
-                "request from a subnet not served",
-                "unknown_segment",
-            ),
-            reply::Dropped::UnknownRelay => (
-                &counters.unknown_relay,
-                "relay not configured",
-                "unknown_relay",
-            ),
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        warn_client(key, src, Some(&mac), || {
-            format!(
-                "{kind:?} dropped: {} (see dropped_total{{reason=\"{metric}\"}})",
-                out.note
-            )
-        });
-        return none;
-    }
-    if out.pool_exhausted {
-        counters.pool_exhausted.fetch_add(1, Ordering::Relaxed);
-        warn_client("pool exhausted", src, Some(&mac), || {
-            format!("{kind:?}: {} (see pool_exhausted_total)", out.note)
-        });
-    }
-    let durability = out.apply_marks(table);
-    let Some(r) = out.reply else {
-        if matches!(kind, MessageType::Release | MessageType::Decline) {
-            if kind == MessageType::Decline && durability == Durability::BeforeReply {
-                warn_client("address conflict (DECLINE)", src, Some(&mac), || {
-                    out.note.clone()
-                });
-            } else {
-                info!(%src, %mac, "dhcp: {}", out.note);
-            }
-        } else {
-            counters.ignored.fetch_add(1, Ordering::Relaxed);
-            debug!(%src, %mac, "dhcp {kind:?}: no reply: {}", out.note);
-        }
-        return Processed {
-            reply: None,
-            durability,
-        };
-    };
-    if out.new_binding {
-        let host = cfg
-            .hostnames
-            .get(&reply::mac_of(&msg).unwrap_or(crate::model::cluster::MacAddr([0; 6])));
-        info!(%mac, hostname = host.map(String::as_str).unwrap_or("-"), "dhcp: {}", out.note);
-    } else if r.kind == MessageType::Nak || kind == MessageType::Decline {
-        info!(%src, %mac, "dhcp {kind:?}: {}", out.note);
-    } else {
-        debug!(%src, %mac, "dhcp {kind:?}: {}", out.note);
-    }
-    let broadcast = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::BROADCAST, cfg.client_port));
-    let (to, link) = match r.dest {
-        Dest::Broadcast => (broadcast, None),
-        Dest::Unicast(a) => (SocketAddr::V4(a), None),
-        Dest::Link { to, mac } => (
-            broadcast,
-            Some(LinkDest {
-                from: SocketAddrV4::new(cfg.server_id, cfg.server_port),
-                to,
-                mac: mac.0,
-            }),
-        ),
-    };
-    Processed {
-        reply: Some(Pending {
-            bytes: reply::encode(&r, &msg),
-            to,
-            link,
-            kind: r.kind,
-        }),
-        durability,
-    }
-}
-
-/// Log a warning `key` caused by the client at `src` when [`LOG`] allows
-/// (with the count of the ones not logged), else at debug.
-fn warn_client(
-    key: &'static str,
-    src: SocketAddr,
-    mac: Option<&str>,
-    detail: impl FnOnce() -> String,
-) {
-    let mac = mac.unwrap_or("-");
-    match LOG.check(key, Some(src)) {
-        Some(tail) => warn!(%mac, "dhcp: {key} from {src}: {}{tail}", detail()),
-        None => debug!(%src, %mac, "dhcp: {key}: {}", detail()),
     }
 }

@@ -14,7 +14,9 @@ use std::sync::atomic::Ordering;
 
 use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info};
+use tracing::{debug, info};
+
+use crate::runtime::datagram::{Datagrams, Gate};
 
 use super::proxy::{self, Port};
 use super::reply::{self, Config, Dest};
@@ -81,38 +83,20 @@ pub(super) async fn serve_boot_server(
 ) -> anyhow::Result<()> {
     let mut buf = vec![0u8; 4096];
     let counters = &dhcp.shared.counters;
-    loop {
-        let (n, src) = tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            r = socket.recv_from(&mut buf) => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    debug!("dhcp boot server recv: {e}");
-                    continue;
-                }
-            },
-        };
-        if !crate::runtime::ha::holds_vips() {
-            continue;
-        }
+    let mut datagrams = Datagrams::new("dhcp boot server", &LOG, Gate::VipHolder);
+    while let Some((n, src)) = datagrams.next(&socket, &mut buf, &shutdown).await? {
         let cfg = dhcp.cfg.load_full();
         if !cfg.proxy {
             continue;
         }
-        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            process(&cfg, counters, &buf[..n], src, Port::BootServer)
-        }));
-        let reply = match done {
-            Ok(p) => p.reply,
-            Err(_) => {
-                counters.malformed.fetch_add(1, Ordering::Relaxed);
-                if let Some(tail) = LOG.check("internal error", Some(src)) {
-                    error!(%src, "dhcp: internal error on a {n}-byte datagram from {src} (dropped); please report{tail}");
-                }
-                None
-            }
+        let data = buf.get(..n).unwrap_or(&[]);
+        let on_panic = || {
+            counters.malformed.fetch_add(1, Ordering::Relaxed);
         };
-        if let Some(p) = reply {
+        let done = datagrams.guarded(src, n, on_panic, || {
+            process(&cfg, counters, data, src, Port::BootServer)
+        });
+        if let Some(p) = done.and_then(|p| p.reply) {
             match socket.send_to(&p.bytes, p.to).await {
                 Ok(_) => counters.tx(p.kind),
                 Err(e) => {
@@ -122,4 +106,5 @@ pub(super) async fn serve_boot_server(
             }
         }
     }
+    Ok(())
 }

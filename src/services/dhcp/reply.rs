@@ -31,19 +31,17 @@
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use dhcproto::v4::{
-    DhcpOption, DhcpOptions, Flags, HType, Message, MessageType, Opcode, OptionCode, UnknownOption,
-};
-use dhcproto::{Encodable, Encoder};
+use dhcproto::v4::{DhcpOption, Message, MessageType, OptionCode};
 
 pub use super::decode::{Malformed, decode};
 use super::leases::{Client, LeaseTable, NoAddress};
 pub use super::relay::{Dropped, Subnet};
 use crate::model::cluster::{MacAddr, PxeCfg};
 use crate::plan::Plan;
-
-/// Minimum size of a BOOTP/DHCP message on the wire.
-pub const MIN_LEN: usize = 300;
+use crate::runtime::datagram;
+pub(crate) use wire::boot_client;
+use wire::build;
+pub use wire::{MIN_LEN, encode};
 
 /// Everything the replies carry, derived from the plan once.
 #[derive(Debug, Clone)]
@@ -176,25 +174,36 @@ pub enum Durability {
     BeforeReply,
 }
 
-/// What to do with one request.
+/// A reply and the change to the lease table that goes with it.
 #[derive(Debug, Clone)]
-pub struct Outcome {
-    pub reply: Option<Reply>,
+pub struct Answer {
+    pub reply: Reply,
     pub durability: Durability,
     /// The address an ACK bound whose record is not on disk yet: the caller
     /// marks it unsynced in the table (with [`Durability::BeforeReply`]).
     pub bound: Option<Ipv4Addr>,
-    /// Why there is no reply, or what was done (for debug logs).
+    /// What was done (for the logs).
     pub note: String,
     /// An address was newly bound to a client (worth an info log; renewals
     /// are not).
     pub new_binding: bool,
-    /// Dropped before any decision (bad or unknown relay).
-    pub dropped: Option<Dropped>,
+}
+
+/// No reply, and what the request changed (RELEASE and DECLINE change the
+/// table without a reply).
+#[derive(Debug, Clone)]
+pub struct Quiet {
+    /// Why there is no reply, or what was done (for the logs).
+    pub note: String,
+    pub durability: Durability,
     /// A DISCOVER got no offer because the subnet's pool has no free
     /// address (the note says which subnet).
     pub pool_exhausted: bool,
 }
+
+/// What to do with one request: a reply, silence, or a drop before any
+/// decision (a bad or unknown relay, with the note that says why).
+pub type Decision = datagram::Decision<Answer, Quiet, (Dropped, String)>;
 
 fn durable_if(changed: bool) -> Durability {
     if changed {
@@ -204,27 +213,82 @@ fn durable_if(changed: bool) -> Durability {
     }
 }
 
-impl Outcome {
+/// No reply, nothing changed.
+fn silent(note: impl Into<String>) -> Decision {
+    Decision::Silent(Quiet {
+        note: note.into(),
+        durability: Durability::None,
+        pool_exhausted: false,
+    })
+}
+
+/// A reply that changed nothing on disk.
+fn answer(reply: Reply, note: impl Into<String>) -> Decision {
+    Decision::Reply(Answer {
+        reply,
+        durability: Durability::None,
+        bound: None,
+        note: note.into(),
+        new_binding: false,
+    })
+}
+
+impl Decision {
+    /// The reply to send, if any.
+    pub fn sent(&self) -> Option<&Reply> {
+        match self {
+            Decision::Reply(a) => Some(&a.reply),
+            _ => None,
+        }
+    }
+
+    /// The reply to send, taken.
+    pub fn into_reply(self) -> Option<Reply> {
+        match self {
+            Decision::Reply(a) => Some(a.reply),
+            _ => None,
+        }
+    }
+
+    /// Why the request was dropped before any decision, if it was.
+    pub fn why_dropped(&self) -> Option<Dropped> {
+        self.dropped().map(|(why, _)| *why)
+    }
+
+    /// How the decision's change must reach the disk.
+    pub fn durability(&self) -> Durability {
+        match self {
+            Decision::Reply(a) => a.durability,
+            Decision::Silent(q) => q.durability,
+            Decision::Dropped(_) => Durability::None,
+        }
+    }
+
+    /// What was done, or why not (for the logs).
+    pub fn note(&self) -> &str {
+        match self {
+            Decision::Reply(a) => &a.note,
+            Decision::Silent(q) => &q.note,
+            Decision::Dropped((_, note)) => note,
+        }
+    }
+
+    /// A DISCOVER found the pool exhausted.
+    pub fn pool_exhausted(&self) -> bool {
+        matches!(self, Decision::Silent(q) if q.pool_exhausted)
+    }
+
     /// What the caller does after deciding: mark the bound record unsynced
     /// in the table (so a later renewal is not taken for one already on
     /// disk) and report how the change must reach the disk.
     pub fn apply_marks(&self, table: &mut LeaseTable) -> Durability {
-        if let Some(ip) = self.bound {
-            table.mark_unsynced(ip);
+        if let Decision::Reply(Answer {
+            bound: Some(ip), ..
+        }) = self
+        {
+            table.mark_unsynced(*ip);
         }
-        self.durability
-    }
-
-    fn silent(note: impl Into<String>) -> Outcome {
-        Outcome {
-            reply: None,
-            durability: Durability::None,
-            bound: None,
-            note: note.into(),
-            new_binding: false,
-            dropped: None,
-            pool_exhausted: false,
-        }
+        self.durability()
     }
 }
 
@@ -274,432 +338,202 @@ fn lease_hostname(cfg: &Config, msg: &Message, mac: MacAddr) -> Option<String> {
         .or_else(|| client_hostname(msg))
 }
 
-/// The client's option 81 (kept raw by [`decode`]), if it can be answered.
-fn client_fqdn(msg: &Message) -> Option<super::fqdn::ClientFqdn> {
-    match msg.opts().get(OptionCode::ClientFQDN)? {
-        DhcpOption::Unknown(u) => super::fqdn::parse(u.data()),
-        _ => None,
-    }
+/// One request as the per-type decisions see it.
+struct Req<'a> {
+    cfg: &'a Config,
+    msg: &'a Message,
+    net: Subnet,
+    mac: MacAddr,
+    client: Client,
+    /// The server identifier the client named (option 54).
+    sid: Option<Ipv4Addr>,
+    now: u64,
 }
 
-/// Which boot client `msg` comes from, if it asks to boot.
-pub(super) fn boot_client(msg: &Message) -> Option<super::boot::Client> {
-    let o = msg.opts();
-    let vendor = match o.get(OptionCode::ClassIdentifier) {
-        Some(DhcpOption::ClassIdentifier(v)) => Some(v.as_slice()),
-        _ => None,
-    };
-    let user = match o.get(OptionCode::UserClass) {
-        Some(DhcpOption::UserClass(v)) => Some(v.as_slice()),
-        _ => None,
-    };
-    let arches: Vec<u16> = match o.get(OptionCode::ClientSystemArchitecture) {
-        Some(DhcpOption::ClientSystemArchitecture(a)) => vec![u16::from(*a)],
-        _ => Vec::new(),
-    };
-    let ipxe_options = o.get(OptionCode::Unknown(175)).is_some();
-    super::boot::classify(vendor, user, ipxe_options, &arches)
-}
-
-/// Put a boot answer in `m`: `siaddr`, the BOOTP file field (when it fits),
-/// option 66 and 67, and for firmware the vendor class echo (60) and the
-/// PXE discovery control (43).
-fn set_boot(
-    m: &mut Message,
-    file: &str,
-    next_server: Ipv4Addr,
-    vendor_class: Option<&str>,
-    pxe_discovery: bool,
-) {
-    m.set_siaddr(next_server);
-    // The header field holds 128 bytes NUL-terminated (and dhcproto panics
-    // above 128); longer names go in option 67 only.
-    if file.len() < 128 {
-        m.set_fname_str(file);
-    }
-    let o = m.opts_mut();
-    o.insert(DhcpOption::TFTPServerName(
-        next_server.to_string().into_bytes(),
-    ));
-    o.insert(DhcpOption::BootfileName(file.as_bytes().to_vec()));
-    if let Some(v) = vendor_class {
-        o.insert(DhcpOption::ClassIdentifier(v.as_bytes().to_vec()));
-    }
-    if pxe_discovery {
-        o.insert(DhcpOption::VendorExtensions(
-            super::boot::PXE_OPTION_43.to_vec(),
-        ));
-    }
-}
-
-/// Decide what to answer to `msg` received from `src`.
-pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> Outcome {
+/// Decide what to answer to `msg`: one function per message type.
+pub fn handle(cfg: &Config, table: &mut LeaseTable, msg: &Message, now: u64) -> Decision {
     let Some(mac) = mac_of(msg) else {
-        return Outcome::silent("no hardware address");
+        return silent("no hardware address");
     };
     if mac.is_multicast() || mac.0 == [0; 6] {
-        return Outcome::silent("multicast or zero hardware address");
+        return silent("multicast or zero hardware address");
     }
     let net = match cfg.subnet_of(msg) {
         Ok(n) => n,
-        Err((why, note)) => {
-            return Outcome {
-                dropped: Some(why),
-                ..Outcome::silent(note)
-            };
-        }
+        Err(why) => return Decision::Dropped(why),
     };
-    let client = client_of(msg, mac);
-    let sid = opt_ip(msg, OptionCode::ServerIdentifier);
     let Some(kind) = msg.opts().msg_type() else {
-        return Outcome::silent("no message type");
+        return silent("no message type");
+    };
+    let req = Req {
+        cfg,
+        msg,
+        net,
+        mac,
+        client: client_of(msg, mac),
+        sid: opt_ip(msg, OptionCode::ServerIdentifier),
+        now,
     };
     match kind {
-        MessageType::Discover => {
-            let requested = opt_ip(msg, OptionCode::RequestedIpAddress);
-            match table.choose_in(&client, requested, net.cidr, now) {
-                Ok(ip) if !net.cidr.contains(ip) => Outcome::silent(format!(
-                    "reserved address {ip} is not on the requesting subnet {}",
-                    net.cidr
-                )),
-                Ok(ip) => {
-                    table.offer(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
-                    Outcome {
-                        reply: Some(build(cfg, &net, msg, MessageType::Offer, ip, mac)),
-                        durability: Durability::None,
-                        bound: None,
-                        note: format!("offer {ip}"),
-                        new_binding: false,
-                        dropped: None,
-                        pool_exhausted: false,
-                    }
-                }
-                Err(NoAddress::NotServed) => Outcome::silent("unknown MAC, no pool"),
-                Err(NoAddress::PoolExhausted) => Outcome {
-                    pool_exhausted: true,
-                    ..Outcome::silent(format!(
-                        "no offer: the pool of {} is exhausted (every address is bound, offered or declined)",
-                        net.cidr
-                    ))
-                },
-                Err(e) => Outcome::silent(e.to_string()),
-            }
-        }
-        MessageType::Request => {
-            if !table.serves(&client) {
-                return Outcome::silent("unknown MAC, no pool");
-            }
-            let requested = opt_ip(msg, OptionCode::RequestedIpAddress);
-            let ciaddr = msg.ciaddr();
-            let ip = match sid {
-                Some(s) if s != cfg.server_id => {
-                    table.cancel_offer(&client);
-                    return Outcome::silent(format!("client selected server {s}"));
-                }
-                Some(_) => requested.or((!ciaddr.is_unspecified()).then_some(ciaddr)),
-                None if ciaddr.is_unspecified() => requested,
-                None => Some(ciaddr),
-            };
-            let Some(ip) = ip else {
-                return Outcome::silent("REQUEST without requested address or ciaddr");
-            };
-            if net.cidr.contains(ip) && table.may_use(&client, ip, now) {
-                let held = table
-                    .lease_of(&client)
-                    .is_some_and(|l| l.ip == ip && l.state == super::leases::State::Bound);
-                let renewal = held && table.lease_of(&client).is_some_and(|l| l.active(now));
-                // A reservation, not the lease file, decides who may use a
-                // node's address: its record is written lazily, so a full
-                // or read-only disk never delays a node's ACK. Only pool
-                // bindings wait for the disk.
-                let reserved = table.reserved_ip(&mac) == Some(ip);
-                table.bind(&client, ip, lease_hostname(cfg, msg, mac).as_deref(), now);
-                let (durability, bound) = if reserved {
-                    (Durability::Lazy, None)
-                } else {
-                    (Durability::BeforeReply, Some(ip))
-                };
-                Outcome {
-                    reply: Some(build(cfg, &net, msg, MessageType::Ack, ip, mac)),
-                    durability,
-                    bound,
-                    note: format!("ack {ip}"),
-                    new_binding: !renewal,
-                    dropped: None,
-                    pool_exhausted: false,
-                }
-            } else {
-                let why = if !net.cidr.contains(ip) {
-                    format!("{ip} is not on {}", net.cidr)
-                } else if let Some(r) = table.reserved_ip(&mac) {
-                    format!("{ip} requested, reserved address is {r}")
-                } else {
-                    format!("{ip} is not available to this client")
-                };
-                Outcome {
-                    reply: Some(build(
-                        cfg,
-                        &net,
-                        msg,
-                        MessageType::Nak,
-                        Ipv4Addr::UNSPECIFIED,
-                        mac,
-                    )),
-                    durability: Durability::None,
-                    bound: None,
-                    note: format!("nak: {why}"),
-                    new_binding: false,
-                    dropped: None,
-                    pool_exhausted: false,
-                }
-            }
-        }
-        MessageType::Release => {
-            if sid.is_some_and(|s| s != cfg.server_id) {
-                return Outcome::silent("release for another server");
-            }
-            let changed = table.release(&client, msg.ciaddr(), now);
-            Outcome {
-                reply: None,
-                durability: durable_if(changed),
-                bound: None,
-                new_binding: false,
-                dropped: None,
-                pool_exhausted: false,
-                note: format!(
-                    "release {} ({})",
-                    msg.ciaddr(),
-                    if changed { "freed" } else { "no such lease" }
-                ),
-            }
-        }
-        MessageType::Decline => {
-            if sid.is_some_and(|s| s != cfg.server_id) {
-                return Outcome::silent("decline for another server");
-            }
-            let Some(ip) = opt_ip(msg, OptionCode::RequestedIpAddress) else {
-                return Outcome::silent("decline without requested address");
-            };
-            let changed = table.decline(&client, ip, now);
-            Outcome {
-                reply: None,
-                durability: durable_if(changed),
-                bound: None,
-                new_binding: false,
-                dropped: None,
-                pool_exhausted: false,
-                note: format!(
-                    "decline {ip} ({})",
-                    if changed {
-                        "address conflict: quarantined"
-                    } else {
-                        "no such lease"
-                    }
-                ),
-            }
-        }
-        MessageType::Inform => {
-            if !table.serves(&client) {
-                return Outcome::silent("unknown MAC, no pool");
-            }
-            if !net.cidr.contains(msg.ciaddr()) {
-                return Outcome::silent(format!(
-                    "inform from {} outside {}",
-                    msg.ciaddr(),
-                    net.cidr
-                ));
-            }
-            Outcome {
-                reply: Some(build(
-                    cfg,
-                    &net,
-                    msg,
-                    MessageType::Ack,
-                    Ipv4Addr::UNSPECIFIED,
-                    mac,
-                )),
-                durability: Durability::None,
-                bound: None,
-                note: "inform".into(),
-                new_binding: false,
-                dropped: None,
-                pool_exhausted: false,
-            }
-        }
-        other => Outcome::silent(format!("ignored message type {other:?}")),
+        MessageType::Discover => discover(&req, table),
+        MessageType::Request => request(&req, table),
+        MessageType::Release => release(&req, table),
+        MessageType::Decline => decline(&req, table),
+        MessageType::Inform => inform(&req, table),
+        other => silent(format!("ignored message type {other:?}")),
     }
 }
 
-/// Build an OFFER/ACK/NAK for `req` (INFORM's ACK when `yiaddr` is 0).
-fn build(
-    cfg: &Config,
-    net: &Subnet,
-    req: &Message,
-    kind: MessageType,
-    yiaddr: Ipv4Addr,
-    mac: MacAddr,
-) -> Reply {
-    let inform = req.opts().msg_type() == Some(MessageType::Inform);
-    let nak = kind == MessageType::Nak;
-    let mut m = Message::new_with_id(
-        req.xid(),
+/// DISCOVER → OFFER of [`LeaseTable::choose_in`], or silence.
+fn discover(r: &Req<'_>, table: &mut LeaseTable) -> Decision {
+    let requested = opt_ip(r.msg, OptionCode::RequestedIpAddress);
+    match table.choose_in(&r.client, requested, r.net.cidr, r.now) {
+        Ok(ip) if !r.net.cidr.contains(ip) => silent(format!(
+            "reserved address {ip} is not on the requesting subnet {}",
+            r.net.cidr
+        )),
+        Ok(ip) => {
+            let hostname = lease_hostname(r.cfg, r.msg, r.mac);
+            table.offer(&r.client, ip, hostname.as_deref(), r.now);
+            let offer = build(r.cfg, &r.net, r.msg, MessageType::Offer, ip, r.mac);
+            answer(offer, format!("offer {ip}"))
+        }
+        Err(NoAddress::NotServed) => silent("unknown MAC, no pool"),
+        Err(NoAddress::PoolExhausted) => Decision::Silent(Quiet {
+            note: format!(
+                "no offer: the pool of {} is exhausted (every address is bound, offered or declined)",
+                r.net.cidr
+            ),
+            durability: Durability::None,
+            pool_exhausted: true,
+        }),
+        Err(e) => silent(e.to_string()),
+    }
+}
+
+/// REQUEST, by client state (RFC 2131 §4.3.2): ACK, NAK, or silence.
+fn request(r: &Req<'_>, table: &mut LeaseTable) -> Decision {
+    if !table.serves(&r.client) {
+        return silent("unknown MAC, no pool");
+    }
+    let requested = opt_ip(r.msg, OptionCode::RequestedIpAddress);
+    let ciaddr = r.msg.ciaddr();
+    let ip = match r.sid {
+        Some(s) if s != r.cfg.server_id => {
+            table.cancel_offer(&r.client);
+            return silent(format!("client selected server {s}"));
+        }
+        Some(_) => requested.or((!ciaddr.is_unspecified()).then_some(ciaddr)),
+        None if ciaddr.is_unspecified() => requested,
+        None => Some(ciaddr),
+    };
+    let Some(ip) = ip else {
+        return silent("REQUEST without requested address or ciaddr");
+    };
+    if !(r.net.cidr.contains(ip) && table.may_use(&r.client, ip, r.now)) {
+        let why = if !r.net.cidr.contains(ip) {
+            format!("{ip} is not on {}", r.net.cidr)
+        } else if let Some(res) = table.reserved_ip(&r.mac) {
+            format!("{ip} requested, reserved address is {res}")
+        } else {
+            format!("{ip} is not available to this client")
+        };
+        let nak = build(
+            r.cfg,
+            &r.net,
+            r.msg,
+            MessageType::Nak,
+            Ipv4Addr::UNSPECIFIED,
+            r.mac,
+        );
+        return answer(nak, format!("nak: {why}"));
+    }
+    let held = table
+        .lease_of(&r.client)
+        .is_some_and(|l| l.ip == ip && l.state == super::leases::State::Bound);
+    let renewal = held && table.lease_of(&r.client).is_some_and(|l| l.active(r.now));
+    // A reservation, not the lease file, decides who may use a node's
+    // address: its record is written lazily, so a full or read-only disk
+    // never delays a node's ACK. Only pool bindings wait for the disk.
+    let reserved = table.reserved_ip(&r.mac) == Some(ip);
+    let hostname = lease_hostname(r.cfg, r.msg, r.mac);
+    table.bind(&r.client, ip, hostname.as_deref(), r.now);
+    let (durability, bound) = if reserved {
+        (Durability::Lazy, None)
+    } else {
+        (Durability::BeforeReply, Some(ip))
+    };
+    Decision::Reply(Answer {
+        reply: build(r.cfg, &r.net, r.msg, MessageType::Ack, ip, r.mac),
+        durability,
+        bound,
+        note: format!("ack {ip}"),
+        new_binding: !renewal,
+    })
+}
+
+/// RELEASE frees the client's lease (no reply).
+fn release(r: &Req<'_>, table: &mut LeaseTable) -> Decision {
+    if r.sid.is_some_and(|s| s != r.cfg.server_id) {
+        return silent("release for another server");
+    }
+    let changed = table.release(&r.client, r.msg.ciaddr(), r.now);
+    Decision::Silent(Quiet {
+        note: format!(
+            "release {} ({})",
+            r.msg.ciaddr(),
+            if changed { "freed" } else { "no such lease" }
+        ),
+        durability: durable_if(changed),
+        pool_exhausted: false,
+    })
+}
+
+/// DECLINE quarantines the address (no reply).
+fn decline(r: &Req<'_>, table: &mut LeaseTable) -> Decision {
+    if r.sid.is_some_and(|s| s != r.cfg.server_id) {
+        return silent("decline for another server");
+    }
+    let Some(ip) = opt_ip(r.msg, OptionCode::RequestedIpAddress) else {
+        return silent("decline without requested address");
+    };
+    let changed = table.decline(&r.client, ip, r.now);
+    let what = if changed {
+        "address conflict: quarantined"
+    } else {
+        "no such lease"
+    };
+    Decision::Silent(Quiet {
+        note: format!("decline {ip} ({what})"),
+        durability: durable_if(changed),
+        pool_exhausted: false,
+    })
+}
+
+/// INFORM → ACK with the configuration only (no address, no lease time).
+fn inform(r: &Req<'_>, table: &LeaseTable) -> Decision {
+    if !table.serves(&r.client) {
+        return silent("unknown MAC, no pool");
+    }
+    if !r.net.cidr.contains(r.msg.ciaddr()) {
+        return silent(format!(
+            "inform from {} outside {}",
+            r.msg.ciaddr(),
+            r.net.cidr
+        ));
+    }
+    let ack = build(
+        r.cfg,
+        &r.net,
+        r.msg,
+        MessageType::Ack,
         Ipv4Addr::UNSPECIFIED,
-        yiaddr,
-        Ipv4Addr::UNSPECIFIED,
-        req.giaddr(),
-        &mac.0,
+        r.mac,
     );
-    m.set_opcode(Opcode::BootReply);
-    m.set_htype(HType::Eth);
-    m.set_hops(req.hops());
-    let mut flags = req.flags();
-    if nak && !req.giaddr().is_unspecified() {
-        flags = flags.set_broadcast();
-    }
-    m.set_flags(Flags::new(u16::from(flags) & 0x8000));
-    if !nak && (inform || kind == MessageType::Ack) {
-        m.set_ciaddr(req.ciaddr());
-    }
-    let o = m.opts_mut();
-    o.insert(DhcpOption::MessageType(kind));
-    o.insert(DhcpOption::ServerIdentifier(cfg.server_id));
-    if let Some(DhcpOption::ClientIdentifier(id)) = req.opts().get(OptionCode::ClientIdentifier) {
-        o.insert(DhcpOption::ClientIdentifier(id.clone()));
-    }
-    if let Some(ra @ DhcpOption::RelayAgentInformation(_)) =
-        req.opts().get(OptionCode::RelayAgentInformation)
-    {
-        o.insert(ra.clone());
-    }
-    if nak {
-        o.insert(DhcpOption::Message("requested address is not yours".into()));
-    } else {
-        if !inform {
-            o.insert(DhcpOption::AddressLeaseTime(cfg.lease_time));
-            o.insert(DhcpOption::Renewal(cfg.lease_time / 2));
-            o.insert(DhcpOption::Rebinding(
-                u32::try_from(u64::from(cfg.lease_time) * 7 / 8).unwrap_or(u32::MAX),
-            ));
-        }
-        o.insert(DhcpOption::SubnetMask(net.cidr.netmask()));
-        o.insert(DhcpOption::BroadcastAddr(net.cidr.broadcast()));
-        o.insert(DhcpOption::Router(vec![net.router]));
-        o.insert(DhcpOption::DomainNameServer(net.dns.clone()));
-        o.insert(DhcpOption::DomainName(cfg.domain.clone()));
-        if let Some(ntp) = cfg.ntp {
-            o.insert(DhcpOption::NtpServers(vec![ntp]));
-        }
-        if let Some(h) = cfg.hostnames.get(&mac) {
-            o.insert(DhcpOption::Hostname(h.clone()));
-        }
-        if !inform && let Some(f) = client_fqdn(req) {
-            let name = cfg
-                .hostnames
-                .get(&mac)
-                .map(|h| format!("{h}.{}", cfg.domain));
-            o.insert(DhcpOption::Unknown(UnknownOption::new(
-                OptionCode::ClientFQDN,
-                super::fqdn::answer(&f, name.as_deref()),
-            )));
-        }
-        // Boot options only for a client that asks to boot (firmware PXE,
-        // UEFI HTTP Boot, iPXE): never for an installed OS's DHCP client.
-        if let Some(client) = boot_client(req) {
-            let is_node = cfg.hostnames.contains_key(&mac);
-            if let Some(nb) = cfg.netboot.as_ref().filter(|nb| is_node || nb.pool) {
-                match super::boot::answer(client, &nb.offer) {
-                    Ok(b) => set_boot(
-                        &mut m,
-                        &b.file,
-                        b.next_server,
-                        b.vendor_class,
-                        b.pxe_discovery,
-                    ),
-                    Err(e) => {
-                        if let Some(tail) = super::LOG.check("no network boot", None) {
-                            tracing::warn!(%mac, "dhcp: no network boot: {e}{tail}");
-                        }
-                    }
-                }
-            } else if let Some(p) = &cfg.pxe {
-                let file = if client == super::boot::Client::Ipxe {
-                    p.ipxe_script_url.as_ref().or(p.boot_file.as_ref())
-                } else {
-                    p.boot_file.as_ref()
-                };
-                if let Some(f) = file {
-                    set_boot(&mut m, f, p.next_server, None, false);
-                }
-            }
-        }
-    }
-    let dest = if !req.giaddr().is_unspecified() {
-        Dest::Unicast(SocketAddrV4::new(req.giaddr(), cfg.server_port))
-    } else if nak {
-        Dest::Broadcast
-    } else if !req.ciaddr().is_unspecified() {
-        Dest::Unicast(SocketAddrV4::new(req.ciaddr(), cfg.client_port))
-    } else if !req.flags().broadcast()
-        && req.htype() == HType::Eth
-        && req.hlen() == 6
-        && !yiaddr.is_unspecified()
-    {
-        Dest::Link {
-            to: SocketAddrV4::new(yiaddr, cfg.client_port),
-            mac,
-        }
-    } else {
-        Dest::Broadcast
-    };
-    Reply { kind, msg: m, dest }
+    answer(ack, "inform")
 }
 
-/// Encode a reply: header, then options 53 and 54, the ones in the
-/// request's parameter request list in that order, the rest (82 last),
-/// end, padding to [`MIN_LEN`].
-pub fn encode(reply: &Reply, req: &Message) -> Vec<u8> {
-    let mut head = reply.msg.clone();
-    let opts = std::mem::replace(head.opts_mut(), DhcpOptions::new());
-    let mut buf = Vec::with_capacity(400);
-    let mut e = Encoder::new(&mut buf);
-    // Empty options encode to nothing: this writes header + magic cookie.
-    let mut ok = head.encode(&mut e).is_ok();
-    let prl: Vec<OptionCode> = match req.opts().get(OptionCode::ParameterRequestList) {
-        Some(DhcpOption::ParameterRequestList(v)) => v.clone(),
-        _ => Vec::new(),
-    };
-    // Codes compare by number: option 81 is stored as an unknown option.
-    let same = |a: OptionCode, b: OptionCode| u8::from(a) == u8::from(b);
-    let mut order: Vec<OptionCode> = vec![OptionCode::MessageType, OptionCode::ServerIdentifier];
-    let mut push = |c: OptionCode| {
-        if !order.iter().any(|o| same(*o, c)) && !same(c, OptionCode::RelayAgentInformation) {
-            order.push(c);
-        }
-    };
-    for c in prl {
-        push(c);
-    }
-    // Unless requested, 81 goes last: a client that cannot read its ASCII
-    // form (dhcproto, for one) loses the options after it.
-    for (c, _) in opts.iter() {
-        if !same(*c, OptionCode::ClientFQDN) {
-            push(*c);
-        }
-    }
-    push(OptionCode::ClientFQDN);
-    order.push(OptionCode::RelayAgentInformation);
-    for c in order {
-        if let Some(o) = opts.get(c) {
-            ok &= o.encode(&mut e).is_ok();
-        }
-    }
-    ok &= DhcpOption::End.encode(&mut e).is_ok();
-    debug_assert!(ok, "encoding a reply cannot fail");
-    if buf.len() < MIN_LEN {
-        buf.resize(MIN_LEN, 0);
-    }
-    buf
-}
+mod wire;
 
 #[cfg(test)]
 mod tests;

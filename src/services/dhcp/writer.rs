@@ -14,24 +14,40 @@
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::path::PathBuf;
+use std::sync::MutexGuard;
+use std::sync::atomic::AtomicU64;
 
-use super::leases::LeaseFile;
+use super::leases::{LeaseFile, LeaseTable};
 use super::{Pending, Shared, send_all, store};
-use crate::runtime::groupcommit::{self, Host, Labels};
+use crate::runtime::groupcommit::{self, Host, Labels, Table};
 
-/// How the lease file is written (the real one is [`store::save`]; tests
-/// inject failures).
+/// How the file is written (the real one is [`store::save`]; tests inject
+/// failures).
 pub(super) type SaveFn = groupcommit::SaveFn<LeaseFile>;
 
 /// The lease writer.
 pub(super) type Writer = groupcommit::Writer<Shared>;
 
-impl Host for Shared {
+impl Table for LeaseTable {
     type File = LeaseFile;
     type Marks = HashSet<Ipv4Addr>;
+
+    fn to_file(&self) -> LeaseFile {
+        LeaseTable::to_file(self)
+    }
+
+    fn take_unsynced(&mut self) -> HashSet<Ipv4Addr> {
+        LeaseTable::take_unsynced(self)
+    }
+
+    fn restore_unsynced(&mut self, marks: HashSet<Ipv4Addr>) {
+        LeaseTable::restore_unsynced(self, marks)
+    }
+}
+
+impl Host for Shared {
+    type Table = LeaseTable;
     type Reply = Pending;
     const LABELS: Labels = Labels {
         service: "dhcp",
@@ -41,14 +57,8 @@ impl Host for Shared {
         withheld: "ACKs",
     };
 
-    fn snapshot<T>(&self, under_lock: impl FnOnce() -> T) -> (T, LeaseFile, HashSet<Ipv4Addr>) {
-        let mut t = self.table();
-        let r = under_lock();
-        (r, t.to_file(), t.take_unsynced())
-    }
-
-    fn restore(&self, marks: HashSet<Ipv4Addr>) {
-        self.table().restore_unsynced(marks);
+    fn table(&self) -> MutexGuard<'_, LeaseTable> {
+        Shared::table(self)
     }
 
     async fn send(&self, replies: Vec<Pending>) {
@@ -61,16 +71,14 @@ impl Host for Shared {
         self.lease_file.clone()
     }
 
-    fn count_write(&self, ok: bool) {
-        let c = &self.counters;
-        let n = if ok { &c.persists } else { &c.persist_errors };
-        n.fetch_add(1, Ordering::Relaxed);
+    fn write_counters(&self) -> (&AtomicU64, &AtomicU64) {
+        (&self.counters.persists, &self.counters.persist_errors)
     }
 }
 
-/// The real lease-file write.
+/// The real write.
 pub(super) fn real_save() -> SaveFn {
-    Arc::new(|path: &Path, file: &LeaseFile| store::save(path, file))
+    groupcommit::save_with(store::save)
 }
 
 #[cfg(test)]
@@ -80,8 +88,11 @@ mod tests {
     use crate::services::dhcp::status::Counters;
     use arc_swap::ArcSwapOption;
     use dhcproto::v4::MessageType;
+    use std::path::Path;
+    use std::sync::Arc;
     use std::sync::Mutex;
     use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
     use tokio::net::UdpSocket;
     use tokio_util::sync::CancellationToken;

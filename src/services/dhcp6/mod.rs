@@ -61,9 +61,10 @@ use dhcproto::v6::MessageType;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::datagram::{Datagrams, Gate};
 use crate::runtime::groupcommit::Ticks;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
@@ -257,20 +258,17 @@ impl Service for Dhcp6 {
                 }
             }
             self.writer.mark_dirty();
-            for gone in self.listeners.retain(std::slice::from_ref(&key)) {
-                info!("dhcp6: closed listener {}", gone.0);
-            }
+            self.listeners
+                .close_except("dhcp6", std::slice::from_ref(&key));
             if let Some((socket, link)) = new {
                 let socket = Arc::new(socket);
-                let token = self.tasks.token();
                 self.shared.socket.store(Some(socket.clone()));
                 *self.shared.bound.locked() = Some(key.clone());
-                self.tasks.spawn(
-                    format!("dhcp6 socket {}", key.0),
-                    token.clone(),
-                    serve_socket(self.clone(), socket, link, token.clone()),
-                );
-                self.listeners.insert(key, token);
+                let name = format!("dhcp6 socket {}", key.0);
+                let me = self.clone();
+                self.listeners.start(&self.tasks, key, name, |t| {
+                    serve_socket(me, socket, link, t)
+                });
             }
             for gone in self.advertisers.retain(&wanted) {
                 info!("dhcp6: stopped router advertisements on {}", gone.interface);
@@ -281,13 +279,11 @@ impl Service for Dhcp6 {
             if let Some((c, index, sock)) = ra_new {
                 let counters = Arc::new(ra::RaCounters::default());
                 self.shared.ra.store(Some(counters.clone()));
-                let token = self.tasks.token();
-                self.tasks.spawn(
-                    format!("dhcp6 router advertisements on {}", c.interface),
-                    token.clone(),
-                    ra::run(sock, c.clone(), index, counters, token.clone()),
-                );
-                self.advertisers.insert(c, token);
+                let name = format!("dhcp6 router advertisements on {}", c.interface);
+                let cfg = c.clone();
+                self.advertisers.start(&self.tasks, c, name, |t| {
+                    ra::run(sock, cfg, index, counters, t)
+                });
             }
         }))
     }
@@ -406,6 +402,8 @@ async fn serve_socket(
     let (shared, writer) = (&d.shared, &d.writer);
     let mut buf = vec![0u8; 65_536];
     let mut ticks = Ticks::new(GC_EVERY, LAZY_FLUSH);
+    // Each member of an HA pair answers from its own bindings.
+    let datagrams = Datagrams::new("dhcp6", &LOG, Gate::Always);
     loop {
         let gc = || {
             let cfg = d.cfg.load();
@@ -424,30 +422,13 @@ async fn serve_socket(
         {
             let now = now();
             let mut table = shared.table();
-            for _ in 0..BATCH {
-                let (n, src) = match socket.try_recv_from(&mut buf) {
-                    Ok(x) => x,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) => {
-                        debug!("dhcp6 recv: {e}");
-                        break;
-                    }
-                };
-                let data = buf.get(..n).unwrap_or(&[]);
+            let on_panic = || {
+                shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
+            };
+            datagrams.batch(&socket, &mut buf, BATCH, on_panic, |data, src| {
                 let frame = link.as_mut().and_then(|l| l.source_of(src, data));
                 let dgram = Datagram { data, src, frame };
-                let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    process(&cfg, shared, &mut table, &dgram, now)
-                })) {
-                    Ok(x) => x,
-                    Err(_) => {
-                        shared.counters.malformed.fetch_add(1, Ordering::Relaxed);
-                        if let Some(tail) = LOG.check("internal error", Some(src)) {
-                            error!(%src, "dhcp6: internal error on a {n}-byte datagram from {src} (dropped); please report{tail}");
-                        }
-                        (None, Durability::None)
-                    }
-                };
+                let done = process(&cfg, shared, &mut table, &dgram, now);
                 match done.1 {
                     Durability::BeforeReply => {
                         durable = true;
@@ -459,7 +440,7 @@ async fn serve_socket(
                     }
                     Durability::None => ready.extend(done.0),
                 }
-            }
+            });
             if durable {
                 writer.hold(held);
             }
@@ -543,13 +524,17 @@ fn process(
     };
     let req = Request { msg: &msg, seen };
     let out = reply::handle(cfg, table, &req, now);
-    let mac = out.mac.map(|(m, s)| format!("{m} ({})", s.as_str()));
-    if out.dropped {
-        counters.ignored.fetch_add(1, Ordering::Relaxed);
-        debug!(%src, "dhcp6 {kind:?}: dropped: {}", out.note);
-        return none;
-    }
-    if let Some(why) = out.refused {
+    let (reply, done) = match out {
+        reply::Decision::Dropped(note) => {
+            counters.ignored.fetch_add(1, Ordering::Relaxed);
+            debug!(%src, "dhcp6 {kind:?}: dropped: {note}");
+            return none;
+        }
+        reply::Decision::Silent(done) => (None, done),
+        reply::Decision::Reply((r, done)) => (Some(r), done),
+    };
+    let mac = done.mac.map(|(m, s)| format!("{m} ({})", s.as_str()));
+    if let Some(why) = done.refused {
         counters.refused(why);
         // One rate-limit key per reason: each shows at least once.
         let key = match why {
@@ -562,29 +547,29 @@ fn process(
             format!("{kind:?} from DUID {}: no address: {why}", duid_hex(&msg))
         });
     }
-    if let Some(why) = out.decline_refused {
+    if let Some(why) = done.decline_refused {
         counters.declines_refused.fetch_add(1, Ordering::Relaxed);
         warn_client("decline not applied", src, mac.as_deref(), || {
             format!("Decline from DUID {}: {why}", duid_hex(&msg))
         });
     }
-    let Some(r) = out.reply.as_ref() else {
-        debug!(%src, "dhcp6 {kind:?}: no reply: {}", out.note);
+    let Some(r) = reply else {
+        debug!(%src, "dhcp6 {kind:?}: no reply: {}", done.note);
         return none;
     };
-    if out.new_binding {
-        notes::log_new_binding(cfg, &shared.binding_log, &out, &msg, src);
+    if done.new_binding {
+        notes::log_new_binding(cfg, &shared.binding_log, &done, &msg, src);
     } else {
-        debug!(%src, "dhcp6 {kind:?}: {}", out.note);
+        debug!(%src, "dhcp6 {kind:?}: {}", done.note);
     }
-    let bytes = relay::wrap(&env.hops, reply::encode(r));
+    let bytes = relay::wrap(&env.hops, reply::encode(&r));
     (
         Some(Pending {
             bytes,
             to: src,
             kind: r.msg_type(),
         }),
-        out.durability,
+        done.durability,
     )
 }
 

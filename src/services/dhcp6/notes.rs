@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info};
 
-use super::reply::{Config, Outcome};
+use super::reply::{Config, Done};
 use crate::model::cluster::MacAddr;
 use crate::runtime::lograte::{self, Summary, Tail};
 use crate::runtime::sync::LockExt as _;
@@ -142,7 +142,7 @@ impl BindingLog {
 pub(super) fn log_new_binding(
     cfg: &Config,
     log: &Mutex<BindingLog>,
-    out: &Outcome,
+    out: &Done,
     msg: &dhcproto::v6::Message,
     src: SocketAddr,
 ) {

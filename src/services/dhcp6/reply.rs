@@ -15,7 +15,7 @@
 //! Every Advertise/Reply carries options 23 (DNS), 24 (domain search) and,
 //! when the time service runs, 56 (NTP server). A client whose MAC cannot be
 //! found ([`super::ident`]) or has no reservation gets silence for a Solicit
-//! (unless a pool is configured) and the reason in [`Outcome::refused`].
+//! (unless a pool is configured) and the reason in [`Done::refused`].
 //!
 //! Invariants: a message for another server (Server Identifier not ours),
 //! without a Client Identifier where one is required, or with a Server
@@ -37,6 +37,7 @@ use dhcproto::{Decodable as _, Encodable as _, Name};
 use super::bindings::{Client, DeclineRefused, NoAddress, Table};
 use super::ident::{self, MacSource, Seen};
 use crate::model::cluster::MacAddr;
+use crate::runtime::datagram;
 
 /// IA_NAs answered per message (a node needs one or two); the rest are
 /// ignored.
@@ -61,9 +62,10 @@ pub struct Config {
 }
 
 /// What a reply needs on disk before it leaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum Durability {
     /// Nothing changed.
+    #[default]
     None,
     /// Changed, but the reply may leave at once (reserved addresses: the
     /// reservation decides them).
@@ -80,10 +82,9 @@ pub struct Request<'a> {
     pub seen: Seen<'a>,
 }
 
-/// The result of one message.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub reply: Option<Message>,
+/// What a decision did, with or without a reply.
+#[derive(Debug, Clone, Default)]
+pub struct Done {
     pub durability: Durability,
     /// What happened, for the log.
     pub note: String,
@@ -93,24 +94,55 @@ pub struct Outcome {
     pub mac: Option<(MacAddr, MacSource)>,
     /// A binding was made or moved (worth an info line).
     pub new_binding: bool,
-    /// Dropped for a protocol reason (not ours, malformed): the note says.
-    pub dropped: bool,
     /// A Decline that was not applied, and why (for the warning).
     pub decline_refused: Option<DeclineRefused>,
 }
 
-impl Outcome {
-    fn drop(note: impl Into<String>) -> Outcome {
-        Outcome {
-            reply: None,
-            durability: Durability::None,
-            note: note.into(),
-            refused: None,
-            mac: None,
-            new_binding: false,
-            dropped: true,
-            decline_refused: None,
+/// The result of one message: a reply, silence (a Solicit nobody serves),
+/// or a drop for a protocol reason (not ours, malformed: the note says).
+pub type Decision = datagram::Decision<(Message, Done), Done, String>;
+
+impl Decision {
+    /// What the decision did (`None` for a drop).
+    pub fn done(&self) -> Option<&Done> {
+        match self {
+            Decision::Reply((_, d)) | Decision::Silent(d) => Some(d),
+            Decision::Dropped(_) => None,
         }
+    }
+
+    /// The reply, if any.
+    pub fn sent(&self) -> Option<&Message> {
+        match self {
+            Decision::Reply((m, _)) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Dropped for a protocol reason.
+    pub fn is_dropped(&self) -> bool {
+        matches!(self, Decision::Dropped(_))
+    }
+
+    /// What happened, for the log.
+    pub fn note(&self) -> &str {
+        match self {
+            Decision::Reply((_, d)) | Decision::Silent(d) => &d.note,
+            Decision::Dropped(note) => note,
+        }
+    }
+
+    /// How the change must reach the disk.
+    pub fn durability(&self) -> Durability {
+        self.done().map_or(Durability::None, |d| d.durability)
+    }
+}
+
+/// A reply, or silence when there is none.
+fn decided(reply: Option<Message>, done: Done) -> Decision {
+    match reply {
+        Some(m) => Decision::Reply((m, done)),
+        None => Decision::Silent(done),
     }
 }
 
@@ -208,8 +240,9 @@ fn ia_reply(id: u32, life: u32, opts: Vec<DhcpOption>) -> DhcpOption {
     DhcpOption::IANA(ia)
 }
 
-/// Handle one client message. `now` is Unix seconds.
-pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> Outcome {
+/// Handle one client message. `now` is Unix seconds. The §16 checks,
+/// then one function per message type.
+pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> Decision {
     use MessageType as T;
     let msg = req.msg;
     let kind = msg.msg_type();
@@ -225,34 +258,20 @@ pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> O
     let ours = server_id.is_some_and(|s| s == cfg.server_duid.as_slice());
     match kind {
         T::Solicit | T::Confirm | T::Rebind if server_id.is_some() => {
-            return Outcome::drop(format!("{kind:?} with a Server Identifier"));
+            return Decision::Dropped(format!("{kind:?} with a Server Identifier"));
         }
         T::Request | T::Renew | T::Release | T::Decline if !ours => {
-            return Outcome::drop(format!("{kind:?} for another server"));
+            return Decision::Dropped(format!("{kind:?} for another server"));
         }
         T::InformationRequest if server_id.is_some() && !ours => {
-            return Outcome::drop("Information-Request for another server");
+            return Decision::Dropped("Information-Request for another server".into());
         }
         T::Solicit | T::Request | T::Renew | T::Rebind | T::Release | T::Decline | T::Confirm => {}
-        T::InformationRequest => {
-            let mut r = skeleton(cfg, T::Reply, msg, client_id.as_deref());
-            r.opts_mut()
-                .insert(DhcpOption::InformationRefreshTime(86_400));
-            return Outcome {
-                reply: Some(r),
-                durability: Durability::None,
-                note: "configuration only".into(),
-                refused: None,
-                mac: None,
-                new_binding: false,
-                dropped: false,
-                decline_refused: None,
-            };
-        }
-        other => return Outcome::drop(format!("{other:?} is not a client message")),
+        T::InformationRequest => return information_request(cfg, msg, client_id.as_deref()),
+        other => return Decision::Dropped(format!("{other:?} is not a client message")),
     }
     let Some(duid) = client_id else {
-        return Outcome::drop(format!("{kind:?} without a Client Identifier"));
+        return Decision::Dropped(format!("{kind:?} without a Client Identifier"));
     };
     // An earlier binding of the DUID vouches only behind a relay: on the
     // link, a DUID is no evidence (any host can send it).
@@ -263,15 +282,9 @@ pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> O
             .flatten()
             .map(|m| (m, MacSource::Binding))
     });
-    let mut out = Outcome {
-        reply: None,
-        durability: Durability::None,
-        note: String::new(),
-        refused: None,
+    let mut done = Done {
         mac,
-        new_binding: false,
-        dropped: false,
-        decline_refused: None,
+        ..Done::default()
     };
     let life = table.scope().lease_time.max(1);
     let client = |iaid| Client {
@@ -280,71 +293,114 @@ pub fn handle(cfg: &Config, table: &mut Table, req: &Request<'_>, now: u64) -> O
         mac: mac.map(|m| m.0),
     };
     let requested = ias(msg);
-    match kind {
+    let reply = match kind {
         T::Confirm => {
-            let addrs: Vec<Ipv6Addr> = requested.iter().flat_map(ia_addrs).collect();
-            if addrs.is_empty() {
-                return Outcome::drop("Confirm without addresses");
-            }
-            let on_link = addrs.iter().all(|a| table.scope().on_link(*a));
-            let mut r = skeleton(cfg, T::Reply, msg, Some(&duid));
-            r.opts_mut().insert(if on_link {
-                status(Status::Success, "on link")
-            } else {
-                status(Status::NotOnLink, "not on this link")
-            });
-            out.note = format!(
-                "Confirm: {}",
-                if on_link { "on link" } else { "not on link" }
-            );
-            out.reply = Some(r);
+            let Some(r) = confirm(cfg, table, msg, &requested, &duid, &mut done) else {
+                return Decision::Dropped("Confirm without addresses".into());
+            };
+            Some(r)
         }
         T::Release | T::Decline => {
-            let mut r = skeleton(cfg, T::Reply, msg, Some(&duid));
-            let mut done = Vec::new();
-            for ia in &requested {
-                let c = client(ia.id);
-                let mut any = false;
-                for a in ia_addrs(ia) {
-                    let changed = if kind == T::Release {
-                        table.release(&c, a) || table.holds(&c, a)
-                    } else {
-                        match table.decline(&c, a, now) {
-                            Ok(()) => true,
-                            Err(why) => {
-                                out.decline_refused.get_or_insert(why);
-                                false
-                            }
-                        }
-                    };
-                    if changed {
-                        any = true;
-                        done.push(a);
-                        let d = if table.reserved(c.mac) == Some(a) {
-                            Durability::Lazy
-                        } else {
-                            Durability::BeforeReply
-                        };
-                        out.durability = out.durability.max(d);
-                    }
-                }
-                if !any {
-                    r.opts_mut()
-                        .insert(ia_reply(ia.id, 0, vec![status(Status::NoBinding, "")]));
-                }
-            }
-            r.opts_mut().insert(status(Status::Success, "ok"));
-            out.note = match out.decline_refused {
-                Some(why) => format!("{kind:?} of {done:?}; not applied: {why}"),
-                None => format!("{kind:?} of {done:?}"),
-            };
-            out.reply = Some(r);
+            let r = skeleton(cfg, T::Reply, msg, Some(&duid));
+            let r = release_or_decline(table, msg, &requested, &client, now, &mut done, r);
+            Some(r)
         }
         _ => assign(
-            cfg, table, msg, &requested, &duid, &client, life, now, &mut out,
+            cfg, table, msg, &requested, &duid, &client, life, now, &mut done,
         ),
+    };
+    decided(reply, done)
+}
+
+/// Information-Request → Reply with the configuration options.
+fn information_request(cfg: &Config, msg: &Message, duid: Option<&[u8]>) -> Decision {
+    let mut r = skeleton(cfg, MessageType::Reply, msg, duid);
+    r.opts_mut()
+        .insert(DhcpOption::InformationRefreshTime(86_400));
+    let done = Done {
+        note: "configuration only".into(),
+        ..Done::default()
+    };
+    Decision::Reply((r, done))
+}
+
+/// Confirm → Reply Success or NotOnLink (`None`: no address to confirm).
+fn confirm(
+    cfg: &Config,
+    table: &Table,
+    msg: &Message,
+    requested: &[IANA],
+    duid: &[u8],
+    out: &mut Done,
+) -> Option<Message> {
+    let addrs: Vec<Ipv6Addr> = requested.iter().flat_map(ia_addrs).collect();
+    if addrs.is_empty() {
+        return None;
     }
-    out
+    let on_link = addrs.iter().all(|a| table.scope().on_link(*a));
+    let mut r = skeleton(cfg, MessageType::Reply, msg, Some(duid));
+    r.opts_mut().insert(if on_link {
+        status(Status::Success, "on link")
+    } else {
+        status(Status::NotOnLink, "not on this link")
+    });
+    out.note = format!(
+        "Confirm: {}",
+        if on_link { "on link" } else { "not on link" }
+    );
+    Some(r)
+}
+
+/// Release / Decline → `r`, the Reply, with Success (NoBinding per
+/// unknown IA).
+fn release_or_decline(
+    table: &mut Table,
+    msg: &Message,
+    requested: &[IANA],
+    client: &dyn Fn(u32) -> Client,
+    now: u64,
+    out: &mut Done,
+    mut r: Message,
+) -> Message {
+    let kind = msg.msg_type();
+    let mut done = Vec::new();
+    for ia in requested {
+        let c = client(ia.id);
+        let mut any = false;
+        for a in ia_addrs(ia) {
+            let changed = if kind == MessageType::Release {
+                table.release(&c, a) || table.holds(&c, a)
+            } else {
+                match table.decline(&c, a, now) {
+                    Ok(()) => true,
+                    Err(why) => {
+                        out.decline_refused.get_or_insert(why);
+                        false
+                    }
+                }
+            };
+            if changed {
+                any = true;
+                done.push(a);
+                let d = if table.reserved(c.mac) == Some(a) {
+                    Durability::Lazy
+                } else {
+                    Durability::BeforeReply
+                };
+                out.durability = out.durability.max(d);
+            }
+        }
+        if !any {
+            r.opts_mut()
+                .insert(ia_reply(ia.id, 0, vec![status(Status::NoBinding, "")]));
+        }
+    }
+    r.opts_mut().insert(status(Status::Success, "ok"));
+    out.note = match out.decline_refused {
+        Some(why) => format!("{kind:?} of {done:?}; not applied: {why}"),
+        None => format!("{kind:?} of {done:?}"),
+    };
+    r
 }
 
 /// Solicit, Request, Renew, Rebind: an address for every IA_NA.
@@ -358,8 +414,8 @@ fn assign(
     client: &dyn Fn(u32) -> Client,
     life: u32,
     now: u64,
-    out: &mut Outcome,
-) {
+    out: &mut Done,
+) -> Option<Message> {
     use MessageType as T;
     let kind = msg.msg_type();
     let rapid = kind == T::Solicit && msg.opts().get(OptionCode::RapidCommit).is_some();
@@ -425,7 +481,7 @@ fn assign(
             "Solicit: no address: {}",
             out.refused.map(|e| e.to_string()).unwrap_or_default()
         );
-        return;
+        return None;
     }
     if given.is_empty() && !requested.is_empty() {
         let why = out
@@ -442,7 +498,7 @@ fn assign(
             notes.join(", ")
         }
     );
-    out.reply = Some(r);
+    Some(r)
 }
 
 #[cfg(test)]

@@ -12,23 +12,40 @@
 
 use std::collections::HashSet;
 use std::net::Ipv6Addr;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::path::PathBuf;
+use std::sync::MutexGuard;
+use std::sync::atomic::AtomicU64;
 
-use super::bindings::BindingFile;
+use super::bindings::{BindingFile, Table};
 use super::{Pending, Shared, send_all, store};
 use crate::runtime::groupcommit::{self, Host, Labels};
 
-/// How the file is written (tests inject failures).
+/// How the file is written (the real one is [`store::save`]; tests inject
+/// failures).
 pub(super) type SaveFn = groupcommit::SaveFn<BindingFile>;
 
 /// The binding writer.
 pub(super) type Writer = groupcommit::Writer<Shared>;
 
-impl Host for Shared {
+impl groupcommit::Table for Table {
     type File = BindingFile;
     type Marks = HashSet<Ipv6Addr>;
+
+    fn to_file(&self) -> BindingFile {
+        Table::to_file(self)
+    }
+
+    fn take_unsynced(&mut self) -> HashSet<Ipv6Addr> {
+        Table::take_unsynced(self)
+    }
+
+    fn restore_unsynced(&mut self, marks: HashSet<Ipv6Addr>) {
+        Table::restore_unsynced(self, marks)
+    }
+}
+
+impl Host for Shared {
+    type Table = Table;
     type Reply = Pending;
     const LABELS: Labels = Labels {
         service: "dhcp6",
@@ -38,14 +55,8 @@ impl Host for Shared {
         withheld: "pool Replies",
     };
 
-    fn snapshot<T>(&self, under_lock: impl FnOnce() -> T) -> (T, BindingFile, HashSet<Ipv6Addr>) {
-        let mut t = self.table();
-        let r = under_lock();
-        (r, t.to_file(), t.take_unsynced())
-    }
-
-    fn restore(&self, marks: HashSet<Ipv6Addr>) {
-        self.table().restore_unsynced(marks);
+    fn table(&self) -> MutexGuard<'_, Table> {
+        Shared::table(self)
     }
 
     async fn send(&self, replies: Vec<Pending>) {
@@ -58,16 +69,14 @@ impl Host for Shared {
         self.binding_file.clone()
     }
 
-    fn count_write(&self, ok: bool) {
-        let c = &self.counters;
-        let n = if ok { &c.persists } else { &c.persist_errors };
-        n.fetch_add(1, Ordering::Relaxed);
+    fn write_counters(&self) -> (&AtomicU64, &AtomicU64) {
+        (&self.counters.persists, &self.counters.persist_errors)
     }
 }
 
 /// The real write.
 pub(super) fn real_save() -> SaveFn {
-    Arc::new(|path: &Path, file: &BindingFile| store::save(path, file))
+    groupcommit::save_with(store::save)
 }
 
 #[cfg(test)]
@@ -77,8 +86,11 @@ mod tests {
     use crate::services::dhcp6::status::Counters;
     use arc_swap::ArcSwapOption;
     use dhcproto::v6::MessageType;
+    use std::path::Path;
+    use std::sync::Arc;
     use std::sync::Mutex;
     use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
     use tokio::net::UdpSocket;
     use tokio_util::sync::CancellationToken;

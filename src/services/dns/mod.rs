@@ -187,23 +187,22 @@ impl Dns {
     }
 
     fn start_listener(&self, addr: SocketAddr, udp: UdpSocket, tcp: TcpListener) {
-        let token = self.tasks.token();
         let (ul, tl) = (udp.local_addr().ok(), tcp.local_addr().ok());
-        self.tasks.spawn(
-            format!("dns udp {addr}"),
-            token.clone(),
-            udp::serve(udp, self.core.clone(), token.clone()),
-        );
+        let core = self.core.clone();
+        let token = self
+            .listeners
+            .start(&self.tasks, addr, format!("dns udp {addr}"), |t| {
+                udp::serve(udp, core, t)
+            });
         self.tasks.spawn(
             format!("dns tcp {addr}"),
             token.clone(),
-            tcp_loop(tcp, self.core.clone(), token.clone()),
+            tcp_loop(tcp, self.core.clone(), token),
         );
         if let (Some(u), Some(t)) = (ul, tl) {
             info!("listening for dns udp on {u}");
             info!("listening for dns tcp on {t}");
         }
-        self.listeners.insert(addr, token);
     }
 }
 
@@ -258,9 +257,7 @@ impl Service for Dns {
             self.core.store(Arc::new(core));
             *self.serials.locked() = serials;
             self.send_notifies(notify);
-            for addr in self.listeners.retain(&wanted) {
-                info!("dns: closed listener {addr}");
-            }
+            self.listeners.close_except("dns", &wanted);
             for (addr, u, t) in new {
                 self.start_listener(addr, u, t);
             }

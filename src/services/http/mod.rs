@@ -80,7 +80,7 @@ use crate::boot::liveiso::Patches;
 use crate::model::access::{self, Decision, Owner};
 use crate::model::cluster::Role;
 use crate::plan::Plan;
-use igncache::IgnError;
+use igncache::{IgnBody, IgnError};
 use range::{ByteRange, Conditions, Precondition, RangeOutcome, Validators};
 pub use server::Http;
 use stats::{Fetch, Stats};
@@ -309,6 +309,15 @@ fn with_validators(r: &mut Resp, v: &Validators) {
     if let Some(lm) = v.last_modified() {
         r.headers_mut().insert(header::LAST_MODIFIED, hv(&lm));
     }
+}
+
+/// Who fetched which ignition config (for the log line).
+#[derive(Clone, Copy)]
+struct Served<'a> {
+    file: &'a str,
+    client: std::net::IpAddr,
+    /// The node at the client's address.
+    node: Option<&'a str>,
 }
 
 impl Ctx {
@@ -560,6 +569,25 @@ impl Ctx {
                 );
             }
         };
+        let served = Served {
+            file: &file,
+            client,
+            node: node.as_deref(),
+        };
+        self.ignition_response(req, ign, &served, record)
+    }
+
+    /// The response for an ignition config the client may have: 304 for a
+    /// matching `If-None-Match`, else the body (no body for HEAD);
+    /// `record` notes the fetch.
+    fn ignition_response(
+        &self,
+        req: &Request<Incoming>,
+        ign: IgnBody,
+        served: &Served<'_>,
+        record: impl FnOnce(StatusCode, Arc<str>, u64),
+    ) -> Resp {
+        let Served { file, client, node } = *served;
         let len = ign.len();
         let mut r = Response::new(empty());
         // The ETag header value is made once per body (`IgnBody`).
@@ -592,9 +620,7 @@ impl Ctx {
         );
         info!(
             "ignition {file} served to {client}{} ({detail}, {len} bytes)",
-            node.as_deref()
-                .map(|n| format!(" (node {n})"))
-                .unwrap_or_default()
+            node.map(|n| format!(" (node {n})")).unwrap_or_default()
         );
         record(StatusCode::OK, detail.clone(), len);
         if req.method() == Method::HEAD {

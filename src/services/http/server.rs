@@ -100,7 +100,6 @@ impl Http {
     /// current [`TlsConfig`] when `tls`; `twin` marks the IPv6 copy of
     /// `http.listen` (dual-stack).
     fn start_listener(&self, addr: SocketAddr, listener: TcpListener, tls: bool, twin: bool) {
-        let token = self.tasks.token();
         // Accepted sockets inherit TCP_NODELAY from the listener (Linux):
         // one `setsockopt` per listener, not per connection. Without it,
         // each connection sets it (see `serve_listener`).
@@ -117,22 +116,15 @@ impl Http {
             }
         }
         let config = tls.then(|| self.tls.clone());
-        self.tasks.spawn(
-            format!("{what} listener {addr}"),
-            token.clone(),
-            serve_listener(
-                self.ctx.clone(),
-                listener,
-                nodelay_inherited,
-                config,
-                token.clone(),
-            ),
-        );
-        if tls {
-            self.tls_listeners.insert(addr, token);
+        let set = if tls {
+            &self.tls_listeners
         } else {
-            self.listeners.insert(addr, token);
-        }
+            &self.listeners
+        };
+        let ctx = self.ctx.clone();
+        set.start(&self.tasks, addr, format!("{what} listener {addr}"), |t| {
+            serve_listener(ctx, listener, nodelay_inherited, config, t)
+        });
     }
 }
 
@@ -192,9 +184,7 @@ impl Service for Http {
         Ok(Box::new(move || {
             warn_missing_dirs(&plan);
             self.ctx.plan.store(plan);
-            for gone in self.listeners.retain(&addrs) {
-                info!("http: closed listener {gone}");
-            }
+            self.listeners.close_except("http", &addrs);
             if addrs.len() < 2 {
                 self.ctx.stats.clear_twin();
             }
@@ -202,9 +192,7 @@ impl Service for Http {
                 self.start_listener(addr, l, false, Some(&addr) != addrs.first());
             }
             let keep: Vec<SocketAddr> = https.iter().map(|(a, _)| *a).collect();
-            for gone in self.tls_listeners.retain(&keep) {
-                info!("https: closed listener {gone}");
-            }
+            self.tls_listeners.close_except("https", &keep);
             let cert = https.map(|(_, c)| c);
             self.ctx.https.use_cert(&self.tls, cert);
             if let (Some(l), Some(a)) = (new_tls, keep.first()) {

@@ -227,19 +227,19 @@ impl Lb {
     }
 
     fn start_frontend(self: &Arc<Self>, kind: PoolKind, addr: SocketAddr, l: TcpListener) {
-        let token = self.tasks.token();
         if let Ok(local) = l.local_addr() {
             info!("listening for lb {kind} on {local}");
             let mut v = self.local.locked();
             v.retain(|(k, a)| *k != kind || a.is_ipv6() != local.is_ipv6());
             v.push((kind, local));
         }
-        self.tasks.spawn(
+        let me = self.clone();
+        self.listeners.start(
+            &self.tasks,
+            (kind, addr),
             format!("lb frontend {kind} {addr}"),
-            token.clone(),
-            accept_loop(self.clone(), kind, l, token.clone()),
+            |t| accept_loop(me, kind, l, t),
         );
-        self.listeners.insert((kind, addr), token);
     }
 
     /// `/status` → `lb` (also `GET /api/lb/backends`): this service's

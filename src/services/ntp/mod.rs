@@ -51,6 +51,7 @@ use tracing::{debug, info, warn};
 
 use crate::model::cluster::IpNet;
 use crate::plan::Plan;
+use crate::runtime::datagram::{Datagrams, Gate};
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
@@ -63,8 +64,6 @@ use stats::Stats;
 pub const CLOCK_REREAD: Duration = Duration::from_secs(1);
 /// Test-only override of the adjtimex reading (see the module doc).
 pub const TEST_HOST_CLOCK_ENV: &str = "CRC_APPLIANCE_TEST_HOST_CLOCK";
-/// Consecutive receive errors before the listener gives up.
-const MAX_RECV_ERRORS: u32 = 1000;
 
 /// What the loop reads per datagram, swapped by a reload.
 struct Ctx {
@@ -170,21 +169,17 @@ impl Service for Ntp {
         Ok(Box::new(move || {
             self.limiter.locked().set_rate(ctx.client_rate);
             self.ctx.store(Arc::new(ctx));
-            for gone in self.listeners.retain(&[addr]) {
-                info!("ntp: closed listener {gone}");
-            }
+            self.listeners.close_except("ntp", &[addr]);
             if let Some(socket) = new {
-                let token = self.tasks.token();
                 if let Ok(local) = socket.local_addr() {
                     info!("listening for ntp on {local}");
                     self.stats.set_bound(local);
                 }
-                self.tasks.spawn(
-                    format!("ntp listener {addr}"),
-                    token.clone(),
-                    listen(self.clone(), socket, token.clone()),
-                );
-                self.listeners.insert(addr, token);
+                let me = self.clone();
+                self.listeners
+                    .start(&self.tasks, addr, format!("ntp listener {addr}"), |t| {
+                        listen(me, socket, t)
+                    });
             }
         }))
     }
@@ -262,99 +257,135 @@ async fn listen(
     socket: UdpSocket,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let local = socket.local_addr()?;
     if let Ok(v) = std::env::var(TEST_HOST_CLOCK_ENV) {
         warn!("ntp: {TEST_HOST_CLOCK_ENV}={v}: the host clock state is forced (tests only)");
     }
     let mut buf = vec![0u8; 2048];
-    let mut errors = 0u32;
+    let mut datagrams = Datagrams::new("ntp", &LOG, Gate::Always);
     let mut served: Option<(u8, u8)> = None;
     let first = read_host_clock(svc.ctx.load().local_stratum);
     note_serving(&svc.stats, &first, &mut served);
-    let mut clock_at = Some((Instant::now(), first.local_stratum, first));
-    loop {
-        let (n, from) = tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            r = socket.recv_from(&mut buf) => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    errors += 1;
-                    if errors >= MAX_RECV_ERRORS {
-                        anyhow::bail!("ntp listener {local}: receive keeps failing: {e}");
-                    }
-                    debug!("ntp recv: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-        };
+    let mut clock = ClockCache {
+        at: Instant::now(),
+        local_stratum: first.local_stratum,
+        clock: first,
+    };
+    while let Some((n, from)) = datagrams.next(&socket, &mut buf, &shutdown).await? {
         let recv = now_ts();
-        errors = 0;
         let stats = &svc.stats;
         stats.requests.fetch_add(1, Ordering::Relaxed);
         let ctx = svc.ctx.load();
         let now = Instant::now();
-        let clock = match clock_at {
-            Some((at, ls, c))
-                if now.duration_since(at) < CLOCK_REREAD && ls == ctx.local_stratum =>
-            {
-                c
-            }
-            _ => {
-                let c = read_host_clock(ctx.local_stratum);
-                clock_at = Some((now, ctx.local_stratum, c));
-                c
-            }
-        };
-        note_serving(stats, &clock, &mut served);
-        let ip = canonical(from.ip());
-        if !ctx.allowed(ip) {
-            stats.refused_acl.fetch_add(1, Ordering::Relaxed);
-            warn_client("source outside ntp.allowFrom", from);
-            continue;
-        }
+        let host = clock.get(now, ctx.local_stratum);
+        note_serving(stats, &host, &mut served);
         let data = buf.get(..n).unwrap_or(&[]);
-        let decision = core::decide(
-            data,
-            &clock,
-            || svc.limiter.locked().check(from.ip(), now),
-            recv,
-            now_ts(),
-        );
-        let out = match decision {
-            Decision::Reply { bytes, offset } => {
-                stats.replies.fetch_add(1, Ordering::Relaxed);
-                if ctx.tracked(ip) {
-                    stats.offset(ip, ctx.nodes.get(&ip).map(String::as_str), offset);
-                }
-                Some(bytes)
-            }
-            Decision::Kod(bytes) => {
-                stats.kod_rate.fetch_add(1, Ordering::Relaxed);
-                warn_client("rate limited (KoD RATE)", from);
-                Some(bytes)
-            }
-            Decision::Drop(d) => {
-                match d {
-                    Drop::RateLimited => stats.rate_dropped.fetch_add(1, Ordering::Relaxed),
-                    Drop::RefusedMode(_) => {
-                        warn_client("refused mode", from);
-                        stats.refused_mode.fetch_add(1, Ordering::Relaxed)
-                    }
-                    Drop::Malformed | Drop::BadVersion | Drop::NoTransmit => {
-                        warn_client("malformed request", from);
-                        stats.malformed.fetch_add(1, Ordering::Relaxed)
-                    }
-                };
-                debug!(%from, "ntp: dropped: {d:?}");
-                None
-            }
+        let on_panic = || {
+            stats.malformed.fetch_add(1, Ordering::Relaxed);
         };
-        if let Some(bytes) = out
+        let out = datagrams.guarded(from, n, on_panic, || {
+            let decision = decide(&svc, &ctx, &host, data, from, recv, now);
+            account(stats, &ctx, decision, from)
+        });
+        if let Some(bytes) = out.flatten()
             && let Err(e) = socket.send_to(&bytes, from).await
         {
             stats.send_errors.fetch_add(1, Ordering::Relaxed);
             debug!(%from, "ntp send: {e}");
+        }
+    }
+    Ok(())
+}
+
+/// The host clock as last read, read again after [`CLOCK_REREAD`] or when
+/// `localStratum` changed.
+struct ClockCache {
+    at: Instant,
+    local_stratum: Option<u8>,
+    clock: HostClock,
+}
+
+impl ClockCache {
+    fn get(&mut self, now: Instant, local_stratum: Option<u8>) -> HostClock {
+        if now.duration_since(self.at) >= CLOCK_REREAD || self.local_stratum != local_stratum {
+            *self = ClockCache {
+                at: now,
+                local_stratum,
+                clock: read_host_clock(local_stratum),
+            };
+        }
+        self.clock
+    }
+}
+
+/// A source outside `ntp.allowFrom`: refused before the rate limiter sees
+/// it.
+struct OutsideAllowFrom;
+
+/// Decide one datagram: refused by `ntp.allowFrom`, else [`core::decide`].
+fn decide(
+    svc: &Ntp,
+    ctx: &Ctx,
+    clock: &HostClock,
+    data: &[u8],
+    from: SocketAddr,
+    recv: Timestamp,
+    now: Instant,
+) -> Result<Decision, OutsideAllowFrom> {
+    if !ctx.allowed(canonical(from.ip())) {
+        return Err(OutsideAllowFrom);
+    }
+    Ok(core::decide(
+        data,
+        clock,
+        || svc.limiter.locked().check(from.ip(), now),
+        recv,
+        now_ts(),
+    ))
+}
+
+/// Count and log a decision; the bytes to send, if any.
+fn account(
+    stats: &Stats,
+    ctx: &Ctx,
+    decision: Result<Decision, OutsideAllowFrom>,
+    from: SocketAddr,
+) -> Option<[u8; packet::HEADER_LEN]> {
+    let ip = canonical(from.ip());
+    let decision = match decision {
+        Ok(d) => d,
+        Err(OutsideAllowFrom) => {
+            stats.refused_acl.fetch_add(1, Ordering::Relaxed);
+            warn_client("source outside ntp.allowFrom", from);
+            return None;
+        }
+    };
+    match decision {
+        Decision::Reply { bytes, offset } => {
+            stats.replies.fetch_add(1, Ordering::Relaxed);
+            if ctx.tracked(ip) {
+                stats.offset(ip, ctx.nodes.get(&ip).map(String::as_str), offset);
+            }
+            Some(bytes)
+        }
+        Decision::Kod(bytes) => {
+            stats.kod_rate.fetch_add(1, Ordering::Relaxed);
+            warn_client("rate limited (KoD RATE)", from);
+            Some(bytes)
+        }
+        Decision::Drop(d) => {
+            match d {
+                Drop::RateLimited => stats.rate_dropped.fetch_add(1, Ordering::Relaxed),
+                Drop::RefusedMode(_) => {
+                    warn_client("refused mode", from);
+                    stats.refused_mode.fetch_add(1, Ordering::Relaxed)
+                }
+                Drop::Malformed | Drop::BadVersion | Drop::NoTransmit => {
+                    warn_client("malformed request", from);
+                    stats.malformed.fetch_add(1, Ordering::Relaxed)
+                }
+            };
+            debug!(%from, "ntp: dropped: {d:?}");
+            None
         }
     }
 }

@@ -8,6 +8,8 @@
 //! - [`path`]: file name rules and the open under the root (no traversal, no
 //!   symlink escapes, regular files only).
 //! - [`stats`]: counters, `/status`, `/metrics`, the `check` line.
+//! - `session`: one read transfer on its own socket (the file check, the
+//!   windowed send with read-ahead, retransmission, the end recorded).
 //! - this file: the sockets. One UDP listener on `pxe.tftpListen` receives
 //!   requests; each accepted RRQ runs in its own task with its own UDP socket
 //!   on the listener's IP and an ephemeral port (the RFC 1350 TID), holding
@@ -49,13 +51,13 @@
 
 mod clients;
 pub mod packet;
+mod session;
 
 pub mod stats;
 pub mod status;
 pub mod transfer;
 
 use std::net::SocketAddr;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -71,32 +73,30 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::boot::bootfiles;
 use crate::plan::Plan;
+use crate::runtime::datagram::{Datagrams, Decision, Gate};
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
 use clients::{ClientSlot, Clients};
 use packet::{ErrorCode, Packet, Request, Shown};
+use session::serve;
 use stats::{Outcome, Stats};
-use transfer::{Step, Transfer};
 
 /// Bytes read from the file per `pread` when the window is smaller.
 pub const READ_AHEAD: usize = 64 * 1024;
-/// Consecutive receive errors on the listener before `run` gives up.
-const MAX_RECV_ERRORS: u32 = 1000;
 /// How long running transfers get after shutdown is requested.
 const DRAIN: Duration = crate::runtime::drain::TFTP_TRANSFERS;
 
 /// What every transfer task needs.
 struct Ctx {
-    root: PathBuf,
-    allowed: Vec<PathBuf>,
-    timeout: Duration,
-    retries: u32,
+    pub(super) root: PathBuf,
+    pub(super) allowed: Vec<PathBuf>,
+    pub(super) timeout: Duration,
+    pub(super) retries: u32,
     /// `maxTransfersPerClient`.
     max_per_client: usize,
-    stats: Arc<Stats>,
+    pub(super) stats: Arc<Stats>,
 }
 
 /// The TFTP service: one listener on `pxe.tftpListen`; the root and the
@@ -204,25 +204,21 @@ impl Service for Tftp {
                     *p = (max, Arc::new(Semaphore::new(max)));
                 }
             }
-            for gone in self.listeners.retain(&addrs) {
-                info!("tftp: closed listener {gone}");
-            }
+            self.listeners.close_except("tftp", &addrs);
             if addrs.len() < 2 {
                 self.stats.clear_twin();
             }
             for (addr, socket) in new {
-                let token = self.tasks.token();
                 if let Ok(local) = socket.local_addr() {
                     info!("listening for tftp on {local} (root {})", root.display());
                     let twin = Some(&addr) != addrs.first();
                     self.stats.set_bound(local, root.clone(), twin);
                 }
-                self.tasks.spawn(
-                    format!("tftp listener {addr}"),
-                    token.clone(),
-                    listen(self.clone(), socket, token.clone()),
-                );
-                self.listeners.insert(addr, token);
+                let me = self.clone();
+                self.listeners
+                    .start(&self.tasks, addr, format!("tftp listener {addr}"), |t| {
+                        listen(me, socket, t)
+                    });
             }
         }))
     }
@@ -251,85 +247,35 @@ async fn listen(
         // Ends the transfers: not at shutdown, only after their drain.
         let stop = CancellationToken::new();
         let mut buf = vec![0u8; 65536];
-        let mut errors = 0u32;
+        let mut datagrams = Datagrams::new("tftp", &LOG, Gate::Always);
         let result = loop {
-            let (n, from) = tokio::select! {
-                _ = shutdown.cancelled() => break Ok(()),
-                r = socket.recv_from(&mut buf) => match r {
-                    Ok(x) => x,
-                    Err(e) => {
-                        errors += 1;
-                        if errors >= MAX_RECV_ERRORS {
-                            break Err(anyhow::anyhow!("tftp listener {local}: receive keeps failing: {e}"));
-                        }
-                        debug!("tftp recv: {e}");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    }
-                },
+            let (n, from) = match datagrams.next(&socket, &mut buf, &shutdown).await {
+                Ok(Some(x)) => x,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
             };
-            errors = 0;
             while tasks.try_join_next().is_some() {}
             // A reload swaps the settings between requests.
             let ctx = svc.ctx.load_full();
-            let permits = svc.permits();
-            let reply = match packet::parse(&buf[..n]) {
-                Ok(Packet::Rrq(req)) => match admit(&svc.clients, &permits, &ctx, from) {
-                    Ok(held) => {
-                        let ctx = ctx.clone();
-                        let stop = stop.clone();
-                        let ip = local.ip();
-                        tasks.spawn(async move {
-                            serve(ctx, SocketAddr::new(ip, 0), req, from, stop, held).await
-                        });
-                        None
-                    }
-                    Err(why) => {
-                        let file = Shown(&req.filename).to_string();
-                        debug!(%from, "tftp: {file} refused: {why}");
-                        ctx.stats.finish(from, &file, Outcome::Busy, why, 0);
-                        Some(packet::error(
-                            ErrorCode::Undefined,
-                            "server busy, try again later",
-                        ))
-                    }
-                },
-                Ok(Packet::Wrq(req)) => {
-                    let file = Shown(&req.filename).to_string();
-                    warn_client("write request refused", from, || {
-                        format!("{file}: read-only server")
+            let on_panic = || {
+                ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
+            };
+            let data = buf.get(..n).unwrap_or(&[]);
+            let Some(parsed) = datagrams.guarded(from, n, on_panic, || packet::parse(data)) else {
+                continue;
+            };
+            let reply = match first_packet(&svc, &ctx, parsed, from) {
+                Decision::Reply(r) => Some(r),
+                Decision::Silent(Admitted(req, held)) => {
+                    let ctx = ctx.clone();
+                    let stop = stop.clone();
+                    let ip = local.ip();
+                    tasks.spawn(async move {
+                        serve(ctx, SocketAddr::new(ip, 0), req, from, stop, held).await
                     });
-                    ctx.stats
-                        .finish(from, &file, Outcome::Refused, "write request", 0);
-                    Some(packet::error(
-                        ErrorCode::IllegalOperation,
-                        "read-only server: write requests are not accepted",
-                    ))
-                }
-                Ok(Packet::Error { .. }) => {
-                    ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
                     None
                 }
-                Ok(_) => {
-                    ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                    warn_client("unexpected packet on the listener", from, || {
-                        "not a read request; answered ERROR 4".into()
-                    });
-                    Some(packet::error(
-                        ErrorCode::IllegalOperation,
-                        "expected a read request",
-                    ))
-                }
-                Err(e) => {
-                    ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                    warn_client("malformed request", from, || {
-                        format!("{e}; answered ERROR 4")
-                    });
-                    Some(packet::error(
-                        ErrorCode::IllegalOperation,
-                        &format!("malformed request: {e}"),
-                    ))
-                }
+                Decision::Dropped(()) => None,
             };
             if let Some(r) = reply
                 && let Err(e) = socket.send_to(&r, from).await
@@ -352,6 +298,66 @@ async fn listen(
         while tasks.join_next().await.is_some() {}
         result
     }
+}
+
+/// An admitted read request: served by its own task, nothing to answer
+/// on the listener.
+struct Admitted(Request, Held);
+
+/// The decision on a listener's first packet: an ERROR to send (busy,
+/// write request, not a read request, malformed), an admitted read request
+/// to serve, or nothing (an ERROR from the client).
+fn first_packet(
+    svc: &Tftp,
+    ctx: &Arc<Ctx>,
+    parsed: Result<Packet<'_>, packet::ParseError>,
+    from: SocketAddr,
+) -> Decision<Vec<u8>, Admitted, ()> {
+    let reply = match parsed {
+        Ok(Packet::Rrq(req)) => match admit(&svc.clients, &svc.permits(), ctx, from) {
+            Ok(held) => return Decision::Silent(Admitted(req, held)),
+            Err(why) => {
+                let file = Shown(&req.filename).to_string();
+                debug!(%from, "tftp: {file} refused: {why}");
+                ctx.stats.finish(from, &file, Outcome::Busy, why, 0);
+                packet::error(ErrorCode::Undefined, "server busy, try again later")
+            }
+        },
+        Ok(Packet::Wrq(req)) => {
+            let file = Shown(&req.filename).to_string();
+            warn_client("write request refused", from, || {
+                format!("{file}: read-only server")
+            });
+            ctx.stats
+                .finish(from, &file, Outcome::Refused, "write request", 0);
+            packet::error(
+                ErrorCode::IllegalOperation,
+                "read-only server: write requests are not accepted",
+            )
+        }
+        Ok(Packet::Error { .. }) => {
+            ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
+            return Decision::Dropped(());
+        }
+        Ok(_) => {
+            ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
+            warn_client("unexpected packet on the listener", from, || {
+                "not a read request; answered ERROR 4".into()
+            });
+            packet::error(ErrorCode::IllegalOperation, "expected a read request")
+        }
+        Err(e) => {
+            ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
+            warn_client("malformed request", from, || {
+                format!("{e}; answered ERROR 4")
+            });
+            packet::error(
+                ErrorCode::IllegalOperation,
+                &format!("malformed request: {e}"),
+            )
+        }
+    };
+    Decision::Reply(reply)
 }
 
 /// What an admitted transfer holds until it ends.
@@ -423,235 +429,6 @@ async fn refuse_stopping(socket: &UdpSocket, datagram: &[u8], from: SocketAddr, 
     let e = packet::error(ErrorCode::Undefined, "server shutting down");
     if let Err(e) = socket.send_to(&e, from).await {
         debug!(%from, "tftp send: {e}");
-    }
-}
-
-/// Keeps `active` right however a transfer ends.
-struct ActiveGuard<'a>(&'a Stats);
-
-impl Drop for ActiveGuard<'_> {
-    fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// One read transfer, from its own socket (TID).
-async fn serve(
-    ctx: Arc<Ctx>,
-    bind_to: SocketAddr,
-    req: Request,
-    client: SocketAddr,
-    stop: CancellationToken,
-    _held: Held,
-) {
-    let stats = &ctx.stats;
-    stats.active.fetch_add(1, Ordering::Relaxed);
-    let _guard = ActiveGuard(stats);
-    let file = Shown(&req.filename).to_string();
-    let sock = match crate::runtime::bind::udp(bind_to) {
-        Ok(s) => s,
-        Err(e) => {
-            if let Some(tail) = LOG.check("no transfer socket", Some(client)) {
-                warn!(%client, "tftp: cannot bind a transfer socket on {bind_to}: {e}{tail}");
-            }
-            stats.finish(client, &file, Outcome::Failed, "no transfer socket", 0);
-            return;
-        }
-    };
-    let refuse = |code: ErrorCode, msg: &str| {
-        let sock = &sock;
-        let file = &file;
-        let msg = msg.to_string();
-        async move {
-            debug!(%client, "tftp: {file} refused: {msg}");
-            stats.finish(client, file, Outcome::Refused, &msg, 0);
-            let _ = sock.send_to(&packet::error(code, &msg), client).await;
-        }
-    };
-    if req.mode != "octet" {
-        let msg = format!("mode {:?} is not supported, use octet (binary)", req.mode);
-        return refuse(ErrorCode::IllegalOperation, &msg).await;
-    }
-    let rel = match bootfiles::sanitize(&req.filename) {
-        Ok(r) => r,
-        Err(r) => return refuse(refusal_code(r.code), r.message).await,
-    };
-    let (root, allowed) = (ctx.root.clone(), ctx.allowed.clone());
-    let opened = tokio::task::spawn_blocking(move || bootfiles::open(&root, &allowed, &rel)).await;
-    let opened = match opened {
-        Ok(Ok(o)) => o,
-        Ok(Err(r)) => return refuse(refusal_code(r.code), r.message).await,
-        Err(_) => return refuse(ErrorCode::Undefined, "internal error").await,
-    };
-    let neg = transfer::negotiate(&req.options, opened.size);
-    let timeout = neg.timeout.unwrap_or(ctx.timeout);
-    let mut t = Transfer::new(opened.size, &neg, ctx.retries);
-    stats.started.fetch_add(1, Ordering::Relaxed);
-    debug!(%client, "tftp: sending {} ({} bytes, blksize {}, window {})",
-        opened.path.display(), opened.size, neg.blksize, neg.windowsize);
-
-    let file_handle = Arc::new(opened.file);
-    let mut cache = Cache::default();
-    let mut out = Vec::with_capacity(4 + usize::from(neg.blksize));
-    let mut rbuf = vec![0u8; 2048];
-    let mut deadline = Instant::now() + timeout;
-    let mut step = t.start();
-    let (outcome, detail) = loop {
-        match step {
-            Step::SendOack => {
-                if let Err(e) = sock.send_to(&packet::oack(&neg.oack), client).await {
-                    break (Outcome::Failed, format!("send: {e}"));
-                }
-                deadline = Instant::now() + timeout;
-            }
-            Step::Send(range) => {
-                let (first_off, _) = t.extent(*range.start());
-                let (last_off, last_len) = t.extent(*range.end());
-                let end = last_off + last_len as u64;
-                if let Err(e) = cache.fill(&file_handle, first_off, end).await {
-                    let _ = sock
-                        .send_to(&packet::error(ErrorCode::Undefined, "read error"), client)
-                        .await;
-                    break (Outcome::Failed, format!("read: {e}"));
-                }
-                let mut failed = None;
-                for b in range {
-                    let (off, len) = t.extent(b);
-                    out.clear();
-                    out.extend_from_slice(&packet::data_header(Transfer::wire(b)));
-                    out.extend_from_slice(cache.slice(off, len));
-                    if let Err(e) = sock.send_to(&out, client).await {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-                if let Some(e) = failed {
-                    break (Outcome::Failed, format!("send: {e}"));
-                }
-                deadline = Instant::now() + timeout;
-            }
-            Step::Wait => {}
-            Step::Done => break (Outcome::Completed, String::new()),
-            Step::GiveUp => {
-                let _ = sock
-                    .send_to(&packet::error(ErrorCode::Undefined, "timed out"), client)
-                    .await;
-                break (Outcome::Failed, "timed out".into());
-            }
-        }
-        step = tokio::select! {
-            _ = stop.cancelled() => {
-                let _ = sock
-                    .send_to(&packet::error(ErrorCode::Undefined, "server shutting down"), client)
-                    .await;
-                break (Outcome::Failed, "server shutting down".into());
-            }
-            _ = tokio::time::sleep_until(deadline) => {
-                let before = t.retransmits();
-                let s = t.on_timeout();
-                stats.retransmits.fetch_add(t.retransmits() - before, Ordering::Relaxed);
-                s
-            }
-            r = sock.recv_from(&mut rbuf) => match r {
-                Err(e) => {
-                    debug!(%client, "tftp transfer recv: {e}");
-                    Step::Wait
-                }
-                Ok((n, from)) if from != client => {
-                    // Never answer an ERROR (two servers must not ping-pong).
-                    if !matches!(packet::parse(&rbuf[..n]), Ok(Packet::Error { .. })) {
-                        let e = packet::error(ErrorCode::UnknownTid, "unknown transfer ID");
-                        let _ = sock.send_to(&e, from).await;
-                    }
-                    Step::Wait
-                }
-                Ok((n, _)) => match packet::parse(&rbuf[..n]) {
-                    Ok(Packet::Ack(w)) => t.on_ack(w),
-                    Ok(Packet::Error { code, message }) => {
-                        break (Outcome::Aborted, format!("client error {code}: {message}"));
-                    }
-                    _ => {
-                        let e = packet::error(ErrorCode::IllegalOperation, "expected an ACK");
-                        let _ = sock.send_to(&e, client).await;
-                        break (Outcome::Failed, "illegal packet from client".into());
-                    }
-                },
-            },
-        };
-    };
-    let bytes = if outcome == Outcome::Completed {
-        opened.size
-    } else {
-        0
-    };
-    debug!(%client, "tftp: {file}: {outcome:?} {detail}");
-    stats.finish(client, &file, outcome, &detail, bytes);
-}
-
-/// Bytes `[start, start + data.len())` of the file, refilled by `pread`.
-#[derive(Default)]
-struct Cache {
-    start: u64,
-    data: Vec<u8>,
-}
-
-impl Cache {
-    /// Make `[from, to)` available, reading on the blocking pool if needed.
-    async fn fill(&mut self, file: &Arc<std::fs::File>, from: u64, to: u64) -> std::io::Result<()> {
-        let have_end = self.start + self.data.len() as u64;
-        if from >= self.start && to <= have_end {
-            return Ok(());
-        }
-        let want = usize::try_from(to - from)
-            .unwrap_or(usize::MAX)
-            .max(READ_AHEAD);
-        let mut buf = std::mem::take(&mut self.data);
-        buf.resize(want, 0);
-        let f = file.clone();
-        let (buf, r) = tokio::task::spawn_blocking(move || {
-            let mut got = 0;
-            let r = loop {
-                match f.read_at(&mut buf[got..], from + got as u64) {
-                    Ok(0) => break Ok(()),
-                    Ok(n) => {
-                        got += n;
-                        if got == buf.len() {
-                            break Ok(());
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => break Err(e),
-                }
-            };
-            buf.truncate(got);
-            (buf, r)
-        })
-        .await
-        .map_err(std::io::Error::other)?;
-        r?;
-        self.start = from;
-        self.data = buf;
-        if self.start + (self.data.len() as u64) < to {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "file shrank during the transfer",
-            ));
-        }
-        Ok(())
-    }
-
-    /// `len` bytes at file offset `off`; within what [`Cache::fill`] made available.
-    fn slice(&self, off: u64, len: usize) -> &[u8] {
-        let i = usize::try_from(off.saturating_sub(self.start)).unwrap_or(usize::MAX);
-        self.data.get(i..i.saturating_add(len)).unwrap_or(&[])
-    }
-}
-
-/// The TFTP error code of a boot-file refusal.
-fn refusal_code(c: bootfiles::ErrorCode) -> ErrorCode {
-    match c {
-        bootfiles::ErrorCode::FileNotFound => ErrorCode::FileNotFound,
-        bootfiles::ErrorCode::AccessViolation => ErrorCode::AccessViolation,
     }
 }
 

@@ -61,20 +61,25 @@ fn spoofed_relay_addresses_are_dropped() {
     ] {
         let d = req(MessageType::Discover, M0, ip(g));
         let out = handle(&cfg, &mut t, &d, T0);
-        assert!(out.reply.is_none(), "{g}: answered");
-        assert_eq!(out.dropped, Some(Dropped::BadRelay), "{g}: {}", out.note);
+        assert!(out.sent().is_none(), "{g}: answered");
+        assert_eq!(
+            out.why_dropped(),
+            Some(Dropped::BadRelay),
+            "{g}: {}",
+            out.note()
+        );
         // The option that selects a subnet does not launder the relay.
         let mut d = req(MessageType::Discover, W1, ip(g));
         d.opts_mut()
             .insert(DhcpOption::SubnetSelection(ip("10.77.0.0")));
         assert_eq!(
-            handle(&cfg, &mut t, &d, T0).dropped,
+            handle(&cfg, &mut t, &d, T0).why_dropped(),
             Some(Dropped::BadRelay)
         );
     }
     // A relay on the local network itself is still fine.
     let d = req(MessageType::Discover, M0, ip("10.0.0.2"));
-    assert!(handle(&cfg, &mut t, &d, T0).reply.is_some());
+    assert!(handle(&cfg, &mut t, &d, T0).sent().is_some());
 }
 
 #[test]
@@ -82,7 +87,7 @@ fn a_node_on_a_relayed_segment_gets_the_segment_settings() {
     let (cfg, mut t) = setup();
     let relay = ip("10.77.0.1");
     let out = handle(&cfg, &mut t, &req(MessageType::Discover, W1, relay), T0);
-    let offer = out.reply.expect("offer").msg;
+    let offer = out.into_reply().expect("offer").msg;
     assert_eq!(offer.yiaddr(), ip("10.77.0.21"));
     let o = offer.opts();
     assert_eq!(
@@ -111,7 +116,7 @@ fn a_node_on_a_relayed_segment_gets_the_segment_settings() {
     let mut r = req(MessageType::Request, W1, relay);
     r.opts_mut()
         .insert(DhcpOption::RequestedIpAddress(ip("10.77.0.21")));
-    let ack = handle(&cfg, &mut t, &r, T0 + 1).reply.expect("ack");
+    let ack = handle(&cfg, &mut t, &r, T0 + 1).into_reply().expect("ack");
     assert_eq!(ack.kind, MessageType::Ack);
     assert_eq!(
         ack.dest,
@@ -121,11 +126,11 @@ fn a_node_on_a_relayed_segment_gets_the_segment_settings() {
     // the segment's node on the local network.
     assert!(
         handle(&cfg, &mut t, &req(MessageType::Discover, M0, relay), T0)
-            .reply
+            .sent()
             .is_none()
     );
     let local = req(MessageType::Discover, W1, Ipv4Addr::UNSPECIFIED);
-    assert!(handle(&cfg, &mut t, &local, T0).reply.is_none());
+    assert!(handle(&cfg, &mut t, &local, T0).sent().is_none());
     // An unknown client gets the segment's pool, not the local network's.
     let out = handle(
         &cfg,
@@ -134,7 +139,7 @@ fn a_node_on_a_relayed_segment_gets_the_segment_settings() {
         T0,
     );
     assert_eq!(
-        out.reply.expect("pool offer").msg.yiaddr(),
+        out.into_reply().expect("pool offer").msg.yiaddr(),
         ip("10.77.0.100")
     );
 }
@@ -148,19 +153,22 @@ fn link_selection_and_subnet_selection_choose_the_subnet() {
     let mut ra = RelayAgentInformation::default();
     ra.insert(RelayInfo::LinkSelection(ip("10.77.0.0")));
     d.opts_mut().insert(DhcpOption::RelayAgentInformation(ra));
-    let offer = handle(&cfg, &mut t, &d, T0).reply.expect("offer").msg;
+    let offer = handle(&cfg, &mut t, &d, T0)
+        .into_reply()
+        .expect("offer")
+        .msg;
     assert_eq!(offer.yiaddr(), ip("10.77.0.21"));
     // Option 118 the same way.
     let mut d = req(MessageType::Discover, W1, ip("10.0.0.3"));
     d.opts_mut()
         .insert(DhcpOption::SubnetSelection(ip("10.77.0.5")));
-    assert!(handle(&cfg, &mut t, &d, T0).reply.is_some());
+    assert!(handle(&cfg, &mut t, &d, T0).sent().is_some());
     // Selecting a subnet that is not served drops the request.
     let mut d = req(MessageType::Discover, W1, ip("10.77.0.1"));
     d.opts_mut()
         .insert(DhcpOption::SubnetSelection(ip("10.99.0.0")));
     let out = handle(&cfg, &mut t, &d, T0);
-    assert_eq!(out.dropped, Some(Dropped::UnknownSegment));
+    assert_eq!(out.why_dropped(), Some(Dropped::UnknownSegment));
 }
 
 /// Replies go to giaddr: only configured relays (a segment's gateway,
@@ -175,20 +183,24 @@ fn only_configured_relays_are_answered() {
     );
     for (g, mac) in [("10.0.0.150", M0), ("10.77.0.5", W1), ("10.0.0.254", M0)] {
         let out = handle(&cfg, &mut t, &req(MessageType::Discover, mac, ip(g)), T0);
-        assert!(out.reply.is_none(), "{g}: answered");
+        assert!(out.sent().is_none(), "{g}: answered");
         assert_eq!(
-            out.dropped,
+            out.why_dropped(),
             Some(Dropped::UnknownRelay),
             "{g}: {}",
-            out.note
+            out.note()
         );
-        assert!(out.note.contains("not a configured relay"), "{}", out.note);
+        assert!(
+            out.note().contains("not a configured relay"),
+            "{}",
+            out.note()
+        );
         // Selecting a served subnet does not make the relay configured.
         let mut d = req(MessageType::Discover, W1, ip(g));
         d.opts_mut()
             .insert(DhcpOption::SubnetSelection(ip("10.77.0.0")));
         assert_eq!(
-            handle(&cfg, &mut t, &d, T0).dropped,
+            handle(&cfg, &mut t, &d, T0).why_dropped(),
             Some(Dropped::UnknownRelay)
         );
     }
@@ -200,7 +212,7 @@ fn only_configured_relays_are_answered() {
             &req(MessageType::Discover, W1, ip("10.77.0.1")),
             T0
         )
-        .reply
+        .sent()
         .is_some()
     );
     assert!(
@@ -210,12 +222,12 @@ fn only_configured_relays_are_answered() {
             &req(MessageType::Discover, M0, ip("10.0.0.2")),
             T0
         )
-        .reply
+        .sent()
         .is_some()
     );
     // Not relayed at all: the local network, as before.
     let local = req(MessageType::Discover, M0, Ipv4Addr::UNSPECIFIED);
-    assert!(handle(&cfg, &mut t, &local, T0).reply.is_some());
+    assert!(handle(&cfg, &mut t, &local, T0).sent().is_some());
 }
 
 #[test]
@@ -227,11 +239,11 @@ fn an_unknown_segment_is_dropped() {
         &req(MessageType::Discover, W1, ip("172.16.0.1")),
         T0,
     );
-    assert!(out.reply.is_none());
-    assert_eq!(out.dropped, Some(Dropped::UnknownSegment));
+    assert!(out.sent().is_none());
+    assert_eq!(out.why_dropped(), Some(Dropped::UnknownSegment));
     assert!(
-        out.note.contains("no address range available"),
+        out.note().contains("no address range available"),
         "{}",
-        out.note
+        out.note()
     );
 }

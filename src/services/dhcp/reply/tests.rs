@@ -2,7 +2,8 @@
 
 use super::super::leases::Scope;
 use super::*;
-use dhcproto::Decodable;
+use dhcproto::v4::{Flags, Opcode};
+use dhcproto::{Decodable, Encodable};
 
 const T0: u64 = 1_700_000_000;
 
@@ -56,12 +57,12 @@ fn roundtrip(
     t: &mut LeaseTable,
     m: &Message,
     now: u64,
-) -> (Outcome, Option<Message>) {
+) -> (Decision, Option<Message>) {
     let bytes = m.to_vec().unwrap();
     let parsed = decode(&bytes).expect("valid request");
     let out = handle(cfg, t, &parsed, now);
     out.apply_marks(t);
-    let reply = out.reply.as_ref().map(|r| {
+    let reply = out.sent().map(|r| {
         let b = encode(r, &parsed);
         assert!(b.len() >= MIN_LEN);
         Message::from_bytes(&b).expect("reply decodes")
@@ -86,8 +87,8 @@ fn full_dora_for_a_reservation() {
     assert_eq!(offer.yiaddr(), ip("10.0.0.10"));
     assert_eq!(offer.chaddr(), &M0);
     assert!(offer.flags().broadcast());
-    assert_eq!(out.reply.unwrap().dest, Dest::Broadcast);
-    assert!(out.durability != Durability::BeforeReply);
+    assert_eq!(out.sent().unwrap().dest, Dest::Broadcast);
+    assert!(out.durability() != Durability::BeforeReply);
     let o = offer.opts();
     assert_eq!(
         o.get(OptionCode::ServerIdentifier),
@@ -133,7 +134,7 @@ fn full_dora_for_a_reservation() {
     assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
     assert_eq!(ack.yiaddr(), ip("10.0.0.10"));
     assert!(
-        out.durability == Durability::Lazy,
+        out.durability() == Durability::Lazy,
         "a reserved node's first ACK must not wait for the lease file"
     );
     let l = t.lease_at(ip("10.0.0.10")).unwrap();
@@ -145,15 +146,15 @@ fn full_dora_for_a_reservation() {
     let mut renew = req(MessageType::Request, M0);
     renew.set_ciaddr(ip("10.0.0.10"));
     let (out, _) = roundtrip(&cfg, &mut t, &renew, T0 + 2);
-    assert!(out.durability == Durability::Lazy);
+    assert!(out.durability() == Durability::Lazy);
     let (out, ack) = roundtrip(&cfg, &mut t, &renew, T0 + 1800);
     assert_eq!(ack.unwrap().ciaddr(), ip("10.0.0.10"));
     assert!(
-        out.durability == Durability::Lazy,
+        out.durability() == Durability::Lazy,
         "a node renewing its reserved lease needs no write before the ACK"
     );
     assert_eq!(
-        out.reply.unwrap().dest,
+        out.sent().unwrap().dest,
         Dest::Unicast(SocketAddrV4::new(ip("10.0.0.10"), 68))
     );
     assert_eq!(
@@ -167,7 +168,7 @@ fn full_dora_for_a_reservation() {
     rel.opts_mut()
         .insert(DhcpOption::ServerIdentifier(ip("10.0.0.1")));
     let (out, none) = roundtrip(&cfg, &mut t, &rel, T0 + 1900);
-    assert!(none.is_none() && out.durability == Durability::BeforeReply);
+    assert!(none.is_none() && out.durability() == Durability::BeforeReply);
     assert_eq!(
         t.lease_at(ip("10.0.0.10")).unwrap().state_name(T0 + 1900),
         "released"
@@ -179,7 +180,7 @@ fn options_follow_the_parameter_request_list() {
     let (cfg, mut t) = setup(false, false);
     let d = req(MessageType::Discover, M0);
     let out = handle(&cfg, &mut t, &d, T0);
-    let b = encode(out.reply.as_ref().unwrap(), &d);
+    let b = encode(out.sent().unwrap(), &d);
     let mut codes = Vec::new();
     let mut i = 240;
     while i < b.len() && b[i] != 255 {
@@ -227,13 +228,13 @@ fn unknown_mac_is_ignored_without_a_pool_and_served_with_one() {
         .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.100")));
     let (out, ack) = roundtrip(&cfg, &mut t, &r, T0 + 1);
     assert_eq!(ack.unwrap().opts().msg_type(), Some(MessageType::Ack));
-    assert!(out.durability == Durability::BeforeReply);
+    assert!(out.durability() == Durability::BeforeReply);
     let _ = t.take_unsynced(); // written
     let mut renew = r.clone();
     renew.opts_mut().remove(OptionCode::RequestedIpAddress);
     renew.set_ciaddr(ip("10.0.0.100"));
     let (out, _) = roundtrip(&cfg, &mut t, &renew, T0 + 1800);
-    assert!(out.durability == Durability::BeforeReply);
+    assert!(out.durability() == Durability::BeforeReply);
 }
 
 #[test]
@@ -247,11 +248,11 @@ fn nak_for_a_wrong_requested_address() {
     let nak = nak.unwrap();
     assert_eq!(nak.opts().msg_type(), Some(MessageType::Nak));
     assert_eq!(nak.yiaddr(), Ipv4Addr::UNSPECIFIED);
-    assert_eq!(out.reply.unwrap().dest, Dest::Broadcast);
+    assert_eq!(out.sent().unwrap().dest, Dest::Broadcast);
     assert!(
-        out.note.contains("reserved address is 10.0.0.10"),
+        out.note().contains("reserved address is 10.0.0.10"),
         "{}",
-        out.note
+        out.note()
     );
     // ... or a pool address, or an address on another network.
     for bad in ["10.0.0.100", "192.168.1.5"] {
@@ -301,7 +302,7 @@ fn request_for_another_server_drops_our_offer() {
     r.opts_mut()
         .insert(DhcpOption::ServerIdentifier(ip("10.0.0.2")));
     let (out, none) = roundtrip(&cfg, &mut t, &r, T0 + 1);
-    assert!(none.is_none() && out.durability != Durability::BeforeReply);
+    assert!(none.is_none() && out.durability() != Durability::BeforeReply);
     assert!(t.lease_at(offer.yiaddr()).is_none());
 }
 
@@ -316,7 +317,7 @@ fn relayed_requests_are_answered_to_the_relay() {
     assert_eq!(offer.giaddr(), ip("10.0.0.2"));
     assert_eq!(offer.hops(), 1);
     assert_eq!(
-        out.reply.unwrap().dest,
+        out.sent().unwrap().dest,
         Dest::Unicast(SocketAddrV4::new(ip("10.0.0.2"), 67))
     );
     // A NAK through a relay sets the broadcast bit.
@@ -345,7 +346,7 @@ fn inform_gets_configuration_only() {
     assert_eq!(ack.opts().get(OptionCode::AddressLeaseTime), None);
     assert!(ack.opts().get(OptionCode::Router).is_some());
     assert_eq!(
-        out.reply.unwrap().dest,
+        out.sent().unwrap().dest,
         Dest::Unicast(SocketAddrV4::new(ip("10.0.0.10"), 68))
     );
     assert!(t.leases().is_empty(), "INFORM allocates nothing");
@@ -366,13 +367,13 @@ fn decline_quarantines_the_address() {
     renew.set_ciaddr(a);
     let (out, ack) = roundtrip(&cfg, &mut t, &renew, T0);
     assert_eq!(ack.unwrap().opts().msg_type(), Some(MessageType::Ack));
-    assert!(out.durability == Durability::BeforeReply);
+    assert!(out.durability() == Durability::BeforeReply);
     let mut dec = req(MessageType::Decline, UNKNOWN);
     dec.opts_mut().insert(DhcpOption::RequestedIpAddress(a));
     dec.opts_mut()
         .insert(DhcpOption::ServerIdentifier(cfg.server_id));
     let (out, none) = roundtrip(&cfg, &mut t, &dec, T0 + 1);
-    assert!(none.is_none() && out.durability == Durability::BeforeReply);
+    assert!(none.is_none() && out.durability() == Durability::BeforeReply);
     let b = roundtrip(&cfg, &mut t, &d, T0 + 2).1.unwrap().yiaddr();
     assert_ne!(a, b);
 }
@@ -479,7 +480,7 @@ fn client_fqdn_in_either_encoding_is_answered_in_that_encoding() {
         let d = req(MessageType::Discover, mac);
         let parsed = decode(&with_fqdn_first(&d, data)).unwrap();
         let out = handle(&cfg, &mut t, &parsed, T0);
-        let offer = encode(out.reply.as_ref().unwrap(), &parsed);
+        let offer = encode(out.sent().unwrap(), &parsed);
         assert_eq!(raw_option(&offer, 81).as_deref(), Some(expect));
         let yiaddr = Message::from_bytes(&offer).unwrap().yiaddr();
         let mut r = req(MessageType::Request, mac);
@@ -489,8 +490,8 @@ fn client_fqdn_in_either_encoding_is_answered_in_that_encoding() {
         let bytes = with_fqdn_first(&r, data);
         let parsed = decode(&bytes).unwrap();
         let out = handle(&cfg, &mut t, &parsed, T0 + 1);
-        let reply = out.reply.as_ref().expect("an answer to the REQUEST");
-        assert_eq!(reply.kind, MessageType::Ack, "{}", out.note);
+        let reply = out.sent().expect("an answer to the REQUEST");
+        assert_eq!(reply.kind, MessageType::Ack, "{}", out.note());
         let ack = encode(reply, &parsed);
         assert_eq!(raw_option(&ack, 81).as_deref(), Some(expect));
         // 81 goes last (it was not requested): options before it decode.
@@ -509,10 +510,7 @@ fn client_fqdn_in_either_encoding_is_answered_in_that_encoding() {
     let (cfg, mut t) = setup(true, false);
     let d = req(MessageType::Discover, UNKNOWN);
     let parsed = decode(&with_fqdn_first(&d, b"\x00\x00\x00bad name")).unwrap();
-    let offer = encode(
-        handle(&cfg, &mut t, &parsed, T0).reply.as_ref().unwrap(),
-        &parsed,
-    );
+    let offer = encode(handle(&cfg, &mut t, &parsed, T0).sent().unwrap(), &parsed);
     assert_eq!(raw_option(&offer, 81), None);
     // A too-short one too (it used to make the datagram malformed).
     assert!(decode(&with_fqdn_first(&d, b"\x00")).is_ok());
@@ -530,22 +528,22 @@ fn an_exhausted_pool_is_reported() {
             T0,
         );
         assert!(
-            out.reply.is_some() && !out.pool_exhausted,
+            out.sent().is_some() && !out.pool_exhausted(),
             "{i}: {}",
-            out.note
+            out.note()
         );
     }
     let out = handle(&cfg, &mut t, &req(MessageType::Discover, UNKNOWN), T0);
-    assert!(out.reply.is_none());
-    assert!(out.pool_exhausted);
+    assert!(out.sent().is_none());
+    assert!(out.pool_exhausted());
     assert!(
-        out.note.contains("pool of 10.0.0.0/24 is exhausted"),
+        out.note().contains("pool of 10.0.0.0/24 is exhausted"),
         "{}",
-        out.note
+        out.note()
     );
     // A node is still served.
     let out = handle(&cfg, &mut t, &req(MessageType::Discover, M0), T0);
-    assert!(out.reply.is_some() && !out.pool_exhausted);
+    assert!(out.sent().is_some() && !out.pool_exhausted());
 }
 
 #[test]
@@ -662,7 +660,7 @@ fn fuzz_decode_and_handle_never_panic() {
         };
         if let Ok(m) = decode(&buf) {
             let out = handle(&cfg, &mut t, &m, T0 + i);
-            if let Some(r) = &out.reply {
+            if let Some(r) = out.sent() {
                 let bytes = encode(r, &m);
                 assert!(bytes.len() >= MIN_LEN);
             }
@@ -688,7 +686,7 @@ fn a_client_without_an_address_that_cleared_the_broadcast_flag_gets_a_link_unica
         to: SocketAddrV4::new(ip("10.0.0.10"), 68),
         mac: crate::model::cluster::MacAddr(M0),
     };
-    assert_eq!(out.reply.unwrap().dest, link);
+    assert_eq!(out.sent().unwrap().dest, link);
     let mut r = req(MessageType::Request, M0);
     r.opts_mut()
         .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.10")));
@@ -696,20 +694,20 @@ fn a_client_without_an_address_that_cleared_the_broadcast_flag_gets_a_link_unica
         .insert(DhcpOption::ServerIdentifier(ip("10.0.0.1")));
     let (out, ack) = roundtrip(&cfg, &mut t, &r, T0);
     assert_eq!(ack.unwrap().opts().msg_type(), Some(MessageType::Ack));
-    assert_eq!(out.reply.unwrap().dest, link);
+    assert_eq!(out.sent().unwrap().dest, link);
     // A NAK is always broadcast, whatever the flag.
     let mut wrong = req(MessageType::Request, M0);
     wrong
         .opts_mut()
         .insert(DhcpOption::RequestedIpAddress(ip("10.0.0.20")));
     let (out, _) = roundtrip(&cfg, &mut t, &wrong, T0);
-    assert_eq!(out.reply.unwrap().dest, Dest::Broadcast);
+    assert_eq!(out.sent().unwrap().dest, Dest::Broadcast);
     // (An Ethernet request whose hlen is not 6 never gets here: decode
     // refuses it, see malformed_requests_are_rejected_by_decode.)
     let mut flagged = req(MessageType::Discover, M0);
     flagged.set_flags(Flags::default().set_broadcast());
     let (out, _) = roundtrip(&cfg, &mut t, &flagged, T0);
-    assert_eq!(out.reply.map(|r| r.dest), Some(Dest::Broadcast));
+    assert_eq!(out.sent().map(|r| r.dest), Some(Dest::Broadcast));
 }
 
 /// Option 42 names the appliance's NTP address while `ntp:` is on, and is

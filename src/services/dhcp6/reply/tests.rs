@@ -80,8 +80,31 @@ fn run(t: &mut Table, m: &Message, peer: Option<&str>, o79: Option<&[u8]>) -> Ou
     run_seen(t, m, seen)
 }
 
+/// A decision flattened for the assertions: the reply (if any), whether
+/// it was a drop, and what it did.
+#[derive(Debug)]
+struct Outcome {
+    reply: Option<Message>,
+    dropped: bool,
+    durability: Durability,
+    mac: Option<(MacAddr, MacSource)>,
+    refused: Option<NoAddress>,
+    new_binding: bool,
+    decline_refused: Option<DeclineRefused>,
+}
+
 fn run_seen(t: &mut Table, m: &Message, seen: Seen<'_>) -> Outcome {
-    handle(&cfg(), t, &Request { msg: m, seen }, 1000)
+    let d = handle(&cfg(), t, &Request { msg: m, seen }, 1000);
+    let done = d.done().cloned().unwrap_or_default();
+    Outcome {
+        reply: d.sent().cloned(),
+        dropped: d.is_dropped(),
+        durability: d.durability(),
+        mac: done.mac,
+        refused: done.refused,
+        new_binding: done.new_binding,
+        decline_refused: done.decline_refused,
+    }
 }
 
 fn addrs_of(r: &Message) -> Vec<(Ipv6Addr, u32)> {

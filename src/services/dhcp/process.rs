@@ -1,0 +1,208 @@
+//! One datagram of the DHCP port in server mode: decode (counted; a
+//! malformed one is warned about, rate limited, and dropped), decide
+//! ([`super::reply::handle`]), then count and log the [`Decision`] and
+//! encode its reply with where it goes. Pure apart from the counters and
+//! the log lines; the socket loop ([`super`]) batches, sends and makes
+//! replies durable.
+//!
+//! [`Decision`]: super::reply::Decision
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::atomic::Ordering;
+
+use dhcproto::v4::MessageType;
+use tracing::{debug, info, warn};
+
+use super::leases::LeaseTable;
+use super::link::LinkDest;
+use super::reply::{self, Config, Dest, Durability};
+use super::status::Counters;
+use super::{LOG, Pending};
+
+/// The result of one datagram.
+pub(super) struct Processed {
+    pub(super) reply: Option<Pending>,
+    pub(super) durability: Durability,
+}
+
+/// Decode one datagram and count it (malformed ones are logged, rate
+/// limited, and dropped; one without a message type is dropped): the
+/// message, its type and the client's MAC as text (empty when it has none).
+/// Shared by server and proxy mode.
+pub(super) fn decode_counted(
+    counters: &Counters,
+    data: &[u8],
+    src: SocketAddr,
+) -> Option<(dhcproto::v4::Message, MessageType, String)> {
+    let msg = match reply::decode(data) {
+        Ok(m) => m,
+        Err(e) => {
+            counters.malformed.fetch_add(1, Ordering::Relaxed);
+            warn_client("malformed datagram", src, None, || {
+                format!("{e}; dropped (see dropped_total{{reason=\"malformed\"}})")
+            });
+            return None;
+        }
+    };
+    let kind = msg.opts().msg_type()?;
+    counters.rx(kind);
+    let mac = reply::mac_of(&msg)
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    Some((msg, kind, mac))
+}
+
+/// Decode, decide and encode one datagram: the reply (if any) and whether
+/// the lease table changed. Never panics on input.
+pub(super) fn process(
+    cfg: &Config,
+    counters: &Counters,
+    table: &mut LeaseTable,
+    data: &[u8],
+    src: SocketAddr,
+    now: u64,
+) -> Processed {
+    let none = Processed {
+        reply: None,
+        durability: Durability::None,
+    };
+    let Some((msg, kind, mac)) = decode_counted(counters, data, src) else {
+        return none;
+    };
+    let out = reply::handle(cfg, table, &msg, now);
+    let durability = out.apply_marks(table);
+    let none = Processed {
+        reply: None,
+        durability,
+    };
+    match out {
+        reply::Decision::Dropped((why, note)) => {
+            dropped(counters, why, src, &mac, kind, &note);
+            none
+        }
+        reply::Decision::Silent(q) => {
+            quiet(counters, &q, src, &mac, kind);
+            none
+        }
+        reply::Decision::Reply(a) => {
+            log_answer(cfg, &a, &msg, src, &mac, kind);
+            Processed {
+                reply: Some(pending(cfg, &a.reply, &msg)),
+                durability,
+            }
+        }
+    }
+}
+
+/// Count and warn about a request dropped before any decision.
+fn dropped(
+    counters: &Counters,
+    why: reply::Dropped,
+    src: SocketAddr,
+    mac: &str,
+    kind: MessageType,
+    note: &str,
+) {
+    let (counter, key, metric) = match why {
+        reply::Dropped::BadRelay => (&counters.bad_relay, "spoofed relay address", "bad_relay"),
+        // At the default level, like dnsmasq's "no address range
+        // available".
+        reply::Dropped::UnknownSegment => (
+            &counters.unknown_segment,
+            "request from a subnet not served",
+            "unknown_segment",
+        ),
+        reply::Dropped::UnknownRelay => (
+            &counters.unknown_relay,
+            "relay not configured",
+            "unknown_relay",
+        ),
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    warn_client(key, src, Some(mac), || {
+        format!("{kind:?} dropped: {note} (see dropped_total{{reason=\"{metric}\"}})")
+    });
+}
+
+/// Count and log a request that got no reply (RELEASE and DECLINE are
+/// applied, an exhausted pool is warned about).
+fn quiet(counters: &Counters, q: &reply::Quiet, src: SocketAddr, mac: &str, kind: MessageType) {
+    if q.pool_exhausted {
+        counters.pool_exhausted.fetch_add(1, Ordering::Relaxed);
+        warn_client("pool exhausted", src, Some(mac), || {
+            format!("{kind:?}: {} (see pool_exhausted_total)", q.note)
+        });
+    }
+    if matches!(kind, MessageType::Release | MessageType::Decline) {
+        if kind == MessageType::Decline && q.durability == Durability::BeforeReply {
+            warn_client("address conflict (DECLINE)", src, Some(mac), || {
+                q.note.clone()
+            });
+        } else {
+            info!(%src, %mac, "dhcp: {}", q.note);
+        }
+    } else {
+        counters.ignored.fetch_add(1, Ordering::Relaxed);
+        debug!(%src, %mac, "dhcp {kind:?}: no reply: {}", q.note);
+    }
+}
+
+/// Log a reply: a new binding at info with the node's name, a NAK or a
+/// DECLINE at info, the rest at debug.
+fn log_answer(
+    cfg: &Config,
+    a: &reply::Answer,
+    msg: &dhcproto::v4::Message,
+    src: SocketAddr,
+    mac: &str,
+    kind: MessageType,
+) {
+    if a.new_binding {
+        let host = cfg
+            .hostnames
+            .get(&reply::mac_of(msg).unwrap_or(crate::model::cluster::MacAddr([0; 6])));
+        info!(%mac, hostname = host.map(String::as_str).unwrap_or("-"), "dhcp: {}", a.note);
+    } else if a.reply.kind == MessageType::Nak || kind == MessageType::Decline {
+        info!(%src, %mac, "dhcp {kind:?}: {}", a.note);
+    } else {
+        debug!(%src, %mac, "dhcp {kind:?}: {}", a.note);
+    }
+}
+
+/// Encode `r` and say where it goes.
+fn pending(cfg: &Config, r: &reply::Reply, msg: &dhcproto::v4::Message) -> Pending {
+    let broadcast = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::BROADCAST, cfg.client_port));
+    let (to, link) = match r.dest {
+        Dest::Broadcast => (broadcast, None),
+        Dest::Unicast(a) => (SocketAddr::V4(a), None),
+        Dest::Link { to, mac } => (
+            broadcast,
+            Some(LinkDest {
+                from: SocketAddrV4::new(cfg.server_id, cfg.server_port),
+                to,
+                mac: mac.0,
+            }),
+        ),
+    };
+    Pending {
+        bytes: reply::encode(r, msg),
+        to,
+        link,
+        kind: r.kind,
+    }
+}
+
+/// Log a warning `key` caused by the client at `src` when [`LOG`] allows
+/// (with the count of the ones not logged), else at debug.
+pub(super) fn warn_client(
+    key: &'static str,
+    src: SocketAddr,
+    mac: Option<&str>,
+    detail: impl FnOnce() -> String,
+) {
+    let mac = mac.unwrap_or("-");
+    match LOG.check(key, Some(src)) {
+        Some(tail) => warn!(%mac, "dhcp: {key} from {src}: {}{tail}", detail()),
+        None => debug!(%src, %mac, "dhcp: {key}: {}", detail()),
+    }
+}
