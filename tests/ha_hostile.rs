@@ -225,7 +225,7 @@ fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
 }
 
 /// A Python script of `tests/fixtures/ha` in `ns`, in the background
-/// (killed on drop).
+/// (killed on drop; a hard bound of 300 s, above every script's own).
 struct Py(Child);
 
 impl Py {
@@ -233,7 +233,7 @@ impl Py {
         let script = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/ha")
             .join(name);
-        let mut a = vec!["timeout", "120", "python3", script.to_str().unwrap()];
+        let mut a = vec!["timeout", "300", "python3", script.to_str().unwrap()];
         a.extend_from_slice(args);
         let child = ns
             .cmd(&a)
