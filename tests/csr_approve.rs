@@ -252,35 +252,8 @@ fn the_render_csr_rbac_identity_is_enough_and_never_refused() {
         "python3, openssl, kubectl or curl is missing"
     );
     let sim = Sim::start();
-    let cluster = sim.file("cluster.yaml", &common::loopback_cluster_with(""));
-    let exe = env!("CARGO_BIN_EXE_crc-appliance");
-    let rbac = common::run_ok(
-        exe,
-        &["render", "csr-rbac", "--cluster", cluster.to_str().unwrap()],
-    );
-    let f = sim.file("rbac.yaml", &rbac);
-    sim.kubectl_ok(
-        "admin",
-        &["apply", "--validate=false", "-f", f.to_str().unwrap()],
-    );
-    let token = sim.kubectl_ok(
-        "admin",
-        &[
-            "-n",
-            "openshift-machine-api",
-            "get",
-            "secret",
-            "crc-appliance-csr-approver-token",
-            "-o",
-            "jsonpath={.data.token}",
-        ],
-    );
-    use base64::Engine as _;
-    let token = base64::engine::general_purpose::STANDARD
-        .decode(token.trim())
-        .unwrap();
-    let kubeconfig =
-        sim.token_kubeconfig("approver.kubeconfig", std::str::from_utf8(&token).unwrap());
+    let token = sim.apply_render_csr_rbac();
+    let kubeconfig = sim.token_kubeconfig("approver.kubeconfig", &token);
     let (app, _d) = appliance(&kubeconfig);
     fetch_ignition(&app, "127.0.20.20", "worker");
     let req = request(sim.dir.path(), "worker-0", None);

@@ -149,34 +149,8 @@ fn the_render_csr_rbac_identity_has_exactly_the_approver_rights() {
         "python3, openssl or kubectl is missing"
     );
     let sim = Sim::start();
-    let cluster = sim.file("cluster.yaml", &common::loopback_cluster_with(""));
-    let exe = env!("CARGO_BIN_EXE_crc-appliance");
-    let rbac = common::run_ok(
-        exe,
-        &["render", "csr-rbac", "--cluster", cluster.to_str().unwrap()],
-    );
-    let file = sim.file("rbac.yaml", &rbac);
-    sim.kubectl_ok(
-        "admin",
-        &["apply", "--validate=false", "-f", file.to_str().unwrap()],
-    );
-    let token = sim.kubectl_ok(
-        "admin",
-        &[
-            "-n",
-            "openshift-machine-api",
-            "get",
-            "secret",
-            "crc-appliance-csr-approver-token",
-            "-o",
-            "jsonpath={.data.token}",
-        ],
-    );
-    use base64::Engine as _;
-    let token = base64::engine::general_purpose::STANDARD
-        .decode(token.trim())
-        .unwrap();
-    sim.add_token_context("sa", std::str::from_utf8(&token).unwrap());
+    let token = sim.apply_render_csr_rbac();
+    sim.add_token_context("sa", &token);
     let secret = sim.file(
         "secret.json",
         r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"worker-user-data-managed","namespace":"openshift-machine-api"},"data":{"userData":"e30="}}"#,

@@ -67,6 +67,12 @@ pub struct ServerCert {
 /// Where a generated certificate and key of `c` are kept: next to the
 /// lease file, `<cluster>-https-cert.pem` and `<cluster>-https-key.pem`.
 pub fn generated_paths(c: &Cluster) -> (PathBuf, PathBuf) {
+    state_pair(c, "https-cert", "https-key")
+}
+
+/// `<cluster>-<cert>.pem` and `<cluster>-<key>.pem` in the state directory
+/// (the lease file's): where the appliance keeps what it generated.
+pub(crate) fn state_pair(c: &Cluster, cert: &str, key: &str) -> (PathBuf, PathBuf) {
     let dir = c
         .dhcp
         .lease_file
@@ -74,8 +80,8 @@ pub fn generated_paths(c: &Cluster) -> (PathBuf, PathBuf) {
         .map(Path::to_path_buf)
         .unwrap_or_default();
     (
-        dir.join(format!("{}-https-cert.pem", c.name)),
-        dir.join(format!("{}-https-key.pem", c.name)),
+        dir.join(format!("{}-{cert}.pem", c.name)),
+        dir.join(format!("{}-{key}.pem", c.name)),
     )
 }
 

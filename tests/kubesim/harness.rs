@@ -317,6 +317,41 @@ impl Sim {
         )
     }
 
+    /// Apply `crc-appliance render csr-rbac`'s output (for a loopback
+    /// cluster file) as admin; the approver ServiceAccount's token.
+    pub fn apply_render_csr_rbac(&self) -> String {
+        let cluster = self.file(
+            "cluster.yaml",
+            &crate::common::loopback_cluster_with(""),
+        );
+        let rbac = crate::common::run_ok(
+            env!("CARGO_BIN_EXE_crc-appliance"),
+            &["render", "csr-rbac", "--cluster", cluster.to_str().unwrap()],
+        );
+        let file = self.file("rbac.yaml", &rbac);
+        self.kubectl_ok(
+            "admin",
+            &["apply", "--validate=false", "-f", file.to_str().unwrap()],
+        );
+        let token = self.kubectl_ok(
+            "admin",
+            &[
+                "-n",
+                "openshift-machine-api",
+                "get",
+                "secret",
+                "crc-appliance-csr-approver-token",
+                "-o",
+                "jsonpath={.data.token}",
+            ],
+        );
+        use base64::Engine as _;
+        let token = base64::engine::general_purpose::STANDARD
+            .decode(token.trim())
+            .unwrap();
+        String::from_utf8(token).unwrap()
+    }
+
     /// A CSR object as JSON (`kubectl get csr NAME -o json`).
     pub fn csr(&self, name: &str) -> serde_json::Value {
         serde_json::from_str(&self.kubectl_ok("admin", &["get", "csr", name, "-o", "json"]))

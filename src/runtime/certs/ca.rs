@@ -14,7 +14,7 @@
 //! parser is needed.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::model::cluster::Cluster;
 
@@ -22,16 +22,7 @@ use super::{this_year, write_new};
 
 /// The CA's certificate and key files of `c`.
 pub fn paths(c: &Cluster) -> (PathBuf, PathBuf) {
-    let dir = c
-        .dhcp
-        .lease_file
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    (
-        dir.join(format!("{}-ca.pem", c.name)),
-        dir.join(format!("{}-ca-key.pem", c.name)),
-    )
+    super::state_pair(c, "ca", "ca-key")
 }
 
 /// A loaded CA.

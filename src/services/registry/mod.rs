@@ -258,7 +258,7 @@ impl Service for Registry {
     async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
         if self.ctx.replica.is_some() {
             let t = self.tasks.token();
-            let replica = replica::run(self.ctx.clone(), t.clone());
+            let replica = replica_sync::serve_and_replicate(self.ctx.clone(), t.clone());
             self.tasks.spawn("registry replica", t, replica);
         }
         self.tasks

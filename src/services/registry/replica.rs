@@ -6,7 +6,7 @@
 //! repository its layer links, manifest revisions and tags, and every
 //! blob's size) and its blobs by digest on two peer-only paths under
 //! [`PREFIX`], on the registry's own port. Every [`LOOK`] the other member
-//! asks for the inventory and pulls what it lacks (`replica_sync.rs`):
+//! asks for the inventory and pulls what it lacks (`replica_sync.rs`, which imports this file, never the reverse):
 //! blobs first, through an upload file that a cut leaves in place and the
 //! next round resumes with `Range`, then manifest revisions, then tags, so
 //! nothing is linked before what it names is stored. Repeats are
@@ -351,29 +351,4 @@ async fn blob_answer(ctx: &Arc<Ctx>, d: &Digest, range: Option<&str>) -> Resp {
     }
     reply::set(&mut r, "Content-Length", &(size - start).to_string());
     r
-}
-
-/// Serve the registry on this member's own address too (when
-/// `registry.listen` is the VIP, the peer must reach us while we do not
-/// hold it), then replicate from the peer until `stop`.
-pub(crate) async fn run(ctx: Arc<Ctx>, stop: CancellationToken) -> anyhow::Result<()> {
-    let Some(replica) = ctx.replica.clone() else {
-        return Ok(());
-    };
-    let listen = ctx.live.load().cfg.listen;
-    while Replica::me().is_unspecified() {
-        tokio::select! {
-            _ = stop.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(LOOK) => {}
-        }
-    }
-    let own = SocketAddr::new(Replica::me().into(), listen.port());
-    if !listen.ip().is_unspecified() && listen != own {
-        let l = crate::runtime::bind::tcp(own)
-            .map_err(|e| anyhow::anyhow!("registry replica: bind {own}: {e}"))?;
-        tracing::info!("registry: serving the HA peer on {own}");
-        tokio::spawn(super::serve_listener(ctx.clone(), l, stop.clone()));
-    }
-    let peer = SocketAddr::new(replica.peer.into(), listen.port());
-    super::replica_sync::run(ctx, replica, peer, stop).await
 }

@@ -379,6 +379,31 @@ pub(crate) async fn run(
     }
 }
 
+/// Serve the registry on this member's own address too (when
+/// `registry.listen` is the VIP, the peer must reach us while we do not
+/// hold it), then replicate from the peer until `stop`.
+pub(crate) async fn serve_and_replicate(ctx: Arc<Ctx>, stop: CancellationToken) -> anyhow::Result<()> {
+    let Some(replica) = ctx.replica.clone() else {
+        return Ok(());
+    };
+    let listen = ctx.live.load().cfg.listen;
+    while Replica::me().is_unspecified() {
+        tokio::select! {
+            _ = stop.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(LOOK) => {}
+        }
+    }
+    let own = SocketAddr::new(Replica::me().into(), listen.port());
+    if !listen.ip().is_unspecified() && listen != own {
+        let l = crate::runtime::bind::tcp(own)
+            .map_err(|e| anyhow::anyhow!("registry replica: bind {own}: {e}"))?;
+        tracing::info!("registry: serving the HA peer on {own}");
+        tokio::spawn(super::serve_listener(ctx.clone(), l, stop.clone()));
+    }
+    let peer = SocketAddr::new(replica.peer.into(), listen.port());
+    run(ctx, replica, peer, stop).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
