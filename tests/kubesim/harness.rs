@@ -320,10 +320,7 @@ impl Sim {
     /// Apply `crc-appliance render csr-rbac`'s output (for a loopback
     /// cluster file) as admin; the approver ServiceAccount's token.
     pub fn apply_render_csr_rbac(&self) -> String {
-        let cluster = self.file(
-            "cluster.yaml",
-            &crate::common::loopback_cluster_with(""),
-        );
+        let cluster = self.file("cluster.yaml", &crate::common::loopback_cluster_with(""));
         let rbac = crate::common::run_ok(
             env!("CARGO_BIN_EXE_crc-appliance"),
             &["render", "csr-rbac", "--cluster", cluster.to_str().unwrap()],

@@ -28,7 +28,7 @@
 //! in logs or status.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,7 +40,6 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
-use tokio_util::sync::CancellationToken;
 
 use super::names::{Digest, Name};
 use super::reply::{self, Resp};

@@ -382,7 +382,10 @@ pub(crate) async fn run(
 /// Serve the registry on this member's own address too (when
 /// `registry.listen` is the VIP, the peer must reach us while we do not
 /// hold it), then replicate from the peer until `stop`.
-pub(crate) async fn serve_and_replicate(ctx: Arc<Ctx>, stop: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn serve_and_replicate(
+    ctx: Arc<Ctx>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
     let Some(replica) = ctx.replica.clone() else {
         return Ok(());
     };
