@@ -127,7 +127,9 @@ async fn append(ctx: &Arc<Ctx>, name: &Name, id: &str, body: Incoming) -> Result
         ctx.stats.received(chunk.len() as u64);
         if let Err(e) = f.write_all(&chunk).await {
             ctx.store.remove_upload(name, id);
-            return Err(write_failed(ctx, &e));
+            let failed = write_failed(ctx, &e);
+            drain(&mut stream).await;
+            return Err(failed);
         }
     }
     if let Err(e) = f.flush().await {
@@ -135,6 +137,25 @@ async fn append(ctx: &Arc<Ctx>, name: &Name, id: &str, body: Incoming) -> Result
         return Err(write_failed(ctx, &e));
     }
     Ok(f.metadata().await.map(|m| m.len()).unwrap_or(0))
+}
+
+/// After a failed write, read and drop the rest of the body (at most
+/// 256 MiB, 10 s): a client still sending then reads the error, where a
+/// close with its bytes unread would reset the connection under it.
+async fn drain<S, E>(stream: &mut S)
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
+{
+    let mut left: u64 = 256 << 20;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while let Some(Ok(chunk)) = stream.next().await {
+            left = left.saturating_sub(chunk.len() as u64);
+            if left == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 /// The size received so far of upload `id`.
