@@ -21,20 +21,17 @@ mod lab;
 use lab::{Lab, MIRROR, NODE, OUTSIDE, PASS, USER, oci_layout};
 
 fn tools() -> Result<(), String> {
-    common::netns_available("rgp")?;
-    for t in [
-        "skopeo",
-        "htpasswd",
-        "curl",
-        "tar",
-        "gzip",
-        "docker-registry",
-    ] {
-        if !common::have(t) {
-            return Err(format!("{t} is not installed"));
-        }
-    }
-    Ok(())
+    lab::tools_present(
+        "rgp",
+        &[
+            "skopeo",
+            "htpasswd",
+            "curl",
+            "tar",
+            "gzip",
+            "docker-registry",
+        ],
+    )
 }
 
 macro_rules! require_lab {

@@ -24,20 +24,17 @@ use lab::{APPLIANCE, Got, Lab, MIRROR, PASS, USER, curl_in, sha256};
 use serde_json::{Value, json};
 
 fn tools() -> Result<(), String> {
-    common::netns_available("rgd")?;
-    for t in [
-        "skopeo",
-        "htpasswd",
-        "curl",
-        "tar",
-        "gzip",
-        "docker-registry",
-    ] {
-        if !common::have(t) {
-            return Err(format!("{t} is not installed"));
-        }
-    }
-    Ok(())
+    lab::tools_present(
+        "rgd",
+        &[
+            "skopeo",
+            "htpasswd",
+            "curl",
+            "tar",
+            "gzip",
+            "docker-registry",
+        ],
+    )
 }
 
 /// docker-registry in the appliance's namespace on plain HTTP.

@@ -22,13 +22,10 @@ use std::sync::{Arc, Mutex};
 use lab::{Lab, PASS, USER, sha256};
 
 fn tools() -> Result<(), String> {
-    common::netns_available("rgk")?;
-    for t in ["htpasswd", "curl", "tar", "gzip", "mount", "umount"] {
-        if !common::have(t) {
-            return Err(format!("{t} is not installed"));
-        }
-    }
-    Ok(())
+    lab::tools_present(
+        "rgk",
+        &["htpasswd", "curl", "tar", "gzip", "mount", "umount"],
+    )
 }
 
 macro_rules! require_lab {

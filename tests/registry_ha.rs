@@ -70,13 +70,10 @@ fn tools() -> Result<(), String> {
     if !Path::new(KEEPALIVED).is_file() {
         return Err("keepalived is not extracted (scripts/prereqs.sh)".into());
     }
-    common::netns_available("rha")?;
-    for t in ["skopeo", "curl", "htpasswd", "openssl", "tar", "gzip"] {
-        if !common::have(t) {
-            return Err(format!("{t} is not installed"));
-        }
-    }
-    Ok(())
+    lab::tools_present(
+        "rha",
+        &["skopeo", "curl", "htpasswd", "openssl", "tar", "gzip"],
+    )
 }
 
 /// The switch, A, B and the node.

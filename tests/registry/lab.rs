@@ -11,6 +11,18 @@ use std::process::{Command, Stdio};
 
 use super::common::{Appliance, BIN, Netns, run, run_ok, unique_name};
 
+/// Network namespaces (probed with `prefix`) and every program of `tools`:
+/// the reason a registry test cannot run, if any.
+pub fn tools_present(prefix: &str, tools: &[&str]) -> Result<(), String> {
+    super::common::netns_available(prefix)?;
+    for t in tools {
+        if !super::common::have(t) {
+            return Err(format!("{t} is not installed"));
+        }
+    }
+    Ok(())
+}
+
 pub const APPLIANCE: &str = "10.77.0.1";
 pub const NODE: &str = "10.77.0.10";
 pub const OUTSIDE: &str = "10.77.1.2";
