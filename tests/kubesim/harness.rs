@@ -9,6 +9,11 @@
 //! installer's `auth/kubeconfig`) and `boot` (the node-bootstrapper's
 //! bearer token, as a new kubelet has). The process is killed by its pid
 //! on drop. Needs python3, openssl and kubectl ([`tools_present`]).
+//!
+//! The server runs with `--openapi` on the venv of [`validator_python`]:
+//! every object it sends is checked against the Kubernetes OpenAPI v3
+//! schemas, and a test whose stand-in caught an invalid object fails when
+//! the [`Sim`] is dropped (see kubesim.py).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
@@ -99,9 +104,82 @@ pub fn kubectl_bin() -> Option<PathBuf> {
         .then(|| PathBuf::from(EXTRACTED_KUBECTL))
 }
 
-/// Whether every tool of the stand-in's tests is there.
+/// Whether every tool of the stand-in's tests is there: python3 with the
+/// validator's venv ([`validator_python`]), openssl and kubectl.
 pub fn tools_present() -> bool {
-    crate::common::have("python3") && crate::common::have("openssl") && kubectl_bin().is_some()
+    crate::common::have("python3")
+        && crate::common::have("openssl")
+        && kubectl_bin().is_some()
+        && validator_python().is_ok()
+}
+
+/// The PyPI packages of the stand-in's OpenAPI validation, pinned.
+const VALIDATOR_PACKAGES: [&str; 5] = [
+    "jsonschema==4.23.0",
+    "jsonschema-specifications==2025.9.1",
+    "referencing==0.37.0",
+    "rpds-py==2026.9.1",
+    "attrs==26.1.0",
+];
+
+/// The python of a venv under target/tmp with `jsonschema` (made once,
+/// kept): the stand-in runs on it with `--openapi`. The venv is built
+/// under a name of its own and renamed into place, so test binaries
+/// racing to make it never see half of one.
+pub fn validator_python() -> Result<PathBuf, String> {
+    static PYTHON: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+            let venv = tmp.join("kubesim-venv");
+            let py = venv.join("bin/python");
+            let ready = |py: &Path| {
+                Command::new(py)
+                    .args(["-c", "import jsonschema"])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            };
+            if ready(&py) {
+                return Ok(py);
+            }
+            let building = tmp.join(format!("kubesim-venv.{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&building);
+            let run = |prog: &Path, args: &[&str]| -> Result<(), String> {
+                let out = Command::new(prog)
+                    .args(args)
+                    .output()
+                    .map_err(|e| format!("{}: {e}", prog.display()))?;
+                if out.status.success() {
+                    return Ok(());
+                }
+                Err(format!(
+                    "{} {args:?}: {}",
+                    prog.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                ))
+            };
+            let b = building.to_str().ok_or("target dir is not UTF-8")?;
+            run(Path::new("/usr/bin/python3"), &["-m", "venv", b])
+                .map_err(|e| format!("cannot create a venv (python3-venv): {e}"))?;
+            let mut args = vec!["-m", "pip", "install", "-q"];
+            args.extend(VALIDATOR_PACKAGES);
+            run(&building.join("bin/python"), &args)?;
+            if std::fs::rename(&building, &venv).is_err() {
+                // Another test binary won the race: use its venv.
+                let _ = std::fs::remove_dir_all(&building);
+            }
+            if ready(&py) {
+                Ok(py)
+            } else {
+                Err(format!("{} cannot import jsonschema", py.display()))
+            }
+        })
+        .clone()
+}
+
+/// The trimmed upstream OpenAPI v3 documents the stand-in validates with.
+pub fn openapi_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kubesim/openapi")
 }
 
 impl Sim {
@@ -172,8 +250,12 @@ impl Sim {
         });
         std::fs::write(d.join("tokens.json"), tokens.to_string()).unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kubesim/kubesim.py");
-        let mut child = Sim::command(&prefix, "python3".as_ref())
+        let python = validator_python().expect("the stand-in's venv");
+        let mut child = Sim::command(&prefix, python.as_os_str())
             .arg(&script)
+            .arg("--openapi")
+            .arg(openapi_dir())
+            .args(["--invalid-log", "invalid.log"])
             .args([
                 "--listen",
                 "127.0.0.1:0",
@@ -399,9 +481,32 @@ impl Sim {
     }
 }
 
+impl Sim {
+    /// The objects the stand-in refused to send because they failed the
+    /// OpenAPI validation (one JSON line each), cleared: a test that
+    /// provokes them on purpose takes them, so that drop does not fail.
+    pub fn take_invalid(&self) -> Vec<serde_json::Value> {
+        let path = self.dir.path().join("invalid.log");
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let _ = std::fs::remove_file(&path);
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|_| l.into()))
+            .collect()
+    }
+}
+
 impl Drop for Sim {
+    /// Stops the server; fails the test when the server caught itself
+    /// about to send an object that does not validate.
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let invalid = self.take_invalid();
+            assert!(
+                invalid.is_empty(),
+                "the stand-in produced objects that fail the Kubernetes OpenAPI schemas: {invalid:?}"
+            );
+        }
     }
 }

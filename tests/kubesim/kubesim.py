@@ -29,12 +29,27 @@ objects (kubelets create CSRs; node-bootstrapper creates CSRs). Approval
 needs `update` on certificatesigningrequests/approval and `approve` on
 signers named by the CSR's signer, as kube-apiserver's admission checks.
 
+Honesty (`--openapi DIR`, which the test harness always passes): every
+object the server sends, in a response body or a watch event, is checked
+against the Kubernetes OpenAPI v3 schemas of DIR (openapi_check.py; the
+trimmed upstream documents of tests/kubesim/openapi/), unknown fields
+included. An object that fails is not sent: the request gets a 500 Status
+(a watch, an ERROR event) and the failure is appended to `--invalid-log`
+and printed as a `KUBESIM-INVALID` line, which the harness turns into a
+test failure. Kinds without a kept schema (RBAC objects, ServiceAccounts,
+discovery) are marked `"validated": false` in the access log.
+`kubesim.py --openapi DIR --check FILE` checks the JSON objects of FILE
+(one per line) and prints `ok` or `invalid: <problems>` for each.
+
 Control (no auth, loopback only, never logged): POST /_sim/drop-watches
 ends every open watch; GET /_sim/log the access log as JSON lines
-{"method", "path", "user", "status"}.
+{"method", "path", "user", "status", "validated"}; POST
+/_sim/raw/<group or "core">/<plural>[/<namespace>] stores the body as it
+is (no defaulting, no checks), for the tests that prove a malformed
+object is caught on its way out.
 
 Usage: kubesim.py --listen 127.0.0.1:0 --cert C --key K --client-ca CA
-       --tokens FILE [--log FILE]
+       --tokens FILE [--log FILE] [--openapi DIR --invalid-log FILE]
 Prints `READY <port>` once listening.
 """
 
@@ -163,12 +178,28 @@ def subject_matches(s, user, groups):
 
 
 class Api:
-    def __init__(self, tokens, log_path):
+    def __init__(self, tokens, log_path, validator=None, invalid_log=None):
         self.store = Store()
         self.tokens = tokens
         self.log_path = log_path
         self.log_lock = threading.Lock()
         self.log = []
+        self.validator = validator
+        self.invalid_log = invalid_log
+
+    def problems(self, obj, event=False):
+        """None when not validating or no schema covers the object's kind;
+        else its problems (empty when valid)."""
+        if self.validator is None:
+            return None
+        return self.validator.check_event(obj) if event else self.validator.check(obj)
+
+    def record_invalid(self, what, problems):
+        line = json.dumps({"what": what, "problems": problems})
+        print(f"KUBESIM-INVALID {line}", file=sys.stderr, flush=True)
+        if self.invalid_log:
+            with self.log_lock, open(self.invalid_log, "a") as f:
+                f.write(line + "\n")
 
     def authorized(self, user, groups, verb, group, resource, ns, name):
         if "system:masters" in groups:
@@ -267,6 +298,12 @@ def csr_from_protobuf(data):
             "status": {"conditions": conditions}}
 
 
+def failure(code, reason, message):
+    """A Status object for an error response."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+
+
 def parse_path(path):
     """-> (group, version, plural, ns, name, sub) or a discovery tuple."""
     parts = [p for p in path.split("/") if p]
@@ -320,18 +357,24 @@ class Handler(BaseHTTPRequestHandler):
         return None
 
     def send_json(self, code, obj, user="-"):
+        problems = self.api.problems(obj)
+        if problems:
+            self.api.record_invalid(f"{self.command} {self.path}", problems)
+            code, obj = 500, failure(500, "InternalError",
+                                     "kubesim: the response failed OpenAPI validation: "
+                                     + "; ".join(problems))
+            problems = self.api.problems(obj)
         body = json.dumps(obj).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-        self.api.record({"method": self.command, "path": self.path, "user": user, "status": code})
+        self.api.record({"method": self.command, "path": self.path, "user": user, "status": code,
+                         "validated": problems is not None})
 
     def status(self, code, reason, message, user="-"):
-        self.send_json(code, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                              "status": "Failure", "message": message, "reason": reason,
-                              "code": code}, user)
+        self.send_json(code, failure(code, reason, message), user)
 
     def body(self):
         n = int(self.headers.get("Content-Length", "0") or 0)
@@ -398,6 +441,17 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/_sim/log":
             with self.api.log_lock:
                 return self.send_json(200, {"log": list(self.api.log)})
+        parts = path.split("/")[3:]
+        if path.startswith("/_sim/raw/") and method == "POST" and len(parts) in (2, 3):
+            group = "" if parts[0] == "core" else parts[0]
+            ns = parts[2] if len(parts) == 3 else None
+            obj = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            with st.lock:
+                st.objects.setdefault((group, parts[1]), {})[(ns, str(obj["metadata"]["name"]))] = obj
+                st.rv += 1
+                st.events.append((st.rv, group, parts[1], "ADDED", copy.deepcopy(obj)))
+                st.lock.notify_all()
+            return self.send_json(201, {"stored": True})
         return self.status(404, "NotFound", path)
 
     def discovery(self, group, version, user):
@@ -584,7 +638,14 @@ class Handler(BaseHTTPRequestHandler):
                 for _, t, o in pending:
                     o = copy.deepcopy(o)
                     o["apiVersion"], o["kind"] = self.api_version(group, version), kind
-                    line = (json.dumps({"type": t, "object": o}) + "\n").encode()
+                    event = {"type": t, "object": o}
+                    problems = self.api.problems(event, event=True)
+                    if problems:
+                        self.api.record_invalid(f"watch event {self.path}", problems)
+                        event = {"type": "ERROR", "object": failure(
+                            500, "InternalError", "kubesim: a watch event failed OpenAPI "
+                            "validation: " + "; ".join(problems))}
+                    line = (json.dumps(event) + "\n").encode()
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
                 self.wfile.flush()
                 pending = []
@@ -603,18 +664,55 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+def check_file(validator, path):
+    """`--check`: one line per JSON object of `path`; exit 1 if any is
+    invalid or not covered."""
+    bad = 0
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            if isinstance(obj, dict) and "object" in obj and "type" in obj:
+                problems = validator.check_event(obj)
+            else:
+                problems = validator.check(obj)
+            if problems is None:
+                print("not covered")
+            elif problems:
+                print("invalid: " + "; ".join(problems))
+            else:
+                print("ok")
+            bad += problems != []
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--listen", required=True)
-    ap.add_argument("--cert", required=True)
-    ap.add_argument("--key", required=True)
-    ap.add_argument("--client-ca", required=True)
-    ap.add_argument("--tokens", required=True)
+    ap.add_argument("--listen")
+    ap.add_argument("--cert")
+    ap.add_argument("--key")
+    ap.add_argument("--client-ca")
+    ap.add_argument("--tokens")
     ap.add_argument("--log")
+    ap.add_argument("--openapi", help="validate every object sent against these schemas")
+    ap.add_argument("--invalid-log", help="where validation failures are appended")
+    ap.add_argument("--check", help="validate the objects of this file and exit")
     a = ap.parse_args()
+    validator = None
+    if a.openapi:
+        from openapi_check import Validator
+        validator = Validator(a.openapi)
+    if a.check:
+        if validator is None:
+            ap.error("--check needs --openapi")
+        return check_file(validator, a.check)
+    for need in ("listen", "cert", "key", "client_ca", "tokens"):
+        if getattr(a, need) is None:
+            ap.error(f"--{need.replace('_', '-')} is required")
     with open(a.tokens) as f:
         tokens = json.load(f)
-    Handler.api = Api(tokens, a.log)
+    Handler.api = Api(tokens, a.log, validator, a.invalid_log)
     host, port = a.listen.rsplit(":", 1)
     host = host.strip("[]")
 
