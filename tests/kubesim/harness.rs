@@ -510,3 +510,30 @@ impl Drop for Sim {
         }
     }
 }
+
+impl Sim {
+    /// Store `obj` as it is (no defaulting, no checks) through the
+    /// control endpoint `/_sim/raw/<group or core>/<plural>`.
+    pub fn put_raw(&self, group: &str, plural: &str, obj: &serde_json::Value) {
+        let url = format!(
+            "https://127.0.0.1:{}/_sim/raw/{group}/{plural}",
+            self.port
+        );
+        let out = self.curl(&["-X", "POST", "--data-binary", &obj.to_string(), &url]);
+        assert!(out.contains("stored"), "{out}");
+    }
+
+    /// `curl -s` as the admin (the client certificate of the `admin`
+    /// context) with `args`; its stdout.
+    pub fn curl(&self, args: &[&str]) -> String {
+        let d = self.dir.path();
+        let p = |f: &str| d.join(f).display().to_string();
+        let out = Sim::command(&self.prefix, "curl".as_ref())
+            .args(["-s", "--max-time", "10", "--cacert", &p("ca.crt")])
+            .args(["--cert", &p("admin.crt"), "--key", &p("admin.key")])
+            .args(args)
+            .output()
+            .expect("run curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}

@@ -673,7 +673,7 @@ def check_file(validator, path):
             if not line.strip():
                 continue
             obj = json.loads(line)
-            if isinstance(obj, dict) and "object" in obj and "type" in obj:
+            if isinstance(obj, dict) and "object" in obj and "kind" not in obj:
                 problems = validator.check_event(obj)
             else:
                 problems = validator.check(obj)
