@@ -23,6 +23,8 @@ use std::process::{Child, Command, Stdio};
 pub struct Sim {
     /// `ip netns exec NS` when the server runs in a namespace.
     prefix: Vec<String>,
+    /// The address the server listens on and its certificate names.
+    pub host: String,
     pub dir: tempfile::TempDir,
     pub port: u16,
     pub kubeconfig: PathBuf,
@@ -186,13 +188,20 @@ impl Sim {
     pub const BOOT_TOKEN: &'static str = "node-bootstrapper-token";
 
     pub fn start() -> Sim {
-        Sim::start_with(Vec::new())
+        Sim::start_with(Vec::new(), "127.0.0.1")
     }
 
     /// The server, and every kubectl run, in network namespace `ns` (on
     /// its loopback).
     pub fn start_in(ns: &str) -> Sim {
-        Sim::start_with(["ip", "netns", "exec", ns].map(String::from).to_vec())
+        Sim::start_in_at(ns, "127.0.0.1")
+    }
+
+    /// The server in network namespace `ns` on its address `host` (which
+    /// its certificate names, as api-int's does); kubectl runs in `ns`
+    /// unless [`Sim::kubectl_from`] names another namespace.
+    pub fn start_in_at(ns: &str, host: &str) -> Sim {
+        Sim::start_with(["ip", "netns", "exec", ns].map(String::from).to_vec(), host)
     }
 
     /// `program` run under the prefix.
@@ -207,7 +216,7 @@ impl Sim {
         }
     }
 
-    fn start_with(prefix: Vec<String>) -> Sim {
+    fn start_with(prefix: Vec<String>, host: &str) -> Sim {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         openssl(
@@ -234,7 +243,7 @@ impl Sim {
             d,
             "server",
             "/CN=api-int",
-            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+            &format!("subjectAltName=IP:127.0.0.1,IP:{host}\nextendedKeyUsage=serverAuth\n"),
         );
         issue(
             d,
@@ -258,7 +267,7 @@ impl Sim {
             .args(["--invalid-log", "invalid.log"])
             .args([
                 "--listen",
-                "127.0.0.1:0",
+                &format!("{host}:0"),
                 "--cert",
                 "server.crt",
                 "--key",
@@ -287,7 +296,7 @@ impl Sim {
         std::fs::write(
             &kubeconfig,
             format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority: {ca}\nusers:\n- name: admin\n  user:\n    client-certificate: {crt}\n    client-key: {key}\n- name: boot\n  user:\n    token: {tok}\ncontexts:\n- name: admin\n  context: {{cluster: sim, user: admin}}\n- name: boot\n  context: {{cluster: sim, user: boot}}\ncurrent-context: admin\n",
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: https://{host}:{port}\n    certificate-authority: {ca}\nusers:\n- name: admin\n  user:\n    client-certificate: {crt}\n    client-key: {key}\n- name: boot\n  user:\n    token: {tok}\ncontexts:\n- name: admin\n  context: {{cluster: sim, user: admin}}\n- name: boot\n  context: {{cluster: sim, user: boot}}\ncurrent-context: admin\n",
                 ca = p("ca.crt"),
                 crt = p("admin.crt"),
                 key = p("admin.key"),
@@ -297,6 +306,7 @@ impl Sim {
         .unwrap();
         Sim {
             prefix,
+            host: host.to_string(),
             dir,
             port,
             kubeconfig,
@@ -307,7 +317,17 @@ impl Sim {
     /// `kubectl --context CONTEXT ARGS` → (exit code, stdout, stderr); the
     /// discovery cache lives in the sim's directory.
     pub fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String) {
-        let out = Sim::command(&self.prefix, kubectl_bin().expect("kubectl").as_os_str())
+        self.kubectl_with(&self.prefix, context, args)
+    }
+
+    /// Like [`Sim::kubectl`], run in network namespace `ns` (a node's).
+    pub fn kubectl_from(&self, ns: &str, context: &str, args: &[&str]) -> (i32, String, String) {
+        let prefix = ["ip", "netns", "exec", ns].map(String::from);
+        self.kubectl_with(&prefix, context, args)
+    }
+
+    fn kubectl_with(&self, prefix: &[String], context: &str, args: &[&str]) -> (i32, String, String) {
+        let out = Sim::command(prefix, kubectl_bin().expect("kubectl").as_os_str())
             .env("KUBECONFIG", &self.kubeconfig)
             .env("HOME", self.dir.path())
             .arg("--context")
@@ -392,7 +412,8 @@ impl Sim {
         self.file(
             file,
             &format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n",
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://{}:{}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n",
+                self.host,
                 self.port,
                 ca.display()
             ),
@@ -451,6 +472,17 @@ impl Sim {
             context,
             &["create", "--validate=false", "-f", f.to_str().unwrap()],
         );
+    }
+
+    /// Create `obj` as `context` with kubectl run in network namespace `ns`.
+    pub fn create_from(&self, ns: &str, context: &str, file: &str, obj: &str) {
+        let f = self.file(file, obj);
+        let (code, out, err) = self.kubectl_from(
+            ns,
+            context,
+            &["create", "--validate=false", "-f", f.to_str().unwrap()],
+        );
+        assert_eq!(code, 0, "kubectl create from {ns} failed: {out}{err}");
     }
 
     /// Write `text` to a file in the sim's directory; its path.
