@@ -5,8 +5,10 @@
 //! asked, and the RBAC of `render csr-rbac` is enforced: its identity may
 //! read CSRs and Nodes and approve kubelet CSRs, and nothing else.
 //!
-//! `create`/`apply` run with `--validate=false`: the stand-in serves no
-//! OpenAPI documents, which kubectl's client-side validation downloads.
+//! `create`/`apply` run with kubectl's validation on (its default,
+//! `--validate=strict`): the stand-in serves `/openapi/v3` with the
+//! upstream schemas and the `fieldValidation` parameter, so kubectl leaves
+//! field validation to the server, which rejects an unknown field.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -75,7 +77,7 @@ fn kubectl_creates_lists_watches_and_approves_csrs() {
     );
     sim.kubectl_ok(
         "boot",
-        &["create", "--validate=false", "-f", file.to_str().unwrap()],
+        &["create", "-f", file.to_str().unwrap()],
     );
     let obj = csr_json(&sim, "admin", "csr-m0");
     assert_eq!(
@@ -125,7 +127,7 @@ fn kubectl_creates_and_lists_nodes() {
     );
     sim.kubectl_ok(
         "admin",
-        &["create", "--validate=false", "-f", node.to_str().unwrap()],
+        &["create", "-f", node.to_str().unwrap()],
     );
     let out = sim.kubectl_ok("admin", &["get", "nodes", "-o", "name"]);
     assert_eq!(out.trim(), "node/worker-0");
@@ -157,7 +159,7 @@ fn the_render_csr_rbac_identity_has_exactly_the_approver_rights() {
     );
     sim.kubectl_ok(
         "admin",
-        &["create", "--validate=false", "-f", secret.to_str().unwrap()],
+        &["create", "-f", secret.to_str().unwrap()],
     );
     // Kubelet CSRs, and one for a signer the approver must not touch.
     let req = kubelet_request(sim.dir.path(), "worker-0");
@@ -171,7 +173,7 @@ fn the_render_csr_rbac_identity_has_exactly_the_approver_rights() {
         );
         sim.kubectl_ok(
             "boot",
-            &["create", "--validate=false", "-f", f.to_str().unwrap()],
+            &["create", "-f", f.to_str().unwrap()],
         );
     }
     // Allowed: read CSRs and Nodes, the one secret, approve a kubelet CSR.
@@ -218,4 +220,55 @@ fn the_render_csr_rbac_identity_has_exactly_the_approver_rights() {
         .filter(|e| e["user"] == sa_user && e["status"] == 403)
         .count();
     assert!(denied >= 5, "the access log shows {denied} refusals");
+}
+
+#[test]
+fn kubectl_validates_through_the_servers_openapi_and_unknown_fields_are_refused() {
+    require!(
+        kubesim::tools_present(),
+        "python3, openssl or kubectl is missing"
+    );
+    let sim = Sim::start();
+    let req = kubelet_request(sim.dir.path(), "master-0");
+    let good = Sim::csr_yaml(
+        "typo",
+        CLIENT,
+        &["digital signature", "client auth"],
+        &req,
+    );
+    // A misspelt field: kubectl (validation on) asks the server to be
+    // strict, and the server names the field.
+    let typo = sim.file(
+        "typo.yaml",
+        &good.replace("  signerName:", "  expirationSecond: 3600\n  signerName:"),
+    );
+    let (code, out, err) = sim.kubectl("boot", &["create", "-f", typo.to_str().unwrap()]);
+    assert_ne!(code, 0, "created with an unknown field: {out}");
+    assert!(
+        err.contains("strict decoding error: unknown field \"spec.expirationSecond\""),
+        "{err}"
+    );
+    // kubectl really asked: the server's documents and the strict create.
+    let log = sim.log();
+    let asked = |p: &str| {
+        log.iter()
+            .any(|e| e["path"].as_str().is_some_and(|x| x.starts_with(p)))
+    };
+    assert!(asked("/openapi/v3/apis/certificates.k8s.io/v1"), "{log:?}");
+    assert!(
+        log.iter().any(|e| e["method"] == "POST"
+            && e["status"] == 400
+            && e["path"]
+                .as_str()
+                .is_some_and(|p| p.contains("fieldValidation=Strict"))),
+        "{log:?}"
+    );
+    // With validation off the server drops the field, as kube-apiserver
+    // does: what it returns validates, and holds no such field.
+    sim.kubectl_ok(
+        "boot",
+        &["create", "--validate=false", "-f", typo.to_str().unwrap()],
+    );
+    let obj = csr_json(&sim, "admin", "typo");
+    assert!(obj["spec"].get("expirationSecond").is_none(), "{obj}");
 }

@@ -431,7 +431,7 @@ impl Sim {
         let file = self.file("rbac.yaml", &rbac);
         self.kubectl_ok(
             "admin",
-            &["apply", "--validate=false", "-f", file.to_str().unwrap()],
+            &["apply", "-f", file.to_str().unwrap()],
         );
         let token = self.kubectl_ok(
             "admin",
@@ -470,7 +470,7 @@ impl Sim {
         let f = self.file(file, obj);
         self.kubectl_ok(
             context,
-            &["create", "--validate=false", "-f", f.to_str().unwrap()],
+            &["create", "-f", f.to_str().unwrap()],
         );
     }
 
@@ -480,7 +480,7 @@ impl Sim {
         let (code, out, err) = self.kubectl_from(
             ns,
             context,
-            &["create", "--validate=false", "-f", f.to_str().unwrap()],
+            &["create", "-f", f.to_str().unwrap()],
         );
         assert_eq!(code, 0, "kubectl create from {ns} failed: {out}{err}");
     }

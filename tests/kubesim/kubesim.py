@@ -304,6 +304,24 @@ def failure(code, reason, message):
             "message": message, "reason": reason, "code": code}
 
 
+def openapi_paths(gv, resources):
+    """The `paths` of the OpenAPI v3 document of group-version `gv`."""
+    field_validation = {"name": "fieldValidation", "in": "query", "schema": {
+        "type": "string", "uniqueItems": True}, "description": "Strict, Warn or Ignore"}
+    paths = {}
+    for g, v, plural, kind, namespaced in resources:
+        gvk = {"group": g, "kind": kind, "version": v}
+        base = f"/{gv}/namespaces/{{namespace}}/{plural}" if namespaced else f"/{gv}/{plural}"
+
+        def op(action):
+            return {"operationId": f"{action}{kind}", "parameters": [field_validation],
+                    "responses": {"200": {"description": "OK"}},
+                    "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk}
+        paths[base] = {"post": op("post")}
+        paths[base + "/{name}"] = {"put": op("put"), "patch": op("patch")}
+    return paths
+
+
 def parse_path(path):
     """-> (group, version, plural, ns, name, sub) or a discovery tuple."""
     parts = [p for p in path.split("/") if p]
@@ -404,7 +422,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, {"major": "1", "minor": "32", "gitVersion": "v1.32.4-kubesim",
                                         "platform": "linux/amd64"})
         if url.path.startswith("/openapi/"):
-            return self.status(404, "NotFound", "the stand-in serves no OpenAPI documents")
+            return self.openapi(url.path)
         who = self.identity()
         if who is None:
             return self.status(401, "Unauthorized", "Unauthorized")
@@ -453,6 +471,43 @@ class Handler(BaseHTTPRequestHandler):
                 st.lock.notify_all()
             return self.send_json(201, {"stored": True})
         return self.status(404, "NotFound", path)
+
+    def openapi(self, path):
+        """GET /openapi/v3 (the index) and /openapi/v3/<api/v1 or
+        apis/<group>/<version>>: the kept upstream schemas, and for each
+        resource its collection and item paths whose POST, PUT and PATCH
+        take `fieldValidation` and name their kind, as kube-apiserver's
+        documents do (kubectl reads them to decide that the server
+        validates fields, and then sends fieldValidation=Strict)."""
+        validator = self.api.validator
+        if validator is None:
+            return self.status(404, "NotFound", "started without --openapi")
+        gvs = {}
+        for (g, v, plural), (kind, namespaced) in RESOURCES.items():
+            gvs.setdefault(f"apis/{g}/{v}" if g else f"api/{v}", []).append(
+                (g, v, plural, kind, namespaced))
+        if path.rstrip("/") == "/openapi/v3":
+            return self.send_json(200, {"paths": {gv: {"serverRelativeURL": f"/openapi/v3/{gv}"}
+                                                  for gv in sorted(gvs)}})
+        gv = path[len("/openapi/v3/"):].strip("/")
+        if gv not in gvs:
+            return self.status(404, "NotFound", f"no OpenAPI document for {gv}")
+        return self.send_json(200, validator.document(openapi_paths(gv, gvs[gv])))
+
+    def field_problems(self, obj, q, user):
+        """Server-side field validation of a create or update body: with
+        fieldValidation=Strict an unknown field is a 400 (sent, True is
+        returned); otherwise unknown fields are dropped, as kube-apiserver
+        drops them."""
+        unknown = self.api.validator.unknown(obj, prune=True) if self.api.validator else None
+        if unknown and q.get("fieldValidation", [""])[0] == "Strict":
+            kind, version = obj["kind"], obj["apiVersion"].rsplit("/", 1)[-1]
+            self.status(400, "BadRequest",
+                        f'{kind} in version "{version}" cannot be handled as a {kind}: strict '
+                        "decoding error: " + ", ".join(f'unknown field "{f}"' for f in unknown),
+                        user)
+            return True
+        return False
 
     def discovery(self, group, version, user):
         if group == "" and version is None:
@@ -521,6 +576,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.status(422, "Invalid", "metadata.name: Required value", user)
         for k in ("uid", "resourceVersion", "creationTimestamp"):
             meta.pop(k, None)
+        if self.field_problems(obj, q, user):
+            return None
         if plural == "certificatesigningrequests":
             spec = obj.setdefault("spec", {})
             if not spec.get("request") or not spec.get("signerName"):
@@ -547,6 +604,11 @@ class Handler(BaseHTTPRequestHandler):
         st = self.api.store
         if not isinstance(new, dict) or not name:
             return self.status(400, "BadRequest", "an object is required", user)
+        if not sub:
+            new["apiVersion"] = self.api_version(group, version)
+            new["kind"] = RESOURCES[(group, version, plural)][0]
+            if self.field_problems(new, q, user):
+                return None
         if sub == "approval":
             signer = ((st.get(group, plural, ns, name) or {}).get("spec") or {}).get("signerName", "")
             if not self.api.authorized(user, groups, "approve", CERTS, "signers", None, signer) and \

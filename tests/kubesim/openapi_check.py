@@ -126,6 +126,17 @@ class Validator:
         self.unknown_fields(obj, {"$ref": f"#/components/schemas/{name}"}, "", problems)
         return problems
 
+    def unknown(self, obj, prune=False):
+        """The fields of `obj` its kind's schema does not name (the server's
+        strict field validation), removed from `obj` when `prune` (what the
+        server does otherwise); None when no kept schema covers the kind."""
+        name = self.schema_name(obj)
+        if name is None:
+            return None
+        found = []
+        self.unknown_fields(obj, {"$ref": f"#/components/schemas/{name}"}, "", found, prune)
+        return [f.split(":", 1)[0] for f in found]
+
     def resolve(self, schema):
         """`schema` with its `$ref` and `allOf` members merged in."""
         out = {k: v for k, v in schema.items() if k not in ("$ref", "allOf")}
@@ -137,19 +148,27 @@ class Validator:
                 out.setdefault(k, v)
         return out
 
-    def unknown_fields(self, inst, schema, path, problems):
+    def unknown_fields(self, inst, schema, path, problems, prune=False):
         s = self.resolve(schema)
         if isinstance(inst, dict):
             props = s.get("properties")
             extra = s.get("additionalProperties")
-            for k, v in inst.items():
+            for k, v in list(inst.items()):
                 where = f"{path}.{k}" if path else k
                 if props is not None and k in props:
-                    self.unknown_fields(v, props[k], where, problems)
+                    self.unknown_fields(v, props[k], where, problems, prune)
                 elif isinstance(extra, dict):
-                    self.unknown_fields(v, extra, where, problems)
+                    self.unknown_fields(v, extra, where, problems, prune)
                 elif props is not None or extra is False:
                     problems.append(f"{where}: field not in the schema")
+                    if prune:
+                        del inst[k]
         elif isinstance(inst, list) and isinstance(s.get("items"), dict):
             for i, v in enumerate(inst):
-                self.unknown_fields(v, s["items"], f"{path}[{i}]", problems)
+                self.unknown_fields(v, s["items"], f"{path}[{i}]", problems, prune)
+
+    def document(self, paths):
+        """An OpenAPI v3 document with `paths` and every kept schema (what
+        GET /openapi/v3/<group-version> serves)."""
+        return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "unversioned"},
+                "paths": paths, "components": {"schemas": self.schemas}}
