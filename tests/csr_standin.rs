@@ -75,10 +75,7 @@ fn kubectl_creates_lists_watches_and_approves_csrs() {
             &req,
         ),
     );
-    sim.kubectl_ok(
-        "boot",
-        &["create", "-f", file.to_str().unwrap()],
-    );
+    sim.kubectl_ok("boot", &["create", "-f", file.to_str().unwrap()]);
     let obj = csr_json(&sim, "admin", "csr-m0");
     assert_eq!(
         obj["spec"]["username"],
@@ -125,10 +122,7 @@ fn kubectl_creates_and_lists_nodes() {
         "node.json",
         r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"worker-0"},"status":{"conditions":[{"type":"Ready","status":"False","reason":"KubeletNotReady","message":"starting"}]}}"#,
     );
-    sim.kubectl_ok(
-        "admin",
-        &["create", "-f", node.to_str().unwrap()],
-    );
+    sim.kubectl_ok("admin", &["create", "-f", node.to_str().unwrap()]);
     let out = sim.kubectl_ok("admin", &["get", "nodes", "-o", "name"]);
     assert_eq!(out.trim(), "node/worker-0");
     let ready = sim.kubectl_ok(
@@ -152,15 +146,24 @@ fn the_render_csr_rbac_identity_has_exactly_the_approver_rights() {
     );
     let sim = Sim::start();
     let token = sim.apply_render_csr_rbac();
+    // Every object `apply` created came back checked against its schema
+    // (ServiceAccount, Secret, ClusterRole, Role, the bindings).
+    let created: Vec<_> = sim
+        .log()
+        .into_iter()
+        .filter(|e| e["method"] == "POST" && e["status"] == 201)
+        .collect();
+    assert!(created.len() >= 5, "{created:?}");
+    assert!(
+        created.iter().all(|e| e["validated"] == true),
+        "{created:?}"
+    );
     sim.add_token_context("sa", &token);
     let secret = sim.file(
         "secret.json",
         r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"worker-user-data-managed","namespace":"openshift-machine-api"},"data":{"userData":"e30="}}"#,
     );
-    sim.kubectl_ok(
-        "admin",
-        &["create", "-f", secret.to_str().unwrap()],
-    );
+    sim.kubectl_ok("admin", &["create", "-f", secret.to_str().unwrap()]);
     // Kubelet CSRs, and one for a signer the approver must not touch.
     let req = kubelet_request(sim.dir.path(), "worker-0");
     for (name, signer) in [
@@ -171,10 +174,7 @@ fn the_render_csr_rbac_identity_has_exactly_the_approver_rights() {
             &format!("{name}.yaml"),
             &Sim::csr_yaml(name, signer, &["digital signature", "client auth"], &req),
         );
-        sim.kubectl_ok(
-            "boot",
-            &["create", "-f", f.to_str().unwrap()],
-        );
+        sim.kubectl_ok("boot", &["create", "-f", f.to_str().unwrap()]);
     }
     // Allowed: read CSRs and Nodes, the one secret, approve a kubelet CSR.
     sim.kubectl_ok("sa", &["get", "csr", "-o", "json"]);
@@ -230,12 +230,7 @@ fn kubectl_validates_through_the_servers_openapi_and_unknown_fields_are_refused(
     );
     let sim = Sim::start();
     let req = kubelet_request(sim.dir.path(), "master-0");
-    let good = Sim::csr_yaml(
-        "typo",
-        CLIENT,
-        &["digital signature", "client auth"],
-        &req,
-    );
+    let good = Sim::csr_yaml("typo", CLIENT, &["digital signature", "client auth"], &req);
     // A misspelt field: kubectl (validation on) asks the server to be
     // strict, and the server names the field.
     let typo = sim.file(

@@ -223,11 +223,19 @@ fn the_validator_accepts_real_shapes_and_names_each_mistake() {
             "invalid: spec.request: 'not base64!' is not a 'byte'",
         ),
         (
-            with(csr("x"), &["status", "conditions", "0", "reson"], json!("R")),
+            with(
+                csr("x"),
+                &["status", "conditions", "0", "reson"],
+                json!("R"),
+            ),
             "invalid: status.conditions[0].reson: field not in the schema",
         ),
         (
-            with(node(json!("n")), &["status", "capacity", "cpu"], json!(true)),
+            with(
+                node(json!("n")),
+                &["status", "capacity", "cpu"],
+                json!(true),
+            ),
             "invalid: status.capacity.cpu: True is not valid under any of the given schemas",
         ),
         (
@@ -253,7 +261,25 @@ fn the_validator_accepts_real_shapes_and_names_each_mistake() {
         ),
         (
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                   "metadata": {"name": "r"}}),
+                   "metadata": {"name": "r"},
+                   "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]}),
+            "ok",
+        ),
+        (
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "b"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "a", "namespace": "n"}]}),
+            "invalid: roleRef: 'name' is a required property",
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": "a", "namespace": "n"}, "secret": []}),
+            "invalid: secret: field not in the schema",
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "APIResourceList", "groupVersion": "v1",
+                   "resources": []}),
             "not covered",
         ),
     ];
@@ -279,9 +305,6 @@ fn a_test_whose_standin_caught_an_invalid_object_fails_when_the_sim_drops() {
     assert_ne!(code, 0);
     let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(sim)));
     let why = dropped.expect_err("the drop did not fail the test");
-    let why = why
-        .downcast_ref::<String>()
-        .cloned()
-        .unwrap_or_default();
+    let why = why.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(why.contains("fail the Kubernetes OpenAPI schemas"), "{why}");
 }

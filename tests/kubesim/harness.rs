@@ -326,7 +326,12 @@ impl Sim {
         self.kubectl_with(&prefix, context, args)
     }
 
-    fn kubectl_with(&self, prefix: &[String], context: &str, args: &[&str]) -> (i32, String, String) {
+    fn kubectl_with(
+        &self,
+        prefix: &[String],
+        context: &str,
+        args: &[&str],
+    ) -> (i32, String, String) {
         let out = Sim::command(prefix, kubectl_bin().expect("kubectl").as_os_str())
             .env("KUBECONFIG", &self.kubeconfig)
             .env("HOME", self.dir.path())
@@ -429,10 +434,7 @@ impl Sim {
             &["render", "csr-rbac", "--cluster", cluster.to_str().unwrap()],
         );
         let file = self.file("rbac.yaml", &rbac);
-        self.kubectl_ok(
-            "admin",
-            &["apply", "-f", file.to_str().unwrap()],
-        );
+        self.kubectl_ok("admin", &["apply", "-f", file.to_str().unwrap()]);
         let token = self.kubectl_ok(
             "admin",
             &[
@@ -468,20 +470,14 @@ impl Sim {
     /// Create `obj` (YAML or JSON text) as `context`.
     pub fn create(&self, context: &str, file: &str, obj: &str) {
         let f = self.file(file, obj);
-        self.kubectl_ok(
-            context,
-            &["create", "-f", f.to_str().unwrap()],
-        );
+        self.kubectl_ok(context, &["create", "-f", f.to_str().unwrap()]);
     }
 
     /// Create `obj` as `context` with kubectl run in network namespace `ns`.
     pub fn create_from(&self, ns: &str, context: &str, file: &str, obj: &str) {
         let f = self.file(file, obj);
-        let (code, out, err) = self.kubectl_from(
-            ns,
-            context,
-            &["create", "-f", f.to_str().unwrap()],
-        );
+        let (code, out, err) =
+            self.kubectl_from(ns, context, &["create", "-f", f.to_str().unwrap()]);
         assert_eq!(code, 0, "kubectl create from {ns} failed: {out}{err}");
     }
 
@@ -547,10 +543,7 @@ impl Sim {
     /// Store `obj` as it is (no defaulting, no checks) through the
     /// control endpoint `/_sim/raw/<group or core>/<plural>`.
     pub fn put_raw(&self, group: &str, plural: &str, obj: &serde_json::Value) {
-        let url = format!(
-            "https://127.0.0.1:{}/_sim/raw/{group}/{plural}",
-            self.port
-        );
+        let url = format!("https://127.0.0.1:{}/_sim/raw/{group}/{plural}", self.port);
         let out = self.curl(&["-X", "POST", "--data-binary", &obj.to_string(), &url]);
         assert!(out.contains("stored"), "{out}");
     }

@@ -36,8 +36,9 @@ trimmed upstream documents of tests/kubesim/openapi/), unknown fields
 included. An object that fails is not sent: the request gets a 500 Status
 (a watch, an ERROR event) and the failure is appended to `--invalid-log`
 and printed as a `KUBESIM-INVALID` line, which the harness turns into a
-test failure. Kinds without a kept schema (RBAC objects, ServiceAccounts,
-discovery) are marked `"validated": false` in the access log.
+test failure. What no kept schema covers (discovery documents, /version,
+the OpenAPI documents themselves) is marked `"validated": false` in the
+access log.
 `kubesim.py --openapi DIR --check FILE` checks the JSON objects of FILE
 (one per line) and prints `ok` or `invalid: <problems>` for each.
 

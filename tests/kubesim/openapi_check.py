@@ -17,8 +17,8 @@ ways, both of which must pass:
   any key.
 
 A watch event is a WatchEvent whose `object` is checked by its own kind.
-Kinds without a kept schema are reported as not covered (None), never as
-valid.
+Kinds without a kept schema (only discovery documents and /version) are
+reported as not covered (None), never as valid.
 """
 
 import base64
@@ -45,8 +45,14 @@ KINDS = {
     ("v1", "SecretList"): CORE + "SecretList",
     ("v1", "Namespace"): CORE + "Namespace",
     ("v1", "NamespaceList"): CORE + "NamespaceList",
+    ("v1", "ServiceAccount"): CORE + "ServiceAccount",
+    ("v1", "ServiceAccountList"): CORE + "ServiceAccountList",
     ("v1", "Status"): META + "Status",
 }
+KINDS.update({("rbac.authorization.k8s.io/v1", k): "io.k8s.api.rbac.v1." + k
+              for k in ("ClusterRole", "ClusterRoleList", "ClusterRoleBinding",
+                        "ClusterRoleBindingList", "Role", "RoleList", "RoleBinding",
+                        "RoleBindingList")})
 
 RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 

@@ -3,9 +3,8 @@
 stand-in (tests/kubesim/kubesim.py) returns, and check that every kept
 schema is, as a JSON value, the upstream one.
 
-    trim.py check                      # the kept files against UPSTREAM
-    trim.py check --cert F --core F    # ... against these upstream copies
-    trim.py write --cert F --core F    # (re)write the kept files
+    trim.py check --cert F --core F --rbac F   # the kept files against upstream
+    trim.py write --cert F --core F --rbac F   # (re)write the kept files
 
 F is the upstream document (api/openapi-spec/v3/<file> of
 kubernetes/kubernetes at the commit README.md names), or any text that
@@ -26,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 CORE = "io.k8s.api.core.v1."
 CERTS = "io.k8s.api.certificates.v1."
+RBAC = "io.k8s.api.rbac.v1."
 
 # Output file -> (upstream file name, kept component schemas).
 KEPT = {
@@ -42,12 +42,20 @@ KEPT = {
     "core-v1.json": (
         "api__v1_openapi.json",
         [CORE + n for n in ("AttachedVolume", "ConfigMapNodeConfigSource", "ContainerImage",
-                            "DaemonEndpoint", "Namespace", "NamespaceCondition", "NamespaceList",
+                            "DaemonEndpoint", "LocalObjectReference", "Namespace", "NamespaceCondition", "NamespaceList",
                             "NamespaceSpec", "NamespaceStatus", "Node", "NodeAddress",
                             "NodeCondition", "NodeConfigSource", "NodeConfigStatus",
                             "NodeDaemonEndpoints", "NodeList", "NodeSpec", "NodeStatus",
-                            "NodeSystemInfo", "ObjectReference", "Secret", "SecretList", "Taint")]
+                            "NodeSystemInfo", "ObjectReference", "Secret", "SecretList",
+                            "ServiceAccount", "ServiceAccountList", "Taint")]
         + ["io.k8s.apimachinery.pkg.api.resource.Quantity"],
+    ),
+    "rbac.authorization.k8s.io-v1.json": (
+        "apis__rbac.authorization.k8s.io__v1_openapi.json",
+        [RBAC + n for n in ("AggregationRule", "ClusterRole", "ClusterRoleBinding",
+                            "ClusterRoleBindingList", "ClusterRoleList", "PolicyRule", "Role",
+                            "RoleBinding", "RoleBindingList", "RoleList", "RoleRef", "Subject")]
+        + [META + n for n in ("LabelSelector", "LabelSelectorRequirement")],
     ),
 }
 
@@ -143,10 +151,12 @@ def main():
     ap.add_argument("mode", choices=["check", "write"])
     ap.add_argument("--cert", help="upstream apis__certificates.k8s.io__v1_openapi.json")
     ap.add_argument("--core", help="upstream api__v1_openapi.json")
+    ap.add_argument("--rbac", help="upstream apis__rbac.authorization.k8s.io__v1_openapi.json")
     a = ap.parse_args()
-    if not (a.cert and a.core):
-        sys.exit("--cert and --core name the upstream documents")
-    sources = {"certificates.k8s.io-v1.json": a.cert, "core-v1.json": a.core}
+    if not (a.cert and a.core and a.rbac):
+        sys.exit("--cert, --core and --rbac name the upstream documents")
+    sources = {"certificates.k8s.io-v1.json": a.cert, "core-v1.json": a.core,
+               "rbac.authorization.k8s.io-v1.json": a.rbac}
     if a.mode == "write":
         write(sources)
     problems = check(sources)
