@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """kubesim: a stand-in Kubernetes API server for the CSR approver's tests.
 
-Python 3 standard library only. No Kubernetes API server can be installed
+Python 3 standard library, plus `jsonschema` (PyPI, in the harness's venv)
+for `--openapi`. No Kubernetes API server can be installed
 on the test machines, so this one serves the part the appliance and
 kubectl use, the way kube-apiserver serves it:
 
@@ -17,6 +18,11 @@ kubectl use, the way kube-apiserver serves it:
   kubernetes.io/service-account-token gets its token, as the token
   controller fills it;
 * discovery (/api, /api/v1, /apis, /apis/<g>/<v>) and /version;
+* /openapi/v3 and /openapi/v3/<group-version> (with `--openapi`): the
+  upstream schemas and `fieldValidation` on every write, so kubectl's
+  validation (on by default) runs against this server: with
+  fieldValidation=Strict an unknown field is a 400 naming it, otherwise
+  it is dropped, as kube-apiserver does;
 * watch (`?watch=true`): chunked JSON lines of {"type", "object"} from the
   given resourceVersion, ended by the server after `timeoutSeconds`.
 
