@@ -358,7 +358,14 @@ fn the_approver_relists_after_its_watch_is_dropped() {
         watches >= 2,
         "the approver did not watch again ({watches} watches)"
     );
-    // Each CSR approved exactly once.
-    let puts = sim.log().iter().filter(|e| e["method"] == "PUT").count();
-    assert_eq!(puts, 2, "{:?}", sim.log());
+    // Each CSR approved exactly once, and what `/approval` answered was
+    // checked against the CertificateSigningRequest schema.
+    let log = sim.log();
+    let puts: Vec<_> = log.iter().filter(|e| e["method"] == "PUT").collect();
+    assert_eq!(puts.len(), 2, "{log:?}");
+    assert!(
+        puts.iter()
+            .all(|e| e["validated"] == true && e["status"] == 200),
+        "{puts:?}"
+    );
 }
