@@ -166,6 +166,10 @@ pub fn validator_python() -> Result<PathBuf, String> {
             let mut args = vec!["-m", "pip", "install", "-q"];
             args.extend(VALIDATOR_PACKAGES);
             run(&building.join("bin/python"), &args)?;
+            if !ready(&py) {
+                // A broken venv from an interrupted run: replace it.
+                let _ = std::fs::remove_dir_all(&venv);
+            }
             if std::fs::rename(&building, &venv).is_err() {
                 // Another test binary won the race: use its venv.
                 let _ = std::fs::remove_dir_all(&building);
