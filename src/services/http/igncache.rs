@@ -371,13 +371,28 @@ fn merge(
     detail: String,
 ) -> Result<(IgnBody, usize), IgnError> {
     let whole = base.parts.first().cloned().unwrap_or_default();
-    let pieces = ignmerge::files_splice(&whole, added).map_err(|e| {
+    let splice = ignmerge::files_splice(&whole, added).map_err(|e| {
         IgnError::Broken(format!(
             "cannot merge {} into {}: {e}",
             ignmerge::describe(added),
             path.display()
         ))
     })?;
+    let detail = if splice.left_out.is_empty() {
+        detail
+    } else {
+        // Say what was added, and what not.
+        let mut d = file_name(path);
+        for e in added.iter().filter(|e| !splice.left_out.contains(e)) {
+            d = format!("{d} + {}", detail_of(e));
+        }
+        let out: Vec<String> = splice.left_out.iter().map(|e| detail_of(e)).collect();
+        format!(
+            "{d}, its own NetworkManager connections (no {})",
+            out.join(", ")
+        )
+    };
+    let pieces = splice.pieces;
     let mut added = 0;
     let parts: Vec<Bytes> = pieces
         .into_iter()
@@ -675,6 +690,7 @@ mod tests {
             mode: 0o600,
             contents: "[connection]\nid=eth0\n".into(),
             what: "the static address keyfile",
+            yields_to: Some("/etc/NetworkManager/system-connections/"),
         };
         let node = |keyfile: Option<FileEntry>| Target::Node {
             node: "m0".into(),
@@ -709,12 +725,21 @@ mod tests {
         // Its own file: the keyfile alone; verbatim for a DHCP node.
         let own = br#"{"ignition":{"version":"3.4.0"},"storage":{"files":[]}}"#;
         std::fs::write(d.join("m0.ign"), own).unwrap();
-        let st = c.load(d, &node(Some(keyfile))).await.unwrap();
+        let st = c.load(d, &node(Some(keyfile.clone()))).await.unwrap();
         assert_eq!(paths(&st), [kf]);
         assert_eq!(&*st.detail, "m0.ign + eth0.nmconnection");
         let dhcp = c.load(d, &node(None)).await.unwrap();
         assert_eq!(text(&dhcp).as_bytes(), own);
         assert_eq!(&*dhcp.detail, "node file");
+        // Its own file writes a connection of its own: served as it is.
+        let bond = br#"{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/NetworkManager/system-connections/bond0.nmconnection"}]}}"#;
+        std::fs::write(d.join("m0.ign"), bond).unwrap();
+        let st = c.load(d, &node(Some(keyfile.clone()))).await.unwrap();
+        assert_eq!(text(&st).as_bytes(), bond);
+        assert_eq!(
+            &*st.detail,
+            "m0.ign, its own NetworkManager connections (no eth0.nmconnection)"
+        );
     }
 
     fn master(n: usize) -> Target {

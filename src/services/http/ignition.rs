@@ -17,7 +17,10 @@
 //!      (`/etc/NetworkManager/system-connections/<interface>.nmconnection`,
 //!      mode 0600, [`crate::model::staticnet`]) merged in, in either file:
 //!      the installed system keeps its inventory address from its first
-//!      boot on, whichever file the operator gave it;
+//!      boot on, whichever file the operator gave it — unless that file
+//!      writes NetworkManager connections of its own (any file under
+//!      `/etc/NetworkManager/system-connections/`): then the operator's
+//!      setup is left alone (the fetch's detail says so);
 //!   2. `<name>` is a role (`bootstrap`, `master`, `worker`): `<role>.ign`
 //!      verbatim;
 //!   3. anything else: 404.
@@ -42,6 +45,10 @@ use super::ignmerge::FileEntry;
 use crate::model::access::Owner;
 use crate::model::cluster::{Cluster, NodeCfg, Role};
 use crate::model::staticnet::StaticNet;
+
+/// Where NetworkManager's connections live; a file below it in the served
+/// config means the operator set the node's network up.
+const KEYFILE_DIR_SLASH: &str = "/etc/NetworkManager/system-connections/";
 
 /// The node a client address belongs to, if any.
 pub fn node_by_ip(c: &Cluster, ip: IpAddr) -> Option<&NodeCfg> {
@@ -104,6 +111,9 @@ fn keyfile(c: &Cluster, n: &NodeCfg) -> Option<FileEntry> {
         mode: 0o600,
         contents: s.keyfile(),
         what: "the static address keyfile",
+        // A config that writes NetworkManager connections of its own (a
+        // bond, a VLAN) keeps them alone.
+        yields_to: Some(KEYFILE_DIR_SLASH),
     })
 }
 

@@ -27,6 +27,10 @@
 //!   URL-encoded, valid for Ignition spec 3.x): `/etc/hostname` is
 //!   `{… "data:,<fqdn>%0A", mode: 420, …}`, byte for byte what it was
 //!   before the keyfile existed, so a DHCP node's body is unchanged;
+//! - an entry that yields to a directory ([`FileEntry::yields_to`]: the
+//!   keyfile, to `/etc/NetworkManager/system-connections/`) is left out
+//!   when the config already writes a file there (the operator's own
+//!   network setup, e.g. a bond, wins), and [`Splice::left_out`] says so;
 //! - a config with a non-null `ignition.config.replace` pointer is refused
 //!   (Ignition would fetch that config *instead of* this one and drop the
 //!   added files; a `merge` pointer, as openshift-install writes, keeps
@@ -86,6 +90,9 @@ pub struct FileEntry {
     pub contents: String,
     /// What it is, for messages ("the hostname").
     pub what: &'static str,
+    /// Not added when the config already writes a file under this
+    /// directory: the operator's own setup there wins.
+    pub yields_to: Option<&'static str>,
 }
 
 impl FileEntry {
@@ -96,6 +103,7 @@ impl FileEntry {
             mode: 0o644,
             contents: format!("{fqdn}\n"),
             what: "the hostname",
+            yields_to: None,
         }
     }
 
@@ -142,16 +150,14 @@ fn object(v: &RawValue) -> Result<Option<Object<'_>>, MergeError> {
     Ok(Some(serde_json::from_str(v.get())?))
 }
 
-/// Whether a `storage.files` entry is for one of `paths`.
-fn is_replaced(v: &RawValue, paths: &[&str]) -> Result<bool, MergeError> {
+/// The `path` of a `storage.files` entry, when it has a string one.
+fn entry_path(v: &RawValue) -> Result<Option<String>, MergeError> {
     let Some(entry) = object(v)? else {
-        return Ok(false);
+        return Ok(None);
     };
     Ok(match entry.get("path") {
-        Some(p) if p.get().starts_with('"') => {
-            paths.contains(&serde_json::from_str::<String>(p.get())?.as_str())
-        }
-        _ => false,
+        Some(p) if p.get().starts_with('"') => Some(serde_json::from_str::<String>(p.get())?),
+        _ => None,
     })
 }
 
@@ -186,41 +192,86 @@ fn append(doc: &str, v: &RawValue, empty: bool, text: String) -> Vec<Piece> {
     ]
 }
 
+/// A merged document, and the entries left out of it.
+#[derive(Debug)]
+pub struct Splice<'e> {
+    /// The document as pieces of the config and new text.
+    pub pieces: Vec<Piece>,
+    /// Entries not added: the config writes a file where they yield
+    /// ([`FileEntry::yields_to`]).
+    pub left_out: Vec<&'e FileEntry>,
+}
+
 /// The merged document of `config` with `entries` in `storage.files`, as
 /// pieces of `config` and new text (see the module doc).
-pub fn files_splice(config: &[u8], entries: &[FileEntry]) -> Result<Vec<Piece>, MergeError> {
+pub fn files_splice<'e>(config: &[u8], entries: &'e [FileEntry]) -> Result<Splice<'e>, MergeError> {
     let doc = std::str::from_utf8(config)?;
     let root: &RawValue = serde_json::from_str(doc)?;
     let top = object(root)?.ok_or(MergeError::Shape("top level is not a JSON object"))?;
     check_no_replace(&top)?;
-    let entry: Vec<String> = entries.iter().map(FileEntry::json).collect();
-    let entry = entry.join(",");
-    let paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+    let whole = |left_out| Splice {
+        pieces: vec![Piece::Base(0..doc.len())],
+        left_out,
+    };
+    let json = |list: &[&FileEntry]| -> String {
+        let all: Vec<String> = list.iter().map(|e| e.json()).collect();
+        all.join(",")
+    };
+    let all: Vec<&FileEntry> = entries.iter().collect();
     if entries.is_empty() {
-        return Ok(vec![Piece::Base(0..doc.len())]);
+        return Ok(whole(Vec::new()));
     }
+    let added = |pieces| Splice {
+        pieces,
+        left_out: Vec::new(),
+    };
     let Some(storage_raw) = top.get("storage") else {
-        let storage = format!(r#""storage":{{"files":[{entry}]}}"#);
-        return Ok(append(doc, root, top.is_empty(), storage));
+        let storage = format!(r#""storage":{{"files":[{}]}}"#, json(&all));
+        return Ok(added(append(doc, root, top.is_empty(), storage)));
     };
     let storage = object(storage_raw)?.ok_or(MergeError::Shape("storage is not an object"))?;
     let Some(files_raw) = storage.get("files") else {
-        let files = format!(r#""files":[{entry}]"#);
-        return Ok(append(doc, storage_raw, storage.is_empty(), files));
+        let files = format!(r#""files":[{}]"#, json(&all));
+        return Ok(added(append(doc, storage_raw, storage.is_empty(), files)));
     };
     if !files_raw.get().starts_with('[') {
         return Err(MergeError::Shape("storage.files is not an array"));
     }
     let files: Vec<&RawValue> = serde_json::from_str(files_raw.get())?;
-    let mut keep = Vec::with_capacity(files.len());
-    for f in &files {
-        keep.push(!is_replaced(f, &paths)?);
+    let existing = files
+        .iter()
+        .map(|f| entry_path(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (add, left_out): (Vec<&FileEntry>, Vec<&FileEntry>) = entries.iter().partition(|e| {
+        !e.yields_to
+            .is_some_and(|dir| existing.iter().flatten().any(|p| p.starts_with(dir)))
+    });
+    if add.is_empty() {
+        return Ok(whole(left_out));
     }
-    if keep.iter().all(|k| *k) {
-        return Ok(append(doc, files_raw, files.is_empty(), entry));
-    }
-    // Rebuild the array: runs of kept entries (contiguous in the file,
-    // commas included), then the new entry.
+    let paths: Vec<&str> = add.iter().map(|e| e.path.as_str()).collect();
+    let keep: Vec<bool> = existing
+        .iter()
+        .map(|p| !p.as_deref().is_some_and(|p| paths.contains(&p)))
+        .collect();
+    let entry = json(&add);
+    let pieces = if keep.iter().all(|k| *k) {
+        append(doc, files_raw, files.is_empty(), entry)
+    } else {
+        rebuild(doc, files_raw, &files, &keep, &entry)
+    };
+    Ok(Splice { pieces, left_out })
+}
+
+/// `storage.files` rebuilt: runs of the kept entries (contiguous in the
+/// file, commas included), then `entry`.
+fn rebuild(
+    doc: &str,
+    files_raw: &RawValue,
+    files: &[&RawValue],
+    keep: &[bool],
+    entry: &str,
+) -> Vec<Piece> {
     let array = span(doc, files_raw);
     let mut pieces = vec![Piece::Base(0..array.start + 1)];
     let mut run: Option<Range<usize>> = None;
@@ -234,7 +285,7 @@ pub fn files_splice(config: &[u8], entries: &[FileEntry]) -> Result<Vec<Piece>, 
             wrote = true;
         }
     };
-    for (f, k) in files.iter().zip(&keep) {
+    for (f, k) in files.iter().zip(keep) {
         if !*k {
             flush(&mut run, &mut pieces);
             continue;
@@ -250,13 +301,13 @@ pub fn files_splice(config: &[u8], entries: &[FileEntry]) -> Result<Vec<Piece>, 
     let sep = if any_kept { "," } else { "" };
     pieces.push(Piece::New(format!("{sep}{entry}")));
     pieces.push(Piece::Base(array.end - 1..doc.len()));
-    Ok(pieces)
+    pieces
 }
 
 /// The merged document as one buffer (serving keeps the pieces).
 #[cfg(test)]
 fn merge_files(config: &[u8], entries: &[FileEntry]) -> Result<Vec<u8>, MergeError> {
-    let pieces = files_splice(config, entries)?;
+    let pieces = files_splice(config, entries)?.pieces;
     let mut out = Vec::with_capacity(config.len() + 128);
     for p in pieces {
         match p {
@@ -287,10 +338,16 @@ fn merge_by_value(config: &[u8], entries: &[FileEntry]) -> Option<serde_json::Va
         .entry("files")
         .or_insert_with(|| json!([]))
         .as_array_mut()?;
-    files.retain(|f| {
-        let path = f.get("path").and_then(Value::as_str);
-        !entries.iter().any(|e| Some(e.path.as_str()) == path)
-    });
+    let path = |f: &Value| f.get("path").and_then(Value::as_str).map(String::from);
+    let existing: Vec<String> = files.iter().filter_map(path).collect();
+    let entries: Vec<&FileEntry> = entries
+        .iter()
+        .filter(|e| {
+            !e.yields_to
+                .is_some_and(|d| existing.iter().any(|p| p.starts_with(d)))
+        })
+        .collect();
+    files.retain(|f| !entries.iter().any(|e| Some(&e.path) == path(f).as_ref()));
     for e in entries {
         files.push(serde_json::from_str(&e.json()).ok()?);
     }
@@ -383,12 +440,15 @@ mod tests {
             r#"{"storage":{"files":[{"path":"/a"}]},"storage":{"files":[{"path":"/b"}]}}"#,
             "{\n  \"ignition\": {\"config\": {\"replace\": null}},\n  \"storage\": {\n    \"files\": [\n      {\"path\": \"/x\"}\n    ]\n  }\n}\n",
             r#"{"ignition":[1],"st\u006frage":{"files":[]}}"#,
+            r#"{"storage":{"files":[{"path":"/etc/NetworkManager/system-connections/bond0.nmconnection"},{"path":"/etc/hostname"}]}}"#,
+            r#"{"storage":{"files":[{"path":"/etc/NetworkManager/system-connections-x"}]}}"#,
         ];
         let keyfile = FileEntry {
             path: "/etc/NetworkManager/system-connections/eth0.nmconnection".into(),
             mode: 0o600,
             contents: "[connection]\nid=eth0\n".into(),
             what: "the static keyfile",
+            yields_to: Some("/etc/NetworkManager/system-connections/"),
         };
         let both = [FileEntry::hostname("n.c.example.com"), keyfile.clone()];
         for c in cases {
@@ -402,8 +462,15 @@ mod tests {
                 assert_eq!(got, want, "{c} with {}", describe(entries));
             }
         }
-        // The same again with the keyfile's path already in the file.
+        // A keyfile with no yield rule replaces an entry at its path.
         let c = r#"{"storage":{"files":[{"path":"/etc/NetworkManager/system-connections/eth0.nmconnection"},{"path":"/a"}]}}"#;
+        let both = [
+            both[0].clone(),
+            FileEntry {
+                yields_to: None,
+                ..keyfile
+            },
+        ];
         let got: Value =
             serde_json::from_slice(&merge_files(c.as_bytes(), &both).unwrap()).unwrap();
         assert_eq!(got, merge_by_value(c.as_bytes(), &both).unwrap());
@@ -411,6 +478,36 @@ mod tests {
         assert_eq!(got["storage"]["files"][2]["mode"], 384);
         // No entries: the file as it is.
         assert_eq!(merge_files(c.as_bytes(), &[]).unwrap(), c.as_bytes());
+    }
+
+    /// A config that writes a NetworkManager connection of its own gets no
+    /// keyfile (the hostname still), and says so; one that does not gets it.
+    #[test]
+    fn a_keyfile_yields_to_the_configs_own_connections() {
+        let keyfile = FileEntry {
+            path: "/etc/NetworkManager/system-connections/eth0.nmconnection".into(),
+            mode: 0o600,
+            contents: "x".into(),
+            what: "the static keyfile",
+            yields_to: Some("/etc/NetworkManager/system-connections/"),
+        };
+        let both = [FileEntry::hostname("n.c.example.com"), keyfile];
+        let own = br#"{"storage":{"files":[{"path":"/etc/NetworkManager/system-connections/eth0.nmconnection","contents":{"source":"data:,mine"}}]}}"#;
+        let s = files_splice(own, &both).unwrap();
+        assert_eq!(s.left_out, [&both[1]]);
+        let v: Value = serde_json::from_slice(&merge_files(own, &both).unwrap()).unwrap();
+        let files = v["storage"]["files"].as_array().unwrap();
+        assert_eq!(files.len(), 2, "{v}");
+        assert_eq!(files[0]["contents"]["source"], "data:,mine");
+        assert_eq!(files[1]["path"], "/etc/hostname");
+        // The keyfile alone: the file as it is.
+        let s = files_splice(own, &both[1..]).unwrap();
+        assert_eq!(
+            (s.pieces, s.left_out.len()),
+            (vec![Piece::Base(0..own.len())], 1)
+        );
+        let none = br#"{"storage":{"files":[{"path":"/etc/motd"}]}}"#;
+        assert!(files_splice(none, &both).unwrap().left_out.is_empty());
     }
 
     #[test]
@@ -448,8 +545,8 @@ mod tests {
             ));
         }
         role.push_str(r#"{"path":"/etc/hostname"},{"path":"/etc/last"}]}}"#);
-        let pieces =
-            files_splice(role.as_bytes(), &[FileEntry::hostname("n.example.com")]).unwrap();
+        let entries = [FileEntry::hostname("n.example.com")];
+        let pieces = files_splice(role.as_bytes(), &entries).unwrap().pieces;
         let new: usize = pieces
             .iter()
             .map(|p| match p {
