@@ -207,6 +207,8 @@ struct Located {
     detail: String,
     /// How the file itself is served (`role file`, `node file`).
     file_detail: &'static str,
+    /// The file's name as asked for (`master.ign`; `path` is resolved).
+    name: String,
 }
 
 /// Shared ignition bodies plus the bounds on loads.
@@ -263,16 +265,16 @@ fn open_ign(dir: &Path, name: &str) -> Result<Option<(PathBuf, File, FileId)>, I
 }
 
 impl Located {
-    /// `opened` (from [`open_ign`]), a `file_detail`, served with `added`
-    /// merged in (none: as it is, `file_detail`).
+    /// `opened` (from [`open_ign`] as `name`), a `file_detail`, served
+    /// with `added` merged in (none: as it is, `file_detail`).
     fn of(
         (path, file, id): (PathBuf, File, FileId),
-        file_detail: &'static str,
+        (name, file_detail): (String, &'static str),
         added: Vec<FileEntry>,
     ) -> Located {
         let detail = match added.iter().map(detail_of).collect::<Vec<_>>() {
             parts if parts.is_empty() => file_detail.to_string(),
-            parts => format!("{} + {}", file_name(&path), parts.join(" + ")),
+            parts => format!("{name} + {}", parts.join(" + ")),
         };
         Located {
             key: Key { file: id, added },
@@ -280,6 +282,7 @@ impl Located {
             file,
             detail,
             file_detail,
+            name,
         }
     }
 }
@@ -293,11 +296,6 @@ fn detail_of(e: &FileEntry) -> String {
     }
 }
 
-fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
-}
-
 /// Which file answers `t`, opened. Blocking.
 fn locate(dir: &Path, t: &Target) -> Result<Located, IgnError> {
     match t {
@@ -305,12 +303,20 @@ fn locate(dir: &Path, t: &Target) -> Result<Located, IgnError> {
             let stem = crate::model::mode::BIP_IGNITION.trim_end_matches(".ign");
             let opened = open_ign(dir, stem)?
                 .ok_or_else(|| IgnError::Missing(crate::model::mode::BIP_IGNITION.into()))?;
-            Ok(Located::of(opened, "bootstrap-in-place file", Vec::new()))
+            let name = (
+                crate::model::mode::BIP_IGNITION.into(),
+                "bootstrap-in-place file",
+            );
+            Ok(Located::of(opened, name, Vec::new()))
         }
         Target::Role(role) => {
             let opened = open_ign(dir, role.as_str())?
                 .ok_or_else(|| IgnError::Missing(format!("{role}.ign")))?;
-            Ok(Located::of(opened, "role file", Vec::new()))
+            Ok(Located::of(
+                opened,
+                (format!("{role}.ign"), "role file"),
+                Vec::new(),
+            ))
         }
         Target::Node {
             node,
@@ -320,13 +326,21 @@ fn locate(dir: &Path, t: &Target) -> Result<Located, IgnError> {
         } => {
             if let Some(opened) = open_ign(dir, node)? {
                 let added = keyfile.iter().cloned().collect();
-                return Ok(Located::of(opened, "node file", added));
+                return Ok(Located::of(
+                    opened,
+                    (format!("{node}.ign"), "node file"),
+                    added,
+                ));
             }
             let opened = open_ign(dir, role.as_str())?
                 .ok_or_else(|| IgnError::Missing(format!("{node}.ign and {role}.ign")))?;
             let mut added = vec![FileEntry::hostname(hostname)];
             added.extend(keyfile.iter().cloned());
-            Ok(Located::of(opened, "role file", added))
+            Ok(Located::of(
+                opened,
+                (format!("{role}.ign"), "role file"),
+                added,
+            ))
         }
     }
 }
@@ -367,7 +381,7 @@ fn read(l: &Located) -> Result<(IgnBody, bool), IgnError> {
 fn merge(
     base: &IgnBody,
     added: &[FileEntry],
-    path: &Path,
+    (path, name): (&Path, &str),
     detail: String,
 ) -> Result<(IgnBody, usize), IgnError> {
     let whole = base.parts.first().cloned().unwrap_or_default();
@@ -382,7 +396,7 @@ fn merge(
         detail
     } else {
         // Say what was added, and what not.
-        let mut d = file_name(path);
+        let mut d = name.to_string();
         for e in added.iter().filter(|e| !splice.left_out.contains(e)) {
             d = format!("{d} + {}", detail_of(e));
         }
@@ -590,11 +604,12 @@ impl IgnCache {
             return self.file_body(located).await;
         }
         let (path, detail) = (located.path.clone(), located.detail.clone());
+        let name = located.name.clone();
         let base = self.file_body(located).await?;
         let entries = key.added.clone();
         self.once(&key, || async move {
             let (merged, added) =
-                tokio::task::spawn_blocking(move || merge(&base, &entries, &path, detail))
+                tokio::task::spawn_blocking(move || merge(&base, &entries, (&path, &name), detail))
                     .await
                     .map_err(|e| IgnError::Broken(format!("ignition task failed: {e}")))??;
             // The slices of the base are counted with the base.
