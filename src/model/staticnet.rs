@@ -241,13 +241,12 @@ mod tests {
     /// named; none → no name server at all.
     #[test]
     fn name_servers_follow_the_appliances_dns() {
-        let c = cluster("dns: { enabled: false }\n");
+        let mut c = cluster("dns: { enabled: false }\n");
         let s = of(&c, "m0").unwrap();
         assert!(s.nameservers.is_empty());
         assert!(!s.kargs().iter().any(|k| k.starts_with("nameserver=")));
         assert!(!s.keyfile().contains("dns="), "{}", s.keyfile());
-        let c = cluster("dns: { enabled: false }\n");
-        let mut c = c;
+        // A resolver on another port cannot be named; duplicates once.
         c.network.upstream_dns = [
             "10.9.0.53:53",
             "10.9.0.54:5353",
