@@ -77,7 +77,8 @@ nodes:
 }
 
 /// `addressing: static` (issue #38): every mistake at its field in one
-/// run, naming the node; the valid file lists its static nodes.
+/// run, naming the node; the valid file lists its static nodes and their
+/// name server (none with the appliance's DNS off and no upstreamDNS).
 #[test]
 fn check_static_addressing() {
     let dir = tempfile::tempdir().unwrap();
@@ -113,7 +114,22 @@ fn check_static_addressing() {
     );
     let (code, out, err) = run(BIN, &["check", "--cluster", f.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("\nstatic addresses master-0(ens3)\n"), "{out}");
+    assert!(
+        out.contains("\nstatic addresses master-0(ens3) nameserver 10.0.0.2\n"),
+        "{out}"
+    );
+    // The appliance's DNS off and no site resolver named: no name server.
+    write(
+        "  - { name: master-0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10, interface: ens3 }\n\
+         \x20 - { name: worker-0, role: worker, mac: '52:54:00:00:00:14', ip: 10.0.0.20, addressing: dhcp }\n\
+         dns: { enabled: false }\n",
+    );
+    let (code, out, err) = run(BIN, &["check", "--cluster", f.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("\nstatic addresses master-0(ens3) nameserver none\n"),
+        "{out}"
+    );
 }
 
 #[test]

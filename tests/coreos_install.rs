@@ -35,6 +35,10 @@
 //! - the installed system's first machine-config fetch through the LB's
 //!   22623 (a fake MCS on the bootstrap's address) makes a node installed
 //!   and booted; another node's and the appliance's own fetches do not;
+//! - a static node (issue #38) installs with its `ip=`/`nameserver=`, and
+//!   Debian's Ignition, applying the disk's config to the installed root,
+//!   writes its NetworkManager keyfile (0600) with the static addresses,
+//!   the same `[ipv4]`/`[ipv6]` as nm-initrd-generator's from those kargs;
 //! - the served ISO equals `coreos-installer iso kargs modify --append`
 //!   of the node's kargs for source ISOs that already carry
 //!   `console=ttyS0,115200n8` (in their default kargs, and added with
@@ -253,14 +257,17 @@ impl LoopDisk {
 
     /// `cat PATH` out of the ext4 filesystem at sector `start` of the disk.
     fn ext4_cat(&self, start: u64, sectors: u64, path: &str, work: &Path) -> String {
+        self.debugfs(start, sectors, &format!("cat {path}"), work)
+    }
+
+    /// debugfs's `request` on the ext4 filesystem at sector `start` of the
+    /// disk (a copy of it: the disk stays as it is).
+    fn debugfs(&self, start: u64, sectors: u64, request: &str, work: &Path) -> String {
         let part = work.join(format!("part-{start}.img"));
         let all = std::fs::read(&self.file).unwrap();
         let (a, b) = ((start * 512) as usize, ((start + sectors) * 512) as usize);
         std::fs::write(&part, &all[a..b]).unwrap();
-        run_ok(
-            "debugfs",
-            &["-R", &format!("cat {path}"), part.to_str().unwrap()],
-        )
+        run_ok("debugfs", &["-R", request, part.to_str().unwrap()])
     }
 }
 
@@ -273,6 +280,8 @@ impl Drop for LoopDisk {
 
 /// The `boot` partition of [`metal_image`]: first sector and size.
 const BOOT_PART: (u64, u64) = (20480, 32768);
+/// The `root` partition of [`metal_image`]: first sector and size.
+const ROOT_PART: (u64, u64) = (53248, 32768);
 
 /// A stand-in for `rhcos-metal.x86_64.raw.xz`: a 48 MiB GPT disk with
 /// RHCOS's partitions (BIOS-BOOT, EFI-SYSTEM, ext4 `boot` with a BLS entry
@@ -293,6 +302,21 @@ fn metal_image(work: &Path, images: &Path, name: &str) {
         r#"{"build":"crc-test","imgid":"rhcos-metal.x86_64.raw"}"#,
     )
     .unwrap();
+    // What Ignition's files stage relabels with (RHCOS's root has the full
+    // policy; these two lines are enough for `setfiles`).
+    let contexts = d.join("root/etc/selinux/targeted/contexts/files");
+    std::fs::create_dir_all(&contexts).unwrap();
+    std::fs::write(
+        d.join("root/etc/selinux/config"),
+        "SELINUX=enforcing\nSELINUXTYPE=targeted\n",
+    )
+    .unwrap();
+    std::fs::write(
+        contexts.join("file_contexts"),
+        "/etc(/.*)?\tsystem_u:object_r:etc_t:s0\n\
+         /etc/NetworkManager/system-connections(/.*)?\tsystem_u:object_r:NetworkManager_etc_rw_t:s0\n",
+    )
+    .unwrap();
     let raw = d.join("disk.raw");
     let p = |x: &Path| x.to_str().unwrap().to_string();
     let sized = |f: &Path, sectors: u64| {
@@ -305,8 +329,8 @@ fn metal_image(work: &Path, images: &Path, name: &str) {
          start=2048, size=2048, type=21686148-6449-6E6F-744E-656564454649, name=\"BIOS-BOOT\"\n\
          start=4096, size=16384, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name=\"EFI-SYSTEM\"\n\
          start={}, size={}, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=\"boot\"\n\
-         start=53248, size=32768, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=\"root\"\n",
-        BOOT_PART.0, BOOT_PART.1
+         start={}, size={}, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=\"root\"\n",
+        BOOT_PART.0, BOOT_PART.1, ROOT_PART.0, ROOT_PART.1
     );
     let mut sf = Command::new("sfdisk")
         .args(["-q", &p(&raw)])
@@ -329,11 +353,12 @@ fn metal_image(work: &Path, images: &Path, name: &str) {
         "mkfs.ext4",
         &["-q", "-L", "root", "-d", &p(&d.join("root")), &p(&root)],
     );
+    assert_eq!(ROOT_PART.1, 32_768);
     let mut disk = std::fs::read(&raw).unwrap();
     for (img, at) in [
         (&efi, 4096usize),
         (&boot, BOOT_PART.0 as usize),
-        (&root, 53_248),
+        (&root, ROOT_PART.0 as usize),
     ] {
         let b = std::fs::read(img).unwrap();
         disk[at * 512..at * 512 + b.len()].copy_from_slice(&b);
@@ -741,18 +766,77 @@ fn net_kargs(cmdline: &str) -> Vec<&str> {
         .collect()
 }
 
+/// Debian's Ignition (package `ignition`): the program RHCOS's initramfs
+/// runs on first boot, shipped as its dracut module.
+const IGNITION: &str = "/usr/lib/dracut/modules.d/30ignition/ignition";
+
+/// The installed system's first boot, as far as Ignition goes: Ignition's
+/// own `fetch-offline` and `files` stages (platform `file`, reading
+/// `config`: the config coreos-installer wrote to the disk) on the disk's
+/// `root` partition (`<loop device>p4`), mounted in a private mount
+/// namespace (gone with it). `setfiles` (policycoreutils) relabels what it wrote, as on RHCOS.
+fn ignite_root(disk: &LoopDisk, config: &str, work: &Path) {
+    let w = work.join("ignite");
+    std::fs::create_dir_all(w.join("root")).unwrap();
+    std::fs::write(w.join("config.ign"), config).unwrap();
+    let script = format!(
+        r#"set -e
+partx -a {dev} 2>/dev/null || partx -u {dev}
+[ "$(blkid -p -s PART_ENTRY_NAME -o value {dev}p4)" = root ] || {{ echo "{dev}p4 is not root"; exit 93; }}
+mount {dev}p4 {w}/root
+export IGNITION_CONFIG_FILE={w}/config.ign
+common="-platform file -root {w}/root -config-cache {w}/cache.json -state-file {w}/state -log-to-stdout"
+{ign} $common -stage fetch-offline -neednet {w}/neednet
+if [ -e {w}/neednet ]; then echo "ignition asks for the network"; exit 92; fi
+{ign} $common -stage files
+umount {w}/root
+"#,
+        dev = disk.dev,
+        w = w.display(),
+        ign = IGNITION,
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "bash", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "ignition failed:\n{text}");
+    assert!(text.contains("files: files passed"), "{text}");
+}
+
+/// The lines of `[section]` of a keyfile, without the `dhcp-*` settings
+/// (they apply to DHCP only, and nm-initrd-generator writes them for any
+/// method).
+fn keyfile_section(text: &str, section: &str) -> Vec<String> {
+    text.split("\n[")
+        .find(|s| s.starts_with(&format!("{section}]")))
+        .unwrap_or_else(|| panic!("no [{section}] in {text}"))
+        .lines()
+        .skip(1)
+        .filter(|l| !l.is_empty() && !l.starts_with("dhcp-"))
+        .map(String::from)
+        .collect()
+}
+
 /// Issue #38 item 2 end to end: a dual-stack node with `network.addressing:
-/// static` gets exactly its `ip=` (both families) and `nameserver=` in its
-/// iPXE script and in its `/boot/<node>.iso` (read by `coreos-installer iso
-/// kargs show`); the real installer, run by its own service from that
-/// command line, installs and hands them to the installed system's first
-/// boot (`--firstboot-args`, the disk's `ignition.firstboot`); NetworkManager's
-/// own initrd generator, given that first-boot command line as RHCOS's
-/// initramfs gives it, writes the keyfile with the static addresses and the
-/// appliance as DNS server (`method=manual`). RHCOS's
-/// `coreos-teardown-initramfs` then copies that keyfile into the installed
-/// root's `/etc/NetworkManager/system-connections`; that step (RHCOS's own
-/// code, a `cp`) is not run here.
+/// static` gets exactly its `ip=` (both families) and `nameserver=` (the
+/// appliance, its DNS on) in its iPXE script and in its `/boot/<node>.iso`
+/// (read by `coreos-installer iso kargs show`); the real installer, run by
+/// its own service from that command line, installs with them: the disk's
+/// ignition is the one the appliance served the node, and Debian's
+/// Ignition (the program RHCOS runs on first boot) applying it to the
+/// installed root (loop-mounted) writes
+/// `/etc/NetworkManager/system-connections/eth0.nmconnection`, mode 0600,
+/// with the static addresses, gateways and DNS. Its `[ipv4]` and `[ipv6]`
+/// sections are what NetworkManager's own `nm-initrd-generator` writes from
+/// the same arguments (the disk's first-boot arguments,
+/// `--firstboot-args`), under the same id and file name, so first boot
+/// keeps one profile for the interface.
 #[test]
 fn static_node_installs_with_its_ip_and_nameserver() {
     let tools = [
@@ -767,6 +851,9 @@ fn static_node_installs_with_its_ip_and_nameserver() {
         "xz",
         "unshare",
         "ip",
+        "mount",
+        "setfiles",
+        IGNITION,
     ];
     let Some(inst) = need("static_node_installs_with_its_ip_and_nameserver", &tools) else {
         return;
@@ -795,7 +882,6 @@ network:
 nodes:
   - {{ name: bootstrap, role: bootstrap, mac: "52:54:00:5f:00:05", ip: {net}.5, interface: eth0 }}
   - {{ name: master-0, role: master, mac: "52:54:00:5f:00:0a", ip: {net}.10, ipv6: "fd00:95::10", installDev: {dev}, interface: eth0 }}
-dns: {{ enabled: false }}
 dhcp: {{ enabled: false, leaseFile: "{{dir}}/leases.json" }}
 loadBalancer: {{ enabled: false }}
 admin: {{ listen: "127.0.0.1:9000" }}
@@ -854,8 +940,56 @@ rhcos:
     assert_eq!(net_kargs(kcmdline), want, "{kcmdline}");
     assert!(kcmdline.starts_with("rd.neednet=1 "), "{kcmdline}");
 
-    // The installed system's first boot: NetworkManager's initrd generator
-    // on those arguments writes the static keyfile.
+    // The disk's ignition is the one served to the node.
+    let on_disk = d0.ext4_cat(
+        BOOT_PART.0,
+        BOOT_PART.1,
+        "/ignition/config.ign",
+        work.path(),
+    );
+    let (code, served_ign) = Lab::curl(
+        &lab.appl,
+        &[],
+        "http://127.0.0.1:8080/ignition/master-0.ign",
+    );
+    assert_eq!(code, "200");
+    let a: serde_json::Value =
+        serde_json::from_str(&on_disk).unwrap_or_else(|e| panic!("{e}: {on_disk:?}"));
+    let b: serde_json::Value = serde_json::from_slice(&served_ign).unwrap();
+    assert_eq!(a, b, "the ignition on the disk is not the node's");
+
+    // First boot: Ignition applies it to the installed root.
+    ignite_root(&d0, &on_disk, work.path());
+    let path = "/etc/NetworkManager/system-connections/eth0.nmconnection";
+    let stat = d0.debugfs(
+        ROOT_PART.0,
+        ROOT_PART.1,
+        &format!("stat {path}"),
+        work.path(),
+    );
+    let mode = stat
+        .split_ascii_whitespace()
+        .skip_while(|w| *w != "Mode:")
+        .nth(1);
+    assert_eq!(mode, Some("0600"), "{stat}");
+    let keyfile = d0.ext4_cat(ROOT_PART.0, ROOT_PART.1, path, work.path());
+    for line in [
+        "id=eth0".to_string(),
+        "interface-name=eth0".into(),
+        format!("address1={net}.10/24,{net}.254"),
+        format!("dns={net}.1;"),
+        "address1=fd00:95::10/64,fd00:95::fe".into(),
+    ] {
+        assert!(
+            keyfile.lines().any(|l| l == line),
+            "lacks {line}: {keyfile}"
+        );
+    }
+    let hostname = d0.ext4_cat(ROOT_PART.0, ROOT_PART.1, "/etc/hostname", work.path());
+    assert_eq!(hostname, format!("{host}\n"));
+
+    // NetworkManager's initrd generator on the first-boot arguments writes
+    // the same addressing under the same id and file name.
     let nm = work.path().join("nm");
     let sub = |d: &str| nm.join(d).to_str().unwrap().to_string();
     let mut args = vec![
@@ -872,31 +1006,23 @@ rhcos:
     args.extend(kcmdline.split_ascii_whitespace().map(String::from));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     run_ok(NM_INITRD_GENERATOR, &args);
-    let keyfile = nm.join("system-connections/eth0.nmconnection");
-    let text =
-        std::fs::read_to_string(&keyfile).unwrap_or_else(|e| panic!("{}: {e}", keyfile.display()));
-    let ini = |section: &str| -> Vec<String> {
-        text.split("\n[")
-            .find(|s| s.starts_with(&format!("{section}]")))
-            .unwrap_or_else(|| panic!("no [{section}] in {text}"))
-            .lines()
-            .skip(1)
-            .map(String::from)
+    let generated = nm.join("system-connections/eth0.nmconnection");
+    let text = std::fs::read_to_string(&generated)
+        .unwrap_or_else(|e| panic!("{}: {e}", generated.display()));
+    for section in ["ipv4", "ipv6"] {
+        assert_eq!(
+            keyfile_section(&keyfile, section),
+            keyfile_section(&text, section),
+            "[{section}] differs:\n{keyfile}\n--- nm-initrd-generator:\n{text}"
+        );
+    }
+    let conn = |t: &str| -> Vec<String> {
+        keyfile_section(t, "connection")
+            .into_iter()
+            .filter(|l| l.starts_with("id=") || l.starts_with("interface-name="))
             .collect()
     };
-    let v4 = ini("ipv4");
-    for line in [
-        "method=manual".to_string(),
-        format!("address1={net}.10/24,{net}.254"),
-        format!("dns={net}.1;"),
-    ] {
-        assert!(v4.contains(&line), "[ipv4] lacks {line}: {text}");
-    }
-    let v6 = ini("ipv6");
-    for line in ["method=manual", "address1=fd00:95::10/64,fd00:95::fe"] {
-        assert!(v6.iter().any(|l| l == line), "[ipv6] lacks {line}: {text}");
-    }
-    assert!(text.contains("interface-name=eth0"), "{text}");
+    assert_eq!(conn(&keyfile), conn(&text));
 }
 
 /// The fake machine-config server: HTTPS on `ip:22623`, `/healthz` and

@@ -607,7 +607,20 @@ pub fn summary(plan: &Plan) -> String {
         .map(|n| format!("{}({})", n.name, n.interface.as_deref().unwrap_or("-")))
         .collect();
     if !statics.is_empty() {
-        let _ = writeln!(out, "static addresses {}", statics.join(" "));
+        let ns: Vec<String> = crate::model::staticnet::nameservers(c)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let ns = if ns.is_empty() {
+            "none".into()
+        } else {
+            ns.join(",")
+        };
+        let _ = writeln!(
+            out,
+            "static addresses {} nameserver {ns}",
+            statics.join(" ")
+        );
     }
     for kind in crate::model::catalogue::ServiceKind::ALL {
         for line in service_lines(plan, kind) {

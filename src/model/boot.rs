@@ -14,9 +14,12 @@
 //! node gets [`static_kargs`] instead — its inventory address as dracut's
 //! `ip=<ip>::<gateway>:<netmask>:<fqdn>:<interface>:none` (and the IPv6
 //! twin `ip=[<ip6>]::[<gw6>]:<prefix>:<fqdn>:<interface>:none` on
-//! dual-stack) and `nameserver=<applianceIP>`, in its iPXE script and its
-//! ISO alike. coreos-installer's service forwards both to the installed
-//! system's first boot (`--firstboot-args`), whose NetworkManager keeps them.
+//! dual-stack) and `nameserver=<applianceIP>` (the site's resolvers when
+//! the appliance's DNS is off: [`super::staticnet`]), in its iPXE script and
+//! its ISO alike. The installed system keeps the address through the
+//! NetworkManager keyfile the node's ignition carries (`http/ignmerge`);
+//! coreos-installer's service also forwards the arguments to its first
+//! boot (`--firstboot-args`).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -41,36 +44,11 @@ pub fn dual_stack(c: &Cluster, node: &NodeCfg) -> bool {
     c.network.ipv6.is_some() && node.ipv6.is_some()
 }
 
-/// The network arguments of a static node (`None` for a DHCP one): its
-/// address on `network.cidr` (or the `dhcp.segments[]` subnet it lies in,
-/// with that subnet's gateway and mask), its FQDN as hostname, its
-/// `interface`, no DHCP; the IPv6 twin when it has an IPv6 address (the
-/// gateway `network.ipv6.gateway`, else none); then the appliance as DNS
-/// server.
+/// The network arguments of a static node (`None` for a DHCP one):
+/// [`super::staticnet::StaticNet::kargs`] — its address (both families on
+/// dual-stack) on its interface, no DHCP, then its name servers.
 pub fn static_kargs(c: &Cluster, node: &NodeCfg) -> Option<Vec<String>> {
-    if !node.static_address {
-        return None;
-    }
-    let iface = node.interface.as_deref().unwrap_or_default();
-    let host = format!("{}.{}", node.name, c.domain);
-    let (mask, gw) = c
-        .dhcp
-        .segments
-        .iter()
-        .find(|s| s.cidr.contains(node.ip))
-        .map_or((c.network.cidr.netmask(), c.network.gateway), |s| {
-            (s.cidr.netmask(), s.gateway)
-        });
-    let mut k = vec![format!("ip={}::{gw}:{mask}:{host}:{iface}:none", node.ip)];
-    if let (Some(v6), Some(ip6)) = (&c.network.ipv6, node.ipv6) {
-        let gw6 = v6.gateway.map(|g| format!("[{g}]")).unwrap_or_default();
-        k.push(format!(
-            "ip=[{ip6}]::{gw6}:{}:{host}:{iface}:none",
-            v6.cidr.prefix()
-        ));
-    }
-    k.push(format!("nameserver={}", c.network.appliance_ip));
-    Some(k)
+    super::staticnet::StaticNet::of(c, node).map(|s| s.kargs())
 }
 
 /// Default install disk of a bare-metal node (`rhcos.installDev`).

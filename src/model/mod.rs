@@ -3,7 +3,8 @@
 //! user records from contradicting the generated ones ([`conflicts`]),
 //! who may fetch a node's secrets ([`access`]), the IPv6 half of a
 //! dual-stack network ([`ipv6`]), and the install mode
-//! (bootstrap node or single-node bootstrap-in-place, [`mode`]).
+//! (bootstrap node or single-node bootstrap-in-place, [`mode`]), and a
+//! static node's network ([`staticnet`]: its `ip=` kargs and keyfile).
 //!
 //! A leaf: it imports nothing from `config`, `plan` or the services, so
 //! `config` (which produces a [`cluster::Cluster`] and the plan) and `plan`
@@ -23,3 +24,4 @@ pub mod mode;
 pub mod names;
 pub mod registry;
 pub mod sourcenet;
+pub mod staticnet;

@@ -1,4 +1,5 @@
-//! Ignition bodies: located, read (and hostname-merged) once, then shared.
+//! Ignition bodies: located, read (and merged: a node's hostname, a static
+//! node's keyfile) once, then shared.
 //!
 //! Role: `/ignition/` answers used to read the file (and merge the
 //! hostname) per request, so 8 parallel fetches of a 50 MB config held 8+
@@ -12,11 +13,11 @@
 //!
 //! Invariants:
 //! - A cache key is the file's `(path, dev, inode, size, mtime)` — plus the
-//!   hostname for a merged node body — taken with `fstat` on the handle
-//!   that is read, so a rewritten or replaced file is a new key and is
-//!   served fresh; a file that changes while being read is served but not
-//!   cached. Inserting a key drops the entries of older versions of the
-//!   same file (same path, and hostname for merges).
+//!   entries merged in, for a node's body — taken with `fstat` on the
+//!   handle that is read, so a rewritten or replaced file is a new key and
+//!   is served fresh; a file that changes while being read is served but
+//!   not cached. Inserting a key drops the entries of older versions of the
+//!   same file (same path, and same entries for merges).
 //! - A merged entry is kept only while the entry of the file version it
 //!   slices is (dropping a file's entry drops its merges), so every cached
 //!   file body is counted once, in its own entry; a merged entry counts
@@ -49,7 +50,7 @@ use hyper::header::HeaderValue;
 use tokio::sync::Semaphore;
 
 use super::ignition::Target;
-use super::ignmerge::{self, Piece};
+use super::ignmerge::{self, FileEntry, Piece};
 use super::{MAX_IGNITION, path, range};
 use crate::runtime::sync::LockExt as _;
 
@@ -97,21 +98,26 @@ impl FileId {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     file: FileId,
-    /// The hostname merged in, for a node served from its role file.
-    hostname: Option<String>,
+    /// The files merged in (a node's hostname, a static node's keyfile);
+    /// empty: the file as it is.
+    added: Vec<FileEntry>,
 }
 
 impl Key {
     fn same_source(&self, other: &Key) -> bool {
-        self.file.path == other.file.path && self.hostname == other.hostname
+        self.file.path == other.file.path && self.added == other.added
     }
 
     /// The key of the file body a merged body slices.
     fn base(&self) -> Key {
         Key {
             file: self.file.clone(),
-            hostname: None,
+            added: Vec::new(),
         }
+    }
+
+    fn is_merge(&self) -> bool {
+        !self.added.is_empty()
     }
 }
 
@@ -179,11 +185,11 @@ impl Inner {
         if let Some(e) = self.map.remove(key) {
             self.bytes -= e.cost;
         }
-        if key.hostname.is_none() {
+        if !key.is_merge() {
             let merges: Vec<Key> = self
                 .map
                 .keys()
-                .filter(|k| k.hostname.is_some() && k.file == key.file)
+                .filter(|k| k.is_merge() && k.file == key.file)
                 .cloned()
                 .collect();
             for k in merges {
@@ -199,6 +205,10 @@ struct Located {
     path: PathBuf,
     file: File,
     detail: String,
+    /// How the file itself is served (`role file`, `node file`).
+    file_detail: &'static str,
+    /// The file's name as asked for (`master.ign`; `path` is resolved).
+    name: String,
 }
 
 /// Shared ignition bodies plus the bounds on loads.
@@ -255,18 +265,34 @@ fn open_ign(dir: &Path, name: &str) -> Result<Option<(PathBuf, File, FileId)>, I
 }
 
 impl Located {
-    /// `opened` (from [`open_ign`]) served with the hostname merge `hostname`.
+    /// `opened` (from [`open_ign`] as `name`), a `file_detail`, served
+    /// with `added` merged in (none: as it is, `file_detail`).
     fn of(
         (path, file, id): (PathBuf, File, FileId),
-        hostname: Option<String>,
-        detail: String,
+        (name, file_detail): (String, &'static str),
+        added: Vec<FileEntry>,
     ) -> Located {
+        let detail = match added.iter().map(detail_of).collect::<Vec<_>>() {
+            parts if parts.is_empty() => file_detail.to_string(),
+            parts => format!("{name} + {}", parts.join(" + ")),
+        };
         Located {
-            key: Key { file: id, hostname },
+            key: Key { file: id, added },
             path,
             file,
             detail,
+            file_detail,
+            name,
         }
+    }
+}
+
+/// How an added entry shows in a fetch's detail: `hostname <fqdn>`, else
+/// the file's name.
+fn detail_of(e: &FileEntry) -> String {
+    match e.path.as_str() {
+        "/etc/hostname" => format!("hostname {}", e.contents.trim_end()),
+        p => p.rsplit('/').next().unwrap_or(p).to_string(),
     }
 }
 
@@ -277,27 +303,43 @@ fn locate(dir: &Path, t: &Target) -> Result<Located, IgnError> {
             let stem = crate::model::mode::BIP_IGNITION.trim_end_matches(".ign");
             let opened = open_ign(dir, stem)?
                 .ok_or_else(|| IgnError::Missing(crate::model::mode::BIP_IGNITION.into()))?;
-            Ok(Located::of(opened, None, "bootstrap-in-place file".into()))
+            let name = (
+                crate::model::mode::BIP_IGNITION.into(),
+                "bootstrap-in-place file",
+            );
+            Ok(Located::of(opened, name, Vec::new()))
         }
         Target::Role(role) => {
             let opened = open_ign(dir, role.as_str())?
                 .ok_or_else(|| IgnError::Missing(format!("{role}.ign")))?;
-            Ok(Located::of(opened, None, "role file".into()))
+            Ok(Located::of(
+                opened,
+                (format!("{role}.ign"), "role file"),
+                Vec::new(),
+            ))
         }
         Target::Node {
             node,
             role,
             hostname,
+            keyfile,
         } => {
             if let Some(opened) = open_ign(dir, node)? {
-                return Ok(Located::of(opened, None, "node file".into()));
+                let added = keyfile.iter().cloned().collect();
+                return Ok(Located::of(
+                    opened,
+                    (format!("{node}.ign"), "node file"),
+                    added,
+                ));
             }
             let opened = open_ign(dir, role.as_str())?
                 .ok_or_else(|| IgnError::Missing(format!("{node}.ign and {role}.ign")))?;
+            let mut added = vec![FileEntry::hostname(hostname)];
+            added.extend(keyfile.iter().cloned());
             Ok(Located::of(
                 opened,
-                Some(hostname.clone()),
-                format!("{role}.ign + hostname {hostname}"),
+                (format!("{role}.ign"), "role file"),
+                added,
             ))
         }
     }
@@ -322,8 +364,8 @@ fn read(l: &Located) -> Result<(IgnBody, bool), IgnError> {
     let unchanged = FileId::of(&l.path, &l.file).is_ok_and(|id| id == l.key.file)
         && buf.len() as u64 == l.key.file.size;
     let etag = range::content_etag(&buf);
-    let detail: &str = if l.key.hostname.is_some() {
-        "role file"
+    let detail: &str = if l.key.is_merge() {
+        l.file_detail
     } else {
         &l.detail
     };
@@ -333,22 +375,38 @@ fn read(l: &Located) -> Result<(IgnBody, bool), IgnError> {
     ))
 }
 
-/// `base` (a role file's body) with `/etc/hostname` = `hostname` merged in,
-/// as slices of `base` and the merge's new bytes, and how many bytes those
-/// are. Blocking (it scans the whole document).
+/// `base` (a role or node file's body) with `added` merged in, as slices
+/// of `base` and the merge's new bytes, and how many bytes those are.
+/// Blocking (it scans the whole document).
 fn merge(
     base: &IgnBody,
-    hostname: &str,
-    path: &Path,
+    added: &[FileEntry],
+    (path, name): (&Path, &str),
     detail: String,
 ) -> Result<(IgnBody, usize), IgnError> {
     let whole = base.parts.first().cloned().unwrap_or_default();
-    let pieces = ignmerge::hostname_splice(&whole, hostname).map_err(|e| {
+    let splice = ignmerge::files_splice(&whole, added).map_err(|e| {
         IgnError::Broken(format!(
-            "cannot merge the hostname into {}: {e}",
+            "cannot merge {} into {}: {e}",
+            ignmerge::describe(added),
             path.display()
         ))
     })?;
+    let detail = if splice.left_out.is_empty() {
+        detail
+    } else {
+        // Say what was added, and what not.
+        let mut d = name.to_string();
+        for e in added.iter().filter(|e| !splice.left_out.contains(e)) {
+            d = format!("{d} + {}", detail_of(e));
+        }
+        let out: Vec<String> = splice.left_out.iter().map(|e| detail_of(e)).collect();
+        format!(
+            "{d}, its own NetworkManager connections (no {})",
+            out.join(", ")
+        )
+    };
+    let pieces = splice.pieces;
     let mut added = 0;
     let parts: Vec<Bytes> = pieces
         .into_iter()
@@ -445,7 +503,7 @@ impl IgnCache {
             };
             inner.remove(&oldest);
         }
-        if key.hostname.is_some() && !inner.map.contains_key(&key.base()) {
+        if key.is_merge() && !inner.map.contains_key(&key.base()) {
             return;
         }
         inner.remove(&key);
@@ -542,14 +600,16 @@ impl IgnCache {
             return Ok(b);
         }
         let key = located.key.clone();
-        let Some(hostname) = key.hostname.clone() else {
+        if !key.is_merge() {
             return self.file_body(located).await;
-        };
+        }
         let (path, detail) = (located.path.clone(), located.detail.clone());
+        let name = located.name.clone();
         let base = self.file_body(located).await?;
+        let entries = key.added.clone();
         self.once(&key, || async move {
             let (merged, added) =
-                tokio::task::spawn_blocking(move || merge(&base, &hostname, &path, detail))
+                tokio::task::spawn_blocking(move || merge(&base, &entries, (&path, &name), detail))
                     .await
                     .map_err(|e| IgnError::Broken(format!("ignition task failed: {e}")))??;
             // The slices of the base are counted with the base.
@@ -609,6 +669,7 @@ mod tests {
             node: "m0".into(),
             role: Role::Master,
             hostname: "m0.c.example.com".into(),
+            keyfile: None,
         };
         let m = c.load(d, &node).await.unwrap();
         assert!(text(&m).contains("m0.c.example.com"));
@@ -630,11 +691,78 @@ mod tests {
         ));
     }
 
+    /// A static node's keyfile is merged into its role's file after the
+    /// hostname, and into its own file alone; the DHCP twin of each is
+    /// what it was (the role file + hostname; its own file verbatim).
+    #[tokio::test]
+    async fn a_static_nodes_keyfile_goes_into_its_role_or_own_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("master.ign"), br#"{"ignition":{"version":"3.2.0"}}"#).unwrap();
+        let c = IgnCache::with_recheck(Duration::ZERO);
+        let keyfile = FileEntry {
+            path: "/etc/NetworkManager/system-connections/eth0.nmconnection".into(),
+            mode: 0o600,
+            contents: "[connection]\nid=eth0\n".into(),
+            what: "the static address keyfile",
+            yields_to: Some("/etc/NetworkManager/system-connections/"),
+        };
+        let node = |keyfile: Option<FileEntry>| Target::Node {
+            node: "m0".into(),
+            role: Role::Master,
+            hostname: "m0.c.example.com".into(),
+            keyfile,
+        };
+        let paths = |b: &IgnBody| -> Vec<(String, u64)> {
+            let v: serde_json::Value = serde_json::from_str(&text(b)).unwrap();
+            v["storage"]["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    (
+                        f["path"].as_str().unwrap().into(),
+                        f["mode"].as_u64().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let kf = (keyfile.path.clone(), 384);
+        let st = c.load(d, &node(Some(keyfile.clone()))).await.unwrap();
+        assert_eq!(paths(&st), [("/etc/hostname".into(), 420), kf.clone()]);
+        assert_eq!(
+            &*st.detail,
+            "master.ign + hostname m0.c.example.com + eth0.nmconnection"
+        );
+        let dhcp = c.load(d, &node(None)).await.unwrap();
+        assert_eq!(paths(&dhcp), [("/etc/hostname".into(), 420)]);
+        assert_eq!(&*dhcp.detail, "master.ign + hostname m0.c.example.com");
+        // Its own file: the keyfile alone; verbatim for a DHCP node.
+        let own = br#"{"ignition":{"version":"3.4.0"},"storage":{"files":[]}}"#;
+        std::fs::write(d.join("m0.ign"), own).unwrap();
+        let st = c.load(d, &node(Some(keyfile.clone()))).await.unwrap();
+        assert_eq!(paths(&st), [kf]);
+        assert_eq!(&*st.detail, "m0.ign + eth0.nmconnection");
+        let dhcp = c.load(d, &node(None)).await.unwrap();
+        assert_eq!(text(&dhcp).as_bytes(), own);
+        assert_eq!(&*dhcp.detail, "node file");
+        // Its own file writes a connection of its own: served as it is.
+        let bond = br#"{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/NetworkManager/system-connections/bond0.nmconnection"}]}}"#;
+        std::fs::write(d.join("m0.ign"), bond).unwrap();
+        let st = c.load(d, &node(Some(keyfile.clone()))).await.unwrap();
+        assert_eq!(text(&st).as_bytes(), bond);
+        assert_eq!(
+            &*st.detail,
+            "m0.ign, its own NetworkManager connections (no eth0.nmconnection)"
+        );
+    }
+
     fn master(n: usize) -> Target {
         Target::Node {
             node: format!("master-{n}"),
             role: Role::Master,
             hostname: format!("master-{n}.c.example.com"),
+            keyfile: None,
         }
     }
 
@@ -682,7 +810,7 @@ mod tests {
                 &File::open(d.join("master.ign")).unwrap(),
             )
             .unwrap(),
-            hostname: None,
+            added: Vec::new(),
         });
         assert_eq!((c.held(), c.inner.locked().map.len()), (0, 0));
     }
