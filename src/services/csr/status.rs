@@ -37,6 +37,9 @@ pub struct CsrStatus {
     pub refused: Vec<CsrRow>,
     /// Two pending client CSRs for one node, and other alerts.
     pub alerts: Vec<String>,
+    /// What day-2 workers are served (the secret or `worker.ign`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_ignition: Option<super::userdata::WorkerIgnitionStatus>,
 }
 
 impl CsrStatus {

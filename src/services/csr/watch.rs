@@ -52,7 +52,7 @@ pub struct Approver {
     pub state: Mutex<State>,
 }
 
-fn forbidden(what: &str) -> String {
+pub fn forbidden(what: &str) -> String {
     format!(
         "the kubeconfig's identity may not {what}: apply `crc-appliance render csr-rbac` and use its identity, or the installer's auth/kubeconfig"
     )
