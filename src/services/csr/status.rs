@@ -17,6 +17,9 @@ pub struct CsrRow {
     /// The inventory node (approvals).
     #[serde(default)]
     pub node: Option<String>,
+    /// The CSR's `spec.signerName` (never its request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
     /// `client`, `recovery`, `serving` (approvals) or the refusal's reason.
     pub what: String,
     pub at: u64,
