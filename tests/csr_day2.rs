@@ -421,6 +421,22 @@ fn without_the_secret_workers_get_worker_ign_with_a_warning_until_it_exists() {
         wi["warning"].as_str().unwrap().contains("NOT be accepted"),
         "{wi}"
     );
+    // `node boot` without a route, and for a node not in the file.
+    let f = file.to_str().unwrap();
+    let (code, out, err) = run(BIN, &["node", "boot", "worker-0", "--cluster", f]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(
+            "no way to boot worker-0: it has no `bmc`, the cluster file has no `libvirt` section"
+        ),
+        "{err}"
+    );
+    let (code, _, err) = run(BIN, &["node", "boot", "worker-9", "--cluster", f]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("node \"worker-9\" is not in the cluster file"),
+        "{err}"
+    );
     // A master is never served the workers' config.
     let (_, body) = fetch(&app, "127.0.20.10", "/ignition/master-0.ign");
     assert!(!String::from_utf8_lossy(&body).contains("api-int"));

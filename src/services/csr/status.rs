@@ -1,6 +1,7 @@
 //! The approver's `/status` section (`csr`) and its metrics: the server,
 //! whether it is reachable with the rights it needs, what was approved
-//! and why, what is left pending and why, and the alerts.
+//! and why, what is left pending and why, the alerts, and what day-2
+//! workers are served (`workerIgnition`).
 
 use serde::{Deserialize, Serialize};
 
@@ -42,7 +43,25 @@ pub struct CsrStatus {
     pub alerts: Vec<String>,
     /// What day-2 workers are served (the secret or `worker.ign`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub worker_ignition: Option<super::userdata::WorkerIgnitionStatus>,
+    pub worker_ignition: Option<WorkerIgnitionStatus>,
+}
+
+/// `csr.workerIgnition` in `/status`: what day-2 workers are served.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerIgnitionStatus {
+    /// `secret` (worker-user-data-managed) or `worker.ign` (the fallback).
+    pub source: String,
+    /// The last read (Unix seconds).
+    #[serde(default)]
+    pub read_at: Option<u64>,
+    /// Why the secret is not used.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The fallback is `worker.ign` older than 24 h: the node will not be
+    /// accepted.
+    #[serde(default)]
+    pub warning: Option<String>,
 }
 
 impl CsrStatus {

@@ -20,12 +20,12 @@ use std::time::{Duration, SystemTime};
 use base64::Engine as _;
 use bytes::Bytes;
 use hyper::StatusCode;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::client::{CallError, Client};
 use super::rbac::{NAMESPACE, USER_DATA_SECRET};
+use super::status::WorkerIgnitionStatus;
 use crate::runtime::clock::unix_now;
 use crate::runtime::sync::LockExt as _;
 use crate::runtime::workerign::WorkerIgnition;
@@ -34,24 +34,6 @@ use crate::runtime::workerign::WorkerIgnition;
 pub const REREAD_EVERY: Duration = Duration::from_secs(300);
 /// `worker.ign` older than this is stale when the secret cannot be read.
 pub const STALE_AFTER: Duration = Duration::from_secs(24 * 3600);
-
-/// `csr.workerIgnition` in `/status`: what day-2 workers are served.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkerIgnitionStatus {
-    /// `secret` (worker-user-data-managed) or `worker.ign` (the fallback).
-    pub source: String,
-    /// The last read (Unix seconds).
-    #[serde(default)]
-    pub read_at: Option<u64>,
-    /// Why the secret is not used.
-    #[serde(default)]
-    pub error: Option<String>,
-    /// The fallback is `worker.ign` older than 24 h: the node will not be
-    /// accepted.
-    #[serde(default)]
-    pub warning: Option<String>,
-}
 
 /// What the reader needs of the plan (replaced at each reload's commit).
 #[derive(Debug, Clone, PartialEq, Eq)]
