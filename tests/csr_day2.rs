@@ -43,8 +43,6 @@ const CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 const SERVING: &str = "kubernetes.io/kubelet-serving";
 const NODE: &str = "worker-2";
 const NODE_IP: &str = "127.0.20.22";
-const NODE_LINE: &str =
-    "  - { name: worker-2, role: worker, mac: \"52:54:00:14:00:16\", ip: 127.0.20.22 }\n";
 
 /// The pointer config the Machine API keeps in the secret (a CA bundle
 /// that is not the one in the test's `worker.ign`).
@@ -318,7 +316,9 @@ fn a_worker_added_by_reload_boots_on_libvirt_and_joins() {
         "started test-worker-0 from the live ISO kernel",
         Duration::from_secs(30),
     );
-    add_worker_2(&app, NODE_LINE);
+    let node_line =
+        "  - { name: worker-2, role: worker, mac: \"52:54:00:14:00:16\", ip: 127.0.20.22 }\n";
+    add_worker_2(&app, node_line);
     let out = node_boot(&app);
     assert!(
         out.contains("worker-2: started test-worker-2 from the live ISO kernel")
