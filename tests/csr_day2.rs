@@ -449,6 +449,14 @@ fn without_the_secret_workers_get_worker_ign_with_a_warning_until_it_exists() {
     let wi = &status(&app)["csr"]["workerIgnition"];
     assert_eq!(wi["source"], "secret", "{wi}");
     assert!(wi["warning"].is_null(), "{wi}");
+    let metrics = common::run_ok(
+        "curl",
+        &["-sf", &format!("http://{}/metrics", app.addr("admin"))],
+    );
+    assert!(
+        metrics.contains("\ncrc_csr_worker_ignition_from_secret 1\n"),
+        "{metrics}"
+    );
 }
 
 #[test]

@@ -125,6 +125,6 @@ impl Service for Csr {
     }
 
     fn metrics(&self, out: &mut String) {
-        self.approver.state.locked().status.metrics(out);
+        self.status().metrics(out);
     }
 }

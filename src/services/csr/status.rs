@@ -87,5 +87,14 @@ impl CsrStatus {
             "1 when the last pass read CSRs and Nodes",
         )
         .sample(&[], u8::from(self.connected));
+        if let Some(w) = &self.worker_ignition {
+            family(
+                out,
+                "crc_csr_worker_ignition_from_secret",
+                Kind::Gauge,
+                "1 when day-2 workers are served secret worker-user-data-managed, 0 when worker.ign",
+            )
+            .sample(&[], u8::from(w.source == "secret"));
+        }
     }
 }
