@@ -359,7 +359,11 @@ fn a_worker_added_by_reload_boots_through_its_bmc_and_joins() {
     std::fs::copy(&bmc.ca, d.join("ca.pem")).unwrap();
     let built = common::initramfs::rhcos_iso(d, "day2", [b"kernel", b"initrd"], 1024);
     let rhcos = format!("rhcos: {{ iso: \"{}\" }}\n", built.path.display());
-    let yaml = common::loopback_cluster_with(&format!("{}{rhcos}", sections(d, &sim.kubeconfig)));
+    // A node with a BMC makes HTTP serve HTTPS for virtual media: on a
+    // free port here (the default 8443 may be taken).
+    let tls = format!("  tlsListen: 127.0.0.1:{}\nadmin:", free_port());
+    let sections = sections(d, &sim.kubeconfig).replacen("admin:", &tls, 1);
+    let yaml = common::loopback_cluster_with(&format!("{sections}{rhcos}"));
     let file = d.join("cluster.yaml");
     std::fs::write(&file, yaml).unwrap();
     let app = Appliance::launch().start_path(&file);
@@ -467,7 +471,10 @@ fn two_pending_client_csrs_for_one_node_are_an_alert_on_the_timeline_and_page() 
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     ignition_dir(d);
-    let yaml = common::loopback_cluster_with(&sections(d, &sim.kubeconfig));
+    // The `render csr-rbac` identity: its Role lets it get the secret.
+    let token = sim.apply_render_csr_rbac();
+    let kubeconfig = sim.token_kubeconfig("approver.kubeconfig", &token);
+    let yaml = common::loopback_cluster_with(&sections(d, &kubeconfig));
     let file = d.join("cluster.yaml");
     std::fs::write(&file, yaml).unwrap();
     let app = Appliance::launch().start_path(&file);
@@ -560,4 +567,14 @@ fn two_pending_client_csrs_for_one_node_are_an_alert_on_the_timeline_and_page() 
     });
     wait_approved(&sim, "w0-b");
     assert!(!sim.approved("cve"));
+    let sa = "system:serviceaccount:openshift-machine-api:crc-appliance-csr-approver";
+    let calls: Vec<Value> = sim.log().into_iter().filter(|e| e["user"] == sa).collect();
+    assert!(
+        calls.iter().any(|e| e["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("/secrets/worker-user-data-managed"))
+            && e["status"] == 200),
+        "{calls:?}"
+    );
+    assert!(calls.iter().all(|e| e["status"] == 200), "{calls:?}");
 }
