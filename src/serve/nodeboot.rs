@@ -146,3 +146,39 @@ async fn libvirt_boot(_: &Hub, node: &str) -> Result<Vec<String>, BootError> {
         "{node} is a libvirt VM, and this crc-appliance was built without libvirt support"
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(extra: &str) -> Cluster {
+        let text = format!(
+            "name: c\nbaseDomain: example.com\nnetwork: {{ cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1 }}\nnodes:\n  - {{ name: m0, role: master, mac: '52:54:00:00:00:10', ip: 10.0.0.10 }}\n  - {{ name: w0, role: worker, mac: '52:54:00:00:00:20', ip: 10.0.0.20 }}\n{extra}"
+        );
+        crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
+            .unwrap()
+            .cluster
+    }
+
+    #[test]
+    fn network_boot_says_what_happens_or_why_there_is_no_route() {
+        let served = cluster("rhcos: { iso: /rhcos.iso }\npxe: { tftpRoot: / }\n");
+        let ok = network_boot(&served, "w0").unwrap();
+        assert!(
+            ok.starts_with("w0 has no BMC and is not a libvirt VM: power it on")
+                && ok.contains("/boot/boot.ipxe"),
+            "{ok}"
+        );
+        let iso_only = cluster("rhcos: { iso: /rhcos.iso }\n");
+        let e = network_boot(&iso_only, "w0").unwrap_err();
+        assert_eq!(e.http_status(), 409);
+        let e = e.to_string();
+        assert!(e.starts_with("no way to boot w0: it has no `bmc`"), "{e}");
+        assert!(
+            e.ends_with("boot it by hand from http://10.0.0.1:8080/boot/w0.iso"),
+            "{e}"
+        );
+        let nothing = network_boot(&cluster(""), "w0").unwrap_err().to_string();
+        assert!(!nothing.contains("by hand"), "{nothing}");
+    }
+}
