@@ -101,7 +101,7 @@ pub enum Command {
         #[command(subcommand)]
         action: LbAction,
     },
-    /// Per-node actions through the admin API (network boot).
+    /// Per-node actions through the admin API (boot, network reinstall).
     Node {
         #[command(subcommand)]
         action: NodeAction,
@@ -242,6 +242,9 @@ pub enum NodeAction {
     /// Make the node install again at its next network boot (it boots its
     /// disk once installed).
     Reinstall { node: String },
+    /// Boot the node by the route it has: its BMC (`bmc up`), its libvirt
+    /// VM (`vm up`), or network boot (then it says to power it on).
+    Boot { node: String },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

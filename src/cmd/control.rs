@@ -1,4 +1,4 @@
-//! `lb status|enable|disable` and `node reinstall`: admin API calls
+//! `lb status|enable|disable`, `node reinstall` and `node boot`: admin API calls
 //! answered in text for people (`--json` keeps the API's JSON for
 //! machines).
 //!
@@ -37,6 +37,21 @@ pub fn answer(what: &str, status: u16, body: &str) -> anyhow::Result<String> {
         Some(why) => anyhow::bail!("{what}: {why} (HTTP {status})"),
         None => anyhow::bail!("{what}: admin API answered HTTP {status}: {}", body.trim()),
     }
+}
+
+/// `node boot NODE`: `serve` boots the node by its route and answers
+/// what it did, one line per step.
+pub async fn node_boot(cluster: &std::path::Path, node: &str) -> anyhow::Result<()> {
+    let c = crate::config::load(cluster)?.cluster;
+    if c.node(node).is_none() {
+        anyhow::bail!("node boot {node}: node {node:?} is not in the cluster file");
+    }
+    let path = format!("/api/nodes/{node}/boot");
+    let (status, body) = super::admin_call(&c, "POST", path).await?;
+    for line in answer(&format!("node boot {node}"), status, &body)?.lines() {
+        println!("{node}: {line}");
+    }
+    Ok(())
 }
 
 /// Why `node reinstall NODE` cannot work with this cluster file, if it

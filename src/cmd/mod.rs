@@ -42,10 +42,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Lb { action } => lb_command(&cluster, action).await,
-        Command::Node { action } => {
-            let cli::NodeAction::Reinstall { node } = action;
-            node_reinstall(&cluster, &node).await
-        }
+        Command::Node { action } => match action {
+            cli::NodeAction::Reinstall { node } => node_reinstall(&cluster, &node).await,
+            cli::NodeAction::Boot { node } => control::node_boot(&cluster, &node).await,
+        },
         Command::Reload => reload_running(&cluster).await,
         Command::Vm { action, node } => {
             let action = match action {

@@ -34,4 +34,5 @@ pub mod status;
 pub mod sync;
 pub mod telemetry;
 pub mod tls;
+pub mod workerign;
 pub mod writestall;

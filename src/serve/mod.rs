@@ -13,6 +13,7 @@ pub mod admin;
 pub mod changes;
 pub mod hasync;
 pub mod hub;
+pub mod nodeboot;
 pub mod registry;
 pub mod reload;
 pub mod status;

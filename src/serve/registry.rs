@@ -21,6 +21,7 @@ use crate::model::catalogue::ServiceKind;
 use crate::plan::Plan;
 use crate::runtime::control::{BootControl, LbControl, SyncControl};
 use crate::runtime::service::Service;
+use crate::runtime::workerign::WorkerIgnition;
 use crate::serve::status::StatusDoc;
 use crate::services::{csr, dhcp, dhcp6, dns, http, lb, ntp, registry, tftp};
 use crate::timeline::Events;
@@ -47,6 +48,9 @@ impl Services {
     /// libvirt first, its network must exist before the others bind to it.
     pub async fn create(plan: &Arc<Plan>, events: &Events) -> anyhow::Result<Services> {
         let mut s = Services::default();
+        // The cluster's worker pointer config: the CSR approver reads it,
+        // HTTP serves it to day-2 workers (neither imports the other).
+        let worker_ign = Arc::new(WorkerIgnition::default());
         for kind in plan.cluster.services() {
             match kind {
                 ServiceKind::Libvirt => s.create_libvirt(plan, events).await?,
@@ -58,11 +62,14 @@ impl Services {
                 ServiceKind::Lb => {
                     s.lb = Some(lb::Lb::new(plan, events.clone()).context("load balancer")?)
                 }
-                ServiceKind::Http => s.http = Some(http::Http::new(plan, events.clone())),
+                ServiceKind::Http => {
+                    s.http = Some(http::Http::new(plan, events.clone(), worker_ign.clone()))
+                }
                 ServiceKind::Tftp => s.tftp = Some(tftp::Tftp::new(plan).context("TFTP")?),
                 ServiceKind::Ntp => s.ntp = Some(ntp::Ntp::new(plan).context("NTP")?),
                 ServiceKind::Csr => {
-                    s.csr = Some(csr::Csr::new(plan, events.clone()).context("CSR approval")?)
+                    let ign = worker_ign.clone();
+                    s.csr = Some(csr::Csr::new(plan, events.clone(), ign).context("CSR approval")?)
                 }
                 ServiceKind::Registry => {
                     s.registry = Some(registry::Registry::new(plan).context("registry")?)

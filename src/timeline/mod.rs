@@ -111,6 +111,12 @@ pub enum Event {
     CsrApproved { node: String, serving: bool },
     /// The node's Node object is Ready (seen by the CSR approver).
     NodeReady { node: String },
+    /// The CSR approver's alert about the node (two pending client CSRs
+    /// for it, both left alone), or `None` once it no longer holds.
+    CsrAlert {
+        node: String,
+        message: Option<String>,
+    },
 }
 
 impl Event {
@@ -129,6 +135,7 @@ impl Event {
             | Event::Healthy { node, .. }
             | Event::ApiDown { node }
             | Event::CsrApproved { node, .. }
+            | Event::CsrAlert { node, .. }
             | Event::NodeReady { node } => Some(node),
             Event::Ignition { node, .. } => node.as_deref(),
             Event::BootstrapComplete
@@ -164,6 +171,8 @@ pub struct Timeline {
     single: Option<Single>,
     /// The bootstrap-in-place Ignition's age (seconds), when known.
     bip_age: Option<u64>,
+    /// The CSR approver's current alerts, by node.
+    csr_alerts: BTreeMap<String, String>,
 }
 
 /// Age after which the bootstrap-in-place Ignition's certificates are
@@ -245,6 +254,14 @@ impl Timeline {
                 );
             }
             Event::NodeReady { node } => first(&mut self.node(&node).t.node_ready, now),
+            Event::CsrAlert { node, message } => match message {
+                Some(m) => {
+                    self.csr_alerts.insert(node, m);
+                }
+                None => {
+                    self.csr_alerts.remove(&node);
+                }
+            },
             Event::NetbootScript { node } => {
                 first(&mut self.node(&node).t.netboot_script, now);
             }
@@ -481,6 +498,14 @@ impl Timeline {
         let mut v = self.view(nodes);
         if let Some(h) = pending_csr(&v.nodes, now, csr_hint_after) {
             v.hints.push(h);
+        }
+        for (node, message) in &self.csr_alerts {
+            v.hints.push(TimelineHint {
+                kind: HintKind::CsrAlert,
+                nodes: vec![node.clone()],
+                message: message.clone(),
+                commands: vec!["oc get csr".into()],
+            });
         }
         if let Some(age) = self.bip_age.filter(|a| *a > BIP_STALE_AFTER)
             && self.single.is_some()

@@ -271,7 +271,9 @@ pub fn missing(t: &TimelineStatus, goal: Goal) -> Vec<String> {
     for h in &t.hints {
         let relevant = match h.kind {
             HintKind::PendingCsr => goal != Goal::BootstrapComplete,
-            HintKind::StaleBootstrapMarker | HintKind::StaleBootstrapInPlace => true,
+            HintKind::StaleBootstrapMarker
+            | HintKind::StaleBootstrapInPlace
+            | HintKind::CsrAlert => true,
         };
         if relevant {
             out.extend(hint_lines(h));

@@ -58,6 +58,7 @@ pub fn is_shared(ev: &Event) -> bool {
             | Event::BootstrapInPlaceAge { .. }
             | Event::Healthy { .. }
             | Event::ApiDown { .. }
+            | Event::CsrAlert { .. }
     )
 }
 

@@ -80,6 +80,9 @@ pub enum HintKind {
     /// Single-node: the bootstrap-in-place Ignition is over 20 h old and
     /// the install is not complete (its certificates expire after 24 h).
     StaleBootstrapInPlace,
+    /// The CSR approver left two pending client CSRs for one node alone:
+    /// one of them is not the node's.
+    CsrAlert,
 }
 
 /// One node's install steps (Unix seconds; `None` = not seen yet).

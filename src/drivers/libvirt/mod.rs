@@ -131,16 +131,21 @@ pub fn vm_output(lines: Vec<String>) -> String {
 /// In the libvirt helper process ([`client::Helper::once`]).
 #[cfg(feature = "libvirt")]
 async fn run_vm(spec: Spec, action: VmAction, fetched: Fetched) -> anyhow::Result<()> {
+    print!("{}", vm_text(spec, action, fetched).await?);
+    Ok(())
+}
+
+/// What a `vm` command prints, run in a helper process of its own (also
+/// `serve`'s `node boot` without `libvirt.startOnServe`).
+#[cfg(feature = "libvirt")]
+pub async fn vm_text(spec: Spec, action: VmAction, fetched: Fetched) -> anyhow::Result<String> {
     let req = proto::Request::Vm {
         spec: Box::new(spec),
         action,
         fetched: proto::fetched_list(fetched),
     };
     match client::Helper::once(req).await? {
-        proto::Response::Output { text } => {
-            print!("{text}");
-            Ok(())
-        }
+        proto::Response::Output { text } => Ok(text),
         other => anyhow::bail!("libvirt helper: unexpected answer {other:?}"),
     }
 }

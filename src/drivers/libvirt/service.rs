@@ -148,7 +148,8 @@ impl Libvirt {
         })
     }
 
-    async fn poll_once(&self, up: bool) -> anyhow::Result<()> {
+    /// One poll; what `up` did.
+    async fn poll_once(&self, up: bool) -> anyhow::Result<Vec<String>> {
         let fetched = {
             let p = self.plan.locked();
             self.evidence(&p.0, &p.1)
@@ -167,7 +168,7 @@ impl Libvirt {
             network,
             nodes,
         } = *p;
-        for line in lines {
+        for line in &lines {
             info!("libvirt: {line}");
         }
         for i in installs {
@@ -181,7 +182,39 @@ impl Libvirt {
         }
         *self.status.network.locked() = network;
         *self.status.nodes.locked() = nodes;
-        Ok(())
+        Ok(lines)
+    }
+
+    /// `node boot NODE`: `vm up` now (idempotent: it creates and starts
+    /// the node's VM if it has none, starts an installed one that is shut
+    /// off), then what was done for the node or the state its VM is in.
+    pub async fn boot(&self, node: &str) -> anyhow::Result<Vec<String>> {
+        let lines = self.poll_once(true).await?;
+        let row = self
+            .status
+            .nodes
+            .locked()
+            .iter()
+            .find(|r| r.node == node)
+            .cloned();
+        let Some(row) = row else {
+            anyhow::bail!("node {node} has no VM in the libvirt plan");
+        };
+        let mut done: Vec<String> = lines
+            .into_iter()
+            .filter(|l| l.split_whitespace().any(|w| w == row.domain))
+            .collect();
+        if done.is_empty() {
+            let state = serde_json::to_value(row.state).unwrap_or_default();
+            let phase = serde_json::to_value(row.phase).unwrap_or_default();
+            done.push(format!(
+                "{} is already {} ({})",
+                row.domain,
+                state.as_str().unwrap_or("?"),
+                phase.as_str().unwrap_or("?")
+            ));
+        }
+        Ok(done)
     }
 
     async fn poll(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
@@ -189,7 +222,7 @@ impl Libvirt {
             let need_up = self.up_needed.swap(false, Ordering::SeqCst);
             let res = tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
-                r = self.poll_once(need_up) => r,
+                r = self.poll_once(need_up) => r.map(drop),
             };
             let wait = match res {
                 Ok(()) => POLL,

@@ -12,6 +12,7 @@
 //! | POST | `/api/lb/backends/{node}/disable` | drain `node` in every pool |
 //! | POST | `/api/lb/backends/{node}/enable` | put `node` back |
 //! | POST | `/api/nodes/{node}/reinstall` | network boot: `node` installs again at its next boot |
+//! | POST | `/api/nodes/{node}/boot` | boot `node` by its BMC, libvirt, or say it boots from the network ([`crate::serve::nodeboot`]) |
 //! | POST | `/api/ha/state` | HA pair only, each request and answer HMAC-authenticated with the pair key (`ha.tokenFile`, never sent): merge the peer's shared state, answer ours (`serve::hasync`) |
 //! | POST | `/api/reload` | reload the cluster file; answers its [`crate::serve::status::ReloadStatus`] (200 applied, 422 invalid file, 409 not applicable) |
 //!
@@ -294,6 +295,16 @@ pub async fn route(hub: &Hub, me: &AdminStatus, method: &Method, path: &str) -> 
                     Ok(msg) => json_resp(StatusCode::OK, &json!({"ok": msg})),
                     Err(e) => json_resp(StatusCode::NOT_FOUND, &json!({"error": e.to_string()})),
                 },
+            }
+        }
+        (&Method::POST, p) if p.starts_with("/api/nodes/") && p.ends_with("/boot") => {
+            let node = &p["/api/nodes/".len()..p.len() - "/boot".len()];
+            match crate::serve::nodeboot::boot(hub, node).await {
+                Ok(lines) => json_resp(StatusCode::OK, &json!({"ok": lines.join("\n")})),
+                Err(e) => json_resp(
+                    StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::CONFLICT),
+                    &json!({"error": e.to_string()}),
+                ),
             }
         }
         (&Method::GET, "/api/lb/backends") => match hub.services.lb_status() {

@@ -7,7 +7,9 @@
 //! [`objects`] turns API objects, the plan and the timeline into its
 //! inputs; [`watch`] is the loop over the API server ([`client`],
 //! [`kubeconfig`]); [`rbac`] the least-privilege identity
-//! (`render csr-rbac`).
+//! (`render csr-rbac`); [`userdata`] reads the cluster's current worker
+//! pointer config for day-2 workers (shared with the HTTP service through
+//! `runtime::workerign`, which `serve` hands to both).
 //!
 //! The evidence comes from the timeline (`timeline::Recorder::view`: the
 //! node's ignition fetch from its own address, lease renewals, BMC and
@@ -20,6 +22,7 @@ pub mod rbac;
 pub mod request;
 pub mod rules;
 pub mod status;
+pub mod userdata;
 pub mod watch;
 
 use std::sync::{Arc, Mutex};
@@ -31,21 +34,41 @@ use tokio_util::sync::CancellationToken;
 use crate::plan::Plan;
 use crate::runtime::service::{Commit, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
+use crate::runtime::workerign::WorkerIgnition;
 use crate::timeline::Events;
 
 pub struct Csr {
     approver: Arc<watch::Approver>,
+    reader: Arc<userdata::Reader>,
     tasks: Tasks,
 }
 
+fn reader_cfg(plan: &Plan, csr: &crate::model::cluster::CsrCfg) -> userdata::ReaderCfg {
+    userdata::ReaderCfg {
+        kubeconfig: csr.kubeconfig_file.clone(),
+        ignition_dir: plan.cluster.http.ignition_dir.clone(),
+    }
+}
+
 impl Csr {
-    /// The approver for `plan` (which has a `csr:` section), started at once.
-    pub fn new(plan: &Plan, events: Events) -> anyhow::Result<Arc<Csr>> {
+    /// The approver for `plan` (which has a `csr:` section), started at
+    /// once, and the reader of the worker pointer config it shares through
+    /// `worker_ign`.
+    pub fn new(
+        plan: &Plan,
+        events: Events,
+        worker_ign: Arc<WorkerIgnition>,
+    ) -> anyhow::Result<Arc<Csr>> {
         let cfg = plan
             .cluster
             .csr
             .clone()
             .ok_or_else(|| anyhow::anyhow!("no csr: section"))?;
+        let reader = Arc::new(userdata::Reader {
+            cfg: arc_swap::ArcSwap::from_pointee(reader_cfg(plan, &cfg)),
+            shared: worker_ign,
+            status: Mutex::new(None),
+        });
         let approver = Arc::new(watch::Approver {
             cfg: arc_swap::ArcSwap::from_pointee((cfg, objects::inventory(&plan.cluster))),
             events,
@@ -59,12 +82,20 @@ impl Csr {
             token.clone(),
             async move { a.run(token).await },
         );
-        Ok(Arc::new(Csr { approver, tasks }))
+        let (r, token) = (reader.clone(), tasks.token());
+        tasks.spawn("csr worker ignition reader", token.clone(), r.run(token));
+        Ok(Arc::new(Csr {
+            approver,
+            reader,
+            tasks,
+        }))
     }
 
     /// The `csr` section of `/status`.
     pub fn status(&self) -> status::CsrStatus {
-        self.approver.state.locked().status.clone()
+        let mut s = self.approver.state.locked().status.clone();
+        s.worker_ignition = self.reader.status.locked().clone();
+        s
     }
 }
 
@@ -75,14 +106,14 @@ impl Service for Csr {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let next = plan
-            .cluster
-            .csr
-            .clone()
-            .map(|c| (c, objects::inventory(&plan.cluster)));
+        let next = plan.cluster.csr.clone().map(|c| {
+            let reader = reader_cfg(&plan, &c);
+            ((c, objects::inventory(&plan.cluster)), reader)
+        });
         Ok(Box::new(move || {
-            if let Some(next) = next {
+            if let Some((next, reader)) = next {
                 self.approver.cfg.store(Arc::new(next));
+                self.reader.cfg.store(Arc::new(reader));
             }
         }))
     }
@@ -94,6 +125,6 @@ impl Service for Csr {
     }
 
     fn metrics(&self, out: &mut String) {
-        self.approver.state.locked().status.metrics(out);
+        self.status().metrics(out);
     }
 }

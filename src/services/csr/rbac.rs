@@ -23,7 +23,7 @@ pub type Right = (
 );
 
 /// Every right, in the order the watcher needs them.
-pub const RIGHTS: [Right; 9] = [
+pub const RIGHTS: [Right; 10] = [
     (
         "list",
         "certificates.k8s.io",
@@ -63,6 +63,8 @@ pub const RIGHTS: [Right; 9] = [
         None,
     ),
     ("get", "", "nodes", None),
+    // In NAMESPACE only (a Role): the day-2 workers' pointer config.
+    ("get", "", "secrets", Some(USER_DATA_SECRET)),
 ];
 
 /// The YAML `render csr-rbac` prints (`oc apply -f -`).

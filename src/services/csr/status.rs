@@ -1,6 +1,7 @@
 //! The approver's `/status` section (`csr`) and its metrics: the server,
 //! whether it is reachable with the rights it needs, what was approved
-//! and why, what is left pending and why, and the alerts.
+//! and why, what is left pending and why, the alerts, and what day-2
+//! workers are served (`workerIgnition`).
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +18,9 @@ pub struct CsrRow {
     /// The inventory node (approvals).
     #[serde(default)]
     pub node: Option<String>,
+    /// The CSR's `spec.signerName` (never its request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
     /// `client`, `recovery`, `serving` (approvals) or the refusal's reason.
     pub what: String,
     pub at: u64,
@@ -37,6 +41,27 @@ pub struct CsrStatus {
     pub refused: Vec<CsrRow>,
     /// Two pending client CSRs for one node, and other alerts.
     pub alerts: Vec<String>,
+    /// What day-2 workers are served (the secret or `worker.ign`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_ignition: Option<WorkerIgnitionStatus>,
+}
+
+/// `csr.workerIgnition` in `/status`: what day-2 workers are served.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerIgnitionStatus {
+    /// `secret` (worker-user-data-managed) or `worker.ign` (the fallback).
+    pub source: String,
+    /// The last read (Unix seconds).
+    #[serde(default)]
+    pub read_at: Option<u64>,
+    /// Why the secret is not used.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The fallback is `worker.ign` older than 24 h: the node will not be
+    /// accepted.
+    #[serde(default)]
+    pub warning: Option<String>,
 }
 
 impl CsrStatus {
@@ -62,5 +87,14 @@ impl CsrStatus {
             "1 when the last pass read CSRs and Nodes",
         )
         .sample(&[], u8::from(self.connected));
+        if let Some(w) = &self.worker_ignition {
+            family(
+                out,
+                "crc_csr_worker_ignition_from_secret",
+                Kind::Gauge,
+                "1 when day-2 workers are served secret worker-user-data-managed, 0 when worker.ign",
+            )
+            .sample(&[], u8::from(w.source == "secret"));
+        }
     }
 }

@@ -23,7 +23,7 @@ use tracing::{info, warn};
 
 use super::client::{CallError, Client, message};
 use super::objects;
-use super::rules::{self, Decision, Kind, World};
+use super::rules::{self, Decision, Kind, Refusal, World};
 use super::status::{APPROVALS_KEPT, CsrRow, CsrStatus};
 use crate::model::cluster::CsrCfg;
 use crate::runtime::clock::unix_now;
@@ -44,6 +44,8 @@ pub struct State {
     logged: BTreeSet<(String, String)>,
     /// Inventory node → its last recovery approval.
     recovered: BTreeMap<String, u64>,
+    /// The nodes with a duplicate alert on the timeline.
+    alerted: BTreeSet<String>,
 }
 
 pub struct Approver {
@@ -52,7 +54,7 @@ pub struct Approver {
     pub state: Mutex<State>,
 }
 
-fn forbidden(what: &str) -> String {
+pub fn forbidden(what: &str) -> String {
     format!(
         "the kubeconfig's identity may not {what}: apply `crc-appliance render csr-rbac` and use its identity, or the installer's auth/kubeconfig"
     )
@@ -159,6 +161,7 @@ impl Approver {
         };
         let mut refused = Vec::new();
         let mut alerts = BTreeSet::new();
+        let mut duplicates: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (obj, csr) in objs.iter().zip(&csrs) {
             match rules::decide(csr, &world) {
                 Decision::NotPending => {}
@@ -167,9 +170,16 @@ impl Approver {
                     if r.is_alert() {
                         alerts.insert(r.to_string());
                     }
+                    if let Refusal::Duplicate { node, .. } = &r {
+                        duplicates
+                            .entry(node.clone())
+                            .or_default()
+                            .push(csr.name.clone());
+                    }
                     refused.push(CsrRow {
                         name: csr.name.clone(),
                         node: None,
+                        signer: Some(csr.signer.clone()),
                         what: r.to_string(),
                         at: now,
                     });
@@ -192,7 +202,33 @@ impl Approver {
             .retain(|(name, _)| refused.iter().any(|r| r.name == *name));
         st.status.refused = refused;
         st.status.alerts = alerts.into_iter().collect();
+        drop(st);
+        self.record_alerts(duplicates);
         Ok(rv)
+    }
+
+    /// The duplicate alerts as timeline hints: raised for the nodes in
+    /// `duplicates` (node → its pending client CSRs), cleared for the
+    /// others raised before.
+    fn record_alerts(&self, duplicates: BTreeMap<String, Vec<String>>) {
+        let mut st = self.state.locked();
+        for node in std::mem::take(&mut st.alerted) {
+            if !duplicates.contains_key(&node) {
+                let message = None;
+                self.events
+                    .record(crate::timeline::Event::CsrAlert { node, message });
+            }
+        }
+        for (node, names) in duplicates {
+            let message = Some(format!(
+                "{} pending client CSRs for {node} ({}): none is approved, one of them is not the node's; approve the node's own by hand (`oc describe csr` shows each requester) and deny the other",
+                names.len(),
+                names.join(", ")
+            ));
+            st.alerted.insert(node.clone());
+            self.events
+                .record(crate::timeline::Event::CsrAlert { node, message });
+        }
     }
 
     fn note_refusal(&self, name: &str, reason: &str, alert: bool) {
@@ -250,6 +286,7 @@ impl Approver {
         st.status.approved.push(CsrRow {
             name: name.to_string(),
             node: Some(node.to_string()),
+            signer: Some(signer.to_string()),
             what: what.to_string(),
             at: now,
         });

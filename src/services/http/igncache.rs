@@ -425,6 +425,24 @@ fn merge(
     Ok((body, added))
 }
 
+/// A body made from `raw` rather than a file (the day-2 workers' pointer
+/// config, a few hundred bytes: made per request, not cached), with the
+/// hostname merge when `hostname` is given.
+pub fn of_bytes(raw: Bytes, hostname: Option<&str>, detail: &str) -> Result<IgnBody, IgnError> {
+    let etag = range::content_etag(&raw);
+    let base = IgnBody::new(Arc::new([raw]), etag, detail.into());
+    match hostname {
+        None => Ok(base),
+        Some(h) => merge(
+            &base,
+            h,
+            Path::new(detail),
+            format!("{detail} + hostname {h}"),
+        )
+        .map(|(body, _)| body),
+    }
+}
+
 impl IgnCache {
     /// Mark `c` served now (LRU) and share its body.
     fn serve(&self, c: &Cached) -> IgnBody {

@@ -44,6 +44,7 @@
 //!   keeps the listening socket when `http.listen` did not change.
 
 mod bootstate;
+mod day2;
 mod https;
 mod igncache;
 pub mod ignition;
@@ -158,6 +159,8 @@ pub(crate) struct Ctx {
     sno_initrd: Arc<iso::InitrdCache>,
     /// The HTTPS listener's certificate and counters.
     https: https::HttpsState,
+    /// Day-2 workers' ignition: the cluster's current pointer config.
+    day2: day2::Day2,
 }
 
 fn empty() -> Body {
@@ -553,7 +556,12 @@ impl Ctx {
             record(StatusCode::NOT_FOUND, "not a node or role".into(), 0);
             return plain(StatusCode::NOT_FOUND, "not found");
         };
-        let ign = match self.ign_cache.load(&c.http.ignition_dir, &target).await {
+        let day2 = self.day2.worker_body(c, &target, &file).await;
+        let loaded = match day2 {
+            Some(b) => Ok(b),
+            None => self.ign_cache.load(&c.http.ignition_dir, &target).await,
+        };
+        let ign = match loaded {
             Ok(b) => b,
             Err(IgnError::Missing(f)) => {
                 info!("ignition {file} for {client}: {f} does not exist");

@@ -65,7 +65,13 @@ fn warn_missing_dirs(plan: &Plan) {
 
 impl Http {
     /// The service for `plan`, serving nothing until its first commit.
-    pub fn new(plan: &Arc<Plan>, events: crate::timeline::Events) -> Arc<Http> {
+    /// With `csr:`, workers are served the cluster's current pointer
+    /// config from `worker_ign` (the CSR approver reads it; [`super::day2`]).
+    pub fn new(
+        plan: &Arc<Plan>,
+        events: crate::timeline::Events,
+        worker_ign: Arc<crate::runtime::workerign::WorkerIgnition>,
+    ) -> Arc<Http> {
         let shared = Arc::new(ArcSwap::new(plan.clone()));
         let boot = Arc::new(BootState::open(&plan.cluster));
         let tasks = Tasks::new("http");
@@ -88,6 +94,7 @@ impl Http {
                 refusals: Default::default(),
                 sno_initrd: Default::default(),
                 https: Default::default(),
+                day2: super::day2::Day2::new(worker_ign),
             }),
             listeners: Listeners::default(),
             tls_listeners: Listeners::default(),
