@@ -22,6 +22,7 @@ use tracing::{error, warn};
 
 use super::igncache::{self, IgnBody};
 use super::ignition::Target;
+use super::ignmerge::FileEntry;
 use crate::model::cluster::{Cluster, Role};
 use crate::runtime::sync::LockExt as _;
 use crate::runtime::workerign::{Current, MAX_AGE, WAIT, WorkerIgnition};
@@ -47,23 +48,26 @@ impl Day2 {
     /// is a worker's and `csr:` is configured; `None`: serve the files.
     pub(super) async fn worker_body(&self, c: &Cluster, t: &Target, file: &str) -> Option<IgnBody> {
         c.csr.as_ref()?;
-        let hostname = match t {
-            Target::Role(Role::Worker) => None,
+        let added = match t {
+            Target::Role(Role::Worker) => Vec::new(),
             Target::Node {
                 node,
                 role: Role::Worker,
                 hostname,
+                keyfile,
             } => {
                 let own = c.http.ignition_dir.join(format!("{node}.ign"));
                 if tokio::fs::try_exists(&own).await.unwrap_or(true) {
                     return None;
                 }
-                Some(hostname.as_str())
+                let mut added = vec![FileEntry::hostname(hostname)];
+                added.extend(keyfile.iter().cloned());
+                added
             }
             _ => return None,
         };
         match self.shared.current(MAX_AGE, WAIT).await {
-            Current::Secret(raw) => match igncache::of_bytes(raw, hostname, SECRET) {
+            Current::Secret(raw) => match igncache::of_bytes(raw, &added, SECRET) {
                 Ok(body) => Some(body),
                 Err(e) => {
                     error!("ignition {file}: {e}; serving worker.ign");

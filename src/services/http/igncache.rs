@@ -426,21 +426,19 @@ fn merge(
 }
 
 /// A body made from `raw` rather than a file (the day-2 workers' pointer
-/// config, a few hundred bytes: made per request, not cached), with the
-/// hostname merge when `hostname` is given.
-pub fn of_bytes(raw: Bytes, hostname: Option<&str>, detail: &str) -> Result<IgnBody, IgnError> {
+/// config, a few hundred bytes: made per request, not cached), with
+/// `added` (a node's hostname, a static node's keyfile) merged in.
+pub fn of_bytes(raw: Bytes, added: &[FileEntry], detail: &str) -> Result<IgnBody, IgnError> {
     let etag = range::content_etag(&raw);
     let base = IgnBody::new(Arc::new([raw]), etag, detail.into());
-    match hostname {
-        None => Ok(base),
-        Some(h) => merge(
-            &base,
-            h,
-            Path::new(detail),
-            format!("{detail} + hostname {h}"),
-        )
-        .map(|(body, _)| body),
+    if added.is_empty() {
+        return Ok(base);
     }
+    let mut d = detail.to_string();
+    for e in added {
+        d = format!("{d} + {}", detail_of(e));
+    }
+    merge(&base, added, (Path::new(detail), detail), d).map(|(body, _)| body)
 }
 
 impl IgnCache {
