@@ -134,27 +134,50 @@ fn skopeo_pushes_with_a_user_and_nodes_pull_by_tag_and_digest_over_verified_tls(
     ]);
     assert_ne!(code, 0, "{out}");
     assert!(out.contains("certificate"), "{out}");
-    // Status counts the node's pulls.
-    let status = common::run_ok(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            lab.srv.name(),
-            "curl",
-            "-sS",
-            "http://127.0.0.1:9180/status",
-        ],
+    // Status counts the node's pulls; the timeline has master-0 pulling
+    // from its first request, and pulled once it went quiet (2 s here).
+    let mut v = serde_json::Value::Null;
+    common::wait_until(
+        "master-0 pulled on the timeline",
+        std::time::Duration::from_secs(20),
+        || {
+            v = serde_json::from_str(&lab.admin("/status")).unwrap();
+            v["timeline"]["nodes"][1]["pulled"].is_u64()
+        },
     );
-    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
     let rows = v["registry"]["clients"].as_array().unwrap();
     let node = rows
         .iter()
         .find(|r| r["client"] == NODE)
         .expect("the node's row");
     assert_eq!(node["node"], "master-0");
-    assert!(node["bytesPulled"].as_u64().unwrap() > 100_000, "{node}");
+    let pulled = node["bytesPulled"].as_u64().unwrap();
+    assert!(pulled > 100_000, "{node}");
+    assert!(node["blobBytes"].as_u64().unwrap() > 100_000, "{node}");
     assert!(v["registry"]["certFromCa"].as_bool().unwrap());
+    let m0 = &v["timeline"]["nodes"][1];
+    assert_eq!(m0["node"], "master-0");
+    assert_eq!(m0["pulling"], node["firstRequest"], "{m0}");
+    assert_eq!(m0["pulled"], node["latestRequest"], "{m0}");
+    assert!(
+        v["timeline"]["nodes"][0].get("pulling").is_none(),
+        "the bootstrap pulled nothing: {}",
+        v["timeline"]["nodes"][0]
+    );
+    let metrics = lab.admin("/metrics");
+    let requests = v["registry"]["requests"].as_u64().unwrap();
+    for line in [
+        format!("crc_appliance_registry_requests_total {requests}"),
+        "crc_appliance_registry_cache_hits_total 0".into(),
+        "crc_appliance_registry_cache_misses_total 0".into(),
+        "crc_appliance_registry_upstream_errors_total 0".into(),
+        format!(
+            "crc_appliance_registry_client_pulled_bytes_total{{client=\"{NODE}\",node=\"master-0\"}} {pulled}"
+        ),
+        "crc_appliance_timeline_step_timestamp_seconds{node=\"master-0\",step=\"pulled\"}".into(),
+    ] {
+        assert!(metrics.contains(&line), "{line}:\n{metrics}");
+    }
 }
 
 #[test]

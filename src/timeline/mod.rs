@@ -111,7 +111,16 @@ pub enum Event {
     CsrApproved { node: String, serving: bool },
     /// The node's Node object is Ready (seen by the CSR approver).
     NodeReady { node: String },
+    /// The node's first request to the mirror registry, at `at`.
+    RegistryPulling { node: String, at: u64 },
+    /// The node pulled blobs from the mirror and then made no request for
+    /// [`PULL_QUIET_SECS`]: `at` is its latest request before the quiet.
+    RegistryPulled { node: String, at: u64 },
 }
+
+/// Seconds without a registry request after which a node that pulled blobs
+/// counts as having pulled its images ([`Event::RegistryPulled`]).
+pub const PULL_QUIET_SECS: u64 = 60;
 
 impl Event {
     /// The node the event is about, if any.
@@ -129,7 +138,9 @@ impl Event {
             | Event::Healthy { node, .. }
             | Event::ApiDown { node }
             | Event::CsrApproved { node, .. }
-            | Event::NodeReady { node } => Some(node),
+            | Event::NodeReady { node }
+            | Event::RegistryPulling { node, .. }
+            | Event::RegistryPulled { node, .. } => Some(node),
             Event::Ignition { node, .. } => node.as_deref(),
             Event::BootstrapComplete
             | Event::StaleMarker { .. }
@@ -245,6 +256,8 @@ impl Timeline {
                 );
             }
             Event::NodeReady { node } => first(&mut self.node(&node).t.node_ready, now),
+            Event::RegistryPulling { node, at } => first(&mut self.node(&node).t.pulling, at),
+            Event::RegistryPulled { node, at } => first(&mut self.node(&node).t.pulled, at),
             Event::NetbootScript { node } => {
                 first(&mut self.node(&node).t.netboot_script, now);
             }

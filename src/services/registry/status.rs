@@ -53,11 +53,16 @@ pub struct ClientRow {
     pub client: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    /// Unix seconds of its first and latest request.
+    /// Unix seconds of its first and latest request (a blob still
+    /// streaming to it counts as a request: its bytes move the latest).
     pub first_request: u64,
     pub latest_request: u64,
     pub requests: u64,
+    /// Bytes of every answer (manifests, blobs, errors) sent to it.
     pub bytes_pulled: u64,
+    /// Of those, blob bytes (what the timeline's `pulled` waits for).
+    #[serde(default)]
+    pub blob_bytes: u64,
 }
 
 /// Live counters.
@@ -98,12 +103,43 @@ impl Stats {
         row.bytes_pulled += bytes;
     }
 
-    /// Add bytes sent to `ip` after the response head (a body streamed).
+    /// Add blob bytes sent to `ip` after the response head (a body
+    /// streamed).
     pub fn sent(&self, ip: IpAddr, bytes: u64) {
         self.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
         if let Some(row) = self.clients.locked().get_mut(&ip) {
             row.bytes_pulled += bytes;
+            row.blob_bytes += bytes;
+            row.latest_request = crate::runtime::clock::unix_now();
         }
+    }
+
+    /// Pull-through (`registry/pullthrough.rs`): a request served from
+    /// storage.
+    pub fn cache_hit(&self) {
+        self.cache_hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Pull-through: a request fetched from the upstream.
+    pub fn cache_miss(&self) {
+        self.cache_misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Pull-through: a fetch from the upstream failed (`what`: the
+    /// upstream and the reason; also `lastError`).
+    pub fn upstream_error(&self, what: String) {
+        self.upstream_errors.fetch_add(1, Ordering::Relaxed);
+        self.error(what);
+    }
+
+    /// The rows of clients that are nodes (the install timeline's input).
+    pub fn node_rows(&self) -> Vec<ClientRow> {
+        self.clients
+            .locked()
+            .values()
+            .filter(|r| r.node.is_some())
+            .cloned()
+            .collect()
     }
 
     pub fn error(&self, what: String) {
@@ -189,6 +225,14 @@ impl Stats {
                 row.bytes_pulled,
             );
         }
+    }
+}
+
+impl super::Registry {
+    /// Per node, its registry use: what `serve` turns into the install
+    /// timeline's `pulling` and `pulled` (`serve/timeline.rs`).
+    pub fn node_pulls(&self) -> Vec<ClientRow> {
+        self.ctx.stats.node_rows()
     }
 }
 
