@@ -580,3 +580,81 @@ fn the_appliance_ca_signs_the_registry_and_the_boot_iso_certificates() {
     );
     assert_eq!(lab::ca_of(&render), std::fs::read_to_string(&ca).unwrap());
 }
+
+/// `render mirror --user --password-file` prints the pull secret's
+/// `auths` entry after checking the password against the htpasswd file
+/// (bcrypt); that printed document, used as skopeo's auth file as is,
+/// pushes. A wrong password or user is a clear error and prints no entry;
+/// without them the output says nodes pull anonymously.
+#[test]
+fn render_mirror_prints_a_checked_auths_entry_that_pushes() {
+    require_lab!();
+    let lab = Lab::start("");
+    let cluster = lab.dir.path().join("cluster.yaml");
+    let pass_file = lab.dir.path().join("pass");
+    std::fs::write(&pass_file, format!("{PASS}\n")).unwrap();
+    let render = |user: &str| {
+        common::run(
+            common::BIN,
+            &[
+                "render",
+                "mirror",
+                "--cluster",
+                cluster.to_str().unwrap(),
+                "--user",
+                user,
+                "--password-file",
+                pass_file.to_str().unwrap(),
+            ],
+        )
+    };
+    let (code, out, err) = render(USER);
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("{\"auths\""))
+        .unwrap_or_else(|| panic!("no auths entry:\n{out}"));
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    let host = format!("{MIRROR}:5000");
+    let auth = v["auths"][&host]["auth"].as_str().unwrap();
+    let raw = common::run_ok("sh", &["-c", &format!("printf %s {auth} | base64 -d")]);
+    assert_eq!(raw, creds());
+    assert!(lab::ca_of(&out).contains("BEGIN CERTIFICATE"));
+    let authfile = lab.dir.path().join("auth.json");
+    std::fs::write(&authfile, line).unwrap();
+    let layout = lab.dir.path().join("layout");
+    oci_layout(&layout, "v1", 2, 11);
+    let certs = lab.certs.to_str().unwrap().to_string();
+    let (code, out) = lab.skopeo(&[
+        "copy",
+        "--dest-authfile",
+        authfile.to_str().unwrap(),
+        "--dest-cert-dir",
+        &certs,
+        &format!("oci:{}:v1", layout.display()),
+        &format!("docker://{MIRROR}:5000/lab/authed:v1"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    // A wrong password: refused, no entry.
+    std::fs::write(&pass_file, "not-it\n").unwrap();
+    let (code, out, err) = render(USER);
+    assert_ne!(code, 0, "{out}");
+    assert!(!out.contains("{\"auths\""), "{out}");
+    assert!(err.contains("bcrypt check failed"), "{err}");
+    let (code, _, err) = render("nobody");
+    assert_ne!(code, 0);
+    assert!(err.contains("has no user \"nobody\""), "{err}");
+    // Without credentials: anonymous pulls said, the entry's shape shown.
+    let out = common::run_ok(
+        common::BIN,
+        &["render", "mirror", "--cluster", cluster.to_str().unwrap()],
+    );
+    assert!(
+        out.contains("cluster pulls are anonymous from the cluster's networks"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("# {{\"auths\": {{\"{host}\"")),
+        "{out}"
+    );
+}

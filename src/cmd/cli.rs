@@ -95,6 +95,13 @@ pub enum Command {
         /// The site's resolver, for `site-dns`.
         #[arg(required_if_eq("what", "site-dns"))]
         resolver: Option<crate::host::sitedns::SiteResolver>,
+        /// `mirror`: print the pull secret's `auths` entry for this user of
+        /// `registry.htpasswdFile` (its password checked against it).
+        #[arg(long, requires = "password_file")]
+        user: Option<String>,
+        /// `mirror`: the file holding `--user`'s password (one line).
+        #[arg(long, requires = "user")]
+        password_file: Option<std::path::PathBuf>,
     },
     /// Control the running load balancer through the admin API.
     Lb {

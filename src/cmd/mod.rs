@@ -37,8 +37,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", summary(&plan));
             Ok(())
         }
-        Command::Render { what, resolver } => {
-            print!("{}", render(&cluster, what, resolver)?);
+        Command::Render {
+            what,
+            resolver,
+            user,
+            password_file,
+        } => {
+            let login = user.zip(password_file);
+            print!("{}", render(&cluster, what, resolver, login)?);
             Ok(())
         }
         Command::Lb { action } => lb_command(&cluster, action).await,
@@ -123,7 +129,11 @@ fn render(
     cluster: &std::path::Path,
     what: RenderWhat,
     resolver: Option<crate::host::sitedns::SiteResolver>,
+    login: Option<(String, std::path::PathBuf)>,
 ) -> anyhow::Result<String> {
+    if login.is_some() && !matches!(what, RenderWhat::Mirror) {
+        anyhow::bail!("--user and --password-file are options of `render mirror`");
+    }
     let plan = config::load(cluster)?;
     let text = match what {
         RenderWhat::Zone => plan::render_zones(&plan),
@@ -142,7 +152,7 @@ fn render(
         }
         RenderWhat::Keepalived => render_keepalived(&plan, cluster)?,
         RenderWhat::CsrRbac => crate::services::csr::rbac::render(),
-        RenderWhat::Mirror => mirror::render(&plan)?,
+        RenderWhat::Mirror => mirror::render(&plan, login.as_ref())?,
     };
     Ok(text)
 }
