@@ -658,3 +658,84 @@ fn render_mirror_prints_a_checked_auths_entry_that_pushes() {
         "{out}"
     );
 }
+
+/// `preflight` resolves `registry.releaseImage` by digest through the
+/// mirror as a node would (the name through the appliance's DNS, TLS
+/// trusting only the appliance's CA, the manifest, every blob): with the
+/// release pushed under its source's name it prints the OK line and
+/// passes; with one layer removed from storage it names that blob and
+/// fails.
+#[test]
+fn preflight_resolves_the_release_image_by_digest_through_the_mirror() {
+    require_lab!();
+    let lab = Lab::start("");
+    let layout = lab.dir.path().join("release");
+    let digest = oci_layout(&layout, "v1", 2, 21);
+    let repo = "quay.io/openshift-release-dev/ocp-release";
+    let (code, out) = lab.skopeo(&[
+        "copy",
+        "--dest-creds",
+        &creds(),
+        "--dest-cert-dir",
+        lab.certs.to_str().unwrap(),
+        &format!("oci:{}:v1", layout.display()),
+        &format!("docker://{MIRROR}:5000/{repo}:4.99.0-x86_64"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let cluster = lab.dir.path().join("cluster.yaml");
+    let with_release = lab.dir.path().join("release.yaml");
+    let yaml = std::fs::read_to_string(&cluster).unwrap();
+    std::fs::write(
+        &with_release,
+        format!("{yaml}  releaseImage: {repo}@{digest}\n"),
+    )
+    .unwrap();
+    let preflight = || {
+        let (code, out, err) = common::run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                lab.srv.name(),
+                common::BIN,
+                "preflight",
+                "--cluster",
+                with_release.to_str().unwrap(),
+            ],
+        );
+        (code, format!("{out}{err}"))
+    };
+    let (code, out) = preflight();
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "info release: registry.releaseImage {repo}@{digest} resolves through {MIRROR} (10.77.0.1) by digest: manifest and 3 blobs present"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("preflight: ok"), "{out}");
+    // One layer gone from storage: named, and preflight fails.
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(layout.join("blobs/sha256").join(&digest[7..])).unwrap(),
+    )
+    .unwrap();
+    let layer = manifest["layers"][1]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let hex = &layer[7..];
+    let data = lab
+        .storage
+        .join("docker/registry/v2/blobs/sha256")
+        .join(&hex[..2])
+        .join(hex)
+        .join("data");
+    std::fs::remove_file(&data).unwrap();
+    let (code, out) = preflight();
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("WARN release: registry.releaseImage {repo}@{digest}: the mirror {MIRROR}:5000 lacks {repo}@{layer} (blob of {digest})")),
+        "{out}"
+    );
+    assert!(out.contains("preflight: 1 problem(s)"), "{out}");
+}

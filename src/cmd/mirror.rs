@@ -2,10 +2,10 @@
 //! install-config fragments that point a cluster at the appliance's mirror
 //! registry — `additionalTrustBundle` (the appliance's CA, made now when
 //! it does not exist yet), the pull secret's `auths` entry, and
-//! `imageDigestSources` for every `pullThrough` upstream, every repository
-//! in storage named after its source (`<registry host>/<path>`), and every
-//! entry of an oc-mirror `idms-oc-mirror.yaml` found next to the storage
-//! tree (its mirrors rewritten to the registry's name).
+//! `imageDigestSources` (`services/registry/sources.rs`: every
+//! `pullThrough` upstream, every repository in storage named after its
+//! source, every entry of an oc-mirror `idms-oc-mirror.yaml` next to the
+//! storage tree, rewritten to the registry's name).
 //!
 //! The `auths` entry is real with `--user U --password-file F` (the
 //! password checked against `registry.htpasswdFile` with bcrypt first: a
@@ -20,45 +20,7 @@ use base64::Engine as _;
 use crate::model::registry::RegistryCfg;
 use crate::plan::Plan;
 
-/// `host[:port]` clients use (`:443` left out).
-pub fn pull_host(r: &RegistryCfg) -> String {
-    match r.listen.port() {
-        443 => r.name.clone(),
-        p => format!("{}:{p}", r.name),
-    }
-}
-
-/// (source, mirror) pairs from an oc-mirror IDMS file's text.
-fn idms_pairs(text: &str, host: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for doc in text.split("\n---") {
-        let Ok(v) = serde_saphyr::from_str::<serde_json::Value>(doc) else {
-            continue;
-        };
-        let list = v
-            .pointer("/spec/imageDigestMirrors")
-            .and_then(serde_json::Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for m in list {
-            let Some(source) = m.get("source").and_then(serde_json::Value::as_str) else {
-                continue;
-            };
-            for mirror in m
-                .get("mirrors")
-                .and_then(serde_json::Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(serde_json::Value::as_str)
-            {
-                // Keep the path, put the appliance's name in place of the host.
-                let path = mirror.split_once('/').map_or("", |(_, p)| p);
-                out.push((source.to_string(), format!("{host}/{path}")));
-            }
-        }
-    }
-    out
-}
+use crate::services::registry::sources::pull_host;
 
 /// `base64(user:password)` once the password, read from `file` (its
 /// trailing newline dropped), matches `user`'s bcrypt hash in the
@@ -162,29 +124,7 @@ pub fn render(plan: &Plan, login: Option<&(String, PathBuf)>) -> anyhow::Result<
         (None, None) => {}
     }
     auths_lines(&mut out, r, &host, login)?;
-    let mut pairs: Vec<(String, String)> = r
-        .pull_through
-        .iter()
-        .map(|p| (p.registry.clone(), format!("{host}/{}", p.registry)))
-        .collect();
-    let store = crate::services::registry::storage::Store::new(&r.storage);
-    for repo in store.catalog() {
-        let first = repo.split('/').next().unwrap_or_default();
-        let covered = r.pull_through.iter().any(|p| p.registry == first);
-        if (first.contains('.') || first.contains(':')) && !covered {
-            pairs.push((repo.clone(), format!("{host}/{repo}")));
-        }
-    }
-    if let Some(parent) = r.storage.parent() {
-        for dir in [r.storage.as_path(), parent] {
-            if let Ok(text) = std::fs::read_to_string(dir.join("idms-oc-mirror.yaml")) {
-                pairs.extend(idms_pairs(&text, &host));
-                break;
-            }
-        }
-    }
-    pairs.sort();
-    pairs.dedup();
+    let pairs = crate::services::registry::sources::digest_sources(r);
     let _ = writeln!(out, "imageDigestSources:");
     for (source, mirror) in &pairs {
         let _ = writeln!(out, "- source: {source}\n  mirrors:\n  - {mirror}");
@@ -196,21 +136,4 @@ pub fn render(plan: &Plan, login: Option<&(String, PathBuf)>) -> anyhow::Result<
         );
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::idms_pairs;
-
-    #[test]
-    fn idms_mirrors_get_the_appliance_name() {
-        let text = "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nspec:\n  imageDigestMirrors:\n  - mirrors:\n    - old.example:8443/openshift/release\n    source: quay.io/openshift-release-dev/ocp-v4.0-art-dev\n";
-        assert_eq!(
-            idms_pairs(text, "mirror.lab.test:5000"),
-            vec![(
-                "quay.io/openshift-release-dev/ocp-v4.0-art-dev".to_string(),
-                "mirror.lab.test:5000/openshift/release".to_string()
-            )]
-        );
-    }
 }

@@ -114,7 +114,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Preflight => {
             let plan = config::load(&cluster)?;
-            let findings = preflight::run(&plan);
+            let mut findings = preflight::run(&plan);
+            findings.extend(preflight::release_image(&plan.cluster).await);
             print!("{}", preflight::report(&findings));
             match preflight::problems(&findings) {
                 0 => Ok(()),
