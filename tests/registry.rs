@@ -739,3 +739,86 @@ fn preflight_resolves_the_release_image_by_digest_through_the_mirror() {
     );
     assert!(out.contains("preflight: 1 problem(s)"), "{out}");
 }
+
+/// Done-when: `podman pull` from a node's namespace, trusting only the CA
+/// `render mirror` printed (`--cert-dir` holding it; another CA fails),
+/// resolving `mirror.<name>.<baseDomain>` through the appliance's DNS
+/// (`/etc/netns/<ns>/resolv.conf`), pulls by tag and by digest: the image
+/// podman stores has the pushed config's digest as its id.
+#[test]
+fn podman_pulls_by_tag_and_digest_from_a_node_namespace() {
+    require_lab!();
+    if !common::have("podman") {
+        common::note_skip(&format!(
+            "SKIPPED {}: podman is not installed",
+            module_path!()
+        ));
+        return;
+    }
+    let lab = Lab::start("");
+    let layout = lab.dir.path().join("layout");
+    let digest = oci_layout(&layout, "v1", 2, 31);
+    let certs = lab.certs.to_str().unwrap().to_string();
+    let (code, out) = lab.skopeo(&[
+        "copy",
+        "--dest-creds",
+        &creds(),
+        "--dest-cert-dir",
+        &certs,
+        &format!("oci:{}:v1", layout.display()),
+        &format!("docker://{MIRROR}:5000/lab/podman:v1"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(layout.join("blobs/sha256").join(&digest[7..])).unwrap(),
+    )
+    .unwrap();
+    let config = manifest["config"]["digest"].as_str().unwrap()[7..].to_string();
+    // podman's own storage, run state and events under the test's dir.
+    let root = lab.dir.path().join("podman");
+    let (store, run) = (root.join("root"), root.join("run"));
+    let podman = |args: &[&str]| {
+        let mut a = vec![
+            "netns",
+            "exec",
+            lab.node.name(),
+            "podman",
+            "--root",
+            store.to_str().unwrap(),
+            "--runroot",
+            run.to_str().unwrap(),
+            "--storage-driver",
+            "vfs",
+            "--events-backend",
+            "file",
+            "--cgroup-manager",
+            "cgroupfs",
+        ];
+        a.extend_from_slice(args);
+        let (code, out, err) = common::run("ip", &a);
+        (code, format!("{out}{err}"))
+    };
+    // Another CA only: refused (the TLS check is real).
+    let other = lab.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    common::self_signed_cert(&other.join("ca.crt"), &other.join("k.pem"), "other");
+    std::fs::remove_file(other.join("k.pem")).unwrap();
+    let by_tag = format!("{MIRROR}:5000/lab/podman:v1");
+    let (code, out) = podman(&[
+        "pull",
+        "--tls-verify=true",
+        "--cert-dir",
+        other.to_str().unwrap(),
+        &by_tag,
+    ]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("certificate"), "{out}");
+    for image in [by_tag.clone(), format!("{MIRROR}:5000/lab/podman@{digest}")] {
+        let (code, out) = podman(&["pull", "--tls-verify=true", "--cert-dir", &certs, &image]);
+        assert_eq!(code, 0, "{image}: {out}");
+        let (code, id) = podman(&["image", "inspect", "--format", "{{.Id}}", &image]);
+        assert_eq!((code, id.trim()), (0, config.as_str()), "{image}");
+    }
+    let (code, out) = podman(&["rmi", "--all", "--force"]);
+    assert_eq!(code, 0, "{out}");
+}
