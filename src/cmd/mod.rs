@@ -40,11 +40,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Render {
             what,
             resolver,
-            user,
-            password_file,
+            login,
         } => {
-            let login = user.zip(password_file);
-            print!("{}", render(&cluster, what, resolver, login)?);
+            print!("{}", render(&cluster, what, resolver, login.of(what)?)?);
             Ok(())
         }
         Command::Lb { action } => lb_command(&cluster, action).await,
@@ -132,9 +130,6 @@ fn render(
     resolver: Option<crate::host::sitedns::SiteResolver>,
     login: Option<(String, std::path::PathBuf)>,
 ) -> anyhow::Result<String> {
-    if login.is_some() && !matches!(what, RenderWhat::Mirror) {
-        anyhow::bail!("--user and --password-file are options of `render mirror`");
-    }
     let plan = config::load(cluster)?;
     let text = match what {
         RenderWhat::Zone => plan::render_zones(&plan),
