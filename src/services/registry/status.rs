@@ -242,3 +242,41 @@ impl Stats {
         self.bytes_received.fetch_add(bytes, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nodes_row_counts_blob_bytes_apart_and_the_hooks_count() {
+        let s = Stats::default();
+        let node: IpAddr = "10.9.0.10".parse().unwrap();
+        let other: IpAddr = "10.9.1.2".parse().unwrap();
+        s.request(node, Some("master-0"), 700);
+        s.request(node, Some("master-0"), 0);
+        s.sent(node, 5000);
+        s.request(other, None, 2);
+        let rows = s.node_rows();
+        assert_eq!(rows.len(), 1, "only nodes");
+        let r = &rows[0];
+        assert_eq!((r.requests, r.bytes_pulled, r.blob_bytes), (2, 5700, 5000));
+        assert!(r.latest_request >= r.first_request);
+        s.cache_hit();
+        s.cache_miss();
+        s.cache_miss();
+        s.upstream_error("quay.io: timed out".into());
+        let st = s.status(RegistryStatus::default(), Vec::new());
+        assert_eq!(
+            (st.cache_hits, st.cache_misses, st.upstream_errors),
+            (1, 2, 1)
+        );
+        assert_eq!(st.last_error.as_deref(), Some("quay.io: timed out"));
+        assert_eq!(st.clients.len(), 2);
+        let mut m = String::new();
+        s.metrics(&mut m, 0);
+        assert!(
+            m.contains("crc_appliance_registry_cache_misses_total 2"),
+            "{m}"
+        );
+    }
+}
