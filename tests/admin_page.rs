@@ -228,3 +228,121 @@ admin:
         "{boxed}"
     );
 }
+
+/// A mirror registry: master-1 pulls a blob from its own address (anonymous,
+/// from the cluster network); its row gets the images column ("since" its
+/// first request, then the time it pulled: the test's quiet time is 1 s,
+/// not the minute), the registry gets a health line with its counters, and
+/// `/metrics` has the registry's counters and master-1's bytes.
+#[test]
+fn the_page_shows_each_nodes_pulls_from_the_mirror() {
+    require_tools!("curl", "chromium", "openssl");
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("mirror");
+    let blob = common::pattern(300_000, 9);
+    let digest = {
+        let d = ring::digest::digest(&ring::digest::SHA256, &blob);
+        d.as_ref()
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<String>()
+    };
+    let v2 = storage.join("docker/registry/v2");
+    let data = v2.join("blobs/sha256").join(&digest[..2]).join(&digest);
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("data"), &blob).unwrap();
+    let link = v2.join("repositories/lab/app/_layers/sha256").join(&digest);
+    std::fs::create_dir_all(&link).unwrap();
+    std::fs::write(link.join("link"), format!("sha256:{digest}")).unwrap();
+    let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+    common::self_signed_cert(&cert, &key, "mirror.test.crc.testing");
+    let app = Appliance::launch()
+        .env("CRC_APPLIANCE_TEST_PULL_QUIET_SECS", "1")
+        .start(&common::only(&format!(
+            "admin:\n  listen: 127.0.0.1:0\nregistry:\n  storage: {s}\n  listen: 127.0.0.1:0\n  tls: {{ certFile: {c}, keyFile: {k} }}\n",
+            s = storage.display(),
+            c = cert.display(),
+            k = key.display()
+        )));
+    let admin = app.addr("admin");
+    let reg = app.addr("registry");
+    let (code, out, err) = run(
+        "curl",
+        &[
+            "-sSk",
+            "--max-time",
+            "10",
+            "--interface",
+            "127.0.20.11",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("https://{reg}/v2/lab/app/blobs/sha256:{digest}"),
+        ],
+    );
+    assert_eq!((code, out.as_str()), (0, "200"), "{err}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let dom = loop {
+        let dom = chromium(&format!("http://{admin}/"), &["--dump-dom"]);
+        if images_cell(&dom, "master-1").contains("<span class=\"ok\">")
+            || std::time::Instant::now() > deadline
+        {
+            break dom;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let m1 = images_cell(&dom, "master-1");
+    assert!(m1.contains("<span class=\"ok\">"), "pulled: {m1}");
+    assert!(m1.contains("title=\"300000 bytes in 1 requests"), "{m1}");
+    let m0 = images_cell(&dom, "master-0");
+    assert!(m0.contains("<span class=\"muted\">"), "{m0}");
+    let at = dom
+        .find("class=\"svc\" data-service=\"registry\"")
+        .unwrap_or_else(|| panic!("no registry health line: {dom}"));
+    let line = &dom[at..at + dom[at..].find("</div>").unwrap()];
+    for fact in [
+        "1 requests",
+        "300000 bytes sent",
+        "0 cache hits",
+        "0 cache misses",
+        "0 upstream errors",
+    ] {
+        assert!(line.contains(fact), "{fact}: {line}");
+    }
+    assert!(
+        dom.contains("data-overflow-x=\"no\""),
+        "wider than 1280 px: {dom}"
+    );
+    let (_, metrics, _) = run(
+        "curl",
+        &[
+            "-sS",
+            "--max-time",
+            "10",
+            &format!("http://{admin}/metrics"),
+        ],
+    );
+    for line in [
+        "crc_appliance_registry_requests_total 1",
+        "crc_appliance_registry_sent_bytes_total 300000",
+        "crc_appliance_registry_cache_hits_total 0",
+        "crc_appliance_registry_cache_misses_total 0",
+        "crc_appliance_registry_upstream_errors_total 0",
+        "crc_appliance_registry_client_pulled_bytes_total{client=\"127.0.20.11\",node=\"master-1\"} 300000",
+    ] {
+        assert!(metrics.contains(line), "{line}:\n{metrics}");
+    }
+}
+
+/// The images cell of `node`'s row (empty when there is none).
+fn images_cell(dom: &str, node: &str) -> String {
+    let Some(at) = dom.find(&format!("data-node=\"{node}\"")) else {
+        return String::new();
+    };
+    let row = &dom[at..at + dom[at..].find("</tr>").unwrap()];
+    let Some(c) = row.find("data-label=\"images\"") else {
+        return String::new();
+    };
+    row[c..c + row[c..].find("</td>").unwrap()].to_string()
+}

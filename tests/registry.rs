@@ -134,27 +134,50 @@ fn skopeo_pushes_with_a_user_and_nodes_pull_by_tag_and_digest_over_verified_tls(
     ]);
     assert_ne!(code, 0, "{out}");
     assert!(out.contains("certificate"), "{out}");
-    // Status counts the node's pulls.
-    let status = common::run_ok(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            lab.srv.name(),
-            "curl",
-            "-sS",
-            "http://127.0.0.1:9180/status",
-        ],
+    // Status counts the node's pulls; the timeline has master-0 pulling
+    // from its first request, and pulled once it went quiet (2 s here).
+    let mut v = serde_json::Value::Null;
+    common::wait_until(
+        "master-0 pulled on the timeline",
+        std::time::Duration::from_secs(20),
+        || {
+            v = serde_json::from_str(&lab.admin("/status")).unwrap();
+            v["timeline"]["nodes"][1]["pulled"].is_u64()
+        },
     );
-    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
     let rows = v["registry"]["clients"].as_array().unwrap();
     let node = rows
         .iter()
         .find(|r| r["client"] == NODE)
         .expect("the node's row");
     assert_eq!(node["node"], "master-0");
-    assert!(node["bytesPulled"].as_u64().unwrap() > 100_000, "{node}");
+    let pulled = node["bytesPulled"].as_u64().unwrap();
+    assert!(pulled > 100_000, "{node}");
+    assert!(node["blobBytes"].as_u64().unwrap() > 100_000, "{node}");
     assert!(v["registry"]["certFromCa"].as_bool().unwrap());
+    let m0 = &v["timeline"]["nodes"][1];
+    assert_eq!(m0["node"], "master-0");
+    assert_eq!(m0["pulling"], node["firstRequest"], "{m0}");
+    assert_eq!(m0["pulled"], node["latestRequest"], "{m0}");
+    assert!(
+        v["timeline"]["nodes"][0].get("pulling").is_none(),
+        "the bootstrap pulled nothing: {}",
+        v["timeline"]["nodes"][0]
+    );
+    let metrics = lab.admin("/metrics");
+    let requests = v["registry"]["requests"].as_u64().unwrap();
+    for line in [
+        format!("crc_appliance_registry_requests_total {requests}"),
+        "crc_appliance_registry_cache_hits_total 0".into(),
+        "crc_appliance_registry_cache_misses_total 0".into(),
+        "crc_appliance_registry_upstream_errors_total 0".into(),
+        format!(
+            "crc_appliance_registry_client_pulled_bytes_total{{client=\"{NODE}\",node=\"master-0\"}} {pulled}"
+        ),
+        "crc_appliance_timeline_step_timestamp_seconds{node=\"master-0\",step=\"pulled\"}".into(),
+    ] {
+        assert!(metrics.contains(&line), "{line}:\n{metrics}");
+    }
 }
 
 #[test]
@@ -556,4 +579,246 @@ fn the_appliance_ca_signs_the_registry_and_the_boot_iso_certificates() {
         ],
     );
     assert_eq!(lab::ca_of(&render), std::fs::read_to_string(&ca).unwrap());
+}
+
+/// `render mirror --user --password-file` prints the pull secret's
+/// `auths` entry after checking the password against the htpasswd file
+/// (bcrypt); that printed document, used as skopeo's auth file as is,
+/// pushes. A wrong password or user is a clear error and prints no entry;
+/// without them the output says nodes pull anonymously.
+#[test]
+fn render_mirror_prints_a_checked_auths_entry_that_pushes() {
+    require_lab!();
+    let lab = Lab::start("");
+    let cluster = lab.dir.path().join("cluster.yaml");
+    let pass_file = lab.dir.path().join("pass");
+    std::fs::write(&pass_file, format!("{PASS}\n")).unwrap();
+    let render = |user: &str| {
+        common::run(
+            common::BIN,
+            &[
+                "render",
+                "mirror",
+                "--cluster",
+                cluster.to_str().unwrap(),
+                "--user",
+                user,
+                "--password-file",
+                pass_file.to_str().unwrap(),
+            ],
+        )
+    };
+    let (code, out, err) = render(USER);
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("{\"auths\""))
+        .unwrap_or_else(|| panic!("no auths entry:\n{out}"));
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    let host = format!("{MIRROR}:5000");
+    let auth = v["auths"][&host]["auth"].as_str().unwrap();
+    let raw = common::run_ok("sh", &["-c", &format!("printf %s {auth} | base64 -d")]);
+    assert_eq!(raw, creds());
+    assert!(lab::ca_of(&out).contains("BEGIN CERTIFICATE"));
+    let authfile = lab.dir.path().join("auth.json");
+    std::fs::write(&authfile, line).unwrap();
+    let layout = lab.dir.path().join("layout");
+    oci_layout(&layout, "v1", 2, 11);
+    let certs = lab.certs.to_str().unwrap().to_string();
+    let (code, out) = lab.skopeo(&[
+        "copy",
+        "--dest-authfile",
+        authfile.to_str().unwrap(),
+        "--dest-cert-dir",
+        &certs,
+        &format!("oci:{}:v1", layout.display()),
+        &format!("docker://{MIRROR}:5000/lab/authed:v1"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    // A wrong password: refused, no entry.
+    std::fs::write(&pass_file, "not-it\n").unwrap();
+    let (code, out, err) = render(USER);
+    assert_ne!(code, 0, "{out}");
+    assert!(!out.contains("{\"auths\""), "{out}");
+    assert!(err.contains("bcrypt check failed"), "{err}");
+    let (code, _, err) = render("nobody");
+    assert_ne!(code, 0);
+    assert!(err.contains("has no user \"nobody\""), "{err}");
+    // Without credentials: anonymous pulls said, the entry's shape shown.
+    let out = common::run_ok(
+        common::BIN,
+        &["render", "mirror", "--cluster", cluster.to_str().unwrap()],
+    );
+    assert!(
+        out.contains("cluster pulls are anonymous from the cluster's networks"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("# {{\"auths\": {{\"{host}\"")),
+        "{out}"
+    );
+}
+
+/// `preflight` resolves `registry.releaseImage` by digest through the
+/// mirror as a node would (the name through the appliance's DNS, TLS
+/// trusting only the appliance's CA, the manifest, every blob): with the
+/// release pushed under its source's name it prints the OK line and
+/// passes; with one layer removed from storage it names that blob and
+/// fails.
+#[test]
+fn preflight_resolves_the_release_image_by_digest_through_the_mirror() {
+    require_lab!();
+    let lab = Lab::start("");
+    let layout = lab.dir.path().join("release");
+    let digest = oci_layout(&layout, "v1", 2, 21);
+    let repo = "quay.io/openshift-release-dev/ocp-release";
+    let (code, out) = lab.skopeo(&[
+        "copy",
+        "--dest-creds",
+        &creds(),
+        "--dest-cert-dir",
+        lab.certs.to_str().unwrap(),
+        &format!("oci:{}:v1", layout.display()),
+        &format!("docker://{MIRROR}:5000/{repo}:4.99.0-x86_64"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let cluster = lab.dir.path().join("cluster.yaml");
+    let with_release = lab.dir.path().join("release.yaml");
+    let yaml = std::fs::read_to_string(&cluster).unwrap();
+    std::fs::write(
+        &with_release,
+        format!("{yaml}  releaseImage: {repo}@{digest}\n"),
+    )
+    .unwrap();
+    let preflight = || {
+        let (code, out, err) = common::run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                lab.srv.name(),
+                common::BIN,
+                "preflight",
+                "--cluster",
+                with_release.to_str().unwrap(),
+            ],
+        );
+        (code, format!("{out}{err}"))
+    };
+    let (code, out) = preflight();
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "info release: registry.releaseImage {repo}@{digest} resolves through {MIRROR} (10.77.0.1) by digest: manifest and 3 blobs present"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("preflight: ok"), "{out}");
+    // One layer gone from storage: named, and preflight fails.
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(layout.join("blobs/sha256").join(&digest[7..])).unwrap(),
+    )
+    .unwrap();
+    let layer = manifest["layers"][1]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let hex = &layer[7..];
+    let data = lab
+        .storage
+        .join("docker/registry/v2/blobs/sha256")
+        .join(&hex[..2])
+        .join(hex)
+        .join("data");
+    std::fs::remove_file(&data).unwrap();
+    let (code, out) = preflight();
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("WARN release: registry.releaseImage {repo}@{digest}: the mirror {MIRROR}:5000 lacks {repo}@{layer} (blob of {digest})")),
+        "{out}"
+    );
+    assert!(out.contains("preflight: 1 problem(s)"), "{out}");
+}
+
+/// Done-when: `podman pull` from a node's namespace, trusting only the CA
+/// `render mirror` printed (`--cert-dir` holding it; another CA fails),
+/// resolving `mirror.<name>.<baseDomain>` through the appliance's DNS
+/// (`/etc/netns/<ns>/resolv.conf`), pulls by tag and by digest: the image
+/// podman stores has the pushed config's digest as its id.
+#[test]
+fn podman_pulls_by_tag_and_digest_from_a_node_namespace() {
+    require_lab!();
+    if !common::have("podman") {
+        common::note_skip(&format!(
+            "SKIPPED {}: podman is not installed",
+            module_path!()
+        ));
+        return;
+    }
+    let lab = Lab::start("");
+    let layout = lab.dir.path().join("layout");
+    let digest = oci_layout(&layout, "v1", 2, 31);
+    let certs = lab.certs.to_str().unwrap().to_string();
+    let (code, out) = lab.skopeo(&[
+        "copy",
+        "--dest-creds",
+        &creds(),
+        "--dest-cert-dir",
+        &certs,
+        &format!("oci:{}:v1", layout.display()),
+        &format!("docker://{MIRROR}:5000/lab/podman:v1"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(layout.join("blobs/sha256").join(&digest[7..])).unwrap(),
+    )
+    .unwrap();
+    let config = manifest["config"]["digest"].as_str().unwrap()[7..].to_string();
+    // podman's own storage, run state and events under the test's dir.
+    let root = lab.dir.path().join("podman");
+    let (store, run) = (root.join("root"), root.join("run"));
+    let podman = |args: &[&str]| {
+        let mut a = vec![
+            "netns",
+            "exec",
+            lab.node.name(),
+            "podman",
+            "--root",
+            store.to_str().unwrap(),
+            "--runroot",
+            run.to_str().unwrap(),
+            "--storage-driver",
+            "vfs",
+            "--events-backend",
+            "file",
+            "--cgroup-manager",
+            "cgroupfs",
+        ];
+        a.extend_from_slice(args);
+        let (code, out, err) = common::run("ip", &a);
+        (code, format!("{out}{err}"))
+    };
+    // Another CA only: refused (the TLS check is real).
+    let other = lab.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    common::self_signed_cert(&other.join("ca.crt"), &other.join("k.pem"), "other");
+    std::fs::remove_file(other.join("k.pem")).unwrap();
+    let by_tag = format!("{MIRROR}:5000/lab/podman:v1");
+    let (code, out) = podman(&[
+        "pull",
+        "--tls-verify=true",
+        "--cert-dir",
+        other.to_str().unwrap(),
+        &by_tag,
+    ]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("certificate"), "{out}");
+    for image in [by_tag.clone(), format!("{MIRROR}:5000/lab/podman@{digest}")] {
+        let (code, out) = podman(&["pull", "--tls-verify=true", "--cert-dir", &certs, &image]);
+        assert_eq!(code, 0, "{image}: {out}");
+        let (code, id) = podman(&["image", "inspect", "--format", "{{.Id}}", &image]);
+        assert_eq!((code, id.trim()), (0, config.as_str()), "{image}");
+    }
+    let (code, out) = podman(&["rmi", "--all", "--force"]);
+    assert_eq!(code, 0, "{out}");
 }

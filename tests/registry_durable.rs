@@ -1,7 +1,8 @@
 //! The mirror registry's storage under failure (issue #36 item 5), in
 //! network namespaces with real `curl` pushes:
 //!
-//! - a full filesystem (storage on a 6 MiB tmpfs): the upload that does not
+//! - a full filesystem (storage on a small loop-mounted ext4 image, 8 MiB,
+//!   detached in every path by a guard): the upload that does not
 //!   fit fails with a clear error and a log line, leaves no partial blob and
 //!   no upload behind, and the registry keeps serving (and accepts a push
 //!   that fits afterwards);
@@ -24,7 +25,17 @@ use lab::{Lab, PASS, USER, sha256};
 fn tools() -> Result<(), String> {
     lab::tools_present(
         "rgk",
-        &["htpasswd", "curl", "tar", "gzip", "mount", "umount"],
+        &[
+            "htpasswd",
+            "curl",
+            "tar",
+            "gzip",
+            "mount",
+            "umount",
+            "truncate",
+            "mkfs.ext4",
+            "losetup",
+        ],
     )
 }
 
@@ -87,11 +98,45 @@ fn every_blob_matches(storage: &Path) -> usize {
     n
 }
 
-struct Mount(std::path::PathBuf);
+/// A small ext4 filesystem in an image file, attached to a loop device and
+/// mounted; unmounted and detached on drop (every path, a panic included).
+struct LoopFs {
+    mountpoint: std::path::PathBuf,
+    device: String,
+    mounted: bool,
+}
 
-impl Drop for Mount {
+impl LoopFs {
+    /// `size` (as `truncate -s` takes it) of ext4 in `image`, mounted on
+    /// `mountpoint`.
+    fn new(image: &Path, size: &str, mountpoint: &Path) -> LoopFs {
+        let image = image.to_str().unwrap();
+        common::run_ok("truncate", &["-s", size, image]);
+        common::run_ok("mkfs.ext4", &["-q", "-F", "-m", "0", image]);
+        let device = common::run_ok("losetup", &["--find", "--show", image])
+            .trim()
+            .to_string();
+        assert!(device.starts_with("/dev/loop"), "losetup: {device}");
+        let mut fs = LoopFs {
+            mountpoint: mountpoint.to_path_buf(),
+            device,
+            mounted: false,
+        };
+        common::run_ok("mount", &[&fs.device, mountpoint.to_str().unwrap()]);
+        fs.mounted = true;
+        fs
+    }
+}
+
+impl Drop for LoopFs {
     fn drop(&mut self) {
-        let _ = common::run("umount", &["-l", self.0.to_str().unwrap()]);
+        if self.mounted {
+            let at = self.mountpoint.to_str().unwrap();
+            if common::run("umount", &[at]).0 != 0 {
+                let _ = common::run("umount", &["-l", at]);
+            }
+        }
+        let _ = common::run("losetup", &["-d", &self.device]);
     }
 }
 
@@ -101,18 +146,10 @@ fn a_full_filesystem_fails_the_upload_cleanly_and_the_registry_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("storage");
     std::fs::create_dir_all(&storage).unwrap();
-    common::run_ok(
-        "mount",
-        &[
-            "-t",
-            "tmpfs",
-            "-o",
-            "size=6m",
-            "tmpfs",
-            storage.to_str().unwrap(),
-        ],
-    );
-    let _m = Mount(storage.clone());
+    // The image lives outside the lab's directory (removed before the
+    // guard unmounts).
+    let image_dir = tempfile::tempdir().unwrap();
+    let _fs = LoopFs::new(&image_dir.path().join("fs.img"), "8M", &storage);
     let lab = Lab::start_on(dir, storage.clone(), "");
     let file = lab.dir.path().join("blob");
     let small = common::pattern(1 << 20, 1);

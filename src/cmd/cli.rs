@@ -95,6 +95,8 @@ pub enum Command {
         /// The site's resolver, for `site-dns`.
         #[arg(required_if_eq("what", "site-dns"))]
         resolver: Option<crate::host::sitedns::SiteResolver>,
+        #[command(flatten)]
+        login: MirrorLogin,
     },
     /// Control the running load balancer through the admin API.
     Lb {
@@ -189,6 +191,29 @@ pub enum FirewallAction {
     /// Install (or replace) that service with firewall-cmd and add it to
     /// the zone (libvirt's with a libvirt section, else the default zone).
     Apply,
+}
+
+/// `render mirror --user U --password-file F`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MirrorLogin {
+    /// `mirror`: print the pull secret's `auths` entry for this user of
+    /// `registry.htpasswdFile` (its password checked against it).
+    #[arg(long, requires = "password_file")]
+    pub user: Option<String>,
+    /// `mirror`: the file holding `--user`'s password (one line).
+    #[arg(long, requires = "user")]
+    pub password_file: Option<std::path::PathBuf>,
+}
+
+impl MirrorLogin {
+    /// The user and password file, refused for anything but `mirror`.
+    pub fn of(self, what: RenderWhat) -> anyhow::Result<Option<(String, std::path::PathBuf)>> {
+        let login = self.user.zip(self.password_file);
+        if login.is_some() && !matches!(what, RenderWhat::Mirror) {
+            anyhow::bail!("--user and --password-file are options of `render mirror`");
+        }
+        Ok(login)
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -2,57 +2,93 @@
 //! install-config fragments that point a cluster at the appliance's mirror
 //! registry — `additionalTrustBundle` (the appliance's CA, made now when
 //! it does not exist yet), the pull secret's `auths` entry, and
-//! `imageDigestSources` for every `pullThrough` upstream, every repository
-//! in storage named after its source (`<registry host>/<path>`), and every
-//! entry of an oc-mirror `idms-oc-mirror.yaml` found next to the storage
-//! tree (its mirrors rewritten to the registry's name).
+//! `imageDigestSources` (`services/registry/sources.rs`: every
+//! `pullThrough` upstream, every repository in storage named after its
+//! source, every entry of an oc-mirror `idms-oc-mirror.yaml` next to the
+//! storage tree, rewritten to the registry's name).
+//!
+//! The `auths` entry is real with `--user U --password-file F` (the
+//! password checked against `registry.htpasswdFile` with bcrypt first: a
+//! wrong one is an error, never an entry that fails later); without them
+//! the output says that nodes pull anonymously and shows the entry's shape.
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
 
 use crate::model::registry::RegistryCfg;
 use crate::plan::Plan;
 
-/// `host[:port]` clients use (`:443` left out).
-pub fn pull_host(r: &RegistryCfg) -> String {
-    match r.listen.port() {
-        443 => r.name.clone(),
-        p => format!("{}:{p}", r.name),
+use crate::services::registry::sources::pull_host;
+
+/// `base64(user:password)` once the password, read from `file` (its
+/// trailing newline dropped), matches `user`'s bcrypt hash in the
+/// registry's htpasswd file.
+fn checked_auth(r: &RegistryCfg, user: &str, file: &Path) -> anyhow::Result<String> {
+    let Some(htpasswd) = &r.htpasswd_file else {
+        anyhow::bail!(
+            "render mirror --user: registry.htpasswdFile is not set, so the mirror has no users (make one with htpasswd -B)"
+        );
+    };
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| anyhow::anyhow!("--password-file {}: {e}", file.display()))?;
+    let password = text.strip_suffix('\n').unwrap_or(&text);
+    let password = password.strip_suffix('\r').unwrap_or(password);
+    let users = crate::services::registry::auth::Users::load(htpasswd)
+        .map_err(|e| anyhow::anyhow!("registry.htpasswdFile: {e}"))?;
+    if !users.has(user) {
+        anyhow::bail!(
+            "render mirror: {} has no user {user:?} (add it with htpasswd -B {} {user})",
+            htpasswd.display(),
+            htpasswd.display()
+        );
     }
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    if users.check(&format!("Basic {auth}")).is_none() {
+        anyhow::bail!(
+            "render mirror: the password in {} is not {user:?}'s in {} (bcrypt check failed): no pull-secret entry printed",
+            file.display(),
+            htpasswd.display()
+        );
+    }
+    Ok(auth)
 }
 
-/// (source, mirror) pairs from an oc-mirror IDMS file's text.
-fn idms_pairs(text: &str, host: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for doc in text.split("\n---") {
-        let Ok(v) = serde_saphyr::from_str::<serde_json::Value>(doc) else {
-            continue;
-        };
-        let list = v
-            .pointer("/spec/imageDigestMirrors")
-            .and_then(serde_json::Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for m in list {
-            let Some(source) = m.get("source").and_then(serde_json::Value::as_str) else {
-                continue;
-            };
-            for mirror in m
-                .get("mirrors")
-                .and_then(serde_json::Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(serde_json::Value::as_str)
-            {
-                // Keep the path, put the appliance's name in place of the host.
-                let path = mirror.split_once('/').map_or("", |(_, p)| p);
-                out.push((source.to_string(), format!("{host}/{path}")));
-            }
-        }
+/// The pull secret's lines: the entry for `login`'s user, or why none is
+/// needed and its shape.
+fn auths_lines(
+    out: &mut String,
+    r: &RegistryCfg,
+    host: &str,
+    login: Option<&(String, PathBuf)>,
+) -> anyhow::Result<()> {
+    if let Some((user, file)) = login {
+        let auth = checked_auth(r, user, file)?;
+        let _ = writeln!(
+            out,
+            "# pullSecret: merge this into \"auths\" (user {user} of registry.htpasswdFile, password checked):"
+        );
+        let entry = serde_json::json!({ "auths": { host: { "auth": auth } } });
+        let _ = writeln!(out, "{entry}");
+        return Ok(());
     }
-    out
+    let _ = writeln!(
+        out,
+        "# pullSecret: add this entry to \"auths\" (nodes in the cluster's networks pull without it;\n# for pushes put base64 of user:password from registry.htpasswdFile: echo -n user:pass | base64 -w0)"
+    );
+    let _ = writeln!(
+        out,
+        "# cluster pulls are anonymous from the cluster's networks; `render mirror --user U --password-file F` prints the entry filled in"
+    );
+    let _ = writeln!(
+        out,
+        "# {{\"auths\": {{\"{host}\": {{\"auth\": \"<base64 of user:password>\", \"email\": \"\"}}}}}}"
+    );
+    Ok(())
 }
 
-pub fn render(plan: &Plan) -> anyhow::Result<String> {
+pub fn render(plan: &Plan, login: Option<&(String, PathBuf)>) -> anyhow::Result<String> {
     let c = &plan.cluster;
     let r = c.registry.as_ref().ok_or_else(|| {
         anyhow::anyhow!(
@@ -87,37 +123,8 @@ pub fn render(plan: &Plan) -> anyhow::Result<String> {
         }
         (None, None) => {}
     }
-    let _ = writeln!(
-        out,
-        "# pullSecret: add this entry to \"auths\" (nodes in the cluster's networks pull without it;\n# for pushes put base64 of user:password from registry.htpasswdFile: echo -n user:pass | base64 -w0)"
-    );
-    let _ = writeln!(
-        out,
-        "# {{\"auths\": {{\"{host}\": {{\"auth\": \"<base64 of user:password>\", \"email\": \"\"}}}}}}"
-    );
-    let mut pairs: Vec<(String, String)> = r
-        .pull_through
-        .iter()
-        .map(|p| (p.registry.clone(), format!("{host}/{}", p.registry)))
-        .collect();
-    let store = crate::services::registry::storage::Store::new(&r.storage);
-    for repo in store.catalog() {
-        let first = repo.split('/').next().unwrap_or_default();
-        let covered = r.pull_through.iter().any(|p| p.registry == first);
-        if (first.contains('.') || first.contains(':')) && !covered {
-            pairs.push((repo.clone(), format!("{host}/{repo}")));
-        }
-    }
-    if let Some(parent) = r.storage.parent() {
-        for dir in [r.storage.as_path(), parent] {
-            if let Ok(text) = std::fs::read_to_string(dir.join("idms-oc-mirror.yaml")) {
-                pairs.extend(idms_pairs(&text, &host));
-                break;
-            }
-        }
-    }
-    pairs.sort();
-    pairs.dedup();
+    auths_lines(&mut out, r, &host, login)?;
+    let pairs = crate::services::registry::sources::digest_sources(r);
     let _ = writeln!(out, "imageDigestSources:");
     for (source, mirror) in &pairs {
         let _ = writeln!(out, "- source: {source}\n  mirrors:\n  - {mirror}");
@@ -129,21 +136,4 @@ pub fn render(plan: &Plan) -> anyhow::Result<String> {
         );
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::idms_pairs;
-
-    #[test]
-    fn idms_mirrors_get_the_appliance_name() {
-        let text = "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nspec:\n  imageDigestMirrors:\n  - mirrors:\n    - old.example:8443/openshift/release\n    source: quay.io/openshift-release-dev/ocp-v4.0-art-dev\n";
-        assert_eq!(
-            idms_pairs(text, "mirror.lab.test:5000"),
-            vec![(
-                "quay.io/openshift-release-dev/ocp-v4.0-art-dev".to_string(),
-                "mirror.lab.test:5000/openshift/release".to_string()
-            )]
-        );
-    }
 }

@@ -37,8 +37,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", summary(&plan));
             Ok(())
         }
-        Command::Render { what, resolver } => {
-            print!("{}", render(&cluster, what, resolver)?);
+        Command::Render {
+            what,
+            resolver,
+            login,
+        } => {
+            print!("{}", render(&cluster, what, resolver, login.of(what)?)?);
             Ok(())
         }
         Command::Lb { action } => lb_command(&cluster, action).await,
@@ -108,7 +112,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Preflight => {
             let plan = config::load(&cluster)?;
-            let findings = preflight::run(&plan);
+            let mut findings = preflight::run(&plan);
+            findings.extend(preflight::release_image(&plan.cluster).await);
             print!("{}", preflight::report(&findings));
             match preflight::problems(&findings) {
                 0 => Ok(()),
@@ -123,6 +128,7 @@ fn render(
     cluster: &std::path::Path,
     what: RenderWhat,
     resolver: Option<crate::host::sitedns::SiteResolver>,
+    login: Option<(String, std::path::PathBuf)>,
 ) -> anyhow::Result<String> {
     let plan = config::load(cluster)?;
     let text = match what {
@@ -142,7 +148,7 @@ fn render(
         }
         RenderWhat::Keepalived => render_keepalived(&plan, cluster)?,
         RenderWhat::CsrRbac => crate::services::csr::rbac::render(),
-        RenderWhat::Mirror => mirror::render(&plan)?,
+        RenderWhat::Mirror => mirror::render(&plan, login.as_ref())?,
     };
     Ok(text)
 }

@@ -12,9 +12,10 @@ use crate::serve::registry::Services;
 use crate::services::dhcp::status::DhcpStatus;
 use crate::services::http::status::HttpStatus;
 use crate::services::lb::status::LbStatus;
+use crate::services::registry::status::ClientRow;
 use crate::timeline::prober::pool_of;
 use crate::timeline::recorder::Recorder;
-use crate::timeline::{Event, Pool};
+use crate::timeline::{Event, PULL_QUIET_SECS, Pool};
 
 /// One timeline tick: the HTTP service takes the machine-config contacts
 /// into its install state, then the services' sections are sampled. (What
@@ -39,8 +40,9 @@ pub fn tick(services: &Services, rec: &Recorder) {
         ntp: _,
         // Records its steps itself (Event::CsrApproved, Event::NodeReady).
         csr: _,
-        registry: _,
+        registry,
     } = services;
+    doc.registry = registry.as_ref().map(|s| s.node_pulls());
     doc.dhcp = dhcp.as_ref().map(|s| s.status());
     doc.lb = lb.as_ref().map(|s| s.status());
     doc.http = http.as_ref().map(|s| s.status());
@@ -58,6 +60,8 @@ pub struct Sections {
     pub lb: Option<LbStatus>,
     pub http: Option<HttpStatus>,
     pub libvirt: Option<LibvirtStatus>,
+    /// The registry's rows of clients that are nodes.
+    pub registry: Option<Vec<ClientRow>>,
 }
 
 /// The events of one sample of the sections (the recorder orders them).
@@ -105,6 +109,10 @@ pub fn sample(doc: &Sections, rec: &Recorder) -> Vec<Event> {
             secs: h.bootstrap_in_place_age,
         });
     }
+    if let Some(rows) = &doc.registry {
+        let now = crate::runtime::clock::unix_now();
+        evs.extend(registry_events(rows, now, pull_quiet_secs()));
+    }
     if let Some(lv) = &doc.libvirt {
         for r in &lv.nodes {
             if r.state == VmState::Running && r.phase == VmPhase::Install {
@@ -115,6 +123,36 @@ pub fn sample(doc: &Sections, rec: &Recorder) -> Vec<Event> {
         }
     }
     evs
+}
+
+/// [`PULL_QUIET_SECS`], or `CRC_APPLIANCE_TEST_PULL_QUIET_SECS` (the tests'
+/// hook: a registry test does not wait a minute).
+fn pull_quiet_secs() -> u64 {
+    std::env::var("CRC_APPLIANCE_TEST_PULL_QUIET_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(PULL_QUIET_SECS)
+}
+
+/// A node's first registry request is `pulling`; `pulled` once it pulled
+/// blobs and then asked nothing for `quiet` seconds (its latest request's
+/// time: a blob still streaming counts as a request).
+fn registry_events(rows: &[ClientRow], now: u64, quiet: u64) -> impl Iterator<Item = Event> + '_ {
+    rows.iter()
+        .flat_map(move |r| {
+            let node = r.node.clone()?;
+            let quiet = r.blob_bytes > 0 && now.saturating_sub(r.latest_request) >= quiet;
+            let pulled = quiet.then(|| Event::RegistryPulled {
+                node: node.clone(),
+                at: r.latest_request,
+            });
+            let pulling = Event::RegistryPulling {
+                node,
+                at: r.first_request,
+            };
+            Some(std::iter::once(pulling).chain(pulled))
+        })
+        .flatten()
 }
 
 #[cfg(test)]
@@ -183,5 +221,50 @@ nodes:
             "{m}"
         );
         assert!(m.contains("step=\"rootfs\""), "{m}");
+    }
+
+    #[test]
+    fn a_node_is_pulling_from_its_first_request_and_pulled_after_a_quiet_minute() {
+        let row = |node: Option<&str>, first, latest, blob_bytes| ClientRow {
+            client: "10.9.0.10".into(),
+            node: node.map(str::to_string),
+            first_request: first,
+            latest_request: latest,
+            requests: 3,
+            bytes_pulled: blob_bytes + 10,
+            blob_bytes,
+        };
+        let evs = |rows: &[ClientRow], now| {
+            registry_events(rows, now, PULL_QUIET_SECS).collect::<Vec<_>>()
+        };
+        let pulling = Event::RegistryPulling {
+            node: "master-0".into(),
+            at: 100,
+        };
+        let rows = [row(Some("master-0"), 100, 150, 5000)];
+        assert_eq!(evs(&rows, 209).len(), 1, "59 s quiet: still pulling");
+        assert_eq!(
+            evs(&rows, 210),
+            [
+                pulling.clone(),
+                Event::RegistryPulled {
+                    node: "master-0".into(),
+                    at: 150
+                }
+            ]
+        );
+        // Manifests only (no blob byte): never pulled; not a node: nothing.
+        assert_eq!(evs(&[row(Some("master-0"), 100, 150, 0)], 999), [pulling]);
+        assert!(evs(&[row(None, 100, 150, 5000)], 999).is_empty());
+
+        let p = plan();
+        let r = Recorder::new(&p);
+        let d = Sections {
+            registry: Some(vec![row(Some("master-0"), 100, 150, 5000)]),
+            ..Sections::default()
+        };
+        r.observe(sample(&d, &r));
+        let m0 = &r.view().nodes[1];
+        assert_eq!((m0.pulling, m0.pulled), (Some(100), Some(150)));
     }
 }

@@ -117,7 +117,16 @@ pub enum Event {
         node: String,
         message: Option<String>,
     },
+    /// The node's first request to the mirror registry, at `at`.
+    RegistryPulling { node: String, at: u64 },
+    /// The node pulled blobs from the mirror and then made no request for
+    /// [`PULL_QUIET_SECS`]: `at` is its latest request before the quiet.
+    RegistryPulled { node: String, at: u64 },
 }
+
+/// Seconds without a registry request after which a node that pulled blobs
+/// counts as having pulled its images ([`Event::RegistryPulled`]).
+pub const PULL_QUIET_SECS: u64 = 60;
 
 impl Event {
     /// The node the event is about, if any.
@@ -136,7 +145,9 @@ impl Event {
             | Event::ApiDown { node }
             | Event::CsrApproved { node, .. }
             | Event::CsrAlert { node, .. }
-            | Event::NodeReady { node } => Some(node),
+            | Event::NodeReady { node }
+            | Event::RegistryPulling { node, .. }
+            | Event::RegistryPulled { node, .. } => Some(node),
             Event::Ignition { node, .. } => node.as_deref(),
             Event::BootstrapComplete
             | Event::StaleMarker { .. }
@@ -262,6 +273,8 @@ impl Timeline {
                     self.csr_alerts.remove(&node);
                 }
             },
+            Event::RegistryPulling { node, at } => first(&mut self.node(&node).t.pulling, at),
+            Event::RegistryPulled { node, at } => first(&mut self.node(&node).t.pulled, at),
             Event::NetbootScript { node } => {
                 first(&mut self.node(&node).t.netboot_script, now);
             }

@@ -171,7 +171,9 @@ impl Recorder {
     pub fn observe(&self, mut evs: Vec<Event>) {
         // Oldest fetch first, so a first-time `min` sees them in order.
         evs.sort_by_key(|e| match e {
-            Event::Ignition { at, .. } => *at,
+            Event::Ignition { at, .. }
+            | Event::RegistryPulling { at, .. }
+            | Event::RegistryPulled { at, .. } => *at,
             _ => 0,
         });
         let t = now();

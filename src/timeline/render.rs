@@ -31,7 +31,7 @@ pub const TIME_WIDTH: usize = 8;
 
 /// Every install step, in install order.
 #[rustfmt::skip]
-pub const STEPS: [Step; 16] = [
+pub const STEPS: [Step; 18] = [
     step("vmStarted",       "VM started",             "VM",       |n| n.vm_started),
     step("bmcPowerOn",      "BMC power on",           "BMC",      |n| n.bmc_power_on),
     step("bootIso",         "boot ISO fetched",       "ISO",      |n| n.boot_iso),
@@ -41,6 +41,8 @@ pub const STEPS: [Step; 16] = [
     step("ignition",        "ignition fetched",       "IGNITION", |n| n.ignition),
     step("installFinished", "install finished",       "INSTALL",  |n| n.install_finished),
     step("firstBoot",       "first boot from disk",   "BOOTED",   |n| n.first_boot),
+    step("pulling",         "pulling from the mirror", "PULLING", |n| n.pulling),
+    step("pulled",          "pulled from the mirror", "PULLED",   |n| n.pulled),
     step("csrClient",       "client CSR approved",    "CSR",      |n| n.csr_client),
     step("csrServing",      "serving CSR approved",   "SERVING",  |n| n.csr_serving),
     step("nodeReady",       "Node Ready",             "READY",    |n| n.node_ready),

@@ -178,7 +178,9 @@ pub fn check_peer(
 fn event_time(ev: &Event) -> Option<u64> {
     match ev {
         Event::Lease { expires, .. } => Some(*expires),
-        Event::Ignition { at, .. } => Some(*at),
+        Event::Ignition { at, .. }
+        | Event::RegistryPulling { at, .. }
+        | Event::RegistryPulled { at, .. } => Some(*at),
         _ => None,
     }
 }

@@ -134,6 +134,13 @@ pub struct NodeTimeline {
     pub csr_serving: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_ready: Option<u64>,
+    /// The mirror registry (`registry:`): the node's first request, and
+    /// the end of its first pull (blobs pulled, then no request for a
+    /// minute: `timeline::PULL_QUIET_SECS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pulling: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pulled: Option<u64>,
 }
 
 /// An ignition fetch by someone other than the node.

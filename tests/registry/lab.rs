@@ -113,7 +113,11 @@ impl Lab {
             &["render", "mirror", "--cluster", file.to_str().unwrap()],
         );
         std::fs::write(certs.join("ca.crt"), ca_of(&render)).unwrap();
-        let app = Appliance::launch().netns(srv.name()).start_path(&file);
+        // The timeline's `pulled` after 2 quiet seconds, not a minute.
+        let app = Appliance::launch()
+            .netns(srv.name())
+            .env("CRC_APPLIANCE_TEST_PULL_QUIET_SECS", "2")
+            .start_path(&file);
         app.wait_log("listening for registry", std::time::Duration::from_secs(20));
         Lab {
             app,
@@ -129,6 +133,23 @@ impl Lab {
     /// `https://mirror.test.crc.testing:5000`
     pub fn url(&self) -> String {
         format!("https://{MIRROR}:5000")
+    }
+
+    /// `GET <path>` on the admin API (in the appliance's namespace).
+    pub fn admin(&self, path: &str) -> String {
+        run_ok(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                self.srv.name(),
+                "curl",
+                "-sS",
+                "--max-time",
+                "10",
+                &format!("http://127.0.0.1:9180{path}"),
+            ],
+        )
     }
 
     /// skopeo in the node's namespace: (exit code, stdout+stderr).

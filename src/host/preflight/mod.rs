@@ -19,7 +19,10 @@
 //!   MAC, every server that offers named (`dhcp_servers.rs`; `serve`
 //!   refuses to start beside one in `dhcp.mode: server`);
 //! - a running firewalld opens every port `firewall print` lists in the zone
-//!   of `network.interface` (else the default zone) (`firewalld.rs`).
+//!   of `network.interface` (else the default zone) (`firewalld.rs`);
+//! - the `preflight` command only, against a running appliance:
+//!   `registry.releaseImage` resolved by digest through the mirror as a
+//!   node would (`release.rs`).
 //!
 //! Layout: the port checks are in `ports.rs`, the firewalld check in
 //! `firewalld.rs`, the DHCP server probe in `dhcp_servers.rs`; the rest is
@@ -40,8 +43,10 @@ mod dhcp_servers;
 mod firewalld;
 mod ignition;
 mod ports;
+mod release;
 
 pub use ignition::ignition;
+pub use release::release_image;
 
 pub use ports::{Bound, ProcNet, Proto, parse_table, ports};
 

@@ -183,7 +183,13 @@ pub fn ports(c: &Cluster, net: &ProcNet) -> Vec<Finding> {
             // dnsmasq on virbr0) coexists. /proc/net does not show devices.
             let shared_dhcp = matches!(l.service, ServiceKind::Dhcp | ServiceKind::Dhcp6)
                 && c.network.interface.is_some();
-            let fix = if owner.contains("dnsmasq") {
+            // `serve` itself: preflight checks a running appliance too
+            // (registry.releaseImage); a second serve would fail to bind.
+            let serving = owner.starts_with("crc-appliance (");
+            let fix = if serving {
+                "crc-appliance serve is running: fine when checking it; stop it before starting another serve"
+                    .to_string()
+            } else if owner.contains("dnsmasq") {
                 if shared_dhcp {
                     "fine if this dnsmasq serves another libvirt network (each binds its own bridge); \
                      if it serves the cluster bridge, use libvirt.network.mode: appliance (no DHCP in the libvirt network)"
@@ -217,7 +223,7 @@ pub fn ports(c: &Cluster, net: &ProcNet) -> Vec<Finding> {
                 )
             };
             out.push(Finding {
-                severity: if shared_dhcp {
+                severity: if shared_dhcp || serving {
                     Severity::Info
                 } else {
                     Severity::Warn

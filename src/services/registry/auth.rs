@@ -59,6 +59,11 @@ impl Users {
         self.hashes.is_empty()
     }
 
+    /// Whether `user` has a line.
+    pub fn has(&self, user: &str) -> bool {
+        self.hashes.contains_key(user)
+    }
+
     /// Whether an `Authorization` header value names a user with the right
     /// password (blocking: bcrypt).
     pub fn check(&self, authorization: &str) -> Option<String> {

@@ -30,6 +30,7 @@ mod push;
 pub mod replica;
 mod replica_sync;
 pub mod reply;
+pub mod sources;
 pub mod status;
 pub mod storage;
 

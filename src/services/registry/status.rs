@@ -53,11 +53,16 @@ pub struct ClientRow {
     pub client: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    /// Unix seconds of its first and latest request.
+    /// Unix seconds of its first and latest request (a blob still
+    /// streaming to it counts as a request: its bytes move the latest).
     pub first_request: u64,
     pub latest_request: u64,
     pub requests: u64,
+    /// Bytes of every answer (manifests, blobs, errors) sent to it.
     pub bytes_pulled: u64,
+    /// Of those, blob bytes (what the timeline's `pulled` waits for).
+    #[serde(default)]
+    pub blob_bytes: u64,
 }
 
 /// Live counters.
@@ -98,12 +103,43 @@ impl Stats {
         row.bytes_pulled += bytes;
     }
 
-    /// Add bytes sent to `ip` after the response head (a body streamed).
+    /// Add blob bytes sent to `ip` after the response head (a body
+    /// streamed).
     pub fn sent(&self, ip: IpAddr, bytes: u64) {
         self.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
         if let Some(row) = self.clients.locked().get_mut(&ip) {
             row.bytes_pulled += bytes;
+            row.blob_bytes += bytes;
+            row.latest_request = crate::runtime::clock::unix_now();
         }
+    }
+
+    /// Pull-through (`registry/pullthrough.rs`): a request served from
+    /// storage.
+    pub fn cache_hit(&self) {
+        self.cache_hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Pull-through: a request fetched from the upstream.
+    pub fn cache_miss(&self) {
+        self.cache_misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Pull-through: a fetch from the upstream failed (`what`: the
+    /// upstream and the reason; also `lastError`).
+    pub fn upstream_error(&self, what: String) {
+        self.upstream_errors.fetch_add(1, Ordering::Relaxed);
+        self.error(what);
+    }
+
+    /// The rows of clients that are nodes (the install timeline's input).
+    pub fn node_rows(&self) -> Vec<ClientRow> {
+        self.clients
+            .locked()
+            .values()
+            .filter(|r| r.node.is_some())
+            .cloned()
+            .collect()
     }
 
     pub fn error(&self, what: String) {
@@ -192,9 +228,55 @@ impl Stats {
     }
 }
 
+impl super::Registry {
+    /// Per node, its registry use: what `serve` turns into the install
+    /// timeline's `pulling` and `pulled` (`serve/timeline.rs`).
+    pub fn node_pulls(&self) -> Vec<ClientRow> {
+        self.ctx.stats.node_rows()
+    }
+}
+
 impl Stats {
     /// Count bytes received (uploads, manifests).
     pub fn received(&self, bytes: u64) {
         self.bytes_received.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nodes_row_counts_blob_bytes_apart_and_the_hooks_count() {
+        let s = Stats::default();
+        let node: IpAddr = "10.9.0.10".parse().unwrap();
+        let other: IpAddr = "10.9.1.2".parse().unwrap();
+        s.request(node, Some("master-0"), 700);
+        s.request(node, Some("master-0"), 0);
+        s.sent(node, 5000);
+        s.request(other, None, 2);
+        let rows = s.node_rows();
+        assert_eq!(rows.len(), 1, "only nodes");
+        let r = &rows[0];
+        assert_eq!((r.requests, r.bytes_pulled, r.blob_bytes), (2, 5700, 5000));
+        assert!(r.latest_request >= r.first_request);
+        s.cache_hit();
+        s.cache_miss();
+        s.cache_miss();
+        s.upstream_error("quay.io: timed out".into());
+        let st = s.status(RegistryStatus::default(), Vec::new());
+        assert_eq!(
+            (st.cache_hits, st.cache_misses, st.upstream_errors),
+            (1, 2, 1)
+        );
+        assert_eq!(st.last_error.as_deref(), Some("quay.io: timed out"));
+        assert_eq!(st.clients.len(), 2);
+        let mut m = String::new();
+        s.metrics(&mut m, 0);
+        assert!(
+            m.contains("crc_appliance_registry_cache_misses_total 2"),
+            "{m}"
+        );
     }
 }
