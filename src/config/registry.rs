@@ -64,6 +64,9 @@ pub struct RawPullThrough {
     pub registry: String,
     /// `https://quay.io`, or `http://…` for a lab's own upstream.
     pub url: String,
+    /// PEM CA bundle trusted for this upstream, besides the system's roots.
+    #[serde(default)]
+    pub ca_file: Option<String>,
 }
 
 /// What the builder needs from the rest of the file.
@@ -141,7 +144,11 @@ pub fn registry(
         }
         cfg
     });
-    let pull_through = pull_through(&raw.pull_through, &mut push);
+    let mut pull_through = pull_through(&raw.pull_through, &mut push);
+    for (i, (p, raw)) in pull_through.iter_mut().zip(&raw.pull_through).enumerate() {
+        let field = format!("registry.pullThrough[{i}].caFile");
+        p.ca_file = file(&field, &raw.ca_file, &mut push);
+    }
     if let Some(r) = &raw.release_image
         && !r.contains('@')
         && !r.contains(':')
@@ -194,7 +201,11 @@ fn pull_through(raw: &[RawPullThrough], push: &mut dyn FnMut(&str, String)) -> V
                 ),
             );
         }
-        out.push(PullThroughCfg { registry, url });
+        out.push(PullThroughCfg {
+            registry,
+            url,
+            ca_file: None,
+        });
     }
     out
 }

@@ -1,0 +1,744 @@
+//! The pull-through cache (issue #36 item 4, docs/registry.md): a
+//! repository `<registry>/<repository>` whose first component is a
+//! `registry.pullThrough[].registry` is filled from that upstream on a miss
+//! and then served from storage as any other (`pull.rs`).
+//!
+//! - A tag is resolved upstream (`HEAD`, the client's `Accept` passed on)
+//!   at most every [`TAG_TTL`]; the manifest is fetched by digest when
+//!   storage lacks it, checked against its digest and stored as a push
+//!   stores it (blob, revision link, tag links). With the upstream
+//!   unreachable, the tag last resolved is served and counted in status
+//!   (`staleTags`).
+//! - A manifest by digest and a blob come from storage when there, else
+//!   are fetched once (`flight.rs`): the fetch streams into an upload file
+//!   while every client asking for the blob reads it as it grows; the blob
+//!   lands through `Store::finish_upload` (hashed, synced, renamed) only
+//!   when its SHA-256 matched, else the waiters' streams end in an error
+//!   and the upload is removed.
+//! - A miss that cannot be fetched is `503 UNAVAILABLE` with the reason
+//!   (within [`super::upstream::HEAD_DEADLINE`] for the answer's head),
+//!   logged (rate-limited) and in status; an upstream 404 is the usual
+//!   `MANIFEST_UNKNOWN`/`BLOB_UNKNOWN`.
+//!
+//! The fetch runs in its own task: a client that goes away does not stop
+//! it for the others (nor the storing).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use http_body_util::{BodyExt as _, StreamBody};
+use hyper::body::Frame;
+use hyper::{HeaderMap, Method, Response, StatusCode};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::Ctx;
+use super::flight::{Failure, Flights, Joined, Phase, Progress};
+use super::manifest::{self, MAX_MANIFEST};
+use super::names::{Digest, Name, Reference};
+use super::reply::{self, Code, Resp, set};
+use super::storage::Check;
+use super::upstream::{PullSecret, Upstream};
+use crate::model::registry::RegistryCfg;
+use crate::runtime::lograte::{CLIENT_EVENTS, LogRate};
+use crate::runtime::sync::LockExt as _;
+
+/// A tag is asked upstream again after this (a moved tag is seen then).
+pub const TAG_TTL: Duration = Duration::from_secs(60);
+/// An upstream body that sends nothing this long is cut.
+const STALL: Duration = Duration::from_secs(30);
+/// Bytes written (and shown to waiters) at a time.
+const CHUNK: usize = 256 * 1024;
+
+static LOG: LogRate = LogRate::new("registry upstream", CLIENT_EVENTS);
+
+/// One upstream in `registry.pullThrough` on `/status`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpstreamStatus {
+    pub registry: String,
+    pub url: String,
+    /// Whether its last exchange got an answer (`None`: none yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reachable: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Unix seconds of `lastError`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error_at: Option<u64>,
+    /// Requests made to it (manifests, tags, blobs).
+    pub fetches: u64,
+    /// Requests under it served from storage / needing it.
+    pub hits: u64,
+    pub misses: u64,
+    /// Blob bytes fetched from it.
+    pub bytes: u64,
+    /// Tags served as last resolved because it could not be asked.
+    pub stale_tags: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_stale_tag: Option<String>,
+}
+
+/// The cache's state: the upstreams (rebuilt on reload), their counters,
+/// the fetches in flight and when each tag was last resolved.
+#[derive(Default)]
+pub struct PullThrough {
+    upstreams: ArcSwap<Vec<Arc<Upstream>>>,
+    stats: std::sync::Mutex<BTreeMap<String, UpstreamStatus>>,
+    flights: Flights<(Name, Digest)>,
+    resolved: std::sync::Mutex<HashMap<(Name, String), Instant>>,
+}
+
+/// The upstream clients `cfg` names, with the pull secret's credentials.
+/// Blocking (reads the secret and CA files).
+pub fn build(cfg: &RegistryCfg) -> Result<Vec<Arc<Upstream>>, String> {
+    if cfg.pull_through.is_empty() {
+        return Ok(Vec::new());
+    }
+    let secret = match &cfg.pull_secret_file {
+        Some(p) => Some(PullSecret::load(p).map_err(|e| format!("registry.pullSecretFile: {e}"))?),
+        None => None,
+    };
+    cfg.pull_through
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            Upstream::new(p, secret.as_ref())
+                .map(Arc::new)
+                .map_err(|e| format!("registry.pullThrough[{i}]: {e}"))
+        })
+        .collect()
+}
+
+impl PullThrough {
+    /// Take a reload's upstreams (their counters are kept by name).
+    pub fn set(&self, ups: Vec<Arc<Upstream>>) {
+        let mut stats = self.stats.locked();
+        stats.retain(|k, _| ups.iter().any(|u| &u.registry == k));
+        for u in &ups {
+            let row = stats.entry(u.registry.clone()).or_default();
+            row.registry = u.registry.clone();
+            row.url = u.url.clone();
+        }
+        self.upstreams.store(Arc::new(ups));
+    }
+
+    /// The `/status` rows, one per upstream.
+    pub fn status(&self) -> Vec<UpstreamStatus> {
+        self.stats.locked().values().cloned().collect()
+    }
+
+    /// The upstream serving `name` and the repository there.
+    fn route(&self, name: &Name) -> Option<(Arc<Upstream>, String)> {
+        let (first, repo) = name.as_str().split_once('/')?;
+        let up = self
+            .upstreams
+            .load()
+            .iter()
+            .find(|u| u.registry == first)?
+            .clone();
+        Some((up, repo.to_string()))
+    }
+
+    fn count(&self, up: &Upstream, f: impl FnOnce(&mut UpstreamStatus)) {
+        if let Some(row) = self.stats.locked().get_mut(&up.registry) {
+            f(row);
+        }
+    }
+}
+
+/// Count a hit or a miss under `up`, here and in the registry's counters.
+fn hit(ctx: &Ctx, up: &Upstream, hit: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if hit {
+        ctx.stats.cache_hits.fetch_add(1, Relaxed);
+        ctx.pull.count(up, |r| r.hits += 1);
+    } else {
+        ctx.stats.cache_misses.fetch_add(1, Relaxed);
+        ctx.pull.count(up, |r| r.misses += 1);
+    }
+}
+
+/// The upstream answered (whatever it said).
+fn reached(ctx: &Ctx, up: &Upstream) {
+    ctx.pull.count(up, |r| {
+        r.reachable = Some(true);
+        r.fetches += 1;
+    });
+}
+
+/// A fetch from `up` failed: status, counters, a rate-limited line.
+fn failed(ctx: &Ctx, up: &Upstream, f: &Failure) {
+    if let Failure::Unknown(_) = f {
+        return;
+    }
+    use std::sync::atomic::Ordering::Relaxed;
+    ctx.stats.upstream_errors.fetch_add(1, Relaxed);
+    let what = format!("upstream {} ({}): {}", up.registry, up.url, f.message());
+    ctx.pull.count(up, |r| {
+        r.last_error = Some(f.message().to_string());
+        r.last_error_at = Some(crate::runtime::clock::unix_now());
+    });
+    if let Some(tail) = LOG.check("fetch failed", None) {
+        warn!("registry: {what}{tail}");
+    }
+    ctx.stats.error(what);
+}
+
+/// A transport failure: unreachable.
+fn unreachable(ctx: &Ctx, up: &Upstream, why: String) -> Failure {
+    ctx.pull.count(up, |r| r.reachable = Some(false));
+    Failure::Unavailable(why)
+}
+
+/// The answer for a failure under `name`.
+fn refuse(f: &Failure, unknown: Code, what: serde_json::Value) -> Resp {
+    match f {
+        Failure::Unknown(m) => reply::error_with(unknown, Some(m), what),
+        Failure::Unavailable(m) => reply::error_with(Code::Unavailable, Some(m), what),
+    }
+}
+
+/// The `Accept` sent upstream: the client's, else every type served.
+fn accept_of(headers: &HeaderMap) -> Vec<String> {
+    let a = manifest::accepted(
+        headers
+            .get_all(hyper::header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    );
+    if a.is_empty() {
+        [
+            manifest::OCI_INDEX,
+            manifest::OCI_MANIFEST,
+            manifest::DOCKER_LIST,
+            manifest::DOCKER_V2,
+        ]
+        .map(str::to_string)
+        .to_vec()
+    } else {
+        a
+    }
+}
+
+/// Before a manifest `GET`/`HEAD` of `name`: fill storage from the
+/// upstream when `name` is pulled through. `Some` is the answer when the
+/// manifest cannot be had; `None`: serve from storage.
+pub(super) async fn manifest(
+    ctx: &Arc<Ctx>,
+    headers: &HeaderMap,
+    name: &Name,
+    r: &Reference,
+) -> Option<Resp> {
+    let (up, repo) = ctx.pull.route(name)?;
+    let accept = accept_of(headers);
+    let outcome = match r {
+        Reference::Digest(d) => by_digest(ctx, &up, name, &repo, d, &accept).await,
+        Reference::Tag(t) => by_tag(ctx, &up, name, &repo, t, &accept).await,
+    };
+    let f = outcome.err()?;
+    failed(ctx, &up, &f);
+    let what = match r {
+        Reference::Tag(t) => json!({"Tag": t}),
+        Reference::Digest(d) => json!({"Name": name.as_str(), "Revision": d.to_string()}),
+    };
+    Some(refuse(&f, Code::ManifestUnknown, what))
+}
+
+/// Run blocking store work.
+async fn blocking<T: Send + 'static>(
+    ctx: &Arc<Ctx>,
+    f: impl FnOnce(&Ctx) -> T + Send + 'static,
+) -> Option<T> {
+    let c = ctx.clone();
+    tokio::task::spawn_blocking(move || f(&c)).await.ok()
+}
+
+async fn by_digest(
+    ctx: &Arc<Ctx>,
+    up: &Upstream,
+    name: &Name,
+    repo: &str,
+    d: &Digest,
+    accept: &[String],
+) -> Result<(), Failure> {
+    let (n, d2) = (name.clone(), *d);
+    let have = blocking(ctx, move |c| {
+        c.store.has_revision(&n, &d2) && c.store.verified(&d2) == Check::Good
+    })
+    .await
+    .unwrap_or(false);
+    hit(ctx, up, have);
+    if have {
+        return Ok(());
+    }
+    let bytes = fetch_manifest(ctx, up, repo, &d.to_string(), accept).await?;
+    store_manifest(ctx, name, bytes, Some(*d), None).await
+}
+
+async fn by_tag(
+    ctx: &Arc<Ctx>,
+    up: &Upstream,
+    name: &Name,
+    repo: &str,
+    tag: &str,
+    accept: &[String],
+) -> Result<(), Failure> {
+    let key = (name.clone(), tag.to_string());
+    let fresh = ctx
+        .pull
+        .resolved
+        .locked()
+        .get(&key)
+        .is_some_and(|at| at.elapsed() < TAG_TTL);
+    let (n, t) = (name.clone(), tag.to_string());
+    let stored = blocking(ctx, move |c| c.store.tag(&n, &t)).await.flatten();
+    if fresh && stored.is_some() {
+        hit(ctx, up, true);
+        return Ok(());
+    }
+    match resolve_tag(ctx, up, name, repo, tag, accept).await {
+        Ok(hit_) => {
+            hit(ctx, up, hit_);
+            ctx.pull.resolved.locked().insert(key, Instant::now());
+            Ok(())
+        }
+        // Not reachable (or refusing us): the tag as last resolved.
+        Err(Failure::Unavailable(why)) if stored.is_some() => {
+            hit(ctx, up, true);
+            failed(ctx, up, &Failure::Unavailable(why));
+            let shown = format!("{}:{tag}", name.as_str());
+            info!("registry: serving {shown} as last resolved (upstream unavailable)");
+            ctx.pull.count(up, |r| {
+                r.stale_tags += 1;
+                r.last_stale_tag = Some(shown);
+            });
+            Ok(())
+        }
+        Err(f) => {
+            hit(ctx, up, false);
+            Err(f)
+        }
+    }
+}
+
+/// Ask the upstream what `tag` is and store it: `Ok(true)` when the
+/// manifest was already stored (only the tag link was written).
+async fn resolve_tag(
+    ctx: &Arc<Ctx>,
+    up: &Upstream,
+    name: &Name,
+    repo: &str,
+    tag: &str,
+    accept: &[String],
+) -> Result<bool, Failure> {
+    let path = format!("manifests/{tag}");
+    let head = up
+        .send(Method::HEAD, repo, &path, accept)
+        .await
+        .map_err(|e| unreachable(ctx, up, e))?;
+    reached(ctx, up);
+    check_status(up, head.status(), &format!("manifest {repo}:{tag}"))?;
+    let digest = head
+        .headers()
+        .get("docker-content-digest")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| Digest::parse(v).ok());
+    if let Some(d) = digest {
+        let (n, t) = (name.clone(), tag.to_string());
+        let relinked = blocking(ctx, move |c| -> Option<bool> {
+            if c.store.tag(&n, &t) == Some(d) {
+                return Some(true);
+            }
+            if !c.store.has_revision(&n, &d) || c.store.verified(&d) != Check::Good {
+                return None;
+            }
+            let bytes = std::fs::read(c.store.blob_path(&d)).ok()?;
+            Some(c.store.put_manifest(&n, &bytes, Some(&t)).is_ok())
+        })
+        .await
+        .flatten();
+        if relinked == Some(true) {
+            return Ok(true);
+        }
+    }
+    let reference = digest.map_or(tag.to_string(), |d| d.to_string());
+    let bytes = fetch_manifest(ctx, up, repo, &reference, accept).await?;
+    store_manifest(ctx, name, bytes, digest, Some(tag.to_string())).await?;
+    Ok(false)
+}
+
+/// An upstream status other than 200 as a failure.
+fn check_status(up: &Upstream, s: StatusCode, what: &str) -> Result<(), Failure> {
+    match s {
+        StatusCode::OK => Ok(()),
+        StatusCode::NOT_FOUND => Err(Failure::Unknown(format!(
+            "{what} is not known to the upstream {} ({})",
+            up.registry, up.url
+        ))),
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(Failure::Unavailable(format!(
+            "the upstream {} refused {what}: {s} (check registry.pullSecretFile's entry for it)",
+            up.url
+        ))),
+        s => Err(Failure::Unavailable(format!(
+            "the upstream {} answered {s} for {what}",
+            up.url
+        ))),
+    }
+}
+
+/// `GET` a manifest (at most [`MAX_MANIFEST`] bytes).
+async fn fetch_manifest(
+    ctx: &Arc<Ctx>,
+    up: &Upstream,
+    repo: &str,
+    reference: &str,
+    accept: &[String],
+) -> Result<Bytes, Failure> {
+    let answer = up
+        .send(Method::GET, repo, &format!("manifests/{reference}"), accept)
+        .await
+        .map_err(|e| unreachable(ctx, up, e))?;
+    reached(ctx, up);
+    check_status(up, answer.status(), &format!("manifest {repo}@{reference}"))?;
+    let body = http_body_util::Limited::new(answer.into_body(), MAX_MANIFEST);
+    tokio::time::timeout(STALL, body.collect())
+        .await
+        .map_err(|_| Failure::Unavailable(format!("{}: manifest body stalled", up.url)))?
+        .map(|b| b.to_bytes())
+        .map_err(|e| Failure::Unavailable(format!("{}: manifest body: {e}", up.url)))
+}
+
+/// Store fetched manifest bytes (which must hash to `want` when given).
+async fn store_manifest(
+    ctx: &Arc<Ctx>,
+    name: &Name,
+    bytes: Bytes,
+    want: Option<Digest>,
+    tag: Option<String>,
+) -> Result<(), Failure> {
+    let got = Digest::of(&bytes);
+    if want.is_some_and(|w| w != got) {
+        return Err(Failure::Unavailable(format!(
+            "the upstream sent a manifest whose digest is {got}, not the {} asked: not stored",
+            want.map(|w| w.to_string()).unwrap_or_default()
+        )));
+    }
+    if manifest::media_type(&bytes).is_none() {
+        return Err(Failure::Unavailable(
+            "the upstream sent a manifest that is not schema 2 or OCI: not stored".into(),
+        ));
+    }
+    let n = name.clone();
+    blocking(ctx, move |c| {
+        c.store
+            .put_manifest(&n, &bytes, tag.as_deref())
+            .map(|_| ())
+            .map_err(|e| Failure::Unavailable(format!("storing the manifest: {e}")))
+    })
+    .await
+    .unwrap_or_else(|| Err(Failure::Unavailable("storing the manifest: task failed".into())))
+}
+
+/// Before a blob `GET`/`HEAD` of `name`: `None` when storage serves it
+/// (present, or present under another repository and confirmed upstream);
+/// else the answer, streamed from the (single) upstream fetch.
+pub(super) async fn blob(
+    ctx: &Arc<Ctx>,
+    method: &Method,
+    name: &Name,
+    d: &Digest,
+    peer: IpAddr,
+) -> Option<Resp> {
+    let (up, repo) = ctx.pull.route(name)?;
+    let (n, d2) = (name.clone(), *d);
+    let (linked, stored) = blocking(ctx, move |c| {
+        let good = c.store.verified(&d2) == Check::Good;
+        (good && c.store.has_layer(&n, &d2), good)
+    })
+    .await
+    .unwrap_or((false, false));
+    if linked {
+        hit(ctx, &up, true);
+        return None;
+    }
+    if stored {
+        // Stored for another repository: link it here once the upstream
+        // confirms this repository has it.
+        let r = confirm_and_link(ctx, &up, name, &repo, d).await;
+        hit(ctx, &up, r.is_ok());
+        return match r {
+            Ok(()) => None,
+            Err(f) => {
+                failed(ctx, &up, &f);
+                Some(refuse(&f, Code::BlobUnknown, json!(d.to_string())))
+            }
+        };
+    }
+    hit(ctx, &up, false);
+    let key = (name.clone(), *d);
+    let rx = match ctx.pull.flights.join(&key) {
+        Joined::Follower(rx) => rx,
+        Joined::Leader(tx, rx) => {
+            let (c, up2, repo2) = (ctx.clone(), up.clone(), repo.clone());
+            tokio::spawn(async move { lead(c, up2, key, repo2, tx).await });
+            rx
+        }
+    };
+    Some(follow(ctx, rx, method, d, peer).await)
+}
+
+async fn confirm_and_link(
+    ctx: &Arc<Ctx>,
+    up: &Upstream,
+    name: &Name,
+    repo: &str,
+    d: &Digest,
+) -> Result<(), Failure> {
+    let head = up
+        .send(Method::HEAD, repo, &format!("blobs/{d}"), &[])
+        .await
+        .map_err(|e| unreachable(ctx, up, e))?;
+    reached(ctx, up);
+    check_status(up, head.status(), &format!("blob {d} of {repo}"))?;
+    let (n, d2) = (name.clone(), *d);
+    blocking(ctx, move |c| c.store.link_layer(&n, &d2))
+        .await
+        .and_then(Result::ok)
+        .ok_or_else(|| Failure::Unavailable("storing the blob's link failed".into()))
+}
+
+/// The fetch of one blob: publish its progress, store it, end the flight.
+async fn lead(
+    ctx: Arc<Ctx>,
+    up: Arc<Upstream>,
+    key: (Name, Digest),
+    repo: String,
+    tx: watch::Sender<Progress>,
+) {
+    let (name, d) = key.clone();
+    let n = name.clone();
+    let id = blocking(&ctx, move |c| c.store.start_upload(&n).ok())
+        .await
+        .flatten();
+    let result = match &id {
+        Some(id) => fetch_blob(&ctx, &up, &name, &repo, &d, id, &tx).await,
+        None => Err(Failure::Unavailable(
+            "storage: cannot start an upload file".into(),
+        )),
+    };
+    if let Err(f) = &result {
+        failed(&ctx, &up, f);
+        if let Some(id) = id {
+            let n = name.clone();
+            blocking(&ctx, move |c| c.store.remove_upload(&n, &id)).await;
+        }
+    }
+    tx.send_modify(|p| {
+        p.phase = match result {
+            Ok(()) => Phase::Done,
+            Err(f) => Phase::Failed(f),
+        }
+    });
+    ctx.pull.flights.end(&key);
+}
+
+/// Stream blob `d` from the upstream into upload `id`, publishing
+/// progress; store it when its digest matched.
+async fn fetch_blob(
+    ctx: &Arc<Ctx>,
+    up: &Upstream,
+    name: &Name,
+    repo: &str,
+    d: &Digest,
+    id: &str,
+    tx: &watch::Sender<Progress>,
+) -> Result<(), Failure> {
+    let answer = up
+        .send(Method::GET, repo, &format!("blobs/{d}"), &[])
+        .await
+        .map_err(|e| unreachable(ctx, up, e))?;
+    reached(ctx, up);
+    check_status(up, answer.status(), &format!("blob {d} of {repo}"))?;
+    let total: u64 = answer
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| Failure::Unavailable(format!("{}: blob without Content-Length", up.url)))?;
+    let path = ctx
+        .store
+        .upload_file(name, id)
+        .ok_or_else(|| Failure::Unavailable("storage: bad upload id".into()))?;
+    let io = |e: io::Error| Failure::Unavailable(format!("storage: {e}"));
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map_err(io)?;
+    let reader = Arc::new(std::fs::File::open(&path).map_err(io)?);
+    tx.send_modify(|p| {
+        p.phase = Phase::Running;
+        p.total = total;
+        p.file = Some(reader);
+    });
+    let mut hasher = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut body = answer.into_body();
+    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
+    let mut written = 0u64;
+    loop {
+        let frame = tokio::time::timeout(STALL, body.frame())
+            .await
+            .map_err(|_| Failure::Unavailable(format!("{}: blob {d} stalled", up.url)))?;
+        let data = match frame {
+            None => None,
+            Some(Err(e)) => {
+                return Err(Failure::Unavailable(format!(
+                    "{}: blob {d} cut after {} bytes: {e}",
+                    up.url,
+                    written + buf.len() as u64
+                )));
+            }
+            Some(Ok(f)) => Some(f.into_data().unwrap_or_default()),
+        };
+        let end = data.is_none();
+        if let Some(data) = data {
+            if written + (buf.len() + data.len()) as u64 > total {
+                return Err(Failure::Unavailable(format!(
+                    "{}: blob {d} longer than its Content-Length",
+                    up.url
+                )));
+            }
+            hasher.update(&data);
+            buf.extend_from_slice(&data);
+        }
+        if buf.len() >= CHUNK || (end && !buf.is_empty()) {
+            let chunk = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK));
+            let n = chunk.len() as u64;
+            out = tokio::task::spawn_blocking(move || {
+                use std::io::Write as _;
+                out.write_all(&chunk).map(|()| out)
+            })
+            .await
+            .map_err(|e| Failure::Unavailable(format!("storage: {e}")))?
+            .map_err(io)?;
+            written += n;
+            ctx.pull.count(up, |r| r.bytes += n);
+            tx.send_modify(|p| p.written = written);
+        }
+        if end {
+            break;
+        }
+    }
+    if written != total {
+        return Err(Failure::Unavailable(format!(
+            "{}: blob {d} ended after {written} of {total} bytes",
+            up.url
+        )));
+    }
+    let got = Digest::from_sha256(hasher.finish().as_ref());
+    if got != *d {
+        return Err(Failure::Unavailable(format!(
+            "the upstream {} sent bytes for {d} that hash to {got}: not served, not stored",
+            up.url
+        )));
+    }
+    let (n, id, d2) = (name.clone(), id.to_string(), *d);
+    match blocking(ctx, move |c| c.store.finish_upload(&n, &id, &d2)).await {
+        Some(Ok(true)) => Ok(()),
+        Some(Ok(false)) => Err(Failure::Unavailable(format!(
+            "blob {d} did not match its digest on disk: not stored"
+        ))),
+        Some(Err(e)) => Err(io(e)),
+        None => Err(Failure::Unavailable("storage: task failed".into())),
+    }
+}
+
+/// The answer of a client following a fetch: the error when it failed
+/// before a byte, else the blob streamed as it arrives.
+async fn follow(
+    ctx: &Arc<Ctx>,
+    mut rx: watch::Receiver<Progress>,
+    method: &Method,
+    d: &Digest,
+    peer: IpAddr,
+) -> Resp {
+    let total = loop {
+        let p = rx.borrow_and_update().clone();
+        match p.phase {
+            Phase::Starting => {}
+            Phase::Failed(f) => return refuse(&f, Code::BlobUnknown, json!(d.to_string())),
+            Phase::Running | Phase::Done => break p.total,
+        }
+        if rx.changed().await.is_err() {
+            let f = Failure::Unavailable("the fetch ended without an answer".into());
+            return refuse(&f, Code::BlobUnknown, json!(d.to_string()));
+        }
+    };
+    let mut resp = if method == Method::HEAD {
+        Response::new(reply::full(Bytes::new()))
+    } else {
+        let stats = ctx.stats.clone();
+        let stream = futures_util::stream::unfold((rx, 0u64), next_chunk).map(move |r| {
+            r.inspect(|b: &Bytes| stats.sent(peer, b.len() as u64))
+                .map(Frame::data)
+        });
+        Response::new(StreamBody::new(stream).boxed_unsync())
+    };
+    *resp.status_mut() = StatusCode::OK;
+    set(&mut resp, "Content-Length", &total.to_string());
+    set(&mut resp, "Content-Type", "application/octet-stream");
+    set(&mut resp, "Docker-Content-Digest", &d.to_string());
+    set(&mut resp, "Etag", &format!("\"{d}\""));
+    set(&mut resp, "Accept-Ranges", "bytes");
+    set(&mut resp, "Cache-Control", "max-age=31536000");
+    resp
+}
+
+type Follow = (watch::Receiver<Progress>, u64);
+
+/// The next piece a follower may send: what is visible past `off`, or
+/// wait for more; an error ends the stream (the connection closes).
+async fn next_chunk((mut rx, off): Follow) -> Option<(io::Result<Bytes>, Follow)> {
+    if off == u64::MAX {
+        return None;
+    }
+    loop {
+        let p = rx.borrow_and_update().clone();
+        if let Phase::Failed(f) = &p.phase {
+            let e = io::Error::other(f.message().to_string());
+            return Some((Err(e), (rx, u64::MAX)));
+        }
+        let visible = p.visible();
+        if off < visible
+            && let Some(file) = p.file.clone()
+        {
+            let len = (visible - off).min(CHUNK as u64) as usize;
+            let read = tokio::task::spawn_blocking(move || {
+                use std::os::unix::fs::FileExt as _;
+                let mut b = vec![0u8; len];
+                file.read_exact_at(&mut b, off).map(|()| Bytes::from(b))
+            })
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(e)));
+            return match read {
+                Ok(b) => Some((Ok(b), (rx, off + len as u64))),
+                Err(e) => Some((Err(e), (rx, u64::MAX))),
+            };
+        }
+        if p.phase == Phase::Done && off >= p.total {
+            return None;
+        }
+        if rx.changed().await.is_err() {
+            let e = io::Error::other("the upstream fetch ended");
+            return Some((Err(e), (rx, u64::MAX)));
+        }
+    }
+}
