@@ -87,6 +87,16 @@ impl Lab {
     }
 
     pub fn start_on(dir: tempfile::TempDir, storage: PathBuf, extra: &str) -> Lab {
+        Lab::start_env(dir, storage, extra, &[])
+    }
+
+    /// [`Lab::start_on`] with extra environment for the appliance.
+    pub fn start_env(
+        dir: tempfile::TempDir,
+        storage: PathBuf,
+        extra: &str,
+        env: &[(&str, &str)],
+    ) -> Lab {
         let base = unique_name("rg");
         let srv = Netns::new(format!("{base}s"));
         let node = Netns::new(format!("{base}n"));
@@ -113,7 +123,11 @@ impl Lab {
             &["render", "mirror", "--cluster", file.to_str().unwrap()],
         );
         std::fs::write(certs.join("ca.crt"), ca_of(&render)).unwrap();
-        let app = Appliance::launch().netns(srv.name()).start_path(&file);
+        let mut launch = Appliance::launch().netns(srv.name());
+        for (k, v) in env {
+            launch = launch.env(k, v);
+        }
+        let app = launch.start_path(&file);
         app.wait_log("listening for registry", std::time::Duration::from_secs(20));
         Lab {
             app,

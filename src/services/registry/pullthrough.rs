@@ -4,7 +4,7 @@
 //! and then served from storage as any other (`pull.rs`).
 //!
 //! - A tag is resolved upstream (`HEAD`, the client's `Accept` passed on)
-//!   at most every [`TAG_TTL`]; the manifest is fetched by digest when
+//!   at most every [`TAG_TTL`] (60 s); the manifest is fetched by digest when
 //!   storage lacks it, checked against its digest and stored as a push
 //!   stores it (blob, revision link, tag links). With the upstream
 //!   unreachable, the tag last resolved is served and counted in status
@@ -53,6 +53,19 @@ use crate::runtime::sync::LockExt as _;
 
 /// A tag is asked upstream again after this (a moved tag is seen then).
 pub const TAG_TTL: Duration = Duration::from_secs(60);
+/// Test hook: another [`TAG_TTL`] in milliseconds, read once (the tests
+/// of the upstream-gone path use 0: every tag is asked upstream).
+const TAG_TTL_ENV: &str = "CRC_APPLIANCE_REGISTRY_TAG_TTL_MS";
+
+fn tag_ttl() -> Duration {
+    static TTL: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *TTL.get_or_init(|| {
+        std::env::var(TAG_TTL_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(TAG_TTL, Duration::from_millis)
+    })
+}
 /// An upstream body that sends nothing this long is cut.
 const STALL: Duration = Duration::from_secs(30);
 /// Bytes written (and shown to waiters) at a time.
@@ -298,14 +311,21 @@ async fn by_tag(
         .resolved
         .locked()
         .get(&key)
-        .is_some_and(|at| at.elapsed() < TAG_TTL);
+        .is_some_and(|at| at.elapsed() < tag_ttl());
     let (n, t) = (name.clone(), tag.to_string());
     let stored = blocking(ctx, move |c| c.store.tag(&n, &t)).await.flatten();
     if fresh && stored.is_some() {
         hit(ctx, up, true);
         return Ok(());
     }
-    match resolve_tag(ctx, up, name, repo, tag, accept).await {
+    // Just found unreachable: the stored tag at once, not another wait.
+    let held = stored.is_some() && up.down();
+    let result = if held {
+        Err(Failure::Unavailable(format!("{} is unreachable", up.url)))
+    } else {
+        resolve_tag(ctx, up, name, repo, tag, accept).await
+    };
+    match result {
         Ok(hit_) => {
             hit(ctx, up, hit_);
             ctx.pull.resolved.locked().insert(key, Instant::now());
@@ -314,9 +334,13 @@ async fn by_tag(
         // Not reachable (or refusing us): the tag as last resolved.
         Err(Failure::Unavailable(why)) if stored.is_some() => {
             hit(ctx, up, true);
-            failed(ctx, up, &Failure::Unavailable(why));
+            if !held {
+                failed(ctx, up, &Failure::Unavailable(why));
+            }
             let shown = format!("{}:{tag}", name.as_str());
-            info!("registry: serving {shown} as last resolved (upstream unavailable)");
+            if let Some(tail) = LOG.check("stale tag", None) {
+                info!("registry: serving {shown} as last resolved (upstream unavailable){tail}");
+            }
             ctx.pull.count(up, |r| {
                 r.stale_tags += 1;
                 r.last_stale_tag = Some(shown);
@@ -445,7 +469,11 @@ async fn store_manifest(
             .map_err(|e| Failure::Unavailable(format!("storing the manifest: {e}")))
     })
     .await
-    .unwrap_or_else(|| Err(Failure::Unavailable("storing the manifest: task failed".into())))
+    .unwrap_or_else(|| {
+        Err(Failure::Unavailable(
+            "storing the manifest: task failed".into(),
+        ))
+    })
 }
 
 /// Before a blob `GET`/`HEAD` of `name`: `None` when storage serves it

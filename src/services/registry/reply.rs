@@ -87,11 +87,7 @@ impl Code {
                 "invalid number of results requested",
                 S::BAD_REQUEST,
             ),
-            Code::Unavailable => (
-                "UNAVAILABLE",
-                "service unavailable",
-                S::SERVICE_UNAVAILABLE,
-            ),
+            Code::Unavailable => ("UNAVAILABLE", "service unavailable", S::SERVICE_UNAVAILABLE),
             Code::Unknown => ("UNKNOWN", "unknown error", S::INTERNAL_SERVER_ERROR),
         }
     }

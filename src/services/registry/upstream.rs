@@ -48,6 +48,9 @@ pub const HEAD_DEADLINE: Duration = Duration::from_secs(8);
 const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// A token without `expires_in` is kept this long (the Docker spec's 60 s).
 const TOKEN_DEFAULT_TTL: u64 = 60;
+/// After a request found the upstream unreachable, tags already stored
+/// are served as last resolved without asking it again for this long.
+const DOWN_HOLD: Duration = Duration::from_secs(10);
 /// Largest token answer read.
 const MAX_TOKEN_ANSWER: usize = 64 << 10;
 
@@ -270,6 +273,8 @@ pub struct Upstream {
     tokens: std::sync::Mutex<HashMap<String, (String, Instant)>>,
     /// The upstream asked for basic credentials once: send them at once.
     basic: std::sync::atomic::AtomicBool,
+    /// When a request last found it unreachable (cleared by an answer).
+    down_since: std::sync::Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -334,6 +339,7 @@ impl Upstream {
             origin,
             tokens: std::sync::Mutex::default(),
             basic: std::sync::atomic::AtomicBool::new(false),
+            down_since: std::sync::Mutex::default(),
         })
     }
 
@@ -383,9 +389,22 @@ impl Upstream {
             self.request(&self.origin, &method, &path, accept, Some(&auth))
                 .await
         };
-        tokio::time::timeout(HEAD_DEADLINE, exchange)
+        let result = tokio::time::timeout(HEAD_DEADLINE, exchange)
             .await
-            .map_err(|_| format!("no answer from {} within {HEAD_DEADLINE:?}", self.url))?
+            .map_err(|_| format!("no answer from {} within {HEAD_DEADLINE:?}", self.url))
+            .and_then(|r| r);
+        *self.down_since.locked() = match &result {
+            Ok(_) => None,
+            Err(_) => Some(Instant::now()),
+        };
+        result
+    }
+
+    /// Whether a request found it unreachable within [`DOWN_HOLD`].
+    pub fn down(&self) -> bool {
+        self.down_since
+            .locked()
+            .is_some_and(|t| t.elapsed() < DOWN_HOLD)
     }
 
     /// The credentials to send before being asked: a live token for
@@ -587,8 +606,14 @@ mod tests {
         let o = Origin::of(&"http://10.0.0.1:5001".parse().expect("uri")).expect("ok");
         assert_eq!(o.authority(), "10.0.0.1:5001");
         let o = Origin::of(&"https://[fd00::1]:8443".parse().expect("uri")).expect("ok");
-        assert_eq!((o.host.as_str(), o.authority().as_str()), ("fd00::1", "[fd00::1]:8443"));
+        assert_eq!(
+            (o.host.as_str(), o.authority().as_str()),
+            ("fd00::1", "[fd00::1]:8443")
+        );
         assert!(Origin::of(&"ftp://x".parse().expect("uri")).is_err());
-        assert_eq!(query_escape("repository:a/b:pull"), "repository%3Aa%2Fb%3Apull");
+        assert_eq!(
+            query_escape("repository:a/b:pull"),
+            "repository%3Aa%2Fb%3Apull"
+        );
     }
 }
