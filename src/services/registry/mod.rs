@@ -27,6 +27,7 @@ mod flight;
 pub mod manifest;
 pub mod names;
 mod pull;
+mod pullblob;
 pub mod pullthrough;
 mod push;
 pub mod replica;

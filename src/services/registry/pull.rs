@@ -240,7 +240,7 @@ pub(super) async fn blob(
         // distribution: a well-formed digest it does not store is unknown.
         Err(BadDigest::Unsupported) => return reply::error(Code::BlobUnknown, json!(digest)),
     };
-    if let Some(fetched) = super::pullthrough::blob(ctx, method, &name, &d, peer).await {
+    if let Some(fetched) = super::pullblob::blob(ctx, method, &name, &d, peer).await {
         return fetched;
     }
     let c = ctx.clone();

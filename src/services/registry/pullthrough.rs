@@ -10,11 +10,11 @@
 //!   unreachable, the tag last resolved is served and counted in status
 //!   (`staleTags`).
 //! - A manifest by digest and a blob come from storage when there, else
-//!   are fetched once (`flight.rs`): the fetch streams into an upload file
-//!   while every client asking for the blob reads it as it grows; the blob
-//!   lands through `Store::finish_upload` (hashed, synced, renamed) only
-//!   when its SHA-256 matched, else the waiters' streams end in an error
-//!   and the upload is removed.
+//!   are fetched once (blobs: `pullblob.rs` over `flight.rs`): the fetch
+//!   streams into an upload file while every client asking for the blob
+//!   reads it as it grows; the blob lands through `Store::finish_upload`
+//!   (hashed, synced, renamed) only when its SHA-256 matched, else the
+//!   waiters' streams end in an error and the upload is removed.
 //! - A miss that cannot be fetched is `503 UNAVAILABLE` with the reason
 //!   (within [`super::upstream::HEAD_DEADLINE`] for the answer's head),
 //!   logged (rate-limited) and in status; an upstream 404 is the usual
@@ -24,27 +24,22 @@
 //! it for the others (nor the storing).
 
 use std::collections::{BTreeMap, HashMap};
-use std::io;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use futures_util::StreamExt as _;
-use http_body_util::{BodyExt as _, StreamBody};
-use hyper::body::Frame;
-use hyper::{HeaderMap, Method, Response, StatusCode};
+use http_body_util::BodyExt as _;
+use hyper::{HeaderMap, Method, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::Ctx;
-use super::flight::{Failure, Flights, Joined, Phase, Progress};
+use super::flight::{Failure, Flights};
 use super::manifest::{self, MAX_MANIFEST};
 use super::names::{Digest, Name, Reference};
-use super::reply::{self, Code, Resp, set};
+use super::reply::{self, Code, Resp};
 use super::storage::Check;
 use super::upstream::{PullSecret, Upstream};
 use crate::model::registry::RegistryCfg;
@@ -67,9 +62,7 @@ fn tag_ttl() -> Duration {
     })
 }
 /// An upstream body that sends nothing this long is cut.
-const STALL: Duration = Duration::from_secs(30);
-/// Bytes written (and shown to waiters) at a time.
-const CHUNK: usize = 256 * 1024;
+pub(super) const STALL: Duration = Duration::from_secs(30);
 
 static LOG: LogRate = LogRate::new("registry upstream", CLIENT_EVENTS);
 
@@ -106,7 +99,7 @@ pub struct UpstreamStatus {
 pub struct PullThrough {
     upstreams: ArcSwap<Vec<Arc<Upstream>>>,
     stats: std::sync::Mutex<BTreeMap<String, UpstreamStatus>>,
-    flights: Flights<(Name, Digest)>,
+    pub(super) flights: Flights<(Name, Digest)>,
     resolved: std::sync::Mutex<HashMap<(Name, String), Instant>>,
 }
 
@@ -150,7 +143,7 @@ impl PullThrough {
     }
 
     /// The upstream serving `name` and the repository there.
-    fn route(&self, name: &Name) -> Option<(Arc<Upstream>, String)> {
+    pub(super) fn route(&self, name: &Name) -> Option<(Arc<Upstream>, String)> {
         let (first, repo) = name.as_str().split_once('/')?;
         let up = self
             .upstreams
@@ -161,7 +154,7 @@ impl PullThrough {
         Some((up, repo.to_string()))
     }
 
-    fn count(&self, up: &Upstream, f: impl FnOnce(&mut UpstreamStatus)) {
+    pub(super) fn count(&self, up: &Upstream, f: impl FnOnce(&mut UpstreamStatus)) {
         if let Some(row) = self.stats.locked().get_mut(&up.registry) {
             f(row);
         }
@@ -169,7 +162,7 @@ impl PullThrough {
 }
 
 /// Count a hit or a miss under `up`, here and in the registry's counters.
-fn hit(ctx: &Ctx, up: &Upstream, hit: bool) {
+pub(super) fn hit(ctx: &Ctx, up: &Upstream, hit: bool) {
     use std::sync::atomic::Ordering::Relaxed;
     if hit {
         ctx.stats.cache_hits.fetch_add(1, Relaxed);
@@ -181,7 +174,7 @@ fn hit(ctx: &Ctx, up: &Upstream, hit: bool) {
 }
 
 /// The upstream answered (whatever it said).
-fn reached(ctx: &Ctx, up: &Upstream) {
+pub(super) fn reached(ctx: &Ctx, up: &Upstream) {
     ctx.pull.count(up, |r| {
         r.reachable = Some(true);
         r.fetches += 1;
@@ -189,7 +182,7 @@ fn reached(ctx: &Ctx, up: &Upstream) {
 }
 
 /// A fetch from `up` failed: status, counters, a rate-limited line.
-fn failed(ctx: &Ctx, up: &Upstream, f: &Failure) {
+pub(super) fn failed(ctx: &Ctx, up: &Upstream, f: &Failure) {
     if let Failure::Unknown(_) = f {
         return;
     }
@@ -207,13 +200,13 @@ fn failed(ctx: &Ctx, up: &Upstream, f: &Failure) {
 }
 
 /// A transport failure: unreachable.
-fn unreachable(ctx: &Ctx, up: &Upstream, why: String) -> Failure {
+pub(super) fn unreachable(ctx: &Ctx, up: &Upstream, why: String) -> Failure {
     ctx.pull.count(up, |r| r.reachable = Some(false));
     Failure::Unavailable(why)
 }
 
 /// The answer for a failure under `name`.
-fn refuse(f: &Failure, unknown: Code, what: serde_json::Value) -> Resp {
+pub(super) fn refuse(f: &Failure, unknown: Code, what: serde_json::Value) -> Resp {
     match f {
         Failure::Unknown(m) => reply::error_with(unknown, Some(m), what),
         Failure::Unavailable(m) => reply::error_with(Code::Unavailable, Some(m), what),
@@ -267,7 +260,7 @@ pub(super) async fn manifest(
 }
 
 /// Run blocking store work.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     ctx: &Arc<Ctx>,
     f: impl FnOnce(&Ctx) -> T + Send + 'static,
 ) -> Option<T> {
@@ -401,7 +394,7 @@ async fn resolve_tag(
 }
 
 /// An upstream status other than 200 as a failure.
-fn check_status(up: &Upstream, s: StatusCode, what: &str) -> Result<(), Failure> {
+pub(super) fn check_status(up: &Upstream, s: StatusCode, what: &str) -> Result<(), Failure> {
     match s {
         StatusCode::OK => Ok(()),
         StatusCode::NOT_FOUND => Err(Failure::Unknown(format!(
@@ -474,299 +467,4 @@ async fn store_manifest(
             "storing the manifest: task failed".into(),
         ))
     })
-}
-
-/// Before a blob `GET`/`HEAD` of `name`: `None` when storage serves it
-/// (present, or present under another repository and confirmed upstream);
-/// else the answer, streamed from the (single) upstream fetch.
-pub(super) async fn blob(
-    ctx: &Arc<Ctx>,
-    method: &Method,
-    name: &Name,
-    d: &Digest,
-    peer: IpAddr,
-) -> Option<Resp> {
-    let (up, repo) = ctx.pull.route(name)?;
-    let (n, d2) = (name.clone(), *d);
-    let (linked, stored) = blocking(ctx, move |c| {
-        let good = c.store.verified(&d2) == Check::Good;
-        (good && c.store.has_layer(&n, &d2), good)
-    })
-    .await
-    .unwrap_or((false, false));
-    if linked {
-        hit(ctx, &up, true);
-        return None;
-    }
-    if stored {
-        // Stored for another repository: link it here once the upstream
-        // confirms this repository has it.
-        let r = confirm_and_link(ctx, &up, name, &repo, d).await;
-        hit(ctx, &up, r.is_ok());
-        return match r {
-            Ok(()) => None,
-            Err(f) => {
-                failed(ctx, &up, &f);
-                Some(refuse(&f, Code::BlobUnknown, json!(d.to_string())))
-            }
-        };
-    }
-    hit(ctx, &up, false);
-    let key = (name.clone(), *d);
-    let rx = match ctx.pull.flights.join(&key) {
-        Joined::Follower(rx) => rx,
-        Joined::Leader(tx, rx) => {
-            let (c, up2, repo2) = (ctx.clone(), up.clone(), repo.clone());
-            tokio::spawn(async move { lead(c, up2, key, repo2, tx).await });
-            rx
-        }
-    };
-    Some(follow(ctx, rx, method, d, peer).await)
-}
-
-async fn confirm_and_link(
-    ctx: &Arc<Ctx>,
-    up: &Upstream,
-    name: &Name,
-    repo: &str,
-    d: &Digest,
-) -> Result<(), Failure> {
-    let head = up
-        .send(Method::HEAD, repo, &format!("blobs/{d}"), &[])
-        .await
-        .map_err(|e| unreachable(ctx, up, e))?;
-    reached(ctx, up);
-    check_status(up, head.status(), &format!("blob {d} of {repo}"))?;
-    let (n, d2) = (name.clone(), *d);
-    blocking(ctx, move |c| c.store.link_layer(&n, &d2))
-        .await
-        .and_then(Result::ok)
-        .ok_or_else(|| Failure::Unavailable("storing the blob's link failed".into()))
-}
-
-/// The fetch of one blob: publish its progress, store it, end the flight.
-async fn lead(
-    ctx: Arc<Ctx>,
-    up: Arc<Upstream>,
-    key: (Name, Digest),
-    repo: String,
-    tx: watch::Sender<Progress>,
-) {
-    let (name, d) = key.clone();
-    let n = name.clone();
-    let id = blocking(&ctx, move |c| c.store.start_upload(&n).ok())
-        .await
-        .flatten();
-    let result = match &id {
-        Some(id) => fetch_blob(&ctx, &up, &name, &repo, &d, id, &tx).await,
-        None => Err(Failure::Unavailable(
-            "storage: cannot start an upload file".into(),
-        )),
-    };
-    if let Err(f) = &result {
-        failed(&ctx, &up, f);
-        if let Some(id) = id {
-            let n = name.clone();
-            blocking(&ctx, move |c| c.store.remove_upload(&n, &id)).await;
-        }
-    }
-    tx.send_modify(|p| {
-        p.phase = match result {
-            Ok(()) => Phase::Done,
-            Err(f) => Phase::Failed(f),
-        }
-    });
-    ctx.pull.flights.end(&key);
-}
-
-/// Stream blob `d` from the upstream into upload `id`, publishing
-/// progress; store it when its digest matched.
-async fn fetch_blob(
-    ctx: &Arc<Ctx>,
-    up: &Upstream,
-    name: &Name,
-    repo: &str,
-    d: &Digest,
-    id: &str,
-    tx: &watch::Sender<Progress>,
-) -> Result<(), Failure> {
-    let answer = up
-        .send(Method::GET, repo, &format!("blobs/{d}"), &[])
-        .await
-        .map_err(|e| unreachable(ctx, up, e))?;
-    reached(ctx, up);
-    check_status(up, answer.status(), &format!("blob {d} of {repo}"))?;
-    let total: u64 = answer
-        .headers()
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| Failure::Unavailable(format!("{}: blob without Content-Length", up.url)))?;
-    let path = ctx
-        .store
-        .upload_file(name, id)
-        .ok_or_else(|| Failure::Unavailable("storage: bad upload id".into()))?;
-    let io = |e: io::Error| Failure::Unavailable(format!("storage: {e}"));
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .map_err(io)?;
-    let reader = Arc::new(std::fs::File::open(&path).map_err(io)?);
-    tx.send_modify(|p| {
-        p.phase = Phase::Running;
-        p.total = total;
-        p.file = Some(reader);
-    });
-    let mut hasher = ring::digest::Context::new(&ring::digest::SHA256);
-    let mut body = answer.into_body();
-    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
-    let mut written = 0u64;
-    loop {
-        let frame = tokio::time::timeout(STALL, body.frame())
-            .await
-            .map_err(|_| Failure::Unavailable(format!("{}: blob {d} stalled", up.url)))?;
-        let data = match frame {
-            None => None,
-            Some(Err(e)) => {
-                return Err(Failure::Unavailable(format!(
-                    "{}: blob {d} cut after {} bytes: {e}",
-                    up.url,
-                    written + buf.len() as u64
-                )));
-            }
-            Some(Ok(f)) => Some(f.into_data().unwrap_or_default()),
-        };
-        let end = data.is_none();
-        if let Some(data) = data {
-            if written + (buf.len() + data.len()) as u64 > total {
-                return Err(Failure::Unavailable(format!(
-                    "{}: blob {d} longer than its Content-Length",
-                    up.url
-                )));
-            }
-            hasher.update(&data);
-            buf.extend_from_slice(&data);
-        }
-        if buf.len() >= CHUNK || (end && !buf.is_empty()) {
-            let chunk = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK));
-            let n = chunk.len() as u64;
-            out = tokio::task::spawn_blocking(move || {
-                use std::io::Write as _;
-                out.write_all(&chunk).map(|()| out)
-            })
-            .await
-            .map_err(|e| Failure::Unavailable(format!("storage: {e}")))?
-            .map_err(io)?;
-            written += n;
-            ctx.pull.count(up, |r| r.bytes += n);
-            tx.send_modify(|p| p.written = written);
-        }
-        if end {
-            break;
-        }
-    }
-    if written != total {
-        return Err(Failure::Unavailable(format!(
-            "{}: blob {d} ended after {written} of {total} bytes",
-            up.url
-        )));
-    }
-    let got = Digest::from_sha256(hasher.finish().as_ref());
-    if got != *d {
-        return Err(Failure::Unavailable(format!(
-            "the upstream {} sent bytes for {d} that hash to {got}: not served, not stored",
-            up.url
-        )));
-    }
-    let (n, id, d2) = (name.clone(), id.to_string(), *d);
-    match blocking(ctx, move |c| c.store.finish_upload(&n, &id, &d2)).await {
-        Some(Ok(true)) => Ok(()),
-        Some(Ok(false)) => Err(Failure::Unavailable(format!(
-            "blob {d} did not match its digest on disk: not stored"
-        ))),
-        Some(Err(e)) => Err(io(e)),
-        None => Err(Failure::Unavailable("storage: task failed".into())),
-    }
-}
-
-/// The answer of a client following a fetch: the error when it failed
-/// before a byte, else the blob streamed as it arrives.
-async fn follow(
-    ctx: &Arc<Ctx>,
-    mut rx: watch::Receiver<Progress>,
-    method: &Method,
-    d: &Digest,
-    peer: IpAddr,
-) -> Resp {
-    let total = loop {
-        let p = rx.borrow_and_update().clone();
-        match p.phase {
-            Phase::Starting => {}
-            Phase::Failed(f) => return refuse(&f, Code::BlobUnknown, json!(d.to_string())),
-            Phase::Running | Phase::Done => break p.total,
-        }
-        if rx.changed().await.is_err() {
-            let f = Failure::Unavailable("the fetch ended without an answer".into());
-            return refuse(&f, Code::BlobUnknown, json!(d.to_string()));
-        }
-    };
-    let mut resp = if method == Method::HEAD {
-        Response::new(reply::full(Bytes::new()))
-    } else {
-        let stats = ctx.stats.clone();
-        let stream = futures_util::stream::unfold((rx, 0u64), next_chunk).map(move |r| {
-            r.inspect(|b: &Bytes| stats.sent(peer, b.len() as u64))
-                .map(Frame::data)
-        });
-        Response::new(StreamBody::new(stream).boxed_unsync())
-    };
-    *resp.status_mut() = StatusCode::OK;
-    set(&mut resp, "Content-Length", &total.to_string());
-    set(&mut resp, "Content-Type", "application/octet-stream");
-    set(&mut resp, "Docker-Content-Digest", &d.to_string());
-    set(&mut resp, "Etag", &format!("\"{d}\""));
-    set(&mut resp, "Accept-Ranges", "bytes");
-    set(&mut resp, "Cache-Control", "max-age=31536000");
-    resp
-}
-
-type Follow = (watch::Receiver<Progress>, u64);
-
-/// The next piece a follower may send: what is visible past `off`, or
-/// wait for more; an error ends the stream (the connection closes).
-async fn next_chunk((mut rx, off): Follow) -> Option<(io::Result<Bytes>, Follow)> {
-    if off == u64::MAX {
-        return None;
-    }
-    loop {
-        let p = rx.borrow_and_update().clone();
-        if let Phase::Failed(f) = &p.phase {
-            let e = io::Error::other(f.message().to_string());
-            return Some((Err(e), (rx, u64::MAX)));
-        }
-        let visible = p.visible();
-        if off < visible
-            && let Some(file) = p.file.clone()
-        {
-            let len = (visible - off).min(CHUNK as u64) as usize;
-            let read = tokio::task::spawn_blocking(move || {
-                use std::os::unix::fs::FileExt as _;
-                let mut b = vec![0u8; len];
-                file.read_exact_at(&mut b, off).map(|()| Bytes::from(b))
-            })
-            .await
-            .unwrap_or_else(|e| Err(io::Error::other(e)));
-            return match read {
-                Ok(b) => Some((Ok(b), (rx, off + len as u64))),
-                Err(e) => Some((Err(e), (rx, u64::MAX))),
-            };
-        }
-        if p.phase == Phase::Done && off >= p.total {
-            return None;
-        }
-        if rx.changed().await.is_err() {
-            let e = io::Error::other("the upstream fetch ended");
-            return Some((Err(e), (rx, u64::MAX)));
-        }
-    }
 }
