@@ -260,7 +260,7 @@ mod tests {
     fn every_mistake_at_its_path() {
         let errs = build(
             "{storage: '', listen: 'nope:x', name: 'bad_name', htpasswdFile: /nonexistent/h, \
-             pullThrough: [{registry: quay.io, url: ftp://x}, {registry: quay.io, url: https://q}], \
+             pullThrough: [{registry: quay.io, url: ftp://x}, {registry: quay.io, url: https://q, caFile: /nonexistent/ca}], \
              releaseImage: foo}",
         )
         .expect_err("invalid");
@@ -272,6 +272,7 @@ mod tests {
             "registry.htpasswdFile",
             "registry.pullThrough[0].url",
             "registry.pullThrough[1].registry",
+            "registry.pullThrough[1].caFile",
             "registry.releaseImage",
         ] {
             assert!(paths.contains(&p), "{p} missing in {paths:?}");
