@@ -185,6 +185,14 @@ fn pull_through(raw: &[RawPullThrough], push: &mut dyn FnMut(&str, String)) -> V
                 &format!("registry.pullThrough[{i}].registry"),
                 format!("{:?}: {m} (a registry host such as quay.io)", p.registry),
             );
+        } else if registry.contains(':') {
+            push(
+                &format!("registry.pullThrough[{i}].registry"),
+                format!(
+                    "{registry:?}: a repository path cannot hold ':' (mirror…/<registry>/…): \
+                     name the host alone, the url carries the port"
+                ),
+            );
         } else if out.iter().any(|o| o.registry == registry) {
             push(
                 &format!("registry.pullThrough[{i}].registry"),
@@ -260,7 +268,8 @@ mod tests {
     fn every_mistake_at_its_path() {
         let errs = build(
             "{storage: '', listen: 'nope:x', name: 'bad_name', htpasswdFile: /nonexistent/h, \
-             pullThrough: [{registry: quay.io, url: ftp://x}, {registry: quay.io, url: https://q, caFile: /nonexistent/ca}], \
+             pullThrough: [{registry: quay.io, url: ftp://x}, {registry: quay.io, url: https://q, caFile: /nonexistent/ca}, \
+             {registry: 'lab:5000', url: 'http://lab:5000'}], \
              releaseImage: foo}",
         )
         .expect_err("invalid");
@@ -273,6 +282,7 @@ mod tests {
             "registry.pullThrough[0].url",
             "registry.pullThrough[1].registry",
             "registry.pullThrough[1].caFile",
+            "registry.pullThrough[2].registry",
             "registry.releaseImage",
         ] {
             assert!(paths.contains(&p), "{p} missing in {paths:?}");
