@@ -64,6 +64,9 @@ pub struct RawPullThrough {
     pub registry: String,
     /// `https://quay.io`, or `http://…` for a lab's own upstream.
     pub url: String,
+    /// PEM CA bundle trusted for this upstream, besides the system's roots.
+    #[serde(default)]
+    pub ca_file: Option<String>,
 }
 
 /// What the builder needs from the rest of the file.
@@ -141,7 +144,11 @@ pub fn registry(
         }
         cfg
     });
-    let pull_through = pull_through(&raw.pull_through, &mut push);
+    let mut pull_through = pull_through(&raw.pull_through, &mut push);
+    for (i, (p, raw)) in pull_through.iter_mut().zip(&raw.pull_through).enumerate() {
+        let field = format!("registry.pullThrough[{i}].caFile");
+        p.ca_file = file(&field, &raw.ca_file, &mut push);
+    }
     if let Some(r) = &raw.release_image
         && !r.contains('@')
         && !r.contains(':')
@@ -178,6 +185,14 @@ fn pull_through(raw: &[RawPullThrough], push: &mut dyn FnMut(&str, String)) -> V
                 &format!("registry.pullThrough[{i}].registry"),
                 format!("{:?}: {m} (a registry host such as quay.io)", p.registry),
             );
+        } else if registry.contains(':') {
+            push(
+                &format!("registry.pullThrough[{i}].registry"),
+                format!(
+                    "{registry:?}: a repository path cannot hold ':' (mirror…/<registry>/…): \
+                     name the host alone, the url carries the port"
+                ),
+            );
         } else if out.iter().any(|o| o.registry == registry) {
             push(
                 &format!("registry.pullThrough[{i}].registry"),
@@ -194,7 +209,11 @@ fn pull_through(raw: &[RawPullThrough], push: &mut dyn FnMut(&str, String)) -> V
                 ),
             );
         }
-        out.push(PullThroughCfg { registry, url });
+        out.push(PullThroughCfg {
+            registry,
+            url,
+            ca_file: None,
+        });
     }
     out
 }
@@ -249,7 +268,8 @@ mod tests {
     fn every_mistake_at_its_path() {
         let errs = build(
             "{storage: '', listen: 'nope:x', name: 'bad_name', htpasswdFile: /nonexistent/h, \
-             pullThrough: [{registry: quay.io, url: ftp://x}, {registry: quay.io, url: https://q}], \
+             pullThrough: [{registry: quay.io, url: ftp://x}, {registry: quay.io, url: https://q, caFile: /nonexistent/ca}, \
+             {registry: 'lab:5000', url: 'http://lab:5000'}], \
              releaseImage: foo}",
         )
         .expect_err("invalid");
@@ -261,6 +281,8 @@ mod tests {
             "registry.htpasswdFile",
             "registry.pullThrough[0].url",
             "registry.pullThrough[1].registry",
+            "registry.pullThrough[1].caFile",
+            "registry.pullThrough[2].registry",
             "registry.releaseImage",
         ] {
             assert!(paths.contains(&p), "{p} missing in {paths:?}");

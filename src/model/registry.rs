@@ -50,4 +50,6 @@ pub struct PullThroughCfg {
     pub registry: String,
     /// `https://…` or `http://…`, without a trailing slash.
     pub url: String,
+    /// A CA bundle trusted for this upstream besides the system's roots.
+    pub ca_file: Option<PathBuf>,
 }

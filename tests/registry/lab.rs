@@ -87,6 +87,16 @@ impl Lab {
     }
 
     pub fn start_on(dir: tempfile::TempDir, storage: PathBuf, extra: &str) -> Lab {
+        Lab::start_env(dir, storage, extra, &[])
+    }
+
+    /// [`Lab::start_on`] with extra environment for the appliance.
+    pub fn start_env(
+        dir: tempfile::TempDir,
+        storage: PathBuf,
+        extra: &str,
+        env: &[(&str, &str)],
+    ) -> Lab {
         let base = unique_name("rg");
         let srv = Netns::new(format!("{base}s"));
         let node = Netns::new(format!("{base}n"));
@@ -114,10 +124,13 @@ impl Lab {
         );
         std::fs::write(certs.join("ca.crt"), ca_of(&render)).unwrap();
         // The timeline's `pulled` after 2 quiet seconds, not a minute.
-        let app = Appliance::launch()
+        let mut launch = Appliance::launch()
             .netns(srv.name())
-            .env("CRC_APPLIANCE_TEST_PULL_QUIET_SECS", "2")
-            .start_path(&file);
+            .env("CRC_APPLIANCE_TEST_PULL_QUIET_SECS", "2");
+        for (k, v) in env {
+            launch = launch.env(k, v);
+        }
+        let app = launch.start_path(&file);
         app.wait_log("listening for registry", std::time::Duration::from_secs(20));
         Lab {
             app,

@@ -23,9 +23,12 @@
 #![allow(clippy::result_large_err)]
 
 pub mod auth;
+mod flight;
 pub mod manifest;
 pub mod names;
 mod pull;
+mod pullblob;
+pub mod pullthrough;
 mod push;
 pub mod replica;
 mod replica_sync;
@@ -33,6 +36,7 @@ pub mod reply;
 pub mod sources;
 pub mod status;
 pub mod storage;
+mod upstream;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -84,6 +88,7 @@ pub(crate) struct Ctx {
     tls: ArcSwapOption<rustls::ServerConfig>,
     cert: std::sync::Mutex<(String, bool)>,
     replica: Option<Arc<replica::Replica>>,
+    pull: pullthrough::PullThrough,
 }
 
 impl Ctx {
@@ -186,6 +191,7 @@ impl Registry {
                 tls: ArcSwapOption::empty(),
                 cert: std::sync::Mutex::default(),
                 replica: replica::Replica::of(plan)?,
+                pull: pullthrough::PullThrough::default(),
             }),
             listeners: Listeners::default(),
             tasks: Tasks::new("registry"),
@@ -208,6 +214,7 @@ impl Registry {
         };
         let mut s = self.ctx.stats.status(base, self.ctx.store.corrupt());
         s.replica = replica::status_of(&self.ctx);
+        s.pull_through = self.ctx.pull.status();
         s
     }
 }
@@ -226,6 +233,10 @@ impl Service for Registry {
             .await
             .map_err(|e| anyhow::anyhow!("registry certificate: {e}"))?
             .map_err(|e| anyhow::anyhow!("registry certificate: {e}"))?;
+        let cfg = live.cfg.clone();
+        let upstreams = tokio::task::spawn_blocking(move || pullthrough::build(&cfg))
+            .await?
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let addrs = plan
             .cluster
             .listen_addrs(crate::model::catalogue::ServiceKind::Registry);
@@ -239,6 +250,7 @@ impl Service for Registry {
             ctx.tls.store(Some(tls));
             *crate::runtime::sync::LockExt::locked(&ctx.cert) = (sha, from_ca);
             ctx.live.store(Arc::new(live));
+            ctx.pull.set(upstreams);
             for gone in self.listeners.retain(&addrs) {
                 info!("registry: closed listener {gone}");
             }

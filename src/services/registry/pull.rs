@@ -123,6 +123,9 @@ pub(super) async fn manifest(
         }
         Some(Ok(r)) => r,
     };
+    if let Some(refused) = super::pullthrough::manifest(ctx, headers, &name, &r).await {
+        return refused;
+    }
     let c = ctx.clone();
     let (n2, r2) = (name.clone(), r.clone());
     let found = tokio::task::spawn_blocking(move || -> Option<(Digest, Vec<u8>)> {
@@ -237,6 +240,9 @@ pub(super) async fn blob(
         // distribution: a well-formed digest it does not store is unknown.
         Err(BadDigest::Unsupported) => return reply::error(Code::BlobUnknown, json!(digest)),
     };
+    if let Some(fetched) = super::pullblob::blob(ctx, method, &name, &d, peer).await {
+        return fetched;
+    }
     let c = ctx.clone();
     let n2 = name.clone();
     let size = tokio::task::spawn_blocking(move || {

@@ -30,6 +30,8 @@ pub enum Code {
     Unsupported,
     TagInvalid,
     PaginationNumberInvalid,
+    /// A pull-through miss the upstream could not serve (503).
+    Unavailable,
     Unknown,
 }
 
@@ -85,6 +87,7 @@ impl Code {
                 "invalid number of results requested",
                 S::BAD_REQUEST,
             ),
+            Code::Unavailable => ("UNAVAILABLE", "service unavailable", S::SERVICE_UNAVAILABLE),
             Code::Unknown => ("UNKNOWN", "unknown error", S::INTERNAL_SERVER_ERROR),
         }
     }

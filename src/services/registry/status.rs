@@ -41,6 +41,9 @@ pub struct RegistryStatus {
     pub last_error: Option<String>,
     /// Per node (or client address when not a node): who pulled what, when.
     pub clients: Vec<ClientRow>,
+    /// `registry.pullThrough`: each upstream's reachability and counters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pull_through: Vec<super::pullthrough::UpstreamStatus>,
     /// HA pair: what each member still lacks of the other's store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica: Option<super::replica::ReplicaStatus>,

@@ -1,0 +1,533 @@
+//! The pull-through cache (issue #36 item 4) with Debian's `docker-registry`
+//! as the upstreams, in the appliance's namespace: `upstream.plain` on
+//! plain HTTP without auth, `upstream.auth` over TLS (its own CA, given as
+//! `caFile`) with htpasswd users and the credentials in a pull secret.
+//! skopeo pushes to the upstreams directly; the node pulls through the
+//! appliance (`mirror…/<registry>/<repository>`, its TLS verified):
+//!
+//! - by tag and by digest, the manifest byte for byte;
+//! - 8 concurrent curl GETs of one large blob: one upstream GET (counted in
+//!   docker-registry's own access log), every client gets the right bytes;
+//! - a blob corrupted in the upstream's storage is never served whole nor
+//!   stored (the clients' transfers fail);
+//! - upstreams gone (one killed, one stopped: it accepts and never answers):
+//!   the cached image still pulls by tag (as last resolved, in status) and
+//!   by digest; an uncached one fails within 10 s with `UNAVAILABLE` and
+//!   the reason;
+//! - `docker-registry` then serves the appliance's storage tree as is, with
+//!   the same digests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "registry/lab.rs"]
+mod lab;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use lab::{Lab, MIRROR, curl_in, sha256};
+
+const PLAIN: &str = "upstream.plain";
+const PLAIN_ADDR: &str = "10.77.0.1:5001";
+const AUTH: &str = "upstream.auth";
+const AUTH_ADDR: &str = "10.77.1.1:5002";
+const UP_USER: &str = "puller";
+const UP_PASS: &str = "up-s3cret";
+/// The large layer the concurrent pulls fetch.
+const BIG: usize = 24 << 20;
+
+fn tools() -> Result<(), String> {
+    lab::tools_present(
+        "rgp",
+        &[
+            "skopeo",
+            "htpasswd",
+            "curl",
+            "tar",
+            "gzip",
+            "openssl",
+            "docker-registry",
+        ],
+    )
+}
+
+macro_rules! require_lab {
+    () => {
+        if let Err(why) = tools() {
+            common::note_skip(&format!("SKIPPED {}: {why}", module_path!()));
+            return;
+        }
+    };
+}
+
+/// A `docker-registry` in the appliance's namespace, its access log kept.
+struct Upstream {
+    child: Child,
+    log: PathBuf,
+    addr: &'static str,
+    /// `--cert-dir` for skopeo (TLS upstream).
+    certs: Option<PathBuf>,
+    auth: bool,
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+impl Upstream {
+    /// Serve `root` on `addr`; `tls`: with the certificate [`tls_material`]
+    /// made and htpasswd users.
+    fn start(lab: &Lab, root: &Path, addr: &'static str, tls: bool) -> Upstream {
+        let dir = up_dir(lab.dir.path(), addr);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cfg = format!(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+            root.display()
+        );
+        let mut certs = None;
+        if tls {
+            let ht = common::run_ok("htpasswd", &["-Bbn", UP_USER, UP_PASS]);
+            std::fs::write(dir.join("htpasswd"), ht.trim()).unwrap();
+            cfg.push_str(&format!(
+                "  tls:\n    certificate: {d}/tls.crt\n    key: {d}/tls.key\nauth:\n  htpasswd:\n    realm: upstream\n    path: {d}/htpasswd\n",
+                d = dir.display()
+            ));
+            certs = Some(dir.join("certs"));
+        }
+        let file = dir.join("config.yml");
+        std::fs::write(&file, cfg).unwrap();
+        let log = dir.join("access.log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", lab.srv.name(), "docker-registry", "serve"])
+            .arg(&file)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let up = Upstream {
+            child,
+            log,
+            addr,
+            certs,
+            auth: tls,
+        };
+        let url = up.url("/v2/");
+        common::wait_until("docker-registry listening", Duration::from_secs(20), || {
+            let ca = up.ca();
+            let mut args = vec![];
+            if let Some(ca) = &ca {
+                args.extend(["--cacert", ca.as_str()]);
+            }
+            let code = curl_in(Some(lab.node.name()), &args, &url).code;
+            code == 200 || code == 401
+        });
+        up
+    }
+
+    fn url(&self, path: &str) -> String {
+        let scheme = if self.certs.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}{path}", self.addr)
+    }
+
+    fn ca(&self) -> Option<String> {
+        self.certs
+            .as_ref()
+            .map(|c| c.join("ca.crt").display().to_string())
+    }
+
+    /// skopeo copy of the OCI layout `layout:tag` to `repo:tag` here.
+    fn push(&self, lab: &Lab, layout: &Path, tag: &str, repo: &str) {
+        let src = format!("oci:{}:{tag}", layout.display());
+        let dst = format!("docker://{}/{repo}:{tag}", self.addr);
+        let creds = format!("{UP_USER}:{UP_PASS}");
+        let mut args = vec!["copy"];
+        let cert_dir = self.certs.as_ref().map(|c| c.display().to_string());
+        match &cert_dir {
+            Some(c) => args.extend(["--dest-cert-dir", c.as_str()]),
+            None => args.push("--dest-tls-verify=false"),
+        }
+        if self.auth {
+            args.extend(["--dest-creds", creds.as_str()]);
+        }
+        args.extend([src.as_str(), dst.as_str()]);
+        let (code, out) = lab.skopeo(&args);
+        assert_eq!(code, 0, "push to the upstream: {out}");
+    }
+
+    /// Successful `GET`s of `path` in the access log.
+    fn gets(&self, path: &str) -> usize {
+        let needle = format!("\"GET {path} HTTP/1.1\" 200 ");
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(&needle))
+            .count()
+    }
+
+    fn signal(&self, sig: &str) {
+        common::run_ok("kill", &[sig, &self.child.id().to_string()]);
+    }
+
+    fn kill(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A gzip'd tar holding one file (through files: a large layer would
+/// fill the pipes of `lab::layer`).
+fn layer(name: &str, content: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join(name), content).unwrap();
+    let tar = d.path().join("layer.tar");
+    let dir = d.path().to_str().unwrap();
+    common::run_ok(
+        "tar",
+        &[
+            "--mtime=@0",
+            "--owner=0",
+            "--group=0",
+            "--numeric-owner",
+            "-C",
+            dir,
+            "-cf",
+            tar.to_str().unwrap(),
+            name,
+        ],
+    );
+    common::run_ok("gzip", &["-n", "-k", tar.to_str().unwrap()]);
+    let gz = std::fs::read(d.path().join("layer.tar.gz")).unwrap();
+    (std::fs::read(&tar).unwrap(), gz)
+}
+
+fn put_blob(dir: &Path, bytes: &[u8]) -> String {
+    let d = sha256(bytes);
+    let p = dir.join("blobs/sha256").join(&d[7..]);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, bytes).unwrap();
+    d
+}
+
+/// An OCI layout at `dir` tagged `tag` with one layer per size: the
+/// manifest's digest and the layers' digests.
+fn layout(dir: &Path, tag: &str, sizes: &[usize], seed: u32) -> (String, Vec<String>) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    let (mut descs, mut diff_ids, mut layers) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, size) in sizes.iter().enumerate() {
+        let content = common::pattern(*size, seed + i as u32);
+        let (tar, gz) = layer(&format!("file{i}"), &content);
+        diff_ids.push(sha256(&tar));
+        let d = put_blob(dir, &gz);
+        descs.push(serde_json::json!({
+            "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+            "digest": d, "size": gz.len()
+        }));
+        layers.push(d);
+    }
+    let config = serde_json::json!({
+        "architecture": "amd64", "os": "linux", "config": {},
+        "rootfs": {"type": "layers", "diff_ids": diff_ids}
+    })
+    .to_string();
+    let cd = put_blob(dir, config.as_bytes());
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": config.len()},
+        "layers": descs
+    })
+    .to_string();
+    let md = put_blob(dir, manifest.as_bytes());
+    let index = serde_json::json!({
+        "schemaVersion": 2,
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": md, "size": manifest.len(),
+            "annotations": {"org.opencontainers.image.ref.name": tag}
+        }]
+    });
+    std::fs::write(dir.join("index.json"), index.to_string()).unwrap();
+    (md, layers)
+}
+
+fn up_dir(base: &Path, addr: &str) -> PathBuf {
+    base.join(format!("up-{}", addr.replace([':', '.'], "-")))
+}
+
+/// A CA (`certs/ca.crt`) and a certificate for `addr`'s IP signed by it,
+/// in the upstream's directory under `base`: the CA's path.
+fn tls_material(base: &Path, addr: &str) -> PathBuf {
+    let dir = up_dir(base, addr);
+    let ip = addr.split(':').next().unwrap();
+    let c = dir.join("certs");
+    std::fs::create_dir_all(&c).unwrap();
+    common::ca_signed_cert(
+        (&c.join("ca.crt"), &dir.join("ca.key"), "upstream test CA"),
+        (&dir.join("tls.crt"), &dir.join("tls.key"), ip),
+        &format!("subjectAltName=IP:{ip}\n"),
+    );
+    c.join("ca.crt")
+}
+
+/// The lab with both upstreams configured (they start later); tags are
+/// re-resolved after `ttl_ms`.
+fn start_lab(ttl_ms: &str) -> Lab {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("storage");
+    let ca = tls_material(dir.path(), AUTH_ADDR);
+    let secret = dir.path().join("pull-secret.json");
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{UP_USER}:{UP_PASS}"));
+    std::fs::write(
+        &secret,
+        format!(r#"{{"auths":{{"{AUTH_ADDR}":{{"auth":"{auth}","email":"t@example.com"}}}}}}"#),
+    )
+    .unwrap();
+    let extra = format!(
+        "  pullSecretFile: {}\n  pullThrough:\n    - {{ registry: {PLAIN}, url: \"http://{PLAIN_ADDR}\" }}\n    - {{ registry: {AUTH}, url: \"https://{AUTH_ADDR}\", caFile: {} }}\n",
+        secret.display(),
+        ca.display()
+    );
+    Lab::start_env(
+        dir,
+        storage,
+        &extra,
+        &[("CRC_APPLIANCE_REGISTRY_TAG_TTL_MS", ttl_ms)],
+    )
+}
+
+fn status(lab: &Lab) -> serde_json::Value {
+    let out = common::run_ok(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            lab.srv.name(),
+            "curl",
+            "-sS",
+            "http://127.0.0.1:9180/status",
+        ],
+    );
+    serde_json::from_str(&out).unwrap()
+}
+
+fn row<'a>(v: &'a serde_json::Value, registry: &str) -> &'a serde_json::Value {
+    v["registry"]["pullThrough"]
+        .as_array()
+        .expect("registry.pullThrough in status")
+        .iter()
+        .find(|r| r["registry"] == registry)
+        .expect("the upstream's row")
+}
+
+fn blob_path(root: &Path, digest: &str) -> PathBuf {
+    root.join("docker/registry/v2/blobs/sha256")
+        .join(&digest[7..9])
+        .join(&digest[7..])
+        .join("data")
+}
+
+/// Pull `reference` (a `docker://` one) into a fresh OCI layout.
+fn copy_out(lab: &Lab, reference: &str, to: &str) -> (i32, String) {
+    let certs = lab.certs.display().to_string();
+    let dest = format!("oci:{}:x", lab.dir.path().join(to).display());
+    lab.skopeo(&["copy", "--src-cert-dir", &certs, reference, &dest])
+}
+
+/// What the node sees through the appliance while the upstreams are
+/// there: by tag, by digest, 8 concurrent pulls of one blob.
+fn pull_while_up(lab: &Lab, up: &Upstream, name: &str, md: &str, layers: &[String]) {
+    let certs = lab.certs.display().to_string();
+    let by_tag = format!("docker://{MIRROR}:5000/{name}/lib/app:v1");
+    let (code, raw) = lab.skopeo(&["inspect", "--raw", "--cert-dir", &certs, &by_tag]);
+    assert_eq!(code, 0, "{raw}\n{}", lab.app.log());
+    assert_eq!(
+        sha256(raw.trim_end().as_bytes()),
+        md,
+        "the manifest byte for byte"
+    );
+    let path = format!("/v2/{name}/lib/app/blobs/{}", layers[0]);
+    let got: Vec<lab::Got> = std::thread::scope(|s| {
+        let pulls: Vec<_> = (0..8).map(|_| s.spawn(|| lab.curl(&[], &path))).collect();
+        pulls.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for g in &got {
+        assert_eq!(g.code, 200, "{}", g.text());
+        assert_eq!(
+            g.body.len(),
+            std::fs::metadata(blob_path(&lab.storage, &layers[0]))
+                .unwrap()
+                .len() as usize
+        );
+        assert_eq!(
+            sha256(&g.body),
+            layers[0],
+            "every client gets the blob's bytes"
+        );
+    }
+    let upstream_path = format!("/v2/lib/app/blobs/{}", layers[0]);
+    assert_eq!(
+        up.gets(&upstream_path),
+        1,
+        "8 clients, one upstream fetch:\n{}\n{}",
+        std::fs::read_to_string(&up.log).unwrap_or_default(),
+        status(lab)
+    );
+    let by_digest = format!("docker://{MIRROR}:5000/{name}/lib/app@{md}");
+    let (code, out) = copy_out(lab, &by_digest, &format!("pulled-{name}"));
+    assert_eq!(code, 0, "{out}\n{}", lab.app.log());
+    assert_eq!(up.gets(&upstream_path), 1, "then served from storage");
+}
+
+/// A blob whose bytes upstream do not match its digest: the clients'
+/// transfers fail short of the whole blob, nothing is stored.
+fn corrupt_blob_is_never_served(lab: &Lab, up: &Upstream, root: &Path) {
+    let dir = lab.dir.path().join("bad-img");
+    let (_, layers) = layout(&dir, "v1", &[2 << 20], 5);
+    up.push(lab, &dir, "v1", "lib/bad");
+    let data = blob_path(root, &layers[0]);
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[1000] ^= 0xff;
+    std::fs::write(&data, &bytes).unwrap();
+    let path = format!("/v2/{PLAIN}/lib/bad/blobs/{}", layers[0]);
+    for _ in 0..2 {
+        let got = lab.curl(&[], &path);
+        assert!(
+            got.body.len() < bytes.len(),
+            "a wrong blob was served whole ({} bytes, code {})",
+            got.body.len(),
+            got.code
+        );
+    }
+    assert!(!blob_path(&lab.storage, &layers[0]).exists(), "stored");
+    let uploads = lab.storage.join(format!(
+        "docker/registry/v2/repositories/{PLAIN}/lib/bad/_uploads"
+    ));
+    let left = std::fs::read_dir(&uploads).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "an upload file was left in {}", uploads.display());
+    let s = status(lab);
+    let err = row(&s, PLAIN)["lastError"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(err.contains("hash to"), "{s}");
+}
+
+/// With the upstream gone: the cached image by tag and digest, an
+/// uncached one a clear 503 within 10 s (`why` in its message).
+fn pull_while_down(lab: &Lab, name: &str, md: &str, other: &str, why: &str) {
+    let (code, out) = copy_out(
+        lab,
+        &format!("docker://{MIRROR}:5000/{name}/lib/app:v1"),
+        &format!("down-tag-{name}"),
+    );
+    assert_eq!(code, 0, "cached by tag: {out}\n{}", lab.app.log());
+    let (code, out) = copy_out(
+        lab,
+        &format!("docker://{MIRROR}:5000/{name}/lib/app@{md}"),
+        &format!("down-digest-{name}"),
+    );
+    assert_eq!(code, 0, "cached by digest: {out}");
+    for path in [
+        format!("/v2/{name}/lib/other/manifests/v2"),
+        format!("/v2/{name}/lib/other/manifests/{other}"),
+        format!("/v2/{name}/lib/app/blobs/sha256:{}", "e".repeat(64)),
+    ] {
+        let t0 = Instant::now();
+        let got = lab.curl(
+            &["-H", "Accept: application/vnd.oci.image.manifest.v1+json"],
+            &path,
+        );
+        let took = t0.elapsed();
+        assert!(took < Duration::from_secs(10), "{path}: {took:?}");
+        assert_eq!(got.code, 503, "{path}: {}", got.text());
+        let v: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+        assert_eq!(v["errors"][0]["code"], "UNAVAILABLE", "{v}");
+        let msg = v["errors"][0]["message"].as_str().unwrap();
+        assert!(msg.contains(why), "{path}: {msg:?} lacks {why:?}");
+    }
+}
+
+#[test]
+fn pulls_through_upstreams_once_and_serves_the_cache_when_they_are_gone() {
+    require_lab!();
+    let lab = start_lab("0");
+    let (plain_root, auth_root) = (
+        lab.dir.path().join("plain-root"),
+        lab.dir.path().join("auth-root"),
+    );
+    let mut plain = Upstream::start(&lab, &plain_root, PLAIN_ADDR, false);
+    let auth = Upstream::start(&lab, &auth_root, AUTH_ADDR, true);
+    let other_img = lab.dir.path().join("other-img");
+    let (other_md, _) = layout(&other_img, "v2", &[30_000], 99);
+    // One image per upstream: a blob already stored for one is only
+    // confirmed (HEAD) at the other, not fetched.
+    let mut images = Vec::new();
+    for (i, (up, name)) in [(&plain, PLAIN), (&auth, AUTH)].into_iter().enumerate() {
+        let img = lab.dir.path().join(format!("img-{name}"));
+        let (md, layers) = layout(&img, "v1", &[BIG, 40_000], 11 + 10 * i as u32);
+        up.push(&lab, &img, "v1", "lib/app");
+        up.push(&lab, &other_img, "v2", "lib/other");
+        pull_while_up(&lab, up, name, &md, &layers);
+        images.push((name, md, layers));
+    }
+    corrupt_blob_is_never_served(&lab, &plain, &plain_root);
+    let s = status(&lab);
+    for name in [PLAIN, AUTH] {
+        let r = row(&s, name);
+        assert_eq!(r["reachable"], true, "{r}");
+        assert!(r["bytes"].as_u64().unwrap() >= BIG as u64, "{r}");
+        assert!(
+            r["misses"].as_u64().unwrap() >= 1 && r["hits"].as_u64().unwrap() >= 1,
+            "{r}"
+        );
+    }
+    // Gone: one killed (refused), one stopped (accepts, never answers).
+    plain.kill();
+    auth.signal("-STOP");
+    for ((name, md, _), why) in images.iter().zip(["refused", "no answer"]) {
+        pull_while_down(&lab, name, md, &other_md, why);
+    }
+    let s = status(&lab);
+    for name in [PLAIN, AUTH] {
+        let r = row(&s, name);
+        assert_eq!(r["reachable"], false, "{r}");
+        assert!(r["staleTags"].as_u64().unwrap() >= 1, "{r}");
+        assert!(
+            r["lastError"].is_string() && r["lastErrorAt"].is_u64(),
+            "{r}"
+        );
+    }
+    assert!(
+        lab.app.log().contains("registry: upstream"),
+        "{}",
+        lab.app.log()
+    );
+    drop(auth);
+    // docker-registry serves the tree the appliance wrote, same digests.
+    let dist = Upstream::start(&lab, &lab.storage, "10.77.0.1:5003", false);
+    for (name, md, layers) in &images {
+        let r = format!("docker://{}/{name}/lib/app:v1", dist.addr);
+        let (code, raw) = lab.skopeo(&["inspect", "--raw", "--tls-verify=false", &r]);
+        assert_eq!(code, 0, "{raw}");
+        assert_eq!(&sha256(raw.trim_end().as_bytes()), md);
+        let got = curl_in(
+            Some(lab.node.name()),
+            &[],
+            &dist.url(&format!("/v2/{name}/lib/app/blobs/{}", layers[0])),
+        );
+        assert_eq!(&sha256(&got.body), &layers[0]);
+    }
+}
