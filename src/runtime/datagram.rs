@@ -32,6 +32,7 @@ use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error};
 
+use crate::runtime::ha::HaView;
 use crate::runtime::lograte::LogRate;
 
 /// Consecutive receive errors before a one-at-a-time listener gives up.
@@ -69,19 +70,20 @@ impl<R, S, D> Decision<R, S, D> {
 }
 
 /// Whether a service answers on an HA member that does not hold the VIPs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum Gate {
-    /// Only the VIP holder answers (DHCPv4: the pair shares one pool).
-    VipHolder,
+    /// Only the VIP holder answers (DHCPv4: the pair shares one pool), as
+    /// this member's HA view (the service's context) says.
+    VipHolder(HaView),
     /// Every member answers (NTP, TFTP, DHCPv6: per-member state).
     Always,
 }
 
 impl Gate {
     /// Does this member answer now?
-    pub fn open(self) -> bool {
+    pub fn open(&self) -> bool {
         match self {
-            Gate::VipHolder => crate::runtime::ha::holds_vips(),
+            Gate::VipHolder(ha) => ha.holds_vips(),
             Gate::Always => true,
         }
     }

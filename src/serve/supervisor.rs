@@ -21,7 +21,8 @@ use tracing::{error, info, warn};
 
 use crate::config;
 use crate::model::catalogue::ServiceKind;
-use crate::runtime::service::{Service, Tasks};
+use crate::runtime::context::Context;
+use crate::runtime::service::Service;
 use crate::serve::admin;
 use crate::serve::hub::Hub;
 use crate::serve::registry::Services;
@@ -88,26 +89,22 @@ fn sd_notify(state: &str) {
 /// `serve --cluster FILE`.
 pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     let plan = Arc::new(config::load(&path)?);
-    crate::runtime::service::load_faults();
-    // HA: VIP listeners bind before the address is local; the VIP holder
-    // is known before any service answers (runtime::ha).
-    crate::runtime::bind::set_freebind(plan.cluster.ha.is_some());
     let ha_token = match &plan.cluster.ha {
-        Some(h) => {
-            crate::runtime::ha::start(h.peer, plan.cluster.network.appliance_ip, h.own_ip);
-            Some(
-                config::secret::read_token(&h.token_file)
-                    .map_err(|e| anyhow::anyhow!("ha.tokenFile: {e}"))?,
-            )
-        }
+        Some(h) => Some(
+            config::secret::read_token(&h.token_file)
+                .map_err(|e| anyhow::anyhow!("ha.tokenFile: {e}"))?,
+        ),
         None => None,
     };
-    crate::runtime::limits::apply(&plan);
+    // What every service is given: the caps sized to the open-files
+    // limit, the HA view (the VIP holder known before any service
+    // answers), IP_FREEBIND for an HA member's VIP listeners, test faults.
+    let ctx = Context::for_plan(&plan, crate::runtime::limits::apply(&plan));
     crate::host::preflight::log(&plan)?;
     let root = CancellationToken::new();
     let term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    let background = Tasks::new(BACKGROUND);
+    let background = ctx.tasks(BACKGROUND);
     let t = background.token();
     background.spawn(
         "serve signals",
@@ -116,8 +113,8 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     );
     let mut hup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
     let events = crate::timeline::Recorder::new(&plan);
-    let registry = Services::create(&plan, &events).await?;
-    let (hub, mut reload_requests) = Hub::new(plan.clone(), registry, events);
+    let registry = Services::create(&plan, &events, &ctx).await?;
+    let (hub, mut reload_requests) = Hub::new(plan.clone(), registry, events, ctx.clone());
     let mut services = hub.services.all();
     if plan.cluster.runs(ServiceKind::Admin) {
         services.push(admin::Admin::new(hub.clone(), &path));
@@ -144,7 +141,7 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         background.spawn(
             "serve ha vip watch",
             t.clone(),
-            crate::runtime::ha::watch(vip, t),
+            ctx.ha.clone().watch(vip, t),
         );
         let peer = std::net::SocketAddr::new(h.peer.into(), plan.cluster.admin.listen.port());
         let t = background.token();
@@ -173,7 +170,7 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
             "crc-appliance ready"
         );
         sd_notify("READY=1");
-        crate::drivers::bmc::start_on_serve(&plan, hub.events(), &bg);
+        crate::drivers::bmc::start_on_serve(&plan, hub.events(), &bg, &ctx.ha);
     }
     let outcome = run_until_done(
         &path,

@@ -40,7 +40,11 @@ pub struct Csr {
 
 impl Csr {
     /// The approver for `plan` (which has a `csr:` section), started at once.
-    pub fn new(plan: &Plan, events: Events) -> anyhow::Result<Arc<Csr>> {
+    pub fn new(
+        plan: &Plan,
+        events: Events,
+        rt: &crate::runtime::context::Context,
+    ) -> anyhow::Result<Arc<Csr>> {
         let cfg = plan
             .cluster
             .csr
@@ -51,7 +55,7 @@ impl Csr {
             events,
             state: Mutex::new(watch::State::default()),
         });
-        let tasks = Tasks::new("csr");
+        let tasks = rt.tasks("csr");
         let a = approver.clone();
         let token = tasks.token();
         tasks.spawn(

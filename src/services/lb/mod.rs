@@ -90,6 +90,9 @@ use crate::runtime::net;
 use crate::runtime::once::{self, OncePerAddress};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 
+use crate::runtime::bind::BindOptions;
+use crate::runtime::context::Context;
+use crate::runtime::limits::cap::Caps;
 use crate::runtime::probe::Prober;
 use crate::runtime::sync::LockExt as _;
 use crate::services::lb::status::{HealthStatus, LbStatus, PoolStatus};
@@ -97,10 +100,6 @@ use crate::timeline::Events;
 use checker::{BootstrapWatch, CheckSettings, Marker};
 use select::Tried;
 use state::{Backend, FrontendStats, NodeMemory, PoolKind, Pools};
-
-/// Pipes for zero-copy forwarding, shared by every frontend; their
-/// descriptors are kept out of the client caps by `limits::reserve`.
-static PIPES: pipe::Pool = pipe::Pool::new(crate::runtime::limits::cap::LB_SPLICE_PIPES);
 
 /// How long in-flight connections may continue after shutdown.
 pub const DRAIN: Duration = crate::runtime::drain::LB_CONNECTIONS;
@@ -150,6 +149,12 @@ pub struct Lb {
     cluster: ArcSwap<Cluster>,
     /// Refused machine-config clients: one warning per address.
     refusals: OncePerAddress,
+    /// Pipes for zero-copy forwarding, shared by every frontend; their
+    /// descriptors are kept out of the client caps by `limits::reserve`.
+    pipes: pipe::Pool,
+    /// The connection caps and how frontends bind (the run-time context).
+    caps: Caps,
+    bind: BindOptions,
 }
 
 /// The health settings and probers of `plan`: the api and machine-config
@@ -177,7 +182,7 @@ fn marker_of(plan: &Plan) -> PathBuf {
 
 impl Lb {
     /// The service for `plan` (health checks start with the first commit).
-    pub fn new(plan: &Plan, events: Events) -> anyhow::Result<Arc<Lb>> {
+    pub fn new(plan: &Plan, events: Events, ctx: &Context) -> anyhow::Result<Arc<Lb>> {
         let c = &plan.cluster;
         let settings = check_settings(plan)?;
         let lb = Arc::new(Lb {
@@ -189,12 +194,15 @@ impl Lb {
             bootstrap: Arc::new(BootstrapWatch::new(marker_of(plan), c.lb.remove_bootstrap)),
             listeners: Listeners::default(),
             local: Mutex::new(Vec::new()),
-            tasks: Tasks::new("lb"),
+            tasks: ctx.tasks("lb"),
             conns: TaskTracker::new(),
             conns_stop: CancellationToken::new(),
             events,
             cluster: ArcSwap::from_pointee(c.clone()),
             refusals: OncePerAddress::default(),
+            pipes: pipe::Pool::new(crate::runtime::limits::cap::LB_SPLICE_PIPES),
+            caps: ctx.caps,
+            bind: ctx.bind,
         });
         let stop = lb.tasks.shutdown_token();
         lb.tasks.spawn(
@@ -317,7 +325,9 @@ impl Service for Lb {
             .collect();
         let mut new = Vec::new();
         for (kind, addr) in self.listeners.missing(&wanted) {
-            let l = crate::runtime::bind::tcp(addr)
+            let l = self
+                .bind
+                .tcp(addr)
                 .with_context(|| format!("bind TCP {addr} for the {kind} frontend"))?;
             new.push((kind, addr, l));
         }
@@ -543,9 +553,9 @@ async fn accept_loop(
             }
             lb.events.machine_config_connect(peer.ip());
         }
-        let cap = lb.frontend(kind).cap(crate::runtime::limits::cap::scaled(
-            lb.cfg.load().max_connections,
-        ));
+        let cap = lb
+            .frontend(kind)
+            .cap(lb.caps.lb_scaled(lb.cfg.load().max_connections));
         let Ok(permit) = cap.try_acquire_owned() else {
             stats.over_cap.fetch_add(1, Ordering::Relaxed);
             debug!(%peer, "lb {kind}: over maxConnections; closing");
@@ -656,7 +666,7 @@ async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream, v6: bool) {
     b.active.fetch_add(1, Ordering::Relaxed);
     b.total.fetch_add(1, Ordering::Relaxed);
     let idle = lb.cfg.load().idle_timeout;
-    let end = proxy::splice(&mut client, &mut backend, idle, &PIPES).await;
+    let end = proxy::splice(&mut client, &mut backend, idle, &lb.pipes).await;
     b.active.fetch_sub(1, Ordering::Relaxed);
     let node = &b.key.node;
     match end {

@@ -95,6 +95,7 @@ pub struct Registry {
     ctx: Arc<Ctx>,
     listeners: Listeners<SocketAddr>,
     tasks: Tasks,
+    bind: crate::runtime::bind::BindOptions,
 }
 
 fn live_of(plan: &Plan) -> anyhow::Result<Live> {
@@ -171,7 +172,10 @@ fn server_tls(
 }
 
 impl Registry {
-    pub fn new(plan: &Plan) -> anyhow::Result<Arc<Registry>> {
+    pub fn new(
+        plan: &Plan,
+        rt: &crate::runtime::context::Context,
+    ) -> anyhow::Result<Arc<Registry>> {
         let live = live_of(plan)?;
         let store = storage::Store::new(&live.cfg.storage);
         std::fs::create_dir_all(store.root()).with_context(|| {
@@ -184,10 +188,11 @@ impl Registry {
                 live: ArcSwap::from_pointee(live),
                 tls: ArcSwapOption::empty(),
                 cert: std::sync::Mutex::default(),
-                replica: replica::Replica::of(plan)?,
+                replica: replica::Replica::of(plan, rt)?,
             }),
             listeners: Listeners::default(),
-            tasks: Tasks::new("registry"),
+            tasks: rt.tasks("registry"),
+            bind: rt.bind,
         }))
     }
 }
@@ -230,7 +235,10 @@ impl Service for Registry {
             .listen_addrs(crate::model::catalogue::ServiceKind::Registry);
         let mut new = Vec::new();
         for addr in self.listeners.missing(&addrs) {
-            let l = crate::runtime::bind::tcp(addr).with_context(|| format!("bind TCP {addr}"))?;
+            let l = self
+                .bind
+                .tcp(addr)
+                .with_context(|| format!("bind TCP {addr}"))?;
             new.push((addr, l));
         }
         Ok(Box::new(move || {
