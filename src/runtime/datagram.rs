@@ -252,6 +252,39 @@ mod tests {
         assert!(d.next(&server, &mut buf, &stop).await.unwrap().is_none());
     }
 
+    /// Two gated listeners in one process, each with its own HA view: the
+    /// member holding the VIPs answers, the other drops what it receives.
+    #[tokio::test]
+    async fn two_ha_views_gate_two_listeners_independently() {
+        use std::net::Ipv4Addr;
+        let holder = HaView::single();
+        // Its VIP (192.0.2.1, TEST-NET-1) is not local: the peer holds it.
+        let standby = HaView::start(
+            Ipv4Addr::new(127, 0, 0, 2),
+            Ipv4Addr::new(192, 0, 2, 1),
+            Some(Ipv4Addr::new(127, 0, 0, 3)),
+        );
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let mut seen = Vec::new();
+        for view in [&holder, &standby] {
+            let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            for d in [&b"one"[..], b"two"] {
+                client
+                    .send_to(d, server.local_addr().unwrap())
+                    .await
+                    .unwrap();
+            }
+            server.readable().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let d = Datagrams::new("test", &LOG, Gate::VipHolder(view.clone()));
+            let mut got = 0;
+            d.batch(&server, &mut [0u8; 64], 16, || {}, |_, _| got += 1);
+            seen.push(got);
+        }
+        assert_eq!(seen, vec![2, 0]);
+        assert!(holder.holds_vips() && !standby.holds_vips());
+    }
+
     #[test]
     fn a_decision_is_one_thing() {
         let r: Decision<u8, (), &str> = Decision::Reply(1);

@@ -277,6 +277,7 @@ async fn listen(
     socket: UdpSocket,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    #[cfg(feature = "test-hooks")]
     if let Some(v) = forced_host_clock() {
         warn!("ntp: {TEST_HOST_CLOCK_ENV}={v}: the host clock state is forced (tests only)");
     }
