@@ -21,8 +21,9 @@ use tracing::{error, info, warn};
 
 use crate::config;
 use crate::model::catalogue::ServiceKind;
+use crate::plan::Plan;
 use crate::runtime::context::Context;
-use crate::runtime::service::Service;
+use crate::runtime::service::{Service, Tasks};
 use crate::serve::admin;
 use crate::serve::hub::Hub;
 use crate::serve::registry::Services;
@@ -122,40 +123,7 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     reload::apply(&services, &plan).await?;
 
     let mut set = JoinSet::new();
-    let t = background.token();
-    background.spawn(
-        "serve timeline sampler",
-        t.clone(),
-        sample_timeline(hub.clone(), t),
-    );
-    let t = background.token();
-    let h = hub.clone();
-    background.spawn(
-        "serve single-node prober",
-        t.clone(),
-        crate::timeline::prober::run(move || h.plan(), hub.events(), t),
-    );
-    if let (Some(h), Some(token)) = (&plan.cluster.ha, ha_token) {
-        let vip = plan.cluster.network.appliance_ip;
-        let t = background.token();
-        background.spawn(
-            "serve ha vip watch",
-            t.clone(),
-            ctx.ha.clone().watch(vip, t),
-        );
-        let peer = std::net::SocketAddr::new(h.peer.into(), plan.cluster.admin.listen.port());
-        let t = background.token();
-        background.spawn(
-            "serve ha sync",
-            t.clone(),
-            crate::serve::hasync::run(hub.clone(), peer, token, t),
-        );
-    }
-    let t = background.token();
-    background.spawn("serve log summaries", t.clone(), async move {
-        crate::runtime::lograte::flush_every(t).await;
-        Ok(())
-    });
+    spawn_background(&background, &hub, &plan, ha_token);
     for s in &services {
         let (s, token) = (s.clone(), root.clone());
         set.spawn(async move { (s.name(), s.run(token).await) });
@@ -187,7 +155,59 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         Err(e) => format!("{e:#}"),
     });
     root.cancel();
-    let drain = async {
+    drain(set).await;
+    // The counts of rate-limited lines not written yet.
+    crate::runtime::lograte::flush_final();
+    if outcome.is_ok() {
+        info!("stopped");
+    }
+    outcome
+}
+
+/// Start `serve`'s own tasks in `background`: the timeline sampler, the
+/// single-node prober, the log summaries and, for an HA member (its pair
+/// key `ha_token`), the VIP watch and the exchange with the peer.
+fn spawn_background(background: &Tasks, hub: &Arc<Hub>, plan: &Plan, ha_token: Option<String>) {
+    let t = background.token();
+    background.spawn(
+        "serve timeline sampler",
+        t.clone(),
+        sample_timeline(hub.clone(), t),
+    );
+    let t = background.token();
+    let h = hub.clone();
+    background.spawn(
+        "serve single-node prober",
+        t.clone(),
+        crate::timeline::prober::run(move || h.plan(), hub.events(), t),
+    );
+    if let (Some(h), Some(token)) = (&plan.cluster.ha, ha_token) {
+        let vip = plan.cluster.network.appliance_ip;
+        let t = background.token();
+        background.spawn(
+            "serve ha vip watch",
+            t.clone(),
+            hub.ha().clone().watch(vip, t),
+        );
+        let peer = std::net::SocketAddr::new(h.peer.into(), plan.cluster.admin.listen.port());
+        let t = background.token();
+        background.spawn(
+            "serve ha sync",
+            t.clone(),
+            crate::serve::hasync::run(hub.clone(), peer, token, t),
+        );
+    }
+    let t = background.token();
+    background.spawn("serve log summaries", t.clone(), async move {
+        crate::runtime::lograte::flush_every(t).await;
+        Ok(())
+    });
+}
+
+/// Wait up to [`GRACE`] for the services in `set` to stop (shutdown was
+/// requested), logging how each ended; abort the rest.
+async fn drain(mut set: Running) {
+    let all = async {
         while let Some(r) = set.join_next().await {
             match r {
                 Ok((name, Err(e))) => warn!("service {name} stopped with an error: {e:#}"),
@@ -196,16 +216,10 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
             }
         }
     };
-    if tokio::time::timeout(GRACE, drain).await.is_err() {
+    if tokio::time::timeout(GRACE, all).await.is_err() {
         warn!("services did not stop within {GRACE:?}; aborting them");
         set.abort_all();
     }
-    // The counts of rate-limited lines not written yet.
-    crate::runtime::lograte::flush_final();
-    if outcome.is_ok() {
-        info!("stopped");
-    }
-    outcome
 }
 
 type Running = JoinSet<(&'static str, anyhow::Result<()>)>;
