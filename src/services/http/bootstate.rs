@@ -97,7 +97,7 @@ pub struct NodeBoot {
     /// they are and the counter goes on from them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rev: u64,
-    /// The member that made revision `rev` (`runtime::ha::member_id`, its
+    /// The member that made revision `rev` (`runtime::ha::HaView::member_id`, its
     /// own IPv4 address; 0 without HA): breaks ties between equal
     /// revisions the same way on both members.
     #[serde(default, rename = "revBy", skip_serializing_if = "is_zero32")]
