@@ -4,8 +4,10 @@
 //! `POST /api/reload` without stopping anything ([`crate::serve::reload`]).
 //!
 //! Order: load + validate the file (nothing is bound if it is invalid) →
-//! create the services (libvirt first: its network must exist before the
-//! others bind to it) → stage + commit the plan everywhere (a port conflict
+//! the run-time context every service is given (caps, HA view, bind
+//! options, test faults: `runtime::context`) → create the services
+//! (libvirt first: its network must exist before the others bind to it)
+//! → stage + commit the plan everywhere (a port conflict
 //! fails before any service runs) → run → log `crc-appliance ready` and
 //! notify systemd. A service whose `run` returns — an inner task died —
 //! stops the whole process with an error; a reload never does.
