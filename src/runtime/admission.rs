@@ -4,7 +4,7 @@
 //!
 //! Role: one client address (loopback included) may hold at most its
 //! per-client limit (HTTP: `http.maxConnectionsPerClient`, lowered by a
-//! short open-files limit: `limits::cap::http_per_client`; admin:
+//! short open-files limit: `limits::cap::Caps::http_per_client`; admin:
 //! `limits::cap::ADMIN_PER_CLIENT`), so a slowloris from
 //! one host cannot take every slot. Many hosts together can: 4 addresses ×
 //! 64 idle h2 connections, or 20 × 64 trickled heads, filled the listener

@@ -32,6 +32,7 @@ use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error};
 
+use crate::runtime::ha::HaView;
 use crate::runtime::lograte::LogRate;
 
 /// Consecutive receive errors before a one-at-a-time listener gives up.
@@ -69,19 +70,20 @@ impl<R, S, D> Decision<R, S, D> {
 }
 
 /// Whether a service answers on an HA member that does not hold the VIPs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum Gate {
-    /// Only the VIP holder answers (DHCPv4: the pair shares one pool).
-    VipHolder,
+    /// Only the VIP holder answers (DHCPv4: the pair shares one pool), as
+    /// this member's HA view (the service's context) says.
+    VipHolder(HaView),
     /// Every member answers (NTP, TFTP, DHCPv6: per-member state).
     Always,
 }
 
 impl Gate {
     /// Does this member answer now?
-    pub fn open(self) -> bool {
+    pub fn open(&self) -> bool {
         match self {
-            Gate::VipHolder => crate::runtime::ha::holds_vips(),
+            Gate::VipHolder(ha) => ha.holds_vips(),
             Gate::Always => true,
         }
     }
@@ -248,6 +250,39 @@ mod tests {
         assert_eq!(got.map(|(n, _)| n), Some(5));
         stop.cancel();
         assert!(d.next(&server, &mut buf, &stop).await.unwrap().is_none());
+    }
+
+    /// Two gated listeners in one process, each with its own HA view: the
+    /// member holding the VIPs answers, the other drops what it receives.
+    #[tokio::test]
+    async fn two_ha_views_gate_two_listeners_independently() {
+        use std::net::Ipv4Addr;
+        let holder = HaView::single();
+        // Its VIP (192.0.2.1, TEST-NET-1) is not local: the peer holds it.
+        let standby = HaView::start(
+            Ipv4Addr::new(127, 0, 0, 2),
+            Ipv4Addr::new(192, 0, 2, 1),
+            Some(Ipv4Addr::new(127, 0, 0, 3)),
+        );
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let mut seen = Vec::new();
+        for view in [&holder, &standby] {
+            let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            for d in [&b"one"[..], b"two"] {
+                client
+                    .send_to(d, server.local_addr().unwrap())
+                    .await
+                    .unwrap();
+            }
+            server.readable().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let d = Datagrams::new("test", &LOG, Gate::VipHolder(view.clone()));
+            let mut got = 0;
+            d.batch(&server, &mut [0u8; 64], 16, || {}, |_, _| got += 1);
+            seen.push(got);
+        }
+        assert_eq!(seen, vec![2, 0]);
+        assert!(holder.holds_vips() && !standby.holds_vips());
     }
 
     #[test]

@@ -15,14 +15,18 @@
 //! be its `ha.peer` (`runtime::haauth`), and the install state's Lamport
 //! revisions carry it to break ties.
 //!
-//! Invariant: one `serve` per process, so the state is process-wide
-//! (atomics and one lock, never held across an `.await`). Without `ha:`
-//! the member always holds the VIPs ([`holds_vips`] is true), so a single
-//! appliance behaves exactly as before.
+//! The state is a value, [`HaView`] (cheap clones of one `Arc`), made
+//! once by `serve` ([`HaView::start`], or [`HaView::single`] without
+//! `ha:`) and handed to the services in their run-time context
+//! (`runtime::context::Context`): two appliances in one process (an
+//! in-process test) each see their own. Invariants: atomics and one lock,
+//! never held across an `.await`; without `ha:` the member always holds
+//! the VIPs ([`HaView::holds_vips`] is true), so a single appliance
+//! behaves exactly as before.
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -35,8 +39,33 @@ use crate::runtime::sync::LockExt as _;
 /// How often [`watch`] looks at the VIP.
 pub const POLL: Duration = Duration::from_millis(200);
 
-static HOLDS: AtomicBool = AtomicBool::new(true);
-static STATE: Mutex<Option<HaStatus>> = Mutex::new(None);
+/// This member's side of the pair, shared by the services of one `serve`.
+#[derive(Clone, Default)]
+pub struct HaView(Arc<HaState>);
+
+struct HaState {
+    /// This member holds the VIPs (always, without `ha:`).
+    holds: AtomicBool,
+    /// This member's own address (its member id in the exchange and in
+    /// the install state's revisions), as a number; 0 until known.
+    member: AtomicU32,
+    /// The peer's address, to find this member's own one by route; 0
+    /// without `ha:`.
+    peer: u32,
+    /// The `ha` section of `/status` (`None` without `ha:`).
+    status: Mutex<Option<HaStatus>>,
+}
+
+impl Default for HaState {
+    fn default() -> Self {
+        HaState {
+            holds: AtomicBool::new(true),
+            member: AtomicU32::new(0),
+            peer: 0,
+            status: Mutex::new(None),
+        }
+    }
+}
 
 /// The `ha` section of `/status` (absent without `ha:`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,29 +150,118 @@ impl SyncDirection {
     }
 }
 
-/// This member's own address (its member id in the exchange and in the
-/// install state's revisions), as a number; 0 until known.
-static MEMBER: AtomicU32 = AtomicU32::new(0);
-/// The peer's address, to find this member's own one by route.
-static PEER: AtomicU32 = AtomicU32::new(0);
+impl HaView {
+    /// A single appliance (no `ha:`): it always holds the VIPs.
+    pub fn single() -> HaView {
+        HaView::default()
+    }
 
-/// This member's id: `ha.ownIP`, else the source address of a route to
-/// `ha.peer` (the address the peer sees); 0 without HA.
-pub fn member_id() -> u32 {
-    let id = MEMBER.load(Ordering::Relaxed);
-    if id != 0 {
-        return id;
+    /// The view of a member whose peer is `peer` and whose VIP is `vip`:
+    /// its first observation is made now, before any service answers.
+    pub fn start(peer: Ipv4Addr, vip: Ipv4Addr, own_ip: Option<Ipv4Addr>) -> HaView {
+        let holds = is_local(vip);
+        let view = HaView(Arc::new(HaState {
+            holds: AtomicBool::new(holds),
+            member: AtomicU32::new(own_ip.map_or(0, u32::from)),
+            peer: u32::from(peer),
+            status: Mutex::new(Some(HaStatus {
+                peer: peer.to_string(),
+                holds_vips: holds,
+                since: unix_now(),
+                ..HaStatus::default()
+            })),
+        }));
+        // Known now (ownIP, or the route to the peer), else at first use.
+        let id = view.member_id();
+        if id != 0 {
+            view.update(|s| s.member = Ipv4Addr::from(id).to_string());
+        }
+        info!(
+            "ha: {} the VIPs ({vip}) at start",
+            if holds {
+                "this member holds"
+            } else {
+                "the peer holds"
+            }
+        );
+        view
     }
-    let peer = PEER.load(Ordering::Relaxed);
-    if peer == 0 {
-        return 0;
+
+    /// This member's id: `ha.ownIP`, else the source address of a route to
+    /// `ha.peer` (the address the peer sees); 0 without HA.
+    pub fn member_id(&self) -> u32 {
+        let id = self.0.member.load(Ordering::Relaxed);
+        if id != 0 || self.0.peer == 0 {
+            return id;
+        }
+        let id = route_source(Ipv4Addr::from(self.0.peer)).map_or(0, u32::from);
+        self.0.member.store(id, Ordering::Relaxed);
+        if id != 0 {
+            self.update(|s| s.member = Ipv4Addr::from(id).to_string());
+        }
+        id
     }
-    let id = route_source(Ipv4Addr::from(peer)).map_or(0, u32::from);
-    MEMBER.store(id, Ordering::Relaxed);
-    if id != 0 {
-        update(|s| s.member = Ipv4Addr::from(id).to_string());
+
+    /// True unless this is an HA member that does not hold the VIPs now.
+    pub fn holds_vips(&self) -> bool {
+        self.0.holds.load(Ordering::Relaxed)
     }
-    id
+
+    /// `/status`'s `ha` section, when `serve` runs as an HA member.
+    pub fn status(&self) -> Option<HaStatus> {
+        self.0.status.locked().clone()
+    }
+
+    /// Update the `/status` section (no-op without `ha:`).
+    pub fn update(&self, f: impl FnOnce(&mut HaStatus)) {
+        if let Some(s) = self.0.status.locked().as_mut() {
+            f(s);
+        }
+    }
+
+    /// Record whether the VIP is held; true when that changed.
+    fn observe(&self, holds: bool) -> bool {
+        let was = self.0.holds.swap(holds, Ordering::Relaxed);
+        if was != holds {
+            self.update(|s| {
+                s.holds_vips = holds;
+                s.since = unix_now();
+            });
+        }
+        was != holds
+    }
+
+    /// Follow whether `vip` is local until `stop`, logging each change.
+    pub async fn watch(self, vip: Ipv4Addr, stop: CancellationToken) -> anyhow::Result<()> {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(POLL) => {}
+            }
+            let holds = is_local(vip);
+            if self.observe(holds) {
+                if holds {
+                    info!(
+                        "ha: this member now holds the VIPs ({vip}): it answers DHCP and drives installs"
+                    );
+                } else {
+                    info!("ha: the VIPs ({vip}) left this member: DHCP stays silent here");
+                }
+            }
+        }
+    }
+
+    /// Wait until this member holds the VIPs (at once without `ha:`); false
+    /// when `stop` came first.
+    pub async fn until_holder(&self, stop: &CancellationToken) -> bool {
+        while !self.holds_vips() {
+            tokio::select! {
+                _ = stop.cancelled() => return false,
+                _ = tokio::time::sleep(POLL) => {}
+            }
+        }
+        true
+    }
 }
 
 /// The source address the kernel picks towards `peer` (a UDP `connect`
@@ -157,99 +275,10 @@ fn route_source(peer: Ipv4Addr) -> Option<Ipv4Addr> {
     }
 }
 
-/// True unless this is an HA member that does not hold the VIPs now.
-pub fn holds_vips() -> bool {
-    HOLDS.load(Ordering::Relaxed)
-}
-
-/// `/status`'s `ha` section, when `serve` runs as an HA member.
-pub fn status() -> Option<HaStatus> {
-    STATE.locked().clone()
-}
-
-/// Update the `/status` section (no-op without `ha:`).
-pub fn update(f: impl FnOnce(&mut HaStatus)) {
-    if let Some(s) = STATE.locked().as_mut() {
-        f(s);
-    }
-}
-
 /// Whether `ip` is an address of this host (of this network namespace):
 /// a bind to it succeeds without `IP_FREEBIND` exactly then.
 pub fn is_local(ip: Ipv4Addr) -> bool {
     UdpSocket::bind(SocketAddrV4::new(ip, 0)).is_ok()
-}
-
-/// Record whether the VIP is held; true when that changed.
-fn observe(holds: bool) -> bool {
-    let was = HOLDS.swap(holds, Ordering::Relaxed);
-    if was != holds {
-        update(|s| {
-            s.holds_vips = holds;
-            s.since = unix_now();
-        });
-    }
-    was != holds
-}
-
-/// Start the HA state for a member whose peer is `peer` and whose VIP is
-/// `vip`: its first observation is made now, before any service answers.
-pub fn start(peer: Ipv4Addr, vip: Ipv4Addr, own_ip: Option<Ipv4Addr>) {
-    let holds = is_local(vip);
-    HOLDS.store(holds, Ordering::Relaxed);
-    PEER.store(u32::from(peer), Ordering::Relaxed);
-    MEMBER.store(own_ip.map_or(0, u32::from), Ordering::Relaxed);
-    *STATE.locked() = Some(HaStatus {
-        peer: peer.to_string(),
-        holds_vips: holds,
-        since: unix_now(),
-        ..HaStatus::default()
-    });
-    // Known now (ownIP, or the route to the peer), else at first use.
-    let id = member_id();
-    if id != 0 {
-        update(|s| s.member = Ipv4Addr::from(id).to_string());
-    }
-    info!(
-        "ha: {} the VIPs ({vip}) at start",
-        if holds {
-            "this member holds"
-        } else {
-            "the peer holds"
-        }
-    );
-}
-
-/// Follow whether `vip` is local until `stop`, logging each change.
-pub async fn watch(vip: Ipv4Addr, stop: CancellationToken) -> anyhow::Result<()> {
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(POLL) => {}
-        }
-        let holds = is_local(vip);
-        if observe(holds) {
-            if holds {
-                info!(
-                    "ha: this member now holds the VIPs ({vip}): it answers DHCP and drives installs"
-                );
-            } else {
-                info!("ha: the VIPs ({vip}) left this member: DHCP stays silent here");
-            }
-        }
-    }
-}
-
-/// Wait until this member holds the VIPs (at once without `ha:`); false
-/// when `stop` came first.
-pub async fn until_holder(stop: &CancellationToken) -> bool {
-    while !holds_vips() {
-        tokio::select! {
-            _ = stop.cancelled() => return false,
-            _ = tokio::time::sleep(POLL) => {}
-        }
-    }
-    true
 }
 
 #[cfg(test)]
@@ -260,5 +289,25 @@ mod tests {
     fn loopback_is_local_and_test_net_is_not() {
         assert!(is_local(Ipv4Addr::LOCALHOST));
         assert!(!is_local(Ipv4Addr::new(192, 0, 2, 1)));
+    }
+
+    #[test]
+    fn two_views_in_one_process_do_not_share_state() {
+        let single = HaView::single();
+        // 192.0.2.1 (TEST-NET-1) is not local: the peer holds the VIP.
+        let member = HaView::start(
+            Ipv4Addr::new(127, 0, 0, 2),
+            Ipv4Addr::new(192, 0, 2, 1),
+            Some(Ipv4Addr::new(127, 0, 0, 3)),
+        );
+        assert!(single.holds_vips() && !member.holds_vips());
+        assert_eq!((single.member_id(), single.status()), (0, None));
+        assert_eq!(member.member_id(), u32::from(Ipv4Addr::new(127, 0, 0, 3)));
+        assert!(member.observe(true) && member.holds_vips());
+        assert!(member.status().is_some_and(|s| s.holds_vips));
+        // A clone is the same view.
+        let again = member.clone();
+        assert!(again.observe(false) && !member.holds_vips());
+        assert!(single.holds_vips());
     }
 }

@@ -5,6 +5,12 @@
 //! [`lograte`]), and the health probes with their rise/fall state machine
 //! ([`probe`], [`health`]) that the LB and the single-node prober share.
 //!
+//! What the services of one `serve` share at run time (connection caps,
+//! the HA view, bind options, test-only fault hooks) is a value,
+//! [`context::Context`], handed to each service when it is created: the
+//! kit holds no process-global mutable state, so two appliances can run
+//! in one process.
+//!
 //! Invariant (checked by `tests/module_graph.rs`): the kit imports nothing
 //! built on it (`services`, `drivers`, `timeline`, `serve`, `host`, `cmd`);
 //! the composition root that builds the services is [`crate::serve`].
@@ -13,9 +19,11 @@ pub mod admission;
 pub mod bind;
 pub mod certs;
 pub mod clock;
+pub mod context;
 pub mod control;
 pub mod datagram;
 pub mod drain;
+pub mod faults;
 pub mod groupcommit;
 pub mod ha;
 pub mod haauth;

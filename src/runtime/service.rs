@@ -24,7 +24,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +35,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::bind::BindOptions;
+use crate::runtime::faults::{Faults, TaskFuture};
 use crate::runtime::sync::LockExt as _;
 
 /// Phase two of applying a plan: swap it in. Dropping it instead undoes
@@ -59,80 +60,10 @@ pub trait Service: Send + Sync + 'static {
     fn metrics(&self, out: &mut String);
 }
 
-type TaskFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
-
 struct Spawn {
     name: String,
     token: CancellationToken,
     fut: TaskFuture,
-}
-
-/// Environment variable naming tasks to fail: comma-separated prefixes of
-/// task names (`dns udp`, `dhcp lease writer`, `lb frontend api`,
-/// `serve timeline sampler`, …), each optionally with `@<milliseconds>`
-/// after which the task fails (default: at once) and `:panic` to make it
-/// panic instead of returning an error. `reload stage@<ms>` instead holds
-/// every reload that long in its staging phase. For tests of the supervision path only: it proves that a task
-/// that dies while serving stops `serve` with an error.
-pub const FAULT_ENV: &str = "CRC_APPLIANCE_FAIL_TASK";
-
-/// Faults to inject: (task-name prefix, delay). Read from [`FAULT_ENV`]
-/// once, by [`load_faults`] at the start of `serve`; empty otherwise.
-static FAULTS: std::sync::OnceLock<Vec<Fault>> = std::sync::OnceLock::new();
-
-/// One injected fault: tasks whose name starts with `prefix` fail after
-/// `after`, by an error or by a panic.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Fault {
-    prefix: String,
-    after: Duration,
-    panic: bool,
-}
-
-/// Parse a [`FAULT_ENV`] value.
-fn parse_faults(v: &str) -> Vec<Fault> {
-    v.split(',')
-        .filter_map(|item| {
-            let item = item.trim();
-            let (item, panic) = match item.strip_suffix(":panic") {
-                Some(rest) => (rest, true),
-                None => (item, false),
-            };
-            let (prefix, ms) = match item.split_once('@') {
-                Some((p, ms)) => (p.trim(), ms.trim().parse().ok()?),
-                None => (item, 0),
-            };
-            (!prefix.is_empty()).then(|| Fault {
-                prefix: prefix.to_string(),
-                after: Duration::from_millis(ms),
-                panic,
-            })
-        })
-        .collect()
-}
-
-/// Read [`FAULT_ENV`] (once per process; `serve` calls this at start).
-pub fn load_faults() {
-    FAULTS.get_or_init(|| {
-        std::env::var(FAULT_ENV)
-            .map(|v| parse_faults(&v))
-            .unwrap_or_default()
-    });
-}
-
-/// How long [`FAULT_ENV`] makes the step `name` stall (`reload stage@<ms>`
-/// holds every reload in its staging phase), if it names it.
-pub fn injected_stall(name: &str) -> Option<Duration> {
-    injected_fault(name).map(|f| f.after)
-}
-
-/// The fault injected into task `name`, if [`FAULT_ENV`] named it.
-fn injected_fault(name: &str) -> Option<Fault> {
-    FAULTS
-        .get()?
-        .iter()
-        .find(|f| name.starts_with(f.prefix.as_str()))
-        .cloned()
 }
 
 /// The tasks of one service. Tasks may be added at any time (a reload adds
@@ -142,16 +73,26 @@ fn injected_fault(name: &str) -> Option<Fault> {
 /// quietly; any other end is the service's failure.
 pub struct Tasks {
     service: &'static str,
+    /// Test builds: tasks to fail on purpose (`runtime::faults`).
+    faults: Faults,
     root: CancellationToken,
     tx: mpsc::UnboundedSender<Spawn>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<Spawn>>>,
 }
 
 impl Tasks {
+    /// The tasks of `service`, none failed on purpose.
     pub fn new(service: &'static str) -> Tasks {
+        Tasks::with_faults(service, Faults::default())
+    }
+
+    /// The tasks of `service`, those `faults` names failed on purpose
+    /// (test builds; `runtime::context::Context::tasks`).
+    pub fn with_faults(service: &'static str, faults: Faults) -> Tasks {
         let (tx, rx) = mpsc::unbounded_channel();
         Tasks {
             service,
+            faults,
             root: CancellationToken::new(),
             tx,
             rx: Mutex::new(Some(rx)),
@@ -175,23 +116,7 @@ impl Tasks {
         F: Future<Output = anyhow::Result<()>> + Send + 'static,
     {
         let name = name.into();
-        let fut: TaskFuture = match injected_fault(&name) {
-            Some(fault) => {
-                let n = name.clone();
-                Box::pin(async move {
-                    tokio::select! {
-                        r = fut => r,
-                        _ = tokio::time::sleep(fault.after) => {
-                            if fault.panic {
-                                panic!("{n}: panic injected by {FAULT_ENV}");
-                            }
-                            Err(anyhow::anyhow!("{n}: failed by {FAULT_ENV}"))
-                        }
-                    }
-                })
-            }
-            None => Box::pin(fut),
-        };
+        let fut = self.faults.wrap(&name, Box::pin(fut));
         // The receiver lives as long as the service runs; after that there
         // is nothing left to serve with the task anyway.
         let _ = self.tx.send(Spawn { name, token, fut });
@@ -325,12 +250,14 @@ impl Listeners<std::net::SocketAddr> {
     pub async fn bind_tcp_if_missing(
         &self,
         addr: std::net::SocketAddr,
+        bind: BindOptions,
     ) -> anyhow::Result<Option<tokio::net::TcpListener>> {
         if self.missing(&[addr]).is_empty() {
             return Ok(None);
         }
-        let l =
-            crate::runtime::bind::tcp(addr).map_err(|e| anyhow::anyhow!("bind TCP {addr}: {e}"))?;
+        let l = bind
+            .tcp(addr)
+            .map_err(|e| anyhow::anyhow!("bind TCP {addr}: {e}"))?;
         Ok(Some(l))
     }
 
@@ -339,10 +266,11 @@ impl Listeners<std::net::SocketAddr> {
     pub async fn bind_tcp_missing(
         &self,
         addrs: &[std::net::SocketAddr],
+        bind: BindOptions,
     ) -> anyhow::Result<Vec<(std::net::SocketAddr, tokio::net::TcpListener)>> {
         let mut out = Vec::new();
         for a in addrs {
-            if let Some(l) = self.bind_tcp_if_missing(*a).await? {
+            if let Some(l) = self.bind_tcp_if_missing(*a, bind).await? {
                 out.push((*a, l));
             }
         }
@@ -421,23 +349,6 @@ impl<K: std::hash::Hash + Eq + Clone> Listeners<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fault_plans_parse_prefixes_and_delays() {
-        let f = |p: &str, ms, panic| Fault {
-            prefix: p.to_string(),
-            after: Duration::from_millis(ms),
-            panic,
-        };
-        assert_eq!(
-            parse_faults("dns udp, lb check@250 ,,@5, bad@x, serve timeline sampler@100:panic"),
-            vec![
-                f("dns udp", 0, false),
-                f("lb check", 250, false),
-                f("serve timeline sampler", 100, true),
-            ]
-        );
-    }
 
     #[tokio::test]
     async fn a_task_ending_on_its_own_fails_the_service() {

@@ -39,7 +39,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -50,8 +50,8 @@ use tracing::{error, info, warn};
 use crate::model::cluster::Cluster;
 use crate::runtime::clock::unix_now;
 use crate::runtime::control::{Skipped, SyncControl};
-use crate::runtime::ha;
-use crate::runtime::haauth::{self, AuthError, Nonces, PairKey, Role, Stamp};
+use crate::runtime::ha::HaView;
+use crate::runtime::haauth::{self, AuthError, PairKey, Role, Stamp};
 use crate::runtime::lograte::LogRate;
 use crate::runtime::sync::LockExt as _;
 use crate::serve::hub::Hub;
@@ -78,8 +78,6 @@ pub const PER_POOL_ADDRESS: usize = 512;
 
 /// Rate limit of the exchange's warnings (refused requests, entries).
 static LOG: LogRate = LogRate::new("ha", Duration::from_secs(60));
-/// Request nonces seen lately (replays are refused).
-static NONCES: LazyLock<Mutex<Nonces>> = LazyLock::new(|| Mutex::new(Nonces::default()));
 
 /// One member's shared state, as exchanged: the version and part name
 /// (`netboot`, `leases`, `timeline`, `bmc`) → that part's state. A part
@@ -158,7 +156,7 @@ fn decode(body: &[u8]) -> Result<SyncDoc, String> {
 
 /// Merge `peer`'s state into ours; how many entries were taken.
 fn merge(hub: &Hub, peer: SyncDoc) -> Result<usize, String> {
-    with_parts(hub, |parts| merge_into(parts, peer.parts))
+    with_parts(hub, |parts| merge_into(parts, peer.parts, hub.ha()))
 }
 
 /// Prepare every part of `peer` (decode and validate), then apply them
@@ -167,6 +165,7 @@ fn merge(hub: &Hub, peer: SyncDoc) -> Result<usize, String> {
 fn merge_into(
     parts: &[&dyn SyncControl],
     mut peer: BTreeMap<String, serde_json::Value>,
+    ha: &HaView,
 ) -> Result<usize, String> {
     let mut skipped = Skipped::default();
     let mut staged = Vec::new();
@@ -191,13 +190,13 @@ fn merge_into(
                 skipped.count
             );
         }
-        ha::update(|s| {
+        ha.update(|s| {
             s.skipped += skipped.count;
             s.last_skipped = Some(why);
         });
     }
     if taken > 0 {
-        ha::update(|s| s.learned += taken as u64);
+        ha.update(|s| s.learned += taken as u64);
     }
     Ok(taken)
 }
@@ -240,7 +239,7 @@ pub fn answer(
         path: PATH,
     };
     let checked = haauth::verify(&key, role, header, body, peer, unix_now()).and_then(|st| {
-        if NONCES.locked().fresh(st.nonce) {
+        if hub.ha_nonces.locked().fresh(st.nonce) {
             Ok(st)
         } else {
             Err(AuthError::Replay)
@@ -252,18 +251,21 @@ pub fn answer(
             if let Some(tail) = LOG.check("refused exchange", Some(client)) {
                 warn!("ha: refused an exchange from {client}: {e}{tail}");
             }
-            ha::update(|s| s.received.failed(format!("from {client}: {e}"), unix_now()));
+            hub.ha()
+                .update(|s| s.received.failed(format!("from {client}: {e}"), unix_now()));
             return Answer::error(401, &e.to_string());
         }
     };
     if let Err(e) = decode(body).and_then(|d| merge(hub, d)) {
         warn!("ha: refused the peer's document: {e}");
-        ha::update(|s| s.received.failed(e.clone(), unix_now()));
+        hub.ha()
+            .update(|s| s.received.failed(e.clone(), unix_now()));
         return Answer::error(400, &e);
     }
-    ha::update(|s| s.received.worked(body.len(), unix_now()));
+    hub.ha()
+        .update(|s| s.received.worked(body.len(), unix_now()));
     let doc = serde_json::to_vec(&local(hub)).unwrap_or_default();
-    let me = Ipv4Addr::from(ha::member_id());
+    let me = Ipv4Addr::from(hub.ha().member_id());
     let stamp = Stamp::new(me, unix_now());
     let role = Role::Answer {
         status: 200,
@@ -425,7 +427,7 @@ async fn exchange_once(
     peer: SocketAddr,
     key: &Arc<PairKey>,
 ) -> Result<usize, String> {
-    let me = ha::member_id();
+    let me = hub.ha().member_id();
     if me == 0 {
         return Err(
             "this member's own address is unknown (no route to ha.peer): set ha.ownIP".into(),
@@ -433,7 +435,7 @@ async fn exchange_once(
     }
     let body = serde_json::to_vec(&local(hub)).map_err(|e| e.to_string())?;
     let limit = max_doc(&hub.plan().cluster);
-    ha::update(|s| {
+    hub.ha().update(|s| {
         s.doc_bytes = body.len() as u64;
         s.doc_limit = limit as u64;
     });
@@ -491,7 +493,7 @@ pub async fn run(
                     info!("ha: peer {peer} reachable; state exchanged (authenticated)");
                 }
                 was = Some(Ok(()));
-                ha::update(|s| {
+                hub.ha().update(|s| {
                     s.peer_reachable = true;
                     s.last_sync = Some(unix_now());
                     s.peer_error = None;
@@ -511,7 +513,7 @@ pub async fn run(
                 was = Some(Err(e.clone()));
                 sent = None;
                 backoff = (backoff * 2).clamp(Duration::from_millis(250), MAX_BACKOFF);
-                ha::update(|s| {
+                hub.ha().update(|s| {
                     s.peer_reachable = false;
                     s.peer_error = Some(e.clone());
                     s.sent.failed(e, unix_now());
@@ -570,9 +572,12 @@ mod tests {
                 ),
             ])
         };
-        assert!(merge_into(&parts, doc(serde_json::json!("bad"))).is_err());
+        assert!(merge_into(&parts, doc(serde_json::json!("bad")), &HaView::single()).is_err());
         assert_eq!(a.1.load(Ordering::Relaxed), 0, "nothing applied");
-        assert_eq!(merge_into(&parts, doc(serde_json::json!(2))), Ok(5));
+        assert_eq!(
+            merge_into(&parts, doc(serde_json::json!(2)), &HaView::single()),
+            Ok(5)
+        );
         assert_eq!(
             (a.1.load(Ordering::Relaxed), b.1.load(Ordering::Relaxed)),
             (3, 2)

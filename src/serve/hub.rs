@@ -15,6 +15,9 @@ use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::plan::Plan;
+use crate::runtime::context::Context;
+use crate::runtime::ha::HaView;
+use crate::runtime::haauth::Nonces;
 use crate::runtime::metrics::Kind;
 use crate::runtime::sync::LockExt as _;
 use crate::serve::registry::Services;
@@ -82,18 +85,24 @@ pub struct Hub {
     reload: Mutex<ReloadStatus>,
     reload_tx: mpsc::Sender<ReloadRequest>,
     events: Events,
+    /// What the services were given (caps, HA view, bind options).
+    ctx: Context,
+    /// HA: request nonces of the peer's exchanges seen lately (a replay
+    /// is refused, `serve::hasync`).
+    pub(crate) ha_nonces: Mutex<Nonces>,
     /// Why `serve` is no longer serving (a service failed, shutdown
     /// started): `GET /api/health` then answers 503.
     stopping: Mutex<Option<String>>,
 }
 
 impl Hub {
-    /// A hub for `plan` and its services, and the receiver of admin reload
-    /// requests.
+    /// A hub for `plan` and its services (created with `ctx`), and the
+    /// receiver of admin reload requests.
     pub fn new(
         plan: Arc<Plan>,
         services: Services,
         events: Events,
+        ctx: Context,
     ) -> (Arc<Hub>, mpsc::Receiver<ReloadRequest>) {
         let (reload_tx, rx) = mpsc::channel(4);
         let hub = Arc::new(Hub {
@@ -102,6 +111,8 @@ impl Hub {
             reload: Mutex::new(ReloadStatus::default()),
             reload_tx,
             events,
+            ctx,
+            ha_nonces: Mutex::new(Nonces::default()),
             stopping: Mutex::new(None),
         });
         (hub, rx)
@@ -141,6 +152,16 @@ impl Hub {
             }
         }
         Ok(running)
+    }
+
+    /// The run-time context the services were created with.
+    pub fn ctx(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// This member's HA view (a single appliance's without `ha:`).
+    pub fn ha(&self) -> &HaView {
+        &self.ctx.ha
     }
 
     /// The install timeline the services report to.
@@ -208,7 +229,7 @@ impl Hub {
             .collect();
         let mut doc = StatusDoc::new(c.domain.clone(), network, nodes, hub.reload_status());
         hub.services.status_into(&mut doc);
-        doc.ha = crate::runtime::ha::status();
+        doc.ha = hub.ha().status();
         doc.timeline = Some(hub.events().view());
         doc
     }

@@ -40,8 +40,8 @@ impl BootError {
     }
 }
 
-fn vip_holder(node: &str) -> Result<(), BootError> {
-    if crate::runtime::ha::holds_vips() {
+fn vip_holder(hub: &Hub, node: &str) -> Result<(), BootError> {
+    if hub.ha().holds_vips() {
         return Ok(());
     }
     Err(BootError::NoRoute(format!(
@@ -57,7 +57,7 @@ pub async fn boot(hub: &Hub, node: &str) -> Result<Vec<String>, BootError> {
         .node(node)
         .ok_or_else(|| BootError::UnknownNode(node.to_string()))?;
     let lines = if n.bmc.is_some() {
-        vip_holder(node)?;
+        vip_holder(hub, node)?;
         let o = crate::drivers::bmc::act(c, n, crate::drivers::bmc::BmcAction::Up)
             .await
             .map_err(|e| BootError::Failed(format!("{e:#}")))?;
@@ -76,7 +76,7 @@ pub async fn boot(hub: &Hub, node: &str) -> Result<Vec<String>, BootError> {
         }
         lines
     } else if c.libvirt.is_some() {
-        vip_holder(node)?;
+        vip_holder(hub, node)?;
         libvirt_boot(hub, node).await?
     } else {
         vec![network_boot(c, node)?]

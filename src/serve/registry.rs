@@ -19,9 +19,9 @@ use anyhow::Context as _;
 
 use crate::model::catalogue::ServiceKind;
 use crate::plan::Plan;
+use crate::runtime::context::Context;
 use crate::runtime::control::{BootControl, LbControl, SyncControl};
 use crate::runtime::service::Service;
-use crate::runtime::workerign::WorkerIgnition;
 use crate::serve::status::StatusDoc;
 use crate::services::{csr, dhcp, dhcp6, dns, http, lb, ntp, registry, tftp};
 use crate::timeline::Events;
@@ -46,33 +46,34 @@ pub struct Services {
 impl Services {
     /// Create the services `plan` runs (no sockets yet), in start order:
     /// libvirt first, its network must exist before the others bind to it.
-    pub async fn create(plan: &Arc<Plan>, events: &Events) -> anyhow::Result<Services> {
+    /// Each gets `ctx` (caps, HA view, bind options, test faults).
+    pub async fn create(
+        plan: &Arc<Plan>,
+        events: &Events,
+        ctx: &Context,
+    ) -> anyhow::Result<Services> {
         let mut s = Services::default();
-        // The cluster's worker pointer config: the CSR approver reads it,
-        // HTTP serves it to day-2 workers (neither imports the other).
-        let worker_ign = Arc::new(WorkerIgnition::default());
         for kind in plan.cluster.services() {
             match kind {
-                ServiceKind::Libvirt => s.create_libvirt(plan, events).await?,
-                ServiceKind::Dns => s.dns = Some(dns::Dns::new(plan).context("DNS")?),
-                ServiceKind::Dhcp => s.dhcp = Some(dhcp::Dhcp::new(plan).await.context("DHCP")?),
+                ServiceKind::Libvirt => s.create_libvirt(plan, events, ctx).await?,
+                ServiceKind::Dns => s.dns = Some(dns::Dns::new(plan, ctx).context("DNS")?),
+                ServiceKind::Dhcp => {
+                    s.dhcp = Some(dhcp::Dhcp::new(plan, ctx).await.context("DHCP")?)
+                }
                 ServiceKind::Dhcp6 => {
-                    s.dhcp6 = Some(dhcp6::Dhcp6::new(plan).await.context("DHCPv6")?)
+                    s.dhcp6 = Some(dhcp6::Dhcp6::new(plan, ctx).await.context("DHCPv6")?)
                 }
                 ServiceKind::Lb => {
-                    s.lb = Some(lb::Lb::new(plan, events.clone()).context("load balancer")?)
+                    s.lb = Some(lb::Lb::new(plan, events.clone(), ctx).context("load balancer")?)
                 }
-                ServiceKind::Http => {
-                    s.http = Some(http::Http::new(plan, events.clone(), worker_ign.clone()))
-                }
-                ServiceKind::Tftp => s.tftp = Some(tftp::Tftp::new(plan).context("TFTP")?),
-                ServiceKind::Ntp => s.ntp = Some(ntp::Ntp::new(plan).context("NTP")?),
+                ServiceKind::Http => s.http = Some(http::Http::new(plan, events.clone(), ctx)),
+                ServiceKind::Tftp => s.tftp = Some(tftp::Tftp::new(plan, ctx).context("TFTP")?),
+                ServiceKind::Ntp => s.ntp = Some(ntp::Ntp::new(plan, ctx).context("NTP")?),
                 ServiceKind::Csr => {
-                    let ign = worker_ign.clone();
-                    s.csr = Some(csr::Csr::new(plan, events.clone(), ign).context("CSR approval")?)
+                    s.csr = Some(csr::Csr::new(plan, events.clone(), ctx).context("CSR approval")?)
                 }
                 ServiceKind::Registry => {
-                    s.registry = Some(registry::Registry::new(plan).context("registry")?)
+                    s.registry = Some(registry::Registry::new(plan, ctx).context("registry")?)
                 }
                 // Serves the hub that holds this registry: created after it.
                 ServiceKind::Admin => {}
@@ -82,15 +83,25 @@ impl Services {
     }
 
     #[cfg(feature = "libvirt")]
-    async fn create_libvirt(&mut self, plan: &Arc<Plan>, events: &Events) -> anyhow::Result<()> {
-        let l = crate::drivers::libvirt::service::Libvirt::new(plan, events.clone());
+    async fn create_libvirt(
+        &mut self,
+        plan: &Arc<Plan>,
+        events: &Events,
+        ctx: &Context,
+    ) -> anyhow::Result<()> {
+        let l = crate::drivers::libvirt::service::Libvirt::new(plan, events.clone(), ctx);
         self.libvirt = Some(l.await.context("libvirt")?);
         Ok(())
     }
 
     /// Without the libvirt feature the catalogue never lists libvirt.
     #[cfg(not(feature = "libvirt"))]
-    async fn create_libvirt(&mut self, _: &Arc<Plan>, _: &Events) -> anyhow::Result<()> {
+    async fn create_libvirt(
+        &mut self,
+        _: &Arc<Plan>,
+        _: &Events,
+        _: &Context,
+    ) -> anyhow::Result<()> {
         Ok(())
     }
 

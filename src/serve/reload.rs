@@ -77,7 +77,7 @@ pub async fn reload(
         error!("reload not applied, keeping the running configuration: {msg}");
         return hub.record_reload(started, trigger, ReloadResult::Failed, Some(msg), vec![]);
     }
-    if let Some(stall) = crate::runtime::service::injected_stall("reload stage") {
+    if let Some(stall) = hub.ctx().faults.stall("reload stage") {
         tokio::time::sleep(stall).await;
     }
     if let Err(e) = apply(services, &new).await {

@@ -4,8 +4,10 @@
 //! `POST /api/reload` without stopping anything ([`crate::serve::reload`]).
 //!
 //! Order: load + validate the file (nothing is bound if it is invalid) →
-//! create the services (libvirt first: its network must exist before the
-//! others bind to it) → stage + commit the plan everywhere (a port conflict
+//! the run-time context every service is given (caps, HA view, bind
+//! options, test faults: `runtime::context`) → create the services
+//! (libvirt first: its network must exist before the others bind to it)
+//! → stage + commit the plan everywhere (a port conflict
 //! fails before any service runs) → run → log `crc-appliance ready` and
 //! notify systemd. A service whose `run` returns — an inner task died —
 //! stops the whole process with an error; a reload never does.
@@ -21,6 +23,8 @@ use tracing::{error, info, warn};
 
 use crate::config;
 use crate::model::catalogue::ServiceKind;
+use crate::plan::Plan;
+use crate::runtime::context::Context;
 use crate::runtime::service::{Service, Tasks};
 use crate::serve::admin;
 use crate::serve::hub::Hub;
@@ -88,26 +92,22 @@ fn sd_notify(state: &str) {
 /// `serve --cluster FILE`.
 pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     let plan = Arc::new(config::load(&path)?);
-    crate::runtime::service::load_faults();
-    // HA: VIP listeners bind before the address is local; the VIP holder
-    // is known before any service answers (runtime::ha).
-    crate::runtime::bind::set_freebind(plan.cluster.ha.is_some());
     let ha_token = match &plan.cluster.ha {
-        Some(h) => {
-            crate::runtime::ha::start(h.peer, plan.cluster.network.appliance_ip, h.own_ip);
-            Some(
-                config::secret::read_token(&h.token_file)
-                    .map_err(|e| anyhow::anyhow!("ha.tokenFile: {e}"))?,
-            )
-        }
+        Some(h) => Some(
+            config::secret::read_token(&h.token_file)
+                .map_err(|e| anyhow::anyhow!("ha.tokenFile: {e}"))?,
+        ),
         None => None,
     };
-    crate::runtime::limits::apply(&plan);
+    // What every service is given: the caps sized to the open-files
+    // limit, the HA view (the VIP holder known before any service
+    // answers), IP_FREEBIND for an HA member's VIP listeners, test faults.
+    let ctx = Context::for_plan(&plan, crate::runtime::limits::apply(&plan));
     crate::host::preflight::log(&plan)?;
     let root = CancellationToken::new();
     let term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    let background = Tasks::new(BACKGROUND);
+    let background = ctx.tasks(BACKGROUND);
     let t = background.token();
     background.spawn(
         "serve signals",
@@ -116,8 +116,8 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     );
     let mut hup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
     let events = crate::timeline::Recorder::new(&plan);
-    let registry = Services::create(&plan, &events).await?;
-    let (hub, mut reload_requests) = Hub::new(plan.clone(), registry, events);
+    let registry = Services::create(&plan, &events, &ctx).await?;
+    let (hub, mut reload_requests) = Hub::new(plan.clone(), registry, events, ctx.clone());
     let mut services = hub.services.all();
     if plan.cluster.runs(ServiceKind::Admin) {
         services.push(admin::Admin::new(hub.clone(), &path));
@@ -125,6 +125,51 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     reload::apply(&services, &plan).await?;
 
     let mut set = JoinSet::new();
+    spawn_background(&background, &hub, &plan, ha_token);
+    for s in &services {
+        let (s, token) = (s.clone(), root.clone());
+        set.spawn(async move { (s.name(), s.run(token).await) });
+    }
+    {
+        let (bg, token) = (Arc::new(background), root.clone());
+        let b = bg.clone();
+        set.spawn(async move { (BACKGROUND, b.supervise(&token, GRACE).await) });
+        info!(
+            cluster = %plan.cluster.domain,
+            nodes = plan.cluster.nodes.len(),
+            "crc-appliance ready"
+        );
+        sd_notify("READY=1");
+        crate::drivers::bmc::start_on_serve(&plan, hub.events(), &bg, &ctx.ha);
+    }
+    let outcome = run_until_done(
+        &path,
+        &hub,
+        &services,
+        &root,
+        &mut hup,
+        &mut reload_requests,
+        &mut set,
+    )
+    .await;
+    hub.set_stopping(&match &outcome {
+        Ok(()) => "shutting down".to_string(),
+        Err(e) => format!("{e:#}"),
+    });
+    root.cancel();
+    drain(set).await;
+    // The counts of rate-limited lines not written yet.
+    crate::runtime::lograte::flush_final();
+    if outcome.is_ok() {
+        info!("stopped");
+    }
+    outcome
+}
+
+/// Start `serve`'s own tasks in `background`: the timeline sampler, the
+/// single-node prober, the log summaries and, for an HA member (its pair
+/// key `ha_token`), the VIP watch and the exchange with the peer.
+fn spawn_background(background: &Tasks, hub: &Arc<Hub>, plan: &Plan, ha_token: Option<String>) {
     let t = background.token();
     background.spawn(
         "serve timeline sampler",
@@ -144,7 +189,7 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         background.spawn(
             "serve ha vip watch",
             t.clone(),
-            crate::runtime::ha::watch(vip, t),
+            hub.ha().clone().watch(vip, t),
         );
         let peer = std::net::SocketAddr::new(h.peer.into(), plan.cluster.admin.listen.port());
         let t = background.token();
@@ -159,38 +204,12 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         crate::runtime::lograte::flush_every(t).await;
         Ok(())
     });
-    for s in &services {
-        let (s, token) = (s.clone(), root.clone());
-        set.spawn(async move { (s.name(), s.run(token).await) });
-    }
-    {
-        let (bg, token) = (Arc::new(background), root.clone());
-        let b = bg.clone();
-        set.spawn(async move { (BACKGROUND, b.supervise(&token, GRACE).await) });
-        info!(
-            cluster = %plan.cluster.domain,
-            nodes = plan.cluster.nodes.len(),
-            "crc-appliance ready"
-        );
-        sd_notify("READY=1");
-        crate::drivers::bmc::start_on_serve(&plan, hub.events(), &bg);
-    }
-    let outcome = run_until_done(
-        &path,
-        &hub,
-        &services,
-        &root,
-        &mut hup,
-        &mut reload_requests,
-        &mut set,
-    )
-    .await;
-    hub.set_stopping(&match &outcome {
-        Ok(()) => "shutting down".to_string(),
-        Err(e) => format!("{e:#}"),
-    });
-    root.cancel();
-    let drain = async {
+}
+
+/// Wait up to [`GRACE`] for the services in `set` to stop (shutdown was
+/// requested), logging how each ended; abort the rest.
+async fn drain(mut set: Running) {
+    let all = async {
         while let Some(r) = set.join_next().await {
             match r {
                 Ok((name, Err(e))) => warn!("service {name} stopped with an error: {e:#}"),
@@ -199,16 +218,10 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
             }
         }
     };
-    if tokio::time::timeout(GRACE, drain).await.is_err() {
+    if tokio::time::timeout(GRACE, all).await.is_err() {
         warn!("services did not stop within {GRACE:?}; aborting them");
         set.abort_all();
     }
-    // The counts of rate-limited lines not written yet.
-    crate::runtime::lograte::flush_final();
-    if outcome.is_ok() {
-        info!("stopped");
-    }
-    outcome
 }
 
 type Running = JoinSet<(&'static str, anyhow::Result<()>)>;

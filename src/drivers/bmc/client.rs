@@ -9,8 +9,9 @@
 //! budget: at most [`MAX_REQUESTS`] requests and [`MAX_TIME`] in all, even
 //! against a BMC that keeps failing. A transient refusal
 //! ([`plan::classify`]: 5xx, 409, a 400 "in POST") is sent again after a
-//! back-off (base [`BACKOFF`], doubling, capped at 4×; the base can be set
-//! in milliseconds with `CRC_APPLIANCE_BMC_BACKOFF_MS` for tests), at most
+//! back-off (base [`BACKOFF`], doubling, capped at 4×; a test build, cargo
+//! feature `test-hooks`, reads the base in milliseconds from
+//! [`BACKOFF_ENV`]: the shipped binary has no such hook), at most
 //! [`ATTEMPTS`] times, never past the budget.
 //!
 //! A 202 Accepted is followed to its end ([`super::task`]). What the client
@@ -60,8 +61,11 @@ pub const ATTEMPTS: u32 = 5;
 /// The first back-off after a transient refusal (then 2×, 4×, 4×).
 pub const BACKOFF: Duration = Duration::from_secs(2);
 
-/// The back-off base: [`BACKOFF`], or `CRC_APPLIANCE_BMC_BACKOFF_MS`
-/// (tests keep their suites fast with it).
+/// Test builds only (cargo feature `test-hooks`): the back-off base in
+/// milliseconds (the BMC tests keep their suites fast with it).
+pub const BACKOFF_ENV: &str = "CRC_APPLIANCE_BMC_BACKOFF_MS";
+
+/// The back-off base: [`BACKOFF`]; in a test build, [`BACKOFF_ENV`] when set.
 fn backoff_base() -> Duration {
     #[cfg(test)]
     {
@@ -70,10 +74,14 @@ fn backoff_base() -> Duration {
             return Duration::from_millis(ms);
         }
     }
-    std::env::var("CRC_APPLIANCE_BMC_BACKOFF_MS")
+    #[cfg(feature = "test-hooks")]
+    if let Some(ms) = std::env::var(BACKOFF_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
-        .map_or(BACKOFF, Duration::from_millis)
+    {
+        return Duration::from_millis(ms);
+    }
+    BACKOFF
 }
 
 /// The back-off base the unit tests use (0: the normal one).

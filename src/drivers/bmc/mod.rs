@@ -245,6 +245,7 @@ pub fn start_on_serve(
     plan: &Arc<Plan>,
     events: crate::timeline::Events,
     tasks: &crate::runtime::service::Tasks,
+    ha: &crate::runtime::ha::HaView,
 ) {
     let names: Vec<String> = plan
         .cluster
@@ -256,7 +257,7 @@ pub fn start_on_serve(
     for name in names {
         let plan = plan.clone();
         let stop = tasks.shutdown_token();
-        let events = events.clone();
+        let (events, ha) = (events.clone(), ha.clone());
         tasks.spawn_oneshot(format!("bmc startOnServe {name}"), async move {
             let c = &plan.cluster;
             let Some(node) = c.nodes.iter().find(|n| n.name == name) else {
@@ -264,10 +265,10 @@ pub fn start_on_serve(
             };
             // HA: only the member holding the VIPs drives installs; the
             // other waits until it takes them over (runtime::ha).
-            if !crate::runtime::ha::holds_vips() {
+            if !ha.holds_vips() {
                 info!("bmc: {name}: startOnServe waits until this member holds the VIPs");
             }
-            if !crate::runtime::ha::until_holder(&stop).await {
+            if !ha.until_holder(&stop).await {
                 return Ok(());
             }
             for attempt in 1..=START_ATTEMPTS {

@@ -68,7 +68,11 @@ fn spec(plan: &Plan) -> anyhow::Result<(Spec, Vec<String>)> {
 
 impl Libvirt {
     /// Start the helper, connect and bring the network up.
-    pub async fn new(plan: &Arc<Plan>, events: Events) -> anyhow::Result<Arc<Libvirt>> {
+    pub async fn new(
+        plan: &Arc<Plan>,
+        events: Events,
+        rt: &crate::runtime::context::Context,
+    ) -> anyhow::Result<Arc<Libvirt>> {
         let (sp, nodes) = spec(plan)?;
         let helper = Arc::new(Helper::spawn()?);
         info!(
@@ -98,7 +102,7 @@ impl Libvirt {
                 network: Mutex::new(String::new()),
                 nodes: Mutex::new(Vec::new()),
             },
-            tasks: Tasks::new("libvirt"),
+            tasks: rt.tasks("libvirt"),
             events,
         });
         let stop = lv.tasks.shutdown_token();

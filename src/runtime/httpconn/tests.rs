@@ -1,3 +1,4 @@
+use super::sniff::{H2_PREFACE, proto_of};
 use super::*;
 use tokio::net::TcpStream;
 

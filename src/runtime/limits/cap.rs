@@ -1,14 +1,16 @@
-//! The connection caps in force, sized once at start by `limits::apply`
-//! from the open-files limit and read by every service where it takes a
-//! connection slot (LB frontends, HTTP, DNS over TCP, admin).
+//! The connection caps: a value ([`Caps`]) sized once at start by
+//! `limits::apply` from the open-files limit, carried to the services in
+//! the run-time context (`runtime::context::Context`), and read by each
+//! service where it takes a connection slot (LB frontends, HTTP, DNS over
+//! TCP); the admin listener's caps are constants.
 //!
 //! A leaf (imports nothing of the crate); the services read their caps
-//! here, so `limits`, which sizes them, imports no service. Invariants: a
-//! cap is never 0; before [`set`] (and when the limit is large enough)
-//! every cap is as configured and the HTTP per-client limit is
+//! from the value they were given, so `limits`, which sizes them, imports
+//! no service, and two services in one process (an in-process test) may
+//! have different caps. Invariants: a cap read through [`Caps`]'s methods
+//! is never 0; [`Caps::default`] (and the caps when the limit is large
+//! enough) is every cap as configured, the HTTP per-client limit
 //! `http.maxConnectionsPerClient` as configured.
-
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Descriptors of HTTP connections (before scaling; [`http_served`] of
 /// them are served at once).
@@ -67,27 +69,41 @@ impl Default for Caps {
     }
 }
 
-static HTTP: AtomicUsize = AtomicUsize::new(HTTP_MAX_CONNECTIONS);
-static HTTP_PER_CLIENT: AtomicUsize = AtomicUsize::new(usize::MAX);
-static DNS_TCP: AtomicUsize = AtomicUsize::new(DNS_MAX_TCP_CONNECTIONS);
-/// The LB's share as a fraction (numerator / denominator), so that the
-/// configured cap maps exactly to the chosen one and a reload that changes
-/// `loadBalancer.maxConnections` gets the same fraction.
-static LB_NUM: AtomicUsize = AtomicUsize::new(1);
-static LB_DEN: AtomicUsize = AtomicUsize::new(1);
+impl Caps {
+    /// HTTP descriptors: connections accepted at once.
+    pub fn http(&self) -> usize {
+        self.http.max(1)
+    }
 
-/// Put `c` in force (each cap at least 1).
-pub fn set(c: &Caps) {
-    HTTP.store(c.http.max(1), Ordering::Relaxed);
-    HTTP_PER_CLIENT.store(c.http_per_client.max(1), Ordering::Relaxed);
-    DNS_TCP.store(c.dns_tcp.max(1), Ordering::Relaxed);
-    LB_NUM.store(c.lb.max(1), Ordering::Relaxed);
-    LB_DEN.store(c.lb_configured.max(1), Ordering::Relaxed);
-}
+    /// HTTP connections served at once: [`Caps::http`] less [`http_headroom`].
+    pub fn http_served(&self) -> usize {
+        let fds = self.http();
+        fds - http_headroom(fds)
+    }
 
-/// HTTP descriptors: connections accepted at once.
-pub fn http() -> usize {
-    HTTP.load(Ordering::Relaxed)
+    /// The per-client HTTP limit for `configured` (`http.maxConnectionsPerClient`).
+    pub fn http_per_client(&self, configured: usize) -> usize {
+        configured.min(self.http_per_client).max(1)
+    }
+
+    /// DNS-over-TCP connections per listen address.
+    pub fn dns_tcp(&self) -> usize {
+        self.dns_tcp.max(1)
+    }
+
+    /// The LB cap for a configured `loadBalancer.maxConnections` of `cap`:
+    /// scaled by the LB's share of the open-files limit (`lb` of
+    /// `lb_configured`, a fraction, so that a reload that changes
+    /// `loadBalancer.maxConnections` gets the same share; at least 1).
+    pub fn lb_scaled(&self, cap: usize) -> usize {
+        let (num, den) = (self.lb.max(1), self.lb_configured.max(1));
+        if num >= den {
+            return cap;
+        }
+        usize::try_from(cap as u128 * num as u128 / den as u128)
+            .unwrap_or(cap)
+            .max(1)
+    }
 }
 
 /// Of `fds` HTTP descriptors, those kept to accept and judge a newcomer
@@ -97,35 +113,24 @@ pub fn http_headroom(fds: usize) -> usize {
     (fds / 16).max(4).min(fds.saturating_sub(1))
 }
 
-/// HTTP connections served at once: [`http`] less [`http_headroom`].
-pub fn http_served() -> usize {
-    let fds = http();
-    fds - http_headroom(fds)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The per-client HTTP limit for `configured` (`http.maxConnectionsPerClient`).
-pub fn http_per_client(configured: usize) -> usize {
-    configured
-        .min(HTTP_PER_CLIENT.load(Ordering::Relaxed))
-        .max(1)
-}
-
-/// DNS-over-TCP connections per listen address.
-pub fn dns_tcp() -> usize {
-    DNS_TCP.load(Ordering::Relaxed)
-}
-
-/// The LB cap for a configured `loadBalancer.maxConnections` of `cap`:
-/// scaled by the LB's share of the open-files limit (at least 1).
-pub fn scaled(cap: usize) -> usize {
-    let (num, den) = (
-        LB_NUM.load(Ordering::Relaxed),
-        LB_DEN.load(Ordering::Relaxed),
-    );
-    if num >= den {
-        return cap;
+    #[test]
+    fn two_cap_values_are_independent_and_never_zero() {
+        let full = Caps::default();
+        let small = Caps {
+            http: 20,
+            http_per_client: 2,
+            dns_tcp: 0,
+            lb: 1,
+            lb_configured: 10,
+        };
+        assert_eq!((full.http(), full.http_per_client(8)), (1024, 8));
+        assert_eq!((small.http(), small.http_per_client(8)), (20, 2));
+        assert_eq!((full.lb_scaled(100), small.lb_scaled(100)), (100, 10));
+        assert_eq!((small.dns_tcp(), small.lb_scaled(1)), (1, 1));
+        assert_eq!(small.http_served(), 16);
     }
-    usize::try_from(cap as u128 * num as u128 / den as u128)
-        .unwrap_or(cap)
-        .max(1)
 }

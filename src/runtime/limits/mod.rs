@@ -5,8 +5,8 @@
 //! connection: client and backend), and the default soft limit (often 1024)
 //! is far below the caps the services allow. At start, `serve` raises the
 //! soft limit to the hard one ([`raise_nofile`]), logs it, and sizes the
-//! caps ([`allocate`], put in force through [`cap`], where each service
-//! reads its cap): as configured when they fit; else each kind (LB
+//! caps ([`allocate`]; [`apply`] returns them as a [`cap::Caps`] value,
+//! which `serve` hands to each service in its run-time context): as configured when they fit; else each kind (LB
 //! frontends, HTTP, DNS TCP) keeps a floor derived from the cluster's node
 //! count and the rest is shared in proportion — as HAProxy derives its
 //! maxconn from `ulimit -n`, but without letting the LB's large default
@@ -251,7 +251,7 @@ pub fn client_fds(c: &Cluster) -> u64 {
 fn describe(c: &Cluster, caps: &cap::Caps) -> String {
     let mut parts = Vec::new();
     if c.http.enabled {
-        let per = cap::http_per_client(c.http.max_connections_per_client);
+        let per = caps.http_per_client(c.http.max_connections_per_client);
         let served = caps.http - cap::http_headroom(caps.http);
         parts.push(format!(
             "http {served} connections ({per} per client: {} clients at their limit)",
@@ -264,7 +264,7 @@ fn describe(c: &Cluster, caps: &cap::Caps) -> String {
     if c.lb.enabled {
         parts.push(format!(
             "lb {} per frontend (of {} configured)",
-            cap::scaled(c.lb.max_connections),
+            caps.lb_scaled(c.lb.max_connections),
             c.lb.max_connections
         ));
     }
@@ -277,8 +277,8 @@ fn describe(c: &Cluster, caps: &cap::Caps) -> String {
 
 /// Raise the limit, log it, size the caps to it (see the module doc and
 /// [`allocate`]), say what they mean in clients, and warn when they had to
-/// be scaled.
-pub fn apply(plan: &Plan) {
+/// be scaled; the caps chosen, for the services' context.
+pub fn apply(plan: &Plan) -> cap::Caps {
     let c = &plan.cluster;
     let show = |v: Option<u64>| v.map_or("unlimited".to_string(), |v| v.to_string());
     let soft = match raise_nofile() {
@@ -308,11 +308,10 @@ pub fn apply(plan: &Plan) {
     let (clients, reserve) = (client_fds(c), reserve(plan));
     let need = clients + reserve;
     let (caps, fit) = allocate(soft, reserve, &d);
-    cap::set(&caps);
     let what = describe(c, &caps);
     tracing::info!("open files {}: {what}", show(soft));
     let Some(soft) = soft.filter(|s| *s < need) else {
-        return;
+        return caps;
     };
     let floors = match fit {
         Fit::BelowFloors => format!(
@@ -339,6 +338,7 @@ pub fn apply(plan: &Plan) {
     } else {
         tracing::info!("{msg}");
     }
+    caps
 }
 
 #[cfg(test)]

@@ -100,7 +100,6 @@ impl Admin {
     /// The admin service of `hub`, `serve` running `cluster_file`.
     pub fn new(hub: Arc<Hub>, cluster_file: &std::path::Path) -> Arc<Admin> {
         Arc::new(Admin {
-            hub,
             token: Arc::new(ArcSwapOption::empty()),
             ha_token: Arc::new(ArcSwapOption::empty()),
             listen: std::sync::Mutex::new(None),
@@ -110,7 +109,8 @@ impl Admin {
             clients: Arc::new(Clients::default()),
             cluster_file: cluster_file.to_path_buf(),
             health_sock: Listeners::default(),
-            tasks: Tasks::new("admin"),
+            tasks: hub.ctx().tasks("admin"),
+            hub,
         })
     }
 }
@@ -166,7 +166,10 @@ impl Service for Admin {
             ),
             None => None,
         };
-        let new = self.listeners.bind_tcp_missing(&addrs).await?;
+        let new = self
+            .listeners
+            .bind_tcp_missing(&addrs, self.hub.ctx().bind)
+            .await?;
         let sources = access::Sources {
             allow_from: plan.cluster.admin.allow_from.clone(),
             ha_peer: plan.cluster.ha.as_ref().map(|h| h.peer.into()),

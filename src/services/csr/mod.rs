@@ -34,7 +34,6 @@ use tokio_util::sync::CancellationToken;
 use crate::plan::Plan;
 use crate::runtime::service::{Commit, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
-use crate::runtime::workerign::WorkerIgnition;
 use crate::timeline::Events;
 
 pub struct Csr {
@@ -53,11 +52,11 @@ fn reader_cfg(plan: &Plan, csr: &crate::model::cluster::CsrCfg) -> userdata::Rea
 impl Csr {
     /// The approver for `plan` (which has a `csr:` section), started at
     /// once, and the reader of the worker pointer config it shares through
-    /// `worker_ign`.
+    /// `rt.worker_ign`.
     pub fn new(
         plan: &Plan,
         events: Events,
-        worker_ign: Arc<WorkerIgnition>,
+        rt: &crate::runtime::context::Context,
     ) -> anyhow::Result<Arc<Csr>> {
         let cfg = plan
             .cluster
@@ -66,7 +65,7 @@ impl Csr {
             .ok_or_else(|| anyhow::anyhow!("no csr: section"))?;
         let reader = Arc::new(userdata::Reader {
             cfg: arc_swap::ArcSwap::from_pointee(reader_cfg(plan, &cfg)),
-            shared: worker_ign,
+            shared: rt.worker_ign.clone(),
             status: Mutex::new(None),
         });
         let approver = Arc::new(watch::Approver {
@@ -74,7 +73,7 @@ impl Csr {
             events,
             state: Mutex::new(watch::State::default()),
         });
-        let tasks = Tasks::new("csr");
+        let tasks = rt.tasks("csr");
         let a = approver.clone();
         let token = tasks.token();
         tasks.spawn(

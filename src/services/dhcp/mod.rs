@@ -77,8 +77,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::context::Context;
 use crate::runtime::datagram::{Datagrams, Gate};
 use crate::runtime::groupcommit::Ticks;
+use crate::runtime::ha::HaView;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
@@ -135,6 +137,8 @@ pub struct Dhcp {
     writer: Arc<Writer>,
     listeners: Listeners<(SocketAddr, Option<String>)>,
     tasks: Tasks,
+    /// This member's HA view: only the VIP holder answers.
+    ha: HaView,
 }
 
 /// The leases shared with the HA peer: bound, active pool leases
@@ -355,7 +359,7 @@ fn bind_socket(addr: SocketAddr, interface: Option<&str>, what: &str) -> anyhow:
 impl Dhcp {
     /// Load the lease file (an unusable lease directory fails here, before
     /// anything binds) and start the lease writer; no socket yet.
-    pub async fn new(plan: &Arc<Plan>) -> anyhow::Result<Arc<Dhcp>> {
+    pub async fn new(plan: &Arc<Plan>, ctx: &Context) -> anyhow::Result<Arc<Dhcp>> {
         let c = &plan.cluster;
         let path = c.dhcp.lease_file.clone();
         let scope = scope_of(plan);
@@ -375,7 +379,8 @@ impl Dhcp {
             }),
             writer: Arc::new(Writer::new(writer::real_save())),
             listeners: Listeners::default(),
-            tasks: Tasks::new("dhcp"),
+            tasks: ctx.tasks("dhcp"),
+            ha: ctx.ha.clone(),
         });
         let token = dhcp.tasks.shutdown_token();
         dhcp.tasks.spawn(
@@ -407,7 +412,7 @@ async fn serve_socket(
     let (shared, writer) = (&dhcp.shared, &dhcp.writer);
     // An HA member that does not hold the VIPs stays silent: the holder
     // answers (one OFFER per DISCOVER; runtime::ha).
-    let datagrams = Datagrams::new("dhcp", &LOG, Gate::VipHolder);
+    let datagrams = Datagrams::new("dhcp", &LOG, Gate::VipHolder(dhcp.ha.clone()));
     let mut buf = vec![0u8; 4096];
     let mut ticks = Ticks::new(GC_EVERY, LAZY_FLUSH);
     loop {

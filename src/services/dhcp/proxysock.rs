@@ -83,7 +83,7 @@ pub(super) async fn serve_boot_server(
 ) -> anyhow::Result<()> {
     let mut buf = vec![0u8; 4096];
     let counters = &dhcp.shared.counters;
-    let mut datagrams = Datagrams::new("dhcp boot server", &LOG, Gate::VipHolder);
+    let mut datagrams = Datagrams::new("dhcp boot server", &LOG, Gate::VipHolder(dhcp.ha.clone()));
     while let Some((n, src)) = datagrams.next(&socket, &mut buf, &shutdown).await? {
         let cfg = dhcp.cfg.load_full();
         if !cfg.proxy {

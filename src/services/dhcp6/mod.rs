@@ -345,7 +345,10 @@ fn bind_socket(addr: SocketAddr, interface: Option<&str>) -> anyhow::Result<UdpS
 
 impl Dhcp6 {
     /// Load the binding file and start the writer; no socket yet.
-    pub async fn new(plan: &Arc<Plan>) -> anyhow::Result<Arc<Dhcp6>> {
+    pub async fn new(
+        plan: &Arc<Plan>,
+        ctx: &crate::runtime::context::Context,
+    ) -> anyhow::Result<Arc<Dhcp6>> {
         let s = Settings::from_plan(plan).context("DHCPv6 needs network.ipv6")?;
         let path = s.binding_file.clone();
         let (p2, scope) = (path.clone(), s.scope.clone());
@@ -366,7 +369,7 @@ impl Dhcp6 {
             writer: Arc::new(Writer::new(writer::real_save())),
             listeners: Listeners::default(),
             advertisers: Listeners::default(),
-            tasks: Tasks::new("dhcp6"),
+            tasks: ctx.tasks("dhcp6"),
         });
         let token = d.tasks.shutdown_token();
         d.tasks.spawn(

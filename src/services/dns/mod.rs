@@ -70,6 +70,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::bind::BindOptions;
+use crate::runtime::context::Context;
+use crate::runtime::limits::cap::Caps;
 use crate::runtime::lograte::LogRate;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
@@ -98,17 +101,20 @@ pub const MAX_FORWARDS_IN_FLIGHT: usize = 1024;
 
 /// Bind UDP and TCP on `addr`. With port 0 both get the same port (retried
 /// a few times when the kernel's UDP pick is taken for TCP).
-async fn bind_pair(addr: SocketAddr) -> anyhow::Result<(UdpSocket, TcpListener)> {
+async fn bind_pair(
+    addr: SocketAddr,
+    bind: BindOptions,
+) -> anyhow::Result<(UdpSocket, TcpListener)> {
     if addr.port() != 0 {
-        let udp = crate::runtime::bind::udp(addr).with_context(|| format!("bind UDP {addr}"))?;
-        let tcp = crate::runtime::bind::tcp(addr).with_context(|| format!("bind TCP {addr}"))?;
+        let udp = bind.udp(addr).with_context(|| format!("bind UDP {addr}"))?;
+        let tcp = bind.tcp(addr).with_context(|| format!("bind TCP {addr}"))?;
         return Ok((udp, tcp));
     }
     let mut last = None;
     for _ in 0..20 {
-        let udp = crate::runtime::bind::udp(addr).with_context(|| format!("bind UDP {addr}"))?;
+        let udp = bind.udp(addr).with_context(|| format!("bind UDP {addr}"))?;
         let same = udp.local_addr()?;
-        match crate::runtime::bind::tcp(same) {
+        match bind.tcp(same) {
             Ok(tcp) => return Ok((udp, tcp)),
             Err(e) => last = Some(e),
         }
@@ -129,6 +135,9 @@ pub struct Dns {
     info: ArcSwap<Info>,
     listeners: Listeners<SocketAddr>,
     tasks: Tasks,
+    /// The DNS-over-TCP cap and how sockets bind (the run-time context).
+    caps: Caps,
+    bind: BindOptions,
 }
 
 /// What `/status` shows of the plan being served.
@@ -159,7 +168,7 @@ impl Info {
 
 impl Dns {
     /// The service for `plan`, serving nothing until its first commit.
-    pub fn new(plan: &Plan) -> anyhow::Result<Arc<Dns>> {
+    pub fn new(plan: &Plan, ctx: &Context) -> anyhow::Result<Arc<Dns>> {
         let core = handler::build(plan).context("building the DNS zones")?;
         Ok(Arc::new(Dns {
             stats: core.stats.clone(),
@@ -167,18 +176,20 @@ impl Dns {
             serials: Default::default(),
             info: ArcSwap::from_pointee(Info::default()),
             listeners: Listeners::default(),
-            tasks: Tasks::new("dns"),
+            tasks: ctx.tasks("dns"),
+            caps: ctx.caps,
+            bind: ctx.bind,
         }))
     }
 
     /// Send the NOTIFYs of a commit in the background (ended by shutdown).
-    fn send_notifies(&self, jobs: Vec<NotifyJob>) {
+    fn send_notifies(&self, jobs: Vec<NotifyJob>, bind: BindOptions) {
         if jobs.is_empty() {
             return;
         }
         let token = self.tasks.token();
         tokio::spawn(async move {
-            let all = futures_join(jobs);
+            let all = futures_join(jobs, bind);
             tokio::select! {
                 _ = token.cancelled() => {}
                 _ = all => {}
@@ -197,7 +208,7 @@ impl Dns {
         self.tasks.spawn(
             format!("dns tcp {addr}"),
             token.clone(),
-            tcp_loop(tcp, self.core.clone(), token),
+            tcp_loop(tcp, self.core.clone(), self.caps.dns_tcp(), token),
         );
         if let (Some(u), Some(t)) = (ul, tl) {
             info!("listening for dns udp on {u}");
@@ -249,14 +260,14 @@ impl Service for Dns {
         let wanted = plan.cluster.dns.listen.clone();
         let mut new = Vec::new();
         for addr in self.listeners.missing(&wanted) {
-            let (u, t) = bind_pair(addr).await?;
+            let (u, t) = bind_pair(addr, self.bind).await?;
             new.push((addr, u, t));
         }
         Ok(Box::new(move || {
             let listen = wanted.iter().map(|a| a.to_string()).collect::<Vec<_>>();
             self.core.store(Arc::new(core));
             *self.serials.locked() = serials;
-            self.send_notifies(notify);
+            self.send_notifies(notify, self.bind);
             self.listeners.close_except("dns", &wanted);
             for (addr, u, t) in new {
                 self.start_listener(addr, u, t);
@@ -339,10 +350,10 @@ fn notify_jobs(plan: &Plan, core: &Core, moved: &[String]) -> Vec<NotifyJob> {
 }
 
 /// Run every NOTIFY at once.
-async fn futures_join(jobs: Vec<NotifyJob>) {
+async fn futures_join(jobs: Vec<NotifyJob>, bind: BindOptions) {
     let mut set = JoinSet::new();
     for (zone, soa, to, from) in jobs {
-        set.spawn(notify::send(zone, soa, to, from));
+        set.spawn(notify::send(zone, soa, to, from, bind));
     }
     while set.join_next().await.is_some() {}
 }
@@ -362,14 +373,15 @@ static ACCEPT_LOG: LogRate = LogRate::new("dns tcp", Duration::from_secs(1));
 async fn tcp_loop(
     l: TcpListener,
     cores: Arc<ArcSwap<Core>>,
+    cap: usize,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let limits = net::Limits {
-        max_conns: Some(crate::runtime::limits::cap::dns_tcp()),
+        max_conns: Some(cap),
         backoff: Duration::from_millis(50),
         drain: Some(drain::DNS_QUERIES),
     };
-    let load = Arc::new(TcpLoad::default());
+    let load = Arc::new(TcpLoad::new(cap));
     let on_error = |e: &std::io::Error| {
         if let Some(tail) = ACCEPT_LOG.check("accept error", None) {
             warn!("dns tcp accept: {e}{tail}");
@@ -402,13 +414,17 @@ async fn tcp_loop(
 struct TcpLoad {
     open: std::sync::atomic::AtomicUsize,
     pressure: watch::Sender<bool>,
+    /// Open connections from which on the listener is under pressure.
+    pressure_at: usize,
 }
 
-impl Default for TcpLoad {
-    fn default() -> Self {
+impl TcpLoad {
+    /// The load of a listener whose cap is `cap`.
+    fn new(cap: usize) -> Self {
         TcpLoad {
             open: Default::default(),
             pressure: watch::Sender::new(false),
+            pressure_at: tcp_pressure_at(cap),
         }
     }
 }
@@ -421,7 +437,7 @@ impl TcpLoad {
         let n = load.open.fetch_add(1, Relaxed) + 1;
         load.pressure.send_if_modified(|p| {
             let was = *p;
-            *p = n >= tcp_pressure_at();
+            *p = n >= load.pressure_at;
             was != *p
         });
         TcpSlot(load.clone())
@@ -433,16 +449,15 @@ impl Drop for TcpSlot {
         let n = self.0.open.fetch_sub(1, Relaxed).saturating_sub(1);
         self.0.pressure.send_if_modified(|p| {
             let was = *p;
-            *p = n >= tcp_pressure_at();
+            *p = n >= self.0.pressure_at;
             was != *p
         });
     }
 }
 
-/// [`TCP_PRESSURE_AT`] in proportion to the cap in force (a low
+/// [`TCP_PRESSURE_AT`] in proportion to the cap in force, `cap` (a low
 /// open-files limit scales the cap, `limits::cap`).
-fn tcp_pressure_at() -> usize {
-    let cap = crate::runtime::limits::cap::dns_tcp();
+fn tcp_pressure_at(cap: usize) -> usize {
     (cap * TCP_PRESSURE_AT / MAX_TCP_CONNECTIONS).max(1)
 }
 

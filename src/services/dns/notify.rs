@@ -53,8 +53,14 @@ pub fn source_for(to: SocketAddr, listen: &[SocketAddr]) -> SocketAddr {
 }
 
 /// Notify `to` of `zone` (its SOA `soa`) from `from`; true when it answered.
-pub async fn send(zone: Name, soa: Record, to: SocketAddr, from: SocketAddr) -> bool {
-    let sock = match crate::runtime::bind::udp(from) {
+pub async fn send(
+    zone: Name,
+    soa: Record,
+    to: SocketAddr,
+    from: SocketAddr,
+    bind: crate::runtime::bind::BindOptions,
+) -> bool {
+    let sock = match bind.udp(from) {
         Ok(s) => s,
         Err(e) => {
             warn!("dns: NOTIFY {zone} to {to}: cannot bind {from}: {e}");

@@ -47,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::model::cluster::Cluster;
+use crate::runtime::ha::HaView;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::sync::LockExt as _;
 use crate::services::http::status::{NetbootRow, NetbootStateStatus};
@@ -96,7 +97,7 @@ pub struct NodeBoot {
     /// they are and the counter goes on from them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rev: u64,
-    /// The member that made revision `rev` (`runtime::ha::member_id`, its
+    /// The member that made revision `rev` (`runtime::ha::HaView::member_id`, its
     /// own IPv4 address; 0 without HA): breaks ties between equal
     /// revisions the same way on both members.
     #[serde(default, rename = "revBy", skip_serializing_if = "is_zero32")]
@@ -161,6 +162,8 @@ struct Inner {
     write_failures: u64,
     /// The Lamport clock: the highest revision seen (own and the peer's).
     clock: u64,
+    /// Whose revisions these are (the HA member id; 0 for a single one).
+    member: HaView,
 }
 
 impl Inner {
@@ -172,7 +175,7 @@ impl Inner {
     fn bump(&mut self, node: &str) {
         self.clock = self.clock.saturating_add(1);
         if let Some(e) = self.nodes.get_mut(node) {
-            (e.rev, e.rev_by) = (self.clock, crate::runtime::ha::member_id());
+            (e.rev, e.rev_by) = (self.clock, self.member.member_id());
         }
         self.changed();
     }
@@ -297,10 +300,12 @@ impl BootState {
         dir.join(format!("{}-netboot.json", c.name))
     }
 
-    /// The state of `c`, read from its file.
-    pub fn open(c: &Cluster) -> BootState {
+    /// The state of `c`, read from its file; its revisions are `ha`'s.
+    pub fn open(c: &Cluster, ha: &HaView) -> BootState {
         let names: Vec<String> = c.nodes.iter().map(|n| n.name.clone()).collect();
-        BootState::load(BootState::path_of(c), &names, Arc::new(write_file))
+        let state = BootState::load(BootState::path_of(c), &names, Arc::new(write_file));
+        state.inner().member = ha.clone();
+        state
     }
 
     /// Read `path` (see the module doc for an unreadable file: every one
@@ -317,6 +322,7 @@ impl BootState {
             writes: 0,
             write_failures: 0,
             clock: 0,
+            member: HaView::single(),
         };
         match read_state(&path) {
             Loaded::Nodes(n) => {

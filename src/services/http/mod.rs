@@ -35,7 +35,7 @@
 //!   the listener; a listener that ends on its own fails the service.
 //!   Silent or trickling connections are closed after [`HEADER_TIMEOUT`],
 //!   connections with no request in flight (h2 included) after
-//!   [`IDLE_TIMEOUT`] (`runtime::httpconn`); at most `limits::cap::http_served`
+//!   [`IDLE_TIMEOUT`] (`runtime::httpconn`); at most `limits::cap::Caps::http_served`
 //!   are served at once (1024 descriptors less a sixteenth kept to judge
 //!   newcomers, fewer under a short open-files limit), at most
 //!   `http.maxConnectionsPerClient` per client address, and when all are

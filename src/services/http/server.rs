@@ -25,9 +25,11 @@ use super::version::MinorVersion;
 use super::{Ctx, DRAIN, HEADER_TIMEOUT, IDLE_TIMEOUT, Scheme};
 use crate::plan::Plan;
 use crate::runtime::admission::{self as clients, ClientSlot, Clients, Refused};
+use crate::runtime::bind::BindOptions;
+use crate::runtime::context::Context;
 use crate::runtime::httpconn::{self, Activity, Builders, Ended, WRITE_STALL_TIMEOUT};
 use crate::runtime::lazytcp::{LazyListener, LazyTcp};
-use crate::runtime::limits::cap;
+use crate::runtime::limits::cap::Caps;
 use crate::runtime::lograte::LogRate;
 use crate::runtime::net;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
@@ -43,6 +45,9 @@ pub struct Http {
     /// The HTTPS listener's configuration (`None` while it does not run).
     tls: TlsConfig,
     tasks: Tasks,
+    /// The connection caps and how listeners bind (the run-time context).
+    caps: Caps,
+    bind: BindOptions,
 }
 
 /// The current server configuration of the HTTPS listener.
@@ -66,15 +71,11 @@ fn warn_missing_dirs(plan: &Plan) {
 impl Http {
     /// The service for `plan`, serving nothing until its first commit.
     /// With `csr:`, workers are served the cluster's current pointer
-    /// config from `worker_ign` (the CSR approver reads it; [`super::day2`]).
-    pub fn new(
-        plan: &Arc<Plan>,
-        events: crate::timeline::Events,
-        worker_ign: Arc<crate::runtime::workerign::WorkerIgnition>,
-    ) -> Arc<Http> {
+    /// config from `rt.worker_ign` (the CSR approver reads it; [`super::day2`]).
+    pub fn new(plan: &Arc<Plan>, events: crate::timeline::Events, rt: &Context) -> Arc<Http> {
         let shared = Arc::new(ArcSwap::new(plan.clone()));
-        let boot = Arc::new(BootState::open(&plan.cluster));
-        let tasks = Tasks::new("http");
+        let boot = Arc::new(BootState::open(&plan.cluster, &rt.ha));
+        let tasks = rt.tasks("http");
         // Persists the install state, retrying while the disk is full.
         let token = tasks.token();
         tasks.spawn(
@@ -94,12 +95,14 @@ impl Http {
                 refusals: Default::default(),
                 sno_initrd: Default::default(),
                 https: Default::default(),
-                day2: super::day2::Day2::new(worker_ign),
+                day2: super::day2::Day2::new(rt.worker_ign.clone()),
             }),
             listeners: Listeners::default(),
             tls_listeners: Listeners::default(),
             tls: TlsConfig::default(),
             tasks,
+            caps: rt.caps,
+            bind: rt.bind,
         })
     }
 
@@ -128,9 +131,9 @@ impl Http {
         } else {
             &self.listeners
         };
-        let ctx = self.ctx.clone();
+        let (ctx, caps) = (self.ctx.clone(), self.caps);
         set.start(&self.tasks, addr, format!("{what} listener {addr}"), |t| {
-            serve_listener(ctx, listener, nodelay_inherited, config, t)
+            serve_listener(ctx, listener, nodelay_inherited, config, caps, t)
         });
     }
 }
@@ -183,9 +186,13 @@ impl Service for Http {
             Some(a) => Some((a, super::https::load_cert(&plan).await?)),
             None => None,
         };
-        let new = self.listeners.bind_tcp_missing(&addrs).await?;
+        let new = self.listeners.bind_tcp_missing(&addrs, self.bind).await?;
         let new_tls = match &https {
-            Some((a, _)) => self.tls_listeners.bind_tcp_if_missing(*a).await?,
+            Some((a, _)) => {
+                self.tls_listeners
+                    .bind_tcp_if_missing(*a, self.bind)
+                    .await?
+            }
             None => None,
         };
         Ok(Box::new(move || {
@@ -393,16 +400,17 @@ async fn serve_listener(
     listener: TcpListener,
     nodelay_inherited: bool,
     tls: Option<TlsConfig>,
+    caps: Caps,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     // Descriptors bound what is accepted; admission what is served (the
     // difference lets a newcomer be judged when every slot is taken).
     let limits = net::Limits {
-        max_conns: Some(cap::http()),
+        max_conns: Some(caps.http()),
         backoff: Duration::from_millis(100),
         drain: None,
     };
-    let total = cap::http_served();
+    let total = caps.http_served();
     let mut builder = httpconn::builder(HEADER_TIMEOUT);
     // A client that shuts down its write side after the request (busybox
     // nc, HTTP/1.0 tools) still gets the whole body.
@@ -420,7 +428,7 @@ async fn serve_listener(
     net::serve(&listener, limits, &shutdown, on_error, |stream, peer| {
         let configured = ctx.plan.load().cluster.http.max_connections_per_client;
         let lim = clients::Limits {
-            per_client: cap::http_per_client(configured),
+            per_client: caps.http_per_client(configured),
             total,
         };
         let activity = Activity::new();

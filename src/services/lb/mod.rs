@@ -58,6 +58,7 @@
 //!   in-flight connections get [`DRAIN`] to finish before they are cut.
 
 pub mod checker;
+mod frontend;
 pub mod health;
 pub mod pipe;
 pub mod proxy;
@@ -67,40 +68,33 @@ pub mod status;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument as _, debug, info, info_span, warn};
+use tracing::{debug, info};
 
-use crate::model::access::{self, Decision};
 use crate::model::cluster::{Cluster, LbCfg};
 use crate::plan::Plan;
+use crate::runtime::bind::BindOptions;
+use crate::runtime::context::Context;
 use crate::runtime::control::{LbControl, LbControlError};
-use crate::runtime::lograte::{self, LogRate};
+use crate::runtime::limits::cap::Caps;
 use crate::runtime::metrics::{Kind, family};
-use crate::runtime::net;
-use crate::runtime::once::{self, OncePerAddress};
-use crate::runtime::service::{Commit, Listeners, Service, Tasks};
-
+use crate::runtime::once::OncePerAddress;
 use crate::runtime::probe::Prober;
+use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
 use crate::services::lb::status::{HealthStatus, LbStatus, PoolStatus};
 use crate::timeline::Events;
 use checker::{BootstrapWatch, CheckSettings, Marker};
-use select::Tried;
 use state::{Backend, FrontendStats, NodeMemory, PoolKind, Pools};
-
-/// Pipes for zero-copy forwarding, shared by every frontend; their
-/// descriptors are kept out of the client caps by `limits::reserve`.
-static PIPES: pipe::Pool = pipe::Pool::new(crate::runtime::limits::cap::LB_SPLICE_PIPES);
 
 /// How long in-flight connections may continue after shutdown.
 pub const DRAIN: Duration = crate::runtime::drain::LB_CONNECTIONS;
@@ -150,6 +144,12 @@ pub struct Lb {
     cluster: ArcSwap<Cluster>,
     /// Refused machine-config clients: one warning per address.
     refusals: OncePerAddress,
+    /// Pipes for zero-copy forwarding, shared by every frontend; their
+    /// descriptors are kept out of the client caps by `limits::reserve`.
+    pipes: pipe::Pool,
+    /// The connection caps and how frontends bind (the run-time context).
+    caps: Caps,
+    bind: BindOptions,
 }
 
 /// The health settings and probers of `plan`: the api and machine-config
@@ -177,7 +177,7 @@ fn marker_of(plan: &Plan) -> PathBuf {
 
 impl Lb {
     /// The service for `plan` (health checks start with the first commit).
-    pub fn new(plan: &Plan, events: Events) -> anyhow::Result<Arc<Lb>> {
+    pub fn new(plan: &Plan, events: Events, ctx: &Context) -> anyhow::Result<Arc<Lb>> {
         let c = &plan.cluster;
         let settings = check_settings(plan)?;
         let lb = Arc::new(Lb {
@@ -189,12 +189,15 @@ impl Lb {
             bootstrap: Arc::new(BootstrapWatch::new(marker_of(plan), c.lb.remove_bootstrap)),
             listeners: Listeners::default(),
             local: Mutex::new(Vec::new()),
-            tasks: Tasks::new("lb"),
+            tasks: ctx.tasks("lb"),
             conns: TaskTracker::new(),
             conns_stop: CancellationToken::new(),
             events,
             cluster: ArcSwap::from_pointee(c.clone()),
             refusals: OncePerAddress::default(),
+            pipes: pipe::Pool::new(crate::runtime::limits::cap::LB_SPLICE_PIPES),
+            caps: ctx.caps,
+            bind: ctx.bind,
         });
         let stop = lb.tasks.shutdown_token();
         lb.tasks.spawn(
@@ -238,7 +241,7 @@ impl Lb {
             &self.tasks,
             (kind, addr),
             format!("lb frontend {kind} {addr}"),
-            |t| accept_loop(me, kind, l, t),
+            |t| frontend::accept_loop(me, kind, l, t),
         );
     }
 
@@ -317,7 +320,9 @@ impl Service for Lb {
             .collect();
         let mut new = Vec::new();
         for (kind, addr) in self.listeners.missing(&wanted) {
-            let l = crate::runtime::bind::tcp(addr)
+            let l = self
+                .bind
+                .tcp(addr)
                 .with_context(|| format!("bind TCP {addr} for the {kind} frontend"))?;
             new.push((kind, addr, l));
         }
@@ -494,174 +499,5 @@ impl LbControl for Lb {
         };
         info!("lb: {node} {verb} in {}{back}", names.join(", "));
         Ok(format!("{node} {verb} in {}{back}", names.join(", ")))
-    }
-}
-
-/// Accept errors: at most one line a second per frontend.
-static ACCEPT_LOG: LogRate = LogRate::new("lb accept", Duration::from_secs(1));
-/// Client connections closed for want of a backend: at most one line per
-/// pool and [`lograte::CLIENT_EVENTS`], with the counts of the rest.
-static CLIENT_LOG: LogRate = LogRate::new("lb", lograte::CLIENT_EVENTS);
-
-/// The [`CLIENT_LOG`] key of a pool without a backend.
-fn no_backend_key(kind: PoolKind) -> &'static str {
-    match kind {
-        PoolKind::Api => "api: no healthy enabled backend",
-        PoolKind::MachineConfig => "machine-config: no healthy enabled backend",
-        PoolKind::IngressHttp => "ingress-http: no healthy enabled backend",
-        PoolKind::IngressHttps => "ingress-https: no healthy enabled backend",
-    }
-}
-
-async fn accept_loop(
-    lb: Arc<Lb>,
-    kind: PoolKind,
-    listener: TcpListener,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let stats = &lb.frontend(kind).stats;
-    // The frontend's family: its connections prefer backends of it.
-    let v6 = listener.local_addr().is_ok_and(|a| a.is_ipv6());
-    loop {
-        // EMFILE and friends: back off a little, keep serving; one line a second.
-        let on_error = |e: &std::io::Error| {
-            if let Some(tail) = ACCEPT_LOG.check(kind.as_str(), None) {
-                warn!("lb {kind}: accept: {e}{tail}");
-            }
-        };
-        let Some((stream, peer)) =
-            net::accept(&listener, &shutdown, Duration::from_millis(50), on_error).await
-        else {
-            return Ok(());
-        };
-        stats.total.fetch_add(1, Ordering::Relaxed);
-        if kind == PoolKind::MachineConfig {
-            if refuse_machine_config(&lb, peer) {
-                stats.refused.fetch_add(1, Ordering::Relaxed);
-                drop(stream);
-                continue;
-            }
-            lb.events.machine_config_connect(peer.ip());
-        }
-        let cap = lb.frontend(kind).cap(crate::runtime::limits::cap::scaled(
-            lb.cfg.load().max_connections,
-        ));
-        let Ok(permit) = cap.try_acquire_owned() else {
-            stats.over_cap.fetch_add(1, Ordering::Relaxed);
-            debug!(%peer, "lb {kind}: over maxConnections; closing");
-            drop(stream);
-            continue;
-        };
-        let lb2 = lb.clone();
-        let stop = lb.conns_stop.clone();
-        let span = info_span!("lb", pool = %kind, %peer);
-        lb.conns.spawn(
-            async move {
-                let stats = &lb2.frontend(kind).stats;
-                stats.active.fetch_add(1, Ordering::Relaxed);
-                tokio::select! {
-                    _ = stop.cancelled() => {}
-                    _ = serve_conn(&lb2, kind, stream, v6) => {}
-                }
-                stats.active.fetch_sub(1, Ordering::Relaxed);
-                drop(permit);
-            }
-            .instrument(span),
-        );
-    }
-}
-
-/// Should the machine-config frontend refuse `peer` (close it at once,
-/// never connect a backend)? The rendered configs the machine-config server
-/// hands out carry the kubelet bootstrap credentials, so only nodes, the
-/// appliance host and `loadBalancer.machineConfigClientCidrs` may connect.
-/// The first refusal per address is logged as a warning.
-fn refuse_machine_config(lb: &Lb, peer: SocketAddr) -> bool {
-    let c = lb.cluster.load();
-    if access::machine_config(&c, peer.ip()) == Decision::Allow {
-        return false;
-    }
-    let who = access::describe(&c, peer.ip());
-    match lb.refusals.check(peer.ip()) {
-        Some(n) => warn!(
-            "lb machine-config: connection from {} ({who}) refused: only nodes, the appliance host and loadBalancer.machineConfigClientCidrs may connect{}",
-            peer.ip(),
-            once::not_logged(n)
-        ),
-        None => debug!(%peer, "lb machine-config: refused ({who})"),
-    }
-    true
-}
-
-/// Connect to the next ready backend of the current pools, retrying the
-/// others on failure: those of the client's frontend family (`v6`) first,
-/// then the others.
-async fn connect_backend(lb: &Lb, kind: PoolKind, v6: bool) -> Option<(Arc<Backend>, TcpStream)> {
-    let pools = lb.pools.load_full();
-    let pool = pools.get(kind)?;
-    let connect_timeout = lb.cfg.load().connect_timeout;
-    let mut tried = Tried::default();
-    loop {
-        let eligible = |i: usize, family: bool| {
-            let b = &pool.backends[i];
-            !tried.contains(i) && (!family || b.key.addr.is_ipv6() == v6) && b.ready()
-        };
-        let n = pool.backends.len();
-        let i = pool
-            .rr
-            .pick(n, |i| eligible(i, true))
-            .or_else(|| pool.rr.pick(n, |i| eligible(i, false)))?;
-        tried.insert(i);
-        let b = &pool.backends[i];
-        match tokio::time::timeout(connect_timeout, TcpStream::connect(b.key.addr)).await {
-            Ok(Ok(s)) => return Some((b.clone(), s)),
-            Ok(Err(e)) => {
-                b.connect_failures.fetch_add(1, Ordering::Relaxed);
-                debug!(
-                    "lb {kind}: connect {} {}: {e}; trying the next",
-                    b.key.node, b.key.addr
-                );
-            }
-            Err(_) => {
-                b.connect_failures.fetch_add(1, Ordering::Relaxed);
-                debug!(
-                    "lb {kind}: connect {} {} timed out; trying the next",
-                    b.key.node, b.key.addr
-                );
-            }
-        }
-    }
-}
-
-/// Proxy one client connection (inside its `lb` span: pool and peer).
-async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream, v6: bool) {
-    let stats = &lb.frontend(kind).stats;
-    let _ = client.set_nodelay(true);
-    let Some((b, mut backend)) = connect_backend(lb, kind, v6).await else {
-        stats.no_backend.fetch_add(1, Ordering::Relaxed);
-        let peer = client.peer_addr().ok();
-        match CLIENT_LOG.check(no_backend_key(kind), peer) {
-            Some(tail) => warn!(
-                "lb {kind}: no healthy enabled backend; closing client connections until one is (closed {}){tail}",
-                peer.map_or_else(
-                    || "a connection".to_string(),
-                    |p| format!("the one from {p}")
-                )
-            ),
-            None => debug!("lb {kind}: no backend available; closing"),
-        }
-        return;
-    };
-    let _ = backend.set_nodelay(true);
-    b.active.fetch_add(1, Ordering::Relaxed);
-    b.total.fetch_add(1, Ordering::Relaxed);
-    let idle = lb.cfg.load().idle_timeout;
-    let end = proxy::splice(&mut client, &mut backend, idle, &PIPES).await;
-    b.active.fetch_sub(1, Ordering::Relaxed);
-    let node = &b.key.node;
-    match end {
-        proxy::End::Done(up, down) => debug!(%node, up, down, "lb connection done"),
-        proxy::End::Idle => debug!(%node, "lb connection idle timeout"),
-        proxy::End::Error(e) => debug!(%node, error = %e, "lb connection error"),
     }
 }

@@ -15,7 +15,8 @@
 //!   (`runtime::lograte`). Replies are never longer than requests.
 //! - The host clock state comes from `adjtimex` (crate `hostclock`), read
 //!   at most once per [`CLOCK_REREAD`]. For tests only, the environment
-//!   variable [`TEST_HOST_CLOCK_ENV`] (`synchronised` | `unsynchronised`)
+//!   variable [`TEST_HOST_CLOCK_ENV`] (`synchronised` | `unsynchronised`;
+//!   read only by a test build, cargo feature `test-hooks`)
 //!   replaces that reading, so the decision path (leap indicator, stratum,
 //!   `localStratum`) can be exercised on any host; it is logged at warn
 //!   when set.
@@ -62,7 +63,8 @@ use stats::Stats;
 
 /// How often the host clock state is read again.
 pub const CLOCK_REREAD: Duration = Duration::from_secs(1);
-/// Test-only override of the adjtimex reading (see the module doc).
+/// Test-only override of the adjtimex reading (see the module doc; read
+/// only by a build with the cargo feature `test-hooks`).
 pub const TEST_HOST_CLOCK_ENV: &str = "CRC_APPLIANCE_TEST_HOST_CLOCK";
 
 /// What the loop reads per datagram, swapped by a reload.
@@ -98,6 +100,8 @@ pub struct Ntp {
     limiter: std::sync::Mutex<Limiter>,
     listeners: Listeners<SocketAddr>,
     tasks: Tasks,
+    /// How the listener binds (the run-time context).
+    bind: crate::runtime::bind::BindOptions,
 }
 
 fn ctx_of(plan: &Plan) -> anyhow::Result<(Ctx, SocketAddr)> {
@@ -133,7 +137,7 @@ fn ctx_of(plan: &Plan) -> anyhow::Result<(Ctx, SocketAddr)> {
 }
 
 impl Ntp {
-    pub fn new(plan: &Plan) -> anyhow::Result<Arc<Ntp>> {
+    pub fn new(plan: &Plan, rt: &crate::runtime::context::Context) -> anyhow::Result<Arc<Ntp>> {
         let (ctx, _) = ctx_of(plan)?;
         let rate = ctx.client_rate;
         Ok(Arc::new(Ntp {
@@ -141,7 +145,8 @@ impl Ntp {
             stats: Arc::default(),
             limiter: std::sync::Mutex::new(Limiter::new(rate)),
             listeners: Listeners::default(),
-            tasks: Tasks::new("ntp"),
+            tasks: rt.tasks("ntp"),
+            bind: rt.bind,
         }))
     }
 }
@@ -163,8 +168,11 @@ impl Service for Ntp {
         let (ctx, addr) = ctx_of(&plan)?;
         let mut new = None;
         if !self.listeners.missing(&[addr]).is_empty() {
-            new =
-                Some(crate::runtime::bind::udp(addr).with_context(|| format!("bind UDP {addr}"))?);
+            new = Some(
+                self.bind
+                    .udp(addr)
+                    .with_context(|| format!("bind UDP {addr}"))?,
+            );
         }
         Ok(Box::new(move || {
             self.limiter.locked().set_rate(ctx.client_rate);
@@ -195,9 +203,21 @@ impl Service for Ntp {
     }
 }
 
-/// The host clock per adjtimex, or per [`TEST_HOST_CLOCK_ENV`].
+/// [`TEST_HOST_CLOCK_ENV`]'s value: a test build's (cargo feature
+/// `test-hooks`) override of the adjtimex reading; never in the shipped
+/// binary.
+fn forced_host_clock() -> Option<String> {
+    #[cfg(feature = "test-hooks")]
+    {
+        std::env::var(TEST_HOST_CLOCK_ENV).ok()
+    }
+    #[cfg(not(feature = "test-hooks"))]
+    None
+}
+
+/// The host clock per adjtimex, or per [`TEST_HOST_CLOCK_ENV`] (test builds).
 fn read_host_clock(local_stratum: Option<u8>) -> HostClock {
-    let forced = std::env::var(TEST_HOST_CLOCK_ENV).ok();
+    let forced = forced_host_clock();
     let (synchronised, max_error) = match forced.as_deref() {
         Some("synchronised") => (true, 0.001),
         Some("unsynchronised") => (false, 16.0),
@@ -257,7 +277,8 @@ async fn listen(
     socket: UdpSocket,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    if let Ok(v) = std::env::var(TEST_HOST_CLOCK_ENV) {
+    #[cfg(feature = "test-hooks")]
+    if let Some(v) = forced_host_clock() {
         warn!("ntp: {TEST_HOST_CLOCK_ENV}={v}: the host clock state is forced (tests only)");
     }
     let mut buf = vec![0u8; 2048];

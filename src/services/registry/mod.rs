@@ -101,6 +101,7 @@ pub struct Registry {
     ctx: Arc<Ctx>,
     listeners: Listeners<SocketAddr>,
     tasks: Tasks,
+    bind: crate::runtime::bind::BindOptions,
 }
 
 fn live_of(plan: &Plan) -> anyhow::Result<Live> {
@@ -177,7 +178,10 @@ fn server_tls(
 }
 
 impl Registry {
-    pub fn new(plan: &Plan) -> anyhow::Result<Arc<Registry>> {
+    pub fn new(
+        plan: &Plan,
+        rt: &crate::runtime::context::Context,
+    ) -> anyhow::Result<Arc<Registry>> {
         let live = live_of(plan)?;
         let store = storage::Store::new(&live.cfg.storage);
         std::fs::create_dir_all(store.root()).with_context(|| {
@@ -190,11 +194,12 @@ impl Registry {
                 live: ArcSwap::from_pointee(live),
                 tls: ArcSwapOption::empty(),
                 cert: std::sync::Mutex::default(),
-                replica: replica::Replica::of(plan)?,
+                replica: replica::Replica::of(plan, rt)?,
                 pull: pullthrough::PullThrough::default(),
             }),
             listeners: Listeners::default(),
-            tasks: Tasks::new("registry"),
+            tasks: rt.tasks("registry"),
+            bind: rt.bind,
         }))
     }
 }
@@ -242,7 +247,10 @@ impl Service for Registry {
             .listen_addrs(crate::model::catalogue::ServiceKind::Registry);
         let mut new = Vec::new();
         for addr in self.listeners.missing(&addrs) {
-            let l = crate::runtime::bind::tcp(addr).with_context(|| format!("bind TCP {addr}"))?;
+            let l = self
+                .bind
+                .tcp(addr)
+                .with_context(|| format!("bind TCP {addr}"))?;
             new.push((addr, l));
         }
         Ok(Box::new(move || {

@@ -46,6 +46,9 @@ use super::reply::{self, Resp};
 use super::storage::{Store, read_link};
 use super::{Ctx, pull};
 use crate::plan::Plan;
+use crate::runtime::bind::BindOptions;
+use crate::runtime::context::Context;
+use crate::runtime::ha::HaView;
 use crate::runtime::haauth::{self, Nonces, PairKey, Role, Stamp};
 use crate::runtime::sync::LockExt as _;
 
@@ -217,11 +220,14 @@ pub struct Replica {
     pub(super) key: PairKey,
     nonces: Mutex<Nonces>,
     pub(super) status: Mutex<ReplicaStatus>,
+    /// This member's HA view and how it binds (the run-time context).
+    ha: HaView,
+    pub(super) bind: BindOptions,
 }
 
 impl Replica {
     /// The replica of `plan`'s member (`Ok(None)` without `ha:`).
-    pub fn of(plan: &Plan) -> anyhow::Result<Option<Arc<Replica>>> {
+    pub fn of(plan: &Plan, rt: &Context) -> anyhow::Result<Option<Arc<Replica>>> {
         let Some(ha) = &plan.cluster.ha else {
             return Ok(None);
         };
@@ -235,12 +241,14 @@ impl Replica {
                 peer: ha.peer.to_string(),
                 ..ReplicaStatus::default()
             }),
+            ha: rt.ha.clone(),
+            bind: rt.bind,
         })))
     }
 
     /// This member's own address (0.0.0.0 until `runtime::ha` knows it).
-    pub fn me() -> Ipv4Addr {
-        Ipv4Addr::from(crate::runtime::ha::member_id())
+    pub fn me(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.ha.member_id())
     }
 }
 
@@ -309,7 +317,7 @@ async fn inventory_answer(ctx: &Arc<Ctx>, replica: &Replica, request: &Stamp) ->
         .await
         .unwrap_or_default();
     let body = serde_json::to_vec(&inv).unwrap_or_default();
-    let stamp = Stamp::new(Replica::me(), crate::runtime::clock::unix_now());
+    let stamp = Stamp::new(replica.me(), crate::runtime::clock::unix_now());
     let role = Role::Answer {
         status: 200,
         request: &request.nonce,

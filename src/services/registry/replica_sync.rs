@@ -80,7 +80,7 @@ impl Answer {
 impl Peer<'_> {
     /// Send `GET path` signed with the pair key; the answer's head.
     fn get(&self, path: &str, extra: &str) -> Result<(Answer, Stamp), String> {
-        let stamp = Stamp::new(Replica::me(), unix_now());
+        let stamp = Stamp::new(self.replica.me(), unix_now());
         let role = Role::Request {
             method: "GET",
             path,
@@ -390,15 +390,17 @@ pub(crate) async fn serve_and_replicate(
         return Ok(());
     };
     let listen = ctx.live.load().cfg.listen;
-    while Replica::me().is_unspecified() {
+    while replica.me().is_unspecified() {
         tokio::select! {
             _ = stop.cancelled() => return Ok(()),
             _ = tokio::time::sleep(LOOK) => {}
         }
     }
-    let own = SocketAddr::new(Replica::me().into(), listen.port());
+    let own = SocketAddr::new(replica.me().into(), listen.port());
     if !listen.ip().is_unspecified() && listen != own {
-        let l = crate::runtime::bind::tcp(own)
+        let l = replica
+            .bind
+            .tcp(own)
             .map_err(|e| anyhow::anyhow!("registry replica: bind {own}: {e}"))?;
         tracing::info!("registry: serving the HA peer on {own}");
         tokio::spawn(super::serve_listener(ctx.clone(), l, stop.clone()));

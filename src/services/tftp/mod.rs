@@ -74,6 +74,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::bind::BindOptions;
+use crate::runtime::context::Context;
 use crate::runtime::datagram::{Datagrams, Decision, Gate};
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
@@ -97,6 +99,8 @@ struct Ctx {
     /// `maxTransfersPerClient`.
     max_per_client: usize,
     pub(super) stats: Arc<Stats>,
+    /// How a transfer's socket binds (the run-time context).
+    pub(super) bind: BindOptions,
 }
 
 /// The TFTP service: one listener on `pxe.tftpListen`; the root and the
@@ -111,12 +115,17 @@ pub struct Tftp {
     clients: Arc<Clients>,
     listeners: Listeners<SocketAddr>,
     tasks: Tasks,
+    bind: BindOptions,
 }
 
 /// The transfer settings of `plan`, with the root checked.
 /// Returns the context, the listen addresses (`pxe.tftpListen` and its
 /// IPv6 twin) and `maxTransfers`.
-fn ctx_of(plan: &Plan, stats: &Arc<Stats>) -> anyhow::Result<(Ctx, Vec<SocketAddr>, usize)> {
+fn ctx_of(
+    plan: &Plan,
+    stats: &Arc<Stats>,
+    bind: BindOptions,
+) -> anyhow::Result<(Ctx, Vec<SocketAddr>, usize)> {
     let c = plan
         .cluster
         .tftp
@@ -146,6 +155,7 @@ fn ctx_of(plan: &Plan, stats: &Arc<Stats>) -> anyhow::Result<(Ctx, Vec<SocketAdd
             retries: c.retries,
             max_per_client: c.max_transfers_per_client,
             stats: stats.clone(),
+            bind,
         },
         plan.cluster
             .listen_addrs(crate::model::catalogue::ServiceKind::Tftp),
@@ -156,16 +166,17 @@ fn ctx_of(plan: &Plan, stats: &Arc<Stats>) -> anyhow::Result<(Ctx, Vec<SocketAdd
 impl Tftp {
     /// The service for `plan` (the root must exist), serving nothing until
     /// its first commit.
-    pub fn new(plan: &Plan) -> anyhow::Result<Arc<Tftp>> {
+    pub fn new(plan: &Plan, rt: &Context) -> anyhow::Result<Arc<Tftp>> {
         let stats = Arc::new(Stats::new());
-        let (ctx, _, max) = ctx_of(plan, &stats)?;
+        let (ctx, _, max) = ctx_of(plan, &stats, rt.bind)?;
         Ok(Arc::new(Tftp {
             ctx: Arc::new(ArcSwap::from_pointee(ctx)),
             stats,
             permits: std::sync::Mutex::new((max, Arc::new(Semaphore::new(max)))),
             clients: Arc::default(),
             listeners: Listeners::default(),
-            tasks: Tasks::new("tftp"),
+            tasks: rt.tasks("tftp"),
+            bind: rt.bind,
         }))
     }
 
@@ -188,11 +199,13 @@ impl Service for Tftp {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let (ctx, addrs, max) = ctx_of(&plan, &self.stats)?;
+        let (ctx, addrs, max) = ctx_of(&plan, &self.stats, self.bind)?;
         let mut new = Vec::new();
         for addr in self.listeners.missing(&addrs) {
-            let socket =
-                crate::runtime::bind::udp(addr).with_context(|| format!("bind UDP {addr}"))?;
+            let socket = self
+                .bind
+                .udp(addr)
+                .with_context(|| format!("bind UDP {addr}"))?;
             new.push((addr, socket));
         }
         Ok(Box::new(move || {

@@ -48,7 +48,7 @@ pub(super) async fn serve(
     stats.active.fetch_add(1, Ordering::Relaxed);
     let _guard = ActiveGuard(stats);
     let file = Shown(&req.filename).to_string();
-    let sock = match crate::runtime::bind::udp(bind_to) {
+    let sock = match ctx.bind.udp(bind_to) {
         Ok(s) => s,
         Err(e) => {
             if let Some(tail) = LOG.check("no transfer socket", Some(client)) {

@@ -1,0 +1,68 @@
+//! What the services of one `serve` share at run time, as one value
+//! handed to each service when it is created (after linkerd's `App`
+//! config and pingora's `ServerConf`, passed down rather than read from
+//! globals): the connection caps sized from the open-files limit
+//! ([`Caps`]), this member's HA view ([`HaView`]: whether it holds the
+//! VIPs, its member id, the `ha` status), how listeners bind
+//! ([`BindOptions`]: `IP_FREEBIND` for an HA member) and, in test builds
+//! only, the faults to inject ([`Faults`]); and the day-2 workers' pointer
+//! config the CSR approver shares with HTTP ([`WorkerIgnition`]).
+//!
+//! Built once by `serve` from the plan ([`Context::for_plan`] plus the caps
+//! `limits::apply` chose); a clone is cheap (the HA view is one `Arc`, the
+//! rest is plain data). Invariant: nothing here is process-global, so two
+//! appliances (or two instances of one service) in one process, each with
+//! its own `Context`, do not see each other's caps or HA state.
+
+use std::sync::Arc;
+
+use crate::plan::Plan;
+use crate::runtime::bind::BindOptions;
+use crate::runtime::faults::Faults;
+use crate::runtime::ha::HaView;
+use crate::runtime::limits::cap::Caps;
+use crate::runtime::service::Tasks;
+use crate::runtime::workerign::WorkerIgnition;
+
+/// The run-time context of one `serve`'s services.
+#[derive(Clone, Default)]
+pub struct Context {
+    /// The connection caps in force (as configured by default).
+    pub caps: Caps,
+    /// This member's HA view (a single appliance by default: it holds the
+    /// VIPs).
+    pub ha: HaView,
+    /// How listeners bind.
+    pub bind: BindOptions,
+    /// Test builds: tasks to fail on purpose (none by default).
+    pub faults: Faults,
+    /// The day-2 workers' pointer config: the CSR approver writes it, HTTP
+    /// serves it (neither imports the other).
+    pub worker_ign: Arc<WorkerIgnition>,
+}
+
+impl Context {
+    /// The context `plan` asks for: its HA view started (the first VIP
+    /// observation made now, before any service answers), `IP_FREEBIND`
+    /// for an HA member, the faults of a test build's environment, and
+    /// `caps`.
+    pub fn for_plan(plan: &Plan, caps: Caps) -> Context {
+        let c = &plan.cluster;
+        let ha = match &c.ha {
+            Some(h) => HaView::start(h.peer, c.network.appliance_ip, h.own_ip),
+            None => HaView::single(),
+        };
+        Context {
+            caps,
+            ha,
+            bind: BindOptions::for_plan(plan),
+            faults: Faults::from_env(),
+            worker_ign: Arc::default(),
+        }
+    }
+
+    /// The task set of `service`, with this context's faults.
+    pub fn tasks(&self, service: &'static str) -> Tasks {
+        Tasks::with_faults(service, self.faults.clone())
+    }
+}
