@@ -82,10 +82,6 @@ const KNOWN_CIRCLES: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "issue #39 item 7: Ipv4Net, MacAddr and their error move into model/net.rs",
-        &["model/cluster.rs", "model/names.rs", "model/sourcenet.rs"],
-    ),
-    (
         "the BMC client falls back to a session that calls through the client; \
          the error names the client's connect timeout",
         &[
