@@ -131,7 +131,7 @@ pub(crate) fn build(
         let bmc = rn
             .bmc
             .as_ref()
-            .and_then(|b| crate::config::bmc::build(b, base, &p("bmc"), &mut e.0));
+            .and_then(|b| super::bmc::build(b, base, &p("bmc"), &mut e.0));
         if let (Some(role), Some(mac), Some(ip)) = (role, mac, ip) {
             nodes.push(NodeCfg {
                 name: rn.name.clone(),
