@@ -59,44 +59,9 @@ pub fn ha(
         })
     };
     let net = &c.network;
-    let vips = [net.appliance_ip, net.api_vip, net.ingress_vip];
-    let addr = |push: &mut dyn FnMut(&str, String), path: &str, text: &str| {
-        let ip = text
-            .trim()
-            .parse::<Ipv4Addr>()
-            .map_err(|_| push(path, format!("{text:?} is not an IPv4 address")))
-            .ok()?;
-        if !net.cidr.contains(ip) {
-            push(path, format!("{ip} is outside network.cidr {}", net.cidr));
-            return None;
-        }
-        if vips.contains(&ip) {
-            push(
-                path,
-                format!(
-                    "{ip} is a VIP (applianceIP, apiVIP or ingressVIP): give the member's own address"
-                ),
-            );
-            return None;
-        }
-        if let Some(n) = c.nodes.iter().find(|n| n.ip == ip) {
-            push(path, format!("{ip} is node {}'s address", n.name));
-            return None;
-        }
-        if let Some(pool) = pool_of(c, ip) {
-            push(
-                path,
-                format!(
-                    "{ip} is inside the DHCP pool {pool}: the appliance could lease it to any client, which would then receive the pair's exchanges; give the member an address outside every pool"
-                ),
-            );
-            return None;
-        }
-        Some(ip)
-    };
-    let peer = addr(&mut push, "ha.peer", &raw.peer);
+    let peer = member_address(c, &mut push, "ha.peer", &raw.peer);
     let own_ip = match &raw.own_ip {
-        Some(t) => addr(&mut push, "ha.ownIP", t),
+        Some(t) => member_address(c, &mut push, "ha.ownIP", t),
         None => None,
     };
     if peer.is_some() && peer == own_ip {
@@ -159,6 +124,51 @@ pub fn ha(
             .unwrap_or_else(|| derived_vrid(&c.domain)),
         token_file,
     })
+}
+
+/// A member's own address at `path` (`ha.peer`, `ha.ownIP`): an IPv4
+/// address inside `network.cidr` that is none of the VIPs, no node's, and
+/// outside every DHCP pool. `None` when it is not (the reason pushed).
+fn member_address(
+    c: &Cluster,
+    push: &mut dyn FnMut(&str, String),
+    path: &str,
+    text: &str,
+) -> Option<Ipv4Addr> {
+    let net = &c.network;
+    let vips = [net.appliance_ip, net.api_vip, net.ingress_vip];
+    let ip = text
+        .trim()
+        .parse::<Ipv4Addr>()
+        .map_err(|_| push(path, format!("{text:?} is not an IPv4 address")))
+        .ok()?;
+    if !net.cidr.contains(ip) {
+        push(path, format!("{ip} is outside network.cidr {}", net.cidr));
+        return None;
+    }
+    if vips.contains(&ip) {
+        push(
+            path,
+            format!(
+                "{ip} is a VIP (applianceIP, apiVIP or ingressVIP): give the member's own address"
+            ),
+        );
+        return None;
+    }
+    if let Some(n) = c.nodes.iter().find(|n| n.ip == ip) {
+        push(path, format!("{ip} is node {}'s address", n.name));
+        return None;
+    }
+    if let Some(pool) = pool_of(c, ip) {
+        push(
+            path,
+            format!(
+                "{ip} is inside the DHCP pool {pool}: the appliance could lease it to any client, which would then receive the pair's exchanges; give the member an address outside every pool"
+            ),
+        );
+        return None;
+    }
+    Some(ip)
 }
 
 /// The DHCP pool (`dhcp.pool` or a segment's) holding `ip`, for messages.
