@@ -312,7 +312,7 @@ pub struct TftpCfg {
     pub pool: bool,
 }
 
-/// The validated `ha:` section (`config::ha`).
+/// The validated `ha:` section (`config/validate/ha.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HaCfg {
     /// The other member's own address.
