@@ -56,36 +56,6 @@ const ROOF: [&str; 3] = ["main", "lib", "bin"];
 /// circle is broken.
 const KNOWN_CIRCLES: &[(&str, &[&str])] = &[
     (
-        "issue #39 item 7: the Raw* types of pxe/ntp/ha/bmc/csr/registry move into raw.rs, \
-         their builders into validate/ (addressing.rs reads raw.rs's nodes)",
-        &[
-            "config/bmc.rs",
-            "config/csr.rs",
-            "config/ha.rs",
-            "config/ntp.rs",
-            "config/pxe.rs",
-            "config/raw.rs",
-            "config/registry.rs",
-            "config/validate/addressing.rs",
-            "config/validate/dhcp.rs",
-            "config/validate/dhcp/proxy.rs",
-            "config/validate/dns.rs",
-            "config/validate/http.rs",
-            "config/validate/identity.rs",
-            "config/validate/ipv6.rs",
-            "config/validate/lb.rs",
-            "config/validate/libvirt.rs",
-            "config/validate/mod.rs",
-            "config/validate/network.rs",
-            "config/validate/nodes.rs",
-            "config/validate/rhcos.rs",
-        ],
-    ),
-    (
-        "issue #39 item 7: Ipv4Net, MacAddr and their error move into model/net.rs",
-        &["model/cluster.rs", "model/names.rs", "model/sourcenet.rs"],
-    ),
-    (
         "the BMC client falls back to a session that calls through the client; \
          the error names the client's connect timeout",
         &[

@@ -13,14 +13,8 @@
 //!
 //! Nothing here touches a socket; `serve` binds only after [`load`] succeeded.
 
-pub mod bmc;
-pub mod csr;
 pub mod duration;
-pub mod ha;
-pub mod ntp;
-pub mod pxe;
 pub mod raw;
-pub mod registry;
 pub mod schema;
 pub mod secret;
 pub mod validate;

@@ -47,6 +47,17 @@ pub fn read_token(path: &Path) -> Result<String, String> {
     Ok(token)
 }
 
+/// The first line of a credential file (line ending removed); an error
+/// when it is empty. The message names the file, never the content.
+pub fn read_first_line(path: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let line = text.lines().next().unwrap_or("").trim_end_matches('\r');
+    if line.is_empty() {
+        return Err(format!("{} has an empty first line", path.display()));
+    }
+    Ok(line.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

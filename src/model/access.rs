@@ -37,7 +37,8 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use super::cluster::{Cluster, Ipv4Net, NodeCfg, Role};
+use super::cluster::{Cluster, NodeCfg, Role};
+use super::net::Ipv4Net;
 
 /// A client address as the rules see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! A bare-metal node's BMC as the cluster file declares it (`nodes[].bmc`):
 //! the Redfish system URL, where the credentials are read from, and how its
-//! TLS certificate is checked. Validated in `config::bmc`; used by the
+//! TLS certificate is checked. Validated in `config/validate/bmc.rs`; used by the
 //! `bmc` driver.
 //!
 //! Invariants: `url` is `http(s)://host[:port]/redfish/v1/Systems/<id>`

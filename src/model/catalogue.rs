@@ -245,6 +245,22 @@ impl<'a> Sections<'a> {
     }
 }
 
+/// The load balancer's frontends (name, address, field): one per pool,
+/// and on a dual-stack network its IPv6 twin.
+fn lb_frontends(l: &LbCfg, ipv6: Option<&Ipv6Cfg>) -> Vec<(&'static str, SocketAddr, String)> {
+    let mut out = Vec::new();
+    for p in PoolKind::ALL {
+        let field = format!("loadBalancer.listen.{}", p.listen_field());
+        out.push((p.listener_name(), p.frontend(l), field));
+        if let Some(v6) = ipv6
+            && let Some(t) = p.frontend_v6(l, Some(v6))
+        {
+            out.push((p.listener_name(), t, p.vip6(v6).1.to_string()));
+        }
+    }
+    out
+}
+
 /// Every socket the enabled sections of `s` bind, in start order.
 pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
     let mut out = Vec::new();
@@ -293,17 +309,11 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
                 }
             }
             ServiceKind::Lb => {
-                if let Some(l) = s.lb.filter(|l| l.enabled) {
-                    for p in PoolKind::ALL {
-                        let field = format!("loadBalancer.listen.{}", p.listen_field());
-                        add(kind, p.listener_name(), Proto::Tcp, p.frontend(l), field);
-                        if let Some(v6) = s.ipv6
-                            && let Some(t) = p.frontend_v6(l, Some(v6))
-                        {
-                            let field = p.vip6(v6).1.to_string();
-                            add(kind, p.listener_name(), Proto::Tcp, t, field);
-                        }
-                    }
+                for (what, addr, field) in
+                    s.lb.filter(|l| l.enabled)
+                        .map_or_else(Vec::new, |l| lb_frontends(l, s.ipv6))
+                {
+                    add(kind, what, Proto::Tcp, addr, field);
                 }
             }
             ServiceKind::Http => {
@@ -341,13 +351,8 @@ pub fn listeners(s: &Sections<'_>) -> Vec<Listener> {
             ServiceKind::Csr => {}
             ServiceKind::Registry => {
                 if let Some(r) = s.registry {
-                    add(
-                        kind,
-                        "registry",
-                        Proto::Tcp,
-                        r.listen,
-                        "registry.listen".into(),
-                    );
+                    let field = String::from("registry.listen");
+                    add(kind, "registry", Proto::Tcp, r.listen, field);
                     if let Some(l6) = twin(r.listen) {
                         add(kind, "registry", Proto::Tcp, l6, APP6.into());
                     }

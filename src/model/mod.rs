@@ -1,5 +1,5 @@
 //! The model every other module shares: the validated cluster
-//! ([`cluster`]), DNS names and records ([`names`]) and the rules that keep
+//! ([`cluster`]), its network types (CIDR, MAC: [`net`]), DNS names and records ([`names`]) and the rules that keep
 //! user records from contradicting the generated ones ([`conflicts`]),
 //! who may fetch a node's secrets ([`access`]), the IPv6 half of a
 //! dual-stack network ([`ipv6`]), and the install mode
@@ -22,6 +22,7 @@ pub mod ipv6;
 pub mod keepalived;
 pub mod mode;
 pub mod names;
+pub mod net;
 pub mod registry;
 pub mod sourcenet;
 pub mod staticnet;

@@ -15,7 +15,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde::Serialize;
 
-use super::cluster::Ipv4Net;
+use super::net::Ipv4Net;
 
 /// The appliance's name server label (`ns1.<domain>`, the SOA MNAME).
 pub const NS: &str = "ns1";

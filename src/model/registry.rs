@@ -1,6 +1,6 @@
 //! The validated `registry:` section (issue #36, docs/registry.md): the
 //! appliance as the lab's mirror registry. Pure data; the raw schema and
-//! its checks are `config/registry.rs`, the server `services/registry/`.
+//! its checks are `config/validate/registry.rs`, the server `services/registry/`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -11,8 +11,8 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::cluster::Ipv4Net;
 use super::ipv6::Ipv6Net;
+use super::net::Ipv4Net;
 
 /// An IPv4 or IPv6 network in CIDR form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,7 +1,7 @@
 //! `libvirt`: the URI, ISO, pool, network and per-role resources of the
 //! VMs (only for `vm ...` and `startOnServe`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{Errs, resolve};
 use crate::config::raw;
@@ -27,22 +27,7 @@ pub(crate) fn build(
         );
         ok = false;
     }
-    let iso = match rhcos.map(|r| &r.source) {
-        Some(BootSource::Iso(p)) => Some(p.clone()),
-        Some(BootSource::Files { .. }) => {
-            e.push(
-                "libvirt",
-                "the VMs boot from the live ISO: set rhcos.iso (rhcos names PXE artifacts)",
-            );
-            None
-        }
-        None => {
-            if v.iso.is_none() {
-                e.push("libvirt", "the VMs need rhcos.iso (the RHCOS live ISO)");
-            }
-            None
-        }
-    };
+    let iso = boot_iso(e, v, rhcos);
     let network_name = v
         .network
         .name
@@ -95,29 +80,9 @@ pub(crate) fn build(
         super::rhcos::check_install_dev(e, "libvirt.installDev", &v.install_dev);
         ok = false;
     }
-    let mut res = |role: &str, r: &raw::Resource| {
-        let p = |f: &str| format!("libvirt.resources.{role}.{f}");
-        if r.cpus == 0 || r.cpus > 256 {
-            e.push(p("cpus"), "must be 1..256");
-            ok = false;
-        }
-        if r.memory_mib < 512 {
-            e.push(p("memoryMib"), "must be at least 512");
-            ok = false;
-        }
-        if r.disk_gib == 0 {
-            e.push(p("diskGib"), "must be greater than zero");
-            ok = false;
-        }
-        ResourceCfg {
-            cpus: r.cpus,
-            memory_mib: r.memory_mib,
-            disk_gib: r.disk_gib,
-        }
-    };
-    let bootstrap = res("bootstrap", &v.resources.bootstrap);
-    let master = res("master", &v.resources.master);
-    let worker = res("worker", &v.resources.worker);
+    let bootstrap = resources(e, "bootstrap", &v.resources.bootstrap, &mut ok);
+    let master = resources(e, "master", &v.resources.master, &mut ok);
+    let worker = resources(e, "worker", &v.resources.worker, &mut ok);
     let iso = iso?;
     ok.then(|| LibvirtCfg {
         uri: v.uri.clone(),
@@ -134,4 +99,48 @@ pub(crate) fn build(
         install_dev: v.install_dev.clone(),
         start_on_serve: v.start_on_serve,
     })
+}
+
+/// The live ISO the VMs boot from: `rhcos.iso` (PXE artifacts are no
+/// boot source for a VM; `libvirt.iso` moved to `rhcos.iso`).
+fn boot_iso(e: &mut Errs, v: &raw::Libvirt, rhcos: Option<&RhcosCfg>) -> Option<PathBuf> {
+    match rhcos.map(|r| &r.source) {
+        Some(BootSource::Iso(p)) => Some(p.clone()),
+        Some(BootSource::Files { .. }) => {
+            e.push(
+                "libvirt",
+                "the VMs boot from the live ISO: set rhcos.iso (rhcos names PXE artifacts)",
+            );
+            None
+        }
+        None => {
+            if v.iso.is_none() {
+                e.push("libvirt", "the VMs need rhcos.iso (the RHCOS live ISO)");
+            }
+            None
+        }
+    }
+}
+
+/// `libvirt.resources.<role>`: 1..256 CPUs, at least 512 MiB, a disk;
+/// clears `ok` on a violation.
+fn resources(e: &mut Errs, role: &str, r: &raw::Resource, ok: &mut bool) -> ResourceCfg {
+    let p = |f: &str| format!("libvirt.resources.{role}.{f}");
+    if r.cpus == 0 || r.cpus > 256 {
+        e.push(p("cpus"), "must be 1..256");
+        *ok = false;
+    }
+    if r.memory_mib < 512 {
+        e.push(p("memoryMib"), "must be at least 512");
+        *ok = false;
+    }
+    if r.disk_gib == 0 {
+        e.push(p("diskGib"), "must be greater than zero");
+        *ok = false;
+    }
+    ResourceCfg {
+        cpus: r.cpus,
+        memory_mib: r.memory_mib,
+        disk_gib: r.disk_gib,
+    }
 }

@@ -3,8 +3,10 @@
 //!
 //! One builder per section ([`identity`], [`network`] with [`ipv6`],
 //! [`nodes`] with [`addressing`], [`dns`],
-//! [`dhcp`], [`lb`], [`http`] for `http` and `admin`, [`libvirt`], and the
-//! listener collision check in [`listeners`]). Each returns
+//! [`dhcp`], [`lb`], [`http`] for `http` and `admin`, [`libvirt`], the
+//! optional sections [`pxe`], [`ntp`], [`registry`], [`ha`], [`csr`], each
+//! node's [`bmc`], and the listener collision check in [`listeners`]). The
+//! builders read `config::raw`, which never imports them. Each returns
 //! `Option<Section>` and records its errors. A builder returns `Some` whenever
 //! it can assemble the section (even with errors recorded, so later checks
 //! such as listener collisions still run on it), and `None` only when an
@@ -16,8 +18,11 @@
 //! others' errors.
 
 mod addressing;
+mod bmc;
+mod csr;
 mod dhcp;
 mod dns;
+mod ha;
 mod http;
 mod identity;
 mod ipv6;
@@ -26,6 +31,9 @@ mod libvirt;
 mod listeners;
 mod network;
 mod nodes;
+mod ntp;
+mod pxe;
+mod registry;
 mod rhcos;
 #[cfg(test)]
 mod tests;
@@ -195,14 +203,14 @@ pub(crate) fn sections(raw: &ClusterFile, base: &Path, e: &mut Errs) -> Sections
     let lb = lb::build(&raw.load_balancer, &raw.nodes, &net, base, e);
     let http = http::build_http(&raw.http, &net, nodes.as_deref(), base, e);
     let admin = http::build_admin(&raw.admin, base, e);
-    let tftp = super::pxe::tftp(raw.pxe.as_ref(), net.appliance_ip, base, &mut e.0);
-    let ntp = super::ntp::ntp(raw.ntp.as_ref(), net.appliance_ip, &mut e.0);
-    let registry_cx = super::registry::Context {
+    let tftp = pxe::tftp(raw.pxe.as_ref(), net.appliance_ip, base, &mut e.0);
+    let ntp = ntp::ntp(raw.ntp.as_ref(), net.appliance_ip, &mut e.0);
+    let registry_cx = registry::Context {
         appliance_ip: net.appliance_ip,
         domain: &domain,
         base,
     };
-    let registry = super::registry::registry(raw.registry.as_ref(), &registry_cx, &mut e.0);
+    let registry = registry::registry(raw.registry.as_ref(), &registry_cx, &mut e.0);
     // The IPv6 twins of the listeners (`network.ipv6`, as far as it parsed).
     let ipv6 = net.v6.as_ref().and_then(|v| v.finish());
     listeners::check(
@@ -313,8 +321,8 @@ pub fn validate(raw: ClusterFile, base: &Path) -> Result<Cluster, Vec<FieldError
     addressing::check_kargs(&c, &mut e);
     rhcos::check_kargs_fit(&c, &mut e);
     rhcos::check_ipxe_cmdline(&c, &mut e);
-    c.ha = super::ha::ha(raw_ha.as_ref(), &c, base, &mut e.0);
-    c.csr = super::csr::csr(raw_csr.as_ref(), base, &mut e.0);
+    c.ha = ha::ha(raw_ha.as_ref(), &c, base, &mut e.0);
+    c.csr = csr::csr(raw_csr.as_ref(), base, &mut e.0);
     if !e.0.is_empty() {
         return Err(e.0);
     }

@@ -21,7 +21,7 @@ use super::plan::{self, Journal, Observed, Step, choose_slot, insertable};
 use super::redfish::{
     MediaView, SystemView, bounded, members, names_system, parameter_values, text,
 };
-use crate::config::bmc::read_first_line;
+use crate::config::secret::read_first_line;
 use crate::model::bmc::BmcCfg;
 use crate::model::cluster::NodeCfg;
 

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::cluster::{LibvirtCfg, MacAddr, NetMode, Role};
+use crate::model::cluster::{Cluster, LibvirtCfg, NetMode, NetworkCfg, NodeCfg, Role};
+use crate::model::net::MacAddr;
 use crate::plan::Plan;
 
 /// Namespace of our `<metadata>` element in network and domain XML; it marks
@@ -183,30 +184,7 @@ impl Spec {
             .ok_or_else(|| anyhow::anyhow!("the cluster file has no `libvirt` section"))?;
         let net = &c.network;
         let mut warnings = Vec::new();
-        let bridge_ip = match v.mode {
-            NetMode::Appliance => net.appliance_ip,
-            NetMode::Forwarder => {
-                if net.gateway == net.appliance_ip {
-                    anyhow::bail!(
-                        "libvirt.network.mode forwarder: libvirt's dnsmasq owns the bridge address \
-                         (network.gateway {}), so network.applianceIP must be a different address \
-                         where the appliance's DNS listens",
-                        net.gateway
-                    );
-                }
-                net.gateway
-            }
-        };
-        if let (NetMode::Forwarder, Some(v6)) = (v.mode, &net.ipv6) {
-            anyhow::bail!(
-                "libvirt.network.mode forwarder with network.ipv6: libvirt runs its dnsmasq for \
-                 the forwarding DNS, and that dnsmasq sends its own router advertisements \
-                 (SLAAC, `ra-only`) for every IPv6 address of the network ({}), so the nodes \
-                 would take addresses outside their reservations; use mode appliance \
-                 (docs/ipv6.md)",
-                v6.cidr
-            );
-        }
+        let bridge_ip = bridge_address(v.mode, net)?;
         let bridge_ip6 = net
             .ipv6
             .as_ref()
@@ -251,52 +229,7 @@ impl Spec {
         let nodes = c
             .nodes
             .iter()
-            .map(|n| {
-                let r = v.resources(n.role);
-                let domain = format!("{cluster}-{}", n.name);
-                let volume = format!("{domain}.qcow2");
-                let ign = if has_node_ignition(&n.name) {
-                    format!("{}.ign", n.name)
-                } else {
-                    format!("{}.ign", n.role)
-                };
-                let ignition_url = format!("{http_base}/ignition/{ign}");
-                // Single-node: the live system with the bootstrap-in-place
-                // Ignition (`/ignition/<node>.ign` serves it) and no
-                // coreos.inst.*; it writes its disk at the end of bootstrap
-                // and reboots once, which `on_reboot=destroy` turns into
-                // the guest shutdown that ends the install phase.
-                let (ignition_url, cmdline) = if c.is_single_node_master(n) {
-                    let url = format!("{http_base}/ignition/{}.ign", n.name);
-                    let k = crate::model::boot::single_node_kargs(c, n, Some(&url));
-                    (url, format!("coreos.live.rootfs_url={rootfs_url} {k}"))
-                } else {
-                    let k = crate::model::boot::install_kargs(
-                        c,
-                        n,
-                        &v.install_dev,
-                        &rootfs_url,
-                        &ignition_url,
-                    );
-                    (ignition_url, k)
-                };
-                NodeSpec {
-                    node: n.name.clone(),
-                    uuid: stable_uuid(&format!("{}/{}", c.domain, n.name)),
-                    role: n.role,
-                    mac: n.mac,
-                    ip: n.ip,
-                    cpus: r.cpus,
-                    memory_mib: r.memory_mib,
-                    disk_gib: r.disk_gib,
-                    disk_path: pool.join(&volume),
-                    serial_log: pool.join(format!("{domain}-serial.log")),
-                    volume,
-                    domain,
-                    ignition_url,
-                    cmdline,
-                }
-            })
+            .map(|n| node_spec(c, v, n, &http_base, &rootfs_url, has_node_ignition))
             .collect();
         Ok(Spec {
             domain: c.domain.clone(),
@@ -338,6 +271,89 @@ impl Spec {
             (ISO_INITRD, self.initrd.as_path()),
             (ISO_ROOTFS, self.rootfs.as_path()),
         ]
+    }
+}
+
+/// The bridge's IPv4 address: the appliance's in mode appliance; in mode
+/// forwarder the gateway (libvirt's dnsmasq owns it), which must then
+/// differ from `applianceIP`, and never with `network.ipv6` (that dnsmasq
+/// would send its own router advertisements).
+fn bridge_address(mode: NetMode, net: &NetworkCfg) -> anyhow::Result<Ipv4Addr> {
+    let bridge_ip = match mode {
+        NetMode::Appliance => net.appliance_ip,
+        NetMode::Forwarder => {
+            if net.gateway == net.appliance_ip {
+                anyhow::bail!(
+                    "libvirt.network.mode forwarder: libvirt's dnsmasq owns the bridge address \
+                     (network.gateway {}), so network.applianceIP must be a different address \
+                     where the appliance's DNS listens",
+                    net.gateway
+                );
+            }
+            net.gateway
+        }
+    };
+    if let (NetMode::Forwarder, Some(v6)) = (mode, &net.ipv6) {
+        anyhow::bail!(
+            "libvirt.network.mode forwarder with network.ipv6: libvirt runs its dnsmasq for \
+             the forwarding DNS, and that dnsmasq sends its own router advertisements \
+             (SLAAC, `ra-only`) for every IPv6 address of the network ({}), so the nodes \
+             would take addresses outside their reservations; use mode appliance \
+             (docs/ipv6.md)",
+            v6.cidr
+        );
+    }
+    Ok(bridge_ip)
+}
+
+/// One VM of the cluster: its resources, volume, serial log, and the
+/// kernel command line of its install (single-node: the live system with
+/// the bootstrap-in-place Ignition).
+fn node_spec(
+    c: &Cluster,
+    v: &LibvirtCfg,
+    n: &NodeCfg,
+    http_base: &str,
+    rootfs_url: &str,
+    has_node_ignition: &dyn Fn(&str) -> bool,
+) -> NodeSpec {
+    let r = v.resources(n.role);
+    let domain = format!("{}-{}", c.name, n.name);
+    let volume = format!("{domain}.qcow2");
+    let ign = if has_node_ignition(&n.name) {
+        format!("{}.ign", n.name)
+    } else {
+        format!("{}.ign", n.role)
+    };
+    let ignition_url = format!("{http_base}/ignition/{ign}");
+    // Single-node: the live system with the bootstrap-in-place
+    // Ignition (`/ignition/<node>.ign` serves it) and no
+    // coreos.inst.*; it writes its disk at the end of bootstrap
+    // and reboots once, which `on_reboot=destroy` turns into
+    // the guest shutdown that ends the install phase.
+    let (ignition_url, cmdline) = if c.is_single_node_master(n) {
+        let url = format!("{http_base}/ignition/{}.ign", n.name);
+        let k = crate::model::boot::single_node_kargs(c, n, Some(&url));
+        (url, format!("coreos.live.rootfs_url={rootfs_url} {k}"))
+    } else {
+        let k = crate::model::boot::install_kargs(c, n, &v.install_dev, rootfs_url, &ignition_url);
+        (ignition_url, k)
+    };
+    NodeSpec {
+        node: n.name.clone(),
+        uuid: stable_uuid(&format!("{}/{}", c.domain, n.name)),
+        role: n.role,
+        mac: n.mac,
+        ip: n.ip,
+        cpus: r.cpus,
+        memory_mib: r.memory_mib,
+        disk_gib: r.disk_gib,
+        disk_path: v.pool_path.join(&volume),
+        serial_log: v.pool_path.join(format!("{domain}-serial.log")),
+        volume,
+        domain,
+        ignition_url,
+        cmdline,
     }
 }
 

@@ -25,15 +25,22 @@
 //! - An HA peer's lease ([`LeaseTable::check_peer`]) is taken only for a
 //!   pool address, expiring at most the lease time (plus [`PEER_SKEW`])
 //!   from now, with a bounded client id and hostname.
+//!
+//! Parts: this file holds the table and its rules; `file.rs` the persisted
+//! form, `peer.rs` the leases shared with the HA peer.
 
-use crate::runtime::status::LeaseState;
+mod file;
+mod peer;
+
 use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::cluster::{Ipv4Net, MacAddr};
+use crate::model::net::{Ipv4Net, MacAddr};
 use crate::runtime::statefile::{hex, unhex};
+use crate::runtime::status::LeaseState;
+pub use file::{FILE_VERSION, LeaseFile};
 
 /// Seconds an offered address stays held for the client.
 pub const OFFER_HOLD: u64 = 30;
@@ -62,9 +69,6 @@ pub fn canonical_id(id: &[u8]) -> Vec<u8> {
     v.extend_from_slice(d.as_ref());
     v
 }
-
-/// Version of the lease file format.
-pub const FILE_VERSION: u32 = 1;
 
 /// What the table needs from the configuration.
 #[derive(Debug, Clone)]
@@ -191,16 +195,6 @@ pub struct Declined {
     pub ip: Ipv4Addr,
     /// Unix seconds.
     pub until: u64,
-}
-
-/// The persisted form.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LeaseFile {
-    pub version: u32,
-    pub leases: Vec<Lease>,
-    #[serde(default)]
-    pub declined: Vec<Declined>,
 }
 
 mod mac_serde {
@@ -530,96 +524,6 @@ impl LeaseTable {
         before != self.declined.len()
     }
 
-    /// The HA peer's leases this table may take: bound, active pool
-    /// leases expiring at most `leaseTime` + [`PEER_SKEW`] from `now`,
-    /// with a client id of at most [`MAX_CLIENT_ID`] bytes (a longer one
-    /// is sent as its digest); a hostname longer than [`MAX_HOSTNAME`] is
-    /// dropped. The others are noted in `skipped`. Changes nothing.
-    pub fn check_peer(
-        &self,
-        peer: Vec<Lease>,
-        now: u64,
-        skipped: &mut crate::runtime::control::Skipped,
-    ) -> Vec<Lease> {
-        let latest = now.saturating_add(u64::from(self.scope.lease_time) + PEER_SKEW);
-        let mut out = Vec::with_capacity(peer.len());
-        for mut l in peer {
-            if l.reserved || l.state != State::Bound || !l.active(now) {
-                continue;
-            }
-            let why = if !self.scope.in_pool(l.ip) || self.reserved_ips.contains_key(&l.ip) {
-                Some("is not a pool address".to_string())
-            } else if l.expires > latest {
-                Some(format!(
-                    "expires {} s from now, beyond the lease time",
-                    l.expires - now
-                ))
-            } else if l
-                .client_id
-                .as_deref()
-                .is_some_and(|c| c.len() > 2 * MAX_CLIENT_ID || unhex(c).is_none())
-            {
-                Some("has a client id longer than 64 bytes or not hex".to_string())
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                skipped.note(|| format!("leases: the lease of {} {why}", l.ip));
-                continue;
-            }
-            if l.hostname.as_ref().is_some_and(|h| h.len() > MAX_HOSTNAME) {
-                l.hostname = None;
-            }
-            out.push(l);
-        }
-        out
-    }
-
-    /// Take the HA peer's active bound pool leases that expire later than
-    /// what this table has for their address and their client (a renewal
-    /// through the peer wins; our own newer record wins). Reservations are
-    /// not shared: both members answer them alike. Returns the addresses
-    /// taken; they are marked for the lease file.
-    pub fn merge_peer(&mut self, peer: &[Lease], now: u64) -> Vec<Ipv4Addr> {
-        let mut taken = Vec::new();
-        for l in peer {
-            if l.reserved
-                || l.state != State::Bound
-                || !l.active(now)
-                || l.expires > now.saturating_add(u64::from(self.scope.lease_time) + PEER_SKEW)
-                || !self.scope.in_pool(l.ip)
-                || self.reserved_ips.contains_key(&l.ip)
-                || self
-                    .by_ip
-                    .get(&l.ip)
-                    .is_some_and(|o| o.expires >= l.expires)
-            {
-                continue;
-            }
-            let key = self.key_of(l);
-            if let Some(old) = self.by_key.get(&key).copied()
-                && old != l.ip
-            {
-                if self.by_ip.get(&old).is_some_and(|o| o.expires >= l.expires) {
-                    continue;
-                }
-                self.by_ip.remove(&old);
-            }
-            // Another client's older record at this address goes.
-            if let Some(o) = self.by_ip.get(&l.ip) {
-                let k = self.key_of(o);
-                if self.by_key.get(&k) == Some(&l.ip) {
-                    self.by_key.remove(&k);
-                }
-            }
-            self.by_ip.insert(l.ip, l.clone());
-            self.by_key.insert(key, l.ip);
-            self.unsynced.insert(l.ip);
-            taken.push(l.ip);
-        }
-        taken
-    }
-
     /// All leases, ordered by address.
     pub fn leases(&self) -> Vec<&Lease> {
         let mut v: Vec<_> = self.by_ip.values().collect();
@@ -638,65 +542,6 @@ impl LeaseTable {
             .collect();
         v.sort_by_key(|d| u32::from(d.ip));
         v
-    }
-
-    /// The persisted form: bound and released leases and declined addresses.
-    pub fn to_file(&self) -> LeaseFile {
-        LeaseFile {
-            version: FILE_VERSION,
-            leases: self
-                .leases()
-                .into_iter()
-                .filter(|l| l.state != State::Offered)
-                .cloned()
-                .collect(),
-            declined: self.declined(),
-        }
-    }
-
-    /// Rebuild a table from a lease file under (possibly changed) `scope`.
-    /// Returns the table and a note for every record that was not taken
-    /// over (outside the network, an address now reserved for another
-    /// MAC, a node whose reservation moved, ...).
-    pub fn from_file(scope: Scope, file: &LeaseFile) -> (LeaseTable, Vec<String>) {
-        let mut t = LeaseTable::new(scope);
-        let mut notes = Vec::new();
-        for d in &file.declined {
-            if t.scope.contains(d.ip) {
-                t.declined.insert(d.ip, d.until);
-            }
-        }
-        for l in &file.leases {
-            let why = if !t.scope.contains(l.ip) {
-                Some("outside the network")
-            } else if let Some(r) = t.scope.reserved.get(&l.mac) {
-                (*r != l.ip).then_some("its MAC is now reserved for another address")
-            } else if t.reserved_ips.contains_key(&l.ip) {
-                Some("the address is now reserved for another MAC")
-            } else if !t.scope.in_pool(l.ip) {
-                Some("outside the pool")
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                notes.push(format!("lease {} for {} dropped: {why}", l.ip, l.mac));
-                continue;
-            }
-            let mut l = l.clone();
-            l.reserved = t.scope.reserved.contains_key(&l.mac);
-            if l.state == State::Offered {
-                continue;
-            }
-            let k = t.key_of(&l);
-            if let Some(old) = t.by_key.insert(k, l.ip)
-                && old != l.ip
-            {
-                notes.push(format!("lease {old} for {} superseded by {}", l.mac, l.ip));
-                t.by_ip.remove(&old);
-            }
-            t.by_ip.insert(l.ip, l);
-        }
-        (t, notes)
     }
 }
 

@@ -30,37 +30,37 @@
 //!   `dns.transfer` (AXFR over TCP only; an IXFR over UDP gets the SOA
 //!   alone) and REFUSED to everyone else.
 //! - A wildcard-covered name never gets NXDOMAIN (hickory issue #2905):
-//!   [`WildcardFix`] turns it into NOERROR/NODATA per RFC 4592.
+//!   [`WildcardFix`] (`handler/wildcard.rs`) turns it into NOERROR/NODATA
+//!   per RFC 4592.
+
+mod wildcard;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use hickory_proto::op::{Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
-use hickory_proto::rr::TSigResponseContext;
 use hickory_proto::rr::{DNSClass, LowerName, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use hickory_server::net::NetError;
 use hickory_server::net::runtime::{TokioRuntimeProvider, TokioTime};
 use hickory_server::net::xfer::Protocol;
-use hickory_server::server::{Request, RequestHandler, RequestInfo, ResponseHandler, ResponseInfo};
+use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::store::in_memory::InMemoryZoneHandler;
-use hickory_server::zone_handler::{
-    AuthLookup, AxfrPolicy, Catalog, LookupControlFlow, LookupError, LookupOptions, LookupRecords,
-    MessageResponse, ZoneHandler, ZoneTransfer, ZoneType,
-};
+use hickory_server::zone_handler::{AxfrPolicy, Catalog, MessageResponse, ZoneHandler, ZoneType};
 use tracing::{debug, warn};
 
 use super::complete::{self, ZoneData, reverse_addr};
 use super::encode;
 use super::forward::Forwarder;
 use super::packetcache::PacketCache;
-use super::records::{self, HickoryZone, NameClass};
+use super::records::{self, HickoryZone};
 use crate::model::cluster::{IpCidr, Ipv4Net};
 use crate::model::ipv6::Ipv6Net;
 use crate::plan::Plan;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::sync::LockExt as _;
+use wildcard::WildcardFix;
 
 /// Warnings a client can cause (malformed or odd messages): at most one
 /// line per reason every [`lograte::CLIENT_EVENTS`].
@@ -140,131 +140,6 @@ impl Stats {
                 })
             })
             .collect()
-    }
-}
-
-/// Wraps an in-memory zone to give RFC 4592 wildcard answers: hickory
-/// answers NXDOMAIN for a wildcard-covered name with a missing type (issues
-/// #2905 and #3893), which becomes NODATA; and it synthesizes wildcard
-/// answers for names whose closest encloser is not the wildcard's parent
-/// (`y.x.apps` when `x.apps` exists) or that are empty non-terminals, which
-/// become NXDOMAIN and NODATA.
-///
-/// It also serves the SOA for negative answers with the RFC 2308 section 3
-/// TTL, min(SOA TTL, SOA MINIMUM), so NXDOMAIN/NODATA are cached for
-/// `dns.negativeTtl` (hickory looks that SOA up with no request info).
-pub struct WildcardFix {
-    inner: InMemoryZoneHandler<TokioRuntimeProvider>,
-    zone: HickoryZone,
-    negative_soa: Option<Record>,
-}
-
-impl WildcardFix {
-    /// The RFC 4592 answer where hickory's differs, before asking it.
-    fn override_for(&self, name: &LowerName) -> Option<LookupControlFlow<AuthLookup>> {
-        match self.zone.classify(name) {
-            NameClass::EmptyNonTerminal => {
-                Some(LookupControlFlow::Continue(Err(LookupError::NameExists)))
-            }
-            NameClass::NxDomain => Some(LookupControlFlow::Continue(Err(
-                LookupError::ResponseCode(ResponseCode::NXDomain),
-            ))),
-            NameClass::Owner | NameClass::Wildcard => None,
-        }
-    }
-
-    /// hickory answers NXDOMAIN for a wildcard-covered name with a missing
-    /// type; such a name exists, so that is NODATA.
-    fn fix(
-        &self,
-        name: &LowerName,
-        flow: LookupControlFlow<AuthLookup>,
-    ) -> LookupControlFlow<AuthLookup> {
-        let nx = |r: &Result<AuthLookup, LookupError>| {
-            matches!(r, Err(LookupError::ResponseCode(ResponseCode::NXDomain)))
-        };
-        match flow {
-            LookupControlFlow::Continue(r) if nx(&r) && self.zone.covered_by_wildcard(name) => {
-                LookupControlFlow::Continue(Err(LookupError::NameExists))
-            }
-            LookupControlFlow::Break(r) if nx(&r) && self.zone.covered_by_wildcard(name) => {
-                LookupControlFlow::Break(Err(LookupError::NameExists))
-            }
-            other => other,
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl ZoneHandler for WildcardFix {
-    fn zone_type(&self) -> ZoneType {
-        self.inner.zone_type()
-    }
-    fn axfr_policy(&self) -> AxfrPolicy {
-        self.inner.axfr_policy()
-    }
-    fn origin(&self) -> &LowerName {
-        self.inner.origin()
-    }
-    async fn lookup(
-        &self,
-        name: &LowerName,
-        rtype: RecordType,
-        request_info: Option<&RequestInfo<'_>>,
-        lookup_options: LookupOptions,
-    ) -> LookupControlFlow<AuthLookup> {
-        if request_info.is_none()
-            && rtype == RecordType::SOA
-            && name == self.inner.origin()
-            && let Some(soa) = &self.negative_soa
-        {
-            return LookupControlFlow::Continue(Ok(AuthLookup::from(LookupRecords::Section(
-                vec![soa.clone()],
-            ))));
-        }
-        if let Some(flow) = self.override_for(name) {
-            return flow;
-        }
-        let flow = self
-            .inner
-            .lookup(name, rtype, request_info, lookup_options)
-            .await;
-        self.fix(name, flow)
-    }
-    async fn search(
-        &self,
-        request: &Request,
-        lookup_options: LookupOptions,
-    ) -> (LookupControlFlow<AuthLookup>, Option<TSigResponseContext>) {
-        if let Ok(info) = request.request_info()
-            && info.query.query_type() != RecordType::AXFR
-            && let Some(flow) = self.override_for(info.query.name())
-        {
-            return (flow, None);
-        }
-        let (flow, sig) = self.inner.search(request, lookup_options).await;
-        match request.request_info() {
-            Ok(info) => (self.fix(info.query.name(), flow), sig),
-            Err(_) => (flow, sig),
-        }
-    }
-    async fn zone_transfer(
-        &self,
-        request: &Request,
-        lookup_options: LookupOptions,
-        now: u64,
-    ) -> Option<(
-        Result<ZoneTransfer, LookupError>,
-        Option<TSigResponseContext>,
-    )> {
-        self.inner.zone_transfer(request, lookup_options, now).await
-    }
-    async fn nsec_records(
-        &self,
-        name: &LowerName,
-        lookup_options: LookupOptions,
-    ) -> LookupControlFlow<AuthLookup> {
-        self.inner.nsec_records(name, lookup_options).await
     }
 }
 
@@ -403,11 +278,7 @@ pub fn build_zones(plan: &Plan, served: &[crate::plan::Zone]) -> anyhow::Result<
             _ => None,
         });
         zones.push(ZoneData::new(origin.clone(), &hz, negative_soa.clone()));
-        let handler = WildcardFix {
-            inner: mem,
-            zone: hz,
-            negative_soa,
-        };
+        let handler = WildcardFix::new(mem, hz, negative_soa);
         catalog.upsert(origin, vec![Arc::new(handler) as Arc<dyn ZoneHandler>]);
     }
     let c = &plan.cluster;

@@ -32,25 +32,28 @@
 //! are equal (every change is on disk); no temp file outlives an attempt.
 //! The lock is a std `Mutex` held for field updates only, never across an
 //! `.await` or a file operation.
+//!
+//! Parts: this file holds the state and its transitions; `file.rs` the
+//! file (its form, the atomic write, the read at start, the writer task);
+//! `report.rs` the `/status` rows and the metrics.
+
+mod file;
+mod report;
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::model::cluster::Cluster;
 use crate::runtime::ha::HaView;
-use crate::runtime::metrics::{Kind, family};
 use crate::runtime::sync::LockExt as _;
-use crate::services::http::status::{NetbootRow, NetbootStateStatus};
+pub use file::write_file;
+use file::{Loaded, read_state, tmp_of};
 
 /// Wait between write attempts while writes fail.
 pub const RETRY: Duration = Duration::from_secs(1);
@@ -125,12 +128,6 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct StateFile {
-    version: u32,
-    nodes: BTreeMap<String, NodeBoot>,
-}
-
 /// What a node's script says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Script {
@@ -198,65 +195,6 @@ pub struct BootState {
     save: SaveFn,
 }
 
-/// `<file>.tmp`: where a write goes before its rename.
-fn tmp_of(path: &Path) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(".tmp");
-    PathBuf::from(s)
-}
-
-/// Write `bytes` to `path` atomically (temp file, fsync, rename, fsync of
-/// the directory); a failed attempt removes its temp file.
-pub fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = tmp_of(path);
-    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(d) => d.to_path_buf(),
-        None => PathBuf::from("."),
-    };
-    let attempt = || -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)?;
-        File::open(&dir)?.sync_all()
-    };
-    let res = attempt();
-    if res.is_err() {
-        // A full disk leaves an empty or partial temp file: never keep it.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
-}
-
-/// What reading the file at start gave.
-enum Loaded {
-    Nodes(BTreeMap<String, NodeBoot>),
-    Missing,
-    Unreadable(String),
-}
-
-fn read_state(path: &Path) -> Loaded {
-    match std::fs::read(path) {
-        Ok(b) => match serde_json::from_slice::<StateFile>(&b) {
-            Ok(f) => Loaded::Nodes(f.nodes),
-            Err(e) => {
-                // Kept for the operator; the assumed state replaces it.
-                let mut kept = path.as_os_str().to_owned();
-                kept.push(".corrupt");
-                let kept = PathBuf::from(kept);
-                let note = match std::fs::rename(path, &kept) {
-                    Ok(()) => format!("kept as {}", kept.display()),
-                    Err(re) => format!("cannot keep it as {}: {re}", kept.display()),
-                };
-                Loaded::Unreadable(format!("not valid JSON ({e}); {note}"))
-            }
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Loaded::Missing,
-        Err(e) => Loaded::Unreadable(e.to_string()),
-    }
-}
-
 /// The node fetched its ignition after its last install script.
 fn ignition_in_attempt(e: &NodeBoot) -> bool {
     e.install_script_at.is_some() && e.ignition_in_attempt
@@ -272,19 +210,6 @@ fn decide(e: &NodeBoot) -> Script {
         Script::DiskOrInstall
     } else {
         Script::Install
-    }
-}
-
-/// The state name in `/status`.
-fn row_state(b: &NodeBoot) -> &'static str {
-    if b.installed_at.is_some() {
-        "installed"
-    } else if ignition_in_attempt(b) {
-        "unconfirmed"
-    } else if b.install_script_at.is_some() {
-        "installing"
-    } else {
-        "pending"
     }
 }
 
@@ -522,12 +447,6 @@ impl BootState {
         info!("netboot: {node} will install again at its next network boot");
     }
 
-    #[cfg(test)]
-    fn rows_state(&self, node: &str) -> String {
-        let b = self.inner().nodes.get(node).cloned().unwrap_or_default();
-        row_state(&b).to_string()
-    }
-
     /// Every node's entry, and the change counter they reflect (for the HA
     /// peer: a new counter means something changed).
     /// The change counter alone (what [`BootState::snapshot`] starts with).
@@ -603,166 +522,6 @@ impl BootState {
     /// True when every change is on disk.
     pub fn durable(&self) -> bool {
         self.inner().durable()
-    }
-
-    /// Rows for `/status`.
-    pub fn rows(&self, c: &Cluster) -> Vec<NetbootRow> {
-        let st = self.inner();
-        c.nodes
-            .iter()
-            .map(|n| {
-                let b = st.nodes.get(&n.name).cloned().unwrap_or_default();
-                NetbootRow {
-                    node: n.name.clone(),
-                    state: row_state(&b).to_string(),
-                    install_script_at: b.install_script_at,
-                    ignition_at: b.ignition_at,
-                    installed_at: b.installed_at,
-                    install_finished_at: b.install_finished_at,
-                    booted_at: b.booted_at,
-                    assumed: b.assumed,
-                }
-            })
-            .collect()
-    }
-
-    /// The file's health for `/status`.
-    pub fn store_status(&self) -> NetbootStateStatus {
-        let st = self.inner();
-        NetbootStateStatus {
-            file: self.path.display().to_string(),
-            durable: st.durable(),
-            unwritten_changes: st.changes - st.written.min(st.changes),
-            write_error: st.write_error.clone(),
-            load_error: st.load_error.clone(),
-            writes: st.writes,
-            write_failures: st.write_failures,
-        }
-    }
-
-    /// Its Prometheus families.
-    pub fn metrics(&self, out: &mut String) {
-        let st = self.store_status();
-        family(
-            out,
-            "crc_appliance_http_netboot_state_durable",
-            Kind::Gauge,
-            "1 when every network-boot install state change is on disk.",
-        )
-        .sample(&[], u8::from(st.durable));
-        family(
-            out,
-            "crc_appliance_http_netboot_state_write_failures_total",
-            Kind::Counter,
-            "Failed writes of the network-boot install state file.",
-        )
-        .sample(&[], st.write_failures);
-    }
-
-    /// Write whenever the state changes, retrying every [`RETRY`] while
-    /// writes fail; on `shutdown`, one last attempt, then return.
-    pub async fn run_writer(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let mut log = FailureLog::default();
-        // What the load left to write (the safe state after an unreadable
-        // file).
-        self.write_pending(&mut log).await;
-        loop {
-            let failing = !self.durable() && self.inner().write_error.is_some();
-            let closing = tokio::select! {
-                _ = self.wake.notified() => false,
-                _ = tokio::time::sleep(RETRY), if failing => false,
-                _ = shutdown.cancelled() => true,
-            };
-            self.write_pending(&mut log).await;
-            if closing {
-                let left = self.store_status().unwritten_changes;
-                if left > 0 {
-                    error!(
-                        "netboot state {} not written at shutdown: {left} change(s) lost; \
-                         nodes that installed since the last write may install again",
-                        self.path.display()
-                    );
-                }
-                return Ok(());
-            }
-        }
-    }
-
-    /// Write the current state if it has unwritten changes.
-    async fn write_pending(&self, log: &mut FailureLog) {
-        let (changes, file) = {
-            let st = self.inner();
-            if st.durable() {
-                return;
-            }
-            let file = StateFile {
-                version: 1,
-                nodes: st.nodes.clone(),
-            };
-            (st.changes, file)
-        };
-        let (path, save) = (self.path.clone(), self.save.clone());
-        let res = tokio::task::spawn_blocking(move || {
-            let mut body = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-            body.push(b'\n');
-            save(&path, &body)
-        })
-        .await
-        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-        let mut st = self.inner();
-        match res {
-            Ok(()) => {
-                st.written = st.written.max(changes);
-                st.writes += 1;
-                if st.write_error.take().is_some() {
-                    info!(
-                        "netboot state {} written after {} failed attempt(s): durable again",
-                        self.path.display(),
-                        log.failures
-                    );
-                }
-                *log = FailureLog::default();
-            }
-            Err(e) => {
-                st.write_failures += 1;
-                let msg = e.to_string();
-                log.failures += 1;
-                if log.due(&msg) {
-                    error!(
-                        "cannot write the netboot state {}: {msg} ({} attempt(s)); the install \
-                         state is NOT durable (a restart now would forget {} change(s)); \
-                         retrying every {}s",
-                        self.path.display(),
-                        log.failures,
-                        st.changes - st.written.min(st.changes),
-                        RETRY.as_secs()
-                    );
-                }
-                st.write_error = Some(msg);
-            }
-        }
-    }
-}
-
-/// When to log a failing write again: at the first failure, when the error
-/// changes, then every [`RELOG`].
-#[derive(Default)]
-struct FailureLog {
-    failures: u64,
-    last: Option<(Instant, String)>,
-}
-
-impl FailureLog {
-    fn due(&mut self, msg: &str) -> bool {
-        let now = Instant::now();
-        let due = match &self.last {
-            None => true,
-            Some((at, m)) => m != msg || now.duration_since(*at) >= RELOG,
-        };
-        if due {
-            self.last = Some((now, msg.to_string()));
-        }
-        due
     }
 }
 

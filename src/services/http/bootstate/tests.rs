@@ -1,6 +1,8 @@
 use super::*;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use tokio_util::sync::CancellationToken;
+
 fn names() -> Vec<String> {
     ["bootstrap", "master-0"].map(String::from).to_vec()
 }

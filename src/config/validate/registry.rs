@@ -1,6 +1,6 @@
 //! The top-level `registry:` section: the appliance as the lab's mirror
-//! registry (issue #36, docs/registry.md). Raw schema, defaults and
-//! validation in one unit, like `ntp.rs`.
+//! registry (issue #36, docs/registry.md). Its defaults and validation
+//! (the raw type: `raw/registry.rs`).
 //!
 //! Defaults: the section absent = no registry (nothing listens); present =
 //! `listen: <applianceIP>:5000`, `name: mirror.<name>.<baseDomain>`,
@@ -10,64 +10,12 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use super::FieldError;
-use super::raw::HttpTls;
+use crate::config::FieldError;
+use crate::config::raw::{RawPullThrough, RawRegistry};
 pub use crate::model::registry::{MIRROR_LABEL, PullThroughCfg, RegistryCfg, RegistryTlsCfg};
 
 /// The registry's default port.
 pub const REGISTRY_PORT: u16 = 5000;
-
-/// `registry:` as written.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawRegistry {
-    /// HTTPS address of the registry (default `<applianceIP>:5000`).
-    #[serde(default)]
-    pub listen: Option<String>,
-    /// Its DNS name (default `mirror.<name>.<baseDomain>`, added to the
-    /// cluster zone).
-    #[serde(default)]
-    pub name: Option<String>,
-    /// The distribution registry's filesystem root: the directory holding
-    /// `docker/registry/v2` (what `docker-registry`, `registry:2` and
-    /// oc-mirror v2's cache write). Created when missing.
-    pub storage: String,
-    /// `htpasswd -B` file of the users who may push.
-    #[serde(default)]
-    pub htpasswd_file: Option<String>,
-    /// Allow `DELETE` of manifests and blobs.
-    #[serde(default)]
-    pub allow_delete: bool,
-    /// PEM files of the registry's certificate (default: one signed by the
-    /// appliance's own CA).
-    #[serde(default)]
-    pub tls: Option<HttpTls>,
-    /// Upstream registries served under `<registry>/…` on a miss.
-    #[serde(default)]
-    pub pull_through: Vec<RawPullThrough>,
-    /// The upstreams' credentials (OpenShift pull-secret JSON).
-    #[serde(default)]
-    pub pull_secret_file: Option<String>,
-    /// The release pullspec the install uses (`preflight` resolves it).
-    #[serde(default)]
-    pub release_image: Option<String>,
-}
-
-/// One `registry.pullThrough` entry as written.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawPullThrough {
-    /// Path prefix under the mirror and key in the pull secret (`quay.io`).
-    pub registry: String,
-    /// `https://quay.io`, or `http://…` for a lab's own upstream.
-    pub url: String,
-    /// PEM CA bundle trusted for this upstream, besides the system's roots.
-    #[serde(default)]
-    pub ca_file: Option<String>,
-}
 
 /// What the builder needs from the rest of the file.
 pub struct Context<'a> {
@@ -93,7 +41,7 @@ pub fn registry(
         })
     };
     let listen = match &raw.listen {
-        Some(text) => super::validate::parse_sock(text, Some(REGISTRY_PORT))
+        Some(text) => super::parse_sock(text, Some(REGISTRY_PORT))
             .map_err(|m| push("registry.listen", m))
             .ok(),
         None => cx
@@ -116,10 +64,10 @@ pub fn registry(
             "is empty: give the directory holding (or to hold) docker/registry/v2".into(),
         );
     }
-    let storage = super::validate::resolve(cx.base, &raw.storage);
+    let storage = super::resolve(cx.base, &raw.storage);
     let file = |field: &str, p: &Option<String>, push: &mut dyn FnMut(&str, String)| {
         p.as_ref().map(|p| {
-            let path = super::validate::resolve(cx.base, p);
+            let path = super::resolve(cx.base, p);
             if let Err(e) = std::fs::File::open(&path) {
                 push(field, format!("{}: {e}", path.display()));
             }
@@ -130,8 +78,8 @@ pub fn registry(
     let pull_secret_file = file("registry.pullSecretFile", &raw.pull_secret_file, &mut push);
     let tls = raw.tls.as_ref().map(|t| {
         let cfg = RegistryTlsCfg {
-            cert_file: super::validate::resolve(cx.base, &t.cert_file),
-            key_file: super::validate::resolve(cx.base, &t.key_file),
+            cert_file: super::resolve(cx.base, &t.cert_file),
+            key_file: super::resolve(cx.base, &t.key_file),
         };
         if let Err(e) = std::fs::File::open(&cfg.cert_file) {
             push(
@@ -139,7 +87,7 @@ pub fn registry(
                 format!("{}: {e}", cfg.cert_file.display()),
             );
         }
-        if let Err(m) = super::secret::check_secret_file(&cfg.key_file, true) {
+        if let Err(m) = crate::config::secret::check_secret_file(&cfg.key_file, true) {
             push("registry.tls.keyFile", m);
         }
         cfg

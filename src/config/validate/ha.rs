@@ -1,6 +1,6 @@
 //! The top-level `ha:` section: this appliance is one member of a pair
-//! behind keepalived (issue #26; docs/ha.md). Raw schema, defaults and
-//! validation in one unit, like `ntp.rs`.
+//! behind keepalived (issue #26; docs/ha.md). Its defaults and validation
+//! (the raw type: `raw/ha.rs`).
 //!
 //! With `ha`, `network.applianceIP`, `apiVIP` and `ingressVIP` are virtual
 //! addresses that keepalived moves between the members; each member has
@@ -21,37 +21,10 @@
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use super::FieldError;
+use crate::config::FieldError;
+use crate::config::raw::RawHa;
 use crate::model::cluster::Cluster;
-pub use crate::model::cluster::HaCfg;
-
-/// `ha:` as written.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawHa {
-    /// The other appliance's own address on `network.interface`.
-    pub peer: String,
-    /// VRRP priority of this member (1 to 254, default 100). With the
-    /// default `nopreempt` it only decides who wins when both start.
-    #[serde(default)]
-    pub priority: Option<u8>,
-    /// VRRP virtual router id (1 to 255; default derived from the cluster
-    /// domain, printed by `check`). Both members must use the same one.
-    #[serde(default)]
-    pub virtual_router_id: Option<u8>,
-    /// File (mode 0600) holding the pair key: the state sync between the
-    /// members is authenticated with an HMAC keyed by it (the key is never
-    /// sent). Both members use the same key; it must be another file, and
-    /// another secret, than `admin.tokenFile`.
-    pub token_file: String,
-    /// This member's own address on `network.interface` (keepalived's
-    /// `unicast_src_ip`; default: the interface's primary address).
-    #[serde(default, rename = "ownIP")]
-    pub own_ip: Option<String>,
-}
+use crate::model::cluster::HaCfg;
 
 /// Default VRRP priority.
 pub const DEFAULT_PRIORITY: u8 = 100;
@@ -86,44 +59,9 @@ pub fn ha(
         })
     };
     let net = &c.network;
-    let vips = [net.appliance_ip, net.api_vip, net.ingress_vip];
-    let addr = |push: &mut dyn FnMut(&str, String), path: &str, text: &str| {
-        let ip = text
-            .trim()
-            .parse::<Ipv4Addr>()
-            .map_err(|_| push(path, format!("{text:?} is not an IPv4 address")))
-            .ok()?;
-        if !net.cidr.contains(ip) {
-            push(path, format!("{ip} is outside network.cidr {}", net.cidr));
-            return None;
-        }
-        if vips.contains(&ip) {
-            push(
-                path,
-                format!(
-                    "{ip} is a VIP (applianceIP, apiVIP or ingressVIP): give the member's own address"
-                ),
-            );
-            return None;
-        }
-        if let Some(n) = c.nodes.iter().find(|n| n.ip == ip) {
-            push(path, format!("{ip} is node {}'s address", n.name));
-            return None;
-        }
-        if let Some(pool) = pool_of(c, ip) {
-            push(
-                path,
-                format!(
-                    "{ip} is inside the DHCP pool {pool}: the appliance could lease it to any client, which would then receive the pair's exchanges; give the member an address outside every pool"
-                ),
-            );
-            return None;
-        }
-        Some(ip)
-    };
-    let peer = addr(&mut push, "ha.peer", &raw.peer);
+    let peer = member_address(c, &mut push, "ha.peer", &raw.peer);
     let own_ip = match &raw.own_ip {
-        Some(t) => addr(&mut push, "ha.ownIP", t),
+        Some(t) => member_address(c, &mut push, "ha.ownIP", t),
         None => None,
     };
     if peer.is_some() && peer == own_ip {
@@ -139,8 +77,8 @@ pub fn ha(
     if raw.virtual_router_id == Some(0) {
         push("ha.virtualRouterId", "0 is out of range (1 to 255)".into());
     }
-    let token_file = super::validate::resolve(base, &raw.token_file);
-    if let Err(m) = super::secret::check_token_file(&token_file) {
+    let token_file = super::resolve(base, &raw.token_file);
+    if let Err(m) = crate::config::secret::check_token_file(&token_file) {
         push("ha.tokenFile", m);
     } else if let Some(m) = c
         .admin
@@ -188,6 +126,51 @@ pub fn ha(
     })
 }
 
+/// A member's own address at `path` (`ha.peer`, `ha.ownIP`): an IPv4
+/// address inside `network.cidr` that is none of the VIPs, no node's, and
+/// outside every DHCP pool. `None` when it is not (the reason pushed).
+fn member_address(
+    c: &Cluster,
+    push: &mut dyn FnMut(&str, String),
+    path: &str,
+    text: &str,
+) -> Option<Ipv4Addr> {
+    let net = &c.network;
+    let vips = [net.appliance_ip, net.api_vip, net.ingress_vip];
+    let ip = text
+        .trim()
+        .parse::<Ipv4Addr>()
+        .map_err(|_| push(path, format!("{text:?} is not an IPv4 address")))
+        .ok()?;
+    if !net.cidr.contains(ip) {
+        push(path, format!("{ip} is outside network.cidr {}", net.cidr));
+        return None;
+    }
+    if vips.contains(&ip) {
+        push(
+            path,
+            format!(
+                "{ip} is a VIP (applianceIP, apiVIP or ingressVIP): give the member's own address"
+            ),
+        );
+        return None;
+    }
+    if let Some(n) = c.nodes.iter().find(|n| n.ip == ip) {
+        push(path, format!("{ip} is node {}'s address", n.name));
+        return None;
+    }
+    if let Some(pool) = pool_of(c, ip) {
+        push(
+            path,
+            format!(
+                "{ip} is inside the DHCP pool {pool}: the appliance could lease it to any client, which would then receive the pair's exchanges; give the member an address outside every pool"
+            ),
+        );
+        return None;
+    }
+    Some(ip)
+}
+
 /// The DHCP pool (`dhcp.pool` or a segment's) holding `ip`, for messages.
 /// (`ha.peer` and `ownIP` are IPv4: the DHCPv6 pool cannot hold them.)
 fn pool_of(c: &Cluster, ip: Ipv4Addr) -> Option<String> {
@@ -218,8 +201,8 @@ fn same_secret(ha: &Path, admin: &Path) -> Option<String> {
         ));
     }
     let (Ok(a), Ok(b)) = (
-        super::secret::read_token(ha),
-        super::secret::read_token(admin),
+        crate::config::secret::read_token(ha),
+        crate::config::secret::read_token(admin),
     ) else {
         return None;
     };

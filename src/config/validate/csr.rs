@@ -1,6 +1,6 @@
 //! The top-level `csr:` section: inventory-bound CSR approval (issue #37,
-//! `services/csr`). Raw schema, defaults and validation in one unit, like
-//! `ntp.rs`.
+//! `services/csr`). Its defaults and validation (the raw type:
+//! `raw/csr.rs`).
 //!
 //! Defaults: the section absent = no approver (today's hint with the `oc`
 //! commands stays); present = `window: 60m`, `recovery: false`.
@@ -11,34 +11,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use super::FieldError;
-use super::duration::Dur;
-pub use crate::model::cluster::CsrCfg;
-
-/// `csr:` as written.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawCsr {
-    /// The kubeconfig the approver uses: the installer's `auth/kubeconfig`
-    /// or the identity of `crc-appliance render csr-rbac`.
-    pub kubeconfig_file: String,
-    /// How long after a node's evidence (its ignition fetch; recovery: its
-    /// lease renewal or boot) its client CSR is approved. Default `60m`.
-    #[serde(default = "window")]
-    pub window: Dur,
-    /// Approve one client CSR of an existing NotReady Node after the
-    /// appliance saw it renew its lease or boot (a lab powered off past its
-    /// certificates' expiry). Default false.
-    #[serde(default)]
-    pub recovery: bool,
-}
-
-fn window() -> Dur {
-    Dur(Duration::from_secs(3600))
-}
+use crate::config::FieldError;
+use crate::config::raw::RawCsr;
+use crate::model::cluster::CsrCfg;
 
 /// Validate `csr:`; `None` when absent or invalid (errors pushed with
 /// their field paths).
@@ -65,7 +40,7 @@ pub fn csr(raw: Option<&RawCsr>, base: &Path, errs: &mut Vec<FieldError>) -> Opt
         return None;
     }
     Some(CsrCfg {
-        kubeconfig_file: super::validate::resolve(base, &raw.kubeconfig_file),
+        kubeconfig_file: super::resolve(base, &raw.kubeconfig_file),
         window,
         recovery: raw.recovery,
     })

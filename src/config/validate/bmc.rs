@@ -1,5 +1,6 @@
-//! `nodes[].bmc`: a bare-metal node's Redfish BMC (issue #13). Raw schema
-//! and validation in one unit; `validate/nodes.rs` calls [`build`] per node.
+//! `nodes[].bmc`: a bare-metal node's Redfish BMC (issue #13). Its
+//! validation (the raw type: `raw/bmc.rs`); `validate/nodes.rs` calls
+//! [`build`] per node.
 //!
 //! Rules (all reported at once, each with its field path):
 //! - `redfish` is `https://host[:port]/redfish/v1/Systems/<id>` (`http://`
@@ -14,46 +15,10 @@
 
 use std::path::Path;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use super::FieldError;
-use super::validate::resolve;
+use super::resolve;
+use crate::config::FieldError;
+use crate::config::raw::{RawBmc, RawMedia};
 use crate::model::bmc::{BmcCfg, BmcMedia, BmcTls};
-
-/// `nodes[].bmc` as written.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawBmc {
-    /// `https://host/redfish/v1/Systems/<id>`.
-    pub redfish: String,
-    pub username_file: String,
-    pub password_file: String,
-    /// Accept any certificate (`https://` only).
-    #[serde(default)]
-    pub insecure: bool,
-    /// CA bundle (PEM) the BMC's certificate must chain to (`https://` only).
-    #[serde(default)]
-    pub ca_file: Option<String>,
-    /// `serve` boots this node through its BMC (`bmc up`) once it is ready.
-    #[serde(default)]
-    pub start_on_serve: bool,
-    /// Which URL of the node's boot ISO the BMC is given: `auto` (the
-    /// `http://` one, then the `https://` one when the BMC refuses the
-    /// scheme), `http` or `https`.
-    #[serde(default)]
-    pub media: RawMedia,
-}
-
-/// `nodes[].bmc.media` as written.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RawMedia {
-    #[default]
-    Auto,
-    Http,
-    Https,
-}
 
 impl From<RawMedia> for BmcMedia {
     fn from(m: RawMedia) -> BmcMedia {
@@ -113,19 +78,8 @@ pub fn parse_system_url(url: &str) -> Result<(String, String, u16, String, bool)
 /// Why `path` cannot hold a credential, if it cannot; `private` also
 /// rejects group/other read access.
 fn check_credential_file(path: &Path, private: bool) -> Result<(), String> {
-    super::secret::check_secret_file(path, private)?;
-    read_first_line(path).map(|_| ())
-}
-
-/// The first line of a credential file (line ending removed); an error
-/// when it is empty. The message names the file, never the content.
-pub fn read_first_line(path: &Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let line = text.lines().next().unwrap_or("").trim_end_matches('\r');
-    if line.is_empty() {
-        return Err(format!("{} has an empty first line", path.display()));
-    }
-    Ok(line.to_string())
+    crate::config::secret::check_secret_file(path, private)?;
+    crate::config::secret::read_first_line(path).map(|_| ())
 }
 
 /// Validate one `bmc` mapping at field path `at` (`nodes[i].bmc`).

@@ -1,5 +1,5 @@
 //! The top-level `ntp:` section: the appliance's NTP server (issue #24).
-//! Raw schema, defaults and validation in one unit, like `pxe.rs`.
+//! Its defaults and validation (the raw type: `raw/ntp.rs`).
 //!
 //! Defaults: the section absent = no NTP service (the port is privileged
 //! and a host may already run chronyd; existing cluster files keep their
@@ -12,44 +12,10 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use super::FieldError;
+use crate::config::FieldError;
+use crate::config::raw::RawNtp;
 use crate::model::cluster::IpNet;
-pub use crate::model::cluster::NtpCfg;
-
-/// `ntp:` as written.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawNtp {
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    /// UDP address of the server (default `<applianceIP>:123`).
-    #[serde(default)]
-    pub listen: Option<String>,
-    /// Declare the host clock authoritative at this stratum (1 to 15) even
-    /// when the kernel says it is not synchronised: a lab with no upstream
-    /// time at all. Absent: unsynchronised host → leap indicator 3 and
-    /// stratum 16, so clients do not select the appliance.
-    #[serde(default)]
-    pub local_stratum: Option<u8>,
-    /// Requests per second one client address may send (a burst of twice
-    /// as many); more get a KoD RATE reply.
-    #[serde(default = "client_rate")]
-    pub client_rate: u32,
-    /// Client networks answered (CIDRs, or addresses for one host; IPv4 or
-    /// IPv6), e.g. `[192.168.131.0/24, 127.0.0.1]`. Absent: every client.
-    #[serde(default)]
-    pub allow_from: Option<Vec<String>>,
-}
-
-fn yes() -> bool {
-    true
-}
-fn client_rate() -> u32 {
-    8
-}
+use crate::model::cluster::NtpCfg;
 
 /// Validate `ntp:`. `None` when absent or invalid (errors pushed with
 /// their field paths).
@@ -67,7 +33,7 @@ pub fn ntp(
         })
     };
     let listen = match &raw.listen {
-        Some(text) => super::validate::parse_sock(text, Some(123))
+        Some(text) => super::parse_sock(text, Some(123))
             .map_err(|message| push("ntp.listen", message))
             .ok(),
         None => appliance_ip.map(|ip| SocketAddr::new(ip.into(), 123)),

@@ -1,9 +1,9 @@
 //! The top-level `pxe:` section: the read-only TFTP server that hands iPXE
-//! binaries to PXE firmware (issue #12). Raw schema, defaults and validation
-//! live here so the section is one self-contained unit; `validate.rs` calls
-//! [`tftp`] once and adds the listener to its collision check.
+//! binaries to PXE firmware (issue #12). Its defaults and validation (the raw
+//! type: `raw/pxe.rs`); `validate/mod.rs` calls [`tftp`] once and adds the
+//! listener to its collision check.
 //!
-//! Not to be confused with `dhcp.pxe` ([`super::PxeCfg`]: next-server and
+//! Not to be confused with `dhcp.pxe` ([`crate::model::cluster::PxeCfg`]: next-server and
 //! boot-file options in DHCP replies); this section only runs the TFTP side.
 //!
 //! Defaults: `enabled: true` when the section exists, `tftpListen:
@@ -17,69 +17,14 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use super::{Dur, FieldError};
+use crate::config::FieldError;
+use crate::config::raw::RawPxe;
 
 /// Where distributions install the iPXE binaries: Debian/Ubuntu `ipxe`,
 /// Fedora/RHEL `ipxe-bootimgs-x86` / `ipxe-bootimgs-aarch64`.
 pub const DISTRO_ROOTS: [&str; 2] = ["/usr/lib/ipxe", "/usr/share/ipxe"];
 
-/// `pxe:` as written.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawPxe {
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    /// UDP address of the TFTP listener (default `<applianceIP>:69`).
-    #[serde(default)]
-    pub tftp_listen: Option<String>,
-    /// Directory served (default: the distro's iPXE directory).
-    #[serde(default)]
-    pub tftp_root: Option<String>,
-    /// Transfers served at once; more get ERROR "server busy".
-    #[serde(default = "max_transfers")]
-    pub max_transfers: usize,
-    /// Transfers one client address may hold at once, so that one host
-    /// cannot take every slot; more get ERROR "server busy".
-    #[serde(default = "max_transfers_per_client")]
-    pub max_transfers_per_client: usize,
-    /// Retransmit timeout (the client's RFC 2349 `timeout` option wins).
-    #[serde(default = "timeout")]
-    pub timeout: Dur,
-    /// Retransmissions without progress before a transfer is abandoned.
-    #[serde(default = "retries")]
-    pub retries: u32,
-    /// Directories symlinks under the root may point into.
-    #[serde(default)]
-    pub allow_symlinks_to: Option<Vec<String>>,
-    /// Also give boot options to pool clients (unknown MACs), not only to
-    /// the cluster's nodes.
-    #[serde(default)]
-    pub pool: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-fn max_transfers() -> usize {
-    64
-}
-/// A PXE client downloads one file at a time; 4 leaves room for a
-/// firmware's retried request (and EDK2's `tsize` probe) while the old
-/// transfer still times out.
-fn max_transfers_per_client() -> usize {
-    4
-}
-fn timeout() -> Dur {
-    Dur::secs(1)
-}
-fn retries() -> u32 {
-    5
-}
-
-pub use crate::model::cluster::TftpCfg;
+use crate::model::cluster::TftpCfg;
 
 /// The default `tftpRoot`: the first distro directory that exists.
 pub fn default_root() -> PathBuf {
@@ -108,7 +53,7 @@ pub fn tftp(
         })
     };
     let listen = match &raw.tftp_listen {
-        Some(text) => super::validate::parse_sock(text, Some(69))
+        Some(text) => super::parse_sock(text, Some(69))
             .map_err(|message| push("pxe.tftpListen", message))
             .ok(),
         None => appliance_ip.map(|ip| SocketAddr::new(ip.into(), 69)),
