@@ -243,7 +243,14 @@ fn the_render_csr_rbac_identity_runs_the_whole_flow() {
             let log = sim.log();
             let calls: Vec<_> = log.iter().filter(|e| e["user"] == sa).collect();
             assert!(calls.iter().any(|e| e["method"] == "PUT"), "{calls:?}");
-            let refused: Vec<_> = calls.iter().filter(|e| e["status"] != 200).collect();
+            // Every answer is a 200 but the day-2 secret's 404 (there is no
+            // such secret in this cluster: an answer the identity may get).
+            let secret =
+                "/api/v1/namespaces/openshift-machine-api/secrets/worker-user-data-managed";
+            let refused: Vec<_> = calls
+                .iter()
+                .filter(|e| e["status"] != 200 && !(e["status"] == 404 && e["path"] == secret))
+                .collect();
             assert!(refused.is_empty(), "the approver was refused: {refused:?}");
         },
     );
