@@ -386,8 +386,13 @@ impl IgnCache {
 
 #[cfg(test)]
 mod tests {
+    use std::fs::File;
+
+    use super::source::FileId;
     use super::*;
     use crate::model::cluster::Role;
+    use crate::services::http::ignmerge::FileEntry;
+    use crate::services::http::range;
 
     fn text(b: &IgnBody) -> String {
         b.parts

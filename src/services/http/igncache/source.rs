@@ -31,7 +31,7 @@ pub(super) struct FileId {
 }
 
 impl FileId {
-    fn of(path: &Path, file: &File) -> std::io::Result<FileId> {
+    pub(super) fn of(path: &Path, file: &File) -> std::io::Result<FileId> {
         let m = file.metadata()?;
         Ok(FileId {
             path: path.to_path_buf(),
