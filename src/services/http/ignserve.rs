@@ -8,8 +8,8 @@
 //! refusal per address logged as a warning; the body is the day-2 pointer
 //! config for a day-2 worker, else the cached file ([`super::igncache`]),
 //! never re-read per request; every answer (200, 304, 403, 404, 500) is
-//! recorded in [`super::stats::Stats`], and a 200 also marks the node's network boot and
-//! the install timeline.
+//! recorded in [`super::stats::Stats`], and a 200 also marks the node's
+//! network boot and the install timeline.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -138,8 +138,8 @@ impl Ctx {
         self.ignition_response(req, ign, &served, record)
     }
 
-    /// Note one answer to an ignition request in [`super::stats::Stats`]; a 200 to a
-    /// node also marks its network boot and the install timeline.
+    /// Note one answer to an ignition request in [`super::stats::Stats`];
+    /// a 200 to a node also marks its network boot and the install timeline.
     fn record_fetch(&self, asked: &Asked<'_>, status: StatusCode, detail: Arc<str>, bytes: u64) {
         let Asked {
             cluster: c,
