@@ -23,6 +23,7 @@
 //! - [`cmd`]: the command line, one thin function per command.
 
 #![forbid(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 pub mod boot;
 pub mod cmd;

@@ -1,3 +1,5 @@
+#![warn(clippy::too_many_lines)]
+
 fn main() {
     // Before any thread: one malloc arena for all threads (glibc would give
     // the DNS UDP workers one each, ~200 kB resident apiece after load).

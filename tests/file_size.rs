@@ -18,13 +18,9 @@ use std::path::{Path, PathBuf};
 const MAX_LINES: usize = 640;
 
 /// Production files over [`MAX_LINES`] today, each split by another change
-/// of issue #39 under way; delete an entry when its file is split.
-const OVER_TODAY: &[&str] = &[
-    "cmd/mod.rs",
-    "runtime/httpconn.rs",
-    "services/http/mod.rs",
-    "services/lb/mod.rs",
-];
+/// of issue #39 under way; delete an entry when its file is split. Empty:
+/// every production file is under the limit, and a new one over it fails.
+const OVER_TODAY: &[&str] = &[];
 
 /// The production part of a source file: everything before its inline
 /// `#[cfg(test)] mod tests {`, or `None` for a test file.

@@ -3,6 +3,8 @@
 //! (`serve` with `libvirt.startOnServe`, the `vm` commands); it speaks JSON
 //! lines on stdin/stdout (crc_appliance::drivers::libvirt::proto).
 
+#![warn(clippy::too_many_lines)]
+
 fn main() -> std::process::ExitCode {
     crc_appliance::drivers::libvirt::helper::main()
 }

@@ -118,6 +118,27 @@ pub fn load(path: &Path) -> anyhow::Result<Kubeconfig> {
 /// Parse kubeconfig `text` whose relative paths are under `dir`.
 pub fn parse(text: &str, dir: &Path) -> anyhow::Result<Kubeconfig> {
     let raw: RawKubeconfig = serde_saphyr::from_str(text).context("not a kubeconfig")?;
+    let (cluster, user) = current(&raw)?;
+    if cluster.insecure_skip_tls_verify {
+        bail!("insecure-skip-tls-verify is refused: give the cluster's certificate-authority");
+    }
+    let (authority, host) = authority(&cluster.server)?;
+    let server_name = cluster.tls_server_name.clone().unwrap_or(host);
+    let tls = client_config(dir, cluster, user)?;
+    let token = token(dir, user)?;
+    Ok(Kubeconfig {
+        authority,
+        server_name,
+        tls: Arc::new(tls),
+        authorization: token
+            .filter(|t| !t.is_empty())
+            .map(|t| format!("Bearer {t}")),
+    })
+}
+
+/// The cluster and user of the current context (of the only context when
+/// `current-context` names none).
+fn current(raw: &RawKubeconfig) -> anyhow::Result<(&RawCluster, &RawUser)> {
     let ctx = match raw.contexts.iter().find(|c| c.name == raw.current_context) {
         Some(c) => &c.item,
         None if raw.contexts.len() == 1 => &raw.contexts[0].item,
@@ -138,15 +159,17 @@ pub fn parse(text: &str, dir: &Path) -> anyhow::Result<Kubeconfig> {
         .find(|u| u.name == ctx.user)
         .map(|u| &u.item)
         .with_context(|| format!("no user {:?}", ctx.user))?;
-    if cluster.insecure_skip_tls_verify {
-        bail!("insecure-skip-tls-verify is refused: give the cluster's certificate-authority");
-    }
-    let authority = cluster
-        .server
+    Ok((cluster, user))
+}
+
+/// `host:port` of an `https://host[:port]` server (port 443 by default)
+/// and the bare host (no IPv6 brackets).
+fn authority(server: &str) -> anyhow::Result<(String, String)> {
+    let authority = server
         .strip_prefix("https://")
         .map(|s| s.trim_end_matches('/'))
         .filter(|s| !s.is_empty() && !s.contains('/'))
-        .with_context(|| format!("server {:?} is not https://host[:port]", cluster.server))?;
+        .with_context(|| format!("server {server:?} is not https://host[:port]"))?;
     let authority = if authority
         .rsplit_once(':')
         .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
@@ -158,11 +181,14 @@ pub fn parse(text: &str, dir: &Path) -> anyhow::Result<Kubeconfig> {
     let host = authority
         .rsplit_once(':')
         .map(|(h, _)| h.trim_start_matches('[').trim_end_matches(']'))
-        .unwrap_or_default();
-    let server_name = cluster
-        .tls_server_name
-        .clone()
-        .unwrap_or_else(|| host.to_string());
+        .unwrap_or_default()
+        .to_string();
+    Ok((authority, host))
+}
+
+/// The rustls client (ring) trusting the cluster's CA only, with the
+/// user's client certificate when it has one.
+fn client_config(dir: &Path, cluster: &RawCluster, user: &RawUser) -> anyhow::Result<ClientConfig> {
     let ca = material(
         dir,
         cluster.certificate_authority_data.as_ref(),
@@ -196,7 +222,7 @@ pub fn parse(text: &str, dir: &Path) -> anyhow::Result<Kubeconfig> {
         user.client_key.as_ref(),
         "client-key",
     )?;
-    let tls = match (cert, key) {
+    Ok(match (cert, key) {
         (Some(cert), Some(key)) => {
             let chain = CertificateDer::pem_slice_iter(&cert)
                 .collect::<Result<Vec<_>, _>>()
@@ -208,8 +234,12 @@ pub fn parse(text: &str, dir: &Path) -> anyhow::Result<Kubeconfig> {
         }
         (None, None) => builder.with_no_client_auth(),
         _ => bail!("the user has a client-certificate without a client-key, or the reverse"),
-    };
-    let token = match (&user.token, &user.token_file) {
+    })
+}
+
+/// The user's bearer token, trimmed: given inline or in `tokenFile`.
+fn token(dir: &Path, user: &RawUser) -> anyhow::Result<Option<String>> {
+    Ok(match (&user.token, &user.token_file) {
         (Some(t), _) => Some(t.trim().to_string()),
         (None, Some(f)) => Some(
             std::fs::read_to_string(dir.join(f))
@@ -218,13 +248,5 @@ pub fn parse(text: &str, dir: &Path) -> anyhow::Result<Kubeconfig> {
                 .to_string(),
         ),
         (None, None) => None,
-    };
-    Ok(Kubeconfig {
-        authority,
-        server_name,
-        tls: Arc::new(tls),
-        authorization: token
-            .filter(|t| !t.is_empty())
-            .map(|t| format!("Bearer {t}")),
     })
 }
