@@ -125,13 +125,18 @@ pub fn sample(doc: &Sections, rec: &Recorder) -> Vec<Event> {
     evs
 }
 
-/// [`PULL_QUIET_SECS`], or `CRC_APPLIANCE_TEST_PULL_QUIET_SECS` (the tests'
-/// hook: a registry test does not wait a minute).
+/// [`PULL_QUIET_SECS`], or in a `test-hooks` build (never the shipped
+/// binary) `CRC_APPLIANCE_TEST_PULL_QUIET_SECS`: a registry test does not
+/// wait a minute.
 fn pull_quiet_secs() -> u64 {
-    std::env::var("CRC_APPLIANCE_TEST_PULL_QUIET_SECS")
+    #[cfg(feature = "test-hooks")]
+    if let Some(secs) = std::env::var("CRC_APPLIANCE_TEST_PULL_QUIET_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(PULL_QUIET_SECS)
+    {
+        return secs;
+    }
+    PULL_QUIET_SECS
 }
 
 /// A node's first registry request is `pulling`; `pulled` once it pulled

@@ -48,10 +48,13 @@ use crate::runtime::sync::LockExt as _;
 
 /// A tag is asked upstream again after this (a moved tag is seen then).
 pub const TAG_TTL: Duration = Duration::from_secs(60);
-/// Test hook: another [`TAG_TTL`] in milliseconds, read once (the tests
-/// of the upstream-gone path use 0: every tag is asked upstream).
+/// Test hook (`test-hooks` builds only, never the shipped binary): another
+/// [`TAG_TTL`] in milliseconds, read once (the tests of the upstream-gone
+/// path use 0: every tag is asked upstream).
+#[cfg(feature = "test-hooks")]
 const TAG_TTL_ENV: &str = "CRC_APPLIANCE_REGISTRY_TAG_TTL_MS";
 
+#[cfg(feature = "test-hooks")]
 fn tag_ttl() -> Duration {
     static TTL: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
     *TTL.get_or_init(|| {
@@ -61,6 +64,12 @@ fn tag_ttl() -> Duration {
             .map_or(TAG_TTL, Duration::from_millis)
     })
 }
+
+#[cfg(not(feature = "test-hooks"))]
+fn tag_ttl() -> Duration {
+    TAG_TTL
+}
+
 /// An upstream body that sends nothing this long is cut.
 pub(super) const STALL: Duration = Duration::from_secs(30);
 
