@@ -22,29 +22,7 @@ const SERVING: &str = "kubernetes.io/kubelet-serving";
 
 /// A kubelet's request for `node` by `openssl req` (EC P-256), with `sans`.
 fn request(dir: &Path, node: &str, sans: Option<&str>) -> Vec<u8> {
-    let mut c = Command::new("openssl");
-    c.args([
-        "req",
-        "-new",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ])
-    .arg("-keyout")
-    .arg(dir.join(format!("{node}-{}.key", sans.is_some())))
-    .args(["-subj", &format!("/O=system:nodes/CN=system:node:{node}")]);
-    if let Some(s) = sans {
-        c.args(["-addext", &format!("subjectAltName={s}")]);
-    }
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    kubesim::node_request(dir, node, &format!("{node}-{}", sans.is_some()), sans)
 }
 
 /// An appliance serving ignition over HTTP, approving with `kubeconfig`.

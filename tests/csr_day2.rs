@@ -135,28 +135,7 @@ fn fetch(app: &Appliance, from: &str, path: &str) -> (String, Vec<u8>) {
 
 /// A kubelet's request for `node` by `openssl req` (EC P-256), with `sans`.
 fn request(dir: &Path, node: &str, tag: &str, sans: Option<&str>) -> Vec<u8> {
-    let subj = format!("/O=system:nodes/CN=system:node:{node}");
-    request_for(dir, &subj, &format!("{node}-{tag}"), sans)
-}
-
-/// A request for the subject `subj` by `openssl req` (EC P-256).
-fn request_for(dir: &Path, subj: &str, tag: &str, sans: Option<&str>) -> Vec<u8> {
-    let mut c = Command::new("openssl");
-    c.args(["req", "-new", "-newkey", "ec"])
-        .args(["-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"])
-        .arg("-keyout")
-        .arg(dir.join(format!("{tag}.key")))
-        .args(["-subj", subj]);
-    if let Some(s) = sans {
-        c.args(["-addext", &format!("subjectAltName={s}")]);
-    }
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    kubesim::node_request(dir, node, &format!("{node}-{tag}"), sans)
 }
 
 fn wait_approved(sim: &Sim, name: &str) {
@@ -488,7 +467,7 @@ fn two_pending_client_csrs_for_one_node_are_an_alert_on_the_timeline_and_page() 
     }
     // CVE-2026-19706's shape: an admin certificate asked of
     // node-bootstrapper, refused for its subject.
-    let req = request_for(
+    let req = kubesim::kubelet_request(
         sim.dir.path(),
         "/O=system:masters/CN=system:admin",
         "cve",

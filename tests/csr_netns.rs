@@ -23,7 +23,6 @@ mod common;
 mod kubesim;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Appliance, Netns, bridge_port, unique_name};
@@ -76,29 +75,7 @@ impl Lab {
 
 /// A kubelet's request for `node` by `openssl req` (EC P-256), with `sans`.
 fn request(dir: &Path, node: &str, sans: Option<&str>) -> Vec<u8> {
-    let mut c = Command::new("openssl");
-    c.args([
-        "req",
-        "-new",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ])
-    .arg("-keyout")
-    .arg(dir.join(format!("{node}-{}.key", sans.is_some())))
-    .args(["-subj", &format!("/O=system:nodes/CN=system:node:{node}")]);
-    if let Some(s) = sans {
-        c.args(["-addext", &format!("subjectAltName={s}")]);
-    }
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    kubesim::node_request(dir, node, &format!("{node}-{}", sans.is_some()), sans)
 }
 
 /// The appliance in its namespace: HTTP (ignition) on its own address,

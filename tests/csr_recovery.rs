@@ -10,7 +10,6 @@ mod common;
 mod kubesim;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use common::udhcpc::udhcpc_once;
@@ -22,23 +21,7 @@ const MASTER_MAC: &str = "52:54:00:e9:00:0a";
 const CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 
 fn request(dir: &Path, name: &str) -> Vec<u8> {
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-        ])
-        .arg("-keyout")
-        .arg(dir.join(format!("{name}.key")))
-        .args(["-subj", "/O=system:nodes/CN=system:node:master-0"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    out.stdout
+    kubesim::node_request(dir, "master-0", name, None)
 }
 
 fn cluster(dir: &Path, ifs: &str, kubeconfig: &Path) -> std::path::PathBuf {

@@ -20,6 +20,39 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+/// A certificate request by `openssl req` as a kubelet makes it (EC
+/// P-256) for the subject `subj`, with `sans` (`DNS:…,IP:…`); its key goes
+/// to `dir/<key>.key`. The PEM.
+pub fn kubelet_request(dir: &Path, subj: &str, key: &str, sans: Option<&str>) -> Vec<u8> {
+    let mut c = Command::new("openssl");
+    c.args(["req", "-new", "-newkey", "ec"])
+        .args(["-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"])
+        .arg("-keyout")
+        .arg(dir.join(format!("{key}.key")))
+        .args(["-subj", subj]);
+    if let Some(s) = sans {
+        c.args(["-addext", &format!("subjectAltName={s}")]);
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// [`kubelet_request`] for the node `node` (`O=system:nodes,
+/// CN=system:node:<node>`).
+pub fn node_request(dir: &Path, node: &str, key: &str, sans: Option<&str>) -> Vec<u8> {
+    kubelet_request(
+        dir,
+        &format!("/O=system:nodes/CN=system:node:{node}"),
+        key,
+        sans,
+    )
+}
+
 pub struct Sim {
     /// `ip netns exec NS` when the server runs in a namespace.
     prefix: Vec<String>,
