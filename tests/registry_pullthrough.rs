@@ -27,7 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use lab::{Lab, MIRROR, curl_in, sha256};
+use lab::{Lab, MIRROR, curl_in, oci_layout_sized as layout, sha256};
 
 const PLAIN: &str = "upstream.plain";
 const PLAIN_ADDR: &str = "10.77.0.1:5001";
@@ -184,83 +184,6 @@ impl Upstream {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A gzip'd tar holding one file (through files: a large layer would
-/// fill the pipes of `lab::layer`).
-fn layer(name: &str, content: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::write(d.path().join(name), content).unwrap();
-    let tar = d.path().join("layer.tar");
-    let dir = d.path().to_str().unwrap();
-    common::run_ok(
-        "tar",
-        &[
-            "--mtime=@0",
-            "--owner=0",
-            "--group=0",
-            "--numeric-owner",
-            "-C",
-            dir,
-            "-cf",
-            tar.to_str().unwrap(),
-            name,
-        ],
-    );
-    common::run_ok("gzip", &["-n", "-k", tar.to_str().unwrap()]);
-    let gz = std::fs::read(d.path().join("layer.tar.gz")).unwrap();
-    (std::fs::read(&tar).unwrap(), gz)
-}
-
-fn put_blob(dir: &Path, bytes: &[u8]) -> String {
-    let d = sha256(bytes);
-    let p = dir.join("blobs/sha256").join(&d[7..]);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, bytes).unwrap();
-    d
-}
-
-/// An OCI layout at `dir` tagged `tag` with one layer per size: the
-/// manifest's digest and the layers' digests.
-fn layout(dir: &Path, tag: &str, sizes: &[usize], seed: u32) -> (String, Vec<String>) {
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-    let (mut descs, mut diff_ids, mut layers) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, size) in sizes.iter().enumerate() {
-        let content = common::pattern(*size, seed + i as u32);
-        let (tar, gz) = layer(&format!("file{i}"), &content);
-        diff_ids.push(sha256(&tar));
-        let d = put_blob(dir, &gz);
-        descs.push(serde_json::json!({
-            "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-            "digest": d, "size": gz.len()
-        }));
-        layers.push(d);
-    }
-    let config = serde_json::json!({
-        "architecture": "amd64", "os": "linux", "config": {},
-        "rootfs": {"type": "layers", "diff_ids": diff_ids}
-    })
-    .to_string();
-    let cd = put_blob(dir, config.as_bytes());
-    let manifest = serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": config.len()},
-        "layers": descs
-    })
-    .to_string();
-    let md = put_blob(dir, manifest.as_bytes());
-    let index = serde_json::json!({
-        "schemaVersion": 2,
-        "manifests": [{
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": md, "size": manifest.len(),
-            "annotations": {"org.opencontainers.image.ref.name": tag}
-        }]
-    });
-    std::fs::write(dir.join("index.json"), index.to_string()).unwrap();
-    (md, layers)
 }
 
 fn up_dir(base: &Path, addr: &str) -> PathBuf {

@@ -293,46 +293,52 @@ fn put_blob(dir: &Path, bytes: &[u8]) -> String {
     d
 }
 
-/// A gzip'd tar holding one file `name` with `content`.
+/// A gzip'd tar holding one file `name` with `content` (through files,
+/// not pipes: a large layer would fill them).
 pub fn layer(name: &str, content: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join(name), content).unwrap();
-    let tar = Command::new("tar")
-        .args([
+    let tar = d.path().join("layer.tar");
+    let dir = d.path().to_str().unwrap();
+    super::common::run_ok(
+        "tar",
+        &[
             "--mtime=@0",
             "--owner=0",
             "--group=0",
             "--numeric-owner",
             "-C",
-        ])
-        .arg(d.path())
-        .args(["-cf", "-", name])
-        .output()
-        .unwrap()
-        .stdout;
-    let mut gz = Command::new("gzip")
-        .args(["-n", "-c"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write as _;
-        gz.stdin.take().unwrap().write_all(&tar).unwrap();
-    }
-    let out = gz.wait_with_output().unwrap().stdout;
-    (tar, out)
+            dir,
+            "-cf",
+            tar.to_str().unwrap(),
+            name,
+        ],
+    );
+    super::common::run_ok("gzip", &["-n", "-k", tar.to_str().unwrap()]);
+    let gz = std::fs::read(d.path().join("layer.tar.gz")).unwrap();
+    (std::fs::read(&tar).unwrap(), gz)
 }
 
 /// An OCI image layout at `dir` with `layers` layers, tagged `tag`: the
 /// manifest's digest.
 pub fn oci_layout(dir: &Path, tag: &str, layers: usize, seed: u32) -> String {
+    let sizes: Vec<usize> = (0..layers).map(|i| 50_000 + i * 7_000).collect();
+    oci_layout_sized(dir, tag, &sizes, seed).0
+}
+
+/// An OCI image layout at `dir` tagged `tag` with one layer per size: the
+/// manifest's digest and the layers' digests.
+pub fn oci_layout_sized(
+    dir: &Path,
+    tag: &str,
+    sizes: &[usize],
+    seed: u32,
+) -> (String, Vec<String>) {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-    let mut descs = Vec::new();
-    let mut diff_ids = Vec::new();
-    for i in 0..layers {
-        let content = super::common::pattern(50_000 + i * 7_000, seed + i as u32);
+    let (mut descs, mut diff_ids, mut layers) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, size) in sizes.iter().enumerate() {
+        let content = super::common::pattern(*size, seed + i as u32);
         let (tar, gz) = layer(&format!("file{i}"), &content);
         diff_ids.push(sha256(&tar));
         let d = put_blob(dir, &gz);
@@ -340,6 +346,7 @@ pub fn oci_layout(dir: &Path, tag: &str, layers: usize, seed: u32) -> String {
             "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
             "digest": d, "size": gz.len()
         }));
+        layers.push(d);
     }
     let config = serde_json::json!({
         "architecture": "amd64", "os": "linux",
@@ -364,5 +371,5 @@ pub fn oci_layout(dir: &Path, tag: &str, layers: usize, seed: u32) -> String {
         }]
     });
     std::fs::write(dir.join("index.json"), index.to_string()).unwrap();
-    md
+    (md, layers)
 }
