@@ -12,6 +12,9 @@
 //! `scripts/long-files.sh` prints the same list from a shell.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/srctree.rs"]
+mod srctree;
+
 use std::path::{Path, PathBuf};
 
 /// The most lines a production file may have (issue #39, "done when").
@@ -46,33 +49,6 @@ fn over_limit(files: &[(PathBuf, String)]) -> Vec<(String, usize)> {
     out
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
-fn tree_files() -> Vec<(PathBuf, String)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut paths = Vec::new();
-    rust_files(&src, &mut paths);
-    assert!(paths.len() > 20, "found only {} files", paths.len());
-    paths
-        .iter()
-        .map(|p| {
-            (
-                p.strip_prefix(&src).unwrap().to_path_buf(),
-                std::fs::read_to_string(p).unwrap(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn the_counter_leaves_out_tests_and_counts_the_rest() {
     let long = "fn f() {}\n".repeat(MAX_LINES);
@@ -95,7 +71,7 @@ fn the_counter_leaves_out_tests_and_counts_the_rest() {
 
 #[test]
 fn no_production_file_is_over_the_limit_but_the_listed_ones() {
-    let found = over_limit(&tree_files());
+    let found = over_limit(&srctree::tree_files());
     let unlisted: Vec<_> = found
         .iter()
         .filter(|(f, _)| !OVER_TODAY.contains(&f.as_str()))

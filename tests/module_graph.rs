@@ -24,6 +24,9 @@
 //! matching would fail here rather than pass silently.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/srctree.rs"]
+mod srctree;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -382,36 +385,8 @@ fn file_circles(g: &Graph) -> Vec<BTreeSet<String>> {
     circles
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
-fn tree_files() -> Vec<(PathBuf, String)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut paths = Vec::new();
-    rust_files(&src, &mut paths);
-    assert!(paths.len() > 20, "found only {} files", paths.len());
-    let files: Vec<(PathBuf, String)> = paths
-        .iter()
-        .map(|p| {
-            (
-                p.strip_prefix(&src).unwrap().to_path_buf(),
-                std::fs::read_to_string(p).unwrap(),
-            )
-        })
-        .collect();
-    files
-}
-
 fn tree() -> Graph {
-    graph_of(&tree_files())
+    graph_of(&srctree::tree_files())
 }
 
 fn is_service(unit: &str) -> bool {
@@ -704,7 +679,7 @@ fn the_checker_finds_a_file_circle_but_not_a_folders_face() {
 
 #[test]
 fn every_top_level_module_has_a_floor() {
-    let missing: BTreeSet<String> = tree_files()
+    let missing: BTreeSet<String> = srctree::tree_files()
         .iter()
         .filter_map(|(rel, _)| module_of(rel).first().cloned())
         .filter(|top| !ROOF.contains(&top.as_str()) && !FLOORS.iter().any(|(m, _)| m == top))
@@ -717,7 +692,7 @@ fn every_top_level_module_has_a_floor() {
 
 #[test]
 fn no_file_imports_a_file_on_a_higher_floor() {
-    let g = file_graph_of(&tree_files());
+    let g = file_graph_of(&srctree::tree_files());
     assert!(g.contains_key("serve/registry.rs") && g.contains_key("runtime/service.rs"));
     let found = upward_imports(&g);
     assert!(
@@ -728,7 +703,7 @@ fn no_file_imports_a_file_on_a_higher_floor() {
 
 #[test]
 fn files_form_no_circle_but_the_known_ones() {
-    let g = file_graph_of(&tree_files());
+    let g = file_graph_of(&srctree::tree_files());
     let found: Vec<_> = file_circles(&g)
         .into_iter()
         .filter(|c| {
