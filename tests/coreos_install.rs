@@ -652,22 +652,7 @@ fn real_coreos_installer_install_state_from_evidence() {
     );
     // The disk holds the image and the node's ignition.
     assert!(d0.first_mib().iter().any(|b| *b != 0), "blank disk");
-    let on_disk = d0.ext4_cat(
-        BOOT_PART.0,
-        BOOT_PART.1,
-        "/ignition/config.ign",
-        work.path(),
-    );
-    let (code, served_ign) = Lab::curl(
-        &lab.appl,
-        &[],
-        "http://127.0.0.1:8080/ignition/master-0.ign",
-    );
-    assert_eq!(code, "200");
-    let a: serde_json::Value =
-        serde_json::from_str(&on_disk).unwrap_or_else(|e| panic!("{e}: {on_disk:?}"));
-    let b: serde_json::Value = serde_json::from_slice(&served_ign).unwrap();
-    assert_eq!(a, b, "the ignition on the disk is not the node's");
+    disk_ignition_is_master_0s(&lab, &d0, work.path());
     let firstboot = d0.ext4_cat(BOOT_PART.0, BOOT_PART.1, "/ignition.firstboot", work.path());
     assert!(firstboot.contains("ip=dhcp"), "{firstboot:?}");
 
@@ -769,6 +754,23 @@ fn net_kargs(cmdline: &str) -> Vec<&str> {
 /// Debian's Ignition (package `ignition`): the program RHCOS's initramfs
 /// runs on first boot, shipped as its dracut module.
 const IGNITION: &str = "/usr/lib/dracut/modules.d/30ignition/ignition";
+
+/// The ignition on `disk`'s boot partition, checked to be the one the
+/// appliance serves master-0 (as JSON).
+fn disk_ignition_is_master_0s(lab: &Lab, disk: &LoopDisk, work: &Path) -> String {
+    let on_disk = disk.ext4_cat(BOOT_PART.0, BOOT_PART.1, "/ignition/config.ign", work);
+    let (code, served_ign) = Lab::curl(
+        &lab.appl,
+        &[],
+        "http://127.0.0.1:8080/ignition/master-0.ign",
+    );
+    assert_eq!(code, "200");
+    let a: serde_json::Value =
+        serde_json::from_str(&on_disk).unwrap_or_else(|e| panic!("{e}: {on_disk:?}"));
+    let b: serde_json::Value = serde_json::from_slice(&served_ign).unwrap();
+    assert_eq!(a, b, "the ignition on the disk is not the node's");
+    on_disk
+}
 
 /// The installed system's first boot, as far as Ignition goes: Ignition's
 /// own `fetch-offline` and `files` stages (platform `file`, reading
@@ -941,22 +943,7 @@ rhcos:
     assert!(kcmdline.starts_with("rd.neednet=1 "), "{kcmdline}");
 
     // The disk's ignition is the one served to the node.
-    let on_disk = d0.ext4_cat(
-        BOOT_PART.0,
-        BOOT_PART.1,
-        "/ignition/config.ign",
-        work.path(),
-    );
-    let (code, served_ign) = Lab::curl(
-        &lab.appl,
-        &[],
-        "http://127.0.0.1:8080/ignition/master-0.ign",
-    );
-    assert_eq!(code, "200");
-    let a: serde_json::Value =
-        serde_json::from_str(&on_disk).unwrap_or_else(|e| panic!("{e}: {on_disk:?}"));
-    let b: serde_json::Value = serde_json::from_slice(&served_ign).unwrap();
-    assert_eq!(a, b, "the ignition on the disk is not the node's");
+    let on_disk = disk_ignition_is_master_0s(&lab, &d0, work.path());
 
     // First boot: Ignition applies it to the installed root.
     ignite_root(&d0, &on_disk, work.path());

@@ -293,16 +293,7 @@ fn bad_input_on_every_endpoint_is_refused_and_nothing_is_written_outside_storage
     let lab = Lab::start("  allowDelete: true\n");
     let layout = lab.dir.path().join("layout");
     oci_layout(&layout, "v1", 2, 5);
-    let certs = lab.certs.display().to_string();
-    let (code, out) = lab.skopeo(&[
-        "copy",
-        "--dest-creds",
-        &creds(),
-        "--dest-cert-dir",
-        &certs,
-        &format!("oci:{}:v1", layout.display()),
-        &format!("docker://{MIRROR}:5000/ok/app:v1"),
-    ]);
+    let (code, out) = lab.push(&layout, "ok/app:v1");
     assert_eq!(code, 0, "{out}");
     let before = files_outside(lab.dir.path(), &lab.storage);
     let hex = "a".repeat(64);
@@ -672,15 +663,7 @@ fn preflight_resolves_the_release_image_by_digest_through_the_mirror() {
     let layout = lab.dir.path().join("release");
     let digest = oci_layout(&layout, "v1", 2, 21);
     let repo = "quay.io/openshift-release-dev/ocp-release";
-    let (code, out) = lab.skopeo(&[
-        "copy",
-        "--dest-creds",
-        &creds(),
-        "--dest-cert-dir",
-        lab.certs.to_str().unwrap(),
-        &format!("oci:{}:v1", layout.display()),
-        &format!("docker://{MIRROR}:5000/{repo}:4.99.0-x86_64"),
-    ]);
+    let (code, out) = lab.push(&layout, &format!("{repo}:4.99.0-x86_64"));
     assert_eq!(code, 0, "{out}");
     let cluster = lab.dir.path().join("cluster.yaml");
     let with_release = lab.dir.path().join("release.yaml");
@@ -759,15 +742,7 @@ fn podman_pulls_by_tag_and_digest_from_a_node_namespace() {
     let layout = lab.dir.path().join("layout");
     let digest = oci_layout(&layout, "v1", 2, 31);
     let certs = lab.certs.to_str().unwrap().to_string();
-    let (code, out) = lab.skopeo(&[
-        "copy",
-        "--dest-creds",
-        &creds(),
-        "--dest-cert-dir",
-        &certs,
-        &format!("oci:{}:v1", layout.display()),
-        &format!("docker://{MIRROR}:5000/lab/podman:v1"),
-    ]);
+    let (code, out) = lab.push(&layout, "lab/podman:v1");
     assert_eq!(code, 0, "{out}");
     let manifest: serde_json::Value = serde_json::from_slice(
         &std::fs::read(layout.join("blobs/sha256").join(&digest[7..])).unwrap(),

@@ -173,6 +173,20 @@ impl Lab {
         (code, format!("{out}{err}"))
     }
 
+    /// `skopeo copy` of the OCI layout `layout`'s `v1` to
+    /// `<MIRROR>:5000/<dest>`, from the node, as the pushing user.
+    pub fn push(&self, layout: &Path, dest: &str) -> (i32, String) {
+        self.skopeo(&[
+            "copy",
+            "--dest-creds",
+            &format!("{USER}:{PASS}"),
+            "--dest-cert-dir",
+            self.certs.to_str().unwrap(),
+            &format!("oci:{}:v1", layout.display()),
+            &format!("docker://{MIRROR}:5000/{dest}"),
+        ])
+    }
+
     /// curl in the node's namespace against the registry, trusting the CA.
     pub fn curl(&self, args: &[&str], path: &str) -> Got {
         let url = format!("{}{path}", self.url());
