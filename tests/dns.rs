@@ -10,6 +10,7 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use common::dnstools::{Ans, dig, dig_at, kdig, knot_for, norm, parse_dig, start_knot};
+use common::inproc::InProc;
 use common::{Appliance, BIN, run};
 
 const Z: &str = "test.crc.testing";
@@ -21,8 +22,8 @@ fn dns_section(extra: &str) -> String {
     )
 }
 
-fn start(extra_dns: &str, more: &str) -> Appliance {
-    Appliance::start(&common::only(&format!("{}{more}", dns_section(extra_dns))))
+fn start(extra_dns: &str, more: &str) -> InProc {
+    InProc::start_yaml(&common::only(&format!("{}{more}", dns_section(extra_dns))))
 }
 
 #[test]
@@ -196,10 +197,10 @@ fn edns_and_truncation() {
 }
 
 /// A cluster file for an upstream appliance serving `up.testing`.
-fn upstream() -> Appliance {
+fn upstream() -> InProc {
     let yaml =
         common::only(&dns_section("")).replace("baseDomain: crc.testing", "baseDomain: up.testing");
-    Appliance::start(&yaml)
+    InProc::start_yaml(&yaml)
 }
 
 #[test]
@@ -215,7 +216,7 @@ fn forwards_other_names_to_loopback_upstream() {
         "  applianceIP: 127.0.20.1\n",
         &format!("  applianceIP: 127.0.20.1\n  upstreamDNS: [\"{up_addr}\"]\n"),
     );
-    let app = Appliance::start(&yaml);
+    let app = InProc::start_yaml(&yaml);
     // Our own zone stays authoritative.
     let r = dig(&app, &[&format!("api.{Z}"), "A"]);
     assert!(r.aa(), "{}", r.raw);
@@ -250,13 +251,9 @@ fn forwards_other_names_to_loopback_upstream() {
                 || body.contains("crc_appliance_dns_responses_total{rcode=\"NXDOMAIN\"}"),
             "{body}"
         );
-        let (_, status, _) = run(
-            "curl",
-            &["-sf", &format!("http://{}/status", app.addr("admin"))],
-        );
-        let v: serde_json::Value = serde_json::from_str(&status).unwrap();
-        assert!(v["dns"]["forwarded"].as_u64().unwrap() >= 3, "{status}");
-        assert_eq!(v["dns"]["upstream"][0], up_addr.to_string(), "{status}");
+        let dns = app.status().dns.expect("a dns section");
+        assert!(dns.forwarded >= 3, "{dns:?}");
+        assert_eq!(dns.upstream, [up_addr.to_string()], "{dns:?}");
     }
 }
 
@@ -861,7 +858,7 @@ impl Drop for FakeUpstream {
 }
 
 /// An appliance forwarding to `upstreams` with `dns.forwardTimeout`.
-fn start_forwarding(upstreams: &[SocketAddr], timeout: &str, extra_dns: &str) -> Appliance {
+fn start_forwarding(upstreams: &[SocketAddr], timeout: &str, extra_dns: &str) -> InProc {
     let list: Vec<String> = upstreams.iter().map(|a| format!("\"{a}\"")).collect();
     let yaml = common::only(&format!(
         "{}  forwardTimeout: {timeout}\n",
@@ -874,7 +871,7 @@ fn start_forwarding(upstreams: &[SocketAddr], timeout: &str, extra_dns: &str) ->
             list.join(", ")
         ),
     );
-    Appliance::start(&yaml)
+    InProc::start_yaml(&yaml)
 }
 
 /// RFC 6891 6.1.1 and DNS Flag Day 2020: a UDP answer is at most 1232
@@ -1102,7 +1099,7 @@ fn classless_reverse_zone_forwards_ptrs_outside_the_network() {
                 up.addr
             ),
         );
-    let app = Appliance::start(&yaml);
+    let app = InProc::start_yaml(&yaml);
     for proto in ["+notcp", "+tcp"] {
         // Outside the /26: the upstream's PTR, not authoritative.
         let r = dig(&app, &["+recurse", proto, "-x", "127.0.20.100"]);

@@ -89,8 +89,76 @@ fn sd_notify(state: &str) {
     }
 }
 
-/// `serve --cluster FILE`.
+/// Where a `serve` runs, and what ends it.
+pub enum Host {
+    /// The process: SIGTERM/SIGINT stop it, SIGHUP reloads, systemd is
+    /// notified.
+    Process,
+    /// Inside another program (the in-process test harness): no signal
+    /// handlers are installed (the host's signals stay the host's);
+    /// cancelling `stop` shuts it down as SIGTERM would, and `ready` is
+    /// handed the hub once every service runs (its typed status, reloads).
+    Embedded {
+        stop: CancellationToken,
+        ready: tokio::sync::oneshot::Sender<Arc<Hub>>,
+    },
+}
+
+/// The signal streams of a [`Host::Process`]; none when embedded.
+struct Signals {
+    hup: Option<Signal>,
+}
+
+impl Signals {
+    /// Install the handlers at start (a signal during start-up waits for
+    /// them instead of killing) and, for the process, cancel `root` on
+    /// SIGTERM/SIGINT; for an embedded host, on its `stop`.
+    fn install(host: &Host, background: &Tasks, root: &CancellationToken) -> anyhow::Result<Self> {
+        let t = background.token();
+        match host {
+            Host::Process => {
+                let term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+                let int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+                background.spawn(
+                    "serve signals",
+                    t.clone(),
+                    watch_signals(term, int, root.clone(), t),
+                );
+                let hup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
+                Ok(Signals { hup: Some(hup) })
+            }
+            Host::Embedded { stop, .. } => {
+                let (stop, root) = (stop.clone(), root.clone());
+                background.spawn("serve host stop", t.clone(), async move {
+                    tokio::select! {
+                        _ = t.cancelled() => {}
+                        _ = stop.cancelled() => root.cancel(),
+                    }
+                    Ok(())
+                });
+                Ok(Signals { hup: None })
+            }
+        }
+    }
+
+    /// The next SIGHUP (never, when embedded).
+    async fn hangup(&mut self) {
+        match &mut self.hup {
+            Some(h) => {
+                h.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// `serve --cluster FILE`: the process.
 pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
+    serve_hosted(path, Host::Process).await
+}
+
+/// `serve` on `path`, hosted by `host`.
+pub async fn serve_hosted(path: PathBuf, host: Host) -> anyhow::Result<()> {
     let plan = Arc::new(config::load(&path)?);
     let ha_token = match &plan.cluster.ha {
         Some(h) => Some(
@@ -105,16 +173,8 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
     let ctx = Context::for_plan(&plan, crate::runtime::limits::apply(&plan));
     crate::host::preflight::log(&plan)?;
     let root = CancellationToken::new();
-    let term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-    let int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     let background = ctx.tasks(BACKGROUND);
-    let t = background.token();
-    background.spawn(
-        "serve signals",
-        t.clone(),
-        watch_signals(term, int, root.clone(), t),
-    );
-    let mut hup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
+    let mut signals = Signals::install(&host, &background, &root)?;
     let events = crate::timeline::Recorder::new(&plan);
     let registry = Services::create(&plan, &events, &ctx).await?;
     let (hub, mut reload_requests) = Hub::new(plan.clone(), registry, events, ctx.clone());
@@ -142,12 +202,15 @@ pub async fn serve(path: PathBuf) -> anyhow::Result<()> {
         sd_notify("READY=1");
         crate::drivers::bmc::start_on_serve(&plan, hub.events(), &bg, &ctx.ha);
     }
+    if let Host::Embedded { ready, .. } = host {
+        let _ = ready.send(hub.clone());
+    }
     let outcome = run_until_done(
         &path,
         &hub,
         &services,
         &root,
-        &mut hup,
+        &mut signals,
         &mut reload_requests,
         &mut set,
     )
@@ -232,7 +295,7 @@ async fn run_until_done(
     hub: &Hub,
     services: &[Arc<dyn Service>],
     root: &CancellationToken,
-    hup: &mut Signal,
+    signals: &mut Signals,
     requests: &mut tokio::sync::mpsc::Receiver<crate::serve::hub::ReloadRequest>,
     set: &mut Running,
 ) -> anyhow::Result<()> {
@@ -253,7 +316,7 @@ async fn run_until_done(
                 error!("{err:#}; stopping");
                 return Err(err);
             }
-            _ = hup.recv() => {
+            _ = signals.hangup() => {
                 if reload_unless_stopped(path, hub, services, "SIGHUP", root).await.is_none() {
                     return Ok(());
                 }

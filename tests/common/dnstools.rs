@@ -7,7 +7,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{Appliance, BIN, run};
+use super::{BIN, Served, run};
 
 /// A parsed dig/kdig answer.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -124,7 +124,7 @@ pub fn dig_at(addr: SocketAddr, args: &[&str]) -> Ans {
     parse_dig(&out)
 }
 
-pub fn dig(app: &Appliance, args: &[&str]) -> Ans {
+pub fn dig(app: &impl Served, args: &[&str]) -> Ans {
     dig_at(app.addr("dns udp"), args)
 }
 
@@ -223,13 +223,13 @@ pub fn start_knot(dir: &std::path::Path, zones: &[(String, String)]) -> Knot {
 }
 
 /// Start knotd on the `render zone` output of `app`'s cluster file.
-pub fn knot_for(app: &Appliance, dir: &std::path::Path) -> Knot {
+pub fn knot_for(app: &impl Served, dir: &std::path::Path) -> Knot {
     let (code, text, err) = run(
         BIN,
         &[
             "render",
             "--cluster",
-            app.cluster_file.to_str().unwrap(),
+            app.cluster_file().to_str().unwrap(),
             "zone",
         ],
     );

@@ -8,6 +8,7 @@
 pub mod dnstools;
 pub mod hapair;
 pub mod initramfs;
+pub mod inproc;
 pub mod libvirtd;
 pub mod qemu;
 pub mod segment;
@@ -96,6 +97,40 @@ macro_rules! require_tools {
     ($($tool:expr),+) => {
         $( $crate::require!($crate::common::have($tool), format!("{} is not installed", $tool)); )+
     };
+}
+
+/// What a test talks to, spawned ([`Appliance`]) or in this process
+/// ([`inproc::InProc`]): its bound addresses and its log.
+pub trait Served {
+    /// Address logged as `listening for <what> on ...`.
+    fn addr(&self, what: &str) -> SocketAddr;
+    fn log(&self) -> String;
+    /// The cluster file it runs on.
+    fn cluster_file(&self) -> &Path;
+}
+
+impl Served for Appliance {
+    fn addr(&self, what: &str) -> SocketAddr {
+        Appliance::addr(self, what)
+    }
+    fn log(&self) -> String {
+        Appliance::log(self)
+    }
+    fn cluster_file(&self) -> &Path {
+        &self.cluster_file
+    }
+}
+
+impl Served for inproc::InProc {
+    fn addr(&self, what: &str) -> SocketAddr {
+        inproc::InProc::addr(self, what)
+    }
+    fn log(&self) -> String {
+        inproc::InProc::log(self)
+    }
+    fn cluster_file(&self) -> &Path {
+        &self.cluster_file
+    }
 }
 
 pub struct Appliance {

@@ -200,9 +200,10 @@ pub async fn run(
     let stop = shutdown.child_token();
     let _stop_guard = stop.clone().drop_guard();
     let (s2, st2) = (sock.clone(), stop.clone());
+    let log = tracing::dispatcher::get_default(Clone::clone);
     std::thread::Builder::new()
         .name("dhcp6-ra-recv".into())
-        .spawn(move || receive(s2, tx, st2))
+        .spawn(move || tracing::dispatcher::with_default(&log, || receive(s2, tx, st2)))
         .context("starting the RA receiver thread")?;
     let send = || match sock.send_to(&packet, &to) {
         Ok(_) => {

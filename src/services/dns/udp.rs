@@ -171,6 +171,9 @@ pub async fn serve(
     let mut spawn_err = None;
     for i in 0..UDP_WORKERS {
         let (s, done) = (shared.clone(), Exited(tx.clone()));
+        // The worker logs where its starter logs (an embedded appliance's
+        // own log, not only the process's).
+        let log = tracing::dispatcher::get_default(Clone::clone);
         let r = std::thread::Builder::new()
             .name(format!("dns-udp-{i}"))
             .spawn(move || {
@@ -178,7 +181,7 @@ pub async fn serve(
                 // exit is reported.
                 let _done = done;
                 let s = s;
-                worker(&s);
+                tracing::dispatcher::with_default(&log, || worker(&s));
             });
         match r {
             Ok(_) => started += 1,
