@@ -106,6 +106,7 @@ impl InProc {
         dir: tempfile::TempDir,
         cluster_file: PathBuf,
     ) -> Result<InProc, (String, String)> {
+        super::note_harness("inproc");
         let log: Lines = Arc::default();
         let dispatch = log_dispatch(&log);
         let rt = runtime(&dispatch);

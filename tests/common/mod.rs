@@ -24,6 +24,38 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_crc-appliance");
 
+/// Where each test started its appliances (`CRC_HARNESS_LOG`, set by
+/// `scripts/test.sh`): one `<how>\t<test binary>\t<test>` line per start,
+/// `how` being `inproc` or `spawned`, for the suite's count of the tests
+/// the in-process harness runs.
+pub fn note_harness(how: &str) {
+    let Some(path) = std::env::var_os("CRC_HARNESS_LOG") else {
+        return;
+    };
+    let binary = std::env::args()
+        .next()
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    // libtest names each test's thread after the test.
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let line = format!(
+        "{how}\t{}\t{test}\n",
+        binary.rsplit_once('-').map_or(&*binary, |(b, _)| b)
+    );
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        use std::io::Write as _;
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
 /// True when `tool` is on PATH.
 pub fn have(tool: &str) -> bool {
     std::env::var_os("PATH")
@@ -300,6 +332,7 @@ impl Launch {
     }
 
     pub fn start_file(self, dir: tempfile::TempDir, cluster_file: PathBuf) -> Appliance {
+        note_harness("spawned");
         let mut cmd = match self.prefix.split_first() {
             Some((first, rest)) => {
                 let mut c = Command::new(first);
