@@ -1,4 +1,5 @@
-//! The HTTP service end to end: the real binary, real curl and wget.
+//! The HTTP service end to end: the real services (in this process, or the
+//! binary in a network namespace), real curl and wget.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -8,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::inproc::InProc;
 use common::{Appliance, Netns, pattern, run};
+use crc_appliance::serve::status::StatusDoc;
 
 /// A response seen by curl.
 struct Got {
@@ -153,7 +156,7 @@ fn multipart_parts(body: &[u8], boundary: &str) -> Vec<(String, Vec<u8>)> {
 fn http_serves_images_with_ranges_and_conditionals() {
     require_tools!("curl");
     let fx = fixture();
-    let app = Appliance::start(&common::only(&http_section(&fx.images, &fx.ignition)));
+    let app = InProc::start_yaml(&common::only(&http_section(&fx.images, &fx.ignition)));
     let base = format!("http://{}", app.addr("http"));
     let iso = std::fs::read(fx.images.join("rhcos-live.iso")).unwrap();
     let url = format!("{base}/images/rhcos-live.iso");
@@ -313,7 +316,7 @@ fn http_large_sparse_file_sha256_and_wget_resume() {
         }
     }
     let want = sha256_file(&big);
-    let app = Appliance::start(&common::only(&http_section(&fx.images, &fx.ignition)));
+    let app = InProc::start_yaml(&common::only(&http_section(&fx.images, &fx.ignition)));
     let url = format!("http://{}/images/disk.raw", app.addr("http"));
     let out = tempfile::tempdir().unwrap();
 
@@ -393,7 +396,7 @@ fn http_ignition_roles_nodes_and_fetch_log() {
         "{}admin:\n  listen: 127.0.0.1:0\n",
         http_section(&fx.images, &fx.ignition)
     );
-    let app = Appliance::start(&common::only(&sections));
+    let app = InProc::start_yaml(&common::only(&sections));
     let base = format!("http://{}", app.addr("http"));
     let admin = format!("http://{}", app.addr("admin"));
 
@@ -493,27 +496,26 @@ fn http_ignition_roles_nodes_and_fetch_log() {
         404
     );
 
-    // the admin listener shows who fetched what
-    let st = curl(&[], &format!("{admin}/status"));
-    assert_eq!(st.code, 200);
-    let st: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
-    let http = &st["http"];
-    let by_node = http["ignitionByNode"].as_array().expect("ignitionByNode");
-    let m0 = by_node.iter().find(|n| n["node"] == "master-0").unwrap();
-    assert_eq!(m0["fetched"], true, "{m0}");
-    assert_eq!(m0["last"]["client"], "127.0.20.10");
-    assert_eq!(m0["last"]["file"], "master-0.ign");
-    let w0 = by_node.iter().find(|n| n["node"] == "worker-0").unwrap();
+    // the status document shows who fetched what
+    let http = app.status().http.expect("an http section");
+    let by_node = &http.ignition_by_node;
+    let m0 = by_node.iter().find(|n| n.node == "master-0").unwrap();
+    assert!(m0.fetched, "{m0:?}");
+    let last = m0.last.as_ref().expect("master-0's last fetch");
+    assert_eq!(last.client, "127.0.20.10");
+    assert_eq!(last.file, "master-0.ign");
+    let w0 = by_node.iter().find(|n| n.node == "worker-0").unwrap();
     assert_eq!(
-        (w0["fetched"].as_bool(), w0["last"]["status"].as_u64()),
-        (Some(false), Some(500))
+        (w0.fetched, w0.last.as_ref().map(|l| l.status)),
+        (false, Some(500))
     );
-    let fetches = http["ignitionFetches"].as_array().unwrap();
     assert!(
-        fetches
+        http.ignition_fetches
             .iter()
-            .any(|f| f["file"] == "master-0.ign" && f["node"] == "master-0" && f["status"] == 200),
-        "{http}"
+            .any(|f| f.file == "master-0.ign"
+                && f.node.as_deref() == Some("master-0")
+                && f.status == 200),
+        "{http:?}"
     );
     let metrics = String::from_utf8(curl(&[], &format!("{admin}/metrics")).body).unwrap();
     assert!(
@@ -609,18 +611,18 @@ admin: {{ listen: "127.0.0.1:0" }}
     assert_eq!(g.code, 200);
 
     let st = curl_in(nsn, &[], &format!("http://{}/status", srv.addr("admin")));
-    let st: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
-    let fetches = st["http"]["ignitionFetches"].as_array().unwrap();
+    let st: StatusDoc = serde_json::from_slice(&st.body).unwrap();
+    let fetches = st.http.expect("an http section").ignition_fetches;
     assert!(
         fetches
             .iter()
-            .any(|f| f["client"] == "10.88.0.2" && f["status"] == 403 && f["node"].is_null()),
+            .any(|f| f.client == "10.88.0.2" && f.status == 403 && f.node.is_none()),
         "{fetches:?}"
     );
     assert!(
-        fetches
-            .iter()
-            .any(|f| f["client"] == "10.77.0.20" && f["status"] == 200 && f["node"] == "worker-0"),
+        fetches.iter().any(|f| f.client == "10.77.0.20"
+            && f.status == 200
+            && f.node.as_deref() == Some("worker-0")),
         "{fetches:?}"
     );
     assert!(
@@ -635,7 +637,7 @@ admin: {{ listen: "127.0.0.1:0" }}
 fn http_half_closed_client_gets_the_whole_image() {
     use std::io::{Read, Write};
     let fx = fixture();
-    let app = Appliance::start(&common::only(&http_section(&fx.images, &fx.ignition)));
+    let app = InProc::start_yaml(&common::only(&http_section(&fx.images, &fx.ignition)));
     let want = std::fs::read(fx.images.join("rhcos-live.iso")).unwrap();
     for version in ["1.0", "1.1"] {
         let mut s = std::net::TcpStream::connect(app.addr("http")).unwrap();
@@ -682,7 +684,7 @@ fn install_secrets_under_images_are_never_served() {
         std::fs::write(i.join(f), body).unwrap();
     }
     std::os::unix::fs::symlink("master.ign", i.join("innocent.iso")).unwrap();
-    let app = Appliance::start(&common::only(&http_section(&fx.images, &fx.ignition)));
+    let app = InProc::start_yaml(&common::only(&http_section(&fx.images, &fx.ignition)));
     let base = format!("http://{}", app.addr("http"));
     for p in [
         "/images/master.ign",
@@ -719,7 +721,7 @@ fn ignition_replace_pointer_is_refused_for_node_urls() {
         r#"{"ignition":{"version":"3.2.0","config":{"replace":{"source":"https://api-int.test.crc.testing:22623/config/worker"}}}}"#,
     )
     .unwrap();
-    let app = Appliance::start(&common::only(&http_section(&fx.images, &fx.ignition)));
+    let app = InProc::start_yaml(&common::only(&http_section(&fx.images, &fx.ignition)));
     let base = format!("http://{}", app.addr("http"));
     let r = curl(&[], &format!("{base}/ignition/worker-0.ign"));
     assert_eq!(r.code, 500);

@@ -1,7 +1,8 @@
 //! The HTTP service under pressure (issue #16): a slowloris from one host,
 //! trickled request heads, and parallel fetches of a large ignition file.
-//! Real binary, real sockets and curl, loopback only; every load loop is
-//! bounded in count and time.
+//! The real services (in this process; the binary where its memory or its
+//! open-files limit is the point), real sockets and curl, loopback only;
+//! every load loop is bounded in count and time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -12,7 +13,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Appliance;
+use common::inproc::InProc;
+use common::{Appliance, Served};
 
 fn http_section(images: &Path, ignition: &Path, extra: &str) -> String {
     format!(
@@ -70,7 +72,7 @@ fn http_slowloris_per_client_limit_and_trickled_heads() {
     std::fs::create_dir_all(&ignition).unwrap();
     let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(images.join("rhcos.iso"), &body).unwrap();
-    let app = Appliance::start(&common::only(&http_section(
+    let app = InProc::start_yaml(&common::only(&http_section(
         &images,
         &ignition,
         "  maxConnectionsPerClient: 16\n",
@@ -489,7 +491,7 @@ fn curl_from(from: &str, url: &str, max_time: u32) -> (String, Vec<u8>) {
 }
 
 /// A counter of the appliance's `/metrics`.
-fn metric(app: &Appliance, name: &str) -> u64 {
+fn metric(app: &impl Served, name: &str) -> u64 {
     let out = Command::new("curl")
         .args(["-sS", "--max-time", "10"])
         .arg(format!("http://{}/metrics", app.addr("admin")))
@@ -530,7 +532,7 @@ fn idle_h2_connections_from_many_addresses_are_closed_and_others_served() {
         "the open-files hard limit is below 4096"
     );
     let (_dir, sections) = small_site();
-    let app = Appliance::start(&common::only(&sections));
+    let app = InProc::start_yaml(&common::only(&sections));
     let url = format!("http://{}/images/small.txt", app.addr("http"));
     let srcs: Vec<String> = (1..=16).map(|i| format!("127.0.1.{i}")).collect();
     let hold = Hold::start("h2", app.addr("http"), 64, Duration::from_secs(30), &srcs);
@@ -575,7 +577,7 @@ fn a_slowloris_from_many_addresses_leaves_room_for_another_client() {
         "the open-files hard limit is below 4096"
     );
     let (_dir, sections) = small_site();
-    let app = Appliance::start(&common::only(&sections));
+    let app = InProc::start_yaml(&common::only(&sections));
     let url = format!("http://{}/images/small.txt", app.addr("http"));
     let srcs: Vec<String> = (1..=20).map(|i| format!("127.0.3.{i}")).collect();
     let hold = Hold::start("slow", app.addr("http"), 64, Duration::from_secs(12), &srcs);

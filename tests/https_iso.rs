@@ -13,6 +13,9 @@
 //!   and a host outside get 403; the listener defaults to
 //!   `<applianceIP>:8443` when a node has a `bmc`, and the generated
 //!   certificate names `applianceIP`.
+//!
+//! The appliance runs in this process (`common::inproc`), except in the
+//! network-namespace lab (spawned there with `ip netns exec`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -20,11 +23,13 @@ mod common;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, rhcos_iso};
+use common::inproc::InProc;
 use common::{Appliance, BIN, Netns, have, netns_available, run, run_ok, unique_name};
-use serde_json::Value;
+use crc_appliance::serve::status::ReloadStatus;
+use crc_appliance::services::http::status::HttpsStatus;
 
 /// curl, openssl, and what `rhcos_iso` builds with; the reason otherwise.
 fn tools() -> Result<(), String> {
@@ -186,13 +191,10 @@ fn loopback_cluster(d: &Path, http_extra: &str) -> PathBuf {
     f
 }
 
-fn admin_json(app: &Appliance, path: &str) -> Value {
-    let url = format!("http://{}{path}", app.addr("admin"));
-    serde_json::from_str(&run_ok("curl", &["-sS", "--max-time", "10", &url])).unwrap()
-}
-
-fn https_status(app: &Appliance) -> Value {
-    admin_json(app, "/status")["http"]["https"].clone()
+/// The status document's `http.https`: the listener runs.
+fn https_status(app: &InProc) -> HttpsStatus {
+    let http = app.status().http.expect("an http section");
+    http.https.expect("an http.https section")
 }
 
 #[test]
@@ -214,7 +216,7 @@ fn generated_certificate_serves_the_http_bytes_and_is_kept_across_restarts() {
         "{out}"
     );
 
-    let mut app = Appliance::launch().start_path(&cluster);
+    let mut app = InProc::start_path(&cluster);
     let http = format!("http://{}", app.addr("http"));
     let https = format!("https://{}", app.addr("https"));
     let ca = cert.to_str().unwrap().to_string();
@@ -274,10 +276,10 @@ fn generated_certificate_serves_the_http_bytes_and_is_kept_across_restarts() {
 
     // What an operator reads.
     let st = https_status(&app);
-    assert_eq!(st["cert"]["sha256"], fp.as_str(), "{st:#}");
-    assert_eq!(st["cert"]["generated"], true);
-    assert_eq!(st["cert"]["certFile"], cert.to_str().unwrap());
-    assert!(st["handshakes"].as_u64().unwrap() >= 6, "{st:#}");
+    assert_eq!(st.cert.sha256, fp, "{st:#?}");
+    assert!(st.cert.generated, "{st:#?}");
+    assert_eq!(st.cert.cert_file, cert);
+    assert!(st.handshakes >= 6, "{st:#?}");
     let metrics = || {
         run_ok(
             "curl",
@@ -315,11 +317,11 @@ fn generated_certificate_serves_the_http_bytes_and_is_kept_across_restarts() {
     );
 
     // A restart keeps it.
-    app.stop();
+    app.stop().expect("serve stops cleanly");
     drop(app);
-    let app = Appliance::launch().start_path(&cluster);
+    let app = InProc::start_path(&cluster);
     assert_eq!(openssl_fingerprint(&cert), fp);
-    assert_eq!(https_status(&app)["cert"]["sha256"], fp.as_str());
+    assert_eq!(https_status(&app).cert.sha256, fp);
     assert!(
         !app.log().contains("generated a self-signed"),
         "{}",
@@ -330,18 +332,14 @@ fn generated_certificate_serves_the_http_bytes_and_is_kept_across_restarts() {
     assert!(again.body == a.body);
 }
 
-/// Wait until `/status` counts `n` reload attempts; the last one's `ok`.
-fn reloaded(app: &Appliance, n: u64) -> Value {
-    app.signal("HUP");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let st = admin_json(app, "/status");
-        if st["reload"]["attempts"].as_u64() == Some(n) {
-            return st["reload"].clone();
-        }
-        assert!(Instant::now() < deadline, "reload {n} not done: {st:#}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Reload (as `POST /api/reload` does) and check that the status
+/// document counts `n` reload attempts; the outcome.
+fn reloaded(app: &InProc, n: u64) -> ReloadStatus {
+    let outcome = app.reload();
+    let st = app.status().reload;
+    assert_eq!(st.attempts, n, "{st:#?}");
+    assert_eq!(st, outcome);
+    outcome
 }
 
 #[test]
@@ -364,7 +362,7 @@ fn operator_certificate_is_served_and_a_reload_swaps_it() {
             key.display()
         ),
     );
-    let app = Appliance::launch().start_path(&cluster);
+    let app = InProc::start_path(&cluster);
     let url = format!("https://{}/boot/worker-0.iso", app.addr("https"));
     let with = |ca: &Path| curl(&["--cacert", ca.to_str().unwrap()], &url);
     assert_eq!(with(&a_cert).unwrap().code, "200");
@@ -373,8 +371,8 @@ fn operator_certificate_is_served_and_a_reload_swaps_it() {
         "B does not sign what A's key serves"
     );
     let st = https_status(&app);
-    assert_eq!(st["cert"]["generated"], false);
-    assert_eq!(st["cert"]["sha256"], openssl_fingerprint(&a_cert).as_str());
+    assert!(!st.cert.generated, "{st:#?}");
+    assert_eq!(st.cert.sha256, openssl_fingerprint(&a_cert));
     assert!(
         !d.join("state/test-https-cert.pem").exists(),
         "nothing generated"
@@ -383,20 +381,27 @@ fn operator_certificate_is_served_and_a_reload_swaps_it() {
     // New files, same paths: a reload serves them.
     std::fs::copy(&b_cert, &cert).unwrap();
     std::fs::copy(&b_key, &key).unwrap();
-    assert_eq!(reloaded(&app, 1)["ok"], true);
+    assert!(reloaded(&app, 1).ok);
     assert_eq!(with(&b_cert).unwrap().code, "200");
     assert!(with(&a_cert).is_none());
-    assert_eq!(
-        https_status(&app)["cert"]["sha256"],
-        openssl_fingerprint(&b_cert).as_str()
-    );
+    assert_eq!(https_status(&app).cert.sha256, openssl_fingerprint(&b_cert));
 
     // A key that does not match: refused, B stays.
     std::fs::copy(&a_cert, &cert).unwrap();
     let r = reloaded(&app, 2);
-    assert_eq!(r["ok"], false, "{r:#}");
-    assert!(r["error"].as_str().unwrap().contains("http.tls"), "{r:#}");
+    assert!(!r.ok, "{r:#?}");
+    let error = r.error.as_deref().unwrap_or_default();
+    assert!(error.contains("http.tls"), "{r:#?}");
     assert_eq!(with(&b_cert).unwrap().code, "200");
+}
+
+/// `serve` on `cluster` ends before it is ready: its error and its log.
+fn refused(cluster: &Path) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    match InProc::try_start_file(dir, cluster.into()) {
+        Ok(app) => panic!("serve started; log:\n{}", app.log()),
+        Err(refusal) => refusal,
+    }
 }
 
 #[test]
@@ -416,15 +421,9 @@ fn a_broken_certificate_stops_serve_before_it_binds() {
             b_key.display()
         ),
     );
-    let out = Command::new(BIN)
-        .args(["serve", "--cluster", cluster.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    let (err, log) = refused(&cluster);
     assert!(err.contains("http.tls"), "{err}");
-    assert!(!err.contains("listening for"), "{err}");
+    assert!(!log.contains("listening for"), "{log}");
 }
 
 /// Issue #40 item 9 (audit L5): a private key that group or others can
@@ -446,8 +445,8 @@ fn tls_keys_readable_by_others_are_refused() {
     // The generated key, made by a first start, then widened.
     let cluster = loopback_cluster(d, "");
     let key = d.join("state/test-https-key.pem");
-    let mut app = Appliance::launch().start_path(&cluster);
-    app.stop();
+    let mut app = InProc::start_path(&cluster);
+    app.stop().expect("serve stops cleanly");
     drop(app);
     chmod(&key, 0o644);
     let (code, out) = check(&cluster);
@@ -456,15 +455,9 @@ fn tls_keys_readable_by_others_are_refused() {
         out.contains(&format!("{} has mode 0644", key.display())) && out.contains("chmod 600"),
         "{out}"
     );
-    let served = Command::new(BIN)
-        .args(["serve", "--cluster", cluster.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&served.stderr);
-    assert!(!served.status.success(), "{err}");
+    let (err, log) = refused(&cluster);
     assert!(err.contains("has mode 0644"), "{err}");
-    assert!(!err.contains("listening for https"), "{err}");
+    assert!(!log.contains("listening for https"), "{log}");
     chmod(&key, 0o600);
     let (code, out) = check(&cluster);
     assert_eq!(code, 0, "{out}");

@@ -18,6 +18,9 @@
 //!   namespace with three local addresses; who else does, node by node:
 //!   `tests/http_acl.rs`);
 //! - a 1 GiB (sparse) ISO downloads with the appliance's RSS flat.
+//!
+//! The appliance runs in this process (`common::inproc`), except where its
+//! own memory is measured or it runs in a network namespace.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -29,19 +32,24 @@ use std::time::Duration;
 use common::initramfs::{
     ISOLINUX_BIN, LDLINUX_C32, RhcosIso, rhcos_iso, rhcos_iso_uefi, uefi_tools,
 };
+use common::inproc::InProc;
 use common::qemu::{CMDLINE_MARK, Qemu, cmdline_initramfs, host_kernel, tail, wait_for};
 use common::{Appliance, free_port, have, run, run_ok, vm_rss_kib};
 
+/// The appliance on [`cluster`], in this process.
+fn start(iso: &Path, http: u16) -> InProc {
+    InProc::start_yaml(&cluster(iso, http))
+}
+
 /// The cluster: the loopback one plus worker-1 with its own disk and karg.
-fn start(iso: &Path, http: u16) -> Appliance {
-    let yaml = common::loopback_cluster_with_nodes(
+fn cluster(iso: &Path, http: u16) -> String {
+    common::loopback_cluster_with_nodes(
         "  - { name: worker-1, role: worker, mac: \"52:54:00:14:00:15\", ip: 127.0.20.21, installDev: /dev/vdb, kargs: [crc.node=worker-1] }\n",
         &format!(
             "http:\n  listen: 127.0.20.1:{http}\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\n  bootIsoCidrs: [192.0.2.0/24]\nadmin:\n  listen: 127.0.0.1:0\ndns:\n  enabled: false\nloadBalancer:\n  enabled: false\ndhcp:\n  enabled: false\n  leaseFile: \"{{dir}}/leases.json\"\nrhcos:\n  iso: {}\n  kargs: [crc.test=1]\n  roleKargs: {{ worker: [crc.role=worker] }}\n",
             iso.display()
         ),
-    );
-    Appliance::start(&yaml)
+    )
 }
 
 /// `curl` → (status, headers, body) with the body in a file.
@@ -209,7 +217,8 @@ fn served_iso_is_the_original_with_the_node_kargs_in_its_areas() {
     let cf = &app.cluster_file;
     let text = std::fs::read_to_string(cf).unwrap();
     std::fs::write(cf, text.replace("crc.node=worker-1", "crc.node=worker-1b")).unwrap();
-    app.signal("HUP");
+    let reload = app.reload();
+    assert!(reload.ok, "{reload:?}");
     app.wait_log("configuration reloaded", Duration::from_secs(20));
     let (code, h) = curl(&[], &format!("{base}/boot/worker-1.iso"), &out);
     assert_eq!(code, 200);
@@ -276,7 +285,8 @@ fn one_gib_iso_downloads_in_constant_memory() {
     f.set_len(1 << 30).unwrap();
     drop(f);
     let http = free_port();
-    let app = start(&iso.path, http);
+    // Spawned: its RSS is the point.
+    let app = Appliance::start(&cluster(&iso.path, http));
     let url = format!("http://127.0.20.1:{http}/boot/master-0.iso");
     // Warm up (the first response brings in the code paths and pool threads).
     run_ok("curl", &["-sS", "-o", "/dev/null", "-r", "0-1048575", &url]);
@@ -448,14 +458,10 @@ fn boot_served_iso(kpath: &Path, firmware: &[&str], uefi: bool) {
     assert!(!line.contains("coreos.live.rootfs_url"), "{line}");
     if by_http {
         // qemu fetched by ranges from the appliance.
-        let admin = app.addr("admin");
-        let (_, metrics, _) = run("curl", &["-sS", &format!("http://{admin}/metrics")]);
-        let partial = metrics
-            .lines()
-            .find(|l| l.starts_with("crc_appliance_http_responses_total{code=\"206\"}"))
-            .and_then(|l| l.split_whitespace().last()?.parse::<u64>().ok())
-            .unwrap_or(0);
-        assert!(partial > 0, "no 206 answers:\n{metrics}");
+        let http = app.status().http.expect("an http section");
+        let by_status = &http.responses_by_status;
+        let partial = by_status.get("206").copied().unwrap_or(0);
+        assert!(partial > 0, "no 206 answers: {by_status:?}");
         eprintln!("qemu read the CD in {partial} range requests");
     }
 }

@@ -1,4 +1,5 @@
-//! Network boot over HTTP against the real binary, with curl and the CLI:
+//! Network boot over HTTP against the real services (in this process; the
+//! binary where it is killed), with curl and the CLI:
 //! the RHCOS artifacts streamed out of an xorriso-built live ISO (ranges,
 //! HEAD, ETag), the entry and per-node iPXE scripts with the install kernel
 //! arguments, the switch to local boot once the node fetched its ignition
@@ -13,7 +14,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::initramfs::live_iso;
-use common::{Appliance, BIN, free_port, pattern, run};
+use common::inproc::InProc;
+use common::{Appliance, BIN, Served, free_port, pattern, run};
+use crc_appliance::serve::status::StatusDoc;
+use crc_appliance::services::http::status::{NetbootRow, NetbootStateStatus};
 
 /// A live-ISO look-alike; returns (iso, kernel, initrd, rootfs bytes).
 fn make_iso(dir: &Path) -> (PathBuf, Vec<u8>, Vec<u8>, Vec<u8>) {
@@ -58,7 +62,7 @@ fn artifacts_scripts_and_install_state() {
         "mac: \"52:54:00:14:00:0a\", ip: 127.0.20.10, installDev: /dev/nvme0n1, kargs: [node=1] }",
     );
     assert!(yaml.contains("installDev: /dev/nvme0n1"));
-    let mut app = Appliance::start(&yaml);
+    let mut app = InProc::start_yaml(&yaml);
     let dir = app.dir.path().to_path_buf();
     std::fs::create_dir_all(dir.join("ign")).unwrap();
     std::fs::write(
@@ -147,20 +151,12 @@ fn artifacts_scripts_and_install_state() {
     std::thread::sleep(Duration::from_millis(300));
     let s = String::from_utf8(own(&script_url).2).unwrap();
     assert!(s.starts_with("#!ipxe\n") && s.contains("\nexit\n"), "{s}");
-    let status: serde_json::Value =
-        serde_json::from_slice(&get(&[], &format!("http://127.0.0.1:{admin}/status")).2).unwrap();
-    let row = status["http"]["netboot"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["node"] == "master-0")
-        .unwrap()
-        .clone();
-    assert_eq!(row["state"], "installed", "{row}");
+    let row = netboot_row(&app.status(), "master-0");
+    assert_eq!(row.state, "installed", "{row:?}");
 
     // Persisted: a restart keeps the node on its disk.
-    assert_eq!(app.stop(), Some(0));
-    let app2 = Appliance::launch().start_path(&app.cluster_file);
+    assert_eq!(app.stop(), Ok(()));
+    let app2 = InProc::start_path(&app.cluster_file);
     let base2 = format!("http://{}", app2.addr("http"));
     let s = script(&format!("{base2}/boot/52-54-00-14-00-0a.ipxe"));
     assert!(s.contains("\nexit\n"), "{s}");
@@ -187,7 +183,7 @@ fn artifacts_from_pxe_files() {
         std::fs::write(work.path().join(f), b).unwrap();
     }
     let w = work.path().display();
-    let app = Appliance::start(&common::only(&format!(
+    let app = InProc::start_yaml(&common::only(&format!(
         "http:\n  listen: 127.0.0.1:0\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\ndhcp:\n  enabled: false\n  leaseFile: \"{{dir}}/leases.json\"\nrhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r }}\n"
     )));
     let base = format!("http://{}", app.addr("http"));
@@ -224,7 +220,7 @@ fn dhcp_boot_answers_by_client() {
     }
     let w = work.path().display();
     let http = free_port();
-    let app = Appliance::start(&common::only(&format!(
+    let app = InProc::start_yaml(&common::only(&format!(
         "http:\n  listen: 127.0.0.1:{http}\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\ndhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{{dir}}/leases.json\"\n  relays: [127.0.20.4]\npxe:\n  tftpListen: 127.0.20.1:0\n  tftpRoot: {w}/ipxe\nrhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r }}\n"
     )));
     let srv = app.addr("dhcp");
@@ -405,7 +401,7 @@ fn netboot_cluster_on(work: &Path, state: &Path, admin: u16, http: u16) -> Strin
 }
 
 /// The script of the node with `mac` (`52-54-00-…`), fetched from `from`.
-fn node_script(app: &Appliance, mac: &str, from: &str) -> String {
+fn node_script(app: &impl Served, mac: &str, from: &str) -> String {
     let url = format!("http://{}/boot/{mac}.ipxe", app.addr("http"));
     let (c, code, body) = get(&["--interface", from], &url);
     assert_eq!((c, code.as_str()), (0, "200"), "{url}");
@@ -420,10 +416,25 @@ fn is_local_boot(s: &str) -> bool {
     s.contains("\nexit\n") && !s.contains("kernel ")
 }
 
-fn status(admin: u16) -> serde_json::Value {
+/// `GET /status` of the spawned appliance whose admin listens on `admin`.
+fn status_over_http(admin: u16) -> StatusDoc {
     let (_, code, body) = get(&[], &format!("http://127.0.0.1:{admin}/status"));
     assert_eq!(code, "200");
     serde_json::from_slice(&body).unwrap()
+}
+
+/// The install state of `node` in `http.netboot`.
+fn netboot_row(st: &StatusDoc, node: &str) -> NetbootRow {
+    let http = st.http.as_ref().expect("an http section");
+    let row = http.netboot.iter().find(|r| r.node == node);
+    row.unwrap_or_else(|| panic!("no netboot row for {node}: {http:?}"))
+        .clone()
+}
+
+/// `http.netbootState`.
+fn netboot_state(st: &StatusDoc) -> NetbootStateStatus {
+    let http = st.http.as_ref().expect("an http section");
+    http.netboot_state.clone().expect("an http.netbootState")
 }
 
 const BOOTSTRAP_MAC: &str = "52-54-00-14-00-05";
@@ -441,6 +452,7 @@ fn install_state_survives_a_full_disk_and_a_kill() {
     let small = SmallFs::mount(work.path().join("state"), "64k");
     let admin = free_port();
     let yaml = netboot_cluster(work.path(), &small.0, admin);
+    // Spawned: it is killed (-9) below.
     let mut app = Appliance::start(&yaml);
     small.fill();
 
@@ -451,12 +463,16 @@ fn install_state_survives_a_full_disk_and_a_kill() {
     common::wait_until(
         "the ignition fetch recorded",
         Duration::from_secs(5),
-        || status(admin)["http"]["netboot"][0]["ignitionAt"].is_u64(),
+        || {
+            netboot_row(&status_over_http(admin), "bootstrap")
+                .ignition_at
+                .is_some()
+        },
     );
     let image = format!("http://{}/images/metal.raw.xz", app.addr("http"));
     assert_eq!(get(&["--interface", "127.0.20.5"], &image).1, "200");
     common::wait_until("the install finished", Duration::from_secs(5), || {
-        status(admin)["http"]["netboot"][0]["state"] == "installed"
+        netboot_row(&status_over_http(admin), "bootstrap").state == "installed"
     });
     let s = node_script(&app, BOOTSTRAP_MAC, "127.0.20.5");
     assert!(
@@ -465,14 +481,14 @@ fn install_state_survives_a_full_disk_and_a_kill() {
     );
     app.wait_log("cannot write the netboot state", Duration::from_secs(5));
     assert_eq!(small.names(), ["fill"], "a failed write left a file behind");
-    let st = status(admin)["http"]["netbootState"].clone();
-    assert_eq!(st["durable"], false, "{st}");
+    let st = netboot_state(&status_over_http(admin));
+    assert!(!st.durable, "{st:?}");
     assert!(
-        st["writeError"]
-            .as_str()
+        st.write_error
+            .as_deref()
             .unwrap_or("")
             .contains("No space left"),
-        "{st}"
+        "{st:?}"
     );
     assert!(app.log().contains("NOT durable"), "{}", app.log());
 
@@ -491,7 +507,7 @@ fn install_state_survives_a_full_disk_and_a_kill() {
         "{saved}"
     );
     common::wait_until("durable in /status", Duration::from_secs(5), || {
-        status(admin)["http"]["netbootState"]["durable"] == true
+        netboot_state(&status_over_http(admin)).durable
     });
     app.wait_log("durable again", Duration::from_secs(5));
 
@@ -523,7 +539,7 @@ fn corrupt_install_state_boots_every_node_from_disk() {
     std::fs::write(state.join("test-netboot.json"), garbage).unwrap();
     let admin = free_port();
     let yaml = netboot_cluster(work.path(), &state, admin);
-    let mut app = Appliance::start(&yaml);
+    let mut app = InProc::start_yaml(&yaml);
     app.wait_log("is unreadable", Duration::from_secs(5));
     let nodes = [
         (BOOTSTRAP_MAC, "127.0.20.5"),
@@ -534,22 +550,17 @@ fn corrupt_install_state_boots_every_node_from_disk() {
         let s = node_script(&app, mac, ip);
         assert!(is_local_boot(&s), "{mac} got:\n{s}");
     }
-    let st = status(admin);
-    let load = st["http"]["netbootState"]["loadError"]
-        .as_str()
-        .unwrap_or("");
-    assert!(load.contains("kept as"), "{st}");
-    let row = &st["http"]["netboot"][0];
-    assert_eq!(
-        (&row["state"], &row["assumed"]),
-        (&"installed".into(), &true.into())
-    );
+    let st = app.status();
+    let load = netboot_state(&st).load_error.unwrap_or_default();
+    assert!(load.contains("kept as"), "{st:?}");
+    let row = netboot_row(&st, "bootstrap");
+    assert_eq!((row.state.as_str(), row.assumed), ("installed", true));
     assert_eq!(
         std::fs::read(state.join("test-netboot.json.corrupt")).unwrap(),
         garbage
     );
     common::wait_until("the safe state written", Duration::from_secs(5), || {
-        status(admin)["http"]["netbootState"]["durable"] == true
+        netboot_state(&app.status()).durable
     });
 
     // The operator's way back to an install, for one node only.
@@ -568,8 +579,8 @@ fn corrupt_install_state_boots_every_node_from_disk() {
     )));
 
     // A restart reads the safe state: the same answers.
-    assert_eq!(app.stop(), Some(0));
-    let app2 = Appliance::launch().start_path(&app.cluster_file);
+    assert_eq!(app.stop(), Ok(()));
+    let app2 = InProc::start_path(&app.cluster_file);
     assert!(is_local_boot(&node_script(
         &app2,
         BOOTSTRAP_MAC,
@@ -587,17 +598,6 @@ fn corrupt_install_state_boots_every_node_from_disk() {
     )));
 }
 
-/// The install state of `node` in `/status` → `http.netboot`.
-fn netboot_row(admin: u16, node: &str) -> serde_json::Value {
-    status(admin)["http"]["netboot"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["node"] == node)
-        .unwrap()
-        .clone()
-}
-
 /// Issue 28 items 1, 2 and 5: only the node's own fetches move its install
 /// state (the operator's curl from loopback, or another node's, changes
 /// nothing); an ignition fetch alone (the install failed after it: no image
@@ -612,7 +612,8 @@ fn install_state_moves_only_on_the_nodes_own_evidence() {
     std::fs::create_dir_all(&state).unwrap();
     let (admin, http) = (free_port(), free_port());
     let yaml = netboot_cluster_on(work.path(), &state, admin, http);
-    let app = Appliance::start(&yaml);
+    let app = InProc::start_yaml(&yaml);
+    let master0 = || netboot_row(&app.status(), "master-0");
     let base = format!("http://{}", app.addr("http"));
     let mac = "52-54-00-14-00-0a";
     let (me, other, operator) = ("127.0.20.10", "127.0.20.11", "127.0.0.1");
@@ -620,22 +621,24 @@ fn install_state_moves_only_on_the_nodes_own_evidence() {
 
     // The operator looks before the install: nothing moves.
     assert!(is_install(&node_script(&app, mac, operator)));
-    assert_eq!(netboot_row(admin, "master-0")["state"], "pending");
+    assert_eq!(master0().state, "pending");
     app.wait_log("operator fetch of the script", Duration::from_secs(5));
 
     // The node boots and its installer fetches the ignition.
     assert!(is_install(&node_script(&app, mac, me)));
     assert_eq!(as_(me, &format!("{base}/ignition/master-0.ign")).1, "200");
     common::wait_until("the ignition recorded", Duration::from_secs(5), || {
-        netboot_row(admin, "master-0")["state"] == "unconfirmed"
+        master0().state == "unconfirmed"
     });
-    let before = netboot_row(admin, "master-0");
+    // Compared as the JSON `/status` serves.
+    let as_json = |row: NetbootRow| serde_json::to_value(row).unwrap();
+    let before = as_json(master0());
 
     // Mid-install, the operator and another node look: nothing moves.
     for from in [operator, other] {
         let s = node_script(&app, mac, from);
         assert!(!s.contains("\nexit\n"), "{from} got:\n{s}");
-        assert_eq!(netboot_row(admin, "master-0"), before, "after {from}");
+        assert_eq!(as_json(master0()), before, "after {from}");
     }
 
     // The install failed after the ignition (its image never came): the
@@ -646,7 +649,7 @@ fn install_state_moves_only_on_the_nodes_own_evidence() {
         s.contains("iseq ${platform} pcbios && sanboot --no-describe --drive 0x80 ||\nkernel "),
         "{s}"
     );
-    assert_eq!(netboot_row(admin, "master-0")["state"], "installing");
+    assert_eq!(master0().state, "installing");
 
     // It installs again; part of the image is no evidence, all of it is.
     assert_eq!(as_(me, &format!("{base}/ignition/master-0.ign")).1, "200");
@@ -654,23 +657,26 @@ fn install_state_moves_only_on_the_nodes_own_evidence() {
     assert_eq!(get(&["--interface", me, "-r", "0-999"], &image).1, "206");
     assert_eq!(as_(operator, &image).1, "200", "the operator's download");
     std::thread::sleep(Duration::from_millis(300));
-    assert_ne!(netboot_row(admin, "master-0")["state"], "installed");
+    assert_ne!(master0().state, "installed");
     assert_eq!(as_(me, &image).1, "200");
     common::wait_until("installed on evidence", Duration::from_secs(5), || {
-        netboot_row(admin, "master-0")["state"] == "installed"
+        master0().state == "installed"
     });
-    let row = netboot_row(admin, "master-0");
-    assert!(row["installFinishedAt"].is_u64(), "{row}");
+    let row = master0();
+    assert!(row.install_finished_at.is_some(), "{row:?}");
     assert!(is_local_boot(&node_script(&app, mac, me)));
     // The timeline: script served, ignition, install finished.
-    let tl = status(admin)["timeline"]["nodes"]
-        .as_array()
-        .unwrap()
+    let timeline = app.status().timeline.expect("a timeline section");
+    let tl = timeline
+        .nodes
         .iter()
-        .find(|n| n["node"] == "master-0")
-        .unwrap()
-        .clone();
-    for step in ["netbootScript", "ignition", "installFinished"] {
-        assert!(tl[step].is_u64(), "{step} missing: {tl}");
+        .find(|n| n.node == "master-0")
+        .unwrap();
+    for (step, at) in [
+        ("netbootScript", tl.netboot_script),
+        ("ignition", tl.ignition),
+        ("installFinished", tl.install_finished),
+    ] {
+        assert!(at.is_some(), "{step} missing: {tl:?}");
     }
 }

@@ -4,6 +4,8 @@
 //! masters; a single-node cluster's api, api-int and `*.apps` resolve to the
 //! node (`dig`, `kdig`) and its LB ports stay closed unless the LB is
 //! switched on; a reload adding a worker leaves the master's records alone.
+//! The appliance runs in this process (`common::inproc`), except in the
+//! network-namespace lab of the reload test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -12,6 +14,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::inproc::InProc;
 use common::{Appliance, BIN, run, run_ok};
 
 pub const BIP: &str = "bootstrap-in-place-for-live-iso.ign";
@@ -253,7 +256,7 @@ fn dns_section() -> &'static str {
 fn dig_and_kdig_resolve_api_api_int_and_apps_to_the_node() {
     require_tools!("dig", "kdig");
     let (dir, f) = setup(true, "", dns_section());
-    let app = Appliance::start_file(dir, f);
+    let app = InProc::start_file(dir, f);
     let dns = app.addr("dns udp");
     let apps = format!("x{}.apps.{Z}.", std::process::id());
     for tool in ["dig", "kdig"] {
@@ -278,7 +281,7 @@ fn apps_follow_the_ingress_setting_and_stay_on_the_master_by_default() {
     let workers = "  - { name: worker-0, role: worker, mac: \"52:54:00:15:00:14\", ip: 127.0.21.20 }\n  - { name: worker-1, role: worker, mac: \"52:54:00:15:00:15\", ip: 127.0.21.21 }\n";
     let apps = format!("y{}.apps.{Z}.", std::process::id());
     let (dir, f) = setup(true, workers, dns_section());
-    let app = Appliance::start_file(dir, f);
+    let app = InProc::start_file(dir, f);
     let dns = app.addr("dns udp");
     for tool in ["dig", "kdig"] {
         assert_eq!(a_records(tool, dns, &apps, "A"), [NODE_IP], "{tool}");
@@ -289,7 +292,7 @@ fn apps_follow_the_ingress_setting_and_stay_on_the_master_by_default() {
     let (code, out, err) = check(&f);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("ingress 127.0.21.20,127.0.21.21"), "{out}");
-    let app = Appliance::start_file(dir, f);
+    let app = InProc::start_file(dir, f);
     let dns = app.addr("dns udp");
     for tool in ["dig", "kdig"] {
         assert_eq!(
@@ -350,7 +353,7 @@ fn single_node_lb_ports_are_closed_by_default() {
         "",
         &format!("{}loadBalancer:\n{listen}", dns_section()),
     );
-    let app = Appliance::start_file(dir, f);
+    let app = InProc::start_file(dir, f);
     let _ = app.addr("dns udp");
     for a in &addrs {
         assert!(closed(*a), "{a} accepts connections; log:\n{}", app.log());
@@ -362,7 +365,7 @@ fn single_node_lb_ports_are_closed_by_default() {
         "",
         &format!("{}loadBalancer:\n  enabled: true\n{listen}", dns_section()),
     );
-    let app = Appliance::start_file(dir, f);
+    let app = InProc::start_file(dir, f);
     let _ = app.addr("dns udp");
     common::wait_until("the LB listens", Duration::from_secs(10), || {
         addrs.iter().all(|a| !closed(*a))
@@ -539,14 +542,11 @@ fn reload_adding_a_worker_leaves_the_master_alone() {
 /// `status` and `wait-for` show).
 #[test]
 fn an_old_bootstrap_in_place_file_is_reported() {
-    require_tools!("touch", "curl");
-    let admin = common::free_port();
+    require_tools!("touch");
     let (dir, f) = setup(
         true,
         "",
-        &format!(
-            "admin:\n  listen: 127.0.0.1:{admin}\nhttp:\n  listen: 127.0.0.1:0\n  ignitionDir: {{dir}}/ign\n"
-        ),
+        "http:\n  listen: 127.0.0.1:0\n  ignitionDir: {dir}/ign\n",
     );
     let text = std::fs::read_to_string(&f)
         .unwrap()
@@ -561,19 +561,18 @@ fn an_old_bootstrap_in_place_file_is_reported() {
             && out.contains("openshift-install create single-node-ignition-config"),
         "{out}{err}"
     );
-    let app = Appliance::start_file(dir, f);
-    let mut st = serde_json::Value::Null;
+    let app = InProc::start_file(dir, f);
+    let mut st = app.status();
     common::wait_until("the hint in /status", Duration::from_secs(15), || {
-        let body = run_ok(
-            "curl",
-            &["-sS", &format!("http://127.0.0.1:{admin}/status")],
-        );
-        st = serde_json::from_str(&body).unwrap_or_default();
-        st["timeline"]["hints"]
-            .to_string()
-            .contains("written 21 h ago")
+        st = app.status();
+        let hints = st.timeline.as_ref().map(|t| t.hints.as_slice());
+        hints
+            .unwrap_or_default()
+            .iter()
+            .any(|h| h.message.contains("written 21 h ago"))
     });
-    let age = st["http"]["bootstrapInPlaceAge"].as_u64().unwrap_or(0);
-    assert!((21 * 3600..22 * 3600).contains(&age), "{age}: {st:#}");
+    let http = st.http.as_ref().expect("an http section");
+    let age = http.bootstrap_in_place_age.unwrap_or(0);
+    assert!((21 * 3600..22 * 3600).contains(&age), "{age}: {st:#?}");
     drop(app);
 }

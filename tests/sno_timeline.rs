@@ -9,6 +9,8 @@
 //! API up (bootstrapping), down (disk written, reboot: the install end), up
 //! again (bootstrap-complete), ingress up (ingress-ready; `wait-for
 //! install-complete` returns 0, and times out before).
+//! The appliance is spawned in its namespace (`ip netns exec`); the
+//! timeline is read typed (`TimelineStatus`) from `status --json`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -18,7 +20,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Appliance, BIN, Netns, unique_name};
-use serde_json::Value;
+use crc_appliance::timeline::status::{ClusterPhase, NodeTimeline, TimelineStatus};
 
 const APPLIANCE: &str = "10.233.0.1";
 const NODE: &str = "10.233.0.10";
@@ -120,7 +122,7 @@ fn drive(lb: bool) {
         .ready_timeout(Duration::from_secs(30))
         .start_path(&f);
 
-    let status = || -> Value {
+    let status = || -> TimelineStatus {
         let out = srv
             .cmd(&[BIN, "status", "--json", "--cluster", f.to_str().unwrap()])
             .stdin(Stdio::null())
@@ -128,7 +130,7 @@ fn drive(lb: bool) {
             .unwrap();
         serde_json::from_slice(&out.stdout).unwrap_or_default()
     };
-    let wait = |what: &str, pred: &dyn Fn(&Value) -> bool| -> Value {
+    let wait = |what: &str, pred: &dyn Fn(&TimelineStatus) -> bool| -> TimelineStatus {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let v = status();
@@ -137,14 +139,15 @@ fn drive(lb: bool) {
             }
             assert!(
                 Instant::now() < deadline,
-                "{what}: {v:#}\nappliance:\n{}",
+                "{what}: {v:#?}\nappliance:\n{}",
                 app.log()
             );
             std::thread::sleep(Duration::from_millis(200));
         }
     };
-    let phase = |v: &Value| v["phase"].as_str().unwrap_or("").to_string();
-    let master = |v: &Value| v["nodes"][0].clone();
+    let phase = |v: &TimelineStatus| v.phase;
+    let master =
+        |v: &TimelineStatus| -> NodeTimeline { v.nodes.first().cloned().unwrap_or_default() };
     let backend = |port: u16| {
         Proc(
             nodes
@@ -181,17 +184,19 @@ fn drive(lb: bool) {
         &format!("http://{APPLIANCE}:8080/ignition/master-0.ign"),
     ]);
     assert_eq!(code, "200");
-    let v = wait("the ignition step", &|v| master(v)["ignition"].is_u64());
-    assert_eq!(phase(&v), "provisioning");
+    let v = wait("the ignition step", &|v| master(v).ignition.is_some());
+    assert_eq!(phase(&v), ClusterPhase::Provisioning);
 
     // The bootstrap control plane on the live system.
     let api = backend(BACKENDS[0]);
-    let v = wait("bootstrapping", &|v| phase(v) == "bootstrapping");
-    assert!(master(&v)["installFinished"].is_null(), "{v:#}");
+    let v = wait("bootstrapping", &|v| {
+        phase(v) == ClusterPhase::Bootstrapping
+    });
+    assert!(master(&v).install_finished.is_none(), "{v:#?}");
     // Disk written, reboot: the API goes away.
     drop(api);
-    let v = wait("the reboot", &|v| master(v)["installFinished"].is_u64());
-    assert_eq!(phase(&v), "bootstrapping");
+    let v = wait("the reboot", &|v| master(v).install_finished.is_some());
+    assert_eq!(phase(&v), ClusterPhase::Bootstrapping);
     // wait-for install-complete times out meanwhile.
     let out = srv
         .cmd(&[
@@ -209,12 +214,14 @@ fn drive(lb: bool) {
     assert_ne!(out.status.code(), Some(0), "{out:?}");
     // The node's own API from its disk, then its ingress.
     let _api = backend(BACKENDS[0]);
-    let v = wait("bootstrap-complete", &|v| phase(v) == "bootstrap-complete");
-    assert!(master(&v)["firstBoot"].is_u64(), "{v:#}");
+    let v = wait("bootstrap-complete", &|v| {
+        phase(v) == ClusterPhase::BootstrapComplete
+    });
+    assert!(master(&v).first_boot.is_some(), "{v:#?}");
     let _http = backend(BACKENDS[2]);
     let _https = backend(BACKENDS[3]);
-    let v = wait("ingress-ready", &|v| phase(v) == "ingress-ready");
-    assert!(v["phaseTimes"].get("bootstrap-removed").is_none(), "{v:#}");
+    let v = wait("ingress-ready", &|v| phase(v) == ClusterPhase::IngressReady);
+    assert!(!v.phase_times.contains_key("bootstrap-removed"), "{v:#?}");
     let out = srv
         .cmd(&[
             BIN,

@@ -9,6 +9,9 @@
 //! same fake endpoints for bootstrap-complete from evidence (the bootstrap's
 //! API backend stopped while the master serves), the marker's freshness,
 //! and the pending-CSR hint of a worker whose ingress never comes up.
+//! The appliance is spawned in its namespace (`ip netns exec`); what it
+//! reports is read through the typed documents (`TimelineStatus`,
+//! `LbStatus`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -19,7 +22,9 @@ use std::time::Duration;
 
 use common::udhcpc::{kv, udhcpc_once};
 use common::{Appliance, BIN, Netns, unique_name};
-use serde_json::Value;
+use crc_appliance::model::cluster::{RemoveBootstrap, Role};
+use crc_appliance::services::lb::status::{BackendStatus, BootstrapCompleteBy, LbStatus};
+use crc_appliance::timeline::status::{ClusterPhase, HintKind, NodeTimeline, TimelineStatus};
 
 const APPLIANCE: &str = "10.232.0.1";
 const NODES: [(&str, &str, &str, &str); 3] = [
@@ -204,7 +209,7 @@ admin:
     }
 
     /// `/api/lb/backends`.
-    fn lb(&self) -> Value {
+    fn lb(&self) -> LbStatus {
         let body = self
             .srv
             .exec(&["curl", "-sf", "http://127.0.0.1:19180/api/lb/backends"]);
@@ -212,19 +217,16 @@ admin:
     }
 }
 
-fn timeline(lab: &Lab, cluster: &Path) -> Value {
+/// `status --json`: the timeline.
+fn timeline(lab: &Lab, cluster: &Path) -> TimelineStatus {
     let (code, out, err) = lab.cli(cluster, &["status", "--json"]);
     assert_eq!(code, 0, "status --json: {out}{err}");
-    serde_json::from_str(&out).unwrap()
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
-fn node<'a>(tl: &'a Value, name: &str) -> &'a Value {
-    tl["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["node"] == name)
-        .unwrap()
+fn node<'a>(tl: &'a TimelineStatus, name: &str) -> &'a NodeTimeline {
+    let found = tl.nodes.iter().find(|n| n.node == name);
+    found.unwrap_or_else(|| panic!("no {name} in {tl:#?}"))
 }
 
 #[test]
@@ -277,9 +279,10 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
     let url = format!("http://{APPLIANCE}:8080/ignition/master-0.ign");
     assert!(lab.srv.exec(&["curl", "-sf", &url]).len() > 10);
     let tl = timeline(&lab, &cluster);
-    assert_eq!(node(&tl, "master-0")["ignition"], Value::Null, "{tl}");
-    assert_eq!(tl["operatorFetches"][0]["client"], APPLIANCE, "{tl}");
-    assert_eq!(tl["operatorFetches"][0]["file"], "master-0.ign", "{tl}");
+    assert_eq!(node(&tl, "master-0").ignition, None, "{tl:#?}");
+    let fetch = tl.operator_fetches.first().expect("an operator fetch");
+    assert_eq!(fetch.client, APPLIANCE, "{tl:#?}");
+    assert_eq!(fetch.file, "master-0.ign", "{tl:#?}");
 
     // Each node: lease, rootfs, its ignition from its own address, backends.
     let rootfs = format!("http://{APPLIANCE}:8080/images/tl-live-rootfs.img");
@@ -301,13 +304,13 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
         let tl = timeline(&lab, &cluster);
         if NODES[..2]
             .iter()
-            .all(|(n, ..)| node(&tl, n)["mcsHealthy"].is_u64())
+            .all(|(n, ..)| node(&tl, n).mcs_healthy.is_some())
         {
             break;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "machine-config backends not healthy: {tl:#}\nLB: {}\nappliance:\n{}",
+            "machine-config backends not healthy: {tl:#?}\nLB: {}\nappliance:\n{}",
             lab.srv
                 .exec(&["curl", "-s", "http://127.0.0.1:19180/api/lb/backends"]),
             app.log()
@@ -357,38 +360,36 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
         Duration::from_secs(5),
         || {
             tl = timeline(&lab, &cluster);
-            node(&tl, "master-0")["leaseRenewals"] == 1
+            node(&tl, "master-0").lease_renewals == 1
         },
     );
-    assert_eq!(tl["phase"], "ingress-ready", "{tl}");
-    assert_eq!(node(&tl, "master-0")["leaseRenewals"], 1, "{tl}");
-    assert!(node(&tl, "master-0")["leaseRenewed"].is_u64(), "{tl}");
+    assert_eq!(tl.phase, ClusterPhase::IngressReady, "{tl:#?}");
+    assert_eq!(node(&tl, "master-0").lease_renewals, 1, "{tl:#?}");
+    assert!(node(&tl, "master-0").lease_renewed.is_some(), "{tl:#?}");
     for p in [
         "bootstrapping",
         "bootstrap-complete",
         "bootstrap-removed",
         "ingress-ready",
     ] {
-        assert!(tl["phaseTimes"][p].is_u64(), "{p}: {tl}");
+        assert!(tl.phase_times.contains_key(p), "{p}: {tl:#?}");
     }
     let m0 = node(&tl, "master-0");
-    for step in [
-        "lease",
-        "rootfs",
-        "ignition",
-        "firstBoot",
-        "apiHealthy",
-        "mcsHealthy",
+    for (step, at) in [
+        ("lease", m0.lease),
+        ("rootfs", m0.rootfs),
+        ("ignition", m0.ignition),
+        ("firstBoot", m0.first_boot),
+        ("apiHealthy", m0.api_healthy),
+        ("mcsHealthy", m0.mcs_healthy),
     ] {
-        assert!(m0[step].is_u64(), "master-0 {step}: {m0}");
+        assert!(at.is_some(), "master-0 {step}: {m0:#?}");
     }
-    assert_eq!(m0["rootfsBytes"], ROOTFS_LEN as u64, "{m0}");
-    assert!(
-        m0["ignition"].as_u64() >= tl["operatorFetches"][0]["unixTime"].as_u64(),
-        "{tl}"
-    );
-    assert!(node(&tl, "worker-0")["ingressHealthy"].is_u64(), "{tl}");
-    assert_eq!(node(&tl, "worker-0")["firstBoot"], Value::Null, "{tl}");
+    assert_eq!(m0.rootfs_bytes, Some(ROOTFS_LEN as u64), "{m0:#?}");
+    let operator_fetch = tl.operator_fetches.first().map(|f| f.unix_time);
+    assert!(m0.ignition >= operator_fetch, "{tl:#?}");
+    assert!(node(&tl, "worker-0").ingress_healthy.is_some(), "{tl:#?}");
+    assert_eq!(node(&tl, "worker-0").first_boot, None, "{tl:#?}");
 
     // The terminal table: the phase and a row per node.
     let (code, out, err) = lab.cli(&cluster, &["status"]);
@@ -471,7 +472,7 @@ fn start_lab(lb_extra: &str) -> (tempfile::TempDir, Lab, std::path::PathBuf, App
 }
 
 /// Poll `f` on the LB's status for up to 30 s.
-fn wait_lb(lab: &Lab, app: &Appliance, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+fn wait_lb(lab: &Lab, app: &Appliance, what: &str, f: impl Fn(&LbStatus) -> bool) -> LbStatus {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let lb = lab.lb();
@@ -480,7 +481,7 @@ fn wait_lb(lab: &Lab, app: &Appliance, what: &str, f: impl Fn(&Value) -> bool) -
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "{what}: {lb:#}\nappliance:\n{}",
+            "{what}: {lb:#?}\nappliance:\n{}",
             app.log()
         );
         std::thread::sleep(Duration::from_millis(200));
@@ -488,24 +489,16 @@ fn wait_lb(lab: &Lab, app: &Appliance, what: &str, f: impl Fn(&Value) -> bool) -
 }
 
 /// The backend row of `node` in `pool`.
-fn lb_backend<'a>(lb: &'a Value, pool: &str, node: &str) -> &'a Value {
-    lb["pools"]
-        .as_array()
-        .unwrap()
+fn lb_backend<'a>(lb: &'a LbStatus, pool: &str, node: &str) -> &'a BackendStatus {
+    lb.pools
         .iter()
-        .find(|p| p["name"] == pool)
-        .and_then(|p| {
-            p["backends"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|b| b["node"] == node)
-        })
-        .unwrap_or_else(|| panic!("no {node} in {pool}: {lb:#}"))
+        .find(|p| p.name.as_str() == pool)
+        .and_then(|p| p.backends.iter().find(|b| b.node == node))
+        .unwrap_or_else(|| panic!("no {node} in {pool}: {lb:#?}"))
 }
 
-fn lb_healthy(lb: &Value, pool: &str, node: &str) -> bool {
-    lb_backend(lb, pool, node)["healthy"] == true
+fn lb_healthy(lb: &LbStatus, pool: &str, node: &str) -> bool {
+    lb_backend(lb, pool, node).healthy
 }
 
 const BOOTSTRAP_IP: &str = NODES[0].3;
@@ -540,8 +533,8 @@ fn bootstrap_completes_when_its_api_goes_away_and_is_drained() {
         &["wait-for", "bootstrap-complete", "--timeout", "2s"],
     );
     assert_eq!(code, 1, "the bootstrap still serves: {out}{err}");
-    assert_eq!(timeline(&lab, &cluster)["phase"], "bootstrapping");
-    assert_eq!(lab.lb()["bootstrapComplete"], Value::Null);
+    assert_eq!(timeline(&lab, &cluster).phase, ClusterPhase::Bootstrapping);
+    assert_eq!(lab.lb().bootstrap_complete, None);
 
     // bootkube is done: the bootstrap's API stops answering.
     boot_api.kill().unwrap();
@@ -557,37 +550,32 @@ fn bootstrap_completes_when_its_api_goes_away_and_is_drained() {
     // Drained by itself: removed from every pool, logged, and new
     // machine-config connections (its MCS still answers) go to master-0.
     let lb = wait_lb(&lab, &app, "bootstrap removed", |lb| {
-        lb["pools"].as_array().unwrap().iter().all(|p| {
-            p["backends"]
-                .as_array()
-                .unwrap()
+        lb.pools.iter().all(|p| {
+            p.backends
                 .iter()
-                .filter(|b| b["role"] == "bootstrap")
-                .all(|b| b["removed"] == true)
+                .filter(|b| b.role == Role::Bootstrap)
+                .all(|b| b.removed)
         })
     });
-    assert_eq!(lb["bootstrapComplete"], "evidence", "{lb:#}");
-    assert_eq!(lb["removeBootstrap"], "auto", "{lb:#}");
+    let by = lb.bootstrap_complete;
+    assert_eq!(by, Some(BootstrapCompleteBy::Evidence), "{lb:#?}");
+    assert_eq!(lb.remove_bootstrap, RemoveBootstrap::Auto, "{lb:#?}");
     app.wait_log("bootstrap's API went away", Duration::from_secs(5));
     app.wait_log("bootstrap removed from every pool", Duration::from_secs(5));
-    let total = |lb: &Value, node| {
-        lb_backend(lb, "machine-config", node)["totalConnections"]
-            .as_u64()
-            .unwrap()
-    };
+    let total = |lb: &LbStatus, node| lb_backend(lb, "machine-config", node).total_connections;
     let (boot_before, master_before) = (total(&lb, "bootstrap"), total(&lb, "master-0"));
     for _ in 0..4 {
         let (code, _) = lab.curl(MASTER_IP, &format!("https://{APPLIANCE}:22623/"));
         assert_eq!(code, 0);
     }
     let lb = lab.lb();
-    assert_eq!(total(&lb, "bootstrap"), boot_before, "{lb:#}");
-    assert_eq!(total(&lb, "master-0"), master_before + 4, "{lb:#}");
+    assert_eq!(total(&lb, "bootstrap"), boot_before, "{lb:#?}");
+    assert_eq!(total(&lb, "master-0"), master_before + 4, "{lb:#?}");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while timeline(&lab, &cluster)["phase"] != "bootstrap-removed" {
+    while timeline(&lab, &cluster).phase != ClusterPhase::BootstrapRemoved {
         assert!(
             std::time::Instant::now() < deadline,
-            "{}",
+            "{:#?}",
             timeline(&lab, &cluster)
         );
         std::thread::sleep(Duration::from_millis(200));
@@ -622,11 +610,11 @@ fn a_stale_marker_is_ignored_and_a_fresh_one_still_completes_bootstrap() {
         .set_modified(hour_before)
         .unwrap();
     let lb = wait_lb(&lab, &app, "stale marker seen, masters healthy", |lb| {
-        lb["bootstrapCompleteMarkerStale"] == true
+        lb.bootstrap_complete_marker_stale
             && lb_healthy(lb, "api", "master-0")
             && lb_healthy(lb, "machine-config", "master-0")
     });
-    assert_eq!(lb["bootstrapCompleteMarkerPresent"], true, "{lb:#}");
+    assert!(lb.bootstrap_complete_marker_present, "{lb:#?}");
     let (code, out, err) = lab.cli(
         &cluster,
         &["wait-for", "bootstrap-complete", "--timeout", "3s"],
@@ -637,12 +625,8 @@ fn a_stale_marker_is_ignored_and_a_fresh_one_still_completes_bootstrap() {
         "the hint: {err}"
     );
     let lb = lab.lb();
-    assert_eq!(lb["bootstrapComplete"], Value::Null, "{lb:#}");
-    assert_eq!(
-        lb_backend(&lb, "api", "bootstrap")["removed"],
-        false,
-        "{lb:#}"
-    );
+    assert_eq!(lb.bootstrap_complete, None, "{lb:#?}");
+    assert!(!lb_backend(&lb, "api", "bootstrap").removed, "{lb:#?}");
     app.wait_log("older than the ignition files", Duration::from_secs(5));
 
     // The operator touches it again: bootstrap complete by hand.
@@ -658,10 +642,11 @@ fn a_stale_marker_is_ignored_and_a_fresh_one_still_completes_bootstrap() {
     );
     assert_eq!(code, 0, "{out}{err}");
     let lb = wait_lb(&lab, &app, "bootstrap removed by the marker", |lb| {
-        lb_backend(lb, "api", "bootstrap")["removed"] == true
+        lb_backend(lb, "api", "bootstrap").removed
     });
-    assert_eq!(lb["bootstrapComplete"], "marker", "{lb:#}");
-    assert_eq!(lb["bootstrapCompleteMarkerStale"], false, "{lb:#}");
+    let by = lb.bootstrap_complete;
+    assert_eq!(by, Some(BootstrapCompleteBy::Marker), "{lb:#?}");
+    assert!(!lb.bootstrap_complete_marker_stale, "{lb:#?}");
     drop(procs);
 }
 
@@ -689,27 +674,23 @@ fn a_worker_that_never_joins_gets_the_csr_hint() {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let tl = loop {
         let tl = timeline(&lab, &cluster);
-        if tl["hints"].as_array().is_some_and(|h| !h.is_empty()) {
+        if !tl.hints.is_empty() {
             break tl;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no hint: {tl:#}\nappliance:\n{}",
+            "no hint: {tl:#?}\nappliance:\n{}",
             app.log()
         );
         std::thread::sleep(Duration::from_millis(200));
     };
     let w = node(&tl, "worker-0");
-    assert!(w["ignition"].is_u64() && w["firstBoot"].is_u64(), "{w}");
-    assert_eq!(w["ingressHealthy"], Value::Null, "{w}");
-    let h = &tl["hints"][0];
-    assert_eq!(h["kind"], "pending-csr", "{tl:#}");
-    assert_eq!(h["nodes"], serde_json::json!(["worker-0"]), "{tl:#}");
-    assert_eq!(
-        h["commands"],
-        serde_json::json!(["oc get csr", APPROVE]),
-        "{tl:#}"
-    );
+    assert!(w.ignition.is_some() && w.first_boot.is_some(), "{w:#?}");
+    assert_eq!(w.ingress_healthy, None, "{w:#?}");
+    let h = &tl.hints[0];
+    assert_eq!(h.kind, HintKind::PendingCsr, "{tl:#?}");
+    assert_eq!(h.nodes, ["worker-0"], "{tl:#?}");
+    assert_eq!(h.commands, ["oc get csr", APPROVE], "{tl:#?}");
 
     // `status`: the hint and each command on a line of its own.
     let (code, out, err) = lab.cli(&cluster, &["status"]);
