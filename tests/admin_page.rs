@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::inproc::InProc;
 use common::{Appliance, chromium, chromium_sized, run};
 
 #[test]
@@ -21,7 +22,7 @@ fn admin_status_page_renders_in_chromium() {
         r#"{"ignition":{"version":"3.2.0"}}"#,
     )
     .unwrap();
-    let app = Appliance::start(&common::only(&format!(
+    let app = InProc::start_yaml(&common::only(&format!(
         "http:\n  listen: 127.0.0.1:0\n  imagesDir: {d}/images\n  ignitionDir: {i}\nadmin:\n  listen: 127.0.0.1:0\nloadBalancer:\n  listen: {{ api: \"127.0.0.1:0\", machineConfig: \"127.0.0.1:0\", ingressHttp: \"127.0.0.1:0\", ingressHttps: \"127.0.0.1:0\" }}\n",
         d = dir.path().display(),
         i = ign.display()
@@ -195,7 +196,7 @@ admin:
         d = dir.path().display(),
         i = ign.display()
     );
-    let app = Appliance::start(&yaml);
+    let app = InProc::start_yaml(&yaml);
     let admin = app.addr("admin");
     let hint = "data-hint=\"stale-bootstrap-in-place\"";
     let dom = chromium(&format!("http://{admin}/"), &["--dump-dom"]);
@@ -256,6 +257,7 @@ fn the_page_shows_each_nodes_pulls_from_the_mirror() {
     std::fs::write(link.join("link"), format!("sha256:{digest}")).unwrap();
     let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
     common::self_signed_cert(&cert, &key, "mirror.test.crc.testing");
+    // Spawned: the quiet time is a test hook read from the environment.
     let app = Appliance::launch()
         .env("CRC_APPLIANCE_TEST_PULL_QUIET_SECS", "1")
         .start(&common::only(&format!(

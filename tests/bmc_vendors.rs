@@ -36,6 +36,8 @@ use std::time::Duration;
 
 use bmcsim::{Opts, Sim};
 use common::free_port;
+use common::inproc::InProc;
+use crc_appliance::timeline::status::NodeTimeline;
 use lab::*;
 use serde_json::Value;
 
@@ -369,7 +371,7 @@ fn the_bmc_fetches_the_inserted_iso_from_serve() {
         let lab = Lab::around(Sim::start(o), v, free_port(), free_port());
         let d = lab.dir.path();
         servable(d);
-        let app = common::Appliance::launch().start_path(&lab.cluster);
+        let app = InProc::start_path(&lab.cluster);
         let out = lab.up_ok();
         let url = lab.ours(v).to_string();
         assert!(out.contains(&format!("inserted {url}")), "{out}");
@@ -424,17 +426,13 @@ fn servable(d: &std::path::Path) {
 }
 
 /// The node's row of the running appliance's install timeline.
-fn node_timeline(app: &common::Appliance) -> Value {
-    let out = common::run_ok(
-        "curl",
-        &["-sSf", &format!("http://{}/status", app.addr("admin"))],
-    );
-    let doc: Value = serde_json::from_str(&out).unwrap();
-    doc["timeline"]["nodes"]
-        .as_array()
-        .and_then(|ns| ns.iter().find(|n| n["node"] == NODE))
-        .cloned()
-        .unwrap_or(Value::Null)
+fn node_timeline(app: &InProc) -> NodeTimeline {
+    let doc = app.status();
+    let nodes = doc.timeline.map(|t| t.nodes).unwrap_or_default();
+    nodes
+        .into_iter()
+        .find(|n| n.node == NODE)
+        .unwrap_or_default()
 }
 
 /// `startOnServe` records `bmcPowerOn` when its `up` powered the node on
@@ -452,7 +450,7 @@ fn start_on_serve_records_a_power_on_only_when_it_happened() {
             let out = lab.up_ok();
             assert!(out.contains("powered on"), "{out}");
         }
-        let app = common::Appliance::launch().start_path(&lab.cluster);
+        let app = InProc::start_path(&lab.cluster);
         let line = if already {
             // ("already booting from" before this driver)
             format!("bmc: {NODE}: already boot")
@@ -470,12 +468,12 @@ fn start_on_serve_records_a_power_on_only_when_it_happened() {
             // (the old code recorded right after that line)
             std::thread::sleep(Duration::from_secs(1));
             let tl = node_timeline(&app);
-            assert!(tl["bmcPowerOn"].is_null(), "{tl}\n{}", app.log());
+            assert!(tl.bmc_power_on.is_none(), "{tl:?}\n{}", app.log());
         } else {
             common::wait_until(
                 "bmcPowerOn in the timeline",
                 Duration::from_secs(20),
-                || node_timeline(&app)["bmcPowerOn"].is_u64(),
+                || node_timeline(&app).bmc_power_on.is_some(),
             );
         }
         drop(app);

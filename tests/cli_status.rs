@@ -5,8 +5,9 @@
 //! the one-line answers of `node reinstall`, `lb disable`, `preflight`, a
 //! missing cluster file and `vm status`.
 //!
-//! The lab is on loopback (no root): the appliance on 127.0.20.1 and
-//! 127.0.0.1, master-0's backends are `openssl s_server` on 127.0.20.10,
+//! The lab is on loopback (no root): the appliance, run in the test
+//! process (`common::inproc`; the CLI is the real binary), on 127.0.20.1
+//! and 127.0.0.1, master-0's backends are `openssl s_server` on 127.0.20.10,
 //! and master-0 takes its DHCP lease through a relayed DORA (a socket on
 //! 127.0.20.2 standing in for a relay agent, as in tests/dhcp.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -18,7 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, BIN, free_port};
+use common::inproc::InProc;
+use common::{BIN, free_port};
 use dhcproto::v4::{DhcpOption, Flags, Message, MessageType};
 use dhcproto::{Decodable, Decoder, Encodable};
 use serde_json::Value;
@@ -105,7 +107,7 @@ admin:
 /// A running appliance on the lab file, master-0's backends (TLS, api and
 /// machine-config) once [`Lab::backends`] is called.
 struct Lab {
-    app: Appliance,
+    app: InProc,
     cluster: PathBuf,
     ports: [u16; 2],
     procs: Procs,
@@ -118,7 +120,7 @@ impl Lab {
         let yaml = lab_yaml(dir.path(), free_port(), ports, extra);
         let cluster = dir.path().join("cluster.yaml");
         std::fs::write(&cluster, yaml).unwrap();
-        let app = Appliance::start_file(dir, cluster.clone());
+        let app = InProc::start_file(dir, cluster.clone());
         Lab {
             app,
             cluster,

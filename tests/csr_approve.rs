@@ -14,7 +14,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::Appliance;
+use common::inproc::InProc;
+use crc_appliance::serve::status::StatusDoc;
 use kubesim::Sim;
 
 const CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
@@ -26,7 +27,7 @@ fn request(dir: &Path, node: &str, sans: Option<&str>) -> Vec<u8> {
 }
 
 /// An appliance serving ignition over HTTP, approving with `kubeconfig`.
-fn appliance(kubeconfig: &Path) -> (Appliance, tempfile::TempDir) {
+fn appliance(kubeconfig: &Path) -> (InProc, tempfile::TempDir) {
     let d = tempfile::tempdir().unwrap();
     let (images, ignition) = (d.path().join("images"), d.path().join("ignition"));
     std::fs::create_dir_all(&images).unwrap();
@@ -45,11 +46,11 @@ fn appliance(kubeconfig: &Path) -> (Appliance, tempfile::TempDir) {
         common::free_port(),
         kubeconfig.display()
     );
-    (Appliance::start(&common::only(&sections)), d)
+    (InProc::start_yaml(&common::only(&sections)), d)
 }
 
 /// `node_ip` fetches its role's ignition from its own address.
-fn fetch_ignition(app: &Appliance, node_ip: &str, role: &str) {
+fn fetch_ignition(app: &InProc, node_ip: &str, role: &str) {
     let url = format!("http://{}/ignition/{role}.ign", app.addr("http"));
     let out = Command::new("curl")
         .args(["-sf", "-o", "/dev/null", "--interface", node_ip, &url])
@@ -131,35 +132,29 @@ fn a_node_that_fetched_its_ignition_gets_its_client_then_serving_csr() {
     app.wait_log("m1-client left pending", Duration::from_secs(5));
     // The timeline: ignition → client CSR → serving CSR → Node Ready, in
     // that order; the approver's status lists both approvals and the refusal.
-    let mut status = serde_json::Value::Null;
+    let mut status = app.status();
+    let m0_of = |doc: &StatusDoc| {
+        let tl = doc.timeline.as_ref().expect("a timeline");
+        tl.nodes.iter().find(|n| n.node == "master-0").cloned()
+    };
     common::wait_until("the timeline's Node Ready", Duration::from_secs(5), || {
-        status = admin_status(&app);
-        status["timeline"]["nodes"]
-            .as_array()
-            .and_then(|n| n.iter().find(|n| n["node"] == "master-0"))
-            .is_some_and(|n| n["nodeReady"].is_u64())
+        status = app.status();
+        m0_of(&status).is_some_and(|n| n.node_ready.is_some())
     });
-    let m0 = status["timeline"]["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["node"] == "master-0")
-        .unwrap();
-    let at = |k: &str| m0[k].as_u64().unwrap_or_else(|| panic!("no {k}: {m0}"));
-    assert!(
-        at("ignition") <= at("csrClient") && at("csrClient") <= at("csrServing"),
-        "{m0}"
+    let m0 = m0_of(&status).expect("master-0's row");
+    let at = |step: Option<u64>, k: &str| step.unwrap_or_else(|| panic!("no {k}: {m0:?}"));
+    let (ignition, client, serving, ready) = (
+        at(m0.ignition, "ignition"),
+        at(m0.csr_client, "csrClient"),
+        at(m0.csr_serving, "csrServing"),
+        at(m0.node_ready, "nodeReady"),
     );
-    assert!(at("csrServing") <= at("nodeReady") + 1, "{m0}");
-    let csr = &status["csr"];
-    assert_eq!(csr["connected"], true, "{csr}");
-    let approved: Vec<_> = csr["approved"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(approved, ["m0-client", "m0-serving"], "{csr}");
+    assert!(ignition <= client && client <= serving, "{m0:?}");
+    assert!(serving <= ready + 1, "{m0:?}");
+    let csr = status.csr.expect("a csr section");
+    assert!(csr.connected, "{csr:?}");
+    let approved: Vec<_> = csr.approved.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(approved, ["m0-client", "m0-serving"], "{csr:?}");
     // `wait-for node-ready` reports the join and returns; for a node that
     // never joined it names what is missing.
     let file = app.cluster_file.to_str().unwrap();
@@ -205,22 +200,12 @@ fn a_node_that_fetched_its_ignition_gets_its_client_then_serving_csr() {
         "{}",
         app.log()
     );
-    let refused = csr["refused"].as_array().unwrap();
     assert!(
-        refused.iter().any(|r| r["name"] == "m1-client"
-            && r["what"]
-                .as_str()
-                .unwrap()
-                .contains("has not fetched its ignition")),
-        "{csr}"
+        csr.refused
+            .iter()
+            .any(|r| r.name == "m1-client" && r.what.contains("has not fetched its ignition")),
+        "{csr:?}"
     );
-}
-
-/// `GET /status` of the admin API.
-fn admin_status(app: &Appliance) -> serde_json::Value {
-    let url = format!("http://{}/status", app.addr("admin"));
-    let out = Command::new("curl").args(["-sf", &url]).output().unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
 }
 
 #[test]

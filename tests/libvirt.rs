@@ -2,6 +2,11 @@
 //! reader on images built by `xorriso`, the driver against the libvirt test
 //! driver (`test:///<per-test node XML>`, private state per connection) and
 //! the `vm`/`render libvirt` commands of the real binary.
+//!
+//! `serve` runs as the spawned binary here, not in the test process
+//! (`common::inproc`): it starts its libvirt helper from the directory of
+//! the running executable, and the helper's log, whose lines the tests
+//! wait for, goes to the process's stderr.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -763,6 +768,8 @@ fn vm_up_works_on_the_demo_config() {
 #[cfg(feature = "libvirt")]
 #[test]
 fn serve_with_start_on_serve_brings_the_vms_up() {
+    use crc_appliance::drivers::libvirt::status::{VmPhase, VmState};
+    use crc_appliance::serve::status::StatusDoc;
     require_tools!("xorriso", "curl");
     let aux = tempfile::tempdir().unwrap();
     let iso = make_iso(aux.path(), "rhcos-serve", true);
@@ -786,24 +793,19 @@ fn serve_with_start_on_serve_brings_the_vms_up() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let (code, out, _) = run("curl", &["-s", "--max-time", "5", &url]);
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
-        let nodes = v["libvirt"]["nodes"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let vms = serde_json::from_str::<StatusDoc>(&out)
+            .ok()
+            .and_then(|d| d.libvirt);
+        let installing = vms.as_ref().is_some_and(|l| {
+            l.nodes.len() == 5
+                && l.nodes
+                    .iter()
+                    .all(|n| n.state == VmState::Running && n.phase == VmPhase::Install)
+        });
         if code == 0
-            && nodes.len() == 5
-            && nodes
-                .iter()
-                .all(|n| n["state"] == "running" && n["phase"] == "install")
+            && let Some(vms) = vms.filter(|_| installing)
         {
-            assert!(
-                v["libvirt"]["network"]
-                    .as_str()
-                    .unwrap_or("")
-                    .contains("active"),
-                "{v}"
-            );
+            assert!(vms.network.contains("active"), "{vms:?}");
             break;
         }
         assert!(
@@ -823,6 +825,9 @@ fn serve_with_start_on_serve_brings_the_vms_up() {
 #[cfg(feature = "libvirt")]
 #[test]
 fn serve_installs_a_stopped_install_again_and_shows_why() {
+    use crc_appliance::drivers::libvirt::status::{VmPhase, VmState};
+    use crc_appliance::serve::status::StatusDoc;
+    use crc_appliance::timeline::status::ClusterPhase;
     require_tools!("xorriso", "curl");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -861,27 +866,29 @@ fn serve_installs_a_stopped_install_again_and_shows_why() {
         std::time::Duration::from_secs(30),
     );
     let url = format!("http://{admin}/status");
-    let mut v = serde_json::Value::Null;
+    let mut v = None;
     common::wait_until(
         "master-0's error in the timeline",
         std::time::Duration::from_secs(20),
         || {
             let (_, out, _) = run("curl", &["-s", "--max-time", "5", &url]);
-            v = serde_json::from_str(&out).unwrap_or_default();
-            v["timeline"]["nodes"][1]["errors"][0]
-                .as_str()
+            v = serde_json::from_str::<StatusDoc>(&out).ok();
+            v.as_ref()
+                .and_then(|d| d.timeline.as_ref()?.nodes.get(1)?.errors.first().cloned())
                 .is_some_and(|e| e.contains("(unknown)"))
         },
     );
-    let m0 = &v["timeline"]["nodes"][1];
-    assert_eq!(m0["node"], "master-0", "{v}");
-    assert_eq!(m0["installFinished"], serde_json::Value::Null, "{v}");
-    assert_eq!(v["timeline"]["phase"], "provisioning", "{v}");
-    let vm = &v["libvirt"]["nodes"][1];
+    let v = v.expect("a status document");
+    let tl = v.timeline.as_ref().expect("a timeline");
+    let m0 = &tl.nodes[1];
+    assert_eq!(m0.node, "master-0", "{v:?}");
+    assert_eq!(m0.install_finished, None, "{v:?}");
+    assert_eq!(tl.phase, ClusterPhase::Provisioning, "{v:?}");
+    let vm = &v.libvirt.as_ref().expect("a libvirt section").nodes[1];
     assert_eq!(
-        (&vm["state"], &vm["phase"]),
-        (&"running".into(), &"install".into()),
-        "installs again: {v}"
+        (vm.state, vm.phase),
+        (VmState::Running, VmPhase::Install),
+        "installs again: {v:?}"
     );
 
     let (code, out, err) = run(BIN, &["status", "--cluster", f.to_str().unwrap()]);

@@ -18,6 +18,7 @@ mod common;
 #[path = "registry/lab.rs"]
 mod lab;
 
+use crc_appliance::serve::status::StatusDoc;
 use lab::{Lab, MIRROR, NODE, OUTSIDE, PASS, USER, oci_layout};
 
 fn tools() -> Result<(), String> {
@@ -136,36 +137,41 @@ fn skopeo_pushes_with_a_user_and_nodes_pull_by_tag_and_digest_over_verified_tls(
     assert!(out.contains("certificate"), "{out}");
     // Status counts the node's pulls; the timeline has master-0 pulling
     // from its first request, and pulled once it went quiet (2 s here).
-    let mut v = serde_json::Value::Null;
+    let status = || -> StatusDoc { serde_json::from_str(&lab.admin("/status")).unwrap() };
+    let mut v = status();
     common::wait_until(
         "master-0 pulled on the timeline",
         std::time::Duration::from_secs(20),
         || {
-            v = serde_json::from_str(&lab.admin("/status")).unwrap();
-            v["timeline"]["nodes"][1]["pulled"].is_u64()
+            v = status();
+            v.timeline
+                .as_ref()
+                .is_some_and(|t| t.nodes[1].pulled.is_some())
         },
     );
-    let rows = v["registry"]["clients"].as_array().unwrap();
-    let node = rows
+    let reg = v.registry.as_ref().expect("a registry section");
+    let node = reg
+        .clients
         .iter()
-        .find(|r| r["client"] == NODE)
+        .find(|r| r.client == NODE)
         .expect("the node's row");
-    assert_eq!(node["node"], "master-0");
-    let pulled = node["bytesPulled"].as_u64().unwrap();
-    assert!(pulled > 100_000, "{node}");
-    assert!(node["blobBytes"].as_u64().unwrap() > 100_000, "{node}");
-    assert!(v["registry"]["certFromCa"].as_bool().unwrap());
-    let m0 = &v["timeline"]["nodes"][1];
-    assert_eq!(m0["node"], "master-0");
-    assert_eq!(m0["pulling"], node["firstRequest"], "{m0}");
-    assert_eq!(m0["pulled"], node["latestRequest"], "{m0}");
+    assert_eq!(node.node.as_deref(), Some("master-0"));
+    let pulled = node.bytes_pulled;
+    assert!(pulled > 100_000, "{node:?}");
+    assert!(node.blob_bytes > 100_000, "{node:?}");
+    assert!(reg.cert_from_ca);
+    let tl = v.timeline.as_ref().expect("a timeline");
+    let m0 = &tl.nodes[1];
+    assert_eq!(m0.node, "master-0");
+    assert_eq!(m0.pulling, Some(node.first_request), "{m0:?}");
+    assert_eq!(m0.pulled, Some(node.latest_request), "{m0:?}");
     assert!(
-        v["timeline"]["nodes"][0].get("pulling").is_none(),
-        "the bootstrap pulled nothing: {}",
-        v["timeline"]["nodes"][0]
+        tl.nodes[0].pulling.is_none(),
+        "the bootstrap pulled nothing: {:?}",
+        tl.nodes[0]
     );
     let metrics = lab.admin("/metrics");
-    let requests = v["registry"]["requests"].as_u64().unwrap();
+    let requests = reg.requests;
     for line in [
         format!("crc_appliance_registry_requests_total {requests}"),
         "crc_appliance_registry_cache_hits_total 0".into(),
@@ -536,7 +542,7 @@ fn the_appliance_ca_signs_the_registry_and_the_boot_iso_certificates() {
     let yaml = common::only(&format!(
         "dhcp: {{ enabled: false, leaseFile: \"{d}/leases.json\" }}\nhttp:\n  listen: 127.0.0.1:0\n  tlsListen: 127.0.0.1:0\n  imagesDir: \"{d}/images\"\n  ignitionDir: \"{d}/ign\"\nregistry:\n  storage: \"{d}/storage\"\n  listen: 127.0.0.1:0\n"
     ));
-    let app = common::Appliance::start(&yaml);
+    let app = common::inproc::InProc::start_yaml(&yaml);
     let ca = dir.path().join("test-ca.pem");
     let iso_cert = dir.path().join("test-https-cert.pem");
     let out = common::run_ok(
