@@ -8,10 +8,13 @@
 //! named `dhcp<pid><n>{s,c}`, deleted on drop.
 //!
 //! The loopback tests (no root) send garbage and then a relayed (giaddr)
-//! DORA to the binary on 127.0.20.1 and expect unicast answers (the relay
-//! addresses are listed in `dhcp.relays`), a REQUEST with an ASCII Client
-//! FQDN option, a DISCOVER storm on a small pool, and relayed requests
-//! from a relay that is not configured.
+//! DORA to the appliance on 127.0.20.1 and expect unicast answers (the
+//! relay addresses are listed in `dhcp.relays`), a REQUEST with an ASCII
+//! Client FQDN option, a DISCOVER storm on a small pool, and relayed
+//! requests from a relay that is not configured. They run the appliance in
+//! this process (`common::inproc`) and read its typed status, except two
+//! that spawn it: the garbage test (a SIGHUP reload, an exit code) and the
+//! exhausted pool (a summary line from a process-wide rate limiter).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -21,8 +24,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::inproc::InProc;
 use common::udhcpc::{kv, udhcpc_once};
-use common::{Appliance, Netns, run_ok, unique_name, wait_until};
+use common::{Appliance, Netns, Served, run_ok, unique_name, wait_until};
+use crc_appliance::serve::status::StatusDoc;
+use crc_appliance::services::dhcp::status::DhcpStatus;
 use dhcproto::v4::{DhcpOption, Flags, Message, MessageType, Opcode, OptionCode};
 use dhcproto::{Decodable, Decoder, Encodable};
 
@@ -601,6 +607,12 @@ fn recv_reply(sock: &UdpSocket, xid: u32) -> Message {
     }
 }
 
+/// `GET /status` of a spawned appliance, as the typed document.
+fn status_over_http(app: &Appliance) -> StatusDoc {
+    let body = http_get(app.addr("admin"), "/status");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("status JSON ({e}): {body}"))
+}
+
 fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
@@ -714,16 +726,14 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let status: serde_json::Value =
-        serde_json::from_str(&http_get(app.addr("admin"), "/status")).expect("status JSON");
-    let d = &status["dhcp"];
-    assert_eq!(d["leases"][0]["mac"], "52:54:00:14:00:0a", "{d}");
-    assert_eq!(d["leases"][0]["state"], "bound", "{d}");
-    assert_eq!(d["leases"][0]["hostname"], "master-0", "{d}");
-    assert_eq!(d["received"]["discover"], 2, "{d}");
-    assert_eq!(d["received"]["request"], 2, "{d}");
-    assert_eq!(d["sent"]["nak"], 1, "{d}");
-    assert!(d["malformed"].as_u64().unwrap() >= 50, "{d}");
+    let d = status_over_http(&app).dhcp.expect("a dhcp section");
+    assert_eq!(d.leases[0].mac.to_string(), "52:54:00:14:00:0a", "{d:?}");
+    assert!(d.leases[0].state == "bound", "{d:?}");
+    assert_eq!(d.leases[0].hostname.as_deref(), Some("master-0"), "{d:?}");
+    assert_eq!(d.received.get("discover"), Some(&2), "{d:?}");
+    assert_eq!(d.received.get("request"), Some(&2), "{d:?}");
+    assert_eq!(d.sent.get("nak"), Some(&1), "{d:?}");
+    assert!(d.malformed >= 50, "{d:?}");
     assert!(
         metrics.contains("crc_appliance_dhcp_sent_total{type=\"ack\"} 1"),
         "{metrics}"
@@ -737,12 +747,11 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
     // the lease is still bound afterwards and no listener was closed.
     app.signal("HUP");
     app.wait_log("configuration reloaded", Duration::from_secs(10));
-    let status: serde_json::Value =
-        serde_json::from_str(&http_get(app.addr("admin"), "/status")).expect("status JSON");
-    let d = &status["dhcp"];
-    assert_eq!(d["leases"][0]["mac"], "52:54:00:14:00:0a", "{d}");
-    assert_eq!(d["leases"][0]["state"], "bound", "{d}");
-    assert_eq!(status["reload"]["generation"], 2, "{status}");
+    let status = status_over_http(&app);
+    let d = status.dhcp.as_ref().expect("a dhcp section");
+    assert_eq!(d.leases[0].mac.to_string(), "52:54:00:14:00:0a", "{d:?}");
+    assert!(d.leases[0].state == "bound", "{d:?}");
+    assert_eq!(status.reload.generation, 2, "{:?}", status.reload);
     assert!(
         !app.log().contains("closed listener"),
         "an unchanged listener was closed:\n{}",
@@ -780,7 +789,7 @@ fn block_lease_writes(dir: &std::path::Path) -> std::path::PathBuf {
 /// reaches the file once writing works again.
 #[test]
 fn reserved_node_is_acked_while_the_lease_file_cannot_be_written() {
-    let app = Appliance::start(&common::only(
+    let app = InProc::start_yaml(&common::only(
         "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n  relays: [127.0.20.3]\n",
     ));
     let srv = app.addr("dhcp");
@@ -820,7 +829,7 @@ fn reserved_node_is_acked_while_the_lease_file_cannot_be_written() {
 /// the write works again.
 #[test]
 fn pool_ack_is_withheld_while_the_lease_file_cannot_be_written() {
-    let app = Appliance::start(&common::only(
+    let app = InProc::start_yaml(&common::only(
         "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n  pool: { start: 127.0.20.100, end: 127.0.20.120 }\n  relays: [127.0.20.4]\n",
     ));
     let srv = app.addr("dhcp");
@@ -859,7 +868,7 @@ fn pool_ack_is_withheld_while_the_lease_file_cannot_be_written() {
 /// with a warning at the default log level.
 #[test]
 fn spoofed_and_unknown_relay_addresses_are_dropped() {
-    let app = Appliance::start(&common::only(
+    let app = InProc::start_yaml(&common::only(
         "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\nadmin:\n  listen: 127.0.0.1:0\n",
     ));
     let srv = app.addr("dhcp");
@@ -884,14 +893,11 @@ fn spoofed_and_unknown_relay_addresses_are_dropped() {
     let d = request(MessageType::Discover, mac, Ipv4Addr::new(127, 0, 21, 1));
     sender.send_to(&d.to_vec().unwrap(), srv).unwrap();
     app.wait_log("no address range available", Duration::from_secs(5));
-    let mut d = serde_json::Value::Null;
-    wait_until("the drop counters", Duration::from_secs(5), || {
-        let status: serde_json::Value =
-            serde_json::from_str(&http_get(app.addr("admin"), "/status")).expect("status JSON");
-        d = status["dhcp"].clone();
-        d["badRelay"] == 2 && d["unknownSegment"] == 1
-    });
-    assert_eq!(d["sent"]["offer"], 0, "{d}");
+    let d = dhcp_status_when(
+        || app.status(),
+        |d| d.bad_relay == 2 && d.unknown_segment == 1,
+    );
+    assert_eq!(d.sent.get("offer"), Some(&0), "{d:?}");
     let metrics = http_get(app.addr("admin"), "/metrics");
     assert!(
         metrics.contains("crc_appliance_dhcp_dropped_total{reason=\"bad_relay\"} 2"),
@@ -905,15 +911,20 @@ fn spoofed_and_unknown_relay_addresses_are_dropped() {
 const RELAY: Ipv4Addr = Ipv4Addr::new(127, 0, 20, 7);
 
 /// The loopback cluster with a pool, `RELAY` configured and the admin API.
-fn start_relayed(pool: &str) -> Appliance {
-    Appliance::start(&common::only(&format!(
+fn relayed(pool: &str) -> String {
+    common::only(&format!(
         "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{{dir}}/leases.json\"\n  pool: {{ start: 127.0.20.100, end: {pool} }}\n  relays: [{RELAY}]\nadmin:\n  listen: 127.0.0.1:0\n"
-    )))
+    ))
+}
+
+/// [`relayed`], run in this process.
+fn start_relayed(pool: &str) -> InProc {
+    InProc::start_yaml(&relayed(pool))
 }
 
 /// The relay socket: replies to relayed requests come to giaddr at the
 /// server port.
-fn relay_socket(app: &Appliance, ip: Ipv4Addr, wait: Duration) -> UdpSocket {
+fn relay_socket(app: &impl Served, ip: Ipv4Addr, wait: Duration) -> UdpSocket {
     let sock = UdpSocket::bind((ip, app.addr("dhcp").port())).expect("bind the relay socket");
     sock.set_read_timeout(Some(wait)).unwrap();
     sock
@@ -977,19 +988,20 @@ fn with_fqdn_after_type(m: &Message, data: &[u8]) -> Vec<u8> {
     out
 }
 
-/// `GET /status` → `dhcp`, once `pred` holds (5 s).
+/// The `dhcp` section of the status document `read` returns, once `pred`
+/// holds (5 s).
 fn dhcp_status_when(
-    app: &Appliance,
-    pred: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let mut d = serde_json::Value::Null;
+    read: impl Fn() -> StatusDoc,
+    pred: impl Fn(&DhcpStatus) -> bool,
+) -> DhcpStatus {
+    let mut d = None;
     wait_until("the DHCP counters", Duration::from_secs(5), || {
-        let status: serde_json::Value =
-            serde_json::from_str(&http_get(app.addr("admin"), "/status")).expect("status JSON");
-        d = status["dhcp"].clone();
-        pred(&d)
+        let now = read().dhcp.expect("a dhcp section");
+        let done = pred(&now);
+        d = Some(now);
+        done
     });
-    d
+    d.expect("polled at least once")
 }
 
 /// Audit D6: a client that sends option 81 in the older ASCII form (E bit
@@ -1031,17 +1043,21 @@ fn a_request_with_an_ascii_client_fqdn_is_acked_in_ascii() {
         raw_option(&ack, 81).as_deref(),
         Some(&b"\x0a\xff\xffwinbox.example.org"[..])
     );
-    let d = dhcp_status_when(&app, |d| d["sent"]["ack"] == 1);
-    assert_eq!(d["ignored"], 0, "{d}");
-    assert_eq!(d["malformed"], 0, "{d}");
+    let d = dhcp_status_when(|| app.status(), |d| d.sent.get("ack") == Some(&1));
+    assert_eq!(d.ignored, 0, "{d:?}");
+    assert_eq!(d.malformed, 0, "{d:?}");
 }
 
 /// Audit D8: a DISCOVER storm took the pool and nothing was logged. Now
 /// every DISCOVER the pool cannot serve is counted, and logged at warn at
 /// most once every 10 s with the client and (at shutdown here) the count.
+/// Spawned: the summary written at shutdown comes from the DHCP service's
+/// rate limiter, a `static` shared by every appliance in a process, so in
+/// this test binary another appliance's shutdown could write it into its
+/// own log.
 #[test]
 fn an_exhausted_pool_is_logged_and_counted() {
-    let mut app = start_relayed("127.0.20.101");
+    let mut app = Appliance::start(&relayed("127.0.20.101"));
     let relay = relay_socket(&app, RELAY, Duration::from_secs(2));
     let srv = app.addr("dhcp");
     let discover = |i: u8| {
@@ -1065,8 +1081,11 @@ fn an_exhausted_pool_is_logged_and_counted() {
     for i in 2..2 + storm {
         discover(i);
     }
-    let d = dhcp_status_when(&app, |d| d["poolExhausted"] == u64::from(storm));
-    assert_eq!(d["sent"]["offer"], 2, "{d}");
+    let d = dhcp_status_when(
+        || status_over_http(&app),
+        |d| d.pool_exhausted == u64::from(storm),
+    );
+    assert_eq!(d.sent.get("offer"), Some(&2), "{d:?}");
     let metrics = http_get(app.addr("admin"), "/metrics");
     assert!(
         metrics.contains(&format!("crc_appliance_dhcp_pool_exhausted_total {storm}")),
@@ -1120,8 +1139,8 @@ fn only_configured_relays_are_answered() {
         recv_raw(&victim, 0x9700).is_none() && recv_raw(&victim, 0x9701).is_none(),
         "a reply was reflected to {host}, which is no configured relay"
     );
-    let d = dhcp_status_when(&app, |d| d["unknownRelay"] == 2);
-    assert_eq!(d["sent"]["offer"], 0, "{d}");
+    let d = dhcp_status_when(|| app.status(), |d| d.unknown_relay == 2);
+    assert_eq!(d.sent.get("offer"), Some(&0), "{d:?}");
     let metrics = http_get(app.addr("admin"), "/metrics");
     assert!(
         metrics.contains("crc_appliance_dhcp_dropped_total{reason=\"unknown_relay\"} 2"),

@@ -3,9 +3,13 @@
 //! — in a network namespace with the appliance on port 123, and a raw UDP
 //! client on loopback for skew, fuzzing and flooding.
 //!
-//! The host clock state is forced with `CRC_APPLIANCE_TEST_HOST_CLOCK`
-//! (the documented test-only override of the adjtimex reading), so the
-//! leap-indicator decision is exercised the same way on any host.
+//! In the namespace tests the host clock state is forced with
+//! `CRC_APPLIANCE_TEST_HOST_CLOCK` (the documented test-only override of
+//! the adjtimex reading, set in the spawned appliance's environment), so
+//! the leap-indicator decision is exercised the same way on any host. The
+//! loopback tests run the appliance in this process (`common::inproc`) and
+//! read its typed status; nothing they check depends on the host clock's
+//! state (offsets, counters, rows, KoD), so they do not force it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -15,7 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::inproc::InProc;
 use common::{Appliance, Netns, free_port, only, run, unique_name, wait_until};
+use crc_appliance::serve::status::StatusDoc;
+use crc_appliance::services::ntp::status::NtpStatus;
 
 const CHRONY: &str = "/var/cache/crc-appliance-tests/extract/chrony";
 const CLOCK_ENV: &str = "CRC_APPLIANCE_TEST_HOST_CLOCK";
@@ -224,15 +231,12 @@ fn chrony_does_not_select_an_unsynchronised_appliance() {
         ],
     );
     assert_eq!(code, 0, "{err}");
-    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert!(
-        doc["ntp"]["replies"].as_u64().unwrap() >= 2,
-        "{}",
-        doc["ntp"]
-    );
-    assert_eq!(doc["ntp"]["leap"], 3);
-    assert_eq!(doc["ntp"]["stratum"], 16);
-    assert_eq!(doc["ntp"]["serving"], "unsynchronised");
+    let doc: StatusDoc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let ntp = doc.ntp.expect("an ntp section");
+    assert!(ntp.replies >= 2, "{ntp:?}");
+    assert_eq!(ntp.leap, 3, "{ntp:?}");
+    assert_eq!(ntp.stratum, 16, "{ntp:?}");
+    assert_eq!(ntp.serving, "unsynchronised", "{ntp:?}");
 }
 
 #[test]
@@ -277,30 +281,24 @@ fn client(ip: &str) -> UdpSocket {
     s
 }
 
-fn lab(extra: &str) -> (Appliance, u16) {
+/// The appliance in this process with NTP on 127.0.0.1 and the admin API
+/// on a port written in its cluster file (`crc-appliance status` reads it
+/// there).
+fn lab(extra: &str) -> InProc {
     let admin = free_port();
-    let yaml = only(&format!(
+    InProc::start_yaml(&only(&format!(
         "admin:\n  listen: 127.0.0.1:{admin}\nntp:\n  listen: 127.0.0.1:0\n{extra}"
-    ));
-    let app = Appliance::launch()
-        .env(CLOCK_ENV, "synchronised")
-        .start(&yaml);
-    (app, admin)
+    )))
 }
 
-fn status(admin: u16) -> serde_json::Value {
-    let (code, out, err) = run(
-        "curl",
-        &["-sf", &format!("http://127.0.0.1:{admin}/status")],
-    );
-    assert_eq!(code, 0, "curl /status: {err}");
-    serde_json::from_str(&out).unwrap()
+/// The status document's `ntp` section.
+fn ntp_status(app: &InProc) -> NtpStatus {
+    app.status().ntp.expect("an ntp section")
 }
 
 #[test]
 fn a_client_an_hour_off_shows_as_skewed_on_status_and_the_cli() {
-    require_tools!("curl");
-    let (app, admin) = lab("");
+    let app = lab("");
     let ntp = app.addr("ntp");
     // master-0 (127.0.20.10) one hour behind; master-1 on time.
     for (ip, shift) in [("127.0.20.10", -3600.0), ("127.0.20.11", 0.0)] {
@@ -311,15 +309,19 @@ fn a_client_an_hour_off_shows_as_skewed_on_status_and_the_cli() {
         assert_eq!(n, 48);
         assert_eq!(buf[0] & 7, 4, "server mode");
     }
-    let doc = status(admin);
-    let rows = doc["ntp"]["clients"].as_array().unwrap();
-    let m0 = rows.iter().find(|r| r["node"] == "master-0").unwrap();
-    assert_eq!(m0["skewed"], true, "{doc:#}");
-    let off = m0["offsetMs"].as_f64().unwrap();
+    let ntp = ntp_status(&app);
+    let node = |name: &str| {
+        ntp.clients
+            .iter()
+            .find(|r| r.node.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("no row for {name}: {ntp:#?}"))
+    };
+    let m0 = node("master-0");
+    assert!(m0.skewed, "{ntp:#?}");
+    let off = m0.offset_ms;
     assert!((off - 3_600_000.0).abs() < 1000.0, "{off}");
-    let m1 = rows.iter().find(|r| r["node"] == "master-1").unwrap();
-    assert_eq!(m1["skewed"], false);
-    assert_eq!(doc["ntp"]["skewed"], 1);
+    assert!(!node("master-1").skewed, "{ntp:#?}");
+    assert_eq!(ntp.skewed, 1, "{ntp:#?}");
 
     let out = Command::new(common::BIN)
         .args(["status", "--cluster", app.cluster_file.to_str().unwrap()])
@@ -357,8 +359,7 @@ impl Rng {
 
 #[test]
 fn fuzzed_datagrams_never_stop_the_service_and_no_reply_is_larger() {
-    require_tools!("curl");
-    let (mut app, admin) = lab("  clientRate: 100000\n");
+    let app = lab("  clientRate: 100000\n");
     let ntp = app.addr("ntp");
     let c = client("127.0.20.30");
     c.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
@@ -390,28 +391,16 @@ fn fuzzed_datagrams_never_stop_the_service_and_no_reply_is_larger() {
     c2.send_to(&request(0.0), ntp).unwrap();
     let (n, _) = c2.recv_from(&mut buf).expect("the service still answers");
     assert_eq!(n, 48);
-    let doc = status(admin);
-    assert!(
-        doc["ntp"]["malformed"].as_u64().unwrap() > 100,
-        "{}",
-        doc["ntp"]
-    );
-    assert!(
-        doc["ntp"]["refusedMode"].as_u64().unwrap() > 100,
-        "{}",
-        doc["ntp"]
-    );
-    eprintln!("fuzz: {replies} replies to 5000 datagrams; {}", doc["ntp"]);
-    assert_eq!(
-        app.wait_exit(Duration::from_millis(10)),
-        None,
-        "the appliance exited"
-    );
+    let ntp = ntp_status(&app);
+    assert!(ntp.malformed > 100, "{ntp:?}");
+    assert!(ntp.refused_mode > 100, "{ntp:?}");
+    eprintln!("fuzz: {replies} replies to 5000 datagrams; {ntp:?}");
+    assert!(!app.ended(), "the appliance stopped:\n{}", app.log());
 }
 
 #[test]
 fn a_flood_gets_kod_rate_and_does_not_starve_another_client() {
-    let (app, _) = lab("  clientRate: 4\n");
+    let app = lab("  clientRate: 4\n");
     let ntp: SocketAddr = app.addr("ntp");
     let flood = client("127.0.20.40");
     flood.set_nonblocking(true).unwrap();
@@ -465,7 +454,7 @@ fn a_flood_gets_kod_rate_and_does_not_starve_another_client() {
 #[test]
 fn sources_outside_the_cluster_networks_leave_no_rows_and_evict_no_node() {
     require_tools!("curl");
-    let (app, admin) = lab("  clientRate: 100000\n");
+    let app = lab("  clientRate: 100000\n");
     let ntp = app.addr("ntp");
     let mut buf = [0u8; 100];
     let m0 = client("127.0.20.10");
@@ -488,30 +477,27 @@ fn sources_outside_the_cluster_networks_leave_no_rows_and_evict_no_node() {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
-    let mut doc = status(admin);
+    let mut ntp = ntp_status(&app);
     wait_until(
         "the strangers' requests are read",
         Duration::from_secs(10),
         || {
-            doc = status(admin);
-            doc["ntp"]["requests"].as_u64().unwrap_or(0) >= 1102
+            ntp = ntp_status(&app);
+            ntp.requests >= 1102
         },
     );
-    let rows = doc["ntp"]["clients"].as_array().unwrap();
-    let summary = format!("{} rows, {} skewed", rows.len(), doc["ntp"]["skewed"]);
+    let rows = &ntp.clients;
+    let summary = format!("{} rows, {} skewed", rows.len(), ntp.skewed);
     assert!(
-        rows.iter().any(|r| r["node"] == "master-0"),
+        rows.iter().any(|r| r.node.as_deref() == Some("master-0")),
         "master-0's row was evicted: {summary}"
     );
-    assert!(
-        rows.iter().any(|r| r["client"] == "127.0.20.30"),
-        "{summary}"
-    );
+    assert!(rows.iter().any(|r| r.client == "127.0.20.30"), "{summary}");
     assert_eq!(rows.len(), 2, "{summary}");
-    assert_eq!(doc["ntp"]["skewed"], 0, "{summary}");
+    assert_eq!(ntp.skewed, 0, "{summary}");
     let (_, metrics, _) = run(
         "curl",
-        &["-sf", &format!("http://127.0.0.1:{admin}/metrics")],
+        &["-sf", &format!("http://{}/metrics", app.addr("admin"))],
     );
     let series = metrics
         .lines()
@@ -532,8 +518,7 @@ fn sources_outside_the_cluster_networks_leave_no_rows_and_evict_no_node() {
 /// inside is answered.
 #[test]
 fn allow_from_refuses_outsiders_and_answers_insiders() {
-    require_tools!("curl");
-    let (app, admin) = lab("  allowFrom: [127.0.20.0/25]\n");
+    let app = lab("  allowFrom: [127.0.20.0/25]\n");
     let ntp = app.addr("ntp");
     let mut buf = [0u8; 100];
     let inside = client("127.0.20.10");
@@ -547,9 +532,9 @@ fn allow_from_refuses_outsiders_and_answers_insiders() {
         outside.send_to(&request(0.0), ntp).unwrap();
         assert!(outside.recv_from(&mut buf).is_err(), "{ip} was answered");
     }
-    let doc = status(admin);
-    assert_eq!(doc["ntp"]["refusedAcl"], 2, "{}", doc["ntp"]);
-    assert_eq!(doc["ntp"]["replies"], 1, "{}", doc["ntp"]);
+    let ntp = ntp_status(&app);
+    assert_eq!(ntp.refused_acl, 2, "{ntp:?}");
+    assert_eq!(ntp.replies, 1, "{ntp:?}");
     app.wait_log("source outside ntp.allowFrom", Duration::from_secs(5));
 }
 
