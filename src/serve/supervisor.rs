@@ -186,6 +186,17 @@ pub async fn serve_hosted(path: PathBuf, host: Host) -> anyhow::Result<()> {
 
     let mut set = JoinSet::new();
     spawn_background(&background, &hub, &plan, ha_token);
+    // The rate-limited lines' summaries: the limiters are per call site,
+    // process-wide, so only the process writes them (an embedded
+    // appliance would write its neighbours' counts into its own log).
+    let summaries = matches!(host, Host::Process);
+    if summaries {
+        let t = background.token();
+        background.spawn("serve log summaries", t.clone(), async move {
+            crate::runtime::lograte::flush_every(t).await;
+            Ok(())
+        });
+    }
     for s in &services {
         let (s, token) = (s.clone(), root.clone());
         set.spawn(async move { (s.name(), s.run(token).await) });
@@ -222,7 +233,9 @@ pub async fn serve_hosted(path: PathBuf, host: Host) -> anyhow::Result<()> {
     root.cancel();
     drain(set).await;
     // The counts of rate-limited lines not written yet.
-    crate::runtime::lograte::flush_final();
+    if summaries {
+        crate::runtime::lograte::flush_final();
+    }
     if outcome.is_ok() {
         info!("stopped");
     }
@@ -230,7 +243,7 @@ pub async fn serve_hosted(path: PathBuf, host: Host) -> anyhow::Result<()> {
 }
 
 /// Start `serve`'s own tasks in `background`: the timeline sampler, the
-/// single-node prober, the log summaries and, for an HA member (its pair
+/// single-node prober and, for an HA member (its pair
 /// key `ha_token`), the VIP watch and the exchange with the peer.
 fn spawn_background(background: &Tasks, hub: &Arc<Hub>, plan: &Plan, ha_token: Option<String>) {
     let t = background.token();
@@ -262,11 +275,6 @@ fn spawn_background(background: &Tasks, hub: &Arc<Hub>, plan: &Plan, ha_token: O
             crate::serve::hasync::run(hub.clone(), peer, token, t),
         );
     }
-    let t = background.token();
-    background.spawn("serve log summaries", t.clone(), async move {
-        crate::runtime::lograte::flush_every(t).await;
-        Ok(())
-    });
 }
 
 /// Wait up to [`GRACE`] for the services in `set` to stop (shutdown was

@@ -16,6 +16,11 @@
 //! - a typed cluster file ([`loopback`]: `config::raw::ClusterFile`, the
 //!   type `serve` parses, so a misspelt field does not compile).
 //!
+//! One thing stays process-wide: the per-call-site log throttles
+//! (`runtime::lograte`). Appliances in one test binary share them, so a
+//! test that asserts a rate-limited line, or its summary (only the process
+//! writes summaries), spawns the binary.
+//!
 //! Keep spawning the binary (`common::Appliance`) where the process is the
 //! point: signals, exit codes, systemd, packaging, environment test hooks,
 //! HA pairs and network-namespace labs.
