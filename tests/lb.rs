@@ -1,7 +1,8 @@
 //! The load balancer end to end: the real services (in this process; the
-//! binary where its descriptor limit is the point) in front of real nginx
-//! backends (HTTP and TLS) on 127.0.20.x, driven by curl, openssl s_client,
-//! the `crc-appliance lb` CLI and plain TCP sockets.
+//! binary where the process's descriptor limit or its process-wide log
+//! limiter matters) in front of real nginx backends (HTTP and TLS) on
+//! 127.0.20.x, driven by curl, openssl s_client, the `crc-appliance lb` CLI
+//! and plain TCP sockets.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
@@ -848,15 +849,24 @@ fn reloads_keep_connections_sockets_and_health() {
         &format!("interval: {}ms", INTERVAL_MS + 100),
     );
     assert_ne!(added, slower);
-    for (i, text) in [&good, &added, &slower].into_iter().enumerate() {
+    // Around each reload: at least 1.5 s and 25 new requests (however
+    // slow the machine), so the four stretches make at least 100.
+    let stretch = || {
+        let from = made.load(Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(1500));
+        common::wait_until("25 more new requests", Duration::from_secs(30), || {
+            made.load(Ordering::Relaxed) >= from + 25
+        });
+    };
+    for (i, text) in [&good, &added, &slower].into_iter().enumerate() {
+        stretch();
         std::fs::write(&app.cluster_file, text).unwrap();
         let f = app.cluster_file.display().to_string();
         let (code, out, err) = run(BIN, &["reload", "--cluster", &f]);
         assert_eq!(code, 0, "reload {i}: {out}{err}");
         assert!(out.contains(&format!("generation {}", i + 2)), "{out}");
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    stretch();
     running.store(false, Ordering::Relaxed);
     keepalive.join().unwrap();
     fresh.join().unwrap();
@@ -869,7 +879,8 @@ fn reloads_keep_connections_sockets_and_health() {
         failures.len(),
         made.load(Ordering::Relaxed)
     );
-    assert!(made.load(Ordering::Relaxed) >= 100, "too few requests made");
+    let made = made.load(Ordering::Relaxed);
+    assert!(made >= 100, "too few requests made: {made}");
     assert!(
         s_client.try_wait().unwrap().is_none(),
         "the kept TLS connection was cut"
@@ -913,6 +924,7 @@ fn a_flooded_frontend_leaves_descriptors_for_checks_and_other_frontends() {
     require_tools!("nginx", "curl", "openssl", "prlimit");
     let ports = Ports::new();
     let _b = Backends::start(&ports, &[], false);
+    // Spawned: the descriptor limit is the process's.
     let app = common::Launch::default()
         .prefix(&["prlimit", "--nofile=400:400", "--"])
         .start(&cluster(&ports, admin_port(), ""));

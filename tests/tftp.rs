@@ -674,7 +674,7 @@ fn one_address_cannot_take_every_slot() {
     let app = start(
         &dir,
         &root,
-        "  maxTransfers: 8\n  maxTransfersPerClient: 3\n  timeout: 2s\n  retries: 5\nadmin:\n  listen: 127.0.0.1:0\n",
+        "  maxTransfers: 8\n  maxTransfersPerClient: 3\n  timeout: 2s\n  retries: 5\n",
     );
     let srv = app.addr("tftp");
     // The hog: 20 requests from 127.0.0.2, each from its own port.
