@@ -1,4 +1,5 @@
-//! Admin API access control with curl and the CLI against the real binary:
+//! Admin API access control with curl and the CLI against the real admin
+//! API (served in this process; `check` is the binary):
 //! DNS-rebinding Host names and cross-origin state changes are refused, a
 //! non-loopback listener needs `admin.tokenFile`, and with a token the
 //! control API (reload, lb) needs it while reads stay open.
@@ -8,7 +9,8 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use common::{Appliance, BIN, free_port, run};
+use common::inproc::InProc;
+use common::{BIN, free_port, run};
 
 /// curl; returns the HTTP status code.
 fn code(args: &[&str]) -> String {
@@ -29,7 +31,7 @@ fn code(args: &[&str]) -> String {
 fn rebinding_hosts_and_cross_origin_posts_are_refused() {
     require_tools!("curl");
     let port = free_port();
-    let app = Appliance::start(&common::only(&format!(
+    let app = InProc::start_yaml(&common::only(&format!(
         "admin:\n  listen: 127.0.0.1:{port}\n"
     )));
     let base = format!("http://{}", app.addr("admin"));
@@ -121,7 +123,7 @@ fn with_a_token_control_needs_it_and_reads_stay_open() {
         )),
     )
     .unwrap();
-    let app = Appliance::launch().start_path(&f);
+    let app = InProc::start_path(&f);
     let base = format!("http://127.0.0.1:{port}");
     let reload = format!("{base}/api/reload");
     assert_eq!(code(&[&format!("{base}/status")]), "200");

@@ -1,5 +1,6 @@
 //! DNS on a dual-stack cluster (`network.ipv6`, issue #25), through the real
-//! binary: the AAAA and `ip6.arpa` answers compared with knotd serving the
+//! services (in this process on loopback; the binary in the namespace lab):
+//! the AAAA and `ip6.arpa` answers compared with knotd serving the
 //! `render zone` output, and `kdig AAAA` / `kdig -x` for every node, api,
 //! api-int and a random `*.apps` name from a client network namespace
 //! joined by a veth pair to the appliance's namespace, over the default
@@ -12,6 +13,7 @@ mod common;
 use std::net::SocketAddr;
 
 use common::dnstools::{Ans, dig_at, knot_for, parse_dig};
+use common::inproc::InProc;
 use common::{Appliance, Netns};
 
 const Z: &str = "test.crc.testing";
@@ -88,7 +90,7 @@ fn differential_against_knot_over_the_ipv6_zones() {
         "ip: 127.0.20.20, ipv6: \"fd00:20::20\" }\n",
         "ip: 127.0.20.20, ipv6: \"fd00:20::20\" }\n  - { name: worker-1, role: worker, mac: \"52:54:00:14:00:15\", ip: 127.0.20.21 }\n",
     );
-    let app = Appliance::start(&yaml);
+    let app = InProc::start_yaml(&yaml);
     let dir = tempfile::tempdir().unwrap();
     let knot = knot_for(&app, dir.path());
     let knot_addr: SocketAddr = ([127, 0, 0, 1], knot.port).into();

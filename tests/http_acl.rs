@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 
 use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, rhcos_iso};
 use common::{Appliance, Netns, have, netns_available, unique_name};
-use serde_json::Value;
+use crc_appliance::serve::status::StatusDoc;
+use crc_appliance::services::lb::status::PoolStatus;
 
 const APPLIANCE: &str = "10.66.0.1";
 const BOOTSTRAP: &str = "10.66.0.5";
@@ -340,19 +341,19 @@ rhcos:
         self.srv.exec(&["curl", "-sS", "--max-time", "10", &url])
     }
 
-    fn status(&self) -> Value {
+    /// The typed `/status` (read in the appliance's namespace).
+    fn status(&self) -> StatusDoc {
         serde_json::from_str(&self.admin("/status")).unwrap()
     }
 
-    fn mc_pool(&self) -> Value {
+    fn mc_pool(&self) -> PoolStatus {
         let st = self.status();
-        st["lb"]["pools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == "machine-config")
-            .unwrap()
-            .clone()
+        st.lb
+            .expect("an lb section")
+            .pools
+            .into_iter()
+            .find(|p| p.name.as_str() == "machine-config")
+            .expect("a machine-config pool")
     }
 
     /// Wait until both machine-config backends are healthy.
@@ -360,17 +361,13 @@ rhcos:
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let pool = self.mc_pool();
-            let healthy = pool["backends"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|b| b["healthy"] == true);
+            let healthy = pool.backends.iter().all(|b| b.healthy);
             if healthy {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "machine-config backends never healthy: {pool:#}\n{}",
+                "machine-config backends never healthy: {pool:#?}\n{}",
                 self.app.log()
             );
             std::thread::sleep(Duration::from_millis(100));
@@ -379,11 +376,10 @@ rhcos:
 
     /// Proxied connections the machine-config backends got, per the LB.
     fn mcs_forwarded(&self) -> u64 {
-        self.mc_pool()["backends"]
-            .as_array()
-            .unwrap()
+        self.mc_pool()
+            .backends
             .iter()
-            .map(|b| b["totalConnections"].as_u64().unwrap())
+            .map(|b| b.total_connections)
             .sum()
     }
 
@@ -460,19 +456,18 @@ fn strangers_get_403_for_every_secret_logged_once_per_address() {
         assert!(w[0].contains("served only to the bootstrap node"), "{w:?}");
     }
     // The fetch log records each refusal with what the client is.
-    let st = lab.status();
-    let fetches = st["http"]["ignitionFetches"].as_array().unwrap();
+    let fetches = lab.status().http.expect("an http section").ignition_fetches;
     assert!(
-        fetches.iter().any(|f| f["client"] == POOL
-            && f["file"] == "bootstrap.ign"
-            && f["status"] == 403
-            && f["detail"] == "refused: a DHCP pool address"),
+        fetches.iter().any(|f| f.client == POOL
+            && f.file == "bootstrap.ign"
+            && f.status == 403
+            && f.detail == "refused: a DHCP pool address"),
         "{fetches:#?}"
     );
     assert!(
         !fetches
             .iter()
-            .any(|f| f["status"] == 200 && f["client"] != "10.66.0.1"),
+            .any(|f| f.status == 200 && f.client != "10.66.0.1"),
         "{fetches:#?}"
     );
 }
@@ -528,13 +523,12 @@ fn each_node_gets_its_own_files_and_the_host_gets_everything() {
         "{w:?}"
     );
     // The fetch log attributes the node's own fetches to it.
-    let st = lab.status();
-    let fetches = st["http"]["ignitionFetches"].as_array().unwrap();
+    let fetches = lab.status().http.expect("an http section").ignition_fetches;
     assert!(
-        fetches.iter().any(|f| f["client"] == WORKER0
-            && f["node"] == "worker-0"
-            && f["file"] == "worker.ign"
-            && f["status"] == 200),
+        fetches.iter().any(|f| f.client == WORKER0
+            && f.node.as_deref() == Some("worker-0")
+            && f.file == "worker.ign"
+            && f.status == 200),
         "{fetches:#?}"
     );
 }
@@ -585,7 +579,7 @@ fn machine_config_frontend_closes_non_nodes_at_accept() {
         metrics.contains("crc_appliance_lb_frontend_refused_total{pool=\"api\"} 0\n"),
         "{metrics}"
     );
-    assert_eq!(lab.mc_pool()["refusedClients"], 4);
+    assert_eq!(lab.mc_pool().refused_clients, 4);
     let w = lab.warnings(&format!("connection from {POOL} "));
     assert_eq!(w.len(), 1, "{w:#?}");
     assert!(
@@ -621,7 +615,7 @@ fn extra_cidrs_admit_a_jump_host_and_nobody_else() {
     let seen = lab.mcs_seen();
     assert!(seen.contains("GET /config/jump "), "{seen}");
     assert!(!seen.contains("/config/neighbour "), "{seen}");
-    assert_eq!(lab.mc_pool()["refusedClients"], 1);
+    assert_eq!(lab.mc_pool().refused_clients, 1);
 
     // The operator lists the neighbour too; SIGHUP applies it.
     let file = &lab.app.cluster_file;
@@ -634,5 +628,5 @@ fn extra_cidrs_admit_a_jump_host_and_nobody_else() {
     lab.expect_all(Some(NEIGHBOUR), "200");
     let (code, body) = lab.mcs(NEIGHBOUR, "neighbour-2");
     assert_eq!((code, body.as_str()), (0, "mcs"), "{}", lab.app.log());
-    assert_eq!(lab.mc_pool()["refusedClients"], 1);
+    assert_eq!(lab.mc_pool().refused_clients, 1);
 }

@@ -1,6 +1,8 @@
-//! The load balancer end to end: the real binary in front of real nginx
-//! backends (HTTP and TLS) on 127.0.20.x, driven by curl, openssl s_client,
-//! the `crc-appliance lb` CLI and plain TCP sockets.
+//! The load balancer end to end: the real services (in this process; the
+//! binary where the process's descriptor limit or its process-wide log
+//! limiter matters) in front of real nginx backends (HTTP and TLS) on
+//! 127.0.20.x, driven by curl, openssl s_client, the `crc-appliance lb` CLI
+//! and plain TCP sockets.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
@@ -12,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, BIN, run};
-use serde_json::Value;
+use common::inproc::InProc;
+use common::{Appliance, BIN, Served, run};
+use crc_appliance::services::lb::status::{BackendStatus, LbStatus, PoolStatus};
 
 const NODES: [(&str, &str); 6] = [
     ("bootstrap", "127.0.20.5"),
@@ -225,14 +228,15 @@ loadBalancer:
     )
 }
 
-/// The appliance on [`cluster`] with a fresh admin port.
-fn start_lb(ports: &Ports, extra_lb: &str) -> Appliance {
-    Appliance::start(&cluster(ports, admin_port(), extra_lb))
+/// The appliance on [`cluster`] with a fresh admin port (the `lb` CLI
+/// reads it from the cluster file).
+fn start_lb(ports: &Ports, extra_lb: &str) -> InProc {
+    InProc::start_yaml(&cluster(ports, admin_port(), extra_lb))
 }
 
 /// All backends ready, the appliance started with `extra_lb`, both workers
 /// healthy; returns the ingress-http frontend address too.
-fn start_with_healthy_workers(extra_lb: &str) -> (Backends, Appliance, SocketAddr) {
+fn start_with_healthy_workers(extra_lb: &str) -> (Backends, InProc, SocketAddr) {
     let ports = Ports::new();
     let b = Backends::start(&ports, &[], false);
     let app = start_lb(&ports, extra_lb);
@@ -245,60 +249,72 @@ fn admin_port() -> u16 {
     common::free_port()
 }
 
-fn status(app: &Appliance) -> Value {
-    let url = format!("http://{}/api/lb/backends", app.addr("admin"));
-    // Retry briefly: during a reload the admin listener is being re-bound.
-    for _ in 0..50 {
-        let (code, out, _) = run("curl", &["-sS", "--max-time", "5", &url]);
-        if code == 0 {
-            return serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON {e}: {out}"));
-        }
-        std::thread::sleep(Duration::from_millis(100));
+/// The LB's status section, in this process or from a spawned binary.
+trait LbStatusOf: Served {
+    fn lb_status(&self) -> LbStatus;
+}
+
+impl LbStatusOf for InProc {
+    fn lb_status(&self) -> LbStatus {
+        self.status().lb.expect("an lb section")
     }
-    panic!("admin API at {url} does not answer");
 }
 
-fn backend<'a>(st: &'a Value, pool: &str, node: &str) -> &'a Value {
-    st["pools"]
-        .as_array()
-        .and_then(|ps| ps.iter().find(|p| p["name"] == pool))
-        .and_then(|p| p["backends"].as_array())
-        .and_then(|bs| bs.iter().find(|b| b["node"] == node))
-        .unwrap_or_else(|| panic!("no backend {pool}/{node} in {st}"))
+impl LbStatusOf for Appliance {
+    /// `GET /api/lb/backends` (the same type).
+    fn lb_status(&self) -> LbStatus {
+        let url = format!("http://{}/api/lb/backends", self.addr("admin"));
+        let (code, out, err) = run("curl", &["-sS", "--max-time", "5", &url]);
+        assert_eq!(code, 0, "admin API at {url}: {err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON {e}: {out}"))
+    }
 }
 
-fn pool<'a>(st: &'a Value, pool: &str) -> &'a Value {
-    st["pools"]
-        .as_array()
-        .and_then(|ps| ps.iter().find(|p| p["name"] == pool))
-        .unwrap_or_else(|| panic!("no pool {pool} in {st}"))
+fn backend<'a>(st: &'a LbStatus, pool_name: &str, node: &str) -> &'a BackendStatus {
+    pool(st, pool_name)
+        .backends
+        .iter()
+        .find(|b| b.node == node)
+        .unwrap_or_else(|| panic!("no backend {pool_name}/{node} in {st:#?}"))
+}
+
+fn pool<'a>(st: &'a LbStatus, pool: &str) -> &'a PoolStatus {
+    st.pools
+        .iter()
+        .find(|p| p.name.as_str() == pool)
+        .unwrap_or_else(|| panic!("no pool {pool} in {st:#?}"))
 }
 
 /// Poll the status until `pred` holds (panics after 20 s).
-fn wait_status(app: &Appliance, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+fn wait_status(app: &impl LbStatusOf, what: &str, pred: impl Fn(&LbStatus) -> bool) -> LbStatus {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let st = status(app);
+        let st = app.lb_status();
         if pred(&st) {
             return st;
         }
         assert!(
             Instant::now() < deadline,
-            "timed out waiting for {what}: {st:#}"
+            "timed out waiting for {what}: {st:#?}"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 /// Wait until both workers are healthy in the ingress-http pool.
-fn wait_workers_healthy(app: &Appliance) {
+fn wait_workers_healthy(app: &impl LbStatusOf) {
     wait_status(app, "workers healthy", |st| {
         healthy(st, "ingress-http", "worker-0") && healthy(st, "ingress-http", "worker-1")
     });
 }
 
-fn healthy(st: &Value, pool: &str, node: &str) -> bool {
-    backend(st, pool, node)["healthy"] == true
+fn healthy(st: &LbStatus, pool: &str, node: &str) -> bool {
+    backend(st, pool, node).healthy
+}
+
+/// A backend's last check error ("" when none).
+fn check_error(b: &BackendStatus) -> &str {
+    b.last_check_error.as_deref().unwrap_or("")
 }
 
 /// GET `/` through a frontend with curl; (exit code, body).
@@ -321,8 +337,8 @@ fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| s.to_string()).collect()
 }
 
-fn lb_cli(app: &Appliance, args: &[&str]) -> (i32, String, String) {
-    let f = app.cluster_file.display().to_string();
+fn lb_cli(app: &impl Served, args: &[&str]) -> (i32, String, String) {
+    let f = app.cluster_file().display().to_string();
     let mut v = vec!["lb", "--cluster", &f];
     v.extend_from_slice(args);
     run(BIN, &v)
@@ -339,11 +355,8 @@ fn closed_until_healthy_then_round_robin_with_https_checks() {
     let (code, body) = curl(&http);
     assert_ne!(code, 0, "expected a closed connection, got {body:?}");
     assert!(body.is_empty(), "{body:?}");
-    let st = status(&app);
-    assert!(
-        pool(&st, "ingress-http")["closedNoBackend"].as_u64() >= Some(1),
-        "{st:#}"
-    );
+    let st = app.lb_status();
+    assert!(pool(&st, "ingress-http").closed_no_backend >= 1, "{st:#?}");
 
     // master-2 answers /readyz with 500: out of the api pool only.
     let _b = Backends::start(&ports, &["master-2"], false);
@@ -359,14 +372,8 @@ fn closed_until_healthy_then_round_robin_with_https_checks() {
                 .all(|n| healthy(st, "api", n))
     });
     let m2 = backend(&st, "api", "master-2");
-    assert_eq!(m2["healthy"], false, "{m2}");
-    assert!(
-        m2["lastCheckError"]
-            .as_str()
-            .unwrap_or("")
-            .contains("HTTP 500"),
-        "{m2}"
-    );
+    assert!(!m2.healthy, "{m2:?}");
+    assert!(check_error(m2).contains("HTTP 500"), "{m2:?}");
 
     assert_eq!(names_seen(&http, 6), set(&["worker-0", "worker-1"]));
     let https = format!("https://{}/", app.addr("lb ingress-https"));
@@ -394,9 +401,9 @@ fn closed_until_healthy_then_round_robin_with_https_checks() {
     // table for people: tests/cli_status.rs).
     let (code, out, err) = lb_cli(&app, &["status", "--json"]);
     assert_eq!(code, 0, "{out}{err}");
-    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    assert_eq!(v["pools"].as_array().map(Vec::len), Some(4), "{v}");
-    assert!(backend(&v, "ingress-http", "worker-0")["totalConnections"].as_u64() >= Some(3));
+    let v: LbStatus = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v.pools.len(), 4, "{v:#?}");
+    assert!(backend(&v, "ingress-http", "worker-0").total_connections >= 3);
 
     // /metrics carries the LB series.
     let (_, metrics, _) = run(
@@ -424,24 +431,20 @@ fn backends_start_unhealthy_until_rise() {
         &format!("interval: {INTERVAL_MS}ms, timeout: {INTERVAL_MS}ms, rise: 1"),
         "interval: 60s, timeout: 2s, rise: 2",
     );
+    // Spawned: the line waited for below is rate-limited per process
+    // (`lb` CLIENT_LOG, a `static` shared by every appliance in one
+    // process), and another test here closes ingress-http connections too.
     let app = Appliance::start(&yaml);
     let st = wait_status(&app, "the first check", |st| {
-        backend(st, "ingress-http", "worker-0")["consecutiveSuccesses"] == 1
-            && backend(st, "ingress-http", "worker-1")["consecutiveSuccesses"] == 1
+        backend(st, "ingress-http", "worker-0").consecutive_successes == 1
+            && backend(st, "ingress-http", "worker-1").consecutive_successes == 1
     });
-    assert_eq!(
-        backend(&st, "ingress-http", "worker-0")["healthy"],
-        false,
-        "{st:#}"
-    );
+    assert!(!healthy(&st, "ingress-http", "worker-0"), "{st:#?}");
     let http = format!("http://{}/", app.addr("lb ingress-http"));
     let (code, body) = curl(&http);
     assert_ne!(code, 0, "expected a closed connection, got {body:?}");
-    let st = status(&app);
-    assert!(
-        pool(&st, "ingress-http")["closedNoBackend"].as_u64() >= Some(1),
-        "{st:#}"
-    );
+    let st = app.lb_status();
+    assert!(pool(&st, "ingress-http").closed_no_backend >= 1, "{st:#?}");
     app.wait_log("no healthy enabled backend", Duration::from_secs(5));
 }
 
@@ -466,11 +469,8 @@ fn killed_backend_causes_no_failed_new_connections() {
         !healthy(st, "ingress-http", "worker-1")
     });
     assert!(
-        backend(&st, "ingress-http", "worker-1")["lastCheckError"]
-            .as_str()
-            .unwrap_or("")
-            .contains("connect"),
-        "{st:#}"
+        check_error(backend(&st, "ingress-http", "worker-1")).contains("connect"),
+        "{st:#?}"
     );
 }
 
@@ -484,7 +484,7 @@ fn connect_failure_is_retried_on_the_next_backend() {
         &format!("interval: {INTERVAL_MS}ms, timeout: {INTERVAL_MS}ms"),
         "interval: 60s, timeout: 2s",
     );
-    let app = Appliance::start(&yaml);
+    let app = InProc::start_yaml(&yaml);
     let http = format!("http://{}/", app.addr("lb ingress-http"));
     wait_workers_healthy(&app);
     b.kill("worker-0");
@@ -493,10 +493,10 @@ fn connect_failure_is_retried_on_the_next_backend() {
         assert_eq!(code, 0, "request {i} failed");
         assert_eq!(body, "worker-1", "request {i}");
     }
-    let st = status(&app);
+    let st = app.lb_status();
     let w0 = backend(&st, "ingress-http", "worker-0");
-    assert_eq!(w0["healthy"], true, "checks should not have run yet: {w0}");
-    assert!(w0["connectFailures"].as_u64() >= Some(1), "{w0}");
+    assert!(w0.healthy, "checks should not have run yet: {w0:?}");
+    assert!(w0.connect_failures >= 1, "{w0:?}");
 }
 
 #[test]
@@ -515,8 +515,8 @@ fn cli_disable_enable_and_bootstrap_removal() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("master-0 disabled"), "{out}");
     assert_eq!(names_seen(&api, 12), set(&["bootstrap", "master-1"]));
-    let st = status(&app);
-    assert_eq!(backend(&st, "machine-config", "master-0")["disabled"], true);
+    let st = app.lb_status();
+    assert!(backend(&st, "machine-config", "master-0").disabled);
     let (code, out, err) = lb_cli(&app, &["enable", "master-0"]);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
@@ -530,15 +530,15 @@ fn cli_disable_enable_and_bootstrap_removal() {
     let (code, out, err) = lb_cli(&app, &["disable", "bootstrap"]);
     assert_eq!(code, 0, "{out}{err}");
     std::thread::sleep(Duration::from_millis(4 * INTERVAL_MS));
-    let st = status(&app);
-    assert_eq!(backend(&st, "api", "bootstrap")["removed"], false, "{st:#}");
+    let st = app.lb_status();
+    assert!(!backend(&st, "api", "bootstrap").removed, "{st:#?}");
     assert_eq!(names_seen(&api, 8), set(&["master-0", "master-1"]));
     // All masters healthy → bootstrap removed from every pool.
     b.set_ready("master-2", true);
     let st = wait_status(&app, "bootstrap removed", |st| {
-        backend(st, "api", "bootstrap")["removed"] == true
+        backend(st, "api", "bootstrap").removed
     });
-    assert_eq!(backend(&st, "machine-config", "bootstrap")["removed"], true);
+    assert!(backend(&st, "machine-config", "bootstrap").removed);
     app.wait_log("bootstrap removed from every pool", Duration::from_secs(5));
     assert_eq!(
         names_seen(&api, 12),
@@ -550,7 +550,7 @@ fn cli_disable_enable_and_bootstrap_removal() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("back after its removal"), "{out}");
     wait_status(&app, "bootstrap back and healthy", |st| {
-        backend(st, "api", "bootstrap")["removed"] == false && healthy(st, "api", "bootstrap")
+        !backend(st, "api", "bootstrap").removed && healthy(st, "api", "bootstrap")
     });
     assert_eq!(
         names_seen(&api, 16),
@@ -559,22 +559,23 @@ fn cli_disable_enable_and_bootstrap_removal() {
     let (code, out, err) = lb_cli(&app, &["disable", "bootstrap"]);
     assert_eq!(code, 0, "{out}{err}");
     wait_status(&app, "bootstrap removed again", |st| {
-        backend(st, "api", "bootstrap")["removed"] == true
+        backend(st, "api", "bootstrap").removed
     });
 
-    // A SIGHUP reload keeps disabled and removed nodes.
+    // A reload (what SIGHUP asks for: tests/reload.rs) keeps disabled and
+    // removed nodes.
     let (code, out, err) = lb_cli(&app, &["disable", "master-1"]);
     assert_eq!(code, 0, "{out}{err}");
-    app.signal("HUP");
+    let outcome = app.reload();
+    assert!(outcome.ok, "{outcome:?}");
     app.wait_log("configuration reloaded", Duration::from_secs(20));
     let st = wait_status(&app, "the reloaded LB with masters healthy", |st| {
-        st["pools"].is_array()
-            && ["master-0", "master-2"]
-                .iter()
-                .all(|n| healthy(st, "api", n))
+        ["master-0", "master-2"]
+            .iter()
+            .all(|n| healthy(st, "api", n))
     });
-    assert_eq!(backend(&st, "api", "master-1")["disabled"], true, "{st:#}");
-    assert_eq!(backend(&st, "api", "bootstrap")["removed"], true, "{st:#}");
+    assert!(backend(&st, "api", "master-1").disabled, "{st:#?}");
+    assert!(backend(&st, "api", "bootstrap").removed, "{st:#?}");
 }
 
 #[test]
@@ -628,15 +629,12 @@ fn half_close_and_connection_cap() {
                 && e.kind() != std::io::ErrorKind::TimedOut => {}
         other => panic!("third connection was not closed: {other:?}"),
     }
-    let st = status(&app);
-    assert!(
-        pool(&st, "ingress-http")["rejectedOverCap"].as_u64() >= Some(1),
-        "{st:#}"
-    );
+    let st = app.lb_status();
+    assert!(pool(&st, "ingress-http").rejected_over_cap >= 1, "{st:#?}");
     // Releasing one makes room again.
     drop(held.pop());
     wait_status(&app, "a free slot", |st| {
-        pool(st, "ingress-http")["activeConnections"].as_u64() < Some(2)
+        pool(st, "ingress-http").active_connections < 2
     });
     let (code, body) = curl(&format!("http://{lb}/"));
     assert_eq!(code, 0);
@@ -656,19 +654,13 @@ fn ca_file_verification_and_install_complete_marker() {
         admin_port(),
         &format!("  caFile: {}\n", wrong_ca.unwrap().display()),
     );
-    let app = Appliance::start(&wrong);
+    let app = InProc::start_yaml(&wrong);
     let st = wait_status(&app, "a failed verified check", |st| {
-        backend(st, "api", "master-0")["consecutiveFailures"].as_u64() >= Some(2)
+        backend(st, "api", "master-0").consecutive_failures >= 2
     });
     let m0 = backend(&st, "api", "master-0");
-    assert_eq!(m0["healthy"], false, "{m0}");
-    assert!(
-        m0["lastCheckError"]
-            .as_str()
-            .unwrap_or("")
-            .contains("certificate"),
-        "{m0}"
-    );
+    assert!(!m0.healthy, "{m0:?}");
+    assert!(check_error(m0).contains("certificate"), "{m0:?}");
     drop(app);
 
     // A CA per pool: the right one for the API, a wrong one for the
@@ -682,20 +674,14 @@ fn ca_file_verification_and_install_complete_marker() {
             other.path().join("ca.pem").display()
         ),
     );
-    let app = Appliance::start(&per_pool);
+    let app = InProc::start_yaml(&per_pool);
     let st = wait_status(&app, "api verified, machine-config refused", |st| {
         healthy(st, "api", "master-0")
-            && backend(st, "machine-config", "master-0")["consecutiveFailures"].as_u64() >= Some(2)
+            && backend(st, "machine-config", "master-0").consecutive_failures >= 2
     });
     let mc = backend(&st, "machine-config", "master-0");
-    assert_eq!(mc["healthy"], false, "{mc}");
-    assert!(
-        mc["lastCheckError"]
-            .as_str()
-            .unwrap_or("")
-            .contains("certificate"),
-        "{mc}"
-    );
+    assert!(!mc.healthy, "{mc:?}");
+    assert!(check_error(mc).contains("certificate"), "{mc:?}");
     drop(app);
 
     let right = cluster(
@@ -703,20 +689,20 @@ fn ca_file_verification_and_install_complete_marker() {
         admin_port(),
         &format!("  caFile: {}\n", b.ca().display()),
     );
-    let app = Appliance::start(&right);
+    let app = InProc::start_yaml(&right);
     wait_status(&app, "api healthy with the right CA", |st| {
         ["bootstrap", "master-0", "master-1", "master-2"]
             .iter()
             .all(|n| healthy(st, "api", n) && healthy(st, "machine-config", n))
     });
     // Install complete marker: bootstrap removed without an operator action.
-    let st = status(&app);
-    let marker = st["bootstrapCompleteMarker"].as_str().unwrap().to_string();
-    assert_eq!(backend(&st, "api", "bootstrap")["removed"], false);
+    let st = app.lb_status();
+    let marker = st.bootstrap_complete_marker.clone();
+    assert!(!backend(&st, "api", "bootstrap").removed);
     std::fs::create_dir_all(Path::new(&marker).parent().unwrap()).unwrap();
     std::fs::write(&marker, "").unwrap();
     wait_status(&app, "bootstrap removed by the marker", |st| {
-        backend(st, "api", "bootstrap")["removed"] == true
+        backend(st, "api", "bootstrap").removed
     });
     let api = format!("https://{}/", app.addr("lb api"));
     assert_eq!(
@@ -769,17 +755,13 @@ fn reloads_keep_connections_sockets_and_health() {
         "http: { enabled: false }\n",
         "http:\n  listen: 127.0.0.1:0\n  imagesDir: \"{dir}/images\"\n  ignitionDir: \"{dir}/ign\"\n",
     );
-    let app = Appliance::start(&yaml);
+    let app = InProc::start_yaml(&yaml);
     std::fs::create_dir_all(app.dir.path().join("images")).unwrap();
     std::fs::write(app.dir.path().join("images/hello.txt"), "hello\n").unwrap();
     wait_status(&app, "every backend healthy", |st| {
-        st["pools"].as_array().is_some_and(|ps| {
-            ps.iter().all(|p| {
-                p["backends"]
-                    .as_array()
-                    .is_some_and(|bs| bs.iter().all(|b| b["healthy"] == true))
-            })
-        })
+        st.pools
+            .iter()
+            .all(|p| p.backends.iter().all(|b| b.healthy))
     });
     let url = |what: &str, scheme: &str| format!("{scheme}://{}/", app.addr(what));
     let targets = [
@@ -867,15 +849,24 @@ fn reloads_keep_connections_sockets_and_health() {
         &format!("interval: {}ms", INTERVAL_MS + 100),
     );
     assert_ne!(added, slower);
-    for (i, text) in [&good, &added, &slower].into_iter().enumerate() {
+    // Around each reload: at least 1.5 s and 25 new requests (however
+    // slow the machine), so the four stretches make at least 100.
+    let stretch = || {
+        let from = made.load(Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(1500));
+        common::wait_until("25 more new requests", Duration::from_secs(30), || {
+            made.load(Ordering::Relaxed) >= from + 25
+        });
+    };
+    for (i, text) in [&good, &added, &slower].into_iter().enumerate() {
+        stretch();
         std::fs::write(&app.cluster_file, text).unwrap();
         let f = app.cluster_file.display().to_string();
         let (code, out, err) = run(BIN, &["reload", "--cluster", &f]);
         assert_eq!(code, 0, "reload {i}: {out}{err}");
         assert!(out.contains(&format!("generation {}", i + 2)), "{out}");
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    stretch();
     running.store(false, Ordering::Relaxed);
     keepalive.join().unwrap();
     fresh.join().unwrap();
@@ -888,7 +879,8 @@ fn reloads_keep_connections_sockets_and_health() {
         failures.len(),
         made.load(Ordering::Relaxed)
     );
-    assert!(made.load(Ordering::Relaxed) >= 100, "too few requests made");
+    let made = made.load(Ordering::Relaxed);
+    assert!(made >= 100, "too few requests made: {made}");
     assert!(
         s_client.try_wait().unwrap().is_none(),
         "the kept TLS connection was cut"
@@ -909,22 +901,14 @@ fn reloads_keep_connections_sockets_and_health() {
         "a listener was closed:\n{}",
         app.log()
     );
-    let st = status(&app);
+    let st = app.lb_status();
     assert_eq!(
-        st["health"]["interval"],
+        st.health.interval,
         format!("{}ms", INTERVAL_MS + 100),
-        "{st:#}"
+        "{st:#?}"
     );
-    assert_eq!(
-        backend(&st, "ingress-http", "worker-2")["healthy"],
-        false,
-        "{st:#}"
-    );
-    assert_eq!(
-        backend(&st, "ingress-http", "worker-0")["healthy"],
-        true,
-        "{st:#}"
-    );
+    assert!(!healthy(&st, "ingress-http", "worker-2"), "{st:#?}");
+    assert!(healthy(&st, "ingress-http", "worker-0"), "{st:#?}");
 }
 
 /// Descriptor exhaustion on one frontend must not take the others or the
@@ -940,6 +924,7 @@ fn a_flooded_frontend_leaves_descriptors_for_checks_and_other_frontends() {
     require_tools!("nginx", "curl", "openssl", "prlimit");
     let ports = Ports::new();
     let _b = Backends::start(&ports, &[], false);
+    // Spawned: the descriptor limit is the process's.
     let app = common::Launch::default()
         .prefix(&["prlimit", "--nofile=400:400", "--"])
         .start(&cluster(&ports, admin_port(), ""));
@@ -947,9 +932,7 @@ fn a_flooded_frontend_leaves_descriptors_for_checks_and_other_frontends() {
     let st = wait_status(&app, "masters and workers healthy", |st| {
         healthy(st, "api", "master-0") && healthy(st, "ingress-http", "worker-0")
     });
-    let checks_before = backend(&st, "api", "master-0")["consecutiveSuccesses"]
-        .as_u64()
-        .unwrap();
+    let checks_before = backend(&st, "api", "master-0").consecutive_successes;
 
     let lb = app.addr("lb ingress-http");
     let mut flood = Vec::new();
@@ -961,11 +944,11 @@ fn a_flooded_frontend_leaves_descriptors_for_checks_and_other_frontends() {
     }
     // The flooded frontend is at its cap and refuses the rest...
     wait_status(&app, "ingress-http over its cap", |st| {
-        pool(st, "ingress-http")["rejectedOverCap"].as_u64() >= Some(1)
+        pool(st, "ingress-http").rejected_over_cap >= 1
     });
     // ...while the health checks go on succeeding in every pool...
     wait_status(&app, "more successful API checks", |st| {
-        backend(st, "api", "master-0")["consecutiveSuccesses"].as_u64() >= Some(checks_before + 3)
+        backend(st, "api", "master-0").consecutive_successes >= checks_before + 3
             && healthy(st, "machine-config", "master-1")
             && healthy(st, "ingress-https", "worker-1")
     });
@@ -986,7 +969,7 @@ fn a_flooded_frontend_leaves_descriptors_for_checks_and_other_frontends() {
     );
     drop(flood);
     wait_status(&app, "the flood closed", |st| {
-        pool(st, "ingress-http")["activeConnections"].as_u64() == Some(0)
+        pool(st, "ingress-http").active_connections == 0
     });
     let (code, body) = curl(&format!("http://{lb}/"));
     assert_eq!(code, 0);
@@ -1011,7 +994,7 @@ fn compact_cluster_ingress_goes_to_the_masters() {
             "",
         );
     assert!(!file.contains("role: worker"), "{file}");
-    let app = Appliance::start(&file);
+    let app = InProc::start_yaml(&file);
     let masters = ["master-0", "master-1", "master-2"];
     let st = wait_status(&app, "masters healthy in both ingress pools", |st| {
         ["ingress-http", "ingress-https"]
@@ -1019,13 +1002,12 @@ fn compact_cluster_ingress_goes_to_the_masters() {
             .all(|p| masters.iter().all(|m| healthy(st, p, m)))
     });
     for p in ["ingress-http", "ingress-https"] {
-        let nodes: BTreeSet<String> = pool(&st, p)["backends"]
-            .as_array()
-            .unwrap()
+        let nodes: BTreeSet<String> = pool(&st, p)
+            .backends
             .iter()
-            .map(|b| b["node"].as_str().unwrap().to_string())
+            .map(|b| b.node.clone())
             .collect();
-        assert_eq!(nodes, set(&masters), "{p}: {st:#}");
+        assert_eq!(nodes, set(&masters), "{p}: {st:#?}");
     }
     let http = format!("http://{}/", app.addr("lb ingress-http"));
     let https = format!("https://{}/", app.addr("lb ingress-https"));

@@ -27,7 +27,8 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Appliance, BIN, Netns, have, netns_available, unique_name};
-use serde_json::Value;
+use crc_appliance::serve::status::StatusDoc;
+use crc_appliance::services::lb::status::{BackendStatus, PoolStatus};
 
 const APP4: &str = "10.67.0.1";
 const APP6: &str = "fd00:67::1";
@@ -218,7 +219,8 @@ pxe:
             .collect()
     }
 
-    fn status(&self) -> Value {
+    /// The typed `/status`, read in the appliance's namespace.
+    fn status(&self) -> StatusDoc {
         // The lab namespace is the appliance's own: a fixed admin port
         // (the CLI reads it from the cluster file).
         let url = "http://127.0.0.1:19180/status";
@@ -226,7 +228,7 @@ pxe:
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON {e}: {out}"))
     }
 
-    fn wait_status(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    fn wait_status(&self, what: &str, pred: impl Fn(&StatusDoc) -> bool) -> StatusDoc {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let st = self.status();
@@ -235,7 +237,7 @@ pxe:
             }
             assert!(
                 Instant::now() < deadline,
-                "timed out waiting for {what}: {st:#}"
+                "timed out waiting for {what}: {st:#?}"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -304,26 +306,24 @@ http {{
     Proc(child)
 }
 
-fn pool<'a>(st: &'a Value, name: &str) -> &'a Value {
-    st["lb"]["pools"]
-        .as_array()
-        .and_then(|ps| ps.iter().find(|p| p["name"] == name))
-        .unwrap_or_else(|| panic!("no pool {name} in {st:#}"))
+fn pool<'a>(st: &'a StatusDoc, name: &str) -> &'a PoolStatus {
+    st.lb
+        .as_ref()
+        .and_then(|lb| lb.pools.iter().find(|p| p.name.as_str() == name))
+        .unwrap_or_else(|| panic!("no pool {name} in {:#?}", st.lb))
 }
 
 /// The backend of `node` at `address` in `pool`.
-fn backend<'a>(st: &'a Value, p: &str, node: &str, address: &str) -> &'a Value {
-    pool(st, p)["backends"]
-        .as_array()
-        .and_then(|bs| {
-            bs.iter()
-                .find(|b| b["node"] == node && b["address"] == address)
-        })
-        .unwrap_or_else(|| panic!("no backend {p}/{node}/{address} in {st:#}"))
+fn backend<'a>(st: &'a StatusDoc, p: &str, node: &str, address: &str) -> &'a BackendStatus {
+    pool(st, p)
+        .backends
+        .iter()
+        .find(|b| b.node == node && b.address == address)
+        .unwrap_or_else(|| panic!("no backend {p}/{node}/{address} in {:#?}", st.lb))
 }
 
-fn healthy(st: &Value, p: &str, node: &str, address: &str) -> bool {
-    backend(st, p, node, address)["healthy"] == true
+fn healthy(st: &StatusDoc, p: &str, node: &str, address: &str) -> bool {
+    backend(st, p, node, address).healthy
 }
 
 fn set(v: &[&str]) -> BTreeSet<String> {
@@ -335,7 +335,7 @@ const M1_4: &str = "10.67.0.11:16443";
 const M0_6: &str = "[fd00:67::10]:16443";
 const M1_6: &str = "[fd00:67::11]:16443";
 
-fn masters_up(st: &Value) -> bool {
+fn masters_up(st: &StatusDoc) -> bool {
     [
         ("master-0", M0_4),
         ("master-0", M0_6),
@@ -352,11 +352,15 @@ fn api_over_the_v6_vip_reaches_v6_backends_and_a_killed_one_is_drained() {
     let mut lab = Lab::new();
     let st = lab.wait_status("masters healthy in both families", masters_up);
     let api = pool(&st, "api");
-    assert_eq!(api["frontend"], format!("{APP4}:6443"), "{api:#}");
-    assert_eq!(api["frontendV6"], format!("[{APP6}]:6443"), "{api:#}");
+    assert_eq!(api.frontend, format!("{APP4}:6443"), "{api:#?}");
     assert_eq!(
-        pool(&st, "ingress-https")["frontendV6"],
-        format!("[{APP6}]:443")
+        api.frontend_v6.as_deref(),
+        Some(format!("[{APP6}]:6443").as_str()),
+        "{api:#?}"
+    );
+    assert_eq!(
+        pool(&st, "ingress-https").frontend_v6.as_deref(),
+        Some(format!("[{APP6}]:443").as_str())
     );
     // The bootstrap has no backend running: down in both families.
     assert!(!healthy(&st, "api", "bootstrap", "[fd00:67::5]:16443"));
@@ -404,12 +408,14 @@ fn api_over_the_v6_vip_reaches_v6_backends_and_a_killed_one_is_drained() {
     let st = lab.wait_status("master-1's IPv6 backend down", |st| {
         !healthy(st, "api", "master-1", M1_6)
     });
-    assert!(healthy(&st, "api", "master-1", M1_4), "{st:#}");
+    assert!(healthy(&st, "api", "master-1", M1_4), "{:#?}", st.lb);
     assert!(
-        backend(&st, "api", "master-1", M1_6)["lastCheckError"]
-            .as_str()
+        backend(&st, "api", "master-1", M1_6)
+            .last_check_error
+            .as_deref()
             .is_some_and(|e| !e.is_empty()),
-        "{st:#}"
+        "{:#?}",
+        st.lb
     );
     assert_eq!(lab.seen(&v6, 6), set(&["master-0 v6"]));
     assert_eq!(lab.seen(&v4, 6), set(&["master-0 v4", "master-1 v4"]));
@@ -420,8 +426,8 @@ fn api_over_the_v6_vip_reaches_v6_backends_and_a_killed_one_is_drained() {
         .exec(&[BIN, "lb", "--cluster", &f, "disable", "master-0"]);
     assert_eq!(lab.seen(&v6, 4), set(&["master-1 v4"]));
     let st = lab.status();
-    assert_eq!(backend(&st, "api", "master-0", M0_6)["disabled"], true);
-    assert_eq!(backend(&st, "api", "master-0", M0_4)["disabled"], true);
+    assert!(backend(&st, "api", "master-0", M0_6).disabled);
+    assert!(backend(&st, "api", "master-0", M0_4).disabled);
 }
 
 #[test]
@@ -441,8 +447,9 @@ fn machine_config_over_v6_only_to_node_addresses() {
     }
     let st = lab.status();
     assert!(
-        pool(&st, "machine-config")["refusedClients"].as_u64() >= Some(2),
-        "{st:#}"
+        pool(&st, "machine-config").refused_clients >= 2,
+        "{:#?}",
+        st.lb
     );
     lab.app.wait_log(
         "connection from fd00:67::150 (a DHCPv6 pool address) refused",
@@ -496,14 +503,16 @@ fn ignition_over_v6_follows_the_per_node_rules() {
         &format!("http://{APP4}:8080{boot}"),
     ]);
     assert_eq!(code, 0);
-    let st = lab.status();
+    let http = lab.status().http.expect("an http section");
     assert_eq!(
-        st["http"]["listen"],
-        format!("{APP4}:8080"),
-        "{:#}",
-        st["http"]
+        http.listen.as_deref(),
+        Some(format!("{APP4}:8080").as_str()),
+        "{http:#?}"
     );
-    assert_eq!(st["http"]["listenV6"], format!("[{APP6}]:8080"));
+    assert_eq!(
+        http.listen_v6.as_deref(),
+        Some(format!("[{APP6}]:8080").as_str())
+    );
 }
 
 #[test]
@@ -518,12 +527,14 @@ fn tftp_answers_on_the_v6_appliance_address() {
         assert_eq!(code, 0, "{url}\n{}", lab.app.log());
         assert_eq!(body, TFTP_FILE, "{url}");
     }
-    let st = lab.status();
+    let tftp = lab.status().tftp.expect("a tftp section");
     assert_eq!(
-        st["tftp"]["listen"],
-        format!("{APP4}:69"),
-        "{:#}",
-        st["tftp"]
+        tftp.listen.as_deref(),
+        Some(format!("{APP4}:69").as_str()),
+        "{tftp:#?}"
     );
-    assert_eq!(st["tftp"]["listenV6"], format!("[{APP6}]:69"));
+    assert_eq!(
+        tftp.listen_v6.as_deref(),
+        Some(format!("[{APP6}]:69").as_str())
+    );
 }

@@ -8,6 +8,10 @@
 //! warn about once per datagram without the address), DHCP and TFTP
 //! (malformed datagrams, logged at debug only before) and the LB (client
 //! connections closed for want of a backend). Loopback only, no root.
+//!
+//! These spawn the binary (not `common::inproc`): the limiters are
+//! process-wide `static`s (`runtime/lograte.rs`), so appliances sharing
+//! this test process would flush each other's counts into their logs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -17,7 +21,7 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use common::{Appliance, only, wait_until};
-use serde_json::Value;
+use crc_appliance::serve::status::StatusDoc;
 
 /// Datagrams per flood, split over the senders.
 const FLOOD: usize = 3000;
@@ -42,13 +46,13 @@ fn http_get(addr: SocketAddr, path: &str) -> String {
         .unwrap_or_default()
 }
 
-fn status(app: &Appliance) -> Value {
+fn status(app: &Appliance) -> StatusDoc {
     serde_json::from_str(&http_get(app.addr("admin"), "/status")).expect("status JSON")
 }
 
 /// Poll `counter` of `/status` until it stops changing (the flood is
 /// processed); its value.
-fn settled(app: &Appliance, counter: impl Fn(&Value) -> u64) -> u64 {
+fn settled(app: &Appliance, counter: impl Fn(&StatusDoc) -> u64) -> u64 {
     let mut last = u64::MAX;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -165,7 +169,10 @@ fn a_dns_flood_of_odd_opcodes_gives_a_few_lines_with_addresses_and_counts() {
     let to = app.addr("dns udp");
     flood(to, |i| dns_query(i as u16, 2));
     let notimp = settled(&app, |s| {
-        s["dns"]["responses"]["NOTIMP"].as_u64().unwrap_or(0)
+        s.dns
+            .as_ref()
+            .and_then(|d| d.responses.get("NOTIMP").copied())
+            .unwrap_or(0)
     });
     let log = stop(app);
     assert!(
@@ -189,7 +196,7 @@ fn a_dhcp_flood_of_malformed_datagrams_gives_a_few_lines_with_addresses_and_coun
         d.resize(300, 0);
         d
     });
-    let malformed = settled(&app, |s| s["dhcp"]["malformed"].as_u64().unwrap_or(0));
+    let malformed = settled(&app, |s| s.dhcp.as_ref().map_or(0, |d| d.malformed));
     let log = stop(app);
     check_lines(&log, "malformed datagram", &SENDERS, malformed);
 }
@@ -216,7 +223,7 @@ fn a_tftp_flood_of_bad_packets_gives_a_few_lines_with_addresses_and_counts() {
         d.extend_from_slice(&(i as u32).to_be_bytes());
         d
     });
-    let malformed = settled(&app, |s| s["tftp"]["malformed"].as_u64().unwrap_or(0));
+    let malformed = settled(&app, |s| s.tftp.as_ref().map_or(0, |t| t.malformed));
     let log = stop(app);
     check_lines(&log, "malformed request", &SENDERS, malformed);
 }
@@ -248,11 +255,9 @@ loadBalancer:
         assert!(matches!(s.read(&mut buf), Ok(0) | Err(_)));
     }
     let closed = settled(&app, |s| {
-        s["lb"]["pools"]
-            .as_array()
-            .and_then(|ps| ps.iter().find(|p| p["name"] == "ingress-http"))
-            .and_then(|p| p["closedNoBackend"].as_u64())
-            .unwrap_or(0)
+        s.lb.as_ref()
+            .and_then(|lb| lb.pools.iter().find(|p| p.name.as_str() == "ingress-http"))
+            .map_or(0, |p| p.closed_no_backend)
     });
     assert_eq!(closed, n);
     let log = stop(app);

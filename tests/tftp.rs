@@ -1,6 +1,7 @@
-//! The TFTP service end to end: the real binary on loopback, real clients
-//! (tftp-hpa `tftp`, `atftp`, `curl tftp://`) and a raw UDP client for exact
-//! error codes, retransmission, TIDs and garbage.
+//! The TFTP service end to end: the real services on loopback (in this
+//! process; the binary where SIGTERM is the point), real clients (tftp-hpa
+//! `tftp`, `atftp`, `curl tftp://`) and a raw UDP client for exact error
+//! codes, retransmission, TIDs and garbage.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -10,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, only, run};
+use common::inproc::InProc;
+use common::{Appliance, Served, only, run};
 
 /// A root with the sizes of the issue (0, 511, 512, 513, 1 MiB + 1), a
 /// subdirectory, a symlink out of the root and one inside it.
@@ -45,17 +47,28 @@ fn content(size: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-fn start(dir: &tempfile::TempDir, root: &Path, extra: &str) -> Appliance {
+/// Write the cluster file serving `root` (plus `extra` in `pxe:`) into
+/// `dir`.
+fn cluster_file(dir: &tempfile::TempDir, root: &Path, extra: &str) -> PathBuf {
     let yaml = only(&format!(
         "pxe:\n  tftpListen: 127.0.0.1:0\n  tftpRoot: {}\n{extra}",
         root.display()
     ));
     let file = dir.path().join("cluster.yaml");
     std::fs::write(&file, yaml).expect("write");
-    Appliance::launch().start_path(&file)
+    file
 }
 
-fn port(app: &Appliance) -> String {
+fn start(dir: &tempfile::TempDir, root: &Path, extra: &str) -> InProc {
+    InProc::start_path(&cluster_file(dir, root, extra))
+}
+
+/// The binary, for the tests whose point is SIGTERM and the exit code.
+fn spawn(dir: &tempfile::TempDir, root: &Path, extra: &str) -> Appliance {
+    Appliance::launch().start_path(&cluster_file(dir, root, extra))
+}
+
+fn port(app: &impl Served) -> String {
     app.addr("tftp").port().to_string()
 }
 
@@ -572,7 +585,7 @@ fn real_ipxe_binaries_from_the_default_root() {
     for f in ["undionly.kpxe", "ipxe.efi", "snponly.efi", "ipxe.pxe"] {
         assert!(line.contains(f), "{line}");
     }
-    let app = Appliance::launch().start_path(&file);
+    let app = InProc::start_path(&file);
     let p = port(&app);
     // ipxe.efi is Debian's symlink to /boot/ipxe.efi (allowed by default).
     for (f, src) in [("ipxe.efi", efi), ("undionly.kpxe", kpxe)] {
@@ -661,7 +674,7 @@ fn one_address_cannot_take_every_slot() {
     let app = start(
         &dir,
         &root,
-        "  maxTransfers: 8\n  maxTransfersPerClient: 3\n  timeout: 2s\n  retries: 5\nadmin:\n  listen: 127.0.0.1:0\n",
+        "  maxTransfers: 8\n  maxTransfersPerClient: 3\n  timeout: 2s\n  retries: 5\n",
     );
     let srv = app.addr("tftp");
     // The hog: 20 requests from 127.0.0.2, each from its own port.
@@ -703,10 +716,8 @@ fn one_address_cannot_take_every_slot() {
     let (code, text) = atftp_get(&p, "f513", &out, &["--option", "blksize 1428"]);
     assert_eq!(code, 0, "atftp next to the hog: {text}");
     same(&root.join("f513"), &out);
-    let url = format!("http://{}/status", app.addr("admin"));
-    let (_, body, _) = run("curl", &["-sS", "--max-time", "10", &url]);
-    let doc: serde_json::Value = serde_json::from_str(&body).expect("status json");
-    assert_eq!(doc["tftp"]["busyClientLimit"], 17, "{}", doc["tftp"]);
+    let tftp = app.status().tftp.expect("a tftp section");
+    assert_eq!(tftp.busy_client_limit, 17, "{tftp:?}");
     // The hog lets go (ERROR to each transfer), so stopping is quick.
     for (s, tid) in held {
         s.send_to(b"\x00\x05\x00\x00bye\x00", tid).expect("send");
@@ -722,7 +733,7 @@ fn sigterm_lets_running_transfers_finish() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = make_root(dir.path());
     std::fs::write(root.join("large"), content(6 * 1024 * 1024 + 7, 5)).expect("write");
-    let mut app = start(&dir, &root, "");
+    let mut app = spawn(&dir, &root, "");
     let srv = app.addr("tftp");
     let p = srv.port().to_string();
     // A raw client with a transfer in progress: DATA 1 received, not ACKed.
@@ -784,7 +795,7 @@ fn sigterm_cuts_a_stalled_transfer_after_the_drain() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = make_root(dir.path());
     // Un-ACKed, it would be retransmitted for 2 s × 5: longer than the drain.
-    let mut app = start(&dir, &root, "  timeout: 2s\n  retries: 5\n");
+    let mut app = spawn(&dir, &root, "  timeout: 2s\n  retries: 5\n");
     let srv = app.addr("tftp");
     let c = client();
     c.send_to(&rrq(b"f513", "octet", &[]), srv).expect("send");
