@@ -27,7 +27,7 @@ use super::plan::{self, BootTarget, Refusal};
 use super::redfish::{ActionParam, MediaView, SystemView, action_params};
 
 /// InsertMedia bodies tried per URL at most.
-pub const MAX_INSERT_TRIES: usize = 5;
+pub(super) const MAX_INSERT_TRIES: usize = 5;
 
 impl Bmc {
     /// Insert the first of `urls` the BMC takes; the URL inserted.
