@@ -24,6 +24,7 @@
 
 #![forbid(unsafe_code)]
 #![warn(clippy::too_many_lines)]
+#![warn(unreachable_pub)]
 
 pub mod boot;
 pub mod cmd;

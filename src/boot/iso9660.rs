@@ -472,7 +472,7 @@ pub(crate) mod testiso {
 
     use super::SECTOR;
 
-    pub enum Node {
+    pub(crate) enum Node {
         File(&'static str, Vec<u8>),
         Dir(&'static str, Vec<Node>),
     }
@@ -564,7 +564,7 @@ pub(crate) mod testiso {
     }
 
     /// Build an image with the given volume id and tree.
-    pub fn build(volid: &str, tree: &[Node], rr: bool) -> Vec<u8> {
+    pub(crate) fn build(volid: &str, tree: &[Node], rr: bool) -> Vec<u8> {
         let mut w = W {
             img: vec![0u8; 18 * SECTOR as usize],
             rr,

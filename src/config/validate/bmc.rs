@@ -31,7 +31,7 @@ impl From<RawMedia> for BmcMedia {
 }
 
 /// The parts of a valid Redfish system URL: origin, host, port, path.
-pub fn parse_system_url(url: &str) -> Result<(String, String, u16, String, bool), String> {
+pub(super) fn parse_system_url(url: &str) -> Result<(String, String, u16, String, bool), String> {
     let uri: hyper::Uri = url
         .parse()
         .map_err(|e| format!("{url:?} is not a URL ({e})"))?;

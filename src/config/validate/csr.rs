@@ -17,7 +17,7 @@ use crate::model::cluster::CsrCfg;
 
 /// Validate `csr:`; `None` when absent or invalid (errors pushed with
 /// their field paths).
-pub fn csr(raw: Option<&RawCsr>, base: &Path, errs: &mut Vec<FieldError>) -> Option<CsrCfg> {
+pub(super) fn csr(raw: Option<&RawCsr>, base: &Path, errs: &mut Vec<FieldError>) -> Option<CsrCfg> {
     let raw = raw?;
     let before = errs.len();
     if raw.kubeconfig_file.trim().is_empty() {

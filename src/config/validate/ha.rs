@@ -27,12 +27,12 @@ use crate::model::cluster::Cluster;
 use crate::model::cluster::HaCfg;
 
 /// Default VRRP priority.
-pub const DEFAULT_PRIORITY: u8 = 100;
+pub(super) const DEFAULT_PRIORITY: u8 = 100;
 
 /// The default virtual router id of `domain`: FNV-1a of its bytes mapped
 /// onto 1..=255, so that two clusters on one segment rarely collide and a
 /// pair always agrees without writing it down.
-pub fn derived_vrid(domain: &str) -> u8 {
+pub(super) fn derived_vrid(domain: &str) -> u8 {
     let mut h: u32 = 0x811c_9dc5;
     for b in domain.bytes() {
         h ^= u32::from(b);
@@ -44,7 +44,7 @@ pub fn derived_vrid(domain: &str) -> u8 {
 
 /// Validate `ha:` against the rest of the validated cluster `c`. `None`
 /// when absent or invalid (errors pushed with their field paths).
-pub fn ha(
+pub(super) fn ha(
     raw: Option<&RawHa>,
     c: &Cluster,
     base: &Path,

@@ -38,7 +38,7 @@ const P: &str = "network.ipv6";
 
 impl V6Parts {
     /// Record an error at `path` unless `ip` is a host address of the cidr.
-    pub fn in_net(&self, e: &mut Errs, path: &str, ip: Option<Ipv6Addr>) {
+    pub(crate) fn in_net(&self, e: &mut Errs, path: &str, ip: Option<Ipv6Addr>) {
         if let (Some(c), Some(ip)) = (self.cidr, ip) {
             if !c.contains(ip) {
                 e.push(path, format!("{ip} is outside {P}.cidr {c}"));
@@ -54,7 +54,7 @@ impl V6Parts {
     }
 
     /// The IPv6 addresses nodes and the pool must not take, by field name.
-    pub fn taken(&self) -> [(&'static str, Option<Ipv6Addr>); 4] {
+    pub(crate) fn taken(&self) -> [(&'static str, Option<Ipv6Addr>); 4] {
         [
             ("network.ipv6.applianceIP", self.appliance_ip),
             ("network.ipv6.gateway", self.gateway),
@@ -66,7 +66,7 @@ impl V6Parts {
     /// Check one node's `ipv6` text at `path`: inside the cidr, not an
     /// address of the appliance, gateway or a VIP. Uniqueness among the
     /// nodes is the caller's.
-    pub fn node(&self, e: &mut Errs, path: &str, text: &str) -> Option<Ipv6Addr> {
+    pub(crate) fn node(&self, e: &mut Errs, path: &str, text: &str) -> Option<Ipv6Addr> {
         let ip = parse(e, path, text)?;
         self.in_net(e, path, Some(ip));
         let users: Vec<&str> = self
@@ -89,7 +89,7 @@ impl V6Parts {
 
     /// Check `network.ipv6.pool` against the section and the nodes' IPv6
     /// addresses (run after the nodes are built).
-    pub fn check_pool(&mut self, raw: &raw::Ipv6, nodes: Option<&[NodeCfg]>, e: &mut Errs) {
+    pub(crate) fn check_pool(&mut self, raw: &raw::Ipv6, nodes: Option<&[NodeCfg]>, e: &mut Errs) {
         let before = e.len();
         self.pool = raw.pool.as_ref().and_then(|p| {
             let s = parse(e, &format!("{P}.pool.start"), &p.start);
@@ -134,7 +134,7 @@ impl V6Parts {
     }
 
     /// The section, when every part of it is valid.
-    pub fn finish(&self) -> Option<Ipv6Cfg> {
+    pub(crate) fn finish(&self) -> Option<Ipv6Cfg> {
         if self.failed {
             return None;
         }

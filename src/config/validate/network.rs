@@ -33,7 +33,7 @@ pub(crate) struct NetParts {
 
 impl NetParts {
     /// Record an error at `path` unless `ip` is a host address of the cidr.
-    pub fn in_net(&self, e: &mut Errs, path: &str, ip: Option<Ipv4Addr>) {
+    pub(crate) fn in_net(&self, e: &mut Errs, path: &str, ip: Option<Ipv4Addr>) {
         if let (Some(c), Some(ip)) = (self.cidr, ip) {
             if !c.contains(ip) {
                 e.push(path, format!("{ip} is outside network.cidr {c}"));
@@ -48,7 +48,7 @@ impl NetParts {
 
     /// Like [`NetParts::in_net`] for a node's address, which may also be a
     /// host address of a `dhcp.segments[]` subnet (not its gateway).
-    pub fn in_node_net(&self, e: &mut Errs, path: &str, ip: Option<Ipv4Addr>) {
+    pub(crate) fn in_node_net(&self, e: &mut Errs, path: &str, ip: Option<Ipv4Addr>) {
         let Some(ip) = ip else { return };
         let Some((j, (c, gw))) = self
             .segments
@@ -78,7 +78,7 @@ impl NetParts {
     }
 
     /// The addresses nodes and pools must not take, by field name.
-    pub fn taken(&self) -> [(&'static str, Option<Ipv4Addr>); 4] {
+    pub(crate) fn taken(&self) -> [(&'static str, Option<Ipv4Addr>); 4] {
         [
             ("network.applianceIP", self.appliance_ip),
             ("network.gateway", self.gateway),
@@ -88,7 +88,7 @@ impl NetParts {
     }
 
     /// The section, when every part of it is valid.
-    pub fn finish(&self, raw: &raw::Network) -> Option<NetworkCfg> {
+    pub(crate) fn finish(&self, raw: &raw::Network) -> Option<NetworkCfg> {
         if self.failed {
             return None;
         }

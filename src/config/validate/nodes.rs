@@ -15,7 +15,7 @@ use crate::model::net::MacAddr;
 
 /// Longest FQDN a node may have: it becomes the node's `/etc/hostname`
 /// (ignition) and hostname + domain (DHCP), and Linux takes at most 64.
-pub const MAX_HOSTNAME: usize = 63;
+pub(super) const MAX_HOSTNAME: usize = 63;
 
 /// The nodes that parsed (with their errors recorded for the others).
 pub(crate) fn build(

@@ -19,7 +19,7 @@ use crate::model::cluster::NtpCfg;
 
 /// Validate `ntp:`. `None` when absent or invalid (errors pushed with
 /// their field paths).
-pub fn ntp(
+pub(super) fn ntp(
     raw: Option<&RawNtp>,
     appliance_ip: Option<Ipv4Addr>,
     errs: &mut Vec<FieldError>,

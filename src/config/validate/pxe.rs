@@ -22,12 +22,12 @@ use crate::config::raw::RawPxe;
 
 /// Where distributions install the iPXE binaries: Debian/Ubuntu `ipxe`,
 /// Fedora/RHEL `ipxe-bootimgs-x86` / `ipxe-bootimgs-aarch64`.
-pub const DISTRO_ROOTS: [&str; 2] = ["/usr/lib/ipxe", "/usr/share/ipxe"];
+pub(super) const DISTRO_ROOTS: [&str; 2] = ["/usr/lib/ipxe", "/usr/share/ipxe"];
 
 use crate::model::cluster::TftpCfg;
 
 /// The default `tftpRoot`: the first distro directory that exists.
-pub fn default_root() -> PathBuf {
+pub(super) fn default_root() -> PathBuf {
     DISTRO_ROOTS
         .iter()
         .map(PathBuf::from)
@@ -38,7 +38,7 @@ pub fn default_root() -> PathBuf {
 /// Validate `pxe:`. Returns `None` when the section is absent or has errors
 /// (each pushed to `errs` with its field path). `base` resolves relative
 /// paths; `appliance_ip` is `None` when `network.applianceIP` was invalid.
-pub fn tftp(
+pub(super) fn tftp(
     raw: Option<&RawPxe>,
     appliance_ip: Option<Ipv4Addr>,
     base: &Path,

@@ -12,13 +12,15 @@ use std::path::Path;
 
 use crate::config::FieldError;
 use crate::config::raw::{RawPullThrough, RawRegistry};
-pub use crate::model::registry::{MIRROR_LABEL, PullThroughCfg, RegistryCfg, RegistryTlsCfg};
+pub(super) use crate::model::registry::{
+    MIRROR_LABEL, PullThroughCfg, RegistryCfg, RegistryTlsCfg,
+};
 
 /// The registry's default port.
-pub const REGISTRY_PORT: u16 = 5000;
+pub(super) const REGISTRY_PORT: u16 = 5000;
 
 /// What the builder needs from the rest of the file.
-pub struct Context<'a> {
+pub(super) struct Context<'a> {
     pub appliance_ip: Option<Ipv4Addr>,
     /// `<name>.<baseDomain>`.
     pub domain: &'a str,
@@ -27,7 +29,7 @@ pub struct Context<'a> {
 
 /// Validate `registry:`. `None` when absent or invalid (errors pushed with
 /// their field paths).
-pub fn registry(
+pub(super) fn registry(
     raw: Option<&RawRegistry>,
     cx: &Context<'_>,
     errs: &mut Vec<FieldError>,

@@ -37,7 +37,7 @@ use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-pub use super::error::{CallError, Transport};
+pub use super::error::{BmcError, Transport};
 use super::plan::Refusal;
 use super::redfish::{RedfishError, bounded};
 use super::session::Session;
@@ -244,18 +244,18 @@ impl Client {
 
     /// GET `path` as JSON, following same-origin redirects, with the
     /// retries of transient refusals.
-    pub async fn get(&self, path: &str) -> Result<Doc, CallError> {
+    pub async fn get(&self, path: &str) -> Result<Doc, BmcError> {
         self.retrying(|| self.get_once(path)).await
     }
 
     /// GET `path` once (no retry): for looking around after a failure.
-    pub async fn get_once(&self, path: &str) -> Result<Doc, CallError> {
+    pub async fn get_once(&self, path: &str) -> Result<Doc, BmcError> {
         let mut path = path.to_string();
         for _ in 0..=MAX_REDIRECTS {
             let a = self.call(Method::GET, &path, None, None).await?;
             if (300..400).contains(&a.status) {
                 path = self.same_origin(a.location.as_deref()).ok_or_else(|| {
-                    CallError::Bad(format!(
+                    BmcError::Unexpected(format!(
                         "GET {path}: HTTP {} redirect to {}, which is not on {}",
                         a.status,
                         bounded(&format!("{:?}", a.location)),
@@ -265,8 +265,9 @@ impl Client {
                 continue;
             }
             check(a.status, &a.body)?;
-            let doc: Value = serde_json::from_slice(&a.body)
-                .map_err(|e| CallError::Bad(format!("GET {path}: the answer is not JSON ({e})")))?;
+            let doc: Value = serde_json::from_slice(&a.body).map_err(|e| {
+                BmcError::Unexpected(format!("GET {path}: the answer is not JSON ({e})"))
+            })?;
             let etag = a.etag.or_else(|| {
                 doc.get("@odata.etag")
                     .and_then(Value::as_str)
@@ -274,7 +275,7 @@ impl Client {
             });
             return Ok(Doc { path, doc, etag });
         }
-        Err(CallError::Bad(format!(
+        Err(BmcError::Unexpected(format!(
             "GET {path}: more than {MAX_REDIRECTS} redirects"
         )))
     }
@@ -289,7 +290,7 @@ impl Client {
         path: &str,
         body: &Value,
         if_match: Option<&str>,
-    ) -> Result<Option<String>, CallError> {
+    ) -> Result<Option<String>, BmcError> {
         let a = self
             .retrying(|| async {
                 let a = self
@@ -308,10 +309,10 @@ impl Client {
     /// Run `once` until it succeeds or fails for good: a transient refusal
     /// is tried again after a back-off, at most [`ATTEMPTS`] times and
     /// within the budget.
-    async fn retrying<T, F, Fut>(&self, once: F) -> Result<T, CallError>
+    async fn retrying<T, F, Fut>(&self, once: F) -> Result<T, BmcError>
     where
         F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T, CallError>>,
+        Fut: std::future::Future<Output = Result<T, BmcError>>,
     {
         let mut attempt = 1;
         loop {
@@ -329,7 +330,7 @@ impl Client {
                 && pause < room;
             if !again {
                 return Err(match err {
-                    CallError::Status { status, error, .. } => CallError::Status {
+                    BmcError::Status { status, error, .. } => BmcError::Status {
                         status,
                         error,
                         attempts: attempt,
@@ -361,7 +362,7 @@ impl Client {
         path: &str,
         body: Option<&Value>,
         if_match: Option<&str>,
-    ) -> Result<Answer, CallError> {
+    ) -> Result<Answer, BmcError> {
         let a = self
             .call_as(Auth::Yes, method.clone(), path, body, if_match)
             .await?;
@@ -379,7 +380,7 @@ impl Client {
         path: &str,
         body: Option<&Value>,
         if_match: Option<&str>,
-    ) -> Result<Answer, CallError> {
+    ) -> Result<Answer, BmcError> {
         let what = format!("{method} {}{path}", self.origin);
         let room = self
             .deadline
@@ -388,19 +389,20 @@ impl Client {
             .requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if n >= MAX_REQUESTS || room.is_zero() {
-            return Err(CallError::Budget(format!(
-                "{what}: not sent, this command has made {n} requests in {}s (at most {MAX_REQUESTS} in {}s)",
-                (MAX_TIME - room).as_secs(),
-                MAX_TIME.as_secs()
-            )));
+            return Err(BmcError::Budget {
+                call: what,
+                made: n,
+                spent: MAX_TIME - room,
+            });
         }
         let limit = CALL_TIMEOUT.min(room);
         tokio::time::timeout(limit, self.call_inner(auth, method, path, body, if_match))
             .await
-            .map_err(|_| {
-                CallError::Unreachable(format!("{what}: no answer within {}s", limit.as_secs()))
+            .map_err(|_| BmcError::Timeout {
+                call: what.clone(),
+                after: limit,
             })?
-            .map_err(|m| CallError::Unreachable(format!("{what}: {m}")))
+            .map_err(|cause| BmcError::Transport { call: what, cause })
     }
 
     /// DELETE `path` outside the budget (the session's end), once.
@@ -514,15 +516,11 @@ where
     })
 }
 
-pub(super) fn check(status: u16, body: &[u8]) -> Result<(), CallError> {
+pub(super) fn check(status: u16, body: &[u8]) -> Result<(), BmcError> {
     if (200..300).contains(&status) {
         Ok(())
     } else {
-        Err(CallError::Status {
-            status,
-            error: RedfishError::parse(body),
-            attempts: 1,
-        })
+        Err(BmcError::refusal_of(status, RedfishError::parse(body)))
     }
 }
 
@@ -589,9 +587,12 @@ mod tests {
         c.requests
             .store(MAX_REQUESTS, std::sync::atomic::Ordering::Relaxed);
         let e = c.get("/redfish/v1/Systems/x").await.unwrap_err();
+        assert!(matches!(&e, BmcError::Budget { made: 40, .. }), "{e:?}");
+        let m = e.to_string();
         assert!(
-            matches!(&e, CallError::Budget(m) if m.contains("not sent") && m.contains("made 40 requests")),
-            "{e}"
+            m.starts_with("GET http://127.0.0.1:1/redfish/v1/Systems/x: not sent")
+                && m.contains("made 40 requests in 0s (at most 40 in 90s)"),
+            "{m}"
         );
     }
 
@@ -600,8 +601,20 @@ mod tests {
         let c = Client::new(&cfg(), "a", "b").unwrap();
         let e = c.get("/redfish/v1/Systems/x").await.unwrap_err();
         assert!(
-            matches!(&e, CallError::Unreachable(m) if m.contains("cannot connect")),
-            "{e}"
+            matches!(
+                &e,
+                BmcError::Transport {
+                    cause: Transport::Connect(_),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.unreachable());
+        let m = e.to_string();
+        assert!(
+            m.starts_with("GET http://127.0.0.1:1/redfish/v1/Systems/x: cannot connect: "),
+            "{m}"
         );
     }
 }

@@ -15,7 +15,7 @@ use anyhow::anyhow;
 use serde::Serialize;
 use tracing::warn;
 
-use super::client::{CallError, Client};
+use super::client::{BmcError, Client};
 use super::journal;
 use super::plan::{self, Journal, Observed, Step, choose_slot, insertable};
 use super::redfish::{
@@ -83,7 +83,7 @@ pub struct Bmc {
 }
 
 /// A failed step: what it was, and the call's error.
-pub(super) type StepError = (String, CallError);
+pub(super) type StepError = (String, BmcError);
 
 impl Bmc {
     /// Read the node's credentials and prepare its client; `None` for a
@@ -121,15 +121,15 @@ impl Bmc {
     }
 
     /// `what` failed with `e`, as a sentence for the operator.
-    fn fail(&self, what: &str, e: CallError) -> anyhow::Error {
+    fn fail(&self, what: &str, e: BmcError) -> anyhow::Error {
         match e {
-            CallError::Status { status: 401, .. } => anyhow!(
+            BmcError::Auth { status: 401, .. } => anyhow!(
                 "wrong credentials for BMC of {} ({}){}",
                 self.node,
                 self.client.origin(),
                 e.message().map(|m| format!(": {m}")).unwrap_or_default()
             ),
-            CallError::Unreachable(m) => anyhow!("BMC of {} unreachable: {m}", self.node),
+            e if e.unreachable() => anyhow!("BMC of {} unreachable: {e}", self.node),
             e => anyhow!("BMC of {}: {what}: {e}", self.node),
         }
     }
@@ -156,12 +156,12 @@ impl Bmc {
                 }
                 Ok(s)
             }
-            Err(e @ CallError::Status { status: 404, .. }) => Err(anyhow!(
+            Err(e @ BmcError::Status { status: 404, .. }) => Err(anyhow!(
                 "no such system at {url} (BMC of {}){}",
                 self.node,
                 e.message().map(|m| format!(": {m}")).unwrap_or_default()
             )),
-            Err(e @ CallError::Status { status, .. }) if status != 401 && status != 403 => {
+            Err(e @ BmcError::Status { .. }) => {
                 // Some BMCs (sushy-emulator) answer an unknown id with a
                 // 5xx: look for it among the systems the BMC lists.
                 Err(match self.listed_systems().await {

@@ -93,22 +93,61 @@ pub fn boot_mode(sys: &SystemView) -> Option<String> {
 /// Check a Boot PATCH against the system's `@Redfish.AllowableValues`:
 /// `Once` and the target must be allowed where the BMC lists them (a
 /// `Continuous` override would boot the ISO again at every restart).
-pub fn check_boot(sys: &SystemView, target: BootTarget) -> Result<(), String> {
+pub fn check_boot(sys: &SystemView, target: BootTarget) -> Result<(), Unsupported> {
     let listed = |vals: &[String], v: &str| vals.is_empty() || vals.iter().any(|a| a == v);
     if !listed(&sys.boot_enabled_values, "Once") {
-        return Err(format!(
-            "the BMC does not allow a one-time boot override (BootSourceOverrideEnabled allows {})",
-            sys.boot_enabled_values.join(", ")
-        ));
+        return Err(Unsupported::OneTimeBoot {
+            allowed: sys.boot_enabled_values.clone(),
+        });
     }
     if !listed(&sys.boot_targets, target.as_str()) {
-        return Err(format!(
-            "the BMC does not offer the boot target {} (BootSourceOverrideTarget allows {})",
-            target.as_str(),
-            sys.boot_targets.join(", ")
-        ));
+        return Err(Unsupported::BootTarget {
+            target,
+            allowed: sys.boot_targets.clone(),
+        });
     }
     Ok(())
+}
+
+/// What the BMC does not offer that a step needs (the driver's sentence
+/// names the node before it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unsupported {
+    #[error(
+        "the BMC does not allow a one-time boot override (BootSourceOverrideEnabled allows {})",
+        .allowed.join(", ")
+    )]
+    OneTimeBoot { allowed: Vec<String> },
+    #[error(
+        "the BMC does not offer the boot target {} (BootSourceOverrideTarget allows {})",
+        .target.as_str(),
+        .allowed.join(", ")
+    )]
+    BootTarget {
+        target: BootTarget,
+        allowed: Vec<String>,
+    },
+    #[error(
+        "no {} reset type among the allowed {}",
+        reset_kind(.power),
+        .allowed.join(", ")
+    )]
+    ResetType { power: Power, allowed: Vec<String> },
+    /// The BMC refused every InsertMedia body without a refusal to report.
+    #[error("no InsertMedia body left")]
+    InsertBodies,
+    /// Nothing to insert: the command has no image URL.
+    #[error("no image URL to insert")]
+    NoImageUrl,
+}
+
+/// What a reset of a system in `power` is called in an error.
+fn reset_kind(power: &Power) -> &'static str {
+    if *power == Power::Off {
+        "power-on"
+    } else {
+        "restart"
+    }
 }
 
 /// Does a settings object (`@Redfish.Settings`) take the Boot override?
@@ -123,23 +162,17 @@ const RESTARTS: [&str; 3] = ["ForceRestart", "PowerCycle", "GracefulRestart"];
 
 /// The reset type for `power` among `allowed` (empty: not listed, the
 /// standard types are assumed).
-pub fn reset_type(power: Power, allowed: &[String]) -> Result<String, String> {
+pub fn reset_type(power: Power, allowed: &[String]) -> Result<String, Unsupported> {
     let ok = |t: &str| allowed.is_empty() || allowed.iter().any(|a| a == t);
     let pick = match power {
         Power::Off => ["On", "ForceOn"].into_iter().find(|t| ok(t)),
         Power::On => RESTARTS.into_iter().find(|t| ok(t)),
     };
-    pick.map(str::to_string).ok_or_else(|| {
-        format!(
-            "no {} reset type among the allowed {}",
-            if power == Power::Off {
-                "power-on"
-            } else {
-                "restart"
-            },
-            allowed.join(", ")
-        )
-    })
+    pick.map(str::to_string)
+        .ok_or_else(|| Unsupported::ResetType {
+            power,
+            allowed: allowed.to_vec(),
+        })
 }
 
 /// The power-off type for `down`.
@@ -403,7 +436,7 @@ pub fn plan_up(
     j: Option<&Journal>,
     ours: &[String],
     reset_types: &[String],
-) -> Result<Vec<Step>, String> {
+) -> Result<Vec<Step>, Unsupported> {
     let have = o.inserted && o.image.as_ref().is_some_and(|i| ours.contains(i));
     match j {
         // This boot is done and our image is still in: nothing.

@@ -21,13 +21,13 @@
 use hyper::Method;
 use serde_json::{Value, json};
 
-use super::client::CallError;
+use super::client::BmcError;
 use super::driver::{Bmc, StepError};
-use super::plan::{self, BootTarget, Refusal};
+use super::plan::{self, BootTarget, Refusal, Unsupported};
 use super::redfish::{ActionParam, MediaView, SystemView, action_params};
 
 /// InsertMedia bodies tried per URL at most.
-pub const MAX_INSERT_TRIES: usize = 5;
+pub(super) const MAX_INSERT_TRIES: usize = 5;
 
 impl Bmc {
     /// Insert the first of `urls` the BMC takes; the URL inserted.
@@ -70,7 +70,7 @@ impl Bmc {
         let Some((what, e)) = last else {
             return Err((
                 format!("cannot insert into {}", slot.odata_id),
-                CallError::Bad("no image URL to insert".into()),
+                BmcError::Unsupported(Unsupported::NoImageUrl),
             ));
         };
         let hint = if e.refusal() == Some(Refusal::Scheme) && urls.len() == 1 {
@@ -123,7 +123,7 @@ impl Bmc {
                 None => break,
             }
         }
-        Err(first.unwrap_or_else(|| (what(), CallError::Bad("no InsertMedia body left".into()))))
+        Err(first.unwrap_or_else(|| (what(), Unsupported::InsertBodies.into())))
     }
 
     /// Eject what is in the slot: its action with `{}`, else a PATCH; the
@@ -150,11 +150,7 @@ impl Bmc {
     }
 
     /// PATCH a slot with `If-Match` from its ETag.
-    async fn patch_slot(
-        &self,
-        slot: &MediaView,
-        body: &Value,
-    ) -> Result<Option<String>, CallError> {
+    async fn patch_slot(&self, slot: &MediaView, body: &Value) -> Result<Option<String>, BmcError> {
         self.patch_with_etag(&slot.odata_id, body, slot.etag.clone(), true)
             .await
     }
@@ -168,7 +164,7 @@ impl Bmc {
         body: &Value,
         etag: Option<String>,
         eager: bool,
-    ) -> Result<Option<String>, CallError> {
+    ) -> Result<Option<String>, BmcError> {
         let mut sent = etag.clone().filter(|_| eager);
         let mut res = self
             .client
@@ -222,7 +218,7 @@ impl Bmc {
             eager = true;
         }
         let what = format!("cannot set the next boot to {} (PATCH {path})", t.as_str());
-        plan::check_boot(sys, t).map_err(|m| (what.clone(), CallError::Bad(m)))?;
+        plan::check_boot(sys, t).map_err(|u| (what.clone(), u.into()))?;
         let mode = plan::boot_mode(sys);
         let body = plan::boot_body(t, mode.as_deref());
         let res = match self

@@ -15,7 +15,7 @@ use std::time::Duration;
 use hyper::Method;
 use serde_json::Value;
 
-use super::client::{Answer, CallError, Client};
+use super::client::{Answer, BmcError, Client};
 use super::redfish::{TaskState, task_state, text};
 
 /// Polls of one task monitor at most.
@@ -41,10 +41,10 @@ impl Client {
         &self,
         what: &str,
         accepted: Answer,
-    ) -> Result<Answer, CallError> {
+    ) -> Result<Answer, BmcError> {
         let doc: Value = serde_json::from_slice(&accepted.body).unwrap_or(Value::Null);
         if let Some(TaskState::Failed(m)) = task_state(&doc) {
-            return Err(CallError::Task(format!("{what}: {m}")));
+            return Err(BmcError::Task(format!("{what}: {m}")));
         }
         let Some(monitor) = monitor_of(self, &accepted, &doc) else {
             // Accepted, with nothing to watch: taken as done.
@@ -72,12 +72,12 @@ impl Client {
             match task_state(&doc) {
                 Some(TaskState::Running) => continue,
                 Some(TaskState::Failed(m)) => {
-                    return Err(CallError::Task(format!("{what}: {m}")));
+                    return Err(BmcError::Task(format!("{what}: {m}")));
                 }
                 Some(TaskState::Done) | None => return Ok(Answer { status: 200, ..a }),
             }
         }
-        Err(CallError::Task(format!(
+        Err(BmcError::Task(format!(
             "{what}: the BMC's task at {monitor} did not finish within {} s ({MAX_TASK_POLLS} polls at most)",
             MAX_TASK_TIME.as_secs()
         )))

@@ -28,13 +28,13 @@ use super::{Finding, Severity};
 use crate::model::cluster::{Cluster, DhcpMode};
 
 /// How long answers are collected.
-pub const WINDOW: Duration = Duration::from_millis(2500);
+pub(super) const WINDOW: Duration = Duration::from_millis(2500);
 /// The finding's check name.
-pub const CHECK: &str = "dhcp";
+pub(super) const CHECK: &str = "dhcp";
 
 /// One server that answered the probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub(super) struct Answer {
     /// Option 54 (the source address when absent).
     pub server: Ipv4Addr,
     /// Where the OFFER came from.
@@ -44,7 +44,7 @@ pub struct Answer {
 }
 
 /// The DISCOVER sent: `mac`, transaction `xid`, broadcast flag.
-pub fn discover(mac: [u8; 6], xid: u32) -> Vec<u8> {
+pub(super) fn discover(mac: [u8; 6], xid: u32) -> Vec<u8> {
     let u = Ipv4Addr::UNSPECIFIED;
     let mut m = Message::new_with_id(xid, u, u, u, u, &mac);
     m.set_flags(Flags::default().set_broadcast());
@@ -64,7 +64,7 @@ pub fn discover(mac: [u8; 6], xid: u32) -> Vec<u8> {
 
 /// The answer in datagram `data` from `from`, if it is an OFFER to our
 /// `mac` and `xid`.
-pub fn parse_offer(data: &[u8], from: Ipv4Addr, mac: [u8; 6], xid: u32) -> Option<Answer> {
+pub(super) fn parse_offer(data: &[u8], from: Ipv4Addr, mac: [u8; 6], xid: u32) -> Option<Answer> {
     if data.len() < 240 {
         return None;
     }
@@ -91,7 +91,7 @@ pub fn parse_offer(data: &[u8], from: Ipv4Addr, mac: [u8; 6], xid: u32) -> Optio
 }
 
 /// The findings for `c`'s segment: probe when there is one to probe.
-pub fn check(c: &Cluster) -> Vec<Finding> {
+pub(super) fn check(c: &Cluster) -> Vec<Finding> {
     let Some(ifname) = c.network.interface.as_deref() else {
         return Vec::new();
     };
@@ -117,7 +117,7 @@ pub fn check(c: &Cluster) -> Vec<Finding> {
 }
 
 /// What the answers mean in `c`'s mode.
-pub fn judge(c: &Cluster, ifname: &str, others: &[Answer]) -> Vec<Finding> {
+pub(super) fn judge(c: &Cluster, ifname: &str, others: &[Answer]) -> Vec<Finding> {
     let named: Vec<String> = others
         .iter()
         .map(|a| {
@@ -174,7 +174,7 @@ pub fn judge(c: &Cluster, ifname: &str, others: &[Answer]) -> Vec<Finding> {
 
 /// Whether `findings` make `serve` refuse to start: another DHCP server
 /// answers and `c` is in server mode without `dhcp.allowOtherServers`.
-pub fn blocks_start<'a>(c: &Cluster, findings: &'a [Finding]) -> Option<&'a Finding> {
+pub(super) fn blocks_start<'a>(c: &Cluster, findings: &'a [Finding]) -> Option<&'a Finding> {
     if c.dhcp.mode != DhcpMode::Server || c.dhcp.allow_other_servers {
         return None;
     }
@@ -198,7 +198,7 @@ fn random_ids() -> std::io::Result<([u8; 6], u32)> {
 
 /// Send one DISCOVER (again after a second, for a lost one) out of
 /// `ifname` and collect the OFFERs for `window`, one per server.
-pub fn probe(ifname: &str, window: Duration) -> std::io::Result<Vec<Answer>> {
+pub(super) fn probe(ifname: &str, window: Duration) -> std::io::Result<Vec<Answer>> {
     use socket2::{Domain, Protocol, Socket, Type};
     let (mac, xid) = random_ids()?;
     let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;

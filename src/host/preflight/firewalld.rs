@@ -18,7 +18,7 @@ use crate::host::firewall::{self, Port};
 use crate::model::cluster::Cluster;
 
 /// Longest a `firewall-cmd` query may take.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `firewall-cmd ARGS`' stdout when it ran and succeeded in time.
 fn query(args: &[&str]) -> Option<String> {
@@ -69,7 +69,7 @@ fn covers(item: &str, p: &Port) -> bool {
 
 /// The ports of `required` a zone with `target` does not open, given the
 /// port items it opens (its own and its services').
-pub fn closed_ports<'a>(required: &'a [Port], target: &str, open: &[&str]) -> Vec<&'a Port> {
+pub(super) fn closed_ports<'a>(required: &'a [Port], target: &str, open: &[&str]) -> Vec<&'a Port> {
     if target == "ACCEPT" {
         return Vec::new();
     }
@@ -80,7 +80,7 @@ pub fn closed_ports<'a>(required: &'a [Port], target: &str, open: &[&str]) -> Ve
 }
 
 /// The finding for `c` when firewalld runs and its zone blocks ports.
-pub fn firewalld(c: &Cluster) -> Vec<Finding> {
+pub(super) fn firewalld(c: &Cluster) -> Vec<Finding> {
     let required = firewall::ports(c);
     if required.is_empty() || query(&["--state"]).is_none() {
         return Vec::new();

@@ -26,7 +26,7 @@ use crate::model::cluster::{Cluster, Role};
 use crate::model::mode::{BIP_IGNITION, missing_bip};
 
 /// Age after which the files' certificates are close to expiring.
-pub const STALE_AFTER: Duration = Duration::from_secs(20 * 3600);
+pub(super) const STALE_AFTER: Duration = Duration::from_secs(20 * 3600);
 
 /// The part of an ignition file preflight looks at; every other key is
 /// skipped by the parser (never built as a value).
@@ -136,7 +136,7 @@ pub fn ignition(c: &Cluster) -> Vec<Finding> {
 
 /// What is wrong with a pointer config's merge sources and CAs (nothing
 /// for a config that merges nothing, like `bootstrap.ign`).
-pub fn pointer_problems(ign: &Value, domain: &str, role: Role) -> Vec<String> {
+pub(super) fn pointer_problems(ign: &Value, domain: &str, role: Role) -> Vec<String> {
     let mut out = Vec::new();
     let expected = format!("https://api-int.{domain}:22623/config/{}", role.as_str());
     let sources = ["merge", "replace"].into_iter().flat_map(|k| {

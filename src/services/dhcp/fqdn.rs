@@ -35,7 +35,7 @@ const MAX_NAME: usize = 255;
 
 /// A client's option 81 that can be answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientFqdn {
+pub(super) struct ClientFqdn {
     pub flags: u8,
     /// The name as sent: wire-format labels (E = 1, possibly partial: no
     /// root label) or ASCII (E = 0, trailing NULs removed).
@@ -44,7 +44,7 @@ pub struct ClientFqdn {
 
 impl ClientFqdn {
     /// The client used the wire format.
-    pub fn wire(&self) -> bool {
+    pub(super) fn wire(&self) -> bool {
         self.flags & E != 0
     }
 }
@@ -52,7 +52,7 @@ impl ClientFqdn {
 /// Read option 81's data (its instances concatenated, RFC 3396). `None`:
 /// too short or the name is not valid in its encoding (the option is then
 /// ignored).
-pub fn parse(data: &[u8]) -> Option<ClientFqdn> {
+pub(super) fn parse(data: &[u8]) -> Option<ClientFqdn> {
     let (&flags, rest) = data.split_first()?;
     let name = rest.get(2..)?;
     let name = if flags & E != 0 {
@@ -93,7 +93,7 @@ fn ascii_ok(name: &[u8]) -> bool {
 /// The data of the reply's option 81 for `req`: `fqdn` (a dotted name,
 /// no trailing dot) when the server knows the client's name, else the
 /// client's own name echoed, in the client's encoding.
-pub fn answer(req: &ClientFqdn, fqdn: Option<&str>) -> Vec<u8> {
+pub(super) fn answer(req: &ClientFqdn, fqdn: Option<&str>) -> Vec<u8> {
     let mut flags = (req.flags & E) | N;
     if req.flags & S != 0 {
         flags |= O;

@@ -16,7 +16,7 @@ const PROTO_UDP: u8 = 17;
 
 /// One IPv4 packet carrying `payload` from `src` to `dst` over UDP, or
 /// None when the payload is too large for one packet.
-pub fn ipv4_udp(src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn ipv4_udp(src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8]) -> Option<Vec<u8>> {
     let udp_len = u16::try_from(UDP_HEADER + payload.len()).ok()?;
     let total = u16::try_from(IP_HEADER + usize::from(udp_len)).ok()?;
     let mut p = Vec::with_capacity(usize::from(total));

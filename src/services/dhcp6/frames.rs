@@ -24,7 +24,7 @@ use tracing::{debug, info, warn};
 use crate::model::cluster::MacAddr;
 
 /// Frames kept while their datagram has not been read.
-pub const MAX_PENDING: usize = 512;
+pub(super) const MAX_PENDING: usize = 512;
 const IPV6_HEADER: usize = 40;
 const UDP_HEADER: usize = 8;
 const NEXT_UDP: u8 = 17;
@@ -52,7 +52,7 @@ fn key(ip: Ipv6Addr, port: u16, payload: &[u8]) -> Key {
 
 /// The source address, source port and payload of an IPv6 packet carrying
 /// UDP directly (no extension headers: DHCPv6 clients send none).
-pub fn udp6(packet: &[u8]) -> Option<(Ipv6Addr, u16, &[u8])> {
+pub(super) fn udp6(packet: &[u8]) -> Option<(Ipv6Addr, u16, &[u8])> {
     let ip = packet.get(..IPV6_HEADER)?;
     if ip[0] >> 4 != 6 || ip[6] != NEXT_UDP {
         return None;
@@ -68,13 +68,13 @@ pub fn udp6(packet: &[u8]) -> Option<(Ipv6Addr, u16, &[u8])> {
 
 /// Frames seen and not yet matched to a datagram (pure).
 #[derive(Debug, Default)]
-pub struct Sources {
+pub(super) struct Sources {
     pending: VecDeque<(Key, MacAddr)>,
 }
 
 impl Sources {
     /// A frame from `mac` carrying `packet` (an IPv6 packet).
-    pub fn push(&mut self, mac: MacAddr, packet: &[u8]) {
+    pub(super) fn push(&mut self, mac: MacAddr, packet: &[u8]) {
         let Some((ip, port, payload)) = udp6(packet) else {
             return;
         };
@@ -86,7 +86,7 @@ impl Sources {
 
     /// The Ethernet source of the datagram `payload` from `src` (taken:
     /// each frame vouches for one datagram).
-    pub fn take(&mut self, src: SocketAddr, payload: &[u8]) -> Option<MacAddr> {
+    pub(super) fn take(&mut self, src: SocketAddr, payload: &[u8]) -> Option<MacAddr> {
         let IpAddr::V6(ip) = src.ip() else {
             return None;
         };
@@ -102,7 +102,7 @@ impl Sources {
 }
 
 /// The packet socket and the frames it delivered.
-pub struct Link {
+pub(super) struct Link {
     rx: linksock::LinkReceiver,
     sources: Sources,
     buf: Vec<u8>,
@@ -112,7 +112,7 @@ impl Link {
     /// Open it for UDP port `port` on `interface` (every interface when
     /// `None`); `None`, logged, when the packet socket cannot be opened
     /// (then only EUI-64 link-local addresses vouch for a MAC on the link).
-    pub fn open(interface: Option<&str>, port: u16) -> Option<Link> {
+    pub(super) fn open(interface: Option<&str>, port: u16) -> Option<Link> {
         match linksock::LinkReceiver::open(interface, port) {
             Ok(rx) => {
                 info!(
@@ -152,7 +152,7 @@ impl Link {
     }
 
     /// The Ethernet source of the datagram `payload` from `src`.
-    pub fn source_of(&mut self, src: SocketAddr, payload: &[u8]) -> Option<MacAddr> {
+    pub(super) fn source_of(&mut self, src: SocketAddr, payload: &[u8]) -> Option<MacAddr> {
         if let Some(m) = self.sources.take(src, payload) {
             return Some(m);
         }

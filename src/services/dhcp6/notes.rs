@@ -26,9 +26,9 @@ use crate::runtime::lograte::{self, Summary, Tail};
 use crate::runtime::sync::LockExt as _;
 
 /// Lines a key may write at once.
-pub const BURST: u32 = 4;
+pub(super) const BURST: u32 = 4;
 /// One more line per key this often.
-pub const REFILL: Duration = lograte::CLIENT_EVENTS;
+pub(super) const REFILL: Duration = lograte::CLIENT_EVENTS;
 
 /// One key's allowance and what it held back.
 #[derive(Debug, Clone)]
@@ -97,14 +97,14 @@ impl Budget {
 
 /// The budgets: per node MAC, and `None` for every other client.
 #[derive(Default)]
-pub struct BindingLog {
+pub(super) struct BindingLog {
     budgets: HashMap<Option<MacAddr>, Budget>,
 }
 
 impl BindingLog {
     /// A new binding of `node` (`None`: not a node) from `client` at
     /// `now`: `Some(tail)` when its line may be written.
-    pub fn check(
+    pub(super) fn check(
         &mut self,
         node: Option<MacAddr>,
         client: SocketAddr,
@@ -122,7 +122,7 @@ impl BindingLog {
 
     /// Write the summaries that can be written at `now`, and forget the
     /// budgets of MACs that are no longer nodes (`is_node`).
-    pub fn flush(&mut self, now: Instant, is_node: impl Fn(&MacAddr) -> bool) {
+    pub(super) fn flush(&mut self, now: Instant, is_node: impl Fn(&MacAddr) -> bool) {
         self.budgets.retain(|k, _| k.as_ref().is_none_or(&is_node));
         for (k, b) in &mut self.budgets {
             if b.held == 0 {

@@ -33,9 +33,9 @@ use std::hash::BuildHasher as _;
 use crate::runtime::sync::RwLockExt as _;
 
 /// Most distinct queries kept in each packet cache (UDP, TCP).
-pub const PACKET_CACHE_ENTRIES: usize = 65_536;
+pub(super) const PACKET_CACHE_ENTRIES: usize = 65_536;
 /// Largest answer stored in a packet cache (bigger ones are always rebuilt).
-pub const PACKET_CACHE_MAX_ANSWER: usize = 1232;
+pub(super) const PACKET_CACHE_MAX_ANSWER: usize = 1232;
 
 /// Offset of the question section in a DNS message.
 const QUESTION: usize = 12;

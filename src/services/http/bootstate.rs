@@ -52,13 +52,13 @@ use tracing::{error, info};
 use crate::model::cluster::Cluster;
 use crate::runtime::ha::HaView;
 use crate::runtime::sync::LockExt as _;
-pub use file::write_file;
+pub(super) use file::write_file;
 use file::{Loaded, read_state, tmp_of};
 
 /// Wait between write attempts while writes fail.
-pub const RETRY: Duration = Duration::from_secs(1);
+pub(super) const RETRY: Duration = Duration::from_secs(1);
 /// How often a write that keeps failing is logged again.
-pub const RELOG: Duration = Duration::from_secs(60);
+pub(super) const RELOG: Duration = Duration::from_secs(60);
 
 use crate::runtime::clock::unix_now as now;
 
@@ -120,7 +120,7 @@ fn is_zero32(v: &u32) -> bool {
 /// versions were wall-clock milliseconds). A revision beyond it (a forged
 /// or broken document) is refused, so a revision never gets near
 /// `u64::MAX` and a later change always wins.
-pub const REV_AHEAD: u64 = 24 * 3600 * 1000;
+pub(super) const REV_AHEAD: u64 = 24 * 3600 * 1000;
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -143,7 +143,7 @@ pub enum Script {
 
 /// How the state file is written: the real [`write_file`], or a failing
 /// one in unit tests.
-pub type SaveFn = Arc<dyn Fn(&Path, &[u8]) -> std::io::Result<()> + Send + Sync>;
+pub(super) type SaveFn = Arc<dyn Fn(&Path, &[u8]) -> std::io::Result<()> + Send + Sync>;
 
 struct Inner {
     nodes: BTreeMap<String, NodeBoot>,

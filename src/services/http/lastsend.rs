@@ -33,7 +33,7 @@ use crate::runtime::lazytcp::LazyTcp;
 
 /// Whether request headers `h` carry the `close` connection option
 /// (RFC 9112 §9.6; case-insensitive, in a comma-separated list).
-pub fn asks_close(h: &HeaderMap) -> bool {
+pub(super) fn asks_close(h: &HeaderMap) -> bool {
     h.get_all(CONNECTION).iter().any(|v| {
         v.as_bytes()
             .split(|b| *b == b',')
@@ -43,14 +43,14 @@ pub fn asks_close(h: &HeaderMap) -> bool {
 
 /// A TCP stream that sends the bytes of a closing response with
 /// `MSG_MORE` (see the module doc).
-pub struct LastSend {
+pub(super) struct LastSend {
     inner: LazyTcp,
     activity: Arc<Activity>,
 }
 
 impl LastSend {
     /// `inner`, its closing response told by `activity`.
-    pub fn new(inner: LazyTcp, activity: Arc<Activity>) -> LastSend {
+    pub(super) fn new(inner: LazyTcp, activity: Arc<Activity>) -> LastSend {
         LastSend { inner, activity }
     }
 

@@ -20,7 +20,7 @@ use super::{Body, Resp};
 use crate::timeline::Events;
 
 /// Whether `path` names a live rootfs image.
-pub fn is_rootfs(path: &str) -> bool {
+pub(super) fn is_rootfs(path: &str) -> bool {
     path.ends_with("rootfs.img")
 }
 
@@ -33,7 +33,7 @@ struct Tracked {
 }
 
 /// What runs once a download completed: (bytes sent, time taken).
-pub type Report = Box<dyn FnOnce(u64, std::time::Duration) + Send>;
+pub(super) type Report = Box<dyn FnOnce(u64, std::time::Duration) + Send>;
 
 impl hyper::body::Body for Tracked {
     type Data = Bytes;
@@ -68,7 +68,7 @@ impl hyper::body::Body for Tracked {
 }
 
 /// Wrap a 200 answer with a body so its completion is reported.
-pub fn rootfs(r: Resp, client: IpAddr, events: Events) -> Resp {
+pub(super) fn rootfs(r: Resp, client: IpAddr, events: Events) -> Resp {
     on_complete(
         r,
         Box::new(move |bytes, took| events.rootfs(client, bytes, took)),
@@ -77,7 +77,7 @@ pub fn rootfs(r: Resp, client: IpAddr, events: Events) -> Resp {
 
 /// Wrap a 200 answer with a body so that `report` runs once the whole body
 /// was sent (never for a download cut short).
-pub fn on_complete(r: Resp, report: Report) -> Resp {
+pub(super) fn on_complete(r: Resp, report: Report) -> Resp {
     let expected = r
         .headers()
         .get(header::CONTENT_LENGTH)

@@ -43,13 +43,13 @@ enum State {
 }
 
 /// The version rewriter over an I/O stream.
-pub struct MinorVersion<S> {
+pub(super) struct MinorVersion<S> {
     inner: S,
     state: State,
 }
 
 impl<S> MinorVersion<S> {
-    pub fn new(inner: S) -> Self {
+    pub(super) fn new(inner: S) -> Self {
         MinorVersion {
             inner,
             state: State::LineStart,

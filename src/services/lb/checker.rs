@@ -4,27 +4,29 @@
 //!
 //! A check loop runs from the moment its backend enters the pools until a
 //! reload drops the backend (its `retired` token) or the LB shuts down. It
-//! reads the health settings and the prober current at each tick, so a
-//! reload that changes `interval` or `caFile` applies to the next check
-//! without resetting the backend's state. Flips are logged once.
+//! reads the health settings and the prober of the current generation
+//! ([`Generation`]) at each tick, so a reload that changes `interval` or
+//! `caFile` applies to the next check without resetting the backend's
+//! state. Flips are logged once. The bootstrap watch loads the generation
+//! once per tick too: the pools, marker and removal mode it looks at are
+//! of one plan.
 //!
-//! The probe is a trait ([`Probe`], after pingora's `HealthCheck`) so the
-//! loop is tested in-process with scripted results and paused time.
+//! The probe is a trait ([`Probe`](super::generation::Probe), after
+//! pingora's `HealthCheck`) so the loop is tested in-process with scripted
+//! results and paused time.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
-use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::generation::Generation;
 use super::health::{self, Health};
 use super::state::{Backend, NodeMemory, PoolKind, Pools};
-use crate::model::cluster::{HealthCfg, RemoveBootstrap, Role};
-use crate::plan::Check;
+use crate::model::cluster::{RemoveBootstrap, Role};
 use crate::runtime::lograte::LogRate;
 use crate::runtime::probe::ProbeError;
 use crate::runtime::sync::LockExt as _;
@@ -32,34 +34,6 @@ use crate::services::lb::status::BootstrapCompleteBy;
 
 /// Local errors of one backend's checks: at most one line a minute.
 const LOCAL_ERROR_LOG: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// One health probe of a backend.
-#[async_trait]
-pub trait Probe: Send + Sync {
-    async fn probe(&self, check: &Check, addr: SocketAddr) -> Result<(), ProbeError>;
-}
-
-#[async_trait]
-impl Probe for crate::runtime::probe::Prober {
-    async fn probe(&self, check: &Check, addr: SocketAddr) -> Result<(), ProbeError> {
-        crate::runtime::probe::Prober::probe(self, check, addr).await
-    }
-}
-
-/// What the check loops read at every tick; swapped by a reload.
-pub struct CheckSettings {
-    pub health: HealthCfg,
-    /// The prober of each pool (its own CA for HTTPS checks).
-    pub probers: std::collections::HashMap<PoolKind, Arc<dyn Probe>>,
-    /// For pools without their own.
-    pub prober: Arc<dyn Probe>,
-}
-
-impl CheckSettings {
-    pub fn prober_for(&self, pool: PoolKind) -> &Arc<dyn Probe> {
-        self.probers.get(&pool).unwrap_or(&self.prober)
-    }
-}
 
 /// Resolves when a check loop must end: its task's token, or its backend
 /// retired by a reload (then the token is cancelled too, so the end counts
@@ -74,7 +48,7 @@ async fn halted(stop: &CancellationToken, retired: &CancellationToken) {
 /// Check `b` every `interval` until `stop` (shutdown) or its retirement.
 pub async fn check_loop(
     b: Arc<Backend>,
-    settings: Arc<ArcSwap<CheckSettings>>,
+    current: Arc<ArcSwap<Generation>>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let pool = b.key.pool;
@@ -87,7 +61,9 @@ pub async fn check_loop(
             _ = halted(&stop, &b.retired) => return Ok(()),
             _ = tokio::time::sleep_until(next) => {}
         }
-        let s = settings.load_full();
+        // This tick's settings: the current generation's, held only as
+        // long as the tick (not the whole generation).
+        let s = current.load().checks.clone();
         let h = s.health;
         next += h.interval;
         if b.state().removed {
@@ -169,23 +145,14 @@ pub struct BootstrapReport {
     warned_stale: Option<SystemTime>,
 }
 
-/// The bootstrap watch's settings (swapped by a reload) and findings.
+/// The bootstrap watch's findings (its settings are the current
+/// generation's).
+#[derive(Default)]
 pub struct BootstrapWatch {
-    /// `<ignitionDir>/bootstrap-complete`.
-    pub marker: ArcSwap<PathBuf>,
-    pub mode: ArcSwap<RemoveBootstrap>,
     pub report: Mutex<BootstrapReport>,
 }
 
 impl BootstrapWatch {
-    pub fn new(marker: PathBuf, mode: RemoveBootstrap) -> BootstrapWatch {
-        BootstrapWatch {
-            marker: ArcSwap::from_pointee(marker),
-            mode: ArcSwap::from_pointee(mode),
-            report: Mutex::new(BootstrapReport::default()),
-        }
-    }
-
     pub fn report(&self) -> BootstrapReport {
         *self.report.locked()
     }
@@ -195,22 +162,22 @@ impl BootstrapWatch {
 /// ([`bootstrap_tick`]); the marker is looked at here, once per tick (the
 /// timeline reads the result from the LB's status).
 pub async fn bootstrap_watch(
-    pools: Arc<ArcSwap<Pools>>,
-    settings: Arc<ArcSwap<CheckSettings>>,
+    current: Arc<ArcSwap<Generation>>,
     memory: Arc<NodeMemory>,
     watch: Arc<BootstrapWatch>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     loop {
-        let path = watch.marker.load_full();
-        let (marker, mtime) = look_at_marker(&path);
-        let auto = **watch.mode.load() == RemoveBootstrap::Auto;
-        {
+        let interval = {
+            let g = current.load();
+            let path = g.marker();
+            let (marker, mtime) = look_at_marker(&path);
+            let auto = g.cfg().remove_bootstrap == RemoveBootstrap::Auto;
             let mut report = watch.report.locked();
             note_marker(&mut report, marker, mtime, &path);
-            bootstrap_tick(&pools.load(), &memory, auto, &mut report);
-        }
-        let interval = settings.load().health.interval;
+            bootstrap_tick(&g.pools, &memory, auto, &mut report);
+            g.checks.health.interval
+        };
         tokio::select! {
             _ = stop.cancelled() => return Ok(()),
             _ = tokio::time::sleep(interval) => {}
@@ -361,19 +328,16 @@ pub fn bootstrap_tick(
     true
 }
 
-/// Settings for tests and the first generation.
-pub fn settings(health: HealthCfg, prober: Arc<dyn Probe>) -> Arc<ArcSwap<CheckSettings>> {
-    Arc::new(ArcSwap::from_pointee(CheckSettings {
-        health,
-        probers: Default::default(),
-        prober,
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::cluster::HealthCfg;
+    use crate::plan::Check;
+    use crate::runtime::probe::ProbeError;
+    use crate::services::lb::generation::{CheckSettings, Probe, test_plan};
     use crate::services::lb::state::{BackendKey, NodeFlags};
+    use async_trait::async_trait;
+    use std::net::SocketAddr;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
@@ -417,6 +381,26 @@ mod tests {
             check: Check::Tcp,
         };
         Arc::new(Backend::new(key, role, h, NodeFlags::default()))
+    }
+
+    /// A generation of a test plan (marker under `base`) with these
+    /// pools and check settings.
+    fn generation(base: &Path, h: HealthCfg, prober: Arc<dyn Probe>, pools: Pools) -> Generation {
+        Generation {
+            plan: test_plan(base, ""),
+            pools,
+            checks: Arc::new(CheckSettings {
+                health: h,
+                probers: Default::default(),
+                prober,
+            }),
+        }
+    }
+
+    /// The current generation of check loops that need no pools.
+    fn settings(h: HealthCfg, prober: Arc<dyn Probe>) -> Arc<ArcSwap<Generation>> {
+        let g = generation(Path::new("/"), h, prober, Pools::default());
+        Arc::new(ArcSwap::from_pointee(g))
     }
 
     fn script(results: &[bool]) -> Arc<Script> {
@@ -469,11 +453,12 @@ mod tests {
             interval: Duration::from_secs(10),
             ..h
         };
-        s.store(Arc::new(CheckSettings {
-            health: slow,
-            probers: Default::default(),
-            prober: probe.clone(),
-        }));
+        s.store(Arc::new(generation(
+            Path::new("/"),
+            slow,
+            probe.clone(),
+            Pools::default(),
+        )));
         let before = probe.calls.load(Ordering::SeqCst);
         tokio::time::sleep(Duration::from_secs(30)).await;
         let after = probe.calls.load(Ordering::SeqCst);
@@ -783,21 +768,18 @@ mod tests {
         let up = Arc::new(ByAddr(Mutex::new(
             all.iter().map(|b| (b.key.addr, true)).collect(),
         )));
-        let s = settings(h, up.clone());
+        let d = tempfile::tempdir().unwrap();
+        let g = generation(d.path(), h, up.clone(), Pools { list });
+        assert_eq!(g.cfg().remove_bootstrap, RemoveBootstrap::Auto);
+        let current = Arc::new(ArcSwap::from_pointee(g));
         let stop = CancellationToken::new();
         for b in &all {
-            tokio::spawn(check_loop(b.clone(), s.clone(), stop.clone()));
+            tokio::spawn(check_loop(b.clone(), current.clone(), stop.clone()));
         }
-        let pools = Arc::new(ArcSwap::from_pointee(Pools { list }));
         let memory = Arc::new(NodeMemory::default());
-        let d = tempfile::tempdir().unwrap();
-        let watch = Arc::new(BootstrapWatch::new(
-            d.path().join("bootstrap-complete"),
-            RemoveBootstrap::Auto,
-        ));
+        let watch = Arc::new(BootstrapWatch::default());
         tokio::spawn(bootstrap_watch(
-            pools.clone(),
-            s,
+            current,
             memory.clone(),
             watch.clone(),
             stop.clone(),

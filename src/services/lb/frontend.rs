@@ -8,7 +8,10 @@
 //! Invariants: nothing a client does ends the accept loop; a connection
 //! that finds no backend is closed and counted, logged at most once per
 //! pool and [`lograte::CLIENT_EVENTS`]; every connection is tracked by the
-//! service's `conns` so that shutdown drains it.
+//! service's `conns` so that shutdown drains it. A connection loads the
+//! LB's current [`Generation`] once, at accept: its ACL check, cap, backend
+//! pick and timeouts are of one plan even when a reload commits meanwhile
+//! (it lets the generation go once its backend is connected).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info_span, warn};
 
 use super::Lb;
+use super::generation::Generation;
 use super::state::{Backend, PoolKind};
 use super::{proxy, select::Tried};
 use crate::model::access::{self, Decision};
@@ -65,8 +69,9 @@ pub(super) async fn accept_loop(
             return Ok(());
         };
         stats.total.fetch_add(1, Ordering::Relaxed);
+        let generation = lb.current.load_full();
         if kind == PoolKind::MachineConfig {
-            if refuse_machine_config(&lb, peer) {
+            if refuse_machine_config(&lb, &generation, peer) {
                 stats.refused.fetch_add(1, Ordering::Relaxed);
                 drop(stream);
                 continue;
@@ -75,7 +80,7 @@ pub(super) async fn accept_loop(
         }
         let cap = lb
             .frontend(kind)
-            .cap(lb.caps.lb_scaled(lb.cfg.load().max_connections));
+            .cap(lb.caps.lb_scaled(generation.cfg().max_connections));
         let Ok(permit) = cap.try_acquire_owned() else {
             stats.over_cap.fetch_add(1, Ordering::Relaxed);
             debug!(%peer, "lb {kind}: over maxConnections; closing");
@@ -91,7 +96,7 @@ pub(super) async fn accept_loop(
                 stats.active.fetch_add(1, Ordering::Relaxed);
                 tokio::select! {
                     _ = stop.cancelled() => {}
-                    _ = serve_conn(&lb2, kind, stream, v6) => {}
+                    _ = serve_conn(&lb2, generation, kind, stream, v6) => {}
                 }
                 stats.active.fetch_sub(1, Ordering::Relaxed);
                 drop(permit);
@@ -106,12 +111,12 @@ pub(super) async fn accept_loop(
 /// hands out carry the kubelet bootstrap credentials, so only nodes, the
 /// appliance host and `loadBalancer.machineConfigClientCidrs` may connect.
 /// The first refusal per address is logged as a warning.
-fn refuse_machine_config(lb: &Lb, peer: SocketAddr) -> bool {
-    let c = lb.cluster.load();
-    if access::machine_config(&c, peer.ip()) == Decision::Allow {
+fn refuse_machine_config(lb: &Lb, generation: &Generation, peer: SocketAddr) -> bool {
+    let c = generation.cluster();
+    if access::machine_config(c, peer.ip()) == Decision::Allow {
         return false;
     }
-    let who = access::describe(&c, peer.ip());
+    let who = access::describe(c, peer.ip());
     match lb.refusals.check(peer.ip()) {
         Some(n) => warn!(
             "lb machine-config: connection from {} ({who}) refused: only nodes, the appliance host and loadBalancer.machineConfigClientCidrs may connect{}",
@@ -123,13 +128,16 @@ fn refuse_machine_config(lb: &Lb, peer: SocketAddr) -> bool {
     true
 }
 
-/// Connect to the next ready backend of the current pools, retrying the
-/// others on failure: those of the client's frontend family (`v6`) first,
-/// then the others.
-async fn connect_backend(lb: &Lb, kind: PoolKind, v6: bool) -> Option<(Arc<Backend>, TcpStream)> {
-    let pools = lb.pools.load_full();
-    let pool = pools.get(kind)?;
-    let connect_timeout = lb.cfg.load().connect_timeout;
+/// Connect to the next ready backend of the connection's generation,
+/// retrying the others on failure: those of the client's frontend family
+/// (`v6`) first, then the others.
+async fn connect_backend(
+    generation: &Generation,
+    kind: PoolKind,
+    v6: bool,
+) -> Option<(Arc<Backend>, TcpStream)> {
+    let pool = generation.pools.get(kind)?;
+    let connect_timeout = generation.cfg().connect_timeout;
     let mut tried = Tried::default();
     loop {
         let eligible = |i: usize, family: bool| {
@@ -163,11 +171,19 @@ async fn connect_backend(lb: &Lb, kind: PoolKind, v6: bool) -> Option<(Arc<Backe
     }
 }
 
-/// Proxy one client connection (inside its `lb` span: pool and peer).
-async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream, v6: bool) {
+/// Proxy one client connection (inside its `lb` span: pool and peer) with
+/// the settings of `generation`, which it lets go of once connected (a
+/// long connection does not keep an old plan alive).
+async fn serve_conn(
+    lb: &Lb,
+    generation: Arc<Generation>,
+    kind: PoolKind,
+    mut client: TcpStream,
+    v6: bool,
+) {
     let stats = &lb.frontend(kind).stats;
     let _ = client.set_nodelay(true);
-    let Some((b, mut backend)) = connect_backend(lb, kind, v6).await else {
+    let Some((b, mut backend)) = connect_backend(&generation, kind, v6).await else {
         stats.no_backend.fetch_add(1, Ordering::Relaxed);
         let peer = client.peer_addr().ok();
         match CLIENT_LOG.check(no_backend_key(kind), peer) {
@@ -185,7 +201,8 @@ async fn serve_conn(lb: &Lb, kind: PoolKind, mut client: TcpStream, v6: bool) {
     let _ = backend.set_nodelay(true);
     b.active.fetch_add(1, Ordering::Relaxed);
     b.total.fetch_add(1, Ordering::Relaxed);
-    let idle = lb.cfg.load().idle_timeout;
+    let idle = generation.cfg().idle_timeout;
+    drop(generation);
     let end = proxy::splice(&mut client, &mut backend, idle, &lb.pipes).await;
     b.active.fetch_sub(1, Ordering::Relaxed);
     let node = &b.key.node;

@@ -49,9 +49,12 @@
 //!   disabled again. Disabled/removed survive a reload, not a restart (the
 //!   marker file does; the evidence is seen again only while the
 //!   bootstrap's API is up).
-//! - A reload ([`state`]): unchanged backends keep health, counters and
-//!   flags; new ones start unhealthy; dropped ones stop taking connections
-//!   while their established connections run to their end. Frontends whose
+//! - A reload installs the next [`generation`] (plan, pools, check
+//!   settings) in one store; a connection loads the generation once at
+//!   accept and uses it to its end, so it never sees two plans at once.
+//!   Unchanged backends keep health, counters and flags ([`state`]); new
+//!   ones start unhealthy; dropped ones stop taking connections while their
+//!   established connections run to their end. Frontends whose
 //!   address did not change keep their listening socket. No reload cuts a
 //!   client connection.
 //! - Every loop selects on shutdown. On shutdown the listeners close and
@@ -59,6 +62,7 @@
 
 pub mod checker;
 mod frontend;
+pub mod generation;
 pub mod health;
 pub mod pipe;
 pub mod proxy;
@@ -67,7 +71,6 @@ pub mod state;
 pub mod status;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -80,7 +83,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info};
 
-use crate::model::cluster::{Cluster, LbCfg};
 use crate::plan::Plan;
 use crate::runtime::bind::BindOptions;
 use crate::runtime::context::Context;
@@ -88,13 +90,13 @@ use crate::runtime::control::{LbControl, LbControlError};
 use crate::runtime::limits::cap::Caps;
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::once::OncePerAddress;
-use crate::runtime::probe::Prober;
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
 use crate::services::lb::status::{HealthStatus, LbStatus, PoolStatus};
 use crate::timeline::Events;
-use checker::{BootstrapWatch, CheckSettings, Marker};
-use state::{Backend, FrontendStats, NodeMemory, PoolKind, Pools};
+use checker::{BootstrapWatch, Marker};
+use generation::{CheckSettings, Generation};
+use state::{Backend, FrontendStats, NodeMemory, PoolKind};
 
 /// How long in-flight connections may continue after shutdown.
 pub const DRAIN: Duration = crate::runtime::drain::LB_CONNECTIONS;
@@ -124,12 +126,12 @@ impl Frontend {
 
 /// The load balancer service.
 pub struct Lb {
-    pools: Arc<ArcSwap<Pools>>,
+    /// The current generation: plan, pools and check settings, replaced
+    /// whole by a reload's commit (one store); every reader loads it once.
+    current: Arc<ArcSwap<Generation>>,
     frontends: [Frontend; 4],
-    cfg: ArcSwap<LbCfg>,
-    settings: Arc<ArcSwap<CheckSettings>>,
     memory: Arc<NodeMemory>,
-    /// The bootstrap watch's marker path, removal mode and findings.
+    /// The bootstrap watch's findings.
     bootstrap: Arc<BootstrapWatch>,
     listeners: Listeners<(PoolKind, SocketAddr)>,
     /// Bound frontend addresses, for `/status`.
@@ -139,9 +141,6 @@ pub struct Lb {
     conns_stop: CancellationToken,
     /// The install timeline: machine-config connections from node addresses.
     events: Events,
-    /// The cluster of the last commit: who may use the machine-config
-    /// frontend ([`access::machine_config`]).
-    cluster: ArcSwap<Cluster>,
     /// Refused machine-config clients: one warning per address.
     refusals: OncePerAddress,
     /// Pipes for zero-copy forwarding, shared by every frontend; their
@@ -152,48 +151,21 @@ pub struct Lb {
     bind: BindOptions,
 }
 
-/// The health settings and probers of `plan`: the api and machine-config
-/// pools verify against their own CA bundle when one is configured.
-fn check_settings(plan: &Plan) -> anyhow::Result<CheckSettings> {
-    let c = &plan.cluster;
-    let mut probers: std::collections::HashMap<PoolKind, Arc<dyn checker::Probe>> =
-        Default::default();
-    for (kind, ca) in [
-        (PoolKind::Api, &c.lb.api_ca_file),
-        (PoolKind::MachineConfig, &c.lb.machine_config_ca_file),
-    ] {
-        probers.insert(kind, Arc::new(Prober::new(ca.as_deref(), &c.domain)?));
-    }
-    Ok(CheckSettings {
-        health: c.lb.health,
-        probers,
-        prober: Arc::new(Prober::new(None, &c.domain)?),
-    })
-}
-
-fn marker_of(plan: &Plan) -> PathBuf {
-    plan.cluster.http.ignition_dir.join("bootstrap-complete")
-}
-
 impl Lb {
     /// The service for `plan` (health checks start with the first commit).
-    pub fn new(plan: &Plan, events: Events, ctx: &Context) -> anyhow::Result<Arc<Lb>> {
-        let c = &plan.cluster;
-        let settings = check_settings(plan)?;
+    pub fn new(plan: &Arc<Plan>, events: Events, ctx: &Context) -> anyhow::Result<Arc<Lb>> {
+        let first = Generation::empty(plan.clone(), CheckSettings::of(plan)?);
         let lb = Arc::new(Lb {
-            pools: Arc::new(ArcSwap::from_pointee(Pools::default())),
+            current: Arc::new(ArcSwap::from_pointee(first)),
             frontends: Default::default(),
-            cfg: ArcSwap::from_pointee(c.lb.clone()),
-            settings: Arc::new(ArcSwap::from_pointee(settings)),
             memory: Arc::new(NodeMemory::default()),
-            bootstrap: Arc::new(BootstrapWatch::new(marker_of(plan), c.lb.remove_bootstrap)),
+            bootstrap: Arc::new(BootstrapWatch::default()),
             listeners: Listeners::default(),
             local: Mutex::new(Vec::new()),
             tasks: ctx.tasks("lb"),
             conns: TaskTracker::new(),
             conns_stop: CancellationToken::new(),
             events,
-            cluster: ArcSwap::from_pointee(c.clone()),
             refusals: OncePerAddress::default(),
             pipes: pipe::Pool::new(crate::runtime::limits::cap::LB_SPLICE_PIPES),
             caps: ctx.caps,
@@ -204,8 +176,7 @@ impl Lb {
             "lb bootstrap watch",
             stop.clone(),
             checker::bootstrap_watch(
-                lb.pools.clone(),
-                lb.settings.clone(),
+                lb.current.clone(),
                 lb.memory.clone(),
                 lb.bootstrap.clone(),
                 stop,
@@ -225,7 +196,7 @@ impl Lb {
         self.tasks.spawn(
             format!("lb check {} {}", backend.key.pool, backend.key.node),
             stop.clone(),
-            checker::check_loop(backend.clone(), self.settings.clone(), stop),
+            checker::check_loop(backend.clone(), self.current.clone(), stop),
         );
     }
 
@@ -248,9 +219,9 @@ impl Lb {
     /// `/status` → `lb` (also `GET /api/lb/backends`): this service's
     /// section.
     pub fn status(&self) -> LbStatus {
-        let cfg = self.cfg.load();
+        let g = self.current.load();
+        let (cfg, pools) = (g.cfg(), &g.pools);
         let h = cfg.health;
-        let pools = self.pools.load();
         let local = self.local.locked().clone();
         let boot = self.bootstrap.report();
         LbStatus {
@@ -261,7 +232,7 @@ impl Lb {
                 fall: h.fall,
             },
             max_connections: cfg.max_connections,
-            bootstrap_complete_marker: self.bootstrap.marker.load().display().to_string(),
+            bootstrap_complete_marker: g.marker().display().to_string(),
             bootstrap_complete_marker_present: boot.marker != Marker::Absent,
             bootstrap_complete_marker_stale: boot.marker == Marker::Stale,
             bootstrap_complete: boot.complete,
@@ -308,7 +279,7 @@ impl Service for Lb {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let settings = check_settings(&plan)?;
+        let checks = CheckSettings::of(&plan)?;
         let wanted: Vec<(PoolKind, SocketAddr)> = plan
             .pools
             .iter()
@@ -328,23 +299,18 @@ impl Service for Lb {
         }
         Ok(Box::new(move || {
             self.memory.prune(&plan);
-            let (pools, fresh, gone) = self.pools.load().rebuild(&plan, &self.memory);
-            self.settings.store(Arc::new(settings));
-            self.cfg.store(Arc::new(plan.cluster.lb.clone()));
-            self.cluster.store(Arc::new(plan.cluster.clone()));
-            self.bootstrap.marker.store(Arc::new(marker_of(&plan)));
-            self.bootstrap
-                .mode
-                .store(Arc::new(plan.cluster.lb.remove_bootstrap));
-            self.pools.store(Arc::new(pools));
-            for b in &gone {
+            // The whole generation in one store: a connection accepted now
+            // sees the last plan's pools and settings or this one's.
+            let next = self.current.load().next(plan, checks, &self.memory);
+            self.current.store(Arc::new(next.generation));
+            for b in &next.gone {
                 info!(
                     "lb {}: backend {} {} left the pool (open connections continue)",
                     b.key.pool, b.key.node, b.key.addr
                 );
                 b.retired.cancel();
             }
-            for b in &fresh {
+            for b in &next.fresh {
                 self.start_checks(b);
             }
             for (kind, addr) in self.listeners.retain(&wanted) {
@@ -377,7 +343,8 @@ impl Service for Lb {
     }
 
     fn metrics(&self, out: &mut String) {
-        let pools = self.pools.load();
+        let g = self.current.load();
+        let pools = &g.pools;
         type Get<'a, T> = &'a dyn Fn(&T) -> u64;
         let backend_families: [(&str, Kind, &str, Get<'_, Backend>); 4] = [
             (
@@ -465,7 +432,8 @@ impl Service for Lb {
 
 impl LbControl for Lb {
     fn set_disabled(&self, node: &str, disabled: bool) -> Result<String, LbControlError> {
-        let pools = self.pools.load();
+        let g = self.current.load();
+        let pools = &g.pools;
         let mut names = Vec::new();
         let mut revived = false;
         for (p, b) in pools.backends().filter(|(_, b)| b.key.node == node) {

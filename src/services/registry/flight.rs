@@ -21,7 +21,7 @@ use crate::runtime::sync::LockExt as _;
 
 /// Why a fetch failed, as the client is told.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
+pub(super) enum Failure {
     /// The upstream answered that it has no such thing.
     Unknown(String),
     /// The upstream could not be reached, refused us, or sent bad bytes.
@@ -29,7 +29,7 @@ pub enum Failure {
 }
 
 impl Failure {
-    pub fn message(&self) -> &str {
+    pub(super) fn message(&self) -> &str {
         match self {
             Failure::Unknown(m) | Failure::Unavailable(m) => m,
         }
@@ -37,7 +37,7 @@ impl Failure {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Phase {
+pub(super) enum Phase {
     /// Asking the upstream; no size known yet.
     Starting,
     /// Bytes arriving (`total` known).
@@ -49,7 +49,7 @@ pub enum Phase {
 
 /// Where a fetch is: what a waiter reads from.
 #[derive(Debug, Clone)]
-pub struct Progress {
+pub(super) struct Progress {
     pub phase: Phase,
     pub written: u64,
     pub total: u64,
@@ -69,7 +69,7 @@ impl Progress {
     }
 
     /// How many bytes from the start a waiter may send now.
-    pub fn visible(&self) -> u64 {
+    pub(super) fn visible(&self) -> u64 {
         match self.phase {
             Phase::Done => self.total,
             Phase::Running => self.written.min(self.total.saturating_sub(1)),
@@ -79,7 +79,7 @@ impl Progress {
 }
 
 /// What [`Flights::join`] made of the caller.
-pub enum Joined {
+pub(super) enum Joined {
     /// Fetch it, publishing progress through the sender, then
     /// [`Flights::end`].
     Leader(watch::Sender<Progress>, watch::Receiver<Progress>),
@@ -88,7 +88,7 @@ pub enum Joined {
 }
 
 /// The fetches in progress, by key.
-pub struct Flights<K> {
+pub(super) struct Flights<K> {
     map: std::sync::Mutex<HashMap<K, watch::Receiver<Progress>>>,
 }
 
@@ -102,7 +102,7 @@ impl<K> Default for Flights<K> {
 
 impl<K: Eq + Hash + Clone> Flights<K> {
     /// Lead the fetch of `key`, or follow the one in progress.
-    pub fn join(&self, key: &K) -> Joined {
+    pub(super) fn join(&self, key: &K) -> Joined {
         let mut map = self.map.locked();
         if let Some(rx) = map.get(key)
             && rx.has_changed().is_ok()
@@ -115,13 +115,13 @@ impl<K: Eq + Hash + Clone> Flights<K> {
     }
 
     /// The fetch of `key` is over (its last progress published first).
-    pub fn end(&self, key: &K) {
+    pub(super) fn end(&self, key: &K) {
         self.map.locked().remove(key);
     }
 
     /// Fetches in progress.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.map.locked().len()
     }
 }

@@ -190,7 +190,7 @@ fn not_modified(headers: &HeaderMap, etag: &str) -> bool {
 
 /// One byte range of a `size`-byte blob: `Ok(None)` the whole blob,
 /// `Err(())` unsatisfiable.
-pub fn range(header: Option<&str>, size: u64) -> Result<Option<(u64, u64)>, ()> {
+pub(super) fn range(header: Option<&str>, size: u64) -> Result<Option<(u64, u64)>, ()> {
     let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
         return Ok(None);
     };

@@ -41,7 +41,7 @@ type Stream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
 /// Fetch blob `d` from the peer, appending to `file` from `offset`; the
 /// bytes written.
-pub type Fetch<'a> = dyn FnMut(&Digest, &Path, u64) -> Result<u64, String> + 'a;
+pub(super) type Fetch<'a> = dyn FnMut(&Digest, &Path, u64) -> Result<u64, String> + 'a;
 
 fn tls() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -199,11 +199,11 @@ impl Peer<'_> {
 
 /// Uploads in progress, by digest: a cut fetch resumes in the same file.
 #[derive(Default)]
-pub struct Pending(HashMap<Digest, (Name, String)>);
+pub(super) struct Pending(HashMap<Digest, (Name, String)>);
 
 /// What one round took.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Pulled {
+pub(super) struct Pulled {
     pub blobs: u64,
     pub bytes: u64,
     pub resumed: u64,
@@ -239,7 +239,7 @@ fn fetch_upload(
 
 /// Take from the peer's inventory `peer` what `store` lacks: blobs,
 /// then revisions, then tags (a tag the peer wrote later wins).
-pub fn apply(
+pub(super) fn apply(
     store: &Store,
     peer: &Inventory,
     pending: &mut Pending,

@@ -43,7 +43,7 @@ use crate::runtime::sync::LockExt as _;
 
 /// A request's head (with any auth round trips) arrives within this, so a
 /// miss with the upstream down is answered within 10 s.
-pub const HEAD_DEADLINE: Duration = Duration::from_secs(8);
+pub(super) const HEAD_DEADLINE: Duration = Duration::from_secs(8);
 /// Where Debian keeps the system's trusted roots.
 const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// A token without `expires_in` is kept this long (the Docker spec's 60 s).
@@ -132,7 +132,7 @@ impl PullSecret {
 
 /// A `WWW-Authenticate` challenge.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Challenge {
+pub(super) enum Challenge {
     Basic,
     Bearer {
         realm: String,
@@ -142,7 +142,7 @@ pub enum Challenge {
 }
 
 /// Parse a `WWW-Authenticate` value (RFC 7235 auth-params, quoted or not).
-pub fn parse_challenge(v: &str) -> Option<Challenge> {
+pub(super) fn parse_challenge(v: &str) -> Option<Challenge> {
     let v = v.trim();
     let (scheme, rest) = v.split_once(char::is_whitespace).unwrap_or((v, ""));
     if scheme.eq_ignore_ascii_case("basic") {
@@ -205,7 +205,7 @@ fn auth_params(s: &str) -> Vec<(String, String)> {
 }
 
 /// A token answer's token and lifetime (seconds).
-pub fn parse_token(body: &[u8]) -> Option<(String, u64)> {
+pub(super) fn parse_token(body: &[u8]) -> Option<(String, u64)> {
     let v: serde_json::Value = serde_json::from_slice(body).ok()?;
     let token = v
         .get("token")

@@ -20,12 +20,12 @@ use crate::runtime::sync::LockExt as _;
 
 /// Running transfers per client address.
 #[derive(Default)]
-pub struct Clients {
+pub(super) struct Clients {
     counts: Mutex<HashMap<IpAddr, usize>>,
 }
 
 /// One transfer's place in its client's count; released on drop.
-pub struct ClientSlot {
+pub(super) struct ClientSlot {
     clients: Arc<Clients>,
     ip: IpAddr,
 }
@@ -40,7 +40,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
 impl Clients {
     /// A slot for one more transfer to `ip`, or `None` when it already
     /// holds `limit`.
-    pub fn try_acquire(self: &Arc<Self>, ip: IpAddr, limit: usize) -> Option<ClientSlot> {
+    pub(super) fn try_acquire(self: &Arc<Self>, ip: IpAddr, limit: usize) -> Option<ClientSlot> {
         let ip = canonical(ip);
         let mut m = self.counts.locked();
         let n = m.get(&ip).copied().unwrap_or(0);
@@ -56,7 +56,7 @@ impl Clients {
 
     /// Transfers `ip` holds now.
     #[cfg(test)]
-    pub fn count(&self, ip: IpAddr) -> usize {
+    pub(super) fn count(&self, ip: IpAddr) -> usize {
         self.counts
             .locked()
             .get(&canonical(ip))

@@ -28,7 +28,7 @@ use crate::services::dns::records::{HickoryZone, NameClass};
 /// It also serves the SOA for negative answers with the RFC 2308 section 3
 /// TTL, min(SOA TTL, SOA MINIMUM), so NXDOMAIN/NODATA are cached for
 /// `dns.negativeTtl` (hickory looks that SOA up with no request info).
-pub struct WildcardFix {
+pub(super) struct WildcardFix {
     inner: InMemoryZoneHandler<TokioRuntimeProvider>,
     zone: HickoryZone,
     negative_soa: Option<Record>,

@@ -36,7 +36,7 @@ pub(super) fn tmp_of(path: &Path) -> PathBuf {
 
 /// Write `bytes` to `path` atomically (temp file, fsync, rename, fsync of
 /// the directory); a failed attempt removes its temp file.
-pub fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = tmp_of(path);
     let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
         Some(d) => d.to_path_buf(),

@@ -51,19 +51,19 @@ mod source;
 
 use super::ignition::Target;
 use crate::runtime::sync::LockExt as _;
-pub use source::of_bytes;
+pub(super) use source::of_bytes;
 use source::{Key, Located, locate, merge, read};
 
 /// Bytes of bodies the cache keeps at most.
-pub const MAX_CACHE_BYTES: usize = 256 * 1024 * 1024;
+pub(super) const MAX_CACHE_BYTES: usize = 256 * 1024 * 1024;
 /// Ignition reads/merges running at once.
-pub const MAX_LOADS: usize = 2;
+pub(super) const MAX_LOADS: usize = 2;
 /// How long the file found for a (dir, target) is trusted unlooked-at.
-pub const RECHECK: Duration = Duration::from_secs(1);
+pub(super) const RECHECK: Duration = Duration::from_secs(1);
 
 /// Why an ignition body could not be made.
 #[derive(Debug, thiserror::Error)]
-pub enum IgnError {
+pub(super) enum IgnError {
     /// The file to serve does not exist (name relative to ignitionDir).
     #[error("{0} missing")]
     Missing(String),
@@ -74,7 +74,7 @@ pub enum IgnError {
 
 /// One shared body (in pieces) and its validator.
 #[derive(Debug, Clone)]
-pub struct IgnBody {
+pub(super) struct IgnBody {
     /// The body: one piece for a file served as it is; a merged body is
     /// slices of its role file's cached bytes and the bytes the merge adds.
     pub parts: Arc<[Bytes]>,
@@ -98,7 +98,7 @@ impl IgnBody {
     }
 
     /// Body bytes.
-    pub fn len(&self) -> u64 {
+    pub(super) fn len(&self) -> u64 {
         self.parts.iter().map(|p| p.len() as u64).sum()
     }
 }
@@ -151,7 +151,7 @@ impl Inner {
 }
 
 /// Shared ignition bodies plus the bounds on loads.
-pub struct IgnCache {
+pub(super) struct IgnCache {
     inner: Mutex<Inner>,
     loads: Semaphore,
     /// Keys being loaded: later requests for one wait for its first load.
@@ -172,7 +172,7 @@ impl Default for IgnCache {
 impl IgnCache {
     /// A cache that trusts a located file for `recheck` ([`RECHECK`] by
     /// default; zero: look at the file on every request).
-    pub fn with_recheck(recheck: Duration) -> IgnCache {
+    pub(super) fn with_recheck(recheck: Duration) -> IgnCache {
         IgnCache {
             inner: Mutex::default(),
             loads: Semaphore::new(MAX_LOADS),
@@ -331,7 +331,7 @@ impl IgnCache {
     /// The body answering `t` from `dir`: shared from the cache while the
     /// source file is unchanged, else read (and merged) under the load
     /// bounds and cached.
-    pub async fn load(&self, dir: &Path, t: &Target) -> Result<IgnBody, IgnError> {
+    pub(super) async fn load(&self, dir: &Path, t: &Target) -> Result<IgnBody, IgnError> {
         if let Some(b) = self.recent_body(dir, t) {
             return Ok(b);
         }

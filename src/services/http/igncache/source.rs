@@ -264,7 +264,7 @@ pub(super) fn merge(
 /// A body made from `raw` rather than a file (the day-2 workers' pointer
 /// config, a few hundred bytes: made per request, not cached), with
 /// `added` (a node's hostname, a static node's keyfile) merged in.
-pub fn of_bytes(raw: Bytes, added: &[FileEntry], detail: &str) -> Result<IgnBody, IgnError> {
+pub(crate) fn of_bytes(raw: Bytes, added: &[FileEntry], detail: &str) -> Result<IgnBody, IgnError> {
     let etag = range::content_etag(&raw);
     let base = IgnBody::new(Arc::new([raw]), etag, detail.into());
     if added.is_empty() {
