@@ -12,7 +12,9 @@
 # - Binaries that would fight over one host resource never run at the same
 #   time (see `groups_of`): the qemu/TCG guests (CPU: two at once on a small
 #   host make both slow enough to hit their boot timeouts), the libvirtd
-#   the libvirt tests start and stop, and loop devices.
+#   the libvirt tests start and stop, loop devices, and the hostile-host
+#   floods (each counts what got through in a fixed time: two at once on a
+#   small host starve each other's clients).
 # - The longest binaries start first: their last times are kept in
 #   target/test-times.tsv (a first run uses the seed times below).
 # - At the end: one line per binary (status, seconds, tests), the sum of the
@@ -48,6 +50,7 @@ groups_of() {
     test:coreos_install) echo tcg loopdev ;;
     test:netboot_qemu | test:netboot_proxy_qemu | test:sno_boot | test:iso_boot | test:demo_chroot) echo tcg ;;
     test:registry_durable) echo loopdev ;;
+    test:ha_hostile | test:http_slowread | test:admin_hostile | test:http_pressure) echo flood ;;
   esac
 }
 
