@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs missing system packages, checks formatting
-# and lints, then runs every test. Tests that need root, network namespaces
+# and lints, then runs every test binary (scripts/run-tests.sh: built once,
+# TEST_JOBS of them at a time, default 3). Tests that need root, network namespaces
 # or /dev/kvm print "SKIPPED <test>: <why>" when those are unavailable; they
 # are listed at the end, and with CI=true any of them fails the suite
 # (scripts/skip-gate.sh).
@@ -16,6 +17,6 @@ CRC_SKIP_LOG=$(mktemp)
 export CRC_SKIP_LOG
 trap 'rm -f "$CRC_SKIP_LOG"' EXIT
 rc=0
-cargo test --workspace --all-targets --no-fail-fast -- --test-threads="${TEST_THREADS:-4}" || rc=$?
+./scripts/run-tests.sh || rc=$?
 ./scripts/skip-gate.sh "$CRC_SKIP_LOG" || rc=1
 exit "$rc"

@@ -45,8 +45,14 @@ fn start_in(ns: &Netns, clock: &str, extra: &str) -> Appliance {
         .start(&yaml)
 }
 
-/// chronyd in `ns` with only `server 127.0.0.1 iburst`, not touching the
-/// system clock (`-x`), its command socket in `dir`.
+/// chrony's poll interval (log2 seconds): a quarter of a second, so that
+/// chrony decides in about a second, not after its default 2 s bursts and
+/// 64 s polls (the appliance answers 8 requests a second per client).
+const POLL: i32 = -2;
+
+/// chronyd in `ns` with only `server 127.0.0.1 iburst` (polling every
+/// [`POLL`]), not touching the system clock (`-x`), its command socket in
+/// `dir`.
 struct Chrony {
     child: Child,
     sock: PathBuf,
@@ -69,7 +75,7 @@ impl Chrony {
         std::fs::write(
             &conf,
             format!(
-                "server 127.0.0.1 iburst\nbindcmdaddress {}\ncmdport 0\npidfile {}\n",
+                "server 127.0.0.1 iburst minpoll {POLL} maxpoll {POLL}\nbindcmdaddress {}\ncmdport 0\npidfile {}\n",
                 sock.display(),
                 dir.join("chronyd.pid").display()
             ),
@@ -155,23 +161,40 @@ fn chrony_selects_a_synchronised_appliance_and_ntpdate_and_sntp_agree() {
     require_tools!("ntpdate", "sntp");
     let _app = start_in(&ns, "synchronised", "");
     let chrony = Chrony::start(&ns, dir.path());
+    // Selected, and a sample within 10 ms: one sample on a loaded host can
+    // be off by its delay asymmetry (tens of ms, within chrony's error
+    // bound); an appliance serving a wrong time never gets there.
     let deadline = Instant::now() + Duration::from_secs(40);
-    let (offset, last) = loop {
+    loop {
         let last = chrony.sources();
         if let Some((state, off)) = source_row(&last)
             && state == "*"
+            && off.abs() < 0.010
         {
-            break (off, last);
+            break;
         }
         assert!(
             Instant::now() < deadline,
-            "chrony did not select the appliance: {last}\n{}",
+            "chrony did not select the appliance with an offset under 10 ms: {last}\n{}",
             std::fs::read_to_string(dir.path().join("chronyd.log")).unwrap_or_default()
         );
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    assert!(offset.abs() < 0.010, "chrony offset {offset} s: {last}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // ntpsec's ntpdate -q and sntp agree on an offset under 10 ms, in one
+    // of five tries (the same delay asymmetry).
+    let mut tries = Vec::new();
+    for _ in 0..5 {
+        let (a, b) = ntpdate_and_sntp(&ns);
+        if a.abs() < 0.010 && b.abs() < 0.010 && (a - b).abs() < 0.010 {
+            return;
+        }
+        tries.push(format!("ntpdate {a} s, sntp {b} s"));
+    }
+    panic!("no try under 10 ms: {tries:?}");
+}
 
+/// One `ntpdate -q` and one `sntp` of the appliance: their offsets.
+fn ntpdate_and_sntp(ns: &Netns) -> (f64, f64) {
     // ntpsec's ntpdate -q: "... offset +0.000012 ..." or a table.
     let (code, out, err) = run(
         "ip",
@@ -182,11 +205,7 @@ fn chrony_selects_a_synchronised_appliance_and_ntpdate_and_sntp_agree() {
     let (code, out2, err2) = run("ip", &["netns", "exec", ns.name(), "sntp", "127.0.0.1"]);
     assert_eq!(code, 0, "sntp: {out2}{err2}");
     let b = first_offset(&out2).unwrap_or_else(|| panic!("no offset in sntp output: {out2}"));
-    assert!(
-        a.abs() < 0.010 && b.abs() < 0.010,
-        "ntpdate {a} s, sntp {b} s"
-    );
-    assert!((a - b).abs() < 0.010, "ntpdate {a} s vs sntp {b} s");
+    (a, b)
 }
 
 /// The first signed decimal (`+0.000123` / `-0.000123`) in `text`.
@@ -204,16 +223,23 @@ fn chrony_does_not_select_an_unsynchronised_appliance() {
     require_tools!("curl");
     let _app = start_in(&ns, "unsynchronised", "");
     let chrony = Chrony::start(&ns, dir.path());
-    // iburst: four exchanges in the first ~8 s; then the source would have
-    // been selected had it been acceptable. Wait until it has answered.
+    // chrony selects an acceptable source after its first four exchanges
+    // (the other tests: about a second at this poll interval); watch it
+    // until the appliance has answered it 10 times (its burst of 8 takes
+    // about 2 s, then it polls this source about once a second), at least
+    // 4 s.
     let t0 = Instant::now();
     let mut last = String::new();
-    while t0.elapsed() < Duration::from_secs(14) {
+    while t0.elapsed() < Duration::from_secs(4) || ntp_replies(&ns) < 10 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(40),
+            "the appliance answered chrony fewer than 10 times in 40 s"
+        );
         last = chrony.sources();
         if let Some((state, _)) = source_row(&last) {
             assert_ne!(state, "*", "selected an unsynchronised server: {last}");
         }
-        std::thread::sleep(Duration::from_millis(500));
+        std::thread::sleep(Duration::from_millis(250));
     }
     let row = source_row(&last).unwrap_or_else(|| panic!("no source row: {last}"));
     assert_ne!(row.0, "*", "{last}");
@@ -237,6 +263,25 @@ fn chrony_does_not_select_an_unsynchronised_appliance() {
     assert_eq!(ntp.leap, 3, "{ntp:?}");
     assert_eq!(ntp.stratum, 16, "{ntp:?}");
     assert_eq!(ntp.serving, "unsynchronised", "{ntp:?}");
+}
+
+/// `ntp.replies` of the appliance's status in `ns` (0 while unreadable).
+fn ntp_replies(ns: &Netns) -> u64 {
+    let (_, out, _) = run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            ns.name(),
+            "curl",
+            "-sf",
+            "http://127.0.0.1:19181/status",
+        ],
+    );
+    serde_json::from_str::<serde_json::Value>(&out)
+        .ok()
+        .and_then(|doc| doc["ntp"]["replies"].as_u64())
+        .unwrap_or(0)
 }
 
 #[test]
@@ -362,11 +407,21 @@ fn fuzzed_datagrams_never_stop_the_service_and_no_reply_is_larger() {
     let app = lab("  clientRate: 100000\n");
     let ntp = app.addr("ntp");
     let c = client("127.0.20.30");
-    c.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+    // Replies are read without waiting after each datagram (a 1 ms read
+    // timeout per datagram made the test wait 5000 timeouts); every 50
+    // datagrams the sender pauses 1 ms so the service keeps up, and the
+    // stragglers are read at the end. Every reply is checked either way.
+    c.set_nonblocking(true).unwrap();
     let mut rng = Rng(0x1234_5678_9abc_def1);
     let valid = request(0.0);
     let mut buf = [0u8; 2048];
     let mut replies = 0;
+    let mut check_replies = |c: &std::net::UdpSocket| {
+        while let Ok((n, _)) = c.recv_from(&mut buf) {
+            replies += 1;
+            assert_eq!(n, 48);
+        }
+    };
     for i in 0..5000 {
         let data: Vec<u8> = if i % 2 == 0 {
             let len = (rng.next() % 200) as usize;
@@ -381,11 +436,15 @@ fn fuzzed_datagrams_never_stop_the_service_and_no_reply_is_larger() {
             d
         };
         c.send_to(&data, ntp).unwrap();
-        while let Ok((n, _)) = c.recv_from(&mut buf) {
-            replies += 1;
-            assert_eq!(n, 48);
+        if i % 50 == 49 {
+            std::thread::sleep(Duration::from_millis(1));
         }
+        check_replies(&c);
     }
+    c.set_nonblocking(false).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    check_replies(&c);
     // Still serving, to a valid request.
     let c2 = client("127.0.20.31");
     c2.send_to(&request(0.0), ntp).unwrap();
@@ -469,12 +528,20 @@ fn sources_outside_the_cluster_networks_leave_no_rows_and_evict_no_node() {
     // The old table evicted the oldest row by the second: make master-0's
     // the oldest.
     std::thread::sleep(Duration::from_millis(1100));
+    // At most 100 requests in flight: on a loaded host a fixed pause let
+    // the service's receive buffer overflow, and a dropped request never
+    // counts.
     for i in 0..1100u32 {
         let ip = format!("127.0.{}.{}", 21 + i / 250, 1 + i % 250);
         let s = UdpSocket::bind(format!("{ip}:0")).unwrap();
         s.send_to(&request(-3600.0), ntp).unwrap();
-        if i % 50 == 49 {
-            std::thread::sleep(Duration::from_millis(2));
+        if i % 100 == 99 {
+            let read = u64::from(i) + 3;
+            wait_until(
+                "the service reads the requests",
+                Duration::from_secs(10),
+                || ntp_status(&app).requests >= read,
+            );
         }
     }
     let mut ntp = ntp_status(&app);

@@ -368,7 +368,8 @@ fn reload_cli_reports_taken_ports_and_invalid_files() {
 }
 
 /// A task of each service dying while it serves makes `serve` exit 1 with
-/// an error naming the task (`CRC_APPLIANCE_FAIL_TASK`, after 1.5 s).
+/// an error naming the task (`CRC_APPLIANCE_FAIL_TASK`, after 3 s; four
+/// appliances at a time).
 #[test]
 fn a_dead_service_task_stops_serve_with_an_error() {
     let yaml = common::loopback_cluster_with(
@@ -387,40 +388,55 @@ fn a_dead_service_task_stops_serve_with_an_error() {
         "admin listener",
         "tftp listener",
     ];
+    // Four appliances at a time (each waits out its fault's delay).
     let mut seen = HashSet::new();
-    for task in tasks {
-        let mut app = Appliance::launch()
-            .env("CRC_APPLIANCE_FAIL_TASK", &format!("{task}@1500"))
-            .start(&yaml);
-        // It serves normally first, every section in the typed schema.
-        let admin = app.addr("admin");
-        let (code, out, _) = run(
-            "curl",
-            &["-sS", "--max-time", "5", &format!("http://{admin}/status")],
-        );
-        assert_eq!(code, 0, "{task}: not serving before the fault");
-        let doc: crc_appliance::serve::status::StatusDoc =
-            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-        assert!(
-            doc.dns.is_some()
-                && doc.dhcp.is_some()
-                && doc.lb.as_ref().is_some_and(|l| l.pools.len() == 4)
-                && doc.http.is_some()
-                && doc.admin.is_some()
-                && doc.tftp.is_some(),
-            "{out}"
-        );
-        let code = app.wait_exit(Duration::from_secs(15));
-        assert_eq!(code, Some(Some(1)), "{task}: {}", app.log());
-        let log = app.log();
-        assert!(
-            log.contains(task) && log.contains("failed by CRC_APPLIANCE_FAIL_TASK"),
-            "{task}: {log}"
-        );
-        assert!(log.contains("stopping"), "{task}: {log}");
-        seen.insert(task);
+    for batch in tasks.chunks(4) {
+        std::thread::scope(|s| {
+            let runs: Vec<_> = batch
+                .iter()
+                .map(|task| s.spawn(|| dies_of_its_fault(&yaml, task)))
+                .collect();
+            for run in runs {
+                seen.insert(run.join().expect("a fault run panicked"));
+            }
+        });
     }
     assert_eq!(seen.len(), tasks.len());
+}
+
+/// `serve` on `yaml` with task `task` failing after 3 s: it serves every
+/// section first, then exits 1 naming the task. Returns `task`.
+fn dies_of_its_fault<'t>(yaml: &str, task: &'t str) -> &'t str {
+    let mut app = Appliance::launch()
+        .env("CRC_APPLIANCE_FAIL_TASK", &format!("{task}@3000"))
+        .start(yaml);
+    // It serves normally first, every section in the typed schema.
+    let admin = app.addr("admin");
+    let (code, out, _) = run(
+        "curl",
+        &["-sS", "--max-time", "5", &format!("http://{admin}/status")],
+    );
+    assert_eq!(code, 0, "{task}: not serving before the fault");
+    let doc: crc_appliance::serve::status::StatusDoc =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert!(
+        doc.dns.is_some()
+            && doc.dhcp.is_some()
+            && doc.lb.as_ref().is_some_and(|l| l.pools.len() == 4)
+            && doc.http.is_some()
+            && doc.admin.is_some()
+            && doc.tftp.is_some(),
+        "{out}"
+    );
+    let code = app.wait_exit(Duration::from_secs(15));
+    assert_eq!(code, Some(Some(1)), "{task}: {}", app.log());
+    let log = app.log();
+    assert!(
+        log.contains(task) && log.contains("failed by CRC_APPLIANCE_FAIL_TASK"),
+        "{task}: {log}"
+    );
+    assert!(log.contains("stopping"), "{task}: {log}");
+    task
 }
 
 /// `serve`'s own tasks are supervised like a service's: the install
