@@ -14,9 +14,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 # Hosts that only want DNS/DHCP/LB/HTTP build without libvirt.
 cargo clippy --no-default-features --all-targets -- -D warnings
 CRC_SKIP_LOG=$(mktemp)
-export CRC_SKIP_LOG
-trap 'rm -f "$CRC_SKIP_LOG"' EXIT
+# Where each test ran its appliance (tests/common: note_harness).
+CRC_HARNESS_LOG=$(mktemp)
+export CRC_SKIP_LOG CRC_HARNESS_LOG
+trap 'rm -f "$CRC_SKIP_LOG" "$CRC_HARNESS_LOG"' EXIT
 rc=0
 ./scripts/run-tests.sh || rc=$?
+./scripts/harness-count.sh "$CRC_HARNESS_LOG"
 ./scripts/skip-gate.sh "$CRC_SKIP_LOG" || rc=1
 exit "$rc"
