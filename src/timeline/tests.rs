@@ -561,24 +561,16 @@ fn an_old_bootstrap_in_place_file_is_a_hint_until_the_install_completes() {
             node: Some(s("master-0")),
         },
     );
-    t.apply(
-        2,
-        Event::BootstrapInPlaceAge {
-            secs: Some(19 * 3600),
-        },
-    );
-    assert!(t.view_at(&sno, 3, 600).hints.is_empty());
-    t.apply(
-        4,
-        Event::BootstrapInPlaceAge {
-            secs: Some(21 * 3600),
-        },
-    );
-    let v = t.view_at(&sno, 5, 600);
+    t.apply(2, Event::BootstrapInPlaceWritten { at: Some(1_000) });
+    assert!(t.view_at(&sno, 1_000 + 19 * 3600, 600).hints.is_empty());
+    t.apply(4, Event::BootstrapInPlaceWritten { at: Some(500) });
+    let v = t.view_at(&sno, 500 + 21 * 3600 + 5, 600);
     assert_eq!(v.hints.len(), 1, "{v:?}");
     assert_eq!(v.hints[0].kind, HintKind::StaleBootstrapInPlace);
     assert!(v.hints[0].message.contains("21 h ago"), "{:?}", v.hints[0]);
     // Not single-node: no hint whatever the age.
+    // The age grows with the clock, without a new event.
+    assert!(!t.view_at(&sno, 1_000 + 21 * 3600, 600).hints.is_empty());
     t.apply(6, Event::SingleNode { node: None });
-    assert!(t.view_at(&sno, 7, 600).hints.is_empty());
+    assert!(t.view_at(&sno, 500 + 21 * 3600, 600).hints.is_empty());
 }

@@ -8,6 +8,11 @@
 //! reload that changes `interval` or `caFile` applies to the next check
 //! without resetting the backend's state. Flips are logged once.
 //!
+//! The install timeline hears from here when things happen, once each: a
+//! backend's health flip (healthy in its pool; an api backend going down,
+//! a single-node master's reboot), bootstrap completion, the bootstrap's
+//! removal and a stale marker appearing or going away ([`Told`]).
+//!
 //! The probe is a trait ([`Probe`], after pingora's `HealthCheck`) so the
 //! loop is tested in-process with scripted results and paused time.
 
@@ -29,6 +34,8 @@ use crate::runtime::lograte::LogRate;
 use crate::runtime::probe::ProbeError;
 use crate::runtime::sync::LockExt as _;
 use crate::services::lb::status::BootstrapCompleteBy;
+use crate::timeline::prober::pool_of;
+use crate::timeline::{Event, Events};
 
 /// Local errors of one backend's checks: at most one line a minute.
 const LOCAL_ERROR_LOG: std::time::Duration = std::time::Duration::from_secs(60);
@@ -71,10 +78,25 @@ async fn halted(stop: &CancellationToken, retired: &CancellationToken) {
     }
 }
 
-/// Check `b` every `interval` until `stop` (shutdown) or its retirement.
+/// What `b`'s health flip (`up`) tells the install timeline.
+fn flip_event(b: &Backend, up: bool) -> Option<Event> {
+    let node = b.key.node.clone();
+    if up {
+        Some(Event::Healthy {
+            node,
+            pool: pool_of(b.key.pool),
+        })
+    } else {
+        (b.key.pool == PoolKind::Api).then_some(Event::ApiDown { node })
+    }
+}
+
+/// Check `b` every `interval` until `stop` (shutdown) or its retirement;
+/// each flip is recorded in `events`.
 pub async fn check_loop(
     b: Arc<Backend>,
     settings: Arc<ArcSwap<CheckSettings>>,
+    events: Events,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let pool = b.key.pool;
@@ -134,6 +156,9 @@ pub async fn check_loop(
                 ),
                 None => {}
             }
+            if let Some(ev) = flip.and_then(|up| flip_event(&b, up)) {
+                events.record(ev);
+            }
         }
         continue_after(&mut next);
     }
@@ -191,24 +216,61 @@ impl BootstrapWatch {
     }
 }
 
+/// What the bootstrap watch told the install timeline so far.
+#[derive(Debug, Default)]
+struct Told {
+    complete: bool,
+    removed: bool,
+    stale: Option<String>,
+}
+
+impl Told {
+    /// The events of what changed since the last look: completion and
+    /// removal once (the timeline keeps their first time), the stale
+    /// marker whenever it appears, changes or goes away.
+    fn news(&mut self, complete: bool, removed: bool, stale: Option<String>) -> Vec<Event> {
+        let mut evs = Vec::new();
+        if complete && !self.complete {
+            self.complete = true;
+            evs.push(Event::BootstrapComplete);
+        }
+        if removed && !self.removed {
+            self.removed = true;
+            evs.push(Event::BootstrapRemoved);
+        }
+        if stale != self.stale {
+            self.stale.clone_from(&stale);
+            evs.push(Event::StaleMarker { path: stale });
+        }
+        evs
+    }
+}
+
 /// Decide the bootstrap's completion and retirement every `interval`
-/// ([`bootstrap_tick`]); the marker is looked at here, once per tick (the
-/// timeline reads the result from the LB's status).
+/// ([`bootstrap_tick`]); the marker is looked at here, once per tick; what
+/// changed is recorded in `events`.
 pub async fn bootstrap_watch(
     pools: Arc<ArcSwap<Pools>>,
     settings: Arc<ArcSwap<CheckSettings>>,
     memory: Arc<NodeMemory>,
     watch: Arc<BootstrapWatch>,
+    events: Events,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    let mut told = Told::default();
     loop {
         let path = watch.marker.load_full();
         let (marker, mtime) = look_at_marker(&path);
         let auto = **watch.mode.load() == RemoveBootstrap::Auto;
-        {
+        let news = {
             let mut report = watch.report.locked();
             note_marker(&mut report, marker, mtime, &path);
-            bootstrap_tick(&pools.load(), &memory, auto, &mut report);
+            let removed = bootstrap_tick(&pools.load(), &memory, auto, &mut report);
+            let stale = (marker == Marker::Stale).then(|| path.display().to_string());
+            told.news(report.complete.is_some(), removed, stale)
+        };
+        for ev in news {
+            events.record(ev);
         }
         let interval = settings.load().health.interval;
         tokio::select! {
@@ -419,6 +481,27 @@ mod tests {
         Arc::new(Backend::new(key, role, h, NodeFlags::default()))
     }
 
+    /// A timeline of a cluster with the nodes these tests name.
+    fn events() -> Events {
+        let yaml = r#"name: t
+baseDomain: crc.testing
+network: { cidr: 10.9.0.0/24, gateway: 10.9.0.1, applianceIP: 10.9.0.1 }
+nodes:
+  - { name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 10.9.0.5 }
+  - { name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }
+  - { name: w, role: worker, mac: "52:54:00:00:00:14", ip: 10.9.0.20 }
+"#;
+        let p = crate::config::from_str(
+            yaml,
+            std::path::Path::new("/"),
+            std::path::Path::new("/t.yaml"),
+        )
+        .unwrap();
+        let r = crate::timeline::Recorder::new(&p);
+        r.recorded();
+        r
+    }
+
     fn script(results: &[bool]) -> Arc<Script> {
         Arc::new(Script {
             results: Mutex::new(results.to_vec()),
@@ -435,6 +518,7 @@ mod tests {
         tokio::spawn(check_loop(
             b.clone(),
             settings(h, probe.clone()),
+            events(),
             stop.clone(),
         ));
         // Checks at t = 0, 2, 4, …: healthy after the third.
@@ -455,14 +539,45 @@ mod tests {
         stop.cancel();
     }
 
+    /// The timeline hears of a flip once, not at every check: up, then
+    /// (api pool) down.
+    #[tokio::test(start_paused = true)]
+    async fn a_health_flip_is_recorded_once() {
+        let h = health(2, 2);
+        let b = backend("master-0", Role::Master, PoolKind::Api, &h);
+        let mut results = vec![true; 10];
+        results.extend([false; 10]);
+        let probe = script(&results);
+        let ev = events();
+        let stop = CancellationToken::new();
+        tokio::spawn(check_loop(
+            b.clone(),
+            settings(h, probe),
+            ev.clone(),
+            stop.clone(),
+        ));
+        tokio::time::sleep(INTERVAL * 9 + Duration::from_millis(10)).await;
+        let node = || "master-0".to_string();
+        let healthy = Event::Healthy {
+            node: node(),
+            pool: crate::timeline::Pool::Api,
+        };
+        assert_eq!(ev.recorded(), [healthy], "ten successes, one flip");
+        tokio::time::sleep(INTERVAL * 10).await;
+        assert_eq!(ev.recorded(), [Event::ApiDown { node: node() }]);
+        assert!(ev.view().nodes[1].api_healthy.is_some());
+        stop.cancel();
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_reload_of_settings_keeps_state_and_changes_the_pace() {
         let h = health(1, 1);
         let b = backend("w", Role::Worker, PoolKind::IngressHttp, &h);
         let probe = script(&[true]);
         let s = settings(h, probe.clone());
+        let ev = events();
         let stop = CancellationToken::new();
-        tokio::spawn(check_loop(b.clone(), s.clone(), stop.clone()));
+        tokio::spawn(check_loop(b.clone(), s.clone(), ev.clone(), stop.clone()));
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(b.ready());
         let slow = HealthCfg {
@@ -510,6 +625,7 @@ mod tests {
         tokio::spawn(check_loop(
             b.clone(),
             settings(h, probe.clone()),
+            events(),
             stop.clone(),
         ));
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -529,6 +645,7 @@ mod tests {
         let task = tokio::spawn(check_loop(
             b.clone(),
             settings(h, probe.clone()),
+            events(),
             b.retired.clone(),
         ));
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -784,9 +901,10 @@ mod tests {
             all.iter().map(|b| (b.key.addr, true)).collect(),
         )));
         let s = settings(h, up.clone());
+        let ev = events();
         let stop = CancellationToken::new();
         for b in &all {
-            tokio::spawn(check_loop(b.clone(), s.clone(), stop.clone()));
+            tokio::spawn(check_loop(b.clone(), s.clone(), ev.clone(), stop.clone()));
         }
         let pools = Arc::new(ArcSwap::from_pointee(Pools { list }));
         let memory = Arc::new(NodeMemory::default());
@@ -800,6 +918,7 @@ mod tests {
             s,
             memory.clone(),
             watch.clone(),
+            ev.clone(),
             stop.clone(),
         ));
         tokio::time::sleep(INTERVAL * 5).await;
@@ -819,6 +938,33 @@ mod tests {
                 .filter(|b| b.role == Role::Master)
                 .all(|b| b.ready())
         );
+        // Each told once, though the watch looked every interval.
+        let told: Vec<Event> = ev
+            .recorded()
+            .into_iter()
+            .filter(|e| !matches!(e, Event::Healthy { .. } | Event::ApiDown { .. }))
+            .collect();
+        assert_eq!(told, [Event::BootstrapComplete, Event::BootstrapRemoved]);
         stop.cancel();
+    }
+
+    /// A stale marker is told when it appears and when it goes away.
+    #[test]
+    fn the_watch_tells_each_change_once() {
+        let mut t = Told::default();
+        assert!(t.news(false, false, None).is_empty());
+        let stale = || Some("/ign/bootstrap-complete".to_string());
+        assert_eq!(
+            t.news(false, false, stale()),
+            [Event::StaleMarker { path: stale() }]
+        );
+        assert!(t.news(false, false, stale()).is_empty());
+        assert_eq!(
+            t.news(true, false, None),
+            [Event::BootstrapComplete, Event::StaleMarker { path: None }]
+        );
+        assert_eq!(t.news(true, true, None), [Event::BootstrapRemoved]);
+        assert!(t.news(true, true, None).is_empty());
+        assert!(t.news(true, false, None).is_empty(), "a revived bootstrap");
     }
 }

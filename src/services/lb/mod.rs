@@ -137,7 +137,8 @@ pub struct Lb {
     tasks: Tasks,
     conns: TaskTracker,
     conns_stop: CancellationToken,
-    /// The install timeline: machine-config connections from node addresses.
+    /// The install timeline: machine-config connections from node
+    /// addresses, health flips, the bootstrap's completion and removal.
     events: Events,
     /// The cluster of the last commit: who may use the machine-config
     /// frontend ([`access::machine_config`]).
@@ -208,6 +209,7 @@ impl Lb {
                 lb.settings.clone(),
                 lb.memory.clone(),
                 lb.bootstrap.clone(),
+                lb.events.clone(),
                 stop,
             ),
         );
@@ -225,7 +227,12 @@ impl Lb {
         self.tasks.spawn(
             format!("lb check {} {}", backend.key.pool, backend.key.node),
             stop.clone(),
-            checker::check_loop(backend.clone(), self.settings.clone(), stop),
+            checker::check_loop(
+                backend.clone(),
+                self.settings.clone(),
+                self.events.clone(),
+                stop,
+            ),
         );
     }
 
