@@ -331,6 +331,37 @@ nodes:
         crate::config::from_str(yaml, Path::new("/"), Path::new("/t.yaml")).unwrap()
     }
 
+    /// A subscriber hears each event recorded here or taken from the HA
+    /// peer, outside the lock (it may read the timeline and record).
+    #[test]
+    fn subscribers_hear_local_and_peer_events_and_may_record() {
+        use crate::runtime::control::SyncControl as _;
+        let p = plan();
+        let (a, b) = (Recorder::new(&p), Recorder::new(&p));
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let weak = Arc::downgrade(&b);
+        let h = heard.clone();
+        b.subscribe(move |ev| {
+            h.locked().push(ev.clone());
+            if let (Event::MachineConfigConnect { node }, Some(b)) = (ev, weak.upgrade())
+                && b.last_machine_config(node).is_some()
+            {
+                b.record(Event::InstallFinished { node: node.clone() });
+            }
+        });
+        a.machine_config_connect("10.9.0.10".parse().unwrap());
+        let (_, doc) = a.sync_state();
+        assert_eq!(b.merge_state(doc), Ok(1));
+        let connect = Event::MachineConfigConnect {
+            node: "master-0".into(),
+        };
+        let finished = Event::InstallFinished {
+            node: "master-0".into(),
+        };
+        assert_eq!(*heard.locked(), [connect, finished]);
+        assert!(b.view().nodes[1].install_finished.is_some());
+    }
+
     /// HA: B applies what A observed (at A's times) once, relays it, and
     /// A takes nothing back.
     #[test]

@@ -117,9 +117,10 @@ fn an_operator_fetch_is_not_progress() {
     assert_eq!(v.operator_fetches[0].unix_time, 199, "newest first");
 }
 
-/// The HTTP fetch log is sampled once a tick, the install end is recorded
-/// at once: a fast install (image download right after the ignition) must
-/// not lose its ignition step; a fetch after the install end is not one.
+/// A fetch carries its own time and may be applied after the install end
+/// (recorded by another task, or taken from the HA peer): a fast install
+/// (image download right after the ignition) must not lose its ignition
+/// step; a fetch after the install end is not one.
 #[test]
 fn an_ignition_sampled_after_the_install_end_still_counts() {
     let mut t = Timeline::default();
@@ -167,7 +168,7 @@ fn a_rejected_install_starts_a_new_attempt() {
         },
     );
     assert!(!t.fetched_ignition("master-0"), "a new attempt");
-    // The old fetch, sampled again from the fetch log, stays in the past.
+    // The old fetch, applied again (the HA peer's log), stays in the past.
     t.apply(125, ign(Some("master-0"), "127.0.10.10", 110));
     assert!(!t.fetched_ignition("master-0"));
     t.apply(130, run);
