@@ -40,6 +40,10 @@
 //! client retries), the records stay marked unwritten and the error is
 //! logged. Changes no reply waits for are written within a second.
 //!
+//! The install timeline hears of a node's lease from here: each ACK that
+//! binds or renews one (after its batch, outside the table's lock), and
+//! the table's bound leases at each commit (the lease file's at start).
+//!
 //! Reload: the reply configuration is swapped between batches and the lease
 //! table is rebuilt under the new reservations (leases that no longer fit
 //! are dropped and logged); the socket is kept unless `dhcp.listen` or

@@ -27,7 +27,8 @@ pub const BIP_WATCH: Duration = Duration::from_secs(1);
 
 /// Take each machine-config connection the timeline records into the
 /// network-boot install state (the installed system's first contact is
-/// its install end). Holds `ctx` weakly: the recorder outlives nothing.
+/// its install end). Holds `ctx` weakly: the recorder must not keep a
+/// stopped service's state alive.
 pub(crate) fn follow_machine_config(ctx: &Arc<Ctx>, events: &Events) {
     let weak = Arc::downgrade(ctx);
     events.subscribe(move |ev| {

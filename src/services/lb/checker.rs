@@ -34,7 +34,7 @@ use crate::runtime::lograte::LogRate;
 use crate::runtime::probe::ProbeError;
 use crate::runtime::sync::LockExt as _;
 use crate::services::lb::status::BootstrapCompleteBy;
-use crate::timeline::prober::pool_of;
+use crate::timeline::prober::health_event;
 use crate::timeline::{Event, Events};
 
 /// Local errors of one backend's checks: at most one line a minute.
@@ -75,19 +75,6 @@ async fn halted(stop: &CancellationToken, retired: &CancellationToken) {
     tokio::select! {
         _ = stop.cancelled() => {}
         _ = retired.cancelled() => stop.cancel(),
-    }
-}
-
-/// What `b`'s health flip (`up`) tells the install timeline.
-fn flip_event(b: &Backend, up: bool) -> Option<Event> {
-    let node = b.key.node.clone();
-    if up {
-        Some(Event::Healthy {
-            node,
-            pool: pool_of(b.key.pool),
-        })
-    } else {
-        (b.key.pool == PoolKind::Api).then_some(Event::ApiDown { node })
     }
 }
 
@@ -156,7 +143,7 @@ pub async fn check_loop(
                 ),
                 None => {}
             }
-            if let Some(ev) = flip.and_then(|up| flip_event(&b, up)) {
+            if let Some(ev) = flip.and_then(|up| health_event(b.key.pool, &b.key.node, up)) {
                 events.record(ev);
             }
         }
