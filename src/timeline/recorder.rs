@@ -19,7 +19,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -30,14 +30,14 @@ use crate::model::cluster::MacAddr;
 use crate::model::cluster::Role;
 use crate::plan::Plan;
 use crate::runtime::metrics::{Kind, family};
-use crate::runtime::sync::{LockExt as _, RwLockExt as _};
+use crate::runtime::sync::LockExt as _;
 use crate::timeline::status::{ClusterPhase, TimelineStatus};
 
 /// The handle the services report to.
 pub type Events = Arc<Recorder>;
 
 /// Told of every event applied ([`Recorder::subscribe`]).
-type Subscriber = Box<dyn Fn(&Event) + Send + Sync>;
+type Subscriber = Arc<dyn Fn(&Event) + Send + Sync>;
 
 struct NodeRef {
     name: String,
@@ -57,7 +57,7 @@ pub struct Recorder {
     /// `loadBalancer.csrHintAfter` in seconds.
     csr_hint_after: AtomicU64,
     /// Told of each event after it was applied (lock released).
-    subscribers: RwLock<Vec<Subscriber>>,
+    subscribers: ArcSwap<Vec<Subscriber>>,
     /// Unit tests: every event recorded, in order ([`Recorder::recorded`]).
     #[cfg(test)]
     recorded: Mutex<Vec<Event>>,
@@ -93,7 +93,7 @@ impl Recorder {
             shared: Mutex::new(Shared::default()),
             nodes: ArcSwap::from_pointee(refs(plan)),
             csr_hint_after: AtomicU64::new(plan.cluster.lb.csr_hint_after.as_secs()),
-            subscribers: RwLock::new(Vec::new()),
+            subscribers: ArcSwap::from_pointee(Vec::new()),
             #[cfg(test)]
             recorded: Mutex::new(Vec::new()),
         });
@@ -132,19 +132,21 @@ impl Recorder {
     /// that acts on another's observation (HTTP's install state on the
     /// LB's machine-config connections) subscribes instead of polling.
     pub fn subscribe(&self, f: impl Fn(&Event) + Send + Sync + 'static) {
-        self.subscribers.write_locked().push(Box::new(f));
+        let f: Subscriber = Arc::new(f);
+        self.subscribers.rcu(|v| {
+            let mut v = Vec::clone(v);
+            v.push(f.clone());
+            v
+        });
     }
 
     fn has_subscribers(&self) -> bool {
-        !self.subscribers().is_empty()
+        !self.subscribers.load().is_empty()
     }
 
-    fn subscribers(&self) -> std::sync::RwLockReadGuard<'_, Vec<Subscriber>> {
-        self.subscribers.read_locked()
-    }
-
+    /// Call each subscriber, no lock held (one may record again).
     fn tell(&self, ev: &Event) {
-        for f in self.subscribers().iter() {
+        for f in self.subscribers.load_full().iter() {
             f(ev);
         }
     }
