@@ -210,7 +210,7 @@ admin:
         .unwrap()
         .set_modified(old)
         .unwrap();
-    // The timeline samples the HTTP section once a second.
+    // HTTP looks at the file's time once a second and records a change.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let dom = loop {
         let dom = chromium(&format!("http://{admin}/"), &["--dump-dom"]);

@@ -439,19 +439,19 @@ fn dies_of_its_fault<'t>(yaml: &str, task: &'t str) -> &'t str {
     task
 }
 
-/// `serve`'s own tasks are supervised like a service's: the install
-/// timeline sampler panicking (injected by `CRC_APPLIANCE_FAIL_TASK`)
-/// stops `serve` with exit 1 and an error naming the task, instead of
-/// freezing the timeline silently.
+/// `serve`'s own tasks are supervised like a service's: the single-node
+/// prober (it runs, idle, in every cluster) panicking (injected by
+/// `CRC_APPLIANCE_FAIL_TASK`) stops `serve` with exit 1 and an error naming
+/// the task, instead of freezing the timeline silently.
 #[test]
-fn a_panicking_timeline_sampler_stops_serve_naming_it() {
+fn a_panicking_serve_task_stops_serve_naming_it() {
     let yaml = common::loopback_cluster_with(
         "dns:\n  listen: [\"127.0.0.1:0\"]\nadmin:\n  listen: 127.0.0.1:0\n",
     );
     let mut app = Appliance::launch()
         .env(
             "CRC_APPLIANCE_FAIL_TASK",
-            "serve timeline sampler@1500:panic",
+            "serve single-node prober@1500:panic",
         )
         .start(&yaml);
     let admin = app.addr("admin");
@@ -464,7 +464,7 @@ fn a_panicking_timeline_sampler_stops_serve_naming_it() {
     let log = app.log();
     assert_eq!(code, Some(Some(1)), "{log}");
     assert!(
-        log.contains("serve timeline sampler") && log.contains("panicked"),
+        log.contains("serve single-node prober") && log.contains("panicked"),
         "{log}"
     );
     assert!(log.contains("stopping"), "{log}");

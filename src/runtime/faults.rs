@@ -21,7 +21,7 @@ pub type TaskFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
 
 /// Environment variable naming tasks to fail (test builds only):
 /// comma-separated prefixes of task names (`dns udp`, `dhcp lease writer`,
-/// `lb frontend api`, `serve timeline sampler`, …), each optionally with
+/// `lb frontend api`, `serve single-node prober`, …), each optionally with
 /// `@<milliseconds>` after which the task fails (default: at once) and
 /// `:panic` to make it panic instead of returning an error. `reload
 /// stage@<ms>` instead holds every reload that long in its staging phase.

@@ -203,8 +203,9 @@ impl Hub {
     }
 
     /// The `/status` document: the plan's summary, every service's section
-    /// (admin adds its own) and the install timeline as it stands (sampled
-    /// by `serve`'s tick, [`Hub::sample_timeline`]; reading changes nothing).
+    /// (admin adds its own) and the install timeline as it stands (the
+    /// services record its events when things happen; reading changes
+    /// nothing).
     pub fn status_doc(&self) -> StatusDoc {
         let hub = self;
         let plan = hub.plan();
@@ -232,11 +233,6 @@ impl Hub {
         doc.ha = hub.ha().status();
         doc.timeline = Some(hub.events().view());
         doc
-    }
-
-    /// One timeline tick ([`super::timeline::tick`]).
-    pub fn sample_timeline(&self) {
-        super::timeline::tick(&self.services, &self.events());
     }
 
     /// The `/metrics` text.

@@ -18,4 +18,3 @@ pub mod registry;
 pub mod reload;
 pub mod status;
 pub mod supervisor;
-pub mod timeline;

@@ -10,7 +10,7 @@
 //! hub ([`crate::serve::supervisor`]).
 //!
 //! Invariant: every function that lists all services destructures
-//! `Services` (`all`, `sync_parts`, `status_into`, the timeline tick), so a
+//! `Services` (`all`, `sync_parts`, `status_into`), so a
 //! field added and not handled there does not compile.
 
 use std::sync::Arc;
@@ -58,7 +58,8 @@ impl Services {
                 ServiceKind::Libvirt => s.create_libvirt(plan, events, ctx).await?,
                 ServiceKind::Dns => s.dns = Some(dns::Dns::new(plan, ctx).context("DNS")?),
                 ServiceKind::Dhcp => {
-                    s.dhcp = Some(dhcp::Dhcp::new(plan, ctx).await.context("DHCP")?)
+                    let d = dhcp::Dhcp::new(plan, events.clone(), ctx);
+                    s.dhcp = Some(d.await.context("DHCP")?)
                 }
                 ServiceKind::Dhcp6 => {
                     s.dhcp6 = Some(dhcp6::Dhcp6::new(plan, ctx).await.context("DHCPv6")?)
@@ -73,7 +74,8 @@ impl Services {
                     s.csr = Some(csr::Csr::new(plan, events.clone(), ctx).context("CSR approval")?)
                 }
                 ServiceKind::Registry => {
-                    s.registry = Some(registry::Registry::new(plan, ctx).context("registry")?)
+                    let r = registry::Registry::new(plan, events.clone(), ctx);
+                    s.registry = Some(r.context("registry")?)
                 }
                 // Serves the hub that holds this registry: created after it.
                 ServiceKind::Admin => {}

@@ -33,21 +33,9 @@ use crate::serve::reload;
 
 pub use crate::runtime::drain::GRACE;
 
-/// The name of `serve`'s own task set (signals, timeline sampler, the
-/// single-node prober, BMC `startOnServe`): its tasks fail `serve` like a service's would.
+/// The name of `serve`'s own task set (signals, the single-node prober,
+/// BMC `startOnServe`): its tasks fail `serve` like a service's would.
 pub const BACKGROUND: &str = "serve";
-
-/// Sample the services' status into the install timeline every
-/// [`crate::timeline::recorder::TICK`] until shutdown.
-async fn sample_timeline(hub: Arc<Hub>, stop: CancellationToken) -> anyhow::Result<()> {
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(crate::timeline::recorder::TICK) => {}
-        }
-        hub.sample_timeline();
-    }
-}
 
 /// Cancel `root` on SIGTERM or SIGINT (handlers installed by the caller at
 /// start, so a signal during start-up waits here instead of killing).
@@ -242,16 +230,10 @@ pub async fn serve_hosted(path: PathBuf, host: Host) -> anyhow::Result<()> {
     outcome
 }
 
-/// Start `serve`'s own tasks in `background`: the timeline sampler, the
-/// single-node prober and, for an HA member (its pair
+/// Start `serve`'s own tasks in `background`: the single-node prober and,
+/// for an HA member (its pair
 /// key `ha_token`), the VIP watch and the exchange with the peer.
 fn spawn_background(background: &Tasks, hub: &Arc<Hub>, plan: &Plan, ha_token: Option<String>) {
-    let t = background.token();
-    background.spawn(
-        "serve timeline sampler",
-        t.clone(),
-        sample_timeline(hub.clone(), t),
-    );
     let t = background.token();
     let h = hub.clone();
     background.spawn(

@@ -82,7 +82,7 @@ impl Timeline {
             Event::BootstrapRemoved => first(&mut self.bootstrap_removed, now),
             Event::StaleMarker { path } => self.stale_marker = path,
             Event::SingleNode { node } => self.single_node(node),
-            Event::BootstrapInPlaceAge { secs } => self.bip_age = secs,
+            Event::BootstrapInPlaceWritten { at } => self.bip_written = at,
             Event::ApiDown { node } => self.api_down(&node, now),
         }
     }
@@ -121,8 +121,8 @@ impl Timeline {
     /// the current attempt.
     fn node_ignition(&mut self, node: &str, at: u64) {
         let n = self.node(node);
-        // Fetches are sampled up to a tick late: one from before
-        // the install end (recorded at once) still counts.
+        // A fetch carries its own time: one from before the install end
+        // recorded after it still counts.
         if at >= n.attempt_since && n.t.install_finished.is_none_or(|f| at <= f) {
             first(&mut n.t.ignition, at);
         }

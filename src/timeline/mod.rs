@@ -6,18 +6,20 @@
 //! applied at (the caller's clock, so tests inject it); [`Timeline::view`]
 //! renders the `/status` section for the plan's nodes, and
 //! [`Timeline::view_at`] adds the hints that hold at a given time (a worker
-//! stuck on its CSRs, an ignored marker). The socket side
-//! ([`recorder`]) feeds it from the services' status and two direct hooks;
+//! stuck on its CSRs, an ignored marker, an old bootstrap-in-place file).
+//! The socket side ([`recorder`]) takes the events the services record
+//! when things happen;
 //! [`prober`] checks a single-node master itself when the LB is off.
 //!
 //! Invariants:
-//! - Every event is idempotent: applying the same observation again (the
-//!   recorder re-reads status sections every tick) changes nothing. First
-//!   times are kept (`min`), renewals count only a later lease expiry.
+//! - Every event is idempotent: applying the same observation again (a
+//!   service recording a state it already told, the HA peer resending its
+//!   log) changes nothing. First times are kept (`min`), renewals count
+//!   only a later lease expiry.
 //! - Ignition counts as install progress only when fetched from the node's
 //!   own address, within the current install attempt (after the last
-//!   rejected install) and not after the install end (the fetch log is
-//!   sampled a tick late, so a fetch from before the end still counts).
+//!   rejected install) and not after the install end (a fetch carries its
+//!   own time, so one from before the end recorded after it still counts).
 //!   Other fetches are operator fetches.
 //! - An install is finished only through [`Event::InstallFinished`], sent
 //!   on evidence: by the libvirt driver (guest shutdown after the ignition
@@ -101,9 +103,10 @@ pub enum Event {
     BootstrapRemoved,
     /// The install mode: `Some(master)` for single-node (bootstrap-in-place).
     SingleNode { node: Option<String> },
-    /// Seconds since the bootstrap-in-place Ignition was written
-    /// (single-node), `None` when not single-node or unreadable.
-    BootstrapInPlaceAge { secs: Option<u64> },
+    /// When (Unix seconds) the bootstrap-in-place Ignition was written
+    /// (single-node; the HTTP service watches the file), `None` when not
+    /// single-node or unreadable. Its age is taken when the view is made.
+    BootstrapInPlaceWritten { at: Option<u64> },
     /// The node's API backend is not healthy (single-node: after its
     /// bootstrap API was up, the node writes its disk and reboots).
     ApiDown { node: String },
@@ -154,7 +157,7 @@ impl Event {
             | Event::StaleMarker { .. }
             | Event::BootstrapRemoved
             | Event::SingleNode { .. }
-            | Event::BootstrapInPlaceAge { .. } => None,
+            | Event::BootstrapInPlaceWritten { .. } => None,
         }
     }
 }
@@ -181,8 +184,9 @@ pub struct Timeline {
     stale_marker: Option<String>,
     /// Single-node: the master and its bootstrap-in-place progress.
     single: Option<Single>,
-    /// The bootstrap-in-place Ignition's age (seconds), when known.
-    bip_age: Option<u64>,
+    /// When the bootstrap-in-place Ignition was written (Unix seconds),
+    /// when known.
+    bip_written: Option<u64>,
     /// The CSR approver's current alerts, by node.
     csr_alerts: BTreeMap<String, String>,
 }
@@ -366,7 +370,10 @@ impl Timeline {
                 commands: vec!["oc get csr".into()],
             });
         }
-        if let Some(age) = self.bip_age.filter(|a| *a > BIP_STALE_AFTER)
+        if let Some(age) = self
+            .bip_written
+            .map(|at| now.saturating_sub(at))
+            .filter(|a| *a > BIP_STALE_AFTER)
             && self.single.is_some()
             && v.phase < ClusterPhase::IngressReady
         {

@@ -19,6 +19,8 @@
 //!   in the plan, and is dropped when it leaves.
 //! - Every probe is bounded by `healthCheck.timeout`; a local failure (out
 //!   of descriptors) counts for nothing, as in the LB.
+//! - A health flip is recorded once, when it happens, as the LB records
+//!   its own ([`health_event`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -75,20 +77,21 @@ pub fn targets(plan: &Plan) -> Vec<Target> {
         .collect()
 }
 
-/// The event a target's health gives (the LB recorder's mapping).
+/// The event a target's health gives.
 pub fn event_of(t: &Target, healthy: bool) -> Option<Event> {
-    let pool = pool_of(t.pool);
+    health_event(t.pool, &t.node, healthy)
+}
+
+/// What `node`'s backend in `pool` turning `healthy` (or not) tells the
+/// timeline: healthy in its pool, or its API down; the LB's checks and
+/// this prober record it at each flip.
+pub fn health_event(pool: PoolKind, node: &str, healthy: bool) -> Option<Event> {
+    let node = node.to_string();
+    let pool = pool_of(pool);
     if healthy {
-        Some(Event::Healthy {
-            node: t.node.clone(),
-            pool,
-        })
-    } else if pool == Pool::Api {
-        Some(Event::ApiDown {
-            node: t.node.clone(),
-        })
+        Some(Event::Healthy { node, pool })
     } else {
-        None
+        (pool == Pool::Api).then_some(Event::ApiDown { node })
     }
 }
 
@@ -171,9 +174,9 @@ async fn tick(
                 node = %t.node, pool = ?t.pool, backend = %t.addr,
                 "single-node prober: backend {}", if up { "up" } else { "down" }
             );
-        }
-        if let Some(ev) = event_of(t, st.healthy()) {
-            events.record(ev);
+            if let Some(ev) = event_of(t, up) {
+                events.record(ev);
+            }
         }
     }
 }

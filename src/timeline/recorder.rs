@@ -1,16 +1,20 @@
 //! The socket side of the timeline: one [`Recorder`] per `serve`, held by
-//! the Hub and handed to the services that record what happens when it
-//! happens (the LB's machine-config connections, the HTTP ignition fetches
-//! and rootfs downloads, the libvirt install verdicts, BMC power-ons).
+//! the Hub and handed to the services ([`Events`]), which record what
+//! happens when it happens: the DHCP service a lease it bound or renewed,
+//! the LB a backend's health flip, bootstrap completion, its removal and
+//! an ignored marker, and every machine-config connection; HTTP its
+//! ignition fetches, rootfs downloads, boot ISOs, iPXE scripts, install
+//! ends and the bootstrap-in-place file's time; the registry a node's
+//! first request and its pull's end; the libvirt driver an install VM
+//! running and its verdicts; BMC power-ons; the CSR approver its
+//! approvals.
 //!
-//! Everything else is a state, sampled: `serve` turns the services' typed
-//! sections (DHCP leases, LB backend health, bootstrap completion, an
-//! ignored marker and bootstrap removal, the bootstrap-in-place age,
-//! libvirt domain states) into idempotent [`Event`]s once a second
-//! ([`TICK`], [`crate::serve::timeline`]) and hands them to
-//! [`Recorder::observe`]. The timeline never reads another module's status
-//! type, and reading `/status` records nothing. Step times are exact for
-//! fetches and connections and at most a tick late for the rest.
+//! Invariants: nothing samples the services' status (the timeline never
+//! reads another module's type, and reading `/status` records nothing);
+//! an event is applied under one lock at the time it is recorded (or at
+//! the time it carries: fetches, registry steps); a subscriber
+//! ([`Recorder::subscribe`]) hears every event applied, local or from the
+//! HA peer, after the lock is released, so it may read or record again.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -29,11 +33,11 @@ use crate::runtime::metrics::{Kind, family};
 use crate::runtime::sync::LockExt as _;
 use crate::timeline::status::{ClusterPhase, TimelineStatus};
 
-/// How often `serve` samples the services' status.
-pub const TICK: Duration = Duration::from_secs(1);
-
 /// The handle the services report to.
 pub type Events = Arc<Recorder>;
+
+/// Told of every event applied ([`Recorder::subscribe`]).
+type Subscriber = Arc<dyn Fn(&Event) + Send + Sync>;
 
 struct NodeRef {
     name: String,
@@ -52,6 +56,11 @@ pub struct Recorder {
     nodes: ArcSwap<Vec<NodeRef>>,
     /// `loadBalancer.csrHintAfter` in seconds.
     csr_hint_after: AtomicU64,
+    /// Told of each event after it was applied (lock released).
+    subscribers: ArcSwap<Vec<Subscriber>>,
+    /// Unit tests: every event recorded, in order ([`Recorder::recorded`]).
+    #[cfg(test)]
+    recorded: Mutex<Vec<Event>>,
 }
 
 use crate::runtime::clock::unix_now as now;
@@ -84,6 +93,9 @@ impl Recorder {
             shared: Mutex::new(Shared::default()),
             nodes: ArcSwap::from_pointee(refs(plan)),
             csr_hint_after: AtomicU64::new(plan.cluster.lb.csr_hint_after.as_secs()),
+            subscribers: ArcSwap::from_pointee(Vec::new()),
+            #[cfg(test)]
+            recorded: Mutex::new(Vec::new()),
         });
         r.record(single_node(plan));
         r
@@ -101,9 +113,48 @@ impl Recorder {
         self.tl.locked()
     }
 
+    /// Apply `ev`, observed now, then tell the subscribers.
     pub fn record(&self, ev: Event) {
-        let mut tl = self.lock();
-        self.apply_local(&mut tl, now(), ev);
+        #[cfg(test)]
+        self.recorded.locked().push(ev.clone());
+        let told = self.has_subscribers().then(|| ev.clone());
+        {
+            let mut tl = self.lock();
+            self.apply_local(&mut tl, now(), ev);
+        }
+        if let Some(ev) = told {
+            self.tell(&ev);
+        }
+    }
+
+    /// Call `f` with every event applied from now on (recorded here or
+    /// taken from the HA peer), outside the timeline's lock. A service
+    /// that acts on another's observation (HTTP's install state on the
+    /// LB's machine-config connections) subscribes instead of polling.
+    pub fn subscribe(&self, f: impl Fn(&Event) + Send + Sync + 'static) {
+        let f: Subscriber = Arc::new(f);
+        self.subscribers.rcu(|v| {
+            let mut v = Vec::clone(v);
+            v.push(f.clone());
+            v
+        });
+    }
+
+    fn has_subscribers(&self) -> bool {
+        !self.subscribers.load().is_empty()
+    }
+
+    /// Call each subscriber, no lock held (one may record again).
+    fn tell(&self, ev: &Event) {
+        for f in self.subscribers.load_full().iter() {
+            f(ev);
+        }
+    }
+
+    /// Unit tests: the events recorded since the last call.
+    #[cfg(test)]
+    pub fn recorded(&self) -> Vec<Event> {
+        std::mem::take(&mut *self.recorded.locked())
     }
 
     /// Apply a local observation; one that changed the timeline and is of
@@ -164,23 +215,6 @@ impl Recorder {
             .iter()
             .find(|n| n.mac == mac)
             .map(|n| n.name.clone())
-    }
-
-    /// Apply a sample of the services' state (`serve` takes one every
-    /// [`TICK`], [`crate::serve::timeline`]), all at the same time.
-    pub fn observe(&self, mut evs: Vec<Event>) {
-        // Oldest fetch first, so a first-time `min` sees them in order.
-        evs.sort_by_key(|e| match e {
-            Event::Ignition { at, .. }
-            | Event::RegistryPulling { at, .. }
-            | Event::RegistryPulled { at, .. } => *at,
-            _ => 0,
-        });
-        let t = now();
-        let mut tl = self.lock();
-        for e in evs {
-            self.apply_local(&mut tl, t, e);
-        }
     }
 
     /// The `/status` section.
@@ -261,11 +295,22 @@ impl crate::runtime::control::SyncControl for Recorder {
         let known: Vec<String> = self.nodes.load().iter().map(|n| n.name.clone()).collect();
         let events = super::shared::check_peer(peer, &known, now(), skipped);
         Ok(Box::new(move || {
-            let mut tl = self.lock();
-            let new = self.shared.locked().take(events);
-            let n = new.len();
-            for s in new {
-                tl.apply(s.at, s.event);
+            let subscribed = self.has_subscribers();
+            let (n, told) = {
+                let mut tl = self.lock();
+                let new = self.shared.locked().take(events);
+                let n = new.len();
+                let mut told = Vec::new();
+                for s in new {
+                    if subscribed {
+                        told.push(s.event.clone());
+                    }
+                    tl.apply(s.at, s.event);
+                }
+                (n, told)
+            };
+            for ev in &told {
+                self.tell(ev);
             }
             n
         }))
@@ -286,6 +331,37 @@ nodes:
   - { name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }
 "#;
         crate::config::from_str(yaml, Path::new("/"), Path::new("/t.yaml")).unwrap()
+    }
+
+    /// A subscriber hears each event recorded here or taken from the HA
+    /// peer, outside the lock (it may read the timeline and record).
+    #[test]
+    fn subscribers_hear_local_and_peer_events_and_may_record() {
+        use crate::runtime::control::SyncControl as _;
+        let p = plan();
+        let (a, b) = (Recorder::new(&p), Recorder::new(&p));
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let weak = Arc::downgrade(&b);
+        let h = heard.clone();
+        b.subscribe(move |ev| {
+            h.locked().push(ev.clone());
+            if let (Event::MachineConfigConnect { node }, Some(b)) = (ev, weak.upgrade())
+                && b.last_machine_config(node).is_some()
+            {
+                b.record(Event::InstallFinished { node: node.clone() });
+            }
+        });
+        a.machine_config_connect("10.9.0.10".parse().unwrap());
+        let (_, doc) = a.sync_state();
+        assert_eq!(b.merge_state(doc), Ok(1));
+        let connect = Event::MachineConfigConnect {
+            node: "master-0".into(),
+        };
+        let finished = Event::InstallFinished {
+            node: "master-0".into(),
+        };
+        assert_eq!(*heard.locked(), [connect, finished]);
+        assert!(b.view().nodes[1].install_finished.is_some());
     }
 
     /// HA: B applies what A observed (at A's times) once, relays it, and

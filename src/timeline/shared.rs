@@ -55,7 +55,7 @@ pub fn is_shared(ev: &Event) -> bool {
         ev,
         Event::SingleNode { .. }
             | Event::StaleMarker { .. }
-            | Event::BootstrapInPlaceAge { .. }
+            | Event::BootstrapInPlaceWritten { .. }
             | Event::Healthy { .. }
             | Event::ApiDown { .. }
             | Event::CsrAlert { .. }

@@ -117,9 +117,10 @@ fn an_operator_fetch_is_not_progress() {
     assert_eq!(v.operator_fetches[0].unix_time, 199, "newest first");
 }
 
-/// The HTTP fetch log is sampled once a tick, the install end is recorded
-/// at once: a fast install (image download right after the ignition) must
-/// not lose its ignition step; a fetch after the install end is not one.
+/// A fetch carries its own time and may be applied after the install end
+/// (recorded by another task, or taken from the HA peer): a fast install
+/// (image download right after the ignition) must not lose its ignition
+/// step; a fetch after the install end is not one.
 #[test]
 fn an_ignition_sampled_after_the_install_end_still_counts() {
     let mut t = Timeline::default();
@@ -167,7 +168,7 @@ fn a_rejected_install_starts_a_new_attempt() {
         },
     );
     assert!(!t.fetched_ignition("master-0"), "a new attempt");
-    // The old fetch, sampled again from the fetch log, stays in the past.
+    // The old fetch, applied again (the HA peer's log), stays in the past.
     t.apply(125, ign(Some("master-0"), "127.0.10.10", 110));
     assert!(!t.fetched_ignition("master-0"));
     t.apply(130, run);
@@ -561,24 +562,16 @@ fn an_old_bootstrap_in_place_file_is_a_hint_until_the_install_completes() {
             node: Some(s("master-0")),
         },
     );
-    t.apply(
-        2,
-        Event::BootstrapInPlaceAge {
-            secs: Some(19 * 3600),
-        },
-    );
-    assert!(t.view_at(&sno, 3, 600).hints.is_empty());
-    t.apply(
-        4,
-        Event::BootstrapInPlaceAge {
-            secs: Some(21 * 3600),
-        },
-    );
-    let v = t.view_at(&sno, 5, 600);
+    t.apply(2, Event::BootstrapInPlaceWritten { at: Some(1_000) });
+    assert!(t.view_at(&sno, 1_000 + 19 * 3600, 600).hints.is_empty());
+    t.apply(4, Event::BootstrapInPlaceWritten { at: Some(500) });
+    let v = t.view_at(&sno, 500 + 21 * 3600 + 5, 600);
     assert_eq!(v.hints.len(), 1, "{v:?}");
     assert_eq!(v.hints[0].kind, HintKind::StaleBootstrapInPlace);
     assert!(v.hints[0].message.contains("21 h ago"), "{:?}", v.hints[0]);
     // Not single-node: no hint whatever the age.
+    // The age grows with the clock, without a new event.
+    assert!(!t.view_at(&sno, 1_000 + 21 * 3600, 600).hints.is_empty());
     t.apply(6, Event::SingleNode { node: None });
-    assert!(t.view_at(&sno, 7, 600).hints.is_empty());
+    assert!(t.view_at(&sno, 500 + 21 * 3600, 600).hints.is_empty());
 }

@@ -13,7 +13,9 @@
 //! the new plan in the helper (a new generation, polled once committed)
 //! and runs `up` again (idempotent: a node added to the file
 //! gets its VM). Status (`/status` key `libvirt`) and metrics come from the
-//! last poll.
+//! last poll; the install timeline hears from each poll what changed: an
+//! install VM started ([`Event::InstallRunning`], once per start) and the
+//! helper's verdicts (finished or rejected).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -175,6 +177,7 @@ impl Libvirt {
         for line in &lines {
             info!("libvirt: {line}");
         }
+        let verdicts: Vec<String> = installs.iter().map(|i| i.node.clone()).collect();
         for i in installs {
             self.events.record(match i.rejected {
                 None => Event::InstallFinished { node: i.node },
@@ -185,7 +188,15 @@ impl Libvirt {
             });
         }
         *self.status.network.locked() = network;
-        *self.status.nodes.locked() = nodes;
+        let started = {
+            let mut rows = self.status.nodes.locked();
+            let started = installs_started(&rows, &nodes, &verdicts);
+            *rows = nodes;
+            started
+        };
+        for node in started {
+            self.events.record(Event::InstallRunning { node });
+        }
         Ok(lines)
     }
 
@@ -249,6 +260,25 @@ impl Libvirt {
 struct Status {
     network: Mutex<String>,
     nodes: Mutex<Vec<VmRow>>,
+}
+
+/// Whether `r` is an install VM that runs.
+fn installing(r: &VmRow) -> bool {
+    r.state == VmState::Running && r.phase == VmPhase::Install
+}
+
+/// The nodes whose install VM runs in `now` and did not at the last poll
+/// (`before`), or got a verdict in this poll (`verdicts`: a rejected
+/// install started again between two polls is a new attempt): the
+/// timeline's [`Event::InstallRunning`], told once per start.
+fn installs_started(before: &[VmRow], now: &[VmRow], verdicts: &[String]) -> Vec<String> {
+    now.iter()
+        .filter(|r| installing(r))
+        .filter(|r| {
+            verdicts.contains(&r.node) || !before.iter().any(|b| b.node == r.node && installing(b))
+        })
+        .map(|r| r.node.clone())
+        .collect()
 }
 
 impl Libvirt {
@@ -315,5 +345,43 @@ impl Service for Libvirt {
                 u8::from(n.phase == VmPhase::Installed),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::cluster::Role;
+
+    fn row(node: &str, state: VmState, phase: VmPhase) -> VmRow {
+        VmRow {
+            node: node.into(),
+            domain: format!("c-{node}"),
+            role: Role::Master,
+            state,
+            phase,
+            mac: String::new(),
+            ip: String::new(),
+            serial_log: String::new(),
+        }
+    }
+
+    /// Told when the install VM starts, not at every poll while it runs;
+    /// again for a new attempt (a verdict), not for a disk boot.
+    #[test]
+    fn an_install_start_is_told_once_per_attempt() {
+        let off = [row("m0", VmState::ShutOff, VmPhase::Install)];
+        let on = [row("m0", VmState::Running, VmPhase::Install)];
+        let none: [String; 0] = [];
+        assert_eq!(installs_started(&[], &on, &none), ["m0"], "first poll");
+        assert_eq!(installs_started(&off, &on, &none), ["m0"]);
+        assert!(
+            installs_started(&on, &on, &none).is_empty(),
+            "still running"
+        );
+        assert!(installs_started(&on, &off, &none).is_empty());
+        assert_eq!(installs_started(&on, &on, &["m0".into()]), ["m0"], "again");
+        let disk = [row("m0", VmState::Running, VmPhase::Installed)];
+        assert!(installs_started(&on, &disk, &["m0".into()]).is_empty());
     }
 }

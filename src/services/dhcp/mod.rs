@@ -40,6 +40,10 @@
 //! client retries), the records stay marked unwritten and the error is
 //! logged. Changes no reply waits for are written within a second.
 //!
+//! The install timeline hears of a node's lease from here: each ACK that
+//! binds or renews one (after its batch, outside the table's lock), and
+//! the table's bound leases at each commit (the lease file's at start).
+//!
 //! Reload: the reply configuration is swapped between batches and the lease
 //! table is rebuilt under the new reservations (leases that no longer fit
 //! are dropped and logged); the socket is kept unless `dhcp.listen` or
@@ -84,9 +88,10 @@ use crate::runtime::ha::HaView;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
+use crate::timeline::{Event, Events};
 use leases::{LeaseTable, Scope};
 use link::{LinkDest, open_link, send_link};
-use process::{Processed, decode_counted, process, warn_client};
+use process::{Bound, Processed, decode_counted, process, warn_client};
 use proxysock::serve_boot_server;
 use reply::{Config, Durability};
 use status::Counters;
@@ -139,6 +144,8 @@ pub struct Dhcp {
     tasks: Tasks,
     /// This member's HA view: only the VIP holder answers.
     ha: HaView,
+    /// The install timeline: a node's lease, when bound or renewed.
+    events: Events,
 }
 
 /// The leases shared with the HA peer: bound, active pool leases
@@ -271,6 +278,9 @@ impl Service for Dhcp {
                     info!("dhcp reload: {n}");
                 }
             }
+            // The leases of the lease file (at start) or kept by a reload.
+            let kept = bound_leases(&self.shared.table().leases(), now());
+            record_leases(&self.events, kept);
             self.writer.mark_dirty();
             self.listeners.close_except("dhcp", &keys);
             if let Some(socket) = new {
@@ -359,7 +369,7 @@ fn bind_socket(addr: SocketAddr, interface: Option<&str>, what: &str) -> anyhow:
 impl Dhcp {
     /// Load the lease file (an unusable lease directory fails here, before
     /// anything binds) and start the lease writer; no socket yet.
-    pub async fn new(plan: &Arc<Plan>, ctx: &Context) -> anyhow::Result<Arc<Dhcp>> {
+    pub async fn new(plan: &Arc<Plan>, events: Events, ctx: &Context) -> anyhow::Result<Arc<Dhcp>> {
         let c = &plan.cluster;
         let path = c.dhcp.lease_file.clone();
         let scope = scope_of(plan);
@@ -381,6 +391,7 @@ impl Dhcp {
             listeners: Listeners::default(),
             tasks: ctx.tasks("dhcp"),
             ha: ctx.ha.clone(),
+            events,
         });
         let token = dhcp.tasks.shutdown_token();
         dhcp.tasks.spawn(
@@ -424,6 +435,7 @@ async fn serve_socket(
         let cfg = dhcp.cfg.load_full();
         let mut held: Vec<Pending> = Vec::new();
         let mut ready: Vec<Pending> = Vec::new();
+        let mut bound: Vec<Bound> = Vec::new();
         let mut durable = false;
         {
             let now = now();
@@ -440,6 +452,7 @@ async fn serve_socket(
                 } else {
                     process(&cfg, &shared.counters, &mut table, data, src, now)
                 };
+                bound.extend(done.bound);
                 // RELEASE/DECLINE have no reply but change the table too.
                 match done.durability {
                     Durability::BeforeReply => {
@@ -466,8 +479,33 @@ async fn serve_socket(
         if durable {
             writer.wake();
         }
+        record_leases(&dhcp.events, bound);
     }
     Ok(())
+}
+
+/// The table's bound, unexpired leases.
+fn bound_leases(all: &[&leases::Lease], now: u64) -> Vec<Bound> {
+    all.iter()
+        .filter(|l| l.state == leases::State::Bound && l.active(now))
+        .map(|l| Bound {
+            mac: l.mac,
+            expires: l.expires,
+        })
+        .collect()
+}
+
+/// Tell the install timeline of the nodes' leases among `bound` (an ACK's
+/// binding or renewal, or at each commit the table's bound leases).
+fn record_leases(events: &Events, bound: impl IntoIterator<Item = Bound>) {
+    for b in bound {
+        if let Some(node) = events.node_by_mac(b.mac) {
+            events.record(Event::Lease {
+                node,
+                expires: b.expires,
+            });
+        }
+    }
 }
 
 async fn send_all(socket: &UdpSocket, shared: &Shared, replies: Vec<Pending>) {

@@ -13,16 +13,26 @@ use std::sync::atomic::Ordering;
 use dhcproto::v4::MessageType;
 use tracing::{debug, info, warn};
 
-use super::leases::LeaseTable;
+use super::leases::{LeaseTable, State};
 use super::link::LinkDest;
 use super::reply::{self, Config, Dest, Durability};
 use super::status::Counters;
 use super::{LOG, Pending};
+use crate::model::cluster::MacAddr;
 
 /// The result of one datagram.
 pub(super) struct Processed {
     pub(super) reply: Option<Pending>,
     pub(super) durability: Durability,
+    /// The lease an ACK bound or renewed (for the install timeline).
+    pub(super) bound: Option<Bound>,
+}
+
+/// A lease an ACK bound or renewed: the client's MAC and its expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Bound {
+    pub(super) mac: MacAddr,
+    pub(super) expires: u64,
 }
 
 /// Decode one datagram and count it (malformed ones are logged, rate
@@ -65,6 +75,7 @@ pub(super) fn process(
     let none = Processed {
         reply: None,
         durability: Durability::None,
+        bound: None,
     };
     let Some((msg, kind, mac)) = decode_counted(counters, data, src) else {
         return none;
@@ -74,6 +85,7 @@ pub(super) fn process(
     let none = Processed {
         reply: None,
         durability,
+        bound: None,
     };
     match out {
         reply::Decision::Dropped((why, note)) => {
@@ -89,9 +101,25 @@ pub(super) fn process(
             Processed {
                 reply: Some(pending(cfg, &a.reply, &msg)),
                 durability,
+                bound: bound_by(&a.reply, table),
             }
         }
     }
+}
+
+/// The lease `reply` bound or renewed, when it is an ACK of an address
+/// (an ACK to an INFORM binds nothing).
+fn bound_by(reply: &reply::Reply, table: &LeaseTable) -> Option<Bound> {
+    if reply.kind != MessageType::Ack {
+        return None;
+    }
+    table
+        .lease_at(reply.msg.yiaddr())
+        .filter(|l| l.state == State::Bound)
+        .map(|l| Bound {
+            mac: l.mac,
+            expires: l.expires,
+        })
 }
 
 /// Count and warn about a request dropped before any decision.
@@ -204,5 +232,98 @@ pub(super) fn warn_client(
     match LOG.check(key, Some(src)) {
         Some(tail) => warn!(%mac, "dhcp: {key} from {src}: {}{tail}", detail()),
         None => debug!(%src, %mac, "dhcp: {key}: {}", detail()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use dhcproto::Encodable as _;
+    use dhcproto::v4::{DhcpOption, Message};
+
+    use super::*;
+    use crate::services::dhcp::leases::Scope;
+    use crate::timeline::Event;
+
+    const T0: u64 = 1_700_000_000;
+    const M0: [u8; 6] = [0x52, 0x54, 0, 0, 0, 0x0a];
+
+    fn plan() -> crate::plan::Plan {
+        let text = "name: c\nbaseDomain: example.com\nnetwork: { cidr: 10.0.0.0/24, gateway: 10.0.0.254, applianceIP: 10.0.0.1 }\nnodes:\n  - { name: master-0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10 }\ndhcp:\n  leaseTime: 1h\n";
+        crate::config::from_str(text, std::path::Path::new("/"), std::path::Path::new("t")).unwrap()
+    }
+
+    fn msg(kind: MessageType, ciaddr: Ipv4Addr, opts: &[DhcpOption]) -> Vec<u8> {
+        let u = Ipv4Addr::UNSPECIFIED;
+        let mut m = Message::new_with_id(0x1234, ciaddr, u, u, u, &M0);
+        m.opts_mut().insert(DhcpOption::MessageType(kind));
+        for o in opts {
+            m.opts_mut().insert(o.clone());
+        }
+        m.to_vec().unwrap()
+    }
+
+    /// An ACK reports the lease it bound (the first, then each renewal);
+    /// an OFFER none. The timeline counts the first lease and a renewal.
+    #[test]
+    fn each_bind_and_renewal_is_reported_once() {
+        let p = plan();
+        let c = &p.cluster;
+        let cfg = Config::from_plan(&p, 67);
+        let scope = Scope::new(
+            c.network.cidr,
+            c.dhcp.pool,
+            p.reservations.iter().map(|r| (r.mac, r.ip)),
+            3600,
+        );
+        let mut table = LeaseTable::new(scope);
+        let counters = Counters::default();
+        let src: SocketAddr = "0.0.0.0:68".parse().unwrap();
+        let node_ip = Ipv4Addr::new(10, 0, 0, 10);
+        let mut run = |data: &[u8], now| process(&cfg, &counters, &mut table, data, src, now);
+        let u = Ipv4Addr::UNSPECIFIED;
+        let offer = run(&msg(MessageType::Discover, u, &[]), T0);
+        assert!(
+            offer.reply.is_some() && offer.bound.is_none(),
+            "an offer binds nothing"
+        );
+        let select = [
+            DhcpOption::ServerIdentifier(cfg.server_id),
+            DhcpOption::RequestedIpAddress(node_ip),
+        ];
+        let ack = run(&msg(MessageType::Request, u, &select), T0 + 1);
+        let mac = MacAddr(M0);
+        assert_eq!(
+            ack.bound,
+            Some(Bound {
+                mac,
+                expires: T0 + 1 + 3600
+            })
+        );
+        let renew = run(&msg(MessageType::Request, node_ip, &[]), T0 + 1800);
+        assert_eq!(
+            renew.bound,
+            Some(Bound {
+                mac,
+                expires: T0 + 1800 + 3600
+            })
+        );
+
+        let events = crate::timeline::Recorder::new(&p);
+        events.recorded();
+        crate::services::dhcp::record_leases(
+            &events,
+            [ack.bound, renew.bound].into_iter().flatten(),
+        );
+        let lease = |expires| Event::Lease {
+            node: "master-0".into(),
+            expires,
+        };
+        assert_eq!(
+            events.recorded(),
+            [lease(T0 + 1 + 3600), lease(T0 + 1800 + 3600)]
+        );
+        let row = &events.view().nodes[0];
+        assert!(row.lease.is_some());
+        assert_eq!(row.lease_renewals, 1);
     }
 }

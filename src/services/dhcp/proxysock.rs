@@ -35,6 +35,7 @@ pub(super) fn process(
     let none = Processed {
         reply: None,
         durability: reply::Durability::None,
+        bound: None,
     };
     let Some((msg, kind, mac)) = decode_counted(counters, data, src) else {
         return none;
@@ -71,6 +72,7 @@ pub(super) fn process(
             kind: r.kind,
         }),
         durability: reply::Durability::None,
+        bound: None,
     }
 }
 

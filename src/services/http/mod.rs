@@ -60,6 +60,7 @@ pub mod range;
 mod server;
 pub mod stats;
 pub mod status;
+mod timeline;
 mod track;
 mod version;
 

@@ -83,20 +83,30 @@ impl Http {
             token.clone(),
             boot.clone().run_writer(token),
         );
+        // What the timeline hears outside a request: the LB's
+        // machine-config connections, the bootstrap-in-place file's time.
+        let token = tasks.token();
+        tasks.spawn(
+            "http bootstrap-in-place watch",
+            token.clone(),
+            super::timeline::watch_bootstrap_in_place(shared.clone(), events.clone(), token),
+        );
+        let ctx = Arc::new(Ctx {
+            stats: Arc::new(Stats::new(shared.clone())),
+            boot,
+            plan: shared,
+            boundary_seq: AtomicU64::new(1),
+            clients: Arc::new(Clients::default()),
+            ign_cache: Default::default(),
+            events: events.clone(),
+            refusals: Default::default(),
+            sno_initrd: Default::default(),
+            https: Default::default(),
+            day2: super::day2::Day2::new(rt.worker_ign.clone()),
+        });
+        super::timeline::follow_machine_config(&ctx, &events);
         Arc::new(Http {
-            ctx: Arc::new(Ctx {
-                stats: Arc::new(Stats::new(shared.clone())),
-                boot,
-                plan: shared,
-                boundary_seq: AtomicU64::new(1),
-                clients: Arc::new(Clients::default()),
-                ign_cache: Default::default(),
-                events,
-                refusals: Default::default(),
-                sno_initrd: Default::default(),
-                https: Default::default(),
-                day2: super::day2::Day2::new(rt.worker_ign.clone()),
-            }),
+            ctx,
             listeners: Listeners::default(),
             tls_listeners: Listeners::default(),
             tls: TlsConfig::default(),
@@ -150,18 +160,6 @@ impl Http {
         s.https = self.ctx.https.status();
         s
     }
-
-    /// Take the installed systems' machine-config contacts (the LB tells
-    /// the timeline) into the install state; `serve` calls this every
-    /// timeline tick, so reading `/status` changes nothing.
-    pub fn sync_install_state(&self) {
-        let plan = self.ctx.plan.load_full();
-        if plan.cluster.rhcos.is_some() {
-            for n in &plan.cluster.nodes {
-                self.ctx.sync_first_boot(&n.name);
-            }
-        }
-    }
 }
 
 #[async_trait]
@@ -198,6 +196,7 @@ impl Service for Http {
         Ok(Box::new(move || {
             warn_missing_dirs(&plan);
             self.ctx.plan.store(plan);
+            super::timeline::sync_install_state(&self.ctx);
             self.listeners.close_except("http", &addrs);
             if addrs.len() < 2 {
                 self.ctx.stats.clear_twin();

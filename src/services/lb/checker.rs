@@ -11,9 +11,13 @@
 //! once per tick too: the pools, marker and removal mode it looks at are
 //! of one plan.
 //!
-//! The probe is a trait ([`Probe`](super::generation::Probe), after
-//! pingora's `HealthCheck`) so the loop is tested in-process with scripted
-//! results and paused time.
+//! The install timeline hears from here when things happen, once each: a
+//! backend's health flip (healthy in its pool; an api backend going down,
+//! a single-node master's reboot), bootstrap completion, the bootstrap's
+//! removal and a stale marker appearing or going away ([`Told`]).
+//!
+//! The probe is a trait ([`Probe`](super::generation::Probe), after pingora's `HealthCheck`) so the
+//! loop is tested in-process with scripted results and paused time.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -31,6 +35,8 @@ use crate::runtime::lograte::LogRate;
 use crate::runtime::probe::ProbeError;
 use crate::runtime::sync::LockExt as _;
 use crate::services::lb::status::BootstrapCompleteBy;
+use crate::timeline::prober::health_event;
+use crate::timeline::{Event, Events};
 
 /// Local errors of one backend's checks: at most one line a minute.
 const LOCAL_ERROR_LOG: std::time::Duration = std::time::Duration::from_secs(60);
@@ -45,10 +51,12 @@ async fn halted(stop: &CancellationToken, retired: &CancellationToken) {
     }
 }
 
-/// Check `b` every `interval` until `stop` (shutdown) or its retirement.
+/// Check `b` every `interval` until `stop` (shutdown) or its retirement;
+/// each flip is recorded in `events`.
 pub async fn check_loop(
     b: Arc<Backend>,
     current: Arc<ArcSwap<Generation>>,
+    events: Events,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let pool = b.key.pool;
@@ -110,6 +118,9 @@ pub async fn check_loop(
                 ),
                 None => {}
             }
+            if let Some(ev) = flip.and_then(|up| health_event(b.key.pool, &b.key.node, up)) {
+                events.record(ev);
+            }
         }
         continue_after(&mut next);
     }
@@ -158,24 +169,63 @@ impl BootstrapWatch {
     }
 }
 
+/// What the bootstrap watch told the install timeline so far.
+#[derive(Debug, Default)]
+struct Told {
+    complete: bool,
+    removed: bool,
+    stale: Option<String>,
+}
+
+impl Told {
+    /// The events of what changed since the last look: completion and
+    /// removal once (the timeline keeps their first time), the stale
+    /// marker whenever it appears, changes or goes away.
+    fn news(&mut self, complete: bool, removed: bool, stale: Option<String>) -> Vec<Event> {
+        let mut evs = Vec::new();
+        if complete && !self.complete {
+            self.complete = true;
+            evs.push(Event::BootstrapComplete);
+        }
+        if removed && !self.removed {
+            self.removed = true;
+            evs.push(Event::BootstrapRemoved);
+        }
+        if stale != self.stale {
+            self.stale.clone_from(&stale);
+            evs.push(Event::StaleMarker { path: stale });
+        }
+        evs
+    }
+}
+
 /// Decide the bootstrap's completion and retirement every `interval`
-/// ([`bootstrap_tick`]); the marker is looked at here, once per tick (the
-/// timeline reads the result from the LB's status).
+/// ([`bootstrap_tick`]); the marker is looked at here, once per tick; what
+/// changed is recorded in `events`.
 pub async fn bootstrap_watch(
     current: Arc<ArcSwap<Generation>>,
     memory: Arc<NodeMemory>,
     watch: Arc<BootstrapWatch>,
+    events: Events,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    let mut told = Told::default();
     loop {
         let interval = {
             let g = current.load();
             let path = g.marker();
             let (marker, mtime) = look_at_marker(&path);
             let auto = g.cfg().remove_bootstrap == RemoveBootstrap::Auto;
-            let mut report = watch.report.locked();
-            note_marker(&mut report, marker, mtime, &path);
-            bootstrap_tick(&g.pools, &memory, auto, &mut report);
+            let news = {
+                let mut report = watch.report.locked();
+                note_marker(&mut report, marker, mtime, &path);
+                let removed = bootstrap_tick(&g.pools, &memory, auto, &mut report);
+                let stale = (marker == Marker::Stale).then(|| path.display().to_string());
+                told.news(report.complete.is_some(), removed, stale)
+            };
+            for ev in news {
+                events.record(ev);
+            }
             g.checks.health.interval
         };
         tokio::select! {
@@ -403,6 +453,27 @@ mod tests {
         Arc::new(ArcSwap::from_pointee(g))
     }
 
+    /// A timeline of a cluster with the nodes these tests name.
+    fn events() -> Events {
+        let yaml = r#"name: t
+baseDomain: crc.testing
+network: { cidr: 10.9.0.0/24, gateway: 10.9.0.1, applianceIP: 10.9.0.1 }
+nodes:
+  - { name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 10.9.0.5 }
+  - { name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }
+  - { name: w, role: worker, mac: "52:54:00:00:00:14", ip: 10.9.0.20 }
+"#;
+        let p = crate::config::from_str(
+            yaml,
+            std::path::Path::new("/"),
+            std::path::Path::new("/t.yaml"),
+        )
+        .unwrap();
+        let r = crate::timeline::Recorder::new(&p);
+        r.recorded();
+        r
+    }
+
     fn script(results: &[bool]) -> Arc<Script> {
         Arc::new(Script {
             results: Mutex::new(results.to_vec()),
@@ -419,6 +490,7 @@ mod tests {
         tokio::spawn(check_loop(
             b.clone(),
             settings(h, probe.clone()),
+            events(),
             stop.clone(),
         ));
         // Checks at t = 0, 2, 4, …: healthy after the third.
@@ -439,14 +511,45 @@ mod tests {
         stop.cancel();
     }
 
+    /// The timeline hears of a flip once, not at every check: up, then
+    /// (api pool) down.
+    #[tokio::test(start_paused = true)]
+    async fn a_health_flip_is_recorded_once() {
+        let h = health(2, 2);
+        let b = backend("master-0", Role::Master, PoolKind::Api, &h);
+        let mut results = vec![true; 10];
+        results.extend([false; 10]);
+        let probe = script(&results);
+        let ev = events();
+        let stop = CancellationToken::new();
+        tokio::spawn(check_loop(
+            b.clone(),
+            settings(h, probe),
+            ev.clone(),
+            stop.clone(),
+        ));
+        tokio::time::sleep(INTERVAL * 9 + Duration::from_millis(10)).await;
+        let node = || "master-0".to_string();
+        let healthy = Event::Healthy {
+            node: node(),
+            pool: crate::timeline::Pool::Api,
+        };
+        assert_eq!(ev.recorded(), [healthy], "ten successes, one flip");
+        tokio::time::sleep(INTERVAL * 10).await;
+        assert_eq!(ev.recorded(), [Event::ApiDown { node: node() }]);
+        assert!(ev.view().nodes[1].api_healthy.is_some());
+        stop.cancel();
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_reload_of_settings_keeps_state_and_changes_the_pace() {
         let h = health(1, 1);
         let b = backend("w", Role::Worker, PoolKind::IngressHttp, &h);
         let probe = script(&[true]);
         let s = settings(h, probe.clone());
+        let ev = events();
         let stop = CancellationToken::new();
-        tokio::spawn(check_loop(b.clone(), s.clone(), stop.clone()));
+        tokio::spawn(check_loop(b.clone(), s.clone(), ev.clone(), stop.clone()));
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(b.ready());
         let slow = HealthCfg {
@@ -495,6 +598,7 @@ mod tests {
         tokio::spawn(check_loop(
             b.clone(),
             settings(h, probe.clone()),
+            events(),
             stop.clone(),
         ));
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -514,6 +618,7 @@ mod tests {
         let task = tokio::spawn(check_loop(
             b.clone(),
             settings(h, probe.clone()),
+            events(),
             b.retired.clone(),
         ));
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -772,9 +877,15 @@ mod tests {
         let g = generation(d.path(), h, up.clone(), Pools { list });
         assert_eq!(g.cfg().remove_bootstrap, RemoveBootstrap::Auto);
         let current = Arc::new(ArcSwap::from_pointee(g));
+        let ev = events();
         let stop = CancellationToken::new();
         for b in &all {
-            tokio::spawn(check_loop(b.clone(), current.clone(), stop.clone()));
+            tokio::spawn(check_loop(
+                b.clone(),
+                current.clone(),
+                ev.clone(),
+                stop.clone(),
+            ));
         }
         let memory = Arc::new(NodeMemory::default());
         let watch = Arc::new(BootstrapWatch::default());
@@ -782,6 +893,7 @@ mod tests {
             current,
             memory.clone(),
             watch.clone(),
+            ev.clone(),
             stop.clone(),
         ));
         tokio::time::sleep(INTERVAL * 5).await;
@@ -801,6 +913,33 @@ mod tests {
                 .filter(|b| b.role == Role::Master)
                 .all(|b| b.ready())
         );
+        // Each told once, though the watch looked every interval.
+        let told: Vec<Event> = ev
+            .recorded()
+            .into_iter()
+            .filter(|e| !matches!(e, Event::Healthy { .. } | Event::ApiDown { .. }))
+            .collect();
+        assert_eq!(told, [Event::BootstrapComplete, Event::BootstrapRemoved]);
         stop.cancel();
+    }
+
+    /// A stale marker is told when it appears and when it goes away.
+    #[test]
+    fn the_watch_tells_each_change_once() {
+        let mut t = Told::default();
+        assert!(t.news(false, false, None).is_empty());
+        let stale = || Some("/ign/bootstrap-complete".to_string());
+        assert_eq!(
+            t.news(false, false, stale()),
+            [Event::StaleMarker { path: stale() }]
+        );
+        assert!(t.news(false, false, stale()).is_empty());
+        assert_eq!(
+            t.news(true, false, None),
+            [Event::BootstrapComplete, Event::StaleMarker { path: None }]
+        );
+        assert_eq!(t.news(true, true, None), [Event::BootstrapRemoved]);
+        assert!(t.news(true, true, None).is_empty());
+        assert!(t.news(true, false, None).is_empty(), "a revived bootstrap");
     }
 }

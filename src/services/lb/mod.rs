@@ -139,7 +139,8 @@ pub struct Lb {
     tasks: Tasks,
     conns: TaskTracker,
     conns_stop: CancellationToken,
-    /// The install timeline: machine-config connections from node addresses.
+    /// The install timeline: machine-config connections from node
+    /// addresses, health flips, the bootstrap's completion and removal.
     events: Events,
     /// Refused machine-config clients: one warning per address.
     refusals: OncePerAddress,
@@ -179,6 +180,7 @@ impl Lb {
                 lb.current.clone(),
                 lb.memory.clone(),
                 lb.bootstrap.clone(),
+                lb.events.clone(),
                 stop,
             ),
         );
@@ -196,7 +198,12 @@ impl Lb {
         self.tasks.spawn(
             format!("lb check {} {}", backend.key.pool, backend.key.node),
             stop.clone(),
-            checker::check_loop(backend.clone(), self.current.clone(), stop),
+            checker::check_loop(
+                backend.clone(),
+                self.current.clone(),
+                self.events.clone(),
+                stop,
+            ),
         );
     }
 

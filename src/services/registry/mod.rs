@@ -28,6 +28,7 @@ pub mod manifest;
 pub mod names;
 mod pull;
 mod pullblob;
+mod pulls;
 pub mod pullthrough;
 mod push;
 pub mod replica;
@@ -89,6 +90,8 @@ pub(crate) struct Ctx {
     cert: std::sync::Mutex<(String, bool)>,
     replica: Option<Arc<replica::Replica>>,
     pull: pullthrough::PullThrough,
+    /// The install timeline's `pulling` and `pulled` of each node.
+    pulls: Arc<pulls::Pulls>,
 }
 
 impl Ctx {
@@ -180,6 +183,7 @@ fn server_tls(
 impl Registry {
     pub fn new(
         plan: &Plan,
+        events: crate::timeline::Events,
         rt: &crate::runtime::context::Context,
     ) -> anyhow::Result<Arc<Registry>> {
         let live = live_of(plan)?;
@@ -187,18 +191,28 @@ impl Registry {
         std::fs::create_dir_all(store.root()).with_context(|| {
             format!("registry.storage: cannot create {}", store.root().display())
         })?;
+        let stats: Arc<Stats> = Arc::default();
+        let pulls = Arc::new(pulls::Pulls::new(events));
+        let tasks = rt.tasks("registry");
+        let t = tasks.token();
+        tasks.spawn(
+            "registry pull watch",
+            t.clone(),
+            pulls.clone().watch(stats.clone(), t),
+        );
         Ok(Arc::new(Registry {
             ctx: Arc::new(Ctx {
                 store,
-                stats: Arc::default(),
+                stats,
                 live: ArcSwap::from_pointee(live),
                 tls: ArcSwapOption::empty(),
                 cert: std::sync::Mutex::default(),
                 replica: replica::Replica::of(plan, rt)?,
                 pull: pullthrough::PullThrough::default(),
+                pulls,
             }),
             listeners: Listeners::default(),
-            tasks: rt.tasks("registry"),
+            tasks,
             bind: rt.bind,
         }))
     }
@@ -447,8 +461,12 @@ async fn handle(ctx: &Arc<Ctx>, req: Request<Incoming>, peer: SocketAddr) -> Res
         .unwrap_or(0u64);
     let streamed = resp.headers().contains_key("accept-ranges");
     let node = ctx.live.load().nodes.get(&ip).cloned();
-    ctx.stats
+    let first = ctx
+        .stats
         .request(ip, node.as_deref(), if streamed { 0 } else { len });
+    if let (Some(at), Some(node)) = (first, node) {
+        ctx.pulls.first_request(node, at);
+    }
     reply::set(&mut resp, reply::API_VERSION, "registry/2.0");
     resp
 }

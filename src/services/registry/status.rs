@@ -80,20 +80,25 @@ pub struct Stats {
     pub upstream_errors: AtomicU64,
     clients: std::sync::Mutex<BTreeMap<IpAddr, ClientRow>>,
     last_error: std::sync::Mutex<Option<String>>,
+    /// A node's row got its first blob byte (wakes the timeline's pull
+    /// watch, `super::pulls`).
+    pub first_blob: tokio::sync::Notify,
 }
 
 /// Most client rows kept (the oldest-seen beyond are dropped).
 const MAX_CLIENTS: usize = 1024;
 
 impl Stats {
-    /// Count a request of `ip` (`node` when it is one) that sent `bytes`.
-    pub fn request(&self, ip: IpAddr, node: Option<&str>, bytes: u64) {
+    /// Count a request of `ip` (`node` when it is one) that sent `bytes`;
+    /// its time when it is a node's first (the timeline's `pulling`).
+    pub fn request(&self, ip: IpAddr, node: Option<&str>, bytes: u64) -> Option<u64> {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
         let now = crate::runtime::clock::unix_now();
         let mut map = self.clients.locked();
-        if !map.contains_key(&ip) && map.len() >= MAX_CLIENTS {
-            return;
+        let first = !map.contains_key(&ip);
+        if first && map.len() >= MAX_CLIENTS {
+            return None;
         }
         let row = map.entry(ip).or_insert_with(|| ClientRow {
             client: ip.to_string(),
@@ -104,6 +109,7 @@ impl Stats {
         row.latest_request = now;
         row.requests += 1;
         row.bytes_pulled += bytes;
+        (first && row.node.is_some()).then_some(now)
     }
 
     /// Add blob bytes sent to `ip` after the response head (a body
@@ -111,6 +117,9 @@ impl Stats {
     pub fn sent(&self, ip: IpAddr, bytes: u64) {
         self.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
         if let Some(row) = self.clients.locked().get_mut(&ip) {
+            if row.blob_bytes == 0 && bytes > 0 && row.node.is_some() {
+                self.first_blob.notify_one();
+            }
             row.bytes_pulled += bytes;
             row.blob_bytes += bytes;
             row.latest_request = crate::runtime::clock::unix_now();
@@ -135,7 +144,8 @@ impl Stats {
         self.error(what);
     }
 
-    /// The rows of clients that are nodes (the install timeline's input).
+    /// The rows of clients that are nodes (the timeline's pull watch reads
+    /// them, `super::pulls`).
     pub fn node_rows(&self) -> Vec<ClientRow> {
         self.clients
             .locked()
@@ -228,14 +238,6 @@ impl Stats {
                 row.bytes_pulled,
             );
         }
-    }
-}
-
-impl super::Registry {
-    /// Per node, its registry use: what `serve` turns into the install
-    /// timeline's `pulling` and `pulled` (`serve/timeline.rs`).
-    pub fn node_pulls(&self) -> Vec<ClientRow> {
-        self.ctx.stats.node_rows()
     }
 }
 
