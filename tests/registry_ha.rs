@@ -275,6 +275,29 @@ fn a_push_reaches_the_peer_within_5_s_and_a_pull_survives_kill_9_of_the_holder()
     for s in [&serve_a, &serve_b] {
         s.wait_log("serving the HA peer on", Duration::from_secs(20));
     }
+    // HTTP/1.1 only with `registry.tls` too, as with the appliance's own
+    // certificate: a client that offers h2 is answered in HTTP/1.1.
+    let alpn = lab
+        .node
+        .cmd(&[
+            "curl",
+            "-skv",
+            "--http2",
+            "--max-time",
+            "5",
+            "-o",
+            "/dev/null",
+        ])
+        .arg(format!("https://{OWN_A}:5000/v2/"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let told = String::from_utf8_lossy(&alpn.stderr);
+    assert!(
+        told.lines()
+            .any(|l| l.contains("ALPN") && l.contains("accepted") && l.contains("http/1.1")),
+        "the registry did not settle on HTTP/1.1 with a client offering h2:\n{told}"
+    );
 
     // Pushed through the VIP (A): B serves it.
     let d1 = push_image(&lab, w, VIP, "lab/app", 11);

@@ -148,15 +148,33 @@ fn live_of(plan: &Plan) -> anyhow::Result<Live> {
 
 /// The server configuration: `registry.tls`, else a certificate for the
 /// registry's name and addresses signed by the appliance's CA. Blocking.
+///
+/// HTTP/1.1 only, whichever the certificate: the clients of a mirror
+/// (CRI-O, podman and skopeo through containers/image, Docker) speak it,
+/// and a blob then streams on its own connection, in large writes (h2
+/// would cut it into 16 KiB frames of one stream, each its own write).
 fn server_tls(
     plan: &Plan,
     cfg: &RegistryCfg,
 ) -> Result<(Arc<rustls::ServerConfig>, String, bool), String> {
-    if let Some(t) = &cfg.tls {
-        let s = crate::runtime::certs::from_files(&t.cert_file, &t.key_file, false)
-            .map_err(|e| format!("registry.tls: {e}"))?;
-        return Ok((s.config, s.info.sha256, false));
-    }
+    let (mut config, sha, from_ca) = match &cfg.tls {
+        Some(t) => {
+            let s = crate::runtime::certs::from_files(&t.cert_file, &t.key_file, false)
+                .map_err(|e| format!("registry.tls: {e}"))?;
+            (Arc::unwrap_or_clone(s.config), s.info.sha256, false)
+        }
+        None => {
+            let (config, sha) = ca_issued(plan, cfg)?;
+            (config, sha, true)
+        }
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok((Arc::new(config), sha, from_ca))
+}
+
+/// A server configuration with a certificate of the appliance's CA for the
+/// registry's name and addresses, and its fingerprint.
+fn ca_issued(plan: &Plan, cfg: &RegistryCfg) -> Result<(rustls::ServerConfig, String), String> {
     let ca = crate::runtime::certs::ca::load_or_create(&plan.cluster)?;
     let c = &plan.cluster;
     let mut ips: Vec<IpAddr> = vec![IpAddr::V4(c.network.appliance_ip)];
@@ -173,11 +191,8 @@ fn server_tls(
         crate::runtime::certs::fingerprint(certs.first().map(|c| c.as_ref()).unwrap_or_default());
     let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes())
         .map_err(|e| e.to_string())?;
-    let mut config = crate::runtime::certs::server_config(certs, key).map_err(|e| e.to_string())?;
-    // HTTP/1.1 only: Docker clients speak it, and a blob then streams on
-    // its own connection.
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok((Arc::new(config), sha, true))
+    let config = crate::runtime::certs::server_config(certs, key).map_err(|e| e.to_string())?;
+    Ok((config, sha))
 }
 
 impl Registry {
