@@ -236,7 +236,19 @@ struct LoopDisk {
     file: PathBuf,
 }
 
+/// Held by the test whose loop disks exist (see [`LoopDisk::one_test_at_a_time`]).
+static LOOP_DISKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl LoopDisk {
+    /// The loop disks of one test at a time in this process: without udev,
+    /// two tests' installs at once race in re-reading partition tables
+    /// (coreos-installer's BLKRRPART, the lsblk shim's `partx -a`) and one
+    /// finds "no partitions" (1 run in 5 with the tests on 4 threads; none
+    /// in 8 one at a time). Hold the guard while the disks live.
+    fn one_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        LOOP_DISKS.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn new(file: PathBuf, size: u64) -> LoopDisk {
         let f = std::fs::File::create(&file).unwrap();
         f.set_len(size).unwrap();
@@ -568,6 +580,7 @@ fn real_coreos_installer_install_state_from_evidence() {
     let work = tempfile::tempdir().unwrap();
     // Read by `coreos-installer iso kargs show` below: no El Torito.
     let iso = rhcos_iso_with_default(work.path(), "rhcos-ci", [b"kernel", b"initrd"], 1024, "");
+    let _disks = LoopDisk::one_test_at_a_time();
     let d0 = LoopDisk::new(work.path().join("master-0.disk"), 64 << 20);
     let d1 = LoopDisk::new(work.path().join("master-1.disk"), 64 << 20);
     let mut lab = Lab::new(93);
@@ -866,6 +879,7 @@ fn static_node_installs_with_its_ip_and_nameserver() {
     );
     let work = tempfile::tempdir().unwrap();
     let iso = rhcos_iso_with_default(work.path(), "rhcos-st", [b"kernel", b"initrd"], 1024, "");
+    let _disks = LoopDisk::one_test_at_a_time();
     let d0 = LoopDisk::new(work.path().join("static-0.disk"), 64 << 20);
     let mut lab = Lab::new(95);
     lab.add_host(10);
