@@ -20,7 +20,10 @@
 # Needs root (network namespace), target/release/crc-appliance (built if
 # missing), docker-registry curl ab openssl python3 ip.
 # USAGE: bench/registry.sh      ENV: BLOB_MB (1024) CONC (8) REQS (20000)
-#   REPS (1: best of) KEEP (1: keep the work dir) RESULTS_DIR.
+#   REPS (1: best of) KEEP (1: keep the work dir) RESULTS_DIR
+#   CURL_PROTO (e.g. --http1.1: the blob clients' protocol for both servers;
+#   default: what each server negotiates, h2 for docker-registry, HTTP/1.1
+#   for crc, which offers only that).
 set -euo pipefail
 BLOB_MB=${BLOB_MB:-1024}
 CONC=${CONC:-8}
@@ -171,7 +174,7 @@ blob_mibs() {
   local port=$1 n=$2 pid=$3 i t0 t1 peak=0 r
   t0=$(date +%s.%N)
   for i in $(seq "$n"); do
-    nsx curl -sk -o /dev/null -w '%{size_download}\n' \
+    nsx curl -sk ${CURL_PROTO:-} -o /dev/null -w '%{size_download}\n' \
       "https://$IP:$port/v2/bench/big/blobs/$LAYER" >"$work/got.$i" &
   done
   while [[ $(jobs -rp | wc -l) -gt 0 ]]; do
