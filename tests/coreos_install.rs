@@ -246,7 +246,8 @@ impl LoopDisk {
     /// finds "no partitions" (1 run in 5 with the tests on 4 threads; none
     /// in 8 one at a time). Hold the guard while the disks live.
     fn one_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-        LOOP_DISKS.lock().unwrap_or_else(|e| e.into_inner())
+        use crc_appliance::runtime::sync::LockExt as _;
+        LOOP_DISKS.locked()
     }
 
     fn new(file: PathBuf, size: u64) -> LoopDisk {
