@@ -384,6 +384,16 @@ mod tests {
             .flatten()
     }
 
+    /// Wait (at most 5 s) until `done`; a test failure naming `what` if
+    /// it never is.
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !done() {
+            assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// A save that fails every other call (the first fails).
     #[tokio::test]
     async fn replies_leave_only_after_a_write_that_covers_them_succeeded() {
@@ -415,9 +425,14 @@ mod tests {
             None,
             "sent although its write failed"
         );
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
-        assert!(writer.is_dirty(), "a failed write leaves the table dirty");
-        assert_eq!(host.table.locked().1, HashSet::from([1]));
+        until("write 1 ran", || calls.load(Ordering::SeqCst) == 1).await;
+        // The save ran; the writer marks the failure after it returns (on
+        // a loaded host, later than the 300 ms above).
+        until(
+            "a failed write leaves the table dirty, its marks back",
+            || writer.is_dirty() && host.table.locked().1 == HashSet::from([1]),
+        )
+        .await;
         // Write 2 succeeds: its reply leaves.
         writer.hold(vec!["second".into()]);
         writer.wake();
@@ -427,19 +442,20 @@ mod tests {
         // A lazy change: write 3 fails, the writer stays dirty, write 4 works.
         writer.mark_dirty();
         writer.wake_if_dirty();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(calls.load(Ordering::SeqCst), 3);
-        assert!(writer.is_dirty());
+        until("write 3 ran", || calls.load(Ordering::SeqCst) == 3).await;
+        until("write 3 failed: still dirty", || writer.is_dirty()).await;
         writer.wake_if_dirty();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(calls.load(Ordering::SeqCst), 4);
-        assert!(!writer.is_dirty());
+        until("write 4 ran and cleaned", || {
+            calls.load(Ordering::SeqCst) == 4 && !writer.is_dirty()
+        })
+        .await;
         // Two batches held before one write: both leave with it (write 5
         // fails and drops both; write 6 then covers two new ones).
         writer.hold(vec!["a".into()]);
         writer.hold(vec!["b".into()]);
         writer.wake();
         assert_eq!(recv(&mut rx, 300).await, None);
+        until("write 5 ran", || calls.load(Ordering::SeqCst) == 5).await;
         writer.hold(vec!["c".into()]);
         writer.hold(vec!["d".into()]);
         writer.wake();
