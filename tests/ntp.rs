@@ -245,6 +245,16 @@ fn chrony_does_not_select_an_unsynchronised_appliance() {
     assert_ne!(row.0, "*", "{last}");
     // The appliance did answer chrony, with leap indicator 3 (chrony does
     // not even count such replies in its reach register).
+    let ntp = ntp_status_in(&ns).unwrap_or_else(|e| panic!("{e}"));
+    assert!(ntp.replies >= 2, "{ntp:?}");
+    assert_eq!(ntp.leap, 3, "{ntp:?}");
+    assert_eq!(ntp.stratum, 16, "{ntp:?}");
+    assert_eq!(ntp.serving, "unsynchronised", "{ntp:?}");
+}
+
+/// The typed `ntp` section of the appliance's status in `ns`, or why it
+/// could not be read.
+fn ntp_status_in(ns: &Netns) -> Result<NtpStatus, String> {
     let (code, out, err) = run(
         "ip",
         &[
@@ -256,32 +266,16 @@ fn chrony_does_not_select_an_unsynchronised_appliance() {
             "http://127.0.0.1:19181/status",
         ],
     );
-    assert_eq!(code, 0, "{err}");
-    let doc: StatusDoc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    let ntp = doc.ntp.expect("an ntp section");
-    assert!(ntp.replies >= 2, "{ntp:?}");
-    assert_eq!(ntp.leap, 3, "{ntp:?}");
-    assert_eq!(ntp.stratum, 16, "{ntp:?}");
-    assert_eq!(ntp.serving, "unsynchronised", "{ntp:?}");
+    if code != 0 {
+        return Err(format!("GET /status: curl exit {code}: {err}"));
+    }
+    let doc: StatusDoc = serde_json::from_str(&out).map_err(|e| format!("{e}: {out}"))?;
+    doc.ntp.ok_or_else(|| format!("no ntp section: {out}"))
 }
 
 /// `ntp.replies` of the appliance's status in `ns` (0 while unreadable).
 fn ntp_replies(ns: &Netns) -> u64 {
-    let (_, out, _) = run(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            ns.name(),
-            "curl",
-            "-sf",
-            "http://127.0.0.1:19181/status",
-        ],
-    );
-    serde_json::from_str::<serde_json::Value>(&out)
-        .ok()
-        .and_then(|doc| doc["ntp"]["replies"].as_u64())
-        .unwrap_or(0)
+    ntp_status_in(ns).map_or(0, |n| n.replies)
 }
 
 #[test]
