@@ -19,7 +19,9 @@
 #   target/test-times.tsv (a first run uses the seed times below).
 # - At the end: one line per binary (status, seconds, tests), the sum of the
 #   binaries' times and the wall time; exit 1 if any binary failed, crashed
-#   or timed out.
+#   or timed out. The tests each binary ran are kept in
+#   target/test-counts.tsv (`label<TAB>passed<TAB>failed`, for
+#   scripts/harness-count.sh).
 # TEST_ONLY=REGEX runs only the binaries whose label (`test:dhcp`,
 # `lib:crc_appliance`, `bin:crc-appliance`) matches (grep -E).
 # The skipped-test log (CRC_SKIP_LOG) is inherited from the caller
@@ -32,7 +34,9 @@ jobs=${TEST_JOBS:-3}
 threads=${TEST_THREADS:-4}
 limit=${TEST_BINARY_TIMEOUT:-1800}
 times_file=${CARGO_TARGET_DIR:-$root/target}/test-times.tsv
+counts_file=${CARGO_TARGET_DIR:-$root/target}/test-counts.tsv
 work=$(mktemp -d)
+: >"$work/counts.tsv"
 declare -A running=() # pid -> binary index
 cleanup() {
   local pid
@@ -118,6 +122,7 @@ finish() {
     *) status="CRASHED (exit $rc)" ;;
   esac
   statuses[i]=$status seconds[i]=$secs counts[i]="$passed passed, $failed failed"
+  printf '%s\t%s\t%s\n' "${labels[i]}" "$passed" "$failed" >>"$work/counts.tsv"
   echo
   echo "==== ${labels[i]} (${exes[i]#"$root"/}): $status in ${secs}s"
   cat "$work/$i.log"
@@ -160,6 +165,7 @@ for l in "${!last[@]}"; do
 done
 mkdir -p "$(dirname "$times_file")"
 cp "$work/times.tsv" "$times_file"
+cp "$work/counts.tsv" "$counts_file"
 echo "==== sum of the binaries' times ${sum}s; wall time ${wall}s"
 if [ "$bad" -gt 0 ]; then
   echo "==== $bad test binary(ies) failed:" >&2
