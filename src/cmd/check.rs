@@ -43,7 +43,7 @@ pub(super) fn check_https_key(
         path: path.to_path_buf(),
         errors: vec![config::FieldError {
             path: "http.tlsListen".into(),
-            message,
+            message: message.to_string(),
         }],
     })
 }

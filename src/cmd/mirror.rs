@@ -99,7 +99,7 @@ pub fn render(plan: &Plan, login: Option<&(String, PathBuf)>) -> anyhow::Result<
     let ca = if r.tls.is_some() {
         None
     } else {
-        Some(crate::runtime::certs::ca::load_or_create(c).map_err(anyhow::Error::msg)?)
+        Some(crate::runtime::certs::ca::load_or_create(c)?)
     };
     let mut out = String::new();
     let _ = writeln!(

@@ -41,6 +41,9 @@ use tracing::info;
 use crate::model::cluster::Cluster;
 
 pub mod ca;
+mod error;
+
+pub use error::CertError;
 
 /// Years a generated certificate is valid from January 1st of the year it
 /// is made.
@@ -100,9 +103,12 @@ pub fn wanted_ips(c: &Cluster) -> Vec<IpAddr> {
 
 /// The certificate of `c`'s HTTPS listener: `http.tls`, else the generated
 /// one (made now when missing, stale or broken). Blocking file I/O.
-pub fn load(c: &Cluster) -> Result<ServerCert, String> {
+pub fn load(c: &Cluster) -> Result<ServerCert, CertError> {
     if let Some(t) = &c.http.tls {
-        check_key_file(&t.key_file).map_err(|e| format!("http.tls.keyFile: {e}"))?;
+        check_key_file(&t.key_file).map_err(|reason| CertError::ExposedKey {
+            what: "http.tls.keyFile:",
+            reason,
+        })?;
         return from_files(&t.cert_file, &t.key_file, false);
     }
     check_kept_key(c)?;
@@ -118,7 +124,7 @@ pub fn load(c: &Cluster) -> Result<ServerCert, String> {
     let signed = || {
         ca::load_or_create(c)?
             .issue(&[], &ips)
-            .map_err(|e| format!("signing with the appliance CA: {e}"))
+            .map_err(|e| CertError::Signing(Box::new(e)))
     };
     generate(&cert, &key, &ips, signed)?;
     from_files(&cert, &key, true)
@@ -126,24 +132,19 @@ pub fn load(c: &Cluster) -> Result<ServerCert, String> {
 
 /// Why the private key in `key` may not be used: it must be a regular
 /// file that neither group nor others can read (the rule of token and
-/// password files).
+/// password files); the reason is `config::secret`'s message.
 pub fn check_key_file(key: &Path) -> Result<(), String> {
     crate::config::secret::check_secret_file(key, true)
 }
 
 /// Why the kept generated key of `c` (when there is one) may not be used:
 /// [`check_key_file`], with how to mend it. `Ok` when none is kept.
-pub fn check_kept_key(c: &Cluster) -> Result<(), String> {
-    let (_, key) = generated_paths(c);
+pub fn check_kept_key(c: &Cluster) -> Result<(), CertError> {
+    let (cert, key) = generated_paths(c);
     if std::fs::symlink_metadata(&key).is_err() {
         return Ok(());
     }
-    check_key_file(&key).map_err(|e| {
-        format!(
-            "the generated HTTPS key {e}; chmod 600 it, or delete it and {} to make new ones",
-            generated_paths(c).0.display()
-        )
-    })
+    check_key_file(&key).map_err(|reason| CertError::ExposedKeptKey { reason, cert })
 }
 
 /// What `check` can say without making anything: the generated
@@ -159,27 +160,35 @@ pub fn peek(c: &Cluster) -> Option<CertInfo> {
 }
 
 /// The kept certificate when it loads and names every address of `ips`.
-fn reusable(cert: &Path, key: &Path, ips: &[IpAddr]) -> Result<ServerCert, String> {
+fn reusable(cert: &Path, key: &Path, ips: &[IpAddr]) -> Result<ServerCert, CertError> {
     let s = from_files(cert, key, true)?;
     let der = read_chain(cert)?.remove(0);
-    let ee =
-        webpki::EndEntityCert::try_from(&der).map_err(|e| format!("{}: {e}", cert.display()))?;
+    let ee = webpki::EndEntityCert::try_from(&der).map_err(|e| CertError::BadCertificate {
+        path: cert.to_path_buf(),
+        detail: e.to_string(),
+    })?;
     for ip in ips {
         let name = ServerName::IpAddress((*ip).into());
         if ee.verify_is_valid_for_subject_name(&name).is_err() {
-            return Err(format!("{} does not name {ip}", cert.display()));
+            return Err(CertError::DoesNotName {
+                cert: cert.to_path_buf(),
+                ip: *ip,
+            });
         }
     }
     Ok(s)
 }
 
 /// Parse `cert` and `key` into a server configuration (the key must match).
-pub fn from_files(cert: &Path, key: &Path, generated: bool) -> Result<ServerCert, String> {
+pub fn from_files(cert: &Path, key: &Path, generated: bool) -> Result<ServerCert, CertError> {
     let chain = read_chain(cert)?;
     let key_der = read_key(key)?;
     let sha256 = fingerprint(&chain[0]);
-    let config = server_config(chain, key_der)
-        .map_err(|e| format!("{} and {}: {e}", cert.display(), key.display()))?;
+    let config = server_config(chain, key_der).map_err(|err| CertError::Unusable {
+        cert: cert.to_path_buf(),
+        key: key.to_path_buf(),
+        err,
+    })?;
     Ok(ServerCert {
         config: Arc::new(config),
         info: CertInfo {
@@ -191,24 +200,27 @@ pub fn from_files(cert: &Path, key: &Path, generated: bool) -> Result<ServerCert
     })
 }
 
-fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, CertError> {
+    let bytes = std::fs::read(path).map_err(CertError::io(path))?;
     let chain = CertificateDer::pem_slice_iter(&bytes)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: not a PEM certificate chain ({e})", path.display()))?;
+        .map_err(|e| CertError::NotPem {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })?;
     if chain.is_empty() {
-        return Err(format!("{}: no PEM certificate in it", path.display()));
+        return Err(CertError::NoCertificate {
+            path: path.to_path_buf(),
+        });
     }
     Ok(chain)
 }
 
-fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| {
-        format!(
-            "{}: no PEM private key (PKCS#8, PKCS#1 or SEC1) in it ({e})",
-            path.display()
-        )
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, CertError> {
+    let bytes = std::fs::read(path).map_err(CertError::io(path))?;
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| CertError::NoKey {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
     })
 }
 
@@ -241,16 +253,12 @@ fn generate(
     cert: &Path,
     key: &Path,
     ips: &[IpAddr],
-    make: impl FnOnce() -> Result<(String, String), String>,
-) -> Result<(), String> {
-    let (cert_pem, key_pem) = make().map_err(|e| format!("generating: {e}"))?;
-    let hint = |e: String| {
-        format!(
-            "{e} (the generated certificate is kept next to dhcp.leaseFile: make that directory writable, or set http.tls)"
-        )
-    };
+    make: impl FnOnce() -> Result<(String, String), CertError>,
+) -> Result<(), CertError> {
+    let (cert_pem, key_pem) = make().map_err(|e| CertError::Generating(Box::new(e)))?;
+    let hint = |e: CertError| CertError::StateDir(Box::new(e));
     if let Some(dir) = cert.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| hint(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| hint(CertError::io(dir)(e)))?;
     }
     write_new(key, key_pem.as_bytes(), 0o600).map_err(hint)?;
     write_new(cert, cert_pem.as_bytes(), 0o644).map_err(hint)?;
@@ -310,19 +318,18 @@ pub(crate) fn this_year() -> i32 {
 
 /// Write `bytes` to `path` through `<path>.tmp` (created with `mode`),
 /// synced, then renamed over `path`.
-pub(crate) fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
+pub(crate) fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CertError> {
     let tmp = path.with_extension("pem.tmp");
     let _ = std::fs::remove_file(&tmp);
-    let at = |e: std::io::Error| format!("{}: {e}", tmp.display());
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode)
         .open(&tmp)
-        .map_err(at)?;
-    f.write_all(bytes).map_err(at)?;
-    f.sync_all().map_err(at)?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(CertError::io(&tmp))?;
+    f.write_all(bytes).map_err(CertError::io(&tmp))?;
+    f.sync_all().map_err(CertError::io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(CertError::io(path))
 }
 
 #[cfg(test)]
@@ -351,7 +358,10 @@ mod tests {
         let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         // Another wanted address: not reusable.
-        let err = reusable(&cert, &key, &ips(&["10.0.0.2"])).err().unwrap();
+        let err = reusable(&cert, &key, &ips(&["10.0.0.2"]))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("does not name 10.0.0.2"), "{err}");
     }
 
@@ -367,7 +377,10 @@ mod tests {
             Ok(pems(&ips(&["10.0.0.1"])))
         })
         .unwrap();
-        let err = from_files(&p("a.pem"), &p("b.key"), false).err().unwrap();
+        let err = from_files(&p("a.pem"), &p("b.key"), false)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             err.contains("a.pem and") && err.to_lowercase().contains("key"),
             "{err}"
@@ -375,11 +388,13 @@ mod tests {
         std::fs::write(p("junk.pem"), "not pem").unwrap();
         let err = from_files(&p("junk.pem"), &p("a.key"), false)
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("no PEM certificate"), "{err}");
         let err = from_files(&p("a.pem"), &p("junk.pem"), false)
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("no PEM private key"), "{err}");
     }
 

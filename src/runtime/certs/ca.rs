@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use crate::model::cluster::Cluster;
 
-use super::{this_year, write_new};
+use super::{CertError, this_year, write_new};
 
 /// The CA's certificate and key files of `c`.
 pub fn paths(c: &Cluster) -> (PathBuf, PathBuf) {
@@ -54,16 +54,19 @@ fn ca_params(cluster: &str) -> rcgen::CertificateParams {
 
 /// The CA of `c`: loaded, or made now when its files do not exist.
 /// Blocking file I/O.
-pub fn load_or_create(c: &Cluster) -> Result<Ca, String> {
+pub fn load_or_create(c: &Cluster) -> Result<Ca, CertError> {
     let (cert, key) = paths(c);
     if std::fs::symlink_metadata(&key).is_ok() || cert.exists() {
-        super::check_key_file(&key).map_err(|e| format!("the appliance CA key {e}"))?;
-        let key_pem =
-            std::fs::read_to_string(&key).map_err(|e| format!("{}: {e}", key.display()))?;
-        let cert_pem =
-            std::fs::read_to_string(&cert).map_err(|e| format!("{}: {e}", cert.display()))?;
-        let kp = rcgen::KeyPair::from_pem(&key_pem)
-            .map_err(|e| format!("{}: not a private key ({e})", key.display()))?;
+        super::check_key_file(&key).map_err(|reason| CertError::ExposedKey {
+            what: "the appliance CA key",
+            reason,
+        })?;
+        let key_pem = std::fs::read_to_string(&key).map_err(CertError::io(&key))?;
+        let cert_pem = std::fs::read_to_string(&cert).map_err(CertError::io(&cert))?;
+        let kp = rcgen::KeyPair::from_pem(&key_pem).map_err(|e| CertError::NotAKey {
+            path: key.clone(),
+            detail: e.to_string(),
+        })?;
         return Ok(Ca {
             cert_pem,
             cert_file: cert,
@@ -72,12 +75,16 @@ pub fn load_or_create(c: &Cluster) -> Result<Ca, String> {
         });
     }
     let params = ca_params(&c.name);
-    let kp = rcgen::KeyPair::generate().map_err(|e| format!("generating the CA key: {e}"))?;
-    let made = params
-        .self_signed(&kp)
-        .map_err(|e| format!("generating the CA: {e}"))?;
+    let kp = rcgen::KeyPair::generate().map_err(|err| CertError::Make {
+        what: "generating the CA key",
+        err,
+    })?;
+    let made = params.self_signed(&kp).map_err(|err| CertError::Make {
+        what: "generating the CA",
+        err,
+    })?;
     if let Some(dir) = cert.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(CertError::io(dir))?;
     }
     write_new(&key, kp.serialize_pem().as_bytes(), 0o600)?;
     write_new(&cert, made.pem().as_bytes(), 0o644)?;
@@ -93,8 +100,11 @@ pub fn load_or_create(c: &Cluster) -> Result<Ca, String> {
 impl Ca {
     /// A server certificate chain (leaf, CA) and its key, PEM, naming
     /// `dns` and `ips`.
-    pub fn issue(&self, dns: &[String], ips: &[IpAddr]) -> Result<(String, String), String> {
-        let mut p = rcgen::CertificateParams::new(dns.to_vec()).map_err(|e| e.to_string())?;
+    pub fn issue(&self, dns: &[String], ips: &[IpAddr]) -> Result<(String, String), CertError> {
+        let mut p = rcgen::CertificateParams::new(dns.to_vec()).map_err(|err| CertError::Make {
+            what: "the leaf's names",
+            err,
+        })?;
         p.subject_alt_names
             .extend(ips.iter().map(|ip| rcgen::SanType::IpAddress(*ip)));
         p.distinguished_name = rcgen::DistinguishedName::new();
@@ -109,11 +119,17 @@ impl Ca {
         let year = this_year();
         p.not_before = rcgen::date_time_ymd(year, 1, 1);
         p.not_after = rcgen::date_time_ymd(year + super::VALID_YEARS, 1, 1);
-        let leaf_key = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
+        let leaf_key = rcgen::KeyPair::generate().map_err(|err| CertError::Make {
+            what: "generating the leaf key",
+            err,
+        })?;
         let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
         let leaf = p
             .signed_by(&leaf_key, &issuer)
-            .map_err(|e| format!("signing: {e}"))?;
+            .map_err(|err| CertError::Make {
+                what: "signing",
+                err,
+            })?;
         Ok((
             format!("{}{}", leaf.pem(), self.cert_pem),
             leaf_key.serialize_pem(),

@@ -156,11 +156,11 @@ fn live_of(plan: &Plan) -> anyhow::Result<Live> {
 fn server_tls(
     plan: &Plan,
     cfg: &RegistryCfg,
-) -> Result<(Arc<rustls::ServerConfig>, String, bool), String> {
+) -> anyhow::Result<(Arc<rustls::ServerConfig>, String, bool)> {
     let (mut config, sha, from_ca) = match &cfg.tls {
         Some(t) => {
             let s = crate::runtime::certs::from_files(&t.cert_file, &t.key_file, false)
-                .map_err(|e| format!("registry.tls: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("registry.tls: {e}"))?;
             (Arc::unwrap_or_clone(s.config), s.info.sha256, false)
         }
         None => {
@@ -174,7 +174,7 @@ fn server_tls(
 
 /// A server configuration with a certificate of the appliance's CA for the
 /// registry's name and addresses, and its fingerprint.
-fn ca_issued(plan: &Plan, cfg: &RegistryCfg) -> Result<(rustls::ServerConfig, String), String> {
+fn ca_issued(plan: &Plan, cfg: &RegistryCfg) -> anyhow::Result<(rustls::ServerConfig, String)> {
     let ca = crate::runtime::certs::ca::load_or_create(&plan.cluster)?;
     let c = &plan.cluster;
     let mut ips: Vec<IpAddr> = vec![IpAddr::V4(c.network.appliance_ip)];
@@ -185,13 +185,11 @@ fn ca_issued(plan: &Plan, cfg: &RegistryCfg) -> Result<(rustls::ServerConfig, St
     let (chain, key) = ca.issue(std::slice::from_ref(&cfg.name), &ips)?;
     use rustls::pki_types::pem::PemObject as _;
     let certs = rustls::pki_types::CertificateDer::pem_slice_iter(chain.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+        .collect::<Result<Vec<_>, _>>()?;
     let sha =
         crate::runtime::certs::fingerprint(certs.first().map(|c| c.as_ref()).unwrap_or_default());
-    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes())
-        .map_err(|e| e.to_string())?;
-    let config = crate::runtime::certs::server_config(certs, key).map_err(|e| e.to_string())?;
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes())?;
+    let config = crate::runtime::certs::server_config(certs, key)?;
     Ok((config, sha))
 }
 
@@ -266,7 +264,7 @@ impl Service for Registry {
         let (tls, sha, from_ca) = tokio::task::spawn_blocking(move || server_tls(&p, &cfg))
             .await
             .map_err(|e| anyhow::anyhow!("registry certificate: {e}"))?
-            .map_err(|e| anyhow::anyhow!("registry certificate: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("registry certificate: {e:#}"))?;
         let cfg = live.cfg.clone();
         let upstreams = tokio::task::spawn_blocking(move || pullthrough::build(&cfg))
             .await?
