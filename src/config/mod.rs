@@ -14,6 +14,8 @@
 //! Nothing here touches a socket; `serve` binds only after [`load`] succeeded.
 
 pub mod duration;
+#[cfg(test)]
+pub(crate) mod fixture;
 pub mod raw;
 pub mod schema;
 pub mod secret;

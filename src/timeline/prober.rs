@@ -184,23 +184,18 @@ async fn tick(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     fn plan(extra: &str) -> Plan {
+        use crate::config::fixture::{MASTER_0, plan};
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("bootstrap-in-place-for-live-iso.ign"), "{}").unwrap();
-        let yaml = format!(
-            r#"name: s
-baseDomain: crc.testing
-network: {{ cidr: 10.9.0.0/24, gateway: 10.9.0.1, applianceIP: 10.9.0.1 }}
-nodes:
-  - {{ name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }}
-http:
-  ignitionDir: "{}"
-{extra}"#,
-            dir.path().display()
-        );
-        crate::config::from_str(&yaml, Path::new("/"), Path::new("/t.yaml")).unwrap()
+        plan(
+            &[MASTER_0],
+            &format!(
+                "http:\n  ignitionDir: \"{}\"\n{extra}",
+                dir.path().display()
+            ),
+        )
     }
 
     #[test]

@@ -320,17 +320,10 @@ impl crate::runtime::control::SyncControl for Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     fn plan() -> Plan {
-        let yaml = r#"name: t
-baseDomain: crc.testing
-network: { cidr: 10.9.0.0/24, gateway: 10.9.0.1, applianceIP: 10.9.0.1 }
-nodes:
-  - { name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 10.9.0.5 }
-  - { name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }
-"#;
-        crate::config::from_str(yaml, Path::new("/"), Path::new("/t.yaml")).unwrap()
+        use crate::config::fixture::{BOOTSTRAP, MASTER_0, plan};
+        plan(&[BOOTSTRAP, MASTER_0], "")
     }
 
     /// A subscriber hears each event recorded here or taken from the HA

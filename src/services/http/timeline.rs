@@ -90,18 +90,11 @@ mod tests {
     use std::path::Path;
 
     fn plan(dir: &Path) -> Plan {
-        let yaml = format!(
-            r#"name: s
-baseDomain: crc.testing
-network: {{ cidr: 10.9.0.0/24, gateway: 10.9.0.1, applianceIP: 10.9.0.1 }}
-nodes:
-  - {{ name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }}
-http:
-  ignitionDir: "{}"
-"#,
-            dir.display()
-        );
-        crate::config::from_str(&yaml, Path::new("/"), Path::new("/t.yaml")).unwrap()
+        use crate::config::fixture::{MASTER_0, plan};
+        plan(
+            &[MASTER_0],
+            &format!("http:\n  ignitionDir: \"{}\"\n", dir.display()),
+        )
     }
 
     /// The file's time is recorded once at start and once per change, not

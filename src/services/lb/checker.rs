@@ -455,20 +455,8 @@ mod tests {
 
     /// A timeline of a cluster with the nodes these tests name.
     fn events() -> Events {
-        let yaml = r#"name: t
-baseDomain: crc.testing
-network: { cidr: 10.9.0.0/24, gateway: 10.9.0.1, applianceIP: 10.9.0.1 }
-nodes:
-  - { name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 10.9.0.5 }
-  - { name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }
-  - { name: w, role: worker, mac: "52:54:00:00:00:14", ip: 10.9.0.20 }
-"#;
-        let p = crate::config::from_str(
-            yaml,
-            std::path::Path::new("/"),
-            std::path::Path::new("/t.yaml"),
-        )
-        .unwrap();
+        use crate::config::fixture::{BOOTSTRAP, MASTER_0, plan, worker};
+        let p = plan(&[BOOTSTRAP, MASTER_0, &worker("w")], "");
         let r = crate::timeline::Recorder::new(&p);
         r.recorded();
         r

@@ -144,19 +144,12 @@ impl Generation {
 /// A small valid plan for unit tests; `base` resolves its directories.
 #[cfg(test)]
 pub fn test_plan(base: &std::path::Path, lb: &str) -> Arc<Plan> {
-    let yaml = format!(
-        r#"name: t
-baseDomain: crc.testing
-network: {{ cidr: 10.9.0.0/24, gateway: 10.9.0.1, applianceIP: 10.9.0.1 }}
-nodes:
-  - {{ name: bootstrap, role: bootstrap, mac: "52:54:00:00:00:05", ip: 10.9.0.5 }}
-  - {{ name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }}
-  - {{ name: worker-0, role: worker, mac: "52:54:00:00:00:14", ip: 10.9.0.20 }}
-loadBalancer: {{ {lb} }}
-"#
-    );
-    let plan = crate::config::from_str(&yaml, base, &base.join("t.yaml"));
-    Arc::new(plan.unwrap_or_else(|e| panic!("test plan: {e}")))
+    use crate::config::fixture::{BOOTSTRAP, MASTER_0, plan_in, worker};
+    Arc::new(plan_in(
+        base,
+        &[BOOTSTRAP, MASTER_0, &worker("worker-0")],
+        &format!("loadBalancer: {{ {lb} }}\n"),
+    ))
 }
 
 #[cfg(test)]

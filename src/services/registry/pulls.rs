@@ -171,18 +171,8 @@ mod tests {
     /// `pulling` with the first request, `pulled` once, after the quiet.
     #[tokio::test]
     async fn the_watch_records_pulling_then_pulled_once() {
-        let yaml = r#"name: t
-baseDomain: crc.testing
-network: { cidr: 10.9.0.0/24, gateway: 10.9.0.1, applianceIP: 10.9.0.1 }
-nodes:
-  - { name: master-0, role: master, mac: "52:54:00:00:00:0A", ip: 10.9.0.10 }
-"#;
-        let p = crate::config::from_str(
-            yaml,
-            std::path::Path::new("/"),
-            std::path::Path::new("/t.yaml"),
-        )
-        .unwrap();
+        use crate::config::fixture::{MASTER_0, plan};
+        let p = plan(&[MASTER_0], "");
         let events = crate::timeline::Recorder::new(&p);
         events.recorded();
         let pulls = Arc::new(Pulls {
