@@ -557,13 +557,10 @@ fn process(
     }
     if let Some(why) = done.decline_refused {
         counters.declines_refused.fetch_add(1, Ordering::Relaxed);
-        warn_client(
-            &shared.log,
-            "decline not applied",
-            src,
-            mac.as_deref(),
-            || format!("Decline from DUID {}: {why}", duid_hex(&msg)),
-        );
+        let log = &shared.log;
+        warn_client(log, "decline not applied", src, mac.as_deref(), || {
+            format!("Decline from DUID {}: {why}", duid_hex(&msg))
+        });
     }
     let Some(r) = reply else {
         debug!(%src, "dhcp6 {kind:?}: no reply: {}", done.note);
