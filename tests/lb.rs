@@ -1,8 +1,7 @@
 //! The load balancer end to end: the real services (in this process; the
-//! binary where the process's descriptor limit or its process-wide log
-//! limiter matters) in front of real nginx backends (HTTP and TLS) on
-//! 127.0.20.x, driven by curl, openssl s_client, the `crc-appliance lb` CLI
-//! and plain TCP sockets.
+//! binary where the process's descriptor limit matters) in front of real
+//! nginx backends (HTTP and TLS) on 127.0.20.x, driven by curl, openssl
+//! s_client, the `crc-appliance lb` CLI and plain TCP sockets.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
@@ -431,10 +430,10 @@ fn backends_start_unhealthy_until_rise() {
         &format!("interval: {INTERVAL_MS}ms, timeout: {INTERVAL_MS}ms, rise: 1"),
         "interval: 60s, timeout: 2s, rise: 2",
     );
-    // Spawned: the line waited for below is rate-limited per process
-    // (`lb` CLIENT_LOG, a `static` shared by every appliance in one
-    // process), and another test here closes ingress-http connections too.
-    let app = Appliance::start(&yaml);
+    // The line waited for below is rate-limited per appliance (its serve's
+    // `lb` limiter): another test here closing ingress-http connections
+    // does not count against it.
+    let app = InProc::start_yaml(&yaml);
     let st = wait_status(&app, "the first check", |st| {
         backend(st, "ingress-http", "worker-0").consecutive_successes == 1
             && backend(st, "ingress-http", "worker-1").consecutive_successes == 1

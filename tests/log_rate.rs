@@ -9,9 +9,10 @@
 //! (malformed datagrams, logged at debug only before) and the LB (client
 //! connections closed for want of a backend). Loopback only, no root.
 //!
-//! These spawn the binary (not `common::inproc`): the limiters are
-//! process-wide `static`s (`runtime/lograte.rs`), so appliances sharing
-//! this test process would flush each other's counts into their logs.
+//! Each runs its appliance in this process (`common::inproc`): the
+//! limiters are its serve's (`runtime::context`), so appliances sharing
+//! this test process count apart, and its shutdown writes its own
+//! summaries into its own log.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -20,7 +21,8 @@ use std::io::Read as _;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, only, wait_until};
+use common::inproc::InProc;
+use common::only;
 use crc_appliance::serve::status::StatusDoc;
 
 /// Datagrams per flood, split over the senders.
@@ -30,34 +32,14 @@ const HANDFUL: usize = 5;
 /// Two loopback senders, outside the test cluster's 127.0.20.0/24.
 const SENDERS: [&str; 2] = ["127.0.0.7", "127.0.0.8"];
 
-fn http_get(addr: SocketAddr, path: &str) -> String {
-    use std::io::Write as _;
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
-}
-
-fn status(app: &Appliance) -> StatusDoc {
-    serde_json::from_str(&http_get(app.addr("admin"), "/status")).expect("status JSON")
-}
-
-/// Poll `counter` of `/status` until it stops changing (the flood is
-/// processed); its value.
-fn settled(app: &Appliance, counter: impl Fn(&StatusDoc) -> u64) -> u64 {
+/// Poll `counter` of the status document until it stops changing (the
+/// flood is processed); its value.
+fn settled(app: &InProc, counter: impl Fn(&StatusDoc) -> u64) -> u64 {
     let mut last = u64::MAX;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         std::thread::sleep(Duration::from_millis(300));
-        let now = counter(&status(app));
+        let now = counter(&app.status());
         if now == last && now > 0 {
             return now;
         }
@@ -66,14 +48,16 @@ fn settled(app: &Appliance, counter: impl Fn(&StatusDoc) -> u64) -> u64 {
     }
 }
 
-/// Stop the appliance (SIGTERM writes the summaries not written yet) and
-/// return its log.
-fn stop(mut app: Appliance) -> String {
-    assert_eq!(app.stop(), Some(0), "{}", app.log());
-    wait_until("the last log lines", Duration::from_secs(5), || {
-        app.log().lines().any(|l| l.ends_with("stopped"))
-    });
-    app.log()
+/// Stop the appliance (as SIGTERM does: its shutdown writes the summaries
+/// not written yet) and return its log.
+fn stop(mut app: InProc) -> String {
+    assert_eq!(app.stop(), Ok(()), "{}", app.log());
+    let log = app.log();
+    assert!(
+        log.lines().any(|l| l.ends_with("stopped")),
+        "no last line:\n{log}"
+    );
+    log
 }
 
 /// How many occurrences a line of reason `key` stands for: a summary line
@@ -163,9 +147,7 @@ fn dns_query(id: u16, opcode: u8) -> Vec<u8> {
 
 #[test]
 fn a_dns_flood_of_odd_opcodes_gives_a_few_lines_with_addresses_and_counts() {
-    let app = Appliance::start(&only(
-        "dns:\n  listen: [\"127.0.0.1:0\"]\nadmin:\n  listen: 127.0.0.1:0\n",
-    ));
+    let app = InProc::start_yaml(&only("dns:\n  listen: [\"127.0.0.1:0\"]\n"));
     let to = app.addr("dns udp");
     flood(to, |i| dns_query(i as u16, 2));
     let notimp = settled(&app, |s| {
@@ -185,8 +167,8 @@ fn a_dns_flood_of_odd_opcodes_gives_a_few_lines_with_addresses_and_counts() {
 
 #[test]
 fn a_dhcp_flood_of_malformed_datagrams_gives_a_few_lines_with_addresses_and_counts() {
-    let app = Appliance::start(&only(
-        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\nadmin:\n  listen: 127.0.0.1:0\n",
+    let app = InProc::start_yaml(&only(
+        "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n",
     ));
     let to = app.addr("dhcp");
     // A BOOTREQUEST-sized datagram without the magic cookie.
@@ -210,12 +192,12 @@ fn a_tftp_flood_of_bad_packets_gives_a_few_lines_with_addresses_and_counts() {
     std::fs::write(
         &file,
         only(&format!(
-            "admin:\n  listen: 127.0.0.1:0\npxe:\n  tftpListen: 127.0.0.1:0\n  tftpRoot: {}\n",
+            "pxe:\n  tftpListen: 127.0.0.1:0\n  tftpRoot: {}\n",
             root.display()
         )),
     )
     .unwrap();
-    let app = Appliance::launch().start_path(&file);
+    let app = InProc::start_path(&file);
     let to = app.addr("tftp");
     // Opcode 9 does not exist: "malformed request", answered ERROR 4.
     flood(to, |i| {
@@ -236,15 +218,13 @@ fn lb_connections_closed_for_want_of_a_backend_give_a_few_lines() {
         r#"dns: {{ enabled: false }}
 dhcp: {{ enabled: false }}
 http: {{ enabled: false }}
-admin:
-  listen: 127.0.0.1:0
 loadBalancer:
   listen: {{ api: "127.0.0.1:0", machineConfig: "127.0.0.1:0", ingressHttp: "127.0.0.1:0", ingressHttps: "127.0.0.1:0" }}
   backendPorts: {{ api: {port}, machineConfig: {port}, ingressHttp: {port}, ingressHttps: {port} }}
   healthCheck: {{ interval: 1s, timeout: 1s, rise: 1, fall: 1 }}
 "#
     ));
-    let app = Appliance::start(&yaml);
+    let app = InProc::start_yaml(&yaml);
     let to = app.addr("lb ingress-http");
     let n = 300;
     for _ in 0..n {

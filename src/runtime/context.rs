@@ -5,22 +5,27 @@
 //! ([`Caps`]), this member's HA view ([`HaView`]: whether it holds the
 //! VIPs, its member id, the `ha` status), how listeners bind
 //! ([`BindOptions`]: `IP_FREEBIND` for an HA member) and, in test builds
-//! only, the faults to inject ([`Faults`]); and the day-2 workers' pointer
-//! config the CSR approver shares with HTTP ([`WorkerIgnition`]).
+//! only, the faults to inject ([`Faults`]); the day-2 workers' pointer
+//! config the CSR approver shares with HTTP ([`WorkerIgnition`]); and the
+//! limiters of the services' rate-limited log lines ([`LogRates`], whose
+//! summaries `serve`'s flusher writes).
 //!
 //! Built once by `serve` from the plan ([`Context::for_plan`] plus the caps
 //! `limits::apply` chose); a clone is cheap (the HA view is one `Arc`, the
 //! rest is plain data). Invariant: nothing here is process-global, so two
 //! appliances (or two instances of one service) in one process, each with
-//! its own `Context`, do not see each other's caps or HA state.
+//! its own `Context`, do not see each other's caps, HA state or log
+//! counts.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::plan::Plan;
 use crate::runtime::bind::BindOptions;
 use crate::runtime::faults::Faults;
 use crate::runtime::ha::HaView;
 use crate::runtime::limits::cap::Caps;
+use crate::runtime::lograte::{LogRate, LogRates};
 use crate::runtime::service::Tasks;
 use crate::runtime::workerign::WorkerIgnition;
 
@@ -39,6 +44,8 @@ pub struct Context {
     /// The day-2 workers' pointer config: the CSR approver writes it, HTTP
     /// serves it (neither imports the other).
     pub worker_ign: Arc<WorkerIgnition>,
+    /// The rate-limited log lines' limiters of this serve, by name.
+    pub log_rates: LogRates,
 }
 
 impl Context {
@@ -58,11 +65,18 @@ impl Context {
             bind: BindOptions::for_plan(plan),
             faults: Faults::from_env(),
             worker_ign: Arc::default(),
+            log_rates: LogRates::default(),
         }
     }
 
     /// The task set of `service`, with this context's faults.
     pub fn tasks(&self, service: &'static str) -> Tasks {
         Tasks::with_faults(service, self.faults.clone())
+    }
+
+    /// This serve's limiter `name` (its summary lines' prefix), made with
+    /// `interval` on first use: the same name is the same limiter.
+    pub fn log_rate(&self, name: &'static str, interval: Duration) -> Arc<LogRate> {
+        self.log_rates.get(name, interval)
     }
 }

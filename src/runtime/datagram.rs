@@ -23,9 +23,11 @@
 //!   datagram is dropped.
 //!
 //! Invariants: nothing a client sends ends a loop; every client-caused log
-//! line goes through the service's [`LogRate`].
+//! line goes through the service's [`LogRate`] (its serve's, from the
+//! run-time context).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::UdpSocket;
@@ -93,14 +95,14 @@ impl Gate {
 pub struct Datagrams {
     /// Log prefix (`dhcp`, `ntp`, …).
     service: &'static str,
-    log: &'static LogRate,
+    log: Arc<LogRate>,
     gate: Gate,
     /// Receive errors in a row ([`Datagrams::next`]).
     errors: u32,
 }
 
 impl Datagrams {
-    pub fn new(service: &'static str, log: &'static LogRate, gate: Gate) -> Datagrams {
+    pub fn new(service: &'static str, log: Arc<LogRate>, gate: Gate) -> Datagrams {
         Datagrams {
             service,
             log,
@@ -204,7 +206,9 @@ impl Datagrams {
 mod tests {
     use super::*;
 
-    static LOG: LogRate = LogRate::new("test", crate::runtime::lograte::CLIENT_EVENTS);
+    fn log() -> Arc<LogRate> {
+        Arc::new(LogRate::new("test", crate::runtime::lograte::CLIENT_EVENTS))
+    }
 
     #[tokio::test]
     async fn a_panicking_decision_is_counted_and_the_batch_goes_on() {
@@ -217,7 +221,7 @@ mod tests {
         server.readable().await.unwrap();
         // Give the other two datagrams time to arrive on loopback.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let d = Datagrams::new("test", &LOG, Gate::Always);
+        let d = Datagrams::new("test", log(), Gate::Always);
         let panics = std::cell::Cell::new(0);
         let mut seen = Vec::new();
         let mut buf = [0u8; 64];
@@ -243,7 +247,7 @@ mod tests {
             .send_to(b"hello", server.local_addr().unwrap())
             .await
             .unwrap();
-        let mut d = Datagrams::new("test", &LOG, Gate::Always);
+        let mut d = Datagrams::new("test", log(), Gate::Always);
         let stop = CancellationToken::new();
         let mut buf = [0u8; 64];
         let got = d.next(&server, &mut buf, &stop).await.unwrap();
@@ -276,7 +280,7 @@ mod tests {
             }
             server.readable().await.unwrap();
             tokio::time::sleep(Duration::from_millis(50)).await;
-            let d = Datagrams::new("test", &LOG, Gate::VipHolder(view.clone()));
+            let d = Datagrams::new("test", log(), Gate::VipHolder(view.clone()));
             let mut got = 0;
             d.batch(&server, &mut [0u8; 64], 16, || {}, |_, _| got += 1);
             seen.push(got);

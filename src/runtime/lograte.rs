@@ -7,25 +7,31 @@
 //! naming the client); every further occurrence within `interval` is only
 //! counted, keeping the first and the latest client address. The count is
 //! reported in one summary line once `interval` has passed since the last
-//! line: appended to the next line the caller writes, or — for the static
-//! limiters of the services — written by the flusher task
-//! ([`flush_every`] once a second, [`flush_final`] at shutdown) so that the
-//! count of a flood that stopped is not lost. So a flood of one reason
-//! writes one line when it starts and one line per interval while it lasts,
-//! each naming a client address and how many were not logged.
+//! line: appended to the next line the caller writes, or — for the
+//! limiters of a `serve` ([`LogRates`]) — written by that serve's flusher
+//! task ([`LogRates::flush_every`] once a second, [`LogRates::flush_final`]
+//! at shutdown) so that the count of a flood that stopped is not lost. So a
+//! flood of one reason writes one line when it starts and one line per
+//! interval while it lasts, each naming a client address and how many were
+//! not logged.
 //!
 //! [`Window`] is the pure core (one reason key, injected clock, unit
-//! tested); [`LogRate`] keys windows by reason under a lock.
+//! tested); [`LogRate`] keys windows by reason under a lock; [`LogRates`]
+//! is one serve's set of limiters by name, carried by its
+//! `runtime::context::Context`: a service asks it for its limiter when it
+//! is created, and the same name gives the same limiter (shared by every
+//! call site and instance that names it, kept across reloads).
 //!
-//! Invariants: memory is bounded by the number of reason keys, which are
-//! `&'static str` chosen by the code, never by a client (client addresses
-//! are kept two per key). Counting never allocates. The lock is held for a
-//! few comparisons only, never while logging.
+//! Invariants: memory is bounded by the number of limiters and reason
+//! keys, which are `&'static str` chosen by the code, never by a client
+//! (client addresses are kept two per key). Counting never allocates. The
+//! locks are held for a few comparisons only, never while logging. Nothing
+//! is process-global: two serves in one process (two `Context`s) count
+//! and flush apart.
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -35,7 +41,7 @@ use crate::runtime::sync::LockExt as _;
 /// The interval of the services' per-client warnings.
 pub const CLIENT_EVENTS: Duration = Duration::from_secs(10);
 
-/// How often [`flush_every`] writes the summaries that are due.
+/// How often [`LogRates::flush_every`] writes the summaries that are due.
 const FLUSH_TICK: Duration = Duration::from_secs(1);
 
 /// Occurrences of one reason that were counted, not logged.
@@ -164,18 +170,25 @@ impl Window {
     }
 }
 
-/// Windows by reason key, for one service (or one backend). Services keep
-/// theirs in a `static` so that the flusher finds it.
+/// Windows by reason key, for one service (or one backend). A service
+/// gets its limiters from its serve's [`LogRates`], whose flusher writes
+/// their summaries; one made with [`LogRate::new`] alone is nobody's (its
+/// counts only reach the next line it allows).
 pub struct LogRate {
     /// Prefix of the summary lines (`dns`, `dhcp`, `lb api` …).
     name: &'static str,
     interval: Duration,
     windows: Mutex<Vec<(&'static str, Window)>>,
-    registered: AtomicBool,
 }
 
-/// The static limiters seen so far (for the flusher).
-static REGISTRY: Mutex<Vec<&'static LogRate>> = Mutex::new(Vec::new());
+impl fmt::Debug for LogRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogRate")
+            .field("name", &self.name)
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
 
 impl LogRate {
     pub const fn new(name: &'static str, interval: Duration) -> LogRate {
@@ -183,23 +196,17 @@ impl LogRate {
             name,
             interval,
             windows: Mutex::new(Vec::new()),
-            registered: AtomicBool::new(false),
         }
     }
 
     /// An occurrence of `key` now, from `client`: `Some(tail)` when the
     /// caller may log it (appending `tail`), `None` when it was counted.
-    /// The limiter registers itself for the flusher's summaries.
-    pub fn check(&'static self, key: &'static str, client: Option<SocketAddr>) -> Option<Tail> {
-        if !self.registered.swap(true, Ordering::Relaxed) {
-            REGISTRY.locked().push(self);
-        }
+    pub fn check(&self, key: &'static str, client: Option<SocketAddr>) -> Option<Tail> {
         self.check_at(key, client, Instant::now())
     }
 
-    /// [`LogRate::check`] at `now`, without registering: for a limiter
-    /// that is not static (the counts then only reach the next line) and
-    /// for clocks other than the wall clock (tokio's paused time).
+    /// [`LogRate::check`] at `now`: for clocks other than the wall clock
+    /// (tokio's paused time).
     pub fn check_at(
         &self,
         key: &'static str,
@@ -227,33 +234,58 @@ impl LogRate {
     }
 }
 
-/// Write the summaries of every static limiter used so far: those due, or
-/// (`all`, at shutdown) every count not logged yet.
-fn flush(all: bool) {
-    let limiters: Vec<&'static LogRate> = REGISTRY.locked().clone();
-    let now = Instant::now();
-    for l in limiters {
-        for (key, s) in l.due(now, all) {
-            tracing::warn!("{}: {key}: {s}", l.name);
-        }
-    }
+/// The limiters of one `serve`, by name, and their flusher. A clone is
+/// the same set (one `Arc`).
+#[derive(Clone, Default)]
+pub struct LogRates {
+    limiters: Arc<Mutex<Vec<Arc<LogRate>>>>,
 }
 
-/// The flusher task: writes the summaries that are due every second
-/// until `stop`.
-pub async fn flush_every(stop: CancellationToken) {
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(FLUSH_TICK) => flush(false),
+impl LogRates {
+    /// The limiter `name` of this set, made with `interval` the first time
+    /// it is asked for; every caller naming it shares its windows (a
+    /// service's call sites, its instances, its reloads).
+    pub fn get(&self, name: &'static str, interval: Duration) -> Arc<LogRate> {
+        let mut all = self.limiters.locked();
+        if let Some(l) = all.iter().find(|l| l.name == name) {
+            debug_assert_eq!(
+                l.interval, interval,
+                "limiter {name} asked with two intervals"
+            );
+            return l.clone();
+        }
+        let l = Arc::new(LogRate::new(name, interval));
+        all.push(l.clone());
+        l
+    }
+
+    /// Write the summaries of this set's limiters at `now`: those due, or
+    /// (`all`, at shutdown) every count not logged yet.
+    fn flush_at(&self, now: Instant, all: bool) {
+        let limiters: Vec<Arc<LogRate>> = self.limiters.locked().clone();
+        for l in limiters {
+            for (key, s) in l.due(now, all) {
+                tracing::warn!("{}: {key}: {s}", l.name);
+            }
         }
     }
-}
 
-/// At shutdown, once the services stopped: every count not logged yet, so
-/// the end of a flood is not lost.
-pub fn flush_final() {
-    flush(true);
+    /// The flusher task: writes the summaries that are due every second
+    /// until `stop`.
+    pub async fn flush_every(self, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(FLUSH_TICK) => self.flush_at(Instant::now(), false),
+            }
+        }
+    }
+
+    /// At shutdown, once the services stopped: every count not logged yet,
+    /// so the end of a flood is not lost.
+    pub fn flush_final(&self) {
+        self.flush_at(Instant::now(), true);
+    }
 }
 
 #[cfg(test)]
@@ -363,26 +395,61 @@ mod tests {
 
     #[test]
     fn keys_are_limited_apart_and_clients_without_address_are_fine() {
-        static L: LogRate = LogRate::new("test", Duration::from_secs(3600));
+        let l = LogRate::new("test", Duration::from_secs(3600));
         let t0 = Instant::now();
-        assert!(L.check_at("a", None, t0).is_some());
-        assert!(L.check_at("b", addr(1), t0).is_some());
-        assert!(L.check_at("a", None, t0).is_none());
-        assert!(L.check_at("b", addr(1), t0).is_none());
+        assert!(l.check_at("a", None, t0).is_some());
+        assert!(l.check_at("b", addr(1), t0).is_some());
+        assert!(l.check_at("a", None, t0).is_none());
+        assert!(l.check_at("b", addr(1), t0).is_none());
         let later = t0 + Duration::from_secs(3600);
-        assert!(L.due(t0, false).is_empty(), "not due yet");
-        let due = L.due(later, false);
+        assert!(l.due(t0, false).is_empty(), "not due yet");
+        let due = l.due(later, false);
         assert_eq!(due.len(), 2, "{due:?}");
         assert_eq!(due[0].1.to_string(), "1 more in the last 3600.0s");
-        // `check` registers the limiter for the flusher.
-        assert!(L.check("c", None).is_some());
-        assert!(REGISTRY.locked().iter().any(|l| std::ptr::eq(*l, &L)));
-        assert!(L.check_at("c", None, t0).is_none());
+        assert!(l.check_at("c", None, t0).is_some());
+        assert!(l.check_at("c", None, t0).is_none());
         assert_eq!(
-            L.due(t0, true).len(),
+            l.due(t0, true).len(),
             1,
             "at shutdown every count is written"
         );
-        flush_final();
+    }
+
+    #[test]
+    fn one_name_is_one_limiter_within_a_set() {
+        let set = LogRates::default();
+        let a = set.get("dhcp", I);
+        let b = set.clone().get("dhcp", I);
+        assert!(Arc::ptr_eq(&a, &b), "the same name, the same limiter");
+        assert!(!Arc::ptr_eq(&a, &set.get("dhcp6", I)));
+        let t0 = Instant::now();
+        assert!(a.check_at("malformed", addr(1), t0).is_some());
+        assert!(b.check_at("malformed", addr(2), t0).is_none(), "counted");
+        assert_eq!(a.due(t0, true).len(), 1);
+    }
+
+    /// Two serves in one process: each has its own set, and neither sees
+    /// (nor flushes) the other's counts.
+    #[test]
+    fn two_sets_do_not_see_each_others_counts() {
+        let (one, two) = (LogRates::default(), LogRates::default());
+        let (a, b) = (one.get("dhcp", I), two.get("dhcp", I));
+        assert!(!Arc::ptr_eq(&a, &b));
+        let t0 = Instant::now();
+        assert!(a.check_at("malformed", addr(1), t0).is_some());
+        assert!(
+            b.check_at("malformed", addr(2), t0).is_some(),
+            "the other set's first occurrence is logged, not counted"
+        );
+        for _ in 0..3 {
+            assert!(a.check_at("malformed", addr(1), t0).is_none());
+        }
+        assert!(b.check_at("malformed", addr(2), t0).is_none());
+        // The second serve's shutdown writes its own count only.
+        two.flush_final();
+        assert!(b.due(t0, true).is_empty(), "flushed");
+        let left = a.due(t0, true);
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!((left[0].1.count, left[0].1.first), (3, addr(1)));
     }
 }

@@ -92,19 +92,23 @@ pub fn format() -> LogFormat {
     FORMAT.get().copied().unwrap_or_default()
 }
 
+/// What every sink logs: `RUST_LOG` (default `info`), hickory's catalog
+/// at error unless `RUST_LOG` names `hickory_server`. The in-process test
+/// harness filters an embedded appliance's log with it too.
+pub fn filter() -> EnvFilter {
+    let f = EnvFilter::builder()
+        .with_default_directive(tracing::level_filters::LevelFilter::INFO.into())
+        .from_env_lossy();
+    let named = std::env::var("RUST_LOG").is_ok_and(|v| v.contains("hickory_server"));
+    match QUIET_CATALOG.parse() {
+        Ok(d) if !named => f.add_directive(d),
+        _ => f,
+    }
+}
+
 /// Install the global subscriber; returns the sink in use.
 pub fn init(format: LogFormat) -> Sink {
     let _ = FORMAT.set(format);
-    let filter = || {
-        let f = EnvFilter::builder()
-            .with_default_directive(tracing::level_filters::LevelFilter::INFO.into())
-            .from_env_lossy();
-        let named = std::env::var("RUST_LOG").is_ok_and(|v| v.contains("hickory_server"));
-        match QUIET_CATALOG.parse() {
-            Ok(d) if !named => f.add_directive(d),
-            _ => f,
-        }
-    };
     let journal = format == LogFormat::Auto && stderr_is_journal_stream();
     let sink = match format {
         LogFormat::Json => Sink::Json,

@@ -77,7 +77,12 @@ pub const BASE_DOC: usize = 1 << 20;
 pub const PER_POOL_ADDRESS: usize = 512;
 
 /// Rate limit of the exchange's warnings (refused requests, entries).
-static LOG: LogRate = LogRate::new("ha", Duration::from_secs(60));
+const LOG_INTERVAL: Duration = Duration::from_secs(60);
+
+/// The limiter of the exchange's warnings: the serve's `ha` limiter.
+fn log(hub: &Hub) -> Arc<LogRate> {
+    hub.ctx().log_rate("ha", LOG_INTERVAL)
+}
 
 /// One member's shared state, as exchanged: the version and part name
 /// (`netboot`, `leases`, `timeline`, `bmc`) → that part's state. A part
@@ -156,7 +161,9 @@ fn decode(body: &[u8]) -> Result<SyncDoc, String> {
 
 /// Merge `peer`'s state into ours; how many entries were taken.
 fn merge(hub: &Hub, peer: SyncDoc) -> Result<usize, String> {
-    with_parts(hub, |parts| merge_into(parts, peer.parts, hub.ha()))
+    with_parts(hub, |parts| {
+        merge_into(parts, peer.parts, hub.ha(), &log(hub))
+    })
 }
 
 /// Prepare every part of `peer` (decode and validate), then apply them
@@ -166,6 +173,7 @@ fn merge_into(
     parts: &[&dyn SyncControl],
     mut peer: BTreeMap<String, serde_json::Value>,
     ha: &HaView,
+    log: &LogRate,
 ) -> Result<usize, String> {
     let mut skipped = Skipped::default();
     let mut staged = Vec::new();
@@ -184,7 +192,7 @@ fn merge_into(
     }
     if skipped.count > 0 {
         let why = skipped.first.clone().unwrap_or_default();
-        if let Some(tail) = LOG.check("peer entries refused", None) {
+        if let Some(tail) = log.check("peer entries refused", None) {
             warn!(
                 "ha: left out {} entr(y/ies) of the peer's document, e.g. {why}{tail}",
                 skipped.count
@@ -248,7 +256,7 @@ pub fn answer(
     let request = match checked {
         Ok(st) => st,
         Err(e) => {
-            if let Some(tail) = LOG.check("refused exchange", Some(client)) {
+            if let Some(tail) = log(hub).check("refused exchange", Some(client)) {
                 warn!("ha: refused an exchange from {client}: {e}{tail}");
             }
             hub.ha()
@@ -572,10 +580,11 @@ mod tests {
                 ),
             ])
         };
-        assert!(merge_into(&parts, doc(serde_json::json!("bad")), &HaView::single()).is_err());
+        let (ha, log) = (HaView::single(), LogRate::new("ha", LOG_INTERVAL));
+        assert!(merge_into(&parts, doc(serde_json::json!("bad")), &ha, &log).is_err());
         assert_eq!(a.1.load(Ordering::Relaxed), 0, "nothing applied");
         assert_eq!(
-            merge_into(&parts, doc(serde_json::json!(2)), &HaView::single()),
+            merge_into(&parts, doc(serde_json::json!(2)), &ha, &log),
             Ok(5)
         );
         assert_eq!(

@@ -174,14 +174,12 @@ pub async fn serve_hosted(path: PathBuf, host: Host) -> anyhow::Result<()> {
 
     let mut set = JoinSet::new();
     spawn_background(&background, &hub, &plan, ha_token);
-    // The rate-limited lines' summaries: the limiters are per call site,
-    // process-wide, so only the process writes them (an embedded
-    // appliance would write its neighbours' counts into its own log).
-    let summaries = matches!(host, Host::Process);
-    if summaries {
-        let t = background.token();
+    // The summaries of this serve's rate-limited lines (its context's
+    // limiters), embedded or not.
+    {
+        let (t, rates) = (background.token(), ctx.log_rates.clone());
         background.spawn("serve log summaries", t.clone(), async move {
-            crate::runtime::lograte::flush_every(t).await;
+            rates.flush_every(t).await;
             Ok(())
         });
     }
@@ -221,9 +219,7 @@ pub async fn serve_hosted(path: PathBuf, host: Host) -> anyhow::Result<()> {
     root.cancel();
     drain(set).await;
     // The counts of rate-limited lines not written yet.
-    if summaries {
-        crate::runtime::lograte::flush_final();
-    }
+    ctx.log_rates.flush_final();
     if outcome.is_ok() {
         info!("stopped");
     }

@@ -10,16 +10,12 @@
 //! - the appliance's own log ([`InProc::log`], [`InProc::wait_log`]): each
 //!   appliance's runtime threads (and the worker threads its services
 //!   start) log into its own buffer, in the text format the process
-//!   writes;
+//!   writes, rate-limited lines and their summaries included (the
+//!   limiters are the appliance's own: `runtime::context`);
 //! - the typed status document ([`InProc::status`], the `StatusDoc`
 //!   `GET /status` serializes), and reloads through the hub;
 //! - a typed cluster file ([`loopback`]: `config::raw::ClusterFile`, the
 //!   type `serve` parses, so a misspelt field does not compile).
-//!
-//! One thing stays process-wide: the per-call-site log throttles
-//! (`runtime::lograte`). Appliances in one test binary share them, so a
-//! test that asserts a rate-limited line, or its summary (only the process
-//! writes summaries), spawns the binary.
 //!
 //! Keep spawning the binary (`common::Appliance`) where the process is the
 //! point: signals, exit codes, systemd, packaging, environment test hooks,
@@ -248,12 +244,11 @@ fn lines(log: &Lines) -> String {
     log.lock().unwrap().join("\n")
 }
 
-/// Where one appliance logs: into `log`, in the process's text format at
-/// `RUST_LOG` (default info).
+/// Where one appliance logs: into `log`, in the process's text format,
+/// filtered as the process filters (`RUST_LOG`, default info; hickory's
+/// catalog at error).
 fn log_dispatch(log: &Lines) -> tracing::Dispatch {
-    let filter = tracing_subscriber::EnvFilter::builder()
-        .with_default_directive(tracing::level_filters::LevelFilter::INFO.into())
-        .from_env_lossy();
+    let filter = crc_appliance::runtime::telemetry::filter();
     let sink = LineSink(log.clone());
     tracing::Dispatch::new(
         tracing_subscriber::fmt()

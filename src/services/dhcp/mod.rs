@@ -25,7 +25,8 @@
 //! Invariants: a bad datagram is counted and dropped, never ends the socket
 //! loop; what a client can cause once per datagram (malformed, refused
 //! relays, an exhausted pool, DECLINEs) is logged at warn at most once per
-//! reason every 10 s, with the client and the count of the rest ([`LOG`]);
+//! reason every 10 s, with the client and the count of the rest
+//! ([`Dhcp::log`], the serve's `dhcp` limiter);
 //! the socket loop or the lease writer ending on its own fails the service
 //! (an appliance that cannot make ACKs durable must not look alive).
 //! Durability (group commit): the datagrams waiting on the
@@ -99,11 +100,6 @@ use writer::Writer;
 
 /// Most datagrams handled per batch (one lease-file write per batch).
 const BATCH: usize = 256;
-/// Warnings a client can cause (malformed datagrams, refused relays, an
-/// exhausted pool, address conflicts …): at most one line per reason every
-/// [`lograte::CLIENT_EVENTS`], naming the client, with the count of the
-/// rest.
-static LOG: LogRate = LogRate::new("dhcp", lograte::CLIENT_EVENTS);
 /// Changes that need not be on disk before the reply are written this soon.
 const LAZY_FLUSH: Duration = Duration::from_secs(1);
 /// Expired leases are dropped this often.
@@ -146,6 +142,18 @@ pub struct Dhcp {
     ha: HaView,
     /// The install timeline: a node's lease, when bound or renewed.
     events: Events,
+    /// Warnings a client can cause (malformed datagrams, refused relays,
+    /// an exhausted pool, address conflicts …): at most one line per
+    /// reason every [`lograte::CLIENT_EVENTS`], naming the client, with the
+    /// count of the rest (the serve's `dhcp` limiter; the reply
+    /// configuration carries it too).
+    log: Arc<LogRate>,
+}
+
+/// A limiter for unit tests (nobody flushes it).
+#[cfg(test)]
+fn test_log() -> Arc<LogRate> {
+    Arc::new(LogRate::new("dhcp", lograte::CLIENT_EVENTS))
 }
 
 /// The leases shared with the HA peer: bound, active pool leases
@@ -269,7 +277,8 @@ impl Service for Dhcp {
                 (None, None) => None,
             }
             .unwrap_or(key.0.port());
-            self.cfg.store(Arc::new(Config::from_plan(&plan, port)));
+            self.cfg
+                .store(Arc::new(Config::from_plan(&plan, port, self.log.clone())));
             {
                 let mut table = self.shared.table();
                 let (rebuilt, notes) = LeaseTable::from_file(scope_of(&plan), &table.to_file());
@@ -377,8 +386,10 @@ impl Dhcp {
         let table = tokio::task::spawn_blocking(move || store::load(&p2, scope))
             .await
             .context("loading leases")??;
+        let log = ctx.log_rate("dhcp", lograte::CLIENT_EVENTS);
         let dhcp = Arc::new(Dhcp {
-            cfg: ArcSwap::from_pointee(Config::from_plan(plan, c.dhcp.listen.port())),
+            cfg: ArcSwap::from_pointee(Config::from_plan(plan, c.dhcp.listen.port(), log.clone())),
+            log,
             shared: Arc::new(Shared {
                 table: Mutex::new(table),
                 counters: Counters::default(),
@@ -423,7 +434,7 @@ async fn serve_socket(
     let (shared, writer) = (&dhcp.shared, &dhcp.writer);
     // An HA member that does not hold the VIPs stays silent: the holder
     // answers (one OFFER per DISCOVER; runtime::ha).
-    let datagrams = Datagrams::new("dhcp", &LOG, Gate::VipHolder(dhcp.ha.clone()));
+    let datagrams = Datagrams::new("dhcp", dhcp.log.clone(), Gate::VipHolder(dhcp.ha.clone()));
     let mut buf = vec![0u8; 4096];
     let mut ticks = Ticks::new(GC_EVERY, LAZY_FLUSH);
     loop {

@@ -13,12 +13,13 @@ use std::sync::atomic::Ordering;
 use dhcproto::v4::MessageType;
 use tracing::{debug, info, warn};
 
+use super::Pending;
 use super::leases::{LeaseTable, State};
 use super::link::LinkDest;
 use super::reply::{self, Config, Dest, Durability};
 use super::status::Counters;
-use super::{LOG, Pending};
 use crate::model::cluster::MacAddr;
+use crate::runtime::lograte::LogRate;
 
 /// The result of one datagram.
 pub(super) struct Processed {
@@ -40,6 +41,7 @@ pub(super) struct Bound {
 /// message, its type and the client's MAC as text (empty when it has none).
 /// Shared by server and proxy mode.
 pub(super) fn decode_counted(
+    log: &LogRate,
     counters: &Counters,
     data: &[u8],
     src: SocketAddr,
@@ -48,7 +50,7 @@ pub(super) fn decode_counted(
         Ok(m) => m,
         Err(e) => {
             counters.malformed.fetch_add(1, Ordering::Relaxed);
-            warn_client("malformed datagram", src, None, || {
+            warn_client(log, "malformed datagram", src, None, || {
                 format!("{e}; dropped (see dropped_total{{reason=\"malformed\"}})")
             });
             return None;
@@ -77,7 +79,7 @@ pub(super) fn process(
         durability: Durability::None,
         bound: None,
     };
-    let Some((msg, kind, mac)) = decode_counted(counters, data, src) else {
+    let Some((msg, kind, mac)) = decode_counted(&cfg.log, counters, data, src) else {
         return none;
     };
     let out = reply::handle(cfg, table, &msg, now);
@@ -89,11 +91,11 @@ pub(super) fn process(
     };
     match out {
         reply::Decision::Dropped((why, note)) => {
-            dropped(counters, why, src, &mac, kind, &note);
+            dropped(&cfg.log, counters, why, src, &mac, kind, &note);
             none
         }
         reply::Decision::Silent(q) => {
-            quiet(counters, &q, src, &mac, kind);
+            quiet(&cfg.log, counters, &q, src, &mac, kind);
             none
         }
         reply::Decision::Reply(a) => {
@@ -124,6 +126,7 @@ fn bound_by(reply: &reply::Reply, table: &LeaseTable) -> Option<Bound> {
 
 /// Count and warn about a request dropped before any decision.
 fn dropped(
+    log: &LogRate,
     counters: &Counters,
     why: reply::Dropped,
     src: SocketAddr,
@@ -147,23 +150,30 @@ fn dropped(
         ),
     };
     counter.fetch_add(1, Ordering::Relaxed);
-    warn_client(key, src, Some(mac), || {
+    warn_client(log, key, src, Some(mac), || {
         format!("{kind:?} dropped: {note} (see dropped_total{{reason=\"{metric}\"}})")
     });
 }
 
 /// Count and log a request that got no reply (RELEASE and DECLINE are
 /// applied, an exhausted pool is warned about).
-fn quiet(counters: &Counters, q: &reply::Quiet, src: SocketAddr, mac: &str, kind: MessageType) {
+fn quiet(
+    log: &LogRate,
+    counters: &Counters,
+    q: &reply::Quiet,
+    src: SocketAddr,
+    mac: &str,
+    kind: MessageType,
+) {
     if q.pool_exhausted {
         counters.pool_exhausted.fetch_add(1, Ordering::Relaxed);
-        warn_client("pool exhausted", src, Some(mac), || {
+        warn_client(log, "pool exhausted", src, Some(mac), || {
             format!("{kind:?}: {} (see pool_exhausted_total)", q.note)
         });
     }
     if matches!(kind, MessageType::Release | MessageType::Decline) {
         if kind == MessageType::Decline && q.durability == Durability::BeforeReply {
-            warn_client("address conflict (DECLINE)", src, Some(mac), || {
+            warn_client(log, "address conflict (DECLINE)", src, Some(mac), || {
                 q.note.clone()
             });
         } else {
@@ -220,16 +230,18 @@ fn pending(cfg: &Config, r: &reply::Reply, msg: &dhcproto::v4::Message) -> Pendi
     }
 }
 
-/// Log a warning `key` caused by the client at `src` when [`LOG`] allows
-/// (with the count of the ones not logged), else at debug.
+/// Log a warning `key` caused by the client at `src` when `log` (the
+/// service's limiter) allows (with the count of the ones not logged), else
+/// at debug.
 pub(super) fn warn_client(
+    log: &LogRate,
     key: &'static str,
     src: SocketAddr,
     mac: Option<&str>,
     detail: impl FnOnce() -> String,
 ) {
     let mac = mac.unwrap_or("-");
-    match LOG.check(key, Some(src)) {
+    match log.check(key, Some(src)) {
         Some(tail) => warn!(%mac, "dhcp: {key} from {src}: {}{tail}", detail()),
         None => debug!(%src, %mac, "dhcp: {key}: {}", detail()),
     }
@@ -268,7 +280,7 @@ mod tests {
     fn each_bind_and_renewal_is_reported_once() {
         let p = plan();
         let c = &p.cluster;
-        let cfg = Config::from_plan(&p, 67);
+        let cfg = Config::from_plan(&p, 67, super::super::test_log());
         let scope = Scope::new(
             c.network.cidr,
             c.dhcp.pool,

@@ -5,7 +5,7 @@
 //! Invariants: a proxy never touches the lease table or the lease file
 //! (its replies need nothing on disk); a bad datagram is counted and
 //! dropped, never ends a loop; a PXE client that is not in the inventory
-//! is logged at warn at most once per interval ([`super::LOG`]), with the
+//! is logged at warn at most once per interval (the service's limiter), with the
 //! count of the rest, else at debug.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -21,7 +21,7 @@ use crate::runtime::datagram::{Datagrams, Gate};
 use super::proxy::{self, Port};
 use super::reply::{self, Config, Dest};
 use super::status::Counters;
-use super::{Dhcp, LOG, Pending, Processed, decode_counted, warn_client};
+use super::{Dhcp, Pending, Processed, decode_counted, warn_client};
 
 /// Decode and decide one datagram in proxy mode, received on `port`.
 /// Never panics on input.
@@ -37,7 +37,7 @@ pub(super) fn process(
         durability: reply::Durability::None,
         bound: None,
     };
-    let Some((msg, kind, mac)) = decode_counted(counters, data, src) else {
+    let Some((msg, kind, mac)) = decode_counted(&cfg.log, counters, data, src) else {
         return none;
     };
     let src4 = match src {
@@ -48,9 +48,13 @@ pub(super) fn process(
     let Some(r) = d.reply else {
         counters.ignored.fetch_add(1, Ordering::Relaxed);
         if d.unknown_client {
-            warn_client("unknown network boot client", src, Some(&mac), || {
-                format!("{kind:?} ignored (proxy mode): {}", d.note)
-            });
+            warn_client(
+                &cfg.log,
+                "unknown network boot client",
+                src,
+                Some(&mac),
+                || format!("{kind:?} ignored (proxy mode): {}", d.note),
+            );
         } else {
             debug!(%src, %mac, "dhcp proxy {kind:?}: no reply: {}", d.note);
         }
@@ -85,7 +89,11 @@ pub(super) async fn serve_boot_server(
 ) -> anyhow::Result<()> {
     let mut buf = vec![0u8; 4096];
     let counters = &dhcp.shared.counters;
-    let mut datagrams = Datagrams::new("dhcp boot server", &LOG, Gate::VipHolder(dhcp.ha.clone()));
+    let mut datagrams = Datagrams::new(
+        "dhcp boot server",
+        dhcp.log.clone(),
+        Gate::VipHolder(dhcp.ha.clone()),
+    );
     while let Some((n, src)) = datagrams.next(&socket, &mut buf, &shutdown).await? {
         let cfg = dhcp.cfg.load_full();
         if !cfg.proxy {

@@ -30,6 +30,7 @@
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
 
 use dhcproto::v4::{DhcpOption, Message, MessageType, OptionCode};
 
@@ -39,6 +40,7 @@ pub use super::relay::{Dropped, Subnet};
 use crate::model::cluster::{MacAddr, PxeCfg};
 use crate::plan::Plan;
 use crate::runtime::datagram;
+use crate::runtime::lograte::LogRate;
 pub(crate) use wire::boot_client;
 use wire::build;
 pub use wire::{MIN_LEN, encode};
@@ -73,10 +75,14 @@ pub struct Config {
     pub relays: Vec<Ipv4Addr>,
     /// `dhcp.mode: proxy`: answered by [`super::proxy`] instead.
     pub proxy: bool,
+    /// The service's limiter of the warnings a client can cause.
+    pub log: Arc<LogRate>,
 }
 
 impl Config {
-    pub fn from_plan(plan: &Plan, server_port: u16) -> Config {
+    /// The replies' configuration for `plan`, warnings rate limited by
+    /// `log`.
+    pub fn from_plan(plan: &Plan, server_port: u16, log: Arc<LogRate>) -> Config {
         let c = &plan.cluster;
         Config {
             server_id: c.network.appliance_ip,
@@ -123,6 +129,7 @@ impl Config {
                 .collect(),
             relays: c.dhcp.relay_addresses(),
             proxy: c.dhcp.mode == crate::model::cluster::DhcpMode::Proxy,
+            log,
         }
     }
 }

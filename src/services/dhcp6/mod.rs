@@ -23,7 +23,7 @@
 //! Invariants (as the DHCPv4 service): a bad datagram is counted and
 //! dropped, never ends the loop; what a client can cause per datagram
 //! (malformed, refused clients) is logged at warn at most once per reason
-//! every 10 s ([`LOG`]), new bindings at info in bursts of 4 lines then one
+//! every 10 s (the serve's `dhcp6` limiter), new bindings at info in bursts of 4 lines then one
 //! per 10 s, per node and for all other clients together (`notes`); the
 //! socket loop or the writer ending on its own fails the service. Durability: replies for reserved addresses leave at
 //! once (the reservation decides them; the binding is written within a
@@ -77,8 +77,6 @@ use status::Counters;
 use writer::Writer;
 
 const BATCH: usize = 256;
-/// Per-client warnings: one line per reason every 10 s.
-static LOG: LogRate = LogRate::new("dhcp6", lograte::CLIENT_EVENTS);
 const LAZY_FLUSH: Duration = Duration::from_secs(1);
 /// Expired bindings are dropped this often.
 const GC_EVERY: Duration = Duration::from_secs(30);
@@ -170,6 +168,11 @@ struct Shared {
     ra: ArcSwapOption<ra::RaCounters>,
     /// The rate limit of the new-binding info lines.
     binding_log: Mutex<BindingLog>,
+    /// Per-client warnings: one line per reason every
+    /// [`lograte::CLIENT_EVENTS`] (the serve's `dhcp6` limiter).
+    log: Arc<LogRate>,
+    /// The router advertisements' send errors (`dhcp6 ra`), likewise.
+    ra_log: Arc<LogRate>,
 }
 
 impl Shared {
@@ -280,9 +283,9 @@ impl Service for Dhcp6 {
                 let counters = Arc::new(ra::RaCounters::default());
                 self.shared.ra.store(Some(counters.clone()));
                 let name = format!("dhcp6 router advertisements on {}", c.interface);
-                let cfg = c.clone();
+                let (cfg, log) = (c.clone(), self.shared.ra_log.clone());
                 self.advertisers.start(&self.tasks, c, name, |t| {
-                    ra::run(sock, cfg, index, counters, t)
+                    ra::run(sock, cfg, index, counters, log, t)
                 });
             }
         }))
@@ -365,6 +368,8 @@ impl Dhcp6 {
                 binding_file: path,
                 ra: ArcSwapOption::empty(),
                 binding_log: Mutex::new(BindingLog::default()),
+                log: ctx.log_rate("dhcp6", lograte::CLIENT_EVENTS),
+                ra_log: ctx.log_rate("dhcp6 ra", lograte::CLIENT_EVENTS),
             }),
             writer: Arc::new(Writer::new(writer::real_save())),
             listeners: Listeners::default(),
@@ -406,7 +411,7 @@ async fn serve_socket(
     let mut buf = vec![0u8; 65_536];
     let mut ticks = Ticks::new(GC_EVERY, LAZY_FLUSH);
     // Each member of an HA pair answers from its own bindings.
-    let datagrams = Datagrams::new("dhcp6", &LOG, Gate::Always);
+    let datagrams = Datagrams::new("dhcp6", shared.log.clone(), Gate::Always);
     loop {
         let gc = || {
             let cfg = d.cfg.load();
@@ -480,7 +485,7 @@ fn process(
     let none = (None, Durability::None);
     let malformed = |e: String| {
         counters.malformed.fetch_add(1, Ordering::Relaxed);
-        warn_client("malformed datagram", src, None, || {
+        warn_client(&shared.log, "malformed datagram", src, None, || {
             format!("{e}; dropped (see dhcp6_dropped_total{{reason=\"malformed\"}})")
         });
         none_of()
@@ -501,7 +506,7 @@ fn process(
         };
         if !from_relay {
             counters.unknown_relay.fetch_add(1, Ordering::Relaxed);
-            warn_client("relay not configured", src, None, || {
+            warn_client(&shared.log, "relay not configured", src, None, || {
                 format!(
                     "Relay-Forward ({kind:?}) dropped: {} is not a configured relay (dhcp.relays)",
                     src.ip()
@@ -546,13 +551,14 @@ fn process(
             bindings::NoAddress::ReservedDeclined => "declined reservation",
             bindings::NoAddress::PoolExhausted => "v6 pool exhausted",
         };
-        warn_client(key, src, mac.as_deref(), || {
+        warn_client(&shared.log, key, src, mac.as_deref(), || {
             format!("{kind:?} from DUID {}: no address: {why}", duid_hex(&msg))
         });
     }
     if let Some(why) = done.decline_refused {
         counters.declines_refused.fetch_add(1, Ordering::Relaxed);
-        warn_client("decline not applied", src, mac.as_deref(), || {
+        let log = &shared.log;
+        warn_client(log, "decline not applied", src, mac.as_deref(), || {
             format!("Decline from DUID {}: {why}", duid_hex(&msg))
         });
     }
@@ -588,13 +594,14 @@ pub(super) fn duid_hex(m: &dhcproto::v6::Message) -> String {
 }
 
 fn warn_client(
+    log: &LogRate,
     key: &'static str,
     src: SocketAddr,
     mac: Option<&str>,
     detail: impl FnOnce() -> String,
 ) {
     let mac = mac.unwrap_or("-");
-    match LOG.check(key, Some(src)) {
+    match log.check(key, Some(src)) {
         Some(tail) => warn!(%mac, "dhcp6: {key} from {src}: {}{tail}", detail()),
         None => debug!(%src, %mac, "dhcp6: {key}: {}", detail()),
     }

@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::model::cluster::MacAddr;
-use crate::runtime::lograte::{self, LogRate};
+use crate::runtime::lograte::LogRate;
 
 /// MaxRtrAdvInterval / MinRtrAdvInterval (§6.2.1 defaults: 600 s, ⅓ of it).
 pub const MAX_INTERVAL: Duration = Duration::from_secs(600);
@@ -47,8 +47,6 @@ pub const MIN_DELAY: Duration = Duration::from_secs(3);
 /// The prefix's valid and preferred lifetimes (§6.2.1 defaults).
 const VALID_LIFETIME: u64 = 2_592_000;
 const PREFERRED_LIFETIME: u64 = 604_800;
-
-static LOG: LogRate = LogRate::new("dhcp6 ra", lograte::CLIENT_EVENTS);
 
 /// What an advertisement says.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -177,12 +175,14 @@ fn jitter(lo: Duration, hi: Duration) -> Duration {
     lo + Duration::from_millis(n % span)
 }
 
-/// Advertise on `sock` until `shutdown`.
+/// Advertise on `sock` until `shutdown`, counting in `counters` and
+/// warning about send errors at most as often as `warnings` allows.
 pub async fn run(
     sock: Arc<Socket>,
     cfg: RaCfg,
     index: u32,
     counters: Arc<RaCounters>,
+    warnings: Arc<LogRate>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let packet = build(&cfg);
@@ -211,7 +211,7 @@ pub async fn run(
         }
         Err(e) => {
             counters.send_errors.fetch_add(1, Ordering::Relaxed);
-            match LOG.check("send error", None) {
+            match warnings.check("send error", None) {
                 Some(tail) => warn!(
                     "dhcp6: sending a router advertisement on {}: {e}{tail}",
                     cfg.interface

@@ -95,6 +95,8 @@ mod tests {
     use tokio::net::UdpSocket;
     use tokio_util::sync::CancellationToken;
 
+    use crate::runtime::lograte::{CLIENT_EVENTS, LogRate};
+
     fn pending(text: &str, to: std::net::SocketAddr) -> Pending {
         Pending {
             bytes: text.as_bytes().to_vec(),
@@ -133,6 +135,8 @@ mod tests {
             binding_file: "/nonexistent/b6.json".into(),
             ra: ArcSwapOption::empty(),
             binding_log: Mutex::new(crate::services::dhcp6::BindingLog::default()),
+            log: Arc::new(LogRate::new("dhcp6", CLIENT_EVENTS)),
+            ra_log: Arc::new(LogRate::new("dhcp6 ra", CLIENT_EVENTS)),
         });
         let writer = Arc::new(Writer::new(save));
         let stop = CancellationToken::new();

@@ -13,7 +13,7 @@
 //!   responses are dropped (counted in `malformed`), except a query with
 //!   two OPT records, which gets FORMERR (RFC 6891).
 //! - Whatever a client sends costs at most one log line per reason every
-//!   10 s ([`LOG`], with the client address and the count of the rest):
+//!   10 s ([`Core::log`], with the client address and the count of the rest):
 //!   malformed messages, and the odd requests hickory's catalog would
 //!   warn about once per datagram without the address (an unimplemented
 //!   opcode, an EDNS version above 0, an update without one SOA zone) —
@@ -62,13 +62,14 @@ use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::sync::LockExt as _;
 use wildcard::WildcardFix;
 
-/// Warnings a client can cause (malformed or odd messages): at most one
-/// line per reason every [`lograte::CLIENT_EVENTS`].
-pub static LOG: LogRate = LogRate::new("dns", lograte::CLIENT_EVENTS);
-
-/// Log `key` for `src` at warn if [`LOG`] allows, else at debug.
-pub fn warn_client(key: &'static str, src: SocketAddr, detail: impl FnOnce() -> String) {
-    match LOG.check(key, Some(src)) {
+/// Log `key` for `src` at warn if `log` allows, else at debug.
+pub fn warn_client(
+    log: &LogRate,
+    key: &'static str,
+    src: SocketAddr,
+    detail: impl FnOnce() -> String,
+) {
+    match log.check(key, Some(src)) {
         Some(tail) => warn!("dns: {key} from {src}: {}{tail}", detail()),
         None => debug!("dns: {key} from {src}: {}", detail()),
     }
@@ -148,6 +149,7 @@ impl Stats {
 struct Capture {
     out: Arc<Mutex<Option<Vec<u8>>>>,
     src: SocketAddr,
+    log: Arc<LogRate>,
 }
 
 #[async_trait::async_trait]
@@ -173,7 +175,7 @@ impl ResponseHandler for Capture {
             Ok(info) => info,
             Err(e) => {
                 let src = self.src;
-                warn_client("response encoding failed", src, || {
+                warn_client(&self.log, "response encoding failed", src, || {
                     format!("encoding response {id} failed: {e}; answering SERVFAIL")
                 });
                 bytes.clear();
@@ -228,6 +230,11 @@ pub struct Core {
     cache_udp: PacketCache,
     cache_tcp: PacketCache,
     pub stats: Arc<Stats>,
+    /// Warnings a client can cause (malformed or odd messages): at most
+    /// one line per reason every [`lograte::CLIENT_EVENTS`]. The service
+    /// puts its serve's `dns` limiter here (as it does its `stats`); a
+    /// core built alone has one of its own.
+    pub log: Arc<LogRate>,
 }
 
 /// What [`Core::prepare`] made of a message.
@@ -298,6 +305,7 @@ pub fn build_zones(plan: &Plan, served: &[crate::plan::Zone]) -> anyhow::Result<
         cache_udp: PacketCache::default(),
         cache_tcp: PacketCache::default(),
         stats: Arc::new(Stats::default()),
+        log: Arc::new(LogRate::new("dns", lograte::CLIENT_EVENTS)),
     })
 }
 
@@ -364,14 +372,16 @@ impl Core {
     pub fn prepare(&self, msg: &[u8], src: SocketAddr, protocol: Protocol) -> Prepared {
         if msg.len() < 12 {
             self.stats.malformed.fetch_add(1, Relaxed);
-            warn_client("message too short", src, || {
+            warn_client(&self.log, "message too short", src, || {
                 format!("{} bytes, dropped", msg.len())
             });
             return Prepared::Drop;
         }
         if msg[2] & 0x80 != 0 {
             self.stats.malformed.fetch_add(1, Relaxed);
-            warn_client("response received as a query", src, || "dropped".into());
+            warn_client(&self.log, "response received as a query", src, || {
+                "dropped".into()
+            });
             return Prepared::Drop;
         }
         match Request::from_bytes(msg.to_vec(), src, protocol) {
@@ -392,7 +402,9 @@ impl Core {
             }
             Err(e) => {
                 self.stats.malformed.fetch_add(1, Relaxed);
-                warn_client("undecodable message", src, || format!("{e}, dropped"));
+                warn_client(&self.log, "undecodable message", src, || {
+                    format!("{e}, dropped")
+                });
                 Prepared::Drop
             }
         }
@@ -446,9 +458,10 @@ impl Core {
                 let cap = Capture {
                     out: out.clone(),
                     src: req.src(),
+                    log: self.log.clone(),
                 };
                 if let Some((key, detail)) = odd_request(req) {
-                    warn_client(key, req.src(), || detail);
+                    warn_client(&self.log, key, req.src(), || detail);
                 }
                 self.catalog.handle_request::<_, TokioTime>(req, cap).await;
                 let b = out.locked().take();

@@ -73,7 +73,7 @@ use crate::plan::Plan;
 use crate::runtime::bind::BindOptions;
 use crate::runtime::context::Context;
 use crate::runtime::limits::cap::Caps;
-use crate::runtime::lograte::LogRate;
+use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::metrics::{Kind, family};
 use crate::runtime::service::{Commit, Listeners, Service, Tasks};
 use crate::runtime::sync::LockExt as _;
@@ -138,6 +138,11 @@ pub struct Dns {
     /// The DNS-over-TCP cap and how sockets bind (the run-time context).
     caps: Caps,
     bind: BindOptions,
+    /// The serve's `dns` limiter, put in every core it builds.
+    log: Arc<LogRate>,
+    /// TCP accept errors (EMFILE …): at most one line a second (the
+    /// serve's `dns tcp` limiter).
+    accept_log: Arc<LogRate>,
 }
 
 /// What `/status` shows of the plan being served.
@@ -169,9 +174,12 @@ impl Info {
 impl Dns {
     /// The service for `plan`, serving nothing until its first commit.
     pub fn new(plan: &Plan, ctx: &Context) -> anyhow::Result<Arc<Dns>> {
-        let core = handler::build(plan).context("building the DNS zones")?;
+        let mut core = handler::build(plan).context("building the DNS zones")?;
+        core.log = ctx.log_rate("dns", lograte::CLIENT_EVENTS);
         Ok(Arc::new(Dns {
             stats: core.stats.clone(),
+            log: core.log.clone(),
+            accept_log: ctx.log_rate("dns tcp", Duration::from_secs(1)),
             core: Arc::new(ArcSwap::from_pointee(core)),
             serials: Default::default(),
             info: ArcSwap::from_pointee(Info::default()),
@@ -208,7 +216,13 @@ impl Dns {
         self.tasks.spawn(
             format!("dns tcp {addr}"),
             token.clone(),
-            tcp_loop(tcp, self.core.clone(), self.caps.dns_tcp(), token),
+            tcp_loop(
+                tcp,
+                self.core.clone(),
+                self.caps.dns_tcp(),
+                self.accept_log.clone(),
+                token,
+            ),
         );
         if let (Some(u), Some(t)) = (ul, tl) {
             info!("listening for dns udp on {u}");
@@ -256,6 +270,7 @@ impl Service for Dns {
         };
         let mut core = handler::build_zones(&plan, &zones).context("building the DNS zones")?;
         core.stats = self.stats.clone();
+        core.log = self.log.clone();
         let notify = notify_jobs(&plan, &core, &moved);
         let wanted = plan.cluster.dns.listen.clone();
         let mut new = Vec::new();
@@ -367,13 +382,13 @@ fn unix_now() -> u32 {
     secs as u32
 }
 
-/// TCP accept errors (EMFILE …): at most one line a second.
-static ACCEPT_LOG: LogRate = LogRate::new("dns tcp", Duration::from_secs(1));
-
+/// Accept DNS-over-TCP connections on `l`, at most `cap` at a time,
+/// accept errors rate limited by `accept_log`.
 async fn tcp_loop(
     l: TcpListener,
     cores: Arc<ArcSwap<Core>>,
     cap: usize,
+    accept_log: Arc<LogRate>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let limits = net::Limits {
@@ -383,7 +398,7 @@ async fn tcp_loop(
     };
     let load = Arc::new(TcpLoad::new(cap));
     let on_error = |e: &std::io::Error| {
-        if let Some(tail) = ACCEPT_LOG.check("accept error", None) {
+        if let Some(tail) = accept_log.check("accept error", None) {
             warn!("dns tcp accept: {e}{tail}");
         }
     };
@@ -513,6 +528,7 @@ async fn tcp_conn(
     slot: &TcpSlot,
 ) -> std::io::Result<()> {
     let _ = s.set_nodelay(true);
+    let log = cores.load().log.clone();
     let (mut rd, mut wr) = s.into_split();
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(TCP_PIPELINE);
     let mut pressure = slot.0.pressure.subscribe();
@@ -573,7 +589,9 @@ async fn tcp_conn(
     let writer = async move {
         while let Some(resp) = rx.recv().await {
             let Ok(rlen) = u16::try_from(resp.len()) else {
-                handler::warn_client("response over 65535 bytes", peer, || "not sent".into());
+                handler::warn_client(&log, "response over 65535 bytes", peer, || {
+                    "not sent".into()
+                });
                 continue;
             };
             let mut frame = Vec::with_capacity(resp.len() + 2);

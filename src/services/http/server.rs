@@ -48,6 +48,9 @@ pub struct Http {
     /// The connection caps and how listeners bind (the run-time context).
     caps: Caps,
     bind: BindOptions,
+    /// Accept errors: at most one line a second, with the counts of the
+    /// rest (the serve's `http` limiter).
+    accept_log: Arc<LogRate>,
 }
 
 /// The current server configuration of the HTTPS listener.
@@ -113,6 +116,7 @@ impl Http {
             tasks,
             caps: rt.caps,
             bind: rt.bind,
+            accept_log: rt.log_rate("http", Duration::from_secs(1)),
         })
     }
 
@@ -141,9 +145,9 @@ impl Http {
         } else {
             &self.listeners
         };
-        let (ctx, caps) = (self.ctx.clone(), self.caps);
+        let (ctx, caps, log) = (self.ctx.clone(), self.caps, self.accept_log.clone());
         set.start(&self.tasks, addr, format!("{what} listener {addr}"), |t| {
-            serve_listener(ctx, listener, nodelay_inherited, config, caps, t)
+            serve_listener(ctx, listener, nodelay_inherited, config, caps, log, t)
         });
     }
 }
@@ -390,16 +394,15 @@ impl Conn {
     }
 }
 
-/// Accept errors: at most one line a second (counts of the rest).
-static ACCEPT_LOG: LogRate = LogRate::new("http", Duration::from_secs(1));
-
-/// Accept and serve HTTP connections on `listener` until `shutdown`.
+/// Accept and serve HTTP connections on `listener` until `shutdown`,
+/// within `caps`, accept errors rate limited by `accept_log`.
 async fn serve_listener(
     ctx: Arc<Ctx>,
     listener: TcpListener,
     nodelay_inherited: bool,
     tls: Option<TlsConfig>,
     caps: Caps,
+    accept_log: Arc<LogRate>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     // Descriptors bound what is accepted; admission what is served (the
@@ -417,7 +420,7 @@ async fn serve_listener(
     let builders = Arc::new(Builders::new(builder));
     // EMFILE and friends: back off instead of spinning; one line a second.
     let on_error = |e: &std::io::Error| {
-        if let Some(tail) = ACCEPT_LOG.check("accept error", None) {
+        if let Some(tail) = accept_log.check("accept error", None) {
             warn!("http accept: {e}{tail}");
         }
     };

@@ -27,17 +27,31 @@ use super::generation::Generation;
 use super::state::{Backend, PoolKind};
 use super::{proxy, select::Tried};
 use crate::model::access::{self, Decision};
+use crate::runtime::context::Context;
 use crate::runtime::lograte::{self, LogRate};
 use crate::runtime::net;
 use crate::runtime::once;
 
-/// Accept errors: at most one line a second per frontend.
-static ACCEPT_LOG: LogRate = LogRate::new("lb accept", Duration::from_secs(1));
-/// Client connections closed for want of a backend: at most one line per
-/// pool and [`lograte::CLIENT_EVENTS`], with the counts of the rest.
-static CLIENT_LOG: LogRate = LogRate::new("lb", lograte::CLIENT_EVENTS);
+/// The frontends' rate-limited lines (the serve's `lb accept` and `lb`
+/// limiters).
+pub(super) struct Logs {
+    /// Accept errors: at most one line a second per frontend.
+    accept: Arc<LogRate>,
+    /// Client connections closed for want of a backend: at most one line
+    /// per pool and [`lograte::CLIENT_EVENTS`], with the counts of the rest.
+    client: Arc<LogRate>,
+}
 
-/// The [`CLIENT_LOG`] key of a pool without a backend.
+impl Logs {
+    pub(super) fn new(ctx: &Context) -> Logs {
+        Logs {
+            accept: ctx.log_rate("lb accept", Duration::from_secs(1)),
+            client: ctx.log_rate("lb", lograte::CLIENT_EVENTS),
+        }
+    }
+}
+
+/// The [`Logs::client`] key of a pool without a backend.
 fn no_backend_key(kind: PoolKind) -> &'static str {
     match kind {
         PoolKind::Api => "api: no healthy enabled backend",
@@ -59,7 +73,7 @@ pub(super) async fn accept_loop(
     loop {
         // EMFILE and friends: back off a little, keep serving; one line a second.
         let on_error = |e: &std::io::Error| {
-            if let Some(tail) = ACCEPT_LOG.check(kind.as_str(), None) {
+            if let Some(tail) = lb.logs.accept.check(kind.as_str(), None) {
                 warn!("lb {kind}: accept: {e}{tail}");
             }
         };
@@ -186,7 +200,7 @@ async fn serve_conn(
     let Some((b, mut backend)) = connect_backend(&generation, kind, v6).await else {
         stats.no_backend.fetch_add(1, Ordering::Relaxed);
         let peer = client.peer_addr().ok();
-        match CLIENT_LOG.check(no_backend_key(kind), peer) {
+        match lb.logs.client.check(no_backend_key(kind), peer) {
             Some(tail) => warn!(
                 "lb {kind}: no healthy enabled backend; closing client connections until one is (closed {}){tail}",
                 peer.map_or_else(

@@ -150,6 +150,8 @@ pub struct Lb {
     /// The connection caps and how frontends bind (the run-time context).
     caps: Caps,
     bind: BindOptions,
+    /// The frontends' rate-limited lines (the run-time context's).
+    logs: frontend::Logs,
 }
 
 impl Lb {
@@ -171,6 +173,7 @@ impl Lb {
             pipes: pipe::Pool::new(crate::runtime::limits::cap::LB_SPLICE_PIPES),
             caps: ctx.caps,
             bind: ctx.bind,
+            logs: frontend::Logs::new(ctx),
         });
         let stop = lb.tasks.shutdown_token();
         lb.tasks.spawn(

@@ -102,6 +102,10 @@ pub struct Ntp {
     tasks: Tasks,
     /// How the listener binds (the run-time context).
     bind: crate::runtime::bind::BindOptions,
+    /// Warnings a client can cause (and adjtimex failures): one line per
+    /// reason every [`lograte::CLIENT_EVENTS`], with the count of the rest
+    /// (the serve's `ntp` limiter).
+    log: Arc<LogRate>,
 }
 
 fn ctx_of(plan: &Plan) -> anyhow::Result<(Ctx, SocketAddr)> {
@@ -147,6 +151,7 @@ impl Ntp {
             listeners: Listeners::default(),
             tasks: rt.tasks("ntp"),
             bind: rt.bind,
+            log: rt.log_rate("ntp", lograte::CLIENT_EVENTS),
         }))
     }
 }
@@ -216,7 +221,7 @@ fn forced_host_clock() -> Option<String> {
 }
 
 /// The host clock per adjtimex, or per [`TEST_HOST_CLOCK_ENV`] (test builds).
-fn read_host_clock(local_stratum: Option<u8>) -> HostClock {
+fn read_host_clock(local_stratum: Option<u8>, log: &LogRate) -> HostClock {
     let forced = forced_host_clock();
     let (synchronised, max_error) = match forced.as_deref() {
         Some("synchronised") => (true, 0.001),
@@ -224,7 +229,7 @@ fn read_host_clock(local_stratum: Option<u8>) -> HostClock {
         _ => match hostclock::read() {
             Ok(r) => (r.synchronised, r.max_error_us as f64 / 1e6),
             Err(e) => {
-                if let Some(tail) = LOG.check("adjtimex failed", None) {
+                if let Some(tail) = log.check("adjtimex failed", None) {
                     warn!(
                         "ntp: cannot read the host clock state (adjtimex): {e}; serving it as unsynchronised{tail}"
                     );
@@ -282,9 +287,9 @@ async fn listen(
         warn!("ntp: {TEST_HOST_CLOCK_ENV}={v}: the host clock state is forced (tests only)");
     }
     let mut buf = vec![0u8; 2048];
-    let mut datagrams = Datagrams::new("ntp", &LOG, Gate::Always);
+    let mut datagrams = Datagrams::new("ntp", svc.log.clone(), Gate::Always);
     let mut served: Option<(u8, u8)> = None;
-    let first = read_host_clock(svc.ctx.load().local_stratum);
+    let first = read_host_clock(svc.ctx.load().local_stratum, &svc.log);
     note_serving(&svc.stats, &first, &mut served);
     let mut clock = ClockCache {
         at: Instant::now(),
@@ -297,7 +302,7 @@ async fn listen(
         stats.requests.fetch_add(1, Ordering::Relaxed);
         let ctx = svc.ctx.load();
         let now = Instant::now();
-        let host = clock.get(now, ctx.local_stratum);
+        let host = clock.get(now, ctx.local_stratum, &svc.log);
         note_serving(stats, &host, &mut served);
         let data = buf.get(..n).unwrap_or(&[]);
         let on_panic = || {
@@ -305,7 +310,7 @@ async fn listen(
         };
         let out = datagrams.guarded(from, n, on_panic, || {
             let decision = decide(&svc, &ctx, &host, data, from, recv, now);
-            account(stats, &ctx, decision, from)
+            account(&svc.log, stats, &ctx, decision, from)
         });
         if let Some(bytes) = out.flatten()
             && let Err(e) = socket.send_to(&bytes, from).await
@@ -326,12 +331,12 @@ struct ClockCache {
 }
 
 impl ClockCache {
-    fn get(&mut self, now: Instant, local_stratum: Option<u8>) -> HostClock {
+    fn get(&mut self, now: Instant, local_stratum: Option<u8>, log: &LogRate) -> HostClock {
         if now.duration_since(self.at) >= CLOCK_REREAD || self.local_stratum != local_stratum {
             *self = ClockCache {
                 at: now,
                 local_stratum,
-                clock: read_host_clock(local_stratum),
+                clock: read_host_clock(local_stratum, log),
             };
         }
         self.clock
@@ -366,6 +371,7 @@ fn decide(
 
 /// Count and log a decision; the bytes to send, if any.
 fn account(
+    log: &LogRate,
     stats: &Stats,
     ctx: &Ctx,
     decision: Result<Decision, OutsideAllowFrom>,
@@ -376,7 +382,7 @@ fn account(
         Ok(d) => d,
         Err(OutsideAllowFrom) => {
             stats.refused_acl.fetch_add(1, Ordering::Relaxed);
-            warn_client("source outside ntp.allowFrom", from);
+            warn_client(log, "source outside ntp.allowFrom", from);
             return None;
         }
     };
@@ -390,18 +396,18 @@ fn account(
         }
         Decision::Kod(bytes) => {
             stats.kod_rate.fetch_add(1, Ordering::Relaxed);
-            warn_client("rate limited (KoD RATE)", from);
+            warn_client(log, "rate limited (KoD RATE)", from);
             Some(bytes)
         }
         Decision::Drop(d) => {
             match d {
                 Drop::RateLimited => stats.rate_dropped.fetch_add(1, Ordering::Relaxed),
                 Drop::RefusedMode(_) => {
-                    warn_client("refused mode", from);
+                    warn_client(log, "refused mode", from);
                     stats.refused_mode.fetch_add(1, Ordering::Relaxed)
                 }
                 Drop::Malformed | Drop::BadVersion | Drop::NoTransmit => {
-                    warn_client("malformed request", from);
+                    warn_client(log, "malformed request", from);
                     stats.malformed.fetch_add(1, Ordering::Relaxed)
                 }
             };
@@ -419,12 +425,9 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Warnings a client can cause: one line per reason every
-/// [`lograte::CLIENT_EVENTS`], with the count of the rest.
-static LOG: LogRate = LogRate::new("ntp", lograte::CLIENT_EVENTS);
-
-fn warn_client(key: &'static str, from: SocketAddr) {
-    match LOG.check(key, Some(from)) {
+/// Log `key` for `from` at warn if `log` allows, else at debug.
+fn warn_client(log: &LogRate, key: &'static str, from: SocketAddr) {
+    match log.check(key, Some(from)) {
         Some(tail) => warn!("ntp: {key} from {from}{tail}"),
         None => debug!(%from, "ntp: {key}"),
     }

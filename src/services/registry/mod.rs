@@ -221,7 +221,7 @@ impl Registry {
                 tls: ArcSwapOption::empty(),
                 cert: std::sync::Mutex::default(),
                 replica: replica::Replica::of(plan, rt)?,
-                pull: pullthrough::PullThrough::default(),
+                pull: pullthrough::PullThrough::new(rt),
                 pulls,
             }),
             listeners: Listeners::default(),

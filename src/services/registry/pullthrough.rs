@@ -43,6 +43,7 @@ use super::reply::{self, Code, Resp};
 use super::storage::Check;
 use super::upstream::{PullSecret, Upstream};
 use crate::model::registry::RegistryCfg;
+use crate::runtime::context::Context;
 use crate::runtime::lograte::{CLIENT_EVENTS, LogRate};
 use crate::runtime::sync::LockExt as _;
 
@@ -73,8 +74,6 @@ fn tag_ttl() -> Duration {
 /// An upstream body that sends nothing this long is cut.
 pub(super) const STALL: Duration = Duration::from_secs(30);
 
-static LOG: LogRate = LogRate::new("registry upstream", CLIENT_EVENTS);
-
 /// One upstream in `registry.pullThrough` on `/status`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -103,13 +102,16 @@ pub struct UpstreamStatus {
 }
 
 /// The cache's state: the upstreams (rebuilt on reload), their counters,
-/// the fetches in flight and when each tag was last resolved.
-#[derive(Default)]
+/// the fetches in flight, when each tag was last resolved, and the
+/// limiter of its warnings.
 pub struct PullThrough {
     upstreams: ArcSwap<Vec<Arc<Upstream>>>,
     stats: std::sync::Mutex<BTreeMap<String, UpstreamStatus>>,
     pub(super) flights: Flights<(Name, Digest)>,
     resolved: std::sync::Mutex<HashMap<(Name, String), Instant>>,
+    /// Failed fetches and stale tags: one line per reason every
+    /// [`CLIENT_EVENTS`] (the serve's `registry upstream` limiter).
+    log: Arc<LogRate>,
 }
 
 /// The upstream clients `cfg` names, with the pull secret's credentials.
@@ -134,6 +136,18 @@ pub fn build(cfg: &RegistryCfg) -> Result<Vec<Arc<Upstream>>, String> {
 }
 
 impl PullThrough {
+    /// No upstream yet; warnings rate limited by the run-time context's
+    /// `registry upstream` limiter.
+    pub fn new(rt: &Context) -> PullThrough {
+        PullThrough {
+            upstreams: ArcSwap::default(),
+            stats: std::sync::Mutex::default(),
+            flights: Flights::default(),
+            resolved: std::sync::Mutex::default(),
+            log: rt.log_rate("registry upstream", CLIENT_EVENTS),
+        }
+    }
+
     /// Take a reload's upstreams (their counters are kept by name).
     pub fn set(&self, ups: Vec<Arc<Upstream>>) {
         let mut stats = self.stats.locked();
@@ -200,7 +214,7 @@ pub(super) fn failed(ctx: &Ctx, up: &Upstream, f: &Failure) {
         r.last_error = Some(f.message().to_string());
         r.last_error_at = Some(crate::runtime::clock::unix_now());
     });
-    if let Some(tail) = LOG.check("fetch failed", None) {
+    if let Some(tail) = ctx.pull.log.check("fetch failed", None) {
         warn!("registry: {what}{tail}");
     }
 }
@@ -337,7 +351,7 @@ async fn by_tag(
                 failed(ctx, up, &Failure::Unavailable(why));
             }
             let shown = format!("{}:{tag}", name.as_str());
-            if let Some(tail) = LOG.check("stale tag", None) {
+            if let Some(tail) = ctx.pull.log.check("stale tag", None) {
                 info!("registry: serving {shown} as last resolved (upstream unavailable){tail}");
             }
             ctx.pull.count(up, |r| {

@@ -101,6 +101,11 @@ struct Ctx {
     pub(super) stats: Arc<Stats>,
     /// How a transfer's socket binds (the run-time context).
     pub(super) bind: BindOptions,
+    /// Warnings a client can cause (malformed or unexpected datagrams,
+    /// write requests, no transfer socket): at most one line per reason
+    /// every [`lograte::CLIENT_EVENTS`], naming the client, with the count
+    /// of the rest (the serve's `tftp` limiter).
+    pub(super) log: Arc<LogRate>,
 }
 
 /// The TFTP service: one listener on `pxe.tftpListen`; the root and the
@@ -116,6 +121,8 @@ pub struct Tftp {
     listeners: Listeners<SocketAddr>,
     tasks: Tasks,
     bind: BindOptions,
+    /// The serve's `tftp` limiter (each [`Ctx`] carries it).
+    log: Arc<LogRate>,
 }
 
 /// The transfer settings of `plan`, with the root checked.
@@ -125,6 +132,7 @@ fn ctx_of(
     plan: &Plan,
     stats: &Arc<Stats>,
     bind: BindOptions,
+    log: &Arc<LogRate>,
 ) -> anyhow::Result<(Ctx, Vec<SocketAddr>, usize)> {
     let c = plan
         .cluster
@@ -156,6 +164,7 @@ fn ctx_of(
             max_per_client: c.max_transfers_per_client,
             stats: stats.clone(),
             bind,
+            log: log.clone(),
         },
         plan.cluster
             .listen_addrs(crate::model::catalogue::ServiceKind::Tftp),
@@ -168,7 +177,8 @@ impl Tftp {
     /// its first commit.
     pub fn new(plan: &Plan, rt: &Context) -> anyhow::Result<Arc<Tftp>> {
         let stats = Arc::new(Stats::new());
-        let (ctx, _, max) = ctx_of(plan, &stats, rt.bind)?;
+        let log = rt.log_rate("tftp", lograte::CLIENT_EVENTS);
+        let (ctx, _, max) = ctx_of(plan, &stats, rt.bind, &log)?;
         Ok(Arc::new(Tftp {
             ctx: Arc::new(ArcSwap::from_pointee(ctx)),
             stats,
@@ -177,6 +187,7 @@ impl Tftp {
             listeners: Listeners::default(),
             tasks: rt.tasks("tftp"),
             bind: rt.bind,
+            log,
         }))
     }
 
@@ -199,7 +210,7 @@ impl Service for Tftp {
     }
 
     async fn stage(self: Arc<Self>, plan: Arc<Plan>) -> anyhow::Result<Commit> {
-        let (ctx, addrs, max) = ctx_of(&plan, &self.stats, self.bind)?;
+        let (ctx, addrs, max) = ctx_of(&plan, &self.stats, self.bind, &self.log)?;
         let mut new = Vec::new();
         for addr in self.listeners.missing(&addrs) {
             let socket = self
@@ -260,7 +271,7 @@ async fn listen(
         // Ends the transfers: not at shutdown, only after their drain.
         let stop = CancellationToken::new();
         let mut buf = vec![0u8; 65536];
-        let mut datagrams = Datagrams::new("tftp", &LOG, Gate::Always);
+        let mut datagrams = Datagrams::new("tftp", svc.log.clone(), Gate::Always);
         let result = loop {
             let (n, from) = match datagrams.next(&socket, &mut buf, &shutdown).await {
                 Ok(Some(x)) => x,
@@ -338,7 +349,7 @@ fn first_packet(
         },
         Ok(Packet::Wrq(req)) => {
             let file = Shown(&req.filename).to_string();
-            warn_client("write request refused", from, || {
+            warn_client(&ctx.log, "write request refused", from, || {
                 format!("{file}: read-only server")
             });
             ctx.stats
@@ -354,14 +365,14 @@ fn first_packet(
         }
         Ok(_) => {
             ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
-            warn_client("unexpected packet on the listener", from, || {
+            warn_client(&ctx.log, "unexpected packet on the listener", from, || {
                 "not a read request; answered ERROR 4".into()
             });
             packet::error(ErrorCode::IllegalOperation, "expected a read request")
         }
         Err(e) => {
             ctx.stats.malformed.fetch_add(1, Ordering::Relaxed);
-            warn_client("malformed request", from, || {
+            warn_client(&ctx.log, "malformed request", from, || {
                 format!("{e}; answered ERROR 4")
             });
             packet::error(
@@ -445,15 +456,14 @@ async fn refuse_stopping(socket: &UdpSocket, datagram: &[u8], from: SocketAddr, 
     }
 }
 
-/// Warnings a client can cause (malformed or unexpected datagrams, write
-/// requests): at most one line per reason every
-/// [`lograte::CLIENT_EVENTS`], naming the client, with the count of the
-/// rest.
-static LOG: LogRate = LogRate::new("tftp", lograte::CLIENT_EVENTS);
-
-/// Log `key` for `from` at warn if [`LOG`] allows, else at debug.
-fn warn_client(key: &'static str, from: SocketAddr, detail: impl FnOnce() -> String) {
-    match LOG.check(key, Some(from)) {
+/// Log `key` for `from` at warn if `log` allows, else at debug.
+fn warn_client(
+    log: &LogRate,
+    key: &'static str,
+    from: SocketAddr,
+    detail: impl FnOnce() -> String,
+) {
+    match log.check(key, Some(from)) {
         Some(tail) => warn!("tftp: {key} from {from}: {}{tail}", detail()),
         None => debug!(%from, "tftp: {key}: {}", detail()),
     }

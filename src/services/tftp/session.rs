@@ -23,7 +23,7 @@ use tracing::{debug, warn};
 use super::packet::{self, ErrorCode, Packet, Request, Shown};
 use super::stats::{Outcome, Stats};
 use super::transfer::{self, Step, Transfer};
-use super::{Ctx, Held, LOG, READ_AHEAD};
+use super::{Ctx, Held, READ_AHEAD};
 use crate::boot::bootfiles;
 
 /// Keeps `active` right however a transfer ends.
@@ -51,7 +51,7 @@ pub(super) async fn serve(
     let sock = match ctx.bind.udp(bind_to) {
         Ok(s) => s,
         Err(e) => {
-            if let Some(tail) = LOG.check("no transfer socket", Some(client)) {
+            if let Some(tail) = ctx.log.check("no transfer socket", Some(client)) {
                 warn!(%client, "tftp: cannot bind a transfer socket on {bind_to}: {e}{tail}");
             }
             stats.finish(client, &file, Outcome::Failed, "no transfer socket", 0);

@@ -12,7 +12,7 @@ fn plan(extra: &str) -> Plan {
 }
 
 fn cfg() -> Config {
-    Config::from_plan(&plan(""), 67)
+    Config::from_plan(&plan(""), 67, crate::services::dhcp::test_log())
 }
 
 const M0: [u8; 6] = [0x52, 0x54, 0, 0, 0, 0x0a];
@@ -180,7 +180,7 @@ fn boot_server_request_gets_a_unicast_ack_echoing_the_uuid() {
 fn http_boot_gets_httpclient_and_no_option_43() {
     let mut plan = plan("");
     plan.cluster.dhcp.pxe = None;
-    let mut cfg = Config::from_plan(&plan, 67);
+    let mut cfg = Config::from_plan(&plan, 67, crate::services::dhcp::test_log());
     cfg.netboot = Some(super::super::reply::Netboot {
         offer: boot::Offer {
             tftp_server: ip("10.0.0.1"),

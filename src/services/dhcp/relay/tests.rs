@@ -34,7 +34,10 @@ fn setup() -> (Config, LeaseTable) {
         3600,
     )
     .with_segments(c.dhcp.segments.iter().map(|s| (s.cidr, s.pool)));
-    (Config::from_plan(&p, 67), LeaseTable::new(scope))
+    (
+        Config::from_plan(&p, 67, crate::services::dhcp::test_log()),
+        LeaseTable::new(scope),
+    )
 }
 
 fn req(kind: MessageType, mac: [u8; 6], giaddr: Ipv4Addr) -> Message {

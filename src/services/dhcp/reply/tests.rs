@@ -31,7 +31,10 @@ fn setup(pool: bool, pxe: bool) -> (Config, LeaseTable) {
         p.reservations.iter().map(|r| (r.mac, r.ip)),
         3600,
     );
-    (Config::from_plan(&p, 67), LeaseTable::new(scope))
+    (
+        Config::from_plan(&p, 67, crate::services::dhcp::test_log()),
+        LeaseTable::new(scope),
+    )
 }
 
 const M0: [u8; 6] = [0x52, 0x54, 0, 0, 0, 0x0a];
@@ -728,7 +731,7 @@ fn option_42_names_the_ntp_server_only_when_ntp_is_on() {
         client_rate: 8,
         allow_from: None,
     });
-    let cfg = Config::from_plan(&p, 67);
+    let cfg = Config::from_plan(&p, 67, crate::services::dhcp::test_log());
     assert_eq!(cfg.ntp, Some(base));
     let (_, r) = roundtrip(&cfg, &mut t, &req(MessageType::Discover, M0), T0);
     match r.unwrap().opts().get(OptionCode::NtpServers) {
@@ -736,7 +739,13 @@ fn option_42_names_the_ntp_server_only_when_ntp_is_on() {
         other => panic!("option 42: {other:?}"),
     }
     p.cluster.ntp.as_mut().unwrap().listen = "10.0.0.3:123".parse().unwrap();
-    assert_eq!(Config::from_plan(&p, 67).ntp, Some(ip("10.0.0.3")));
+    assert_eq!(
+        Config::from_plan(&p, 67, crate::services::dhcp::test_log()).ntp,
+        Some(ip("10.0.0.3"))
+    );
     p.cluster.ntp.as_mut().unwrap().enabled = false;
-    assert_eq!(Config::from_plan(&p, 67).ntp, None);
+    assert_eq!(
+        Config::from_plan(&p, 67, crate::services::dhcp::test_log()).ntp,
+        None
+    );
 }

@@ -189,7 +189,7 @@ fn configuration(
             match super::super::boot::answer(client, &nb.offer) {
                 Ok(b) => set_boot(m, &b.file, b.next_server, b.vendor_class, b.pxe_discovery),
                 Err(e) => {
-                    if let Some(tail) = super::super::LOG.check("no network boot", None) {
+                    if let Some(tail) = cfg.log.check("no network boot", None) {
                         tracing::warn!(%mac, "dhcp: no network boot: {e}{tail}");
                     }
                 }
