@@ -5,8 +5,10 @@
 //! ([`Caps`]), this member's HA view ([`HaView`]: whether it holds the
 //! VIPs, its member id, the `ha` status), how listeners bind
 //! ([`BindOptions`]: `IP_FREEBIND` for an HA member) and, in test builds
-//! only, the faults to inject ([`Faults`]); and the day-2 workers' pointer
-//! config the CSR approver shares with HTTP ([`WorkerIgnition`]).
+//! only, the faults to inject ([`Faults`]); the day-2 workers' pointer
+//! config the CSR approver shares with HTTP ([`WorkerIgnition`]); and how
+//! helper processes are started ([`HelperProcs`]: where the libvirt
+//! helper is, where its log goes).
 //!
 //! Built once by `serve` from the plan ([`Context::for_plan`] plus the caps
 //! `limits::apply` chose); a clone is cheap (the HA view is one `Arc`, the
@@ -20,6 +22,7 @@ use crate::plan::Plan;
 use crate::runtime::bind::BindOptions;
 use crate::runtime::faults::Faults;
 use crate::runtime::ha::HaView;
+use crate::runtime::helperproc::HelperProcs;
 use crate::runtime::limits::cap::Caps;
 use crate::runtime::service::Tasks;
 use crate::runtime::workerign::WorkerIgnition;
@@ -39,6 +42,9 @@ pub struct Context {
     /// The day-2 workers' pointer config: the CSR approver writes it, HTTP
     /// serves it (neither imports the other).
     pub worker_ign: Arc<WorkerIgnition>,
+    /// Where helper programs are and where their log goes (the process's
+    /// way by default: next to the executable, stderr shared).
+    pub helpers: HelperProcs,
 }
 
 impl Context {
@@ -58,6 +64,7 @@ impl Context {
             bind: BindOptions::for_plan(plan),
             faults: Faults::from_env(),
             worker_ign: Arc::default(),
+            helpers: HelperProcs::default(),
         }
     }
 

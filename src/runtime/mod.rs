@@ -28,6 +28,7 @@ pub mod groupcommit;
 pub mod ha;
 pub mod haauth;
 pub mod health;
+pub mod helperproc;
 pub mod httpconn;
 pub mod lazytcp;
 pub mod limits;

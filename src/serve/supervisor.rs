@@ -25,6 +25,7 @@ use crate::config;
 use crate::model::catalogue::ServiceKind;
 use crate::plan::Plan;
 use crate::runtime::context::Context;
+use crate::runtime::helperproc::HelperProcs;
 use crate::runtime::service::{Service, Tasks};
 use crate::serve::admin;
 use crate::serve::hub::Hub;
@@ -86,9 +87,13 @@ pub enum Host {
     /// handlers are installed (the host's signals stay the host's);
     /// cancelling `stop` shuts it down as SIGTERM would, and `ready` is
     /// handed the hub once every service runs (its typed status, reloads).
+    /// Helper processes (the libvirt helper) are started from
+    /// `helper_dir` (`None`: next to the running executable) and their log
+    /// lines join this serve's log (`runtime::helperproc`).
     Embedded {
         stop: CancellationToken,
         ready: tokio::sync::oneshot::Sender<Arc<Hub>>,
+        helper_dir: Option<PathBuf>,
     },
 }
 
@@ -157,8 +162,12 @@ pub async fn serve_hosted(path: PathBuf, host: Host) -> anyhow::Result<()> {
     };
     // What every service is given: the caps sized to the open-files
     // limit, the HA view (the VIP holder known before any service
-    // answers), IP_FREEBIND for an HA member's VIP listeners, test faults.
-    let ctx = Context::for_plan(&plan, crate::runtime::limits::apply(&plan));
+    // answers), IP_FREEBIND for an HA member's VIP listeners, test faults;
+    // an embedded serve's helper processes as its host says.
+    let mut ctx = Context::for_plan(&plan, crate::runtime::limits::apply(&plan));
+    if let Host::Embedded { helper_dir, .. } = &host {
+        ctx.helpers = HelperProcs::embedded(helper_dir.clone());
+    }
     crate::host::preflight::log(&plan)?;
     let root = CancellationToken::new();
     let background = ctx.tasks(BACKGROUND);

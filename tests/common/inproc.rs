@@ -14,7 +14,10 @@
 //! - the typed status document ([`InProc::status`], the `StatusDoc`
 //!   `GET /status` serializes), and reloads through the hub;
 //! - a typed cluster file ([`loopback`]: `config::raw::ClusterFile`, the
-//!   type `serve` parses, so a misspelt field does not compile).
+//!   type `serve` parses, so a misspelt field does not compile);
+//! - helper processes (the libvirt helper) started from the target dir,
+//!   their log lines in the appliance's log
+//!   ([`InProc::try_start_with_helpers`] names another dir).
 //!
 //! One thing stays process-wide: the per-call-site log throttles
 //! (`runtime::lograte`). Appliances in one test binary share them, so a
@@ -111,6 +114,20 @@ impl InProc {
         dir: tempfile::TempDir,
         cluster_file: PathBuf,
     ) -> Result<InProc, (String, String)> {
+        // Cargo builds the helper programs (`crc-appliance-libvirt`) next
+        // to the binary under test.
+        let helpers = Path::new(super::BIN).parent().expect("the target dir");
+        Self::try_start_with_helpers(dir, cluster_file, helpers)
+    }
+
+    /// Like [`InProc::try_start_file`], with the helper programs (the
+    /// libvirt helper) looked for in `helper_dir` (`Host::Embedded`'s
+    /// `helper_dir`); their log lines join the appliance's log.
+    pub fn try_start_with_helpers(
+        dir: tempfile::TempDir,
+        cluster_file: PathBuf,
+        helper_dir: &Path,
+    ) -> Result<InProc, (String, String)> {
         super::note_harness("inproc");
         let log: Lines = Arc::default();
         let dispatch = log_dispatch(&log);
@@ -120,6 +137,7 @@ impl InProc {
         let host = Host::Embedded {
             stop: stop.clone(),
             ready: ready_tx,
+            helper_dir: Some(helper_dir.to_path_buf()),
         };
         let (path, handle) = (cluster_file.clone(), rt.handle().clone());
         let thread = std::thread::Builder::new()

@@ -76,7 +76,7 @@ impl Libvirt {
         rt: &crate::runtime::context::Context,
     ) -> anyhow::Result<Arc<Libvirt>> {
         let (sp, nodes) = spec(plan)?;
-        let helper = Arc::new(Helper::spawn()?);
+        let helper = Arc::new(Helper::spawn(&rt.helpers)?);
         info!(
             "libvirt helper {} started (pid {})",
             helper.path().display(),
