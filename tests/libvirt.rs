@@ -1038,14 +1038,15 @@ fn the_libvirt_helper_dies_with_serve() {
 #[cfg(feature = "libvirt")]
 #[test]
 fn serve_without_the_helper_says_where_it_is_expected() {
+    use crc_appliance::runtime::helperproc::HelperProcs;
     require_tools!("xorriso");
     let (_aux, yaml) = start_on_serve_yaml("rhcos-nohelper");
     let dir = tempfile::tempdir().unwrap();
     let empty = tempfile::tempdir().unwrap();
     let f = dir.path().join("cluster.yaml");
     std::fs::write(&f, yaml.replace("{dir}", &dir.path().display().to_string())).unwrap();
-    let Err((err, log)) = common::inproc::InProc::try_start_with_helpers(dir, f, empty.path())
-    else {
+    let helpers = HelperProcs::embedded(Some(empty.path().to_path_buf()));
+    let Err((err, log)) = common::inproc::InProc::try_start_with_helpers(dir, f, helpers) else {
         panic!("serve started without its libvirt helper");
     };
     let want = format!(

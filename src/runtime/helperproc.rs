@@ -13,7 +13,9 @@
 //!   the embedded appliance's own log: the helper writes JSON lines to a
 //!   pipe and [`HelperProcs::relay`] logs each again through `tracing`, at
 //!   its level, as its message followed by its fields (`k=v`), as the
-//!   text format writes them.
+//!   text format writes them. The host may also set variables in the
+//!   helpers' environment (`CRC_APPLIANCE_DOMAIN_TYPE`, which the libvirt
+//!   helper reads), for that appliance only.
 //!
 //! Invariants: the relay reads until EOF (the helper's exit), so the
 //! helper never blocks on a full stderr pipe; a line that is not a JSON
@@ -45,6 +47,9 @@ pub struct HelperProcs {
     /// executable's.
     pub dir: Option<PathBuf>,
     pub log: HelperLog,
+    /// Set in the helpers' environment, on top of this process's (none
+    /// for the process).
+    pub env: Vec<(String, String)>,
 }
 
 impl HelperProcs {
@@ -54,6 +59,7 @@ impl HelperProcs {
         HelperProcs {
             dir,
             log: HelperLog::Relay,
+            env: Vec::new(),
         }
     }
 
@@ -70,8 +76,8 @@ impl HelperProcs {
     }
 
     /// The command that starts the helper at `path`: `--log-format` and
-    /// stderr as this serve's log wants them (stdin/stdout are the
-    /// caller's).
+    /// stderr as this serve's log wants them, and [`HelperProcs::env`]
+    /// (stdin/stdout are the caller's).
     pub fn command(&self, path: &Path) -> tokio::process::Command {
         use clap::ValueEnum as _;
         let (format, stderr) = match self.log {
@@ -82,7 +88,8 @@ impl HelperProcs {
         if let Some(v) = format.to_possible_value() {
             cmd.arg("--log-format").arg(v.get_name());
         }
-        cmd.stderr(stderr);
+        cmd.stderr(stderr)
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
     }
 
@@ -164,5 +171,19 @@ mod tests {
             (path, at.as_str()),
             (PathBuf::from("/opt/x/h"), "in /opt/x")
         );
+        let mut e = e;
+        e.env
+            .push(("CRC_APPLIANCE_DOMAIN_TYPE".into(), "qemu".into()));
+        let cmd = e.command(Path::new("/opt/x/h"));
+        let envs: Vec<_> = cmd.as_std().get_envs().collect();
+        assert_eq!(
+            envs,
+            [(
+                std::ffi::OsStr::new("CRC_APPLIANCE_DOMAIN_TYPE"),
+                Some(std::ffi::OsStr::new("qemu"))
+            )]
+        );
+        let args: Vec<_> = cmd.as_std().get_args().collect();
+        assert_eq!(args, ["--log-format", "json"], "relayed lines are JSON");
     }
 }

@@ -87,13 +87,13 @@ pub enum Host {
     /// handlers are installed (the host's signals stay the host's);
     /// cancelling `stop` shuts it down as SIGTERM would, and `ready` is
     /// handed the hub once every service runs (its typed status, reloads).
-    /// Helper processes (the libvirt helper) are started from
-    /// `helper_dir` (`None`: next to the running executable) and their log
-    /// lines join this serve's log (`runtime::helperproc`).
+    /// Helper processes (the libvirt helper) are started as `helpers`
+    /// says: from its directory, their log lines into this serve's log
+    /// (`HelperProcs::embedded`), with its environment.
     Embedded {
         stop: CancellationToken,
         ready: tokio::sync::oneshot::Sender<Arc<Hub>>,
-        helper_dir: Option<PathBuf>,
+        helpers: HelperProcs,
     },
 }
 
@@ -165,8 +165,8 @@ pub async fn serve_hosted(path: PathBuf, host: Host) -> anyhow::Result<()> {
     // answers), IP_FREEBIND for an HA member's VIP listeners, test faults;
     // an embedded serve's helper processes as its host says.
     let mut ctx = Context::for_plan(&plan, crate::runtime::limits::apply(&plan));
-    if let Host::Embedded { helper_dir, .. } = &host {
-        ctx.helpers = HelperProcs::embedded(helper_dir.clone());
+    if let Host::Embedded { helpers, .. } = &host {
+        ctx.helpers = helpers.clone();
     }
     crate::host::preflight::log(&plan)?;
     let root = CancellationToken::new();

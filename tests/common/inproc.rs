@@ -17,7 +17,7 @@
 //!   type `serve` parses, so a misspelt field does not compile);
 //! - helper processes (the libvirt helper) started from the target dir,
 //!   their log lines in the appliance's log
-//!   ([`InProc::try_start_with_helpers`] names another dir).
+//!   ([`InProc::try_start_with_helpers`] starts them another way).
 //!
 //! One thing stays process-wide: the per-call-site log throttles
 //! (`runtime::lograte`). Appliances in one test binary share them, so a
@@ -37,6 +37,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crc_appliance::config::raw::ClusterFile;
+use crc_appliance::runtime::helperproc::HelperProcs;
 use crc_appliance::serve::hub::{Hub, ReloadStatus};
 use crc_appliance::serve::status::StatusDoc;
 use crc_appliance::serve::supervisor::{Host, serve_hosted};
@@ -66,6 +67,14 @@ pub struct InProc {
 /// "127.0.0.1:0".into()`.
 pub fn loopback() -> ClusterFile {
     parse(&super::only(""))
+}
+
+/// How an appliance here starts its helper processes by default: from
+/// the target dir, where cargo builds `crc-appliance-libvirt` next to the
+/// binary under test; their log lines in the appliance's log.
+pub fn helpers() -> HelperProcs {
+    let dir = Path::new(super::BIN).parent().expect("the target dir");
+    HelperProcs::embedded(Some(dir.to_path_buf()))
 }
 
 /// A cluster file's text as the typed file (panics on a bad file: a test's
@@ -114,19 +123,16 @@ impl InProc {
         dir: tempfile::TempDir,
         cluster_file: PathBuf,
     ) -> Result<InProc, (String, String)> {
-        // Cargo builds the helper programs (`crc-appliance-libvirt`) next
-        // to the binary under test.
-        let helpers = Path::new(super::BIN).parent().expect("the target dir");
-        Self::try_start_with_helpers(dir, cluster_file, helpers)
+        Self::try_start_with_helpers(dir, cluster_file, helpers())
     }
 
-    /// Like [`InProc::try_start_file`], with the helper programs (the
-    /// libvirt helper) looked for in `helper_dir` (`Host::Embedded`'s
-    /// `helper_dir`); their log lines join the appliance's log.
+    /// Like [`InProc::try_start_file`], with its helper processes (the
+    /// libvirt helper) started as `helpers` says (`Host::Embedded`'s
+    /// `helpers`; [`helpers`] is the default).
     pub fn try_start_with_helpers(
         dir: tempfile::TempDir,
         cluster_file: PathBuf,
-        helper_dir: &Path,
+        helpers: HelperProcs,
     ) -> Result<InProc, (String, String)> {
         super::note_harness("inproc");
         let log: Lines = Arc::default();
@@ -137,7 +143,7 @@ impl InProc {
         let host = Host::Embedded {
             stop: stop.clone(),
             ready: ready_tx,
-            helper_dir: Some(helper_dir.to_path_buf()),
+            helpers,
         };
         let (path, handle) = (cluster_file.clone(), rt.handle().clone());
         let thread = std::thread::Builder::new()
