@@ -22,6 +22,12 @@
 //!   left alone and shown as a timeline hint, in `csr.alerts` and on the
 //!   status page (headless Chromium), with the CSRs left pending listed by
 //!   name, signer and reason; the hint goes once one of them is gone.
+//!
+//! Every appliance here runs in the test process (`common::inproc`; the
+//! libvirt helper from the target dir, its log in the appliance's): the
+//! CLI (`reload`, `node boot`, `wait-for`) reaches it through its admin
+//! API on a known port, as it reaches a spawned one; status is asserted
+//! through the typed document, `/metrics` and the page through HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "bmcsim/harness.rs"]
@@ -35,7 +41,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{Appliance, BIN, free_port, run};
+use common::inproc::InProc;
+use common::{BIN, free_port, run};
+use crc_appliance::serve::status::StatusDoc;
+use crc_appliance::timeline::status::{HintKind, NodeTimeline};
 use kubesim::Sim;
 use serde_json::{Value, json};
 
@@ -100,26 +109,23 @@ fn sections(dir: &Path, kubeconfig: &Path) -> String {
     )
 }
 
-/// `GET /status` of the admin API.
-fn status(app: &Appliance) -> Value {
-    let url = format!("http://{}/status", app.addr("admin"));
-    let out = Command::new("curl")
-        .args(["-sf", "--max-time", "5", &url])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+/// `node`'s row of the install timeline (a default row before it has one).
+fn node_row(st: &StatusDoc, node: &str) -> NodeTimeline {
+    st.timeline
+        .as_ref()
+        .and_then(|t| t.nodes.iter().find(|n| n.node == node))
+        .cloned()
+        .unwrap_or_default()
 }
 
-fn node_row(st: &Value, node: &str) -> Value {
-    st["timeline"]["nodes"]
-        .as_array()
-        .and_then(|n| n.iter().find(|n| n["node"] == node))
-        .cloned()
-        .unwrap_or(Value::Null)
+/// The approver's `csr.workerIgnition`.
+fn worker_ignition(app: &InProc) -> crc_appliance::services::csr::status::WorkerIgnitionStatus {
+    let csr = app.status().csr.expect("a csr section");
+    csr.worker_ignition.expect("csr.workerIgnition")
 }
 
 /// `path` fetched from `from` (the node's own address): (HTTP code, body).
-fn fetch(app: &Appliance, from: &str, path: &str) -> (String, Vec<u8>) {
+fn fetch(app: &InProc, from: &str, path: &str) -> (String, Vec<u8>) {
     let url = format!("http://{}{path}", app.addr("http"));
     let out = Command::new("curl")
         .args(["-s", "--max-time", "10", "-w", "\n%{http_code}"])
@@ -145,7 +151,7 @@ fn wait_approved(sim: &Sim, name: &str) {
 }
 
 /// Add worker-2 to the running appliance's file and `reload`.
-fn add_worker_2(app: &Appliance, node_line: &str) {
+fn add_worker_2(app: &InProc, node_line: &str) {
     let text = std::fs::read_to_string(&app.cluster_file).unwrap();
     let w0 = "  - { name: worker-0, role: worker, mac: \"52:54:00:14:00:14\", ip: 127.0.20.20 }\n";
     assert!(text.contains(w0), "{text}");
@@ -160,7 +166,7 @@ fn add_worker_2(app: &Appliance, node_line: &str) {
 }
 
 /// `node boot worker-2`: exit 0, its output.
-fn node_boot(app: &Appliance) -> String {
+fn node_boot(app: &InProc) -> String {
     let file = app.cluster_file.to_str().unwrap();
     let (code, out, err) = run(BIN, &["node", "boot", NODE, "--cluster", file]);
     assert_eq!(code, 0, "node boot: {out}{err}\n{}", app.log());
@@ -169,7 +175,7 @@ fn node_boot(app: &Appliance) -> String {
 
 /// Act as worker-2 once booted: its ignition, its two CSRs, its Node;
 /// then the timeline and `wait-for node-ready`.
-fn join(app: &Appliance, sim: &Sim) {
+fn join(app: &InProc, sim: &Sim) {
     // The ignition it is served: the secret's userData, with the hostname
     // merge of any worker; the role name serves the userData as it is.
     let (code, body) = fetch(app, NODE_IP, &format!("/ignition/{NODE}.ign"));
@@ -211,14 +217,20 @@ fn join(app: &Appliance, sim: &Sim) {
     sim.create(NODE, "w2s.yaml", &yaml);
     wait_approved(sim, "w2-serving");
     // The timeline: ignition → client CSR → serving CSR → Ready.
-    let mut row = Value::Null;
+    let mut row = NodeTimeline::default();
     common::wait_until("worker-2's nodeReady", Duration::from_secs(5), || {
-        row = node_row(&status(app), NODE);
-        row["nodeReady"].is_u64() && row["csrServing"].is_u64()
+        row = node_row(&app.status(), NODE);
+        row.node_ready.is_some() && row.csr_serving.is_some()
     });
-    let at = |k: &str| row[k].as_u64().unwrap_or_else(|| panic!("no {k}: {row}"));
-    assert!(at("ignition") <= at("csrClient"), "{row}");
-    assert!(at("csrClient") <= at("csrServing"), "{row}");
+    let at = |k: &str, t: Option<u64>| t.unwrap_or_else(|| panic!("no {k}: {row:?}"));
+    assert!(
+        at("ignition", row.ignition) <= at("csrClient", row.csr_client),
+        "{row:?}"
+    );
+    assert!(
+        at("csrClient", row.csr_client) <= at("csrServing", row.csr_serving),
+        "{row:?}"
+    );
     let file = app.cluster_file.to_str().unwrap();
     let args = [
         "wait-for",
@@ -239,19 +251,19 @@ fn join(app: &Appliance, sim: &Sim) {
     ] {
         assert!(out.contains(line), "{line:?} not in {out}");
     }
-    let csr = &status(app)["csr"];
-    assert_eq!(csr["workerIgnition"]["source"], "secret", "{csr}");
-    assert!(csr["workerIgnition"]["error"].is_null(), "{csr}");
-    let rows: Vec<(&str, &str)> = csr["approved"]
-        .as_array()
-        .unwrap()
+    let csr = app.status().csr.expect("a csr section");
+    let wi = csr.worker_ignition.as_ref().expect("csr.workerIgnition");
+    assert_eq!(wi.source, "secret", "{csr:?}");
+    assert_eq!(wi.error, None, "{csr:?}");
+    let rows: Vec<(&str, Option<&str>)> = csr
+        .approved
         .iter()
-        .map(|r| (r["name"].as_str().unwrap(), r["signer"].as_str().unwrap()))
+        .map(|r| (r.name.as_str(), r.signer.as_deref()))
         .collect();
     assert_eq!(
         rows,
-        [("w2-client", CLIENT), ("w2-serving", SERVING)],
-        "{csr}"
+        [("w2-client", Some(CLIENT)), ("w2-serving", Some(SERVING))],
+        "{csr:?}"
     );
 }
 
@@ -288,9 +300,7 @@ fn a_worker_added_by_reload_boots_on_libvirt_and_joins() {
     let yaml = common::loopback_cluster_with(&format!("{}{libvirt}", sections(d, &sim.kubeconfig)));
     let file = d.join("cluster.yaml");
     std::fs::write(&file, yaml).unwrap();
-    let app = Appliance::launch()
-        .ready_timeout(Duration::from_secs(30))
-        .start_path(&file);
+    let app = InProc::start_path(&file);
     app.wait_log(
         "started test-worker-0 from the live ISO kernel",
         Duration::from_secs(30),
@@ -308,7 +318,7 @@ fn a_worker_added_by_reload_boots_on_libvirt_and_joins() {
     common::wait_until(
         "worker-2's VM in the timeline",
         Duration::from_secs(10),
-        || node_row(&status(&app), NODE)["vmStarted"].is_u64(),
+        || node_row(&app.status(), NODE).vm_started.is_some(),
     );
     join(&app, &sim);
 }
@@ -345,7 +355,7 @@ fn a_worker_added_by_reload_boots_through_its_bmc_and_joins() {
     let yaml = common::loopback_cluster_with(&format!("{sections}{rhcos}"));
     let file = d.join("cluster.yaml");
     std::fs::write(&file, yaml).unwrap();
-    let app = Appliance::launch().start_path(&file);
+    let app = InProc::start_path(&file);
     let line = format!(
         "  - name: worker-2\n    role: worker\n    mac: \"52:54:00:14:00:16\"\n    ip: 127.0.20.22\n    \
          bmc: {{ redfish: \"{}/redfish/v1/Systems/System.Embedded.1\", usernameFile: user, passwordFile: pass, caFile: ca.pem }}\n",
@@ -358,7 +368,7 @@ fn a_worker_added_by_reload_boots_through_its_bmc_and_joins() {
     assert!(out.contains("worker-2: powered on"), "{out}");
     let st = bmc.state();
     assert_eq!(st["booted_from"], json!([iso]), "{st}");
-    assert!(node_row(&status(&app), NODE)["bmcPowerOn"].is_u64());
+    assert!(node_row(&app.status(), NODE).bmc_power_on.is_some());
     // Booted already: a second `node boot` changes nothing.
     let again = node_boot(&app);
     assert!(again.contains("worker-2: already booted from"), "{again}");
@@ -378,7 +388,7 @@ fn without_the_secret_workers_get_worker_ign_with_a_warning_until_it_exists() {
     let yaml = common::loopback_cluster_with(&sections(d, &sim.kubeconfig));
     let file = d.join("cluster.yaml");
     std::fs::write(&file, yaml).unwrap();
-    let app = Appliance::launch().start_path(&file);
+    let app = InProc::start_path(&file);
     let (code, body) = fetch(&app, "127.0.20.20", "/ignition/worker-0.ign");
     assert_eq!(code, "200");
     let got: Value = serde_json::from_slice(&body).unwrap();
@@ -394,15 +404,21 @@ fn without_the_secret_workers_get_worker_ign_with_a_warning_until_it_exists() {
         "csr: ALERT: workers are served worker.ign",
         Duration::from_secs(5),
     );
-    let wi = &status(&app)["csr"]["workerIgnition"];
-    assert_eq!(wi["source"], "worker.ign", "{wi}");
+    let wi = worker_ignition(&app);
+    assert_eq!(wi.source, "worker.ign", "{wi:?}");
     assert!(
-        wi["error"].as_str().unwrap().contains("does not exist"),
-        "{wi}"
+        wi.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("does not exist"),
+        "{wi:?}"
     );
     assert!(
-        wi["warning"].as_str().unwrap().contains("NOT be accepted"),
-        "{wi}"
+        wi.warning
+            .as_deref()
+            .unwrap_or_default()
+            .contains("NOT be accepted"),
+        "{wi:?}"
     );
     // `node boot` without a route, and for a node not in the file.
     let f = file.to_str().unwrap();
@@ -429,9 +445,9 @@ fn without_the_secret_workers_get_worker_ign_with_a_warning_until_it_exists() {
     std::thread::sleep(Duration::from_secs(11));
     let (_, body) = fetch(&app, "127.0.20.20", "/ignition/worker.ign");
     assert_eq!(String::from_utf8(body).unwrap(), USER_DATA);
-    let wi = &status(&app)["csr"]["workerIgnition"];
-    assert_eq!(wi["source"], "secret", "{wi}");
-    assert!(wi["warning"].is_null(), "{wi}");
+    let wi = worker_ignition(&app);
+    assert_eq!(wi.source, "secret", "{wi:?}");
+    assert_eq!(wi.warning, None, "{wi:?}");
     let metrics = common::run_ok(
         "curl",
         &["-sf", &format!("http://{}/metrics", app.addr("admin"))],
@@ -456,7 +472,7 @@ fn two_pending_client_csrs_for_one_node_are_an_alert_on_the_timeline_and_page() 
     let yaml = common::loopback_cluster_with(&sections(d, &kubeconfig));
     let file = d.join("cluster.yaml");
     std::fs::write(&file, yaml).unwrap();
-    let app = Appliance::launch().start_path(&file);
+    let app = InProc::start_path(&file);
     // Both made before the node's ignition fetch (the approver would
     // approve a lone one at once after it); the fetch comes below.
     let usages = ["digital signature", "client auth"];
@@ -475,30 +491,29 @@ fn two_pending_client_csrs_for_one_node_are_an_alert_on_the_timeline_and_page() 
     );
     let yaml = Sim::csr_yaml("cve", CLIENT, &usages, &req);
     sim.create("boot", "cve.yaml", &yaml);
-    let mut st = Value::Null;
+    let csr_alert = |st: &StatusDoc| {
+        st.timeline
+            .as_ref()
+            .and_then(|t| t.hints.iter().find(|h| h.kind == HintKind::CsrAlert))
+            .cloned()
+    };
+    let mut st = app.status();
     common::wait_until("the csr-alert hint", Duration::from_secs(5), || {
-        st = status(&app);
-        st["timeline"]["hints"]
-            .as_array()
-            .is_some_and(|h| h.iter().any(|h| h["kind"] == "csr-alert"))
+        st = app.status();
+        csr_alert(&st).is_some()
     });
-    let hint = st["timeline"]["hints"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|h| h["kind"] == "csr-alert")
-        .unwrap();
-    assert_eq!(hint["nodes"], json!(["worker-0"]), "{hint}");
-    let msg = hint["message"].as_str().unwrap();
+    let hint = csr_alert(&st).unwrap();
+    assert_eq!(hint.nodes, ["worker-0"], "{hint:?}");
+    let msg = &hint.message;
     assert!(
         msg.contains("w0-a, w0-b") && msg.contains("2 pending client CSRs for worker-0"),
         "{msg}"
     );
+    let csr = st.csr.as_ref().expect("a csr section");
     assert_eq!(
-        st["csr"]["alerts"],
-        json!(["2 pending client CSRs for worker-0: none is approved"]),
-        "{}",
-        st["csr"]
+        csr.alerts,
+        ["2 pending client CSRs for worker-0: none is approved"],
+        "{csr:?}"
     );
     assert!(!sim.approved("w0-a") && !sim.approved("w0-b"));
     app.wait_log("csr: ALERT: w0-a left pending", Duration::from_secs(5));
@@ -538,11 +553,10 @@ fn two_pending_client_csrs_for_one_node_are_an_alert_on_the_timeline_and_page() 
     // window of its ignition fetch, is approved (item 2's rule).
     sim.kubectl_ok("admin", &["delete", "csr", "w0-a"]);
     common::wait_until("the alert cleared", Duration::from_secs(5), || {
-        let st = status(&app);
-        st["timeline"]["hints"]
-            .as_array()
-            .is_some_and(|h| h.iter().all(|h| h["kind"] != "csr-alert"))
-            && st["csr"]["alerts"] == json!([])
+        let st = app.status();
+        st.timeline.is_some()
+            && csr_alert(&st).is_none()
+            && st.csr.is_some_and(|c| c.alerts.is_empty())
     });
     wait_approved(&sim, "w0-b");
     assert!(!sim.approved("cve"));

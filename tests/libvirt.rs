@@ -3,10 +3,16 @@
 //! driver (`test:///<per-test node XML>`, private state per connection) and
 //! the `vm`/`render libvirt` commands of the real binary.
 //!
-//! `serve` runs as the spawned binary here, not in the test process
-//! (`common::inproc`): it starts its libvirt helper from the directory of
-//! the running executable, and the helper's log, whose lines the tests
-//! wait for, goes to the process's stderr.
+//! `serve` runs in the test process (`common::inproc`): the embedded
+//! serve starts its libvirt helper from the target dir and relays the
+//! helper's log lines, which the tests wait for, into its own log
+//! (`runtime::helperproc`). The helper killed under `serve` is observed as
+//! `serve_hosted` returning the error naming it: the same error the
+//! process turns into exit code 1, as `tests/reload.rs` checks for any
+//! failed task. Spawned, because the process is the point:
+//! `the_libvirt_helper_dies_with_serve` (serve killed by SIGKILL takes the
+//! helper with it: PR_SET_PDEATHSIG), and the `vm`, `render` and `status`
+//! commands, which are the binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -769,52 +775,28 @@ fn vm_up_works_on_the_demo_config() {
 #[test]
 fn serve_with_start_on_serve_brings_the_vms_up() {
     use crc_appliance::drivers::libvirt::status::{VmPhase, VmState};
-    use crc_appliance::serve::status::StatusDoc;
-    require_tools!("xorriso", "curl");
-    let aux = tempfile::tempdir().unwrap();
-    let iso = make_iso(aux.path(), "rhcos-serve", true);
-    let yaml = cluster_yaml(
-        Path::new("{dir}"),
-        &test_uri(aux.path()),
-        &iso,
-        "admin:\n  listen: 127.0.0.1:0\n",
-    )
-    .replace("  resources:\n", "  startOnServe: true\n  resources:\n")
-    .replace(
-        "http:\n  listen: 127.0.20.1:18080\n",
-        "http:\n  enabled: false\n  listen: 127.0.20.1:18080\n",
-    );
-    let app = common::Appliance::start(&yaml);
+    require_tools!("xorriso");
+    let (_aux, app) = start_on_serve_appliance("rhcos-serve");
     app.wait_log(
         "started test-worker-0 from the live ISO kernel",
         std::time::Duration::from_secs(30),
     );
-    let url = format!("http://{}/status", app.addr("admin"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let (code, out, _) = run("curl", &["-s", "--max-time", "5", &url]);
-        let vms = serde_json::from_str::<StatusDoc>(&out)
-            .ok()
-            .and_then(|d| d.libvirt);
-        let installing = vms.as_ref().is_some_and(|l| {
-            l.nodes.len() == 5
-                && l.nodes
-                    .iter()
-                    .all(|n| n.state == VmState::Running && n.phase == VmPhase::Install)
-        });
-        if code == 0
-            && let Some(vms) = vms.filter(|_| installing)
-        {
-            assert!(vms.network.contains("active"), "{vms:?}");
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "libvirt status never showed 5 running installs: {out}\n{}",
-            app.log()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    let mut vms = None;
+    common::wait_until(
+        "libvirt status with 5 running installs",
+        std::time::Duration::from_secs(30),
+        || {
+            vms = app.status().libvirt;
+            vms.as_ref().is_some_and(|l| {
+                l.nodes.len() == 5
+                    && l.nodes
+                        .iter()
+                        .all(|n| n.state == VmState::Running && n.phase == VmPhase::Install)
+            })
+        },
+    );
+    let vms = vms.expect("a libvirt section");
+    assert!(vms.network.contains("active"), "{vms:?}");
     assert!(app.dir.path().join("images/test-live-rootfs.img").is_file());
 }
 
@@ -828,7 +810,7 @@ fn serve_installs_a_stopped_install_again_and_shows_why() {
     use crc_appliance::drivers::libvirt::status::{VmPhase, VmState};
     use crc_appliance::serve::status::StatusDoc;
     use crc_appliance::timeline::status::ClusterPhase;
-    require_tools!("xorriso", "curl");
+    require_tools!("xorriso");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let iso = make_iso(d, "rhcos-again", true);
@@ -860,19 +842,17 @@ fn serve_installs_a_stopped_install_again_and_shows_why() {
         );
     std::fs::write(d.join("node.xml"), format!("<node>\n{dom}</node>\n")).unwrap();
 
-    let app = common::Appliance::launch().start_path(&f);
+    let app = common::inproc::InProc::start_path(&f);
     app.wait_log(
         "install VM stopped (unknown), not shut down by the installer; installing again domain=test-master-0",
         std::time::Duration::from_secs(30),
     );
-    let url = format!("http://{admin}/status");
-    let mut v = None;
+    let mut v: Option<StatusDoc> = None;
     common::wait_until(
         "master-0's error in the timeline",
         std::time::Duration::from_secs(20),
         || {
-            let (_, out, _) = run("curl", &["-s", "--max-time", "5", &url]);
-            v = serde_json::from_str::<StatusDoc>(&out).ok();
+            v = Some(app.status());
             v.as_ref()
                 .and_then(|d| d.timeline.as_ref()?.nodes.get(1)?.errors.first().cloned())
                 .is_some_and(|e| e.contains("(unknown)"))
@@ -922,13 +902,15 @@ fn helper_bin() -> PathBuf {
 
 /// `(pid N)` of the `libvirt helper ... started (pid N)` log line.
 #[cfg(feature = "libvirt")]
-fn helper_pid(app: &common::Appliance) -> u32 {
-    app.wait_log("libvirt helper ", std::time::Duration::from_secs(30));
+fn helper_pid(app: &impl common::Served) -> u32 {
+    let started = |l: &str| l.contains("libvirt helper ") && l.contains("started (pid ");
+    common::wait_until(
+        "the helper's start line",
+        std::time::Duration::from_secs(30),
+        || app.log().lines().any(started),
+    );
     let log = app.log();
-    let line = log
-        .lines()
-        .find(|l| l.contains("libvirt helper ") && l.contains("started (pid "))
-        .unwrap_or_else(|| panic!("no helper start line:\n{log}"));
+    let line = log.lines().find(|l| started(l)).unwrap();
     let rest = &line[line.find("(pid ").unwrap() + 5..];
     rest[..rest.find(')').unwrap()].parse().unwrap()
 }
@@ -944,9 +926,10 @@ fn dead(pid: u32) -> bool {
     }
 }
 
-/// A serve that starts the VMs, in its own temp dir.
+/// The cluster file of a serve that starts the VMs (`{dir}`: its temp
+/// dir), its ISO and test hypervisor in the returned temp dir.
 #[cfg(feature = "libvirt")]
-fn start_on_serve_appliance(volid: &str) -> (tempfile::TempDir, common::Appliance) {
+fn start_on_serve_yaml(volid: &str) -> (tempfile::TempDir, String) {
     let aux = tempfile::tempdir().unwrap();
     let iso = make_iso(aux.path(), volid, true);
     let yaml = cluster_yaml(
@@ -960,7 +943,14 @@ fn start_on_serve_appliance(volid: &str) -> (tempfile::TempDir, common::Applianc
         "http:\n  listen: 127.0.20.1:18080\n",
         "http:\n  enabled: false\n  listen: 127.0.20.1:18080\n",
     );
-    (aux, common::Appliance::start(&yaml))
+    (aux, yaml)
+}
+
+/// A serve that starts the VMs, in this process.
+#[cfg(feature = "libvirt")]
+fn start_on_serve_appliance(volid: &str) -> (tempfile::TempDir, common::inproc::InProc) {
+    let (aux, yaml) = start_on_serve_yaml(volid);
+    (aux, common::inproc::InProc::start_yaml(&yaml))
 }
 
 /// libvirt runs in the helper: `crc-appliance` itself does not link
@@ -992,8 +982,9 @@ fn only_the_helper_links_libvirt() {
     assert!(h.iter().any(|l| l.contains("libvirt.so.0")), "{h:?}");
 }
 
-/// The helper killed under `serve`: serve exits non-zero and says why (a
-/// service that cannot drive its VMs does not run half alive).
+/// The helper killed under `serve`: serve fails and says why (a service
+/// that cannot drive its VMs does not run half alive). In this process:
+/// `serve` returns the error the process exits 1 with.
 #[cfg(feature = "libvirt")]
 #[test]
 fn serve_fails_when_the_libvirt_helper_dies() {
@@ -1006,25 +997,32 @@ fn serve_fails_when_the_libvirt_helper_dies() {
     );
     let (code, _, err) = run("kill", &["-KILL", &pid.to_string()]);
     assert_eq!(code, 0, "{err}");
-    let exit = app.wait_exit(std::time::Duration::from_secs(20));
+    common::wait_until(
+        "serve to end on its own",
+        std::time::Duration::from_secs(20),
+        || app.ended(),
+    );
+    let outcome = app.stop();
     let log = app.log();
+    let err = outcome.expect_err(&format!("serve did not fail:\n{log}"));
     assert!(
-        matches!(exit, Some(Some(c)) if c != 0),
-        "serve did not fail: {exit:?}\n{log}"
+        err.contains(&format!("(pid {pid}) exited unexpectedly")) && err.contains("SIGKILL"),
+        "{err}\n{log}"
     );
     assert!(
-        log.contains(&format!("(pid {pid}) exited unexpectedly")) && log.contains("SIGKILL"),
+        log.contains("exited unexpectedly") && log.contains("stopping"),
         "{log}"
     );
 }
 
 /// `serve` killed with SIGKILL (no cleanup runs) takes the helper with it
-/// (PR_SET_PDEATHSIG in the helper).
+/// (PR_SET_PDEATHSIG in the helper). Spawned: the process is what dies.
 #[cfg(feature = "libvirt")]
 #[test]
 fn the_libvirt_helper_dies_with_serve() {
     require_tools!("xorriso");
-    let (_aux, mut app) = start_on_serve_appliance("rhcos-orphan");
+    let (_aux, yaml) = start_on_serve_yaml("rhcos-orphan");
+    let mut app = common::Appliance::start(&yaml);
     let pid = helper_pid(&app);
     assert!(!dead(pid));
     app.stop_with("KILL");
@@ -1033,6 +1031,30 @@ fn the_libvirt_helper_dies_with_serve() {
         std::time::Duration::from_secs(10),
         || dead(pid),
     );
+}
+
+/// An embedded serve whose helper directory has no helper fails before it
+/// is ready and says where the helper was expected.
+#[cfg(feature = "libvirt")]
+#[test]
+fn serve_without_the_helper_says_where_it_is_expected() {
+    use crc_appliance::runtime::helperproc::HelperProcs;
+    require_tools!("xorriso");
+    let (_aux, yaml) = start_on_serve_yaml("rhcos-nohelper");
+    let dir = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let f = dir.path().join("cluster.yaml");
+    std::fs::write(&f, yaml.replace("{dir}", &dir.path().display().to_string())).unwrap();
+    let helpers = HelperProcs::embedded(Some(empty.path().to_path_buf()));
+    let Err((err, log)) = common::inproc::InProc::try_start_with_helpers(dir, f, helpers) else {
+        panic!("serve started without its libvirt helper");
+    };
+    let want = format!(
+        "{}/crc-appliance-libvirt is missing: libvirt support runs in crc-appliance-libvirt, installed in {}",
+        empty.path().display(),
+        empty.path().display()
+    );
+    assert!(err.contains(&want), "{err}\n{log}");
 }
 
 /// A `crc-appliance` without its helper beside it says what is missing.
@@ -1060,9 +1082,9 @@ fn vm_without_the_helper_says_it_is_missing() {
     assert!(err.contains("crc-appliance-libvirt is missing"), "{err}");
 }
 
-/// A reload reaches the helper: a node added to the file gets its VM
-/// (the helper opens a driver for the new plan, serve polls it once
-/// committed).
+/// A reload (as `POST /api/reload` or SIGHUP does) reaches the helper: a
+/// node added to the file gets its VM (the helper opens a driver for the
+/// new plan, serve polls it once committed).
 #[cfg(feature = "libvirt")]
 #[test]
 fn reload_forwards_the_new_plan_to_the_helper() {
@@ -1083,7 +1105,8 @@ fn reload_forwards_the_new_plan_to_the_helper() {
         ),
     );
     std::fs::write(&app.cluster_file, text).unwrap();
-    app.signal("HUP");
+    let st = app.reload();
+    assert!(st.ok, "{st:?}\n{}", app.log());
     app.wait_log(
         "started test-worker-1 from the live ISO kernel",
         std::time::Duration::from_secs(30),

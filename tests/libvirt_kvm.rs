@@ -15,6 +15,13 @@
 //! under TCG (`CRC_APPLIANCE_DOMAIN_TYPE=qemu`) and the test says so. The network checks need the DNS, DHCP and HTTP
 //! services; when this build's `serve` does not log their listeners, those
 //! checks are reported as skipped and only the libvirt boot path is checked.
+//!
+//! `serve` runs in the test process (`common::inproc`): its libvirt helper
+//! from the target dir, the helper's log lines in the appliance's log,
+//! and `CRC_APPLIANCE_DOMAIN_TYPE=qemu` (TCG) set for that helper only
+//! (`HelperProcs::env`) rather than in a spawned process's environment;
+//! status is asserted through the typed document. The `vm down` commands
+//! are the binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(feature = "libvirt")]
 
@@ -26,7 +33,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::initramfs::{busybox_base, live_iso};
-use common::{Appliance, BIN, run};
+use common::inproc::InProc;
+use common::{BIN, run};
+use crc_appliance::drivers::libvirt::status::{VmPhase, VmState};
 
 /// The newest /boot/vmlinuz-* with a modules.dep.
 fn host_kernel() -> Option<(PathBuf, PathBuf)> {
@@ -356,7 +365,6 @@ fn kvm_guest_boots_from_the_iso_and_reaches_the_appliance() {
         "virtlogd",
         "virsh",
         "xorriso",
-        "curl",
         "ldd"
     );
     let Some((vmlinuz, moddir)) = host_kernel() else {
@@ -449,11 +457,14 @@ libvirt:
              virtualization); running the guest under TCG (CRC_APPLIANCE_DOMAIN_TYPE=qemu)"
         );
     }
-    let mut launch = Appliance::launch();
+    let mut helpers = common::inproc::helpers();
     if !kvm {
-        launch = launch.env("CRC_APPLIANCE_DOMAIN_TYPE", "qemu");
+        let forced = ("CRC_APPLIANCE_DOMAIN_TYPE".into(), "qemu".into());
+        helpers.env.push(forced);
     }
-    let mut app = launch.start_path(&cluster);
+    let started =
+        InProc::try_start_with_helpers(tempfile::tempdir().unwrap(), cluster.clone(), helpers);
+    let mut app = started.unwrap_or_else(|(e, log)| panic!("serve did not start: {e}\n{log}"));
     let services = ["dns udp", "dhcp", "http"]
         .iter()
         .all(|s| app.addrs.contains_key(*s));
@@ -544,7 +555,6 @@ libvirt:
         "rootfs not fetched: {serial}"
     );
     // After the power-off the serve loop boots the persistent definition.
-    let url = format!("http://{}/status", app.addr("admin"));
     let (_, xml, _) = run(
         "virsh",
         &["-c", "qemu:///system", "dumpxml", "e2e-master-0"],
@@ -553,38 +563,35 @@ libvirt:
         xml.contains(if kvm { "type='kvm'" } else { "type='qemu'" }),
         "{xml}"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, out, _) = run("curl", &["-s", "--max-time", "5", &url]);
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
-        let n = &v["libvirt"]["nodes"][0];
-        if n["phase"] == "installed" && n["state"] == "running" {
-            // The timeline saw it all: the destroyed attempt, then the
-            // install that fetched its ignition and shut down.
-            let t = &v["timeline"]["nodes"][0];
-            if services {
-                for step in [
-                    "vmStarted",
-                    "lease",
-                    "rootfs",
-                    "ignition",
-                    "installFinished",
-                ] {
-                    assert!(t[step].is_u64(), "{step}: {t}");
-                }
-            }
-            assert!(t["installAttempts"].as_u64() >= Some(2), "{t}");
-            let why = t["errors"][0].as_str().unwrap_or_default();
-            assert!(why.contains("(destroyed)"), "{t}");
-            break;
+    let mut st = app.status();
+    common::wait_until(
+        "the VM booted from its disk",
+        Duration::from_secs(60),
+        || {
+            st = app.status();
+            st.libvirt
+                .as_ref()
+                .and_then(|l| l.nodes.first())
+                .is_some_and(|n| n.phase == VmPhase::Installed && n.state == VmState::Running)
+        },
+    );
+    // The timeline saw it all: the destroyed attempt, then the install
+    // that fetched its ignition and shut down.
+    let t = &st.timeline.as_ref().expect("a timeline").nodes[0];
+    if services {
+        for (step, at) in [
+            ("vmStarted", t.vm_started),
+            ("lease", t.lease),
+            ("rootfs", t.rootfs),
+            ("ignition", t.ignition),
+            ("installFinished", t.install_finished),
+        ] {
+            assert!(at.is_some(), "{step}: {t:?}");
         }
-        assert!(
-            Instant::now() < deadline,
-            "never booted from disk: {out}\n{}",
-            app.log()
-        );
-        std::thread::sleep(Duration::from_millis(500));
     }
+    assert!(t.install_attempts >= 2, "{t:?}");
+    let why = t.errors.first().map(String::as_str).unwrap_or_default();
+    assert!(why.contains("(destroyed)"), "{t:?}");
     let (_, xml, _) = run(
         "virsh",
         &["-c", "qemu:///system", "dumpxml", "e2e-master-0"],
@@ -593,7 +600,9 @@ libvirt:
         !xml.contains("<kernel>") && xml.contains("<boot order='1'/>"),
         "{xml}"
     );
-    app.stop();
+    if let Err(e) = app.stop() {
+        panic!("serve did not stop cleanly: {e}");
+    }
 
     let (code, out, err) = run(BIN, &["vm", "--cluster", cluster.to_str().unwrap(), "down"]);
     assert_eq!(code, 0, "{out}{err}");

@@ -6,9 +6,11 @@
 //! VIPs, its member id, the `ha` status), how listeners bind
 //! ([`BindOptions`]: `IP_FREEBIND` for an HA member) and, in test builds
 //! only, the faults to inject ([`Faults`]); the day-2 workers' pointer
-//! config the CSR approver shares with HTTP ([`WorkerIgnition`]); and the
+//! config the CSR approver shares with HTTP ([`WorkerIgnition`]); the
 //! limiters of the services' rate-limited log lines ([`LogRates`], whose
-//! summaries `serve`'s flusher writes).
+//! summaries `serve`'s flusher writes); and how helper processes are
+//! started ([`HelperProcs`]: where the libvirt helper is, where its log
+//! goes).
 //!
 //! Built once by `serve` from the plan ([`Context::for_plan`] plus the caps
 //! `limits::apply` chose); a clone is cheap (the HA view is one `Arc`, the
@@ -24,6 +26,7 @@ use crate::plan::Plan;
 use crate::runtime::bind::BindOptions;
 use crate::runtime::faults::Faults;
 use crate::runtime::ha::HaView;
+use crate::runtime::helperproc::HelperProcs;
 use crate::runtime::limits::cap::Caps;
 use crate::runtime::lograte::{LogRate, LogRates};
 use crate::runtime::service::Tasks;
@@ -46,6 +49,9 @@ pub struct Context {
     pub worker_ign: Arc<WorkerIgnition>,
     /// The rate-limited log lines' limiters of this serve, by name.
     pub log_rates: LogRates,
+    /// Where helper programs are and where their log goes (the process's
+    /// way by default: next to the executable, stderr shared).
+    pub helpers: HelperProcs,
 }
 
 impl Context {
@@ -66,6 +72,7 @@ impl Context {
             faults: Faults::from_env(),
             worker_ign: Arc::default(),
             log_rates: LogRates::default(),
+            helpers: HelperProcs::default(),
         }
     }
 

@@ -6,7 +6,8 @@
 //! ([`probe`], [`health`]) that the LB and the single-node prober share.
 //!
 //! What the services of one `serve` share at run time (connection caps,
-//! the HA view, bind options, test-only fault hooks) is a value,
+//! the HA view, bind options, test-only fault hooks, how helper processes
+//! start: [`helperproc`]) is a value,
 //! [`context::Context`], handed to each service when it is created: the
 //! kit holds no process-global mutable state, so two appliances can run
 //! in one process.
@@ -28,6 +29,7 @@ pub mod groupcommit;
 pub mod ha;
 pub mod haauth;
 pub mod health;
+pub mod helperproc;
 pub mod httpconn;
 pub mod lazytcp;
 pub mod limits;

@@ -131,6 +131,7 @@ async fn libvirt_boot(hub: &Hub, node: &str) -> Result<Vec<String>, BootError> {
         .map(|n| n.node)
         .collect();
     let text = crate::drivers::libvirt::vm_text(
+        &hub.ctx().helpers,
         spec,
         crate::drivers::libvirt::VmAction::Up,
         Some(fetched),

@@ -25,6 +25,7 @@ use crate::config;
 use crate::model::catalogue::ServiceKind;
 use crate::plan::Plan;
 use crate::runtime::context::Context;
+use crate::runtime::helperproc::HelperProcs;
 use crate::runtime::service::{Service, Tasks};
 use crate::serve::admin;
 use crate::serve::hub::Hub;
@@ -86,9 +87,13 @@ pub enum Host {
     /// handlers are installed (the host's signals stay the host's);
     /// cancelling `stop` shuts it down as SIGTERM would, and `ready` is
     /// handed the hub once every service runs (its typed status, reloads).
+    /// Helper processes (the libvirt helper) are started as `helpers`
+    /// says: from its directory, their log lines into this serve's log
+    /// (`HelperProcs::embedded`), with its environment.
     Embedded {
         stop: CancellationToken,
         ready: tokio::sync::oneshot::Sender<Arc<Hub>>,
+        helpers: HelperProcs,
     },
 }
 
@@ -157,8 +162,12 @@ pub async fn serve_hosted(path: PathBuf, host: Host) -> anyhow::Result<()> {
     };
     // What every service is given: the caps sized to the open-files
     // limit, the HA view (the VIP holder known before any service
-    // answers), IP_FREEBIND for an HA member's VIP listeners, test faults.
-    let ctx = Context::for_plan(&plan, crate::runtime::limits::apply(&plan));
+    // answers), IP_FREEBIND for an HA member's VIP listeners, test faults;
+    // an embedded serve's helper processes as its host says.
+    let mut ctx = Context::for_plan(&plan, crate::runtime::limits::apply(&plan));
+    if let Host::Embedded { helpers, .. } = &host {
+        ctx.helpers = helpers.clone();
+    }
     crate::host::preflight::log(&plan)?;
     let root = CancellationToken::new();
     let background = ctx.tasks(BACKGROUND);

@@ -15,7 +15,10 @@
 //! - the typed status document ([`InProc::status`], the `StatusDoc`
 //!   `GET /status` serializes), and reloads through the hub;
 //! - a typed cluster file ([`loopback`]: `config::raw::ClusterFile`, the
-//!   type `serve` parses, so a misspelt field does not compile).
+//!   type `serve` parses, so a misspelt field does not compile);
+//! - helper processes (the libvirt helper) started from the target dir,
+//!   their log lines in the appliance's log
+//!   ([`InProc::try_start_with_helpers`] starts them another way).
 //!
 //! Keep spawning the binary (`common::Appliance`) where the process is the
 //! point: signals, exit codes, systemd, packaging, environment test hooks,
@@ -30,6 +33,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crc_appliance::config::raw::ClusterFile;
+use crc_appliance::runtime::helperproc::HelperProcs;
 use crc_appliance::serve::hub::{Hub, ReloadStatus};
 use crc_appliance::serve::status::StatusDoc;
 use crc_appliance::serve::supervisor::{Host, serve_hosted};
@@ -59,6 +63,14 @@ pub struct InProc {
 /// "127.0.0.1:0".into()`.
 pub fn loopback() -> ClusterFile {
     parse(&super::only(""))
+}
+
+/// How an appliance here starts its helper processes by default: from
+/// the target dir, where cargo builds `crc-appliance-libvirt` next to the
+/// binary under test; their log lines in the appliance's log.
+pub fn helpers() -> HelperProcs {
+    let dir = Path::new(super::BIN).parent().expect("the target dir");
+    HelperProcs::embedded(Some(dir.to_path_buf()))
 }
 
 /// A cluster file's text as the typed file (panics on a bad file: a test's
@@ -107,6 +119,17 @@ impl InProc {
         dir: tempfile::TempDir,
         cluster_file: PathBuf,
     ) -> Result<InProc, (String, String)> {
+        Self::try_start_with_helpers(dir, cluster_file, helpers())
+    }
+
+    /// Like [`InProc::try_start_file`], with its helper processes (the
+    /// libvirt helper) started as `helpers` says (`Host::Embedded`'s
+    /// `helpers`; [`helpers`] is the default).
+    pub fn try_start_with_helpers(
+        dir: tempfile::TempDir,
+        cluster_file: PathBuf,
+        helpers: HelperProcs,
+    ) -> Result<InProc, (String, String)> {
         super::note_harness("inproc");
         let log: Lines = Arc::default();
         let dispatch = log_dispatch(&log);
@@ -116,6 +139,7 @@ impl InProc {
         let host = Host::Embedded {
             stop: stop.clone(),
             ready: ready_tx,
+            helpers,
         };
         let (path, handle) = (cluster_file.clone(), rt.handle().clone());
         let thread = std::thread::Builder::new()

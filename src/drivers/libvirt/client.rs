@@ -1,6 +1,8 @@
 //! The parent's end of the libvirt helper ([`super::proto`]): start
-//! `crc-appliance-libvirt` from the directory of the running executable,
-//! exchange requests and responses, notice when it exits.
+//! `crc-appliance-libvirt` where this serve's [`HelperProcs`] says (the
+//! process: from the directory of the running executable; an embedded
+//! serve: the directory its host names), exchange requests and responses,
+//! notice when it exits.
 //!
 //! This module must not use the `virt` crate (nor anything that does): the
 //! `crc-appliance` binary then does not link libvirt.so.0 (rustc links with
@@ -9,8 +11,10 @@
 //! Invariants: one exchange at a time, and an exchange is never cut in
 //! half: it runs in its own task, so a caller that stops waiting (a reload
 //! timing out) leaves it to finish and the next request reads its own
-//! response. The helper gets stdin/stdout pipes and shares stderr (its
-//! log lines land where `serve`'s go).
+//! response. The helper gets stdin/stdout pipes; its log lines land where
+//! `serve`'s go: it shares the process's stderr, or, for an embedded
+//! serve, its lines are relayed into that serve's log
+//! ([`HelperProcs::relay`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -22,20 +26,18 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use super::proto::{HELPER, Request, Response, encode};
+use crate::runtime::helperproc::HelperProcs;
 use crate::runtime::sync::LockExt as _;
 
-/// The helper next to the running executable, or why it cannot be used.
-pub fn helper_path() -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe().context("locating the running crc-appliance")?;
-    let dir = exe.parent().unwrap_or(Path::new("/"));
-    let path = dir.join(HELPER);
+/// The helper where `procs` says it is, or why it cannot be used.
+pub fn helper_path(procs: &HelperProcs) -> anyhow::Result<PathBuf> {
+    let (path, expected) = procs.program(HELPER)?;
     if !path.is_file() {
         anyhow::bail!(
             "the libvirt helper {} is missing: libvirt support runs in {HELPER}, \
-             installed next to {} (the packages install both; `cargo build` with the \
+             installed {expected} (the packages install both; `cargo build` with the \
              default `libvirt` feature builds both)",
             path.display(),
-            exe.display()
         );
     }
     Ok(path)
@@ -57,23 +59,18 @@ pub struct Helper {
 }
 
 impl Helper {
-    /// Start the helper (dies with this process: stdin EOF, PR_SET_PDEATHSIG
-    /// in the helper, kill on drop here).
-    pub fn spawn() -> anyhow::Result<Helper> {
-        use clap::ValueEnum as _;
-        let path = helper_path()?;
-        let format = crate::runtime::telemetry::format();
-        let mut cmd = tokio::process::Command::new(&path);
-        if let Some(v) = format.to_possible_value() {
-            cmd.arg("--log-format").arg(v.get_name());
-        }
-        let mut child = cmd
+    /// Start the helper as `procs` says (dies with this process: stdin
+    /// EOF, PR_SET_PDEATHSIG in the helper, kill on drop here).
+    pub fn spawn(procs: &HelperProcs) -> anyhow::Result<Helper> {
+        let path = helper_path(procs)?;
+        let mut child = procs
+            .command(&path)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("starting the libvirt helper {}", path.display()))?;
+        procs.relay(&mut child, HELPER);
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             anyhow::bail!("libvirt helper {}: no pipes", path.display());
         };
@@ -132,8 +129,8 @@ impl Helper {
     }
 
     /// One request in a helper of its own (the `vm` commands).
-    pub async fn once(req: Request) -> anyhow::Result<Response> {
-        let h = Helper::spawn()?;
+    pub async fn once(procs: &HelperProcs, req: Request) -> anyhow::Result<Response> {
+        let h = Helper::spawn(procs)?;
         let r = h.call(req).await;
         if let Some(mut child) = h.take_child() {
             h.stop(&mut child, Duration::from_secs(5)).await;

@@ -3,7 +3,10 @@
 //! stdin, runs them on the [`Driver`] (blocking libvirt calls, one at a
 //! time) and writes one [`Response`] per request to stdout
 //! ([`super::proto`]). Its logs (the driver's own `tracing` lines) go to
-//! stderr, which it shares with `serve`, in `serve`'s log format.
+//! stderr in the `--log-format` it is given: the process's stderr, shared
+//! with `serve` in `serve`'s format, or, under an embedded `serve`, a pipe
+//! whose JSON lines that serve relays into its own log
+//! (`runtime::helperproc`).
 //!
 //! Invariants: stdout carries protocol lines only; the helper ends on stdin
 //! EOF and, through `PR_SET_PDEATHSIG`, with the thread that started it

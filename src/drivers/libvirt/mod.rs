@@ -131,20 +131,27 @@ pub fn vm_output(lines: Vec<String>) -> String {
 /// In the libvirt helper process ([`client::Helper::once`]).
 #[cfg(feature = "libvirt")]
 async fn run_vm(spec: Spec, action: VmAction, fetched: Fetched) -> anyhow::Result<()> {
-    print!("{}", vm_text(spec, action, fetched).await?);
+    let procs = crate::runtime::helperproc::HelperProcs::default();
+    print!("{}", vm_text(&procs, spec, action, fetched).await?);
     Ok(())
 }
 
-/// What a `vm` command prints, run in a helper process of its own (also
-/// `serve`'s `node boot` without `libvirt.startOnServe`).
+/// What a `vm` command prints, run in a helper process of its own started
+/// as `procs` says (also `serve`'s `node boot` without
+/// `libvirt.startOnServe`, with its context's helpers).
 #[cfg(feature = "libvirt")]
-pub async fn vm_text(spec: Spec, action: VmAction, fetched: Fetched) -> anyhow::Result<String> {
+pub async fn vm_text(
+    procs: &crate::runtime::helperproc::HelperProcs,
+    spec: Spec,
+    action: VmAction,
+    fetched: Fetched,
+) -> anyhow::Result<String> {
     let req = proto::Request::Vm {
         spec: Box::new(spec),
         action,
         fetched: proto::fetched_list(fetched),
     };
-    match client::Helper::once(req).await? {
+    match client::Helper::once(procs, req).await? {
         proto::Response::Output { text } => Ok(text),
         other => anyhow::bail!("libvirt helper: unexpected answer {other:?}"),
     }

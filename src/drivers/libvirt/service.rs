@@ -15,7 +15,8 @@
 //! gets its VM). Status (`/status` key `libvirt`) and metrics come from the
 //! last poll; the install timeline hears from each poll what changed: an
 //! install VM started ([`Event::InstallRunning`], once per start) and the
-//! helper's verdicts (finished or rejected).
+//! helper's verdicts (finished or rejected), told after the poll's status
+//! is in place (a status read that shows the news shows its VMs).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -76,7 +77,7 @@ impl Libvirt {
         rt: &crate::runtime::context::Context,
     ) -> anyhow::Result<Arc<Libvirt>> {
         let (sp, nodes) = spec(plan)?;
-        let helper = Arc::new(Helper::spawn()?);
+        let helper = Arc::new(Helper::spawn(&rt.helpers)?);
         info!(
             "libvirt helper {} started (pid {})",
             helper.path().display(),
@@ -178,6 +179,15 @@ impl Libvirt {
             info!("libvirt: {line}");
         }
         let verdicts: Vec<String> = installs.iter().map(|i| i.node.clone()).collect();
+        // The section first: whoever sees the timeline's news sees the VMs
+        // it is about.
+        *self.status.network.locked() = network;
+        let started = {
+            let mut rows = self.status.nodes.locked();
+            let started = installs_started(&rows, &nodes, &verdicts);
+            *rows = nodes;
+            started
+        };
         for i in installs {
             self.events.record(match i.rejected {
                 None => Event::InstallFinished { node: i.node },
@@ -187,13 +197,6 @@ impl Libvirt {
                 },
             });
         }
-        *self.status.network.locked() = network;
-        let started = {
-            let mut rows = self.status.nodes.locked();
-            let started = installs_started(&rows, &nodes, &verdicts);
-            *rows = nodes;
-            started
-        };
         for node in started {
             self.events.record(Event::InstallRunning { node });
         }
