@@ -5,8 +5,11 @@
 //! ([`Caps`]), this member's HA view ([`HaView`]: whether it holds the
 //! VIPs, its member id, the `ha` status), how listeners bind
 //! ([`BindOptions`]: `IP_FREEBIND` for an HA member) and, in test builds
-//! only, the faults to inject ([`Faults`]); and the day-2 workers' pointer
-//! config the CSR approver shares with HTTP ([`WorkerIgnition`]).
+//! only, the test hooks ([`Faults`]: faults to inject, the NTP host clock
+//! and the registry quiet time forced; the process reads them from its
+//! environment, an embedded serve is handed its own); and the day-2
+//! workers' pointer config the CSR approver shares with HTTP
+//! ([`WorkerIgnition`]).
 //!
 //! Built once by `serve` from the plan ([`Context::for_plan`] plus the caps
 //! `limits::apply` chose); a clone is cheap (the HA view is one `Arc`, the
@@ -34,7 +37,8 @@ pub struct Context {
     pub ha: HaView,
     /// How listeners bind.
     pub bind: BindOptions,
-    /// Test builds: tasks to fail on purpose (none by default).
+    /// Test builds: the test hooks, tasks to fail on purpose and values
+    /// forced (none by default).
     pub faults: Faults,
     /// The day-2 workers' pointer config: the CSR approver writes it, HTTP
     /// serves it (neither imports the other).
@@ -44,8 +48,8 @@ pub struct Context {
 impl Context {
     /// The context `plan` asks for: its HA view started (the first VIP
     /// observation made now, before any service answers), `IP_FREEBIND`
-    /// for an HA member, the faults of a test build's environment, and
-    /// `caps`.
+    /// for an HA member, and `caps`; no test hooks ([`Context::with_faults`]
+    /// sets them).
     pub fn for_plan(plan: &Plan, caps: Caps) -> Context {
         let c = &plan.cluster;
         let ha = match &c.ha {
@@ -56,9 +60,15 @@ impl Context {
             caps,
             ha,
             bind: BindOptions::for_plan(plan),
-            faults: Faults::from_env(),
+            faults: Faults::default(),
             worker_ign: Arc::default(),
         }
+    }
+
+    /// This context with the test hooks `faults` (the process's
+    /// environment's, or those an embedding host gives).
+    pub fn with_faults(self, faults: Faults) -> Context {
+        Context { faults, ..self }
     }
 
     /// The task set of `service`, with this context's faults.

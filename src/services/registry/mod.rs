@@ -207,7 +207,7 @@ impl Registry {
             format!("registry.storage: cannot create {}", store.root().display())
         })?;
         let stats: Arc<Stats> = Arc::default();
-        let pulls = Arc::new(pulls::Pulls::new(events));
+        let pulls = Arc::new(pulls::Pulls::new(events, rt.faults.pull_quiet_secs()));
         let tasks = rt.tasks("registry");
         let t = tasks.token();
         tasks.spawn(
@@ -223,7 +223,7 @@ impl Registry {
                 tls: ArcSwapOption::empty(),
                 cert: std::sync::Mutex::default(),
                 replica: replica::Replica::of(plan, rt)?,
-                pull: pullthrough::PullThrough::default(),
+                pull: pullthrough::PullThrough::with_tag_ttl(rt.faults.tag_ttl()),
                 pulls,
             }),
             listeners: Listeners::default(),

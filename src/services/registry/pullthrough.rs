@@ -48,28 +48,6 @@ use crate::runtime::sync::LockExt as _;
 
 /// A tag is asked upstream again after this (a moved tag is seen then).
 pub const TAG_TTL: Duration = Duration::from_secs(60);
-/// Test hook (`test-hooks` builds only, never the shipped binary): another
-/// [`TAG_TTL`] in milliseconds, read once (the tests of the upstream-gone
-/// path use 0: every tag is asked upstream).
-#[cfg(feature = "test-hooks")]
-const TAG_TTL_ENV: &str = "CRC_APPLIANCE_REGISTRY_TAG_TTL_MS";
-
-#[cfg(feature = "test-hooks")]
-fn tag_ttl() -> Duration {
-    static TTL: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *TTL.get_or_init(|| {
-        std::env::var(TAG_TTL_ENV)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or(TAG_TTL, Duration::from_millis)
-    })
-}
-
-#[cfg(not(feature = "test-hooks"))]
-fn tag_ttl() -> Duration {
-    TAG_TTL
-}
-
 /// An upstream body that sends nothing this long is cut.
 pub(super) const STALL: Duration = Duration::from_secs(30);
 
@@ -110,6 +88,10 @@ pub struct PullThrough {
     stats: std::sync::Mutex<BTreeMap<String, UpstreamStatus>>,
     pub(super) flights: Flights<(Name, Digest)>,
     resolved: std::sync::Mutex<HashMap<(Name, String), Instant>>,
+    /// Another [`TAG_TTL`]: a test build's hook
+    /// (`runtime::faults::TAG_TTL_ENV`; the tests of the upstream-gone path
+    /// use 0: every tag is asked upstream). Never in the shipped binary.
+    tag_ttl: Option<Duration>,
 }
 
 /// The upstream clients `cfg` names, with the pull secret's credentials.
@@ -134,6 +116,15 @@ pub fn build(cfg: &RegistryCfg) -> Result<Vec<Arc<Upstream>>, String> {
 }
 
 impl PullThrough {
+    /// An empty cache whose tags live `tag_ttl` (the test hook) or
+    /// [`TAG_TTL`].
+    pub fn with_tag_ttl(tag_ttl: Option<Duration>) -> PullThrough {
+        PullThrough {
+            tag_ttl,
+            ..PullThrough::default()
+        }
+    }
+
     /// Take a reload's upstreams (their counters are kept by name).
     pub fn set(&self, ups: Vec<Arc<Upstream>>) {
         let mut stats = self.stats.locked();
@@ -310,7 +301,7 @@ async fn by_tag(
         .resolved
         .locked()
         .get(&key)
-        .is_some_and(|at| at.elapsed() < tag_ttl());
+        .is_some_and(|at| at.elapsed() < ctx.pull.tag_ttl.unwrap_or(TAG_TTL));
     let (n, t) = (name.clone(), tag.to_string());
     let stored = blocking(ctx, move |c| c.store.tag(&n, &t)).await.flatten();
     if fresh && stored.is_some() {
