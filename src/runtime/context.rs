@@ -5,9 +5,9 @@
 //! ([`Caps`]), this member's HA view ([`HaView`]: whether it holds the
 //! VIPs, its member id, the `ha` status), how listeners bind
 //! ([`BindOptions`]: `IP_FREEBIND` for an HA member) and, in test builds
-//! only, the test hooks ([`Faults`]: faults to inject, the NTP host clock
-//! and the registry quiet time forced; the process reads them from its
-//! environment, an embedded serve is handed its own); and the day-2
+//! only, the test hooks ([`Faults`]: faults to inject, the NTP host clock,
+//! the registry's quiet time and tag TTL forced; the process reads them
+//! from its environment, an embedded serve is handed its own); and the day-2
 //! workers' pointer config the CSR approver shares with HTTP
 //! ([`WorkerIgnition`]).
 //!
