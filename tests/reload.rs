@@ -297,9 +297,9 @@ fn reload_does_not_wait_for_a_hanging_forward() {
 }
 
 /// `crc-appliance reload` to a file whose new listen address is taken by
-/// another process, then to an invalid file: each time the running
-/// configuration is kept, the error reported, and the appliance serving;
-/// then a valid change applies.
+/// another socket (this test's), then to an invalid file: each time the
+/// running configuration is kept, the error reported, and the appliance
+/// serving; then a valid change applies.
 #[test]
 fn reload_cli_reports_taken_ports_and_invalid_files() {
     require_tools!("curl");
