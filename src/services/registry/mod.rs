@@ -223,7 +223,7 @@ impl Registry {
                 tls: ArcSwapOption::empty(),
                 cert: std::sync::Mutex::default(),
                 replica: replica::Replica::of(plan, rt)?,
-                pull: pullthrough::PullThrough::with_tag_ttl(rt.faults.tag_ttl()),
+                pull: pullthrough::PullThrough::new(rt),
                 pulls,
             }),
             listeners: Listeners::default(),

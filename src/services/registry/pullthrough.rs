@@ -43,6 +43,7 @@ use super::reply::{self, Code, Resp};
 use super::storage::Check;
 use super::upstream::{PullSecret, Upstream};
 use crate::model::registry::RegistryCfg;
+use crate::runtime::context::Context;
 use crate::runtime::lograte::{CLIENT_EVENTS, LogRate};
 use crate::runtime::sync::LockExt as _;
 
@@ -116,11 +117,11 @@ pub fn build(cfg: &RegistryCfg) -> Result<Vec<Arc<Upstream>>, String> {
 }
 
 impl PullThrough {
-    /// An empty cache whose tags live `tag_ttl` (the test hook) or
-    /// [`TAG_TTL`].
-    pub fn with_tag_ttl(tag_ttl: Option<Duration>) -> PullThrough {
+    /// No upstream yet; tags live [`TAG_TTL`], or the run-time context's
+    /// test hook.
+    pub fn new(rt: &Context) -> PullThrough {
         PullThrough {
-            tag_ttl,
+            tag_ttl: rt.faults.tag_ttl(),
             ..PullThrough::default()
         }
     }
