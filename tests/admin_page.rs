@@ -4,12 +4,17 @@
 //! per service and the ignition fetch log only exist after its script ran;
 //! every time is UTC; nothing is wider than the window; screenshots are left
 //! in `target/admin-page-1280x800.png` and `target/admin-page-390x844.png`.
+//!
+//! The appliance runs in this process (`common::inproc`); the mirror test
+//! gives its appliance a 1 s quiet time through the test hook
+//! (`runtime::faults::PULL_QUIET_ENV`: its own, not the environment's).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use common::inproc::InProc;
-use common::{Appliance, chromium, chromium_sized, run};
+use common::{chromium, chromium_sized, run};
+use crc_appliance::runtime::faults::PULL_QUIET_ENV;
 
 #[test]
 fn admin_status_page_renders_in_chromium() {
@@ -257,10 +262,9 @@ fn the_page_shows_each_nodes_pulls_from_the_mirror() {
     std::fs::write(link.join("link"), format!("sha256:{digest}")).unwrap();
     let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
     common::self_signed_cert(&cert, &key, "mirror.test.crc.testing");
-    // Spawned: the quiet time is a test hook read from the environment.
-    let app = Appliance::launch()
-        .env("CRC_APPLIANCE_TEST_PULL_QUIET_SECS", "1")
-        .start(&common::only(&format!(
+    // The quiet time is this appliance's test hook (1 s, not the minute).
+    let app = InProc::with_hook(PULL_QUIET_ENV, "1")
+        .start_yaml(&common::only(&format!(
             "admin:\n  listen: 127.0.0.1:0\nregistry:\n  storage: {s}\n  listen: 127.0.0.1:0\n  tls: {{ certFile: {c}, keyFile: {k} }}\n",
             s = storage.display(),
             c = cert.display(),

@@ -5,7 +5,8 @@
 //! (unique name, a disk and an empty CD-ROM, no network interface).
 //!
 //! The node's ISO (`<http base>/boot/<node>.iso`) is served by the
-//! appliance itself (`serve`, HTTP on 127.0.0.1): a live ISO with the RHCOS
+//! appliance itself (`serve` run in this process, `common::inproc`, HTTP on
+//! 127.0.0.1; the `bmc` commands are the real binary): a live ISO with the RHCOS
 //! layout and a real ISOLINUX (tests/common/initramfs.rs `rhcos_iso`) whose
 //! kernel is the host's and whose initramfs prints `/proc/cmdline` on the
 //! serial console; sushy downloads it when media is inserted.
@@ -33,8 +34,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::initramfs::{ISOLINUX_BIN, rhcos_iso};
+use common::inproc::InProc;
 use common::qemu::{CMDLINE_MARK, cmdline_initramfs_then, host_kernel, tail, wait_for};
 use common::{BIN, free_port, run, wait_until};
+use crc_appliance::timeline::status::NodeTimeline;
 use sushy::{
     Libvirt, URI, cdrom, domain_xml, make_certs, redfish, start_emulator, sushy_venv, virsh_ok,
 };
@@ -59,18 +62,15 @@ fn snapshot(domain: &str, base: &str, vmedia: &str) -> (String, String, String, 
     )
 }
 
-/// The node's row of the running appliance's install timeline (`/status`).
-fn node_timeline(app: &common::Appliance) -> serde_json::Value {
-    let out = common::run_ok(
-        "curl",
-        &["-sSf", &format!("http://{}/status", app.addr("admin"))],
-    );
-    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
-    doc["timeline"]["nodes"]
-        .as_array()
-        .and_then(|ns| ns.iter().find(|n| n["node"] == NODE))
-        .cloned()
-        .unwrap_or(serde_json::Value::Null)
+/// The node's row of the running appliance's install timeline (its typed
+/// status).
+fn node_timeline(app: &InProc) -> NodeTimeline {
+    let doc = app.status();
+    let nodes = doc.timeline.map(|t| t.nodes).unwrap_or_default();
+    nodes
+        .into_iter()
+        .find(|n| n.node == NODE)
+        .unwrap_or_default()
 }
 
 fn cluster_file(dir: &Path, file: &str, redfish: &str, password_file: &str, http: u16) -> PathBuf {
@@ -308,7 +308,7 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     let system = format!("{base}/redfish/v1/Systems/{name}");
     let good = cluster_file(d, "cluster.yaml", &system, "pass", http_port);
     // The appliance serves /boot/<node>.iso (the BMC CLI runs beside it).
-    let server = common::Appliance::launch().start_path(&good);
+    let server = InProc::start_path(&good);
 
     let (code, out, err) = run(BIN, &["--cluster", good.to_str().unwrap(), "check"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -367,8 +367,8 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     // The install timeline shows the ISO fetch (not a serve-side power-on:
     // the CLI did that).
     let tl = node_timeline(&server);
-    assert!(tl["bootIso"].is_u64(), "{tl}");
-    assert!(tl["bmcPowerOn"].is_null(), "{tl}");
+    assert!(tl.boot_iso.is_some(), "{tl:?}");
+    assert!(tl.bmc_power_on.is_none(), "{tl:?}");
     for want in [
         format!("coreos.inst.ignition_url=http://127.0.0.1:{http_port}/ignition/{NODE}.ign"),
         "coreos.inst.install_dev=".to_string(),
@@ -507,7 +507,7 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     // first appliance gives up the HTTP port to it).
     drop(server);
     let serve = write_cluster(d, "serve.yaml", &system, "pass", http_port, "", true);
-    let app = common::Appliance::launch().start_path(&serve);
+    let app = InProc::start_path(&serve);
     app.wait_log(
         &format!("bmc: {NODE}: powered on"),
         Duration::from_secs(120),
@@ -531,7 +531,7 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
         Duration::from_secs(60),
         || {
             let tl = node_timeline(&app);
-            tl["bmcPowerOn"].is_u64() && tl["bootIso"].is_u64()
+            tl.bmc_power_on.is_some() && tl.boot_iso.is_some()
         },
     );
     drop(app);

@@ -1,4 +1,7 @@
 //! The command line and the `serve` lifecycle, through the real binary.
+//! `serve` itself is spawned where the process is the point (SIGTERM,
+//! SIGHUP, its exit codes); the admin API test runs the appliance in this
+//! process (`common::inproc`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -6,7 +9,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::inproc::InProc;
 use common::{Appliance, BIN, run, run_ok};
+use crc_appliance::serve::status::StatusDoc;
 
 fn configs(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -289,17 +294,17 @@ fn serve_fails_cleanly_on_port_conflict() {
 #[test]
 fn admin_serves_status_metrics_and_lb_api() {
     require_tools!("curl");
-    let app = Appliance::start(&common::only("admin:\n  listen: 127.0.0.1:0\n"));
+    let app = InProc::start_yaml(&common::only("admin:\n  listen: 127.0.0.1:0\n"));
     let base = format!("http://{}", app.addr("admin"));
     let (code, out, err) = run(
         "curl",
         &["-sS", "--max-time", "10", &format!("{base}/status")],
     );
     assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("status is JSON");
-    assert_eq!(v["cluster"], "test.crc.testing");
-    assert_eq!(v["nodes"].as_array().map(Vec::len), Some(5), "{out}");
-    assert_eq!(v["nodes"][1]["mac"], "52:54:00:14:00:0a");
+    let v: StatusDoc = serde_json::from_str(&out).expect("status is the document");
+    assert_eq!(v.cluster, "test.crc.testing");
+    assert_eq!(v.nodes.len(), 5, "{out}");
+    assert_eq!(v.nodes[1].mac, "52:54:00:14:00:0a");
     let (_, out, _) = run(
         "curl",
         &["-sS", "--max-time", "10", &format!("{base}/metrics")],

@@ -44,6 +44,10 @@
 //!   `console=ttyS0,115200n8` (in their default kargs, and added with
 //!   `iso kargs modify -a` to the test ISO and to CoreOS's own fixture).
 //!
+//! The appliance is the binary, spawned in its namespace (`ip netns
+//! exec`), except for the served-ISO comparison, which runs it in this
+//! process on loopback (`common::inproc`).
+//!
 //! These need root (namespaces, loop devices); without it they print
 //! SKIPPED. As root, a missing tool is a failure: `scripts/test-tools.sh`
 //! builds coreos-installer into /var/cache/crc-appliance-tests/cargo and
@@ -58,6 +62,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::initramfs::{RhcosIso, rhcos_iso_with_default};
+use common::inproc::InProc;
 use common::{Appliance, Netns, free_port, have, is_root, run, run_ok, unique_name};
 
 /// Where `scripts/test-tools.sh` installs crates.io tools (unless
@@ -1220,7 +1225,7 @@ fn iso_cluster(iso: &Path, http: u16) -> String {
 /// appended kargs on `src`.
 fn served_equals_append(inst: &Installer, src: &Path, work: &Path, label: &str) {
     let http = free_port();
-    let app = Appliance::start(&iso_cluster(src, http));
+    let app = InProc::start_yaml(&iso_cluster(src, http));
     let base = format!("http://127.0.20.1:{http}");
     let src_kargs = inst.run(&["iso", "kargs", "show", src.to_str().unwrap()]);
     assert!(

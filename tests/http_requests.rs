@@ -1,6 +1,7 @@
 //! HTTP request rules end to end (issue #16): RFC 9112 Host and version
 //! rules, `OPTIONS`, nginx-like path normalisation. Raw sockets and curl
-//! against the real binary, loopback only.
+//! against the real services run in this process (`common::inproc`),
+//! loopback only.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -10,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::Appliance;
+use common::inproc::InProc;
 
 struct Got {
     code: u16,
@@ -103,7 +104,7 @@ fn http_rfc9112_host_options_and_path_normalisation() {
     let fx = fixture();
     std::fs::create_dir_all(fx.images.join("images")).unwrap();
     std::fs::write(fx.images.join("images/nested.img"), b"nested").unwrap();
-    let app = Appliance::start(&common::only(&http_section(&fx.images, &fx.ignition)));
+    let app = InProc::start_yaml(&common::only(&http_section(&fx.images, &fx.ignition)));
     let addr = app.addr("http");
     let get = |target: &str, version: &str, headers: &str| {
         raw_head(

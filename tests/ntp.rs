@@ -9,7 +9,9 @@
 //! the leap-indicator decision is exercised the same way on any host. The
 //! loopback tests run the appliance in this process (`common::inproc`) and
 //! read its typed status; nothing they check depends on the host clock's
-//! state (offsets, counters, rows, KoD), so they do not force it.
+//! state (offsets, counters, rows, KoD), so they do not force it, except
+//! the one that forces it differently in two appliances at once (the hook
+//! is each appliance's own, `InProc::with_hook`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -21,11 +23,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::inproc::InProc;
 use common::{Appliance, Netns, free_port, only, run, unique_name, wait_until};
+use crc_appliance::runtime::faults::HOST_CLOCK_ENV;
 use crc_appliance::serve::status::StatusDoc;
+use crc_appliance::services::ntp::core::SYNCED_STRATUM;
 use crc_appliance::services::ntp::status::NtpStatus;
 
 const CHRONY: &str = "/var/cache/crc-appliance-tests/extract/chrony";
-const CLOCK_ENV: &str = "CRC_APPLIANCE_TEST_HOST_CLOCK";
 
 fn chronyd() -> PathBuf {
     Path::new(CHRONY).join("usr/sbin/chronyd")
@@ -41,7 +44,7 @@ fn start_in(ns: &Netns, clock: &str, extra: &str) -> Appliance {
     ));
     Appliance::launch()
         .netns(ns.name())
-        .env(CLOCK_ENV, clock)
+        .env(HOST_CLOCK_ENV, clock)
         .start(&yaml)
 }
 
@@ -330,6 +333,12 @@ fn lab(extra: &str) -> InProc {
     )))
 }
 
+/// The appliance in this process with NTP on 127.0.0.1, its host clock
+/// forced to `clock` by its own test hook.
+fn lab_forced(clock: &str) -> InProc {
+    InProc::with_hook(HOST_CLOCK_ENV, clock).start_yaml(&only("ntp:\n  listen: 127.0.0.1:0\n"))
+}
+
 /// The status document's `ntp` section.
 fn ntp_status(app: &InProc) -> NtpStatus {
     app.status().ntp.expect("an ntp section")
@@ -383,6 +392,42 @@ fn a_client_an_hour_off_shows_as_skewed_on_status_and_the_cli() {
         .find(|l| l.contains("master-1 (127.0.20.11)"))
         .unwrap();
     assert!(!line.contains("ERROR"), "{line}");
+}
+
+/// The forced host clock is each appliance's own: two appliances in this
+/// process, one forced synchronised and one unsynchronised, answer the
+/// same request with their own leap indicator and stratum (0 and the
+/// stratum a synchronised host is served at; 3 and 16), say so on their
+/// status and warn that the state is forced.
+#[test]
+fn two_appliances_in_one_process_serve_their_own_forced_host_clock() {
+    let synced = lab_forced("synchronised");
+    let unsynced = lab_forced("unsynchronised");
+    let cases = [
+        (&synced, "synchronised", 0, SYNCED_STRATUM),
+        (&unsynced, "unsynchronised", 3, 16),
+    ];
+    for (app, clock, leap, stratum) in cases {
+        let c = client("127.0.20.10");
+        c.send_to(&request(0.0), app.addr("ntp")).unwrap();
+        let mut buf = [0u8; 100];
+        let (n, _) = c.recv_from(&mut buf).expect("a reply");
+        assert_eq!(n, 48, "{clock}");
+        assert_eq!(buf[0] & 7, 4, "{clock}: server mode");
+        assert_eq!(
+            (buf[0] >> 6, buf[1]),
+            (leap, stratum),
+            "{clock}: LI, stratum"
+        );
+        let st = ntp_status(app);
+        assert_eq!(
+            (st.serving.as_str(), st.leap, st.stratum),
+            (clock, leap, stratum),
+            "{st:#?}"
+        );
+        let forced = format!("{HOST_CLOCK_ENV}={clock}: the host clock state is forced");
+        assert!(app.log().contains(&forced), "{}", app.log());
+    }
 }
 
 /// Deterministic pseudo-random bytes.

@@ -1,6 +1,8 @@
 //! `crc-appliance preflight`: busy ports named with their owning process
 //! (sockets held by this test and by a real `python3 -m http.server` on
-//! loopback), the ISO layout, ignition files, and `serve` logging findings.
+//! loopback), the ISO layout, ignition files, and `serve` logging findings
+//! (`serve` run in this process, `common::inproc`: its log is the point,
+//! not the process).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -10,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Appliance, BIN, have, only, run};
+use common::inproc::InProc;
+use common::{BIN, have, only, run};
 
 const IGN: &str = r#"{"ignition":{"version":"3.2.0"}}"#;
 
@@ -276,7 +279,7 @@ fn serve_logs_preflight_findings() {
     let d = dirs();
     std::fs::remove_file(d.path().join("ign/worker.ign")).unwrap();
     let yaml = only(&http_section(d.path(), "127.0.20.1:0"));
-    let app = Appliance::start(&yaml);
+    let app = InProc::start_yaml(&yaml);
     app.wait_log("preflight ignition", Duration::from_secs(10));
     assert!(app.log().contains("worker.ign"), "{}", app.log());
 }

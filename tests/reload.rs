@@ -1,10 +1,17 @@
-//! Hitless reload and supervision, end to end against the real binary:
-//! DNS under a bounded query load across SIGHUP reloads (a raw UDP client
-//! and `dig`), a reload while a forwarded query hangs on an upstream that
-//! never answers, `crc-appliance reload` with a taken port and with an
-//! invalid file, and a service task that dies making `serve` exit non-zero.
+//! Hitless reload and supervision, end to end: DNS under a bounded query
+//! load across SIGHUP reloads (a raw UDP client and `dig`), a reload while
+//! a forwarded query hangs on an upstream that never answers,
+//! `crc-appliance reload` with a taken port and with an invalid file, and a
+//! service task that dies stopping `serve` with an error naming it.
 //! The LB side (keep-alive TLS through the API frontend across reloads) is
 //! in `tests/lb.rs` next to its nginx backends.
+//!
+//! The appliance runs in this process (`common::inproc`) where the reload
+//! comes from the real CLI (`crc-appliance reload`, the binary, over the
+//! admin API) and where a task is failed by this appliance's own test hook
+//! (`runtime::faults::FAULT_ENV`: `serve`'s outcome is its error). The
+//! binary is spawned where the process is the point: SIGHUP reloads, SIGTERM
+//! during a stalled reload, and the exit code 1 of a panicking task.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
@@ -16,8 +23,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, BIN, run};
-use serde_json::Value;
+use common::inproc::InProc;
+use common::{Appliance, BIN, Served, run};
+use crc_appliance::runtime::faults::FAULT_ENV;
+use crc_appliance::serve::status::{ReloadResult, StatusDoc};
 
 /// A DNS query for `name` A with `id` (RD clear, no EDNS).
 fn query(id: u16, name: &str) -> Vec<u8> {
@@ -32,10 +41,11 @@ fn query(id: u16, name: &str) -> Vec<u8> {
     q
 }
 
-fn status(app: &Appliance) -> Value {
+/// The spawned appliance's typed status, over its admin API.
+fn status(app: &Appliance) -> StatusDoc {
     let url = format!("http://{}/status", app.addr("admin"));
     let out = common::run_ok("curl", &["-sS", "--max-time", "5", &url]);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON {e}: {out}"))
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad status {e}: {out}"))
 }
 
 fn dig_a(server: SocketAddr, name: &str) -> String {
@@ -55,8 +65,9 @@ fn dig_a(server: SocketAddr, name: &str) -> String {
     out.trim().to_string()
 }
 
-fn reload_cli(app: &Appliance) -> (i32, String, String) {
-    let f = app.cluster_file.display().to_string();
+/// `crc-appliance reload` (the binary) on `app`'s cluster file.
+fn reload_cli(app: &impl Served) -> (i32, String, String) {
+    let f = app.cluster_file().display().to_string();
     run(BIN, &["reload", "--cluster", &f])
 }
 
@@ -168,12 +179,12 @@ fn dns_answers_every_query_across_reloads_under_load() {
         }
         app.signal("HUP");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while status(&app)["reload"]["attempts"] != i + 1 {
+        while status(&app).reload.attempts != i as u64 + 1 {
             assert!(Instant::now() < deadline, "reload {what} not done");
             std::thread::sleep(Duration::from_millis(20));
         }
-        let st = status(&app);
-        assert_eq!(st["reload"]["ok"], true, "{what}: {st:#}");
+        let st = status(&app).reload;
+        assert!(st.ok, "{what}: {st:#?}");
         if i >= 1 {
             assert_eq!(
                 dig_a(server, "worker-0.test.crc.testing"),
@@ -201,8 +212,8 @@ fn dns_answers_every_query_across_reloads_under_load() {
     );
     assert_eq!(bad_rcode.load(Ordering::Relaxed), 0, "answers not NOERROR");
     assert!(!app.log().contains("closed listener"), "{}", app.log());
-    let st = status(&app);
-    assert_eq!(st["reload"]["generation"], 6, "{st:#}");
+    let st = status(&app).reload;
+    assert_eq!(st.generation, 6, "{st:#?}");
 }
 
 /// An upstream that takes queries and never answers (UDP and TCP).
@@ -248,7 +259,7 @@ fn reload_does_not_wait_for_a_hanging_forward() {
             up.addr
         ),
     );
-    let app = Appliance::start(&yaml);
+    let app = InProc::start_yaml(&yaml);
     let server = app.addr("dns udp");
     let mut forward = Command::new("dig")
         .args([
@@ -271,10 +282,10 @@ fn reload_does_not_wait_for_a_hanging_forward() {
         forward.try_wait().unwrap().is_none(),
         "the forwarded query already finished: the test proves nothing"
     );
-    let st = status(&app);
-    let took = st["reload"]["durationMs"].as_u64().unwrap();
+    let st = app.status().reload;
+    let took = st.duration_ms.unwrap();
     // The forward waits up to 3 s (× attempts); the reload must not.
-    assert!(took < 1000, "reload took {took} ms: {st:#}");
+    assert!(took < 1000, "reload took {took} ms: {st:#?}");
     eprintln!("reload with a hanging forward took {took} ms");
     assert_eq!(dig_a(server, "api.test.crc.testing"), "127.0.20.1");
     let out = forward.wait_with_output().unwrap();
@@ -286,13 +297,13 @@ fn reload_does_not_wait_for_a_hanging_forward() {
 }
 
 /// `crc-appliance reload` to a file whose new listen address is taken by
-/// another process, then to an invalid file: each time the running
-/// configuration is kept, the error reported, and the process alive; then
-/// a valid change applies.
+/// another socket (this test's), then to an invalid file: each time the
+/// running configuration is kept, the error reported, and the appliance
+/// serving; then a valid change applies.
 #[test]
 fn reload_cli_reports_taken_ports_and_invalid_files() {
     require_tools!("curl");
-    let app = Appliance::start(&common::only(&format!(
+    let app = InProc::start_yaml(&common::only(&format!(
         "http:\n  listen: 127.0.0.1:0\n  imagesDir: \"{{dir}}/images\"\n  ignitionDir: \"{{dir}}/ign\"\nadmin:\n  listen: 127.0.0.1:{}\n",
         admin_port()
     )));
@@ -330,16 +341,17 @@ fn reload_cli_reports_taken_ports_and_invalid_files() {
         "{err}"
     );
     assert_eq!(get(http), (0, "hello\n".to_string()), "old listener kept");
-    let st = status(&app);
-    assert_eq!(st["reload"]["result"], "failed", "{st:#}");
-    assert_eq!(st["reload"]["generation"], 1, "{st:#}");
+    let st = app.status().reload;
+    assert_eq!(st.result, Some(ReloadResult::Failed), "{st:#?}");
+    assert_eq!(st.generation, 1, "{st:#?}");
 
     std::fs::write(&app.cluster_file, good.replace("name: test", "name: BAD")).unwrap();
     let (code, out, err) = reload_cli(&app);
     assert_eq!(code, 78, "{out}{err}");
     assert!(err.contains("must be lower case"), "{err}");
     assert_eq!(get(http), (0, "hello\n".to_string()));
-    assert_eq!(status(&app)["reload"]["result"], "invalid");
+    assert_eq!(app.status().reload.result, Some(ReloadResult::Invalid));
+    assert!(!app.ended(), "a failed reload stopped serve");
 
     drop(taken);
     std::fs::write(
@@ -367,9 +379,10 @@ fn reload_cli_reports_taken_ports_and_invalid_files() {
     );
 }
 
-/// A task of each service dying while it serves makes `serve` exit 1 with
-/// an error naming the task (`CRC_APPLIANCE_FAIL_TASK`, after 3 s; four
-/// appliances at a time).
+/// A task of each service dying while it serves stops `serve` with an
+/// error naming the task (each appliance's own `CRC_APPLIANCE_FAIL_TASK`
+/// hook, after 3 s; four appliances at a time, in this process: the exit
+/// code that error becomes is the panicking task's test below).
 #[test]
 fn a_dead_service_task_stops_serve_with_an_error() {
     let yaml = common::loopback_cluster_with(
@@ -405,11 +418,9 @@ fn a_dead_service_task_stops_serve_with_an_error() {
 }
 
 /// `serve` on `yaml` with task `task` failing after 3 s: it serves every
-/// section first, then exits 1 naming the task. Returns `task`.
+/// section first, then stops with an error naming the task. Returns `task`.
 fn dies_of_its_fault<'t>(yaml: &str, task: &'t str) -> &'t str {
-    let mut app = Appliance::launch()
-        .env("CRC_APPLIANCE_FAIL_TASK", &format!("{task}@3000"))
-        .start(yaml);
+    let mut app = InProc::with_hook(FAULT_ENV, &format!("{task}@3000")).start_yaml(yaml);
     // It serves normally first, every section in the typed schema.
     let admin = app.addr("admin");
     let (code, out, _) = run(
@@ -417,8 +428,7 @@ fn dies_of_its_fault<'t>(yaml: &str, task: &'t str) -> &'t str {
         &["-sS", "--max-time", "5", &format!("http://{admin}/status")],
     );
     assert_eq!(code, 0, "{task}: not serving before the fault");
-    let doc: crc_appliance::serve::status::StatusDoc =
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let doc: StatusDoc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert!(
         doc.dns.is_some()
             && doc.dhcp.is_some()
@@ -428,9 +438,17 @@ fn dies_of_its_fault<'t>(yaml: &str, task: &'t str) -> &'t str {
             && doc.tftp.is_some(),
         "{out}"
     );
-    let code = app.wait_exit(Duration::from_secs(15));
-    assert_eq!(code, Some(Some(1)), "{task}: {}", app.log());
+    common::wait_until(
+        &format!("{task}: serve ended"),
+        Duration::from_secs(15),
+        || app.ended(),
+    );
+    let err = app.stop().expect_err("serve ended without an error");
     let log = app.log();
+    assert!(
+        err.contains(task) && err.contains("failed by CRC_APPLIANCE_FAIL_TASK"),
+        "{task}: {err}\n{log}"
+    );
     assert!(
         log.contains(task) && log.contains("failed by CRC_APPLIANCE_FAIL_TASK"),
         "{task}: {log}"
@@ -499,7 +517,7 @@ fn sigterm_during_a_stalled_reload_stops_serve_within_the_grace_period() {
 /// the CLI's answer and in `/status`.
 #[test]
 fn reload_lists_a_changed_upstream_dns() {
-    let app = Appliance::start(&common::only(&format!(
+    let app = InProc::start_yaml(&common::only(&format!(
         "dns:\n  listen: [\"127.0.0.1:0\"]\nadmin:\n  listen: 127.0.0.1:{}\n",
         admin_port()
     )));
@@ -517,4 +535,9 @@ fn reload_lists_a_changed_upstream_dns() {
         "{out}"
     );
     assert!(!out.contains("no changes"), "{out}");
+    let changes = app.status().reload.changes;
+    assert!(
+        changes.iter().any(|c| c.contains("network.upstreamDns")),
+        "{changes:?}"
+    );
 }

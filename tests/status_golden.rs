@@ -6,6 +6,12 @@
 //! names, their order as served, nesting, types and the stable values. A change of the
 //! format is a change of this file (`UPDATE_GOLDEN=1` rewrites it), never
 //! a side effect of moving types around.
+//!
+//! The appliance runs in this process (`common::inproc`): the format is
+//! what its admin listener serves over HTTP, the same code as the
+//! process's. The NTP host clock is forced synchronised through its own
+//! test hook (`runtime::faults::HOST_CLOCK_ENV`), so `ntp.serving` does not
+//! depend on this host's clock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -13,8 +19,10 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Appliance, free_port, loopback_cluster_with, run};
-use serde_json::Value;
+use common::inproc::InProc;
+use common::{free_port, loopback_cluster_with, run};
+use crc_appliance::runtime::faults::HOST_CLOCK_ENV;
+use crc_appliance::serve::status::StatusDoc;
 
 /// Keys whose values differ between runs (times, durations, the
 /// certificate and its files, the version).
@@ -199,22 +207,21 @@ ntp:
     ));
     let file = dir.path().join("cluster.yaml");
     std::fs::write(&file, yaml).unwrap();
-    let app = Appliance::launch()
-        .env("CRC_APPLIANCE_TEST_HOST_CLOCK", "synchronised")
-        .start_file(dir, file);
+    let app = InProc::with_hook(HOST_CLOCK_ENV, "synchronised").start_file(dir, file);
     let url = format!("http://127.0.0.1:{admin}/status");
     let get = || {
         let (code, out, err) = run("curl", &["-sf", &url]);
         assert_eq!(code, 0, "curl /status: {err}\n{}", app.log());
-        let doc: Value = serde_json::from_str(&out).expect("/status is JSON");
+        let doc: StatusDoc = serde_json::from_str(&out).expect("/status is the document");
         (out, doc)
     };
     // Every backend's first check done (refused: nothing listens there) and
     // the lease file written once: then nothing changes until a client comes.
-    let settled = |doc: &Value| {
-        let backends = doc["lb"]["pools"].as_array().into_iter().flatten();
-        let mut backends = backends.flat_map(|p| p["backends"].as_array().into_iter().flatten());
-        backends.all(|b| !b["lastCheckError"].is_null()) && doc["dhcp"]["leaseFileWrites"] == 1
+    let settled = |doc: &StatusDoc| {
+        let pools = doc.lb.iter().flat_map(|lb| &lb.pools);
+        let mut backends = pools.flat_map(|p| &p.backends);
+        backends.all(|b| b.last_check_error.is_some())
+            && doc.dhcp.as_ref().is_some_and(|d| d.lease_file_writes == 1)
     };
     let mut out = String::new();
     common::wait_until("the first health checks", Duration::from_secs(20), || {

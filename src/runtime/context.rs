@@ -5,12 +5,14 @@
 //! ([`Caps`]), this member's HA view ([`HaView`]: whether it holds the
 //! VIPs, its member id, the `ha` status), how listeners bind
 //! ([`BindOptions`]: `IP_FREEBIND` for an HA member) and, in test builds
-//! only, the faults to inject ([`Faults`]); the day-2 workers' pointer
-//! config the CSR approver shares with HTTP ([`WorkerIgnition`]); the
-//! limiters of the services' rate-limited log lines ([`LogRates`], whose
-//! summaries `serve`'s flusher writes); and how helper processes are
-//! started ([`HelperProcs`]: where the libvirt helper is, where its log
-//! goes).
+//! only, the test hooks ([`Faults`]: faults to inject, the NTP host clock,
+//! the registry's quiet time and tag TTL forced; the process reads them
+//! from its environment, an embedded serve is handed its own); the day-2
+//! workers' pointer config the CSR approver shares with HTTP
+//! ([`WorkerIgnition`]); the limiters of the services' rate-limited log
+//! lines ([`LogRates`], whose summaries `serve`'s flusher writes); and how
+//! helper processes are started ([`HelperProcs`]: where the libvirt helper
+//! is, where its log goes).
 //!
 //! Built once by `serve` from the plan ([`Context::for_plan`] plus the caps
 //! `limits::apply` chose); a clone is cheap (the HA view is one `Arc`, the
@@ -42,7 +44,8 @@ pub struct Context {
     pub ha: HaView,
     /// How listeners bind.
     pub bind: BindOptions,
-    /// Test builds: tasks to fail on purpose (none by default).
+    /// Test builds: the test hooks, tasks to fail on purpose and values
+    /// forced (none by default).
     pub faults: Faults,
     /// The day-2 workers' pointer config: the CSR approver writes it, HTTP
     /// serves it (neither imports the other).
@@ -57,8 +60,8 @@ pub struct Context {
 impl Context {
     /// The context `plan` asks for: its HA view started (the first VIP
     /// observation made now, before any service answers), `IP_FREEBIND`
-    /// for an HA member, the faults of a test build's environment, and
-    /// `caps`.
+    /// for an HA member, and `caps`; no test hooks ([`Context::with_faults`]
+    /// sets them).
     pub fn for_plan(plan: &Plan, caps: Caps) -> Context {
         let c = &plan.cluster;
         let ha = match &c.ha {
@@ -69,11 +72,17 @@ impl Context {
             caps,
             ha,
             bind: BindOptions::for_plan(plan),
-            faults: Faults::from_env(),
+            faults: Faults::default(),
             worker_ign: Arc::default(),
             log_rates: LogRates::default(),
             helpers: HelperProcs::default(),
         }
+    }
+
+    /// This context with the test hooks `faults` (the process's
+    /// environment's, or those an embedding host gives).
+    pub fn with_faults(self, faults: Faults) -> Context {
+        Context { faults, ..self }
     }
 
     /// The task set of `service`, with this context's faults.

@@ -5,7 +5,7 @@
 //!
 //! Order: load + validate the file (nothing is bound if it is invalid) →
 //! the run-time context every service is given (caps, HA view, bind
-//! options, test faults: `runtime::context`) → create the services
+//! options, test hooks: `runtime::context`) → create the services
 //! (libvirt first: its network must exist before the others bind to it)
 //! → stage + commit the plan everywhere (a port conflict
 //! fails before any service runs) → run → log `crc-appliance ready` and
@@ -25,6 +25,7 @@ use crate::config;
 use crate::model::catalogue::ServiceKind;
 use crate::plan::Plan;
 use crate::runtime::context::Context;
+use crate::runtime::faults::Faults;
 use crate::runtime::helperproc::HelperProcs;
 use crate::runtime::service::{Service, Tasks};
 use crate::serve::admin;
@@ -94,7 +95,21 @@ pub enum Host {
         stop: CancellationToken,
         ready: tokio::sync::oneshot::Sender<Arc<Hub>>,
         helpers: HelperProcs,
+        /// This appliance's test hooks (test builds; the process reads
+        /// its own from the environment, `runtime::faults`).
+        faults: Faults,
     },
+}
+
+impl Host {
+    /// The test hooks of the `serve` it hosts: the process's environment's,
+    /// or the embedded appliance's own.
+    fn faults(&self) -> Faults {
+        match self {
+            Host::Process => Faults::from_env(),
+            Host::Embedded { faults, .. } => faults.clone(),
+        }
+    }
 }
 
 /// The signal streams of a [`Host::Process`]; none when embedded.
@@ -162,9 +177,10 @@ pub async fn serve_hosted(path: PathBuf, host: Host) -> anyhow::Result<()> {
     };
     // What every service is given: the caps sized to the open-files
     // limit, the HA view (the VIP holder known before any service
-    // answers), IP_FREEBIND for an HA member's VIP listeners, test faults;
+    // answers), IP_FREEBIND for an HA member's VIP listeners, test hooks;
     // an embedded serve's helper processes as its host says.
-    let mut ctx = Context::for_plan(&plan, crate::runtime::limits::apply(&plan));
+    let mut ctx =
+        Context::for_plan(&plan, crate::runtime::limits::apply(&plan)).with_faults(host.faults());
     if let Host::Embedded { helpers, .. } = &host {
         ctx.helpers = helpers.clone();
     }

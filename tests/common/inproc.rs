@@ -20,9 +20,14 @@
 //!   their log lines in the appliance's log
 //!   ([`InProc::try_start_with_helpers`] starts them another way).
 //!
+//! The test hooks the process reads from its environment
+//! (`runtime::faults`: tasks failed on purpose, the NTP host clock and the
+//! registry's quiet time and tag TTL forced) are each appliance's own
+//! here, by the same names: `InProc::with_hook(name, value).start_yaml(..)`.
+//!
 //! Keep spawning the binary (`common::Appliance`) where the process is the
-//! point: signals, exit codes, systemd, packaging, environment test hooks,
-//! HA pairs and network-namespace labs.
+//! point: signals, exit codes, systemd, packaging, HA pairs and
+//! network-namespace labs.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -33,6 +38,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crc_appliance::config::raw::ClusterFile;
+use crc_appliance::runtime::faults::Faults;
 use crc_appliance::runtime::helperproc::HelperProcs;
 use crc_appliance::serve::hub::{Hub, ReloadStatus};
 use crc_appliance::serve::status::StatusDoc;
@@ -119,7 +125,7 @@ impl InProc {
         dir: tempfile::TempDir,
         cluster_file: PathBuf,
     ) -> Result<InProc, (String, String)> {
-        Self::try_start_with_helpers(dir, cluster_file, helpers())
+        Self::try_start_with(dir, cluster_file, &Options::default(), helpers())
     }
 
     /// Like [`InProc::try_start_file`], with its helper processes (the
@@ -128,6 +134,22 @@ impl InProc {
     pub fn try_start_with_helpers(
         dir: tempfile::TempDir,
         cluster_file: PathBuf,
+        helpers: HelperProcs,
+    ) -> Result<InProc, (String, String)> {
+        Self::try_start_with(dir, cluster_file, &Options::default(), helpers)
+    }
+
+    /// Start options with the test hook the process reads from the
+    /// environment variable `name` set to `value`, for this appliance
+    /// only: `InProc::with_hook(FAULT_ENV, "dns udp@100").start_yaml(..)`.
+    pub fn with_hook(name: &str, value: &str) -> Options {
+        Options::default().hook(name, value)
+    }
+
+    fn try_start_with(
+        dir: tempfile::TempDir,
+        cluster_file: PathBuf,
+        options: &Options,
         helpers: HelperProcs,
     ) -> Result<InProc, (String, String)> {
         super::note_harness("inproc");
@@ -140,6 +162,7 @@ impl InProc {
             stop: stop.clone(),
             ready: ready_tx,
             helpers,
+            faults: options.faults(),
         };
         let (path, handle) = (cluster_file.clone(), rt.handle().clone());
         let thread = std::thread::Builder::new()
@@ -247,6 +270,69 @@ impl InProc {
     /// Whether `serve` has ended on its own (a service failed).
     pub fn ended(&self) -> bool {
         self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+}
+
+/// How to start an in-process appliance (see [`InProc::with_hook`]); the
+/// `InProc::start*` functions use the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Test hooks, by the names of the environment variables the process
+    /// reads them from (`runtime::faults`).
+    hooks: Vec<(String, String)>,
+}
+
+impl Options {
+    /// Set the test hook `name` (`runtime::faults::FAULT_ENV`,
+    /// `HOST_CLOCK_ENV`, `PULL_QUIET_ENV`, `TAG_TTL_ENV`) to `value`.
+    pub fn hook(mut self, name: &str, value: &str) -> Self {
+        self.hooks.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// The appliance's test hooks, parsed as the process parses its
+    /// environment (the last value of a name wins).
+    fn faults(&self) -> Faults {
+        Faults::from_vars(|name| {
+            let mut set = self.hooks.iter().rev();
+            set.find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        })
+    }
+
+    /// [`InProc::start`] with these options.
+    pub fn start(self, c: &ClusterFile) -> InProc {
+        self.start_yaml(&to_yaml(c))
+    }
+
+    /// [`InProc::start_yaml`] with these options.
+    pub fn start_yaml(self, yaml: &str) -> InProc {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = yaml.replace("{dir}", &dir.path().display().to_string());
+        let cluster_file = dir.path().join("cluster.yaml");
+        std::fs::write(&cluster_file, text).expect("write cluster file");
+        self.start_file(dir, cluster_file)
+    }
+
+    /// [`InProc::start_path`] with these options.
+    pub fn start_path(self, cluster_file: &Path) -> InProc {
+        self.start_file(tempfile::tempdir().expect("tempdir"), cluster_file.into())
+    }
+
+    /// [`InProc::start_file`] with these options.
+    pub fn start_file(self, dir: tempfile::TempDir, cluster_file: PathBuf) -> InProc {
+        match self.try_start_file(dir, cluster_file) {
+            Ok(app) => app,
+            Err((e, log)) => panic!("the appliance did not start: {e}; log:\n{log}"),
+        }
+    }
+
+    /// [`InProc::try_start_file`] with these options.
+    pub fn try_start_file(
+        self,
+        dir: tempfile::TempDir,
+        cluster_file: PathBuf,
+    ) -> Result<InProc, (String, String)> {
+        InProc::try_start_with(dir, cluster_file, &self, helpers())
     }
 }
 

@@ -14,10 +14,11 @@
 //!   and counted, logged at warn at most once per reason every 10 s
 //!   (`runtime::lograte`). Replies are never longer than requests.
 //! - The host clock state comes from `adjtimex` (crate `hostclock`), read
-//!   at most once per [`CLOCK_REREAD`]. For tests only, the environment
-//!   variable [`TEST_HOST_CLOCK_ENV`] (`synchronised` | `unsynchronised`;
-//!   read only by a test build, cargo feature `test-hooks`)
-//!   replaces that reading, so the decision path (leap indicator, stratum,
+//!   at most once per [`CLOCK_REREAD`]. For tests only, the test hook
+//!   `CRC_APPLIANCE_TEST_HOST_CLOCK` (`runtime::faults::HOST_CLOCK_ENV`:
+//!   `synchronised` | `unsynchronised`; only in a test build, cargo
+//!   feature `test-hooks`, handed over in the run-time context) replaces
+//!   that reading, so the decision path (leap indicator, stratum,
 //!   `localStratum`) can be exercised on any host; it is logged at warn
 //!   when set.
 //! - A reload swaps `localStratum`, `clientRate` and `allowFrom` between
@@ -63,9 +64,6 @@ use stats::Stats;
 
 /// How often the host clock state is read again.
 pub const CLOCK_REREAD: Duration = Duration::from_secs(1);
-/// Test-only override of the adjtimex reading (see the module doc; read
-/// only by a build with the cargo feature `test-hooks`).
-pub const TEST_HOST_CLOCK_ENV: &str = "CRC_APPLIANCE_TEST_HOST_CLOCK";
 
 /// What the loop reads per datagram, swapped by a reload.
 struct Ctx {
@@ -106,6 +104,9 @@ pub struct Ntp {
     /// reason every [`lograte::CLIENT_EVENTS`], with the count of the rest
     /// (the serve's `ntp` limiter).
     log: Arc<LogRate>,
+    /// Test builds: the host clock state forced synchronised or not
+    /// (`runtime::faults::HOST_CLOCK_ENV`), instead of adjtimex's.
+    forced_clock: Option<bool>,
 }
 
 fn ctx_of(plan: &Plan) -> anyhow::Result<(Ctx, SocketAddr)> {
@@ -152,6 +153,7 @@ impl Ntp {
             tasks: rt.tasks("ntp"),
             bind: rt.bind,
             log: rt.log_rate("ntp", lograte::CLIENT_EVENTS),
+            forced_clock: rt.faults.host_clock(),
         }))
     }
 }
@@ -208,25 +210,13 @@ impl Service for Ntp {
     }
 }
 
-/// [`TEST_HOST_CLOCK_ENV`]'s value: a test build's (cargo feature
-/// `test-hooks`) override of the adjtimex reading; never in the shipped
-/// binary.
-fn forced_host_clock() -> Option<String> {
-    #[cfg(feature = "test-hooks")]
-    {
-        std::env::var(TEST_HOST_CLOCK_ENV).ok()
-    }
-    #[cfg(not(feature = "test-hooks"))]
-    None
-}
-
-/// The host clock per adjtimex, or per [`TEST_HOST_CLOCK_ENV`] (test builds).
-fn read_host_clock(local_stratum: Option<u8>, log: &LogRate) -> HostClock {
-    let forced = forced_host_clock();
-    let (synchronised, max_error) = match forced.as_deref() {
-        Some("synchronised") => (true, 0.001),
-        Some("unsynchronised") => (false, 16.0),
-        _ => match hostclock::read() {
+/// The host clock per adjtimex, or as `forced` (a test build's hook,
+/// `runtime::faults::HOST_CLOCK_ENV`; always `None` in the shipped binary).
+fn read_host_clock(local_stratum: Option<u8>, forced: Option<bool>, log: &LogRate) -> HostClock {
+    let (synchronised, max_error) = match forced {
+        Some(true) => (true, 0.001),
+        Some(false) => (false, 16.0),
+        None => match hostclock::read() {
             Ok(r) => (r.synchronised, r.max_error_us as f64 / 1e6),
             Err(e) => {
                 if let Some(tail) = log.check("adjtimex failed", None) {
@@ -282,18 +272,24 @@ async fn listen(
     socket: UdpSocket,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    #[cfg(feature = "test-hooks")]
-    if let Some(v) = forced_host_clock() {
-        warn!("ntp: {TEST_HOST_CLOCK_ENV}={v}: the host clock state is forced (tests only)");
+    if let Some(synchronised) = svc.forced_clock {
+        let v = if synchronised {
+            "synchronised"
+        } else {
+            "unsynchronised"
+        };
+        let env = crate::runtime::faults::HOST_CLOCK_ENV;
+        warn!("ntp: {env}={v}: the host clock state is forced (tests only)");
     }
     let mut buf = vec![0u8; 2048];
     let mut datagrams = Datagrams::new("ntp", svc.log.clone(), Gate::Always);
     let mut served: Option<(u8, u8)> = None;
-    let first = read_host_clock(svc.ctx.load().local_stratum, &svc.log);
+    let first = read_host_clock(svc.ctx.load().local_stratum, svc.forced_clock, &svc.log);
     note_serving(&svc.stats, &first, &mut served);
     let mut clock = ClockCache {
         at: Instant::now(),
         local_stratum: first.local_stratum,
+        forced: svc.forced_clock,
         clock: first,
     };
     while let Some((n, from)) = datagrams.next(&socket, &mut buf, &shutdown).await? {
@@ -327,6 +323,8 @@ async fn listen(
 struct ClockCache {
     at: Instant,
     local_stratum: Option<u8>,
+    /// The test hook's forced state (see [`read_host_clock`]).
+    forced: Option<bool>,
     clock: HostClock,
 }
 
@@ -336,7 +334,8 @@ impl ClockCache {
             *self = ClockCache {
                 at: now,
                 local_stratum,
-                clock: read_host_clock(local_stratum, log),
+                forced: self.forced,
+                clock: read_host_clock(local_stratum, self.forced, log),
             };
         }
         self.clock

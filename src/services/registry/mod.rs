@@ -205,7 +205,7 @@ impl Registry {
             format!("registry.storage: cannot create {}", store.root().display())
         })?;
         let stats: Arc<Stats> = Arc::default();
-        let pulls = Arc::new(pulls::Pulls::new(events));
+        let pulls = Arc::new(pulls::Pulls::new(events, rt.faults.pull_quiet_secs()));
         let tasks = rt.tasks("registry");
         let t = tasks.token();
         tasks.spawn(

@@ -29,10 +29,13 @@ pub(super) struct Pulls {
 }
 
 impl Pulls {
-    pub(super) fn new(events: Events) -> Pulls {
+    /// `quiet`: the test hook replacing [`PULL_QUIET_SECS`], if any (a
+    /// `test-hooks` build's `runtime::faults::PULL_QUIET_ENV`: a registry
+    /// test does not wait a minute; always `None` in the shipped binary).
+    pub(super) fn new(events: Events, quiet: Option<u64>) -> Pulls {
         Pulls {
             events,
-            quiet: pull_quiet_secs(),
+            quiet: quiet.unwrap_or(PULL_QUIET_SECS),
         }
     }
 
@@ -71,20 +74,6 @@ async fn sleep_or_never(wait: Option<Duration>) {
         Some(d) => tokio::time::sleep(d).await,
         None => std::future::pending().await,
     }
-}
-
-/// [`PULL_QUIET_SECS`], or in a `test-hooks` build (never the shipped
-/// binary) `CRC_APPLIANCE_TEST_PULL_QUIET_SECS`: a registry test does not
-/// wait a minute.
-fn pull_quiet_secs() -> u64 {
-    #[cfg(feature = "test-hooks")]
-    if let Some(secs) = std::env::var("CRC_APPLIANCE_TEST_PULL_QUIET_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        return secs;
-    }
-    PULL_QUIET_SECS
 }
 
 /// The node rows not `told` yet that pulled blobs and were quiet for

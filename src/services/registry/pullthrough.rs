@@ -49,28 +49,6 @@ use crate::runtime::sync::LockExt as _;
 
 /// A tag is asked upstream again after this (a moved tag is seen then).
 pub const TAG_TTL: Duration = Duration::from_secs(60);
-/// Test hook (`test-hooks` builds only, never the shipped binary): another
-/// [`TAG_TTL`] in milliseconds, read once (the tests of the upstream-gone
-/// path use 0: every tag is asked upstream).
-#[cfg(feature = "test-hooks")]
-const TAG_TTL_ENV: &str = "CRC_APPLIANCE_REGISTRY_TAG_TTL_MS";
-
-#[cfg(feature = "test-hooks")]
-fn tag_ttl() -> Duration {
-    static TTL: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *TTL.get_or_init(|| {
-        std::env::var(TAG_TTL_ENV)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or(TAG_TTL, Duration::from_millis)
-    })
-}
-
-#[cfg(not(feature = "test-hooks"))]
-fn tag_ttl() -> Duration {
-    TAG_TTL
-}
-
 /// An upstream body that sends nothing this long is cut.
 pub(super) const STALL: Duration = Duration::from_secs(30);
 
@@ -112,6 +90,10 @@ pub struct PullThrough {
     /// Failed fetches and stale tags: one line per reason every
     /// [`CLIENT_EVENTS`] (the serve's `registry upstream` limiter).
     log: Arc<LogRate>,
+    /// Another [`TAG_TTL`]: a test build's hook
+    /// (`runtime::faults::TAG_TTL_ENV`; the tests of the upstream-gone path
+    /// use 0: every tag is asked upstream). Never in the shipped binary.
+    tag_ttl: Option<Duration>,
 }
 
 /// The upstream clients `cfg` names, with the pull secret's credentials.
@@ -137,7 +119,8 @@ pub fn build(cfg: &RegistryCfg) -> Result<Vec<Arc<Upstream>>, String> {
 
 impl PullThrough {
     /// No upstream yet; warnings rate limited by the run-time context's
-    /// `registry upstream` limiter.
+    /// `registry upstream` limiter; tags live [`TAG_TTL`], or the run-time
+    /// context's test hook.
     pub fn new(rt: &Context) -> PullThrough {
         PullThrough {
             upstreams: ArcSwap::default(),
@@ -145,6 +128,7 @@ impl PullThrough {
             flights: Flights::default(),
             resolved: std::sync::Mutex::default(),
             log: rt.log_rate("registry upstream", CLIENT_EVENTS),
+            tag_ttl: rt.faults.tag_ttl(),
         }
     }
 
@@ -324,7 +308,7 @@ async fn by_tag(
         .resolved
         .locked()
         .get(&key)
-        .is_some_and(|at| at.elapsed() < tag_ttl());
+        .is_some_and(|at| at.elapsed() < ctx.pull.tag_ttl.unwrap_or(TAG_TTL));
     let (n, t) = (name.clone(), tag.to_string());
     let stored = blocking(ctx, move |c| c.store.tag(&n, &t)).await.flatten();
     if fresh && stored.is_some() {
