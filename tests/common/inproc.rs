@@ -21,9 +21,21 @@
 //! test that asserts a rate-limited line, or its summary (only the process
 //! writes summaries), spawns the binary.
 //!
+//! A network-namespace lab runs its appliance in-process too
+//! ([`InProc::in_netns`]): every thread of the appliance's runtime, and the
+//! thread `serve` runs on, joins the named namespace (`setns` on
+//! `/var/run/netns/<name>`, as `ip netns exec` does) before anything binds;
+//! the threads and child processes the services start inherit it (Linux
+//! namespaces are per thread, inherited on clone). What is not per thread
+//! stays the test process's: the mount namespace (`/sys/class/net` shows
+//! the namespace that mounted sysfs, so the services ask the kernel through
+//! sockets instead), `/proc/self/net` (the main thread's: readers use
+//! `/proc/thread-self/net`) and `ip netns exec`'s `/etc/netns/<name>` bind
+//! mounts (a test that needs those spawns).
+//!
 //! Keep spawning the binary (`common::Appliance`) where the process is the
 //! point: signals, exit codes, systemd, packaging, environment test hooks,
-//! HA pairs and network-namespace labs.
+//! HA pairs.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -111,10 +123,29 @@ impl InProc {
         dir: tempfile::TempDir,
         cluster_file: PathBuf,
     ) -> Result<InProc, (String, String)> {
+        Self::try_start_with(dir, cluster_file, &Options::default())
+    }
+
+    /// Start options with the appliance inside network namespace `ns` (a
+    /// name under `/var/run/netns`, e.g. `common::Netns::name`):
+    /// `InProc::in_netns(ns.name()).start_yaml(..)`.
+    pub fn in_netns(ns: &str) -> Options {
+        Options {
+            netns: Some(ns.to_string()),
+        }
+    }
+
+    fn try_start_with(
+        dir: tempfile::TempDir,
+        cluster_file: PathBuf,
+        options: &Options,
+    ) -> Result<InProc, (String, String)> {
         super::note_harness("inproc");
         let log: Lines = Arc::default();
         let dispatch = log_dispatch(&log);
-        let rt = runtime(&dispatch);
+        let netns = options.netns.as_deref().map(NetnsFile::open);
+        let netns = netns.transpose().map_err(|e| (e, String::new()))?;
+        let rt = runtime(&dispatch, netns.clone());
         let stop = CancellationToken::new();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let host = Host::Embedded {
@@ -125,7 +156,11 @@ impl InProc {
         let thread = std::thread::Builder::new()
             .name("appliance".into())
             .spawn(move || {
-                // `serve` itself runs on this thread (block_on).
+                // `serve` itself runs on this thread (block_on), inside the
+                // namespace before anything binds.
+                if let Some(ns) = &netns {
+                    ns.join();
+                }
                 let _log = tracing::dispatcher::set_default(&dispatch);
                 let r = rt.block_on(serve_hosted(path, host));
                 // Tasks the services left behind end with their runtime.
@@ -230,6 +265,76 @@ impl InProc {
     }
 }
 
+/// How to start an in-process appliance (see [`InProc::in_netns`]); the
+/// `InProc::start*` functions use the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The network namespace every thread of the appliance joins.
+    netns: Option<String>,
+}
+
+impl Options {
+    /// [`InProc::start`] with these options.
+    pub fn start(self, c: &ClusterFile) -> InProc {
+        self.start_yaml(&to_yaml(c))
+    }
+
+    /// [`InProc::start_yaml`] with these options.
+    pub fn start_yaml(self, yaml: &str) -> InProc {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = yaml.replace("{dir}", &dir.path().display().to_string());
+        let cluster_file = dir.path().join("cluster.yaml");
+        std::fs::write(&cluster_file, text).expect("write cluster file");
+        self.start_file(dir, cluster_file)
+    }
+
+    /// [`InProc::start_path`] with these options.
+    pub fn start_path(self, cluster_file: &Path) -> InProc {
+        self.start_file(tempfile::tempdir().expect("tempdir"), cluster_file.into())
+    }
+
+    /// [`InProc::start_file`] with these options.
+    pub fn start_file(self, dir: tempfile::TempDir, cluster_file: PathBuf) -> InProc {
+        match self.try_start_file(dir, cluster_file) {
+            Ok(app) => app,
+            Err((e, log)) => panic!("the appliance did not start: {e}; log:\n{log}"),
+        }
+    }
+
+    /// [`InProc::try_start_file`] with these options.
+    pub fn try_start_file(
+        self,
+        dir: tempfile::TempDir,
+        cluster_file: PathBuf,
+    ) -> Result<InProc, (String, String)> {
+        InProc::try_start_with(dir, cluster_file, &self)
+    }
+}
+
+/// An open `/var/run/netns/<name>`: the namespace a thread joins.
+#[derive(Clone)]
+struct NetnsFile(Arc<std::fs::File>, String);
+
+impl NetnsFile {
+    fn open(name: &str) -> Result<NetnsFile, String> {
+        let path = Path::new("/var/run/netns").join(name);
+        let file = std::fs::File::open(&path)
+            .map_err(|e| format!("network namespace {}: {e}", path.display()))?;
+        Ok(NetnsFile(Arc::new(file), name.to_string()))
+    }
+
+    /// Move the calling thread into the namespace (panics when it cannot:
+    /// the appliance would bind in the wrong one).
+    fn join(&self) {
+        use std::os::fd::AsFd as _;
+        rustix::thread::move_into_link_name_space(
+            self.0.as_fd(),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .unwrap_or_else(|e| panic!("joining network namespace {}: {e}", self.1));
+    }
+}
+
 impl Drop for InProc {
     fn drop(&mut self) {
         let outcome = self.stop();
@@ -264,14 +369,18 @@ fn log_dispatch(log: &Lines) -> tracing::Dispatch {
     )
 }
 
-/// A runtime whose threads (workers and blocking pool) log to `dispatch`.
-fn runtime(dispatch: &tracing::Dispatch) -> tokio::runtime::Runtime {
+/// A runtime whose threads (workers and blocking pool) log to `dispatch`
+/// and live in `netns` (when given).
+fn runtime(dispatch: &tracing::Dispatch, netns: Option<NetnsFile>) -> tokio::runtime::Runtime {
     let dispatch = dispatch.clone();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .thread_name("appliance-rt")
         .on_thread_start(move || {
+            if let Some(ns) = &netns {
+                ns.join();
+            }
             let guard = tracing::dispatcher::set_default(&dispatch);
             LOG_GUARD.with(|g| *g.borrow_mut() = Some(guard));
         })

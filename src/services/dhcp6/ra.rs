@@ -104,18 +104,18 @@ pub struct RaCounters {
     pub send_errors: AtomicU64,
 }
 
-/// The interface's index and MAC, from sysfs.
+/// The interface's index and MAC, asked of the kernel (getifaddrs: a
+/// netlink dump in the calling thread's network namespace, unlike
+/// `/sys/class/net`, which shows the namespace that mounted sysfs).
 pub fn interface_info(name: &str) -> anyhow::Result<(u32, Option<MacAddr>)> {
-    let dir = std::path::Path::new("/sys/class/net").join(name);
-    let index: u32 = std::fs::read_to_string(dir.join("ifindex"))
-        .with_context(|| format!("interface {name} not found"))?
-        .trim()
-        .parse()
-        .with_context(|| format!("interface {name}: bad ifindex"))?;
-    let mac = std::fs::read_to_string(dir.join("address"))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .filter(|m: &MacAddr| m.0 != [0; 6]);
+    let link = nix::ifaddrs::getifaddrs()
+        .context("listing the network interfaces")?
+        .filter(|i| i.interface_name == name)
+        .find_map(|i| i.address.as_ref()?.as_link_addr().copied())
+        .with_context(|| format!("interface {name} not found"))?;
+    let index =
+        u32::try_from(link.ifindex()).with_context(|| format!("interface {name}: bad ifindex"))?;
+    let mac = link.addr().map(MacAddr).filter(|m| m.0 != [0; 6]);
     Ok((index, mac))
 }
 
