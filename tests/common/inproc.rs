@@ -132,6 +132,7 @@ impl InProc {
     pub fn in_netns(ns: &str) -> Options {
         Options {
             netns: Some(ns.to_string()),
+            ..Options::default()
         }
     }
 
@@ -142,7 +143,7 @@ impl InProc {
     ) -> Result<InProc, (String, String)> {
         super::note_harness("inproc");
         let log: Lines = Arc::default();
-        let dispatch = log_dispatch(&log);
+        let dispatch = log_dispatch(&log, options.log_filter.as_deref());
         let netns = options.netns.as_deref().map(NetnsFile::open);
         let netns = netns.transpose().map_err(|e| (e, String::new()))?;
         let rt = runtime(&dispatch, netns.clone());
@@ -271,9 +272,20 @@ impl InProc {
 pub struct Options {
     /// The network namespace every thread of the appliance joins.
     netns: Option<String>,
+    /// This appliance's log filter (`RUST_LOG` syntax) instead of
+    /// `RUST_LOG`'s.
+    log_filter: Option<String>,
 }
 
 impl Options {
+    /// Log at `filter` (`RUST_LOG` syntax, e.g.
+    /// `info,crc_appliance::services::dhcp=debug`), as the spawned binary
+    /// does with `Launch::env("RUST_LOG", ..)`.
+    pub fn log_filter(mut self, filter: &str) -> Self {
+        self.log_filter = Some(filter.to_string());
+        self
+    }
+
     /// [`InProc::start`] with these options.
     pub fn start(self, c: &ClusterFile) -> InProc {
         self.start_yaml(&to_yaml(c))
@@ -354,11 +366,14 @@ fn lines(log: &Lines) -> String {
 }
 
 /// Where one appliance logs: into `log`, in the process's text format at
-/// `RUST_LOG` (default info).
-fn log_dispatch(log: &Lines) -> tracing::Dispatch {
-    let filter = tracing_subscriber::EnvFilter::builder()
-        .with_default_directive(tracing::level_filters::LevelFilter::INFO.into())
-        .from_env_lossy();
+/// `filter`, else `RUST_LOG` (default info).
+fn log_dispatch(log: &Lines, filter: Option<&str>) -> tracing::Dispatch {
+    let builder = tracing_subscriber::EnvFilter::builder()
+        .with_default_directive(tracing::level_filters::LevelFilter::INFO.into());
+    let filter = match filter {
+        Some(f) => builder.parse_lossy(f),
+        None => builder.from_env_lossy(),
+    };
     let sink = LineSink(log.clone());
     tracing::Dispatch::new(
         tracing_subscriber::fmt()
