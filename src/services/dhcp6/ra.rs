@@ -262,6 +262,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn interface_info_asks_the_kernel_of_this_threads_namespace() {
+        // `lo` exists in every network namespace, without a MAC.
+        let (index, mac) = interface_info("lo").unwrap();
+        assert!(index >= 1);
+        assert_eq!(mac, None);
+        let err = interface_info("no-such-if0").unwrap_err();
+        assert!(err.to_string().contains("no-such-if0 not found"), "{err}");
+    }
+
+    #[test]
     fn the_advertisement_says_managed_other_and_on_link_without_slaac() {
         let cfg = RaCfg {
             interface: "x".into(),
