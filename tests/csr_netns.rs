@@ -1,7 +1,8 @@
 //! The CSR approver end to end in network namespaces (issue #37, "Done
 //! when" line 3): the appliance, the stand-in API server (tests/kubesim,
 //! api-int on its own address) and each node in a namespace of its own,
-//! on one bridge (a fifth namespace), nothing on loopback:
+//! on one bridge (a fifth namespace), nothing on loopback (the appliance
+//! runs in-process inside its namespace, `InProc::in_netns`):
 //!
 //! - master-0 fetches its ignition from its own address (10.61.0.10); the
 //!   client CSR its kubelet then makes (`openssl req`, created with the
@@ -25,7 +26,8 @@ mod kubesim;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, Netns, bridge_port, unique_name};
+use common::inproc::InProc;
+use common::{Netns, bridge_port, unique_name};
 use kubesim::Sim;
 
 const NET: &str = "10.61.0";
@@ -80,7 +82,7 @@ fn request(dir: &Path, node: &str, sans: Option<&str>) -> Vec<u8> {
 
 /// The appliance in its namespace: HTTP (ignition) on its own address,
 /// the approver on `kubeconfig`; DNS, DHCP, the LB and admin off.
-fn appliance(lab: &Lab, kubeconfig: &Path) -> (Appliance, tempfile::TempDir) {
+fn appliance(lab: &Lab, kubeconfig: &Path) -> (InProc, tempfile::TempDir) {
     let d = tempfile::tempdir().unwrap();
     let (images, ignition) = (d.path().join("images"), d.path().join("ignition"));
     std::fs::create_dir_all(&images).unwrap();
@@ -117,13 +119,13 @@ csr:
         ignition.display(),
         kubeconfig.display()
     );
-    let app = Appliance::launch().netns(lab.app.name()).start(&yaml);
+    let app = InProc::in_netns(lab.app.name()).start_yaml(&yaml);
     (app, d)
 }
 
 /// From namespace `ns`, fetch `role`'s ignition from the appliance; the
 /// HTTP status.
-fn fetch_ignition(ns: &Netns, app: &Appliance, role: &str) -> String {
+fn fetch_ignition(ns: &Netns, app: &InProc, role: &str) -> String {
     let url = format!("http://{}/ignition/{role}.ign", app.addr("http"));
     let out = ns
         .cmd(&["curl", "-s", "--max-time", "10", "-o", "/dev/null"])

@@ -2,7 +2,8 @@
 //! is NotReady gets exactly one client CSR approved after the appliance
 //! saw its MAC renew its reserved lease (busybox udhcpc in a network
 //! namespace, the appliance's DHCP server in another), and none without
-//! the renewal. The stand-in API server runs in the appliance's namespace.
+//! the renewal. The appliance runs in-process inside its namespace
+//! (`InProc::in_netns`), where the stand-in API server runs too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -12,8 +13,9 @@ mod kubesim;
 use std::path::Path;
 use std::time::Duration;
 
+use common::inproc::InProc;
 use common::udhcpc::udhcpc_once;
-use common::{Appliance, Netns, unique_name};
+use common::{Netns, unique_name};
 use kubesim::Sim;
 
 const APPLIANCE: &str = "10.233.0.254";
@@ -80,10 +82,7 @@ fn a_not_ready_node_gets_one_client_csr_after_its_lease_renewal() {
 
     let sim = Sim::start_in(srv.name());
     let dir = tempfile::tempdir().unwrap();
-    let app = Appliance::launch()
-        .netns(srv.name())
-        .ready_timeout(Duration::from_secs(30))
-        .start_path(&cluster(dir.path(), &ifs, &sim.kubeconfig));
+    let app = InProc::in_netns(srv.name()).start_path(&cluster(dir.path(), &ifs, &sim.kubeconfig));
     // The lab was powered off: master-0's Node exists and is NotReady.
     sim.create(
         "admin",

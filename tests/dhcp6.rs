@@ -1,8 +1,10 @@
 //! DHCPv6 and router advertisements end to end with real clients.
 //!
-//! Network-namespace tests (root + `ip netns`): the real binary runs in a
-//! server namespace bound to one end of a veth pair (fd00:231::1/64 and
-//! 10.231.0.1/24, addresses that exist only in the namespaces); clients run
+//! Network-namespace tests (root + `ip netns`): the appliance runs
+//! in-process inside a server namespace (`InProc::in_netns`: the network
+//! is the point, not the process), bound to one end of a veth pair
+//! (fd00:231::1/64 and 10.231.0.1/24, addresses that exist only in the
+//! namespaces); clients run
 //! in a client namespace on the other end with the MAC of a node:
 //! - dhclient -6 and dhcpcd -6 each get the node's reserved address, and
 //!   again when restarted with another DUID for the same MAC (DUID-LLT with
@@ -32,7 +34,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, Netns, run_ok, unique_name, veth};
+use common::inproc::InProc;
+use common::{Netns, run_ok, unique_name, veth};
 
 const M0_MAC: &str = "52:54:00:e6:00:0a";
 const M0_V6: &str = "fd00:231::10";
@@ -191,11 +194,9 @@ admin:
         p
     }
 
-    fn start(&self, cluster: &Path) -> Appliance {
-        Appliance::launch()
-            .netns(self.srv.name())
-            .env("RUST_LOG", "info,crc_appliance::services::dhcp6=debug")
-            .ready_timeout(Duration::from_secs(30))
+    fn start(&self, cluster: &Path) -> InProc {
+        InProc::in_netns(self.srv.name())
+            .log_filter("info,crc_appliance::services::dhcp6=debug")
             .start_path(cluster)
     }
 

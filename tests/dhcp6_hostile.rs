@@ -1,8 +1,9 @@
 //! DHCPv6 against a hostile host on the node's link (issue #40 items 4
 //! and 6).
 //!
-//! Three network namespaces: the appliance's, holding a bridge (the
-//! cluster link, fd00:234::1/64, `network.interface`), master-0's (a real
+//! Three network namespaces: the appliance's (it runs in-process inside
+//! it, `InProc::in_netns`), holding a bridge (the cluster link,
+//! fd00:234::1/64, `network.interface`), master-0's (a real
 //! `dhclient -6` with master-0's MAC) and a hostile host's (its own MAC),
 //! each joined to the bridge by a veth pair. The hostile host is
 //! `tests/dhcp6_hostile/attacker.py` (raw DHCPv6 over a UDP socket, to
@@ -22,7 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, Netns, unique_name, veth};
+use common::inproc::InProc;
+use common::{Netns, unique_name, veth};
 
 const M0_MAC: &str = "52:54:00:e7:00:0a";
 const M0_V6: &str = "fd00:234::10";
@@ -133,7 +135,7 @@ impl Link {
         self.dir.path().join(name)
     }
 
-    fn start(&self) -> Appliance {
+    fn start(&self) -> InProc {
         let text = format!(
             r#"name: lab6h
 baseDomain: v6.test
@@ -165,11 +167,7 @@ admin:
         );
         let p = self.path("cluster.yaml");
         std::fs::write(&p, text).unwrap();
-        Appliance::launch()
-            .netns(self.srv.name())
-            .env("RUST_LOG", "info")
-            .ready_timeout(Duration::from_secs(30))
-            .start_path(&p)
+        InProc::in_netns(self.srv.name()).start_path(&p)
     }
 
     /// Run the attacker script in `ns` on `ifname`: its one output line.

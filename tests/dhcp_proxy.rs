@@ -19,6 +19,11 @@
 //!   address from the site's DHCPv6 server (dnsmasq), never the node's
 //!   inventory address the appliance would have lent.
 //!
+//! The appliance runs in-process inside the segment's appliance namespace
+//! (`InProc::in_netns`); its status is read from the typed document.
+//! `preflight` is the binary's command, and `serve`'s refusal beside Kea
+//! (an exit status) spawns the binary.
+//!
 //! Firmware booting through the same segment: tests/netboot_proxy_qemu.rs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -27,13 +32,15 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::inproc::InProc;
 use common::segment::{self, Segment, Site};
-use common::{Appliance, BIN, netns_available};
+use common::{BIN, netns_available};
+use crc_appliance::services::dhcp::status::DhcpStatus;
 
 fn tools(site: Site) -> Result<(), String> {
     netns_available("crcpx")?;
     site.available()?;
-    for t in ["dhclient", "python3", "curl"] {
+    for t in ["dhclient", "python3"] {
         if !common::have(t) {
             return Err(format!("{t} is not installed"));
         }
@@ -41,16 +48,14 @@ fn tools(site: Site) -> Result<(), String> {
     Ok(())
 }
 
-/// The appliance's `/status` from inside its namespace.
-fn status(seg: &Segment, app: &Appliance) -> serde_json::Value {
-    let out = seg.app.exec(&[
-        "curl",
-        "-sS",
-        "--max-time",
-        "5",
-        &format!("http://{}/status", app.addr("admin")),
-    ]);
-    serde_json::from_str(&out).unwrap()
+/// The appliance's DHCP section of the typed status document.
+fn dhcp_status(app: &InProc) -> DhcpStatus {
+    app.status().dhcp.expect("dhcp runs")
+}
+
+/// Replies of kind `kind` the appliance sent.
+fn sent(st: &DhcpStatus, kind: &str) -> u64 {
+    st.sent.get(kind).copied().unwrap_or(0)
 }
 
 /// dhclient in the client namespace, once: the address it was lent (the
@@ -103,10 +108,7 @@ fn in_pool(seg: &Segment, ip: &str) -> bool {
 /// The whole proxy scenario beside `site`.
 fn proxy_beside(site: Site, octet: u8) {
     let seg = Segment::new(site, octet);
-    let app = Appliance::launch()
-        .netns(seg.app.name())
-        .ready_timeout(Duration::from_secs(60))
-        .start(&seg.cluster_yaml("proxy", None));
+    let app = InProc::in_netns(seg.app.name()).start_yaml(&seg.cluster_yaml("proxy", None));
     let appliance = seg.ip(1);
     let site_ip = seg.ip(2);
     // The proxy's boot server socket is up.
@@ -115,17 +117,16 @@ fn proxy_beside(site: Site, octet: u8) {
     // A plain DHCP client: the site's address, nothing from the appliance.
     let lent = dhclient_lease(&seg);
     assert!(in_pool(&seg, &lent), "{lent} is not from the site's pool");
-    let st = status(&seg, &app);
+    let st = dhcp_status(&app);
     assert!(
-        st["dhcp"]["received"]["discover"].as_u64().unwrap() >= 1,
-        "the appliance did not see the DISCOVER: {}",
-        st["dhcp"]
+        st.received.get("discover").copied().unwrap_or(0) >= 1,
+        "the appliance did not see the DISCOVER: {st:?}"
     );
     for kind in ["offer", "ack", "nak"] {
         assert_eq!(
-            st["dhcp"]["sent"][kind], 0,
-            "the appliance answered a plain client: {}",
-            st["dhcp"]
+            sent(&st, kind),
+            0,
+            "the appliance answered a plain client: {st:?}"
         );
     }
 
@@ -197,10 +198,10 @@ fn proxy_beside(site: Site, octet: u8) {
         "the proxy answered an unknown MAC: {replies:?}"
     );
     app.wait_log("unknown network boot client", Duration::from_secs(5));
-    let st = status(&seg, &app);
-    assert_eq!(st["dhcp"]["sent"]["nak"], 0);
-    assert_eq!(st["dhcp"]["sent"]["offer"], 1, "{}", st["dhcp"]);
-    assert_eq!(st["dhcp"]["sent"]["ack"], 1, "{}", st["dhcp"]);
+    let st = dhcp_status(&app);
+    assert_eq!(sent(&st, "nak"), 0, "{st:?}");
+    assert_eq!(sent(&st, "offer"), 1, "{st:?}");
+    assert_eq!(sent(&st, "ack"), 1, "{st:?}");
 }
 
 #[test]
@@ -306,10 +307,7 @@ fn preflight_names_kea_and_serve_refuses_server_mode_beside_it() {
 
     // allowOtherServers: serve starts anyway (and says so).
     let f = server_mode_file(&seg, "  allowOtherServers: true\n");
-    let app = Appliance::launch()
-        .netns(seg.app.name())
-        .ready_timeout(Duration::from_secs(60))
-        .start_path(&f);
+    let app = InProc::in_netns(seg.app.name()).start_path(&f);
     assert!(
         app.log().contains("dhcp.allowOtherServers is true"),
         "{}",
@@ -465,10 +463,7 @@ fn proxy_mode_runs_no_dhcpv6_beside_the_sites_server() {
             &format!("ip: {}, ipv6: \"{p6}10\" }}", seg.ip(10)),
         );
     assert!(yaml.contains(&format!("ipv6: \"{p6}10\"")), "{yaml}");
-    let app = Appliance::launch()
-        .netns(seg.app.name())
-        .ready_timeout(Duration::from_secs(60))
-        .start(&yaml);
+    let app = InProc::in_netns(seg.app.name()).start_yaml(&yaml);
     app.wait_log("listening for dhcp on", Duration::from_secs(10));
 
     let env = dhclient6(&seg, 30).unwrap_or_else(|| {
@@ -496,10 +491,6 @@ fn proxy_mode_runs_no_dhcpv6_beside_the_sites_server() {
         "DHCPv4 (proxy) should run: {sockets}"
     );
     assert!(!app.log().contains("dhcp6"), "{}", app.log());
-    let st = status(&seg, &app);
-    assert!(
-        st.get("dhcp6").is_none_or(serde_json::Value::is_null),
-        "{}",
-        st["dhcp6"]
-    );
+    let st = app.status();
+    assert!(st.dhcp6.is_none(), "{:?}", st.dhcp6);
 }

@@ -3,7 +3,8 @@
 //! Three network namespaces joined by veth pairs, every address inside
 //! them: a client namespace (10.232.0.0/24, the relayed segment) — a router
 //! namespace running dhcrelay, with IP forwarding on — the server namespace
-//! (10.231.0.0/24, `network.cidr`) where the binary listens on its veth end.
+//! (10.231.0.0/24, `network.cidr`) where the appliance, in-process inside
+//! that namespace (`InProc::in_netns`), listens on its veth end.
 //! A second client namespace sits on 10.233.0.0/24, which the cluster file
 //! does not list: its requests are dropped with a warning. Needs root,
 //! iproute2, dhcrelay (isc-dhcp-relay) and udhcpc; prints `SKIPPED`
@@ -15,8 +16,9 @@ mod common;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
+use common::inproc::InProc;
 use common::udhcpc::{kv, udhcpc_once};
-use common::{Appliance, Netns, unique_name, veth};
+use common::{Netns, unique_name, veth};
 
 const W1_MAC: &str = "52:54:00:e8:00:15";
 const OTHER_MAC: &str = "52:54:00:e8:00:16";
@@ -102,11 +104,7 @@ admin:
         ),
     )
     .unwrap();
-    let app = Appliance::launch()
-        .netns(srv.name())
-        .env("RUST_LOG", "info")
-        .ready_timeout(Duration::from_secs(30))
-        .start_path(&cluster);
+    let app = InProc::in_netns(srv.name()).start_path(&cluster);
     let relay = Killed(
         rtr.cmd(&[
             "dhcrelay",

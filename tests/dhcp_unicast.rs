@@ -2,9 +2,10 @@
 //! to its MAC and `yiaddr` (RFC 2131 §4.1), so the other hosts of the
 //! segment do not see every node's name and address.
 //!
-//! Root + `ip netns`: the appliance runs in a server namespace on a Linux
-//! bridge (`network.interface`) with two ports: the node (busybox
-//! `udhcpc`, which clears the flag unless given `-B`) and a bystander.
+//! Root + `ip netns`: the appliance runs in-process inside a server
+//! namespace (`InProc::in_netns`) on a Linux bridge (`network.interface`)
+//! with two ports: the node (busybox `udhcpc`, which clears the flag unless
+//! given `-B`) and a bystander.
 //! `tcpdump` on both ports records which frames arrived where. The bridge
 //! forwards a unicast frame only to the port that learned the node's MAC,
 //! so the bystander sees the replies only when they are broadcast — which
@@ -18,8 +19,9 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use common::inproc::InProc;
 use common::udhcpc::{kv, udhcpc_with};
-use common::{Appliance, Netns, unique_name};
+use common::{Netns, unique_name};
 
 const NODE_MAC: &str = "52:54:00:e8:00:0a";
 const NODE_IP: &str = "10.232.0.10";
@@ -199,10 +201,8 @@ fn replies_are_unicast_to_a_client_that_cleared_the_broadcast_flag() {
     let dir = tempfile::tempdir().unwrap();
     let seg = Segment::new();
     let cluster = seg.cluster_yaml(dir.path());
-    let srv = Appliance::launch()
-        .netns(seg.srv.name())
-        .env("RUST_LOG", "info,crc_appliance::services::dhcp=debug")
-        .ready_timeout(Duration::from_secs(30))
+    let srv = InProc::in_netns(seg.srv.name())
+        .log_filter("info,crc_appliance::services::dhcp=debug")
         .start_path(&cluster);
     srv.wait_log("packet socket", Duration::from_secs(10));
 

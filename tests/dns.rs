@@ -1,17 +1,21 @@
-//! DNS end to end: the real binary queried with `dig` and `kdig` over UDP and
-//! TCP, forwarding to a second appliance on loopback, a differential test
-//! against knotd serving the `render zone` output, and a fuzz of the request
-//! path (in-process and over the sockets).
+//! DNS end to end: in-process appliances queried with `dig` and `kdig` over
+//! UDP and TCP, forwarding to a second appliance on loopback, a differential
+//! test against knotd serving the `render zone` output (the binary renders
+//! it), and a fuzz of the request path (in-process and over the sockets).
+//! The network-namespace tests run their appliances in-process inside the
+//! namespace (`InProc::in_netns`); one of them proves the namespace is
+//! joined. Nothing here spawns `serve`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::dnstools::{Ans, dig, dig_at, kdig, knot_for, norm, parse_dig, start_knot};
 use common::inproc::InProc;
-use common::{Appliance, BIN, run};
+use common::{BIN, Netns, run};
 
 const Z: &str = "test.crc.testing";
 
@@ -683,7 +687,7 @@ fn recursion_acl_end_to_end_in_a_netns() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("cluster.yaml");
         std::fs::write(&f, yaml).unwrap();
-        Appliance::launch().netns(ns.name()).start_file(dir, f)
+        InProc::in_netns(ns.name()).start_file(dir, f)
     };
     let up = in_netns(
         common::only(&dns_section("")).replace("baseDomain: crc.testing", "baseDomain: up.testing"),
@@ -756,6 +760,109 @@ fn recursion_acl_end_to_end_in_a_netns() {
         "A",
     ]));
     assert!(r.aa() && !r.ra(), "{}", r.raw);
+}
+
+/// The in-process harness inside a network namespace (`InProc::in_netns`):
+/// the appliance binds the namespace's segment address (which the root
+/// namespace does not have) and a loopback port this test holds in the
+/// root namespace (so it can only have bound the namespace's own `lo`); a
+/// client in another namespace, across a veth pair, gets answers over UDP
+/// and TCP, and the held port in the root namespace is still this test's.
+#[test]
+fn inproc_appliance_in_a_netns_binds_and_answers_there_only() {
+    require_tools!("dig");
+    require_netns!("dnsns");
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let base = common::unique_name("dnsns");
+    let tag = &base["dnsns".len()..];
+    let (cli, srv) = (
+        Netns::new(format!("{base}c")),
+        Netns::new(format!("{base}s")),
+    );
+    let (ifs, ifc) = (format!("dn{tag}s"), format!("dn{tag}c"));
+    common::veth(&ifs, &srv, &ifc, &cli);
+    for (ns, ifname, addr) in [(&srv, &ifs, "10.78.0.1/24"), (&cli, &ifc, "10.78.0.2/24")] {
+        ns.ip(&["addr", "add", addr, "dev", ifname]);
+        ns.ip(&["link", "set", ifname, "up"]);
+    }
+    let yaml = common::only(&dns_section(""))
+        .replace("127.0.20.", "10.78.0.")
+        .replace(
+            "listen: [\"127.0.0.1:0\"]",
+            &format!("listen: [\"10.78.0.1:53\", \"127.0.0.1:{port}\"]"),
+        );
+    let app = InProc::in_netns(srv.name()).start_yaml(&yaml);
+    for l in ["udp on 10.78.0.1:53", &format!("tcp on 127.0.0.1:{port}")] {
+        assert!(
+            app.log().contains(&format!("listening for dns {l}")),
+            "{}",
+            app.log()
+        );
+    }
+    let dig_in = |ns: &Netns, server: &str, proto: &str| {
+        let p = if server == "10.78.0.1" {
+            "53".to_string()
+        } else {
+            port.to_string()
+        };
+        let at = format!("@{server}");
+        let name = format!("api.{Z}");
+        let args = [
+            "dig",
+            "+norecurse",
+            "+time=3",
+            "+tries=2",
+            "+nocookie",
+            proto,
+            "-p",
+            &p,
+            &at,
+            &name,
+            "A",
+        ];
+        parse_dig(&ns.exec(&args))
+    };
+    for proto in ["+notcp", "+tcp"] {
+        // From the client namespace, to the segment address.
+        let r = dig_in(&cli, "10.78.0.1", proto);
+        assert_eq!((r.status.as_str(), r.aa()), ("NOERROR", true), "{}", r.raw);
+        assert_eq!(r.data(), ["10.78.0.1"], "{}", r.raw);
+        // On the namespace's own loopback, the port the root one holds.
+        let r = dig_in(&srv, "127.0.0.1", proto);
+        assert_eq!(r.data(), ["10.78.0.1"], "{}", r.raw);
+    }
+    // The root namespace's 127.0.0.1:<port> is still the test's listener.
+    let _client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let (_, peer) = held.accept().unwrap();
+    assert!(peer.ip().is_loopback());
+    // The appliance's threads are in the namespace; this test's thread is
+    // not. (Other tests' appliances run in this process too: this one's are
+    // found by their namespace.)
+    let ns_of = |p: &Path| std::fs::read_link(p).unwrap().display().to_string();
+    let want = {
+        use std::os::unix::fs::MetadataExt as _;
+        let ino = std::fs::metadata(format!("/var/run/netns/{}", srv.name()))
+            .unwrap()
+            .ino();
+        format!("net:[{ino}]")
+    };
+    assert_ne!(ns_of(Path::new("/proc/thread-self/ns/net")), want);
+    let mut seen = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let task = task.unwrap().path();
+        if std::fs::read_link(task.join("ns/net")).is_ok_and(|l| l.display().to_string() == want) {
+            let comm = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+            seen.push(comm.trim().to_string());
+        }
+    }
+    // serve's thread, the runtime's, and the DNS service's own UDP
+    // workers, which inherit the namespace of the thread that started them.
+    let named = |p: &str| seen.iter().filter(|c| c.starts_with(p)).count();
+    assert!(
+        named("appliance") >= 3 && named("dns-udp") >= 1,
+        "threads in the namespace: {seen:?}"
+    );
 }
 
 // ------------------------------------------------- issue #17 conformance

@@ -1,5 +1,6 @@
 //! DNS on a dual-stack cluster (`network.ipv6`, issue #25), through the real
-//! services (in this process on loopback; the binary in the namespace lab):
+//! services (in this process: on loopback, and inside the namespace lab's
+//! appliance namespace with `InProc::in_netns`):
 //! the AAAA and `ip6.arpa` answers compared with knotd serving the
 //! `render zone` output, and `kdig AAAA` / `kdig -x` for every node, api,
 //! api-int and a random `*.apps` name from a client network namespace
@@ -12,9 +13,9 @@ mod common;
 
 use std::net::SocketAddr;
 
+use common::Netns;
 use common::dnstools::{Ans, dig_at, knot_for, parse_dig};
 use common::inproc::InProc;
-use common::{Appliance, Netns};
 
 const Z: &str = "test.crc.testing";
 
@@ -247,12 +248,12 @@ fn lab() -> Lab {
 }
 
 /// Start `yaml` (loopback test cluster, moved to 10.77.0.0/24) in `ns`.
-fn start_in(ns: &Netns, yaml: &str) -> Appliance {
+fn start_in(ns: &Netns, yaml: &str) -> InProc {
     let yaml = yaml.replace("127.0.20.", "10.77.0.");
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("cluster.yaml");
     std::fs::write(&f, yaml).unwrap();
-    Appliance::launch().netns(ns.name()).start_file(dir, f)
+    InProc::in_netns(ns.name()).start_file(dir, f)
 }
 
 /// `kdig` from the client namespace, source `src`, to `server` port 53.

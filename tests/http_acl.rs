@@ -1,5 +1,6 @@
 //! Secrets only to the node they belong to (issue #22 items 1 and 2), end
-//! to end with real `curl`: the appliance in a "lab" network namespace, its
+//! to end with real `curl`: the appliance (in-process, `InProc::in_netns`)
+//! in a "lab" network namespace, its
 //! clients in a second one joined by a veth pair, each client speaking from
 //! its own source address (`--interface`):
 //!
@@ -28,7 +29,8 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, rhcos_iso};
-use common::{Appliance, Netns, have, netns_available, unique_name};
+use common::inproc::InProc;
+use common::{Netns, have, netns_available, unique_name};
 use crc_appliance::serve::status::StatusDoc;
 use crc_appliance::services::lb::status::PoolStatus;
 
@@ -117,7 +119,7 @@ struct Lab {
     srv: Netns,
     /// Every client and the machine-config backends.
     cli: Netns,
-    app: Appliance,
+    app: InProc,
     _backend: Proc,
     /// The backend's request log.
     mcs_log: PathBuf,
@@ -244,11 +246,7 @@ rhcos:
         );
         let cluster = d.join("cluster.yaml");
         std::fs::write(&cluster, yaml).unwrap();
-        let app = Appliance::launch()
-            .netns(srv.name())
-            .env("RUST_LOG", "info")
-            .ready_timeout(Duration::from_secs(30))
-            .start_file(dir, cluster);
+        let app = InProc::in_netns(srv.name()).start_file(dir, cluster);
         Lab {
             srv,
             cli,
@@ -341,9 +339,9 @@ rhcos:
         self.srv.exec(&["curl", "-sS", "--max-time", "10", &url])
     }
 
-    /// The typed `/status` (read in the appliance's namespace).
+    /// The typed status document.
     fn status(&self) -> StatusDoc {
-        serde_json::from_str(&self.admin("/status")).unwrap()
+        self.app.status()
     }
 
     fn mc_pool(&self) -> PoolStatus {
@@ -617,12 +615,14 @@ fn extra_cidrs_admit_a_jump_host_and_nobody_else() {
     assert!(!seen.contains("/config/neighbour "), "{seen}");
     assert_eq!(lab.mc_pool().refused_clients, 1);
 
-    // The operator lists the neighbour too; SIGHUP applies it.
+    // The operator lists the neighbour too; a reload (what SIGHUP does)
+    // applies it.
     let file = &lab.app.cluster_file;
     let text = std::fs::read_to_string(file).unwrap();
     let both = format!("[{JUMP}/32, {NEIGHBOUR}/32]");
     std::fs::write(file, text.replace(&format!("[{JUMP}/32]"), &both)).unwrap();
-    lab.app.signal("HUP");
+    let reload = lab.app.reload();
+    assert!(reload.ok, "{reload:?}\n{}", lab.app.log());
     lab.app
         .wait_log("configuration reloaded", Duration::from_secs(20));
     lab.expect_all(Some(NEIGHBOUR), "200");

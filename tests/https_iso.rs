@@ -14,8 +14,9 @@
 //!   `<applianceIP>:8443` when a node has a `bmc`, and the generated
 //!   certificate names `applianceIP`.
 //!
-//! The appliance runs in this process (`common::inproc`), except in the
-//! network-namespace lab (spawned there with `ip netns exec`).
+//! The appliance runs in this process (`common::inproc`), in the
+//! network-namespace lab too (inside the server namespace,
+//! `InProc::in_netns`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -27,7 +28,7 @@ use std::time::Duration;
 
 use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, rhcos_iso};
 use common::inproc::InProc;
-use common::{Appliance, BIN, Netns, have, netns_available, run, run_ok, unique_name};
+use common::{BIN, Netns, have, netns_available, run, run_ok, unique_name};
 use crc_appliance::serve::status::ReloadStatus;
 use crc_appliance::services::http::status::HttpsStatus;
 
@@ -560,10 +561,7 @@ rhcos:
     let cluster = d.join("cluster.yaml");
     std::fs::write(&cluster, yaml).unwrap();
     let cert = d.join("tis-https-cert.pem");
-    let app = Appliance::launch()
-        .netns(srv.name())
-        .ready_timeout(Duration::from_secs(30))
-        .start_file(dir, cluster.clone());
+    let app = InProc::in_netns(srv.name()).start_file(dir, cluster.clone());
     assert_eq!(app.addr("https").to_string(), format!("{APPLIANCE}:8443"));
     let ns = ["ip", "netns", "exec", cli.name()];
     let get = |from: &str, path: &str| {

@@ -19,8 +19,9 @@
 //!   `tests/http_acl.rs`);
 //! - a 1 GiB (sparse) ISO downloads with the appliance's RSS flat.
 //!
-//! The appliance runs in this process (`common::inproc`), except where its
-//! own memory is measured or it runs in a network namespace.
+//! The appliance runs in this process (`common::inproc`; inside the network
+//! namespace with `InProc::in_netns`), except where its own memory is
+//! measured.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -501,7 +502,7 @@ rhcos: {{ iso: {} }}
 "#,
         iso.path.display()
     );
-    let app = Appliance::launch().netns(ns.name()).start(&yaml);
+    let app = InProc::in_netns(ns.name()).start_yaml(&yaml);
     std::fs::create_dir_all(app.dir.path().join("ign")).unwrap();
     std::fs::write(
         app.dir.path().join("ign/master.ign"),

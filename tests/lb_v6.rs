@@ -15,8 +15,10 @@
 //! Each master runs two nginx (TLS, `/readyz` 200, `/` answers
 //! `<node> v4` or `<node> v6`), one per family, so a test can kill one
 //! family's backend alone. `curl -6` goes through the IPv6 API VIP, `curl
-//! -4` through the IPv4 one; `crc-appliance lb status` and `/status` are
-//! read in the lab namespace.
+//! -4` through the IPv4 one; `crc-appliance lb status` and `/metrics` are
+//! read in the lab namespace (the admin API has a fixed port there: the CLI
+//! reads it from the cluster file). The appliance runs in-process inside
+//! the lab namespace (`InProc::in_netns`); `/status` is its typed document.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -26,7 +28,8 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, BIN, Netns, have, netns_available, unique_name};
+use common::inproc::InProc;
+use common::{BIN, Netns, have, netns_available, unique_name};
 use crc_appliance::serve::status::StatusDoc;
 use crc_appliance::services::lb::status::{BackendStatus, PoolStatus};
 
@@ -59,7 +62,7 @@ impl Drop for Proc {
 struct Lab {
     srv: Netns,
     cli: Netns,
-    app: Appliance,
+    app: InProc,
     /// (node, family) → its nginx.
     backends: Vec<((String, u8), Proc)>,
 }
@@ -174,11 +177,7 @@ pxe:
         );
         let cluster = d.join("cluster.yaml");
         std::fs::write(&cluster, yaml).unwrap();
-        let app = Appliance::launch()
-            .netns(srv.name())
-            .env("RUST_LOG", "info")
-            .ready_timeout(Duration::from_secs(30))
-            .start_file(dir, cluster);
+        let app = InProc::in_netns(srv.name()).start_file(dir, cluster);
         Lab {
             srv,
             cli,
@@ -219,13 +218,9 @@ pxe:
             .collect()
     }
 
-    /// The typed `/status`, read in the appliance's namespace.
+    /// The typed status document.
     fn status(&self) -> StatusDoc {
-        // The lab namespace is the appliance's own: a fixed admin port
-        // (the CLI reads it from the cluster file).
-        let url = "http://127.0.0.1:19180/status";
-        let out = self.srv.exec(&["curl", "-sS", "--max-time", "5", url]);
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON {e}: {out}"))
+        self.app.status()
     }
 
     fn wait_status(&self, what: &str, pred: impl Fn(&StatusDoc) -> bool) -> StatusDoc {

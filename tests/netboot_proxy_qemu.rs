@@ -1,7 +1,9 @@
 //! Network boot with real firmware in qemu (TCG) beside the site's DHCP
 //! server: Kea or dnsmasq lends the address, the appliance in
 //! `dhcp.mode: proxy` gives the boot answers (tests/common/segment.rs:
-//! one bridge, the site server, the appliance, qemu's tap).
+//! one bridge, the site server, the appliance, qemu's tap). The appliance
+//! runs in-process inside its namespace (`InProc::in_netns`); its status is
+//! the typed document.
 //!
 //! - SeaBIOS with the iPXE NIC ROM: iPXE's DHCP takes the site's address
 //!   and the proxy OFFER, asks the proxy on port 4011, and gets the entry
@@ -23,9 +25,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::initramfs::live_iso;
+use common::inproc::InProc;
+use common::netns_available;
 use common::qemu::{CMDLINE_MARK, Qemu, cmdline_initramfs, host_kernel, tail, wait_for};
 use common::segment::{Segment, Site};
-use common::{Appliance, netns_available};
 
 const SEABIOS_ROM: &str = "/usr/lib/ipxe/qemu/pxe-e1000.rom";
 const OVMF: &str = "/usr/share/ovmf/OVMF.fd";
@@ -39,7 +42,7 @@ enum Firmware {
 fn tools(site: Site, fw: Firmware) -> Result<(), String> {
     netns_available("crcpq")?;
     site.available()?;
-    for t in ["qemu-system-x86_64", "xorriso", "busybox", "curl"] {
+    for t in ["qemu-system-x86_64", "xorriso", "busybox"] {
         if !common::have(t) {
             return Err(format!("{t} is not installed"));
         }
@@ -70,10 +73,7 @@ fn boot_beside(site: Site, fw: Firmware, octet: u8) {
         true,
     );
     let seg = Segment::new(site, octet);
-    let app = Appliance::launch()
-        .netns(seg.app.name())
-        .ready_timeout(Duration::from_secs(60))
-        .start(&seg.cluster_yaml("proxy", Some(&iso)));
+    let app = InProc::in_netns(seg.app.name()).start_yaml(&seg.cluster_yaml("proxy", Some(&iso)));
     let log = work.path().join("serial.log");
     let (machine, nic): (&[&str], String) = match fw {
         Firmware::SeaBios => (
@@ -140,24 +140,17 @@ fn boot_beside(site: Site, fw: Firmware, octet: u8) {
         fail("no script fetch of master-0 from a site-lent address");
     }
     // The proxy answered, and never with an address (nor a NAK).
-    let st = seg.app.exec(&[
-        "curl",
-        "-sS",
-        "--max-time",
-        "5",
-        &format!("http://{}/status", app.addr("admin")),
-    ]);
-    let v: serde_json::Value = serde_json::from_str(&st).unwrap();
-    if v["dhcp"]["sent"]["offer"].as_u64().unwrap_or(0) == 0 || v["dhcp"]["sent"]["nak"] != 0 {
-        fail(&format!("unexpected proxy counters: {}", v["dhcp"]));
+    let st = app.status();
+    let dhcp = st.dhcp.expect("dhcp runs");
+    let sent = |kind: &str| dhcp.sent.get(kind).copied().unwrap_or(0);
+    if sent("offer") == 0 || sent("nak") != 0 {
+        fail(&format!("unexpected proxy counters: {:?}", dhcp.sent));
     }
-    if v["dhcp"]["leases"]
-        .as_array()
-        .is_some_and(|l| !l.is_empty())
-    {
-        fail(&format!("a proxy holds leases: {}", v["dhcp"]["leases"]));
+    if !dhcp.leases.is_empty() {
+        fail(&format!("a proxy holds leases: {:?}", dhcp.leases));
     }
-    if fw == Firmware::Ovmf && v["tftp"]["transfers"]["completed"].as_u64().unwrap_or(0) == 0 {
+    let tftp_done = st.tftp.and_then(|t| t.transfers.get("completed").copied());
+    if fw == Firmware::Ovmf && tftp_done.unwrap_or(0) == 0 {
         fail("EDK2 fetched no iPXE binary over TFTP");
     }
 }

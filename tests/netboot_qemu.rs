@@ -1,5 +1,6 @@
 //! Network boot with real firmware in qemu (TCG), end to end through the
-//! appliance alone, on a bridge in a network namespace of the test's own:
+//! appliance alone (in-process, inside the namespace: `InProc::in_netns`),
+//! on a bridge in a network namespace of the test's own:
 //!
 //! - SeaBIOS with the iPXE NIC ROM (Debian `ipxe-qemu`): iPXE's DHCP (user
 //!   class `iPXE`) gets the entry script URL straight away.
@@ -27,8 +28,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::initramfs::live_iso;
+use common::inproc::InProc;
 use common::qemu::{CMDLINE_MARK, Qemu, cmdline_initramfs, host_kernel, tail, wait_for_any};
-use common::{Appliance, Netns, netns_available, unique_name};
+use common::{Netns, netns_available, unique_name};
 
 /// The VM's first disk.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -134,11 +136,7 @@ rhcos:
 "#,
         iso.display()
     );
-    let app = Appliance::launch()
-        .netns(&ns.0)
-        .ready_timeout(Duration::from_secs(60))
-        .start(&yaml);
-    let admin = app.addr("admin");
+    let app = InProc::in_netns(&ns.0).start_yaml(&yaml);
     if unconfirmed {
         make_unconfirmed(&ns, &app, &net, octet);
     }
@@ -177,16 +175,12 @@ rhcos:
     let _vm = Qemu(cmd.spawn().expect("qemu"));
     let found = wait_for_any(&log, &[CMDLINE_MARK, DISK_MARK], Duration::from_secs(420));
     let serial = tail(&log, 3000);
-    // TFTP transfers that completed, from /status inside the namespace.
-    let status = ns.exec(&[
-        "curl",
-        "-sS",
-        "--max-time",
-        "5",
-        &format!("http://{admin}/status"),
-    ]);
-    let v: serde_json::Value = serde_json::from_str(&status).unwrap_or_default();
-    let tftp_done = v["tftp"]["transfers"]["completed"].as_u64().unwrap_or(0);
+    // TFTP transfers that completed, from the typed status.
+    let tftp_done = app
+        .status()
+        .tftp
+        .and_then(|t| t.transfers.get("completed").copied())
+        .unwrap_or(0);
     Booted {
         disk_booted: found.as_deref().is_some_and(|l| l.contains(DISK_MARK)),
         line: found.filter(|l| l.contains(CMDLINE_MARK)),
@@ -200,7 +194,7 @@ rhcos:
 /// its own address (on `lo` for the moment; the VM gets it by DHCP later):
 /// its state is `unconfirmed`, as after an install that failed after its
 /// ignition fetch.
-fn make_unconfirmed(ns: &Netns, app: &Appliance, net: &str, octet: u8) {
+fn make_unconfirmed(ns: &Netns, app: &InProc, net: &str, octet: u8) {
     std::fs::create_dir_all(app.dir.path().join("ign")).unwrap();
     std::fs::write(
         app.dir.path().join("ign/master.ign"),
@@ -226,15 +220,9 @@ fn make_unconfirmed(ns: &Netns, app: &Appliance, net: &str, octet: u8) {
     assert!(script.contains("\nkernel "), "{script}");
     get("/ignition/master-0.ign");
     ns.ip(&["addr", "del", &format!("{me}/32"), "dev", "lo"]);
-    let st = ns.exec(&[
-        "curl",
-        "-sS",
-        "--max-time",
-        "5",
-        &format!("http://{}/status", app.addr("admin")),
-    ]);
-    let v: serde_json::Value = serde_json::from_str(&st).unwrap();
-    assert_eq!(v["http"]["netboot"][0]["state"], "unconfirmed", "{v}");
+    let http = app.status().http.expect("http runs");
+    let state = http.netboot.first().map(|n| n.state.as_str());
+    assert_eq!(state, Some("unconfirmed"), "{:?}", http.netboot);
 }
 
 fn check(line: Option<String>, app_log: &str, serial: &str, octet: u8) {

@@ -5,13 +5,13 @@
 //!   a node's PTR through the appliance, with the appliance's own answers;
 //!   `render site-dns windows` is compared with a golden file;
 //! - `dns.transfer`/`dns.notify`: BIND as a secondary copies the zones
-//!   (its IXFR gets a full answer), gets a NOTIFY after a SIGHUP reload that
+//!   (its IXFR gets a full answer), gets a NOTIFY after a reload that
 //!   changed the zone, and moves to the new serial well before its SOA
 //!   refresh (an hour) would have; an AXFR from an address outside
 //!   `dns.transfer` is REFUSED, from inside it is the whole zone.
 //!
 //! Everything runs inside a network namespace of its own with only `lo`
-//! up (the appliance on 127.0.20.1, the resolvers on 127.0.0.1 at high
+//! up (the appliance in-process, `InProc::in_netns`, on 127.0.20.1, the resolvers on 127.0.0.1 at high
 //! ports), so a resolver's root priming or DNSSEC fetches cannot leave
 //! the machine. BIND and Unbound are the Debian packages extracted (not
 //! installed: installing them starts their services) by scripts/prereqs.sh.
@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::{Appliance, BIN, Netns, run, run_ok, unique_name, wait_until};
+use common::inproc::InProc;
+use common::{BIN, Netns, run, run_ok, unique_name, wait_until};
 
 const EXTRACT: &str = "/var/cache/crc-appliance-tests/extract";
 const APPLIANCE_DNS: &str = "127.0.20.1:5300";
@@ -148,8 +149,8 @@ fn resolves_like_the_appliance(ns: &Netns, what: &str, port: u16, log: &dyn Fn()
     );
 }
 
-fn start_appliance(ns: &Netns, yaml: &str) -> Appliance {
-    let app = Appliance::launch().netns(ns.name()).start(yaml);
+fn start_appliance(ns: &Netns, yaml: &str) -> InProc {
+    let app = InProc::in_netns(ns.name()).start_yaml(yaml);
     app.wait_log("listening for dns tcp", Duration::from_secs(10));
     app
 }
@@ -290,7 +291,8 @@ fn bind_secondary_copies_the_zones_and_follows_notify() {
         "  records:\n    - { name: added, type: A, value: 127.0.20.77 }\n  transfer:",
     );
     std::fs::write(&app.cluster_file, changed).unwrap();
-    app.signal("HUP");
+    let reload = app.reload();
+    assert!(reload.ok, "{reload:?}\n{}", app.log());
     wait_until(
         "the appliance serves the new zone",
         Duration::from_secs(10),

@@ -1,4 +1,6 @@
-//! The single-node master's boot routes against the real binary:
+//! The single-node master's boot routes against the real services, run
+//! in-process (`common::inproc`; inside the lab's network namespace with
+//! `InProc::in_netns` where the test builds one):
 //!
 //! - `/boot/<master>.iso` is the live ISO with the bootstrap-in-place
 //!   Ignition in its Ignition embed area: the real `coreos-installer`
@@ -23,8 +25,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, RhcosIso, rhcos_iso};
+use common::inproc::InProc;
 use common::qemu::{Qemu, cmdline_initramfs_then, host_kernel, tail, wait_for};
-use common::{Appliance, free_port, have, run_ok};
+use common::{free_port, have, run_ok};
 
 const BIP: &str = "bootstrap-in-place-for-live-iso.ign";
 
@@ -250,7 +253,7 @@ fn served_iso_carries_the_bootstrap_in_place_ignition_and_nothing_else() {
     let config = bip_config(7);
     let port = free_port();
     let (dir, f) = setup("127.0.23", port, &iso.path, &config);
-    let app = Appliance::start_file(dir, f);
+    let app = InProc::start_file(dir, f);
     let url = format!("http://127.0.23.1:{port}/boot/master-0.iso");
     let served_path = work.path().join("served.iso");
     let (status, h) = curl(&[], &url, &served_path);
@@ -369,7 +372,7 @@ fn only_the_node_and_the_bmc_network_get_the_single_node_iso() {
     ns.ip(&["link", "set", "d0", "up"]);
     let config = bip_config(9);
     let (dir, f) = setup("10.78.0", 8080, &iso.path, &config);
-    let app = Appliance::launch().netns(ns.name()).start_file(dir, f);
+    let app = InProc::in_netns(ns.name()).start_file(dir, f);
     let fetch = |from: &str, path: &str, out: &str| {
         ns.exec(&[
             "curl",
@@ -446,7 +449,7 @@ fn qemu_boots_the_served_iso_and_its_initramfs_holds_the_config() {
     let want = want.split_whitespace().next().unwrap().to_string();
     let port = free_port();
     let (dir, f) = setup("127.0.23", port, &iso.path, &config);
-    let app = Appliance::start_file(dir, f);
+    let app = InProc::start_file(dir, f);
     let cd = work.path().join("cd.iso");
     let (status, _) = curl(
         &[],
@@ -581,10 +584,7 @@ rhcos:
     );
     let f = dir.path().join("cluster.yaml");
     std::fs::write(&f, yaml).unwrap();
-    let app = Appliance::launch()
-        .netns(&ns.0)
-        .ready_timeout(Duration::from_secs(60))
-        .start_file(dir, f);
+    let app = InProc::in_netns(&ns.0).start_file(dir, f);
     let log = work.path().join("serial.log");
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns.0, "qemu-system-x86_64"])

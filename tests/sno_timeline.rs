@@ -9,8 +9,10 @@
 //! API up (bootstrapping), down (disk written, reboot: the install end), up
 //! again (bootstrap-complete), ingress up (ingress-ready; `wait-for
 //! install-complete` returns 0, and times out before).
-//! The appliance is spawned in its namespace (`ip netns exec`); the
-//! timeline is read typed (`TimelineStatus`) from `status --json`.
+//! The appliance runs in-process inside its namespace (`InProc::in_netns`);
+//! the timeline is read from the typed status document (`TimelineStatus`);
+//! `wait-for install-complete` is the binary's command, run in the
+//! namespace against the admin API.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -19,7 +21,8 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, BIN, Netns, unique_name};
+use common::inproc::InProc;
+use common::{BIN, Netns, unique_name};
 use crc_appliance::timeline::status::{ClusterPhase, NodeTimeline, TimelineStatus};
 
 const APPLIANCE: &str = "10.233.0.1";
@@ -117,19 +120,9 @@ fn drive(lb: bool) {
     nodes.ip(&["link", "set", &ifc, "up"]);
     let admin = common::free_port();
     let f = cluster(d, &ifs, admin, lb);
-    let app = Appliance::launch()
-        .netns(srv.name())
-        .ready_timeout(Duration::from_secs(30))
-        .start_path(&f);
+    let app = InProc::in_netns(srv.name()).start_path(&f);
 
-    let status = || -> TimelineStatus {
-        let out = srv
-            .cmd(&[BIN, "status", "--json", "--cluster", f.to_str().unwrap()])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        serde_json::from_slice(&out.stdout).unwrap_or_default()
-    };
+    let status = || -> TimelineStatus { app.status().timeline.unwrap_or_default() };
     let wait = |what: &str, pred: &dyn Fn(&TimelineStatus) -> bool| -> TimelineStatus {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

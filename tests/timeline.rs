@@ -9,9 +9,10 @@
 //! same fake endpoints for bootstrap-complete from evidence (the bootstrap's
 //! API backend stopped while the master serves), the marker's freshness,
 //! and the pending-CSR hint of a worker whose ingress never comes up.
-//! The appliance is spawned in its namespace (`ip netns exec`); what it
-//! reports is read through the typed documents (`TimelineStatus`,
-//! `LbStatus`).
+//! The appliance runs in-process inside its namespace (`InProc::in_netns`);
+//! what it reports is read through the admin API and the CLI run in the
+//! namespace (the test checks those), into the typed documents
+//! (`TimelineStatus`, `LbStatus`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -20,8 +21,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::inproc::InProc;
 use common::udhcpc::{kv, udhcpc_once};
-use common::{Appliance, BIN, Netns, unique_name};
+use common::{BIN, Netns, unique_name};
 use crc_appliance::model::cluster::{RemoveBootstrap, Role};
 use crc_appliance::services::lb::status::{BackendStatus, BootstrapCompleteBy, LbStatus};
 use crc_appliance::timeline::status::{ClusterPhase, HintKind, NodeTimeline, TimelineStatus};
@@ -256,10 +258,7 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
     common::self_signed_cert(&d.join("cert.pem"), &d.join("key.pem"), "tl");
     let lab = Lab::new();
     let cluster = lab.cluster(d);
-    let app = Appliance::launch()
-        .netns(lab.srv.name())
-        .ready_timeout(Duration::from_secs(30))
-        .start_path(&cluster);
+    let app = InProc::in_netns(lab.srv.name()).start_path(&cluster);
     let mut procs = Procs(Vec::new());
 
     // Nothing yet: wait-for times out and says what is missing.
@@ -452,7 +451,7 @@ fn an_install_is_followed_node_by_node_through_every_phase() {
 
 /// An appliance in a lab with ignition files, a rootfs and TLS keys; the
 /// node addresses set without DHCP. `lb_extra` goes into `loadBalancer`.
-fn start_lab(lb_extra: &str) -> (tempfile::TempDir, Lab, std::path::PathBuf, Appliance) {
+fn start_lab(lb_extra: &str) -> (tempfile::TempDir, Lab, std::path::PathBuf, InProc) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::create_dir_all(d.join("images")).unwrap();
@@ -467,16 +466,13 @@ fn start_lab(lb_extra: &str) -> (tempfile::TempDir, Lab, std::path::PathBuf, App
     common::self_signed_cert(&d.join("cert.pem"), &d.join("key.pem"), "tl");
     let lab = Lab::new();
     let cluster = lab.cluster_with(d, lb_extra);
-    let app = Appliance::launch()
-        .netns(lab.srv.name())
-        .ready_timeout(Duration::from_secs(30))
-        .start_path(&cluster);
+    let app = InProc::in_netns(lab.srv.name()).start_path(&cluster);
     lab.addresses();
     (dir, lab, cluster, app)
 }
 
 /// Poll `f` on the LB's status for up to 30 s.
-fn wait_lb(lab: &Lab, app: &Appliance, what: &str, f: impl Fn(&LbStatus) -> bool) -> LbStatus {
+fn wait_lb(lab: &Lab, app: &InProc, what: &str, f: impl Fn(&LbStatus) -> bool) -> LbStatus {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let lb = lab.lb();

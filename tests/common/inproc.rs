@@ -25,9 +25,20 @@
 //! registry's quiet time and tag TTL forced) are each appliance's own
 //! here, by the same names: `InProc::with_hook(name, value).start_yaml(..)`.
 //!
+//! A network-namespace lab runs its appliance in-process too
+//! ([`InProc::in_netns`]): every thread of the appliance's runtime, and the
+//! thread `serve` runs on, joins the named namespace (`setns` on
+//! `/var/run/netns/<name>`, as `ip netns exec` does) before anything binds;
+//! the threads and child processes the services start inherit it (Linux
+//! namespaces are per thread, inherited on clone). What is not per thread
+//! stays the test process's: the mount namespace (`/sys/class/net` shows
+//! the namespace that mounted sysfs, so the services ask the kernel through
+//! sockets instead), `/proc/self/net` (the main thread's: readers use
+//! `/proc/thread-self/net`) and `ip netns exec`'s `/etc/netns/<name>` bind
+//! mounts (a test that needs those spawns).
+//!
 //! Keep spawning the binary (`common::Appliance`) where the process is the
-//! point: signals, exit codes, systemd, packaging, HA pairs and
-//! network-namespace labs.
+//! point: signals, exit codes, systemd, packaging, HA pairs.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -146,6 +157,16 @@ impl InProc {
         Options::default().hook(name, value)
     }
 
+    /// Start options with the appliance inside network namespace `ns` (a
+    /// name under `/var/run/netns`, e.g. `common::Netns::name`):
+    /// `InProc::in_netns(ns.name()).start_yaml(..)`.
+    pub fn in_netns(ns: &str) -> Options {
+        Options {
+            netns: Some(ns.to_string()),
+            ..Options::default()
+        }
+    }
+
     fn try_start_with(
         dir: tempfile::TempDir,
         cluster_file: PathBuf,
@@ -154,8 +175,10 @@ impl InProc {
     ) -> Result<InProc, (String, String)> {
         super::note_harness("inproc");
         let log: Lines = Arc::default();
-        let dispatch = log_dispatch(&log);
-        let rt = runtime(&dispatch);
+        let dispatch = log_dispatch(&log, options.log_filter.as_deref());
+        let netns = options.netns.as_deref().map(NetnsFile::open);
+        let netns = netns.transpose().map_err(|e| (e, String::new()))?;
+        let rt = runtime(&dispatch, netns.clone());
         let stop = CancellationToken::new();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let host = Host::Embedded {
@@ -168,7 +191,11 @@ impl InProc {
         let thread = std::thread::Builder::new()
             .name("appliance".into())
             .spawn(move || {
-                // `serve` itself runs on this thread (block_on).
+                // `serve` itself runs on this thread (block_on), inside the
+                // namespace before anything binds.
+                if let Some(ns) = &netns {
+                    ns.join();
+                }
                 let _log = tracing::dispatcher::set_default(&dispatch);
                 let r = rt.block_on(serve_hosted(path, host));
                 // Tasks the services left behind end with their runtime.
@@ -273,13 +300,18 @@ impl InProc {
     }
 }
 
-/// How to start an in-process appliance (see [`InProc::with_hook`]); the
-/// `InProc::start*` functions use the defaults.
+/// How to start an in-process appliance (see [`InProc::with_hook`] and
+/// [`InProc::in_netns`]); the `InProc::start*` functions use the defaults.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     /// Test hooks, by the names of the environment variables the process
     /// reads them from (`runtime::faults`).
     hooks: Vec<(String, String)>,
+    /// The network namespace every thread of the appliance joins.
+    netns: Option<String>,
+    /// This appliance's log filter (`RUST_LOG` syntax) instead of
+    /// `RUST_LOG`'s.
+    log_filter: Option<String>,
 }
 
 impl Options {
@@ -297,6 +329,14 @@ impl Options {
             let mut set = self.hooks.iter().rev();
             set.find(|(k, _)| k == name).map(|(_, v)| v.clone())
         })
+    }
+
+    /// Log at `filter` (`RUST_LOG` syntax, e.g.
+    /// `info,crc_appliance::services::dhcp=debug`), as the spawned binary
+    /// does with `Launch::env("RUST_LOG", ..)`.
+    pub fn log_filter(mut self, filter: &str) -> Self {
+        self.log_filter = Some(filter.to_string());
+        self
     }
 
     /// [`InProc::start`] with these options.
@@ -336,6 +376,30 @@ impl Options {
     }
 }
 
+/// An open `/var/run/netns/<name>`: the namespace a thread joins.
+#[derive(Clone)]
+struct NetnsFile(Arc<std::fs::File>, String);
+
+impl NetnsFile {
+    fn open(name: &str) -> Result<NetnsFile, String> {
+        let path = Path::new("/var/run/netns").join(name);
+        let file = std::fs::File::open(&path)
+            .map_err(|e| format!("network namespace {}: {e}", path.display()))?;
+        Ok(NetnsFile(Arc::new(file), name.to_string()))
+    }
+
+    /// Move the calling thread into the namespace (panics when it cannot:
+    /// the appliance would bind in the wrong one).
+    fn join(&self) {
+        use std::os::fd::AsFd as _;
+        rustix::thread::move_into_link_name_space(
+            self.0.as_fd(),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .unwrap_or_else(|e| panic!("joining network namespace {}: {e}", self.1));
+    }
+}
+
 impl Drop for InProc {
     fn drop(&mut self) {
         let outcome = self.stop();
@@ -354,11 +418,16 @@ fn lines(log: &Lines) -> String {
     log.lock().unwrap().join("\n")
 }
 
-/// Where one appliance logs: into `log`, in the process's text format,
-/// filtered as the process filters (`RUST_LOG`, default info; hickory's
-/// catalog at error).
-fn log_dispatch(log: &Lines) -> tracing::Dispatch {
-    let filter = crc_appliance::runtime::telemetry::filter();
+/// Where one appliance logs: into `log`, in the process's text format at
+/// `filter`, else filtered as the process filters (`RUST_LOG`, default
+/// info; hickory's catalog at error).
+fn log_dispatch(log: &Lines, filter: Option<&str>) -> tracing::Dispatch {
+    let filter = match filter {
+        Some(f) => tracing_subscriber::EnvFilter::builder()
+            .with_default_directive(tracing::level_filters::LevelFilter::INFO.into())
+            .parse_lossy(f),
+        None => crc_appliance::runtime::telemetry::filter(),
+    };
     let sink = LineSink(log.clone());
     tracing::Dispatch::new(
         tracing_subscriber::fmt()
@@ -369,14 +438,18 @@ fn log_dispatch(log: &Lines) -> tracing::Dispatch {
     )
 }
 
-/// A runtime whose threads (workers and blocking pool) log to `dispatch`.
-fn runtime(dispatch: &tracing::Dispatch) -> tokio::runtime::Runtime {
+/// A runtime whose threads (workers and blocking pool) log to `dispatch`
+/// and live in `netns` (when given).
+fn runtime(dispatch: &tracing::Dispatch, netns: Option<NetnsFile>) -> tokio::runtime::Runtime {
     let dispatch = dispatch.clone();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .thread_name("appliance-rt")
         .on_thread_start(move || {
+            if let Some(ns) = &netns {
+                ns.join();
+            }
             let guard = tracing::dispatcher::set_default(&dispatch);
             LOG_GUARD.with(|g| *g.borrow_mut() = Some(guard));
         })

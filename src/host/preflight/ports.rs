@@ -29,14 +29,17 @@ pub struct ProcNet {
 }
 
 impl ProcNet {
-    /// Read `/proc/net/{tcp,tcp6,udp,udp6}` and map socket inodes to owners.
+    /// Read `/proc/net/{tcp,tcp6,udp,udp6}` of the calling thread's network
+    /// namespace (`/proc/thread-self/net`: `/proc/net` is the main
+    /// thread's, and an appliance embedded in a test runs in a namespace its
+    /// threads joined) and map socket inodes to owners.
     pub fn read() -> ProcNet {
         let mut bound = Vec::new();
         for (file, proto) in [
-            ("/proc/net/tcp", Proto::Tcp),
-            ("/proc/net/tcp6", Proto::Tcp),
-            ("/proc/net/udp", Proto::Udp),
-            ("/proc/net/udp6", Proto::Udp),
+            ("/proc/thread-self/net/tcp", Proto::Tcp),
+            ("/proc/thread-self/net/tcp6", Proto::Tcp),
+            ("/proc/thread-self/net/udp", Proto::Udp),
+            ("/proc/thread-self/net/udp6", Proto::Udp),
         ] {
             if let Ok(text) = fs::read_to_string(file) {
                 bound.extend(parse_table(&text, proto));

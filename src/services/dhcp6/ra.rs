@@ -102,18 +102,18 @@ pub struct RaCounters {
     pub send_errors: AtomicU64,
 }
 
-/// The interface's index and MAC, from sysfs.
+/// The interface's index and MAC, asked of the kernel (getifaddrs: a
+/// netlink dump in the calling thread's network namespace, unlike
+/// `/sys/class/net`, which shows the namespace that mounted sysfs).
 pub fn interface_info(name: &str) -> anyhow::Result<(u32, Option<MacAddr>)> {
-    let dir = std::path::Path::new("/sys/class/net").join(name);
-    let index: u32 = std::fs::read_to_string(dir.join("ifindex"))
-        .with_context(|| format!("interface {name} not found"))?
-        .trim()
-        .parse()
-        .with_context(|| format!("interface {name}: bad ifindex"))?;
-    let mac = std::fs::read_to_string(dir.join("address"))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .filter(|m: &MacAddr| m.0 != [0; 6]);
+    let link = nix::ifaddrs::getifaddrs()
+        .context("listing the network interfaces")?
+        .filter(|i| i.interface_name == name)
+        .find_map(|i| i.address.as_ref()?.as_link_addr().copied())
+        .with_context(|| format!("interface {name} not found"))?;
+    let index =
+        u32::try_from(link.ifindex()).with_context(|| format!("interface {name}: bad ifindex"))?;
+    let mac = link.addr().map(MacAddr).filter(|m| m.0 != [0; 6]);
     Ok((index, mac))
 }
 
@@ -260,6 +260,16 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interface_info_asks_the_kernel_of_this_threads_namespace() {
+        // `lo` exists in every network namespace, without a MAC.
+        let (index, mac) = interface_info("lo").unwrap();
+        assert!(index >= 1);
+        assert_eq!(mac, None);
+        let err = interface_info("no-such-if0").unwrap_err();
+        assert!(err.to_string().contains("no-such-if0 not found"), "{err}");
+    }
 
     #[test]
     fn the_advertisement_says_managed_other_and_on_link_without_slaac() {
