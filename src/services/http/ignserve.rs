@@ -29,6 +29,31 @@ use crate::model::access::{self, Decision, Owner};
 use crate::model::cluster::{Cluster, Role};
 use crate::plan::Plan;
 
+/// The last ignition fetch told to the timeline: client, file and second.
+/// A fetch equal to it is the same event (the timeline keeps seconds, and
+/// applying an event twice changes nothing), so it is not told again: a
+/// client fetching one file in a loop costs the timeline one event a
+/// second, not one per request.
+#[derive(Default)]
+pub(super) struct LastTold(std::sync::Mutex<Option<(IpAddr, Arc<str>, u64)>>);
+
+impl LastTold {
+    /// Whether (`client`, `file`, `at`) is new; it becomes the last one.
+    fn is_new(&self, client: IpAddr, file: &Arc<str>, at: u64) -> bool {
+        use crate::runtime::sync::LockExt as _;
+        let mut last = self.0.locked();
+        if let Some((c, f, t)) = last.as_ref()
+            && *c == client
+            && *t == at
+            && f == file
+        {
+            return false;
+        }
+        *last = Some((client, file.clone(), at));
+        true
+    }
+}
+
 /// Who fetched which ignition config (for the log line).
 #[derive(Clone, Copy)]
 struct Served<'a> {
@@ -166,15 +191,16 @@ impl Ctx {
             });
         }
         let time = SystemTime::now();
-        if status == StatusCode::OK {
+        let at = time
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if status == StatusCode::OK && self.ign_told.is_new(*client, file, at) {
             // The timeline's ignition step, at the fetch's own time.
             self.events.record(crate::timeline::Event::Ignition {
                 node: node.clone(),
                 client: client.to_string(),
                 file: file.to_string(),
-                at: time
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs()),
+                at,
             });
         }
         self.stats.ignition(Fetch {
@@ -242,5 +268,26 @@ impl Ctx {
         // size (no header value to build per response).
         *r.body_mut() = shared_body(ign.parts);
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a repeat of the last fetch (same client, file and second) is
+    /// not told again; any difference is.
+    #[test]
+    fn a_repeat_of_the_last_fetch_is_told_once() {
+        let told = LastTold::default();
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let (m, w): (Arc<str>, Arc<str>) = ("master.ign".into(), "worker.ign".into());
+        assert!(told.is_new(a, &m, 100));
+        assert!(!told.is_new(a, &m, 100));
+        assert!(told.is_new(a, &m, 101));
+        assert!(told.is_new(b, &m, 101));
+        assert!(told.is_new(b, &w, 101));
+        assert!(!told.is_new(b, &w, 101));
+        assert!(told.is_new(a, &m, 101));
     }
 }

@@ -159,6 +159,9 @@ pub(crate) struct Ctx {
     https: https::HttpsState,
     /// Day-2 workers' ignition: the cluster's current pointer config.
     day2: day2::Day2,
+    /// The ignition fetch the timeline was told last (an identical one is
+    /// not told again).
+    ign_told: ignserve::LastTold,
 }
 
 impl Ctx {

@@ -106,6 +106,7 @@ impl Http {
             sno_initrd: Default::default(),
             https: Default::default(),
             day2: super::day2::Day2::new(rt.worker_ign.clone()),
+            ign_told: Default::default(),
         });
         super::timeline::follow_machine_config(&ctx, &events);
         Arc::new(Http {
