@@ -174,9 +174,22 @@ fn xorriso_iso(
     args.extend_from_slice(opts);
     let (out, t) = (iso.display().to_string(), tree.display().to_string());
     args.extend(["-o", &out, &t]);
-    let (code, o, e) = run("xorriso", &args);
-    assert_eq!(code, 0, "xorriso failed: {o}{e}");
-    iso
+    // xorriso 1.5.4 has crashed (SIGSEGV, "UNIX-SIGNAL") building one of
+    // these small trees, once in a whole suite: the tool's crash is not
+    // what any test here checks, so a crash is tried again (at most twice);
+    // any other failure fails at once.
+    let mut tries = 0;
+    loop {
+        let (code, o, e) = run("xorriso", &args);
+        tries += 1;
+        if code == 0 {
+            return iso;
+        }
+        let crashed = format!("{o}{e}").contains("UNIX-SIGNAL");
+        assert!(crashed && tries < 3, "xorriso failed: {o}{e}");
+        eprintln!("xorriso crashed building {out} (try {tries}); trying again: {o}{e}");
+        let _ = std::fs::remove_file(&iso);
+    }
 }
 
 /// Debian's BIOS ISOLINUX (package `isolinux`) and its `ldlinux.c32`
