@@ -37,7 +37,6 @@ use common::initramfs::{ISOLINUX_BIN, rhcos_iso};
 use common::inproc::InProc;
 use common::qemu::{CMDLINE_MARK, cmdline_initramfs_then, host_kernel, tail, wait_for};
 use common::{BIN, free_port, run, wait_until};
-use crc_appliance::timeline::status::NodeTimeline;
 use sushy::{
     Libvirt, URI, cdrom, domain_xml, make_certs, redfish, start_emulator, sushy_venv, virsh_ok,
 };
@@ -60,17 +59,6 @@ fn snapshot(domain: &str, base: &str, vmedia: &str) -> (String, String, String, 
         m["Inserted"].to_string(),
         m["Image"].to_string(),
     )
-}
-
-/// The node's row of the running appliance's install timeline (its typed
-/// status).
-fn node_timeline(app: &InProc) -> NodeTimeline {
-    let doc = app.status();
-    let nodes = doc.timeline.map(|t| t.nodes).unwrap_or_default();
-    nodes
-        .into_iter()
-        .find(|n| n.node == NODE)
-        .unwrap_or_default()
 }
 
 fn cluster_file(dir: &Path, file: &str, redfish: &str, password_file: &str, http: u16) -> PathBuf {
@@ -366,7 +354,7 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
     };
     // The install timeline shows the ISO fetch (not a serve-side power-on:
     // the CLI did that).
-    let tl = node_timeline(&server);
+    let tl = server.timeline_row(NODE);
     assert!(tl.boot_iso.is_some(), "{tl:?}");
     assert!(tl.bmc_power_on.is_none(), "{tl:?}");
     for want in [
@@ -530,7 +518,7 @@ fn bmc_boots_a_libvirt_domain_through_sushy_emulator() {
         "the BMC steps in the timeline",
         Duration::from_secs(60),
         || {
-            let tl = node_timeline(&app);
+            let tl = app.timeline_row(NODE);
             tl.bmc_power_on.is_some() && tl.boot_iso.is_some()
         },
     );

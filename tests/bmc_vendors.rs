@@ -37,7 +37,6 @@ use std::time::Duration;
 use bmcsim::{Opts, Sim};
 use common::free_port;
 use common::inproc::InProc;
-use crc_appliance::timeline::status::NodeTimeline;
 use lab::*;
 use serde_json::Value;
 
@@ -425,16 +424,6 @@ fn servable(d: &std::path::Path) {
     }
 }
 
-/// The node's row of the running appliance's install timeline.
-fn node_timeline(app: &InProc) -> NodeTimeline {
-    let doc = app.status();
-    let nodes = doc.timeline.map(|t| t.nodes).unwrap_or_default();
-    nodes
-        .into_iter()
-        .find(|n| n.node == NODE)
-        .unwrap_or_default()
-}
-
 /// `startOnServe` records `bmcPowerOn` when its `up` powered the node on
 /// or restarted it, and not when it found the boot already done.
 #[test]
@@ -467,13 +456,13 @@ fn start_on_serve_records_a_power_on_only_when_it_happened() {
         if already {
             // (the old code recorded right after that line)
             std::thread::sleep(Duration::from_secs(1));
-            let tl = node_timeline(&app);
+            let tl = app.timeline_row(NODE);
             assert!(tl.bmc_power_on.is_none(), "{tl:?}\n{}", app.log());
         } else {
             common::wait_until(
                 "bmcPowerOn in the timeline",
                 Duration::from_secs(20),
-                || node_timeline(&app).bmc_power_on.is_some(),
+                || app.timeline_row(NODE).bmc_power_on.is_some(),
             );
         }
         drop(app);

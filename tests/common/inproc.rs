@@ -54,6 +54,7 @@ use crc_appliance::runtime::helperproc::HelperProcs;
 use crc_appliance::serve::hub::{Hub, ReloadStatus};
 use crc_appliance::serve::status::StatusDoc;
 use crc_appliance::serve::supervisor::{Host, serve_hosted};
+use crc_appliance::timeline::status::NodeTimeline;
 use tokio_util::sync::CancellationToken;
 
 /// The log lines of one appliance.
@@ -243,6 +244,16 @@ impl InProc {
     /// The typed status document (what `GET /status` serializes).
     pub fn status(&self) -> StatusDoc {
         self.hub.status_doc()
+    }
+
+    /// `node`'s row of the install timeline in [`InProc::status`] (an
+    /// empty row when the timeline does not list it).
+    pub fn timeline_row(&self, node: &str) -> NodeTimeline {
+        let nodes = self.status().timeline.map(|t| t.nodes).unwrap_or_default();
+        nodes
+            .into_iter()
+            .find(|n| n.node == node)
+            .unwrap_or_default()
     }
 
     /// The hub `serve` built (plan, services, events).
