@@ -85,7 +85,7 @@ fn daemon(ns: &str, log: &Path, program: &str, args: &[&str]) -> Daemon {
 struct TokenUpstream {
     dir: PathBuf,
     _token: Daemon,
-    _registry: Daemon,
+    registry: Option<Daemon>,
 }
 
 impl TokenUpstream {
@@ -139,7 +139,7 @@ impl TokenUpstream {
         let up = TokenUpstream {
             dir,
             _token: token,
-            _registry: registry,
+            registry: Some(registry),
         };
         let ca = up.ca();
         common::wait_until("docker-registry listening", Duration::from_secs(20), || {
@@ -161,6 +161,21 @@ impl TokenUpstream {
                 == 401
         });
         up
+    }
+
+    /// Kill `docker-registry` (the token endpoint stays).
+    fn stop_registry(&mut self) {
+        self.registry = None;
+    }
+
+    /// The upstream's storage tree.
+    fn store(&self) -> PathBuf {
+        self.dir.join("store")
+    }
+
+    /// `docker-registry`'s access log lines.
+    fn access_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("registry.out")).unwrap_or_default()
     }
 
     fn ca(&self) -> String {
@@ -277,6 +292,28 @@ fn start_lab() -> Lab {
     Lab::start_env(dir, storage, &extra, &[])
 }
 
+/// skopeo pushes a 3-layer image to the upstream as `lib/app:v1` through
+/// the token flow itself: (its OCI layout, the manifest digest).
+fn push_upstream(lab: &Lab, up: &TokenUpstream) -> (PathBuf, String) {
+    let layout = lab.dir.path().join("src-layout");
+    let md = oci_layout(&layout, "v1", 3, 17);
+    let creds = format!("{UP_USER}:{UP_PASS}");
+    let certs = up.dir.join("certs").display().to_string();
+    let src = format!("oci:{}:v1", layout.display());
+    let dst = format!("docker://{UPSTREAM_ADDR}/lib/app:v1");
+    let (code, out) = lab.skopeo(&[
+        "copy",
+        "--dest-cert-dir",
+        &certs,
+        "--dest-creds",
+        &creds,
+        &src,
+        &dst,
+    ]);
+    assert_eq!(code, 0, "push to the token-authenticated upstream: {out}");
+    (layout, md)
+}
+
 fn status(lab: &Lab) -> StatusDoc {
     serde_json::from_str(&lab.admin("/status")).unwrap()
 }
@@ -306,22 +343,7 @@ fn pulls_through_a_token_authenticated_upstream_with_the_pull_secret() {
     let up = TokenUpstream::start(&lab);
 
     // skopeo pushes to the upstream through the token flow itself.
-    let layout = lab.dir.path().join("src-layout");
-    let md = oci_layout(&layout, "v1", 3, 17);
-    let creds = format!("{UP_USER}:{UP_PASS}");
-    let certs = up.dir.join("certs").display().to_string();
-    let src = format!("oci:{}:v1", layout.display());
-    let dst = format!("docker://{UPSTREAM_ADDR}/lib/app:v1");
-    let (code, out) = lab.skopeo(&[
-        "copy",
-        "--dest-cert-dir",
-        &certs,
-        "--dest-creds",
-        &creds,
-        &src,
-        &dst,
-    ]);
-    assert_eq!(code, 0, "push to the token-authenticated upstream: {out}");
+    let (layout, md) = push_upstream(&lab, &up);
     let before: Vec<String> = up.token_log();
     assert!(
         before
@@ -421,4 +443,90 @@ fn pulls_through_a_token_authenticated_upstream_with_the_pull_secret() {
     }
     let b64_bad = base64::engine::general_purpose::STANDARD.encode(format!("{UP_USER}:{BAD_PASS}"));
     assert!(!log.contains(&b64_bad) && !raw_status.contains(&b64_bad));
+}
+
+/// `skopeo list-tags` through the mirror from the node: the tags.
+fn list_tags(lab: &Lab, repo: &str) -> Vec<String> {
+    let certs = lab.certs.display().to_string();
+    let r = format!("docker://{MIRROR}:5000/{repo}");
+    let (code, out) = lab.skopeo(&["list-tags", "--cert-dir", &certs, &r]);
+    assert_eq!(code, 0, "{out}\n{}", lab.app.log());
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut tags: Vec<String> = v["Tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    tags.sort();
+    tags
+}
+
+#[test]
+fn tags_list_through_the_mirror_asks_the_upstream_and_falls_back_to_storage() {
+    if let Err(why) = tools() {
+        common::note_skip(&format!("SKIPPED {}: {why}", module_path!()));
+        return;
+    }
+    let lab = start_lab();
+    let mut up = TokenUpstream::start(&lab);
+    let (_, md) = push_upstream(&lab, &up);
+    // 1,500 more tags upstream, written into its tree.
+    let tags_dir = up
+        .store()
+        .join("docker/registry/v2/repositories/lib/app/_manifests/tags");
+    let extra: Vec<String> = (0..1500).map(|i| format!("t{i:04}")).collect();
+    for t in &extra {
+        let d = tags_dir.join(t).join("current");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("link"), &md).unwrap();
+    }
+    let mut want: Vec<String> = extra.clone();
+    want.push("v1".into());
+    want.sort();
+    assert_eq!(
+        list_tags(&lab, "tok.good/lib/app"),
+        want,
+        "every upstream page"
+    );
+    // docker-registry 2.8 answers every tag on one page (it ignores `n`);
+    // following `Link` is a unit test of `pulltags.rs`.
+    assert!(
+        up.access_log()
+            .contains("\"GET /v2/lib/app/tags/list?n=1000 HTTP/1.1\" 200 "),
+        "the appliance asked the upstream"
+    );
+    // A repository the upstream does not know, nothing stored: NAME_UNKNOWN.
+    let none = lab.curl(&[], "/v2/tok.good/lib/none/tags/list");
+    assert_eq!(none.code, 404, "{}", none.text());
+    assert!(none.text().contains("NAME_UNKNOWN"), "{}", none.text());
+
+    // v1 pulled through (stored), then the upstream is gone.
+    let certs = lab.certs.display().to_string();
+    let by_tag = format!("docker://{MIRROR}:5000/tok.good/lib/app:v1");
+    let (code, raw) = lab.skopeo(&["inspect", "--raw", "--cert-dir", &certs, &by_tag]);
+    assert_eq!(code, 0, "{raw}");
+    up.stop_registry();
+    let t0 = Instant::now();
+    assert_eq!(
+        list_tags(&lab, "tok.good/lib/app"),
+        ["v1"],
+        "the stored tags"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    let doc = status(&lab);
+    let reg = doc.registry.expect("registry status");
+    let row = reg
+        .pull_through
+        .iter()
+        .find(|r| r.registry == "tok.good")
+        .unwrap();
+    assert_eq!(row.reachable, Some(false), "{row:?}");
+    assert!(row.last_error.is_some(), "{row:?}");
+    // Nothing stored and the upstream gone: a clear 503 within 10 s.
+    let t0 = Instant::now();
+    let gone = lab.curl(&[], "/v2/tok.good/lib/other/tags/list");
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert_eq!(gone.code, 503, "{}", gone.text());
+    assert!(gone.text().contains("UNAVAILABLE"), "{}", gone.text());
 }

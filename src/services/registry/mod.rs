@@ -29,6 +29,7 @@ pub mod names;
 mod pull;
 mod pullblob;
 mod pulls;
+mod pulltags;
 pub mod pullthrough;
 mod push;
 pub mod replica;

@@ -87,8 +87,10 @@ pub(super) async fn tags(ctx: &Arc<Ctx>, name: Name, query: &[(String, String)])
             .await
             .ok()
             .flatten();
-    let Some(all) = found else {
-        return reply::error(Code::NameUnknown, json!({"name": name.as_str()}));
+    let all = match super::pulltags::list(ctx, &name, found).await {
+        Ok(Some(all)) => all,
+        Ok(None) => return reply::error(Code::NameUnknown, json!({"name": name.as_str()})),
+        Err(refused) => return refused,
     };
     let (items, more) = match page(all, query) {
         Ok(p) => p,
