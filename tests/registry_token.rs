@@ -12,6 +12,10 @@
 //!   the manifest byte for byte and every layer's bytes; the appliance asked
 //!   the token endpoint once for `repository:lib/app:pull` with those
 //!   credentials, and used that token for the manifest and every blob;
+//!   the upstream redirects blob requests to a "CDN" (its `redirect`
+//!   storage middleware; nginx serving its tree), as quay.io and Docker
+//!   Hub do, and the CDN served every layer without seeing an
+//!   `Authorization`;
 //! - with a wrong password in the pull secret (`tok.bad`, same upstream):
 //!   the pull fails within 10 s with `UNAVAILABLE`, the token endpoint's
 //!   refusal is the reason in status and in the log, and the password is
@@ -34,6 +38,8 @@ use lab::{Lab, MIRROR, curl_in, oci_layout, sha256};
 
 const UPSTREAM_ADDR: &str = "10.77.1.1:5004";
 const TOKEN_ADDR: &str = "10.77.1.1:5005";
+/// The "CDN" the upstream redirects blob requests to (nginx on its tree).
+const CDN_ADDR: &str = "10.77.1.1:5006";
 const SERVICE: &str = "upstream.token";
 const UP_USER: &str = "puller";
 const UP_PASS: &str = "up-s3cret";
@@ -51,6 +57,7 @@ fn tools() -> Result<(), String> {
             "openssl",
             "python3",
             "docker-registry",
+            "nginx",
         ],
     )
 }
@@ -85,6 +92,7 @@ fn daemon(ns: &str, log: &Path, program: &str, args: &[&str]) -> Daemon {
 struct TokenUpstream {
     dir: PathBuf,
     _token: Daemon,
+    _cdn: Daemon,
     registry: Option<Daemon>,
 }
 
@@ -123,13 +131,19 @@ impl TokenUpstream {
             ],
         );
         let cfg = format!(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {store}\nhttp:\n  addr: {UPSTREAM_ADDR}\n  tls:\n    certificate: {crt}\n    key: {key}\nauth:\n  token:\n    realm: https://{TOKEN_ADDR}/token\n    service: {SERVICE}\n    issuer: test-issuer\n    rootcertbundle: {bundle}\n",
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {store}\nhttp:\n  addr: {UPSTREAM_ADDR}\n  tls:\n    certificate: {crt}\n    key: {key}\nauth:\n  token:\n    realm: https://{TOKEN_ADDR}/token\n    service: {SERVICE}\n    issuer: test-issuer\n    rootcertbundle: {bundle}\nmiddleware:\n  storage:\n    - name: redirect\n      options:\n        baseurl: http://{CDN_ADDR}\n",
             store = d("store"),
             crt = d("tls.crt"),
             key = d("tls.key"),
             bundle = d("token-ca.crt"),
         );
         std::fs::write(dir.join("config.yml"), cfg).unwrap();
+        let cdn = daemon(
+            lab.srv.name(),
+            &dir.join("nginx.out"),
+            "nginx",
+            &["-c", &cdn_config(&dir), "-g", "daemon off;"],
+        );
         let registry = daemon(
             lab.srv.name(),
             &dir.join("registry.out"),
@@ -139,6 +153,7 @@ impl TokenUpstream {
         let up = TokenUpstream {
             dir,
             _token: token,
+            _cdn: cdn,
             registry: Some(registry),
         };
         let ca = up.ca();
@@ -161,6 +176,15 @@ impl TokenUpstream {
                 == 401
         });
         up
+    }
+
+    /// The CDN's request lines: `<request> <status> auth=<Authorization>`.
+    fn cdn_log(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("cdn.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 
     /// Kill `docker-registry` (the token endpoint stays).
@@ -190,6 +214,27 @@ impl TokenUpstream {
             .map(str::to_string)
             .collect()
     }
+}
+
+/// nginx serving the upstream's storage tree on [`CDN_ADDR`], as a CDN
+/// serves quay.io's blobs: the path `docker-registry`'s `redirect`
+/// middleware sends clients to is the blob's path in the tree.
+fn cdn_config(dir: &Path) -> String {
+    let d = |f: &str| dir.join(f).display().to_string();
+    std::fs::create_dir_all(dir.join("nginx-tmp")).unwrap();
+    let temp: String = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"]
+        .iter()
+        .map(|t| format!("  {t}_temp_path {};\n", d("nginx-tmp")))
+        .collect();
+    let conf = format!(
+        "worker_processes 1;\npid {pid};\nerror_log {err};\nevents {{ worker_connections 64; }}\nhttp {{\n  log_format cdn '$request $status auth=$http_authorization';\n  access_log {log} cdn;\n{temp}  server {{\n    listen {CDN_ADDR};\n    root {root};\n  }}\n}}\n",
+        pid = d("nginx.pid"),
+        err = d("nginx-error.log"),
+        log = d("cdn.log"),
+        root = d("store"),
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+    d("nginx.conf")
 }
 
 fn upstream_dir(base: &Path) -> PathBuf {
@@ -382,6 +427,23 @@ fn pulls_through_a_token_authenticated_upstream_with_the_pull_secret() {
         let got = std::fs::read(out_layout.join("blobs/sha256").join(&l[7..])).unwrap();
         assert_eq!(&sha256(&got), l, "layer {l} came through whole");
     }
+
+    // Each layer came from the CDN the upstream redirected to (as quay.io's
+    // blobs do), and the CDN never saw the upstream's credentials.
+    let cdn = up.cdn_log();
+    for l in &layers {
+        assert!(
+            cdn.iter()
+                .any(|r| r.starts_with("GET /docker/registry/v2/blobs/sha256/")
+                    && r.contains(&l[7..])
+                    && r.contains(" 200 ")),
+            "layer {l} fetched from the CDN: {cdn:?}"
+        );
+    }
+    assert!(
+        cdn.iter().all(|r| r.ends_with("auth=-")),
+        "no Authorization sent to the CDN: {cdn:?}"
+    );
 
     // One token, asked with the pull secret's credentials, for every request.
     let asked: Vec<String> = up

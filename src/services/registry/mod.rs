@@ -39,6 +39,7 @@ pub mod sources;
 pub mod status;
 pub mod storage;
 mod upstream;
+mod upstream_auth;
 
 use std::collections::HashMap;
 use std::convert::Infallible;

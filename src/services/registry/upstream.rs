@@ -26,11 +26,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Empty};
 use hyper::body::Incoming;
-use hyper::header::{ACCEPT, AUTHORIZATION, HOST, USER_AGENT, WWW_AUTHENTICATE};
+use hyper::header::{ACCEPT, AUTHORIZATION, HOST, LOCATION, USER_AGENT, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject as _;
@@ -38,189 +37,25 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+use super::upstream_auth::{Challenge, Creds, PullSecret, parse_challenge, parse_token};
 use crate::model::registry::PullThroughCfg;
 use crate::runtime::sync::LockExt as _;
 
 /// A request's head (with any auth round trips) arrives within this, so a
 /// miss with the upstream down is answered within 10 s.
 pub(super) const HEAD_DEADLINE: Duration = Duration::from_secs(8);
+/// Redirects followed for one request (a CDN's signed URL is one).
+const MAX_REDIRECTS: usize = 5;
 /// Where Debian keeps the system's trusted roots.
 const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
-/// A token without `expires_in` is kept this long (the Docker spec's 60 s).
-const TOKEN_DEFAULT_TTL: u64 = 60;
 /// After a request found the upstream unreachable, tags already stored
 /// are served as last resolved without asking it again for this long.
 const DOWN_HOLD: Duration = Duration::from_secs(10);
 /// Largest token answer read.
 const MAX_TOKEN_ANSWER: usize = 64 << 10;
 
-/// A user and password from the pull secret (never shown).
-#[derive(Clone, PartialEq, Eq)]
-pub struct Creds {
-    user: String,
-    pass: String,
-}
-
-impl std::fmt::Debug for Creds {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Creds(<redacted>)")
-    }
-}
-
-impl Creds {
-    fn basic(&self) -> String {
-        let token = base64::engine::general_purpose::STANDARD
-            .encode(format!("{}:{}", self.user, self.pass));
-        format!("Basic {token}")
-    }
-}
-
-/// The OpenShift pull secret: credentials by registry host[:port].
-#[derive(Debug, Default)]
-pub struct PullSecret(HashMap<String, Creds>);
-
-impl PullSecret {
-    pub fn load(path: &Path) -> Result<PullSecret, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        PullSecret::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
-    }
-
-    /// `{"auths":{"host":{"auth":"base64(user:pass)"}}}` (or `username`
-    /// and `password` in an entry, as Docker's config.json may have).
-    pub fn parse(bytes: &[u8]) -> Result<PullSecret, String> {
-        let v: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
-        let auths = v
-            .get("auths")
-            .and_then(serde_json::Value::as_object)
-            .ok_or("no \"auths\" object (the OpenShift pull-secret format)")?;
-        let mut out = HashMap::new();
-        for (host, entry) in auths {
-            let creds = if let Some(a) = entry.get("auth").and_then(serde_json::Value::as_str) {
-                let raw = base64::engine::general_purpose::STANDARD
-                    .decode(a.trim())
-                    .map_err(|_| format!("auths.{host}.auth is not base64"))?;
-                let text = String::from_utf8(raw)
-                    .map_err(|_| format!("auths.{host}.auth is not user:password"))?;
-                let (u, p) = text
-                    .split_once(':')
-                    .ok_or_else(|| format!("auths.{host}.auth is not user:password"))?;
-                Creds {
-                    user: u.to_string(),
-                    pass: p.to_string(),
-                }
-            } else {
-                let get = |k: &str| entry.get(k).and_then(serde_json::Value::as_str);
-                match (get("username"), get("password")) {
-                    (Some(u), Some(p)) => Creds {
-                        user: u.to_string(),
-                        pass: p.to_string(),
-                    },
-                    _ => continue,
-                }
-            };
-            out.insert(host.trim_end_matches('/').to_ascii_lowercase(), creds);
-        }
-        Ok(PullSecret(out))
-    }
-
-    /// The first of `keys` the secret has credentials for.
-    pub fn find(&self, keys: &[String]) -> Option<Creds> {
-        keys.iter().find_map(|k| self.0.get(k).cloned())
-    }
-}
-
-/// A `WWW-Authenticate` challenge.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Challenge {
-    Basic,
-    Bearer {
-        realm: String,
-        service: Option<String>,
-        scope: Option<String>,
-    },
-}
-
-/// Parse a `WWW-Authenticate` value (RFC 7235 auth-params, quoted or not).
-pub(super) fn parse_challenge(v: &str) -> Option<Challenge> {
-    let v = v.trim();
-    let (scheme, rest) = v.split_once(char::is_whitespace).unwrap_or((v, ""));
-    if scheme.eq_ignore_ascii_case("basic") {
-        return Some(Challenge::Basic);
-    }
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return None;
-    }
-    let params = auth_params(rest);
-    let get = |k: &str| {
-        params
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(k))
-            .map(|(_, v)| v.clone())
-    };
-    Some(Challenge::Bearer {
-        realm: get("realm")?,
-        service: get("service"),
-        scope: get("scope"),
-    })
-}
-
-/// `k=v, k="v, with comma"` pairs.
-fn auth_params(s: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut rest = s.trim();
-    while !rest.is_empty() {
-        let Some((k, after)) = rest.split_once('=') else {
-            break;
-        };
-        let key = k.trim().trim_start_matches(',').trim().to_string();
-        let after = after.trim_start();
-        let (value, tail) = if let Some(q) = after.strip_prefix('"') {
-            let mut val = String::new();
-            let mut chars = q.char_indices();
-            let mut end = q.len();
-            while let Some((i, c)) = chars.next() {
-                match c {
-                    '\\' => {
-                        if let Some((_, n)) = chars.next() {
-                            val.push(n);
-                        }
-                    }
-                    '"' => {
-                        end = i + 1;
-                        break;
-                    }
-                    c => val.push(c),
-                }
-            }
-            (val, &q[end.min(q.len())..])
-        } else {
-            let end = after.find(',').unwrap_or(after.len());
-            (after[..end].trim().to_string(), &after[end..])
-        };
-        out.push((key, value));
-        rest = tail.trim_start().trim_start_matches(',').trim_start();
-    }
-    out
-}
-
-/// A token answer's token and lifetime (seconds).
-pub(super) fn parse_token(body: &[u8]) -> Option<(String, u64)> {
-    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let token = v
-        .get("token")
-        .or_else(|| v.get("access_token"))
-        .and_then(serde_json::Value::as_str)
-        .filter(|t| !t.is_empty())?;
-    let ttl = v
-        .get("expires_in")
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(TOKEN_DEFAULT_TTL);
-    Some((token.to_string(), ttl))
-}
-
 /// Where a request goes: scheme, host, port.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Origin {
     tls: bool,
     host: String,
@@ -355,39 +190,8 @@ impl Upstream {
         let path = format!("/v2/{repo}/{rest}");
         let scope = format!("repository:{repo}:pull");
         let exchange = async {
-            let auth = self.known_auth(&scope);
-            let first = self
-                .request(&self.origin, &method, &path, accept, auth.as_deref())
-                .await?;
-            if first.status() != StatusCode::UNAUTHORIZED {
-                return Ok(first);
-            }
-            let challenge = first
-                .headers()
-                .get(WWW_AUTHENTICATE)
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_challenge);
-            let auth = match challenge {
-                Some(Challenge::Basic) => match &self.creds {
-                    Some(c) => {
-                        self.basic.store(true, std::sync::atomic::Ordering::Relaxed);
-                        c.basic()
-                    }
-                    None => return Ok(first),
-                },
-                Some(Challenge::Bearer {
-                    realm,
-                    service,
-                    scope: asked,
-                }) => {
-                    let scope = asked.unwrap_or(scope);
-                    let token = self.token(&realm, service.as_deref(), &scope).await?;
-                    format!("Bearer {token}")
-                }
-                None => return Ok(first),
-            };
-            self.request(&self.origin, &method, &path, accept, Some(&auth))
-                .await
+            let (first, auth) = self.authenticated(&method, &path, scope, accept).await?;
+            self.follow(&method, first, accept, auth.as_deref()).await
         };
         let result = tokio::time::timeout(HEAD_DEADLINE, exchange)
             .await
@@ -398,6 +202,94 @@ impl Upstream {
             Err(_) => Some(Instant::now()),
         };
         result
+    }
+
+    /// `method` on `path` at the upstream, authenticated as its 401 asks:
+    /// the answer and the `Authorization` it was sent with.
+    async fn authenticated(
+        &self,
+        method: &Method,
+        path: &str,
+        scope: String,
+        accept: &[String],
+    ) -> Result<(Answer, Option<String>), String> {
+        let auth = self.known_auth(&scope);
+        let first = self
+            .request(&self.origin, method, path, accept, auth.as_deref())
+            .await?;
+        if first.status() != StatusCode::UNAUTHORIZED {
+            return Ok((first, auth));
+        }
+        let challenge = first
+            .headers()
+            .get(WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_challenge);
+        let auth = match challenge {
+            Some(Challenge::Basic) => match &self.creds {
+                Some(c) => {
+                    self.basic.store(true, std::sync::atomic::Ordering::Relaxed);
+                    c.basic()
+                }
+                None => return Ok((first, auth)),
+            },
+            Some(Challenge::Bearer {
+                realm,
+                service,
+                scope: asked,
+            }) => {
+                let scope = asked.unwrap_or(scope);
+                let token = self.token(&realm, service.as_deref(), &scope).await?;
+                format!("Bearer {token}")
+            }
+            None => return Ok((first, auth)),
+        };
+        let answer = self
+            .request(&self.origin, method, path, accept, Some(&auth))
+            .await?;
+        Ok((answer, Some(auth)))
+    }
+
+    /// Follow an answer's redirects (at most [`MAX_REDIRECTS`]): quay.io's
+    /// and Docker Hub's blobs answer 302/307 with a signed URL on their
+    /// CDN. `auth` goes to the upstream's own origin only: a signed URL
+    /// carries its own, and a CDN must not see the upstream's credentials.
+    async fn follow(
+        &self,
+        method: &Method,
+        mut answer: Answer,
+        accept: &[String],
+        auth: Option<&str>,
+    ) -> Result<Answer, String> {
+        for _ in 0..MAX_REDIRECTS {
+            if !matches!(answer.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
+                return Ok(answer);
+            }
+            let Some(location) = answer.headers().get(LOCATION).and_then(|v| v.to_str().ok())
+            else {
+                return Ok(answer);
+            };
+            let (origin, path) = self.redirect_target(location)?;
+            let auth = auth.filter(|_| origin == self.origin);
+            answer = self.request(&origin, method, &path, accept, auth).await?;
+        }
+        Err(format!("{}: more than {MAX_REDIRECTS} redirects", self.url))
+    }
+
+    /// Where a `Location` points: a path on the upstream, or an absolute
+    /// `http(s)://` URL. (The URL is not put in messages: a signed one
+    /// carries a credential in its query.)
+    fn redirect_target(&self, location: &str) -> Result<(Origin, String), String> {
+        if location.starts_with('/') && !location.starts_with("//") {
+            return Ok((self.origin.clone(), location.to_string()));
+        }
+        let uri: Uri = location
+            .parse()
+            .map_err(|_| format!("{}: a redirect to something not a URL", self.url))?;
+        let origin =
+            Origin::of(&uri).map_err(|_| format!("{}: a redirect not to http(s)", self.url))?;
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+        Ok((origin, path))
     }
 
     /// Whether a request found it unreachable within [`DOWN_HOLD`].
@@ -538,66 +430,6 @@ fn query_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn challenges() {
-        assert_eq!(
-            parse_challenge(
-                r#"Bearer realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull""#
-            ),
-            Some(Challenge::Bearer {
-                realm: "https://auth.example/token".into(),
-                service: Some("registry.example".into()),
-                scope: Some("repository:a/b:pull".into()),
-            })
-        );
-        assert_eq!(
-            parse_challenge(r#"bearer realm=https://q/t, service="a,b""#),
-            Some(Challenge::Bearer {
-                realm: "https://q/t".into(),
-                service: Some("a,b".into()),
-                scope: None,
-            })
-        );
-        assert_eq!(
-            parse_challenge(r#"Basic realm="Registry Realm""#),
-            Some(Challenge::Basic)
-        );
-        assert_eq!(parse_challenge("Bearer service=x"), None);
-        assert_eq!(parse_challenge("Negotiate"), None);
-        assert_eq!(parse_challenge(""), None);
-    }
-
-    #[test]
-    fn tokens() {
-        assert_eq!(
-            parse_token(br#"{"token":"abc","expires_in":300}"#),
-            Some(("abc".into(), 300))
-        );
-        assert_eq!(
-            parse_token(br#"{"access_token":"x"}"#),
-            Some(("x".into(), TOKEN_DEFAULT_TTL))
-        );
-        assert_eq!(parse_token(br#"{"token":""}"#), None);
-        assert_eq!(parse_token(b"nope"), None);
-    }
-
-    #[test]
-    fn pull_secret_lookup() {
-        let auth = base64::engine::general_purpose::STANDARD.encode("u:p:w");
-        let s = PullSecret::parse(
-            format!(r#"{{"auths":{{"quay.io":{{"auth":"{auth}","email":"x"}},"h:5001":{{"username":"a","password":"b"}},"n":{{}}}}}}"#)
-                .as_bytes(),
-        )
-        .expect("valid");
-        let c = s.find(&["quay.io".into()]).expect("quay");
-        assert_eq!((c.user.as_str(), c.pass.as_str()), ("u", "p:w"));
-        assert!(s.find(&["nope".into(), "h:5001".into()]).is_some());
-        assert!(s.find(&["n".into()]).is_none());
-        assert!(!format!("{c:?}").contains('p'));
-        assert!(PullSecret::parse(b"{}").is_err());
-        assert!(PullSecret::parse(br#"{"auths":{"q":{"auth":"!!"}}}"#).is_err());
-    }
 
     #[test]
     fn origins() {
