@@ -44,9 +44,12 @@
 //!   `console=ttyS0,115200n8` (in their default kargs, and added with
 //!   `iso kargs modify -a` to the test ISO and to CoreOS's own fixture).
 //!
-//! The appliance is the binary, spawned in its namespace (`ip netns
-//! exec`), except for the served-ISO comparison, which runs it in this
-//! process on loopback (`common::inproc`).
+//! The appliance runs in this process (`common::inproc`): inside the
+//! appliance's namespace for the lab tests (`InProc::in_netns`: its threads
+//! join the namespace before anything binds), on loopback for the
+//! served-ISO comparison; its status is read through the typed document.
+//! None spawns the binary (no signal, exit code or crash is checked);
+//! `crc-appliance status`, the CLI an operator runs, is the real binary.
 //!
 //! These need root (namespaces, loop devices); without it they print
 //! SKIPPED. As root, a missing tool is a failure: `scripts/test-tools.sh`
@@ -63,7 +66,10 @@ use std::time::Duration;
 
 use common::initramfs::{RhcosIso, rhcos_iso_with_default};
 use common::inproc::InProc;
-use common::{Appliance, Netns, free_port, have, is_root, run, run_ok, unique_name};
+use common::{Netns, free_port, have, is_root, run, run_ok, unique_name};
+use crc_appliance::model::catalogue::PoolKind;
+use crc_appliance::services::http::status::NetbootRow;
+use crc_appliance::timeline::status::NodeTimeline;
 
 /// Where `scripts/test-tools.sh` installs crates.io tools (unless
 /// `CRC_TEST_TOOLS` names another root).
@@ -179,29 +185,24 @@ impl Lab {
         body.truncate(nl);
         (code, body)
     }
-
-    /// `/status` of the appliance (admin on 127.0.0.1:9000 in its namespace).
-    fn status(&self) -> serde_json::Value {
-        let (code, body) = Lab::curl(&self.appl, &[], "http://127.0.0.1:9000/status");
-        assert_eq!(code, "200");
-        serde_json::from_slice(&body).unwrap()
-    }
-
-    fn netboot_row(&self, node: &str) -> serde_json::Value {
-        row(&self.status()["http"]["netboot"], node)
-    }
-
-    fn timeline(&self, node: &str) -> serde_json::Value {
-        row(&self.status()["timeline"]["nodes"], node)
-    }
 }
 
-fn row(rows: &serde_json::Value, node: &str) -> serde_json::Value {
-    rows.as_array()
-        .unwrap_or_else(|| panic!("no rows: {rows}"))
+/// `node`'s network-boot row in the appliance's typed status.
+fn netboot_row(app: &InProc, node: &str) -> NetbootRow {
+    let rows = app.status().http.expect("an http section").netboot;
+    rows.iter()
+        .find(|r| r.node == node)
+        .unwrap_or_else(|| panic!("no netboot row for {node}: {rows:#?}"))
+        .clone()
+}
+
+/// `node`'s row of the appliance's install timeline (which must list it).
+fn timeline(app: &InProc, node: &str) -> NodeTimeline {
+    let nodes = app.status().timeline.expect("a timeline").nodes;
+    nodes
         .iter()
-        .find(|r| r["node"] == node)
-        .unwrap_or_else(|| panic!("no row for {node}: {rows}"))
+        .find(|r| r.node == node)
+        .unwrap_or_else(|| panic!("no timeline row for {node}: {nodes:#?}"))
         .clone()
 }
 
@@ -604,7 +605,7 @@ fn real_coreos_installer_install_state_from_evidence() {
     }
     let net = lab.net.clone();
     let yaml = install_cluster(&net, &iso.path, [&d0.dev, &d1.dev], 0x5d);
-    let app = Appliance::launch().netns(lab.appl.name()).start(&yaml);
+    let app = InProc::in_netns(lab.appl.name()).start_yaml(&yaml);
     let dir = app.dir.path().to_path_buf();
     ignition_files(&dir);
     metal_image(
@@ -625,10 +626,10 @@ fn real_coreos_installer_install_state_from_evidence() {
 
     // ---- master-0: the operator looks first; nothing moves.
     let m0_mac = "52-54-00-5d-00-0a";
-    let before = lab.netboot_row("master-0");
+    let before = netboot_row(&app, "master-0");
     assert!(operator(m0_mac).contains("\nkernel "));
     assert_eq!(
-        lab.netboot_row("master-0"),
+        netboot_row(&app, "master-0"),
         before,
         "an operator fetch moved it"
     );
@@ -677,13 +678,19 @@ fn real_coreos_installer_install_state_from_evidence() {
 
     // Installed: the netboot state, the timeline, the CLI's table.
     common::wait_until("master-0 installed", Duration::from_secs(10), || {
-        lab.netboot_row("master-0")["state"] == "installed"
+        netboot_row(&app, "master-0").state == "installed"
     });
-    let r = lab.netboot_row("master-0");
-    assert!(r["installFinishedAt"].is_u64(), "{r}");
-    let tl = lab.timeline("master-0");
-    for step in ["netbootScript", "rootfs", "ignition", "installFinished"] {
-        assert!(tl[step].is_u64(), "timeline lacks {step}: {tl}");
+    let r = netboot_row(&app, "master-0");
+    assert!(r.install_finished_at.is_some(), "{r:?}");
+    let tl = timeline(&app, "master-0");
+    let steps = [
+        ("netbootScript", tl.netboot_script),
+        ("rootfs", tl.rootfs),
+        ("ignition", tl.ignition),
+        ("installFinished", tl.install_finished),
+    ];
+    for (step, at) in steps {
+        assert!(at.is_some(), "timeline lacks {step}: {tl:?}");
     }
     let cf = app.cluster_file.to_str().unwrap();
     let table = lab.appl.exec(&[common::BIN, "status", "--cluster", cf]);
@@ -728,16 +735,20 @@ fn real_coreos_installer_install_state_from_evidence() {
         d1.first_mib().iter().all(|b| *b == 0),
         "the failed install wrote the disk"
     );
-    let r = lab.netboot_row("master-1");
-    assert_ne!(r["state"], "installed", "{r}");
+    let r = netboot_row(&app, "master-1");
+    assert_ne!(r.state, "installed", "{r:?}");
     assert!(
-        r["ignitionAt"].is_u64(),
-        "the installer fetched no ignition: {r}"
+        r.ignition_at.is_some(),
+        "the installer fetched no ignition: {r:?}"
     );
     // The operator looks (the audit's finding 2): nothing moves.
     let looked = operator(m1_mac);
     assert!(!looked.contains("\nexit\n"), "{looked}");
-    assert_eq!(lab.netboot_row("master-1"), r, "an operator fetch moved it");
+    assert_eq!(
+        netboot_row(&app, "master-1"),
+        r,
+        "an operator fetch moved it"
+    );
     app.wait_log("operator fetch of the script", Duration::from_secs(5));
     // The node reboots: never `exit` onto its blank disk; the installer
     // follows a BIOS disk attempt.
@@ -752,9 +763,9 @@ fn real_coreos_installer_install_state_from_evidence() {
         cmdline,
         "not the same install after the failure"
     );
-    let r = lab.netboot_row("master-1");
-    assert_ne!(r["state"], "installed", "{r}");
-    assert!(lab.timeline("master-1")["installFinished"].is_null());
+    let r = netboot_row(&app, "master-1");
+    assert_ne!(r.state, "installed", "{r:?}");
+    assert!(timeline(&app, "master-1").install_finished.is_none());
 }
 
 /// nm-initrd-generator as scripts/prereqs.sh extracts it (package
@@ -920,7 +931,7 @@ rhcos:
     );
     lab.appl
         .ip(&["addr", "add", "fd00:95::1/64", "dev", "br0", "nodad"]);
-    let app = Appliance::launch().netns(lab.appl.name()).start(&yaml);
+    let app = InProc::in_netns(lab.appl.name()).start_yaml(&yaml);
     let dir = app.dir.path().to_path_buf();
     ignition_files(&dir);
     metal_image(
@@ -1119,23 +1130,19 @@ http:
 rhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r }}
 "#
     );
-    let app = Appliance::launch().netns(lab.appl.name()).start(&yaml);
+    let app = InProc::in_netns(lab.appl.name()).start_yaml(&yaml);
     ignition_files(app.dir.path());
     let base = format!("http://{net}.1:8080");
     common::wait_until(
         "the fake MCS healthy behind 22623",
         Duration::from_secs(20),
         || {
-            let (_, b) = Lab::curl(&lab.appl, &[], "http://127.0.0.1:9000/api/lb/backends");
-            let v: serde_json::Value = serde_json::from_slice(&b).unwrap_or_default();
-            v["pools"].as_array().is_some_and(|ps| {
-                ps.iter().any(|p| {
-                    p["name"] == "machine-config"
-                        && p["backends"].as_array().is_some_and(|bs| {
-                            bs.iter()
-                                .any(|b| b["node"] == "bootstrap" && b["healthy"] == true)
-                        })
-                })
+            let pools = app.status().lb.map(|lb| lb.pools).unwrap_or_default();
+            pools.iter().any(|p| {
+                p.name == PoolKind::MachineConfig
+                    && p.backends
+                        .iter()
+                        .any(|b| b.node == "bootstrap" && b.healthy)
             })
         },
     );
@@ -1162,7 +1169,7 @@ rhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r }}
         "200"
     );
     common::wait_until("master-0 unconfirmed", Duration::from_secs(5), || {
-        lab.netboot_row("master-0")["state"] == "unconfirmed"
+        netboot_row(&app, "master-0").state == "unconfirmed"
     });
 
     // The appliance host and another node fetch from the MCS: no evidence
@@ -1170,20 +1177,26 @@ rhcos: {{ kernel: {w}/k, initramfs: {w}/i, rootfs: {w}/r }}
     mcs(&lab.appl);
     mcs(lab.host(11));
     std::thread::sleep(Duration::from_millis(1500));
-    let r = lab.netboot_row("master-0");
-    assert_eq!(r["state"], "unconfirmed", "{r}");
-    assert!(r["bootedAt"].is_null(), "{r}");
-    assert!(lab.timeline("master-0")["firstBoot"].is_null());
+    let r = netboot_row(&app, "master-0");
+    assert_eq!(r.state, "unconfirmed", "{r:?}");
+    assert!(r.booted_at.is_none(), "{r:?}");
+    assert!(timeline(&app, "master-0").first_boot.is_none());
 
     // Its installed system's first contact: the machine config, through the LB.
     mcs(m0);
     common::wait_until("master-0 booted", Duration::from_secs(10), || {
-        let r = lab.netboot_row("master-0");
-        r["state"] == "installed" && r["bootedAt"].is_u64()
+        let r = netboot_row(&app, "master-0");
+        r.state == "installed" && r.booted_at.is_some()
     });
-    let tl = lab.timeline("master-0");
-    for step in ["netbootScript", "ignition", "installFinished", "firstBoot"] {
-        assert!(tl[step].is_u64(), "timeline lacks {step}: {tl}");
+    let tl = timeline(&app, "master-0");
+    let steps = [
+        ("netbootScript", tl.netboot_script),
+        ("ignition", tl.ignition),
+        ("installFinished", tl.install_finished),
+        ("firstBoot", tl.first_boot),
+    ];
+    for (step, at) in steps {
+        assert!(at.is_some(), "timeline lacks {step}: {tl:?}");
     }
     let s = String::from_utf8(Lab::curl(m0, &[], &format!("{base}/boot/52-54-00-5e-00-0a.ipxe")).1)
         .unwrap();

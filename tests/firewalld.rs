@@ -23,6 +23,13 @@
 //! and enable the daemon on the host) by scripts/prereqs.sh into
 //! /var/cache/crc-appliance-tests/extract/firewalld
 //! (`CRC_TEST_FIREWALLD_ROOT` overrides).
+//!
+//! `serve` runs in this process inside the appliance namespace
+//! (`InProc::in_netns`: its threads join the namespace before anything
+//! binds); what is checked is the network path through firewalld, not the
+//! process. The CLI commands the test runs (`firewall print`, `firewall
+//! apply`, `preflight`) are the real binary: they are what an operator
+//! runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -31,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::inproc::InProc;
 use common::{BIN, Netns, have, run, run_ok};
 
 const PY: &str = "/usr/bin/python3";
@@ -424,9 +432,7 @@ fn firewalld_opens_exactly_the_printed_ports() {
 
     let dir = tempfile::tempdir().unwrap();
     let file = cluster(dir.path());
-    let app_srv = common::Appliance::launch()
-        .netns(app.name())
-        .start_path(&file);
+    let app_srv = InProc::in_netns(app.name()).start_path(&file);
 
     // Baseline, no firewall yet: the appliance answers the node (so the
     // rejections below are firewalld's).

@@ -3,15 +3,18 @@
 //! — in a network namespace with the appliance on port 123, and a raw UDP
 //! client on loopback for skew, fuzzing and flooding.
 //!
-//! In the namespace tests the host clock state is forced with
-//! `CRC_APPLIANCE_TEST_HOST_CLOCK` (the documented test-only override of
-//! the adjtimex reading, set in the spawned appliance's environment), so
-//! the leap-indicator decision is exercised the same way on any host. The
-//! loopback tests run the appliance in this process (`common::inproc`) and
-//! read its typed status; nothing they check depends on the host clock's
-//! state (offsets, counters, rows, KoD), so they do not force it, except
-//! the one that forces it differently in two appliances at once (the hook
-//! is each appliance's own, `InProc::with_hook`).
+//! Every appliance here runs in this process (`common::inproc`) and its
+//! status is read through the typed document; none spawns the binary (the
+//! process is never the point: no signal, exit code or rlimit is checked).
+//! The namespace tests run it inside the namespace (`InProc::in_netns`:
+//! its threads join the namespace before anything binds) with the host
+//! clock state forced by its own test hook (`InProc::with_hook`,
+//! `CRC_APPLIANCE_TEST_HOST_CLOCK`, the documented test-only override of
+//! the adjtimex reading), so the leap-indicator decision is exercised the
+//! same way on any host. The loopback tests check nothing that depends on
+//! the host clock's state (offsets, counters, rows, KoD), so they do not
+//! force it, except the one that forces it differently in two appliances
+//! at once (the hook is each appliance's own).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -22,9 +25,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::inproc::InProc;
-use common::{Appliance, Netns, free_port, only, run, unique_name, wait_until};
+use common::{Netns, free_port, only, run, unique_name, wait_until};
 use crc_appliance::runtime::faults::HOST_CLOCK_ENV;
-use crc_appliance::serve::status::StatusDoc;
 use crc_appliance::services::ntp::core::SYNCED_STRATUM;
 use crc_appliance::services::ntp::status::NtpStatus;
 
@@ -37,15 +39,13 @@ fn chronyc() -> PathBuf {
     Path::new(CHRONY).join("usr/bin/chronyc")
 }
 
-/// The appliance inside `ns`, NTP on 127.0.0.1:123 there.
-fn start_in(ns: &Netns, clock: &str, extra: &str) -> Appliance {
-    let yaml = only(&format!(
-        "admin:\n  listen: 127.0.0.1:19181\nntp:\n  listen: 127.0.0.1:123\n{extra}"
-    ));
-    Appliance::launch()
-        .netns(ns.name())
-        .env(HOST_CLOCK_ENV, clock)
-        .start(&yaml)
+/// The appliance in this process inside `ns`, NTP on 127.0.0.1:123
+/// there, its host clock forced to `clock` by its own test hook.
+fn start_in(ns: &Netns, clock: &str, extra: &str) -> InProc {
+    let yaml = only(&format!("ntp:\n  listen: 127.0.0.1:123\n{extra}"));
+    InProc::in_netns(ns.name())
+        .hook(HOST_CLOCK_ENV, clock)
+        .start_yaml(&yaml)
 }
 
 /// chrony's poll interval (log2 seconds): a quarter of a second, so that
@@ -223,8 +223,7 @@ fn chrony_does_not_select_an_unsynchronised_appliance() {
     let Some((ns, dir)) = require_chrony_netns() else {
         return;
     };
-    require_tools!("curl");
-    let _app = start_in(&ns, "unsynchronised", "");
+    let app = start_in(&ns, "unsynchronised", "");
     let chrony = Chrony::start(&ns, dir.path());
     // chrony selects an acceptable source after its first four exchanges
     // (the other tests: about a second at this poll interval); watch it
@@ -233,7 +232,7 @@ fn chrony_does_not_select_an_unsynchronised_appliance() {
     // 4 s.
     let t0 = Instant::now();
     let mut last = String::new();
-    while t0.elapsed() < Duration::from_secs(4) || ntp_replies(&ns) < 10 {
+    while t0.elapsed() < Duration::from_secs(4) || ntp_status(&app).replies < 10 {
         assert!(
             t0.elapsed() < Duration::from_secs(40),
             "the appliance answered chrony fewer than 10 times in 40 s"
@@ -248,37 +247,11 @@ fn chrony_does_not_select_an_unsynchronised_appliance() {
     assert_ne!(row.0, "*", "{last}");
     // The appliance did answer chrony, with leap indicator 3 (chrony does
     // not even count such replies in its reach register).
-    let ntp = ntp_status_in(&ns).unwrap_or_else(|e| panic!("{e}"));
+    let ntp = ntp_status(&app);
     assert!(ntp.replies >= 2, "{ntp:?}");
     assert_eq!(ntp.leap, 3, "{ntp:?}");
     assert_eq!(ntp.stratum, 16, "{ntp:?}");
     assert_eq!(ntp.serving, "unsynchronised", "{ntp:?}");
-}
-
-/// The typed `ntp` section of the appliance's status in `ns`, or why it
-/// could not be read.
-fn ntp_status_in(ns: &Netns) -> Result<NtpStatus, String> {
-    let (code, out, err) = run(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            ns.name(),
-            "curl",
-            "-sf",
-            "http://127.0.0.1:19181/status",
-        ],
-    );
-    if code != 0 {
-        return Err(format!("GET /status: curl exit {code}: {err}"));
-    }
-    let doc: StatusDoc = serde_json::from_str(&out).map_err(|e| format!("{e}: {out}"))?;
-    doc.ntp.ok_or_else(|| format!("no ntp section: {out}"))
-}
-
-/// `ntp.replies` of the appliance's status in `ns` (0 while unreadable).
-fn ntp_replies(ns: &Netns) -> u64 {
-    ntp_status_in(ns).map_or(0, |n| n.replies)
 }
 
 #[test]

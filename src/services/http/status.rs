@@ -78,7 +78,7 @@ pub struct NetbootStateStatus {
 }
 
 /// One node's network-boot install state.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NetbootRow {
     pub node: String,
