@@ -1,19 +1,26 @@
 //! DHCP end to end with real clients.
 //!
-//! Network-namespace tests (root + `ip netns`): the real binary runs inside
+//! Network-namespace tests (root + `ip netns`): the appliance runs inside
 //! a server namespace, bound (SO_BINDTODEVICE) to one end of a veth pair;
 //! dhclient / udhcpc / dhcpcd run in a client namespace on the other end
 //! with the client MAC set to a reserved one. Addresses (10.231.0.0/24)
 //! exist only inside those namespaces. Each test makes its own pair,
-//! named `dhcp<pid><n>{s,c}`, deleted on drop.
+//! named `dhcp<pid><n>{s,c}`, deleted on drop. The appliance runs in this
+//! process (`InProc::in_netns`: the network is the point, not the
+//! process; a restart is a clean stop and a new appliance on the same
+//! lease file), except in the crash test, which spawns the binary and
+//! kills it with SIGKILL (that nothing is lost without a clean shutdown is
+//! what it checks).
 //!
 //! The loopback tests (no root) send garbage and then a relayed (giaddr)
 //! DORA to the appliance on 127.0.20.1 and expect unicast answers (the
 //! relay addresses are listed in `dhcp.relays`), a REQUEST with an ASCII
 //! Client FQDN option, a DISCOVER storm on a small pool, and relayed
 //! requests from a relay that is not configured. They run the appliance in
-//! this process (`common::inproc`) and read its typed status, except the
-//! garbage test, which spawns it (a SIGHUP reload, an exit code).
+//! this process (`common::inproc`) and read its typed status; the garbage
+//! test reloads through the hub (the hitless reload is the point, not the
+//! signal: tests/reload.rs and tests/cli.rs send SIGHUP) and stops as
+//! SIGTERM does.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -86,19 +93,37 @@ impl Net {
     }
 }
 
-/// `crc-appliance serve` inside the server namespace (DHCP debug logs), on
-/// a cluster file the test keeps (its lease file survives restarts).
-fn start_server(net: &Net, cluster: &Path) -> Appliance {
+/// The DHCP debug log filter of the namespace labs.
+const DHCP_DEBUG: &str = "info,crc_appliance::services::dhcp=debug";
+
+/// The appliance in this process inside the server namespace (DHCP debug
+/// logs), on a cluster file the test keeps (its lease file survives
+/// restarts).
+fn start_server(net: &Net, cluster: &Path) -> InProc {
+    InProc::in_netns(net.srv.name())
+        .log_filter(DHCP_DEBUG)
+        .start_path(cluster)
+}
+
+/// `crc-appliance serve` spawned inside the server namespace, for the test
+/// that kills it.
+fn spawn_server(net: &Net, cluster: &Path) -> Appliance {
     Appliance::launch()
         .netns(net.srv.name())
-        .env("RUST_LOG", "info,crc_appliance::services::dhcp=debug")
+        .env("RUST_LOG", DHCP_DEBUG)
         .ready_timeout(Duration::from_secs(30))
         .start_path(cluster)
 }
 
+/// Stop the appliance as SIGTERM does and let go of it, before a restart
+/// on the same port (until it is dropped, its hub holds the DHCP socket).
+fn stop_server(mut srv: InProc) {
+    assert_eq!(srv.stop(), Ok(()), "{}", srv.log());
+}
+
 /// A fresh state dir, a server/client namespace pair with the client MAC
 /// `mac`, a cluster file without a pool, and the server running on it.
-fn lab(mac: &str) -> (tempfile::TempDir, Net, PathBuf, Appliance) {
+fn lab(mac: &str) -> (tempfile::TempDir, Net, PathBuf, InProc) {
     let dir = tempfile::tempdir().unwrap();
     let net = Net::new(mac);
     let cluster = cluster_yaml(&net, dir.path(), false);
@@ -283,7 +308,11 @@ impl Drop for Dhclient<'_> {
 fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
     require_netns!("dhcp");
     require_tools!("dhclient");
-    let (dir, net, cluster, mut srv) = lab(M0_MAC);
+    // Spawned: SIGKILL of the appliance is the point.
+    let dir = tempfile::tempdir().unwrap();
+    let net = Net::new(M0_MAC);
+    let cluster = cluster_yaml(&net, dir.path(), false);
+    let mut srv = spawn_server(&net, &cluster);
     srv.wait_log(
         &format!("listening for dhcp on 0.0.0.0:67 (interface {})", net.ifs),
         Duration::from_secs(1),
@@ -321,7 +350,7 @@ fn dhclient_gets_the_reservation_survives_a_crash_and_release_frees_it() {
     assert_eq!(l["reserved"], true);
 
     // Restart: the lease is loaded again; RELEASE (dhclient -r) frees it.
-    let srv = start_server(&net, &cluster);
+    let srv = spawn_server(&net, &cluster);
     srv.wait_log("loaded 1 lease(s)", Duration::from_secs(1));
     let code = dh.run(&["-r"]);
     assert_eq!(code, 0, "dhclient -r failed:\n{}", dh.log());
@@ -418,17 +447,17 @@ fn udhcpc_renews_by_unicast() {
 fn unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart() {
     require_netns!("dhcp");
     require_tools!("udhcpc");
-    let (dir, net, _, mut srv) = lab(UNKNOWN_MAC);
+    let (dir, net, _, srv) = lab(UNKNOWN_MAC);
     assert_eq!(
         udhcpc(&net, dir.path(), "2"),
         None,
         "an unknown MAC must get no lease without a pool"
     );
     srv.wait_log("no reply: unknown MAC, no pool", Duration::from_secs(5));
-    srv.stop();
+    stop_server(srv);
 
     let cluster = cluster_yaml(&net, dir.path(), true);
-    let mut srv = start_server(&net, &cluster);
+    let srv = start_server(&net, &cluster);
     let env = udhcpc(&net, dir.path(), "5")
         .unwrap_or_else(|| panic!("no pool lease; server:\n{}", srv.log()));
     let a: Ipv4Addr = kv(&env, "ip").unwrap().parse().unwrap();
@@ -439,7 +468,7 @@ fn unknown_mac_is_ignored_without_pool_and_pool_leases_survive_restart() {
         "pool clients get no hostname: {env}"
     );
     assert_eq!(kv(&env, "router").as_deref(), Some("10.231.0.254"), "{env}");
-    srv.stop();
+    stop_server(srv);
 
     // After a restart the pool lease is still held: another client gets
     // another address, the first one gets its address back.
@@ -606,8 +635,8 @@ fn recv_reply(sock: &UdpSocket, xid: u32) -> Message {
     }
 }
 
-/// `GET /status` of a spawned appliance, as the typed document.
-fn status_over_http(app: &Appliance) -> StatusDoc {
+/// `GET /status` on the admin listener, as the typed document.
+fn status_over_http(app: &impl Served) -> StatusDoc {
     let body = http_get(app.addr("admin"), "/status");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("status JSON ({e}): {body}"))
 }
@@ -630,7 +659,7 @@ fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
 
 #[test]
 fn garbage_is_dropped_and_a_relayed_dora_still_works() {
-    let mut app = Appliance::start(&common::only(
+    let mut app = InProc::start_yaml(&common::only(
         "dhcp:\n  listen: 127.0.20.1:0\n  leaseFile: \"{dir}/leases.json\"\n  relays: [127.0.20.2]\nadmin:\n  listen: 127.0.0.1:0\n",
     ));
     let srv = app.addr("dhcp");
@@ -742,9 +771,11 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
         "{metrics}"
     );
 
-    // SIGHUP reload: the socket and the lease table stay (hitless reload);
-    // the lease is still bound afterwards and no listener was closed.
-    app.signal("HUP");
+    // A reload (as SIGHUP's): the socket and the lease table stay
+    // (hitless reload); the lease is still bound afterwards and no
+    // listener was closed.
+    let outcome = app.reload();
+    assert!(outcome.ok, "{outcome:?}");
     app.wait_log("configuration reloaded", Duration::from_secs(10));
     let status = status_over_http(&app);
     let d = status.dhcp.as_ref().expect("a dhcp section");
@@ -756,7 +787,7 @@ fn garbage_is_dropped_and_a_relayed_dora_still_works() {
         "an unchanged listener was closed:\n{}",
         app.log()
     );
-    assert_eq!(app.stop(), Some(0), "{}", app.log());
+    assert_eq!(app.stop(), Ok(()), "{}", app.log());
 }
 
 /// Make every write of `dir/leases.json` fail from now on: its temp file

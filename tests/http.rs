@@ -1,5 +1,6 @@
-//! The HTTP service end to end: the real services (in this process, or the
-//! binary in a network namespace), real curl and wget.
+//! The HTTP service end to end: the real services in this process (inside
+//! a network namespace for the ignition ACL test: `InProc::in_netns`),
+//! real curl and wget.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -10,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::inproc::InProc;
-use common::{Appliance, Netns, pattern, run};
+use common::{Netns, pattern, run};
 use crc_appliance::serve::status::StatusDoc;
 
 /// A response seen by curl.
@@ -568,7 +569,7 @@ admin: {{ listen: "127.0.0.1:0" }}
         ),
     )
     .unwrap();
-    let srv = Appliance::launch().netns(ns.name()).start_path(&cluster);
+    let srv = InProc::in_netns(ns.name()).start_path(&cluster);
     let http = srv.addr("http");
     let nsn = Some(ns.0.as_str());
 

@@ -4,8 +4,9 @@
 //! masters; a single-node cluster's api, api-int and `*.apps` resolve to the
 //! node (`dig`, `kdig`) and its LB ports stay closed unless the LB is
 //! switched on; a reload adding a worker leaves the master's records alone.
-//! The appliance runs in this process (`common::inproc`), except in the
-//! network-namespace lab of the reload test.
+//! The appliance runs in this process (`common::inproc`); in the
+//! network-namespace lab of the reload test inside the server namespace
+//! (`InProc::in_netns`), reloaded through the hub as SIGHUP would.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::inproc::InProc;
-use common::{Appliance, BIN, run, run_ok};
+use common::{BIN, run, run_ok};
 
 pub const BIP: &str = "bootstrap-in-place-for-live-iso.ign";
 const Z: &str = "sno.crc.testing";
@@ -401,7 +402,7 @@ rhcos:
     )
 }
 
-/// Adding a worker to a single-node cluster and reloading (SIGHUP) gives
+/// Adding a worker to a single-node cluster and reloading gives
 /// the worker DNS, a DHCP lease (udhcpc in a client namespace with its
 /// MAC), an install script (role worker, its ignition from `worker.ign`);
 /// the master's records, `api`, `api-int` and `*.apps` are unchanged and
@@ -445,10 +446,7 @@ fn reload_adding_a_worker_leaves_the_master_alone() {
     }
     let f = d.join("cluster.yaml");
     std::fs::write(&f, reload_yaml(d, &ifs, "")).unwrap();
-    let app = Appliance::launch()
-        .netns(srv.name())
-        .ready_timeout(Duration::from_secs(30))
-        .start_path(&f);
+    let app = InProc::in_netns(srv.name()).start_path(&f);
     let dig = |name: &str, t: &str| {
         let out = srv.exec(&[
             "dig",
@@ -500,8 +498,8 @@ fn reload_adding_a_worker_leaves_the_master_alone() {
         ),
     )
     .unwrap();
-    app.signal("HUP");
-    app.wait_log("reload", Duration::from_secs(10));
+    let outcome = app.reload();
+    assert!(outcome.ok, "{outcome:?}");
     common::wait_until("worker-0 in DNS", Duration::from_secs(10), || {
         dig("worker-0.sno.crc.testing.", "A") == ["10.90.0.20"]
     });
