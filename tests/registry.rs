@@ -12,6 +12,13 @@
 //!   a tree `docker-registry` wrote is served by the appliance (same
 //!   digests);
 //! - bad input on every endpoint: 0 panics, nothing outside `storage`.
+//!
+//! The appliances run in-process (the lab's in the appliance's namespace:
+//! `registry/lab.rs`), but for the preflight test's: preflight names the
+//! process holding each port the cluster file wants and lets only a
+//! running `crc-appliance` hold them, so that test spawns the binary
+//! ([`Lab::spawned`]; in-process the holder is the test binary, a warning).
+//! The `render mirror` and `preflight` commands are the real binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -137,7 +144,7 @@ fn skopeo_pushes_with_a_user_and_nodes_pull_by_tag_and_digest_over_verified_tls(
     assert!(out.contains("certificate"), "{out}");
     // Status counts the node's pulls; the timeline has master-0 pulling
     // from its first request, and pulled once it went quiet (2 s here).
-    let status = || -> StatusDoc { serde_json::from_str(&lab.admin("/status")).unwrap() };
+    let status = || -> StatusDoc { lab.app.status() };
     let mut v = status();
     common::wait_until(
         "master-0 pulled on the timeline",
@@ -665,7 +672,9 @@ fn render_mirror_prints_a_checked_auths_entry_that_pushes() {
 #[test]
 fn preflight_resolves_the_release_image_by_digest_through_the_mirror() {
     require_lab!();
-    let lab = Lab::start("");
+    // Spawned: preflight lets only a process named crc-appliance hold the
+    // ports (module doc).
+    let lab = Lab::spawned("");
     let layout = lab.dir.path().join("release");
     let digest = oci_layout(&layout, "v1", 2, 21);
     let repo = "quay.io/openshift-release-dev/ocp-release";

@@ -12,6 +12,9 @@
 //! its `digest`), and a `PATCH` whose `Content-Range` does not start where
 //! the upload is (2.8 appends it anyway; the appliance answers 416, as the
 //! OCI spec says: `tests/registry.rs`).
+//!
+//! The appliance runs in-process, in the lab's namespace
+//! (`registry/lab.rs`); `docker-registry` and the clients are processes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

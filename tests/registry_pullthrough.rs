@@ -16,6 +16,10 @@
 //!   the reason;
 //! - `docker-registry` then serves the appliance's storage tree as is, with
 //!   the same digests.
+//!
+//! The appliance runs in-process in the lab's namespace (`registry/lab.rs`),
+//! its tag TTL a test hook of its own; the upstreams and clients are
+//! processes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -27,6 +31,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use crc_appliance::runtime::faults::TAG_TTL_ENV;
+use crc_appliance::services::registry::pullthrough::UpstreamStatus;
 use lab::{Lab, MIRROR, curl_in, oci_layout_sized as layout, sha256};
 
 const PLAIN: &str = "upstream.plain";
@@ -223,35 +229,18 @@ fn start_lab(ttl_ms: &str) -> Lab {
         secret.display(),
         ca.display()
     );
-    Lab::start_env(
-        dir,
-        storage,
-        &extra,
-        &[("CRC_APPLIANCE_REGISTRY_TAG_TTL_MS", ttl_ms)],
-    )
+    Lab::start_hooked(dir, storage, &extra, &[(TAG_TTL_ENV, ttl_ms)])
 }
 
-fn status(lab: &Lab) -> serde_json::Value {
-    let out = common::run_ok(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            lab.srv.name(),
-            "curl",
-            "-sS",
-            "http://127.0.0.1:9180/status",
-        ],
-    );
-    serde_json::from_str(&out).unwrap()
+/// The pull-through rows of the appliance's status, by upstream.
+fn status(lab: &Lab) -> Vec<UpstreamStatus> {
+    let registry = lab.app.status().registry.expect("a registry section");
+    registry.pull_through
 }
 
-fn row<'a>(v: &'a serde_json::Value, registry: &str) -> &'a serde_json::Value {
-    v["registry"]["pullThrough"]
-        .as_array()
-        .expect("registry.pullThrough in status")
-        .iter()
-        .find(|r| r["registry"] == registry)
+fn row<'a>(rows: &'a [UpstreamStatus], registry: &str) -> &'a UpstreamStatus {
+    rows.iter()
+        .find(|r| r.registry == registry)
         .expect("the upstream's row")
 }
 
@@ -304,7 +293,7 @@ fn pull_while_up(lab: &Lab, up: &Upstream, name: &str, md: &str, layers: &[Strin
     assert_eq!(
         up.gets(&upstream_path),
         1,
-        "8 clients, one upstream fetch:\n{}\n{}",
+        "8 clients, one upstream fetch:\n{}\n{:?}",
         std::fs::read_to_string(&up.log).unwrap_or_default(),
         status(lab)
     );
@@ -341,11 +330,8 @@ fn corrupt_blob_is_never_served(lab: &Lab, up: &Upstream, root: &Path) {
     let left = std::fs::read_dir(&uploads).map(|d| d.count()).unwrap_or(0);
     assert_eq!(left, 0, "an upload file was left in {}", uploads.display());
     let s = status(lab);
-    let err = row(&s, PLAIN)["lastError"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(err.contains("hash to"), "{s}");
+    let err = row(&s, PLAIN).last_error.clone().unwrap_or_default();
+    assert!(err.contains("hash to"), "{s:?}");
 }
 
 /// With the upstream gone: the cached image by tag and digest, an
@@ -410,12 +396,9 @@ fn pulls_through_upstreams_once_and_serves_the_cache_when_they_are_gone() {
     let s = status(&lab);
     for name in [PLAIN, AUTH] {
         let r = row(&s, name);
-        assert_eq!(r["reachable"], true, "{r}");
-        assert!(r["bytes"].as_u64().unwrap() >= BIG as u64, "{r}");
-        assert!(
-            r["misses"].as_u64().unwrap() >= 1 && r["hits"].as_u64().unwrap() >= 1,
-            "{r}"
-        );
+        assert_eq!(r.reachable, Some(true), "{r:?}");
+        assert!(r.bytes >= BIG as u64, "{r:?}");
+        assert!(r.misses >= 1 && r.hits >= 1, "{r:?}");
     }
     // Gone: one killed (refused), one stopped (accepts, never answers).
     plain.kill();
@@ -426,12 +409,9 @@ fn pulls_through_upstreams_once_and_serves_the_cache_when_they_are_gone() {
     let s = status(&lab);
     for name in [PLAIN, AUTH] {
         let r = row(&s, name);
-        assert_eq!(r["reachable"], false, "{r}");
-        assert!(r["staleTags"].as_u64().unwrap() >= 1, "{r}");
-        assert!(
-            r["lastError"].is_string() && r["lastErrorAt"].is_u64(),
-            "{r}"
-        );
+        assert_eq!(r.reachable, Some(false), "{r:?}");
+        assert!(r.stale_tags >= 1, "{r:?}");
+        assert!(r.last_error.is_some() && r.last_error_at.is_some(), "{r:?}");
     }
     assert!(
         lab.app.log().contains("registry: upstream"),

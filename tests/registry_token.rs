@@ -334,7 +334,7 @@ fn start_lab() -> Lab {
         secret.display(),
         ca = ca.display()
     );
-    Lab::start_env(dir, storage, &extra, &[])
+    Lab::start_on(dir, storage, &extra)
 }
 
 /// skopeo pushes a 3-layer image to the upstream as `lib/app:v1` through
@@ -360,7 +360,7 @@ fn push_upstream(lab: &Lab, up: &TokenUpstream) -> (PathBuf, String) {
 }
 
 fn status(lab: &Lab) -> StatusDoc {
-    serde_json::from_str(&lab.admin("/status")).unwrap()
+    lab.app.status()
 }
 
 /// The layer digests of an OCI layout's manifest for `tag`.

@@ -3,13 +3,22 @@
 //! 10.77.1.2: an address outside the cluster's networks), the node's
 //! resolver pointed at the appliance (`/etc/netns/<ns>/resolv.conf`), an
 //! htpasswd file made by `htpasswd -B`, and OCI layouts written here.
+//!
+//! The appliance runs in-process (`common::inproc::InProc::in_netns`: its
+//! threads join the appliance's namespace before anything binds), its
+//! registry's quiet time a test hook of its own; [`Lab::spawned`] runs the
+//! binary under `ip netns exec` instead, for a test that kills it. The
+//! clients (skopeo, curl, podman, the `render mirror` and `preflight`
+//! commands) are real processes either way.
 
 #![allow(dead_code)] // each test binary uses part of the lab
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use super::common::inproc::InProc;
 use super::common::{Appliance, BIN, Netns, run, run_ok, unique_name};
+use crc_appliance::runtime::faults::PULL_QUIET_ENV;
 
 /// Network namespaces (probed with `prefix`) and every program of `tools`:
 /// the reason a registry test cannot run, if any.
@@ -30,8 +39,10 @@ pub const MIRROR: &str = "mirror.test.crc.testing";
 pub const USER: &str = "pusher";
 pub const PASS: &str = "s3cret-pass";
 
-pub struct Lab {
-    pub app: Appliance,
+/// The lab around an appliance `A`: [`InProc`] ([`Lab::start`]) or the
+/// spawned binary ([`Lab::spawned`]).
+pub struct Lab<A = InProc> {
+    pub app: A,
     pub srv: Netns,
     pub node: Netns,
     pub dir: tempfile::TempDir,
@@ -41,7 +52,7 @@ pub struct Lab {
     etc: PathBuf,
 }
 
-impl Drop for Lab {
+impl<A> Drop for Lab<A> {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.etc);
     }
@@ -78,6 +89,10 @@ registry:
     )
 }
 
+/// The registry's quiet time before the timeline's `pulled`: 2 seconds
+/// here, not a minute.
+const QUIET_SECS: &str = "2";
+
 impl Lab {
     /// Start the lab; `extra` is appended to the `registry:` section.
     pub fn start(extra: &str) -> Lab {
@@ -87,16 +102,53 @@ impl Lab {
     }
 
     pub fn start_on(dir: tempfile::TempDir, storage: PathBuf, extra: &str) -> Lab {
-        Lab::start_env(dir, storage, extra, &[])
+        Lab::start_hooked(dir, storage, extra, &[])
     }
 
-    /// [`Lab::start_on`] with extra environment for the appliance.
-    pub fn start_env(
+    /// [`Lab::start_on`] with test hooks for the appliance
+    /// (`runtime::faults`, by their environment variables' names).
+    pub fn start_hooked(
         dir: tempfile::TempDir,
         storage: PathBuf,
         extra: &str,
-        env: &[(&str, &str)],
+        hooks: &[(&str, &str)],
     ) -> Lab {
+        Lab::build(dir, storage, extra, |srv, file| {
+            let mut options = InProc::in_netns(srv.name()).hook(PULL_QUIET_ENV, QUIET_SECS);
+            for (name, value) in hooks {
+                options = options.hook(name, value);
+            }
+            options.start_path(file)
+        })
+    }
+}
+
+impl Lab<Appliance> {
+    /// The lab with the appliance the spawned binary under `ip netns exec`
+    /// (a test that kills it with a signal).
+    pub fn spawned(extra: &str) -> Lab<Appliance> {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = dir.path().join("storage");
+        Lab::build(dir, storage, extra, |srv, file| {
+            let app = Appliance::launch()
+                .netns(srv.name())
+                .env(PULL_QUIET_ENV, QUIET_SECS)
+                .start_path(file);
+            app.wait_log("listening for registry", std::time::Duration::from_secs(20));
+            app
+        })
+    }
+}
+
+impl<A> Lab<A> {
+    /// The namespaces, the htpasswd file, the cluster file and the CA
+    /// `render mirror` prints; then the appliance, `start(srv, file)`.
+    fn build(
+        dir: tempfile::TempDir,
+        storage: PathBuf,
+        extra: &str,
+        start: impl FnOnce(&Netns, &Path) -> A,
+    ) -> Lab<A> {
         let base = unique_name("rg");
         let srv = Netns::new(format!("{base}s"));
         let node = Netns::new(format!("{base}n"));
@@ -123,15 +175,7 @@ impl Lab {
             &["render", "mirror", "--cluster", file.to_str().unwrap()],
         );
         std::fs::write(certs.join("ca.crt"), ca_of(&render)).unwrap();
-        // The timeline's `pulled` after 2 quiet seconds, not a minute.
-        let mut launch = Appliance::launch()
-            .netns(srv.name())
-            .env("CRC_APPLIANCE_TEST_PULL_QUIET_SECS", "2");
-        for (k, v) in env {
-            launch = launch.env(k, v);
-        }
-        let app = launch.start_path(&file);
-        app.wait_log("listening for registry", std::time::Duration::from_secs(20));
+        let app = start(&srv, &file);
         Lab {
             app,
             srv,
