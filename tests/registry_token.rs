@@ -21,7 +21,9 @@
 //!   refusal is the reason in status and in the log, and the password is
 //!   in neither.
 //!
-//! Root, netns and the tools, or SKIPPED through the common helper.
+//! The appliance runs in this process inside its namespace (the lab's
+//! `InProc::in_netns`); every client and server around it is a real
+//! process. Root, netns and the tools, or SKIPPED through the common helper.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
