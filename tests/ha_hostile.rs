@@ -9,16 +9,17 @@
 //!
 //! The members run in this process, each inside its namespace
 //! (`InProc::in_netns`); the CLIs (`status`, `wait-for`) are the real
-//! binary. The fake-peer test spawns member A: it bounds A's RSS
+//! binary. The forged-answers test spawns member A: it bounds A's RSS
 //! (`/proc/<pid>/status`) while the forged answers arrive, and only a
-//! process of its own has an RSS that is A's alone.
+//! process of its own has an RSS that is A's alone (the dripping answer,
+//! which needs no RSS, is a test of its own, in-process).
 //!
 //! - A fake peer sees no secret (neither the pair key nor the admin token
 //!   appears in what it receives) and none of its forged answers
 //!   (reinstall at revision u64::MAX, 2,046 leases expiring at 2^63,
 //!   bootstrap-complete events, 1,024 unknown node names, its own replayed
-//!   MAC headers) changes anything; a dripping answer is cut within the
-//!   exchange deadline.
+//!   MAC headers) changes anything, nor grows A's RSS; a dripping answer
+//!   is cut within the exchange deadline.
 //! - A peer that knows the key (a Python client signing like the member)
 //!   gets its future revision, lease and events refused and logged, its
 //!   replay and stale requests refused; A's answer verifies with the key.
@@ -367,8 +368,21 @@ fn a_fake_peer_gets_no_secret_and_its_forged_answers_change_nothing() {
         rss_after < rss_before + 100 * 1024,
         "RSS grew from {rss_before} to {rss_after} KiB"
     );
+}
 
-    // A dripping answer: each exchange is cut at the deadline.
+/// A fake peer that drips its answer: each of A's exchanges is cut at the
+/// exchange deadline, and worker-0 stays installed.
+#[test]
+fn a_dripping_fake_peer_is_cut_at_the_exchange_deadline() {
+    require_tools!("curl", "python3");
+    require_netns!("hhd");
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let lab = Lab::new();
+    let (_file, _app) = start_a(&lab, w);
+    install_worker0(&lab.node);
+    let log = w.join("fakepeer.log");
+    let logs = log.to_str().unwrap();
     let failed_before = status(&lab.a)["ha"]["sent"]["failed"].as_u64().unwrap();
     let drip = Py::start(&lab.peer, "fakepeer.py", &["drip", logs, "18"]);
     wait_for(
