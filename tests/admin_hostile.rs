@@ -16,6 +16,11 @@
 //!   refused (connection closed), from inside answered; `/api/ha/state`
 //!   from any address but `ha.peer`'s is refused (403) even with the
 //!   pair's token.
+//!
+//! The appliance runs in this process, inside its namespace
+//! (`InProc::in_netns`); keepalived, its check script (`crc-appliance
+//! health`, the binary) and the clients are real programs in the
+//! namespaces, reaching it over the admin port as they reach a process.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -24,7 +29,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Appliance, BIN, Netns, run, unique_name};
+use common::inproc::InProc;
+use common::{BIN, Netns, run, unique_name};
 
 const KEEPALIVED: &str = "/var/cache/crc-appliance-tests/extract/keepalived/usr/sbin/keepalived";
 const IFACE: &str = "adv0";
@@ -243,7 +249,7 @@ fn health_and_the_vips_hold_while_one_host_floods_the_admin_port() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cluster.yaml");
     std::fs::write(&file, cluster(dir.path(), "")).unwrap();
-    let _app = Appliance::launch().netns(lab.app.name()).start_path(&file);
+    let _app = InProc::in_netns(lab.app.name()).start_path(&file);
     let _ka = keepalived(&lab.app, &file, dir.path());
     // Alone (nobody at ha.peer): master after the master-down timer.
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -324,7 +330,7 @@ fn allow_from_limits_every_route_and_ha_state_comes_only_from_the_peer() {
     let file = dir.path().join("cluster.yaml");
     let allow = r#", allowFrom: ["10.79.0.48/28"]"#;
     std::fs::write(&file, cluster(dir.path(), allow)).unwrap();
-    let _app = Appliance::launch().netns(lab.app.name()).start_path(&file);
+    let _app = InProc::in_netns(lab.app.name()).start_path(&file);
     let url = |p: &str| format!("http://{OWN}:9180{p}");
     for p in ["/status", "/metrics", "/"] {
         let (code, exit) = curl(&lab.host, OUTSIDE, &[&url(p)]);

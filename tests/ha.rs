@@ -5,6 +5,12 @@
 //!
 //! keepalived is extracted, not installed (scripts/packages.txt: its
 //! package would start keepalived on this host).
+//!
+//! `health` is always the real CLI (the binary). The `serve` it checks runs
+//! in this process (`common::inproc`) when a task fails by this
+//! appliance's own test hook (`runtime::faults::FAULT_ENV`); it is spawned
+//! where the process is the point: a `serve` frozen by SIGSTOP (alive but
+//! not answering) and one killed with SIGKILL.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -12,7 +18,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::inproc::InProc;
 use common::{Appliance, BIN, Netns, run, unique_name};
+use crc_appliance::runtime::faults::FAULT_ENV;
 
 const KEEPALIVED: &str = "/var/cache/crc-appliance-tests/extract/keepalived/usr/sbin/keepalived";
 
@@ -164,9 +172,7 @@ fn health_fails_while_a_failed_service_stops_serve() {
         "dns:\n  listen: [\"127.0.0.1:0\"]\nadmin:\n  listen: \"127.0.0.1:{port}\"\n"
     ));
     // The DNS TCP loop fails after 1.5 s; serve then stops (and drains).
-    let mut app = Appliance::launch()
-        .env("CRC_APPLIANCE_FAIL_TASK", "dns tcp@1500")
-        .start(&yaml);
+    let mut app = InProc::with_hook(FAULT_ENV, "dns tcp@1500").start_yaml(&yaml);
     let f = app.cluster_file.clone();
     assert_eq!(health(&f).0, 0);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -179,5 +185,7 @@ fn health_fails_while_a_failed_service_stops_serve() {
         assert!(Instant::now() < deadline, "health never failed");
         std::thread::sleep(Duration::from_millis(100));
     }
-    app.wait_exit(Duration::from_secs(15));
+    common::wait_until("serve ended", Duration::from_secs(15), || app.ended());
+    let err = app.stop().expect_err("serve ended without an error");
+    assert!(err.contains("dns tcp"), "{err}");
 }

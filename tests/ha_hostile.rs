@@ -7,12 +7,19 @@
 //!
 //! The Python peers and clients are in `tests/fixtures/ha`.
 //!
+//! The members run in this process, each inside its namespace
+//! (`InProc::in_netns`); the CLIs (`status`, `wait-for`) are the real
+//! binary. The forged-answers test spawns member A: it bounds A's RSS
+//! (`/proc/<pid>/status`) while the forged answers arrive, and only a
+//! process of its own has an RSS that is A's alone (the dripping answer,
+//! which needs no RSS, is a test of its own, in-process).
+//!
 //! - A fake peer sees no secret (neither the pair key nor the admin token
 //!   appears in what it receives) and none of its forged answers
 //!   (reinstall at revision u64::MAX, 2,046 leases expiring at 2^63,
 //!   bootstrap-complete events, 1,024 unknown node names, its own replayed
-//!   MAC headers) changes anything; a dripping answer is cut within the
-//!   exchange deadline.
+//!   MAC headers) changes anything, nor grows A's RSS; a dripping answer
+//!   is cut within the exchange deadline.
 //! - A peer that knows the key (a Python client signing like the member)
 //!   gets its future revision, lease and events refused and logged, its
 //!   replay and stale requests refused; A's answer verifies with the key.
@@ -26,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use common::inproc::InProc;
 use common::{Appliance, BIN, Netns, run, unique_name};
 
 const IFACE: &str = "hh0";
@@ -267,14 +275,21 @@ impl Drop for Py {
     }
 }
 
-/// Start A in its namespace; its directory and the serve.
-fn start_a(lab: &Lab, w: &Path) -> (PathBuf, Appliance) {
+/// Member A's directory (in `w`) and cluster file.
+fn files_a(w: &Path) -> PathBuf {
     let dir = w.join("a");
     std::fs::create_dir_all(&dir).unwrap();
     member_files(&dir);
     let file = dir.join("cluster.yaml");
     std::fs::write(&file, cluster(&dir, OWN_A, PEER)).unwrap();
-    let app = Appliance::launch().netns(lab.a.name()).start_path(&file);
+    file
+}
+
+/// Start A in its namespace, in this process; its cluster file and the
+/// serve.
+fn start_a(lab: &Lab, w: &Path) -> (PathBuf, InProc) {
+    let file = files_a(w);
+    let app = InProc::in_netns(lab.a.name()).start_path(&file);
     (file, app)
 }
 
@@ -285,7 +300,9 @@ fn a_fake_peer_gets_no_secret_and_its_forged_answers_change_nothing() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
     let lab = Lab::new();
-    let (file, app) = start_a(&lab, w);
+    // Spawned: its RSS is bounded below.
+    let file = files_a(w);
+    let app = Appliance::launch().netns(lab.a.name()).start_path(&file);
     install_worker0(&lab.node);
     let rss_before = common::vm_rss_kib(app.pid());
     let log = w.join("fakepeer.log");
@@ -351,8 +368,21 @@ fn a_fake_peer_gets_no_secret_and_its_forged_answers_change_nothing() {
         rss_after < rss_before + 100 * 1024,
         "RSS grew from {rss_before} to {rss_after} KiB"
     );
+}
 
-    // A dripping answer: each exchange is cut at the deadline.
+/// A fake peer that drips its answer: each of A's exchanges is cut at the
+/// exchange deadline, and worker-0 stays installed.
+#[test]
+fn a_dripping_fake_peer_is_cut_at_the_exchange_deadline() {
+    require_tools!("curl", "python3");
+    require_netns!("hhd");
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let lab = Lab::new();
+    let (_file, _app) = start_a(&lab, w);
+    install_worker0(&lab.node);
+    let log = w.join("fakepeer.log");
+    let logs = log.to_str().unwrap();
     let failed_before = status(&lab.a)["ha"]["sent"]["failed"].as_u64().unwrap();
     let drip = Py::start(&lab.peer, "fakepeer.py", &["drip", logs, "18"]);
     wait_for(
@@ -454,9 +484,7 @@ fn long_client_ids_leave_the_sync_working_and_the_document_small() {
     member_files(&dir_b);
     let file_b = dir_b.join("cluster.yaml");
     std::fs::write(&file_b, cluster(&dir_b, PEER, OWN_A)).unwrap();
-    let _b = Appliance::launch()
-        .netns(lab.peer.name())
-        .start_path(&file_b);
+    let _b = InProc::in_netns(lab.peer.name()).start_path(&file_b);
     wait_for("the pair exchanges", Duration::from_secs(10), || {
         status(&lab.a)["ha"]["peerReachable"] == true
             && status(&lab.peer)["ha"]["peerReachable"] == true
