@@ -347,7 +347,29 @@ fn cluster_option_is_accepted_in_every_position() {
     ] {
         assert_eq!(run_ok(BIN, &args), golden, "{args:?}");
     }
-    // `lb ... --cluster F` parses and gets as far as the admin API.
+    // `lb ... --cluster F` parses and gets as far as the admin API, on a
+    // loopback port this test holds bound and not listening (so nothing
+    // else on the host, an appliance on the default 9180 included, answers).
+    let held = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    held.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = held.local_addr().unwrap().as_socket().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let example = std::fs::read_to_string(&f).unwrap();
+    assert!(
+        example.contains("listen: 127.0.0.1:9180"),
+        "example.yaml's admin"
+    );
+    let held_file = dir.path().join("example.yaml");
+    std::fs::write(
+        &held_file,
+        example.replace(
+            "listen: 127.0.0.1:9180",
+            &format!("listen: 127.0.0.1:{port}"),
+        ),
+    )
+    .unwrap();
+    let f = held_file.to_str().unwrap().to_string();
     for args in [
         vec!["lb", "disable", "bootstrap", "--cluster", f.as_str()],
         vec!["--cluster", f.as_str(), "lb", "disable", "bootstrap"],
