@@ -133,7 +133,7 @@ pub fn load(c: &Cluster) -> Result<ServerCert, CertError> {
 /// Why the private key in `key` may not be used: it must be a regular
 /// file that neither group nor others can read (the rule of token and
 /// password files); the reason is `config::secret`'s message.
-pub fn check_key_file(key: &Path) -> Result<(), String> {
+pub fn check_key_file(key: &Path) -> Result<(), crate::config::secret::SecretFileError> {
     crate::config::secret::check_secret_file(key, true)
 }
 

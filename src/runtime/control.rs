@@ -41,10 +41,10 @@ pub trait SyncControl: Send + Sync {
         &'a self,
         peer: serde_json::Value,
         skipped: &mut Skipped,
-    ) -> Result<Staged<'a>, String>;
+    ) -> Result<Staged<'a>, PartError>;
 
     /// Prepare and apply the peer's part at once (one part alone: tests).
-    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, String> {
+    fn merge_state(&self, peer: serde_json::Value) -> Result<usize, PartError> {
         let mut skipped = Skipped::default();
         self.prepare(peer, &mut skipped).map(|apply| apply())
     }
@@ -72,6 +72,28 @@ impl Skipped {
     }
 }
 
+/// Why a peer's part of the HA document is refused whole (and with it the
+/// document: `serve::hasync`). Entries that cannot be taken are not
+/// errors: they are left out and counted ([`Skipped`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PartError {
+    /// The part is not what this member's version sends for it: `what`
+    /// names it as the log and `/status` show it (`leases`, `netboot
+    /// state`, `timeline events`, `BMC journals`), `err` is serde's reason.
+    #[error("{what}: {err}")]
+    Undecodable {
+        what: &'static str,
+        err: serde_json::Error,
+    },
+}
+
+impl PartError {
+    /// The error of part `what` that serde could not decode.
+    pub fn undecodable(what: &'static str) -> impl FnOnce(serde_json::Error) -> PartError {
+        move |err| PartError::Undecodable { what, err }
+    }
+}
+
 /// How far ahead of this member's clock a peer's time (a lease expiry
 /// beyond its lease time, an event, a journal) may be: one day.
 pub const FUTURE_SECS: u64 = 24 * 3600;
@@ -96,5 +118,21 @@ impl LbControlError {
         match self {
             LbControlError::UnknownNode(_) => 404,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_part_that_does_not_decode_is_named_with_serdes_reason() {
+        let err = serde_json::from_value::<Vec<u8>>(serde_json::json!({"a": 1}))
+            .map_err(PartError::undecodable("leases"))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "leases: invalid type: map, expected a sequence"
+        );
     }
 }

@@ -11,7 +11,9 @@
 //!   the approver is asked to read again and the reader waits at most
 //!   `wait`, never longer, whatever the API server does.
 //! - A read that failed (no secret, no right, not an Ignition config) is a
-//!   [`Current::Fallback`] with its reason: the caller serves `worker.ign`.
+//!   [`Current::Fallback`] with its reason ([`Fallback`]): the caller
+//!   serves `worker.ign`. The reason is kept as the approver's text (the
+//!   kit does not know the service's error type).
 //!   A read still running when the wait ends answers the last outcome: a
 //!   copy read earlier (the pointer config changes only when the
 //!   cluster's CA does), or the fallback when there is none or the last
@@ -39,13 +41,24 @@ pub enum Current {
     /// The secret's `userData` (an Ignition config).
     Secret(Bytes),
     /// Serve `worker.ign`: why the secret is not used.
-    Fallback(String),
+    Fallback(Fallback),
+}
+
+/// Why workers are served `worker.ign` rather than the secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Fallback {
+    /// The last read failed: the approver's reason, as it logged it.
+    #[error("{0}")]
+    ReadFailed(String),
+    /// No read has ended yet, and none within the reader's wait.
+    #[error("the secret was not read within {0:?} (the API server is slow or unreachable)")]
+    NotReadWithin(Duration),
 }
 
 #[derive(Default)]
 struct State {
     /// The last read's outcome and when it ended.
-    last: Option<(Result<Bytes, String>, Instant)>,
+    last: Option<(Result<Bytes, Fallback>, Instant)>,
 }
 
 /// The handle `serve` shares (see the module doc).
@@ -85,9 +98,7 @@ impl WorkerIgnition {
         match &self.state.locked().last {
             Some((Ok(body), _)) => Current::Secret(body.clone()),
             Some((Err(why), _)) => Current::Fallback(why.clone()),
-            None => Current::Fallback(format!(
-                "the secret was not read within {wait:?} (the API server is slow or unreachable)"
-            )),
+            None => Current::Fallback(Fallback::NotReadWithin(wait)),
         }
     }
 
@@ -106,8 +117,9 @@ impl WorkerIgnition {
         self.wanted.notified().await;
     }
 
-    /// The approver: the outcome of a read.
-    pub fn store(&self, res: Result<Bytes, String>) {
+    /// The approver: the outcome of a read (a failure kept as its text).
+    pub fn store<E: std::fmt::Display>(&self, res: Result<Bytes, E>) {
+        let res = res.map_err(|e| Fallback::ReadFailed(e.to_string()));
         self.state.locked().last = Some((res, Instant::now()));
         self.reads.send_modify(|n| *n += 1);
     }
@@ -124,7 +136,7 @@ mod tests {
     #[tokio::test]
     async fn a_fresh_copy_is_answered_without_a_read() {
         let w = WorkerIgnition::default();
-        w.store(Ok(Bytes::from_static(b"{}")));
+        w.store(Ok::<_, &str>(Bytes::from_static(b"{}")));
         let got = w.current(LONG, Duration::from_millis(1)).await;
         assert_eq!(got, Current::Secret(Bytes::from_static(b"{}")));
     }
@@ -132,14 +144,17 @@ mod tests {
     #[tokio::test]
     async fn a_stale_copy_asks_for_a_read_and_takes_its_outcome() {
         let w = Arc::new(WorkerIgnition::default());
-        w.store(Ok(Bytes::from_static(b"old")));
+        w.store(Ok::<_, &str>(Bytes::from_static(b"old")));
         let reader = w.clone();
         let approver = tokio::spawn(async move {
             reader.wanted().await;
-            reader.store(Err("secret not found".into()));
+            reader.store(Err("secret not found"));
         });
         let got = w.current(Duration::ZERO, LONG).await;
-        assert_eq!(got, Current::Fallback("secret not found".into()));
+        assert_eq!(
+            got,
+            Current::Fallback(Fallback::ReadFailed("secret not found".into()))
+        );
         approver.await.unwrap();
     }
 
@@ -147,16 +162,26 @@ mod tests {
     async fn a_slow_read_answers_the_last_outcome() {
         let w = WorkerIgnition::default();
         let got = w.current(LONG, Duration::from_millis(20)).await;
-        assert!(
-            matches!(&got, Current::Fallback(why) if why.contains("not read within")),
-            "{got:?}"
+        let Current::Fallback(why) = got else {
+            panic!("{got:?}")
+        };
+        assert_eq!(
+            why.to_string(),
+            "the secret was not read within 20ms (the API server is slow or unreachable)"
         );
-        w.store(Ok(Bytes::from_static(b"good")));
+        w.store(Ok::<_, &str>(Bytes::from_static(b"good")));
         let got = w.current(Duration::ZERO, Duration::from_millis(20)).await;
         assert_eq!(got, Current::Secret(Bytes::from_static(b"good")));
-        w.store(Err("forbidden".into()));
+        w.store(Err("forbidden"));
         // Failed, and no read since: the failure stands (not the old copy).
         let got = w.current(Duration::ZERO, Duration::from_millis(20)).await;
-        assert_eq!(got, Current::Fallback("forbidden".into()));
+        assert_eq!(
+            got.clone(),
+            Current::Fallback(Fallback::ReadFailed("forbidden".into()))
+        );
+        let Current::Fallback(why) = got else {
+            panic!("{got:?}")
+        };
+        assert_eq!(why.to_string(), "forbidden");
     }
 }

@@ -32,13 +32,15 @@
 //! A document without `version` (a member of version 1, which also sends
 //! the token in clear) is refused loudly: both members must be upgraded.
 //!
-//! The client is a few lines of blocking HTTP/1.1 on a `spawn_blocking`
-//! thread, like the CLI's admin client: one small request to a known peer,
-//! no pooling or TLS, not worth an HTTP client stack.
+//! The client side of one exchange is [`client`] (blocking HTTP/1.1 on a
+//! `spawn_blocking` thread); what can go wrong, in the texts the log and
+//! `/status` show, is [`SyncError`].
+
+mod client;
+mod error;
 
 use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +57,7 @@ use crate::runtime::haauth::{self, AuthError, PairKey, Role, Stamp};
 use crate::runtime::lograte::LogRate;
 use crate::runtime::sync::LockExt as _;
 use crate::serve::hub::Hub;
+pub use error::SyncError;
 
 /// Path of the exchange on the admin API.
 pub const PATH: &str = "/api/ha/state";
@@ -62,8 +65,6 @@ pub const PATH: &str = "/api/ha/state";
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// How often the local state is looked at for changes.
 const LOOK: Duration = Duration::from_millis(100);
-/// Connect bound of one exchange.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Total bound of one exchange, connect to the answer's last byte.
 pub const DEADLINE: Duration = Duration::from_secs(5);
 /// Longest wait between attempts while the peer does not answer.
@@ -140,27 +141,18 @@ fn local(hub: &Hub) -> SyncDoc {
 }
 
 /// Decode a document (already authenticated), refusing other versions.
-fn decode(body: &[u8]) -> Result<SyncDoc, String> {
-    let v: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| format!("not an HA state document: {e}"))?;
+fn decode(body: &[u8]) -> Result<SyncDoc, SyncError> {
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(SyncError::NotADocument)?;
     match v.get("version").and_then(serde_json::Value::as_u64) {
         Some(n) if n == u64::from(VERSION) => {}
-        Some(n) => {
-            return Err(format!(
-                "an HA document of version {n}; this member speaks version {VERSION}: run the same crc-appliance version on both members"
-            ));
-        }
-        None => {
-            return Err(format!(
-                "an HA document of version 1 (no version); this member speaks version {VERSION}: upgrade the peer"
-            ));
-        }
+        Some(n) => return Err(SyncError::OtherVersion(n)),
+        None => return Err(SyncError::VersionOne),
     }
-    serde_json::from_value(v).map_err(|e| format!("not an HA state document: {e}"))
+    serde_json::from_value(v).map_err(SyncError::NotADocument)
 }
 
 /// Merge `peer`'s state into ours; how many entries were taken.
-fn merge(hub: &Hub, peer: SyncDoc) -> Result<usize, String> {
+fn merge(hub: &Hub, peer: SyncDoc) -> Result<usize, SyncError> {
     with_parts(hub, |parts| {
         merge_into(parts, peer.parts, hub.ha(), &log(hub))
     })
@@ -174,7 +166,7 @@ fn merge_into(
     mut peer: BTreeMap<String, serde_json::Value>,
     ha: &HaView,
     log: &LogRate,
-) -> Result<usize, String> {
+) -> Result<usize, SyncError> {
     let mut skipped = Skipped::default();
     let mut staged = Vec::new();
     for p in parts {
@@ -266,9 +258,10 @@ pub fn answer(
     };
     if let Err(e) = decode(body).and_then(|d| merge(hub, d)) {
         warn!("ha: refused the peer's document: {e}");
+        let why = e.to_string();
         hub.ha()
-            .update(|s| s.received.failed(e.clone(), unix_now()));
-        return Answer::error(400, &e);
+            .update(|s| s.received.failed(why.clone(), unix_now()));
+        return Answer::error(400, &why);
     }
     hub.ha()
         .update(|s| s.received.worked(body.len(), unix_now()));
@@ -286,181 +279,46 @@ pub fn answer(
     }
 }
 
-/// Time left until `deadline`, or the error of an exchange cut by it.
-fn left(deadline: std::time::Instant) -> Result<Duration, String> {
-    deadline
-        .checked_duration_since(std::time::Instant::now())
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            format!(
-                "no complete answer within {} s (exchange deadline)",
-                DEADLINE.as_secs()
-            )
-        })
-}
-
-/// At most 200 characters of a peer's error text, control characters
-/// replaced.
-fn printable(b: &[u8]) -> String {
-    String::from_utf8_lossy(b)
-        .chars()
-        .take(200)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect::<String>()
-        .trim()
-        .to_string()
-}
-
-/// One exchange with the peer (blocking): our document out, theirs back,
-/// within [`DEADLINE`]; the answer's body once authenticated.
-fn post(
-    peer: SocketAddr,
-    key: &PairKey,
-    me: Ipv4Addr,
-    body: &[u8],
-    limit: usize,
-) -> Result<Vec<u8>, String> {
-    let deadline = std::time::Instant::now() + DEADLINE;
-    let IpAddr::V4(peer_ip) = peer.ip() else {
-        return Err("ha.peer is not IPv4".into());
-    };
-    let stamp = Stamp::new(me, unix_now());
-    let role = Role::Request {
-        method: "POST",
-        path: PATH,
-    };
-    let mut head = format!(
-        "POST {PATH} HTTP/1.1\r\nHost: {peer}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in haauth::sign(key, role, &stamp, body) {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    let mut s = TcpStream::connect_timeout(&peer, CONNECT_TIMEOUT.min(left(deadline)?))
-        .map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(left(deadline)?))
-        .and_then(|()| s.write_all(head.as_bytes()))
-        .and_then(|()| s.write_all(body))
-        .map_err(|e| e.to_string())?;
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        s.set_read_timeout(Some(left(deadline)?))
-            .map_err(|e| e.to_string())?;
-        let n = match s.read(&mut chunk) {
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                left(deadline)?;
-                continue;
-            }
-            Err(e) => return Err(e.to_string()),
-        };
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if buf.len() > limit + 16 * 1024 {
-            return Err(format!("the answer is over the {limit}-byte limit"));
-        }
-    }
-    let (status, headers, answer) = parse_answer(&buf)?;
-    if status != 200 {
-        let hint = if status == 401 {
-            " (the peer refused our authentication: a different pair key in ha.tokenFile, clocks more than 60 s apart, or a peer of an older version)"
-        } else {
-            ""
-        };
-        return Err(format!("HTTP {status}{hint}: {}", printable(answer)));
-    }
-    let header = |n: &str| {
-        headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(n))
-            .map(|(_, v)| v.clone())
-    };
-    let role = Role::Answer {
-        status,
-        request: &stamp.nonce,
-    };
-    haauth::verify(key, role, &header, answer, peer_ip, unix_now())
-        .map_err(|e| format!("unauthenticated answer, ignored: {e}"))?;
-    Ok(answer.to_vec())
-}
-
-/// An answer's headers: lower-case name, value.
-type Headers = Vec<(String, String)>;
-
-/// An HTTP/1.1 answer's status, headers and body (cut to its
-/// `Content-Length`).
-fn parse_answer(buf: &[u8]) -> Result<(u16, Headers, &[u8]), String> {
-    let split = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("malformed answer")?;
-    let head = std::str::from_utf8(&buf[..split]).map_err(|_| "malformed answer")?;
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse::<u16>().ok())
-        .ok_or("malformed answer")?;
-    let headers: Headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let mut body = &buf[split + 4..];
-    if let Some(len) = headers
-        .iter()
-        .find(|(k, _)| k == "content-length")
-        .and_then(|(_, v)| v.parse::<usize>().ok())
-    {
-        if body.len() < len {
-            return Err("the answer ended early".into());
-        }
-        body = &body[..len];
-    }
-    Ok((status, headers, body))
-}
-
 /// One exchange from the loop: build, check the size, post, decode and
 /// merge. The size of our document on success.
 async fn exchange_once(
     hub: &Arc<Hub>,
     peer: SocketAddr,
     key: &Arc<PairKey>,
-) -> Result<usize, String> {
+) -> Result<usize, SyncError> {
     let me = hub.ha().member_id();
     if me == 0 {
-        return Err(
-            "this member's own address is unknown (no route to ha.peer): set ha.ownIP".into(),
-        );
+        return Err(SyncError::OwnAddressUnknown);
     }
-    let body = serde_json::to_vec(&local(hub)).map_err(|e| e.to_string())?;
+    let body = serde_json::to_vec(&local(hub)).map_err(SyncError::Encode)?;
     let limit = max_doc(&hub.plan().cluster);
     hub.ha().update(|s| {
         s.doc_bytes = body.len() as u64;
         s.doc_limit = limit as u64;
     });
     if body.len() > limit {
-        return Err(format!(
-            "SYNC STOPPED: our document is {} bytes, over the {limit}-byte limit the peer accepts",
-            body.len()
-        ));
+        return Err(SyncError::DocumentTooLarge {
+            bytes: body.len(),
+            limit,
+        });
     }
     let key = key.clone();
     let sent = body.len();
-    let answer =
-        tokio::task::spawn_blocking(move || post(peer, &key, Ipv4Addr::from(me), &body, limit))
-            .await
-            .map_err(|e| e.to_string())??;
+    let answer = tokio::task::spawn_blocking(move || {
+        client::post(peer, &key, Ipv4Addr::from(me), &body, limit)
+    })
+    .await
+    .map_err(SyncError::Task)??;
     merge(hub, decode(&answer)?)?;
     Ok(sent)
+}
+
+/// How the last exchange went, so that each change is logged once.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Exchanged,
+    /// It failed with this text (the same failure again is not logged).
+    Failed(String),
 }
 
 /// Exchange with the peer at `peer` (its admin API) until `stop`: at
@@ -477,7 +335,7 @@ pub async fn run(
     let mut sent: Option<u64> = None;
     let mut last = Instant::now();
     let mut backoff = Duration::ZERO;
-    let mut was: Option<Result<(), String>> = None;
+    let mut was: Option<Outcome> = None;
     loop {
         let wait = if backoff.is_zero() { LOOK } else { backoff };
         tokio::select! {
@@ -497,10 +355,10 @@ pub async fn run(
                 // counter, and the next look sends them back (harmless).
                 sent = Some(changes);
                 backoff = Duration::ZERO;
-                if was != Some(Ok(())) {
+                if was != Some(Outcome::Exchanged) {
                     info!("ha: peer {peer} reachable; state exchanged (authenticated)");
                 }
-                was = Some(Ok(()));
+                was = Some(Outcome::Exchanged);
                 hub.ha().update(|s| {
                     s.peer_reachable = true;
                     s.last_sync = Some(unix_now());
@@ -509,8 +367,9 @@ pub async fn run(
                 });
             }
             Err(e) => {
-                if was.as_ref().is_none_or(|w| w.as_ref().err() != Some(&e)) {
-                    if e.starts_with("SYNC STOPPED") {
+                let failed = Outcome::Failed(e.to_string());
+                if was.as_ref() != Some(&failed) {
+                    if e.stops_sync() {
                         error!("ha: {e}; the pair no longer shares its state");
                     } else {
                         warn!(
@@ -518,13 +377,14 @@ pub async fn run(
                         );
                     }
                 }
-                was = Some(Err(e.clone()));
+                was = Some(failed);
                 sent = None;
                 backoff = (backoff * 2).clamp(Duration::from_millis(250), MAX_BACKOFF);
+                let why = e.to_string();
                 hub.ha().update(|s| {
                     s.peer_reachable = false;
-                    s.peer_error = Some(e.clone());
-                    s.sent.failed(e, unix_now());
+                    s.peer_error = Some(why.clone());
+                    s.sent.failed(why, unix_now());
                 });
             }
         }
@@ -534,6 +394,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::control::PartError;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A part that counts what it applied, refusing documents that are
@@ -554,8 +415,8 @@ mod tests {
             &'a self,
             peer: serde_json::Value,
             _: &mut Skipped,
-        ) -> Result<crate::runtime::control::Staged<'a>, String> {
-            let n = peer.as_u64().ok_or("not a number")? as usize;
+        ) -> Result<crate::runtime::control::Staged<'a>, PartError> {
+            let n: usize = serde_json::from_value(peer).map_err(PartError::undecodable(self.0))?;
             Ok(Box::new(move || {
                 self.1.fetch_add(n, Ordering::Relaxed);
                 n
@@ -581,11 +442,15 @@ mod tests {
             ])
         };
         let (ha, log) = (HaView::single(), LogRate::new("ha", LOG_INTERVAL));
-        assert!(merge_into(&parts, doc(serde_json::json!("bad")), &ha, &log).is_err());
+        let refused = merge_into(&parts, doc(serde_json::json!("bad")), &ha, &log);
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "b: invalid type: string \"bad\", expected usize"
+        );
         assert_eq!(a.1.load(Ordering::Relaxed), 0, "nothing applied");
         assert_eq!(
-            merge_into(&parts, doc(serde_json::json!(2)), &ha, &log),
-            Ok(5)
+            merge_into(&parts, doc(serde_json::json!(2)), &ha, &log).unwrap(),
+            5
         );
         assert_eq!(
             (a.1.load(Ordering::Relaxed), b.1.load(Ordering::Relaxed)),
@@ -595,28 +460,20 @@ mod tests {
 
     #[test]
     fn documents_of_other_versions_are_refused() {
-        assert!(
-            decode(br#"{"netboot":{}}"#)
-                .unwrap_err()
-                .contains("version 1")
-        );
-        assert!(
-            decode(br#"{"version":3,"parts":{}}"#)
-                .unwrap_err()
-                .contains("version 3")
-        );
+        assert!(matches!(
+            decode(br#"{"netboot":{}}"#),
+            Err(SyncError::VersionOne)
+        ));
+        assert!(matches!(
+            decode(br#"{"version":3,"parts":{}}"#),
+            Err(SyncError::OtherVersion(3))
+        ));
+        assert!(matches!(
+            decode(br#"{"version":2,"parts":[]}"#),
+            Err(SyncError::NotADocument(_))
+        ));
+        assert!(matches!(decode(b"\x01"), Err(SyncError::NotADocument(_))));
         assert_eq!(decode(br#"{"version":2,"parts":{}}"#).unwrap().version, 2);
-    }
-
-    #[test]
-    fn the_answer_is_cut_to_its_length_and_headers_are_read() {
-        let (st, h, body) = parse_answer(
-            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Crc-Ha-Time: 5\r\n\r\n{}garbage",
-        )
-        .unwrap();
-        assert_eq!((st, body), (200, &b"{}"[..]));
-        assert!(h.contains(&("x-crc-ha-time".to_string(), "5".to_string())));
-        assert!(parse_answer(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}").is_err());
     }
 
     #[test]

@@ -139,16 +139,16 @@ impl Hub {
     /// `GET /api/health`: the services serving, or why not. A task that
     /// dies stops `serve` ([`crate::runtime::service::Tasks`]), so up and
     /// not stopping, with every service the plan runs present, is serving.
-    pub fn health(&self) -> Result<Vec<&'static str>, String> {
+    pub fn health(&self) -> Result<Vec<&'static str>, Unhealthy> {
         if let Some(why) = self.stopping.locked().clone() {
-            return Err(why);
+            return Err(Unhealthy::Stopping(why));
         }
         let running: Vec<&'static str> = self.services.all().iter().map(|s| s.name()).collect();
         let plan = self.plan();
         for kind in plan.cluster.services() {
             let name = kind.as_str();
             if name != "admin" && !running.contains(&name) {
-                return Err(format!("{name} is enabled but not running"));
+                return Err(Unhealthy::NotRunning(name));
             }
         }
         Ok(running)
@@ -282,9 +282,32 @@ impl Hub {
     }
 }
 
+/// Why `serve` is not serving: `GET /api/health` answers 503 with this
+/// text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unhealthy {
+    /// `serve` stops: why (a service failed, or shutdown began).
+    #[error("{0}")]
+    Stopping(String),
+    /// A service the plan runs is not running.
+    #[error("{0} is enabled but not running")]
+    NotRunning(&'static str),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The texts of the 503 answer of `GET /api/health`.
+    #[test]
+    fn unhealthy_says_why() {
+        let stopping = Unhealthy::Stopping("service dns failed: bind".into());
+        assert_eq!(stopping.to_string(), "service dns failed: bind");
+        assert_eq!(
+            Unhealthy::NotRunning("tftp").to_string(),
+            "tftp is enabled but not running"
+        );
+    }
 
     #[test]
     fn generation_counts_applied_reloads_only() {

@@ -287,11 +287,12 @@ impl crate::runtime::control::SyncControl for Recorder {
         &'a self,
         peer: serde_json::Value,
         skipped: &mut crate::runtime::control::Skipped,
-    ) -> Result<crate::runtime::control::Staged<'a>, String> {
+    ) -> Result<crate::runtime::control::Staged<'a>, crate::runtime::control::PartError> {
         // Each event on its own: one this version does not know (a newer
         // peer) is skipped and counted, never fatal.
-        let peer: Vec<serde_json::Value> =
-            serde_json::from_value(peer).map_err(|e| format!("timeline events: {e}"))?;
+        let peer: Vec<serde_json::Value> = serde_json::from_value(peer).map_err(
+            crate::runtime::control::PartError::undecodable("timeline events"),
+        )?;
         let known: Vec<String> = self.nodes.load().iter().map(|n| n.name.clone()).collect();
         let events = super::shared::check_peer(peer, &known, now(), skipped);
         Ok(Box::new(move || {
@@ -346,7 +347,7 @@ mod tests {
         });
         a.machine_config_connect("10.9.0.10".parse().unwrap());
         let (_, doc) = a.sync_state();
-        assert_eq!(b.merge_state(doc), Ok(1));
+        assert_eq!(b.merge_state(doc).unwrap(), 1);
         let connect = Event::MachineConfigConnect {
             node: "master-0".into(),
         };
@@ -378,7 +379,7 @@ mod tests {
         let (va, doc) = a.sync_state();
         assert_eq!(va, 2);
         let (vb, _) = b.sync_state();
-        assert_eq!(b.merge_state(doc.clone()), Ok(2));
+        assert_eq!(b.merge_state(doc.clone()).unwrap(), 2);
         let row = |r: &Recorder| {
             r.view()
                 .nodes
@@ -393,14 +394,20 @@ mod tests {
         // B relays them, but A has seen them: nothing comes back.
         let (vb2, back) = b.sync_state();
         assert_ne!(vb2, vb);
-        assert_eq!(a.merge_state(back.clone()), Ok(0));
+        assert_eq!(a.merge_state(back.clone()).unwrap(), 0);
         // A restarted A (empty timeline) gets its own events back.
         let a2 = Recorder::new(&p);
-        assert_eq!(a2.merge_state(back), Ok(2));
+        assert_eq!(a2.merge_state(back).unwrap(), 2);
         assert_eq!(row(&a2).install_finished, ra.install_finished);
         assert_eq!(a.sync_state().0, va);
         // Every exchange resends the whole log: taken once only.
-        assert_eq!(b.merge_state(doc), Ok(0));
-        assert!(b.merge_state(serde_json::json!({"not": "a log"})).is_err());
+        assert_eq!(b.merge_state(doc).unwrap(), 0);
+        let refused = b.merge_state(serde_json::json!({"not": "a log"}));
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .starts_with("timeline events: ")
+        );
     }
 }

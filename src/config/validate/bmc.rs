@@ -77,7 +77,10 @@ pub(super) fn parse_system_url(url: &str) -> Result<(String, String, u16, String
 
 /// Why `path` cannot hold a credential, if it cannot; `private` also
 /// rejects group/other read access.
-fn check_credential_file(path: &Path, private: bool) -> Result<(), String> {
+fn check_credential_file(
+    path: &Path,
+    private: bool,
+) -> Result<(), crate::config::secret::SecretFileError> {
     crate::config::secret::check_secret_file(path, private)?;
     crate::config::secret::read_first_line(path).map(|_| ())
 }
@@ -100,11 +103,11 @@ pub(crate) fn build(
     let parts = parse_system_url(url).map_err(|m| push("redfish", m)).ok();
     let user = resolve(base, &raw.username_file);
     if let Err(m) = check_credential_file(&user, false) {
-        push("usernameFile", m);
+        push("usernameFile", m.to_string());
     }
     let pass = resolve(base, &raw.password_file);
     if let Err(m) = check_credential_file(&pass, true) {
-        push("passwordFile", m);
+        push("passwordFile", m.to_string());
     }
     let ca = raw.ca_file.as_deref().map(|f| resolve(base, f));
     if let Some(ca) = &ca

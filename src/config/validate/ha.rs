@@ -79,7 +79,7 @@ pub(super) fn ha(
     }
     let token_file = super::resolve(base, &raw.token_file);
     if let Err(m) = crate::config::secret::check_token_file(&token_file) {
-        push("ha.tokenFile", m);
+        push("ha.tokenFile", m.to_string());
     } else if let Some(m) = c
         .admin
         .token_file

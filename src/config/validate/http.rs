@@ -115,7 +115,7 @@ fn tls_files(t: &raw::HttpTls, base: &Path, e: &mut Errs) -> Option<HttpTlsCfg> 
         } else if field == "keyFile"
             && let Err(m) = secret::check_secret_file(f, true)
         {
-            e.push("http.tls.keyFile", m);
+            e.push("http.tls.keyFile", m.to_string());
             ok = false;
         }
     }
@@ -169,7 +169,7 @@ pub(crate) fn build_admin(a: &raw::Admin, base: &Path, e: &mut Errs) -> Option<A
     if let Some(f) = &token_file
         && let Err(m) = secret::check_token_file(f)
     {
-        e.push("admin.tokenFile", m);
+        e.push("admin.tokenFile", m.to_string());
     }
     if a.enabled
         && token_file.is_none()

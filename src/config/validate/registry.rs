@@ -90,7 +90,7 @@ pub(super) fn registry(
             );
         }
         if let Err(m) = crate::config::secret::check_secret_file(&cfg.key_file, true) {
-            push("registry.tls.keyFile", m);
+            push("registry.tls.keyFile", m.to_string());
         }
         cfg
     });

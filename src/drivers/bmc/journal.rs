@@ -197,9 +197,10 @@ impl crate::runtime::control::SyncControl for Journals {
         &'a self,
         peer: serde_json::Value,
         skipped: &mut crate::runtime::control::Skipped,
-    ) -> Result<crate::runtime::control::Staged<'a>, String> {
-        let peer: BTreeMap<String, Shared> =
-            serde_json::from_value(peer).map_err(|e| format!("BMC journals: {e}"))?;
+    ) -> Result<crate::runtime::control::Staged<'a>, crate::runtime::control::PartError> {
+        let peer: BTreeMap<String, Shared> = serde_json::from_value(peer).map_err(
+            crate::runtime::control::PartError::undecodable("BMC journals"),
+        )?;
         let latest = now_ms().saturating_add(FUTURE_MS);
         for (node, j) in &peer {
             if !self.files.iter().any(|(n, _)| n == node) {
@@ -274,13 +275,13 @@ mod tests {
         save(&path_of(&ca, "metal-0"), &done).unwrap_or_else(|e| panic!("{e}"));
         let (va, doc) = a.sync_state();
         assert_eq!(b.sync_state().1, serde_json::json!({}));
-        assert_eq!(b.merge_state(doc.clone()), Ok(1));
+        assert_eq!(b.merge_state(doc.clone()).unwrap(), 1);
         let pb = path_of(&cb, "metal-0");
         assert_eq!(load(&pb, &done.url), Some(done.clone()));
         // Same time on both sides now: nothing moves either way.
         assert_eq!(b.read(), a.read());
-        assert_eq!(b.merge_state(doc), Ok(0));
-        assert_eq!(a.merge_state(b.sync_state().1), Ok(0));
+        assert_eq!(b.merge_state(doc).unwrap(), 0);
+        assert_eq!(a.merge_state(b.sync_state().1).unwrap(), 0);
         assert_eq!(a.sync_state().0, va);
         // A newer journal on B (a later `up` there) goes to A.
         std::thread::sleep(Duration::from_millis(20));
@@ -289,17 +290,23 @@ mod tests {
             ..done.clone()
         };
         save(&pb, &next).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(a.merge_state(b.sync_state().1), Ok(1));
+        assert_eq!(a.merge_state(b.sync_state().1).unwrap(), 1);
         assert_eq!(
             load(&path_of(&ca, "metal-0"), &done.url),
             Some(next.clone())
         );
         // Nodes without a BMC and unknown nodes are ignored; garbage refused.
         let stray = serde_json::json!({"m0": {"modified": u64::MAX, "journal": done}});
-        assert_eq!(b.merge_state(stray), Ok(0));
+        assert_eq!(b.merge_state(stray).unwrap(), 0);
         assert!(!path_of(&cb, "m0").exists());
         let huge = serde_json::json!({"metal-0": {"modified": u64::MAX, "journal": next}});
-        assert_eq!(b.merge_state(huge), Ok(0));
-        assert!(b.merge_state(serde_json::json!([1])).is_err());
+        assert_eq!(b.merge_state(huge).unwrap(), 0);
+        let refused = b.merge_state(serde_json::json!([1]));
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .starts_with("BMC journals: ")
+        );
     }
 }

@@ -18,13 +18,19 @@ pub enum CertError {
     /// file (`config::secret`'s rule): `what` names it ("the appliance CA
     /// key", "http.tls.keyFile: …").
     #[error("{what} {reason}")]
-    ExposedKey { what: &'static str, reason: String },
+    ExposedKey {
+        what: &'static str,
+        reason: crate::config::secret::SecretFileError,
+    },
     /// The kept generated HTTPS key is exposed: chmod it or make new ones.
     #[error(
         "the generated HTTPS key {reason}; chmod 600 it, or delete it and {} to make new ones",
         cert.display()
     )]
-    ExposedKeptKey { reason: String, cert: PathBuf },
+    ExposedKeptKey {
+        reason: crate::config::secret::SecretFileError,
+        cert: PathBuf,
+    },
     /// The certificate file does not parse as PEM.
     #[error("{}: not a PEM certificate chain ({detail})", path.display())]
     NotPem { path: PathBuf, detail: String },

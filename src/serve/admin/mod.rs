@@ -248,7 +248,10 @@ pub const STATUS_PAGE: &str = include_str!("page.html");
 fn health(hub: &Hub) -> Resp {
     match hub.health() {
         Ok(serving) => json_resp(StatusCode::OK, &json!({ "ok": true, "serving": serving })),
-        Err(why) => json_resp(StatusCode::SERVICE_UNAVAILABLE, &json!({ "error": why })),
+        Err(why) => json_resp(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({ "error": why.to_string() }),
+        ),
     }
 }
 

@@ -53,21 +53,53 @@ pub fn secret_path() -> String {
     format!("/api/v1/namespaces/{NAMESPACE}/secrets/{USER_DATA_SECRET}")
 }
 
+/// Why the secret could not be read or used (workers are then served
+/// `worker.ign`): the text the log, `/status` → `csr.workerIgnition` and
+/// HTTP's warning show. Never the secret's content.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretReadError {
+    /// The kubeconfig could not be loaded.
+    #[error("{0:#}")]
+    Kubeconfig(anyhow::Error),
+    /// The API client could not be made from it.
+    #[error("{0:#}")]
+    Client(anyhow::Error),
+    /// The API server has no such secret (404).
+    #[error("secret {NAMESPACE}/{USER_DATA_SECRET} does not exist")]
+    NotFound,
+    /// The kubeconfig's identity may not read it (403): the fix is RBAC.
+    #[error("{}", super::watch::forbidden(&format!("get secret {NAMESPACE}/{USER_DATA_SECRET}")))]
+    Forbidden,
+    /// Any other failed call.
+    #[error("reading secret {NAMESPACE}/{USER_DATA_SECRET}: {0}")]
+    Call(CallError),
+    /// The secret has no `data.userData`.
+    #[error("secret {NAMESPACE}/{USER_DATA_SECRET} has no data.userData")]
+    NoUserData,
+    /// `userData` does not decode as base64.
+    #[error("secret {NAMESPACE}/{USER_DATA_SECRET}: userData is not base64: {0}")]
+    NotBase64(base64::DecodeError),
+    /// `userData` is not JSON.
+    #[error("secret {NAMESPACE}/{USER_DATA_SECRET}: userData is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    /// `userData` is JSON but not an Ignition config.
+    #[error(
+        "secret {NAMESPACE}/{USER_DATA_SECRET}: userData is not an Ignition config (no ignition.version)"
+    )]
+    NotIgnition,
+}
+
 /// A Secret object → its `userData`, which must be an Ignition config.
-pub fn user_data(secret: &serde_json::Value) -> Result<Bytes, String> {
-    let name = format!("secret {NAMESPACE}/{USER_DATA_SECRET}");
+pub fn user_data(secret: &serde_json::Value) -> Result<Bytes, SecretReadError> {
     let b64 = secret["data"]["userData"]
         .as_str()
-        .ok_or_else(|| format!("{name} has no data.userData"))?;
+        .ok_or(SecretReadError::NoUserData)?;
     let raw = base64::engine::general_purpose::STANDARD
         .decode(b64.trim())
-        .map_err(|e| format!("{name}: userData is not base64: {e}"))?;
-    let doc: serde_json::Value =
-        serde_json::from_slice(&raw).map_err(|e| format!("{name}: userData is not JSON: {e}"))?;
+        .map_err(SecretReadError::NotBase64)?;
+    let doc: serde_json::Value = serde_json::from_slice(&raw).map_err(SecretReadError::NotJson)?;
     if !doc["ignition"]["version"].is_string() {
-        return Err(format!(
-            "{name}: userData is not an Ignition config (no ignition.version)"
-        ));
+        return Err(SecretReadError::NotIgnition);
     }
     Ok(Bytes::from(raw))
 }
@@ -90,21 +122,15 @@ pub fn stale_warning(ignition_dir: &Path, now: SystemTime) -> Option<String> {
 
 impl Reader {
     /// Read the secret once; the body or why not.
-    async fn read(&self) -> Result<Bytes, String> {
+    async fn read(&self) -> Result<Bytes, SecretReadError> {
         let cfg = self.cfg.load();
-        let kc = super::kubeconfig::load(&cfg.kubeconfig).map_err(|e| format!("{e:#}"))?;
-        let client = Client::new(kc).map_err(|e| format!("{e:#}"))?;
+        let kc = super::kubeconfig::load(&cfg.kubeconfig).map_err(SecretReadError::Kubeconfig)?;
+        let client = Client::new(kc).map_err(SecretReadError::Client)?;
         match client.get_json(&secret_path()).await {
             Ok(v) => user_data(&v),
-            Err(CallError::Status(StatusCode::NOT_FOUND, _)) => Err(format!(
-                "secret {NAMESPACE}/{USER_DATA_SECRET} does not exist"
-            )),
-            Err(CallError::Status(StatusCode::FORBIDDEN, _)) => Err(super::watch::forbidden(
-                &format!("get secret {NAMESPACE}/{USER_DATA_SECRET}"),
-            )),
-            Err(e) => Err(format!(
-                "reading secret {NAMESPACE}/{USER_DATA_SECRET}: {e}"
-            )),
+            Err(CallError::Status(StatusCode::NOT_FOUND, _)) => Err(SecretReadError::NotFound),
+            Err(CallError::Status(StatusCode::FORBIDDEN, _)) => Err(SecretReadError::Forbidden),
+            Err(e) => Err(SecretReadError::Call(e)),
         }
     }
 
@@ -119,7 +145,7 @@ impl Reader {
             Ok(_) => next.source = "secret".into(),
             Err(why) => {
                 next.source = "worker.ign".into();
-                next.error = Some(why.clone());
+                next.error = Some(why.to_string());
                 next.warning = stale_warning(&self.cfg.load().ignition_dir, SystemTime::now());
             }
         }
@@ -165,17 +191,58 @@ mod tests {
     fn user_data_is_the_decoded_ignition_config() {
         let ign = br#"{"ignition":{"config":{"merge":[{"source":"https://api-int.c.example.com:22623/config/worker"}]},"version":"3.2.0"}}"#;
         assert_eq!(user_data(&secret(ign)).unwrap(), Bytes::from_static(ign));
+        let name = "secret openshift-machine-api/worker-user-data-managed";
         for (bad, why) in [
-            (serde_json::json!({"data": {}}), "no data.userData"),
+            (
+                serde_json::json!({"data": {}}),
+                format!("{name} has no data.userData"),
+            ),
             (
                 serde_json::json!({"data": {"userData": "%%"}}),
-                "not base64",
+                format!("{name}: userData is not base64: Invalid symbol 37, offset 0."),
             ),
-            (secret(b"#cloud-config"), "not JSON"),
-            (secret(b"{\"a\":1}"), "not an Ignition config"),
+            (
+                secret(b"#cloud-config"),
+                format!("{name}: userData is not JSON: expected value at line 1 column 1"),
+            ),
+            (
+                secret(b"{\"a\":1}"),
+                format!("{name}: userData is not an Ignition config (no ignition.version)"),
+            ),
         ] {
-            let e = user_data(&bad).unwrap_err();
-            assert!(e.contains(why), "{e}");
+            assert_eq!(user_data(&bad).unwrap_err().to_string(), why);
+        }
+    }
+
+    /// The texts of the API's refusals (tests/csr_day2.rs looks for "does
+    /// not exist").
+    #[test]
+    fn a_refused_read_says_why_and_the_fix() {
+        let cases = [
+            (
+                SecretReadError::NotFound,
+                "secret openshift-machine-api/worker-user-data-managed does not exist",
+            ),
+            (
+                SecretReadError::Forbidden,
+                "the kubeconfig's identity may not get secret openshift-machine-api/worker-user-data-managed: apply `crc-appliance render csr-rbac` and use its identity, or the installer's auth/kubeconfig",
+            ),
+            (
+                SecretReadError::Call(CallError::Status(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "etcd".into(),
+                )),
+                "reading secret openshift-machine-api/worker-user-data-managed: 500 Internal Server Error: etcd",
+            ),
+            (
+                SecretReadError::Kubeconfig(
+                    anyhow::anyhow!("no such file").context("kubeconfig /k"),
+                ),
+                "kubeconfig /k: no such file",
+            ),
+        ];
+        for (err, text) in cases {
+            assert_eq!(err.to_string(), text);
         }
     }
 

@@ -214,9 +214,9 @@ impl crate::runtime::control::SyncControl for Dhcp {
         &'a self,
         peer: serde_json::Value,
         skipped: &mut crate::runtime::control::Skipped,
-    ) -> Result<crate::runtime::control::Staged<'a>, String> {
-        let peer: Vec<leases::Lease> =
-            serde_json::from_value(peer).map_err(|e| format!("leases: {e}"))?;
+    ) -> Result<crate::runtime::control::Staged<'a>, crate::runtime::control::PartError> {
+        let peer: Vec<leases::Lease> = serde_json::from_value(peer)
+            .map_err(crate::runtime::control::PartError::undecodable("leases"))?;
         let peer = self.shared.table().check_peer(peer, now(), skipped);
         Ok(Box::new(move || {
             let taken = self.shared.table().merge_peer(&peer, now());

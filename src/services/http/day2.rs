@@ -75,6 +75,7 @@ impl Day2 {
                 }
             },
             Current::Fallback(why) => {
+                let why = why.to_string();
                 let mut logged = self.logged.locked();
                 if logged.as_deref() != Some(why.as_str()) {
                     warn!(

@@ -26,6 +26,7 @@
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
 
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
@@ -33,9 +34,9 @@ use tracing::{debug, error, info, warn};
 
 use super::range::Validators;
 use super::{Ctx, Region, Resp, plain};
-use crate::boot::iso9660::IsoImage;
+use crate::boot::iso9660::{IsoError, IsoImage};
 use crate::boot::liveiso::embed::{IgnArea, ignition_initrd};
-use crate::boot::liveiso::{KargAreas, Patches};
+use crate::boot::liveiso::{EmbedError, KargAreas, Patches};
 use crate::model::access::{self, Decision, Owner};
 use crate::model::boot::{IsoTarget, iso_install_kargs, single_node_kargs};
 use crate::model::cluster::{BootSource, Role};
@@ -54,6 +55,47 @@ struct Prepared {
 /// Largest bootstrap-in-place Ignition read (real ones are about 1 MiB).
 const MAX_BIP: u64 = 64 << 20;
 
+/// Why a boot ISO cannot be served (a 500 with this text, and an error
+/// log): each names the file at fault.
+#[derive(Debug, thiserror::Error)]
+enum BootIsoError {
+    /// Reading `rhcos.iso` or the bootstrap-in-place Ignition failed.
+    #[error("{}: {err}", path.display())]
+    Io { path: PathBuf, err: std::io::Error },
+    /// The ISO's metadata could not be read (it was open).
+    #[error("{0}")]
+    Metadata(std::io::Error),
+    /// The bootstrap-in-place Ignition is larger than [`MAX_BIP`].
+    #[error("{} is larger than {MAX_BIP} bytes", path.display())]
+    IgnitionTooLarge { path: PathBuf },
+    /// The Ignition initrd could not be made.
+    #[error("{0}")]
+    Initrd(EmbedError),
+    /// `rhcos.iso` is not an ISO 9660 image.
+    #[error("{}: {err}", path.display())]
+    NotIso { path: PathBuf, err: IsoError },
+    /// `rhcos.iso` lacks an embed area, or the kargs or Ignition do not fit.
+    #[error("{}: {err}", path.display())]
+    Embed { path: PathBuf, err: EmbedError },
+}
+
+impl BootIsoError {
+    /// An I/O error at `path`.
+    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BootIsoError {
+        let path = path.to_path_buf();
+        move |err| BootIsoError::Io { path, err }
+    }
+
+    /// An embed-area error of the ISO at `path`.
+    fn embed(path: &Path) -> impl Fn(EmbedError) -> BootIsoError {
+        let path = path.to_path_buf();
+        move |err| BootIsoError::Embed {
+            path: path.clone(),
+            err,
+        }
+    }
+}
+
 /// The last compressed Ignition initrd and the file state it was made
 /// from (inode, size, mtime): a BMC reads the ISO in many ranges, and each
 /// would otherwise compress the config again.
@@ -64,13 +106,13 @@ type InitrdKey = (std::path::PathBuf, u64, u64, i64, i64);
 
 impl InitrdCache {
     /// The initrd of the config at `path` (read and compressed on a miss).
-    fn get(&self, path: &std::path::Path) -> Result<Arc<Vec<u8>>, String> {
-        let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let m = f
-            .metadata()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+    fn get(&self, path: &Path) -> Result<Arc<Vec<u8>>, BootIsoError> {
+        let f = File::open(path).map_err(BootIsoError::io(path))?;
+        let m = f.metadata().map_err(BootIsoError::io(path))?;
         if m.len() > MAX_BIP {
-            return Err(format!("{} is larger than {MAX_BIP} bytes", path.display()));
+            return Err(BootIsoError::IgnitionTooLarge {
+                path: path.to_path_buf(),
+            });
         }
         let key = (
             path.to_path_buf(),
@@ -86,8 +128,8 @@ impl InitrdCache {
         }
         let mut config = Vec::with_capacity(m.len() as usize);
         std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_BIP), &mut config)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let initrd = Arc::new(ignition_initrd(&config).map_err(|e| e.to_string())?);
+            .map_err(BootIsoError::io(path))?;
+        let initrd = Arc::new(ignition_initrd(&config).map_err(BootIsoError::Initrd)?);
         *self.0.locked() = Some((key, initrd.clone()));
         Ok(initrd)
     }
@@ -95,24 +137,21 @@ impl InitrdCache {
 
 /// Open `iso`, locate its embed areas and patch `extra` in, and the
 /// compressed Ignition `ign` into its Ignition embed area.
-fn prepare(
-    iso: &std::path::Path,
-    extra: &str,
-    ign: Option<Arc<Vec<u8>>>,
-) -> Result<Prepared, String> {
-    let file = File::open(iso).map_err(|e| format!("{}: {e}", iso.display()))?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    let mut img = IsoImage::open(&file).map_err(|e| format!("{}: {e}", iso.display()))?;
-    let areas = KargAreas::locate(&mut img).map_err(|e| format!("{}: {e}", iso.display()))?;
-    let mut patches = areas
-        .patches(&areas.with_extra(extra))
-        .map_err(|e| format!("{}: {e}", iso.display()))?;
+fn prepare(iso: &Path, extra: &str, ign: Option<Arc<Vec<u8>>>) -> Result<Prepared, BootIsoError> {
+    let file = File::open(iso).map_err(BootIsoError::io(iso))?;
+    let meta = file.metadata().map_err(BootIsoError::Metadata)?;
+    let mut img = IsoImage::open(&file).map_err(|err| BootIsoError::NotIso {
+        path: iso.to_path_buf(),
+        err,
+    })?;
+    let at = BootIsoError::embed(iso);
+    let areas = KargAreas::locate(&mut img).map_err(&at)?;
+    let mut patches = areas.patches(&areas.with_extra(extra)).map_err(&at)?;
     if let Some(initrd) = ign {
-        let at = |e: crate::boot::liveiso::EmbedError| format!("{}: {e}", iso.display());
-        let area = IgnArea::locate(&mut img).map_err(at)?;
+        let area = IgnArea::locate(&mut img).map_err(&at)?;
         patches = patches
-            .with(vec![area.patch(&initrd).map_err(at)?])
-            .map_err(at)?;
+            .with(vec![area.patch(&initrd).map_err(&at)?])
+            .map_err(&at)?;
     }
     let nanos = meta
         .modified()
@@ -202,7 +241,7 @@ impl Ctx {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
                 error!(%peer, "boot iso {name}.iso: {e}");
-                return plain(StatusCode::INTERNAL_SERVER_ERROR, &e);
+                return plain(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
             }
             Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
         };
@@ -224,5 +263,66 @@ impl Ctx {
         }
         let region = Region::new(p.file, 0, p.len).patched(p.patches);
         self.serve_region(req, region, &v, "application/x-iso9660-image")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts of the 500 answer and the error log: each names the file.
+    #[test]
+    fn each_error_names_the_file_at_fault() {
+        let iso = Path::new("/srv/rhcos.iso");
+        let bip = Path::new("/srv/ign/bootstrap-in-place-for-live-iso.ign");
+        let gone = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let cases = [
+            (
+                BootIsoError::io(iso)(gone()),
+                "/srv/rhcos.iso: entity not found",
+            ),
+            (BootIsoError::Metadata(gone()), "entity not found"),
+            (
+                BootIsoError::IgnitionTooLarge {
+                    path: bip.to_path_buf(),
+                },
+                "/srv/ign/bootstrap-in-place-for-live-iso.ign is larger than 67108864 bytes",
+            ),
+            (
+                BootIsoError::Initrd(EmbedError::BadArea("x".into())),
+                "kernel-argument embed area: x",
+            ),
+            (
+                BootIsoError::NotIso {
+                    path: iso.to_path_buf(),
+                    err: IsoError::NotIso("no CD001".into()),
+                },
+                "/srv/rhcos.iso: not an ISO 9660 image: no CD001",
+            ),
+            (
+                BootIsoError::embed(iso)(EmbedError::TooLong {
+                    len: 200,
+                    size: 120,
+                }),
+                "/srv/rhcos.iso: kernel arguments are 200 bytes; the ISO's embed area holds at most 119 (kargs.json size 120 minus the line end)",
+            ),
+        ];
+        for (err, text) in cases {
+            assert_eq!(err.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn a_missing_iso_is_refused_with_its_path() {
+        let d = tempfile::tempdir().unwrap();
+        let iso = d.path().join("rhcos.iso");
+        let err = prepare(&iso, "", None).err().unwrap();
+        assert!(matches!(err, BootIsoError::Io { ref path, .. } if *path == iso));
+        std::fs::write(&iso, b"not an iso").unwrap();
+        let err = prepare(&iso, "", None).err().unwrap();
+        assert!(
+            err.to_string().starts_with(&format!("{}: ", iso.display())),
+            "{err}"
+        );
     }
 }

@@ -492,9 +492,11 @@ impl crate::runtime::control::SyncControl for Http {
         &'a self,
         peer: serde_json::Value,
         skipped: &mut crate::runtime::control::Skipped,
-    ) -> Result<crate::runtime::control::Staged<'a>, String> {
+    ) -> Result<crate::runtime::control::Staged<'a>, crate::runtime::control::PartError> {
         let nodes: std::collections::BTreeMap<String, super::netboot::NodeBoot> =
-            serde_json::from_value(peer).map_err(|e| format!("netboot state: {e}"))?;
+            serde_json::from_value(peer).map_err(
+                crate::runtime::control::PartError::undecodable("netboot state"),
+            )?;
         let plan = self.ctx.plan.load_full();
         let known: Vec<String> = plan.cluster.nodes.iter().map(|n| n.name.clone()).collect();
         let nodes = self.ctx.boot.check_peer(nodes, &known, skipped);

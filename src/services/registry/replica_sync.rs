@@ -9,8 +9,10 @@
 //! lands only through `Store::finish_upload`, which hashes it first.
 //!
 //! The client is blocking HTTP/1.1 over rustls on a `spawn_blocking`
-//! thread, like `runtime::hasync`'s: two fixed requests to one known peer,
-//! not worth an HTTP client stack.
+//! thread, like `serve::hasync`'s: two fixed requests to one known peer,
+//! not worth an HTTP client stack. What can go wrong is [`ReplicaError`].
+
+mod error;
 
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader, Read, Write as _};
@@ -29,6 +31,7 @@ use super::storage::Store;
 use crate::runtime::clock::unix_now;
 use crate::runtime::haauth::{self, Role, Stamp};
 use crate::runtime::sync::LockExt as _;
+pub(super) use error::ReplicaError;
 
 /// Connecting to the peer takes at most this.
 const CONNECT: Duration = Duration::from_secs(3);
@@ -41,7 +44,7 @@ type Stream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
 /// Fetch blob `d` from the peer, appending to `file` from `offset`; the
 /// bytes written.
-pub(super) type Fetch<'a> = dyn FnMut(&Digest, &Path, u64) -> Result<u64, String> + 'a;
+pub(super) type Fetch<'a> = dyn FnMut(&Digest, &Path, u64) -> Result<u64, ReplicaError> + 'a;
 
 fn tls() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -79,7 +82,7 @@ impl Answer {
 
 impl Peer<'_> {
     /// Send `GET path` signed with the pair key; the answer's head.
-    fn get(&self, path: &str, extra: &str) -> Result<(Answer, Stamp), String> {
+    fn get(&self, path: &str, extra: &str) -> Result<(Answer, Stamp), ReplicaError> {
         let stamp = Stamp::new(self.replica.me(), unix_now());
         let role = Role::Request {
             method: "GET",
@@ -93,27 +96,27 @@ impl Peer<'_> {
             head.push_str(&format!("{k}: {v}\r\n"));
         }
         head.push_str("\r\n");
-        let tcp = TcpStream::connect_timeout(&self.addr, CONNECT).map_err(|e| e.to_string())?;
+        let tcp = TcpStream::connect_timeout(&self.addr, CONNECT).map_err(ReplicaError::Connect)?;
         tcp.set_read_timeout(Some(STALL))
             .and_then(|()| tcp.set_write_timeout(Some(STALL)))
-            .map_err(|e| e.to_string())?;
+            .map_err(ReplicaError::Connect)?;
         let name = rustls::pki_types::ServerName::IpAddress(self.addr.ip().into());
         let conn = rustls::ClientConnection::new(self.tls.clone(), name.to_owned())
-            .map_err(|e| e.to_string())?;
+            .map_err(ReplicaError::Tls)?;
         let mut s = rustls::StreamOwned::new(conn, tcp);
-        s.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
+        s.write_all(head.as_bytes()).map_err(ReplicaError::Send)?;
         let mut body = BufReader::with_capacity(256 * 1024, s);
         let mut line = String::new();
-        body.read_line(&mut line).map_err(|e| e.to_string())?;
+        body.read_line(&mut line).map_err(ReplicaError::Receive)?;
         let status = line
             .split_whitespace()
             .nth(1)
             .and_then(|c| c.parse::<u16>().ok())
-            .ok_or("malformed answer")?;
+            .ok_or(ReplicaError::MalformedAnswer)?;
         let mut headers = Vec::new();
         loop {
             line.clear();
-            body.read_line(&mut line).map_err(|e| e.to_string())?;
+            body.read_line(&mut line).map_err(ReplicaError::Receive)?;
             let l = line.trim_end();
             if l.is_empty() || headers.len() > 100 {
                 break;
@@ -126,7 +129,7 @@ impl Peer<'_> {
             .iter()
             .find(|(k, _)| k == "content-length")
             .and_then(|(_, v)| v.parse().ok())
-            .ok_or("an answer without Content-Length")?;
+            .ok_or(ReplicaError::NoContentLength)?;
         let a = Answer {
             status,
             headers,
@@ -137,20 +140,19 @@ impl Peer<'_> {
     }
 
     /// The peer's inventory, authenticated.
-    fn inventory(&self) -> Result<Inventory, String> {
+    fn inventory(&self) -> Result<Inventory, ReplicaError> {
         let (mut a, stamp) = self.get(&format!("{PREFIX}inventory"), "")?;
         if a.length > MAX_INVENTORY as u64 {
-            return Err(format!("an inventory over {MAX_INVENTORY} bytes"));
+            return Err(ReplicaError::InventoryTooLarge);
         }
         let mut body = vec![0u8; a.length as usize];
-        a.body.read_exact(&mut body).map_err(|e| e.to_string())?;
-        if a.status != 200 {
-            let hint = if a.status == 401 {
-                " (the peer refused our authentication: ha.tokenFile differs, or the clocks are apart)"
-            } else {
-                ""
-            };
-            return Err(format!("HTTP {}{hint}", a.status));
+        a.body
+            .read_exact(&mut body)
+            .map_err(ReplicaError::Receive)?;
+        match a.status {
+            200 => {}
+            401 => return Err(ReplicaError::Unauthorized),
+            status => return Err(ReplicaError::Refused(status)),
         }
         let role = Role::Answer {
             status: 200,
@@ -165,13 +167,13 @@ impl Peer<'_> {
             self.replica.peer,
             unix_now(),
         )
-        .map_err(|e| format!("unauthenticated inventory, ignored: {e}"))?;
-        serde_json::from_slice(&body).map_err(|e| format!("a malformed inventory: {e}"))
+        .map_err(ReplicaError::Unauthenticated)?;
+        serde_json::from_slice(&body).map_err(ReplicaError::MalformedInventory)
     }
 
     /// Blob `d` from `offset` appended to `file` (truncated first when the
     /// peer sends it whole); the bytes written.
-    fn blob(&self, d: &Digest, file: &Path, offset: u64) -> Result<u64, String> {
+    fn blob(&self, d: &Digest, file: &Path, offset: u64) -> Result<u64, ReplicaError> {
         let range = if offset > 0 {
             format!("Range: bytes={offset}-\r\n")
         } else {
@@ -181,19 +183,24 @@ impl Peer<'_> {
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(file)
-            .map_err(|e| e.to_string())?;
+            .map_err(ReplicaError::Store)?;
         match a.status {
             206 if offset > 0 => {}
-            200 => f.set_len(0).map_err(|e| e.to_string())?,
-            s => return Err(format!("blob {d}: HTTP {s}")),
+            200 => f.set_len(0).map_err(ReplicaError::Store)?,
+            status => {
+                return Err(ReplicaError::BlobRefused { digest: *d, status });
+            }
         }
-        std::io::copy(&mut a.body.take(a.length), &mut f)
-            .map_err(|e| format!("blob {d}: {e}"))
-            .and_then(|n| {
-                (n == a.length)
-                    .then_some(n)
-                    .ok_or_else(|| format!("blob {d}: cut after {n} bytes"))
+        let n = std::io::copy(&mut a.body.take(a.length), &mut f)
+            .map_err(|err| ReplicaError::BlobCopy { digest: *d, err })?;
+        if n == a.length {
+            Ok(n)
+        } else {
+            Err(ReplicaError::BlobCut {
+                digest: *d,
+                bytes: n,
             })
+        }
     }
 }
 
@@ -218,14 +225,16 @@ fn fetch_upload(
     pending: &mut Pending,
     fetch: &mut Fetch<'_>,
     pulled: &mut Pulled,
-) -> Result<(Name, String), String> {
+) -> Result<(Name, String), ReplicaError> {
     let usable = |(n, id): &(Name, String)| store.upload_file(n, id).is_some_and(|p| p.is_file());
     if !pending.0.get(d).is_some_and(usable) {
-        let id = store.start_upload(name).map_err(|e| e.to_string())?;
+        let id = store.start_upload(name).map_err(ReplicaError::Store)?;
         pending.0.insert(*d, (name.clone(), id));
     }
-    let (n, id) = pending.0.get(d).cloned().ok_or("no upload")?;
-    let path = store.upload_file(&n, &id).ok_or("bad upload id")?;
+    let (n, id) = pending.0.get(d).cloned().ok_or(ReplicaError::NoUpload)?;
+    let path = store
+        .upload_file(&n, &id)
+        .ok_or(ReplicaError::BadUploadId)?;
     let have = std::fs::metadata(&path).map_or(0, |m| m.len());
     if have > 0 {
         pulled.resumed += 1;
@@ -244,14 +253,16 @@ pub(super) fn apply(
     peer: &Inventory,
     pending: &mut Pending,
     fetch: &mut Fetch<'_>,
-) -> Result<Pulled, String> {
+) -> Result<Pulled, ReplicaError> {
     let mut pulled = Pulled::default();
     let local = inventory(store);
-    let io = |e: std::io::Error| e.to_string();
+    let io = ReplicaError::Store;
+    let digest = |d: &String| Digest::parse(d).map_err(|_| ReplicaError::BadDigest(d.clone()));
     for (repo, r) in &peer.repos {
-        let name = Name::parse(repo).ok_or_else(|| format!("a bad repository name {repo:?}"))?;
+        let name =
+            Name::parse(repo).ok_or_else(|| ReplicaError::BadRepositoryName(repo.clone()))?;
         for d in &r.layers {
-            let d = Digest::parse(d).map_err(|_| format!("a bad digest {d:?}"))?;
+            let d = digest(d)?;
             if store.has_layer(&name, &d) {
                 continue;
             }
@@ -261,12 +272,12 @@ pub(super) fn apply(
             }
             let (n, id) = fetch_upload(store, &name, &d, pending, fetch, &mut pulled)?;
             if !store.finish_upload(&n, &id, &d).map_err(io)? {
-                return Err(format!("blob {d} from the peer does not match its digest"));
+                return Err(ReplicaError::BlobMismatch(d));
             }
         }
         let mine = local.repos.get(repo);
         for d in &r.manifests {
-            let d = Digest::parse(d).map_err(|_| format!("a bad digest {d:?}"))?;
+            let d = digest(d)?;
             if !store.has_revision(&name, &d) {
                 let bytes = manifest_bytes(store, &name, &d, pending, fetch, &mut pulled)?;
                 store.put_manifest(&name, &bytes, None).map_err(io)?;
@@ -277,7 +288,7 @@ pub(super) fn apply(
             if !tag_ok(t) || ours.is_some_and(|(od, oat)| od == d || oat >= at) {
                 continue;
             }
-            let d = Digest::parse(d).map_err(|_| format!("a bad digest {d:?}"))?;
+            let d = digest(d)?;
             let bytes = manifest_bytes(store, &name, &d, pending, fetch, &mut pulled)?;
             store.put_manifest(&name, &bytes, Some(t)).map_err(io)?;
         }
@@ -293,13 +304,13 @@ fn manifest_bytes(
     pending: &mut Pending,
     fetch: &mut Fetch<'_>,
     pulled: &mut Pulled,
-) -> Result<Vec<u8>, String> {
-    let read = |p: &Path| -> Result<Vec<u8>, String> {
-        let f = std::fs::File::open(p).map_err(|e| e.to_string())?;
+) -> Result<Vec<u8>, ReplicaError> {
+    let read = |p: &Path| -> Result<Vec<u8>, ReplicaError> {
+        let f = std::fs::File::open(p).map_err(ReplicaError::Store)?;
         let mut out = Vec::new();
         f.take(MAX_MANIFEST + 1)
             .read_to_end(&mut out)
-            .map_err(|e| e.to_string())?;
+            .map_err(ReplicaError::Store)?;
         Ok(out)
     };
     let bytes = if store.blob_size(d).is_some() {
@@ -308,21 +319,19 @@ fn manifest_bytes(
         let (n, id) = fetch_upload(store, name, d, pending, fetch, pulled)?;
         let b = store
             .upload_file(&n, &id)
-            .ok_or("bad upload id")
+            .ok_or(ReplicaError::BadUploadId)
             .map(|p| read(&p));
         store.remove_upload(&n, &id);
         b??
     };
     if bytes.len() as u64 > MAX_MANIFEST || Digest::of(&bytes) != *d {
-        return Err(format!(
-            "manifest {d} from the peer does not match its digest"
-        ));
+        return Err(ReplicaError::ManifestMismatch(*d));
     }
     Ok(bytes)
 }
 
 /// One round: the peer's inventory, what we lack taken, status updated.
-fn round(ctx: &Ctx, peer: &Peer<'_>, pending: &mut Pending) -> Result<(), String> {
+fn round(ctx: &Ctx, peer: &Peer<'_>, pending: &mut Pending) -> Result<(), ReplicaError> {
     let theirs = peer.inventory()?;
     let mut fetch = |d: &Digest, p: &Path, off: u64| peer.blob(d, p, off);
     let got = apply(&ctx.store, &theirs, pending, &mut fetch);
@@ -347,7 +356,9 @@ pub(crate) async fn run(
 ) -> anyhow::Result<()> {
     let tls = tls().map_err(|e| anyhow::anyhow!("registry replica: TLS: {e}"))?;
     let pending = Arc::new(std::sync::Mutex::new(Pending::default()));
-    let mut was: Option<Result<(), String>> = None;
+    // The last round's error text (`Some(None)`: it worked), so that each
+    // change is logged once.
+    let mut was: Option<Option<String>> = None;
     loop {
         tokio::select! {
             _ = stop.cancelled() => return Ok(()),
@@ -364,18 +375,19 @@ pub(crate) async fn run(
         });
         let result = tokio::select! {
             _ = stop.cancelled() => return Ok(()),
-            r = job => r.unwrap_or_else(|e| Err(e.to_string())),
+            r = job => r.unwrap_or_else(|e| Err(ReplicaError::Task(e))),
         };
-        match (&result, &was) {
-            (Ok(()), Some(Ok(()))) => {}
-            (Ok(()), _) => info!("registry replica: in step with {addr}"),
-            (Err(e), Some(Err(w))) if e == w => {}
-            (Err(e), _) => {
+        let error = result.err().map(|e| e.to_string());
+        match (&error, &was) {
+            (None, Some(None)) => {}
+            (None, _) => info!("registry replica: in step with {addr}"),
+            (Some(e), Some(Some(w))) if e == w => {}
+            (Some(e), _) => {
                 warn!("registry replica: round with {addr} failed ({e}); retrying every {LOOK:?}")
             }
         }
-        replica.status.locked().error = result.as_ref().err().cloned();
-        was = Some(result);
+        replica.status.locked().error = error.clone();
+        was = Some(error);
     }
 }
 
@@ -430,10 +442,10 @@ mod tests {
     fn copier(
         from: &Store,
         cut: Option<u64>,
-    ) -> impl FnMut(&Digest, &Path, u64) -> Result<u64, String> {
+    ) -> impl FnMut(&Digest, &Path, u64) -> Result<u64, ReplicaError> {
         let mut cut = cut;
         move |d, p, off| {
-            let all = std::fs::read(from.blob_path(d)).map_err(|e| e.to_string())?;
+            let all = std::fs::read(from.blob_path(d)).map_err(ReplicaError::Store)?;
             let end = match cut.take() {
                 Some(c) => (c as usize).min(all.len()),
                 None => all.len(),
@@ -441,7 +453,10 @@ mod tests {
             let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
             f.write_all(&all[off as usize..end]).unwrap();
             if end < all.len() {
-                return Err("cut".into());
+                return Err(ReplicaError::BlobCut {
+                    digest: *d,
+                    bytes: (end - off as usize) as u64,
+                });
             }
             Ok((end - off as usize) as u64)
         }
@@ -456,7 +471,11 @@ mod tests {
         assert!(lacking(&inventory(&a), &inventory(&b)).blobs == 2);
         let mut pending = Pending::default();
         let mut cut = copier(&a, Some(1000));
-        assert!(apply(&b, &inventory(&a), &mut pending, &mut cut).is_err());
+        let e = apply(&b, &inventory(&a), &mut pending, &mut cut).unwrap_err();
+        assert!(
+            matches!(e, ReplicaError::BlobCut { bytes: 1000, .. }),
+            "{e}"
+        );
         let name = Name::parse("ocp/release").unwrap();
         assert_eq!(
             b.tag(&name, "4.18"),
@@ -505,10 +524,13 @@ mod tests {
         let mut liar = |_: &Digest, p: &Path, _: u64| {
             std::fs::write(p, b"not the layer")
                 .map(|()| 13)
-                .map_err(|e| e.to_string())
+                .map_err(ReplicaError::Store)
         };
         let e = apply(&b, &inventory(&a), &mut Pending::default(), &mut liar).unwrap_err();
-        assert!(e.contains("does not match"), "{e}");
+        assert!(
+            matches!(e, ReplicaError::BlobMismatch(d) if d == Digest::of(b"layer")),
+            "{e}"
+        );
         assert!(b.blob_size(&Digest::of(b"layer")).is_none());
         assert!(b.blob_size(&Digest::of(b"not the layer")).is_none());
         assert!(inventory(&b).repos.values().all(|r| r.tags.is_empty()));
