@@ -22,9 +22,7 @@ use tokio::sync::watch;
 use super::Ctx;
 use super::flight::{Failure, Joined, Phase, Progress};
 use super::names::{Digest, Name};
-use super::pullthrough::{
-    STALL, blocking, check_status, failed, hit, reached, refuse, unreachable,
-};
+use super::pullthrough::{STALL, ask, blocking, failed, hit, refuse};
 use super::reply::{self, Code, Resp, set};
 use super::storage::Check;
 use super::upstream::Upstream;
@@ -87,12 +85,8 @@ async fn confirm_and_link(
     repo: &str,
     d: &Digest,
 ) -> Result<(), Failure> {
-    let head = up
-        .send(Method::HEAD, repo, &format!("blobs/{d}"), &[])
-        .await
-        .map_err(|e| unreachable(ctx, up, e))?;
-    reached(ctx, up);
-    check_status(up, head.status(), &format!("blob {d} of {repo}"))?;
+    let (path, what) = (format!("blobs/{d}"), format!("blob {d} of {repo}"));
+    ask(ctx, up, Method::HEAD, (repo, &path), &[], &what).await?;
     let (n, d2) = (name.clone(), *d);
     blocking(ctx, move |c| c.store.link_layer(&n, &d2))
         .await
@@ -146,12 +140,8 @@ async fn fetch_blob(
     id: &str,
     tx: &watch::Sender<Progress>,
 ) -> Result<(), Failure> {
-    let answer = up
-        .send(Method::GET, repo, &format!("blobs/{d}"), &[])
-        .await
-        .map_err(|e| unreachable(ctx, up, e))?;
-    reached(ctx, up);
-    check_status(up, answer.status(), &format!("blob {d} of {repo}"))?;
+    let (path, what) = (format!("blobs/{d}"), format!("blob {d} of {repo}"));
+    let answer = ask(ctx, up, Method::GET, (repo, &path), &[], &what).await?;
     let total: u64 = answer
         .headers()
         .get(hyper::header::CONTENT_LENGTH)

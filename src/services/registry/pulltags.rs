@@ -30,7 +30,7 @@ use serde_json::json;
 use super::Ctx;
 use super::flight::Failure;
 use super::names::{Name, tag_ok};
-use super::pullthrough::{check_status, failed, reached, refuse, unreachable};
+use super::pullthrough::{ask, failed, refuse, unreachable};
 use super::reply::{Code, Resp};
 use super::upstream::Upstream;
 
@@ -93,12 +93,8 @@ async fn upstream_tags(ctx: &Ctx, up: &Upstream, repo: &str) -> Result<Vec<Strin
     let mut tags = Vec::new();
     let mut rest = format!("tags/list?n={UPSTREAM_PAGE}");
     for _ in 0..MAX_PAGES {
-        let answer = up
-            .send(Method::GET, repo, &rest, &[])
-            .await
-            .map_err(|e| unreachable(ctx, up, e))?;
-        reached(ctx, up);
-        check_status(up, answer.status(), &format!("the tags of {repo}"))?;
+        let what = format!("the tags of {repo}");
+        let answer = ask(ctx, up, Method::GET, (repo, &rest), &[], &what).await?;
         let next = answer
             .headers()
             .get(LINK)

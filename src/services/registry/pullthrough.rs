@@ -181,7 +181,7 @@ pub(super) fn hit(ctx: &Ctx, up: &Upstream, hit: bool) {
 }
 
 /// The upstream answered (whatever it said).
-pub(super) fn reached(ctx: &Ctx, up: &Upstream) {
+fn reached(ctx: &Ctx, up: &Upstream) {
     ctx.pull.count(up, |r| {
         r.reachable = Some(true);
         r.fetches += 1;
@@ -363,12 +363,8 @@ async fn resolve_tag(
     accept: &[String],
 ) -> Result<bool, Failure> {
     let path = format!("manifests/{tag}");
-    let head = up
-        .send(Method::HEAD, repo, &path, accept)
-        .await
-        .map_err(|e| unreachable(ctx, up, e))?;
-    reached(ctx, up);
-    check_status(up, head.status(), &format!("manifest {repo}:{tag}"))?;
+    let what = format!("manifest {repo}:{tag}");
+    let head = ask(ctx, up, Method::HEAD, (repo, &path), accept, &what).await?;
     let digest = head
         .headers()
         .get("docker-content-digest")
@@ -398,8 +394,28 @@ async fn resolve_tag(
     Ok(false)
 }
 
+/// `method` on `/v2/<repo>/<rest>` at `up`, counted in its status row: no
+/// answer is [`unreachable`], any answer [`reached`] it, and an answer
+/// other than 200 is the failure [`check_status`] names with `what`.
+pub(super) async fn ask(
+    ctx: &Ctx,
+    up: &Upstream,
+    method: Method,
+    (repo, rest): (&str, &str),
+    accept: &[String],
+    what: &str,
+) -> Result<hyper::Response<hyper::body::Incoming>, Failure> {
+    let answer = up
+        .send(method, repo, rest, accept)
+        .await
+        .map_err(|e| unreachable(ctx, up, e))?;
+    reached(ctx, up);
+    check_status(up, answer.status(), what)?;
+    Ok(answer)
+}
+
 /// An upstream status other than 200 as a failure.
-pub(super) fn check_status(up: &Upstream, s: StatusCode, what: &str) -> Result<(), Failure> {
+fn check_status(up: &Upstream, s: StatusCode, what: &str) -> Result<(), Failure> {
     match s {
         StatusCode::OK => Ok(()),
         StatusCode::NOT_FOUND => Err(Failure::Unknown(format!(
@@ -425,12 +441,9 @@ async fn fetch_manifest(
     reference: &str,
     accept: &[String],
 ) -> Result<Bytes, Failure> {
-    let answer = up
-        .send(Method::GET, repo, &format!("manifests/{reference}"), accept)
-        .await
-        .map_err(|e| unreachable(ctx, up, e))?;
-    reached(ctx, up);
-    check_status(up, answer.status(), &format!("manifest {repo}@{reference}"))?;
+    let path = format!("manifests/{reference}");
+    let what = format!("manifest {repo}@{reference}");
+    let answer = ask(ctx, up, Method::GET, (repo, &path), accept, &what).await?;
     let body = http_body_util::Limited::new(answer.into_body(), MAX_MANIFEST);
     tokio::time::timeout(STALL, body.collect())
         .await
