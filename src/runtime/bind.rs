@@ -53,6 +53,14 @@ impl BindOptions {
     }
 }
 
+/// Ask for a 4 MiB receive queue on a datagram socket (the kernel caps it
+/// at `net.core.rmem_max`): a burst (many VMs booting at once, a reload's
+/// work on a busy host) waits in it instead of being dropped. Best effort:
+/// the default queue still works. DNS, DHCP and DHCPv6 use it.
+pub fn deep_receive_queue(sock: &impl std::os::fd::AsFd) {
+    let _ = socket2::SockRef::from(sock).set_recv_buffer_size(4 << 20);
+}
+
 /// Backlog of a listening socket (tokio's `TcpListener::bind`'s).
 const BACKLOG: i32 = 1024;
 

@@ -82,6 +82,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::bind::deep_receive_queue;
 use crate::runtime::context::Context;
 use crate::runtime::datagram::{Datagrams, Gate};
 use crate::runtime::groupcommit::Ticks;
@@ -350,7 +351,7 @@ fn bind_socket(addr: SocketAddr, interface: Option<&str>, what: &str) -> anyhow:
         })?;
     }
     // Bursts (many VMs booting) queue here while the lease file is written.
-    let _ = sock.set_recv_buffer_size(4 << 20);
+    deep_receive_queue(&sock);
     sock.set_nonblocking(true)?;
     sock.bind(&addr.into())
         .with_context(|| format!("bind UDP {addr}"))?;

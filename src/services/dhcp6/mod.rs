@@ -64,6 +64,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
+use crate::runtime::bind::deep_receive_queue;
 use crate::runtime::datagram::{Datagrams, Gate};
 use crate::runtime::groupcommit::Ticks;
 use crate::runtime::lograte::{self, LogRate};
@@ -317,7 +318,7 @@ fn bind_socket(addr: SocketAddr, interface: Option<&str>) -> anyhow::Result<UdpS
         }
         None => 0,
     };
-    let _ = sock.set_recv_buffer_size(4 << 20);
+    deep_receive_queue(&sock);
     sock.set_nonblocking(true)?;
     sock.bind(&addr.into())
         .with_context(|| format!("bind UDP {addr}"))?;

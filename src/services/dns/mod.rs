@@ -70,7 +70,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::plan::Plan;
-use crate::runtime::bind::BindOptions;
+use crate::runtime::bind::{BindOptions, deep_receive_queue};
 use crate::runtime::context::Context;
 use crate::runtime::limits::cap::Caps;
 use crate::runtime::lograte::{self, LogRate};
@@ -107,7 +107,7 @@ async fn bind_pair(
 ) -> anyhow::Result<(UdpSocket, TcpListener)> {
     if addr.port() != 0 {
         let udp = bind.udp(addr).with_context(|| format!("bind UDP {addr}"))?;
-        deep_queue(&udp);
+        deep_receive_queue(&udp);
         let tcp = bind.tcp(addr).with_context(|| format!("bind TCP {addr}"))?;
         return Ok((udp, tcp));
     }
@@ -117,7 +117,7 @@ async fn bind_pair(
         let same = udp.local_addr()?;
         match bind.tcp(same) {
             Ok(tcp) => {
-                deep_queue(&udp);
+                deep_receive_queue(&udp);
                 return Ok((udp, tcp));
             }
             Err(e) => last = Some(e),
@@ -127,14 +127,6 @@ async fn bind_pair(
         Some(e) => Err(e).with_context(|| format!("bind TCP {addr} on the UDP port")),
         None => anyhow::bail!("bind {addr}: no port found"),
     }
-}
-
-/// A receive queue of up to 4 MiB (the kernel caps it at
-/// `net.core.rmem_max`): a burst of queries (every node resolving at once,
-/// a reload's work on a busy host) waits in it instead of being dropped, as
-/// the DHCP sockets' do. Best effort: the default queue still works.
-fn deep_queue(udp: &UdpSocket) {
-    let _ = socket2::SockRef::from(udp).set_recv_buffer_size(4 << 20);
 }
 
 /// The DNS service: the current catalog (swapped whole by a reload) and
