@@ -33,7 +33,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::inproc::InProc;
-use common::segment::{self, Segment, Site};
+use common::segment::{Segment, Site};
 use common::{BIN, netns_available};
 use crc_appliance::services::dhcp::status::DhcpStatus;
 
@@ -363,7 +363,7 @@ fn dhclient6(seg: &Segment, secs: u64) -> Option<String> {
     )
     .unwrap();
     common::run_ok("chmod", &["+x", script.to_str().unwrap()]);
-    let child = segment::Proc(
+    let child = common::Proc(
         seg.client
             .cmd(&["dhclient", "-6", "-d", "-1", "-D", "LL", "-lf"])
             .arg(&leases)
@@ -431,7 +431,7 @@ fn proxy_mode_runs_no_dhcpv6_beside_the_sites_server() {
     v6_up(&seg.client, "c0", None);
     // The site's DHCPv6 server: dnsmasq, stateful, its own range.
     let d = seg.dir.path();
-    let _site6 = segment::Proc(
+    let _site6 = common::Proc(
         seg.site
             .cmd(&[
                 "dnsmasq",

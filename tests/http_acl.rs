@@ -25,12 +25,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::initramfs::{ISOLINUX_BIN, LDLINUX_C32, rhcos_iso};
 use common::inproc::InProc;
-use common::{Netns, have, netns_available, unique_name};
+use common::{Netns, Proc, have, netns_available, unique_name};
 use crc_appliance::serve::status::StatusDoc;
 use crc_appliance::services::lb::status::PoolStatus;
 
@@ -103,16 +103,6 @@ while True:
     c, _ = srv.accept()
     threading.Thread(target=handle, args=(c,), daemon=True).start()
 "#;
-
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 struct Lab {
     /// The appliance's namespace.

@@ -25,11 +25,11 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::inproc::InProc;
-use common::{BIN, Netns, have, netns_available, unique_name};
+use common::{BIN, Netns, Proc, have, netns_available, unique_name};
 use crc_appliance::serve::status::StatusDoc;
 use crc_appliance::services::lb::status::{BackendStatus, PoolStatus};
 
@@ -48,16 +48,6 @@ const MCS_PORT: u16 = 18623;
 const CA_MARKER: &str = "V6-BOOTSTRAP-CA-KEY-SECRET";
 /// Served by TFTP over both families.
 const TFTP_FILE: &str = "not really iPXE, served over IPv6";
-
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 struct Lab {
     srv: Netns,

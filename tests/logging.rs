@@ -30,20 +30,10 @@ mod common;
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{BIN, have, is_root, run, wait_until};
-
-/// A child process killed (by its PID) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{BIN, Proc, have, is_root, run, wait_until};
 
 /// Mounts a tmpfs on /run/systemd (hiding any journald of the host),
 /// optionally binds `$BIND` at /run/systemd/journal, then execs the rest.

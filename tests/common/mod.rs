@@ -590,6 +590,16 @@ pub fn bridge_port(sw: &Netns, bridge: &str, port: &str, ns: &Netns, ifname: &st
     sw.ip(&["link", "set", port, "up"]);
 }
 
+/// A child process killed and reaped on drop.
+pub struct Proc(pub std::process::Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A network namespace with `lo` up, deleted on drop (which also deletes
 /// the interfaces inside it).
 pub struct Netns(pub String);

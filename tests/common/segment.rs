@@ -9,10 +9,10 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use super::{Netns, unique_name, veth};
+use super::{Netns, Proc, unique_name, veth};
 
 /// Kea's DHCPv4 server: installed, or extracted by scripts/prereqs.sh.
 pub fn kea_dhcp4() -> Option<PathBuf> {
@@ -42,16 +42,6 @@ impl Site {
                 .then_some(())
                 .ok_or_else(|| "dnsmasq is not installed".into()),
         }
-    }
-}
-
-/// A child process killed and reaped on drop.
-pub struct Proc(pub Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
