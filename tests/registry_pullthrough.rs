@@ -32,8 +32,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use crc_appliance::runtime::faults::TAG_TTL_ENV;
-use crc_appliance::services::registry::pullthrough::UpstreamStatus;
-use lab::{Lab, MIRROR, curl_in, oci_layout_sized as layout, sha256};
+use lab::{Lab, MIRROR, curl_in, oci_layout_sized as layout, row, sha256};
 
 const PLAIN: &str = "upstream.plain";
 const PLAIN_ADDR: &str = "10.77.0.1:5001";
@@ -232,18 +231,6 @@ fn start_lab(ttl_ms: &str) -> Lab {
     Lab::start_hooked(dir, storage, &extra, &[(TAG_TTL_ENV, ttl_ms)])
 }
 
-/// The pull-through rows of the appliance's status, by upstream.
-fn status(lab: &Lab) -> Vec<UpstreamStatus> {
-    let registry = lab.app.status().registry.expect("a registry section");
-    registry.pull_through
-}
-
-fn row<'a>(rows: &'a [UpstreamStatus], registry: &str) -> &'a UpstreamStatus {
-    rows.iter()
-        .find(|r| r.registry == registry)
-        .expect("the upstream's row")
-}
-
 fn blob_path(root: &Path, digest: &str) -> PathBuf {
     root.join("docker/registry/v2/blobs/sha256")
         .join(&digest[7..9])
@@ -295,7 +282,7 @@ fn pull_while_up(lab: &Lab, up: &Upstream, name: &str, md: &str, layers: &[Strin
         1,
         "8 clients, one upstream fetch:\n{}\n{:?}",
         std::fs::read_to_string(&up.log).unwrap_or_default(),
-        status(lab)
+        lab.upstream_rows()
     );
     let by_digest = format!("docker://{MIRROR}:5000/{name}/lib/app@{md}");
     let (code, out) = copy_out(lab, &by_digest, &format!("pulled-{name}"));
@@ -329,7 +316,7 @@ fn corrupt_blob_is_never_served(lab: &Lab, up: &Upstream, root: &Path) {
     ));
     let left = std::fs::read_dir(&uploads).map(|d| d.count()).unwrap_or(0);
     assert_eq!(left, 0, "an upload file was left in {}", uploads.display());
-    let s = status(lab);
+    let s = lab.upstream_rows();
     let err = row(&s, PLAIN).last_error.clone().unwrap_or_default();
     assert!(err.contains("hash to"), "{s:?}");
 }
@@ -393,7 +380,7 @@ fn pulls_through_upstreams_once_and_serves_the_cache_when_they_are_gone() {
         images.push((name, md, layers));
     }
     corrupt_blob_is_never_served(&lab, &plain, &plain_root);
-    let s = status(&lab);
+    let s = lab.upstream_rows();
     for name in [PLAIN, AUTH] {
         let r = row(&s, name);
         assert_eq!(r.reachable, Some(true), "{r:?}");
@@ -406,7 +393,7 @@ fn pulls_through_upstreams_once_and_serves_the_cache_when_they_are_gone() {
     for ((name, md, _), why) in images.iter().zip(["refused", "no answer"]) {
         pull_while_down(&lab, name, md, &other_md, why);
     }
-    let s = status(&lab);
+    let s = lab.upstream_rows();
     for name in [PLAIN, AUTH] {
         let r = row(&s, name);
         assert_eq!(r.reachable, Some(false), "{r:?}");

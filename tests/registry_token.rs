@@ -31,12 +31,12 @@ mod common;
 mod lab;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use crc_appliance::serve::status::StatusDoc;
-use lab::{Lab, MIRROR, curl_in, oci_layout, sha256};
+use common::Proc;
+use lab::{Lab, MIRROR, curl_in, oci_layout_sized, row, sha256};
 
 const UPSTREAM_ADDR: &str = "10.77.1.1:5004";
 const TOKEN_ADDR: &str = "10.77.1.1:5005";
@@ -64,17 +64,8 @@ fn tools() -> Result<(), String> {
     )
 }
 
-/// A child process in a namespace, killed on drop.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn daemon(ns: &str, log: &Path, program: &str, args: &[&str]) -> Daemon {
+/// `program` in namespace `ns`, its stdout and stderr into `log`.
+fn daemon(ns: &str, log: &Path, program: &str, args: &[&str]) -> Proc {
     let child = Command::new("ip")
         .args(["netns", "exec", ns, program])
         .args(args)
@@ -85,7 +76,7 @@ fn daemon(ns: &str, log: &Path, program: &str, args: &[&str]) -> Daemon {
         ))
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {program}: {e}"));
-    Daemon(child)
+    Proc(child)
 }
 
 /// The upstream: TLS material (one CA for both endpoints, given to the
@@ -93,9 +84,9 @@ fn daemon(ns: &str, log: &Path, program: &str, args: &[&str]) -> Daemon {
 /// `docker-registry` checking its tokens.
 struct TokenUpstream {
     dir: PathBuf,
-    _token: Daemon,
-    _cdn: Daemon,
-    registry: Option<Daemon>,
+    _token: Proc,
+    _cdn: Proc,
+    registry: Option<Proc>,
 }
 
 impl TokenUpstream {
@@ -159,34 +150,35 @@ impl TokenUpstream {
             registry: Some(registry),
         };
         let ca = up.ca();
-        common::wait_until("docker-registry listening", Duration::from_secs(20), || {
-            curl_in(
-                Some(lab.node.name()),
-                &["--cacert", &ca],
-                &format!("https://{UPSTREAM_ADDR}/v2/"),
-            )
-            .code
-                == 401
-        });
-        common::wait_until("token endpoint listening", Duration::from_secs(20), || {
-            curl_in(
-                Some(lab.node.name()),
-                &["--cacert", &ca],
-                &format!("https://{TOKEN_ADDR}/token"),
-            )
-            .code
-                == 401
-        });
+        for (what, url) in [
+            (
+                "docker-registry listening",
+                format!("https://{UPSTREAM_ADDR}/v2/"),
+            ),
+            (
+                "token endpoint listening",
+                format!("https://{TOKEN_ADDR}/token"),
+            ),
+        ] {
+            common::wait_until(what, Duration::from_secs(20), || {
+                curl_in(Some(lab.node.name()), &["--cacert", &ca], &url).code == 401
+            });
+        }
         up
     }
 
-    /// The CDN's request lines: `<request> <status> auth=<Authorization>`.
-    fn cdn_log(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.join("cdn.log"))
+    /// The lines of `file` in the upstream's directory (none yet: empty).
+    fn lines(&self, file: &str) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join(file))
             .unwrap_or_default()
             .lines()
             .map(str::to_string)
             .collect()
+    }
+
+    /// The CDN's request lines: `<request> <status> auth=<Authorization>`.
+    fn cdn_log(&self) -> Vec<String> {
+        self.lines("cdn.log")
     }
 
     /// Kill `docker-registry` (the token endpoint stays).
@@ -210,11 +202,7 @@ impl TokenUpstream {
 
     /// The token endpoint's request lines.
     fn token_log(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.join("token.log"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_string)
-            .collect()
+        self.lines("token.log")
     }
 }
 
@@ -340,10 +328,10 @@ fn start_lab() -> Lab {
 }
 
 /// skopeo pushes a 3-layer image to the upstream as `lib/app:v1` through
-/// the token flow itself: (its OCI layout, the manifest digest).
-fn push_upstream(lab: &Lab, up: &TokenUpstream) -> (PathBuf, String) {
+/// the token flow itself: (the manifest digest, the layers' digests).
+fn push_upstream(lab: &Lab, up: &TokenUpstream) -> (String, Vec<String>) {
     let layout = lab.dir.path().join("src-layout");
-    let md = oci_layout(&layout, "v1", 3, 17);
+    let (md, layers) = oci_layout_sized(&layout, "v1", &[50_000, 57_000, 64_000], 17);
     let creds = format!("{UP_USER}:{UP_PASS}");
     let certs = up.dir.join("certs").display().to_string();
     let src = format!("oci:{}:v1", layout.display());
@@ -358,26 +346,7 @@ fn push_upstream(lab: &Lab, up: &TokenUpstream) -> (PathBuf, String) {
         &dst,
     ]);
     assert_eq!(code, 0, "push to the token-authenticated upstream: {out}");
-    (layout, md)
-}
-
-fn status(lab: &Lab) -> StatusDoc {
-    lab.app.status()
-}
-
-/// The layer digests of an OCI layout's manifest for `tag`.
-fn layers_of(layout: &Path) -> Vec<String> {
-    let index: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(layout.join("index.json")).unwrap()).unwrap();
-    let md = index["manifests"][0]["digest"].as_str().unwrap();
-    let blob = |d: &str| layout.join("blobs/sha256").join(&d[7..]);
-    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(blob(md)).unwrap()).unwrap();
-    m["layers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["digest"].as_str().unwrap().to_string())
-        .collect()
+    (md, layers)
 }
 
 #[test]
@@ -390,7 +359,7 @@ fn pulls_through_a_token_authenticated_upstream_with_the_pull_secret() {
     let up = TokenUpstream::start(&lab);
 
     // skopeo pushes to the upstream through the token flow itself.
-    let (layout, md) = push_upstream(&lab, &up);
+    let (md, layers) = push_upstream(&lab, &up);
     let before: Vec<String> = up.token_log();
     assert!(
         before
@@ -423,7 +392,6 @@ fn pulls_through_a_token_authenticated_upstream_with_the_pull_secret() {
     let dest = format!("oci:{}:x", out_layout.display());
     let (code, out) = lab.skopeo(&["copy", "--src-cert-dir", &mirror_certs, &by_digest, &dest]);
     assert_eq!(code, 0, "{out}\n{}", lab.app.log());
-    let layers = layers_of(&layout);
     assert_eq!(layers.len(), 3);
     for l in &layers {
         let got = std::fs::read(out_layout.join("blobs/sha256").join(&l[7..])).unwrap();
@@ -461,13 +429,8 @@ fn pulls_through_a_token_authenticated_upstream_with_the_pull_secret() {
         )],
         "the appliance asks once and reuses the token"
     );
-    let doc = status(&lab);
-    let reg = doc.registry.expect("registry status");
-    let good = reg
-        .pull_through
-        .iter()
-        .find(|r| r.registry == "tok.good")
-        .unwrap();
+    let rows = lab.upstream_rows();
+    let good = row(&rows, "tok.good");
     assert_eq!(good.last_error, None, "{good:?}");
     assert_eq!(good.reachable, Some(true));
     assert!(good.bytes > 0, "{good:?}");
@@ -486,17 +449,12 @@ fn pulls_through_a_token_authenticated_upstream_with_the_pull_secret() {
         "the token endpoint refused the wrong password: {:?}",
         up.token_log()
     );
-    let doc = status(&lab);
-    let reg = doc.registry.expect("registry status");
-    let row = reg
-        .pull_through
-        .iter()
-        .find(|r| r.registry == "tok.bad")
-        .unwrap();
-    let why = row.last_error.clone().unwrap_or_default();
+    let rows = lab.upstream_rows();
+    let bad_row = row(&rows, "tok.bad");
+    let why = bad_row.last_error.clone().unwrap_or_default();
     assert!(
         why.contains("token realm") && why.contains("401"),
-        "{row:?}"
+        "{bad_row:?}"
     );
     let log = lab.app.log();
     assert!(log.contains("token realm"), "the reason in the log:\n{log}");
@@ -534,7 +492,7 @@ fn tags_list_through_the_mirror_asks_the_upstream_and_falls_back_to_storage() {
     }
     let lab = start_lab();
     let mut up = TokenUpstream::start(&lab);
-    let (_, md) = push_upstream(&lab, &up);
+    let (md, _) = push_upstream(&lab, &up);
     // 1,500 more tags upstream, written into its tree.
     let tags_dir = up
         .store()
@@ -578,15 +536,10 @@ fn tags_list_through_the_mirror_asks_the_upstream_and_falls_back_to_storage() {
         "the stored tags"
     );
     assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
-    let doc = status(&lab);
-    let reg = doc.registry.expect("registry status");
-    let row = reg
-        .pull_through
-        .iter()
-        .find(|r| r.registry == "tok.good")
-        .unwrap();
-    assert_eq!(row.reachable, Some(false), "{row:?}");
-    assert!(row.last_error.is_some(), "{row:?}");
+    let rows = lab.upstream_rows();
+    let good = row(&rows, "tok.good");
+    assert_eq!(good.reachable, Some(false), "{good:?}");
+    assert!(good.last_error.is_some(), "{good:?}");
     // Nothing stored and the upstream gone: a clear 503 within 10 s.
     let t0 = Instant::now();
     let gone = lab.curl(&[], "/v2/tok.good/lib/other/tags/list");

@@ -19,6 +19,7 @@ use std::process::{Command, Stdio};
 use super::common::inproc::InProc;
 use super::common::{Appliance, BIN, Netns, run, run_ok, unique_name};
 use crc_appliance::runtime::faults::PULL_QUIET_ENV;
+use crc_appliance::services::registry::pullthrough::UpstreamStatus;
 
 /// Network namespaces (probed with `prefix`) and every program of `tools`:
 /// the reason a registry test cannot run, if any.
@@ -121,6 +122,19 @@ impl Lab {
             options.start_path(file)
         })
     }
+
+    /// The pull-through rows of the appliance's status, by upstream.
+    pub fn upstream_rows(&self) -> Vec<UpstreamStatus> {
+        let registry = self.app.status().registry.expect("a registry section");
+        registry.pull_through
+    }
+}
+
+/// The row of upstream `registry` among `rows`.
+pub fn row<'a>(rows: &'a [UpstreamStatus], registry: &str) -> &'a UpstreamStatus {
+    rows.iter()
+        .find(|r| r.registry == registry)
+        .expect("the upstream's row")
 }
 
 impl Lab<Appliance> {
