@@ -10,6 +10,8 @@
 //!   docker-registry's own access log), every client gets the right bytes;
 //! - a blob corrupted in the upstream's storage is never served whole nor
 //!   stored (the clients' transfers fail);
+//! - byte ranges of a blob still being fetched (a resumed pull) join the
+//!   one fetch and get 206 with their bytes, or 416 past the end;
 //! - upstreams gone (one killed, one stopped: it accepts and never answers):
 //!   the cached image still pulls by tag (as last resolved, in status) and
 //!   by digest; an uncached one fails within 10 s with `UNAVAILABLE` and
@@ -420,4 +422,75 @@ fn pulls_through_upstreams_once_and_serves_the_cache_when_they_are_gone() {
         );
         assert_eq!(&sha256(&got.body), &layers[0]);
     }
+}
+
+/// A resumed pull (c/image asks `Range: bytes=N-` after a cut) of a blob
+/// still being fetched: the requests join the one upstream fetch (the
+/// upstream is stopped while they arrive, so the fetch is in flight) and
+/// get what storage would give them: 206 with the asked bytes and
+/// `Content-Range`, 416 past the end; the plain GET gets the whole blob.
+#[test]
+fn a_range_of_a_blob_still_being_fetched_is_answered_with_its_bytes() {
+    require_lab!();
+    let lab = start_lab("0");
+    let root = lab.dir.path().join("plain-root");
+    let up = Upstream::start(&lab, &root, PLAIN_ADDR, false);
+    let img = lab.dir.path().join("img-range");
+    let (_, layers) = layout(&img, "v1", &[4 << 20], 41);
+    up.push(&lab, &img, "v1", "lib/app");
+    let blob = std::fs::read(blob_path(&root, &layers[0])).unwrap();
+    let len = blob.len();
+    let path = format!("/v2/{PLAIN}/lib/app/blobs/{}", layers[0]);
+    let misses = || row(&lab.upstream_rows(), PLAIN).misses;
+    let joined = |n: u64| {
+        common::wait_until("requests joined the fetch", Duration::from_secs(5), || {
+            misses() >= n
+        })
+    };
+    let from = 1_000_000;
+    let tail = format!("Range: bytes={from}-");
+    let past = format!("Range: bytes={len}-");
+    // Stopped: it accepts the fetch's connection and answers nothing yet
+    // (within the fetch's 8 s head deadline).
+    up.signal("-STOP");
+    let (whole, rest, head, beyond) = std::thread::scope(|s| {
+        let whole = s.spawn(|| lab.curl(&[], &path));
+        joined(1);
+        let rest = s.spawn(|| lab.curl(&["-H", &tail], &path));
+        let head = s.spawn(|| lab.curl(&["-H", "Range: bytes=0-99"], &path));
+        let beyond = s.spawn(|| lab.curl(&["-H", &past], &path));
+        joined(4);
+        assert!(
+            !blob_path(&lab.storage, &layers[0]).exists(),
+            "stored before the upstream answered"
+        );
+        up.signal("-CONT");
+        let j = |h: std::thread::ScopedJoinHandle<'_, lab::Got>| h.join().unwrap();
+        (j(whole), j(rest), j(head), j(beyond))
+    });
+    assert_eq!(whole.code, 200, "{}", whole.text());
+    assert_eq!(sha256(&whole.body), layers[0]);
+    assert_eq!(rest.code, 206, "{:?} {}", rest.headers, lab.app.log());
+    let want = format!("bytes {from}-{}/{len}", len - 1);
+    assert_eq!(rest.header("Content-Range").as_deref(), Some(want.as_str()));
+    assert_eq!(rest.body, blob[from..], "the bytes from {from} on");
+    assert_eq!(head.code, 206, "{:?}", head.headers);
+    let want = format!("bytes 0-99/{len}");
+    assert_eq!(head.header("Content-Range").as_deref(), Some(want.as_str()));
+    assert_eq!(head.body, blob[..100]);
+    assert_eq!(beyond.code, 416, "{:?}", beyond.headers);
+    let want = format!("bytes */{len}");
+    assert_eq!(
+        beyond.header("Content-Range").as_deref(),
+        Some(want.as_str())
+    );
+    let upstream_path = format!("/v2/lib/app/blobs/{}", layers[0]);
+    assert_eq!(
+        up.gets(&upstream_path),
+        1,
+        "one upstream fetch for all four"
+    );
+    // Stored now: the same range from storage, as the flight gave it.
+    let again = lab.curl(&["-H", &tail], &path);
+    assert_eq!((again.code, again.body == blob[from..]), (206, true));
 }

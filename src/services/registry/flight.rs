@@ -6,8 +6,9 @@
 //! Invariants: one fetch per key at a time (a leader that vanished
 //! without ending its flight — a panic — is replaced by the next joiner);
 //! a waiter never reads past what was written, and never the last byte
-//! before the whole blob matched its digest ([`Progress::visible`]), so a
-//! client is never handed a complete blob whose bytes are wrong: a failed
+//! of what it asked for (the blob, or its byte range) before the whole
+//! blob matched its digest ([`Progress::visible_until`]), so a client is
+//! never handed a complete blob or range whose bytes are wrong: a failed
 //! fetch ends every waiter's stream with an error (the connection closes)
 //! and nothing stays in storage.
 
@@ -68,11 +69,15 @@ impl Progress {
         }
     }
 
-    /// How many bytes from the start a waiter may send now.
-    pub(super) fn visible(&self) -> u64 {
+    /// How many bytes from the start a waiter that wants the bytes before
+    /// `end` (the blob's size, or the end of its byte range) may send
+    /// now: what was written, short of `end`'s last byte until the whole
+    /// blob matched its digest.
+    pub(super) fn visible_until(&self, end: u64) -> u64 {
+        let end = end.min(self.total);
         match self.phase {
-            Phase::Done => self.total,
-            Phase::Running => self.written.min(self.total.saturating_sub(1)),
+            Phase::Done => end,
+            Phase::Running => self.written.min(end.saturating_sub(1)),
             Phase::Starting | Phase::Failed(_) => 0,
         }
     }
@@ -130,6 +135,9 @@ impl<K: Eq + Hash + Clone> Flights<K> {
 mod tests {
     use super::*;
 
+    /// A waiter for the whole blob.
+    const WHOLE: u64 = u64::MAX;
+
     #[test]
     fn one_leader_many_followers() {
         let f: Flights<u32> = Flights::default();
@@ -150,12 +158,23 @@ mod tests {
             p.written = 4;
         });
         for rx in &followers {
-            assert_eq!(rx.borrow().visible(), 4);
+            assert_eq!(rx.borrow().visible_until(WHOLE), 4);
         }
         tx.send_modify(|p| p.written = 10);
-        assert_eq!(followers[0].borrow().visible(), 9, "last byte held back");
+        assert_eq!(
+            followers[0].borrow().visible_until(WHOLE),
+            9,
+            "last byte held back"
+        );
+        let range_end = 5;
+        assert_eq!(
+            followers[0].borrow().visible_until(range_end),
+            4,
+            "a range's last byte held back until the whole blob matched"
+        );
         tx.send_modify(|p| p.phase = Phase::Done);
-        assert_eq!(followers[0].borrow().visible(), 10);
+        assert_eq!(followers[0].borrow().visible_until(WHOLE), 10);
+        assert_eq!(followers[0].borrow().visible_until(range_end), 5);
         f.end(&7);
         assert!(matches!(f.join(&7), Joined::Leader(..)), "a new fetch");
     }
@@ -170,7 +189,7 @@ mod tests {
             panic!("follower")
         };
         tx.send_modify(|p| p.phase = Phase::Failed(Failure::Unavailable("cut".into())));
-        assert_eq!(rx.borrow().visible(), 0);
+        assert_eq!(rx.borrow().visible_until(WHOLE), 0);
         assert_eq!(
             rx.borrow().phase,
             Phase::Failed(Failure::Unavailable("cut".into()))

@@ -227,6 +227,21 @@ pub(super) fn range(header: Option<&str>, size: u64) -> Result<Option<(u64, u64)
     Ok(Some((start, end)))
 }
 
+/// The answer to a byte range past the end of a `size`-byte blob, as
+/// distribution gives it.
+pub(super) fn unsatisfiable(d: &Digest, size: u64) -> Resp {
+    let mut r = Response::new(reply::full(Bytes::from_static(
+        b"invalid range: failed to overlap\n",
+    )));
+    *r.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+    set(&mut r, "Content-Range", &format!("bytes */{size}"));
+    set(&mut r, "Content-Type", "text/plain; charset=utf-8");
+    set(&mut r, "Content-Length", "33");
+    set(&mut r, "Docker-Content-Digest", &d.to_string());
+    set(&mut r, "Etag", &format!("\"{d}\""));
+    r
+}
+
 /// `GET`/`HEAD` of a blob linked into `name`.
 pub(super) async fn blob(
     ctx: &Arc<Ctx>,
@@ -242,7 +257,11 @@ pub(super) async fn blob(
         // distribution: a well-formed digest it does not store is unknown.
         Err(BadDigest::Unsupported) => return reply::error(Code::BlobUnknown, json!(digest)),
     };
-    if let Some(fetched) = super::pullblob::blob(ctx, method, &name, &d, peer).await {
+    let want = super::pullblob::Want {
+        range: headers.get(RANGE).and_then(|v| v.to_str().ok()),
+        peer,
+    };
+    if let Some(fetched) = super::pullblob::blob(ctx, method, &name, &d, want).await {
         return fetched;
     }
     let c = ctx.clone();
@@ -275,18 +294,7 @@ pub(super) async fn blob(
     }
     let rng = range(headers.get(RANGE).and_then(|v| v.to_str().ok()), size);
     let mut resp = match rng {
-        Err(()) => {
-            let mut r = Response::new(reply::full(Bytes::from_static(
-                b"invalid range: failed to overlap\n",
-            )));
-            *r.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
-            set(&mut r, "Content-Range", &format!("bytes */{size}"));
-            set(&mut r, "Content-Type", "text/plain; charset=utf-8");
-            set(&mut r, "Content-Length", "33");
-            set(&mut r, "Docker-Content-Digest", &d.to_string());
-            set(&mut r, "Etag", &etag);
-            return r;
-        }
+        Err(()) => return unsatisfiable(&d, size),
         Ok(Some((start, end))) => {
             let mut r = body_of(ctx, &d, method, start, end + 1 - start, peer).await;
             *r.status_mut() = StatusCode::PARTIAL_CONTENT;

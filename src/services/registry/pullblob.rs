@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use super::Ctx;
 use super::flight::{Failure, Joined, Phase, Progress};
 use super::names::{Digest, Name};
+use super::pull::{range, unsatisfiable};
 use super::pullthrough::{STALL, ask, blocking, failed, hit, refuse};
 use super::reply::{self, Code, Resp, set};
 use super::storage::Check;
@@ -38,7 +39,7 @@ pub(super) async fn blob(
     method: &Method,
     name: &Name,
     d: &Digest,
-    peer: IpAddr,
+    want: Want<'_>,
 ) -> Option<Resp> {
     let (up, repo) = ctx.pull.route(name)?;
     let (n, d2) = (name.clone(), *d);
@@ -75,7 +76,14 @@ pub(super) async fn blob(
             rx
         }
     };
-    Some(follow(ctx, rx, method, d, peer).await)
+    Some(follow(ctx, rx, method, d, want).await)
+}
+
+/// What the client asked for besides the blob: its `Range` header (a
+/// resumed pull asks the rest of a blob still being fetched) and who it is.
+pub(super) struct Want<'a> {
+    pub range: Option<&'a str>,
+    pub peer: IpAddr,
 }
 
 async fn confirm_and_link(
@@ -236,13 +244,15 @@ async fn fetch_blob(
 }
 
 /// The answer of a client following a fetch: the error when it failed
-/// before a byte, else the blob streamed as it arrives.
+/// before a byte, else the blob (or the byte range asked for, as storage
+/// answers it: 206 with `Content-Range`, 416 past the end) streamed as it
+/// arrives.
 async fn follow(
     ctx: &Arc<Ctx>,
     mut rx: watch::Receiver<Progress>,
     method: &Method,
     d: &Digest,
-    peer: IpAddr,
+    want: Want<'_>,
 ) -> Resp {
     let total = loop {
         let p = rx.borrow_and_update().clone();
@@ -256,18 +266,37 @@ async fn follow(
             return refuse(&f, Code::BlobUnknown, json!(d.to_string()));
         }
     };
+    let (start, end) = match range(want.range, total) {
+        Err(()) => return unsatisfiable(d, total),
+        Ok(Some((first, last))) => (first, last + 1),
+        Ok(None) => (0, total),
+    };
     let mut resp = if method == Method::HEAD {
         Response::new(reply::full(Bytes::new()))
     } else {
-        let stats = ctx.stats.clone();
-        let stream = futures_util::stream::unfold((rx, 0u64), next_chunk).map(move |r| {
+        let (stats, peer) = (ctx.stats.clone(), want.peer);
+        let from = Follow {
+            rx,
+            off: start,
+            end,
+        };
+        let stream = futures_util::stream::unfold(from, next_chunk).map(move |r| {
             r.inspect(|b: &Bytes| stats.sent(peer, b.len() as u64))
                 .map(Frame::data)
         });
         Response::new(StreamBody::new(stream).boxed_unsync())
     };
     *resp.status_mut() = StatusCode::OK;
-    set(&mut resp, "Content-Length", &total.to_string());
+    if (start, end) != (0, total) {
+        *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
+        let last = end - 1;
+        set(
+            &mut resp,
+            "Content-Range",
+            &format!("bytes {start}-{last}/{total}"),
+        );
+    }
+    set(&mut resp, "Content-Length", &(end - start).to_string());
     set(&mut resp, "Content-Type", "application/octet-stream");
     set(&mut resp, "Docker-Content-Digest", &d.to_string());
     set(&mut resp, "Etag", &format!("\"{d}\""));
@@ -276,25 +305,31 @@ async fn follow(
     resp
 }
 
-type Follow = (watch::Receiver<Progress>, u64);
+/// A follower's place: the bytes `off..end` of the blob are still to send.
+struct Follow {
+    rx: watch::Receiver<Progress>,
+    off: u64,
+    end: u64,
+}
 
 /// The next piece a follower may send: what is visible past `off`, or
 /// wait for more; an error ends the stream (the connection closes).
-async fn next_chunk((mut rx, off): Follow) -> Option<(io::Result<Bytes>, Follow)> {
-    if off == u64::MAX {
+async fn next_chunk(mut f: Follow) -> Option<(io::Result<Bytes>, Follow)> {
+    if f.off >= f.end {
         return None;
     }
     loop {
-        let p = rx.borrow_and_update().clone();
-        if let Phase::Failed(f) = &p.phase {
-            let e = io::Error::other(f.message().to_string());
-            return Some((Err(e), (rx, u64::MAX)));
+        let p = f.rx.borrow_and_update().clone();
+        if let Phase::Failed(fail) = &p.phase {
+            let e = io::Error::other(fail.message().to_string());
+            f.end = 0;
+            return Some((Err(e), f));
         }
-        let visible = p.visible();
-        if off < visible
+        let visible = p.visible_until(f.end);
+        if f.off < visible
             && let Some(file) = p.file.clone()
         {
-            let len = (visible - off).min(CHUNK as u64) as usize;
+            let (off, len) = (f.off, (visible - f.off).min(CHUNK as u64) as usize);
             let read = tokio::task::spawn_blocking(move || {
                 use std::os::unix::fs::FileExt as _;
                 let mut b = vec![0u8; len];
@@ -302,17 +337,16 @@ async fn next_chunk((mut rx, off): Follow) -> Option<(io::Result<Bytes>, Follow)
             })
             .await
             .unwrap_or_else(|e| Err(io::Error::other(e)));
-            return match read {
-                Ok(b) => Some((Ok(b), (rx, off + len as u64))),
-                Err(e) => Some((Err(e), (rx, u64::MAX))),
-            };
+            match &read {
+                Ok(_) => f.off += len as u64,
+                Err(_) => f.end = 0,
+            }
+            return Some((read, f));
         }
-        if p.phase == Phase::Done && off >= p.total {
-            return None;
-        }
-        if rx.changed().await.is_err() {
+        if f.rx.changed().await.is_err() {
             let e = io::Error::other("the upstream fetch ended");
-            return Some((Err(e), (rx, u64::MAX)));
+            f.end = 0;
+            return Some((Err(e), f));
         }
     }
 }
