@@ -6,7 +6,9 @@
 # certificate, in a network namespace of this script's own (10.78.0.1).
 #
 # Figures, per server: blob GET MiB/s with 1 and CONC clients (curl, whole
-# blob, size checked), manifest GET req/s (ab -k, CONC connections, REQS
+# blob, size checked) and the server's CPU seconds per GiB it sent in those
+# runs (what the server costs per byte, whoever else shares the cores),
+# manifest GET req/s (ab -k, CONC connections, REQS
 # requests) and CPU microseconds per manifest request (the server's
 # utime+stime over the ab run), RSS idle and the peak RSS sampled while
 # CONC clients pull. Targets (issue #36): crc >= 1.5x docker-registry's blob
@@ -169,9 +171,11 @@ rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # blob_mibs PORT CLIENTS PID: MiB/s of CLIENTS whole-blob GETs at once;
-# leaves the peak RSS seen (KiB) in $work/peak.
+# leaves the peak RSS seen (KiB) in $work/peak and the server's CPU seconds
+# per GiB sent (utime+stime over the run) in $work/cpu.
 blob_mibs() {
-  local port=$1 n=$2 pid=$3 i t0 t1 peak=0 r
+  local port=$1 n=$2 pid=$3 i t0 t1 peak=0 r c0 c1
+  c0=$(cpu_ticks "$pid")
   t0=$(date +%s.%N)
   for i in $(seq "$n"); do
     nsx curl -sk ${CURL_PROTO:-} -o /dev/null -w '%{size_download}\n' \
@@ -183,7 +187,9 @@ blob_mibs() {
   done
   wait
   t1=$(date +%s.%N)
+  c1=$(cpu_ticks "$pid")
   echo "$peak" >"$work/peak"
+  python3 -c "print(round(($c1 - $c0) / $(getconf CLK_TCK) / ($n * $LAYER_SIZE / 1073741824), 3))" >"$work/cpu"
   for i in $(seq "$n"); do
     [[ $(cat "$work/got.$i") == "$LAYER_SIZE" ]] || { echo 0; return; }
   done
@@ -209,6 +215,7 @@ manifest() {
 }
 
 best() { sort -g | tail -1; }
+least() { sort -g | head -1; }
 
 declare -A R
 for who in crc docker-registry; do
@@ -218,8 +225,12 @@ for who in crc docker-registry; do
   # first read after a start (it never serves one that does not match).
   nsx curl -sk -o /dev/null "https://$IP:$port/v2/bench/big/blobs/$LAYER"
   R[$who.rss_idle]=$(rss_kib "$pid")
-  R[$who.blob1]=$(for _ in $(seq "$REPS"); do blob_mibs "$port" 1 "$pid"; done | best)
-  R[$who.blobN]=$(for _ in $(seq "$REPS"); do blob_mibs "$port" "$CONC" "$pid"; done | best)
+  # The server's CPU per GiB: the least of the repetitions (work done,
+  # so less sensitive to the other load than MiB/s).
+  R[$who.blob1]=$(for _ in $(seq "$REPS"); do blob_mibs "$port" 1 "$pid"; cat "$work/cpu" >>"$work/cpu1.$who"; done | best)
+  R[$who.cpu1]=$(least <"$work/cpu1.$who")
+  R[$who.blobN]=$(for _ in $(seq "$REPS"); do blob_mibs "$port" "$CONC" "$pid"; cat "$work/cpu" >>"$work/cpuN.$who"; done | best)
+  R[$who.cpuN]=$(least <"$work/cpuN.$who")
   R[$who.rss_pull]=$(cat "$work/peak")
   read -r R[$who.mrps] R[$who.mcpu] < <(manifest "$port" "$pid")
 done
@@ -230,6 +241,8 @@ tsv=$RESULTS_DIR/registry-latest.tsv
   printf 'figure\tcrc\tdocker-registry\tunit\n'
   printf 'blob GET, 1 client\t%s\t%s\tMiB/s\n' "${R[crc.blob1]}" "${R[docker-registry.blob1]}"
   printf 'blob GET, %s clients\t%s\t%s\tMiB/s\n' "$CONC" "${R[crc.blobN]}" "${R[docker-registry.blobN]}"
+  printf 'server CPU per GiB sent, 1 client\t%s\t%s\ts\n' "${R[crc.cpu1]}" "${R[docker-registry.cpu1]}"
+  printf 'server CPU per GiB sent, %s clients\t%s\t%s\ts\n' "$CONC" "${R[crc.cpuN]}" "${R[docker-registry.cpuN]}"
   printf 'manifest GET (%s conns)\t%s\t%s\treq/s\n' "$CONC" "${R[crc.mrps]}" "${R[docker-registry.mrps]}"
   printf 'CPU per manifest GET\t%s\t%s\tus\n' "${R[crc.mcpu]}" "${R[docker-registry.mcpu]}"
   printf 'RSS idle\t%s\t%s\tKiB\n' "${R[crc.rss_idle]}" "${R[docker-registry.rss_idle]}"
