@@ -19,6 +19,30 @@ use base64::Engine as _;
 use crate::model::cluster::IpNet;
 use crate::runtime::sync::LockExt as _;
 
+/// Why an htpasswd file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum HtpasswdError {
+    #[error("{}: {err}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        err: std::io::Error,
+    },
+    #[error("{} line {line}: not user:hash", path.display())]
+    NotUserHash {
+        path: std::path::PathBuf,
+        line: usize,
+    },
+    #[error(
+        "{} line {line}: user {user:?} has no bcrypt hash (make it with htpasswd -B)",
+        path.display()
+    )]
+    NotBcrypt {
+        path: std::path::PathBuf,
+        line: usize,
+        user: String,
+    },
+}
+
 /// The users and their bcrypt hashes.
 #[derive(Default)]
 pub struct Users {
@@ -29,8 +53,11 @@ pub struct Users {
 
 impl Users {
     /// Read an htpasswd file; errors name the line.
-    pub fn load(path: &Path) -> Result<Users, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Users, HtpasswdError> {
+        let text = std::fs::read_to_string(path).map_err(|err| HtpasswdError::Read {
+            path: path.to_path_buf(),
+            err,
+        })?;
         let mut hashes = HashMap::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -38,14 +65,17 @@ impl Users {
                 continue;
             }
             let Some((user, hash)) = line.split_once(':') else {
-                return Err(format!("{} line {}: not user:hash", path.display(), i + 1));
+                return Err(HtpasswdError::NotUserHash {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                });
             };
             if !(hash.starts_with("$2a$") || hash.starts_with("$2b$") || hash.starts_with("$2y$")) {
-                return Err(format!(
-                    "{} line {}: user {user:?} has no bcrypt hash (make it with htpasswd -B)",
-                    path.display(),
-                    i + 1
-                ));
+                return Err(HtpasswdError::NotBcrypt {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    user: user.to_string(),
+                });
             }
             hashes.insert(user.to_string(), hash.to_string());
         }
@@ -139,7 +169,40 @@ mod tests {
         assert_eq!(u.check(&hdr("bob:s3cret")), None);
         assert_eq!(u.check("Bearer x"), None);
         std::fs::write(&p, "alice:{SHA}abc\n").unwrap();
-        let e = Users::load(&p).err().unwrap();
+        let e = Users::load(&p).err().unwrap().to_string();
         assert!(e.contains("line 1") && e.contains("htpasswd -B"), "{e}");
+    }
+
+    #[test]
+    fn htpasswd_error_texts() {
+        let path = std::path::PathBuf::from("/etc/h");
+        let err = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let texts = [
+            (
+                HtpasswdError::Read {
+                    path: path.clone(),
+                    err,
+                },
+                "/etc/h: entity not found",
+            ),
+            (
+                HtpasswdError::NotUserHash {
+                    path: path.clone(),
+                    line: 3,
+                },
+                "/etc/h line 3: not user:hash",
+            ),
+            (
+                HtpasswdError::NotBcrypt {
+                    path,
+                    line: 1,
+                    user: "alice".into(),
+                },
+                "/etc/h line 1: user \"alice\" has no bcrypt hash (make it with htpasswd -B)",
+            ),
+        ];
+        for (e, text) in texts {
+            assert_eq!(e.to_string(), text);
+        }
     }
 }

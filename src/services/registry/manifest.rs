@@ -79,36 +79,60 @@ pub struct Refs {
     pub manifests: Vec<Digest>,
 }
 
+/// Why a pushed manifest is refused (`MANIFEST_INVALID`, this text as its
+/// detail).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    #[error(
+        "unsupported manifest media type {0:?} (schema 2 and OCI manifests and indexes are served)"
+    )]
+    UnsupportedType(String),
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    #[error("schemaVersion is not 2")]
+    SchemaVersion,
+    #[error("mediaType in manifest should be '{sent_as}' not '{declared}'")]
+    MediaTypeDiffers { sent_as: String, declared: String },
+    #[error("mediaType in manifest should be '{0}'")]
+    MediaTypeMissing(String),
+    #[error("a descriptor has no digest")]
+    NoDigest,
+    #[error("descriptor digest {0:?} is not a sha256 digest")]
+    BadDigest(String),
+    #[error("an index without manifests")]
+    NoManifests,
+    #[error("a manifest without config")]
+    NoConfig,
+}
+
 /// Check a pushed manifest sent as `content_type`: its references, or the
 /// reason it is invalid.
-pub fn check_put(content_type: &str, bytes: &[u8]) -> Result<Refs, String> {
+pub fn check_put(content_type: &str, bytes: &[u8]) -> Result<Refs, ManifestError> {
     let ct = content_type.split(';').next().unwrap_or_default().trim();
     if ![DOCKER_V2, DOCKER_LIST, OCI_MANIFEST, OCI_INDEX].contains(&ct) {
-        return Err(format!(
-            "unsupported manifest media type {ct:?} (schema 2 and OCI manifests and indexes are served)"
-        ));
+        return Err(ManifestError::UnsupportedType(ct.to_string()));
     }
     let v: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+        serde_json::from_slice(bytes).map_err(|e| ManifestError::NotJson(e.to_string()))?;
     if v.get("schemaVersion").and_then(serde_json::Value::as_i64) != Some(2) {
-        return Err("schemaVersion is not 2".into());
+        return Err(ManifestError::SchemaVersion);
     }
     let body_type = v.get("mediaType").and_then(serde_json::Value::as_str);
-    if body_type.is_some_and(|t| !t.is_empty() && t != ct) {
-        return Err(format!(
-            "mediaType in manifest should be '{ct}' not '{}'",
-            body_type.unwrap_or_default()
-        ));
+    if let Some(t) = body_type.filter(|t| !t.is_empty() && *t != ct) {
+        return Err(ManifestError::MediaTypeDiffers {
+            sent_as: ct.to_string(),
+            declared: t.to_string(),
+        });
     }
     if matches!(ct, DOCKER_V2) && body_type != Some(DOCKER_V2) {
-        return Err(format!("mediaType in manifest should be '{ct}'"));
+        return Err(ManifestError::MediaTypeMissing(ct.to_string()));
     }
-    let digest_of = |d: &serde_json::Value| -> Result<Digest, String> {
+    let digest_of = |d: &serde_json::Value| -> Result<Digest, ManifestError> {
         let s = d
             .get("digest")
             .and_then(serde_json::Value::as_str)
-            .ok_or("a descriptor has no digest")?;
-        Digest::parse(s).map_err(|_| format!("descriptor digest {s:?} is not a sha256 digest"))
+            .ok_or(ManifestError::NoDigest)?;
+        Digest::parse(s).map_err(|_| ManifestError::BadDigest(s.to_string()))
     };
     let mut refs = Refs {
         blobs: Vec::new(),
@@ -118,13 +142,13 @@ pub fn check_put(content_type: &str, bytes: &[u8]) -> Result<Refs, String> {
         let list = v
             .get("manifests")
             .and_then(serde_json::Value::as_array)
-            .ok_or("an index without manifests")?;
+            .ok_or(ManifestError::NoManifests)?;
         for m in list {
             refs.manifests.push(digest_of(m)?);
         }
         return Ok(refs);
     }
-    let config = v.get("config").ok_or("a manifest without config")?;
+    let config = v.get("config").ok_or(ManifestError::NoConfig)?;
     refs.blobs.push(digest_of(config)?);
     let layers = v
         .get("layers")
@@ -182,5 +206,47 @@ mod tests {
         assert!(check_put("text/plain", m.as_bytes()).is_err());
         assert!(check_put(DOCKER_V2, m.as_bytes()).is_err());
         assert!(check_put(OCI_MANIFEST, b"{").is_err());
+    }
+
+    #[test]
+    fn refusal_texts() {
+        let ct = || OCI_MANIFEST.to_string();
+        let texts = [
+            (
+                ManifestError::UnsupportedType("text/plain".into()),
+                "unsupported manifest media type \"text/plain\" (schema 2 and OCI manifests and indexes are served)",
+            ),
+            (ManifestError::NotJson("EOF".into()), "not JSON: EOF"),
+            (ManifestError::SchemaVersion, "schemaVersion is not 2"),
+            (
+                ManifestError::MediaTypeDiffers {
+                    sent_as: ct(),
+                    declared: "x".into(),
+                },
+                "mediaType in manifest should be 'application/vnd.oci.image.manifest.v1+json' not 'x'",
+            ),
+            (
+                ManifestError::MediaTypeMissing(ct()),
+                "mediaType in manifest should be 'application/vnd.oci.image.manifest.v1+json'",
+            ),
+            (ManifestError::NoDigest, "a descriptor has no digest"),
+            (
+                ManifestError::BadDigest("md5:x".into()),
+                "descriptor digest \"md5:x\" is not a sha256 digest",
+            ),
+            (ManifestError::NoManifests, "an index without manifests"),
+            (ManifestError::NoConfig, "a manifest without config"),
+        ];
+        for (e, text) in texts {
+            assert_eq!(e.to_string(), text);
+        }
+        let m = r#"{"schemaVersion":2,"mediaType":"x","config":{}}"#;
+        assert_eq!(
+            check_put(OCI_MANIFEST, m.as_bytes()),
+            Err(ManifestError::MediaTypeDiffers {
+                sent_as: ct(),
+                declared: "x".into()
+            })
+        );
     }
 }

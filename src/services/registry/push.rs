@@ -294,7 +294,10 @@ pub(super) async fn put_manifest(
         .unwrap_or_default();
     let refs = match manifest::check_put(ct, &bytes) {
         Ok(refs) => refs,
-        Err(why) => return reply::error_with(Code::ManifestInvalid, Some(&why), json!(null)),
+        Err(why) => {
+            let why = why.to_string();
+            return reply::error_with(Code::ManifestInvalid, Some(&why), json!(null));
+        }
     };
     let d = Digest::of(&bytes);
     if let Reference::Digest(want) = &r
