@@ -599,3 +599,63 @@ rhcos:
         app.log()
     );
 }
+
+/// The cipher suite `openssl s_client` (`extra` options) ends with on
+/// `addr`, as it prints it (`Cipher is …`).
+fn negotiated_suite(addr: &str, ca: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "s_client",
+        "-connect",
+        addr,
+        "-CAfile",
+        ca,
+        "-verify_return_error",
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new("openssl")
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| {
+            l.split_once("Cipher is ")
+                .map(|(_, c)| c.trim().to_string())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "no cipher in:\n{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+}
+
+/// The server picks the suite, AES-128-GCM first, as Go's and BoringSSL's
+/// servers do: OpenSSL, which lists AES-256-GCM first, gets AES-128-GCM
+/// over TLS 1.3 and 1.2; a client that offers only ChaCha20 gets it.
+#[test]
+fn the_server_picks_aes_128_gcm_first_and_chacha20_when_offered_alone() {
+    require_tools!();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = loopback_cluster(dir.path(), "");
+    let app = InProc::start_path(&cluster);
+    let addr = app.addr("https").to_string();
+    let ca = dir.path().join("state/test-https-cert.pem");
+    let ca = ca.to_str().unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (&[], "TLS_AES_128_GCM_SHA256"),
+        (&["-tls1_2"], "ECDHE-ECDSA-AES128-GCM-SHA256"),
+        (
+            &["-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256"],
+            "TLS_CHACHA20_POLY1305_SHA256",
+        ),
+    ];
+    for (extra, want) in cases {
+        assert_eq!(
+            negotiated_suite(&addr, ca, extra),
+            want,
+            "openssl s_client {extra:?}"
+        );
+    }
+}
