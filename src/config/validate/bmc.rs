@@ -31,7 +31,7 @@ impl From<RawMedia> for BmcMedia {
 }
 
 /// Why `redfish` is not a Redfish system URL. Each variant carries the URL
-/// as given.
+/// as given, except user info (`user:password@`), which is never echoed.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum RedfishUrlError {
     /// Not a URL at all (`reason`: hyper's).
@@ -57,11 +57,24 @@ pub(super) enum RedfishUrlError {
     NotOneSystem(String),
 }
 
+/// `url` with any user info in its authority replaced by `***` (the
+/// password must not reach an error message, the log or `/status`).
+fn without_user_info(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => url.to_string(),
+    }
+}
+
 /// The parts of a valid Redfish system URL: origin, host, port, path.
 pub(super) fn parse_system_url(
     url: &str,
 ) -> Result<(String, String, u16, String, bool), RedfishUrlError> {
-    let shown = || url.to_string();
+    let shown = || without_user_info(url);
     let uri: hyper::Uri = url.parse().map_err(|e| RedfishUrlError::NotUrl {
         url: shown(),
         reason: e,
@@ -252,7 +265,8 @@ mod tests {
         assert!(e.is_empty(), "{e:?}");
     }
 
-    /// Each text the `redfish` field error shows.
+    /// Each text the `redfish` field error shows; user info is never
+    /// echoed (it may hold the BMC's password).
     #[test]
     fn each_redfish_url_mistake_says_the_fix() {
         let text = |url: &str| parse_system_url(url).unwrap_err().to_string();
@@ -271,7 +285,7 @@ mod tests {
             ),
             (
                 "https://root:calvin@h/redfish/v1/Systems/1",
-                "\"https://root:calvin@h/redfish/v1/Systems/1\" carries user info; put the credentials in usernameFile and passwordFile",
+                "\"https://***@h/redfish/v1/Systems/1\" carries user info; put the credentials in usernameFile and passwordFile",
             ),
             (
                 "http://h/redfish/v1/Systems/1?x=1",
@@ -289,6 +303,11 @@ mod tests {
             RedfishUrlError::NoHost("http:///x".into()).to_string(),
             "\"http:///x\" has no host"
         );
+        assert_eq!(
+            without_user_info("https://u:p@w@h:443/redfish?a@b"),
+            "https://***@h:443/redfish?a@b"
+        );
+        assert_eq!(without_user_info("not a url"), "not a url");
     }
 
     #[test]
