@@ -383,7 +383,7 @@ mod tests {
     use super::*;
     use crate::model::cluster::HealthCfg;
     use crate::plan::Check;
-    use crate::runtime::probe::ProbeError;
+    use crate::runtime::probe::{ProbeError, StatusLineError};
     use crate::services::lb::generation::{CheckSettings, Probe, test_plan};
     use crate::services::lb::state::{BackendKey, NodeFlags};
     use async_trait::async_trait;
@@ -407,7 +407,9 @@ mod tests {
             if ok {
                 Ok(())
             } else {
-                Err(ProbeError::BadResponse("scripted failure".into()))
+                Err(ProbeError::BadResponse(StatusLineError::BadLine(
+                    "scripted failure".into(),
+                )))
             }
         }
     }
@@ -491,7 +493,10 @@ mod tests {
         assert!(b.ready(), "one failure is not enough");
         tokio::time::sleep(INTERVAL * 1).await;
         assert!(!b.ready(), "two failures");
-        assert_eq!(b.state().last_error.as_deref(), Some("scripted failure"));
+        assert_eq!(
+            b.state().last_error.as_deref(),
+            Some("bad status line \"scripted failure\"")
+        );
         tokio::time::sleep(INTERVAL).await;
         assert!(!b.ready(), "one success of three");
         tokio::time::sleep(INTERVAL * 2).await;
@@ -827,7 +832,7 @@ mod tests {
             if self.0.locked().get(&addr).copied().unwrap_or(false) {
                 Ok(())
             } else {
-                Err(ProbeError::BadResponse("down".into()))
+                Err(ProbeError::BadResponse(StatusLineError::Closed))
             }
         }
     }
