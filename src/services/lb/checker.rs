@@ -99,12 +99,13 @@ pub async fn check_loop(
                 continue_after(&mut next);
                 continue;
             }
-            let result = result.map_err(|e| e.to_string());
+            // The text `/status` (`lastError`) and the log show.
+            let why = result.as_ref().err().map(ToString::to_string);
             let flip = {
                 let mut st = b.state();
-                let flip = st.health.observe(result.is_ok());
-                if let Err(e) = &result {
-                    st.last_error = Some(e.clone());
+                let flip = st.health.observe(why.is_none());
+                if why.is_some() {
+                    st.last_error.clone_from(&why);
                 }
                 flip
             };
@@ -113,7 +114,7 @@ pub async fn check_loop(
                 Some(true) => info!(%pool, %node, %addr, %check, "lb backend is healthy"),
                 Some(false) => warn!(
                     %pool, %node, %addr, %check,
-                    error = result.as_ref().err().map(String::as_str).unwrap_or("?"),
+                    error = why.as_deref().unwrap_or("?"),
                     "lb backend is unhealthy"
                 ),
                 None => {}
