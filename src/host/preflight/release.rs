@@ -201,6 +201,18 @@ async fn resolve(c: &Cluster, name: &str) -> Result<IpAddr, Failure> {
         .ok_or_else(|| fail(format!("the appliance's DNS at {server} has no A record")))
 }
 
+/// Why one request on a [`Conn`] failed: hyper's reason, as the finding
+/// shows it after `the mirror <host>: <method> <path>: `.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    /// The connection (not ready for a request, or the exchange failed).
+    #[error("{0}")]
+    Http(hyper::Error),
+    /// The answer's body: unreadable, or over a manifest's size.
+    #[error("{0}")]
+    Body(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// One keep-alive HTTP/1.1 connection to the registry, TLS verified
 /// against the one trust anchor a node is given.
 struct Conn {
@@ -271,23 +283,19 @@ impl Conn {
             .map_err(|e| fail(e.to_string()))?;
         let call = async {
             // The previous answer's end must be read before the next request.
-            self.send.ready().await.map_err(|e| e.to_string())?;
-            let resp = self
-                .send
-                .send_request(req)
-                .await
-                .map_err(|e| e.to_string())?;
+            self.send.ready().await.map_err(CallError::Http)?;
+            let resp = self.send.send_request(req).await.map_err(CallError::Http)?;
             let status = resp.status().as_u16();
             let body = Limited::new(resp.into_body(), MAX_MANIFEST)
                 .collect()
                 .await
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>((status, body.to_bytes()))
+                .map_err(CallError::Body)?;
+            Ok::<_, CallError>((status, body.to_bytes()))
         };
         tokio::time::timeout(STEP, call)
             .await
             .map_err(|_| fail("timed out".into()))?
-            .map_err(fail)
+            .map_err(|e| fail(e.to_string()))
     }
 
     /// The manifest `digest` of `repo` when it is there and hashes to it.
@@ -400,5 +408,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(blobs_of(&m), ["sha256:c", "sha256:l1", "sha256:l2"]);
+    }
+
+    /// A call's failure is the reason hyper gives (the `Http` variant's
+    /// error needs a live connection to make; it prints the same way).
+    #[tokio::test]
+    async fn a_failed_call_says_hypers_reason() {
+        let body = http_body_util::Full::new(Bytes::from_static(b"12345"));
+        let err = Limited::new(body, 4).collect().await.unwrap_err();
+        assert_eq!(CallError::Body(err).to_string(), "length limit exceeded");
     }
 }
