@@ -121,7 +121,7 @@ pub fn handle(cfg: &Config, msg: &Message, port: Port, src: SocketAddrV4) -> Dec
 enum NothingToBoot {
     /// The automatic network boot has nothing for this client.
     #[error(transparent)]
-    NoBoot(#[from] boot::NoBoot),
+    Netboot(#[from] boot::NoBoot),
     /// Neither the `pxe:` section nor `dhcp.pxe`.
     #[error("nothing to boot: no pxe section and no dhcp.pxe")]
     NoPxe,
