@@ -160,3 +160,24 @@ pub fn load(path: &Path) -> Result<Plan, ConfigError> {
         .unwrap_or_else(|| PathBuf::from("."));
     from_str(&text, &base, path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file serde-saphyr refuses: the path, then its reason (with the
+    /// line and column) on the next line, as before the reason was typed.
+    #[test]
+    fn a_parse_error_names_the_file_then_serdes_reason() {
+        let text = "name: c\nbogus: 1\n";
+        let reason = parse_str(text).unwrap_err();
+        let said = reason.to_string();
+        assert!(said.contains("bogus"), "{said}");
+        let err = from_str(text, Path::new("/"), Path::new("/etc/c.yaml")).unwrap_err();
+        assert!(matches!(err, ConfigError::Parse { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!("cluster file /etc/c.yaml is not valid YAML for this schema:\n{said}")
+        );
+    }
+}
