@@ -159,27 +159,42 @@ pub(super) enum RequestError {
 mod tests {
     use super::*;
 
-    /// Every finding's problem and fix as `preflight` prints them (the
-    /// variants of hyper's, rustls' and hickory's errors need a live
-    /// exchange to make; they print their reason as it is).
-    #[test]
-    fn each_problem_says_what_failed_and_the_fix() {
-        let dns: SocketAddr = "10.0.0.2:53".parse().unwrap();
-        let io = || std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
-        let unresolved = |why| Problem::Unresolved {
+    const DNS: &str = "10.0.0.2:53";
+    const RESOLVE_FIX: &str =
+        "check that serve is running and dns: answers for the cluster zone (registry.name)";
+    const CONNECT_FIX: &str = "check that serve is running with this registry section, and its certificate (render mirror)";
+
+    fn io() -> std::io::Error {
+        std::io::Error::from(std::io::ErrorKind::ConnectionRefused)
+    }
+
+    fn unresolved(why: ResolveError) -> Problem {
+        Problem::Unresolved {
             name: "mirror.c.example.com".into(),
             why,
-        };
-        let unreachable = |why| Problem::Unreachable {
+        }
+    }
+
+    fn unreachable(why: ConnectError) -> Problem {
+        Problem::Unreachable {
             name: "mirror.c.example.com".into(),
             port: 5000,
             ip: "10.0.0.2".parse().unwrap(),
             why,
-        };
-        let resolve_fix =
-            "check that serve is running and dns: answers for the cluster zone (registry.name)";
-        let connect_fix = "check that serve is running with this registry section, and its certificate (render mirror)";
-        let cases = [
+        }
+    }
+
+    fn check(cases: Vec<(Problem, &str, &str)>) {
+        for (problem, text, fix) in cases {
+            assert_eq!(problem.to_string(), text);
+            assert_eq!(problem.fix(), fix);
+        }
+    }
+
+    /// Every finding's problem and fix as `preflight` prints them.
+    #[test]
+    fn each_problem_says_what_failed_and_the_fix() {
+        check(vec![
             (
                 Problem::ByTag {
                     spec: "quay.io/r:4.17".into(),
@@ -193,62 +208,6 @@ mod tests {
                 },
                 "no imageDigestSources entry of the mirror covers quay.io/r (render mirror)",
                 "mirror the release into registry.storage (oc-mirror), or add its registry to registry.pullThrough",
-            ),
-            (
-                unresolved(ResolveError::Timeout),
-                "the mirror's name mirror.c.example.com does not resolve: timed out",
-                resolve_fix,
-            ),
-            (
-                unresolved(ResolveError::Lookup(io())),
-                "the mirror's name mirror.c.example.com does not resolve: connection refused",
-                resolve_fix,
-            ),
-            (
-                unresolved(ResolveError::NoAddress),
-                "the mirror's name mirror.c.example.com does not resolve: no address",
-                resolve_fix,
-            ),
-            (
-                unresolved(ResolveError::Socket(io())),
-                "the mirror's name mirror.c.example.com does not resolve: connection refused",
-                resolve_fix,
-            ),
-            (
-                unresolved(ResolveError::Dns {
-                    server: dns,
-                    err: io(),
-                }),
-                "the mirror's name mirror.c.example.com does not resolve: DNS at 10.0.0.2:53: connection refused",
-                resolve_fix,
-            ),
-            (
-                unresolved(ResolveError::NoAnswer { server: dns }),
-                "the mirror's name mirror.c.example.com does not resolve: DNS at 10.0.0.2:53: no answer from 10.0.0.2:53",
-                resolve_fix,
-            ),
-            (
-                unresolved(ResolveError::NoARecord { server: dns }),
-                "the mirror's name mirror.c.example.com does not resolve: the appliance's DNS at 10.0.0.2:53 has no A record",
-                resolve_fix,
-            ),
-            (
-                unreachable(ConnectError::NoCertificate("/etc/ca.pem".into())),
-                "the mirror mirror.c.example.com:5000 (10.0.0.2): no certificate in /etc/ca.pem",
-                connect_fix,
-            ),
-            (
-                unreachable(ConnectError::Timeout),
-                "the mirror mirror.c.example.com:5000 (10.0.0.2): timed out",
-                connect_fix,
-            ),
-            (
-                unreachable(ConnectError::Tls {
-                    anchor: "/etc/ca.pem".into(),
-                    err: io(),
-                }),
-                "the mirror mirror.c.example.com:5000 (10.0.0.2): TLS (trusting only /etc/ca.pem): connection refused",
-                connect_fix,
             ),
             (
                 Problem::Request {
@@ -269,11 +228,62 @@ mod tests {
                 "registry.releaseImage quay.io/r@sha256:d: the mirror quay.io lacks r@sha256:a (blob of sha256:d)",
                 "mirror the release again (oc-mirror --v2 … docker://<mirror>) or push what is missing",
             ),
+            (
+                unreachable(ConnectError::NoCertificate("/etc/ca.pem".into())),
+                "the mirror mirror.c.example.com:5000 (10.0.0.2): no certificate in /etc/ca.pem",
+                CONNECT_FIX,
+            ),
+            (
+                unreachable(ConnectError::Timeout),
+                "the mirror mirror.c.example.com:5000 (10.0.0.2): timed out",
+                CONNECT_FIX,
+            ),
+            (
+                unreachable(ConnectError::Tls {
+                    anchor: "/etc/ca.pem".into(),
+                    err: io(),
+                }),
+                "the mirror mirror.c.example.com:5000 (10.0.0.2): TLS (trusting only /etc/ca.pem): connection refused",
+                CONNECT_FIX,
+            ),
+        ]);
+    }
+
+    /// Every way the mirror's name does not resolve.
+    #[test]
+    fn each_resolve_failure_is_named() {
+        let server: SocketAddr = DNS.parse().unwrap();
+        let said = "the mirror's name mirror.c.example.com does not resolve: ";
+        let cases = vec![
+            (ResolveError::Timeout, "timed out".to_string()),
+            (ResolveError::Lookup(io()), "connection refused".into()),
+            (ResolveError::NoAddress, "no address".into()),
+            (ResolveError::Socket(io()), "connection refused".into()),
+            (
+                ResolveError::Dns { server, err: io() },
+                format!("DNS at {DNS}: connection refused"),
+            ),
+            (
+                ResolveError::NoAnswer { server },
+                format!("DNS at {DNS}: no answer from {DNS}"),
+            ),
+            (
+                ResolveError::NoARecord { server },
+                format!("the appliance's DNS at {DNS} has no A record"),
+            ),
         ];
-        for (problem, text, fix) in cases {
-            assert_eq!(problem.to_string(), text);
-            assert_eq!(problem.fix(), fix);
+        for (why, text) in cases {
+            let problem = unresolved(why);
+            assert_eq!(problem.to_string(), format!("{said}{text}"));
+            assert_eq!(problem.fix(), RESOLVE_FIX);
         }
+    }
+
+    /// The variants that carry another library's error print its reason
+    /// as it is (hyper's and rustls' configuration errors need a live
+    /// exchange to make).
+    #[test]
+    fn a_librarys_reason_is_shown_as_it_is() {
         let anchor = ConnectError::Anchor {
             path: "/etc/ca.pem".into(),
             err: rustls::pki_types::pem::Error::NoItemsFound,
