@@ -227,6 +227,7 @@ fn iso_reader_survives_truncated_and_mutated_xorriso_images() {
 mod driver {
     use super::*;
     use crc_appliance::drivers::libvirt::driver::Driver;
+    use crc_appliance::drivers::libvirt::spec::InstallRejected;
 
     /// The driver for the cluster file `yaml` (written to `dir`).
     fn open_driver(dir: &Path, yaml: &str) -> (Spec, Driver) {
@@ -336,7 +337,7 @@ mod driver {
         let out = d.finish_installs().unwrap();
         assert_eq!(out.len(), 1, "{out:?}");
         let why = out[0].result.clone().unwrap_err();
-        assert!(why.contains("(destroyed)"), "{why}");
+        assert_eq!(why, InstallRejected::Stopped("destroyed".into()));
         let live = domain_xml(&d, "test-master-0", false);
         assert!(live.contains("<kernel>"), "installs again: {live}");
         let st = d.status().unwrap();
@@ -353,10 +354,7 @@ mod driver {
         dom.shutdown().unwrap();
         let out = d.finish_installs().unwrap();
         let why = out[0].result.clone().unwrap_err();
-        assert!(
-            why.contains("before the node fetched its ignition"),
-            "{why}"
-        );
+        assert_eq!(why, InstallRejected::BeforeIgnition);
         assert_eq!(row(&d.status().unwrap(), "master-0").phase, "install");
 
         // The installer shuts master-0 down after its ignition fetch → it
@@ -489,12 +487,9 @@ mod driver {
         let dom = d.conn().lookup_domain_by_name("test-master-0").unwrap();
         dom.shutdown().unwrap();
         let out = d.finish_installs().unwrap();
-        assert!(
-            out[0]
-                .result
-                .clone()
-                .unwrap_err()
-                .contains("before the node fetched its ignition"),
+        assert_eq!(
+            out[0].result,
+            Err(InstallRejected::BeforeIgnition),
             "{out:?}"
         );
         assert!(domain_xml(&d, "test-master-0", false).contains("<kernel>"));

@@ -145,7 +145,7 @@ pub enum Command {
         #[arg(required_if_eq("goal", "node-ready"))]
         node: Option<String>,
         /// How long to wait (`90s`, `40m`, `1h`).
-        #[arg(long, default_value = "40m", value_parser = parse_timeout)]
+        #[arg(long, default_value = "40m", value_parser = crate::config::duration::parse)]
         timeout: std::time::Duration,
     },
     /// Exit 0 only when `serve` is up and every enabled service is serving
@@ -174,10 +174,6 @@ impl Command {
             Command::Completion { .. } | Command::Schema | Command::Manpage { .. }
         )
     }
-}
-
-fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
-    crate::config::duration::parse(s)
 }
 
 #[derive(Debug, Clone, Subcommand)]

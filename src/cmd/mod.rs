@@ -146,9 +146,7 @@ fn render(
                 "render site-dns needs the resolver: bind, unbound, dnsmasq or windows"
             ),
         },
-        RenderWhat::Chrony => {
-            crate::model::chrony::render(&plan.cluster).map_err(anyhow::Error::msg)?
-        }
+        RenderWhat::Chrony => crate::model::chrony::render(&plan.cluster)?,
         RenderWhat::Keepalived => render_keepalived(&plan, cluster)?,
         RenderWhat::CsrRbac => crate::services::csr::rbac::render(),
         RenderWhat::Mirror => mirror::render(&plan, login.as_ref())?,

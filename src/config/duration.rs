@@ -29,19 +29,34 @@ impl From<Dur> for Duration {
     }
 }
 
+/// Why a text is not a duration (each text names the text given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// No digits in front.
+    #[error("invalid duration {0:?}: expected a number with an optional unit (ms, s, m, h, d)")]
+    NoNumber(String),
+    /// The number does not fit 64 bits.
+    #[error("invalid duration {0:?}: number too large")]
+    NumberTooLarge(String),
+    /// A unit other than ms, s, m, h or d.
+    #[error("invalid duration {text:?}: unknown unit {unit:?} (use ms, s, m, h or d)")]
+    UnknownUnit { text: String, unit: String },
+    /// The number in milliseconds does not fit 64 bits.
+    #[error("invalid duration {0:?}: too large")]
+    TooLarge(String),
+}
+
 /// Parse `500ms`, `10s`, `5m`, `12h`, `1d` or `30` (seconds).
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!(
-            "invalid duration {text:?}: expected a number with an optional unit (ms, s, m, h, d)"
-        ));
+        return Err(DurationError::NoNumber(text.into()));
     }
     let n: u64 = num
         .parse()
-        .map_err(|_| format!("invalid duration {text:?}: number too large"))?;
+        .map_err(|_| DurationError::NumberTooLarge(text.into()))?;
     let ms_per = match unit.trim() {
         "ms" => 1,
         "" | "s" => 1_000,
@@ -49,14 +64,15 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         "h" => 3_600_000,
         "d" => 86_400_000,
         other => {
-            return Err(format!(
-                "invalid duration {text:?}: unknown unit {other:?} (use ms, s, m, h or d)"
-            ));
+            return Err(DurationError::UnknownUnit {
+                text: text.into(),
+                unit: other.into(),
+            });
         }
     };
     n.checked_mul(ms_per)
         .map(Duration::from_millis)
-        .ok_or_else(|| format!("invalid duration {text:?}: too large"))
+        .ok_or_else(|| DurationError::TooLarge(text.into()))
 }
 
 impl fmt::Display for Dur {
@@ -131,6 +147,40 @@ mod tests {
         assert!(parse("10x").is_err());
         assert!(parse("").is_err());
         assert!(parse("99999999999999999999s").is_err());
+    }
+
+    /// The texts the cluster file's errors and `--timeout` show.
+    #[test]
+    fn each_error_names_the_text_and_the_mistake() {
+        let cases = [
+            (
+                "ten",
+                DurationError::NoNumber("ten".into()),
+                "invalid duration \"ten\": expected a number with an optional unit (ms, s, m, h, d)",
+            ),
+            (
+                "99999999999999999999s",
+                DurationError::NumberTooLarge("99999999999999999999s".into()),
+                "invalid duration \"99999999999999999999s\": number too large",
+            ),
+            (
+                "10x",
+                DurationError::UnknownUnit {
+                    text: "10x".into(),
+                    unit: "x".into(),
+                },
+                "invalid duration \"10x\": unknown unit \"x\" (use ms, s, m, h or d)",
+            ),
+            (
+                "18446744073709551615d",
+                DurationError::TooLarge("18446744073709551615d".into()),
+                "invalid duration \"18446744073709551615d\": too large",
+            ),
+        ];
+        for (text, err, want) in cases {
+            assert_eq!(parse(text), Err(err.clone()));
+            assert_eq!(err.to_string(), want);
+        }
     }
 
     #[test]

@@ -51,8 +51,12 @@ pub enum ConfigError {
         /// be printed a second time by `{:#}` (the CLI's error line).
         reason: std::io::Error,
     },
-    #[error("cluster file {path} is not valid YAML for this schema:\n{message}")]
-    Parse { path: PathBuf, message: String },
+    #[error("cluster file {path} is not valid YAML for this schema:\n{reason}")]
+    Parse {
+        path: PathBuf,
+        /// Not a `source`, as for `Io`; boxed: the YAML error is large.
+        reason: Box<serde_saphyr::Error>,
+    },
     #[error("cluster file {path} has {} error(s):\n{}", errors.len(), list(errors))]
     Invalid {
         path: PathBuf,
@@ -79,16 +83,16 @@ impl ConfigError {
 }
 
 /// Parse a cluster file's text (no validation).
-pub fn parse_str(text: &str) -> Result<raw::ClusterFile, String> {
-    serde_saphyr::from_str::<raw::ClusterFile>(text).map_err(|e| e.to_string())
+pub fn parse_str(text: &str) -> Result<raw::ClusterFile, serde_saphyr::Error> {
+    serde_saphyr::from_str::<raw::ClusterFile>(text)
 }
 
 /// Parse and validate cluster file text and build what it serves. `base`
 /// resolves relative paths in it.
 pub fn from_str(text: &str, base: &Path, path: &Path) -> Result<Plan, ConfigError> {
-    let raw = parse_str(text).map_err(|message| ConfigError::Parse {
+    let raw = parse_str(text).map_err(|reason| ConfigError::Parse {
         path: path.to_path_buf(),
-        message,
+        reason: Box::new(reason),
     })?;
     let invalid = |errors| ConfigError::Invalid {
         path: path.to_path_buf(),
@@ -155,4 +159,25 @@ pub fn load(path: &Path) -> Result<Plan, ConfigError> {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
     from_str(&text, &base, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file serde-saphyr refuses: the path, then its reason (with the
+    /// line and column) on the next line, as before the reason was typed.
+    #[test]
+    fn a_parse_error_names_the_file_then_serdes_reason() {
+        let text = "name: c\nbogus: 1\n";
+        let reason = parse_str(text).unwrap_err();
+        let said = reason.to_string();
+        assert!(said.contains("bogus"), "{said}");
+        let err = from_str(text, Path::new("/"), Path::new("/etc/c.yaml")).unwrap_err();
+        assert!(matches!(err, ConfigError::Parse { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!("cluster file /etc/c.yaml is not valid YAML for this schema:\n{said}")
+        );
+    }
 }

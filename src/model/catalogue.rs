@@ -420,7 +420,7 @@ mod tests {
 
     const NODES: &str = "nodes:\n  - { name: m0, role: master, mac: '52:54:00:00:00:0a', ip: 10.0.0.10, ipv6: 'fd00::10' }\n";
 
-    fn parse(net6: &str, extra: &str) -> Result<Cluster, String> {
+    fn parse(net6: &str, extra: &str) -> Result<Cluster, crate::config::ConfigError> {
         let nodes = if net6.is_empty() {
             NODES.replace(", ipv6: 'fd00::10'", "")
         } else {
@@ -431,7 +431,6 @@ mod tests {
         );
         crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
             .map(|f| f.cluster)
-            .map_err(|e| e.to_string())
     }
 
     const V6: &str = "  ipv6: { cidr: 'fd00::/64', applianceIP: 'fd00::1', apiVIP: 'fd00::5', ingressVIP: 'fd00::7' }\n";
@@ -545,10 +544,14 @@ mod tests {
         )
         .unwrap();
         // `[::]` takes IPv4 too.
-        let e = parse(V6, "http: { listen: '[::]:6443' }\n").unwrap_err();
+        let e = parse(V6, "http: { listen: '[::]:6443' }\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("collides with"), "{e}");
         // A twin collides with what is configured on its address.
-        let e = parse(V6, "dns: { listen: ['[fd00::1]:8080'] }\n").unwrap_err();
+        let e = parse(V6, "dns: { listen: ['[fd00::1]:8080'] }\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("network.ipv6.applianceIP"), "{e}");
     }
 }

@@ -22,11 +22,17 @@ use super::cluster::Cluster;
 /// The roles that get a MachineConfig.
 pub const ROLES: [&str; 2] = ["master", "worker"];
 
+/// Why there is no `chrony.conf` to render.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChronyError {
+    /// The appliance serves no NTP.
+    #[error("the ntp: section is absent or disabled: the appliance serves no time to name")]
+    NtpOff,
+}
+
 /// The `chrony.conf` for the nodes, or why not (NTP is off).
-pub fn chrony_conf(c: &Cluster) -> Result<String, String> {
-    let (ip, port) = c
-        .ntp_server()
-        .ok_or("the ntp: section is absent or disabled: the appliance serves no time to name")?;
+pub fn chrony_conf(c: &Cluster) -> Result<String, ChronyError> {
+    let (ip, port) = c.ntp_server().ok_or(ChronyError::NtpOff)?;
     let port = if port == 123 {
         String::new()
     } else {
@@ -52,7 +58,7 @@ pub fn chrony_conf(c: &Cluster) -> Result<String, String> {
 
 /// Two MachineConfig documents (`99-master-chrony-appliance`,
 /// `99-worker-chrony-appliance`) separated by `---`.
-pub fn render(c: &Cluster) -> Result<String, String> {
+pub fn render(c: &Cluster) -> Result<String, ChronyError> {
     let conf = chrony_conf(c)?;
     let data = base64::engine::general_purpose::STANDARD.encode(conf.as_bytes());
     let mut out = String::new();
@@ -83,4 +89,18 @@ pub fn render(c: &Cluster) -> Result<String, String> {
         );
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text `render chrony` prints when NTP is off.
+    #[test]
+    fn ntp_off_says_so() {
+        assert_eq!(
+            ChronyError::NtpOff.to_string(),
+            "the ntp: section is absent or disabled: the appliance serves no time to name"
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! The network types of the cluster file: IPv4 networks in CIDR form
 //! ([`Ipv4Net`], stored masked), Ethernet addresses ([`MacAddr`]), the
 //! IPv4-or-IPv6 networks of access lists ([`IpCidr`], [`IpNet`]) and why a
-//! text does not parse as one ([`ParseError`]).
+//! text does not parse as one ([`ParseError`], [`NetError`]).
 //!
 //! Pure and a leaf inside `model`: it imports only [`super::ipv6`], so the
 //! cluster, the DNS names and the access lists build on it without
@@ -14,7 +14,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::ipv6::Ipv6Net;
+use super::ipv6::{Ipv6Net, Ipv6NetError};
 
 /// Why a CIDR or MAC address in the cluster file does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,6 +31,16 @@ pub enum ParseError {
         "{0:?} is not a MAC address (six hex octets separated by ':' or '-', e.g. 52:54:00:12:34:56)"
     )]
     Mac(String),
+}
+
+/// Why an IPv4-or-IPv6 network ([`IpNet`], `SourceNet`) does not parse:
+/// the reason of the family the text names (it has a `:`: IPv6).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetError {
+    #[error(transparent)]
+    V4(#[from] ParseError),
+    #[error(transparent)]
+    V6(#[from] Ipv6NetError),
 }
 
 /// An IPv4 or IPv6 network (an access list entry).
@@ -96,9 +106,9 @@ impl Serialize for IpNet {
 }
 
 impl FromStr for IpNet {
-    type Err = String;
+    type Err = NetError;
     /// `a.b.c.d/n`, `x::/n`, or a bare address (one host).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, NetError> {
         let s = s.trim();
         let cidr = if s.contains('/') {
             s.to_string()
@@ -108,13 +118,9 @@ impl FromStr for IpNet {
             format!("{s}/32")
         };
         if cidr.contains(':') {
-            cidr.parse::<Ipv6Net>()
-                .map(IpNet::V6)
-                .map_err(|e| e.to_string())
+            Ok(IpNet::V6(cidr.parse()?))
         } else {
-            cidr.parse::<Ipv4Net>()
-                .map(IpNet::V4)
-                .map_err(|e| e.to_string())
+            Ok(IpNet::V4(cidr.parse()?))
         }
     }
 }
@@ -303,6 +309,37 @@ mod tests {
         assert!(!ok("::ffff:10.0.0.1"));
         assert!(!ok("fd00::1"));
         assert!(!ok("::"));
+    }
+
+    /// An access list entry's error is its family's reason, word for word
+    /// (`ntp.allowFrom`, `admin.allowFrom` print it).
+    #[test]
+    fn an_ip_net_says_its_familys_reason() {
+        let cases: [(&str, &str); 4] = [
+            (
+                "10.0.0.1/24",
+                "10.0.0.1/24 has host bits set; the network is 10.0.0.0/24",
+            ),
+            ("x/8", "\"x\" is not an IPv4 address"),
+            ("fd00::/129", "prefix \"129\" is not 0..128"),
+            (
+                "fd00::1/64",
+                "fd00::1/64 has host bits set; the network is fd00::/64",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = text.parse::<IpNet>().unwrap_err();
+            assert_eq!(err.to_string(), want);
+            let v6 = matches!(err, NetError::V6(_));
+            assert_eq!(v6, text.contains(':'), "{text}");
+        }
+        let v4 = NetError::from(ParseError::Prefix("33".into()));
+        assert_eq!(v4.to_string(), "prefix \"33\" is not 0..32");
+        let v6 = NetError::from(Ipv6NetError::NotCidr("fd00::".into()));
+        assert_eq!(
+            v6.to_string(),
+            "\"fd00::\" is not in CIDR form (address/prefix, e.g. fd00:131::/64)"
+        );
     }
 
     #[test]

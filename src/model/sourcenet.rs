@@ -12,7 +12,7 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use super::ipv6::Ipv6Net;
-use super::net::Ipv4Net;
+use super::net::{Ipv4Net, NetError};
 
 /// An IPv4 or IPv6 network in CIDR form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -49,16 +49,12 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 impl FromStr for SourceNet {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = NetError;
+    fn from_str(s: &str) -> Result<Self, NetError> {
         if s.contains(':') {
-            s.parse::<Ipv6Net>()
-                .map(SourceNet::V6)
-                .map_err(|e| e.to_string())
+            Ok(SourceNet::V6(s.parse()?))
         } else {
-            s.parse::<Ipv4Net>()
-                .map(SourceNet::V4)
-                .map_err(|e| e.to_string())
+            Ok(SourceNet::V4(s.parse()?))
         }
     }
 }

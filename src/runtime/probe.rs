@@ -119,7 +119,7 @@ impl Prober {
                         break;
                     }
                 }
-                let status = status_code(&buf[..len]).map_err(ProbeError::BadResponse)?;
+                let status = status_code(&buf[..len])?;
                 if (200..300).contains(&status) {
                     Ok(())
                 } else {
@@ -146,8 +146,8 @@ pub enum ProbeError {
     Read(std::io::Error),
     #[error("GET {path}: HTTP {status}")]
     Status { path: String, status: u16 },
-    #[error("{0}")]
-    BadResponse(String),
+    #[error(transparent)]
+    BadResponse(#[from] StatusLineError),
     #[error("timed out after {0:?}")]
     Timeout(std::time::Duration),
 }
@@ -168,19 +168,32 @@ impl ProbeError {
     }
 }
 
+/// Why an HTTPS check's answer has no status code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StatusLineError {
+    /// The backend closed without answering.
+    #[error("connection closed without a response")]
+    Closed,
+    /// The first line is not `HTTP/1.x <100..599> …` (the line, lossily
+    /// decoded, its line end trimmed).
+    #[error("bad status line {0:?}")]
+    BadLine(String),
+}
+
 /// The status code of an HTTP/1.x status line.
-pub fn status_code(head: &[u8]) -> Result<u16, String> {
+pub fn status_code(head: &[u8]) -> Result<u16, StatusLineError> {
     let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split_whitespace();
+    let bad = || StatusLineError::BadLine(line.trim_end().to_string());
     match (parts.next(), parts.next()) {
         (Some(v), Some(code)) if v.starts_with("HTTP/1.") => code
             .parse::<u16>()
             .ok()
             .filter(|c| (100..600).contains(c))
-            .ok_or_else(|| format!("bad status line {:?}", line.trim_end())),
-        _ if head.is_empty() => Err("connection closed without a response".into()),
-        _ => Err(format!("bad status line {:?}", line.trim_end())),
+            .ok_or_else(bad),
+        _ if head.is_empty() => Err(StatusLineError::Closed),
+        _ => Err(bad()),
     }
 }
 
@@ -195,9 +208,29 @@ mod tests {
             status_code(b"HTTP/1.0 503 Service Unavailable\r\nX: y"),
             Ok(503)
         );
-        assert!(status_code(b"").is_err());
+        assert_eq!(status_code(b""), Err(StatusLineError::Closed));
         assert!(status_code(b"SSH-2.0-OpenSSH\r\n").is_err());
         assert!(status_code(b"HTTP/1.1 abc\r\n").is_err());
         assert!(status_code(b"HTTP/1.1 999 x\r\n").is_err());
+    }
+
+    /// The texts a backend's `lastError` in `/status` and the log show.
+    #[test]
+    fn a_bad_answer_says_what_came_back() {
+        let cases = [
+            (b"".as_slice(), "connection closed without a response"),
+            (
+                b"SSH-2.0-OpenSSH\r\n".as_slice(),
+                "bad status line \"SSH-2.0-OpenSSH\"",
+            ),
+            (
+                b"HTTP/1.1 999 x\r\n".as_slice(),
+                "bad status line \"HTTP/1.1 999 x\"",
+            ),
+        ];
+        for (head, text) in cases {
+            let err = ProbeError::from(status_code(head).unwrap_err());
+            assert_eq!(err.to_string(), text);
+        }
     }
 }

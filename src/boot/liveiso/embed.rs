@@ -49,6 +49,19 @@ struct IgnInfo {
     length: Option<u64>,
 }
 
+/// Why `igninfo.json`'s area does not fit its file (`len`: the file's
+/// size).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AreaError {
+    #[error("offset {off} is past the file's {len} bytes")]
+    OffsetPastFile { off: u64, len: u64 },
+    #[error("{length} bytes at offset {off} run past the file's {len} bytes")]
+    RunsPastFile { length: u64, off: u64, len: u64 },
+    /// Empty, or over [`MAX_IGN_AREA`].
+    #[error("area of {0} bytes (must be 1..={MAX_IGN_AREA})")]
+    Size(u64),
+}
+
 /// The Ignition embed area: `length` bytes at `offset` in the image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IgnArea {
@@ -76,8 +89,12 @@ impl IgnArea {
             Err(e) => return Err(e.into()),
         };
         let (at, len) = img.region(&entry)?;
-        IgnArea::within(at, len, info.offset, info.length)
-            .map_err(|why| EmbedError::BadArea(format!("{}: {why}", info.file)))
+        IgnArea::within(at, len, info.offset, info.length).map_err(|why| {
+            EmbedError::BadIgnitionArea {
+                file: info.file,
+                why,
+            }
+        })
     }
 
     /// The area `offset`/`length` of a file at `at` of `len` bytes.
@@ -86,21 +103,17 @@ impl IgnArea {
         len: u64,
         offset: Option<u64>,
         length: Option<u64>,
-    ) -> Result<IgnArea, String> {
+    ) -> Result<IgnArea, AreaError> {
         let off = offset.unwrap_or(0);
         let avail = len
             .checked_sub(off)
-            .ok_or_else(|| format!("offset {off} is past the file's {len} bytes"))?;
+            .ok_or(AreaError::OffsetPastFile { off, len })?;
         let length = length.unwrap_or(avail);
         if length > avail {
-            return Err(format!(
-                "{length} bytes at offset {off} run past the file's {len} bytes"
-            ));
+            return Err(AreaError::RunsPastFile { length, off, len });
         }
         if length == 0 || length > MAX_IGN_AREA {
-            return Err(format!(
-                "area of {length} bytes (must be 1..={MAX_IGN_AREA})"
-            ));
+            return Err(AreaError::Size(length));
         }
         Ok(IgnArea {
             offset: at + off,
@@ -171,9 +184,57 @@ mod tests {
                 length: 900
             })
         );
-        assert!(IgnArea::within(0, 1000, Some(100), Some(901)).is_err());
-        assert!(IgnArea::within(0, 1000, Some(1001), None).is_err());
-        assert!(IgnArea::within(0, 0, None, None).is_err());
+        assert_eq!(
+            IgnArea::within(0, 1000, Some(100), Some(901)),
+            Err(AreaError::RunsPastFile {
+                length: 901,
+                off: 100,
+                len: 1000
+            })
+        );
+        assert_eq!(
+            IgnArea::within(0, 1000, Some(1001), None),
+            Err(AreaError::OffsetPastFile {
+                off: 1001,
+                len: 1000
+            })
+        );
+        assert_eq!(IgnArea::within(0, 0, None, None), Err(AreaError::Size(0)));
+    }
+
+    /// The texts of a bad Ignition embed area, as the boot ISO's error
+    /// shows them (after the area's file).
+    #[test]
+    fn a_bad_area_says_where_it_lies() {
+        let cases = [
+            (
+                AreaError::OffsetPastFile {
+                    off: 1001,
+                    len: 1000,
+                },
+                "offset 1001 is past the file's 1000 bytes",
+            ),
+            (
+                AreaError::RunsPastFile {
+                    length: 901,
+                    off: 100,
+                    len: 1000,
+                },
+                "901 bytes at offset 100 run past the file's 1000 bytes",
+            ),
+            (AreaError::Size(0), "area of 0 bytes (must be 1..=67108864)"),
+        ];
+        for (err, text) in cases {
+            assert_eq!(err.to_string(), text);
+        }
+        let embed = EmbedError::BadIgnitionArea {
+            file: "images/ignition.img".into(),
+            why: AreaError::Size(0),
+        };
+        assert_eq!(
+            embed.to_string(),
+            "kernel-argument embed area: images/ignition.img: area of 0 bytes (must be 1..=67108864)"
+        );
     }
 
     #[test]

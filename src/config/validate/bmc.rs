@@ -30,41 +30,77 @@ impl From<RawMedia> for BmcMedia {
     }
 }
 
+/// Why `redfish` is not a Redfish system URL. Each variant carries the URL
+/// as given, except user info (`user:password@`), which is never echoed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RedfishUrlError {
+    /// Not a URL at all (`reason`: hyper's).
+    #[error("{url:?} is not a URL ({reason})")]
+    NotUrl {
+        url: String,
+        reason: hyper::http::uri::InvalidUri,
+    },
+    /// A scheme other than `https` or `http`.
+    #[error("{0:?} must start with https:// (or http:// for labs and emulators)")]
+    Scheme(String),
+    /// No host (or an empty one: `https://[]/…`).
+    #[error("{0:?} has no host")]
+    NoHost(String),
+    /// `user[:password]@host`: the credentials belong in files.
+    #[error("{0:?} carries user info; put the credentials in usernameFile and passwordFile")]
+    UserInfo(String),
+    /// `?…` or `#…`.
+    #[error("{0:?} must not have a query or fragment")]
+    QueryOrFragment(String),
+    /// The path is not `/redfish/v1/Systems/<id>`.
+    #[error("{0:?} must name one system: https://<bmc>/redfish/v1/Systems/<id>")]
+    NotOneSystem(String),
+}
+
+/// `url` with any user info in its authority replaced by `***` (the
+/// password must not reach an error message, the log or `/status`).
+fn without_user_info(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => url.to_string(),
+    }
+}
+
 /// The parts of a valid Redfish system URL: origin, host, port, path.
-pub(super) fn parse_system_url(url: &str) -> Result<(String, String, u16, String, bool), String> {
-    let uri: hyper::Uri = url
-        .parse()
-        .map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+pub(super) fn parse_system_url(
+    url: &str,
+) -> Result<(String, String, u16, String, bool), RedfishUrlError> {
+    let shown = || without_user_info(url);
+    let uri: hyper::Uri = url.parse().map_err(|e| RedfishUrlError::NotUrl {
+        url: shown(),
+        reason: e,
+    })?;
     let https = match uri.scheme_str() {
         Some("https") => true,
         Some("http") => false,
-        _ => {
-            return Err(format!(
-                "{url:?} must start with https:// (or http:// for labs and emulators)"
-            ));
-        }
+        _ => return Err(RedfishUrlError::Scheme(shown())),
     };
     let auth = uri
         .authority()
-        .ok_or_else(|| format!("{url:?} has no host"))?;
+        .ok_or_else(|| RedfishUrlError::NoHost(shown()))?;
     if auth.as_str().contains('@') {
-        return Err(format!(
-            "{url:?} carries user info; put the credentials in usernameFile and passwordFile"
-        ));
+        return Err(RedfishUrlError::UserInfo(shown()));
     }
     if uri.query().is_some() || url.contains('#') {
-        return Err(format!("{url:?} must not have a query or fragment"));
+        return Err(RedfishUrlError::QueryOrFragment(shown()));
     }
     let path = uri.path();
     let id = path.strip_prefix("/redfish/v1/Systems/").unwrap_or("");
     if id.is_empty() || id.contains('/') {
-        return Err(format!(
-            "{url:?} must name one system: https://<bmc>/redfish/v1/Systems/<id>"
-        ));
+        return Err(RedfishUrlError::NotOneSystem(shown()));
     }
     let host = auth.host().trim_start_matches('[').trim_end_matches(']');
     if host.is_empty() {
-        return Err(format!("{url:?} has no host"));
+        return Err(RedfishUrlError::NoHost(shown()));
     }
     let port = auth.port_u16().unwrap_or(if https { 443 } else { 80 });
     let origin = format!(
@@ -100,7 +136,9 @@ pub(crate) fn build(
         })
     };
     let url = raw.redfish.trim();
-    let parts = parse_system_url(url).map_err(|m| push("redfish", m)).ok();
+    let parts = parse_system_url(url)
+        .map_err(|err| push("redfish", err.to_string()))
+        .ok();
     let user = resolve(base, &raw.username_file);
     if let Err(m) = check_credential_file(&user, false) {
         push("usernameFile", m.to_string());
@@ -225,6 +263,51 @@ mod tests {
         let c = build(&r, d.path(), "b", &mut e).unwrap();
         assert_eq!(c.tls, BmcTls::CaFile(d.path().join("ca.pem")));
         assert!(e.is_empty(), "{e:?}");
+    }
+
+    /// Each text the `redfish` field error shows; user info is never
+    /// echoed (it may hold the BMC's password).
+    #[test]
+    fn each_redfish_url_mistake_says_the_fix() {
+        let text = |url: &str| parse_system_url(url).unwrap_err().to_string();
+        let cases = [
+            (
+                "not a url",
+                "\"not a url\" is not a URL (invalid uri character)",
+            ),
+            (
+                "ftp://h/redfish/v1/Systems/1",
+                "\"ftp://h/redfish/v1/Systems/1\" must start with https:// (or http:// for labs and emulators)",
+            ),
+            (
+                "http://[]/redfish/v1/Systems/1",
+                "\"http://[]/redfish/v1/Systems/1\" has no host",
+            ),
+            (
+                "https://root:calvin@h/redfish/v1/Systems/1",
+                "\"https://***@h/redfish/v1/Systems/1\" carries user info; put the credentials in usernameFile and passwordFile",
+            ),
+            (
+                "http://h/redfish/v1/Systems/1?x=1",
+                "\"http://h/redfish/v1/Systems/1?x=1\" must not have a query or fragment",
+            ),
+            (
+                "http://h/redfish/v1/Systems/",
+                "\"http://h/redfish/v1/Systems/\" must name one system: https://<bmc>/redfish/v1/Systems/<id>",
+            ),
+        ];
+        for (url, want) in cases {
+            assert_eq!(text(url), want, "{url}");
+        }
+        assert_eq!(
+            RedfishUrlError::NoHost("http:///x".into()).to_string(),
+            "\"http:///x\" has no host"
+        );
+        assert_eq!(
+            without_user_info("https://u:p@w@h:443/redfish?a@b"),
+            "https://***@h:443/redfish?a@b"
+        );
+        assert_eq!(without_user_info("not a url"), "not a url");
     }
 
     #[test]

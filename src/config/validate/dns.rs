@@ -62,7 +62,7 @@ pub(crate) fn build(d: &raw::Dns, net: &NetParts, domain: &str, e: &mut Errs) ->
     for (i, r) in d.records.iter().enumerate() {
         match extra_record(r, domain, &reverse, ttl) {
             Ok(rec) => records.push(rec),
-            Err(m) => e.push(format!("dns.records[{i}]"), m),
+            Err(err) => e.push(format!("dns.records[{i}]"), err.to_string()),
         }
     }
     let transfer = transfer_acl(&d.transfer, e);
@@ -223,33 +223,64 @@ fn secs_u32(e: &mut Errs, path: &str, d: crate::config::Dur) -> u32 {
     }
 }
 
+/// Why a `dns.records[i]` entry is refused (the text after its path).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum RecordError {
+    /// The owner name (as written) has a label that is not one.
+    #[error("name {0:?} is not a valid domain name")]
+    BadName(String),
+    /// The owner (absolute) is in neither the cluster's zone nor a
+    /// reverse zone served.
+    #[error("name {name} is outside the zones served ({domain} and its reverse zones)")]
+    OutsideZones { name: String, domain: String },
+    /// `ttl` over 2^32-1 seconds.
+    #[error("ttl is too large")]
+    TtlTooLarge,
+    /// A CNAME, PTR or SRV target that is not a domain name.
+    #[error("{0:?} is not a valid domain name")]
+    BadTarget(String),
+    #[error("A value {0:?} is not an IPv4 address")]
+    NotIpv4(String),
+    #[error("AAAA value {0:?} is not an IPv6 address")]
+    NotIpv6(String),
+    #[error("a CNAME cannot be at the zone apex")]
+    CnameAtApex,
+    #[error("TXT value longer than 255 characters")]
+    TxtTooLong,
+    #[error("SRV value {0:?} must be \"priority weight port target\"")]
+    BadSrv(String),
+    #[error("type {0:?} is not supported (A, AAAA, CNAME, PTR, SRV, TXT)")]
+    UnsupportedType(String),
+}
+
 /// Turn one extra record into a [`Record`] inside the cluster or a reverse zone.
 fn extra_record(
     r: &raw::ExtraRecord,
     domain: &str,
     reverse: &[String],
     default_ttl: u32,
-) -> Result<Record, String> {
+) -> Result<Record, RecordError> {
     let name = absolute(&r.name.to_ascii_lowercase(), domain);
     let owner = name.trim_end_matches('.');
     let labels_ok = owner.split('.').enumerate().all(|(i, l)| {
         is_label(l) || (l == "*" && i == 0) || (l.starts_with('_') && is_label(&l[1..]))
     });
     if !labels_ok {
-        return Err(format!("name {:?} is not a valid domain name", r.name));
+        return Err(RecordError::BadName(r.name.clone()));
     }
     let in_zone = |z: &str| owner == z || owner.ends_with(&format!(".{z}"));
     if !in_zone(domain) && !reverse.iter().any(|z| in_zone(z.trim_end_matches('.'))) {
-        return Err(format!(
-            "name {name} is outside the zones served ({domain} and its reverse zones)"
-        ));
+        return Err(RecordError::OutsideZones {
+            name,
+            domain: domain.into(),
+        });
     }
     let ttl = match r.ttl {
-        Some(t) => u32::try_from(t.as_secs()).map_err(|_| "ttl is too large".to_string())?,
+        Some(t) => u32::try_from(t.as_secs()).map_err(|_| RecordError::TtlTooLarge)?,
         None => default_ttl,
     };
     let v = r.value.trim();
-    let target = |v: &str| -> Result<String, String> {
+    let target = |v: &str| -> Result<String, RecordError> {
         let t = absolute(&v.to_ascii_lowercase(), domain);
         if t == "."
             || t.trim_end_matches('.')
@@ -258,28 +289,22 @@ fn extra_record(
         {
             Ok(t)
         } else {
-            Err(format!("{v:?} is not a valid domain name"))
+            Err(RecordError::BadTarget(v.into()))
         }
     };
     let data = match r.rtype.to_ascii_uppercase().as_str() {
-        "A" => RData::A(
-            v.parse()
-                .map_err(|_| format!("A value {v:?} is not an IPv4 address"))?,
-        ),
-        "AAAA" => RData::Aaaa(
-            v.parse()
-                .map_err(|_| format!("AAAA value {v:?} is not an IPv6 address"))?,
-        ),
+        "A" => RData::A(v.parse().map_err(|_| RecordError::NotIpv4(v.into()))?),
+        "AAAA" => RData::Aaaa(v.parse().map_err(|_| RecordError::NotIpv6(v.into()))?),
         "CNAME" => {
             if !owner.starts_with('*') && in_zone(domain) && owner == domain {
-                return Err("a CNAME cannot be at the zone apex".into());
+                return Err(RecordError::CnameAtApex);
             }
             RData::Cname(target(v)?)
         }
         "PTR" => RData::Ptr(target(v)?),
         "TXT" => {
             if v.len() > 255 {
-                return Err("TXT value longer than 255 characters".into());
+                return Err(RecordError::TxtTooLong);
             }
             RData::Txt(v.to_string())
         }
@@ -295,36 +320,29 @@ fn extra_record(
                         target: target(t)?,
                     }
                 }
-                _ => {
-                    return Err(format!(
-                        "SRV value {v:?} must be \"priority weight port target\""
-                    ));
-                }
+                _ => return Err(RecordError::BadSrv(v.into())),
             }
         }
-        other => {
-            return Err(format!(
-                "type {other:?} is not supported (A, AAAA, CNAME, PTR, SRV, TXT)"
-            ));
-        }
+        other => return Err(RecordError::UnsupportedType(other.into())),
     };
     Ok(Record { name, ttl, data })
 }
 
 #[cfg(test)]
 mod tests {
+    use super::RecordError;
+    use crate::config::ConfigError;
     use crate::plan::{Plan, RData};
 
-    fn load(dns: &str) -> Result<Plan, String> {
+    fn load(dns: &str) -> Result<Plan, ConfigError> {
         load_with("", dns)
     }
 
-    fn load_with(net: &str, dns: &str) -> Result<Plan, String> {
+    fn load_with(net: &str, dns: &str) -> Result<Plan, ConfigError> {
         let text = format!(
             "name: c\nbaseDomain: example.com\nnetwork: {{ cidr: 10.0.0.0/24, gateway: 10.0.0.1, applianceIP: 10.0.0.2, ingressVIP: 10.0.0.7{net} }}\nnodes:\n  - {{ name: m0, role: master, mac: '52:54:00:00:00:01', ip: 10.0.0.10 }}\ndns:\n{dns}"
         );
         crate::config::from_str(&text, std::path::Path::new("/"), std::path::Path::new("t"))
-            .map_err(|e| format!("{e:#}"))
     }
 
     fn timers(p: &Plan) -> (u32, u32, u32, u32) {
@@ -359,12 +377,14 @@ mod tests {
         let e = load(
             "  transfer: [0.0.0.0/0, 10.0.0.1/8, nonsense, 'fd00::/64']\n  notify: [10.9.9.9, '0.0.0.0', 'x:y']\n  soa: { refresh: 10m, retry: 10m, expire: 15m, bogus: 1 }\n",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("bogus"), "{e}");
         let e = load(
             "  transfer: [0.0.0.0/0, 10.0.0.1/8, nonsense, 'fd00::/64']\n  notify: [10.9.9.9, '0.0.0.0', 'x:y']\n  soa: { refresh: 10m, retry: 10m, expire: 15m }\n",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         for want in [
             "dns.transfer[0]",
             "dns.transfer[1]",
@@ -385,6 +405,81 @@ mod tests {
         assert_eq!(ok.cluster.dns.transfer.len(), 2);
         assert_eq!(ok.cluster.dns.notify[0].port(), 53);
         assert_eq!(ok.cluster.dns.notify[1].port(), 5353);
+    }
+
+    /// Every `dns.records[i]` mistake, with the text after its path.
+    #[test]
+    fn each_record_mistake_says_what_is_wrong() {
+        let record = |name: &str, rtype: &str, value: &str, ttl: Option<u64>| {
+            let r = crate::config::raw::ExtraRecord {
+                name: name.into(),
+                rtype: rtype.into(),
+                value: value.into(),
+                ttl: ttl.map(crate::config::Dur::secs),
+            };
+            let reverse = ["0.0.10.in-addr.arpa.".to_string()];
+            super::extra_record(&r, "c.example.com", &reverse, 30).unwrap_err()
+        };
+        let long = "x".repeat(256);
+        let cases = [
+            (
+                record("a..b", "A", "10.0.0.5", None),
+                RecordError::BadName("a..b".into()),
+                "name \"a..b\" is not a valid domain name",
+            ),
+            (
+                record("www.example.org.", "A", "10.0.0.5", None),
+                RecordError::OutsideZones {
+                    name: "www.example.org.".into(),
+                    domain: "c.example.com".into(),
+                },
+                "name www.example.org. is outside the zones served (c.example.com and its reverse zones)",
+            ),
+            (
+                record("x", "A", "10.0.0.5", Some(1 << 32)),
+                RecordError::TtlTooLarge,
+                "ttl is too large",
+            ),
+            (
+                record("x", "CNAME", "a..b", None),
+                RecordError::BadTarget("a..b".into()),
+                "\"a..b\" is not a valid domain name",
+            ),
+            (
+                record("x", "A", "fd00::1", None),
+                RecordError::NotIpv4("fd00::1".into()),
+                "A value \"fd00::1\" is not an IPv4 address",
+            ),
+            (
+                record("x", "aaaa", "10.0.0.5", None),
+                RecordError::NotIpv6("10.0.0.5".into()),
+                "AAAA value \"10.0.0.5\" is not an IPv6 address",
+            ),
+            (
+                record("c.example.com.", "CNAME", "y", None),
+                RecordError::CnameAtApex,
+                "a CNAME cannot be at the zone apex",
+            ),
+            (
+                record("x", "TXT", &long, None),
+                RecordError::TxtTooLong,
+                "TXT value longer than 255 characters",
+            ),
+            (
+                record("_s._tcp", "SRV", "0 10 host.", None),
+                RecordError::BadSrv("0 10 host.".into()),
+                "SRV value \"0 10 host.\" must be \"priority weight port target\"",
+            ),
+            (
+                record("x", "MX", "10 mail.", None),
+                RecordError::UnsupportedType("MX".into()),
+                "type \"MX\" is not supported (A, AAAA, CNAME, PTR, SRV, TXT)",
+            ),
+        ];
+        for (got, want, text) in cases {
+            assert_eq!(got, want);
+            assert_eq!(got.to_string(), text);
+        }
     }
 
     #[test]

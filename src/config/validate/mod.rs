@@ -105,26 +105,35 @@ pub(crate) fn sock(
     default_port: Option<u16>,
 ) -> Option<SocketAddr> {
     parse_sock(text, default_port)
-        .map_err(|message| e.push(path, message))
+        .map_err(|err| e.push(path, err.to_string()))
         .ok()
 }
 
+/// Why a listener address does not parse: the forms accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SockError {
+    /// Neither `ip:port` nor a bare `ip` (the port has a default).
+    #[error("{0:?} is not a valid address (ip or ip:port)")]
+    NotIpOrIpPort(String),
+    /// Not `ip:port` (no default port).
+    #[error("{0:?} is not a valid address (ip:port)")]
+    NotIpPort(String),
+}
+
 /// [`sock`] for the section validators that keep their own error list
-/// (`pxe:`, `ntp:`): the address, or the message naming the forms accepted.
-pub(crate) fn parse_sock(text: &str, default_port: Option<u16>) -> Result<SocketAddr, String> {
+/// (`pxe:`, `ntp:`): the address, or the error naming the forms accepted.
+pub(crate) fn parse_sock(text: &str, default_port: Option<u16>) -> Result<SocketAddr, SockError> {
     let t = text.trim();
     if let Ok(sa) = t.parse::<SocketAddr>() {
         return Ok(sa);
     }
-    if let (Some(p), Ok(ip)) = (default_port, t.parse::<IpAddr>()) {
-        return Ok(SocketAddr::new(ip, p));
+    match default_port {
+        Some(p) => t
+            .parse::<IpAddr>()
+            .map(|ip| SocketAddr::new(ip, p))
+            .map_err(|_| SockError::NotIpOrIpPort(text.into())),
+        None => Err(SockError::NotIpPort(text.into())),
     }
-    let hint = if default_port.is_some() {
-        "ip or ip:port"
-    } else {
-        "ip:port"
-    };
-    Err(format!("{text:?} is not a valid address ({hint})"))
 }
 
 /// An access list of extra client networks (`http.ignitionClientCidrs`,

@@ -34,7 +34,7 @@ pub(super) fn ntp(
     };
     let listen = match &raw.listen {
         Some(text) => super::parse_sock(text, Some(123))
-            .map_err(|message| push("ntp.listen", message))
+            .map_err(|err| push("ntp.listen", err.to_string()))
             .ok(),
         None => appliance_ip.map(|ip| SocketAddr::new(ip.into(), 123)),
     };

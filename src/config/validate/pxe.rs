@@ -54,7 +54,7 @@ pub(super) fn tftp(
     };
     let listen = match &raw.tftp_listen {
         Some(text) => super::parse_sock(text, Some(69))
-            .map_err(|message| push("pxe.tftpListen", message))
+            .map_err(|err| push("pxe.tftpListen", err.to_string()))
             .ok(),
         None => appliance_ip.map(|ip| SocketAddr::new(ip.into(), 69)),
     };

@@ -44,7 +44,7 @@ pub(super) fn registry(
     };
     let listen = match &raw.listen {
         Some(text) => super::parse_sock(text, Some(REGISTRY_PORT))
-            .map_err(|m| push("registry.listen", m))
+            .map_err(|err| push("registry.listen", err.to_string()))
             .ok(),
         None => cx
             .appliance_ip
@@ -168,10 +168,23 @@ fn pull_through(raw: &[RawPullThrough], push: &mut dyn FnMut(&str, String)) -> V
     out
 }
 
+/// Why a name is not a DNS name a client can use (`registry.name`, a
+/// pull-through's `registry` host).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum DnsNameError {
+    /// Empty, or over 253 characters.
+    #[error("not a DNS name (1 to 253 characters)")]
+    Length,
+    /// A label empty, over 63 characters, with a character other than
+    /// letters, digits and `-`, or starting or ending with `-`.
+    #[error("label {0:?} is not a DNS label (letters, digits, '-')")]
+    Label(String),
+}
+
 /// Why `n` is not a DNS name a client can use.
-fn check_dns_name(n: &str) -> Result<(), String> {
+fn check_dns_name(n: &str) -> Result<(), DnsNameError> {
     if n.is_empty() || n.len() > 253 {
-        return Err("not a DNS name (1 to 253 characters)".into());
+        return Err(DnsNameError::Length);
     }
     for label in n.split('.') {
         let ok = !label.is_empty()
@@ -182,9 +195,7 @@ fn check_dns_name(n: &str) -> Result<(), String> {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-');
         if !ok {
-            return Err(format!(
-                "label {label:?} is not a DNS label (letters, digits, '-')"
-            ));
+            return Err(DnsNameError::Label(label.into()));
         }
     }
     Ok(())
@@ -237,6 +248,25 @@ mod tests {
         ] {
             assert!(paths.contains(&p), "{p} missing in {paths:?}");
         }
+    }
+
+    /// The texts after `registry.name: "<name>": `.
+    #[test]
+    fn a_bad_dns_name_says_which_rule() {
+        assert_eq!(check_dns_name("mirror.lab"), Ok(()));
+        assert_eq!(check_dns_name(""), Err(DnsNameError::Length));
+        assert_eq!(
+            check_dns_name("a.-b.c"),
+            Err(DnsNameError::Label("-b".into()))
+        );
+        assert_eq!(
+            DnsNameError::Length.to_string(),
+            "not a DNS name (1 to 253 characters)"
+        );
+        assert_eq!(
+            DnsNameError::Label("bad_name".into()).to_string(),
+            "label \"bad_name\" is not a DNS label (letters, digits, '-')"
+        );
     }
 
     #[test]

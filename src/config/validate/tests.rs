@@ -446,3 +446,28 @@ fn bmc_media_and_the_iso_urls_of_both_schemes() {
     );
     assert!(crate::config::from_str(&text, d.path(), Path::new("t")).is_err());
 }
+
+/// The listener address texts every section's field error shows.
+#[test]
+fn a_bad_listener_address_names_the_forms_accepted() {
+    assert_eq!(
+        parse_sock("nope:x", Some(53)),
+        Err(SockError::NotIpOrIpPort("nope:x".into()))
+    );
+    assert_eq!(
+        parse_sock("10.0.0.1", None),
+        Err(SockError::NotIpPort("10.0.0.1".into()))
+    );
+    assert_eq!(
+        parse_sock(" 10.0.0.1 ", Some(53)),
+        Ok("10.0.0.1:53".parse().unwrap())
+    );
+    assert_eq!(
+        SockError::NotIpOrIpPort("nope:x".into()).to_string(),
+        "\"nope:x\" is not a valid address (ip or ip:port)"
+    );
+    assert_eq!(
+        SockError::NotIpPort("10.0.0.1".into()).to_string(),
+        "\"10.0.0.1\" is not a valid address (ip:port)"
+    );
+}

@@ -130,7 +130,7 @@ impl Helper {
             .into_iter()
             .map(|o| Install {
                 node: o.node,
-                rejected: o.result.err(),
+                rejected: o.result.err().map(|why| why.to_string()),
             })
             .collect();
         Ok(Response::Polled(Box::new(Polled {

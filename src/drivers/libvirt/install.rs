@@ -10,7 +10,7 @@ use virt::enumutil::Enum;
 use virt::error::ErrorNumber;
 
 use super::driver::{Driver, found};
-use super::spec::{NodeSpec, Phase, install_verdict};
+use super::spec::{InstallRejected, NodeSpec, Phase, install_verdict};
 use super::xml;
 
 /// Whether a node fetched its ignition in its current install attempt
@@ -23,7 +23,7 @@ pub struct InstallOutcome {
     pub node: String,
     pub domain: String,
     /// `Ok`: booted from its disk; `Err(reason)`: installing again.
-    pub result: Result<(), String>,
+    pub result: Result<(), InstallRejected>,
 }
 
 impl InstallOutcome {

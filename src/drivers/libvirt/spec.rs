@@ -38,18 +38,30 @@ impl Phase {
 /// with `on_reboot=destroy` is one) after the node fetched its ignition.
 /// `reason` is libvirt's shut-off reason in lower case; `fetched_ignition`
 /// is `None` when nobody could know (no `serve` running).
-pub fn install_verdict(reason: &str, fetched_ignition: Option<bool>) -> Result<(), String> {
+pub fn install_verdict(
+    reason: &str,
+    fetched_ignition: Option<bool>,
+) -> Result<(), InstallRejected> {
     if reason != "shutdown" {
-        return Err(format!(
-            "install VM stopped ({reason}), not shut down by the installer; installing again"
-        ));
+        return Err(InstallRejected::Stopped(reason.into()));
     }
     if fetched_ignition == Some(false) {
-        return Err(
-            "install VM shut down before the node fetched its ignition; installing again".into(),
-        );
+        return Err(InstallRejected::BeforeIgnition);
     }
     Ok(())
+}
+
+/// Why a shut-off install domain did not finish its install (it installs
+/// again): the text `vm up`, the log and the timeline show.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InstallRejected {
+    /// Stopped otherwise than by a guest shutdown (libvirt's shut-off
+    /// reason, lower case: `destroyed`, `crashed`, ...).
+    #[error("install VM stopped ({0}), not shut down by the installer; installing again")]
+    Stopped(String),
+    /// Shut down before the node fetched its ignition.
+    #[error("install VM shut down before the node fetched its ignition; installing again")]
+    BeforeIgnition,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -369,10 +381,23 @@ mod tests {
             "no serve: reason only"
         );
         let e = install_verdict("shutdown", Some(false)).unwrap_err();
-        assert!(e.contains("before the node fetched its ignition"), "{e}");
+        assert_eq!(e, InstallRejected::BeforeIgnition);
         for r in ["destroyed", "crashed", "failed", "unknown"] {
             let e = install_verdict(r, Some(true)).unwrap_err();
-            assert!(e.contains(&format!("({r})")), "{e}");
+            assert_eq!(e, InstallRejected::Stopped(r.into()));
         }
+    }
+
+    /// The texts `vm up`, the log and the timeline show.
+    #[test]
+    fn a_rejected_install_says_why_it_runs_again() {
+        assert_eq!(
+            InstallRejected::Stopped("destroyed".into()).to_string(),
+            "install VM stopped (destroyed), not shut down by the installer; installing again"
+        );
+        assert_eq!(
+            InstallRejected::BeforeIgnition.to_string(),
+            "install VM shut down before the node fetched its ignition; installing again"
+        );
     }
 }

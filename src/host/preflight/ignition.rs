@@ -170,33 +170,50 @@ pub(super) fn pointer_problems(ign: &Value, domain: &str, role: Role) -> Vec<Str
     out
 }
 
+/// Why a pointer config's CA (`security.tls.certificateAuthorities[i]`)
+/// is not one: the finding's text after its path.
+#[derive(Debug, thiserror::Error)]
+enum CaError {
+    /// Not a `data:` URL (its first 40 characters).
+    #[error("source {0:?} is not a data: URL")]
+    NotDataUrl(String),
+    #[error("data: URL without a comma")]
+    NoComma,
+    #[error("base64: {0}")]
+    Base64(base64::DecodeError),
+    #[error("PEM: {0:?}")]
+    Pem(rustls::pki_types::pem::Error),
+    /// The PEM block is not an X.509 certificate usable as a trust anchor.
+    #[error("certificate: {0}")]
+    Certificate(webpki::Error),
+    #[error("no PEM certificate in it")]
+    NoCertificate,
+}
+
 /// A `data:` URL holding at least one PEM certificate that parses as
 /// X.509 (as a trust anchor).
-fn ca_parses(source: &str) -> Result<(), String> {
+fn ca_parses(source: &str) -> Result<(), CaError> {
     let Some(rest) = source.strip_prefix("data:") else {
-        return Err(format!(
-            "source {:?} is not a data: URL",
-            source.chars().take(40).collect::<String>()
-        ));
+        return Err(CaError::NotDataUrl(source.chars().take(40).collect()));
     };
     let Some((meta, data)) = rest.split_once(',') else {
-        return Err("data: URL without a comma".into());
+        return Err(CaError::NoComma);
     };
     let bytes = if meta.ends_with(";base64") {
         base64::engine::general_purpose::STANDARD
             .decode(data.trim())
-            .map_err(|e| format!("base64: {e}"))?
+            .map_err(CaError::Base64)?
     } else {
         percent_decode(data)
     };
     let mut n = 0;
     for cert in CertificateDer::pem_slice_iter(&bytes) {
-        let cert = cert.map_err(|e| format!("PEM: {e:?}"))?;
-        webpki::anchor_from_trusted_cert(&cert).map_err(|e| format!("certificate: {e}"))?;
+        let cert = cert.map_err(CaError::Pem)?;
+        webpki::anchor_from_trusted_cert(&cert).map_err(CaError::Certificate)?;
         n += 1;
     }
     if n == 0 {
-        return Err("no PEM certificate in it".into());
+        return Err(CaError::NoCertificate);
     }
     Ok(())
 }
@@ -254,5 +271,52 @@ mod tests {
         assert!(ca_parses("data:text/plain;charset=utf-8;base64,!!!").is_err());
         let not_cert = base64::engine::general_purpose::STANDARD.encode("hello");
         assert!(ca_parses(&format!("data:text/plain;base64,{not_cert}")).is_err());
+    }
+
+    /// The text of each CA finding after `security.tls.certificateAuthorities[i]: `.
+    #[test]
+    fn each_ca_mistake_says_what_is_wrong() {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let bad_pem = b64("-----BEGIN CERTIFICATE-----\n!!\n-----END CERTIFICATE-----\n");
+        let not_x509 = b64("-----BEGIN CERTIFICATE-----\naGVsbG8=\n-----END CERTIFICATE-----\n");
+        let cases = [
+            (
+                "https://x/ca.crt".to_string(),
+                "source \"https://x/ca.crt\" is not a data: URL",
+            ),
+            ("data:text/plain".to_string(), "data: URL without a comma"),
+            (
+                "data:text/plain;base64,!!!".to_string(),
+                "base64: Invalid symbol 33, offset 0.",
+            ),
+            (
+                format!("data:;base64,{bad_pem}"),
+                "PEM: Base64Decode(\"InvalidCharacter(33)\")",
+            ),
+            (
+                format!("data:;base64,{not_x509}"),
+                "certificate: TrailingData(SignedData)",
+            ),
+            (
+                format!("data:;base64,{}", b64("hello")),
+                "no PEM certificate in it",
+            ),
+            (
+                "data:,hello%20world".to_string(),
+                "no PEM certificate in it",
+            ),
+        ];
+        for (source, text) in cases {
+            assert_eq!(
+                ca_parses(&source).unwrap_err().to_string(),
+                text,
+                "{source}"
+            );
+        }
+        let long = format!("https://{}", "x".repeat(60));
+        assert_eq!(
+            ca_parses(&long).unwrap_err().to_string(),
+            format!("source {:?} is not a data: URL", &long[..40])
+        );
     }
 }

@@ -31,6 +31,10 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 
+mod problem;
+
+use problem::{ConnectError, Problem, RequestError, ResolveError};
+
 use super::{Finding, Severity};
 use crate::model::catalogue::ServiceKind;
 use crate::model::cluster::Cluster;
@@ -61,36 +65,39 @@ pub async fn release_image(c: &Cluster) -> Vec<Finding> {
     };
     match check(c, r, spec).await {
         Ok(ok) => vec![finding(Severity::Info, ok, "nothing to do")],
-        Err((problem, fix)) => vec![finding(Severity::Warn, problem, &fix)],
+        Err(p) => vec![finding(Severity::Warn, p.to_string(), p.fix())],
     }
 }
 
-type Failure = (String, String);
-
-/// The OK line, or (problem, fix).
-async fn check(c: &Cluster, r: &RegistryCfg, spec: &str) -> Result<String, Failure> {
+/// The OK line, or the problem.
+async fn check(c: &Cluster, r: &RegistryCfg, spec: &str) -> Result<String, Problem> {
     let Some((repo, digest)) = spec.split_once('@') else {
-        return Err((
-            format!("registry.releaseImage {spec} is by tag: nodes pull the release by digest"),
-            "use its digest pullspec (oc adm release info <pullspec> -o jsonpath='{.digest}')"
-                .into(),
-        ));
+        return Err(Problem::ByTag { spec: spec.into() });
     };
     let host = sources::pull_host(r);
     let mirrors = sources::mirrors_for(&sources::digest_sources(r), &host, repo);
     if mirrors.is_empty() {
-        return Err((
-            format!("no imageDigestSources entry of the mirror covers {repo} (render mirror)"),
-            "mirror the release into registry.storage (oc-mirror), or add its registry to registry.pullThrough".into(),
-        ));
+        return Err(Problem::NotMirrored { repo: repo.into() });
     }
-    let ip = resolve(c, &r.name).await?;
+    let ip = resolve(c, &r.name)
+        .await
+        .map_err(|why| Problem::Unresolved {
+            name: r.name.clone(),
+            why,
+        })?;
     // The one trust anchor a node is given (additionalTrustBundle).
     let anchor = match &r.tls {
         Some(t) => t.cert_file.clone(),
         None => crate::runtime::certs::ca::paths(c).0,
     };
-    let mut conn = Conn::open(r, ip, &anchor).await?;
+    let mut conn = Conn::open(r, ip, &anchor)
+        .await
+        .map_err(|why| Problem::Unreachable {
+            name: r.name.clone(),
+            port: r.listen.port(),
+            ip,
+            why,
+        })?;
     let mut missing = Vec::new();
     let mut blobs = 0;
     for (i, mirror) in mirrors.iter().enumerate() {
@@ -125,25 +132,18 @@ async fn check(c: &Cluster, r: &RegistryCfg, spec: &str) -> Result<String, Failu
     if more > 0 {
         named.push_str(&format!(" and {more} more"));
     }
-    Err((
-        format!("registry.releaseImage {spec}: the mirror {host} lacks {named}"),
-        "mirror the release again (oc-mirror --v2 … docker://<mirror>) or push what is missing"
-            .into(),
-    ))
+    Err(Problem::Missing {
+        spec: spec.into(),
+        host,
+        named,
+    })
 }
 
 /// `name`'s first IPv4 address from the appliance's DNS (the host's
 /// resolver when the cluster has no `dns:` service).
-async fn resolve(c: &Cluster, name: &str) -> Result<IpAddr, Failure> {
+async fn resolve(c: &Cluster, name: &str) -> Result<IpAddr, ResolveError> {
     use hickory_proto::op::{Message, Query};
     use hickory_proto::rr::{Name, RData, RecordType};
-    let fail = |why: String| {
-        (
-            format!("the mirror's name {name} does not resolve: {why}"),
-            "check that serve is running and dns: answers for the cluster zone (registry.name)"
-                .to_string(),
-        )
-    };
     let Some(server) = c
         .listen_addrs(ServiceKind::Dns)
         .into_iter()
@@ -152,22 +152,20 @@ async fn resolve(c: &Cluster, name: &str) -> Result<IpAddr, Failure> {
     else {
         let found = tokio::time::timeout(STEP, tokio::net::lookup_host((name, 0)))
             .await
-            .map_err(|_| fail("timed out".into()))?
-            .map_err(|e| fail(e.to_string()))?
+            .map_err(|_| ResolveError::Timeout)?
+            .map_err(ResolveError::Lookup)?
             .next();
-        return found
-            .map(|a| a.ip())
-            .ok_or_else(|| fail("no address".into()));
+        return found.map(|a| a.ip()).ok_or(ResolveError::NoAddress);
     };
     let server = match server.ip() {
         ip if ip.is_unspecified() => SocketAddr::new(c.network.appliance_ip.into(), server.port()),
         _ => server,
     };
-    let qname = Name::from_ascii(format!("{name}.")).map_err(|e| fail(e.to_string()))?;
+    let qname = Name::from_ascii(format!("{name}.")).map_err(ResolveError::Query)?;
     let mut q = Message::query();
     q.metadata.recursion_desired = true;
     q.add_query(Query::query(qname, RecordType::A));
-    let wire = q.to_vec().map_err(|e| fail(e.to_string()))?;
+    let wire = q.to_vec().map_err(ResolveError::Query)?;
     let any: SocketAddr = if server.is_ipv4() {
         "0.0.0.0:0".parse().unwrap_or(server)
     } else {
@@ -175,7 +173,7 @@ async fn resolve(c: &Cluster, name: &str) -> Result<IpAddr, Failure> {
     };
     let sock = tokio::net::UdpSocket::bind(any)
         .await
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(ResolveError::Socket)?;
     let ask = async {
         sock.send_to(&wire, server).await?;
         let mut buf = vec![0u8; 4096];
@@ -187,10 +185,10 @@ async fn resolve(c: &Cluster, name: &str) -> Result<IpAddr, Failure> {
             }
         }
     };
-    let answer: std::io::Result<Message> = tokio::time::timeout(STEP, ask)
+    let answer = tokio::time::timeout(STEP, ask)
         .await
-        .unwrap_or_else(|_| Err(std::io::Error::other(format!("no answer from {server}"))));
-    let answer = answer.map_err(|e| fail(format!("DNS at {server}: {e}")))?;
+        .map_err(|_| ResolveError::NoAnswer { server })?
+        .map_err(|err| ResolveError::Dns { server, err })?;
     answer
         .answers
         .iter()
@@ -198,7 +196,7 @@ async fn resolve(c: &Cluster, name: &str) -> Result<IpAddr, Failure> {
             RData::A(a) => Some(IpAddr::V4(a.0)),
             _ => None,
         })
-        .ok_or_else(|| fail(format!("the appliance's DNS at {server} has no A record")))
+        .ok_or(ResolveError::NoARecord { server })
 }
 
 /// One keep-alive HTTP/1.1 connection to the registry, TLS verified
@@ -209,29 +207,25 @@ struct Conn {
 }
 
 impl Conn {
-    async fn open(r: &RegistryCfg, ip: IpAddr, anchor: &Path) -> Result<Conn, Failure> {
-        let fail = |why: String| {
-            (
-                format!("the mirror {}:{} ({ip}): {why}", r.name, r.listen.port()),
-                "check that serve is running with this registry section, and its certificate (render mirror)".to_string(),
-            )
-        };
+    async fn open(r: &RegistryCfg, ip: IpAddr, anchor: &Path) -> Result<Conn, ConnectError> {
         let mut roots = rustls::RootCertStore::empty();
-        let certs = CertificateDer::pem_file_iter(anchor)
-            .map_err(|e| fail(format!("trust anchor {}: {e}", anchor.display())))?;
+        let certs = CertificateDer::pem_file_iter(anchor).map_err(|err| ConnectError::Anchor {
+            path: anchor.to_path_buf(),
+            err,
+        })?;
         for cert in certs.flatten() {
             let _ = roots.add(cert);
         }
         if roots.is_empty() {
-            return Err(fail(format!("no certificate in {}", anchor.display())));
+            return Err(ConnectError::NoCertificate(anchor.to_path_buf()));
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let cfg = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| fail(e.to_string()))?
+            .map_err(ConnectError::Config)?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let server = ServerName::try_from(r.name.clone()).map_err(|e| fail(e.to_string()))?;
+        let server = ServerName::try_from(r.name.clone()).map_err(ConnectError::ServerName)?;
         let addr = SocketAddr::new(ip, r.listen.port());
         let connect = async {
             let tcp = tokio::net::TcpStream::connect(addr).await?;
@@ -241,11 +235,14 @@ impl Conn {
         };
         let tls = tokio::time::timeout(STEP, connect)
             .await
-            .map_err(|_| fail("timed out".into()))?
-            .map_err(|e| fail(format!("TLS (trusting only {}): {e}", anchor.display())))?;
+            .map_err(|_| ConnectError::Timeout)?
+            .map_err(|err| ConnectError::Tls {
+                anchor: anchor.to_path_buf(),
+                err,
+            })?;
         let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(ConnectError::Http)?;
         tokio::spawn(conn);
         Ok(Conn {
             send,
@@ -254,12 +251,12 @@ impl Conn {
     }
 
     /// `method path`: status and body (at most a manifest's size).
-    async fn call(&mut self, method: &str, path: &str) -> Result<(u16, Bytes), Failure> {
-        let fail = |why: String| {
-            (
-                format!("the mirror {}: {method} {path}: {why}", self.authority),
-                "check serve's log".to_string(),
-            )
+    async fn call(&mut self, method: &'static str, path: &str) -> Result<(u16, Bytes), Problem> {
+        let fail = |why| Problem::Request {
+            authority: self.authority.clone(),
+            method,
+            path: path.into(),
+            why,
         };
         let accept = [OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_V2].join(", ");
         let req = hyper::Request::builder()
@@ -268,30 +265,30 @@ impl Conn {
             .header(hyper::header::HOST, &self.authority)
             .header(hyper::header::ACCEPT, accept)
             .body(Empty::new())
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| fail(RequestError::Build(e)))?;
         let call = async {
             // The previous answer's end must be read before the next request.
-            self.send.ready().await.map_err(|e| e.to_string())?;
+            self.send.ready().await.map_err(RequestError::Http)?;
             let resp = self
                 .send
                 .send_request(req)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(RequestError::Http)?;
             let status = resp.status().as_u16();
             let body = Limited::new(resp.into_body(), MAX_MANIFEST)
                 .collect()
                 .await
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>((status, body.to_bytes()))
+                .map_err(RequestError::Body)?;
+            Ok::<_, RequestError>((status, body.to_bytes()))
         };
         tokio::time::timeout(STEP, call)
             .await
-            .map_err(|_| fail("timed out".into()))?
+            .map_err(|_| fail(RequestError::Timeout))?
             .map_err(fail)
     }
 
     /// The manifest `digest` of `repo` when it is there and hashes to it.
-    async fn manifest(&mut self, repo: &str, digest: &str) -> Result<Option<Value>, Failure> {
+    async fn manifest(&mut self, repo: &str, digest: &str) -> Result<Option<Value>, Problem> {
         let (status, body) = self
             .call("GET", &format!("/v2/{repo}/manifests/{digest}"))
             .await?;
@@ -308,7 +305,7 @@ impl Conn {
         repo: &str,
         m: &Value,
         digest: &str,
-    ) -> Result<(usize, Vec<String>), Failure> {
+    ) -> Result<(usize, Vec<String>), Problem> {
         let mut missing = Vec::new();
         let mut images = Vec::new();
         match m.get("manifests").and_then(Value::as_array) {
@@ -400,5 +397,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(blobs_of(&m), ["sha256:c", "sha256:l1", "sha256:l2"]);
+    }
+
+    /// A request's failure is the reason hyper gives (the `Http`
+    /// variant's error needs a live connection to make; it prints the same
+    /// way).
+    #[tokio::test]
+    async fn a_failed_request_says_hypers_reason() {
+        let body = http_body_util::Full::new(Bytes::from_static(b"12345"));
+        let err = Limited::new(body, 4).collect().await.unwrap_err();
+        assert_eq!(RequestError::Body(err).to_string(), "length limit exceeded");
     }
 }

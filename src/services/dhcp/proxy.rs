@@ -96,7 +96,7 @@ pub fn handle(cfg: &Config, msg: &Message, port: Port, src: SocketAddrV4) -> Dec
     }
     let (file, next_server) = match boot_file(cfg, client) {
         Ok(x) => x,
-        Err(why) => return Decision::silent(why),
+        Err(why) => return Decision::silent(why.to_string()),
     };
     let m = build(cfg, msg, answer, port, client, mac, &file, next_server);
     let dest = match port {
@@ -116,24 +116,35 @@ pub fn handle(cfg: &Config, msg: &Message, port: Port, src: SocketAddrV4) -> Dec
     }
 }
 
+/// Why a network boot client gets no proxy answer (the log's note).
+#[derive(Debug, thiserror::Error)]
+enum NothingToBoot {
+    /// The automatic network boot has nothing for this client.
+    #[error(transparent)]
+    Netboot(#[from] boot::NoBoot),
+    /// Neither the `pxe:` section nor `dhcp.pxe`.
+    #[error("nothing to boot: no pxe section and no dhcp.pxe")]
+    NoPxe,
+    /// `dhcp.pxe` without `bootFile` (and, for iPXE, without
+    /// `ipxeScriptUrl`).
+    #[error("nothing to boot: dhcp.pxe has no bootFile")]
+    NoBootFile,
+}
+
 /// The boot file and server for `client`: the automatic network boot (the
 /// `pxe:` section's TFTP), else `dhcp.pxe`'s `bootFile`/`ipxeScriptUrl`.
-fn boot_file(cfg: &Config, client: Client) -> Result<(String, Ipv4Addr), String> {
+fn boot_file(cfg: &Config, client: Client) -> Result<(String, Ipv4Addr), NothingToBoot> {
     if let Some(nb) = &cfg.netboot {
-        return boot::answer(client, &nb.offer)
-            .map(|b| (b.file, b.next_server))
-            .map_err(|e| e.to_string());
+        let b = boot::answer(client, &nb.offer)?;
+        return Ok((b.file, b.next_server));
     }
-    let p = cfg
-        .pxe
-        .as_ref()
-        .ok_or("nothing to boot: no pxe section and no dhcp.pxe")?;
+    let p = cfg.pxe.as_ref().ok_or(NothingToBoot::NoPxe)?;
     let file = match client {
         Client::Ipxe => p.ipxe_script_url.as_ref().or(p.boot_file.as_ref()),
         _ => p.boot_file.as_ref(),
     };
     file.map(|f| (f.clone(), p.next_server))
-        .ok_or_else(|| "nothing to boot: dhcp.pxe has no bootFile".into())
+        .ok_or(NothingToBoot::NoBootFile)
 }
 
 /// The proxy reply: BOOTP header with `yiaddr` 0, then the boot options.

@@ -33,12 +33,12 @@ pub fn load(path: &Path, scope: Scope) -> anyhow::Result<LeaseTable> {
         }
     };
     let parsed = serde_json::from_slice::<LeaseFile>(&text)
-        .map_err(|e| e.to_string())
+        .map_err(Corrupt::NotALeaseFile)
         .and_then(|f| {
             if f.version == FILE_VERSION {
                 Ok(f)
             } else {
-                Err(format!("unsupported version {}", f.version))
+                Err(Corrupt::Version(f.version))
             }
         });
     match parsed {
@@ -76,6 +76,17 @@ pub fn load(path: &Path, scope: Scope) -> anyhow::Result<LeaseTable> {
 
 fn corrupt_name(path: &Path) -> PathBuf {
     statefile::corrupt_name(path, super::now())
+}
+
+/// Why a lease file that was read cannot be used (it is moved aside).
+#[derive(Debug, thiserror::Error)]
+enum Corrupt {
+    /// Not JSON, or not a lease file's shape.
+    #[error("{0}")]
+    NotALeaseFile(serde_json::Error),
+    /// A version other than [`FILE_VERSION`].
+    #[error("unsupported version {0}")]
+    Version(u32),
 }
 
 /// Write `file` to `path` atomically and durably.
@@ -118,6 +129,17 @@ mod tests {
         assert_eq!(names, ["leases.json"]);
         let t2 = load(&p, scope()).unwrap();
         assert_eq!(t2.to_file(), t.to_file());
+    }
+
+    /// The reasons the error log gives for a lease file moved aside.
+    #[test]
+    fn a_corrupt_file_says_why() {
+        let json = serde_json::from_str::<LeaseFile>("{ not json").unwrap_err();
+        assert_eq!(
+            Corrupt::NotALeaseFile(json).to_string(),
+            "key must be a string at line 1 column 3"
+        );
+        assert_eq!(Corrupt::Version(7).to_string(), "unsupported version 7");
     }
 
     #[test]

@@ -39,7 +39,8 @@ use tracing::{debug, info};
 pub use super::bootstate::{BootState, NodeBoot, Script};
 use super::range::{self, Validators};
 use super::{Ctx, Resp, plain};
-use crate::boot::iso9660::IsoImage;
+use crate::boot::bootfiles::Refused;
+use crate::boot::iso9660::{IsoError, IsoImage};
 use crate::model::boot::{http_base, install_kargs, ipxe_kernel_args};
 use crate::model::cluster::{BootSource, Cluster, MacAddr, NodeCfg};
 use crate::timeline::Event;
@@ -115,18 +116,60 @@ fn mac_of(name: &str) -> Option<MacAddr> {
     name.strip_suffix(".ipxe")?.parse().ok()
 }
 
+/// Why an artifact cannot be served (logged at debug; the client gets
+/// 404).
+#[derive(Debug, thiserror::Error)]
+enum ArtifactError {
+    /// A name other than `vmlinuz`, `initrd.img`, `rootfs.img`.
+    #[error("no such artifact")]
+    NoSuchArtifact,
+    /// The ISO or the artifact file does not open.
+    #[error("{}: {err}", path.display())]
+    Open { path: PathBuf, err: std::io::Error },
+    /// The file is not an ISO 9660 image.
+    #[error("{}: {err}", path.display())]
+    NotIso { path: PathBuf, err: IsoError },
+    /// The artifact is not in the image, or its extent is not usable.
+    #[error("{0}")]
+    InIso(IsoError),
+    /// The artifact file's size cannot be read.
+    #[error("{0}")]
+    Metadata(std::io::Error),
+}
+
+/// Why an iPXE binary of the TFTP root cannot be served (logged at debug;
+/// the client gets 404).
+#[derive(Debug, thiserror::Error)]
+enum IpxeBinaryError {
+    /// The TFTP root cannot be resolved.
+    #[error("{0}")]
+    Root(std::io::Error),
+    /// The path rules of TFTP refuse the name.
+    #[error("{0:?}")]
+    Refused(Refused),
+}
+
 /// An artifact: the file holding it and its region.
-fn open_artifact(src: &BootSource, name: &str) -> Result<(File, u64, u64, String), String> {
+fn open_artifact(src: &BootSource, name: &str) -> Result<(File, u64, u64, String), ArtifactError> {
+    let open = |path: &PathBuf| {
+        File::open(path).map_err(|err| ArtifactError::Open {
+            path: path.clone(),
+            err,
+        })
+    };
     match src {
         BootSource::Iso(iso) => {
             let (_, inner) = ISO_PATHS
                 .iter()
                 .find(|(n, _)| *n == name)
-                .ok_or("no such artifact")?;
-            let f = File::open(iso).map_err(|e| format!("{}: {e}", iso.display()))?;
-            let mut img = IsoImage::open(&f).map_err(|e| format!("{}: {e}", iso.display()))?;
-            let entry = img.lookup(inner).map_err(|e| e.to_string())?;
-            let (off, len) = img.region(&entry).map_err(|e| e.to_string())?;
+                .ok_or(ArtifactError::NoSuchArtifact)?;
+            let f = open(iso)?;
+            let mut img = IsoImage::open(&f).map_err(|err| ArtifactError::NotIso {
+                path: iso.clone(),
+                err,
+            })?;
+            let entry = img.lookup(inner).map_err(ArtifactError::InIso)?;
+            let (off, len) = img.region(&entry).map_err(ArtifactError::InIso)?;
             Ok((f, off, len, format!("{}#{inner}", iso.display())))
         }
         BootSource::Files {
@@ -138,10 +181,10 @@ fn open_artifact(src: &BootSource, name: &str) -> Result<(File, u64, u64, String
                 "vmlinuz" => kernel,
                 "initrd.img" => initramfs,
                 "rootfs.img" => rootfs,
-                _ => return Err("no such artifact".into()),
+                _ => return Err(ArtifactError::NoSuchArtifact),
             };
-            let f = File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            let len = f.metadata().map_err(|e| e.to_string())?.len();
+            let f = open(p)?;
+            let len = f.metadata().map_err(ArtifactError::Metadata)?.len();
             Ok((f, 0, len, p.display().to_string()))
         }
     }
@@ -290,13 +333,13 @@ impl Ctx {
         };
         let t = t.clone();
         let opened = tokio::task::spawn_blocking(move || {
-            let root = t.root.canonicalize().map_err(|e| e.to_string())?;
+            let root = t.root.canonicalize().map_err(IpxeBinaryError::Root)?;
             let allowed: Vec<PathBuf> = t
                 .allow_symlinks_to
                 .iter()
                 .filter_map(|p| p.canonicalize().ok())
                 .collect();
-            crate::boot::bootfiles::open(&root, &allowed, &rel).map_err(|r| format!("{r:?}"))
+            crate::boot::bootfiles::open(&root, &allowed, &rel).map_err(IpxeBinaryError::Refused)
         })
         .await;
         let o = match opened {
@@ -317,5 +360,65 @@ impl Ctx {
         };
         let region = super::Region::new(o.file, 0, o.size);
         self.serve_region(req, region, &v, "application/efi")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::boot::bootfiles::ErrorCode;
+
+    /// The reasons the debug log gives for a 404 on `/boot/<artifact>`
+    /// and `/boot/ipxe/<file>`.
+    #[test]
+    fn each_refused_artifact_says_why() {
+        let io = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let cases: [(ArtifactError, &str); 5] = [
+            (ArtifactError::NoSuchArtifact, "no such artifact"),
+            (
+                ArtifactError::Open {
+                    path: "/srv/rhcos.iso".into(),
+                    err: io(),
+                },
+                "/srv/rhcos.iso: entity not found",
+            ),
+            (
+                ArtifactError::NotIso {
+                    path: "/srv/rhcos.iso".into(),
+                    err: IsoError::NotIso("no primary volume descriptor".into()),
+                },
+                "/srv/rhcos.iso: not an ISO 9660 image: no primary volume descriptor",
+            ),
+            (
+                ArtifactError::InIso(IsoError::NotFound("images/pxeboot/vmlinuz".into())),
+                "images/pxeboot/vmlinuz: no such file or directory in the ISO",
+            ),
+            (ArtifactError::Metadata(io()), "entity not found"),
+        ];
+        for (err, text) in cases {
+            assert_eq!(err.to_string(), text);
+        }
+        let missing = BootSource::Files {
+            kernel: "/nonexistent/vmlinuz".into(),
+            initramfs: "/nonexistent/initrd".into(),
+            rootfs: "/nonexistent/rootfs".into(),
+        };
+        assert!(matches!(
+            open_artifact(&missing, "grub.cfg"),
+            Err(ArtifactError::NoSuchArtifact)
+        ));
+        assert!(matches!(
+            open_artifact(&missing, "vmlinuz"),
+            Err(ArtifactError::Open { .. })
+        ));
+        assert_eq!(IpxeBinaryError::Root(io()).to_string(), "entity not found");
+        let refused = Refused {
+            code: ErrorCode::AccessViolation,
+            message: "dot segment in file name",
+        };
+        assert_eq!(
+            IpxeBinaryError::Refused(refused).to_string(),
+            "Refused { code: AccessViolation, message: \"dot segment in file name\" }"
+        );
     }
 }

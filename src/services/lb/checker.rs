@@ -99,12 +99,13 @@ pub async fn check_loop(
                 continue_after(&mut next);
                 continue;
             }
-            let result = result.map_err(|e| e.to_string());
+            // The text `/status` (`lastError`) and the log show.
+            let why = result.as_ref().err().map(ToString::to_string);
             let flip = {
                 let mut st = b.state();
-                let flip = st.health.observe(result.is_ok());
-                if let Err(e) = &result {
-                    st.last_error = Some(e.clone());
+                let flip = st.health.observe(why.is_none());
+                if why.is_some() {
+                    st.last_error.clone_from(&why);
                 }
                 flip
             };
@@ -113,7 +114,7 @@ pub async fn check_loop(
                 Some(true) => info!(%pool, %node, %addr, %check, "lb backend is healthy"),
                 Some(false) => warn!(
                     %pool, %node, %addr, %check,
-                    error = result.as_ref().err().map(String::as_str).unwrap_or("?"),
+                    error = why.as_deref().unwrap_or("?"),
                     "lb backend is unhealthy"
                 ),
                 None => {}
@@ -383,7 +384,7 @@ mod tests {
     use super::*;
     use crate::model::cluster::HealthCfg;
     use crate::plan::Check;
-    use crate::runtime::probe::ProbeError;
+    use crate::runtime::probe::{ProbeError, StatusLineError};
     use crate::services::lb::generation::{CheckSettings, Probe, test_plan};
     use crate::services::lb::state::{BackendKey, NodeFlags};
     use async_trait::async_trait;
@@ -407,7 +408,9 @@ mod tests {
             if ok {
                 Ok(())
             } else {
-                Err(ProbeError::BadResponse("scripted failure".into()))
+                Err(ProbeError::BadResponse(StatusLineError::BadLine(
+                    "scripted failure".into(),
+                )))
             }
         }
     }
@@ -491,7 +494,10 @@ mod tests {
         assert!(b.ready(), "one failure is not enough");
         tokio::time::sleep(INTERVAL * 1).await;
         assert!(!b.ready(), "two failures");
-        assert_eq!(b.state().last_error.as_deref(), Some("scripted failure"));
+        assert_eq!(
+            b.state().last_error.as_deref(),
+            Some("bad status line \"scripted failure\"")
+        );
         tokio::time::sleep(INTERVAL).await;
         assert!(!b.ready(), "one success of three");
         tokio::time::sleep(INTERVAL * 2).await;
@@ -827,7 +833,7 @@ mod tests {
             if self.0.locked().get(&addr).copied().unwrap_or(false) {
                 Ok(())
             } else {
-                Err(ProbeError::BadResponse("down".into()))
+                Err(ProbeError::BadResponse(StatusLineError::Closed))
             }
         }
     }

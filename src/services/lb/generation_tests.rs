@@ -5,6 +5,7 @@ use arc_swap::ArcSwap;
 
 use super::*;
 use crate::model::cluster::HealthCfg;
+use crate::runtime::probe::StatusLineError;
 
 /// A probe that never runs (the tests here start no check loop).
 struct Never;
@@ -12,7 +13,7 @@ struct Never;
 #[async_trait]
 impl Probe for Never {
     async fn probe(&self, _: &Check, _: SocketAddr) -> Result<(), ProbeError> {
-        Err(ProbeError::BadResponse("not probed".into()))
+        Err(ProbeError::BadResponse(StatusLineError::Closed))
     }
 }
 

@@ -343,7 +343,8 @@ fn first_packet(
             Err(why) => {
                 let file = Shown(&req.filename).to_string();
                 debug!(%from, "tftp: {file} refused: {why}");
-                ctx.stats.finish(from, &file, Outcome::Busy, why, 0);
+                ctx.stats
+                    .finish(from, &file, Outcome::Busy, &why.to_string(), 0);
                 packet::error(ErrorCode::Undefined, "server busy, try again later")
             }
         },
@@ -390,6 +391,18 @@ struct Held {
     _slot: ClientSlot,
 }
 
+/// Why a read request is not admitted: the refused transfer's detail in
+/// `/status` and the debug log (the client is told "server busy").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum Busy {
+    /// Its client holds `maxTransfersPerClient` transfers.
+    #[error("client limit (maxTransfersPerClient)")]
+    ClientLimit,
+    /// The server runs `maxTransfers` transfers.
+    #[error("server busy (maxTransfers)")]
+    ServerLimit,
+}
+
 /// Admit a read request from `from`: one of its client's slots, then one
 /// of the global permits; or why not.
 fn admit(
@@ -397,15 +410,15 @@ fn admit(
     permits: &Arc<Semaphore>,
     ctx: &Ctx,
     from: SocketAddr,
-) -> Result<Held, &'static str> {
+) -> Result<Held, Busy> {
     let Some(slot) = clients.try_acquire(from.ip(), ctx.max_per_client) else {
         ctx.stats.client_limit.fetch_add(1, Ordering::Relaxed);
-        return Err("client limit (maxTransfersPerClient)");
+        return Err(Busy::ClientLimit);
     };
     let permit = permits
         .clone()
         .try_acquire_owned()
-        .map_err(|_| "server busy (maxTransfers)")?;
+        .map_err(|_| Busy::ServerLimit)?;
     Ok(Held {
         _permit: permit,
         _slot: slot,
@@ -466,5 +479,20 @@ fn warn_client(
     match log.check(key, Some(from)) {
         Some(tail) => warn!("tftp: {key} from {from}: {}{tail}", detail()),
         None => debug!(%from, "tftp: {key}: {}", detail()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The details a refused read request shows in `/status`.
+    #[test]
+    fn a_refused_request_says_which_limit() {
+        assert_eq!(
+            Busy::ClientLimit.to_string(),
+            "client limit (maxTransfersPerClient)"
+        );
+        assert_eq!(Busy::ServerLimit.to_string(), "server busy (maxTransfers)");
     }
 }

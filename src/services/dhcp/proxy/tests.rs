@@ -284,3 +284,25 @@ fn boot_server_port_beside_the_listen_port() {
     let p = plan("  listen: 127.0.0.1:10067\n");
     assert_eq!(p.cluster.dhcp.boot_server_listen().unwrap().port(), 10069);
 }
+
+/// The notes the log gives when a boot client gets no proxy answer.
+#[test]
+fn nothing_to_boot_says_why() {
+    let cases = [
+        (
+            NothingToBoot::from(boot::NoBoot::Arch(99)),
+            "client architecture 99 is not supported for network boot",
+        ),
+        (
+            NothingToBoot::NoPxe,
+            "nothing to boot: no pxe section and no dhcp.pxe",
+        ),
+        (
+            NothingToBoot::NoBootFile,
+            "nothing to boot: dhcp.pxe has no bootFile",
+        ),
+    ];
+    for (err, text) in cases {
+        assert_eq!(err.to_string(), text);
+    }
+}
