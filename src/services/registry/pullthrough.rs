@@ -173,22 +173,19 @@ impl PullThrough {
         if rows.is_empty() {
             return;
         }
-        let counters: [(&str, &str, fn(&UpstreamStatus) -> u64); 2] = [
-            (
-                "crc_appliance_registry_upstream_requests_total",
-                "Requests made to each pull-through upstream.",
-                |r| r.fetches,
-            ),
-            (
-                "crc_appliance_registry_upstream_connections_total",
-                "Connections opened to each pull-through upstream (kept and reused).",
-                |r| r.connections,
-            ),
-        ];
-        for (name, help, value) in counters {
+        let requests = (
+            "crc_appliance_registry_upstream_requests_total",
+            "Requests made to each pull-through upstream.",
+        );
+        let connections = (
+            "crc_appliance_registry_upstream_connections_total",
+            "Connections opened to each pull-through upstream (kept and reused).",
+        );
+        for ((name, help), opened) in [(requests, false), (connections, true)] {
             let mut f = family(out, name, Kind::Counter, help);
             for row in &rows {
-                f.sample(&[("upstream", &row.registry)], value(row));
+                let value = if opened { row.connections } else { row.fetches };
+                f.sample(&[("upstream", &row.registry)], value);
             }
         }
     }

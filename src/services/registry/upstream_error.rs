@@ -71,12 +71,16 @@ mod tests {
         std::io::Error::other(text.to_string())
     }
 
+    fn reads(cases: Vec<(UpstreamError, &str)>) {
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+        }
+    }
+
     #[test]
-    fn each_message_reads_as_before() {
+    fn each_configuration_message_reads_as_before() {
         let p = || PathBuf::from("/etc/ca.pem");
-        let url = || "https://quay.io".to_string();
-        let realm = || "https://auth.example/token".to_string();
-        let cases: Vec<(UpstreamError, &str)> = vec![
+        reads(vec![
             (
                 UpstreamError::NotHttp {
                     uri: "ftp://x/".into(),
@@ -123,6 +127,14 @@ mod tests {
                 UpstreamError::TlsConfig("no versions".into()),
                 "no versions",
             ),
+        ]);
+    }
+
+    #[test]
+    fn each_request_message_reads_as_before() {
+        let url = || "https://quay.io".to_string();
+        let realm = || "https://auth.example/token".to_string();
+        reads(vec![
             (
                 UpstreamError::Timeout {
                     url: url(),
@@ -189,9 +201,6 @@ mod tests {
                 },
                 "TLS with quay.io: unknown issuer",
             ),
-        ];
-        for (e, text) in cases {
-            assert_eq!(e.to_string(), text);
-        }
+        ]);
     }
 }

@@ -405,6 +405,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_handle_dropped_from_a_full_pool_still_finishes_its_answer() {
+        let size = 4 << 20;
+        let (origin, _) = server(usize::MAX, size).await;
+        let pool = pool();
+        let mut busy = Vec::new();
+        for _ in 0..=MAX_KEPT {
+            busy.push(pool.send(&origin, get(&origin)).await.expect("answer"));
+        }
+        assert_eq!(pool.opened(), MAX_KEPT as u64 + 1);
+        for answer in busy {
+            assert_eq!(body(answer).await, size, "every answer whole");
+        }
+        let again = pool.send(&origin, get(&origin)).await.expect("again");
+        assert_eq!(body(again).await, size);
+        assert_eq!(pool.opened(), MAX_KEPT as u64 + 1, "a kept one reused");
+    }
+
+    #[tokio::test]
     async fn a_request_the_server_closed_on_is_sent_again_once() {
         let (origin, accepted) = server(1, 5).await;
         let pool = pool();
