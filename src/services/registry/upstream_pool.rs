@@ -24,8 +24,9 @@
 //!   may have just ended), else opens a new connection.
 //! - At most [`MAX_KEPT`] handles per origin; a handle kept longer than
 //!   [`KEPT_FOR`] and a closed one are dropped when the pool is next
-//!   touched (dropping a handle closes its connection once no answer is
-//!   in flight on it).
+//!   touched, and every [`SWEEP_EVERY`] by a task that ends with the pool
+//!   (dropping a handle closes its connection once no answer is in flight
+//!   on it).
 //! - A request on a kept connection that the server had just closed is
 //!   sent again, once, on a new connection when nothing of it can have
 //!   been answered: hyper handed it back unsent, or the connection closed
@@ -40,7 +41,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -61,6 +62,8 @@ pub(super) const MAX_KEPT: usize = 8;
 /// A handle kept longer is dropped (quay.io's and distribution's own idle
 /// timeouts close such connections anyway).
 pub(super) const KEPT_FOR: Duration = Duration::from_secs(60);
+/// How often the kept handles are looked over while nobody asks.
+const SWEEP_EVERY: Duration = Duration::from_secs(15);
 /// How long a request waits for a busy kept connection to become free
 /// before it opens a new one.
 const READY_GRACE: Duration = Duration::from_millis(50);
@@ -122,19 +125,24 @@ struct Kept {
     since: Instant,
 }
 
+type KeptByOrigin = std::sync::Mutex<HashMap<Origin, Vec<Kept>>>;
+
 /// One upstream's connections, by origin.
 pub(super) struct Pool {
     tls: Arc<rustls::ClientConfig>,
-    kept: std::sync::Mutex<HashMap<Origin, Vec<Kept>>>,
+    kept: Arc<KeptByOrigin>,
     opened: AtomicU64,
+    /// Whether the sweeping task runs (started with the first connection).
+    sweeping: AtomicBool,
 }
 
 impl Pool {
     pub(super) fn new(tls: Arc<rustls::ClientConfig>) -> Pool {
         Pool {
             tls,
-            kept: std::sync::Mutex::default(),
+            kept: Arc::default(),
             opened: AtomicU64::new(0),
+            sweeping: AtomicBool::new(false),
         }
     }
 
@@ -230,6 +238,7 @@ impl Pool {
                 source,
             })?;
         self.opened.fetch_add(1, Ordering::Relaxed);
+        self.sweep_from_now_on();
         let _ = tcp.set_nodelay(true);
         if !origin.tls {
             return handshake(TokioIo::new(tcp), who).await;
@@ -246,6 +255,27 @@ impl Pool {
                 source,
             })?;
         handshake(TokioIo::new(tls), who).await
+    }
+}
+
+impl Pool {
+    /// Start the task that sweeps the kept handles every [`SWEEP_EVERY`]
+    /// (once; it ends when the pool is dropped, with a reload's old client).
+    fn sweep_from_now_on(&self) {
+        if self.sweeping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let kept = Arc::downgrade(&self.kept);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(SWEEP_EVERY);
+            loop {
+                every.tick().await;
+                let Some(kept) = kept.upgrade() else {
+                    return;
+                };
+                sweep(&mut kept.locked());
+            }
+        });
     }
 }
 
@@ -402,6 +432,25 @@ mod tests {
         let third = pool.send(&origin, get(&origin)).await.expect("third");
         assert_eq!(body(third).await, size);
         assert_eq!(pool.opened(), 2, "the third reuses one of the two");
+    }
+
+    #[tokio::test]
+    async fn a_handle_kept_too_long_is_dropped_and_its_connection_closed() {
+        let (origin, accepted) = server(usize::MAX, 5).await;
+        let pool = pool();
+        let answer = pool.send(&origin, get(&origin)).await.expect("first");
+        assert_eq!(body(answer).await, 5);
+        let long_ago = Instant::now()
+            .checked_sub(KEPT_FOR + Duration::from_secs(1))
+            .expect("an instant that long ago");
+        for kept in pool.kept.locked().values_mut().flatten() {
+            kept.since = long_ago;
+        }
+        sweep(&mut pool.kept.locked());
+        assert!(pool.kept.locked().is_empty(), "dropped");
+        let answer = pool.send(&origin, get(&origin)).await.expect("second");
+        assert_eq!(body(answer).await, 5);
+        assert_eq!((pool.opened(), accepted.load(Ordering::Relaxed)), (2, 2));
     }
 
     #[tokio::test]
