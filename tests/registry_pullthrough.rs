@@ -17,7 +17,14 @@
 //!   by digest; an uncached one fails within 10 s with `UNAVAILABLE` and
 //!   the reason;
 //! - `docker-registry` then serves the appliance's storage tree as is, with
-//!   the same digests.
+//!   the same digests;
+//! - the appliance keeps and reuses its connections to an upstream: the
+//!   SYNs the upstream's namespace accepted (an nftables counter, an oracle
+//!   outside the appliance) are fewer than the requests docker-registry
+//!   logged from it, at most 2 for a pull one request after another, and
+//!   equal to the appliance's own `connections`; with the upstream
+//!   restarted (its kept connections closed), the next pull works and
+//!   status shows no error.
 //!
 //! The appliance runs in-process in the lab's namespace (`registry/lab.rs`),
 //! its tag TTL a test hook of its own; the upstreams and clients are
@@ -168,6 +175,15 @@ impl Upstream {
         args.extend([src.as_str(), dst.as_str()]);
         let (code, out) = lab.skopeo(&args);
         assert_eq!(code, 0, "push to the upstream: {out}");
+    }
+
+    /// Requests the appliance made, in the access log (by its user agent).
+    fn requests_from_appliance(&self) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"crc-appliance-registry\""))
+            .count()
     }
 
     /// Successful `GET`s of `path` in the access log.
@@ -493,4 +509,148 @@ fn a_range_of_a_blob_still_being_fetched_is_answered_with_its_bytes() {
     // Stored now: the same range from storage, as the flight gave it.
     let again = lab.curl(&["-H", &tail], &path);
     assert_eq!((again.code, again.body == blob[from..]), (206, true));
+}
+
+/// From now on, count the TCP connections the appliance's namespace (where
+/// the upstreams run) accepts on `port`: an nftables counter of the SYNs
+/// to it; the returned closure reads it.
+fn count_syns<'a>(lab: &'a Lab, port: &str) -> impl Fn() -> u64 + 'a {
+    let ns = &lab.srv;
+    ns.exec(&["nft", "add", "table", "inet", "conns"]);
+    ns.exec(&[
+        "nft",
+        "add",
+        "chain",
+        "inet",
+        "conns",
+        "in",
+        "{ type filter hook input priority 0; }",
+    ]);
+    ns.exec(&[
+        "nft",
+        "add",
+        "rule",
+        "inet",
+        "conns",
+        "in",
+        "tcp",
+        "dport",
+        port,
+        "tcp",
+        "flags",
+        "&",
+        "(syn|ack)",
+        "==",
+        "syn",
+        "counter",
+    ]);
+    move || {
+        let json = ns.exec(&["nft", "-j", "list", "table", "inet", "conns"]);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let counted: Vec<u64> = v["nftables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|o| o["rule"]["expr"].as_array())
+            .flatten()
+            .filter_map(|e| e["counter"]["packets"].as_u64())
+            .collect();
+        assert_eq!(counted.len(), 1, "{json}");
+        counted[0]
+    }
+}
+
+/// The connections the appliance says it opened to `name`.
+fn connections(lab: &Lab, name: &str) -> u64 {
+    row(&lab.upstream_rows(), name).connections
+}
+
+/// Pull `repo:v1` under `name` one request after another with curl (the
+/// manifest, then each blob in turn), checking every digest.
+fn pull_one_by_one(lab: &Lab, name: &str, repo: &str, md: &str) {
+    let accept = ["-H", "Accept: application/vnd.oci.image.manifest.v1+json"];
+    let got = lab.curl(&accept, &format!("/v2/{name}/{repo}/manifests/v1"));
+    assert_eq!(got.code, 200, "{}", got.text());
+    assert_eq!(sha256(&got.body), md);
+    let m: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+    let layers = m["layers"].as_array().unwrap().iter();
+    for d in std::iter::once(&m["config"]).chain(layers) {
+        let d = d["digest"].as_str().unwrap();
+        let got = lab.curl(&[], &format!("/v2/{name}/{repo}/blobs/{d}"));
+        assert_eq!((got.code, sha256(&got.body)), (200, d.to_string()));
+    }
+}
+
+#[test]
+fn upstream_connections_are_kept_and_reused() {
+    require_lab!();
+    let lab = start_lab("0");
+    let root = lab.dir.path().join("auth-root");
+    let mut auth = Upstream::start(&lab, &root, AUTH_ADDR, true);
+    let mut images = Vec::new();
+    for (i, repo) in ["lib/many", "lib/seq", "lib/after"].into_iter().enumerate() {
+        let img = lab.dir.path().join(format!("img-{i}"));
+        let sizes: Vec<usize> = (0..5).map(|l| 40_000 + 9_000 * l).collect();
+        let (md, _) = layout(&img, "v1", &sizes, 300 + 10 * i as u32);
+        auth.push(&lab, &img, "v1", repo);
+        images.push(md);
+    }
+    let syns = count_syns(&lab, AUTH_ADDR.split(':').nth(1).unwrap());
+    let opened = connections(&lab, AUTH);
+    // skopeo fetches the layers in parallel: a few connections at once,
+    // each carrying several requests.
+    let (code, out) = copy_out(
+        &lab,
+        &format!("docker://{MIRROR}:5000/{AUTH}/lib/many:v1"),
+        "many",
+    );
+    assert_eq!(code, 0, "{out}\n{}", lab.app.log());
+    let (parallel, asked) = (syns(), auth.requests_from_appliance());
+    assert!(
+        asked >= 8 && parallel >= 1 && (parallel as usize) < asked,
+        "{parallel} connections for {asked} requests"
+    );
+    // One request after another: at most 2 new connections (none if the
+    // kept ones serve them all) for 7 requests.
+    pull_one_by_one(&lab, AUTH, "lib/seq", &images[1]);
+    let (sequential, asked_seq) = (syns() - parallel, auth.requests_from_appliance() - asked);
+    assert!(
+        asked_seq >= 7 && sequential <= 2,
+        "{sequential} connections for {asked_seq} requests one after another"
+    );
+    assert_eq!(
+        connections(&lab, AUTH) - opened,
+        syns(),
+        "the appliance's count matches the upstream's"
+    );
+    // Restarted: the kept connections are closed under the pool.
+    auth.kill();
+    let before = syns();
+    let auth = Upstream::start(&lab, &root, AUTH_ADDR, true);
+    let restart_probes = syns() - before;
+    let (code, out) = copy_out(
+        &lab,
+        &format!("docker://{MIRROR}:5000/{AUTH}/lib/after:v1"),
+        "after",
+    );
+    assert_eq!(code, 0, "{out}\n{}", lab.app.log());
+    assert!(auth.requests_from_appliance() >= 8);
+    assert!(
+        syns() - before > restart_probes,
+        "new connections after the restart"
+    );
+    let r = row(&lab.upstream_rows(), AUTH).clone();
+    assert_eq!(
+        (r.reachable, r.last_error.as_deref()),
+        (Some(true), None),
+        "{r:?}"
+    );
+    let registry = lab.app.status().registry.unwrap();
+    assert_eq!(registry.upstream_errors, 0, "{:?}", registry.last_error);
+    let metrics = lab.admin("/metrics");
+    let line = format!(
+        "crc_appliance_registry_upstream_connections_total{{upstream=\"{AUTH}\"}} {}",
+        r.connections
+    );
+    assert!(metrics.contains(&line), "{line} not in:\n{metrics}");
 }

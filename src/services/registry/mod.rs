@@ -40,6 +40,8 @@ pub mod status;
 pub mod storage;
 mod upstream;
 mod upstream_auth;
+mod upstream_error;
+mod upstream_pool;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -318,6 +320,7 @@ impl Service for Registry {
 
     fn metrics(&self, out: &mut String) {
         self.ctx.stats.metrics(out, self.ctx.store.corrupt().len());
+        self.ctx.pull.metrics(out);
     }
 }
 

@@ -46,6 +46,7 @@ use super::upstream_auth::PullSecret;
 use crate::model::registry::RegistryCfg;
 use crate::runtime::context::Context;
 use crate::runtime::lograte::{CLIENT_EVENTS, LogRate};
+use crate::runtime::metrics::{Kind, family};
 use crate::runtime::sync::LockExt as _;
 
 /// A tag is asked upstream again after this (a moved tag is seen then).
@@ -69,6 +70,9 @@ pub struct UpstreamStatus {
     pub last_error_at: Option<u64>,
     /// Requests made to it (manifests, tags, blobs).
     pub fetches: u64,
+    /// Connections opened to it, its token realm and its redirect targets
+    /// (kept and reused: far fewer than requests).
+    pub connections: u64,
     /// Requests under it served from storage / needing it.
     pub hits: u64,
     pub misses: u64,
@@ -133,9 +137,15 @@ impl PullThrough {
         }
     }
 
-    /// Take a reload's upstreams (their counters are kept by name).
+    /// Take a reload's upstreams (their counters are kept by name; the
+    /// replaced clients' connections close as their last requests end).
     pub fn set(&self, ups: Vec<Arc<Upstream>>) {
         let mut stats = self.stats.locked();
+        for old in self.upstreams.load().iter() {
+            if let Some(row) = stats.get_mut(&old.registry) {
+                row.connections += old.connections_opened();
+            }
+        }
         stats.retain(|k, _| ups.iter().any(|u| &u.registry == k));
         for u in &ups {
             let row = stats.entry(u.registry.clone()).or_default();
@@ -147,7 +157,37 @@ impl PullThrough {
 
     /// The `/status` rows, one per upstream.
     pub fn status(&self) -> Vec<UpstreamStatus> {
-        self.stats.locked().values().cloned().collect()
+        let mut rows = self.stats.locked().clone();
+        for up in self.upstreams.load().iter() {
+            if let Some(row) = rows.get_mut(&up.registry) {
+                row.connections += up.connections_opened();
+            }
+        }
+        rows.into_values().collect()
+    }
+
+    /// Per upstream: requests made and connections opened, for
+    /// `/metrics` (their ratio shows the connections' reuse).
+    pub fn metrics(&self, out: &mut String) {
+        let rows = self.status();
+        if rows.is_empty() {
+            return;
+        }
+        let requests = (
+            "crc_appliance_registry_upstream_requests_total",
+            "Requests made to each pull-through upstream.",
+        );
+        let connections = (
+            "crc_appliance_registry_upstream_connections_total",
+            "Connections opened to each pull-through upstream (kept and reused).",
+        );
+        for ((name, help), opened) in [(requests, false), (connections, true)] {
+            let mut f = family(out, name, Kind::Counter, help);
+            for row in &rows {
+                let value = if opened { row.connections } else { row.fetches };
+                f.sample(&[("upstream", &row.registry)], value);
+            }
+        }
     }
 
     /// The upstream serving `name` and the repository there.
@@ -408,7 +448,7 @@ pub(super) async fn ask(
     let answer = up
         .send(method, repo, rest, accept)
         .await
-        .map_err(|e| unreachable(ctx, up, e))?;
+        .map_err(|e| unreachable(ctx, up, e.to_string()))?;
     reached(ctx, up);
     check_status(up, answer.status(), what)?;
     Ok(answer)

@@ -2,7 +2,10 @@
 //! `registry.pullThrough` entry, spoken to over HTTP/1.1 with hyper's
 //! client connection and tokio-rustls (ring), as the CSR approver's and
 //! the BMC client are built: the registry needs a few `GET`/`HEAD`s of one
-//! upstream and of its token realm, not a general HTTP client stack.
+//! upstream and of its token realm, not a general HTTP client stack. Its
+//! connections are kept and reused per origin (`upstream_pool.rs`; the
+//! count opened is in status); a 401 or a redirect is read to its end so
+//! its connection is free for the request that follows it.
 //!
 //! Authentication follows what the upstream asks in its 401: none; the
 //! Docker token flow (`WWW-Authenticate: Bearer realm=…,service=…,scope=…`
@@ -19,7 +22,9 @@
 //! Invariants: every request's head (DNS, connect, TLS, token round trip,
 //! answer head) arrives within [`HEAD_DEADLINE`] or fails with the reason;
 //! credentials and tokens are never logged nor shown (`Debug` redacts
-//! them); a bad pull secret fails the start or the reload, not a request.
+//! them, no error carries them); `Authorization` goes to the upstream's
+//! own origin and the token realm only (a redirect to a CDN gets none); a
+//! bad pull secret fails the start or the reload, not a request.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -28,16 +33,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Empty};
-use hyper::body::Incoming;
 use hyper::header::{ACCEPT, AUTHORIZATION, HOST, LOCATION, USER_AGENT, WWW_AUTHENTICATE};
-use hyper::{Method, Request, Response, StatusCode, Uri};
-use hyper_util::rt::TokioIo;
+use hyper::{Method, Request, StatusCode, Uri};
+use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, ServerName};
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
 use super::upstream_auth::{Challenge, Creds, PullSecret, parse_challenge, parse_token};
+use super::upstream_error::UpstreamError;
+use super::upstream_pool::{Answer, Origin, Pool};
 use crate::model::registry::PullThroughCfg;
 use crate::runtime::sync::LockExt as _;
 
@@ -53,47 +56,8 @@ const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 const DOWN_HOLD: Duration = Duration::from_secs(10);
 /// Largest token answer read.
 const MAX_TOKEN_ANSWER: usize = 64 << 10;
-
-/// Where a request goes: scheme, host, port.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Origin {
-    tls: bool,
-    host: String,
-    port: u16,
-}
-
-impl Origin {
-    fn of(uri: &Uri) -> Result<Origin, String> {
-        let tls = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(format!("{uri}: not http:// or https://")),
-        };
-        let host = uri
-            .host()
-            .ok_or_else(|| format!("{uri}: no host"))?
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
-        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-        Ok(Origin { tls, host, port })
-    }
-
-    /// The `Host` header and pull-secret key: `host[:port]`.
-    fn authority(&self) -> String {
-        let default = if self.tls { 443 } else { 80 };
-        let h = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        if self.port == default {
-            h
-        } else {
-            format!("{h}:{}", self.port)
-        }
-    }
-}
+/// Largest body of a 401 or a redirect read to keep its connection.
+const MAX_DRAINED: usize = 64 << 10;
 
 /// One upstream of `registry.pullThrough`.
 pub struct Upstream {
@@ -102,7 +66,8 @@ pub struct Upstream {
     /// As configured (for status and messages).
     pub url: String,
     origin: Origin,
-    tls: Arc<rustls::ClientConfig>,
+    /// Its connections (and its token realm's and redirect targets').
+    pool: Pool,
     creds: Option<Creds>,
     /// Bearer tokens by scope, with their expiry.
     tokens: std::sync::Mutex<HashMap<String, (String, Instant)>>,
@@ -122,44 +87,53 @@ impl std::fmt::Debug for Upstream {
     }
 }
 
-fn client_tls(ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, String> {
+fn client_tls(ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, UpstreamError> {
     let mut roots = rustls::RootCertStore::empty();
     if let Ok(iter) = CertificateDer::pem_file_iter(SYSTEM_ROOTS) {
         roots.add_parsable_certificates(iter.filter_map(Result::ok));
     }
     if let Some(p) = ca_file {
+        let path = || p.to_path_buf();
         let certs = CertificateDer::pem_file_iter(p)
-            .map_err(|e| format!("{}: {e}", p.display()))?
+            .map_err(|e| UpstreamError::CaRead {
+                path: path(),
+                reason: e.to_string(),
+            })?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("{}: bad PEM: {e}", p.display()))?;
+            .map_err(|e| UpstreamError::CaPem {
+                path: path(),
+                reason: e.to_string(),
+            })?;
         if certs.is_empty() {
-            return Err(format!("{}: no certificates found", p.display()));
+            return Err(UpstreamError::CaEmpty { path: path() });
         }
         for c in certs {
-            roots
-                .add(c)
-                .map_err(|e| format!("{}: bad certificate: {e}", p.display()))?;
+            roots.add(c).map_err(|e| UpstreamError::CaCert {
+                path: path(),
+                reason: e.to_string(),
+            })?;
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| UpstreamError::TlsConfig(e.to_string()))?
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 
-type Answer = Response<Incoming>;
-
 impl Upstream {
     /// The client for `cfg`, with its credentials from `secret`.
-    pub fn new(cfg: &PullThroughCfg, secret: Option<&PullSecret>) -> Result<Upstream, String> {
-        let uri: Uri = cfg
-            .url
-            .parse()
-            .map_err(|e| format!("url {:?}: {e}", cfg.url))?;
+    pub fn new(
+        cfg: &PullThroughCfg,
+        secret: Option<&PullSecret>,
+    ) -> Result<Upstream, UpstreamError> {
+        let uri: Uri = cfg.url.parse().map_err(|e| UpstreamError::BadUrl {
+            url: cfg.url.clone(),
+            reason: format!("{e}"),
+        })?;
         let origin = Origin::of(&uri)?;
         let keys = [
             cfg.registry.clone(),
@@ -169,7 +143,7 @@ impl Upstream {
         Ok(Upstream {
             registry: cfg.registry.clone(),
             url: cfg.url.clone(),
-            tls: client_tls(cfg.ca_file.as_deref())?,
+            pool: Pool::new(client_tls(cfg.ca_file.as_deref())?),
             creds: secret.and_then(|s| s.find(&keys)),
             origin,
             tokens: std::sync::Mutex::default(),
@@ -186,7 +160,7 @@ impl Upstream {
         repo: &str,
         rest: &str,
         accept: &[String],
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, UpstreamError> {
         let path = format!("/v2/{repo}/{rest}");
         let scope = format!("repository:{repo}:pull");
         let exchange = async {
@@ -195,7 +169,10 @@ impl Upstream {
         };
         let result = tokio::time::timeout(HEAD_DEADLINE, exchange)
             .await
-            .map_err(|_| format!("no answer from {} within {HEAD_DEADLINE:?}", self.url))
+            .map_err(|_| UpstreamError::Timeout {
+                url: self.url.clone(),
+                deadline: HEAD_DEADLINE,
+            })
             .and_then(|r| r);
         *self.down_since.locked() = match &result {
             Ok(_) => None,
@@ -212,7 +189,7 @@ impl Upstream {
         path: &str,
         scope: String,
         accept: &[String],
-    ) -> Result<(Answer, Option<String>), String> {
+    ) -> Result<(Answer, Option<String>), UpstreamError> {
         let auth = self.known_auth(&scope);
         let first = self
             .request(&self.origin, method, path, accept, auth.as_deref())
@@ -244,6 +221,7 @@ impl Upstream {
             }
             None => return Ok((first, auth)),
         };
+        drain(first).await;
         let answer = self
             .request(&self.origin, method, path, accept, Some(&auth))
             .await?;
@@ -260,7 +238,7 @@ impl Upstream {
         mut answer: Answer,
         accept: &[String],
         auth: Option<&str>,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, UpstreamError> {
         for _ in 0..MAX_REDIRECTS {
             if !matches!(answer.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
                 return Ok(answer);
@@ -270,24 +248,28 @@ impl Upstream {
                 return Ok(answer);
             };
             let (origin, path) = self.redirect_target(location)?;
+            drain(answer).await;
             let auth = auth.filter(|_| origin == self.origin);
             answer = self.request(&origin, method, &path, accept, auth).await?;
         }
-        Err(format!("{}: more than {MAX_REDIRECTS} redirects", self.url))
+        Err(UpstreamError::TooManyRedirects {
+            url: self.url.clone(),
+            max: MAX_REDIRECTS,
+        })
     }
 
     /// Where a `Location` points: a path on the upstream, or an absolute
     /// `http(s)://` URL. (The URL is not put in messages: a signed one
     /// carries a credential in its query.)
-    fn redirect_target(&self, location: &str) -> Result<(Origin, String), String> {
+    fn redirect_target(&self, location: &str) -> Result<(Origin, String), UpstreamError> {
         if location.starts_with('/') && !location.starts_with("//") {
             return Ok((self.origin.clone(), location.to_string()));
         }
+        let url = || self.url.clone();
         let uri: Uri = location
             .parse()
-            .map_err(|_| format!("{}: a redirect to something not a URL", self.url))?;
-        let origin =
-            Origin::of(&uri).map_err(|_| format!("{}: a redirect not to http(s)", self.url))?;
+            .map_err(|_| UpstreamError::RedirectNotUrl { url: url() })?;
+        let origin = Origin::of(&uri).map_err(|_| UpstreamError::RedirectNotHttp { url: url() })?;
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
         Ok((origin, path))
     }
@@ -319,14 +301,14 @@ impl Upstream {
         realm: &str,
         service: Option<&str>,
         scope: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, UpstreamError> {
         let mut url = format!("{realm}?scope={}", query_escape(scope));
         if let Some(s) = service {
             url.push_str(&format!("&service={}", query_escape(s)));
         }
-        let uri: Uri = url
-            .parse()
-            .map_err(|_| format!("token realm {realm:?} is not a URL"))?;
+        let uri: Uri = url.parse().map_err(|_| UpstreamError::RealmNotUrl {
+            realm: realm.to_string(),
+        })?;
         let origin = Origin::of(&uri)?;
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
         let basic = self.creds.as_ref().map(Creds::basic);
@@ -337,7 +319,10 @@ impl Upstream {
         let body = http_body_util::Limited::new(answer.into_body(), MAX_TOKEN_ANSWER)
             .collect()
             .await
-            .map_err(|e| format!("token realm {realm}: {e}"))?
+            .map_err(|e| UpstreamError::RealmBody {
+                realm: realm.to_string(),
+                reason: e.to_string(),
+            })?
             .to_bytes();
         if status != StatusCode::OK {
             let who = if self.creds.is_some() {
@@ -345,10 +330,15 @@ impl Upstream {
             } else {
                 "anonymously (no pull-secret entry)"
             };
-            return Err(format!("token realm {realm} refused {who}: {status}"));
+            return Err(UpstreamError::RealmRefused {
+                realm: realm.to_string(),
+                who,
+                status,
+            });
         }
-        let (token, ttl) =
-            parse_token(&body).ok_or_else(|| format!("token realm {realm}: no token in answer"))?;
+        let (token, ttl) = parse_token(&body).ok_or_else(|| UpstreamError::NoToken {
+            realm: realm.to_string(),
+        })?;
         // Renew a little before the upstream would refuse it.
         let until = Instant::now() + Duration::from_secs(ttl.saturating_sub(5).max(1));
         self.tokens
@@ -357,7 +347,7 @@ impl Upstream {
         Ok(token)
     }
 
-    /// One exchange on a new connection.
+    /// One exchange at `origin`, on a kept connection when one is free.
     async fn request(
         &self,
         origin: &Origin,
@@ -365,7 +355,7 @@ impl Upstream {
         path: &str,
         accept: &[String],
         auth: Option<&str>,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, UpstreamError> {
         let mut req = Request::builder()
             .method(method.clone())
             .uri(path)
@@ -379,40 +369,24 @@ impl Upstream {
         }
         let req = req
             .body(Empty::<Bytes>::new())
-            .map_err(|e| format!("request: {e}"))?;
-        let who = origin.authority();
-        let tcp = TcpStream::connect((origin.host.as_str(), origin.port))
-            .await
-            .map_err(|e| format!("connect to {who}: {e}"))?;
-        let _ = tcp.set_nodelay(true);
-        if origin.tls {
-            let name = ServerName::try_from(origin.host.clone())
-                .map_err(|_| format!("{:?} is not a TLS name", origin.host))?;
-            let tls = TlsConnector::from(self.tls.clone())
-                .connect(name, tcp)
-                .await
-                .map_err(|e| format!("TLS with {who}: {e}"))?;
-            exchange(TokioIo::new(tls), req, &who).await
-        } else {
-            exchange(TokioIo::new(tcp), req, &who).await
-        }
+            .map_err(|e| UpstreamError::Request(e.to_string()))?;
+        self.pool.send(origin, req).await
+    }
+
+    /// Connections opened to it so far (its token realm and redirect
+    /// targets included): with requests, what shows their reuse.
+    pub fn connections_opened(&self) -> u64 {
+        self.pool.opened()
     }
 }
 
-async fn exchange<T>(io: T, req: Request<Empty<Bytes>>, who: &str) -> Result<Answer, String>
-where
-    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| format!("HTTP with {who}: {e}"))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    sender
-        .send_request(req)
-        .await
-        .map_err(|e| format!("HTTP with {who}: {e}"))
+/// Read a small answer that is not passed on (a 401, a redirect) to its
+/// end, so that its connection is free for the next request; a body over
+/// [`MAX_DRAINED`] is left, and its connection closes.
+async fn drain(answer: Answer) {
+    let _ = http_body_util::Limited::new(answer.into_body(), MAX_DRAINED)
+        .collect()
+        .await;
 }
 
 /// Percent-encoding of a query value (scopes hold `:` and `/`).
@@ -432,17 +406,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn origins() {
-        let o = Origin::of(&"https://quay.io".parse().expect("uri")).expect("ok");
-        assert_eq!((o.authority().as_str(), o.port), ("quay.io", 443));
-        let o = Origin::of(&"http://10.0.0.1:5001".parse().expect("uri")).expect("ok");
-        assert_eq!(o.authority(), "10.0.0.1:5001");
-        let o = Origin::of(&"https://[fd00::1]:8443".parse().expect("uri")).expect("ok");
-        assert_eq!(
-            (o.host.as_str(), o.authority().as_str()),
-            ("fd00::1", "[fd00::1]:8443")
-        );
-        assert!(Origin::of(&"ftp://x".parse().expect("uri")).is_err());
+    fn query_values_are_escaped() {
         assert_eq!(
             query_escape("repository:a/b:pull"),
             "repository%3Aa%2Fb%3Apull"

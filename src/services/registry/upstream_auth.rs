@@ -9,12 +9,40 @@
 //! header the upstream asked for).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 
 /// A token without `expires_in` is kept this long (the Docker spec's 60 s).
 const TOKEN_DEFAULT_TTL: u64 = 60;
+
+/// Why a pull secret was refused (no variant carries a credential).
+#[derive(Debug, thiserror::Error)]
+pub enum PullSecretError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {problem}", path.display())]
+    Bad {
+        path: PathBuf,
+        problem: PullSecretProblem,
+    },
+}
+
+/// What is wrong inside a pull secret (`host` is an `auths` key).
+#[derive(Debug, thiserror::Error)]
+pub enum PullSecretProblem {
+    #[error("not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("no \"auths\" object (the OpenShift pull-secret format)")]
+    NoAuths,
+    #[error("auths.{host}.auth is not base64")]
+    NotBase64 { host: String },
+    #[error("auths.{host}.auth is not user:password")]
+    NotUserPassword { host: String },
+}
 
 /// A user and password from the pull secret (never shown).
 #[derive(Clone, PartialEq, Eq)]
@@ -42,31 +70,36 @@ impl Creds {
 pub struct PullSecret(HashMap<String, Creds>);
 
 impl PullSecret {
-    pub fn load(path: &Path) -> Result<PullSecret, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        PullSecret::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<PullSecret, PullSecretError> {
+        let bytes = std::fs::read(path).map_err(|source| PullSecretError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        PullSecret::parse(&bytes).map_err(|problem| PullSecretError::Bad {
+            path: path.to_path_buf(),
+            problem,
+        })
     }
 
     /// `{"auths":{"host":{"auth":"base64(user:pass)"}}}` (or `username`
     /// and `password` in an entry, as Docker's config.json may have).
-    pub fn parse(bytes: &[u8]) -> Result<PullSecret, String> {
+    pub fn parse(bytes: &[u8]) -> Result<PullSecret, PullSecretProblem> {
         let v: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+            serde_json::from_slice(bytes).map_err(PullSecretProblem::NotJson)?;
         let auths = v
             .get("auths")
             .and_then(serde_json::Value::as_object)
-            .ok_or("no \"auths\" object (the OpenShift pull-secret format)")?;
+            .ok_or(PullSecretProblem::NoAuths)?;
         let mut out = HashMap::new();
         for (host, entry) in auths {
             let creds = if let Some(a) = entry.get("auth").and_then(serde_json::Value::as_str) {
                 let raw = base64::engine::general_purpose::STANDARD
                     .decode(a.trim())
-                    .map_err(|_| format!("auths.{host}.auth is not base64"))?;
-                let text = String::from_utf8(raw)
-                    .map_err(|_| format!("auths.{host}.auth is not user:password"))?;
-                let (u, p) = text
-                    .split_once(':')
-                    .ok_or_else(|| format!("auths.{host}.auth is not user:password"))?;
+                    .map_err(|_| PullSecretProblem::NotBase64 { host: host.clone() })?;
+                let not_user_password =
+                    || PullSecretProblem::NotUserPassword { host: host.clone() };
+                let text = String::from_utf8(raw).map_err(|_| not_user_password())?;
+                let (u, p) = text.split_once(':').ok_or_else(not_user_password)?;
                 Creds {
                     user: u.to_string(),
                     pass: p.to_string(),
@@ -243,5 +276,48 @@ mod tests {
         assert!(!format!("{c:?}").contains('p'));
         assert!(PullSecret::parse(b"{}").is_err());
         assert!(PullSecret::parse(br#"{"auths":{"q":{"auth":"!!"}}}"#).is_err());
+    }
+
+    #[test]
+    fn each_refusal_reads_as_before_and_holds_no_secret() {
+        let text = |b: &[u8]| PullSecret::parse(b).err().map(|e| e.to_string());
+        assert_eq!(
+            text(b"{").as_deref(),
+            Some("not JSON: EOF while parsing an object at line 1 column 1")
+        );
+        assert_eq!(
+            text(b"{}").as_deref(),
+            Some("no \"auths\" object (the OpenShift pull-secret format)")
+        );
+        assert_eq!(
+            text(br#"{"auths":{"q":{"auth":"!!sekrit"}}}"#).as_deref(),
+            Some("auths.q.auth is not base64")
+        );
+        let no_colon = base64::engine::general_purpose::STANDARD.encode("sekrit");
+        let bad = format!(r#"{{"auths":{{"q":{{"auth":"{no_colon}"}}}}}}"#);
+        assert_eq!(
+            text(bad.as_bytes()).as_deref(),
+            Some("auths.q.auth is not user:password")
+        );
+        let not_utf8 = base64::engine::general_purpose::STANDARD.encode([0xff, b':', b'x']);
+        let bad = format!(r#"{{"auths":{{"q":{{"auth":"{not_utf8}"}}}}}}"#);
+        assert_eq!(
+            text(bad.as_bytes()).as_deref(),
+            Some("auths.q.auth is not user:password")
+        );
+        let gone = Path::new("/nonexistent/pull-secret.json");
+        let e = PullSecret::load(gone).expect_err("no file").to_string();
+        assert!(
+            e.starts_with("/nonexistent/pull-secret.json: No such file"),
+            "{e}"
+        );
+        let e = PullSecretError::Bad {
+            path: PathBuf::from("/p.json"),
+            problem: PullSecretProblem::NoAuths,
+        };
+        assert_eq!(
+            e.to_string(),
+            "/p.json: no \"auths\" object (the OpenShift pull-secret format)"
+        );
     }
 }
