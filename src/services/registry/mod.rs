@@ -32,6 +32,7 @@ mod pulls;
 mod pulltags;
 pub mod pullthrough;
 mod push;
+mod ranges;
 pub mod replica;
 mod replica_sync;
 pub mod reply;

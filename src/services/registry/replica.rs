@@ -44,7 +44,7 @@ use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 use super::names::{Digest, Name};
 use super::reply::{self, Resp};
 use super::storage::{Store, read_link};
-use super::{Ctx, pull};
+use super::{Ctx, ranges};
 use crate::plan::Plan;
 use crate::runtime::bind::BindOptions;
 use crate::runtime::context::Context;
@@ -340,7 +340,7 @@ async fn blob_answer(ctx: &Arc<Ctx>, d: &Digest, range: Option<&str>) -> Resp {
     let Ok((super::storage::Check::Good, Some(size))) = check else {
         return plain(StatusCode::NOT_FOUND, "blob unknown");
     };
-    let start = match pull::range(range, size) {
+    let start = match ranges::range(range, size) {
         Ok(r) => r.map_or(0, |(s, _)| s),
         Err(()) => return plain(StatusCode::RANGE_NOT_SATISFIABLE, "bad range"),
     };
