@@ -233,7 +233,7 @@ mod tests {
         };
         assert_eq!(
             embed.to_string(),
-            "kernel-argument embed area: images/ignition.img: area of 0 bytes (must be 1..=67108864)"
+            "Ignition embed area: images/ignition.img: area of 0 bytes (must be 1..=67108864)"
         );
     }
 

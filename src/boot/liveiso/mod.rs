@@ -45,9 +45,8 @@ pub enum EmbedError {
     BadInfo(String),
     #[error("kernel-argument embed area: {0}")]
     BadArea(String),
-    /// `igninfo.json`'s area does not fit its file (the text says
-    /// "kernel-argument" as it always has).
-    #[error("kernel-argument embed area: {file}: {why}")]
+    /// `igninfo.json`'s area does not fit its file.
+    #[error("Ignition embed area: {file}: {why}")]
     BadIgnitionArea { file: String, why: embed::AreaError },
     #[error(
         "no Ignition embed area ({0} is missing): not an RHCOS/FCOS live ISO coreos-installer can embed a config in"
