@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 use super::Ctx;
 use super::manifest;
 use super::names::{BadDigest, Digest, Name, Reference};
-use super::ranges::{range, unsatisfiable};
+use super::ranges::{blob_headers, partial, range, unsatisfiable};
 use super::reply::{self, Code, Resp, set};
 use super::storage::Check;
 
@@ -246,21 +246,12 @@ pub(super) async fn blob(
         Err(()) => return unsatisfiable(&d, size),
         Ok(Some((start, end))) => {
             let mut r = body_of(ctx, &d, method, start, end + 1 - start, peer).await;
-            *r.status_mut() = StatusCode::PARTIAL_CONTENT;
-            set(
-                &mut r,
-                "Content-Range",
-                &format!("bytes {start}-{end}/{size}"),
-            );
+            partial(&mut r, start, end, size);
             r
         }
         Ok(None) => body_of(ctx, &d, method, 0, size, peer).await,
     };
-    set(&mut resp, "Content-Type", "application/octet-stream");
-    set(&mut resp, "Docker-Content-Digest", &d.to_string());
-    set(&mut resp, "Etag", &etag);
-    set(&mut resp, "Accept-Ranges", "bytes");
-    set(&mut resp, "Cache-Control", "max-age=31536000");
+    blob_headers(&mut resp, &d);
     resp
 }
 

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use futures_util::StreamExt as _;
 use http_body_util::{BodyExt as _, StreamBody};
 use hyper::body::Frame;
-use hyper::{Method, Response, StatusCode};
+use hyper::{Method, Response};
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -23,7 +23,7 @@ use super::Ctx;
 use super::flight::{Failure, Joined, Phase, Progress};
 use super::names::{Digest, Name};
 use super::pullthrough::{STALL, ask, blocking, failed, hit, refuse};
-use super::ranges::{range, unsatisfiable};
+use super::ranges::{blob_headers, partial, range, unsatisfiable};
 use super::reply::{self, Code, Resp, set};
 use super::storage::Check;
 use super::upstream::Upstream;
@@ -286,22 +286,11 @@ async fn follow(
         });
         Response::new(StreamBody::new(stream).boxed_unsync())
     };
-    *resp.status_mut() = StatusCode::OK;
     if (start, end) != (0, total) {
-        *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
-        let last = end - 1;
-        set(
-            &mut resp,
-            "Content-Range",
-            &format!("bytes {start}-{last}/{total}"),
-        );
+        partial(&mut resp, start, end - 1, total);
     }
     set(&mut resp, "Content-Length", &(end - start).to_string());
-    set(&mut resp, "Content-Type", "application/octet-stream");
-    set(&mut resp, "Docker-Content-Digest", &d.to_string());
-    set(&mut resp, "Etag", &format!("\"{d}\""));
-    set(&mut resp, "Accept-Ranges", "bytes");
-    set(&mut resp, "Cache-Control", "max-age=31536000");
+    blob_headers(&mut resp, d);
     resp
 }
 

@@ -1,8 +1,9 @@
-//! Byte ranges of a blob (pure, no sockets): the one range a `Range`
-//! header asks of a `size`-byte blob, and the 416 answer past its end, as
-//! `docker-registry` gives them. Stored blobs (`pull.rs`), blobs still
-//! being pulled through (`pullblob.rs`) and the HA peer's resumed blob
-//! copies (`replica.rs`) read ranges alike through these.
+//! Byte ranges of a blob and the headers of its answer (pure, no
+//! sockets): the one range a `Range` header asks of a `size`-byte blob, the
+//! 206 and 416 answers, and the headers every blob answer carries, as
+//! `docker-registry` gives them. Stored blobs (`pull.rs`) and blobs still
+//! being pulled through (`pullblob.rs`) answer alike through these; the HA
+//! peer's resumed blob copies (`replica.rs`) read ranges with [`range`].
 //!
 //! Invariant: a range is inside the blob (`start <= end < size`) or
 //! refused; a multi-range or non-`bytes` header means the whole blob.
@@ -63,6 +64,22 @@ pub(super) fn unsatisfiable(d: &Digest, size: u64) -> Resp {
     set(&mut r, "Docker-Content-Digest", &d.to_string());
     set(&mut r, "Etag", &format!("\"{d}\""));
     r
+}
+
+/// Make `r` the 206 answer for the bytes `start..=last` of a `size`-byte
+/// blob.
+pub(super) fn partial(r: &mut Resp, start: u64, last: u64, size: u64) {
+    *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+    set(r, "Content-Range", &format!("bytes {start}-{last}/{size}"));
+}
+
+/// The headers of every answer with blob `d`'s bytes (whole or a range).
+pub(super) fn blob_headers(r: &mut Resp, d: &Digest) {
+    set(r, "Content-Type", "application/octet-stream");
+    set(r, "Docker-Content-Digest", &d.to_string());
+    set(r, "Etag", &format!("\"{d}\""));
+    set(r, "Accept-Ranges", "bytes");
+    set(r, "Cache-Control", "max-age=31536000");
 }
 
 #[cfg(test)]
