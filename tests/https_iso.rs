@@ -612,23 +612,13 @@ fn negotiated_suite(addr: &str, ca: &str, extra: &[&str]) -> String {
         "-verify_return_error",
     ];
     args.extend_from_slice(extra);
-    let out = Command::new("openssl")
-        .args(&args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
+    let (_, out, err) = run("openssl", &args);
+    out.lines()
         .find_map(|l| {
             l.split_once("Cipher is ")
                 .map(|(_, c)| c.trim().to_string())
         })
-        .unwrap_or_else(|| {
-            panic!(
-                "no cipher in:\n{text}{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
+        .unwrap_or_else(|| panic!("no cipher in:\n{out}{err}"))
 }
 
 /// The server picks the suite, AES-128-GCM first, as Go's and BoringSSL's
